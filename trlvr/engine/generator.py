@@ -1,0 +1,231 @@
+"""TandemGenerator: batched, lockstep decoding of a senior and a junior causal LM.
+
+Both models read the same shared history and keep their own KV cache. At every step each
+running model does one forward pass over the last token, and the active author's distribution
+(per sequence, from the schedule) is sampled. Every emitted token records its author and its
+log-probability under both models' raw distributions (temperature 1, no truncation), which is
+what GRPO's ratio and the drift/legibility metrics need.
+
+What this file does not know: tokenization and prompts (callers pass token ids), which ids start
+a word or end a step (`trlvr.schedules.VocabTables`), and training.
+
+Shapes: B = batch, L = longest prompt, T = new tokens so far, V = vocabulary.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from trlvr.engine.rollout import FINISH_REASONS, TandemOutput
+from trlvr.engine.sampling import sample_tokens
+from trlvr.schedules import SENIOR, Schedule, SoloSchedule, VocabTables, vocab_tables
+
+_LENGTH, _EOS, _ROUNDS = (FINISH_REASONS.index(r) for r in ("length", "eos", "rounds"))
+
+
+def _vocab_size(model) -> int:
+    return model.get_output_embeddings().weight.shape[0]
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _cache_arg(model) -> str:
+    # transformers renamed `past_key_values` to `cache` during 5.x; support both spellings.
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _forward(model, cache_arg: str, cache, **inputs):
+    """One forward pass with a KV cache. Returns (cache, last-position logits (B, V))."""
+    out = model(**inputs, **{cache_arg: cache}, use_cache=True)
+    new_cache = out.cache if cache_arg == "cache" else out.past_key_values
+    return new_cache, out.logits[:, -1]
+
+
+class TandemGenerator:
+    """Co-generate with a senior and a junior that share one tokenizer.
+
+    >>> gen = TandemGenerator(senior, junior, tokenizer)              # doctest: +SKIP
+    >>> out = gen.generate([[1, 2, 3], [4, 5]], WordSchedule(p=0.5), max_new_tokens=64)  # doctest: +SKIP
+    >>> out.completion_ids, out.authors, out.senior_logprobs          # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        senior,
+        junior=None,
+        tokenizer=None,
+        *,
+        tables: VocabTables | None = None,
+        eos_token_ids: list[int] | None = None,
+        pad_token_id: int | None = None,
+        word_start_ids: list[int] | None = None,
+        step_end_ids: list[int] | None = None,
+    ):
+        self.senior, self.junior = senior, junior
+        self.vocab_size = _vocab_size(senior)
+        if junior is not None:
+            jv = _vocab_size(junior)
+            if jv != self.vocab_size:
+                raise ValueError(
+                    f"senior and junior vocabularies differ: senior has {self.vocab_size} tokens, "
+                    f"junior has {jv}; tandem decoding needs one shared tokenizer"
+                )
+            if _device(junior) != _device(senior):
+                raise ValueError(f"senior is on {_device(senior)} but junior is on {_device(junior)}")
+        if tokenizer is not None and len(tokenizer) > self.vocab_size:
+            raise ValueError(
+                f"tokenizer has {len(tokenizer)} tokens but the models' vocabulary has {self.vocab_size}"
+            )
+        if tables is None:
+            if tokenizer is None:
+                raise ValueError("pass a tokenizer (or explicit VocabTables) so schedules can find word starts")
+            tables = vocab_tables(tokenizer, self.vocab_size, word_start_ids, step_end_ids)
+        self.tables = tables
+        self.eos_token_ids = self._eos_ids(eos_token_ids, tokenizer)
+        if pad_token_id is None:
+            pad_token_id = getattr(tokenizer, "pad_token_id", None)
+        self.pad_token_id = self.eos_token_ids[0] if pad_token_id is None else pad_token_id
+
+    def _eos_ids(self, eos_token_ids, tokenizer) -> list[int]:
+        if eos_token_ids is None:
+            ids = set()
+            if tokenizer is not None and tokenizer.eos_token_id is not None:
+                ids.add(tokenizer.eos_token_id)
+            gen_eos = getattr(getattr(self.senior, "generation_config", None), "eos_token_id", None)
+            ids.update([gen_eos] if isinstance(gen_eos, int) else (gen_eos or []))
+            eos_token_ids = sorted(ids)
+        if not eos_token_ids:
+            raise ValueError("no EOS token id: pass eos_token_ids or a tokenizer with eos_token_id")
+        return list(eos_token_ids)
+
+    @property
+    def device(self) -> torch.device:
+        return _device(self.senior)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt_ids: list[list[int]],
+        schedule: Schedule,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        seed: int = 0,
+        score_both: bool = False,
+    ) -> TandemOutput:
+        """Generate one completion per prompt (prompts may differ in length).
+
+        With a SoloSchedule only the author's model runs, unless `score_both` asks for the other
+        model's log-probs too (it then decodes in lockstep, at tandem cost).
+        """
+        if not prompt_ids or any(len(p) == 0 for p in prompt_ids):
+            raise ValueError("every prompt needs at least one token")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        solo = isinstance(schedule, SoloSchedule)
+        run_senior = not solo or schedule.author == SENIOR or score_both
+        run_junior = not solo or schedule.author != SENIOR or score_both
+        if run_junior and self.junior is None:
+            raise ValueError(f"{type(schedule).__name__} needs a junior model, but the generator has none")
+
+        device = self.device
+        tables = self.tables.to(device)
+        eos = torch.tensor(self.eos_token_ids, device=device)
+        tok_rng = torch.Generator(device=device).manual_seed(seed)
+        # A separate stream for authorship: the same seed gives the same schedule at any temperature.
+        author_rng = torch.Generator(device=device).manual_seed(seed + 0x5EED)
+
+        B = len(prompt_ids)
+        L = max(len(p) for p in prompt_ids)
+        input_ids = torch.full((B, L), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros(B, L + max_new_tokens, dtype=torch.long)
+        for i, p in enumerate(prompt_ids):  # left padding, once per call (not per token)
+            input_ids[i, L - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[i, L - len(p) : L] = 1
+        mask[:, L:] = 1  # generated positions are always attended (finished rows are ignored later)
+        input_ids, mask = input_ids.to(device), mask.to(device)
+        positions = (mask[:, :L].cumsum(-1) - 1).clamp(min=0)  # (B, L)
+
+        models = {"senior": self.senior if run_senior else None, "junior": self.junior if run_junior else None}
+        was_training = {k: m.training for k, m in models.items() if m is not None}
+        for m in was_training:
+            models[m].eval()
+        try:
+            caches, logits = {}, {}
+            cache_args = {name: _cache_arg(m) for name, m in models.items() if m is not None}
+            for name, model in models.items():
+                if model is None:
+                    continue
+                caches[name], logits[name] = _forward(
+                    model,
+                    cache_args[name],
+                    None,
+                    input_ids=input_ids,
+                    attention_mask=mask[:, :L],
+                    position_ids=positions,
+                    logits_to_keep=1,
+                )
+
+            tokens = torch.full((B, max_new_tokens), self.pad_token_id, dtype=torch.long, device=device)
+            senior_authored = torch.zeros(B, max_new_tokens, dtype=torch.bool, device=device)
+            lp = {name: torch.zeros(B, max_new_tokens, device=device) for name in logits}
+            finish = torch.full((B,), _LENGTH, dtype=torch.long, device=device)
+            length = torch.full((B,), max_new_tokens, dtype=torch.long, device=device)
+            done = torch.zeros(B, dtype=torch.bool, device=device)
+            state = schedule.start(B, tables, author_rng)
+            pos = positions[:, -1:]  # (B, 1)
+
+            for t in range(max_new_tokens):
+                logp = {name: torch.log_softmax(x.float(), dim=-1) for name, x in logits.items()}  # (B, V)
+                if len(logits) == 2:
+                    active = torch.where(state.author[:, None], logits["senior"], logits["junior"])
+                else:
+                    active = next(iter(logits.values()))
+                tok = sample_tokens(active, temperature, top_k, top_p, tok_rng)  # (B,)
+                tok = torch.where(done, self.pad_token_id, tok)
+                tokens[:, t] = tok
+                senior_authored[:, t] = state.author & ~done
+                for name, x in logp.items():
+                    lp[name][:, t] = x.gather(1, tok[:, None]).squeeze(1).masked_fill(done, 0.0)
+
+                state = schedule.advance(state, tok, tables, author_rng)
+                hit_eos = torch.isin(tok, eos) & ~done
+                hit_cap = state.stop & ~done & ~hit_eos
+                finish = torch.where(hit_eos, _EOS, torch.where(hit_cap, _ROUNDS, finish))
+                length = torch.where(hit_eos | hit_cap, t + 1, length)
+                done = done | hit_eos | hit_cap
+                if t == max_new_tokens - 1 or bool(done.all()):
+                    break
+
+                pos = pos + 1
+                step_mask = mask[:, : L + t + 1]
+                for name, model in models.items():
+                    if model is None:
+                        continue
+                    caches[name], logits[name] = _forward(
+                        model,
+                        cache_args[name],
+                        caches[name],
+                        input_ids=tok[:, None],
+                        attention_mask=step_mask,
+                        position_ids=pos,
+                    )
+        finally:
+            for name, training in was_training.items():
+                models[name].train(training)
+
+        T = int(length.max())
+        in_completion = torch.arange(T, device=device)[None, :] < length[:, None]
+        return TandemOutput(
+            tokens=tokens[:, :T],
+            senior_authored=senior_authored[:, :T] & in_completion,
+            completion_mask=in_completion,
+            senior_logprob=lp["senior"][:, :T] if "senior" in lp else None,
+            junior_logprob=lp["junior"][:, :T] if "junior" in lp else None,
+            finish_codes=finish,
+        )

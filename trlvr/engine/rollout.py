@@ -1,0 +1,77 @@
+"""`TandemOutput`: what one batched tandem generation returns.
+
+Per-sequence Python lists for consumers such as TRL's `rollout_func`, plus the padded tensors
+they came from for vectorised consumers (training metrics, evaluation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+FINISH_REASONS = ("length", "eos", "rounds")  # index = code stored in `finish_codes`
+
+
+@dataclass
+class TandemOutput:
+    """Result of `TandemGenerator.generate` for B sequences.
+
+    Tensor fields are (B, T) with T = the longest completion; positions past a sequence's end
+    hold pad ids, `False` authors and zero log-probs, and `completion_mask` is False there.
+    """
+
+    tokens: torch.Tensor  # (B, T) long, emitted ids
+    senior_authored: torch.Tensor  # (B, T) bool, True = senior wrote the token
+    completion_mask: torch.Tensor  # (B, T) bool, True = inside the completion (EOS included)
+    senior_logprob: torch.Tensor | None  # (B, T) float32, log p_senior(token), temperature 1, no truncation
+    junior_logprob: torch.Tensor | None  # (B, T) float32, log p_junior(token); None when junior not run
+    finish_codes: torch.Tensor  # (B,) long, index into FINISH_REASONS
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.completion_mask.sum(dim=1)
+
+    def _rows(self, t: torch.Tensor) -> list[list]:
+        return [row[:n] for row, n in zip(t.tolist(), self.lengths.tolist(), strict=True)]
+
+    @property
+    def completion_ids(self) -> list[list[int]]:
+        return self._rows(self.tokens)
+
+    @property
+    def authors(self) -> list[list[int]]:
+        """1 = senior, 0 = junior, one entry per completion token."""
+        return self._rows(self.senior_authored.long())
+
+    @property
+    def senior_logprobs(self) -> list[list[float]] | None:
+        return None if self.senior_logprob is None else self._rows(self.senior_logprob)
+
+    @property
+    def junior_logprobs(self) -> list[list[float]] | None:
+        return None if self.junior_logprob is None else self._rows(self.junior_logprob)
+
+    @property
+    def finish_reasons(self) -> list[str]:
+        return [FINISH_REASONS[c] for c in self.finish_codes.tolist()]
+
+    @property
+    def switches(self) -> torch.Tensor:
+        """(B,) number of author changes inside each completion."""
+        a = self.senior_authored
+        changed = (a[:, 1:] != a[:, :-1]) & self.completion_mask[:, 1:]
+        return changed.sum(dim=1)
+
+    @property
+    def num_switches(self) -> list[int]:
+        return self.switches.tolist()
+
+    @property
+    def senior_share(self) -> torch.Tensor:
+        """(B,) fraction of each completion written by the senior (0 for an empty completion)."""
+        n = self.lengths.clamp(min=1)
+        return (self.senior_authored & self.completion_mask).sum(dim=1) / n
+
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
