@@ -22,7 +22,7 @@ COMMANDS = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trlvr", description="Tandem RLVR: train and evaluate tandem seniors.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, module in COMMANDS.items():
+    for module in COMMANDS.values():
         importlib.import_module(f"trlvr.cli.{module}").make_parser(sub)
     return parser
 

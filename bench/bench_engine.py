@@ -1,0 +1,171 @@
+"""Tandem engine speed, as ratios measured side by side in one run.
+
+    .venv/bin/python bench/bench_engine.py            # tiny and ~10M-parameter models
+    .venv/bin/python bench/bench_engine.py --quick    # smaller batch, for a smoke run
+
+For each model size (random Qwen3 senior, smaller junior, batch 64, 256 new tokens, no EOS):
+  1. tandem (WordSchedule p=0.5) vs solo-senior + solo-junior in the same engine   (bar: <= 1.1)
+  2. engine solo-senior vs `model.generate` with the same sampling                  (bar: <= 1.0)
+  3. engine tandem vs the naive approach: alternating `model.generate` calls per
+     segment, each re-reading the whole prefix (per sequence, tokens/s compared)   (bar: >= 5x)
+Timings interleave the contenders and keep the median of several repeats (the machine is noisy).
+Peak memory is measured per contender in a fresh subprocess (ru_maxrss), reported in MiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM, StoppingCriteria, StoppingCriteriaList
+
+from trlvr.schedules import VocabTables
+from trlvr.tandem import SoloSchedule, TandemGenerator, WordSchedule
+
+SIZES = {
+    # name: (vocab, senior (hidden, layers), junior (hidden, layers))
+    "tiny": (512, (64, 2), (32, 2)),
+    "10M": (4096, (256, 10), (128, 6)),
+}
+
+
+def build(vocab: int, hidden: int, layers: int, seed: int):
+    torch.manual_seed(seed)
+    cfg = Qwen3Config(
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=3 * hidden, num_hidden_layers=layers,
+        num_attention_heads=max(hidden // 32, 2), num_key_value_heads=max(hidden // 64, 1), head_dim=32,
+        max_position_embeddings=1024, tie_word_embeddings=True,
+    )
+    return Qwen3ForCausalLM(cfg).eval()
+
+
+def tables_for(vocab: int) -> VocabTables:
+    g = torch.Generator().manual_seed(0)
+    word_start = torch.rand(vocab, generator=g) < 0.35  # Qwen3: 53k of 151k ids start a word
+    false = torch.zeros(vocab, dtype=torch.bool)
+    return VocabTables(word_start, false, false, false)
+
+
+def setup(size: str):
+    vocab, (sh, sl), (jh, jl) = SIZES[size]
+    senior, junior = build(vocab, sh, sl, 0), build(vocab, jh, jl, 1)
+    gen = TandemGenerator(senior, junior, tables=tables_for(vocab), eos_token_ids=[vocab], pad_token_id=0)
+    return senior, junior, gen
+
+
+def prompts(batch: int, vocab: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(1)
+    return [torch.randint(1, vocab, (int(n),), generator=g).tolist() for n in torch.randint(8, 33, (batch,), generator=g)]
+
+
+def hf_generate(model, ids: list[list[int]], new: int):
+    L = max(map(len, ids))
+    x = torch.tensor([[0] * (L - len(p)) + p for p in ids])
+    m = torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in ids])
+    return model.generate(
+        input_ids=x, attention_mask=m, max_new_tokens=new, min_new_tokens=new, do_sample=True,
+        temperature=1.0, top_p=1.0, top_k=0, pad_token_id=0, eos_token_id=None,
+    )
+
+
+class SegmentEnd(StoppingCriteria):
+    """Stop after a word-start token or after max_gap new tokens (one schedule segment)."""
+
+    def __init__(self, start: int, word_start: torch.Tensor, max_gap: int):
+        self.start, self.word_start, self.max_gap = start, word_start, max_gap
+
+    def __call__(self, input_ids, scores, **kw):
+        n = input_ids.shape[1] - self.start
+        return (self.word_start[input_ids[:, -1]] | (n >= self.max_gap)).bool()
+
+
+def naive_tandem(senior, junior, tables, prompt: list[int], new: int, p=0.5, max_gap=32, seed=0):
+    """One sequence: the active model re-reads the whole prefix at every handoff."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.tensor([prompt])
+    while ids.shape[1] - len(prompt) < new:
+        model = senior if torch.rand(1, generator=g).item() < p else junior
+        budget = new - (ids.shape[1] - len(prompt))
+        stop = StoppingCriteriaList([SegmentEnd(ids.shape[1], tables.word_start, max_gap)])
+        ids = model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=budget, do_sample=True,
+            top_k=0, pad_token_id=0, eos_token_id=None, stopping_criteria=stop,
+        )
+    return ids
+
+
+def contenders(size: str, batch: int, new: int, naive_seqs: int):
+    senior, junior, gen = setup(size)
+    vocab = SIZES[size][0]
+    ps = prompts(batch, vocab)
+    return {
+        "tandem": lambda: gen.generate(ps, WordSchedule(0.5, 32), new, seed=0),
+        "solo_senior": lambda: gen.generate(ps, SoloSchedule("senior"), new, seed=0),
+        "solo_junior": lambda: gen.generate(ps, SoloSchedule("junior"), new, seed=0),
+        "hf_generate_senior": lambda: hf_generate(senior, ps, new),
+        "naive_tandem": lambda: [naive_tandem(senior, junior, gen.tables, p, new, seed=i) for i, p in enumerate(ps[:naive_seqs])],
+    }
+
+
+def time_all(fns: dict, repeats: int) -> dict[str, float]:
+    times = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():  # interleaved so drift in machine speed hits everyone alike
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def peak_mib(size: str, name: str, batch: int, new: int, naive_seqs: int) -> float:
+    code = (
+        "import resource, torch, sys; sys.path.insert(0, 'bench'); import bench_engine as b; torch.set_num_threads(2);"
+        f"f = b.contenders({size!r}, {batch}, {new}, {naive_seqs})[{name!r}]; base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
+        "f(); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip().splitlines()[-1]) / 1024
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sizes", default="tiny,10M")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    batch, new, naive_seqs = (16, 64, 2) if args.quick else (64, 256, 4)
+    results = {}
+    for size in args.sizes.split(","):
+        fns = contenders(size, batch, new, naive_seqs)
+        t = time_all(fns, args.repeats)
+        tps = {k: (naive_seqs if k == "naive_tandem" else batch) * new / v for k, v in t.items()}
+        r = {
+            "tandem_over_solo_sum": t["tandem"] / (t["solo_senior"] + t["solo_junior"]),
+            "engine_solo_over_hf_generate": t["solo_senior"] / t["hf_generate_senior"],
+            "tandem_speedup_over_naive": tps["tandem"] / tps["naive_tandem"],
+            "tokens_per_s": {k: round(v) for k, v in tps.items()},
+            "seconds": {k: round(v, 3) for k, v in t.items()},
+            "peak_rss_mib": {k: round(peak_mib(size, k, batch, new, naive_seqs)) for k in ("tandem", "solo_senior", "hf_generate_senior")},
+        }
+        results[size] = r
+        print(f"== {size}: batch {batch}, {new} new tokens, medians of {args.repeats}")
+        print(f"  tandem / (solo senior + solo junior) = {r['tandem_over_solo_sum']:.3f}   (bar <= 1.10)")
+        print(f"  engine solo / model.generate         = {r['engine_solo_over_hf_generate']:.3f}   (bar <= 1.00)")
+        print(f"  tandem speed-up over naive per-segment generate = {r['tandem_speedup_over_naive']:.1f}x  (bar >= 5x)")
+        print(f"  tokens/s: {r['tokens_per_s']}")
+        print(f"  peak RSS MiB: {r['peak_rss_mib']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
