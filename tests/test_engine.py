@@ -140,6 +140,14 @@ def test_eos_from_either_author_ends_the_sequence(models, tokenizer):
             assert ids[-1] in eos_set
             enders.add(authors[-1])
     assert enders == {0, 1}, "both the senior and the junior should have ended some sequences"
+    # Finished rows are dropped from the batch and the KV caches mid-generation: the survivors'
+    # log-probs must still match a teacher-forced pass.
+    longest = sorted(range(len(prompts)), key=lambda i: -len(out.completion_ids[i]))[:6]
+    for i in longest:
+        ref = teacher_forced_logprobs(senior, prompts[i], out.completion_ids[i])
+        assert torch.allclose(torch.tensor(out.senior_logprobs[i]), ref, atol=1e-4)
+        ref = teacher_forced_logprobs(junior, prompts[i], out.completion_ids[i])
+        assert torch.allclose(torch.tensor(out.junior_logprobs[i]), ref, atol=1e-4)
 
 
 def redraw_points(tokens: list[int], word_start: set[int], max_gap: int) -> set[int]:

@@ -176,31 +176,45 @@ class TandemGenerator:
             lp = {name: torch.zeros(B, max_new_tokens, device=device) for name in logits}
             finish = torch.full((B,), _LENGTH, dtype=torch.long, device=device)
             length = torch.full((B,), max_new_tokens, dtype=torch.long, device=device)
-            done = torch.zeros(B, dtype=torch.bool, device=device)
+            # Live rows only: finished sequences are dropped from the batch (and the KV caches) once
+            # a quarter of the live rows are done, so ragged lengths do not cost full-batch steps.
+            rows = torch.arange(B, device=device)  # (b,) original index of each live row
+            done = torch.zeros(B, dtype=torch.bool, device=device)  # (b,)
             state = schedule.start(B, tables, author_rng)
-            pos = positions[:, -1:]  # (B, 1)
+            pos = positions[:, -1:]  # (b, 1)
 
             for t in range(max_new_tokens):
-                logp = {name: torch.log_softmax(x.float(), dim=-1) for name, x in logits.items()}  # (B, V)
                 if len(logits) == 2:
-                    active = torch.where(state.author[:, None], logits["senior"], logits["junior"])
+                    active = torch.where(state.author[:, None], logits["senior"], logits["junior"])  # (b, V)
                 else:
                     active = next(iter(logits.values()))
-                tok = sample_tokens(active, temperature, top_k, top_p, tok_rng)  # (B,)
+                tok = sample_tokens(active, temperature, top_k, top_p, tok_rng)  # (b,)
                 tok = torch.where(done, self.pad_token_id, tok)
-                tokens[:, t] = tok
-                senior_authored[:, t] = state.author & ~done
-                for name, x in logp.items():
-                    lp[name][:, t] = x.gather(1, tok[:, None]).squeeze(1).masked_fill(done, 0.0)
+                live = ~done
+                out_rows = rows[live]
+                tokens[out_rows, t] = tok[live]
+                senior_authored[out_rows, t] = state.author[live]
+                for name, x in logits.items():
+                    logp = torch.log_softmax(x.float(), dim=-1).gather(1, tok[:, None]).squeeze(1)  # (b,)
+                    lp[name][out_rows, t] = logp[live]
 
                 state = schedule.advance(state, tok, tables, author_rng)
-                hit_eos = torch.isin(tok, eos) & ~done
-                hit_cap = state.stop & ~done & ~hit_eos
-                finish = torch.where(hit_eos, _EOS, torch.where(hit_cap, _ROUNDS, finish))
-                length = torch.where(hit_eos | hit_cap, t + 1, length)
-                done = done | hit_eos | hit_cap
-                if t == max_new_tokens - 1 or bool(done.all()):
+                hit_eos = torch.isin(tok, eos) & live
+                hit_cap = state.stop & live & ~hit_eos
+                ended = hit_eos | hit_cap
+                finish[rows[hit_eos]] = _EOS
+                finish[rows[hit_cap]] = _ROUNDS
+                length[rows[ended]] = t + 1
+                done = done | ended
+                n_done = int(done.sum())
+                if t == max_new_tokens - 1 or n_done == done.numel():
                     break
+                if 4 * n_done >= done.numel():
+                    keep = torch.nonzero(~done).squeeze(1)
+                    rows, done, mask, pos, tok = rows[keep], done[keep], mask[keep], pos[keep], tok[keep]
+                    state = type(state)(*(f[keep] for f in state))
+                    for cache in caches.values():
+                        cache.batch_select_indices(keep)
 
                 pos = pos + 1
                 step_mask = mask[:, : L + t + 1]
