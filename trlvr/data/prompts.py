@@ -1,0 +1,39 @@
+"""Prompt text for a problem: the paper's instruction after the problem, in the chat template."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trlvr.data.schema import Problem
+
+INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+DEFAULT_TEMPLATE = "{problem} Let's think step by step and output the final answer within \\boxed{{}}."
+
+
+def build_prompt(
+    problem_text: str, tokenizer: Any = None, template: str = DEFAULT_TEMPLATE, use_chat_template: bool = True
+) -> str:
+    """The prompt string for ``problem_text``.
+
+    ``template`` is a str.format pattern with ``{problem}``. When ``tokenizer`` has a chat
+    template (and ``use_chat_template``), the text becomes one user message rendered with
+    ``add_generation_prompt=True``; otherwise the plain text is returned.
+
+    >>> build_prompt("What is 2+2?")
+    "What is 2+2? Let's think step by step and output the final answer within \\\\boxed{}."
+    """
+    text = template.format(problem=problem_text)
+    if use_chat_template and tokenizer is not None and getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+        )
+    return text
+
+
+def prompt_for(
+    problem: Problem, tokenizer: Any = None, template: str = DEFAULT_TEMPLATE, use_chat_template: bool = True
+) -> str:
+    """A row's own ``prompt`` verbatim when it has one, else :func:`build_prompt` of its problem."""
+    if problem.prompt is not None:
+        return problem.prompt
+    return build_prompt(problem.problem, tokenizer, template, use_chat_template)
