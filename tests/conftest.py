@@ -11,7 +11,8 @@ from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCau
 
 from trlvr.toy.tokenizer import train_bpe_tokenizer
 
-torch.set_num_threads(2)
+# One thread: tiny models gain nothing from more, and parallel test jobs would oversubscribe 2 cores.
+torch.set_num_threads(1)
 
 CORPUS = [
     "The cat sat on the mat.\n\nThen the dog ran to the park.\n\n",

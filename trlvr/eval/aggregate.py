@@ -1,0 +1,173 @@
+"""From sample rows to per-problem metrics, then to results with bootstrap CIs and paired comparisons.
+
+Per-problem table: {benchmark: {metric: {problem_id: value}}}. Metric names:
+    solo/pass@k, handoff/pass@k, junior/pass@k        unbiased pass@k (correct = reward > 0.5)
+    <protocol>/mean_tokens, <protocol>/truncated      completion length, share cut by the budget
+    handoff/round_capped                               share ended by the round cap
+    dose-J/pass@1, dose-J/senior_share                 at junior share J
+    legibility/junior_ce                               junior's mean per-token CE (nats) on solo samples
+    drift/kl                                           mean per-token KL(senior || junior) on solo samples
+Derived (ratio of means, not per problem): handoff_ratio/pass@k = handoff/pass@k / solo/pass@k.
+
+A benchmark's value is the mean over its problems (for CE and KL: mean over problems of the
+per-problem mean of per-sample means, equal to the mean of per-sample means when every problem
+has n samples); the macro value averages benchmarks.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from trlvr.eval.stats import bootstrap_ci, mean_stat, paired_bootstrap, pass_at_k, ratio_stat
+
+PASS_PROTOCOLS = ("solo", "handoff", "junior")
+CORRECT_THRESHOLD = 0.5
+
+Table = dict[str, dict[str, dict[str, float]]]
+
+
+def problem_table(rows: list[dict], ks: list[int]) -> Table:
+    groups: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["benchmark"], r["protocol"], str(r["problem_id"]))].append(r)
+    table: Table = defaultdict(lambda: defaultdict(dict))
+    for (bench, proto, pid), rs in groups.items():
+        t = table[bench]
+        correct = [float(r["reward"]) > CORRECT_THRESHOLD for r in rs]
+        m = len(rs)
+        t[f"{proto}/mean_tokens"][pid] = float(np.mean([r["num_tokens"] for r in rs]))
+        t[f"{proto}/truncated"][pid] = float(np.mean([r["finish_reason"] == "length" for r in rs]))
+        if proto in PASS_PROTOCOLS:
+            for k in ks:
+                if k <= m:
+                    t[f"{proto}/pass@{k}"][pid] = pass_at_k(m, sum(correct), k)
+        if proto == "handoff":
+            t["handoff/round_capped"][pid] = float(np.mean([r["finish_reason"] == "rounds" for r in rs]))
+        if proto.startswith("dose-"):
+            t[f"{proto}/pass@1"][pid] = float(np.mean(correct))
+            t[f"{proto}/senior_share"][pid] = float(np.mean([r["senior_share"] for r in rs]))
+        if proto == "solo":
+            ce = [r["legibility"] for r in rs if r.get("legibility") is not None]
+            kl = [r["drift"] for r in rs if r.get("drift") is not None]
+            if ce:
+                t["legibility/junior_ce"][pid] = float(np.mean(ce))
+            if kl:
+                t["drift/kl"][pid] = float(np.mean(kl))
+    return {b: {m: dict(v) for m, v in t.items()} for b, t in table.items()}
+
+
+def metric_specs(table: Table) -> dict[str, tuple[str, ...]]:
+    """metric name -> the per-problem columns it needs: (col,) for a mean, (num, den) for a ratio."""
+    names = sorted({m for t in table.values() for m in t})
+    specs: dict[str, tuple[str, ...]] = {m: (m,) for m in names}
+    for m in names:
+        if m.startswith("handoff/pass@") and "solo/" + m.split("/", 1)[1] in names:
+            specs["handoff_ratio/" + m.split("/", 1)[1]] = (m, "solo/" + m.split("/", 1)[1])
+    return dict(sorted(specs.items(), key=lambda kv: _metric_order(kv[0])))
+
+
+def _metric_order(name: str):
+    head, _, tail = name.partition("/")
+    order = ["solo", "handoff", "handoff_ratio", "junior", "legibility", "drift"]
+    rank = order.index(head) if head in order else len(order)
+    k = int(tail.split("@")[1]) if "@" in tail and tail.split("@")[1].isdigit() else 0
+    return (rank, head, tail.split("@")[0], k, tail)
+
+
+def _statistic(cols: tuple[str, ...]):
+    return mean_stat if len(cols) == 1 else ratio_stat
+
+
+def _problem_ids(tables: list[dict[str, dict[str, float]]], cols: tuple[str, ...]) -> list[str]:
+    """Problems that have every column in every table, in a stable order."""
+    ids = None
+    for t in tables:
+        for c in cols:
+            have = set(t.get(c, {}))
+            ids = have if ids is None else ids & have
+    return sorted(ids or [])
+
+
+def _matrix(t: dict[str, dict[str, float]], cols: tuple[str, ...], ids: list[str]) -> np.ndarray:
+    return np.array([[t[c][i] for c in cols] for i in ids], dtype=float)  # (P, C)
+
+
+def _entry(iv, num_problems) -> dict:
+    return {"value": iv.value, "ci_low": iv.lo, "ci_high": iv.hi, "num_problems": num_problems}
+
+
+def summarize(table: Table, *, num_resamples: int = 2000, seed: int = 0, alpha: float = 0.05) -> dict:
+    """Per-benchmark and macro metrics with percentile bootstrap CIs over problems."""
+    specs = metric_specs(table)
+    out = {"benchmarks": {}, "macro": {"benchmarks": sorted(table), "metrics": {}}}
+    for bench in sorted(table):
+        t = table[bench]
+        metrics = {}
+        for name, cols in specs.items():
+            ids = _problem_ids([t], cols)
+            if not ids:
+                continue
+            iv = bootstrap_ci(
+                _matrix(t, cols, ids), _statistic(cols), num_resamples=num_resamples, seed=seed, alpha=alpha
+            )
+            metrics[name] = _entry(iv, len(ids))
+        num = len({pid for col in t.values() for pid in col})
+        out["benchmarks"][bench] = {"num_problems": num, "metrics": metrics}
+    for name, cols in specs.items():
+        groups = []
+        for bench in sorted(table):
+            ids = _problem_ids([table[bench]], cols)
+            if not ids:
+                break  # macro only over metrics every benchmark has
+            groups.append(_matrix(table[bench], cols, ids))
+        else:
+            iv = bootstrap_ci(groups, _statistic(cols), num_resamples=num_resamples, seed=seed, alpha=alpha)
+            out["macro"]["metrics"][name] = _entry(iv, sum(len(g) for g in groups))
+    return out
+
+
+def compare_tables(
+    table_a: Table, table_b: Table, *, num_resamples: int = 2000, seed: int = 0, alpha: float = 0.05
+) -> dict:
+    """Paired bootstrap B - A for every metric both tables have, over problems both have.
+
+    Returns {"benchmarks": {bench: {metric: entry}}, "macro": {metric: entry}, "skipped": [...]}
+    with entry = {a, b, diff, ci_low, ci_high, p_value, excludes_zero, num_problems}.
+    """
+    specs_a, specs_b = metric_specs(table_a), metric_specs(table_b)
+    shared_benches = sorted(set(table_a) & set(table_b))
+    if not shared_benches:
+        raise ValueError(f"no shared benchmarks: A has {sorted(table_a)}, B has {sorted(table_b)}")
+    names = [m for m in specs_b if m in specs_a]
+    skipped = sorted(set(specs_a) ^ set(specs_b))
+    out = {"benchmarks": {b: {} for b in shared_benches}, "macro": {}, "skipped": skipped}
+
+    def entry(res, num):
+        return {
+            "a": res.a, "b": res.b, "diff": res.diff, "ci_low": res.lo, "ci_high": res.hi,
+            "p_value": res.p_value, "excludes_zero": bool(res.excludes_zero), "num_problems": num,
+        }  # fmt: skip
+
+    for name in names:
+        cols = specs_b[name]
+        ga, gb, complete = [], [], True
+        for bench in shared_benches:
+            ids = _problem_ids([table_a[bench], table_b[bench]], cols)
+            if not ids:
+                complete = False
+                continue
+            a, b = _matrix(table_a[bench], cols, ids), _matrix(table_b[bench], cols, ids)
+            res = paired_bootstrap(
+                a, b, _statistic(cols), num_resamples=num_resamples, seed=seed, alpha=alpha
+            )
+            out["benchmarks"][bench][name] = entry(res, len(ids))
+            ga.append(a)
+            gb.append(b)
+        if complete and ga:
+            res = paired_bootstrap(
+                ga, gb, _statistic(cols), num_resamples=num_resamples, seed=seed, alpha=alpha
+            )
+            out["macro"][name] = entry(res, sum(len(g) for g in ga))
+    return out

@@ -1,0 +1,37 @@
+"""Per-token legibility and drift measures from logits. Pure torch, no models.
+
+Shapes: N = token positions (any leading shape works), V = vocabulary. Logits at a position
+are the model's prediction *for* the target token at that position (already shifted).
+All maths in float32 whatever the input dtype.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """-log p(target) in nats. logits (..., V), targets (...) long -> (...) float32.
+
+    With the junior's logits over the senior's tokens this is the junior's surprisal, the
+    per-token legibility cost (lower = the junior predicts the senior better).
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -logp.gather(-1, targets.long().unsqueeze(-1)).squeeze(-1)
+
+
+def token_kl(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) = sum_v p_v (log p_v - log q_v) in nats, over full distributions.
+
+    logits_p, logits_q (..., V) -> (...) float32. With p = senior and q = junior this is the
+    per-token drift of the senior away from the junior. Tokens where p_v = 0 contribute 0.
+    """
+    logp = torch.log_softmax(logits_p.float(), dim=-1)
+    logq = torch.log_softmax(logits_q.float(), dim=-1)
+    return torch.sum(logp.exp() * (logp - logq), dim=-1).clamp(min=0.0)
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-row mean over True positions. values, mask (B, T) -> (B,); NaN for an empty row."""
+    mask = mask.to(values.dtype)
+    return (values * mask).sum(-1) / mask.sum(-1)
