@@ -1,0 +1,79 @@
+"""trlvr.algos: hand-worked numbers, and the masks' failure modes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from trlvr.algos import (
+    AuthorMaskError,
+    author_stats,
+    check_author_mask,
+    check_has_junior_tokens,
+    masked_mean,
+    pass_at_k,
+    per_token_kl,
+    split_by_share,
+)
+
+
+def test_check_author_mask():
+    check_author_mask([[1, 0], [0]], [[3, 4], [5]])
+    with pytest.raises(AuthorMaskError, match="no author mask"):
+        check_author_mask(None, [[3]])
+    with pytest.raises(AuthorMaskError, match="2 entries for 3 tokens"):
+        check_author_mask([[1, 0]], [[3, 4, 5]])
+    with pytest.raises(AuthorMaskError, match="0 \\(junior\\) or 1"):
+        check_author_mask([[2]], [[3]])
+
+
+def test_junior_token_check():
+    check_has_junior_tokens(junior_tokens=1, total_tokens=100, p=0.5)
+    check_has_junior_tokens(junior_tokens=0, total_tokens=100, p=1.0)  # p = 1: senior only is right
+    check_has_junior_tokens(junior_tokens=0, total_tokens=0, p=0.5)
+    with pytest.raises(AuthorMaskError, match="none by the junior"):
+        check_has_junior_tokens(junior_tokens=0, total_tokens=100, p=0.5)
+
+
+def test_author_stats_hand_worked():
+    # row 0: S J J S | pad  -> 4 tokens, 2 senior, switches S>J, J>S = 2
+    # row 1: J | pad pad pad -> 1 token, 0 senior, 0 switches
+    senior = torch.tensor([[1, 0, 0, 1, 1], [0, 1, 1, 1, 1]], dtype=torch.bool)
+    done = torch.tensor([[1, 1, 1, 1, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    s = author_stats(senior, done)
+    assert s["length"].tolist() == [4, 1]
+    assert s["senior_tokens"].tolist() == [2, 0] and s["junior_tokens"].tolist() == [2, 1]
+    assert s["senior_share"].tolist() == [0.5, 0.0]
+    assert s["switches"].tolist() == [2, 0]
+
+
+def test_masked_mean_never_nan():
+    x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    m = torch.tensor([[1, 0, 1], [0, 0, 0]])
+    assert masked_mean(x, m).item() == 2.0
+    assert masked_mean(x, m, dim=1).tolist() == [2.0, 0.0]
+
+
+def test_split_by_share():
+    rewards = torch.tensor([1.0, 0.0, 1.0, float("nan")])
+    junior_share = torch.tensor([0.1, 0.9, 0.2, 0.8])
+    assert split_by_share(rewards, junior_share) == (1.0, 0.0)
+
+
+def test_per_token_kl():
+    logp, ref = torch.tensor([-1.0, -2.0]), torch.tensor([-1.5, -2.0])
+    assert per_token_kl(logp, ref, "k1").tolist() == [0.5, 0.0]
+    k3 = per_token_kl(logp, ref, "k3")
+    assert k3[0].item() == pytest.approx(math.exp(-0.5) + 0.5 - 1) and k3[1].item() == 0.0
+    assert torch.all(per_token_kl(torch.randn(50), torch.randn(50)) >= 0)
+
+
+def test_pass_at_k():
+    assert pass_at_k(4, 1, 1) == 0.25
+    assert pass_at_k(8, 0, 4) == 0.0 and pass_at_k(8, 5, 4) == 1.0
+    # 1 - C(6,2)/C(8,2) = 1 - 15/28
+    assert pass_at_k(8, 2, 2) == pytest.approx(13 / 28)
+    with pytest.raises(ValueError):
+        pass_at_k(4, 5, 1)

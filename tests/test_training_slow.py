@@ -1,0 +1,141 @@
+"""Slow end-to-end training runs through the `trlvr train` entry: 2 CPU processes under torchrun, and a
+run SIGKILLed after a checkpoint then resumed with --resume. Run with `pytest -m slow`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import tiny_model
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+REWARD_MODULE = """
+def length_reward(completions, **kwargs):
+    return [len(c) / 10 for c in completions]
+"""
+
+
+def make_world(tmp_path: Path, tokenizer) -> Path:
+    """A toy-world-shaped folder: senior/, junior/ (with tokenizer), data/train.jsonl, a reward module."""
+    for name, seed, hidden, layers in (("senior", 0, 64, 2), ("junior", 1, 32, 1)):
+        model = tiny_model("qwen3", len(tokenizer), seed=seed, hidden=hidden, layers=layers)
+        model.save_pretrained(tmp_path / name)
+        tokenizer.save_pretrained(tmp_path / name)
+    (tmp_path / "data").mkdir()
+    rows = [
+        {"problem": p, "answer": "1", "prompt": p}
+        for p in ["The cat sat", "A train leaves", "So the answer", "Then the dog"]
+    ]
+    (tmp_path / "data/train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "slow_reward.py").write_text(REWARD_MODULE)
+    return tmp_path
+
+
+def train_cmd(world: Path, out: str, *extra: str) -> list[str]:
+    return [
+        "train",
+        "--config",
+        str(ROOT / "configs/toy-tandem.yaml"),
+        "--senior",
+        str(world / "senior"),
+        "--junior",
+        str(world / "junior"),
+        "--dataset",
+        str(world / "data/train.jsonl"),
+        "--reward",
+        "slow_reward:length_reward",
+        "--output_dir",
+        out,
+        "--per_device_train_batch_size",
+        "4",
+        "--num_generations",
+        "4",
+        "--max_completion_length",
+        "8",
+        "--logging_steps",
+        "1",
+        "--learning_rate",
+        "1e-2",
+        *extra,
+    ]
+
+
+def env_for(world: Path) -> dict:
+    return dict(
+        os.environ, PYTHONPATH=f"{world}{os.pathsep}{ROOT}", TRL_EXPERIMENTAL_SILENCE="1", OMP_NUM_THREADS="1"
+    )
+
+
+def final_weights(out: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(out / "final" / "model.safetensors"))
+
+
+def test_torchrun_two_processes(tmp_path, tokenizer):
+    world = make_world(tmp_path, tokenizer)
+    out = tmp_path / "ddp"
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "trlvr.cli.train_cmd",
+        *train_cmd(world, str(out), "--max_steps", "2", "--save_steps", "100"),
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env_for(world), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
+    logs = [h for h in state["log_history"] if "loss" in h]
+    assert len(logs) == 2 and all("tandem/senior_share" in h for h in logs)
+    assert (out / "final" / "model.safetensors").exists()
+
+
+def test_sigkill_then_resume_matches_uninterrupted(tmp_path, tokenizer):
+    world = make_world(tmp_path, tokenizer)
+    main = [sys.executable, "-m", "trlvr.cli.train_cmd"]
+    env = env_for(world)
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    args = ("--max_steps", "6", "--save_steps", "3")
+    subprocess.run(
+        [*main, *train_cmd(world, str(full), *args)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=900,
+        capture_output=True,
+    )
+    proc = subprocess.Popen(
+        [*main, *train_cmd(world, str(cut), *args)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 900
+    while not (cut / "checkpoint-3" / "trainer_state.json").exists():  # the checkpoint is complete
+        assert proc.poll() is None and time.time() < deadline, "run ended before its first checkpoint"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (cut / "final").exists()
+    subprocess.run(
+        [*main, *train_cmd(world, str(cut), *args), "--resume"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=900,
+        capture_output=True,
+    )
+    a, b = final_weights(full), final_weights(cut)
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6

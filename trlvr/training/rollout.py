@@ -1,0 +1,156 @@
+"""`TandemRollout`: TRL's `rollout_func`, backed by the tandem engine.
+
+TRL 1.16 calls `rollout_func(prompts, trainer)` once per generation batch, on every process, from
+`GRPOTrainer._generate`. What it receives (verified in tests/test_training.py, against the source
+of `_get_train_sampler` / `RepeatSampler` and `_generate_and_score_completions`): this process's
+slice of the generation batch, in which every prompt is ALREADY repeated `num_generations` times
+(RepeatSampler's `mini_repeat_count`), so we return exactly one completion per entry. (TRL's
+docstring says "no duplication"; the sampler says otherwise, and the trainer then slices the
+rewards per process assuming one completion per entry.)
+
+What TRL does with our return value:
+- `prompt_ids`, `completion_ids`: padded into the training batch; TRL recomputes the senior's
+  per-token log-probs itself (at the sampling temperature) for the ratio.
+- `logprobs`: the senior's log-probs of each token from the engine (temperature 1, see
+  `trlvr.engine`). TRL uses them only for vLLM importance-sampling correction and the off-policy
+  mask; both are refused by `TandemGRPOTrainer`, so they are informational here.
+- `env_mask` (1 = senior token): becomes `tool_mask`; TRL multiplies it into `completion_mask`, so
+  junior tokens leave both the loss and the token-mean normaliser (`num_items_in_batch`).
+- anything else (`senior_share` here): forwarded per completion to the reward functions.
+
+Seeding: each call is seeded from (args.seed, global_step, process index, mode), so a run resumed
+from a checkpoint regenerates exactly the rollouts the uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from trlvr.algos import author_stats, check_author_mask, check_has_junior_tokens
+from trlvr.schedules import Schedule, vocab_tables
+from trlvr.tandem import TandemGenerator
+
+
+def rollout_seed(seed: int, global_step: int, process_index: int, train: bool = True) -> int:
+    """A distinct, reproducible 63-bit seed per (run seed, optimizer step, process, mode)."""
+    mixed = ((seed * 1_000_003 + global_step) * 1_009 + process_index) * 2 + (0 if train else 1)
+    return mixed % (2**63 - 1)
+
+
+class TandemRollout:
+    """Callable passed to `GRPOTrainer(rollout_func=...)`.
+
+    schedule: who writes each token (a SoloSchedule for the GRPO arm).
+    junior: the frozen junior (None for solo); set by the trainer once it knows the device.
+    p: the schedule's senior probability, for the "no junior tokens" check (None: no check).
+    """
+
+    def __init__(self, schedule: Schedule, junior=None, check_junior_p: float | None = None):
+        self.schedule = schedule
+        self.junior = junior
+        self.check_junior_p = check_junior_p
+        self.generation_seconds = 0.0  # accumulated since the last `take_generation_seconds`
+        self._tables = None
+
+    def take_generation_seconds(self) -> float:
+        seconds, self.generation_seconds = self.generation_seconds, 0.0
+        return seconds
+
+    def _tokenize(self, prompts: list, tokenizer) -> list[list[int]]:
+        # The same tokenization GRPOTrainer applies on its own generation path (`_tokenize_prompts`).
+        if isinstance(prompts[0], list):  # conversational: [{"role": ..., "content": ...}, ...]
+            out = tokenizer.apply_chat_template(
+                prompts, add_generation_prompt=True, tokenize=True, return_dict=True
+            )
+            return [list(ids) for ids in out["input_ids"]]
+        return [list(ids) for ids in tokenizer(text=prompts)["input_ids"]]
+
+    def __call__(self, prompts: list, trainer) -> dict:
+        args, acc = trainer.args, trainer.accelerator
+        tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+        train = trainer.model.training
+        prompt_ids = self._tokenize(prompts, tokenizer)
+        seed = rollout_seed(args.seed, trainer.state.global_step, acc.process_index, train)
+
+        from trl.models import unwrap_model_for_generation
+
+        start = time.perf_counter()
+        with unwrap_model_for_generation(
+            trainer.model_wrapped,
+            acc,
+            gather_deepspeed3_params=args.ds3_gather_for_generation,
+            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
+        ) as senior:
+            if self._tables is None:  # decoding the vocabulary once per run, not per step
+                vocab = senior.get_output_embeddings().weight.shape[0]
+                self._tables = vocab_tables(tokenizer, vocab)
+            gen = TandemGenerator(
+                senior,
+                self.junior,
+                tokenizer,
+                tables=self._tables,
+                eos_token_ids=list(trainer.eos_token_ids),
+                pad_token_id=tokenizer.pad_token_id,
+            )
+            out = gen.generate(
+                prompt_ids,
+                self.schedule,
+                max_new_tokens=args.max_completion_length,
+                temperature=args.temperature,
+                top_p=args.top_p,
+                top_k=args.top_k or 0,
+                seed=seed,
+            )
+        seconds = time.perf_counter() - start
+        self.generation_seconds += seconds
+
+        completion_ids, env_mask = out.completion_ids, out.authors
+        check_author_mask(env_mask, completion_ids)
+        stats = author_stats(out.senior_authored, out.completion_mask)  # each (B,)
+        self._log(trainer, stats, out, seconds, "train" if train else "eval")
+        return {
+            "prompt_ids": prompt_ids,
+            "completion_ids": completion_ids,
+            "logprobs": out.senior_logprobs,
+            "env_mask": env_mask,
+            "senior_share": stats["senior_share"].tolist(),
+        }
+
+    def _log(self, trainer, stats: dict, out, seconds: float, mode: str) -> None:
+        """Gather batch sums over processes, run the junior-token check, append TRL-style metrics."""
+        acc = trainer.accelerator
+        ends_eos = torch.tensor([r == "eos" for r in out.finish_reasons], dtype=torch.bool)
+        last = (out.lengths - 1).clamp(min=0)
+        last_by_junior = (
+            ~out.senior_authored.gather(1, last[:, None].to(out.senior_authored.device)).squeeze(1).cpu()
+        )
+        local = torch.tensor(
+            [
+                len(stats["length"]),
+                stats["length"].sum().item(),
+                stats["senior_tokens"].sum().item(),
+                stats["junior_tokens"].sum().item(),
+                stats["senior_share"].sum().item(),
+                stats["switches"].sum().item(),
+                (ends_eos & last_by_junior).sum().item(),
+                ends_eos.sum().item(),
+            ],
+            dtype=torch.float64,
+            device=acc.device,
+        )
+        n, tokens, senior, junior, share, switches, eos_junior, eos = acc.gather(local[None]).sum(0).tolist()
+        if self.check_junior_p is not None and mode == "train":
+            check_has_junior_tokens(int(junior), int(tokens), self.check_junior_p)
+        speed = acc.gather(
+            torch.tensor([stats["length"].sum().item() / max(seconds, 1e-9)], device=acc.device)
+        )
+        metrics = trainer._metrics[mode]  # the dict GRPOTrainer.log averages and writes to log_history
+        metrics["tandem/senior_share"].append(share / n)
+        metrics["tandem/switches_per_seq"].append(switches / n)
+        metrics["tandem/length_total"].append(tokens / n)
+        metrics["tandem/length_senior"].append(senior / n)
+        metrics["tandem/length_junior"].append(junior / n)
+        metrics["tandem/eos_by_junior"].append(eos_junior / max(eos, 1.0))
+        metrics["timing/rollout_tokens_per_s"].append(speed.sum().item())  # all processes together

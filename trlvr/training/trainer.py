@@ -1,0 +1,149 @@
+"""`TandemGRPOTrainer`: TRL's GRPOTrainer with rollouts from the tandem engine.
+
+It is TRL's trainer, configured, not a second trainer: rollouts come through the public
+`rollout_func` hook (`TandemRollout`), the author mask through `env_mask`, extra metrics through
+TRL's metric lists and a callback. The GRPO loss, advantages, clipping and optimiser are TRL's.
+
+Arms (TandemConfig.arm):
+- tandem: senior + frozen junior co-write each rollout (word schedule by default); the loss sees
+  senior tokens only (env_mask = 1 on senior tokens).
+- grpo: the senior alone, through the same engine and code path (env_mask all ones): the matched
+  baseline. With `beta > 0` and `kl_ref: junior`, TRL's KL reference model is the junior; any
+  `num_generations` (16 = the compute-matched control).
+
+Loss: TRL `loss_type="dapo"` (set in every config). It is the paper's loss: per-token clipped
+surrogate (eps 0.2), summed over loss-mask tokens and divided by `num_items_in_batch`, the number of
+loss-mask tokens (= senior tokens) in the generation batch over all processes, rescaled to one
+optimizer step -- a token-mean over senior tokens. "bnpo" normalises per process and micro-batch
+(depends on the per-device batch size); "grpo" averages per sequence first (length-biased).
+Where TRL departs from the paper's numbers:
+1. advantage = (r - mean) / (std + 1e-4), hard-coded in TRL; the paper has 1e-6. With binary rewards
+   and 8 rollouts a non-zero std is >= 0.35, so the difference is < 0.03%; zero-std groups get 0 either way.
+2. TRL's std is the unbiased (n - 1) one, as in verl.
+3. The engine's per-token log-probs are at temperature 1; TRL recomputes the ratio's log-probs at the
+   sampling temperature, so `logprobs` must not feed TRL's importance-sampling corrections (refused).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from trl import GRPOTrainer
+
+from trlvr.algos import AuthorMaskError
+from trlvr.config import TandemConfig
+from trlvr.schedules import make_schedule
+from trlvr.training.metrics import StepTimeCallback, with_share_split
+from trlvr.training.rollout import TandemRollout
+
+
+@contextlib.contextmanager
+def _reference_is(model, path: str):
+    """While GRPOTrainer.__init__ runs, make TRL build its KL reference model from `path`.
+
+    TRL 1.16 creates the reference with `create_model_from_path(get_config_model_id(model.config))`,
+    i.e. from `model.config._name_or_path`, then disables dropout, adds the fused log-prob head at the
+    sampling temperature and prepares it for DDP/DeepSpeed. Pointing that id at the junior for the
+    duration of `__init__` reuses all of that; the senior's id is restored afterwards.
+    """
+    original = model.config._name_or_path
+    model.config._name_or_path = path
+    try:
+        yield
+    finally:
+        model.config._name_or_path = original
+
+
+def _plain_callable(f) -> bool:
+    import inspect
+
+    return callable(f) and not hasattr(f, "forward") and not inspect.iscoroutinefunction(f)
+
+
+def _load(path: str, like=None):
+    from transformers import AutoModelForCausalLM
+
+    kwargs = {"dtype": like.dtype} if like is not None else {}
+    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+
+
+class TandemGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer whose rollouts come from `TandemGenerator`.
+
+    model: the senior (a PreTrainedModel or a path). junior: a PreTrainedModel, a path, or None (it
+    is then loaded from `tandem.junior` when the arm needs it). `reward_funcs` follow TRL's signature.
+    All other arguments are GRPOTrainer's.
+
+    >>> trainer = TandemGRPOTrainer(senior, junior, tandem=TandemConfig(senior="s", junior="j"),
+    ...     args=GRPOConfig(...), reward_funcs=math_reward, train_dataset=ds,
+    ...     processing_class=tokenizer)                                         # doctest: +SKIP
+    >>> trainer.train()                                                         # doctest: +SKIP
+    """
+
+    def __init__(self, model, junior=None, *, tandem: TandemConfig, args, reward_funcs, **kwargs):
+        if (
+            args.use_vllm
+            or args.off_policy_mask_threshold is not None
+            or args.use_transformers_continuous_batching
+        ):
+            raise ValueError(
+                "TandemGRPOTrainer generates with the tandem engine: use_vllm, use_transformers_continuous_batching "
+                "and off_policy_mask_threshold must be off (the engine's log-probs are at temperature 1)"
+            )
+        if isinstance(model, str):
+            model = _load(model)
+        self.tandem = tandem
+        check_p = tandem.p if tandem.expects_junior_tokens else None
+        name, schedule_kwargs = tandem.schedule_kwargs()
+        self.rollout = TandemRollout(make_schedule(name, **schedule_kwargs), check_junior_p=check_p)
+        kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
+        if kl_to_junior and not isinstance(tandem.junior, str):
+            raise ValueError("tandem.junior: kl_ref=junior needs the junior as a model path")
+        funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
+        # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
+        funcs = [with_share_split(f) if _plain_callable(f) else f for f in funcs]
+
+        with _reference_is(model, tandem.junior) if kl_to_junior else contextlib.nullcontext():
+            super().__init__(model=model, reward_funcs=funcs, args=args, rollout_func=self.rollout, **kwargs)
+
+        if tandem.arm == "tandem":
+            if junior is None and kl_to_junior:
+                junior = self.accelerator.unwrap_model(
+                    self.ref_model
+                )  # already the junior: reuse, don't reload
+            elif junior is None or isinstance(junior, str):
+                junior = _load(junior or tandem.junior, like=self.model)
+            junior.to(self.accelerator.device)
+            junior.eval()
+            junior.requires_grad_(False)
+            self.rollout.junior = junior
+        self.add_callback(StepTimeCallback(self, self.rollout))
+
+    def _get_train_sampler(self, dataset=None):
+        # TRL's RepeatSampler draws each epoch's permutation from one generator seeded at creation, and
+        # that state is not checkpointed: a resumed run would replay epoch 0's order. Reseeding it per
+        # epoch (Trainer/accelerate call `set_epoch` before each epoch) makes the order a function of
+        # (seed, epoch), so a resumed run sees the same prompts as an uninterrupted one.
+        sampler = super()._get_train_sampler(dataset)
+        if getattr(sampler, "shuffle", False) and getattr(sampler, "seed", None) is not None:
+            base = sampler.seed
+
+            def set_epoch(epoch: int) -> None:
+                sampler.generator.manual_seed(base + epoch)
+
+            sampler.set_epoch = set_epoch
+        return sampler
+
+    @property
+    def junior(self):
+        return self.rollout.junior
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        # Loud failure: a tandem batch without its author mask would train every junior token as the
+        # senior's -- plain GRPO on someone else's text. TRL names the mask `tool_mask` once inside.
+        if self.tandem.arm == "tandem" and inputs.get("tool_mask") is None:
+            raise AuthorMaskError(
+                "tandem batch reached the loss without an author mask (inputs['tool_mask'] from env_mask); "
+                "refusing to train it as plain GRPO"
+            )
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
