@@ -9,7 +9,8 @@ For each model size (random Qwen3 senior, smaller junior, batch 64, 256 new toke
   3. engine tandem vs the naive approach: alternating `model.generate` calls per
      segment, each re-reading the whole prefix (per sequence, tokens/s compared)   (bar: >= 5x)
 Timings interleave the contenders and keep the median of several repeats (the machine is noisy).
-Peak memory is measured per contender in a fresh subprocess (ru_maxrss), reported in MiB.
+Peak memory: per contender in a fresh subprocess, the growth of peak RSS (ru_maxrss) during the
+call over the process with models built, in MiB.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def peak_mib(size: str, name: str, batch: int, new: int, naive_seqs: int) -> flo
     code = (
         "import resource, torch, sys; sys.path.insert(0, 'bench'); import bench_engine as b; torch.set_num_threads(2);"
         f"f = b.contenders({size!r}, {batch}, {new}, {naive_seqs})[{name!r}]; base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
-        "f(); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "f(); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return int(out.stdout.strip().splitlines()[-1]) / 1024
@@ -161,7 +162,7 @@ def main():
         print(f"  engine solo / model.generate         = {r['engine_solo_over_hf_generate']:.3f}   (bar <= 1.00)")
         print(f"  tandem speed-up over naive per-segment generate = {r['tandem_speedup_over_naive']:.1f}x  (bar >= 5x)")
         print(f"  tokens/s: {r['tokens_per_s']}")
-        print(f"  peak RSS MiB: {r['peak_rss_mib']}")
+        print(f"  peak RSS growth during the call, MiB: {r['peak_rss_mib']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

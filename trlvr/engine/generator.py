@@ -182,6 +182,7 @@ class TandemGenerator:
             done = torch.zeros(B, dtype=torch.bool, device=device)  # (b,)
             state = schedule.start(B, tables, author_rng)
             pos = positions[:, -1:]  # (b, 1)
+            n_done = 0
 
             for t in range(max_new_tokens):
                 if len(logits) == 2:
@@ -189,29 +190,39 @@ class TandemGenerator:
                 else:
                     active = next(iter(logits.values()))
                 tok = sample_tokens(active, temperature, top_k, top_p, tok_rng)  # (b,)
-                tok = torch.where(done, self.pad_token_id, tok)
-                live = ~done
+                # log p(tok) = logit - logsumexp: one reduction, no full (b, V) log-softmax written.
+                tok_lp = {
+                    name: x.gather(1, tok[:, None]).squeeze(1).float() - torch.logsumexp(x.float(), dim=-1)
+                    for name, x in logits.items()
+                }  # each (b,)
+                if n_done == 0:  # common case: every row live, no masking
+                    live = slice(None)
+                else:
+                    live = ~done
+                    tok = torch.where(done, self.pad_token_id, tok)
                 out_rows = rows[live]
                 tokens[out_rows, t] = tok[live]
                 senior_authored[out_rows, t] = state.author[live]
-                for name, x in logits.items():
-                    logp = torch.log_softmax(x.float(), dim=-1).gather(1, tok[:, None]).squeeze(1)  # (b,)
-                    lp[name][out_rows, t] = logp[live]
+                for name, x in tok_lp.items():
+                    lp[name][out_rows, t] = x[live]
 
                 state = schedule.advance(state, tok, tables, author_rng)
-                hit_eos = torch.isin(tok, eos) & live
-                hit_cap = state.stop & live & ~hit_eos
+                hit_eos = torch.isin(tok, eos) & ~done
+                hit_cap = state.stop & ~done & ~hit_eos
                 ended = hit_eos | hit_cap
-                finish[rows[hit_eos]] = _EOS
-                finish[rows[hit_cap]] = _ROUNDS
-                length[rows[ended]] = t + 1
-                done = done | ended
-                n_done = int(done.sum())
+                n_ended = int(ended.sum())  # the loop's one host sync per step
+                if n_ended:
+                    finish[rows[hit_eos]] = _EOS
+                    finish[rows[hit_cap]] = _ROUNDS
+                    length[rows[ended]] = t + 1
+                    done = done | ended
+                    n_done += n_ended
                 if t == max_new_tokens - 1 or n_done == done.numel():
                     break
                 if 4 * n_done >= done.numel():
                     keep = torch.nonzero(~done).squeeze(1)
                     rows, done, mask, pos, tok = rows[keep], done[keep], mask[keep], pos[keep], tok[keep]
+                    n_done = 0
                     state = type(state)(*(f[keep] for f in state))
                     for cache in caches.values():
                         cache.batch_select_indices(keep)
