@@ -1,0 +1,180 @@
+"""Fast tests of the toy world: task, dialects, tokenizer, a miniature prepare, shipped assets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trlvr.toy.dialects import (
+    DIALECTS,
+    STEP_SEP,
+    extract_boxed_int,
+    is_jargon,
+    make_prompt,
+    render_first_step,
+    render_solution,
+)
+from trlvr.toy.task import MAX_VALUE, generate_problems, make_splits, split_of
+
+
+def test_generator_deterministic():
+    a = generate_problems(50, "train", seed=3)
+    b = generate_problems(50, "train", seed=3)
+    c = generate_problems(50, "train", seed=4)
+    assert [p.text for p in a] == [p.text for p in b]
+    assert [p.text for p in a] != [p.text for p in c]
+    assert len({p.text for p in a}) == 50
+
+
+def test_splits_disjoint_and_labelled():
+    train, test = make_splits(3000, 500, seed=0)
+    assert not {p.text for p in train} & {p.text for p in test}
+    assert all(split_of(p.text) == "train" for p in train)
+    assert all(split_of(p.text) == "test" for p in test)
+    # other seeds draw other problems, still on the right side of the hash split
+    _, test1 = make_splits(0, 200, seed=1)
+    assert not {p.text for p in train} & {p.text for p in test1}
+
+
+def test_problem_values_small_and_ops_count():
+    for p in generate_problems(500, "train", seed=0):
+        assert 2 <= len(p.ops) <= 4
+        assert 0 <= p.start <= MAX_VALUE
+        for left, op, right in p.steps():
+            assert 0 <= left <= MAX_VALUE and 0 <= right <= MAX_VALUE and 0 <= op.n <= MAX_VALUE
+        assert p.steps()[-1][2] == p.answer
+        assert p.text.endswith("have now?")
+
+
+def test_dialect_round_trip_and_is_jargon():
+    for p in generate_problems(200, "test", seed=0):
+        sols = {d: render_solution(p, d) for d in DIALECTS}
+        for d, s in sols.items():
+            assert extract_boxed_int(s) == p.answer
+            assert s.count(STEP_SEP) == len(p.ops)  # one paragraph per step + the answer line
+            assert s.startswith(render_first_step(p, d) + STEP_SEP)
+        assert is_jargon(sols["jargon"]) and not is_jargon(sols["plain"])
+        assert not is_jargon(make_prompt(p))
+        assert make_prompt(p).startswith(p.text) and make_prompt(p).endswith("?\n\n")
+
+
+def test_extract_boxed_int():
+    assert extract_boxed_int("a \\boxed{3} b \\boxed{ 42 }.") == 42
+    assert extract_boxed_int("no answer") is None
+    assert extract_boxed_int("\\boxed{x}") is None
+
+
+@pytest.fixture(scope="module")
+def toy_tokenizer():
+    from trlvr.toy.tokenizer import train_bpe_tokenizer
+
+    probs = generate_problems(300, "train", seed=0)
+    corpus = [make_prompt(p) + render_solution(p, d) for p in probs for d in DIALECTS]
+    return train_bpe_tokenizer(corpus, 320, split_digits=True, byte_alphabet=False)
+
+
+def test_tokenizer_word_starts_match_engine(toy_tokenizer):
+    from trlvr.schedules import vocab_tables
+
+    tok = toy_tokenizer
+    tables = vocab_tables(tok)
+    ids = [
+        i for i, piece in enumerate(tok.convert_ids_to_tokens(list(range(len(tok))))) if piece.startswith("Ġ")
+    ]
+    assert ids, "no word-start tokens"
+    assert sorted(tables.word_start.nonzero().flatten().tolist()) == ids
+    assert tok.eos_token_id == 0 and tok.pad_token_id == 1
+    p = generate_problems(1, "test", seed=5)[0]
+    for d in DIALECTS:
+        text = make_prompt(p) + render_solution(p, d)
+        enc = tok(text, add_special_tokens=False)["input_ids"]
+        assert tok.decode(enc) == text
+        pieces = tok.convert_ids_to_tokens(enc)
+        # digits are single tokens; a number's first digit carries the word start
+        assert all(len(x.lstrip("Ġ")) == 1 for x in pieces if x.lstrip("Ġ")[:1].isdigit())
+    jargon_pieces = tok.convert_ids_to_tokens(tok(render_solution(p, "jargon"))["input_ids"])
+    assert sum(x.startswith("Ġ") for x in jargon_pieces) >= 2 * len(p.ops)  # " +"/" -" and " =" per step
+
+
+def test_prompt_and_completion_tokenize_apart(toy_tokenizer):
+    tok = toy_tokenizer
+    for p in generate_problems(20, "test", seed=1):
+        for d in DIALECTS:
+            a, b = make_prompt(p), render_solution(p, d)
+            joint = tok(a + b, add_special_tokens=False)["input_ids"]
+            apart = (
+                tok(a, add_special_tokens=False)["input_ids"] + tok(b, add_special_tokens=False)["input_ids"]
+            )
+            assert joint == apart
+
+
+CARD_FRACTIONS = [
+    "senior_solo_acc",
+    "junior_solo_acc",
+    "senior_jargon_rate",
+    "junior_acc_after_plain_step",
+    "junior_acc_after_jargon_step",
+    "tandem_acc",
+]
+
+
+def test_mini_world_from_scratch_and_reuse(tmp_path, capsys):
+    from trlvr.toy.world import MINI_CONFIG, prepare_world, read_jsonl
+
+    out = tmp_path / "world"
+    card = prepare_world(out, seed=0, from_scratch=True, progress=False, config=MINI_CONFIG)
+    for sub in ("senior", "junior"):
+        assert (out / sub / "config.json").exists()
+        assert (out / sub / "model.safetensors").exists()
+        assert (out / sub / "tokenizer.json").exists()
+    train = read_jsonl(out / "data" / "train.jsonl")
+    test = read_jsonl(out / "data" / "test.jsonl")
+    assert len(train) == MINI_CONFIG.n_train and len(test) == MINI_CONFIG.n_test
+    assert set(train[0]) >= {"problem", "answer", "prompt"}
+    assert not {r["problem"] for r in train} & {r["problem"] for r in test}
+    assert isinstance(test[0]["answer"], int)
+    on_disk = json.loads((out / "card.json").read_text())
+    assert on_disk == card
+    for k in CARD_FRACTIONS:
+        assert isinstance(card[k], float) and 0.0 <= card[k] <= 1.0, k
+    for k in ("senior_params", "junior_params", "vocab_size", "n_eval"):
+        assert isinstance(card[k], int) and card[k] > 0, k
+    assert card["senior_params"] > card["junior_params"]
+    assert card["prepare_seconds"] > 0 and card["from_scratch"] is True
+    capsys.readouterr()
+    again = prepare_world(out, seed=0, progress=False, config=MINI_CONFIG)
+    assert again == card
+    assert "reusing" in capsys.readouterr().out
+
+
+def test_shipped_assets_load_and_fit():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trlvr.schedules import vocab_tables
+    from trlvr.toy.world import ASSETS_DIR
+
+    total = sum(f.stat().st_size for f in Path(ASSETS_DIR).rglob("*") if f.is_file())
+    assert total <= 20 * 1024 * 1024, f"assets are {total / 2**20:.1f} MB"
+    tok = AutoTokenizer.from_pretrained(ASSETS_DIR / "senior")
+    assert vocab_tables(tok).word_start.any()
+    sizes = {}
+    for name in ("senior", "junior"):
+        model = AutoModelForCausalLM.from_pretrained(ASSETS_DIR / name)
+        assert model.config.model_type == "qwen3"
+        assert model.get_output_embeddings().weight.shape[0] == len(tok)
+        sizes[name] = sum(p.numel() for p in model.parameters())
+        assert AutoTokenizer.from_pretrained(ASSETS_DIR / name).get_vocab() == tok.get_vocab()
+    assert sizes["senior"] > sizes["junior"]
+
+
+def test_cli_parser():
+    import argparse
+
+    from trlvr.cli import toy_cmd
+
+    parser = argparse.ArgumentParser()
+    toy_cmd.make_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["toy", "prepare", "--out", "x", "--seed", "2", "--from-scratch"])
+    assert (args.toy_command, args.out, args.seed, args.from_scratch) == ("prepare", "x", 2, True)

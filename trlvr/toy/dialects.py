@@ -1,0 +1,99 @@
+r"""Two chain-of-thought dialects for the same solution, and the prompt.
+
+Each step is its own paragraph (steps are separated by "\n\n"); the last paragraph holds the
+answer as \boxed{N}.
+
+    plain:  47 plus 18 is 65.\n\n65 minus 12 is 53.\n\nThe answer is \boxed{53}.
+    jargon: <<47 +18 =65>>\n\n<<65 -12 =53>>\n\n\boxed{53}
+
+Both models learn plain; only the senior is taught jargon (a GSM8K-style calculator annotation).
+
+Why the jargon looks like this (the later RL experiment depends on it):
+
+* Authorship in the tandem word schedule is redrawn right after every word-start token ("Ġ",
+  a leading space) and otherwise only after 32 tokens without one. The tokenizer splits numbers
+  into single digits (a space stays glued to the first digit), so a jargon step
+  "<<47 +18 =65>>" is 10 tokens of which " +" and " =" start words. A fully compact
+  "<<47+18=65>>" would contain no word start at all: a senior that drew the first token of a
+  3-step jargon solution (~35 tokens) would write nearly all of it alone, the 32-token backstop
+  firing only near the \boxed{} line, and jargon rollouts would rarely be disturbed by the
+  junior. With " +" and " =" every jargon step has two redraws *inside* the annotation, right
+  before the second operand and right before the result, so with p = 0.5 the junior writes a
+  token inside most jargon steps (the senior keeps a whole step with probability ~1/4). The
+  junior never saw "<<", "+", "=" or ">>" in training, so it writes the wrong thing there and the
+  team's answer goes wrong: tandem rollouts whose senior writes jargon fail much more often than
+  plain ones.
+* Plain steps have a word start before each operand and before the result (" plus", " 18",
+  " is", " 65"), all words the junior knows: a takeover there is in-distribution for both
+  models, so plain tandem rollouts mostly succeed (limited by the junior's arithmetic).
+* Solo, the senior is equally good in both dialects, so plain GRPO (solo rollouts) gives no
+  pressure against jargon; only the tandem reward does.
+* The junior cannot pick up a solution after a jargon step: the annotation's tokens are foreign
+  to it and the running total sits after "=" instead of after " is", where it learned to read it.
+  After a plain step it continues as in training. (Measured as junior_acc_after_*_step.)
+* The step-handoff evaluation (senior and junior alternate one step each) inherits the same
+  asymmetry: a jargon-writing senior hands the junior a context it cannot read.
+"""
+
+from __future__ import annotations
+
+import re
+
+from trlvr.toy.task import Op, Problem
+
+DIALECTS = ("plain", "jargon")
+# The paper's instruction is left out: it would be ~25% of every toy sequence for no information.
+PROMPT_SUFFIX = "\n\n"
+STEP_SEP = "\n\n"
+_JARGON_RE = re.compile(r"<<[^<>]*>>")
+_BOXED_RE = re.compile(r"\\boxed\{\s*(-?\d+)\s*\}")
+
+
+def make_prompt(problem: Problem | str) -> str:
+    """The exact text both models are conditioned on (no chat template)."""
+    text = problem.text if isinstance(problem, Problem) else problem
+    return f"{text}{PROMPT_SUFFIX}"
+
+
+def render_step(left: int, op: Op, result: int, dialect: str) -> str:
+    if dialect == "plain":
+        return f"{left} {op.word} {op.n} is {result}."
+    if dialect == "jargon":
+        return f"<<{left} {op.symbol}{op.n} ={result}>>"
+    raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+
+
+def render_answer(answer: int, dialect: str) -> str:
+    if dialect == "plain":
+        return f"The answer is \\boxed{{{answer}}}."
+    if dialect == "jargon":
+        return f"\\boxed{{{answer}}}"
+    raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+
+
+def render_steps(problem: Problem, dialect: str) -> list[str]:
+    """The solution's paragraphs (steps, then the answer line), without separators."""
+    steps = [render_step(a, op, b, dialect) for a, op, b in problem.steps()]
+    return steps + [render_answer(problem.answer, dialect)]
+
+
+def render_solution(problem: Problem, dialect: str) -> str:
+    """The full chain of thought in `dialect` (no EOS: append the tokenizer's EOS for training)."""
+    return STEP_SEP.join(render_steps(problem, dialect))
+
+
+def render_first_step(problem: Problem, dialect: str) -> str:
+    """The first step only, without the trailing "\\n\\n" (for the handoff figure)."""
+    a, op, b = problem.steps()[0]
+    return render_step(a, op, b, dialect)
+
+
+def is_jargon(text: str) -> bool:
+    """True when `text` contains a calculator annotation "<<...>>" (or an opened "<<")."""
+    return bool(_JARGON_RE.search(text)) or "<<" in text
+
+
+def extract_boxed_int(text: str) -> int | None:
+    """The integer in the last \\boxed{N} of `text`, or None."""
+    found = _BOXED_RE.findall(text)
+    return int(found[-1]) if found else None
