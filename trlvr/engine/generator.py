@@ -197,10 +197,11 @@ class TandemGenerator:
                 }  # each (b,)
                 if n_done == 0:  # common case: every row live, no masking
                     live = slice(None)
+                    out_rows = slice(None) if rows.numel() == B else rows  # plain column writes until compaction
                 else:
                     live = ~done
                     tok = torch.where(done, self.pad_token_id, tok)
-                out_rows = rows[live]
+                    out_rows = rows[live]
                 tokens[out_rows, t] = tok[live]
                 senior_authored[out_rows, t] = state.author[live]
                 for name, x in tok_lp.items():
