@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
@@ -13,8 +11,6 @@ from trlvr.algos import (
     check_author_mask,
     check_has_junior_tokens,
     masked_mean,
-    pass_at_k,
-    per_token_kl,
     split_by_share,
 )
 
@@ -60,20 +56,3 @@ def test_split_by_share():
     rewards = torch.tensor([1.0, 0.0, 1.0, float("nan")])
     junior_share = torch.tensor([0.1, 0.9, 0.2, 0.8])
     assert split_by_share(rewards, junior_share) == (1.0, 0.0)
-
-
-def test_per_token_kl():
-    logp, ref = torch.tensor([-1.0, -2.0]), torch.tensor([-1.5, -2.0])
-    assert per_token_kl(logp, ref, "k1").tolist() == [0.5, 0.0]
-    k3 = per_token_kl(logp, ref, "k3")
-    assert k3[0].item() == pytest.approx(math.exp(-0.5) + 0.5 - 1) and k3[1].item() == 0.0
-    assert torch.all(per_token_kl(torch.randn(50), torch.randn(50)) >= 0)
-
-
-def test_pass_at_k():
-    assert pass_at_k(4, 1, 1) == 0.25
-    assert pass_at_k(8, 0, 4) == 0.0 and pass_at_k(8, 5, 4) == 1.0
-    # 1 - C(6,2)/C(8,2) = 1 - 15/28
-    assert pass_at_k(8, 2, 2) == pytest.approx(13 / 28)
-    with pytest.raises(ValueError):
-        pass_at_k(4, 5, 1)

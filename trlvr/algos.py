@@ -12,8 +12,6 @@ Shapes: B = sequences, T = completion positions (right padded). Masks:
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 
@@ -105,30 +103,3 @@ def split_by_share(values: torch.Tensor, junior_share: torch.Tensor) -> tuple[fl
     half = max(1, len(order) // 2)
     low, high = order[:half], order[-half:]
     return values[low].float().nanmean().item(), values[high].float().nanmean().item()
-
-
-def per_token_kl(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
-    """Per-token KL(policy || ref) estimate from the sampled token's log-probs, (B, T) -> (B, T).
-
-    k1 = logp - ref_logp (unbiased, high variance); k3 = exp(r) - r - 1 with r = ref_logp - logp
-    (Schulman's low-variance estimator, always >= 0; the one TRL's `beta` term uses).
-    """
-    r = ref_logp - logp
-    if estimator == "k1":
-        return -r
-    if estimator == "k3":
-        return torch.exp(r) - r - 1.0
-    raise ValueError(f"unknown KL estimator {estimator!r}; choose 'k1' or 'k3'")
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples with c correct: 1 - C(n-c, k) / C(n, k) (Chen et al. 2021).
-
-    >>> pass_at_k(4, 1, 1), pass_at_k(4, 0, 2), pass_at_k(4, 3, 2)
-    (0.25, 0.0, 1.0)
-    """
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
