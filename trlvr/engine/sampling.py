@@ -38,4 +38,7 @@ def sample_tokens(
     if temperature == 0:
         return logits.argmax(dim=-1)
     probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    # Exponential race (argmax of p_i / E_i, E_i ~ Exp(1)) draws token i with probability p_i,
+    # like torch.multinomial, but as two elementwise ops and a max: several times faster on CPU.
+    race = torch.empty_like(probs).exponential_(1.0, generator=generator)
+    return (probs / race).argmax(dim=-1)
