@@ -18,7 +18,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         description=(
             "Prepare the toy world. By default the shipped checkpoints (trlvr/toy/assets) are copied and "
             "only the data and the card are computed; --from-scratch retrains tokenizer and models "
-            "(about 10 minutes on 2 CPU cores). An existing complete DIR is reused."
+            "(about 5 minutes on 2 idle CPU cores). An existing complete DIR is reused."
         ),
     )
     prep.add_argument("--out", required=True, help="output directory")

@@ -1,0 +1,46 @@
+"""The acceptance run: the whole demo (toy world, 150 steps per arm, evaluation), ~10 min on 2 cores.
+
+Bars from the training issue: tandem removes the jargon (<= 0.10) while grpo keeps it (>= 0.40);
+tandem's step-handoff accuracy beats grpo's by >= 10 points with solo accuracy within 5 points;
+a tandem step costs <= 1.8x a grpo step.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    from trlvr.demo import run_demo
+
+    out = tmp_path_factory.mktemp("demo")
+    run_demo(out)
+    return out
+
+
+def metric(out, name, key):
+    return json.loads((out / "summary.json").read_text())["rows"][name][key]["value"]
+
+
+def test_jargon(demo):
+    assert metric(demo, "tandem", "jargon_rate") <= 0.10
+    assert metric(demo, "grpo", "jargon_rate") >= 0.40
+
+
+def test_handoff_and_solo(demo):
+    assert metric(demo, "tandem", "handoff/pass@1") - metric(demo, "grpo", "handoff/pass@1") >= 0.10
+    assert abs(metric(demo, "tandem", "solo/pass@1") - metric(demo, "grpo", "solo/pass@1")) <= 0.05
+
+
+def test_step_time_ratio(demo):
+    def median_step(arm):
+        state = json.loads((demo / f"train-{arm}" / "checkpoint-150" / "trainer_state.json").read_text())
+        return statistics.median(h["timing/step_s"] for h in state["log_history"][1:] if "timing/step_s" in h)
+
+    assert median_step("tandem") <= 1.8 * median_step("grpo")
