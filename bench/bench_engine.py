@@ -38,9 +38,15 @@ SIZES = {
 def build(vocab: int, hidden: int, layers: int, seed: int):
     torch.manual_seed(seed)
     cfg = Qwen3Config(
-        vocab_size=vocab, hidden_size=hidden, intermediate_size=3 * hidden, num_hidden_layers=layers,
-        num_attention_heads=max(hidden // 32, 2), num_key_value_heads=max(hidden // 64, 1), head_dim=32,
-        max_position_embeddings=1024, tie_word_embeddings=True,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=3 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=max(hidden // 32, 2),
+        num_key_value_heads=max(hidden // 64, 1),
+        head_dim=32,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
     )
     return Qwen3ForCausalLM(cfg).eval()
 
@@ -61,7 +67,10 @@ def setup(size: str):
 
 def prompts(batch: int, vocab: int) -> list[list[int]]:
     g = torch.Generator().manual_seed(1)
-    return [torch.randint(1, vocab, (int(n),), generator=g).tolist() for n in torch.randint(8, 33, (batch,), generator=g)]
+    return [
+        torch.randint(1, vocab, (int(n),), generator=g).tolist()
+        for n in torch.randint(8, 33, (batch,), generator=g)
+    ]
 
 
 def hf_generate(model, ids: list[list[int]], new: int):
@@ -69,8 +78,16 @@ def hf_generate(model, ids: list[list[int]], new: int):
     x = torch.tensor([[0] * (L - len(p)) + p for p in ids])
     m = torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in ids])
     return model.generate(
-        input_ids=x, attention_mask=m, max_new_tokens=new, min_new_tokens=new, do_sample=True,
-        temperature=1.0, top_p=1.0, top_k=0, pad_token_id=0, eos_token_id=None,
+        input_ids=x,
+        attention_mask=m,
+        max_new_tokens=new,
+        min_new_tokens=new,
+        do_sample=True,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        pad_token_id=0,
+        eos_token_id=None,
     )
 
 
@@ -94,8 +111,14 @@ def naive_tandem(senior, junior, tables, prompt: list[int], new: int, p=0.5, max
         budget = new - (ids.shape[1] - len(prompt))
         stop = StoppingCriteriaList([SegmentEnd(ids.shape[1], tables.word_start, max_gap)])
         ids = model.generate(
-            input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=budget, do_sample=True,
-            top_k=0, pad_token_id=0, eos_token_id=None, stopping_criteria=stop,
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=budget,
+            do_sample=True,
+            top_k=0,
+            pad_token_id=0,
+            eos_token_id=None,
+            stopping_criteria=stop,
         )
     return ids
 
@@ -109,7 +132,9 @@ def contenders(size: str, batch: int, new: int, naive_seqs: int):
         "solo_senior": lambda: gen.generate(ps, SoloSchedule("senior"), new, seed=0),
         "solo_junior": lambda: gen.generate(ps, SoloSchedule("junior"), new, seed=0),
         "hf_generate_senior": lambda: hf_generate(senior, ps, new),
-        "naive_tandem": lambda: [naive_tandem(senior, junior, gen.tables, p, new, seed=i) for i, p in enumerate(ps[:naive_seqs])],
+        "naive_tandem": lambda: [
+            naive_tandem(senior, junior, gen.tables, p, new, seed=i) for i, p in enumerate(ps[:naive_seqs])
+        ],
     }
 
 
@@ -154,13 +179,20 @@ def main():
             "tandem_speedup_over_naive": tps["tandem"] / tps["naive_tandem"],
             "tokens_per_s": {k: round(v) for k, v in tps.items()},
             "seconds": {k: round(v, 3) for k, v in t.items()},
-            "peak_rss_mib": {k: round(peak_mib(size, k, batch, new, naive_seqs)) for k in ("tandem", "solo_senior", "hf_generate_senior")},
+            "peak_rss_mib": {
+                k: round(peak_mib(size, k, batch, new, naive_seqs))
+                for k in ("tandem", "solo_senior", "hf_generate_senior")
+            },
         }
         results[size] = r
         print(f"== {size}: batch {batch}, {new} new tokens, medians of {args.repeats}")
         print(f"  tandem / (solo senior + solo junior) = {r['tandem_over_solo_sum']:.3f}   (bar <= 1.10)")
-        print(f"  engine solo / model.generate         = {r['engine_solo_over_hf_generate']:.3f}   (bar <= 1.00)")
-        print(f"  tandem speed-up over naive per-segment generate = {r['tandem_speedup_over_naive']:.1f}x  (bar >= 5x)")
+        print(
+            f"  engine solo / model.generate         = {r['engine_solo_over_hf_generate']:.3f}   (bar <= 1.00)"
+        )
+        print(
+            f"  tandem speed-up over naive per-segment generate = {r['tandem_speedup_over_naive']:.1f}x  (bar >= 5x)"
+        )
         print(f"  tokens/s: {r['tokens_per_s']}")
         print(f"  peak RSS growth during the call, MiB: {r['peak_rss_mib']}")
     if args.json:
