@@ -241,3 +241,15 @@ def test_top_k_top_p_filters():
     assert set(draws.tolist()) == {2, 3}
     frac3 = (draws == 3).float().mean().item()
     assert abs(frac3 - 1 / (1 + torch.e ** -1)) < 0.04  # softmax over the two kept logits
+
+
+def test_sampler_matches_softmax_and_never_draws_excluded_tokens():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.tensor([[0.0, 1.0, 2.0, 3.0, float("-inf")]]).expand(40_000, 5)
+    freq = torch.bincount(sample_tokens(logits, 1.0, generator=g), minlength=5) / 40_000
+    expected = torch.softmax(logits[0], -1)
+    assert freq[4] == 0
+    assert torch.allclose(freq, expected, atol=0.01), (freq, expected)
+    # temperature 2 flattens the distribution by exactly logits / 2
+    freq = torch.bincount(sample_tokens(logits, 2.0, generator=g), minlength=5) / 40_000
+    assert torch.allclose(freq, torch.softmax(logits[0] / 2, -1), atol=0.01)
