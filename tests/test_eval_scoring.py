@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trlvr.eval.metrics import masked_mean, token_cross_entropy, token_kl
+from trlvr.algos import masked_mean
+from trlvr.eval.metrics import token_cross_entropy, token_kl
 from trlvr.eval.scoring import score_completions
 
 PROMPTS = ["The cat sat on the mat.", "Let's think step by step."]
@@ -61,4 +62,4 @@ def test_metric_functions_by_hand():
         -torch.log(torch.tensor(0.2)).item()
     )
     vals = torch.tensor([[1.0, 3.0, 100.0]])
-    assert masked_mean(vals, torch.tensor([[True, True, False]])).item() == 2.0
+    assert masked_mean(vals, torch.tensor([[True, True, False]]), dim=-1).item() == 2.0

@@ -29,9 +29,3 @@ def token_kl(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
     logp = torch.log_softmax(logits_p.float(), dim=-1)
     logq = torch.log_softmax(logits_q.float(), dim=-1)
     return torch.sum(logp.exp() * (logp - logq), dim=-1).clamp(min=0.0)
-
-
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Per-row mean over True positions. values, mask (B, T) -> (B,); NaN for an empty row."""
-    mask = mask.to(values.dtype)
-    return (values * mask).sum(-1) / mask.sum(-1)
