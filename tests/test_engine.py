@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from trlvr.engine.sampling import filter_logits, sample_tokens
-from trlvr.schedules import VocabTables, _initial
-from trlvr.tandem import (
+from trlvr.engine.schedules import VocabTables, _initial
+from trlvr.engine import (
     ChunkSchedule,
     SoloSchedule,
     StepSchedule,
@@ -196,7 +196,8 @@ def test_step_schedule_alternates_at_step_ends_senior_first(models, tokenizer):
     senior, junior = models
     step_ids = list(range(3, len(tokenizer), 7))  # frequent artificial step ends
     gen = TandemGenerator(senior, junior, tokenizer, step_end_ids=step_ids, eos_token_ids=[len(tokenizer) + 1])
-    out = gen.generate(encode(tokenizer, PROMPTS) * 8, StepSchedule(max_rounds=4), max_new_tokens=80, seed=0)
+    # max_rounds=2: a round is a senior step plus a junior step, so the cap is 4 steps
+    out = gen.generate(encode(tokenizer, PROMPTS) * 8, StepSchedule(max_rounds=2), max_new_tokens=80, seed=0)
     step_set = set(step_ids)
     for ids, authors, reason in zip(out.completion_ids, out.authors, out.finish_reasons, strict=True):
         assert authors[0] == 1

@@ -76,7 +76,7 @@ def toy_tokenizer():
 
 
 def test_tokenizer_word_starts_match_engine(toy_tokenizer):
-    from trlvr.schedules import vocab_tables
+    from trlvr.engine.schedules import vocab_tables
 
     tok = toy_tokenizer
     tables = vocab_tables(tok)
@@ -152,7 +152,7 @@ def test_mini_world_from_scratch_and_reuse(tmp_path, capsys):
 def test_shipped_assets_load_and_fit():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trlvr.schedules import vocab_tables
+    from trlvr.engine.schedules import vocab_tables
     from trlvr.toy.world import ASSETS_DIR
 
     total = sum(f.stat().st_size for f in Path(ASSETS_DIR).rglob("*") if f.is_file())

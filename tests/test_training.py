@@ -14,7 +14,7 @@ from trl import GRPOConfig
 
 from trlvr.algos import AuthorMaskError
 from trlvr.config import TandemConfig
-from trlvr.schedules import ChunkSchedule, SoloSchedule
+from trlvr.engine.schedules import ChunkSchedule, SoloSchedule
 from trlvr.training import TandemGRPOTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")

@@ -101,15 +101,13 @@ class TandemConfig:
         return self.arm == "tandem" and self.schedule in ("word", "token") and 0.0 < self.p < 1.0
 
     def schedule_kwargs(self) -> tuple[str, dict]:
-        """(name, kwargs) for `trlvr.schedules.make_schedule`; the grpo arm is a solo senior."""
+        """(name, settings) for `Schedule.from_config`; the grpo arm is a solo senior."""
         if self.arm == "grpo":
             return "solo", {"author": "senior"}
         return self.schedule, {
-            "word": {"p": self.p, "max_gap": self.max_gap},
-            "token": {"p": self.p},
-            "step": {"first": self.first_author, "max_rounds": self.max_rounds},
-            "chunk": {"size": self.chunk_size, "first": self.first_author},
-        }[self.schedule]
+            "p": self.p, "max_gap": self.max_gap, "size": self.chunk_size,
+            "first": self.first_author, "max_rounds": self.max_rounds,
+        }
 
 
 TANDEM_FIELDS = {f.name for f in dataclasses.fields(TandemConfig)}

@@ -7,7 +7,7 @@ log-probability under both models' raw distributions (temperature 1, no truncati
 what GRPO's ratio and the drift/legibility metrics need.
 
 What this file does not know: tokenization and prompts (callers pass token ids), which ids start
-a word or end a step (`trlvr.schedules.VocabTables`), and training.
+a word or end a step (`trlvr.engine.schedules.VocabTables`), and training.
 
 Shapes: B = batch, L = longest prompt, T = new tokens so far, V = vocabulary.
 """
@@ -18,9 +18,9 @@ import inspect
 
 import torch
 
-from trlvr.engine.rollout import FINISH_REASONS, TandemOutput
-from trlvr.engine.sampling import sample_tokens
-from trlvr.schedules import SENIOR, Schedule, SoloSchedule, VocabTables, vocab_tables
+from trlvr.engine.output import FINISH_REASONS, TandemOutput
+from trlvr.engine.sampling import check_decoding, sample_tokens, token_logprob
+from trlvr.engine.schedules import JUNIOR, SENIOR, Schedule, VocabTables, vocab_tables
 
 _LENGTH, _EOS, _ROUNDS = (FINISH_REASONS.index(r) for r in ("length", "eos", "rounds"))
 
@@ -120,18 +120,24 @@ class TandemGenerator:
     ) -> TandemOutput:
         """Generate one completion per prompt (prompts may differ in length).
 
-        With a SoloSchedule only the author's model runs, unless `score_both` asks for the other
-        model's log-probs too (it then decodes in lockstep, at tandem cost).
+        Only the models that can write under `schedule` run (`schedule.writers`: a SoloSchedule, or
+        p = 1 / p = 0, runs one model), unless `score_both` asks for both models' log-probs (it then
+        decodes in lockstep, at tandem cost).
+
+        Phases: (1) pad the prompts, (2) prefill each running model, then per token (3) sample the
+        active author's token and record it, (4) advance the schedule and mark finished rows,
+        (5) drop finished rows from the batch and caches, (6) one forward per running model.
         """
         if not prompt_ids or any(len(p) == 0 for p in prompt_ids):
             raise ValueError("every prompt needs at least one token")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        solo = isinstance(schedule, SoloSchedule)
-        run_senior = not solo or schedule.author == SENIOR or score_both
-        run_junior = not solo or schedule.author != SENIOR or score_both
-        if run_junior and self.junior is None:
+        check_decoding(temperature, top_p, top_k)
+        writers = set(schedule.writers) | ({SENIOR, JUNIOR} if score_both else set())
+        if JUNIOR in writers and self.junior is None:
             raise ValueError(f"{type(schedule).__name__} needs a junior model, but the generator has none")
+        models = {name: m for name, m in ((SENIOR, self.senior), (JUNIOR, self.junior)) if name in writers}
+        lockstep = len(models) == 2  # both models run every step; the active author's logits are sampled
 
         device = self.device
         tables = self.tables.to(device)
@@ -140,40 +146,33 @@ class TandemGenerator:
         # A separate stream for authorship: the same seed gives the same schedule at any temperature.
         author_rng = torch.Generator(device=device).manual_seed(seed + 0x5EED)
 
-        B = len(prompt_ids)
-        L = max(len(p) for p in prompt_ids)
+        # (1) left padding, once per call (not per token)
+        B, L = len(prompt_ids), max(len(p) for p in prompt_ids)
         input_ids = torch.full((B, L), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros(B, L + max_new_tokens, dtype=torch.long)
-        for i, p in enumerate(prompt_ids):  # left padding, once per call (not per token)
+        mask = torch.zeros(B, L + max_new_tokens, dtype=torch.long)  # (B, L + max_new_tokens)
+        for i, p in enumerate(prompt_ids):
             input_ids[i, L - len(p) :] = torch.tensor(p, dtype=torch.long)
             mask[i, L - len(p) : L] = 1
         mask[:, L:] = 1  # generated positions are always attended (finished rows are ignored later)
         input_ids, mask = input_ids.to(device), mask.to(device)
         positions = (mask[:, :L].cumsum(-1) - 1).clamp(min=0)  # (B, L)
 
-        models = {"senior": self.senior if run_senior else None, "junior": self.junior if run_junior else None}
-        was_training = {k: m.training for k, m in models.items() if m is not None}
-        for m in was_training:
-            models[m].eval()
+        was_training = {name: m.training for name, m in models.items()}
+        for m in models.values():
+            m.eval()
         try:
+            # (2) prefill
+            cache_args = {name: _cache_arg(m) for name, m in models.items()}
             caches, logits = {}, {}
-            cache_args = {name: _cache_arg(m) for name, m in models.items() if m is not None}
             for name, model in models.items():
-                if model is None:
-                    continue
                 caches[name], logits[name] = _forward(
-                    model,
-                    cache_args[name],
-                    None,
-                    input_ids=input_ids,
-                    attention_mask=mask[:, :L],
-                    position_ids=positions,
-                    logits_to_keep=1,
-                )
+                    model, cache_args[name], None,
+                    input_ids=input_ids, attention_mask=mask[:, :L], position_ids=positions, logits_to_keep=1,
+                )  # logits[name]: (B, V)
 
             tokens = torch.full((B, max_new_tokens), self.pad_token_id, dtype=torch.long, device=device)
             senior_authored = torch.zeros(B, max_new_tokens, dtype=torch.bool, device=device)
-            lp = {name: torch.zeros(B, max_new_tokens, device=device) for name in logits}
+            lp = {name: torch.zeros(B, max_new_tokens, device=device) for name in models}
             finish = torch.full((B,), _LENGTH, dtype=torch.long, device=device)
             length = torch.full((B,), max_new_tokens, dtype=torch.long, device=device)
             # Live rows only: finished sequences are dropped from the batch (and the KV caches) once
@@ -185,16 +184,13 @@ class TandemGenerator:
             n_done = 0
 
             for t in range(max_new_tokens):
-                if len(logits) == 2:
-                    active = torch.where(state.author[:, None], logits["senior"], logits["junior"])  # (b, V)
+                # (3) sample from the active author, score the token under every running model
+                if lockstep:
+                    active = torch.where(state.author[:, None], logits[SENIOR], logits[JUNIOR])  # (b, V)
                 else:
                     active = next(iter(logits.values()))
                 tok = sample_tokens(active, temperature, top_k, top_p, tok_rng)  # (b,)
-                # log p(tok) = logit - logsumexp: one reduction, no full (b, V) log-softmax written.
-                tok_lp = {
-                    name: x.gather(1, tok[:, None]).squeeze(1).float() - torch.logsumexp(x.float(), dim=-1)
-                    for name, x in logits.items()
-                }  # each (b,)
+                tok_lp = {name: token_logprob(x, tok) for name, x in logits.items()}  # each (b,)
                 if n_done == 0:  # common case: every row live, no masking
                     live = slice(None)
                     out_rows = slice(None) if rows.numel() == B else rows  # plain column writes until compaction
@@ -207,6 +203,7 @@ class TandemGenerator:
                 for name, x in tok_lp.items():
                     lp[name][out_rows, t] = x[live]
 
+                # (4) schedule and finish
                 state = schedule.advance(state, tok, tables, author_rng)
                 hit_eos = torch.isin(tok, eos) & ~done
                 hit_cap = state.stop & ~done & ~hit_eos
@@ -220,6 +217,8 @@ class TandemGenerator:
                     n_done += n_ended
                 if t == max_new_tokens - 1 or n_done == done.numel():
                     break
+
+                # (5) compact: drop finished rows from the batch and every cache
                 if 4 * n_done >= done.numel():
                     keep = torch.nonzero(~done).squeeze(1)
                     rows, done, mask, pos, tok = rows[keep], done[keep], mask[keep], pos[keep], tok[keep]
@@ -228,30 +227,25 @@ class TandemGenerator:
                     for cache in caches.values():
                         cache.batch_select_indices(keep)
 
+                # (6) decode forward of every running model on the token just emitted
                 pos = pos + 1
                 step_mask = mask[:, : L + t + 1]
                 for name, model in models.items():
-                    if model is None:
-                        continue
                     caches[name], logits[name] = _forward(
-                        model,
-                        cache_args[name],
-                        caches[name],
-                        input_ids=tok[:, None],
-                        attention_mask=step_mask,
-                        position_ids=pos,
+                        model, cache_args[name], caches[name],
+                        input_ids=tok[:, None], attention_mask=step_mask, position_ids=pos,
                     )
         finally:
             for name, training in was_training.items():
                 models[name].train(training)
 
         T = int(length.max())
-        in_completion = torch.arange(T, device=device)[None, :] < length[:, None]
+        in_completion = torch.arange(T, device=device)[None, :] < length[:, None]  # (B, T)
         return TandemOutput(
             tokens=tokens[:, :T],
             senior_authored=senior_authored[:, :T] & in_completion,
             completion_mask=in_completion,
-            senior_logprob=lp["senior"][:, :T] if "senior" in lp else None,
-            junior_logprob=lp["junior"][:, :T] if "junior" in lp else None,
+            senior_logprob=lp[SENIOR][:, :T] if SENIOR in lp else None,
+            junior_logprob=lp[JUNIOR][:, :T] if JUNIOR in lp else None,
             finish_codes=finish,
         )

@@ -5,7 +5,33 @@ Pure functions over tensors; `logits` is (B, V). Nothing here knows about author
 
 from __future__ import annotations
 
+import math
+
 import torch
+
+
+def check_decoding(temperature: float, top_p: float = 1.0, top_k: int = 0) -> None:
+    """Raise ValueError for decoding settings that cannot sample (temperature 0 = greedy is allowed).
+
+    >>> check_decoding(0.7, top_p=0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: top_p must be in (0, 1], got 0.0
+    """
+    if not (isinstance(temperature, int | float) and math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
+    if not (isinstance(top_p, int | float) and 0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+    if not (isinstance(top_k, int) and not isinstance(top_k, bool) and top_k >= 0):
+        raise ValueError(f"top_k must be an integer >= 0 (0 = no top-k), got {top_k!r}")
+
+
+def token_logprob(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """log p(token) under the raw (temperature 1) distribution. (B, V), (B,) -> (B,) float32.
+
+    logit - logsumexp: one reduction, no full (B, V) log-softmax written.
+    """
+    return logits.gather(1, tokens[:, None]).squeeze(1).float() - torch.logsumexp(logits.float(), dim=-1)
 
 
 def filter_logits(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -35,6 +61,7 @@ def sample_tokens(
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Sample one token per row. (B, V) -> (B,) long. temperature 0 means greedy (argmax)."""
+    check_decoding(temperature, top_p, top_k)
     if temperature == 0:
         return logits.argmax(dim=-1)
     probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)

@@ -3,7 +3,8 @@
 - "solo":      the senior alone (SoloSchedule("senior")); its completions are also the ones the
                legibility and drift scores read.
 - "handoff":   strict alternation one reasoning step each at "\\n\\n", senior first, one shared
-               token budget (= max_new_tokens), a cap on rounds (default 150).
+               token budget (= max_new_tokens), a cap on rounds (default 150; a round is a
+               senior step plus a junior step, as in the authors' code).
 - "dose-J":    WordSchedule with junior share J, i.e. senior probability p = 1 - J.
 - "junior":    the junior alone, the floor.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 
-from trlvr.tandem import SoloSchedule, StepSchedule, TandemGenerator, TandemOutput, WordSchedule
+from trlvr.engine import Schedule, TandemGenerator, TandemOutput
 
 SUITE_NAMES = ("solo", "handoff", "dose", "legibility", "drift", "junior")
 DEFAULT_DOSE_SHARES = (0.25, 0.5, 0.75)  # junior shares; senior p = 0.75, 0.5, 0.25
@@ -45,15 +46,14 @@ def protocols_for(suite: list[str] | tuple[str, ...], dose_shares=DEFAULT_DOSE_S
 
 
 def schedule_for(protocol: str, handoff_max_rounds: int = HANDOFF_MAX_ROUNDS):
-    if protocol == "solo":
-        return SoloSchedule("senior")
-    if protocol == "junior":
-        return SoloSchedule("junior")
+    """The schedule of an evaluation protocol (a round of the handoff cap = one senior + one junior step)."""
+    if protocol in ("solo", "junior"):
+        return Schedule.from_config("solo", author="senior" if protocol == "solo" else "junior")
     if protocol == "handoff":
-        return StepSchedule(first="senior", max_rounds=handoff_max_rounds)
+        return Schedule.from_config("step", first="senior", max_rounds=handoff_max_rounds)
     if protocol.startswith("dose-"):
         share = float(protocol.removeprefix("dose-"))
-        return WordSchedule(p=1.0 - share)
+        return Schedule.from_config("word", p=1.0 - share)
     raise ValueError(f"unknown protocol {protocol!r}")
 
 

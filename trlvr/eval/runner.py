@@ -154,7 +154,7 @@ def evaluate(
     """
     from tqdm.auto import tqdm
 
-    from trlvr.tandem import TandemGenerator
+    from trlvr.engine import TandemGenerator
 
     suite = list(suite)
     ks = sorted({int(k) for k in ks})

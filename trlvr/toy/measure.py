@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from trlvr.tandem import SoloSchedule, TandemGenerator, WordSchedule
+from trlvr.engine import SoloSchedule, TandemGenerator, WordSchedule
 from trlvr.toy.dialects import extract_boxed_int, is_jargon
 
 MAX_NEW_TOKENS = 96

@@ -29,8 +29,8 @@ import time
 import torch
 
 from trlvr.algos import author_stats, check_author_mask, check_has_junior_tokens
-from trlvr.schedules import Schedule, vocab_tables
-from trlvr.tandem import TandemGenerator
+from trlvr.engine.schedules import Schedule, vocab_tables
+from trlvr.engine import TandemGenerator
 
 
 def rollout_seed(seed: int, global_step: int, process_index: int, train: bool = True) -> int:

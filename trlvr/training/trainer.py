@@ -32,7 +32,7 @@ from trl import GRPOTrainer
 
 from trlvr.algos import AuthorMaskError
 from trlvr.config import TandemConfig
-from trlvr.schedules import make_schedule
+from trlvr.engine.schedules import Schedule
 from trlvr.training.metrics import StepTimeCallback, with_share_split
 from trlvr.training.rollout import TandemRollout
 
@@ -95,7 +95,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         self.tandem = tandem
         check_p = tandem.p if tandem.expects_junior_tokens else None
         name, schedule_kwargs = tandem.schedule_kwargs()
-        self.rollout = TandemRollout(make_schedule(name, **schedule_kwargs), check_junior_p=check_p)
+        self.rollout = TandemRollout(Schedule.from_config(name, **schedule_kwargs), check_junior_p=check_p)
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
         if kl_to_junior and not isinstance(tandem.junior, str):
             raise ValueError("tandem.junior: kl_ref=junior needs the junior as a model path")

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from trlvr.algos import author_stats
+
 FINISH_REASONS = ("length", "eos", "rounds")  # index = code stored in `finish_codes`
 
 
@@ -56,12 +58,14 @@ class TandemOutput:
     def finish_reasons(self) -> list[str]:
         return [FINISH_REASONS[c] for c in self.finish_codes.tolist()]
 
+    def stats(self) -> dict[str, torch.Tensor]:
+        """Per-sequence authorship statistics, each (B,): see `trlvr.algos.author_stats`."""
+        return author_stats(self.senior_authored, self.completion_mask)
+
     @property
     def switches(self) -> torch.Tensor:
         """(B,) number of author changes inside each completion."""
-        a = self.senior_authored
-        changed = (a[:, 1:] != a[:, :-1]) & self.completion_mask[:, 1:]
-        return changed.sum(dim=1)
+        return self.stats()["switches"].long()
 
     @property
     def num_switches(self) -> list[int]:
@@ -70,8 +74,7 @@ class TandemOutput:
     @property
     def senior_share(self) -> torch.Tensor:
         """(B,) fraction of each completion written by the senior (0 for an empty completion)."""
-        n = self.lengths.clamp(min=1)
-        return (self.senior_authored & self.completion_mask).sum(dim=1) / n
+        return self.stats()["senior_share"]
 
     def __len__(self) -> int:
         return self.tokens.shape[0]

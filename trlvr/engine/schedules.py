@@ -1,6 +1,7 @@
 """Authorship schedules: who writes the next token of each sequence.
 
-A schedule is a frozen dataclass with two pure, batched methods:
+A schedule is a frozen dataclass, registered by name (`@register_schedule("word")`, verl's
+`register_policy_loss` pattern), with two pure, batched methods:
 
     state = schedule.start(batch_size, tables, rng)        # first author of every sequence
     state = schedule.advance(state, tokens, tables, rng)   # after each emitted token
@@ -15,15 +16,21 @@ Schedules (method-notes, "Tandem rollout"):
   word-start token, and after `max_gap` tokens without a redraw. A redraw may keep the author.
 - TokenSchedule(p): redraw before every token.
 - StepSchedule(first, max_rounds): strict alternation, switching after a token that ends a step
-  ("\\n\\n"); after `max_rounds` steps the sequence ends.
+  ("\\n\\n"); a round is a pair of steps (one per author, as in the authors' code), and after
+  `max_rounds` rounds (2 x max_rounds steps) the sequence ends.
 - ChunkSchedule(size, first): strict alternation every `size` tokens.
 - SoloSchedule(author): one author throughout.
+
+Build one by name with `Schedule.from_config("word", p=0.5, max_gap=32)` (training and eval both
+do); settings a schedule does not take are ignored, so one settings dict serves every schedule.
+`schedule.writers` says which models can write a token, so the engine runs only those.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 
@@ -118,9 +125,59 @@ def _check_author(author: str, field: str) -> None:
     if author not in (SENIOR, JUNIOR):
         raise ValueError(f"{field} must be 'senior' or 'junior', got {author!r}")
 
+SCHEDULES: dict[str, type[Schedule]] = {}
 
+
+def register_schedule(name: str):
+    """Class decorator: make a schedule buildable by name (`Schedule.from_config(name, ...)`)."""
+
+    def wrap(cls):
+        if name in SCHEDULES:
+            raise ValueError(f"schedule {name!r} is already registered by {SCHEDULES[name].__name__}")
+        cls.name = name
+        SCHEDULES[name] = cls
+        return cls
+
+    return wrap
+
+
+class Schedule:
+    """Base of all schedules: a registry name, the models that can write, and `from_config`."""
+
+    name: ClassVar[str] = ""
+
+    @property
+    def writers(self) -> frozenset[str]:
+        """The authors that can write a token under this schedule (the engine runs only their models)."""
+        return frozenset((SENIOR, JUNIOR))
+
+    @classmethod
+    def from_config(cls, name: str, **settings) -> Schedule:
+        """Build the schedule registered as `name`; settings it has no field for are ignored.
+
+        >>> Schedule.from_config("word", p=0.3, max_gap=32, max_rounds=150)
+        WordSchedule(p=0.3, max_gap=32)
+        """
+        if name not in SCHEDULES:
+            raise ValueError(f"unknown schedule {name!r}; choose one of {sorted(SCHEDULES)}")
+        target = SCHEDULES[name]
+        fields = {f.name for f in dataclasses.fields(target)}
+        return target(**{k: v for k, v in settings.items() if k in fields})
+
+    def start(self, batch_size: int, tables: VocabTables, rng: torch.Generator) -> ScheduleState:
+        raise NotImplementedError
+
+    def advance(self, state: ScheduleState, tokens: torch.Tensor, tables: VocabTables, rng) -> ScheduleState:
+        raise NotImplementedError
+
+
+def _writers_for_p(p: float) -> frozenset[str]:
+    return frozenset({SENIOR} if p == 1.0 else {JUNIOR} if p == 0.0 else {SENIOR, JUNIOR})
+
+
+@register_schedule("word")
 @dataclass(frozen=True)
-class WordSchedule:
+class WordSchedule(Schedule):
     """Redraw the author (senior with probability p) after each word-start token."""
 
     p: float = 0.5
@@ -130,6 +187,10 @@ class WordSchedule:
         _check_p(self.p)
         if self.max_gap < 1:
             raise ValueError(f"max_gap must be >= 1, got {self.max_gap}")
+
+    @property
+    def writers(self) -> frozenset[str]:
+        return _writers_for_p(self.p)
 
     def start(self, batch_size: int, tables: VocabTables, rng: torch.Generator) -> ScheduleState:
         return _initial(_bernoulli(self.p, batch_size, rng, rng.device))
@@ -144,14 +205,19 @@ class WordSchedule:
         return state._replace(author=author, since_redraw=since)
 
 
+@register_schedule("token")
 @dataclass(frozen=True)
-class TokenSchedule:
+class TokenSchedule(Schedule):
     """Redraw the author (senior with probability p) before every token."""
 
     p: float = 0.5
 
     def __post_init__(self):
         _check_p(self.p)
+
+    @property
+    def writers(self) -> frozenset[str]:
+        return _writers_for_p(self.p)
 
     def start(self, batch_size: int, tables: VocabTables, rng: torch.Generator) -> ScheduleState:
         return _initial(_bernoulli(self.p, batch_size, rng, rng.device))
@@ -160,11 +226,13 @@ class TokenSchedule:
         return state._replace(author=_bernoulli(self.p, tokens.shape[0], rng, tokens.device))
 
 
+@register_schedule("step")
 @dataclass(frozen=True)
-class StepSchedule:
+class StepSchedule(Schedule):
     """Strict alternation one reasoning step each; a step ends with a blank line ("\\n\\n").
 
-    A round is one step by one author; the sequence ends once `max_rounds` steps are complete.
+    A round is a pair of steps, one by each author (the authors' definition: a senior turn plus a
+    junior turn); the sequence ends once `max_rounds` rounds, i.e. 2 x max_rounds steps, are complete.
     """
 
     first: str = SENIOR
@@ -189,12 +257,13 @@ class StepSchedule:
             author=state.author ^ ended,
             steps=steps,
             prev_ends_newline=prev_nl,
-            stop=steps >= self.max_rounds,
+            stop=steps >= 2 * self.max_rounds,
         )
 
 
+@register_schedule("chunk")
 @dataclass(frozen=True)
-class ChunkSchedule:
+class ChunkSchedule(Schedule):
     """Strict alternation every `size` tokens (an ablation schedule)."""
 
     size: int = 16
@@ -215,14 +284,19 @@ class ChunkSchedule:
         return state._replace(author=state.author ^ flip, since_redraw=torch.where(flip, 0, since))
 
 
+@register_schedule("solo")
 @dataclass(frozen=True)
-class SoloSchedule:
+class SoloSchedule(Schedule):
     """One author writes everything. The engine then runs only that model (unless asked to score both)."""
 
     author: str = SENIOR
 
     def __post_init__(self):
         _check_author(self.author, "SoloSchedule.author")
+
+    @property
+    def writers(self) -> frozenset[str]:
+        return frozenset({self.author})
 
     def start(self, batch_size: int, tables: VocabTables, rng: torch.Generator) -> ScheduleState:
         author = torch.full((batch_size,), self.author == SENIOR, dtype=torch.bool, device=rng.device)
@@ -231,19 +305,3 @@ class SoloSchedule:
     def advance(self, state: ScheduleState, tokens: torch.Tensor, tables: VocabTables, rng) -> ScheduleState:
         return state
 
-
-Schedule = WordSchedule | TokenSchedule | StepSchedule | ChunkSchedule | SoloSchedule
-
-
-def make_schedule(name: str, **kwargs) -> Schedule:
-    """Build a schedule by name ("word", "token", "step", "chunk", "solo"), e.g. from a config."""
-    registry = {
-        "word": WordSchedule,
-        "token": TokenSchedule,
-        "step": StepSchedule,
-        "chunk": ChunkSchedule,
-        "solo": SoloSchedule,
-    }
-    if name not in registry:
-        raise ValueError(f"unknown schedule {name!r}; choose one of {sorted(registry)}")
-    return registry[name](**kwargs)
