@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import tiny_model
+from helpers import tiny_model
 
 from trlvr.cli.main import COMMANDS, build_parser, main
 

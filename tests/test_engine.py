@@ -108,7 +108,7 @@ def test_max_new_tokens_holds(models, tokenizer):
 
 
 def test_vocabulary_mismatch_raises_naming_both_sizes(tokenizer):
-    from conftest import tiny_model
+    from helpers import tiny_model
 
     senior = tiny_model("qwen3", len(tokenizer), seed=0)
     junior = tiny_model("qwen3", len(tokenizer) + 7, seed=1)

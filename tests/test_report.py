@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import tiny_model
+from helpers import tiny_model
 from test_eval import last_word, parity_reward, toy_problems  # noqa: I001
 
 from trlvr.cli import compare_cmd, eval_cmd, report_cmd

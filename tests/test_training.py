@@ -8,7 +8,7 @@ import os
 
 import pytest
 import torch
-from conftest import tiny_model
+from helpers import tiny_model
 from datasets import Dataset
 from trl import GRPOConfig
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import tiny_model
+from helpers import tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

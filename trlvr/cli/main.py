@@ -28,10 +28,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Run one command. A `UserError` (bad file, row, key, path, setting) is one line on stderr and
+    exit code 2; `--debug` (anywhere on the command line) keeps the traceback."""
+    from trlvr.errors import EXIT_BAD_INPUT, UserError
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(importlib.import_module(f"trlvr.cli.{COMMANDS[args.command]}").main(args) or 0)
+    try:
+        return int(importlib.import_module(f"trlvr.cli.{COMMANDS[args.command]}").main(args) or 0)
+    except UserError as e:
+        if debug:
+            raise
+        print(f"trlvr {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

@@ -37,3 +37,18 @@ def prompt_for(
     if problem.prompt is not None:
         return problem.prompt
     return build_prompt(problem.problem, tokenizer, template, use_chat_template)
+
+
+def encode_prompt(prompt: str | list[dict], tokenizer: Any) -> list[int]:
+    """Prompt token ids: the ONE place a prompt becomes ids (training, eval and the toy world call it).
+
+    ``prompt`` is rendered text (from :func:`prompt_for`) or a list of chat messages. Text gets the
+    tokenizer's special tokens (e.g. a Llama BOS) unless it already starts with the BOS text, which a
+    chat template writes itself; messages go through the chat template with a generation prompt.
+    """
+    if isinstance(prompt, list):
+        out = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True)
+        return list(out["input_ids"])
+    bos = getattr(tokenizer, "bos_token", None)
+    add_special = not (bos and prompt.startswith(bos))
+    return list(tokenizer(prompt, add_special_tokens=add_special)["input_ids"])

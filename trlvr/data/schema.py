@@ -11,8 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trlvr.errors import UserError
 
-class DataError(ValueError):
+
+class DataError(UserError):
     """A source that cannot be loaded, or rows that cannot be used; the message names them."""
 
 

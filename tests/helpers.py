@@ -1,0 +1,41 @@
+"""Helpers tests import (`from helpers import tiny_model`): tiny models and a tokenizer, nothing downloaded."""
+
+from __future__ import annotations
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+from trlvr.toy.tokenizer import train_bpe_tokenizer
+
+CORPUS = [
+    "The cat sat on the mat.\n\nThen the dog ran to the park.\n\n",
+    "Let's think step by step. 12 plus 30 is 42.\n\nSo the answer is \\boxed{42}.",
+    "A train leaves at 3 pm and travels 60 miles per hour for 2 hours.\n\n",
+    "<<47+18=65>> <<65*2=130>>\n\n\\boxed{130}",
+] * 20
+
+
+def tiny_tokenizer(vocab_size: int = 320):
+    return train_bpe_tokenizer(CORPUS, vocab_size=vocab_size)
+
+
+def tiny_model(arch: str, vocab_size: int, seed: int, hidden: int = 64, layers: int = 2):
+    torch.manual_seed(seed)
+    common = dict(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    )
+    if arch == "qwen3":
+        cfg = Qwen3Config(head_dim=hidden // 4, **common)
+        model = Qwen3ForCausalLM(cfg)
+    elif arch == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**common))
+    else:
+        raise ValueError(arch)
+    return model.float().eval()

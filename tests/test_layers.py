@@ -1,0 +1,97 @@
+"""The import graph under trlvr/ points downward only: engine <- training / eval <- cli.
+
+Every `import trlvr.x` / `from trlvr.x import ...` counts, including lazy ones inside functions.
+Layers, lowest first (a module may import its own package and any lower layer; peers may not
+import each other unless listed in ALLOWED):
+    0 errors
+    1 algos, data, rewards, models   (maths, loading, grading: know nothing of decoding)
+    2 engine                         (decoding: no tokenization, prompts or training)
+    3 config, training, eval, toy    (what a run trains, how it is measured, the toy world)
+    4 experiments, demo, cli         (recipes and commands that wire the layers together)
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "trlvr"
+LAYERS = {
+    "errors": 0,
+    "algos": 1, "data": 1, "rewards": 1, "models": 1,
+    "engine": 2,
+    "config": 3, "training": 3, "eval": 3, "toy": 3,
+    "experiments": 4, "demo": 4, "cli": 4,
+}  # fmt: skip
+ALLOWED = {("training", "config"), ("cli", "demo"), ("cli", "experiments"), ("experiments", "demo"),
+           ("demo", "experiments")}  # fmt: skip
+
+
+def top_package(module: str) -> str:
+    return module.split(".")[1]
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("trlvr.")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("trlvr."):
+                out.append((node.lineno, node.module))
+            elif node.module == "trlvr":
+                out += [(node.lineno, f"trlvr.{a.name}") for a in node.names]
+    return out
+
+
+def violations() -> list[str]:
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        parts = rel.parts
+        if len(parts) < 2 or parts[1] == "__init__":
+            continue
+        here = parts[1]
+        if here not in LAYERS:
+            bad.append(f"{rel}: package {here!r} has no layer in tests/test_layers.py")
+            continue
+        for line, module in imports_of(path):
+            there = top_package(module)
+            if there == here or (here, there) in ALLOWED:
+                continue
+            if there not in LAYERS:
+                bad.append(f"{rel}:{line} imports {module}, which has no layer")
+            elif LAYERS[there] >= LAYERS[here]:
+                bad.append(f"{rel}:{line} ({here}, layer {LAYERS[here]}) imports {module} (layer {LAYERS[there]})")
+    return bad
+
+
+def test_imports_point_downward():
+    assert violations() == []
+
+
+def test_checker_catches_an_upward_import(tmp_path, monkeypatch):
+    fake = tmp_path / "trlvr"
+    (fake / "engine").mkdir(parents=True)
+    (fake / "engine" / "x.py").write_text("def f():\n    from trlvr.eval.runner import evaluate\n")
+    (fake / "data").mkdir()
+    (fake / "data" / "y.py").write_text("import trlvr.errors\nfrom trlvr.rewards import math_reward\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", fake)
+    found = violations()
+    assert any("engine/x:2" in v and "trlvr.eval.runner" in v for v in found)
+    assert any("data/y:2" in v and "trlvr.rewards" in v for v in found)
+    assert len(found) == 2
+
+
+@pytest.mark.parametrize("module", ["trlvr.engine", "trlvr.data", "trlvr.rewards", "trlvr.algos"])
+def test_lower_layers_import_without_trl(module):
+    """Importing a lower layer must not pull in TRL (heavy, and a higher layer's dependency)."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; print('trl' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,49 @@
+"""The one JSONL reader: a row per line, errors naming the file and line.
+
+What it does not know: schemas (see `trlvr.data.schema`) or samples (see `trlvr.eval.store`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trlvr.data.schema import DataError
+
+
+def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int | None = None) -> list[dict]:
+    """Rows of a JSONL file, each a JSON object. Blank lines are skipped.
+
+    tolerate_torn_tail: a last line that does not parse and has no trailing newline (a write cut
+    short by a kill) is ignored instead of raising. Any other bad line raises DataError naming
+    `path:line`. Never writes.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory, expected a .jsonl file") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not valid UTF-8 (byte {e.start}); save the file as UTF-8") from None
+    lines = text.split("\n")
+    rows = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            if tolerate_torn_tail and i == len(lines) and not text.endswith("\n"):
+                break
+            raise DataError(f"{path}:{i}: not valid JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{i}: expected a JSON object per line, got a JSON {type(row).__name__}")
+        rows.append(row)
+        if limit is not None and len(rows) >= limit:
+            break
+    return rows
