@@ -1,9 +1,11 @@
-"""Data loading: every built-in schema from local files, bad-row reports, CLI, offline hub, reasoning-gym, prompts."""
+"""Data loading: every built-in schema from local files, bad-row reports, CLI, offline hub, reasoning-gym,
+prompts, pre-rendered rows, content keys and duplicates. (Unreadable inputs: tests/test_bad_input.py.)"""
 
 from __future__ import annotations
 
-import argparse
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -11,9 +13,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from trlvr.cli import data_cmd
-from trlvr.data import DataError, build_prompt, check_source, load_problems, prompt_for, reasoning_gym
-from trlvr.rewards import math_reward
+from trlvr.cli.main import main as cli_main
+from trlvr.data import (
+    DataError,
+    Problem,
+    build_prompt,
+    check_source,
+    find_duplicates,
+    load_problems,
+    problem_key,
+    prompt_for,
+)
+from trlvr.rewards import check_golds, math_reward
 
 GSM8K_REAL = Path("/work/shared/data/gsm8k-test.jsonl")
 
@@ -104,7 +115,7 @@ BAD_ROWS = [
     {"problem": "ok", "answer": "1"},
     {"problem": "", "answer": "2"},  # row 2: empty problem
     {"problem": "no answer"},  # row 3: missing answer
-    {"problem": "unparseable gold", "answer": "\\frac{"},  # row 4
+    {"problem": "unbalanced gold", "answer": "\\frac{"},  # row 4: caught without a grader
     {"problem": "ok too", "answer": "\\frac{1}{2}"},
 ]
 
@@ -118,7 +129,7 @@ def test_bad_rows_raise_with_row_numbers_and_fields(tmp_path):
     assert (
         "row 2: problem empty" in msg
         and "row 3: answer missing" in msg
-        and "row 4: answer not parseable" in msg
+        and "row 4: answer has unbalanced braces" in msg
     )
 
 
@@ -126,8 +137,130 @@ def test_bad_rows_skip_records_them(tmp_path):
     probs = load_problems(str(write(tmp_path / "bad.jsonl", BAD_ROWS)), schema="deepscaler", on_bad="skip")
     assert [p.answer for p in probs] == ["1", "\\frac{1}{2}"]
     assert [(b.row, b.field) for b in probs.skipped] == [(2, "problem"), (3, "answer"), (4, "answer")]
+    assert [p.row for p in probs] == [1, 5] and probs.total == 5
     report = check_source(str(tmp_path / "bad.jsonl"), schema="deepscaler")
     assert (report.total, report.ok, report.n_bad) == (5, 2, 3) and report.first[0].row == 2
+
+
+def test_check_gold_is_injected_not_imported(tmp_path):
+    """The grader's gold check is the caller's: a fake one marks what it is told to, the real one
+    (trlvr.rewards.check_golds) rejects a gold math-verify cannot parse."""
+    rows = [
+        {"problem": "a", "answer": "1"},
+        {"problem": "b", "answer": "x^"},
+        {"problem": "c", "answer": "[1,2)"},
+    ]
+    path = str(write(tmp_path / "g.jsonl", rows))
+    assert len(load_problems(path)) == 3  # structural checks only: "x^" is not caught without a grader
+    fake = load_problems(
+        path, on_bad="skip", check_gold=lambda golds: ["nope" if g == "1" else None for g in golds]
+    )
+    assert [p.answer for p in fake] == ["x^", "[1,2)"] and str(
+        fake.skipped[0]
+    ) == "row 1: answer not parseable (nope): '1'"
+    with pytest.raises(DataError, match="row 2: answer not parseable"):
+        load_problems(path, check_gold=check_golds)
+
+
+def test_loading_data_imports_no_grader(tmp_path):
+    """Issue 10: loading data must not import trlvr.rewards (which can start grader processes)."""
+    path = write(tmp_path / "d.jsonl", [{"problem": "p", "answer": "1"}])
+    code = (
+        f"import sys, trlvr.data as d; d.load_problems({str(path)!r}); print('trlvr.rewards' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (None, "row 1: answer is null"),
+        ("", "row 1: answer empty"),
+        ("   ", "row 1: answer empty"),
+        (["4"], "row 1: answer expected a string or number, got a JSON array"),
+        ({"v": 4}, "row 1: answer expected a string or number, got a JSON object"),
+        (True, "row 1: answer expected a string or number, got a JSON boolean"),
+        ("None", "row 1: answer is the text 'None'"),
+        ("\\boxed{4", "row 1: answer has unbalanced braces"),
+    ],
+)
+def test_prompt_rows_validate_gold(tmp_path, answer, fragment):
+    """Issue 11 item 2: rows carrying a ready-made prompt get the same gold checks; a null gold never
+    becomes the string "None" (which \\boxed{None} would then match)."""
+    rows = [{"prompt": "<|user|>What is 2+2?<|assistant|>", "answer": answer}, {"prompt": "Q", "answer": "4"}]
+    path = write(tmp_path / "train.jsonl", rows)
+    with pytest.raises(DataError) as err:
+        load_problems(str(path))
+    assert "train.jsonl" in str(err.value) and fragment in str(err.value)
+    kept = load_problems(str(path), on_bad="skip")
+    assert [p.answer for p in kept] == ["4"] and str(kept.skipped[0]).startswith(fragment)
+
+
+def test_prompt_rows_skip_bad_golds(tmp_path):
+    rows = [
+        {"prompt": "P1", "answer": None},
+        {"prompt": "P2", "answer": 7},
+        {"prompt": "P3", "answer": float("nan")},
+    ]
+    probs = load_problems(str(write(tmp_path / "t.jsonl", rows)), on_bad="skip")
+    assert [(p.prompt, p.answer, p.row) for p in probs] == [("P2", "7", 2)]
+    assert [(b.row, b.field) for b in probs.skipped] == [(1, "answer"), (3, "answer")]
+    assert "None" not in [p.answer for p in probs]
+
+
+def test_prompt_only_and_chat_message_rows(tmp_path):
+    msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "What is 3+4?"}]
+    rows = [{"prompt": "Plain prompt?", "answer": "1"}, {"prompt": msgs, "answer": "7"}]
+    probs = load_problems(str(write(tmp_path / "p.jsonl", rows)))
+    assert probs.schema == "prompt"
+    assert [p.problem for p in probs] == ["Plain prompt?", "What is 3+4?"]
+    assert prompt_for(probs[0]) == "Plain prompt?" and prompt_for(probs[1]) == msgs
+    bad = [
+        {"prompt": 42, "problem": "q", "answer": "1"},
+        {"prompt": [{"role": "user"}], "problem": "q", "answer": "1"},
+    ]
+    with pytest.raises(DataError, match=r"row 1: prompt expected a string or a list of \{role, content\}"):
+        load_problems(str(write(tmp_path / "b.jsonl", bad)))
+
+
+def test_toy_world_rows_load_with_prompt_and_string_gold(tmp_path):
+    """What trlvr.toy.world writes ({"problem", "answer": int, "prompt"}) comes back through load_problems."""
+    from trlvr.toy.dialects import make_prompt
+    from trlvr.toy.task import generate_problems
+
+    toy = generate_problems(5, "test", seed=0)
+    rows = [{"problem": p.text, "answer": p.answer, "prompt": make_prompt(p)} for p in toy]
+    probs = load_problems(str(write(tmp_path / "test.jsonl", rows)))
+    assert [p.prompt for p in probs] == [make_prompt(p) for p in toy]
+    assert [p.answer for p in probs] == [str(p.answer) for p in toy] and all(
+        isinstance(p.answer, str) for p in probs
+    )
+
+
+def test_problem_key_is_content_based():
+    a = Problem("f.jsonl:1", "What is 2+2?", "4", "f.jsonl")
+    assert problem_key(a) == problem_key(
+        Problem("other:9", "What is 2+2?", "4", "g.parquet", {"x": 1}, row=9)
+    )
+    assert problem_key(a) != problem_key(Problem("f.jsonl:1", "What is 2+2?", "5", "f.jsonl"))
+    assert problem_key(a) != problem_key(Problem("f.jsonl:1", "What is 2+3?", "4", "f.jsonl"))
+    assert len(problem_key(a)) == 16 and int(problem_key(a), 16) >= 0
+
+
+def test_find_duplicates_ids_problems_and_conflicting_golds(tmp_path):
+    rows = [
+        {"id": "a", "problem": "p1", "answer": "1"},
+        {"id": "a", "problem": "p2", "answer": "2"},  # id clash with row 1
+        {"id": "c", "problem": "p1", "answer": "1"},  # same problem as row 1
+        {"id": "d", "problem": "p3", "answer": "3"},
+        {"id": "e", "problem": "p3", "answer": "4"},  # same text as row 4, other gold
+    ]
+    probs = load_problems(str(write(tmp_path / "d.jsonl", rows)))
+    found = [(d.kind, d.rows) for d in find_duplicates(probs)]
+    assert found == [("id", (1, 2)), ("problem", (1, 3)), ("text", (4, 5))]
+    clean = load_problems(str(write(tmp_path / "c.jsonl", rows[:1] + rows[3:4])))
+    assert find_duplicates(clean) == []
 
 
 def test_gsm8k_without_marker_is_bad(tmp_path):
@@ -142,7 +275,7 @@ def test_gsm8k_without_marker_is_bad(tmp_path):
 def test_invalid_json_line_is_named(tmp_path):
     path = tmp_path / "broken.jsonl"
     path.write_text('{"problem": "a", "answer": "1"}\n{not json\n')
-    with pytest.raises(DataError, match="line 2"):
+    with pytest.raises(DataError, match="broken.jsonl:2: not valid JSON"):
         load_problems(str(path))
 
 
@@ -154,20 +287,31 @@ def test_real_gsm8k_file():
     assert all(p.answer.lstrip("-").replace(".", "", 1).isdigit() for p in probs)
 
 
-def _cli(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser()
-    data_cmd.make_parser(ap.add_subparsers(dest="command"))
-    return data_cmd.main(ap.parse_args(argv))
-
-
 def test_cli_data_check(tmp_path, capsys):
     bad = write(tmp_path / "bad.jsonl", BAD_ROWS)
     good = write(tmp_path / "good.jsonl", BAD_ROWS[:1])
-    assert _cli(["data", "check", str(bad), "--schema", "deepscaler"]) != 0
+    assert cli_main(["data", "check", str(bad), "--schema", "deepscaler"]) == 1
     out = capsys.readouterr().out
     assert "row 2: problem empty" in out and "2 usable" in out
-    assert _cli(["data", "check", str(good)]) == 0
-    assert _cli(["data", "check", str(tmp_path / "missing.jsonl")]) == 2
+    assert cli_main(["data", "check", str(good)]) == 0
+    assert cli_main(["data", "check", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl: no such file" in capsys.readouterr().err
+
+
+def test_cli_data_check_math_verify_and_duplicates(tmp_path, capsys):
+    """Unparseable golds are caught by `data check` (math-verify), duplicate ids exit 1 (issue 11 item 7)."""
+    rows = [{"id": "q1", "problem": "a", "answer": "1"}, {"id": "q2", "problem": "b", "answer": "x^"}]
+    path = write(tmp_path / "mv.jsonl", rows)
+    assert cli_main(["data", "check", str(path)]) == 1
+    assert "row 2: answer not parseable" in capsys.readouterr().out
+    assert cli_main(["data", "check", str(path), "--no-math-verify"]) == 0
+    dup = write(
+        tmp_path / "dup.jsonl",
+        [{"id": "q1", "problem": "a", "answer": "1"}, {"id": "q1", "problem": "b", "answer": "2"}],
+    )
+    assert cli_main(["data", "check", str(dup)]) == 1
+    out = capsys.readouterr().out
+    assert "2 usable, 0 unusable" in out and "1 duplicate ids" in out and "rows 1, 2 share id 'q1'" in out
 
 
 def test_offline_hub_name_fails_fast(monkeypatch):
@@ -179,7 +323,7 @@ def test_offline_hub_name_fails_fast(monkeypatch):
 
 
 def test_reasoning_gym_problems_grade_against_themselves():
-    probs = reasoning_gym("chain_sum", size=6, seed=0)
+    probs = load_problems("reasoning-gym:chain_sum?size=6&seed=0")
     again = load_problems("reasoning-gym:basic_arithmetic?size=4&seed=1")
     assert len(probs) == 6 and len(again) == 4
     assert probs[0].problem and probs[0].fields["metadata"]["source_dataset"] == "chain_sum"
@@ -187,7 +331,8 @@ def test_reasoning_gym_problems_grade_against_themselves():
     assert (
         math_reward([f"\\boxed{{{p.answer}}}" for p in allp], answer=[p.answer for p in allp]) == [1.0] * 10
     )
-    assert [p.answer for p in reasoning_gym("chain_sum", size=6, seed=0)] == [p.answer for p in probs]
+    same = load_problems("reasoning-gym:chain_sum?size=6&seed=0")
+    assert [p.answer for p in same] == [p.answer for p in probs]
 
 
 def _tiny_tokenizer(chat_template: str | None):

@@ -121,7 +121,8 @@ CARD_FRACTIONS = [
 
 
 def test_mini_world_from_scratch_and_reuse(tmp_path, capsys):
-    from trlvr.toy.world import MINI_CONFIG, prepare_world, read_jsonl
+    from trlvr.data import read_jsonl
+    from trlvr.toy.world import MINI_CONFIG, prepare_world
 
     out = tmp_path / "world"
     card = prepare_world(out, seed=0, from_scratch=True, progress=False, config=MINI_CONFIG)

@@ -1,21 +1,24 @@
-"""`trlvr data check SOURCE`: count usable rows of a dataset and show the first bad ones.
+"""`trlvr data check SOURCE`: count usable rows of a dataset, show the first bad ones and duplicates.
 
     trlvr data check /work/shared/data/gsm8k-test.jsonl
     trlvr data check problems.parquet --problem-field question --answer-field final
 
-Exit code 0 when every row is usable, 1 when some are not, 2 when the source cannot be read.
+Golds are parsed with math-verify here (the data package imports no grader; `--no-math-verify`
+skips it). Exit code 0 when every row is usable and nothing is duplicated, 1 when some rows are
+bad or duplicated, 2 when the source cannot be read at all (a UserError, printed by trlvr.cli.main).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("data", help="inspect problem datasets")
     sub = p.add_subparsers(dest="data_command", required=True)
-    c = sub.add_parser("check", help="count usable rows; list the first unusable ones (row, field, reason)")
+    c = sub.add_parser(
+        "check", help="count usable rows; list the first unusable ones (row, field, reason) and duplicates"
+    )
     c.add_argument(
         "source", help="local .jsonl/.json/.parquet, hub dataset name, or reasoning-gym:TASK?size=N&seed=S"
     )
@@ -24,25 +27,28 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--problem-field", default=None, help="column holding the problem text")
     c.add_argument("--answer-field", default=None, help="column holding the gold answer")
     c.add_argument("--limit", type=int, default=None, help="check only the first N rows")
-    c.add_argument("--show", type=int, default=10, help="offending rows to print")
+    c.add_argument("--show", type=int, default=10, help="offending rows and duplicates to print")
+    c.add_argument(
+        "--no-math-verify",
+        action="store_true",
+        help="skip parsing golds with math-verify (structural checks only)",
+    )
     return p
 
 
 def main(args: argparse.Namespace) -> int:
-    from trlvr.data import DataError, check_source
+    from trlvr.data import check_source
+    from trlvr.rewards import check_golds
 
-    try:
-        report = check_source(
-            args.source,
-            split=args.split,
-            schema=args.schema,
-            problem_field=args.problem_field,
-            answer_field=args.answer_field,
-            limit=args.limit,
-            show=args.show,
-        )
-    except DataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(report.format())
-    return 1 if report.n_bad else 0
+    report = check_source(
+        args.source,
+        split=args.split,
+        schema=args.schema,
+        problem_field=args.problem_field,
+        answer_field=args.answer_field,
+        limit=args.limit,
+        show=args.show,
+        check_gold=None if args.no_math_verify else check_golds,
+    )
+    print(report.format(show=args.show))
+    return 0 if report.clean else 1

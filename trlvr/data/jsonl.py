@@ -7,8 +7,30 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from trlvr.data.schema import DataError
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a cell's type, for messages.
+
+    >>> json_type(None), json_type([1]), json_type({}), json_type(True), json_type(2.5)
+    ('null', 'array', 'object', 'boolean', 'number')
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
 
 
 def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int | None = None) -> list[dict]:
@@ -25,8 +47,10 @@ def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int
         raise DataError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise DataError(f"{path}: is a directory, expected a .jsonl file") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror or type(e).__name__})") from None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a leading byte-order mark is not part of the first row
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         raise DataError(f"{path}:{line}: not valid UTF-8 (byte {e.start}); save the file as UTF-8") from None
@@ -42,7 +66,7 @@ def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int
                 break
             raise DataError(f"{path}:{i}: not valid JSON ({e.msg} at column {e.colno})") from None
         if not isinstance(row, dict):
-            raise DataError(f"{path}:{i}: expected a JSON object per line, got a JSON {type(row).__name__}")
+            raise DataError(f"{path}:{i}: expected a JSON object per line, got a JSON {json_type(row)}")
         rows.append(row)
         if limit is not None and len(rows) >= limit:
             break

@@ -1,16 +1,21 @@
 """``load_problems``: any source -> validated ``list[Problem]``; bad rows raise or are listed.
 
-A row is unusable when its problem or answer is missing or empty, or when math-verify cannot
-parse its gold answer (it could never be graded). Unusable rows are never dropped silently:
-by default :class:`DataError` names the source, the first offending rows (1-based) and the
-field; with ``on_bad="skip"`` the good rows come back and ``.skipped`` lists the rest.
+This is the one path from a file (or hub name, or reasoning-gym task) to problems: training, eval,
+the demo and `trlvr data check` all come through it. A row is unusable when its problem or gold is
+missing, null, of the wrong type or empty, its gold's braces do not balance, its ready-made
+``prompt`` is not text or chat messages, or (when the caller passes ``check_gold``, e.g.
+``trlvr.rewards.check_golds``) the grader cannot parse its gold. Unusable rows are never dropped
+silently: by default :class:`DataError` names the source, the first offending rows (1-based) and
+the field; with ``on_bad="skip"`` the good rows come back and ``.skipped`` lists the rest.
+This module imports no grader: loading data never starts grading processes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from trlvr.data.rows import BadRow, row_to_problem
 from trlvr.data.schema import (
     SCHEMAS,
     DataError,
@@ -23,26 +28,24 @@ from trlvr.data.schema import (
 from trlvr.data.sources import RG_PREFIX, is_local, parse_rg_source, read_hub, read_local, read_reasoning_gym
 
 SHOW_BAD = 5  # offending rows named in an error message
-
-
-@dataclass(frozen=True)
-class BadRow:
-    """An unusable row: 1-based ``row`` number, the ``field`` at fault, and why."""
-
-    row: int
-    field: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"row {self.row}: {self.field} {self.reason}"
+GoldCheck = Callable[[Sequence[str]], Sequence["str | None"]]  # golds -> None (parses) or the reason
 
 
 class ProblemList(list):
-    """``list[Problem]`` plus ``source``, ``schema`` name and the ``skipped`` rows (``list[BadRow]``)."""
+    """``list[Problem]`` plus ``source``, ``schema`` name, the ``skipped`` rows (``list[BadRow]``)
+    and ``total`` rows read (after ``limit``)."""
 
-    def __init__(self, items=(), source: str = "", schema: str = "", skipped: list[BadRow] | None = None):
+    def __init__(
+        self,
+        items=(),
+        source: str = "",
+        schema: str = "",
+        skipped: list[BadRow] | None = None,
+        total: int = 0,
+    ):
         super().__init__(items)
         self.source, self.schema, self.skipped = source, schema, list(skipped or [])
+        self.total = total or len(self) + len(self.skipped)
 
 
 def _choose_schema(source, rows, schema, problem_field, answer_field, hub_schema) -> Schema:
@@ -65,50 +68,38 @@ def _choose_schema(source, rows, schema, problem_field, answer_field, hub_schema
                 f"{source}: unknown schema {schema!r}; known: {sorted(SCHEMAS)} (or pass problem_field/answer_field)"
             )
         return SCHEMAS[schema]
-    return hub_schema or detect_schema(rows)
+    if hub_schema is not None:
+        return hub_schema
+    try:
+        return detect_schema(rows)
+    except DataError as e:
+        raise DataError(f"{source}: {e}") from None
 
 
 def rows_to_problems(
-    rows: list[dict], schema: Schema, source: str, verify_answers: bool = True
+    rows: list[dict], schema: Schema, source: str, check_gold: GoldCheck | None = None
 ) -> tuple[list[Problem], list[BadRow]]:
     """Map rows through ``schema``; return (usable problems, bad rows) in row order."""
     tag = Path(source).name if is_local(source) else source
-    good: list[tuple[int, Problem]] = []
+    good: list[Problem] = []
     bad: list[BadRow] = []
     for n, row in enumerate(rows, 1):
-        pf, af = schema.pick(row, "problem"), schema.pick(row, "answer")
-        if pf is None:
-            bad.append(BadRow(n, schema.problem_fields[0], "missing"))
-            continue
-        if af is None:
-            bad.append(BadRow(n, schema.answer_fields[0], "missing"))
-            continue
-        problem = str(row[pf] or "").strip()
-        answer = schema.answer(row[af])
-        if not problem:
-            bad.append(BadRow(n, pf, "empty"))
-            continue
-        if not answer:
-            bad.append(
-                BadRow(n, af, "empty" if schema.name != "gsm8k" else "empty (no '#### N' final answer)")
-            )
-            continue
-        rid = next((str(row[k]) for k in schema.id_fields if row.get(k) not in (None, "")), f"{tag}:{n}")
-        prompt = row.get("prompt") if isinstance(row.get("prompt"), str) else None
-        good.append((n, Problem(rid, problem, answer, source, dict(row), prompt)))
-    if verify_answers and good:
-        from trlvr.rewards import check_golds
-
-        reasons = check_golds([p.answer for _, p in good])
-        af_name = {p.id: schema.pick(p.fields, "answer") or "answer" for _, p in good}
+        out = row_to_problem(n, row, schema, source, tag)
+        (bad if isinstance(out, BadRow) else good).append(out)
+    if check_gold is not None and good:
+        reasons = list(check_gold([p.answer for p in good]))
         bad += [
-            BadRow(n, af_name[p.id], f"not parseable by math-verify ({why}): {p.answer[:60]!r}")
-            for (n, p), why in zip(good, reasons, strict=True)
+            BadRow(
+                p.row,
+                schema.pick(p.fields, "answer") or "answer",
+                "not parseable" + ("" if why == "unparseable" else f" ({why})") + f": {p.answer[:60]!r}",
+            )
+            for p, why in zip(good, reasons, strict=True)
             if why
         ]
-        good = [(n, p) for (n, p), why in zip(good, reasons, strict=True) if not why]
+        good = [p for p, why in zip(good, reasons, strict=True) if not why]
     bad.sort(key=lambda b: b.row)
-    return [p for _, p in good], bad
+    return good, bad
 
 
 def read_rows(source: str, split: str | None = None, schema=None) -> tuple[list[dict], Schema | None]:
@@ -131,13 +122,15 @@ def load_problems(
     problem_field: str | None = None,
     answer_field: str | None = None,
     on_bad: str = "raise",
-    verify_answers: bool = True,
+    check_gold: GoldCheck | None = None,
 ) -> ProblemList:
     """Load problems from a local file, a hub dataset name or ``reasoning-gym:TASK?size=N&seed=S``.
 
     The schema comes from ``schema`` (a :data:`SCHEMAS` key), else the hub name, else the
     columns; ``problem_field``/``answer_field`` override the columns. ``limit`` keeps the
-    first N rows (before validation). ``on_bad``: "raise" (default) or "skip".
+    first N rows (before validation). ``on_bad``: "raise" (default) or "skip". ``check_gold``:
+    a grader's gold check (``trlvr.rewards.check_golds``), golds -> None or why it cannot parse.
+    A source with no usable row raises DataError either way.
 
     >>> probs = load_problems("reasoning-gym:chain_sum?size=3&seed=0")   # doctest: +SKIP
     >>> len(probs), probs[0].answer, probs.skipped                       # doctest: +SKIP
@@ -145,26 +138,37 @@ def load_problems(
     """
     if on_bad not in ("raise", "skip"):
         raise ValueError(f"on_bad must be 'raise' or 'skip', not {on_bad!r}")
+    probs = read_problems(source, split, limit, schema, problem_field, answer_field, check_gold)
+    bad = probs.skipped
+    if bad and (on_bad == "raise" or not probs):
+        shown = "; ".join(str(b) for b in bad[:SHOW_BAD])
+        more = f" (and {len(bad) - SHOW_BAD} more)" if len(bad) > SHOW_BAD else ""
+        what = f"{len(bad)} of {probs.total} rows unusable" if probs else f"none of {probs.total} rows usable"
+        fix = "Fix them, or pass on_bad='skip' to load the rest; " if probs else ""
+        raise DataError(
+            f"{source}: {what} (schema {probs.schema}): {shown}{more}. {fix}`trlvr data check` lists them."
+        )
+    return probs
+
+
+def read_problems(
+    source: str,
+    split: str | None = None,
+    limit: int | None = None,
+    schema: str | Schema | None = None,
+    problem_field: str | None = None,
+    answer_field: str | None = None,
+    check_gold: GoldCheck | None = None,
+) -> ProblemList:
+    """Every row of ``source`` mapped: the usable problems, with ``.skipped`` holding the rest (never
+    raises for bad rows; raises DataError for a source that cannot be read or has no rows)."""
+    if limit is not None and limit < 1:
+        raise DataError(f"{source}: limit must be a positive number of rows, got {limit}")
     rows, hub_schema = read_rows(source, split, schema)
     if limit is not None:
         rows = rows[:limit]
     if not rows:
-        raise DataError(f"{source}: no rows")
+        raise DataError(f"{source}: no rows (empty dataset); expected at least one problem")
     sch = _choose_schema(source, rows, schema, problem_field, answer_field, hub_schema)
-    good, bad = rows_to_problems(rows, sch, source, verify_answers)
-    if bad and on_bad == "raise":
-        shown = "; ".join(str(b) for b in bad[:SHOW_BAD])
-        more = f" (and {len(bad) - SHOW_BAD} more)" if len(bad) > SHOW_BAD else ""
-        raise DataError(
-            f"{source}: {len(bad)} of {len(rows)} rows unusable (schema {sch.name}): {shown}{more}. "
-            "Fix them, or pass on_bad='skip' to load the rest; `trlvr data check` lists them."
-        )
-    return ProblemList(good, source=source, schema=sch.name, skipped=bad)
-
-
-def reasoning_gym(task: str, size: int = 100, seed: int = 0) -> ProblemList:
-    """Procedurally generated problems from the reasoning-gym package, e.g. "chain_sum".
-
-    Answers are checked with math-verify like any other source.
-    """
-    return load_problems(f"{RG_PREFIX}{task}?size={size}&seed={seed}")
+    good, bad = rows_to_problems(rows, sch, source, check_gold)
+    return ProblemList(good, source=source, schema=sch.name, skipped=bad, total=len(rows))

@@ -6,7 +6,6 @@ from typing import Any
 
 from trlvr.data.schema import Problem
 
-INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 DEFAULT_TEMPLATE = "{problem} Let's think step by step and output the final answer within \\boxed{{}}."
 
 
@@ -32,8 +31,9 @@ def build_prompt(
 
 def prompt_for(
     problem: Problem, tokenizer: Any = None, template: str = DEFAULT_TEMPLATE, use_chat_template: bool = True
-) -> str:
-    """A row's own ``prompt`` verbatim when it has one, else :func:`build_prompt` of its problem."""
+) -> str | list[dict]:
+    """A row's own ``prompt`` verbatim when it has one (text, or chat messages for
+    :func:`encode_prompt`), else :func:`build_prompt` of its problem."""
     if problem.prompt is not None:
         return problem.prompt
     return build_prompt(problem.problem, tokenizer, template, use_chat_template)
@@ -47,7 +47,9 @@ def encode_prompt(prompt: str | list[dict], tokenizer: Any) -> list[int]:
     chat template writes itself; messages go through the chat template with a generation prompt.
     """
     if isinstance(prompt, list):
-        out = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True)
+        out = tokenizer.apply_chat_template(
+            prompt, add_generation_prompt=True, tokenize=True, return_dict=True
+        )
         return list(out["input_ids"])
     bos = getattr(tokenizer, "bos_token", None)
     add_special = not (bos and prompt.startswith(bos))

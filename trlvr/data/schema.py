@@ -2,11 +2,13 @@
 
 A :class:`Schema` says which columns hold the problem and the gold answer for one family of
 datasets (DeepScaleR, MATH-500, GSM8K, ...) and how to turn its answer column into a gold
-string. Adding a dataset is one entry in :data:`SCHEMAS`. Nothing here reads files.
+string. Adding a dataset is one entry in :data:`SCHEMAS`. :func:`problem_key` is a problem's
+content id (what eval keys samples by). Nothing here reads files or grades answers.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +23,8 @@ class DataError(UserError):
 @dataclass(frozen=True)
 class Problem:
     """One problem. ``fields`` keeps every original column; ``prompt`` is set only when the
-    row carries a ready-made ``prompt`` string (used verbatim, see :func:`trlvr.data.prompt_for`).
+    row carries a ready-made ``prompt`` (a string or a list of chat messages, used verbatim, see
+    :func:`trlvr.data.prompt_for`); ``row`` is its 1-based row in the source (None when built by hand).
 
     >>> Problem("gsm8k:1", "What is 2+2?", "4", "gsm8k-test.jsonl", {"question": "What is 2+2?"}).answer
     '4'
@@ -32,7 +35,24 @@ class Problem:
     answer: str
     source: str
     fields: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    prompt: str | None = None
+    prompt: str | list[dict] | None = field(default=None, hash=False)
+    row: int | None = field(default=None, compare=False)
+
+
+KEY_HEX = 16  # 64 bits: two of a million problems collide with probability ~3e-8
+
+
+def problem_key(problem: Problem) -> str:
+    """A problem's content id: sha256 of its text and gold, as KEY_HEX hex digits.
+
+    Two rows with the same text and gold share a key wherever they come from (file name, row
+    order and id columns do not enter it); changing either changes it.
+
+    >>> problem_key(Problem("a", "What is 2+2?", "4", "x.jsonl"))
+    '0aac1a47b77bf866'
+    """
+    digest = hashlib.sha256(f"{problem.problem}\x00{problem.answer}".encode()).hexdigest()
+    return digest[:KEY_HEX]
 
 
 def as_text(value: Any) -> str:
@@ -132,6 +152,8 @@ SCHEMAS: dict[str, Schema] = {
             first_or_joined,
             hub_names=("Hothan/OlympiadBench", "math-ai/olympiadbench"),
         ),
+        # pre-rendered rows {"prompt", "answer"}: the prompt (text or chat messages) is also the problem text
+        Schema("prompt", ("prompt",), ("answer",)),
     ]
 }
 
@@ -169,6 +191,8 @@ def detect_schema(rows: list[dict]) -> Schema:
         return SCHEMAS["math500"]
     if {"problem", "answer"} <= cols:
         return SCHEMAS["deepscaler"]
+    if {"prompt", "answer"} <= cols:
+        return SCHEMAS["prompt"]
     raise DataError(
         f"cannot tell which columns hold problem and answer (columns: {sorted(cols)}); "
         f"pass schema= one of {sorted(SCHEMAS)} or problem_field=/answer_field="

@@ -17,11 +17,10 @@ from trlvr.toy.dialects import (
     render_first_step,
     render_solution,
 )
-from trlvr.toy.task import Problem, generate_problems, make_splits
+from trlvr.toy.task import ToyProblem, generate_problems, make_splits
 
 __all__ = [
     "DIALECTS",
-    "Problem",
     "extract_boxed_int",
     "generate_problems",
     "is_jargon",
@@ -31,6 +30,7 @@ __all__ = [
     "prepare_world",
     "render_first_step",
     "render_solution",
+    "ToyProblem",
 ]
 
 

@@ -55,8 +55,12 @@ class Op:
 
 
 @dataclass(frozen=True)
-class Problem:
-    """A word problem: `text`, `start` value, the `ops`, and the integer `answer`."""
+class ToyProblem:
+    """A toy word problem: `text`, `start` value, the `ops`, and the integer `answer`.
+
+    Not `trlvr.data.Problem` (a dataset row): a toy problem knows its steps, and becomes a row
+    {"problem", "answer", "prompt"} in the toy world's data files.
+    """
 
     text: str
     start: int
@@ -73,13 +77,15 @@ class Problem:
         return out
 
 
+
+
 def split_of(text: str) -> str:
     """'train' or 'test', from a hash of the problem text (stable across seeds and runs)."""
     h = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
     return "test" if (h % 1000) < TEST_FRACTION * 1000 else "train"
 
 
-def _sample_problem(rng: random.Random) -> Problem:
+def _sample_problem(rng: random.Random) -> ToyProblem:
     name, subj_cap, _subj = rng.choice(NAMES)
     item = rng.choice(ITEMS)
     n_ops = rng.choice([2, 3, 3, 4])
@@ -114,16 +120,16 @@ def _sample_problem(rng: random.Random) -> Problem:
             verb = MUL_PHRASE.format(item=item)
         sentences.append(f"{subj_cap} {verb}." if i == 0 else f"Then {subj_cap.lower()} {verb}.")
     sentences.append(f"How many {item} does {name} have now?")
-    return Problem(" ".join(sentences), start, tuple(ops), x)
+    return ToyProblem(" ".join(sentences), start, tuple(ops), x)
 
 
-def generate_problems(n: int, split: str, seed: int = 0) -> list[Problem]:
+def generate_problems(n: int, split: str, seed: int = 0) -> list[ToyProblem]:
     """`n` distinct problems of `split` ('train' or 'test'), deterministic from `seed`."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     rng = random.Random(f"trlvr-toy-{split}-{seed}")
     seen: set[str] = set()
-    out: list[Problem] = []
+    out: list[ToyProblem] = []
     tries = 0
     while len(out) < n:
         tries += 1
@@ -137,7 +143,7 @@ def generate_problems(n: int, split: str, seed: int = 0) -> list[Problem]:
     return out
 
 
-def make_splits(n_train: int, n_test: int, seed: int = 0) -> tuple[list[Problem], list[Problem]]:
+def make_splits(n_train: int, n_test: int, seed: int = 0) -> tuple[list[ToyProblem], list[ToyProblem]]:
     """Train and test problems; asserts the two splits share no problem text."""
     train = generate_problems(n_train, "train", seed)
     test = generate_problems(n_test, "test", seed)

@@ -89,11 +89,6 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
             f.write(json.dumps(r) + "\n")
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
-    with Path(path).open() as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def is_complete(out_dir: str | Path) -> bool:
     d = Path(out_dir)
     need = [
@@ -185,7 +180,6 @@ def train_models(train_problems, config: WorldConfig, seed: int = 0, progress: b
 def measure_world(senior, junior, tok, test_rows: list[dict], config: WorldConfig, seed: int = 0) -> dict:
     """All card figures on the first `config.n_eval` test rows."""
     from trlvr.toy import measure
-    from trlvr.toy.task import Problem  # noqa: F401  (rows carry the problem text only)
 
     rows = test_rows[: config.n_eval]
     probs = _problems_for(rows, config, seed)
@@ -216,7 +210,7 @@ def measure_world(senior, junior, tok, test_rows: list[dict], config: WorldConfi
 
 
 def _problems_for(rows: list[dict], config: WorldConfig, seed: int):
-    """The Problem objects behind test rows (regenerated deterministically, matched by text)."""
+    """The ToyProblem objects behind test rows (regenerated deterministically, matched by text)."""
     _, test = make_splits(0, config.n_test, seed)
     by_text = {p.text: p for p in test}
     return [by_text[r["problem"]] for r in rows]

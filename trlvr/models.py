@@ -1,0 +1,302 @@
+"""Loading models and tokenizers, with one-line errors; comparing vocabularies; fingerprinting weights.
+
+    from trlvr.models import load_causal_lm, load_tokenizer, check_same_vocab, model_fingerprint
+    tok = load_tokenizer(cfg.senior, role="tandem.senior")
+    senior = load_causal_lm(cfg.senior, role="tandem.senior", dtype=torch.bfloat16)
+    check_same_vocab(tok, load_tokenizer(cfg.junior, role="tandem.junior"))
+    fp = model_fingerprint(cfg.senior)     # {"path", "revision", "config", "weights", "tokenizer"}
+
+A path is a local folder (what `save_pretrained` writes) or a hub id. Every way it cannot be
+loaded is a `UserError` naming the role (the setting the path came from, e.g. "--senior") and
+what was expected: a missing local path, a file or a folder that holds no model, a hub id that
+does not exist, or no network for a hub id that is not cached (checked in one short request, not
+transformers' minute of retries). What this module does not know: devices, training, decoding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from trlvr.errors import UserError
+
+MODEL_FILES = (
+    "*.safetensors",
+    "pytorch_model*.bin",
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+TOKENIZER_SIDE_FILES = TOKENIZER_FILES + ("special_tokens_map.json", "chat_template.jinja", "merges.txt")
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+HUB_PROBE_TIMEOUT_S = 3.0
+SAMPLE_BYTES = 4096  # per tensor end: what model_fingerprint reads of each tensor's first and last bytes
+SHOW_IDS = 5  # differing vocabulary ids named in an error
+_EXPECTED = "expected a model folder (config.json and weights, as save_pretrained writes) or a hub id like Qwen/Qwen3-0.6B"
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def looks_like_hub_id(path: str) -> bool:
+    """True for ``name`` or ``owner/name`` that is not a path into an existing local directory.
+
+    >>> looks_like_hub_id("Qwen/Qwen3-0.6B"), looks_like_hub_id("/models/q"), looks_like_hub_id("a/b/c")
+    (True, False, False)
+    """
+    if not HUB_ID.match(path) or ".." in path or "--" in path or path.endswith(".git"):
+        return False
+    return not ("/" in path and Path(path.split("/")[0]).is_dir())
+
+
+def _missing(folder: Path, what: str) -> str | None:
+    """What ``folder`` lacks to hold a ``what`` ("model" or "tokenizer"), or None."""
+    if what == "model":
+        if not (folder / "config.json").is_file():
+            return "no config.json"
+        if not any(next(folder.glob(g), None) for g in MODEL_FILES):
+            return "no weights (*.safetensors or pytorch_model*.bin)"
+        return None
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        return f"no tokenizer files ({', '.join(TOKENIZER_FILES)})"
+    return None
+
+
+def _cached(repo: str) -> str | None:
+    """The cached snapshot folder of hub ``repo`` (its config or tokenizer config), or None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    for name in ("config.json", "tokenizer_config.json"):
+        hit = try_to_load_from_cache(repo, name)
+        if isinstance(hit, str):
+            return str(Path(hit).parent)
+    return None
+
+
+def _hub_offline() -> bool:
+    return any(
+        os.environ.get(k, "").lower() in ("1", "true", "yes")
+        for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def _probe_hub(repo: str) -> str:
+    """ "ok", "missing" (no such repo, or private without a token) or "unreachable", in one short request."""
+    from huggingface_hub import model_info
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        model_info(repo, timeout=HUB_PROBE_TIMEOUT_S)
+    except GatedRepoError:
+        return "ok"  # exists; from_pretrained gives the licence / login message
+    except RepositoryNotFoundError:
+        return "missing"
+    except Exception:  # httpx/OS errors of every kind: DNS, refused, timeout, proxy
+        return "unreachable"
+    return "ok"
+
+
+def locate(path: str | os.PathLike, role: str, what: str = "model") -> tuple[str, dict]:
+    """(where to load from, extra from_pretrained kwargs) for ``path``; UserError when it cannot be found.
+
+    ``what``: "model" (config + weights) or "tokenizer". A hub id that is cached but unreachable
+    loads from the cache (``local_files_only``) at once.
+    """
+    if path is None or str(path).strip() == "":
+        raise UserError(f"{role}: no path given; {_EXPECTED}")
+    text = str(path)
+    p = Path(text).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise UserError(f"{role}: {text}: is a file, not a folder; {_EXPECTED}")
+        missing = _missing(p, what)
+        if missing:
+            raise UserError(f"{role}: {text}: not a {what} folder ({missing}); {_EXPECTED}")
+        return str(p), {}
+    if not looks_like_hub_id(text):
+        raise UserError(f"{role}: {text}: no such folder; {_EXPECTED}")
+    cached = _cached(text)
+    if _hub_offline():
+        if cached:
+            return text, {}
+        raise UserError(
+            f"{role}: {text!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE is set; "
+            f"download it first (`hf download {text}`) or pass a model folder"
+        )
+    probe = _probe_hub(text)
+    if probe == "ok":
+        return text, {}
+    if cached:
+        return text, {"local_files_only": True}
+    if probe == "missing":
+        raise UserError(
+            f"{role}: {text!r} is neither a local folder nor a model on the Hugging Face Hub "
+            "(check the spelling; a private model needs `hf auth login`)"
+        )
+    raise UserError(
+        f"{role}: {text!r} is not a local folder, and the Hugging Face Hub cannot be reached to fetch it "
+        f"(no network, not in the cache); pass a model folder, or run `hf download {text}` where there is network"
+    )
+
+
+def load_tokenizer(path: str | os.PathLike, role: str = "tokenizer", **kwargs) -> Any:
+    """``AutoTokenizer.from_pretrained(path, **kwargs)``, with a one-line UserError when it cannot be."""
+    from transformers import AutoTokenizer
+
+    where, extra = locate(path, role, "tokenizer")
+    try:
+        return AutoTokenizer.from_pretrained(where, **{**extra, **kwargs})
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{role}: cannot load a tokenizer from {path}: {_first_line(e)}") from e
+
+
+def load_causal_lm(path: str | os.PathLike, role: str = "model", **kwargs) -> Any:
+    """``AutoModelForCausalLM.from_pretrained(path, **kwargs)``, with a one-line UserError when it cannot be.
+
+    Device placement and ``.eval()`` stay with the caller.
+    """
+    from transformers import AutoModelForCausalLM
+
+    where, extra = locate(path, role, "model")
+    try:
+        return AutoModelForCausalLM.from_pretrained(where, **{**extra, **kwargs})
+    except (OSError, ValueError, KeyError) as e:
+        raise UserError(f"{role}: cannot load a causal LM from {path}: {_first_line(e)}") from e
+    except Exception as e:
+        if type(e).__name__ == "SafetensorError":  # a truncated or corrupt weights file
+            raise UserError(f"{role}: {path}: corrupt weights file ({_first_line(e)})") from e
+        raise
+
+
+# --- vocabularies --------------------------------------------------------------------------------
+
+
+def vocab_table(tokenizer) -> dict[int, str]:
+    """id -> token string, added tokens included."""
+    return {i: t for t, i in tokenizer.get_vocab().items()}
+
+
+def _special(tokenizer) -> dict[int, str]:
+    table = vocab_table(tokenizer)
+    return {i: table.get(i, "?") for i in sorted(set(tokenizer.all_special_ids))}
+
+
+def vocab_fingerprint(tokenizer) -> str:
+    """sha256 (hex) of the id -> token map and of which ids are special tokens.
+
+    Which special token plays eos/bos/pad is left out on purpose: the engine stops on the senior
+    tokenizer's eos, and a base and an instruct model share a vocabulary while naming different eos.
+    """
+    body = json.dumps(
+        [sorted(vocab_table(tokenizer).items()), sorted(_special(tokenizer))], ensure_ascii=False
+    )
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def check_same_vocab(senior_tok, junior_tok, names: tuple[str, str] = ("senior", "junior")) -> None:
+    """Raise UserError unless both tokenizers map every id to the same token and mark the same
+    ids special; the message names the first differing ids. Equal sizes are not enough."""
+    if vocab_fingerprint(senior_tok) == vocab_fingerprint(junior_tok):
+        return
+    a, b = vocab_table(senior_tok), vocab_table(junior_tok)
+    s, j = names
+    diff = [i for i in sorted(set(a) | set(b)) if a.get(i) != b.get(i)]
+    problems = []
+    if diff:
+        shown = ", ".join(
+            f"id {i}: {a.get(i, '(none)')!r} vs {b.get(i, '(none)')!r}" for i in diff[:SHOW_IDS]
+        )
+        more = f" (and {len(diff) - SHOW_IDS} more)" if len(diff) > SHOW_IDS else ""
+        problems.append(f"{len(diff)} ids map to different tokens ({s} vs {j}: {shown}{more})")
+    sa, sb = _special(senior_tok), _special(junior_tok)
+    if sa != sb:
+        only_a = {i: t for i, t in sa.items() if sb.get(i) != t}
+        only_b = {i: t for i, t in sb.items() if sa.get(i) != t}
+        problems.append(f"special tokens differ ({s} only: {only_a}, {j} only: {only_b})")
+    raise UserError(
+        f"{s} and {j} tokenizers differ ({len(a)} vs {len(b)} tokens): {'; '.join(problems)}; "
+        "tandem decoding needs one shared vocabulary"
+    )
+
+
+# --- fingerprints ----------------------------------------------------------------------------------
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _safetensors_digest(path: Path, h) -> None:
+    """Feed ``h`` the header and the first/last SAMPLE_BYTES of every tensor of a safetensors file."""
+    with path.open("rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header_bytes = f.read(n)
+        h.update(header_bytes)
+        try:
+            header = json.loads(header_bytes)
+            spans = sorted(tuple(v["data_offsets"]) for k, v in header.items() if k != "__metadata__")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise UserError(f"{path}: corrupt safetensors file (unreadable header)") from None
+        base = 8 + n
+        for start, end in spans:
+            for at in sorted({start, max(start, end - SAMPLE_BYTES)}):
+                f.seek(base + at)
+                h.update(f.read(min(SAMPLE_BYTES, end - at)))
+
+
+def _sampled_digest(path: Path, h, chunks: int = 64) -> None:
+    """Feed ``h`` the size and ``chunks`` evenly spaced SAMPLE_BYTES pieces of any file."""
+    size = path.stat().st_size
+    h.update(str(size).encode())
+    with path.open("rb") as f:
+        for k in range(chunks):
+            f.seek(size * k // chunks)
+            h.update(f.read(SAMPLE_BYTES))
+
+
+def model_fingerprint(path: str | os.PathLike, role: str = "model") -> dict:
+    """What identifies a model's weights, cheaply: resolved path, hub revision (cached snapshots),
+    hashes of config.json, of the weights and of the tokenizer files.
+
+    The weights hash reads each safetensors header and the first and last 4 KiB of every tensor
+    (a few MB for a 4B model, not the whole file): any retraining or re-save with other values
+    changes it; a copy to another folder does not (the path field does).
+    """
+    where, _ = locate(path, role, "model")
+    folder = Path(where)
+    revision = None
+    if not folder.is_dir():
+        cached = _cached(where)
+        if cached is None:
+            raise UserError(
+                f"{role}: {where!r} is not in the Hugging Face cache; load it once before fingerprinting"
+            )
+        folder, revision = Path(cached), Path(cached).name  # .../snapshots/<commit sha>
+    weights = hashlib.sha256()
+    files = sorted({p for g in MODEL_FILES for p in folder.glob(g)})
+    for p in files:
+        weights.update(p.name.encode())
+        if p.suffix == ".safetensors":
+            _safetensors_digest(p, weights)
+        elif p.suffix == ".json":
+            weights.update(p.read_bytes())
+        else:
+            _sampled_digest(p, weights)
+    tok = hashlib.sha256()
+    for name in TOKENIZER_SIDE_FILES:
+        if (folder / name).is_file():
+            tok.update(name.encode() + (folder / name).read_bytes())
+    return {
+        "path": str(folder.resolve()) if revision is None else where,
+        "revision": revision,
+        "config": _sha((folder / "config.json").read_bytes()),
+        "weights": weights.hexdigest()[:16],
+        "weight_files": [p.name for p in files],
+        "tokenizer": tok.hexdigest()[:16],
+    }
