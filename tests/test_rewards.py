@@ -10,7 +10,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trlvr.rewards import MathReward, extract_boxed, grade, math_reward, reward_stats, screen
+from trlvr.rewards import (
+    MathReward,
+    check_golds,
+    extract_boxed,
+    gold_parses,
+    grade,
+    grading_mode,
+    math_reward,
+    reward_stats,
+    screen,
+)
 
 TIMEOUT = 2.0
 
@@ -53,8 +63,8 @@ EQUIV = [
     (r"\boxed{[1,2)}", "[1,2]", 0.0),
     (r"\boxed{5\text{ cm}}", "5", 1.0),
     (r"\boxed{5 cm}", "5", 1.0),
-    ("so she makes \\boxed{18} dollars", "Janet sells 9 eggs.\n#### 18", 1.0),
-    (r"\boxed{1,000}", "#### 1,000", 1.0),
+    ("so she makes \\boxed{18} dollars", "18", 1.0),
+    (r"\boxed{1,000}", "1000", 1.0),
     (r"\boxed{-3}", "-3", 1.0),
     (r"\boxed{3}", "-3", 0.0),
     (r"\boxed{\{1,2,3\}}", r"\{3,2,1\}", 1.0),
@@ -65,7 +75,7 @@ EQUIV = [
     (r"\boxed{0.33}", r"\frac{1}{3}", 0.0),
     (r"first \boxed{2}, finally \boxed{3}", "3", 1.0),
     (r"first \boxed{3}, finally \boxed{2}", "3", 0.0),
-    ("The final answer is $\\frac{3}{4}$.", "0.75", 1.0),  # no box: math-verify's extraction
+    ("The final answer is $\\frac{3}{4}$.", "0.75", 0.0),  # no box scores 0 (strict default)
     ("I do not know.", "4", 0.0),
     ("", "4", 0.0),
 ]
@@ -147,10 +157,119 @@ def test_watchdog_kills_and_counts_unscreened_timeouts():
     assert rew([r"\boxed{0.25}"], ["1/4"]) == [1.0]  # replacement worker grades fine
 
 
-def test_screen_allows_ordinary_answers():
-    for ok in [r"2^{10}", r"\frac{3!}{2}", r"e^{x^2}", r"\sqrt{2}", r"(1,2]", r"10!", r"x_1^2 + x_2^2"]:
-        assert screen(ok) in (None, "power_tower"), ok  # e^{x^2} is refused by design (a tower)
-    assert screen(r"2^{10}") is None and screen(r"10!") is None
+# Answers that stall math-verify (issue 11 item 13) and legitimate answers of the same shapes.
+# \binom{10^6}{3} is graded: measured at 0.04 s (it is 166666166667000000); the binomial that
+# stalls is one with a large lower argument.
+STALLING = [
+    "9**9**9",
+    r"(10^{6})!",
+    r"999999^{999999}",
+    r"(999999)^{999999}",
+    r"\binom{10^6}{500000}",
+    r"\dbinom{10^{6}}{10^{5}}",
+    "(" * 25 + "1" + ")" * 25,
+    "(" * 40 + "1" + ")" * 40,
+    "{" * 12 + "1" + "}" * 12,
+    r"9^{9^{9}}",
+    r"10^{10^{10}}",
+    r"9^9^9",
+    r"e^{10^{10}}",
+    r"2^{123456789}",
+    r"123456!",
+    r"((9!)!)",
+    r"9!!",
+]
+ORDINARY = [
+    r"e^{x^2}",
+    r"\binom{10}{3}",
+    r"2^{10}",
+    r"\binom{10^6}{3}",
+    r"\binom{100}{50}",
+    r"\dbinom{2n}{n}",
+    r"2^{2023}",
+    r"2023^{2023}",
+    r"2^{3^2}",
+    r"10^{100}",
+    r"3.5 \times 10^{8}",
+    r"(n+1)!",
+    r"10!",
+    r"\frac{3!}{2}",
+    r"e^{i\pi}",
+    r"x_1^2 + x_2^2",
+    r"\left(\frac{1}{2}\right)^{3}",
+    r"((1+2)\cdot(3+4))",
+    r"\frac{1}{\frac{1}{\frac{1}{\frac{1}{\frac{1}{\frac{1}{2}}}}}}",
+    r"\sqrt{2+\sqrt{2+\sqrt{2}}}",
+    r"(1,2]",
+]
+
+
+@pytest.mark.parametrize("answer", STALLING)
+def test_screen_refuses_answers_that_stall_math_verify(answer):
+    assert screen(answer) is not None
+
+
+@pytest.mark.parametrize("answer", ORDINARY)
+def test_screen_passes_ordinary_answers(answer):
+    assert screen(answer) is None
+
+
+def test_ordinary_answers_of_stalling_shapes_are_graded():
+    golds = ["e^{x^2}", "120", "1024", "166666166667000000", r"\binom{100}{50}", "(n+1)!"]
+    comps = [f"\\boxed{{{a}}}" for a in [r"e^{x^2}", r"\binom{10}{3}", r"2^{10}", r"\binom{10^6}{3}"]]
+    comps += [r"\boxed{\binom{100}{50}}", r"\boxed{(n+1)!}"]
+    rew = MathReward(timeout=TIMEOUT)
+    assert rew(comps, golds) == [1.0] * len(comps)
+    assert rew.last_stats["screened"] == 0 and rew.last_stats["timeouts"] == 0
+
+
+def test_stalling_answers_in_a_batch_stay_under_the_bar():
+    # Boxed and, in the lenient mode, bare: every one is refused before it can hold a worker.
+    comps = [f"\\boxed{{{a}}}" for a in STALLING] + STALLING + [r"\boxed{3}", r"\boxed{\frac{6}{2}}"] * 4
+    rew = MathReward(timeout=TIMEOUT, require_box=False)
+    t = time.monotonic()
+    scores = rew(comps, ["3"] * len(comps))
+    assert time.monotonic() - t < 2 * TIMEOUT
+    assert scores == [0.0] * (2 * len(STALLING)) + [1.0] * 8
+    assert rew.last_stats["timeouts"] == 0
+
+
+def test_no_box_scores_zero_and_is_counted():
+    comps = ["The answer is 42.", r"so \boxed{42}", "42", ""]
+    assert math_reward(comps, answer=["42"] * 4) == [0.0, 1.0, 0.0, 0.0]
+    assert reward_stats()["last"]["no_box"] == 3
+    r = grade("The answer is 42.", "42")
+    assert (r.score, r.how, r.parsed) == (0.0, "no_box", None)
+
+
+def test_lenient_mode_grades_the_tail_and_still_counts_no_box():
+    rew = MathReward(require_box=False)
+    comps = ["The answer is 42.", "The final answer is $\\frac{3}{4}$.", r"\boxed{41}", "I do not know."]
+    assert rew(comps, ["42", "0.75", "42", "4"]) == [1.0, 1.0, 0.0, 0.0]
+    assert rew.last_stats["no_box"] == 3
+
+
+def test_grading_mode_is_named():
+    assert grading_mode() == grading_mode(math_reward) == "boxed"
+    assert MathReward().grading_mode == "boxed"
+    assert grading_mode(MathReward(require_box=False)) == "boxed_or_tail"
+    assert grading_mode(lambda completions, **kw: [0.0] * len(completions)) is None
+
+
+def test_gold_checks():
+    golds = ["18", "-3.5", r"\frac{1}{2}", "[1,2)", r"\{1,2\}", "", "   ", r"\frac{", "²"]
+    assert check_golds(golds) == [
+        None,
+        None,
+        None,
+        None,
+        None,
+        "empty",
+        "empty",
+        "unparseable",
+        "unparseable",
+    ]
+    assert gold_parses(r"\sqrt{2}") and not gold_parses(r"\frac{")
 
 
 def test_math_reward_from_non_main_thread():

@@ -1,29 +1,36 @@
-"""Verifiable math reward: boxed-answer extraction and math-verify grading under a hard timeout."""
+"""Verifiable math reward: boxed-answer extraction and math-verify grading under a hard timeout.
 
-from trlvr.rewards.boxed import extract_boxed, gold_answer, normalize, screen
+``math_reward`` is the TRL reward function (strict: no ``\\boxed{}`` scores 0); ``MathReward``
+configures it (``require_box=False`` for the lenient mode); ``grading_mode`` names the mode
+for results files; ``check_golds`` / ``gold_parses`` let ``trlvr data check`` verify golds.
+"""
+
+from trlvr.rewards.boxed import extract_boxed
 from trlvr.rewards.math_reward import (
+    BOXED,
+    BOXED_OR_TAIL,
     GradeResult,
     MathReward,
     check_golds,
-    completion_text,
+    gold_parses,
     grade,
+    grading_mode,
     math_reward,
     reward_stats,
 )
-from trlvr.rewards.pool import GraderPool, shutdown_pools
+from trlvr.rewards.screen import screen
 
 __all__ = [
+    "BOXED",
+    "BOXED_OR_TAIL",
     "GradeResult",
-    "GraderPool",
     "MathReward",
     "check_golds",
-    "completion_text",
     "extract_boxed",
-    "gold_answer",
+    "gold_parses",
     "grade",
+    "grading_mode",
     "math_reward",
-    "normalize",
     "reward_stats",
     "screen",
-    "shutdown_pools",
 ]

@@ -5,14 +5,26 @@ they are switched off (``parsing_timeout=None``, ``timeout_seconds=None``) becau
 watchdog kills a worker that overruns. Only floats and short input substrings go back
 to the parent: a parsed sympy object can be an integer with millions of digits whose
 ``str`` alone would stall the trainer.
+
+A worker dies with its parent: on Linux the kernel sends it SIGKILL when the thread that
+started it exits (``PR_SET_PDEATHSIG``), which works even while sympy holds the GIL in one
+huge integer operation; elsewhere a watcher thread polls the parent pid.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
+import os
+import signal
+import sys
+import threading
+import time
 
 _REPR_CHARS = 200
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+PARENT_POLL_S = 0.5
 
 
 def _parse(text: str) -> list:
@@ -72,6 +84,22 @@ def warm_up() -> None:
     grade_pair("\\boxed{[1,2)}", "[1,2]")
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """Exit when ``parent_pid`` is no longer this process's parent (it died; we were reparented)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the line above took effect
+        os._exit(0)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="trlvr-parent-watch", daemon=True).start()
+
+
 def worker_main(conn_in, conn_out) -> None:
     """Serve jobs ``(job_id, op, a, b)`` from ``conn_in`` until EOF or ``None``.
 
@@ -96,8 +124,8 @@ def worker_main(conn_in, conn_out) -> None:
 
 
 if __name__ == "__main__":
-    # Started by trlvr.rewards.pool as `python -m trlvr.rewards._worker READ_FD WRITE_FD`.
-    import sys
+    # Started by trlvr.rewards.pool as `python -m trlvr.rewards._worker READ_FD WRITE_FD PARENT_PID`.
     from multiprocessing.connection import Connection
 
+    die_with_parent(int(sys.argv[3]))
     worker_main(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False))

@@ -1,5 +1,5 @@
-"""Pure string helpers for answer grading: boxed-answer extraction, cheap normalisation,
-the exact-match fast path and the pre-screen for inputs known to stall sympy.
+"""Pure string helpers for answer grading: boxed-answer extraction, cheap normalisation and
+the exact-match fast path (the pre-screen for inputs that stall sympy is in ``screen.py``).
 
 Nothing here parses mathematics or evaluates anything; every function is linear time in
 its input (single passes, ``str.find`` jumps, no backtracking regexes), so it is safe to
@@ -84,20 +84,6 @@ def extract_boxed(text: str) -> str | None:
     return None if best is None else text[best[0] : best[1]]
 
 
-def gold_answer(gold: str) -> str:
-    """The gradable part of a gold string: text after GSM8K's ``####``, commas stripped.
-
-    >>> gold_answer("She makes 9 * 2 = 18 dollars.\\n#### 1,018")
-    '1018'
-    >>> gold_answer(" \\\\frac{1}{2} ")
-    '\\\\frac{1}{2}'
-    """
-    gold = str(gold)
-    if "####" in gold:
-        return gold.rsplit("####", 1)[1].strip().replace(",", "")
-    return gold.strip()
-
-
 _DROP = ("\\left", "\\right", "\\!", "\\,", "\\;", "\\:", "\\displaystyle", " ", "\t", "\n")
 
 
@@ -130,84 +116,6 @@ def fast_grade(pred: str, gold: str) -> float | None:
         return 1.0
     if _INT.fullmatch(p) and _INT.fullmatch(g):
         return float(int(p) == int(g))
-    return None
-
-
-def _group_spans(s: str) -> tuple[dict[int, int], int]:
-    """Map each '{' '(' '[' index to its closer's index, and the maximum nesting depth."""
-    pairs = {"}": "{", ")": "(", "]": "["}
-    stack: list[int] = []
-    match: dict[int, int] = {}
-    depth = 0
-    for i, c in enumerate(s):
-        if c in "{([":
-            stack.append(i)
-            depth = max(depth, len(stack))
-        elif c in pairs and stack and s[stack[-1]] == pairs[c]:
-            match[stack.pop()] = i
-    return match, depth
-
-
-def screen(s: str, max_chars: int = 1000, max_depth: int = 40) -> str | None:
-    """Reason an answer string is refused before math-verify sees it, or None if it may go.
-
-    Refused: longer than ``max_chars``; brackets nested deeper than ``max_depth``; power
-    towers (an exponent that itself holds '^'); exponents with 7+ digit literals; nested or
-    double factorials and factorials of 5+ digit literals. sympy evaluates such integers
-    eagerly, which can take minutes or all memory. The worker timeout is the hard bound;
-    this keeps a batch of adversarial answers from occupying every worker for the full timeout.
-
-    >>> screen(r"9^{9^{9}}"), screen(r"((9!)!)"), screen(r"2^{10} + \\frac{3!}{2}")
-    ('power_tower', 'nested_factorial', None)
-    """
-    if len(s) > max_chars:
-        return "too_long"
-    match, depth = _group_spans(s)
-    if depth > max_depth:
-        return "too_deep"
-    carets = [0]  # prefix counts of '^' and '!' so "does this span contain one" is O(1)
-    bangs = [0]
-    for c in s:
-        carets.append(carets[-1] + (c == "^"))
-        bangs.append(bangs[-1] + (c == "!"))
-    closer_to_open = {v: k for k, v in match.items()}
-    n = len(s)
-    for i, c in enumerate(s):
-        if c == "^":
-            j = i + 1
-            while j < n and s[j] == " ":
-                j += 1
-            if j < n and s[j] in "{(" and j in match:
-                body = s[j + 1 : match[j]]
-                if carets[match[j]] - carets[j] > 0:
-                    return "power_tower"
-                if len(body.strip()) >= 7 and body.strip().isdigit():
-                    return "huge_power"
-            else:
-                k = j
-                while k < n and s[k].isdigit():
-                    k += 1
-                if k - j >= 7:
-                    return "huge_power"
-                nxt = k if k > j else j + 1
-                while nxt < n and s[nxt] == " ":
-                    nxt += 1
-                if nxt < n and s[nxt] == "^":
-                    return "power_tower"  # a^b^c written without braces
-        elif c == "!":
-            prev = i - 1
-            while prev >= 0 and s[prev] == " ":
-                prev -= 1
-            if prev >= 0 and s[prev] == "!":
-                return "nested_factorial"  # n!! : math-verify reads it as (n!)!
-            if prev >= 0 and s[prev] in "})]" and prev in closer_to_open:
-                if bangs[prev] - bangs[closer_to_open[prev]] > 0:
-                    return "nested_factorial"
-            k = prev
-            while k >= 0 and s[k].isdigit():
-                k -= 1
-            if prev - k >= 5:
-                return "huge_factorial"
     return None
 
 

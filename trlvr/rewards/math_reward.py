@@ -1,27 +1,33 @@
 """The verifiable reward: 1.0 when the final boxed answer equals the gold answer, else 0.0.
 
-Flow per sample: take the completion's text; extract the last ``\\boxed{...}`` (or the tail
-of the text when there is none); decide cheap cases in-process (exact match after trivial
-normalisation, integer vs integer); refuse answers that are known to stall sympy; send the
-rest, all at once, to the worker pool, where math-verify parses and compares under a hard
-wall-clock timeout. A timed-out or failed sample scores 0.0 and is counted in the stats, so
-a wave of timeouts shows up in the training logs instead of as silent zero rewards.
+Flow per sample: take the completion's text; extract the last ``\\boxed{...}``; a completion
+without one scores 0.0 and is counted as ``no_box``, as in the paper and the authors' grader
+(the lenient mode, ``MathReward(require_box=False)``, grades the tail of the text instead);
+decide cheap cases in-process (exact match after trivial normalisation, integer vs integer);
+refuse answers that are known to stall sympy; send the rest, all at once, to the worker pool,
+where math-verify parses and compares under a hard wall-clock timeout. A timed-out or failed
+sample scores 0.0 and is counted in the stats, so a wave of timeouts shows up in the training
+logs instead of as silent zero rewards. :func:`grading_mode` names the mode for results files.
 
 Model output is never executed or evaluated; only math-verify's parser reads it.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trlvr.rewards.boxed import extract_boxed, fast_grade, gold_answer, screen, tail
+from trlvr.rewards.boxed import extract_boxed, fast_grade, tail
 from trlvr.rewards.pool import shared_pool
+from trlvr.rewards.screen import screen
 
 DEFAULT_TIMEOUT_S = 2.0
+BOXED, BOXED_OR_TAIL = "boxed", "boxed_or_tail"  # the two grading modes, as results files name them
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)")
 CACHE_SIZE = 16_384  # (answer, gold) -> score; the 8 rollouts of a prompt often share an answer
 
 
@@ -54,7 +60,8 @@ class GradeResult:
 
     score: 1.0 or 0.0. parsed: the answer string that was graded (boxed content, or what
     math-verify extracted), or None when nothing was found. timed_out: grading hit the
-    timeout. how: "fast", "cached", "screened:<reason>", "verify", "timeout", "error:<msg>", "no_answer".
+    timeout. how: "fast", "cached", "screened:<reason>", "verify", "timeout", "error:<msg>",
+    "no_box" (strict mode, no box) or "no_answer" (lenient mode, empty text).
     """
 
     score: float
@@ -88,11 +95,18 @@ class MathReward:
         timeout: hard wall-clock seconds per sample inside the pool.
         workers: pool size (default min(4, cpu_count)); pools are shared per size.
         screen: refuse power towers, nested factorials etc. before math-verify (see
-            :func:`trlvr.rewards.boxed.screen`); the timeout bounds them anyway.
+            :func:`trlvr.rewards.screen.screen`); the timeout bounds them anyway.
         max_answer_chars: longest boxed answer that is graded.
+        require_box: True (default, mode "boxed"): a completion without ``\\boxed{}`` scores 0.
+            False (mode "boxed_or_tail"): its last 2,000 characters go to math-verify, which
+            finds a final answer in them if it can ("The answer is 42." then scores 1 for 42).
 
-    ``last_stats`` / ``total_stats`` count "graded", "timeouts", "errors", and how samples were
-    decided: "fast" (in-process exact/integer), "screened" (refused), "cached" (seen before).
+    ``last_stats`` / ``total_stats`` count "graded", "timeouts", "errors", "no_box" (completions
+    without a box, in either mode), and how samples were decided: "fast" (in-process
+    exact/integer), "screened" (refused), "cached" (seen before).
+
+    >>> MathReward()(["The answer is 42."], ["42"]), MathReward(require_box=False)(["The answer is 42."], ["42"])
+    ([0.0], [1.0])
     """
 
     __name__ = "math_reward"
@@ -103,14 +117,21 @@ class MathReward:
         workers: int | None = None,
         screen: bool = True,
         max_answer_chars: int = 1000,
+        require_box: bool = True,
     ) -> None:
         self.timeout = timeout
+        self.require_box = require_box
         self.workers = workers
         self.screen = screen
         self.max_answer_chars = max_answer_chars
         self.last_stats: dict[str, int] = {}
         self.total_stats: Counter = Counter()
         self._lock = threading.Lock()
+
+    @property
+    def grading_mode(self) -> str:
+        """ "boxed" (no box scores 0) or "boxed_or_tail" (box-less text graded by its tail)."""
+        return BOXED if self.require_box else BOXED_OR_TAIL
 
     def grade_many(self, preds: Sequence[str], golds: Sequence[str]) -> list[GradeResult]:
         """Grade ``preds[i]`` (full completion text) against ``golds[i]``; one result each."""
@@ -119,9 +140,9 @@ class MathReward:
         out: list[GradeResult | None] = [None] * len(preds)
         jobs: list[tuple[str, str, str]] = []
         where: list[tuple[int, str]] = []
-        stats = Counter(graded=len(preds), timeouts=0, errors=0, fast=0, screened=0, cached=0)
+        stats = Counter(graded=len(preds), timeouts=0, errors=0, no_box=0, fast=0, screened=0, cached=0)
         for i, (text, gold) in enumerate(zip(preds, golds, strict=True)):
-            gold = gold_answer(gold)
+            gold = str(gold).strip()  # gold strings come parsed from trlvr.data (GSM8K's "####" removed)
             boxed = extract_boxed(text)
             if boxed is not None:
                 quick = fast_grade(boxed, gold)
@@ -131,6 +152,10 @@ class MathReward:
                     continue
                 candidate, shown, limit = f"\\boxed{{{boxed}}}", boxed, self.max_answer_chars
             else:
+                stats["no_box"] += 1
+                if self.require_box:
+                    out[i] = GradeResult(0.0, None, False, "no_box")
+                    continue
                 candidate, shown, limit = tail(text), None, len(tail(text))
                 if not candidate.strip():
                     out[i] = GradeResult(0.0, None, False, "no_answer")
@@ -197,8 +222,22 @@ def reward_stats() -> dict[str, dict[str, int]]:
     return {"last": dict(_DEFAULT.last_stats), "total": dict(_DEFAULT.total_stats)}
 
 
+def grading_mode(reward: Any = None) -> str | None:
+    """The grading mode of ``reward`` ("boxed" or "boxed_or_tail"), for results files.
+
+    ``reward`` is :func:`math_reward` (the default) or a :class:`MathReward`; any other
+    callable is not ours to describe: None.
+
+    >>> grading_mode(), grading_mode(MathReward(require_box=False)), grading_mode(len)
+    ('boxed', 'boxed_or_tail', None)
+    """
+    if reward is None or reward is math_reward:
+        reward = _DEFAULT
+    return reward.grading_mode if isinstance(reward, MathReward) else None
+
+
 def grade(pred_text: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S) -> GradeResult:
-    """Grade one completion text against one gold answer (see :class:`MathReward`).
+    """Grade one completion text against one gold answer with the default (strict) reward.
 
     >>> grade("The answer is \\\\boxed{0.5}.", "\\\\frac{1}{2}").score
     1.0
@@ -210,15 +249,19 @@ def grade(pred_text: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S) -> Grad
 def check_golds(golds: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S) -> list[str | None]:
     """For each gold string, None if math-verify can parse it, else the reason it cannot.
 
+    For ``trlvr data check``: runs in the worker pool under ``timeout``, all golds in parallel.
     Integers and plain decimals are accepted without the pool (GSM8K is all integers).
+
+    >>> check_golds(["18", "\\\\frac{1}{2}", "", "\\\\frac{"])
+    [None, None, 'empty', 'unparseable']
     """
     out: list[str | None] = [None] * len(golds)
     jobs, where = [], []
     for i, g in enumerate(golds):
-        g = gold_answer(g)
+        g = str(g).strip()
         if not g:
             out[i] = "empty"
-        elif fast_grade(g, g.lstrip("+")) == 1.0 and g.replace(".", "", 1).lstrip("-").isdigit():
+        elif _PLAIN_NUMBER.fullmatch(g):
             continue
         else:
             jobs.append(("check_gold", g, ""))
@@ -227,3 +270,12 @@ def check_golds(golds: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S) -> lis
         if res.status != "ok" or res.score != 1.0:
             out[i] = "unparseable" if res.status == "ok" else f"gold {res.status}: {res.info}"
     return out
+
+
+def gold_parses(answer: str, timeout: float = DEFAULT_TIMEOUT_S) -> bool:
+    """True when math-verify can parse the gold ``answer`` (in the worker pool, under ``timeout``).
+
+    >>> gold_parses("[1,2)"), gold_parses("\\\\frac{")
+    (True, False)
+    """
+    return check_golds([answer], timeout)[0] is None

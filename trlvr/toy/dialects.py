@@ -39,19 +39,20 @@ from __future__ import annotations
 
 import re
 
-from trlvr.toy.task import Op, Problem
+from trlvr.rewards import extract_boxed
+from trlvr.toy.task import Op, ToyProblem
 
 DIALECTS = ("plain", "jargon")
 # The paper's instruction is left out: it would be ~25% of every toy sequence for no information.
 PROMPT_SUFFIX = "\n\n"
 STEP_SEP = "\n\n"
 _JARGON_RE = re.compile(r"<<[^<>]*>>")
-_BOXED_RE = re.compile(r"\\boxed\{\s*(-?\d+)\s*\}")
+_INT_RE = re.compile(r"\s*(-?\d+)\s*")
 
 
-def make_prompt(problem: Problem | str) -> str:
+def make_prompt(problem: ToyProblem | str) -> str:
     """The exact text both models are conditioned on (no chat template)."""
-    text = problem.text if isinstance(problem, Problem) else problem
+    text = problem.text if isinstance(problem, ToyProblem) else problem
     return f"{text}{PROMPT_SUFFIX}"
 
 
@@ -71,18 +72,18 @@ def render_answer(answer: int, dialect: str) -> str:
     raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
 
 
-def render_steps(problem: Problem, dialect: str) -> list[str]:
+def render_steps(problem: ToyProblem, dialect: str) -> list[str]:
     """The solution's paragraphs (steps, then the answer line), without separators."""
     steps = [render_step(a, op, b, dialect) for a, op, b in problem.steps()]
     return steps + [render_answer(problem.answer, dialect)]
 
 
-def render_solution(problem: Problem, dialect: str) -> str:
+def render_solution(problem: ToyProblem, dialect: str) -> str:
     """The full chain of thought in `dialect` (no EOS: append the tokenizer's EOS for training)."""
     return STEP_SEP.join(render_steps(problem, dialect))
 
 
-def render_first_step(problem: Problem, dialect: str) -> str:
+def render_first_step(problem: ToyProblem, dialect: str) -> str:
     """The first step only, without the trailing "\\n\\n" (for the handoff figure)."""
     a, op, b = problem.steps()[0]
     return render_step(a, op, b, dialect)
@@ -94,6 +95,7 @@ def is_jargon(text: str) -> bool:
 
 
 def extract_boxed_int(text: str) -> int | None:
-    """The integer in the last \\boxed{N} of `text`, or None."""
-    found = _BOXED_RE.findall(text)
-    return int(found[-1]) if found else None
+    """The integer in the last complete \\boxed{N} of `text` (the reward's extraction), or None."""
+    boxed = extract_boxed(text)
+    found = _INT_RE.fullmatch(boxed) if boxed is not None else None
+    return int(found.group(1)) if found else None
