@@ -16,6 +16,7 @@ COMMANDS = {
     "demo": "demo_cmd",
     "toy": "toy_cmd",
     "data": "data_cmd",
+    "select": "select_cmd",
 }
 
 

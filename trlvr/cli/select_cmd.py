@@ -1,0 +1,53 @@
+"""`trlvr select RUN --val DATA --metric M`: pick a run's checkpoint on held-out data.
+
+    trlvr select runs/toy-tandem --val split:200 --metric handoff/pass@1
+    trlvr select runs/toy-tandem --val runs/toy/data/val.jsonl --metric solo/pass@1 --n 4
+    trlvr eval --senior runs/toy-tandem@selected ...          # evaluate the chosen checkpoint on test
+
+Every checkpoint-N/ (and final/) of RUN is evaluated on the validation problems (one resumable
+evaluation folder each, under RUN/select/); RUN/selected.json records the best by --metric
+(--direction max, or min for legibility/drift). `--val split:N` uses the N training problems the
+run held out (`--holdout N` at training time); training never saw them. Test data is never read.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def make_parser(subparsers) -> argparse.ArgumentParser:
+    from trlvr.eval import defaults as D
+
+    p = subparsers.add_parser("select", help="choose a run's checkpoint on held-out validation data")
+    p.add_argument("run", help="training run folder (output_dir)")
+    p.add_argument("--val", required=True, help="validation data: a problems file, or split:N (the run's holdout)")
+    p.add_argument("--metric", default="handoff/pass@1", help="a results.json metric, e.g. solo/pass@1")
+    p.add_argument("--direction", choices=["max", "min"], default=None, help="default: min for legibility/drift")
+    p.add_argument("--junior", default=None, help="junior folder (default: the run's junior)")
+    p.add_argument("--limit", type=int, default=None, help="first N validation problems")
+    p.add_argument("--n", type=int, default=4, help="samples per problem")
+    p.add_argument("--max-new-tokens", type=int, default=D.MAX_NEW_TOKENS)
+    p.add_argument("--temperature", type=float, default=D.DEFAULT_DECODING["temperature"])
+    p.add_argument("--top-p", type=float, default=D.DEFAULT_DECODING["top_p"])
+    p.add_argument("--top-k", type=int, default=D.DEFAULT_DECODING["top_k"])
+    p.add_argument("--seed", type=int, default=D.SEED)
+    p.add_argument("--batch-size", type=int, default=D.BATCH_SIZE)
+    p.add_argument("--include-initial", action="store_true", help="also evaluate the run's starting senior (step 0)")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def main(args) -> int:
+    from trlvr.experiments.select_run import run_selection
+
+    sel = run_selection(
+        args.run, args.val, metric=args.metric, direction=args.direction, junior=args.junior,
+        limit=args.limit, n=args.n, max_new_tokens=args.max_new_tokens,
+        decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
+        seed=args.seed, batch_size=args.batch_size, include_initial=args.include_initial,
+        progress=not args.no_progress,
+    )  # fmt: skip
+    print(f"selected step {sel.step} ({sel.path}): {sel.metric} = {sel.value:.4f} "
+          f"[{sel.ci_low:.4f}, {sel.ci_high:.4f}] on {sel.val['size']} validation problems")  # fmt: skip
+    print(f"wrote {args.run}/selected.json and {args.run}/select/{sel.val['name']}/table.md, curve.png")
+    return 0

@@ -1,0 +1,79 @@
+"""Selection as a recipe: load each checkpoint, evaluate it with `trlvr.eval.evaluate`, pick one.
+
+What this file adds to `selection.py`: models, the validation data (a file, or the run's own
+holdout for `split:N`), and the run's record (`trlvr_run.json`: its junior and its holdout).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trlvr.errors import UserError
+from trlvr.experiments.selection import Candidate, list_checkpoints, select_checkpoint
+
+RUN_FILE = "trlvr_run.json"
+HOLDOUT_FILE = "holdout.jsonl"
+
+
+def read_run(run_dir: str | Path) -> dict:
+    path = Path(run_dir) / RUN_FILE
+    if not path.is_file():
+        raise UserError(f"{run_dir}: no {RUN_FILE}; is this a `trlvr train` output_dir?")
+    return json.loads(path.read_text())
+
+
+def validation_problems(run_dir: str | Path, val: str, limit: int | None = None) -> tuple[str, list]:
+    """(name, problems) for --val: "split:N" = the run's recorded holdout, else a problems source."""
+    from trlvr.data import load_problems
+
+    if val.startswith("split:"):
+        try:
+            n = int(val.removeprefix("split:"))
+        except ValueError:
+            raise UserError(f"--val {val!r}: expected split:N with N an integer") from None
+        held = Path(run_dir) / HOLDOUT_FILE
+        recorded = read_run(run_dir).get("tandem", {}).get("holdout", 0)
+        if not recorded or not held.is_file():
+            raise UserError(f"--val {val}: {run_dir} held out no training problems; train with --holdout {n}")
+        if int(recorded) != n:
+            raise UserError(f"--val {val}: the run held out {recorded} problems, not {n}; use --val split:{recorded}")
+        problems = load_problems(str(held), limit=limit)
+        return f"holdout{n}", list(problems)
+    problems = load_problems(val, limit=limit)
+    return Path(val).stem, list(problems)
+
+
+def run_selection(
+    run_dir, val: str, *, metric: str, direction: str | None = None, junior: str | None = None,
+    limit: int | None = None, n: int = 4, max_new_tokens: int = 3000, decoding: dict | None = None,
+    seed: int = 0, batch_size: int = 64, include_initial: bool = False, progress: bool = True,
+):  # fmt: skip
+    import torch
+
+    from trlvr.eval import evaluate
+    from trlvr.models import load_causal_lm, load_tokenizer
+
+    record = read_run(run_dir)
+    junior = junior or record.get("tandem", {}).get("junior")
+    if not junior:
+        raise UserError(f"{run_dir}: the run has no junior; pass --junior")
+    name, problems = validation_problems(run_dir, val, limit)
+    candidates = list_checkpoints(run_dir)
+    if include_initial:
+        candidates = [Candidate(0, record["tandem"]["senior"]), *candidates]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    junior_model = load_causal_lm(junior, "junior", dtype=torch.float32).to(device).eval()
+    tokenizer = load_tokenizer(junior, "junior tokenizer")
+
+    def evaluate_checkpoint(cand: Candidate, problems, out_dir: Path, suite):
+        senior = load_causal_lm(cand.path, f"checkpoint step {cand.step}", dtype=torch.float32).to(device).eval()
+        return evaluate(
+            senior, junior_model, tokenizer, {name: problems}, out_dir, suite=suite, n=n,
+            ks=[k for k in (1, 2, 4, 8) if k <= n], decoding=decoding, seed=seed,
+            max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress,
+            model_paths={"senior": cand.path, "junior": junior},
+        )  # fmt: skip
+
+    return select_checkpoint(run_dir, problems, metric=metric, evaluate_checkpoint=evaluate_checkpoint,
+                             val_name=name, direction=direction, candidates=candidates)  # fmt: skip

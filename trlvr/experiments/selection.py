@@ -1,0 +1,205 @@
+"""Held-out checkpoint selection: evaluate every checkpoint of a run on validation data, pick one.
+
+    select_checkpoint(run_dir, val_problems, metric="handoff/pass@1", ...)   # -> Selection
+    RUN/select/<val>/step-<N>/      one evaluation directory per checkpoint (resumable)
+    RUN/select/<val>/table.md, curve.png, selection.json   every checkpoint's value with its CI
+    RUN/selected.json               the chosen checkpoint: step, path, metric, value, CI, val fingerprint
+
+`resolve_senior("RUN@selected")` turns that record back into a model path for `trlvr eval`.
+
+What this file does not know: how a checkpoint is evaluated (`trlvr.eval.evaluate`) or trained.
+It never reads test data: it sees only the validation problems it is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from trlvr.errors import UserError
+
+SELECTED_FILE = "selected.json"
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
+# metric-name prefix -> the suite entry that produces it
+_SUITE_OF = {"solo": "solo", "handoff": "handoff", "legibility": "legibility", "drift": "drift", "junior": "junior"}
+_LOWER_IS_BETTER = ("legibility/", "drift/")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    step: int
+    path: str
+
+
+@dataclass(frozen=True)
+class Selection:
+    step: int
+    path: str
+    metric: str
+    direction: str  # "max" or "min"
+    value: float
+    ci_low: float
+    ci_high: float
+    val: dict  # what the validation data was: name, size and content fingerprint
+    table: list  # [{step, path, value, ci_low, ci_high}] for every candidate, by step
+
+
+def suite_for(metric: str) -> list[str]:
+    """The evaluation suite entry a metric name needs: "handoff/pass@1" -> ["handoff"]."""
+    head = metric.split("/", 1)[0]
+    if head.startswith("dose-"):
+        return ["dose"]
+    if head not in _SUITE_OF or "/" not in metric:
+        raise UserError(
+            f"--metric {metric!r}: expected a results.json metric such as solo/pass@1, handoff/pass@1, "
+            "dose-0.5/pass@1, legibility/junior_ce or drift/kl"
+        )
+    return [_SUITE_OF[head]]
+
+
+def default_direction(metric: str) -> str:
+    return "min" if metric.startswith(_LOWER_IS_BETTER) else "max"
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Candidate]:
+    """`checkpoint-N` folders holding weights, by step; `final/` too when no checkpoint has its step."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise UserError(f"{run}: no such run directory")
+    out = {}
+    for d in run.glob("checkpoint-*"):
+        m = re.fullmatch(r"checkpoint-(\d+)", d.name)
+        if m and d.is_dir() and any((d / f).is_file() for f in WEIGHT_FILES):
+            out[int(m.group(1))] = Candidate(int(m.group(1)), str(d))
+    final = run / "final"
+    if final.is_dir() and any((final / f).is_file() for f in WEIGHT_FILES):
+        step = _final_step(run)
+        if step is not None and step not in out:
+            out[step] = Candidate(step, str(final))
+    if not out:
+        raise UserError(f"{run}: no checkpoint with weights (checkpoint-N/ or final/)")
+    return [out[s] for s in sorted(out)]
+
+
+def _final_step(run: Path) -> int | None:
+    for state in (run / "final" / "trainer_state.json", run / "trainer_state.json"):
+        if state.is_file():
+            return int(json.loads(state.read_text()).get("global_step", 0))
+    ckpts = sorted(int(p.name.split("-")[-1]) for p in run.glob("checkpoint-*") if p.name.split("-")[-1].isdigit())
+    return ckpts[-1] + 1 if ckpts else 0
+
+
+def problems_fingerprint(problems) -> str:
+    """sha256 over the problems' text and gold answers, in order (16 hex digits)."""
+    h = hashlib.sha256()
+    for p in problems:
+        h.update(str(getattr(p, "prompt", None) or p.problem).encode())
+        h.update(b"\x00")
+        h.update(str(p.answer).encode())
+        h.update(b"\x01")
+    return h.hexdigest()[:16]
+
+
+def pick(table: list[dict], direction: str) -> dict:
+    """The best row; ties go to the earliest step (less training for the same value)."""
+    if direction not in ("max", "min"):
+        raise UserError(f"--direction must be 'max' or 'min', got {direction!r}")
+    sign = 1.0 if direction == "max" else -1.0
+    return max(table, key=lambda r: (sign * r["value"], -r["step"]))
+
+
+def select_checkpoint(
+    run_dir: str | Path,
+    val_problems: list,
+    *,
+    metric: str,
+    evaluate_checkpoint,
+    val_name: str = "val",
+    direction: str | None = None,
+    candidates: list[Candidate] | None = None,
+) -> Selection:
+    """Evaluate every candidate on `val_problems` and record the best.
+
+    `evaluate_checkpoint(candidate, problems, out_dir, suite) -> results.json dict` runs one
+    evaluation (the CLI passes a closure over `trlvr.eval.evaluate` with loaded models).
+    """
+    suite = suite_for(metric)
+    direction = direction or default_direction(metric)
+    if not val_problems:
+        raise UserError("validation set is empty")
+    run = Path(run_dir)
+    candidates = candidates or list_checkpoints(run)
+    out_root = run / "select" / val_name
+    table = []
+    for cand in candidates:
+        res = evaluate_checkpoint(cand, val_problems, out_root / f"step-{cand.step}", suite)
+        metrics = res["macro"]["metrics"]
+        if metric not in metrics:
+            raise UserError(f"--metric {metric!r} is not in the results; available: {', '.join(sorted(metrics))}")
+        e = metrics[metric]
+        table.append({"step": cand.step, "path": cand.path, "value": e["value"],
+                      "ci_low": e["ci_low"], "ci_high": e["ci_high"]})  # fmt: skip
+    best = pick(table, direction)
+    val = {"name": val_name, "size": len(val_problems), "fingerprint": problems_fingerprint(val_problems)}
+    sel = Selection(best["step"], best["path"], metric, direction, best["value"], best["ci_low"], best["ci_high"],
+                    val, table)  # fmt: skip
+    out_root.mkdir(parents=True, exist_ok=True)
+    (out_root / "selection.json").write_text(json.dumps(asdict(sel), indent=2))
+    (out_root / "table.md").write_text(format_table(sel))
+    plot_selection(sel, out_root / "curve.png")
+    tmp = run / (SELECTED_FILE + ".tmp")
+    tmp.write_text(json.dumps(asdict(sel), indent=2))
+    tmp.replace(run / SELECTED_FILE)  # atomic: a reader sees the old or the new record, never half
+    return sel
+
+
+def format_table(sel: Selection) -> str:
+    lines = [f"| step | {sel.metric} | 95% CI | |", "|---|---|---|---|"]
+    for r in sel.table:
+        mark = "selected" if r["step"] == sel.step else ""
+        lines.append(f"| {r['step']} | {r['value']:.4f} | [{r['ci_low']:.4f}, {r['ci_high']:.4f}] | {mark} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_selection(sel: Selection, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in sel.table]
+    vals = [r["value"] for r in sel.table]
+    lo = [r["ci_low"] for r in sel.table]
+    hi = [r["ci_high"] for r in sel.table]
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(steps, vals, marker="o")
+    ax.fill_between(steps, lo, hi, alpha=0.2)
+    ax.axvline(sel.step, color="k", ls="--", lw=1, label=f"selected: step {sel.step}")
+    ax.set_xlabel("step")
+    ax.set_ylabel(sel.metric)
+    ax.set_title(f"{sel.metric} on {sel.val['name']} ({sel.val['size']} problems)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def read_selection(run_dir: str | Path) -> dict:
+    path = Path(run_dir) / SELECTED_FILE
+    if not path.is_file():
+        raise UserError(f"{path}: no selection recorded; run `trlvr select {run_dir} --val ...` first")
+    return json.loads(path.read_text())
+
+
+def resolve_senior(spec: str) -> tuple[str, dict | None]:
+    """"RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None)."""
+    if not spec.endswith("@selected"):
+        return spec, None
+    run = spec.removesuffix("@selected")
+    sel = read_selection(run)
+    if not Path(sel["path"]).is_dir():
+        raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {sel['path']} no longer exists")
+    return sel["path"], sel
