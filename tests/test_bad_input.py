@@ -258,6 +258,28 @@ CLI_CASES = [
         "rows 1, 2 repeat the problem 'What is 1+1?'",
         files={"d.jsonl": rows(OK, OK)},
     ),
+    # --- trlvr eval: settings are checked before any model is loaded ------------------------------
+    Case(
+        "eval-top-p-zero",
+        ["eval", "--senior", "{tmp}/s", "--junior", "{tmp}/j", "--data", "{tmp}/d.jsonl", "--top-p", "0",
+         "--out", "{tmp}/o"],
+        2,
+        "decoding: top_p must be in (0, 1], got 0.0",
+    ),
+    Case(
+        "eval-missing-senior",
+        ["eval", "--senior", "{tmp}/runs/nothing", "--junior", "{tmp}/j", "--data", "{tmp}/d.jsonl",
+         "--out", "{tmp}/o"],
+        2,
+        "runs/nothing: no such folder; expected a model folder",
+        files={"d.jsonl": rows(OK)},
+    ),
+    Case(
+        "eval-bad-data-syntax",
+        ["eval", "--senior", "{tmp}/s", "--junior", "{tmp}/j", "--data", "gsm=", "--out", "{tmp}/o"],
+        2,
+        "--data: 'gsm=' is not [name=]source",
+    ),
 ]
 
 

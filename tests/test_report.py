@@ -12,7 +12,9 @@ import pytest
 from helpers import tiny_model
 from test_eval import last_word, parity_reward, toy_problems  # noqa: I001
 
-from trlvr.cli import compare_cmd, eval_cmd, report_cmd
+from trlvr.cli import eval_cmd
+from trlvr.cli.main import main
+from trlvr.errors import UserError
 from trlvr.eval.report import build_report, load_results
 from trlvr.eval.runner import evaluate
 
@@ -20,14 +22,8 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 def cli(argv: list[str]) -> int:
-    """Our commands through their own parsers (the dispatcher also needs commands not written yet)."""
-    parser = argparse.ArgumentParser(prog="trlvr")
-    sub = parser.add_subparsers(dest="command", required=True)
-    modules = {"eval": eval_cmd, "compare": compare_cmd, "report": report_cmd}
-    for m in modules.values():
-        m.make_parser(sub)
-    args = parser.parse_args(argv)
-    return modules[args.command].main(args)
+    """Our commands through the real dispatcher (a UserError is one line on stderr and exit code 2)."""
+    return main(argv)
 
 
 @pytest.fixture(scope="module")
@@ -79,21 +75,21 @@ def test_report_escapes_text_and_has_all_sections(runs, tmp_path):
 
 def test_bad_inputs_name_the_file_or_field(runs, tmp_path, capsys):
     assert cli(["report", str(tmp_path / "nope")]) == 2
-    assert "nope" in capsys.readouterr().out
+    assert "nope" in capsys.readouterr().err
     bad = tmp_path / "bad"
     shutil.copytree(runs[0], bad)
     res = json.loads((bad / "results.json").read_text())
     del res["benchmarks"]["alpha"]["metrics"]["solo/pass@1"]["ci_low"]
     (bad / "results.json").write_text(json.dumps(res))
     with pytest.raises(
-        ValueError, match=r"results.json: metric 'solo/pass@1' of benchmark 'alpha' lacks field 'ci_low'"
+        UserError, match=r"results.json: metric 'solo/pass@1' of benchmark 'alpha' lacks field 'ci_low'"
     ):
         load_results(bad)
     (bad / "results.json").write_text("{not json")
     assert cli(["compare", str(bad), str(runs[1])]) == 2
-    assert "results.json" in capsys.readouterr().out
+    assert "results.json" in capsys.readouterr().err
     (bad / "results.json").unlink()
-    with pytest.raises(FileNotFoundError, match="results.json"):
+    with pytest.raises(UserError, match="results.json"):
         build_report(bad)
 
 
@@ -133,5 +129,5 @@ def test_eval_cli_parses_defaults_and_sources():
     assert (args.temperature, args.top_p, args.top_k, args.max_new_tokens) == (0.7, 0.8, 20, 3000)
     assert args.k == [1, 2, 4, 8] and args.n == 8 and args.handoff_max_rounds == 150
     assert eval_cmd.parse_sources("aime=data/aime.jsonl,amc") == {"aime": "data/aime.jsonl", "amc": "amc"}
-    with pytest.raises(ValueError, match="twice"):
+    with pytest.raises(UserError, match="twice"):
         eval_cmd.parse_sources("a,a")

@@ -21,14 +21,15 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def format_table(cmp: dict) -> str:
-    lines = [f"{'scope':12s} {'metric':30s} {'A':>9s} {'B':>9s} {'B-A':>9s} {'95% CI':>22s} {'p':>6s}  sig"]
+    from trlvr.eval.format import diff_text, number, unit
+
+    lines = [f"{'scope':12s} {'metric':34s} {'A':>9s} {'B':>9s}  {'B-A [95% CI]':32s} {'p':>6s}  sig"]
     for scope, metrics in [("macro", cmp["macro"])] + list(cmp["benchmarks"].items()):
         for name, e in metrics.items():
-            s = 100.0 if "pass@" in name or name.endswith("share") else 1.0
+            label = (name + unit(name))[:34]
             lines.append(
-                f"{scope[:12]:12s} {name[:30]:30s} {e['a'] * s:9.3f} {e['b'] * s:9.3f} {e['diff'] * s:+9.3f} "
-                f"[{e['ci_low'] * s:+9.3f}, {e['ci_high'] * s:+9.3f}] {e['p_value']:6.3f}  "
-                f"{'*' if e['excludes_zero'] else ''}"
+                f"{scope[:12]:12s} {label:34s} {number(e['a'], name, 3):>9s} {number(e['b'], name, 3):>9s}  "
+                f"{diff_text(e, name, 3):32s} {e['p_value']:6.3f}  {'*' if e['excludes_zero'] else ''}"
             )
     if cmp.get("skipped"):
         lines.append(f"metrics in only one run (skipped): {', '.join(cmp['skipped'])}")
@@ -40,26 +41,22 @@ def main(args) -> int:
     from pathlib import Path
 
     from trlvr.eval.aggregate import compare_tables
-    from trlvr.eval.report import comparison_table, load_results, load_table, page
+    from trlvr.eval.report import comparison_view, load_results, load_table, render
 
-    try:
-        for d in (args.dir_a, args.dir_b):
-            load_results(d)
-        cmp = compare_tables(
-            load_table(args.dir_a), load_table(args.dir_b), num_resamples=args.resamples, seed=args.seed
-        )
-    except (FileNotFoundError, ValueError) as e:
-        print(f"trlvr compare: {e}")
-        return 2
+    for d in (args.dir_a, args.dir_b):
+        load_results(d)
+    cmp = compare_tables(
+        load_table(args.dir_a), load_table(args.dir_b), num_resamples=args.resamples, seed=args.seed
+    )
     out = Path(args.out) if args.out else Path(args.dir_b) / "compare"
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))
-    body = (
-        f"<h1>Paired comparison</h1><p>B &minus; A over shared problems; 95% percentile bootstrap CI "
-        f"({args.resamples} resamples); p = two-sided bootstrap p-value.</p>"
-        + comparison_table(cmp, args.dir_a, args.dir_b)
+    intro = (
+        f"B − A over shared problems; 95% percentile bootstrap CI ({args.resamples} resamples); "
+        "p = two-sided bootstrap p-value."
     )
-    (out / "report.html").write_text(page("trlvr comparison", body), encoding="utf-8")
+    view = comparison_view(cmp, args.dir_a, args.dir_b, f"B = {args.dir_b} vs A = {args.dir_a}")
+    (out / "report.html").write_text(render("Paired comparison", [], [view], intro=intro), encoding="utf-8")
     print(format_table(cmp))
     print(f"wrote {out}/report.html and {out}/compare.json")
     return 0

@@ -5,14 +5,23 @@
 
 `--data` takes comma-separated sources for `trlvr.data.load_problems`, each optionally named
 `name=source` (the name keys the benchmark in results.json; default: the source string).
-Interrupted runs resume from DIR/samples.jsonl when rerun with the same settings.
+An interrupted run resumes from DIR/samples.jsonl when rerun with the same settings; other
+settings are refused with the list of differences (`--fresh` starts over). A larger `--limit`
+or `--n` extends the directory, a smaller one reports exactly what it asks for.
+Every setting is checked before a model is loaded.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+from pathlib import Path
 
-SUITE_DEFAULT = "solo,handoff,dose,legibility,drift,junior"
+from trlvr.errors import UserError
+from trlvr.eval import defaults as D
+
+SUITE_DEFAULT = ",".join(D.SUITE_NAMES)
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
 
 
 def _ints(s: str) -> list[int]:
@@ -22,102 +31,196 @@ def _ints(s: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
 
 
+def _context(s: str) -> int | str | None:
+    if s == "auto":
+        return "auto"
+    try:
+        n = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {s!r}") from None
+    return n if n > 0 else None
+
+
 def make_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "eval", help="evaluate a senior/junior pair; writes results.json and samples.jsonl"
     )
-    p.add_argument("--senior", required=True, help="senior model folder (or hub-style path already cached)")
+    p.add_argument("--senior", required=True, help="senior model folder (or a hub id already cached)")
     p.add_argument("--junior", required=True, help="junior model folder")
     p.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the senior's)")
     p.add_argument("--data", required=True, help="comma-separated benchmark sources, each [name=]source")
     p.add_argument("--split", default=None, help="dataset split passed to load_problems")
     p.add_argument("--limit", type=int, default=None, help="first N problems of each benchmark")
-    p.add_argument("--n", type=int, default=8, help="samples per problem and protocol")
-    p.add_argument("--k", type=_ints, default=[1, 2, 4, 8], help="pass@k values, comma-separated (each <= n)")
+    p.add_argument("--n", type=int, default=D.N, help="samples per problem and protocol")
+    p.add_argument("--k", type=_ints, default=list(D.KS), help="pass@k values, comma-separated (each <= n)")
     p.add_argument("--suite", default=SUITE_DEFAULT, help=f"comma-separated subset of {SUITE_DEFAULT}")
-    p.add_argument("--max-new-tokens", type=int, default=3000, help="shared token budget per completion")
-    p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--top-p", type=float, default=0.8)
-    p.add_argument("--top-k", type=int, default=20)
-    p.add_argument("--handoff-max-rounds", type=int, default=150, help="round cap of the handoff protocol")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=64, help="sequences per generation batch")
     p.add_argument(
-        "--score-batch-size", type=int, default=8, help="sequences per teacher-forced scoring pass"
+        "--max-new-tokens", type=int, default=D.MAX_NEW_TOKENS,
+        help="completion budget cap; with a known context the budget is min(cap, context - prompt - 8)",
+    )  # fmt: skip
+    p.add_argument(
+        "--context-length", type=_context, default="auto",
+        help="model context for the budget rule (default: the models' max_position_embeddings; 0 = flat budget)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-prompt-tokens", type=int, default=None,
+        help="drop longer prompts up front, listed in results.json (default: what the context leaves room for)",
+    )  # fmt: skip
+    p.add_argument("--temperature", type=float, default=D.DEFAULT_DECODING["temperature"])
+    p.add_argument("--top-p", type=float, default=D.DEFAULT_DECODING["top_p"])
+    p.add_argument("--top-k", type=int, default=D.DEFAULT_DECODING["top_k"])
+    p.add_argument(
+        "--handoff-max-rounds", type=int, default=D.HANDOFF_MAX_ROUNDS,
+        help="round cap of the handoff protocol (a round = one senior step + one junior step)",
+    )  # fmt: skip
+    p.add_argument("--include-eos", action="store_true", help="legibility and drift also score the final EOS")
+    p.add_argument("--seed", type=int, default=D.SEED)
+    p.add_argument("--batch-size", type=int, default=D.BATCH_SIZE, help="sequences per generation batch")
+    p.add_argument(
+        "--score-batch-size",
+        type=int,
+        default=D.SCORE_BATCH_SIZE,
+        help="sequences per teacher-forced scoring pass",
     )
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--out", required=True, help="output directory (resumed when it already has samples)")
+    p.add_argument("--fresh", action="store_true", help="delete the samples already in --out and start over")
     return p
 
 
 def parse_sources(spec: str) -> dict[str, str]:
+    """`[name=]source,...` -> {name: source}; a source may itself contain "=" (reasoning-gym specs)."""
     out = {}
     for part in (s.strip() for s in spec.split(",")):
         if not part:
             continue
-        name, _, source = part.rpartition("=") if "=" in part else ("", "", part)
-        name = name or source
+        head, eq, tail = part.partition("=")
+        if eq and (not head or _NAME.match(head)):
+            name, source = head, tail
+        else:
+            name, source = part, part
+        if not name or not source:
+            raise UserError(f"--data: {part!r} is not [name=]source (e.g. gsm8k=data/gsm8k-test.jsonl)")
         if name in out:
-            raise ValueError(f"--data names benchmark {name!r} twice")
+            raise UserError(f"--data names benchmark {name!r} twice")
         out[name] = source
     if not out:
-        raise ValueError("--data is empty")
+        raise UserError("--data is empty; expected comma-separated [name=]source entries")
     return out
 
 
+def check_settings(args) -> None:
+    """Everything that can be checked without loading a model; raises UserError naming the flag."""
+    from trlvr.engine import check_decoding
+
+    try:
+        check_decoding(args.temperature, args.top_p, args.top_k)
+    except ValueError as e:
+        raise UserError(f"decoding: {e}") from None
+    suite = [s.strip() for s in args.suite.split(",") if s.strip()]
+    unknown = sorted(set(suite) - set(D.SUITE_NAMES))
+    if unknown or not suite:
+        raise UserError(f"--suite: unknown entries {unknown}; choose from {SUITE_DEFAULT}")
+    for flag, v, lo in (
+        ("--n", args.n, 1),
+        ("--max-new-tokens", args.max_new_tokens, 1),
+        ("--batch-size", args.batch_size, 1),
+    ):
+        if v < lo:
+            raise UserError(f"{flag} must be >= {lo}, got {v}")
+    if not args.k or min(args.k) < 1 or max(args.k) > args.n:
+        raise UserError(f"--k: every k must be in [1, --n {args.n}], got {args.k}")
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit must be >= 1, got {args.limit}")
+    from trlvr.models import locate
+
+    for flag, path in (("--senior", args.senior), ("--junior", args.junior)):
+        locate(path, flag, "model")
+    if args.tokenizer:
+        locate(args.tokenizer, "--tokenizer", "tokenizer")
+
+
+def data_identity(source: str, split: str | None) -> dict:
+    from trlvr.eval.fingerprint import file_digest
+
+    p = Path(source)
+    if p.is_file():
+        return {"source": str(p.resolve()), "sha256": file_digest(p)}
+    return {"source": source, "split": split}
+
+
+def config_context_length(*paths: str) -> int | None:
+    """The smallest `max_position_embeddings` of the models' configs (read without the weights)."""
+    from transformers import AutoConfig
+
+    from trlvr.models import locate
+
+    found = []
+    for path in paths:
+        where, extra = locate(path, "model", "model")
+        found.append(getattr(AutoConfig.from_pretrained(where, **extra), "max_position_embeddings", None))
+    found = [int(c) for c in found if isinstance(c, int) and c > 0]
+    return min(found) if found else None
+
+
 def main(args) -> int:
+    sources = parse_sources(args.data)
+    check_settings(args)
+
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from trlvr.data import load_problems
     from trlvr.eval.runner import evaluate
+    from trlvr.models import load_causal_lm, load_tokenizer, model_fingerprint
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = {"auto": "auto", "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[
-        args.dtype
-    ]
-
-    def load(path: str):
-        try:
-            return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
-        except OSError as e:
-            raise SystemExit(f"trlvr eval: cannot load model from {path}: {e}") from e
-
-    sources = parse_sources(args.data)
     benchmarks = {
         name: load_problems(src, split=args.split, limit=args.limit) for name, src in sources.items()
     }
-    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.senior)
-    senior, junior = load(args.senior), load(args.junior)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = {"auto": "auto", "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+    tokenizer = load_tokenizer(
+        args.tokenizer or args.senior, role="--tokenizer" if args.tokenizer else "--senior"
+    )
+    context = (
+        config_context_length(args.senior, args.junior)
+        if args.context_length == "auto"
+        else args.context_length
+    )
+
+    def loader(path: str, role: str):  # called by evaluate once --out is known to be resumable
+        return lambda: load_causal_lm(path, role=role, dtype=dtype[args.dtype]).to(device).eval()
+
     res = evaluate(
-        senior,
-        junior,
-        tokenizer,
-        benchmarks,
-        args.out,
-        suite=[s.strip() for s in args.suite.split(",") if s.strip()],
-        n=args.n,
-        ks=args.k,
+        loader(args.senior, "--senior"), loader(args.junior, "--junior"), tokenizer, benchmarks, args.out,
+        suite=[s.strip() for s in args.suite.split(",") if s.strip()], n=args.n, ks=args.k,
         decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
-        seed=args.seed,
-        max_new_tokens=args.max_new_tokens,
-        batch_size=args.batch_size,
-        progress=not args.no_progress,
-        handoff_max_rounds=args.handoff_max_rounds,
+        seed=args.seed, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
+        progress=not args.no_progress, handoff_max_rounds=args.handoff_max_rounds,
         score_batch_size=args.score_batch_size,
         model_paths={"senior": args.senior, "junior": args.junior, "data": sources},
-    )
+        identities={
+            "senior": model_fingerprint(args.senior, "--senior"), "junior": model_fingerprint(args.junior, "--junior"),
+            "data": {name: data_identity(src, args.split) for name, src in sources.items()},
+        },
+        context_length=context,
+        max_prompt_tokens="auto" if args.max_prompt_tokens is None else args.max_prompt_tokens,
+        include_eos=args.include_eos, fresh=args.fresh,
+    )  # fmt: skip
     print(format_summary(res))
+    dropped = {b: len(v) for b, v in res["config"]["dropped_problems"].items() if v}
+    if dropped:
+        print(f"dropped over-long prompts (listed in results.json): {dropped}")
     print(f"wrote {args.out}/results.json and {args.out}/samples.jsonl")
     return 0
 
 
 def format_summary(res: dict) -> str:
     """Macro metrics as an aligned terminal table."""
-    lines = [f"{'metric':32s} {'macro':>10s} {'95% CI':>22s}"]
+    from trlvr.eval.format import entry_text, unit
+
+    lines = [f"{'metric':36s} macro [95% CI]"]
     for name, e in res["macro"]["metrics"].items():
-        s = 100.0 if ("pass@" in name or name.endswith("share")) else 1.0
-        lines.append(f"{name:32s} {e['value'] * s:10.3f} [{e['ci_low'] * s:9.3f}, {e['ci_high'] * s:9.3f}]")
+        lines.append(f"{name + unit(name):36s} {entry_text(e, name, digits=3)}")
     return "\n".join(lines)

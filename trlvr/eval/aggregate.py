@@ -3,10 +3,12 @@
 Per-problem table: {benchmark: {metric: {problem_id: value}}}. Metric names:
     solo/pass@k, handoff/pass@k, junior/pass@k        unbiased pass@k (correct = reward > 0.5)
     <protocol>/mean_tokens, <protocol>/truncated      completion length, share cut by the budget
-    handoff/round_capped                               share ended by the round cap
+    handoff/round_capped                               share ended by the round cap (a round = one
+                                                       senior step + one junior step)
     dose-J/pass@1, dose-J/senior_share                 at junior share J
-    legibility/junior_ce                               junior's mean per-token CE (nats) on solo samples
-    drift/kl                                           mean per-token KL(senior || junior) on solo samples
+    legibility/junior_ce                               junior's mean per-token CE (nats) on the text of
+                                                       solo samples (final EOS left out unless include_eos)
+    drift/kl                                           mean per-token KL(senior || junior), same tokens
 Derived (ratio of means, not per problem): handoff_ratio/pass@k = handoff/pass@k / solo/pass@k.
 
 A benchmark's value is the mean over its problems (for CE and KL: mean over problems of the

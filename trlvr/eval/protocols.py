@@ -3,8 +3,8 @@
 - "solo":      the senior alone (SoloSchedule("senior")); its completions are also the ones the
                legibility and drift scores read.
 - "handoff":   strict alternation one reasoning step each at "\\n\\n", senior first, one shared
-               token budget (= max_new_tokens), a cap on rounds (default 150; a round is a
-               senior step plus a junior step, as in the authors' code).
+               token budget per completion, a cap on rounds (default 150; a round is a senior
+               step plus a junior step, as in the authors' code, so at most 300 steps).
 - "dose-J":    WordSchedule with junior share J, i.e. senior probability p = 1 - J.
 - "junior":    the junior alone, the floor.
 
@@ -14,14 +14,13 @@ runs one batch through the engine.
 
 from __future__ import annotations
 
-import hashlib
+import torch
 
-from trlvr.engine import Schedule, TandemGenerator, TandemOutput
+from trlvr.engine import FINISH_REASONS, Schedule, TandemGenerator, TandemOutput
+from trlvr.eval.defaults import DEFAULT_DOSE_SHARES, HANDOFF_MAX_ROUNDS, SUITE_NAMES
+from trlvr.eval.plan import batch_seed
 
-SUITE_NAMES = ("solo", "handoff", "dose", "legibility", "drift", "junior")
-DEFAULT_DOSE_SHARES = (0.25, 0.5, 0.75)  # junior shares; senior p = 0.75, 0.5, 0.25
-DEFAULT_DECODING = {"temperature": 0.7, "top_p": 0.8, "top_k": 20}  # method-notes decoding
-HANDOFF_MAX_ROUNDS = 150
+__all__ = ["batch_seed", "dose_protocol", "protocols_for", "run_protocol", "schedule_for"]
 
 
 def dose_protocol(junior_share: float) -> str:
@@ -57,13 +56,30 @@ def schedule_for(protocol: str, handoff_max_rounds: int = HANDOFF_MAX_ROUNDS):
     raise ValueError(f"unknown protocol {protocol!r}")
 
 
-def batch_seed(seed: int, benchmark: str, protocol: str, batch_index: int) -> int:
-    """Generation seed of one batch: a hash of (seed, benchmark, protocol, batch index).
+def cut_to_budgets(out: TandemOutput, budgets: list[int], pad_token_id: int) -> TandemOutput:
+    """Each row cut to its own budget: a row longer than its budget ends there with reason "length".
 
-    Independent of which other batches ran, so a resumed evaluation regenerates a batch exactly.
+    The first b tokens of a completion drawn under a larger budget are what a budget of b draws
+    (decoding never looks at the budget), so one generation call serves rows of unequal budgets.
     """
-    digest = hashlib.sha256(f"{seed}|{benchmark}|{protocol}|{batch_index}".encode()).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+    budget = torch.tensor(budgets, device=out.tokens.device)[:, None]  # (B, 1)
+    T = out.tokens.shape[1]
+    within = torch.arange(T, device=out.tokens.device)[None, :] < budget  # (B, T)
+    mask = out.completion_mask & within
+    cut = out.completion_mask.sum(1) > mask.sum(1)  # (B,) rows that lost tokens
+    length_code = FINISH_REASONS.index("length")
+
+    def keep(t):
+        return None if t is None else t * mask
+
+    return TandemOutput(
+        tokens=torch.where(mask, out.tokens, pad_token_id),
+        senior_authored=out.senior_authored & mask,
+        completion_mask=mask,
+        senior_logprob=keep(out.senior_logprob),
+        junior_logprob=keep(out.junior_logprob),
+        finish_codes=torch.where(cut, length_code, out.finish_codes),
+    )
 
 
 def run_protocol(
@@ -71,18 +87,22 @@ def run_protocol(
     protocol: str,
     prompt_ids: list[list[int]],
     *,
-    max_new_tokens: int,
+    max_new_tokens: int | list[int],
     decoding: dict,
     seed: int,
     handoff_max_rounds: int = HANDOFF_MAX_ROUNDS,
 ) -> TandemOutput:
-    """Generate one completion per prompt under `protocol`."""
-    return generator.generate(
+    """Generate one completion per prompt under `protocol`; `max_new_tokens` may be one budget per prompt."""
+    budgets = [max_new_tokens] * len(prompt_ids) if isinstance(max_new_tokens, int) else list(max_new_tokens)
+    out = generator.generate(
         prompt_ids,
         schedule_for(protocol, handoff_max_rounds),
-        max_new_tokens=max_new_tokens,
+        max_new_tokens=max(budgets),
         temperature=decoding["temperature"],
         top_p=decoding["top_p"],
         top_k=decoding["top_k"],
         seed=seed,
     )
+    if min(budgets) == max(budgets):
+        return out
+    return cut_to_budgets(out, budgets, generator.pad_token_id)

@@ -1,68 +1,74 @@
-"""Self-contained HTML report of an evaluation directory (opens offline: no external URLs).
+"""Self-contained HTML report of one or more evaluation directories (opens offline: no external URLs).
 
 Sections: metrics table with 95% CIs; pass@k solo vs handoff (and junior); dose curve; legibility
 and drift bars; comparison tables (paired bootstrap, when given); a rollout viewer where senior
 and junior tokens have two colours and the background shades by the junior's surprisal
 (-log p_junior of the token). Plots are matplotlib (Agg) PNGs embedded as base64.
 
-All model text goes through html.escape: model output is untrusted.
+The page is templates/report.html.j2 rendered by jinja2 with autoescape on: this file hands the
+template plain values, and every one of them (model text, metadata, labels) is escaped there.
+Reading a directory never writes to it.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import io
 from pathlib import Path
 
-from trlvr.eval.runner import load_json, load_samples
+from trlvr.errors import UserError
+from trlvr.eval.format import diff_text, entry_text, number, unit
+from trlvr.eval.store import PER_PROBLEM, RESULTS, SAMPLES, read_json, read_samples
 
 SENIOR_COLOUR, JUNIOR_COLOUR = "#1f5fbf", "#c2410c"
 REQUIRED_RESULT_FIELDS = ("config", "benchmarks", "macro")
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def load_results(run_dir: str | Path) -> dict:
     """results.json of an evaluation directory, with its fields checked."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise FileNotFoundError(f"evaluation directory not found: {run_dir}")
-    path = run_dir / "results.json"
-    res = load_json(path, "results file")
+        raise UserError(f"evaluation directory not found: {run_dir}")
+    path = run_dir / RESULTS
+    res = read_json(path, "results file")
     for key in REQUIRED_RESULT_FIELDS:
         if key not in res:
-            raise ValueError(f"{path} lacks field {key!r}")
+            raise UserError(f"{path} lacks field {key!r}")
     if "metrics" not in res["macro"]:
-        raise ValueError(f"{path} lacks field 'macro.metrics'")
+        raise UserError(f"{path} lacks field 'macro.metrics'")
     for bench, b in res["benchmarks"].items():
         if "metrics" not in b:
-            raise ValueError(f"{path} lacks field 'benchmarks.{bench}.metrics'")
+            raise UserError(f"{path} lacks field 'benchmarks.{bench}.metrics'")
         for name, e in b["metrics"].items():
             for f in ("value", "ci_low", "ci_high"):
                 if f not in e:
-                    raise ValueError(f"{path}: metric {name!r} of benchmark {bench!r} lacks field {f!r}")
+                    raise UserError(f"{path}: metric {name!r} of benchmark {bench!r} lacks field {f!r}")
     return res
 
 
 def load_table(run_dir: str | Path) -> dict:
     """per_problem.json of an evaluation directory."""
-    path = Path(run_dir) / "per_problem.json"
-    table = load_json(path, "per-problem metrics file")
-    if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
-        raise ValueError(f"{path} must map benchmark -> metric -> problem id -> value")
+    path = Path(run_dir) / PER_PROBLEM
+    table = read_json(path, "per-problem metrics file")
+    if not all(isinstance(v, dict) for v in table.values()):
+        raise UserError(f"{path} must map benchmark -> metric -> problem id -> value")
     return table
 
 
+# ---- plots ---------------------------------------------------------------------------------
+
+
 def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     import matplotlib.pyplot as plt
 
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def _err(m: dict, name: str, scale: float = 1.0):
-    e = m[name]
+def _err(e: dict, scale: float = 1.0):
     return e["value"] * scale, [[(e["value"] - e["ci_low"]) * scale], [(e["ci_high"] - e["value"]) * scale]]
 
 
@@ -98,9 +104,7 @@ def _pass_at_k_plot(metrics: dict, title: str) -> str | None:
 def _dose_plot(metrics: dict, title: str) -> str | None:
     import matplotlib.pyplot as plt
 
-    points = []
-    if "solo/pass@1" in metrics:
-        points.append((0.0, "solo/pass@1"))
+    points = [(0.0, "solo/pass@1")] if "solo/pass@1" in metrics else []
     points += sorted(
         (float(n.split("/")[0].removeprefix("dose-")), n)
         for n in metrics
@@ -112,7 +116,7 @@ def _dose_plot(metrics: dict, title: str) -> str | None:
         return None
     fig, ax = plt.subplots(figsize=(4.6, 3.2))
     for x, n in points:
-        y, err = _err(metrics, n, 100)
+        y, err = _err(metrics[n], 100)
         ax.errorbar([x], [y], yerr=err, marker="o", capsize=3, color="#0f766e")
     ax.plot(
         [x for x, _ in points], [metrics[n]["value"] * 100 for _, n in points], color="#0f766e", alpha=0.6
@@ -131,7 +135,7 @@ def _bars_plot(res: dict, metric: str, ylabel: str, title: str) -> str | None:
     entries = [(b, r["metrics"]) for b, r in res["benchmarks"].items()] + [("macro", res["macro"]["metrics"])]
     for name, m in entries:
         if metric in m:
-            v, e = _err(m, metric)
+            v, e = _err(m[metric])
             names.append(name)
             vals.append(v)
             errs[0] += e[0]
@@ -146,141 +150,9 @@ def _bars_plot(res: dict, metric: str, ylabel: str, title: str) -> str | None:
     return _png(fig)
 
 
-def _fmt(e: dict, pct: bool) -> str:
-    s = 100.0 if pct else 1.0
-    return f"{e['value'] * s:.2f} [{e['ci_low'] * s:.2f}, {e['ci_high'] * s:.2f}]"
-
-
-def _is_pct(name: str) -> bool:
-    return "pass@" in name or name.endswith(("senior_share", "truncated", "round_capped"))
-
-
-def metrics_table(res: dict) -> str:
-    cols = list(res["benchmarks"]) + ["macro"]
-    per = {b: r["metrics"] for b, r in res["benchmarks"].items()} | {"macro": res["macro"]["metrics"]}
-    names = list(dict.fromkeys(n for m in per.values() for n in m))
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = []
-    for n in names:
-        cells = "".join(f"<td>{_fmt(per[c][n], _is_pct(n)) if n in per[c] else ''}</td>" for c in cols)
-        unit = " (%)" if _is_pct(n) else ""
-        body.append(f"<tr><th>{html.escape(n)}{unit}</th>{cells}</tr>")
-    return f"<table><tr><th>metric</th>{head}</tr>{''.join(body)}</table>"
-
-
-def comparison_table(cmp: dict, label_a: str, label_b: str) -> str:
-    """Rows: metric x (benchmark | macro); columns A, B, B - A, 95% CI, p, CI excludes 0."""
-    rows = []
-    scopes = [("macro", cmp["macro"])] + list(cmp["benchmarks"].items())
-    for scope, metrics in scopes:
-        for name, e in metrics.items():
-            s = 100.0 if _is_pct(name) else 1.0
-            flag = "yes" if e["excludes_zero"] else ""
-            rows.append(
-                f"<tr><td>{html.escape(scope)}</td><td>{html.escape(name)}</td><td>{e['a'] * s:.2f}</td>"
-                f"<td>{e['b'] * s:.2f}</td><td>{e['diff'] * s:+.2f}</td>"
-                f"<td>[{e['ci_low'] * s:+.2f}, {e['ci_high'] * s:+.2f}]</td><td>{e['p_value']:.3f}</td>"
-                f"<td>{flag}</td><td>{e['num_problems']}</td></tr>"
-            )
-    head = (
-        f"<tr><th>scope</th><th>metric</th><th>A: {html.escape(label_a)}</th><th>B: {html.escape(label_b)}</th>"
-        "<th>B &minus; A</th><th>95% CI</th><th>p</th><th>CI excludes 0</th><th>problems</th></tr>"
-    )
-    return f"<table class='cmp'>{head}{''.join(rows)}</table>"
-
-
-def _surprisal_bg(lp: float | None) -> str:
-    if lp is None:
-        return "transparent"
-    alpha = min(max(-lp, 0.0) / 8.0, 1.0) * 0.75  # 8 nats or more = full shade
-    return f"rgba(250,204,21,{alpha:.2f})"
-
-
-def render_sample(row: dict) -> str:
-    """One completion as spans: colour = author, background = junior surprisal (when known)."""
-    text, lens = row.get("text", ""), row.get("piece_lens")
-    authors, jlp = row.get("authors", ""), row.get("junior_logprobs")
-    if not lens or len(lens) != len(authors):
-        return f"<pre class='rollout'>{html.escape(text)}</pre>"
-    spans, pos = [], 0
-    for t, n in enumerate(lens):
-        piece = text[pos : pos + n]
-        pos += n
-        who = "s" if authors[t] == "1" else "j"
-        lp = jlp[t] if jlp is not None and t < len(jlp) else None
-        tip = f"{'senior' if who == 's' else 'junior'}" + (
-            "" if lp is None else f", surprisal {-lp:.2f} nats"
-        )
-        spans.append(
-            f"<span class='{who}' style='background:{_surprisal_bg(lp)}' title='{tip}'>{html.escape(piece)}</span>"
-        )
-    return f"<pre class='rollout'>{''.join(spans)}{html.escape(text[pos:])}</pre>"
-
-
-def rollout_viewer(rows: list[dict], max_problems: int = 12, samples_per_protocol: int = 1) -> str:
-    by_problem: dict[tuple[str, str], list[dict]] = {}
-    for r in rows:
-        by_problem.setdefault((r["benchmark"], str(r["problem_id"])), []).append(r)
-    blocks = []
-    for (bench, pid), rs in list(by_problem.items())[:max_problems]:
-        prompt = next((r.get("prompt") for r in rs if r.get("prompt")), None)
-        inner = [f"<div class='prompt'><b>prompt</b><pre>{html.escape(prompt)}</pre></div>"] if prompt else []
-        for r in sorted(rs, key=lambda r: (r["protocol"], r["sample_idx"])):
-            if r["sample_idx"] >= samples_per_protocol:
-                continue
-            extra = "".join(
-                f" &middot; {k} {r[k]:.3f}" for k in ("legibility", "drift") if isinstance(r.get(k), float)
-            )
-            meta = (
-                f"{html.escape(r['protocol'])} #{r['sample_idx']} &middot; reward {r['reward']:g} &middot; "
-                f"parsed {html.escape(str(r.get('parsed_answer')))} (gold {html.escape(str(r.get('answer')))})"
-                f" &middot; {r.get('num_tokens', '?')} tokens, senior share {float(r.get('senior_share', 0)):.2f}"
-                f" &middot; finish {html.escape(str(r['finish_reason']))}{extra}"
-            )
-            inner.append(f"<div class='sample'><div class='meta'>{meta}</div>{render_sample(r)}</div>")
-        blocks.append(
-            f"<details class='problem'><summary>{html.escape(bench)} / {html.escape(pid)}</summary>{''.join(inner)}</details>"
-        )
-    legend = (
-        f"<p class='legend'><span class='s'>senior token</span> <span class='j'>junior token</span> "
-        f"<span style='background:{_surprisal_bg(-8)}'>high junior surprisal</span> "
-        f"<span style='background:{_surprisal_bg(-2)}'>low</span></p>"
-    )
-    return f"<div id='viewer'>{legend}{''.join(blocks) or '<p>no samples</p>'}</div>"
-
-
-CSS = f"""
-body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #111; }}
-table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }}
-td, th {{ border: 1px solid #ccc; padding: 3px 8px; text-align: right; }}
-th {{ background: #f3f4f6; }}
-.plots img {{ margin: 4px; border: 1px solid #eee; }}
-pre.rollout, .prompt pre {{ white-space: pre-wrap; font-size: 13px; background: #fafafa; padding: 6px; }}
-span.s {{ color: {SENIOR_COLOUR}; }} span.j {{ color: {JUNIOR_COLOUR}; font-weight: 600; }}
-.meta {{ font-size: 12px; color: #444; }} details.problem {{ margin: 6px 0; }}
-summary {{ cursor: pointer; font-weight: 600; }}
-"""
-
-# Inline JS (no network): expand / collapse all problems in the viewer.
-JS = """
-function setAll(open) { document.querySelectorAll('details.problem').forEach(d => { d.open = open; }); }
-window.addEventListener('DOMContentLoaded', () => {
-  const first = document.querySelector('details.problem');
-  if (first) { first.open = true; }
-  document.body.dataset.ready = '1';
-});
-"""
-
-
-def build_report(run_dir: str | Path, compare_dirs: list[str | Path] = (), *, max_problems: int = 12) -> str:
-    """HTML of the report for `run_dir`, with paired comparisons against each of `compare_dirs`."""
-    from trlvr.eval.aggregate import compare_tables
-
-    run_dir = Path(run_dir)
-    res = load_results(run_dir)
-    cfg = res["config"]
+def plots(res: dict) -> list[str]:
     macro = res["macro"]["metrics"]
-    plots = [
+    out = [
         _pass_at_k_plot(macro, "macro pass@k"),
         _dose_plot(macro, "dose: pass@1 vs junior share"),
         _bars_plot(
@@ -288,41 +160,156 @@ def build_report(run_dir: str | Path, compare_dirs: list[str | Path] = (), *, ma
         ),
         _bars_plot(res, "drift/kl", "KL(senior || junior) (nats/token)", "drift"),
     ]
-    for bench, r in res["benchmarks"].items():
-        if len(res["benchmarks"]) > 1:
-            plots.append(_pass_at_k_plot(r["metrics"], f"{bench} pass@k"))
-    parts = [
-        f"<h1>Evaluation: {html.escape(str(run_dir))}</h1>",
-        "<p>" + html.escape(
-            f"models {cfg.get('models', {})}; n = {cfg.get('n')}, ks = {cfg.get('ks')}, decoding "
-            f"{cfg.get('decoding')}, max_new_tokens {cfg.get('max_new_tokens')}, seed {cfg.get('seed')}"
-        ) + "</p>",
-        "<h2>Metrics (95% bootstrap CI over problems)</h2>",
-        metrics_table(res),
-        "<h2>Plots</h2><div class='plots'>" + "".join(p for p in plots if p) + "</div>",
-    ]  # fmt: skip
+    if len(res["benchmarks"]) > 1:
+        out += [_pass_at_k_plot(r["metrics"], f"{bench} pass@k") for bench, r in res["benchmarks"].items()]
+    return [p for p in out if p]
+
+
+# ---- tables and the viewer: plain values for the template ----------------------------------------
+
+
+def metrics_table(res: dict) -> dict:
+    """{"cols": [...], "rows": [{"name", "unit", "cells"}]}: metric x (benchmarks + macro)."""
+    per = {b: r["metrics"] for b, r in res["benchmarks"].items()} | {"macro": res["macro"]["metrics"]}
+    names = list(dict.fromkeys(n for m in per.values() for n in m))
+    rows = [{"name": n, "unit": unit(n), "cells": [entry_text(per[c].get(n), n) for c in per]} for n in names]
+    return {"cols": list(per), "rows": rows}
+
+
+def comparison_rows(cmp: dict) -> list[dict]:
+    """Rows of a paired comparison: macro first, then each benchmark."""
+    rows = []
+    for scope, metrics in [("macro", cmp["macro"])] + list(cmp["benchmarks"].items()):
+        for name, e in metrics.items():
+            rows.append({
+                "scope": scope, "name": name, "unit": unit(name), "a": number(e["a"], name),
+                "b": number(e["b"], name), "diff": diff_text(e, name), "p": f"{e['p_value']:.3f}",
+                "flag": "yes" if e["excludes_zero"] else "", "num": e["num_problems"],
+            })  # fmt: skip
+    return rows
+
+
+def _surprisal_bg(lp) -> str:
+    if not isinstance(lp, int | float):
+        return "transparent"
+    alpha = min(max(-lp, 0.0) / 8.0, 1.0) * 0.75  # 8 nats or more = full shade
+    return f"rgba(250,204,21,{alpha:.2f})"
+
+
+def _fmt(x, spec: str) -> str:
+    """A number formatted by `spec`; anything else (a tampered file) shown as its text."""
+    return format(x, spec) if isinstance(x, int | float) and not isinstance(x, bool) else str(x)
+
+
+def sample_view(row: dict) -> dict:
+    """One completion for the template: meta line, and spans (colour = author, background = surprisal)."""
+    text, lens = str(row.get("text", "")), row.get("piece_lens")
+    authors, jlp = str(row.get("authors", "")), row.get("junior_logprobs")
+    extra = "".join(
+        f" · {k} {_fmt(row[k], '.3f')}" for k in ("legibility", "drift") if row.get(k) is not None
+    )
+    meta = (
+        f"{row['protocol']} #{row['sample_idx']} · reward {_fmt(row['reward'], 'g')} · "
+        f"parsed {row.get('parsed_answer')} (gold {row.get('answer')}) · {row.get('num_tokens', '?')} tokens, "
+        f"senior share {_fmt(row.get('senior_share', 0), '.2f')} · finish {row['finish_reason']}{extra}"
+    )
+    ok = isinstance(lens, list) and len(lens) == len(authors) and all(isinstance(n, int) for n in lens)
+    if not ok:
+        return {"meta": meta, "spans": None, "text": text, "rest": ""}
+    spans, pos = [], 0
+    for t, n in enumerate(lens):
+        piece, pos = text[pos : pos + n], pos + n
+        who = "s" if authors[t] == "1" else "j"
+        lp = jlp[t] if isinstance(jlp, list) and t < len(jlp) else None
+        tip = ("senior" if who == "s" else "junior") + (
+            f", surprisal {-lp:.2f} nats" if isinstance(lp, int | float) else ""
+        )
+        spans.append({"cls": who, "bg": _surprisal_bg(lp), "tip": tip, "text": piece})
+    return {"meta": meta, "spans": spans, "text": text, "rest": text[pos:]}
+
+
+def problem_views(rows: list[dict], max_problems: int = 12, samples_per_protocol: int = 1) -> list[dict]:
+    by_problem: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        by_problem.setdefault((str(r["benchmark"]), str(r["problem_id"])), []).append(r)
+    out = []
+    for (bench, pid), rs in list(by_problem.items())[:max_problems]:
+        shown = sorted(
+            (r for r in rs if _is_first(r, samples_per_protocol)),
+            key=lambda r: (str(r["protocol"]), str(r["sample_idx"])),
+        )
+        label = next((str(r["source_id"]) for r in rs if r.get("source_id")), pid)  # the row's own id
+        prompt = next((str(r["prompt"]) for r in rs if r.get("prompt")), None)
+        out.append(
+            {"bench": bench, "pid": label, "prompt": prompt, "samples": [sample_view(r) for r in shown]}
+        )
+    return out
+
+
+def _is_first(row: dict, k: int) -> bool:
+    idx = row["sample_idx"]
+    return isinstance(idx, int) and idx < k
+
+
+# ---- pages -------------------------------------------------------------------------------------
+
+
+def render(
+    heading: str, runs: list[dict], comparisons: list[dict] = (), intro: str = "", title: str | None = None
+) -> str:
+    """The page from plain values: `runs` as from `run_view`, `comparisons` as from `comparison_view`."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+    return env.get_template("report.html.j2").render(
+        title=title or heading, heading=heading, intro=intro, runs=runs, comparisons=list(comparisons),
+        senior_colour=SENIOR_COLOUR, junior_colour=JUNIOR_COLOUR,
+        shade_high=_surprisal_bg(-8), shade_low=_surprisal_bg(-2),
+    )  # fmt: skip
+
+
+def run_view(run_dir: str | Path, label: str | None = None, max_problems: int = 12) -> dict:
+    """What the template shows of one evaluation directory (read only)."""
+    run_dir = Path(run_dir)
+    res = load_results(run_dir)
+    cfg = res["config"]
+    settings = (
+        f"models {cfg.get('models', {})}; n = {cfg.get('n')}, ks = {cfg.get('ks')}, decoding {cfg.get('decoding')}, "
+        f"budget {cfg.get('budget', cfg.get('max_new_tokens'))}, seed {cfg.get('seed')}, grading {cfg.get('grading')}; "
+        f"handoff rounds = one senior step + one junior step (cap {cfg.get('handoff_max_rounds')})"
+    )
+    dropped = {
+        b: [d.get("source_id") for d in v] for b, v in (cfg.get("dropped_problems") or {}).items() if v
+    }
+    return {
+        "label": label or str(run_dir), "settings": settings, "dropped": dropped or None,
+        "table": metrics_table(res), "plots": plots(res),
+        "problems": problem_views(read_samples(run_dir / SAMPLES), max_problems=max_problems),
+    }  # fmt: skip
+
+
+def comparison_view(cmp: dict, label_a: str, label_b: str, title: str) -> dict:
+    return {
+        "title": title, "label_a": label_a, "label_b": label_b, "rows": comparison_rows(cmp),
+        "skipped": ", ".join(cmp.get("skipped", [])),
+    }  # fmt: skip
+
+
+def build_report(run_dir: str | Path, compare_dirs: list[str | Path] = (), *, max_problems: int = 12) -> str:
+    """HTML of the report for `run_dir`, with paired comparisons against each of `compare_dirs`."""
+    from trlvr.eval.aggregate import compare_tables
+
+    run = run_view(run_dir, max_problems=max_problems)
+    seed = load_results(run_dir)["config"].get("seed", 0)
+    comparisons = []
     for other in compare_dirs:
         load_results(other)
-        cmp = compare_tables(load_table(other), load_table(run_dir), seed=cfg.get("seed", 0))
-        parts += [
-            f"<h2>Comparison: B = this run vs A = {html.escape(str(other))} (paired bootstrap)</h2>",
-            comparison_table(cmp, str(other), str(run_dir)),
-        ]
-    samples = run_dir / "samples.jsonl"
-    rows = load_samples(samples) if samples.exists() else []
-    parts += [
-        "<h2>Rollouts</h2><p><button onclick='setAll(true)'>expand all</button> "
-        "<button onclick='setAll(false)'>collapse all</button></p>",
-        rollout_viewer(rows, max_problems=max_problems),
-    ]
-    return page("trlvr evaluation report", "".join(parts))
-
-
-def page(title: str, body: str) -> str:
-    return (
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{CSS}</style><script>{JS}</script></head><body>{body}</body></html>"
-    )
+        cmp = compare_tables(load_table(other), load_table(run_dir), seed=seed)
+        title = f"Comparison: B = this run vs A = {other} (paired bootstrap)"
+        comparisons.append(comparison_view(cmp, str(other), str(run_dir), title))
+    return render(f"Evaluation: {run_dir}", [run], comparisons, title="trlvr evaluation report")
 
 
 def write_report(run_dir: str | Path, out_path: str | Path | None = None, compare_dirs=(), **kw) -> Path:
@@ -330,6 +317,7 @@ def write_report(run_dir: str | Path, out_path: str | Path | None = None, compar
 
     matplotlib.use("Agg")
     out_path = Path(out_path) if out_path else Path(run_dir) / "report.html"
+    html = build_report(run_dir, list(compare_dirs), **kw)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(build_report(run_dir, list(compare_dirs), **kw), encoding="utf-8")
+    out_path.write_text(html, encoding="utf-8")
     return out_path

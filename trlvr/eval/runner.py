@@ -1,45 +1,267 @@
-"""`evaluate`: run the evaluation suite, write DIR/samples.jsonl and DIR/results.json, resume.
+"""`evaluate`: run the evaluation suite into a directory, resume it, write results.json.
 
-Files in `out_dir`:
-    config.json       generation settings; a resumed run must match them (else it refuses)
-    samples.jsonl     one row per completion, appended and flushed per finished batch
-    per_problem.json  {benchmark: {metric: {problem_id: value}}} (what compare and report resample)
-    results.json      per benchmark and macro metrics with 95% bootstrap CIs, plus the config
+Files in `out_dir`: see `trlvr.eval.store` (samples.jsonl, fingerprint.json, config.json,
+per_problem.json, results.json, the lock).
 
-Resumption: problems x samples of one (benchmark, protocol) are cut into fixed batches; batch b
-uses seed hash(seed, benchmark, protocol, b). A batch with any missing row is regenerated whole
-(same seed, same batch-mates, same output) and only its missing rows are appended.
+Order of a run: validate everything (decoding, suite, problems, prompt lengths) -> take the
+directory's lock -> compare the stored fingerprint (refuse on any difference, unless `fresh`)
+-> write fingerprint.json and config.json -> generate the planned batches that are missing
+(`trlvr.eval.plan`), appending each one's rows -> keep only this plan's rows -> results.json.
+A start that fails before any sample is written leaves no files behind.
 
-Sample row fields: benchmark, problem_id, protocol, sample_idx, seed, answer, text, token_ids,
+Sample row fields: benchmark, problem_id (content key, `trlvr.data.problem_key`), source_id (the
+row's own id), protocol, sample_idx, batch (the batch signature), seed, answer, text, token_ids,
 authors ("1" senior / "0" junior per token), num_tokens, senior_share, num_switches, reward,
 parsed_answer, finish_reason, piece_lens (chars of `text` per token; null when single-token
 decoding does not reproduce the text), junior_logprobs (3 dp; tandem rows, and solo rows when
-scored), legibility / drift (solo rows when scored: the per-sample mean junior CE and KL), and
-prompt (sample 0 only).
+scored, every token), legibility / drift (solo rows when scored: the sample's mean junior CE and
+KL over its text, the final EOS left out unless `include_eos`), and prompt (sample 0 only).
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
+from trlvr.errors import UserError
+from trlvr.eval import defaults as D
+from trlvr.eval import fingerprint as fpr
 from trlvr.eval.aggregate import problem_table, summarize
-from trlvr.eval.protocols import (
-    DEFAULT_DECODING,
-    DEFAULT_DOSE_SHARES,
-    HANDOFF_MAX_ROUNDS,
-    SUITE_NAMES,
-    batch_seed,
-    protocols_for,
-    run_protocol,
-)
-from trlvr.eval.scoring import score_completions
+from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, plan_batches, split_by_prompt_length
+from trlvr.eval.protocols import protocols_for, run_protocol
+from trlvr.eval.scoring import score_completions, text_means
+from trlvr.eval.store import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, EvalDir, read_json, write_json
+from trlvr.models import vocab_fingerprint
 
-RESULTS_VERSION = 1
-# Settings that change what a batch generates: a resumed run must match them.
-_GENERATION_KEYS = ("n", "decoding", "seed", "max_new_tokens", "batch_size", "handoff_max_rounds")
+RESULTS_VERSION = 2
+BUDGET_RULE = f"min(max_new_tokens, context_length - prompt_tokens - {D.BUDGET_MARGIN})"
+
+
+class Bench(NamedTuple):
+    """One benchmark's problems after the prompt cap, with what generation needs per problem."""
+
+    problems: list
+    keys: list[str]  # content keys, the problem_id of every row
+    prompts: list[list[int]]  # prompt token ids
+    budgets: list[int]  # completion budget of each problem
+
+
+def prompt_ids_for(problem, tokenizer) -> list[int]:
+    """A problem's prompt token ids, through the one shared prompt path of `trlvr.data`."""
+    from trlvr.data import encode_prompt, prompt_for
+
+    return encode_prompt(prompt_for(problem, tokenizer), tokenizer)
+
+
+def model_context_length(*models) -> int | None:
+    """The smallest `max_position_embeddings` of the models' configs, or None when none says."""
+    found = [
+        getattr(getattr(m, "config", None), "max_position_embeddings", None) for m in models if m is not None
+    ]
+    found = [int(c) for c in found if isinstance(c, int) and c > 0]
+    return min(found) if found else None
+
+
+def grading_name(score_fn) -> str:
+    """The grading mode for results.json: `trlvr.rewards.grading_mode` ("boxed", "boxed_or_tail"),
+    or "custom:<name>" for a caller's own score function."""
+    from trlvr.rewards import grading_mode
+
+    mode = grading_mode(score_fn)
+    return mode if mode is not None else "custom:" + getattr(score_fn, "__name__", type(score_fn).__name__)
+
+
+def _problem_key(problem) -> str:
+    from trlvr.data.schema import problem_key
+
+    return problem_key(problem)
+
+
+def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens, context_length):
+    """(name -> Bench, name -> dropped problems): prompts encoded once, over-long ones dropped up front."""
+    if not benchmarks:
+        raise UserError("no benchmarks to evaluate")
+    out, dropped = {}, {}
+    for name, problems in benchmarks.items():
+        if not problems:
+            raise UserError(f"benchmark {name!r} has no problems")
+        keys = [_problem_key(p) for p in problems]
+        first: dict[str, object] = {}
+        for p, k in zip(problems, keys, strict=True):
+            if k in first:
+                raise UserError(
+                    f"benchmark {name!r}: problems {first[k]!r} and {p.id!r} have the same text and gold "
+                    "answer; remove the duplicate (`trlvr data check` lists them)"
+                )
+            first[k] = p.id
+        prompts = [prompt_ids_for(p, tokenizer) for p in problems]
+        kept, cut = split_by_prompt_length(
+            [len(x) for x in prompts], max_prompt_tokens, max_new_tokens, context_length
+        )
+        dropped[name] = [
+            {"problem_id": keys[i], "source_id": str(problems[i].id), "prompt_tokens": len(prompts[i])}
+            for i in cut
+        ]
+        if not kept:
+            raise UserError(
+                f"benchmark {name!r}: every prompt is longer than --max-prompt-tokens {max_prompt_tokens} "
+                f"(or leaves no room in the context of {context_length} tokens)"
+            )
+        out[name] = Bench(
+            [problems[i] for i in kept],
+            [keys[i] for i in kept],
+            [prompts[i] for i in kept],
+            [completion_budget(len(prompts[i]), max_new_tokens, context_length) for i in kept],
+        )
+    return out, dropped
+
+
+def evaluate(
+    senior,
+    junior,
+    tokenizer,
+    benchmarks: dict[str, list],
+    out_dir: str | Path,
+    suite: list[str] | tuple[str, ...] = D.SUITE_NAMES,
+    n: int = D.N,
+    ks: list[int] | tuple[int, ...] = D.KS,
+    decoding: dict | None = None,
+    seed: int = D.SEED,
+    max_new_tokens: int = D.MAX_NEW_TOKENS,
+    batch_size: int = D.BATCH_SIZE,
+    progress: bool = True,
+    *,
+    score_fn: Callable[[list[str], list[str]], list[float]] | None = None,
+    extract_fn: Callable[[str], str | None] | None = None,
+    handoff_max_rounds: int = D.HANDOFF_MAX_ROUNDS,
+    dose_shares: tuple[float, ...] = D.DEFAULT_DOSE_SHARES,
+    score_batch_size: int = D.SCORE_BATCH_SIZE,
+    num_resamples: int = D.NUM_RESAMPLES,
+    model_paths: dict | None = None,
+    identities: dict | None = None,
+    context_length: int | None | str = "auto",
+    max_prompt_tokens: int | None | str = "auto",
+    include_eos: bool = False,
+    fresh: bool = False,
+) -> dict:
+    """Evaluate `senior` (with `junior` as partner, scorer and floor) into `out_dir`; return results.json's dict.
+
+    `benchmarks`: name -> problems (`trlvr.data.Problem`s or objects with id, problem, answer and
+    optionally prompt). `score_fn(completions, answers)` grades texts (default
+    `trlvr.rewards.math_reward`); `extract_fn(text)` gives the parsed answer (default
+    `trlvr.rewards.extract_boxed`). `identities`: {"senior"|"junior": identity dict, "data":
+    {bench: file identity}} from the caller (the CLI passes model folders' identities); a model
+    without one is identified by a hash of its weights. `context_length` "auto" reads the models'
+    `max_position_embeddings` (None = unknown: a flat budget of `max_new_tokens`); the budget of a
+    problem is then min(max_new_tokens, context - prompt - 8). `max_prompt_tokens` "auto" = the
+    longest prompt that leaves room to generate. `fresh` deletes the directory's earlier samples.
+    `senior` / `junior` may be zero-argument loaders (with their identities and `context_length`
+    given): they are called only once the directory is known to be resumable.
+    """
+    from trlvr.engine import check_decoding
+
+    suite = list(suite)
+    ks = sorted({int(k) for k in ks})
+    if n < 1:
+        raise UserError(f"n must be >= 1, got {n}")
+    if not ks or ks[0] < 1 or ks[-1] > n:
+        raise UserError(f"every k must be in [1, n={n}], got ks={ks}")
+    try:
+        protocols = protocols_for(suite, dose_shares)
+        decoding = {**D.DEFAULT_DECODING, **(decoding or {})}
+        check_decoding(decoding["temperature"], decoding["top_p"], decoding["top_k"])
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    grading = grading_name(score_fn)
+    lazy = [name for name, m in (("senior", senior), ("junior", junior)) if _is_loader(m)]
+    if lazy and (context_length == "auto" or any(name not in (identities or {}) for name in lazy)):
+        raise ValueError(f"{lazy} given as loaders: pass context_length and their identities too")
+    if context_length == "auto":
+        context_length = model_context_length(senior, junior)
+    if max_prompt_tokens == "auto":
+        max_prompt_tokens = default_max_prompt_tokens(context_length)
+    benches, dropped = prepare_benchmarks(
+        benchmarks, tokenizer, max_prompt_tokens, max_new_tokens, context_length
+    )
+    identities = identities or {}
+    fingerprint = {
+        "version": fpr.VERSION,
+        "models": {
+            "senior": identities.get("senior") or {"weights": fpr.weights_digest(senior)},
+            "junior": identities.get("junior") or {"weights": fpr.weights_digest(junior)},
+            "tokenizer": vocab_fingerprint(tokenizer)[:16],
+        },
+        "data": identities.get("data") or {},
+        "problems": {b: x.keys for b, x in benches.items()},
+        "generation": {
+            "decoding": decoding, "seed": seed, "batch_size": batch_size, "max_new_tokens": max_new_tokens,
+            "context_length": context_length, "max_prompt_tokens": max_prompt_tokens,
+            "handoff_max_rounds": handoff_max_rounds,
+        },
+        "scoring": {"grading": grading, "include_eos": include_eos, "score_batch_size": score_batch_size},
+    }  # fmt: skip
+    config = {
+        "n": n, "ks": ks, "decoding": decoding, "seed": seed, "max_new_tokens": max_new_tokens,
+        "batch_size": batch_size, "handoff_max_rounds": handoff_max_rounds,
+        "handoff_round": "one senior step + one junior step", "suite": suite,
+        "dose_shares": list(dose_shares), "protocols": protocols, "benchmarks": sorted(benches),
+        "num_problems": {b: len(x.keys) for b, x in benches.items()}, "models": model_paths or {},
+        "num_resamples": num_resamples, "grading": grading,
+        "budget": {"rule": BUDGET_RULE if context_length else "flat max_new_tokens",
+                   "max_new_tokens": max_new_tokens, "context_length": context_length},
+        "max_prompt_tokens": max_prompt_tokens, "dropped_problems": dropped,
+        "legibility_drift": {"include_eos": include_eos},
+    }  # fmt: skip
+    run = _Run(
+        senior, junior, tokenizer, benches, protocols, n, decoding, seed, batch_size, handoff_max_rounds,
+        score_fn or _default_score_fn(), extract_fn or _default_extract_fn(), score_batch_size, include_eos,
+        want_scores=bool({"legibility", "drift"} & set(suite)), progress=progress,
+    )  # fmt: skip
+    store = EvalDir(out_dir)
+    created = not store.path.exists()
+    try:
+        with store.lock():
+            rows = _open(store, fingerprint, config, fresh)
+            try:
+                rows = run.generate(store, rows)
+            except BaseException:
+                if not store.has_samples():  # nothing generated: leave no metadata behind
+                    for name in (FINGERPRINT, CONFIG):
+                        store.file(name).unlink(missing_ok=True)
+                raise
+            extra = {"fingerprint": {k: v for k, v in fingerprint.items() if k != "problems"}}
+            if score_fn is None:  # timeouts and failures of the math grader, so a wave of them is seen
+                from trlvr.rewards import reward_stats
+
+                extra["grading_stats"] = reward_stats()["total"]
+            return write_results(store.path, rows, config, num_resamples=num_resamples, extra=extra)
+    except BaseException:
+        if created and not store.has_samples():
+            store.remove_lock_files()
+            if store.path.is_dir() and not any(store.path.iterdir()):
+                store.path.rmdir()
+        raise
+
+
+def _open(store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> list[dict]:
+    """Under the lock: check that the directory's samples may be reused, repair, write the metadata."""
+    if fresh:
+        store.clear()
+    if store.has_samples():
+        path = store.file(FINGERPRINT)
+        old = read_json(path, "fingerprint") if path.exists() else None
+        fpr.check_resumable(store.path, old, fingerprint)
+        store.repair_tail()
+    store.write(FINGERPRINT, fingerprint)
+    store.write(CONFIG, config)
+    return store.rows()
+
+
+def _is_loader(m) -> bool:
+    import torch
+
+    return callable(m) and not isinstance(m, torch.nn.Module)
 
 
 def _default_score_fn():
@@ -54,273 +276,147 @@ def _default_extract_fn():
     return extract_boxed
 
 
-def prompt_ids_for(problem, tokenizer) -> list[int]:
-    """A row's `prompt` verbatim when present, else the data module's template."""
-    prompt = getattr(problem, "prompt", None)
-    if prompt is None:
-        from trlvr.data import prompt_for
-
-        prompt = prompt_for(problem, tokenizer)
-    if isinstance(prompt, str):
-        return tokenizer.encode(prompt, add_special_tokens=False)
-    return [int(t) for t in prompt]
-
-
-def load_samples(path: Path) -> list[dict]:
-    """Rows of samples.jsonl. A torn last line (interrupted write) is dropped and cut from the file."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    rows, good_bytes = [], 0
-    with open(path, "rb") as f:
-        lines = f.readlines()
-    for i, line in enumerate(lines):
-        try:
-            rows.append(json.loads(line))
-            good_bytes += len(line)
-        except json.JSONDecodeError as e:
-            if i == len(lines) - 1:
-                with open(path, "r+b") as f:
-                    f.truncate(good_bytes)
-                break
-            raise ValueError(f"{path}: line {i + 1} is not valid JSON ({e})") from e
-    for i, r in enumerate(rows):
-        for key in ("benchmark", "protocol", "problem_id", "sample_idx", "reward", "finish_reason"):
-            if key not in r:
-                raise ValueError(f"{path}: row {i + 1} lacks field {key!r}")
-    return rows
-
-
-def load_json(path: Path, what: str = "file") -> dict:
-    path = Path(path)
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{what} not found: {path}") from None
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read {what} {path}: {e}") from e
-
-
 def _piece_lens(tokenizer, ids: list[int], text: str) -> list[int] | None:
     pieces = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=True)
     return [len(p) for p in pieces] if "".join(pieces) == text else None
 
 
-def _check_config(out_dir: Path, config: dict) -> None:
-    path = out_dir / "config.json"
-    if path.exists():
-        old = load_json(path, "evaluation config")
-        diff = [k for k in _GENERATION_KEYS if old.get(k) != config.get(k)]
-        if diff:
-            detail = ", ".join(f"{k}: {old.get(k)!r} -> {config.get(k)!r}" for k in diff)
-            raise ValueError(
-                f"{path} was written with other generation settings ({detail}); "
-                "resume with the same settings or use a fresh output directory"
-            )
-    with open(path, "w") as f:
-        json.dump(config, f, indent=2)
+class _Run:
+    """The generation half of `evaluate`: planned batches in, rows out."""
 
+    def __init__(
+        self, senior, junior, tokenizer, benches, protocols, n, decoding, seed, batch_size, handoff_max_rounds,
+        score_fn, extract_fn, score_batch_size, include_eos, *, want_scores, progress,
+    ):  # fmt: skip
+        self.senior, self.junior, self.tokenizer = senior, junior, tokenizer
+        self.benches, self.protocols, self.n, self.decoding, self.seed = benches, protocols, n, decoding, seed
+        self.batch_size, self.handoff_max_rounds = batch_size, handoff_max_rounds
+        self.score_fn, self.extract_fn = score_fn, extract_fn
+        self.score_batch_size, self.include_eos = score_batch_size, include_eos
+        self.want_scores, self.progress = want_scores, progress
 
-def evaluate(
-    senior,
-    junior,
-    tokenizer,
-    benchmarks: dict[str, list],
-    out_dir: str | Path,
-    suite: list[str] | tuple[str, ...] = SUITE_NAMES,
-    n: int = 8,
-    ks: list[int] | tuple[int, ...] = (1, 2, 4, 8),
-    decoding: dict | None = None,
-    seed: int = 0,
-    max_new_tokens: int = 3000,
-    batch_size: int = 64,
-    progress: bool = True,
-    *,
-    score_fn: Callable[[list[str], list[str]], list[float]] | None = None,
-    extract_fn: Callable[[str], str | None] | None = None,
-    handoff_max_rounds: int = HANDOFF_MAX_ROUNDS,
-    dose_shares: tuple[float, ...] = DEFAULT_DOSE_SHARES,
-    score_batch_size: int = 8,
-    num_resamples: int = 2000,
-    model_paths: dict | None = None,
-) -> dict:
-    """Evaluate `senior` (with `junior` as partner, scorer and floor) and return results.json's dict.
+    def generate(self, store: EvalDir, old_rows: list[dict]) -> list[dict]:
+        """Generate every planned batch that lacks a row; return this plan's rows in plan order."""
+        from tqdm.auto import tqdm
 
-    `benchmarks`: name -> problems (objects with id, answer, and `prompt` or what
-    `trlvr.data.prompt_for` needs). `score_fn(completions, answers)` grades texts (default
-    `trlvr.rewards.math_reward`); `extract_fn(text)` gives the parsed answer (default
-    `trlvr.rewards.extract_boxed`).
-    """
-    from tqdm.auto import tqdm
+        from trlvr.engine import TandemGenerator
 
-    from trlvr.engine import TandemGenerator
+        if _is_loader(self.senior):
+            self.senior = self.senior()
+        if _is_loader(self.junior):
+            self.junior = self.junior()
 
-    suite = list(suite)
-    ks = sorted({int(k) for k in ks})
-    if not ks or ks[0] < 1 or ks[-1] > n:
-        raise ValueError(f"every k must be in [1, n={n}], got ks={ks}")
-    if not benchmarks:
-        raise ValueError("no benchmarks to evaluate")
-    protocols = protocols_for(suite, dose_shares)
-    decoding = {**DEFAULT_DECODING, **(decoding or {})}
-    default_grader = score_fn is None
-    score_fn = score_fn or _default_score_fn()
-    extract_fn = extract_fn or _default_extract_fn()
-    want_scores = bool({"legibility", "drift"} & set(suite))
-    for name, problems in benchmarks.items():
-        if not problems:
-            raise ValueError(f"benchmark {name!r} has no problems")
-        ids = [str(p.id) for p in problems]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"benchmark {name!r} has duplicate problem ids")
+        def key(r):
+            return (r["benchmark"], r["protocol"], str(r["problem_id"]), int(r["sample_idx"]), r.get("batch"))
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    config = {
-        "n": n, "ks": ks, "decoding": decoding, "seed": seed, "max_new_tokens": max_new_tokens,
-        "batch_size": batch_size, "handoff_max_rounds": handoff_max_rounds, "suite": suite,
-        "dose_shares": list(dose_shares), "protocols": protocols, "benchmarks": sorted(benchmarks),
-        "models": model_paths or {}, "num_resamples": num_resamples,
-    }  # fmt: skip
-    _check_config(out_dir, config)
-
-    samples_path = out_dir / "samples.jsonl"
-    rows = load_samples(samples_path)
-    done = {(r["benchmark"], r["protocol"], str(r["problem_id"]), int(r["sample_idx"])) for r in rows}
-    gen = TandemGenerator(senior, junior, tokenizer)
-
-    with open(samples_path, "a") as sink:
-        for bench, problems in benchmarks.items():
-            prompts = [prompt_ids_for(p, tokenizer) for p in problems]
-            index_of = {str(p.id): i for i, p in enumerate(problems)}
-            items = [(i, s) for i in range(len(problems)) for s in range(n)]  # fixed order -> fixed batches
-            for proto in protocols:
-                batches = [items[b : b + batch_size] for b in range(0, len(items), batch_size)]
-                bar = tqdm(total=len(items), desc=f"{bench}/{proto}", disable=not progress, leave=False)
-                for b, batch in enumerate(batches):
-                    missing = [(i, s) for i, s in batch if (bench, proto, str(problems[i].id), s) not in done]
-                    if not missing:
-                        bar.update(len(batch))
-                        continue
-                    seed_b = batch_seed(seed, bench, proto, b)
-                    out = run_protocol(
-                        gen, proto, [prompts[i] for i, _ in batch], max_new_tokens=max_new_tokens,
-                        decoding=decoding, seed=seed_b, handoff_max_rounds=handoff_max_rounds,
-                    )  # fmt: skip
-                    # Rows (and scores) for the whole batch, so a resumed batch is scored with the
-                    # same batch-mates and padding as the first time; only missing rows are written.
-                    new = _rows_for_batch(
-                        out, batch, problems, prompts, bench, proto, seed_b, tokenizer, score_fn, extract_fn
-                    )
-                    if proto == "solo" and want_scores:
-                        new_prompts = [prompts[index_of[r["problem_id"]]] for r in new]
-                        _attach_scores(senior, junior, new, new_prompts, tokenizer, score_batch_size)
-                    missing = set(missing)
-                    new = [r for r, item in zip(new, batch, strict=True) if item in missing]
-                    for r in new:
-                        sink.write(json.dumps(r) + "\n")
-                        done.add((bench, proto, str(r["problem_id"]), r["sample_idx"]))
-                    sink.flush()
-                    os.fsync(sink.fileno())
-                    rows.extend(new)
-                    bar.update(len(batch))
+        have = {key(r): r for r in old_rows}
+        gen = TandemGenerator(self.senior, self.junior, self.tokenizer)
+        plan_rows, in_file = [], len(old_rows)
+        for bench, b in self.benches.items():
+            for proto in self.protocols:
+                batches = plan_batches(bench, proto, b.keys, self.n, self.batch_size, self.seed)
+                bar = tqdm(
+                    total=len(b.keys) * self.n,
+                    desc=f"{bench}/{proto}",
+                    disable=not self.progress,
+                    leave=False,
+                )
+                for batch in batches:
+                    keys = [(bench, proto, b.keys[i], s, batch.signature) for i, s in batch.items]
+                    if any(k not in have for k in keys):
+                        # The whole batch, so a resumed batch has the same batch-mates (and the same
+                        # scoring padding) as the first time; only its missing rows are written.
+                        new = self._batch_rows(gen, b, batch)
+                        new = [r for r, k in zip(new, keys, strict=True) if k not in have]
+                        store.append(new)
+                        in_file += len(new)
+                        have.update((key(r), r) for r in new)
+                    plan_rows += [have[k] for k in keys]
+                    bar.update(len(batch.items))
                 bar.close()
+        rescored = self._rescore_missing(plan_rows) if self.want_scores else False
+        if rescored or in_file != len(plan_rows):
+            store.rewrite(plan_rows)  # drop rows of other plans (another --limit or --n), keep new scores
+        return plan_rows
 
-    if want_scores:
-        _rescore_missing(senior, junior, rows, benchmarks, tokenizer, score_batch_size, samples_path)
-    extra = {}
-    if default_grader:  # timeouts and failures of the math grader, so a wave of them is seen
-        from trlvr.rewards import reward_stats
+    def _batch_rows(self, gen, b: Bench, batch) -> list[dict]:
+        problems, tok = b.problems, self.tokenizer
+        out = run_protocol(
+            gen, batch.protocol, [b.prompts[i] for i, _ in batch.items],
+            max_new_tokens=[b.budgets[i] for i, _ in batch.items], decoding=self.decoding, seed=batch.seed,
+            handoff_max_rounds=self.handoff_max_rounds,
+        )  # fmt: skip
+        ids_all = out.completion_ids
+        texts = tok.batch_decode(ids_all, skip_special_tokens=True)
+        answers = [str(problems[i].answer) for i, _ in batch.items]
+        rewards = self.score_fn(texts, answers)
+        if len(rewards) != len(texts):
+            raise ValueError(f"score_fn returned {len(rewards)} rewards for {len(texts)} completions")
+        authors, finish = out.authors, out.finish_reasons
+        share, switches = out.senior_share.tolist(), out.num_switches
+        jlp = out.junior_logprobs if batch.protocol not in ("solo", "junior") else None
+        rows = []
+        for j, ((i, s), text, reward, gold) in enumerate(
+            zip(batch.items, texts, rewards, answers, strict=True)
+        ):
+            ids = ids_all[j]
+            row = {
+                "benchmark": batch.benchmark, "problem_id": b.keys[i], "source_id": str(problems[i].id),
+                "protocol": batch.protocol, "sample_idx": s, "batch": batch.signature, "seed": batch.seed,
+                "answer": gold, "text": text, "token_ids": ids, "authors": "".join(map(str, authors[j])),
+                "num_tokens": len(ids), "senior_share": share[j], "num_switches": switches[j],
+                "reward": 0.0 if reward is None else float(reward),  # an ungradable completion counts as wrong
+                "parsed_answer": self.extract_fn(text), "finish_reason": finish[j],
+                "piece_lens": _piece_lens(tok, ids, text),
+            }  # fmt: skip
+            if jlp is not None:
+                row["junior_logprobs"] = [round(x, 3) for x in jlp[j]]
+            if s == 0:
+                row["prompt"] = tok.decode(b.prompts[i], skip_special_tokens=False)
+            rows.append(row)
+        if batch.protocol == "solo" and self.want_scores:
+            self._attach_scores(rows, [b.prompts[i] for i, _ in batch.items])
+        return rows
 
-        extra["grading"] = reward_stats()["total"]
-    return write_results(out_dir, rows, config, num_resamples=num_resamples, extra=extra)
+    def _attach_scores(self, rows: list[dict], prompts: list[list[int]]) -> None:
+        """Add legibility, drift and per-token junior log-probs to solo rows (teacher-forced)."""
+        if not rows:
+            return
+        tok = self.tokenizer
+        pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+        scores = score_completions(
+            self.senior, self.junior, prompts, [r["token_ids"] for r in rows], pad_token_id=pad,
+            batch_size=self.score_batch_size,
+        )  # fmt: skip
+        for r, sc in zip(rows, scores, strict=True):
+            means = text_means(sc, ends_with_eos=r["finish_reason"] == "eos", include_eos=self.include_eos)
+            r["legibility"], r["drift"] = means if means else (None, None)
+            r["junior_logprobs"] = [round(x, 3) for x in sc.junior_logprobs]
 
-
-def _rows_for_batch(out, batch, problems, prompts, bench, proto, seed_b, tokenizer, score_fn, extract_fn):
-    keep = list(range(len(batch)))
-    ids_all = out.completion_ids
-    texts = tokenizer.batch_decode([ids_all[j] for j in keep], skip_special_tokens=True)
-    answers = [str(problems[batch[j][0]].answer) for j in keep]
-    rewards = score_fn(texts, answers)
-    if len(rewards) != len(texts):
-        raise ValueError(f"score_fn returned {len(rewards)} rewards for {len(texts)} completions")
-    authors, finish = out.authors, out.finish_reasons
-    share, switches = out.senior_share.tolist(), out.num_switches
-    jlp = out.junior_logprobs if proto not in ("solo", "junior") else None
-    rows = []
-    for j, text, reward, gold in zip(keep, texts, rewards, answers, strict=True):
-        i, s = batch[j]
-        ids = ids_all[j]
-        row = {
-            "benchmark": bench, "problem_id": str(problems[i].id), "protocol": proto, "sample_idx": s,
-            "seed": seed_b, "answer": gold, "text": text, "token_ids": ids,
-            "authors": "".join(map(str, authors[j])), "num_tokens": len(ids),
-            "senior_share": share[j], "num_switches": switches[j],
-            "reward": None if reward is None else float(reward), "parsed_answer": extract_fn(text),
-            "finish_reason": finish[j], "piece_lens": _piece_lens(tokenizer, ids, text),
-        }  # fmt: skip
-        if row["reward"] is None:
-            row["reward"] = 0.0  # an ungradable completion counts as wrong
-        if jlp is not None:
-            row["junior_logprobs"] = [round(x, 3) for x in jlp[j]]
-        if s == 0:
-            row["prompt"] = tokenizer.decode(prompts[i], skip_special_tokens=False)
-        rows.append(row)
-    return rows
-
-
-def _attach_scores(
-    senior, junior, rows: list[dict], prompts: list[list[int]], tokenizer, batch_size: int
-) -> None:
-    """Add legibility, drift and per-token junior log-probs to solo rows (teacher-forced)."""
-    if not rows:
-        return
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    scores = score_completions(
-        senior, junior, prompts, [r["token_ids"] for r in rows], pad_token_id=pad, batch_size=batch_size
-    )
-    for r, sc in zip(rows, scores, strict=True):
-        r["legibility"] = sc.junior_ce
-        r["drift"] = sc.mean_kl
-        r["junior_logprobs"] = [round(x, 3) for x in sc.junior_logprobs]
-
-
-def _rescore_missing(senior, junior, rows, benchmarks, tokenizer, batch_size, samples_path: Path) -> None:
-    """Solo rows written by a run without legibility/drift get scored now; the file is rewritten."""
-    todo = [
-        r
-        for r in rows
-        if r["protocol"] == "solo" and r.get("legibility") is None and r["benchmark"] in benchmarks
-    ]
-    if not todo:
-        return
-    prompt_of = {
-        (b, str(p.id)): prompt_ids_for(p, tokenizer) for b, probs in benchmarks.items() for p in probs
-    }
-    prompts = [prompt_of[(r["benchmark"], str(r["problem_id"]))] for r in todo]
-    _attach_scores(senior, junior, todo, prompts, tokenizer, batch_size)
-    tmp = samples_path.with_suffix(".jsonl.tmp")
-    with open(tmp, "w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-    os.replace(tmp, samples_path)
+    def _rescore_missing(self, rows: list[dict]) -> bool:
+        """Solo rows written by a run without legibility/drift get scored now (True when any was)."""
+        todo = [r for r in rows if r["protocol"] == "solo" and "legibility" not in r]
+        if not todo:
+            return False
+        prompt_of = {
+            (bench, k): p for bench, b in self.benches.items() for k, p in zip(b.keys, b.prompts, strict=True)
+        }
+        self._attach_scores(todo, [prompt_of[(r["benchmark"], r["problem_id"])] for r in todo])
+        return True
 
 
 def write_results(
-    out_dir: Path, rows: list[dict], config: dict, num_resamples: int = 2000, extra: dict | None = None
+    out_dir: Path,
+    rows: list[dict],
+    config: dict,
+    num_resamples: int = D.NUM_RESAMPLES,
+    extra: dict | None = None,
 ) -> dict:
-    """Recompute per-problem metrics and results.json from sample rows."""
+    """Per-problem metrics (per_problem.json) and results.json from sample rows."""
     out_dir = Path(out_dir)
-    benches = set(config.get("benchmarks") or {r["benchmark"] for r in rows})
-    rows = [r for r in rows if r["benchmark"] in benches]
     table = problem_table(rows, config["ks"])
-    with open(out_dir / "per_problem.json", "w") as f:
-        json.dump(table, f)
+    write_json(out_dir / PER_PROBLEM, table)
     summary = summarize(table, num_resamples=num_resamples, seed=config.get("seed", 0))
     results = {"version": RESULTS_VERSION, "config": config, **summary, **(extra or {})}
-    tmp = out_dir / "results.json.tmp"
-    with open(tmp, "w") as f:
-        json.dump(results, f, indent=2)
-    os.replace(tmp, out_dir / "results.json")
+    write_json(out_dir / RESULTS, results)
     return results

@@ -10,7 +10,9 @@ chunks of `chunk_tokens` rows. Models whose head does more than a linear map (lo
 fall back to full logits.
 
 What this file does not know: sampling, files, metric aggregation over problems.
-Completion tokens include the final EOS when the completion has one (as the engine's mask does).
+Per-token lists cover every completion token, the final EOS included (as the engine's mask does);
+`text_means` gives the per-sample legibility and drift over the text only (the authors' choice:
+the final EOS is left out unless `include_eos`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,17 @@ class TokenScores:
     @property
     def mean_kl(self) -> float:
         return sum(self.kl) / max(len(self.kl), 1)
+
+
+def text_means(
+    scores: TokenScores, ends_with_eos: bool, include_eos: bool = False
+) -> tuple[float, float] | None:
+    """(junior CE, KL) of one sample averaged over its tokens, the final EOS left out unless
+    `include_eos`; None when no token is left (a completion that is only an EOS)."""
+    m = len(scores.kl) - (1 if ends_with_eos and not include_eos else 0)
+    if m <= 0:
+        return None
+    return -sum(scores.junior_logprobs[:m]) / m, sum(scores.kl[:m]) / m
 
 
 def _completion_hidden(model, ids: torch.Tensor, attn: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor):

@@ -1,0 +1,105 @@
+"""The fingerprint of an evaluation directory: everything that determines its samples.
+
+    {"version", "models": {senior, junior, tokenizer}, "data": {bench: file identity},
+     "problems": {bench: [problem keys, in order]}, "generation": {...}, "scoring": {...}}
+
+A run resumes into a directory only when the stored fingerprint equals the new one, except that
+each benchmark's problem list may grow or shrink as a prefix (a larger or smaller `--limit`).
+The number of samples and the suite are not in it: they select which batches a run needs, and
+each batch carries its own signature (see `trlvr.eval.plan`).
+
+Model identity: a model folder is `trlvr.models.model_fingerprint` (resolved path, revision,
+config, sampled weights and tokenizer hashes); a model object without a folder is identified by
+a hash of a sample of every tensor (`weights_digest`); the tokenizer by `trlvr.models.vocab_fingerprint`.
+
+What this file does not know: how samples are generated or stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from trlvr.errors import UserError
+
+VERSION = 1
+
+
+def file_digest(path: str | Path) -> str:
+    """sha256 of a file's bytes (16 hex digits)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def weights_digest(model, sample: int = 4096) -> str:
+    """Hash of an in-memory model: every tensor's name, dtype and shape, and `sample` values from its
+    start, its end and evenly spaced through it (cheap on a GPU; any training step changes them)."""
+    import torch
+
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        flat = t.detach().reshape(-1)
+        if flat.numel() > 3 * sample:
+            step = flat.numel() // sample
+            flat = torch.cat([flat[:sample], flat[::step][:sample], flat[-sample:]])
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
+        h.update(flat.cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _flatten(d, prefix: str = "") -> dict[str, object]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _problems_diff(old: dict, new: dict) -> list[str]:
+    """Each benchmark's problem keys must be a prefix of the other's (a smaller or larger limit)."""
+    diffs = []
+    if sorted(old) != sorted(new):
+        return [f"benchmarks: {sorted(old)} -> {sorted(new)}"]
+    for bench in sorted(new):
+        a, b = old[bench], new[bench]
+        m = min(len(a), len(b))
+        if a[:m] != b[:m]:
+            first = next(i for i in range(m) if a[i] != b[i])
+            diffs.append(
+                f"problems of {bench!r}: problem {first + 1} is {a[first]} in the directory but {b[first]} now"
+            )
+    return diffs
+
+
+def differences(old: dict, new: dict) -> list[str]:
+    """Human-readable reasons why samples made under `old` cannot be reused under `new` ([] = resumable)."""
+    if old.get("version") != new.get("version"):
+        return [f"fingerprint version: {old.get('version')!r} -> {new.get('version')!r}"]
+    diffs = _problems_diff(old.get("problems", {}), new.get("problems", {}))
+    a = _flatten({k: v for k, v in old.items() if k != "problems"})
+    b = _flatten({k: v for k, v in new.items() if k != "problems"})
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            diffs.append(f"{key}: {a.get(key, '(absent)')!r} -> {b.get(key, '(absent)')!r}")
+    return diffs
+
+
+def check_resumable(path: Path, old: dict | None, new: dict) -> None:
+    """Raise a UserError listing what differs when `path`'s samples were made under other settings."""
+    if old is None:
+        raise UserError(
+            f"{path} holds samples but no fingerprint.json (written by an older trlvr?); "
+            "pass --fresh to delete its samples and start over, or choose another --out"
+        )
+    diffs = differences(old, new)
+    if diffs:
+        raise UserError(
+            f"{path} holds samples of another evaluation ({'; '.join(diffs)}); rerun with the same "
+            "settings, choose another --out, or pass --fresh to delete its samples and start over"
+        )

@@ -1,0 +1,65 @@
+"""One way to print a metric entry, shared by the HTML report, the CLI tables and the markdown summary.
+
+An entry is results.json's {"value", "ci_low", "ci_high", ...} (or compare's {"a", "b", "diff",
+"ci_low", "ci_high", ...}). Rates in [0, 1] print as percent; everything else (nats, token counts,
+ratios such as handoff_ratio/pass@k) prints as is. The rule lives in `is_percent` and nowhere else.
+
+What this file does not know: files, HTML, where the entries came from.
+"""
+
+from __future__ import annotations
+
+# A metric is a rate (printed x100) when its last component is one of these, or starts with "pass@";
+# ratios of rates ("handoff_ratio/...") are not rates.
+RATE_SUFFIXES = ("senior_share", "truncated", "round_capped", "jargon_rate")
+RATIO_HEADS = ("handoff_ratio",)
+
+
+def is_percent(name: str) -> bool:
+    """True when the metric `name` is a rate printed in percent.
+
+    >>> is_percent("solo/pass@4"), is_percent("handoff_ratio/pass@1"), is_percent("drift/kl")
+    (True, False, False)
+    """
+    head, _, tail = name.rpartition("/")
+    if head.split("/")[0] in RATIO_HEADS:
+        return False
+    return tail.startswith("pass@") or tail in RATE_SUFFIXES
+
+
+def scale(name: str) -> float:
+    return 100.0 if is_percent(name) else 1.0
+
+
+def unit(name: str) -> str:
+    """ " (%)" for a percent metric, else ""."""
+    return " (%)" if is_percent(name) else ""
+
+
+def number(x: float | None, name: str, digits: int = 2, signed: bool = False) -> str:
+    """One value of metric `name`, scaled; "–" for a missing value."""
+    if x is None:
+        return "–"
+    return f"{x * scale(name):{'+' if signed else ''}.{digits}f}"
+
+
+def entry_text(entry: dict | None, name: str, digits: int = 2) -> str:
+    """ "value [lo, hi]" of a results.json entry.
+
+    >>> entry_text({"value": 0.5, "ci_low": 0.25, "ci_high": 0.75}, "solo/pass@1")
+    '50.00 [25.00, 75.00]'
+    """
+    if entry is None:
+        return "–"
+    v, lo, hi = (number(entry[k], name, digits) for k in ("value", "ci_low", "ci_high"))
+    return f"{v} [{lo}, {hi}]"
+
+
+def diff_text(entry: dict, name: str, digits: int = 2) -> str:
+    """ "+diff [+lo, +hi]" of a paired comparison entry (B - A).
+
+    >>> diff_text({"diff": 0.1, "ci_low": -0.05, "ci_high": 0.2}, "solo/pass@1")
+    '+10.00 [-5.00, +20.00]'
+    """
+    d, lo, hi = (number(entry[k], name, digits, signed=True) for k in ("diff", "ci_low", "ci_high"))
+    return f"{d} [{lo}, {hi}]"

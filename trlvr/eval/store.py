@@ -1,0 +1,165 @@
+"""The evaluation directory on disk: its sample store, its metadata files and its lock.
+
+    DIR/samples.jsonl     one row per completion, appended and fsynced per finished batch
+    DIR/fingerprint.json  everything that determined the samples (see `trlvr.eval.fingerprint`)
+    DIR/config.json       the run's settings, written once the run holds the lock
+    DIR/per_problem.json  {benchmark: {metric: {problem_id: value}}}
+    DIR/results.json      metrics with CIs (see `trlvr.eval.runner.write_results`)
+    DIR/.lock, .lock.pid  the exclusive lock of the run writing DIR, and its holder's pid
+
+Readers (`read_samples`, `read_json`) never write: a torn last line (a write cut short by a kill)
+is skipped, and only the run holding the lock cuts it from the file (`EvalDir.repair_tail`).
+
+What this file does not know: what a row means, metrics, models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+from trlvr.data import read_jsonl
+from trlvr.errors import UserError
+
+SAMPLES, FINGERPRINT, CONFIG = "samples.jsonl", "fingerprint.json", "config.json"
+RESULTS, PER_PROBLEM = "results.json", "per_problem.json"
+LOCK = ".lock"
+REQUIRED_FIELDS = ("benchmark", "protocol", "problem_id", "sample_idx", "reward", "finish_reason")
+
+
+def read_samples(path: str | Path) -> list[dict]:
+    """Rows of a samples.jsonl ([] when there is none), each checked for the fields every reader needs."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = read_jsonl(path, tolerate_torn_tail=True)
+    for i, r in enumerate(rows, 1):
+        for key in REQUIRED_FIELDS:
+            if key not in r:
+                raise UserError(f"{path}: row {i} lacks field {key!r}")
+    return rows
+
+
+def read_json(path: str | Path, what: str = "file") -> dict:
+    """A JSON object file; a missing or unreadable one is a UserError naming it."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{what} not found: {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"cannot read {what} {path}: {e}") from None
+    if not isinstance(obj, dict):
+        raise UserError(f"{path}: expected a JSON object, got a JSON {type(obj).__name__}")
+    return obj
+
+
+def write_json(path: str | Path, obj: dict) -> None:
+    """Write atomically (temp file + rename): a reader sees the old file or the new one."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class EvalDir:
+    """One evaluation directory. Writing methods need the lock (`with d.lock(): ...`)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._lock = None
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    @property
+    def samples(self) -> Path:
+        return self.path / SAMPLES
+
+    def rows(self) -> list[dict]:
+        return read_samples(self.samples)
+
+    def has_samples(self) -> bool:
+        return self.samples.exists() and self.samples.stat().st_size > 0
+
+    @contextmanager
+    def lock(self):
+        """Hold DIR's exclusive lock; a second holder (any process) is refused with the holder's pid."""
+        from filelock import FileLock, Timeout
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self.path / LOCK), timeout=0)
+        pid_file = self.path / (LOCK + ".pid")
+        try:
+            lock.acquire()
+        except Timeout:
+            try:
+                pid = pid_file.read_text().strip() or "unknown"
+            except OSError:
+                pid = "unknown"
+            raise UserError(
+                f"{self.path} is being written by another trlvr eval (pid {pid}); "
+                "wait for it to finish or choose another --out"
+            ) from None
+        pid_file.write_text(str(os.getpid()))
+        self._lock = lock
+        try:
+            yield self
+        finally:
+            self._lock = None
+            pid_file.unlink(missing_ok=True)
+            lock.release()
+
+    def _need_lock(self) -> None:
+        if self._lock is None:
+            raise RuntimeError(f"writing {self.path} needs its lock (use `with EvalDir(...).lock():`)")
+
+    def repair_tail(self) -> int:
+        """Cut a torn last line from samples.jsonl (lock owner only); return the bytes removed."""
+        self._need_lock()
+        if not self.has_samples():
+            return 0
+        data = self.samples.read_bytes()
+        if data.endswith(b"\n"):
+            return 0
+        keep = data.rfind(b"\n") + 1
+        with open(self.samples, "r+b") as f:
+            f.truncate(keep)
+        return len(data) - keep
+
+    def append(self, rows: list[dict]) -> None:
+        """Append rows and fsync, so a kill loses at most the batch being written."""
+        self._need_lock()
+        with open(self.samples, "a", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def rewrite(self, rows: list[dict]) -> None:
+        """Replace samples.jsonl with `rows` atomically."""
+        self._need_lock()
+        tmp = self.path / (SAMPLES + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.samples)
+
+    def write(self, name: str, obj: dict) -> None:
+        self._need_lock()
+        write_json(self.path / name, obj)
+
+    def clear(self) -> None:
+        """Delete the run's files (`--fresh`); other files in DIR are left alone."""
+        self._need_lock()
+        for name in (SAMPLES, SAMPLES + ".tmp", FINGERPRINT, CONFIG, RESULTS, PER_PROBLEM, "report.html"):
+            (self.path / name).unlink(missing_ok=True)
+
+    def remove_lock_files(self) -> None:
+        """After a failed start: drop the lock files (call outside `lock()`)."""
+        for name in (LOCK, LOCK + ".pid"):
+            (self.path / name).unlink(missing_ok=True)
