@@ -1,6 +1,9 @@
 """`trlvr compare DIR_A DIR_B`: paired bootstrap B - A over shared problems for every metric.
 
     trlvr compare runs/grpo/eval runs/tandem/eval --out runs/compare
+    trlvr compare runs/eval-grpo runs/eval-tandem      # seed groups (OUT/seed-<s>/ from `trlvr eval --seeds`)
+
+Two seed groups are paired by seed and problem, with the two-level (seeds, then problems) bootstrap.
 
 Prints a table, writes OUT/compare.json and OUT/report.html (OUT defaults to DIR_B/compare).
 """
@@ -40,14 +43,24 @@ def main(args) -> int:
     import json
     from pathlib import Path
 
+    from trlvr.errors import UserError
     from trlvr.eval.aggregate import compare_tables
+    from trlvr.eval.groups import compare_groups, is_group, load_tables
     from trlvr.eval.report import comparison_view, load_results, load_table, render
 
-    for d in (args.dir_a, args.dir_b):
-        load_results(d)
-    cmp = compare_tables(
-        load_table(args.dir_a), load_table(args.dir_b), num_resamples=args.resamples, seed=args.seed
-    )
+    groups = [is_group(d) for d in (args.dir_a, args.dir_b)]
+    if all(groups):
+        cmp = compare_groups(
+            load_tables(args.dir_a), load_tables(args.dir_b), num_resamples=args.resamples, seed=args.seed
+        )
+    elif any(groups):
+        raise UserError("compare: one directory is a seed group and the other a single evaluation; compare like with like")
+    else:
+        for d in (args.dir_a, args.dir_b):
+            load_results(d)
+        cmp = compare_tables(
+            load_table(args.dir_a), load_table(args.dir_b), num_resamples=args.resamples, seed=args.seed
+        )
     out = Path(args.out) if args.out else Path(args.dir_b) / "compare"
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))

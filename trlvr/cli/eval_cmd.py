@@ -45,7 +45,16 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "eval", help="evaluate a senior/junior pair; writes results.json and samples.jsonl"
     )
-    p.add_argument("--senior", required=True, help="senior model folder (or a hub id already cached)")
+    p.add_argument(
+        "--senior", required=True,
+        help="senior model folder (or a cached hub id); RUN@selected = the checkpoint `trlvr select` chose; "
+        "with --seeds, {seed} in the path is replaced by each seed",
+    )  # fmt: skip
+    p.add_argument(
+        "--seeds", type=_ints, default=None,
+        help="evaluate one senior per training seed (comma-separated) into OUT/seed-<s>/, then OUT/group.json "
+        "with across-seed CIs (two-level bootstrap)",
+    )  # fmt: skip
     p.add_argument("--junior", required=True, help="junior model folder")
     p.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the senior's)")
     p.add_argument("--data", required=True, help="comma-separated benchmark sources, each [name=]source")
@@ -167,17 +176,66 @@ def config_context_length(*paths: str) -> int | None:
 
 def main(args) -> int:
     sources = parse_sources(args.data)
-    check_settings(args)
+    if not args.seeds:
+        return evaluate_one(args, sources, args.senior, args.out)
+    if "{seed}" not in args.senior:
+        raise UserError("--seeds: put {seed} in --senior, e.g. --senior 'runs/toy-tandem/seed-{seed}@selected'")
+    if len(set(args.seeds)) < 2:
+        raise UserError(f"--seeds: a seed group needs at least 2 distinct seeds, got {args.seeds}")
+    from trlvr.eval.groups import write_group_summary
 
-    import torch
+    template, group_dir = args.senior, args.out
+    for s in args.seeds:
+        print(f"== seed {s}")
+        evaluate_one(args, sources, template.replace("{seed}", str(s)), str(Path(group_dir) / f"seed-{s}"))
+    summary = write_group_summary(group_dir)
+    print(format_group(summary))
+    print(f"wrote {group_dir}/group.json")
+    return 0
 
+
+def format_group(summary: dict) -> str:
+    """Across-seed macro metrics: value [two-level CI] and each seed's value."""
+    from trlvr.eval.format import entry_text, number, unit
+
+    lines = [f"{'metric':36s} seeds {summary['seeds']}: mean [95% CI over seeds and problems]   per seed"]
+    for name, e in summary["metrics"].items():
+        per = " ".join(number(v, name, 3) for v in e["per_seed"].values())
+        lines.append(f"{name + unit(name):36s} {entry_text(e, name, digits=3):34s} {per}")
+    return "\n".join(lines)
+
+
+def resolve_senior(spec: str, benchmarks: dict) -> tuple[str, dict | None]:
+    """RUN@selected -> the selected checkpoint, and a note of how it was chosen (with its overlap with
+    the data evaluated here: a checkpoint chosen on its own test data is flagged in the report)."""
+    from trlvr.data import problem_key
+    from trlvr.experiments.selection import resolve_senior as resolve
+
+    path, record = resolve(spec)
+    if record is None:
+        return path, None
+    val_keys = set(record["val"].get("keys", []))
+    overlap = {b: sum(problem_key(p) in val_keys for p in ps) / len(ps) for b, ps in benchmarks.items() if ps}
+    note = {"run": spec.removesuffix("@selected"), "step": record["step"], "metric": record["metric"],
+            "val": {k: v for k, v in record["val"].items() if k != "keys"}, "val_overlap": overlap}  # fmt: skip
+    return path, note
+
+
+def evaluate_one(args, sources: dict, senior_spec: str, out: str) -> int:
     from trlvr.data import load_problems
-    from trlvr.eval.runner import evaluate
-    from trlvr.models import load_causal_lm, load_tokenizer, model_fingerprint
 
     benchmarks = {
         name: load_problems(src, split=args.split, limit=args.limit) for name, src in sources.items()
     }
+    args.senior, selection = resolve_senior(senior_spec, benchmarks)
+    args.out = out
+    check_settings(args)
+
+    import torch
+
+    from trlvr.eval.runner import evaluate
+    from trlvr.models import load_causal_lm, load_tokenizer, model_fingerprint
+
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = {"auto": "auto", "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
     tokenizer = load_tokenizer(
@@ -199,7 +257,8 @@ def main(args) -> int:
         seed=args.seed, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
         progress=not args.no_progress, handoff_max_rounds=args.handoff_max_rounds,
         score_batch_size=args.score_batch_size,
-        model_paths={"senior": args.senior, "junior": args.junior, "data": sources},
+        model_paths={"senior": args.senior, "junior": args.junior, "data": sources,
+                     **({"senior_selection": selection} if selection else {})},
         identities={
             "senior": model_fingerprint(args.senior, "--senior"), "junior": model_fingerprint(args.junior, "--junior"),
             "data": {name: data_identity(src, args.split) for name, src in sources.items()},
@@ -209,6 +268,8 @@ def main(args) -> int:
         include_eos=args.include_eos, fresh=args.fresh,
     )  # fmt: skip
     print(format_summary(res))
+    if selection and any(selection["val_overlap"].values()):
+        print(f"WARNING: the senior's checkpoint was selected on data evaluated here: {selection['val_overlap']}")
     dropped = {b: len(v) for b, v in res["config"]["dropped_problems"].items() if v}
     if dropped:
         print(f"dropped over-long prompts (listed in results.json): {dropped}")

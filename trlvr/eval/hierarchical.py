@@ -25,77 +25,83 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from trlvr.eval.stats import Interval, PairedResult
+from trlvr.eval.stats import Interval, PairedResult, Statistic, _percentiles, mean_stat
 
-PerSeed = Sequence[Sequence[np.ndarray]]  # [seed][benchmark] -> (P_g,) per-problem values
+PerSeed = Sequence[Sequence[np.ndarray]]  # [seed][benchmark] -> (P_g,) or (P_g, C) per-problem values
 
 
 def _check(per_seed: PerSeed) -> list[list[np.ndarray]]:
     seeds = [[np.asarray(g, dtype=float) for g in s] for s in per_seed]
+    seeds = [[g[:, None] if g.ndim == 1 else g for g in s] for s in seeds]  # (P,) -> (P, 1)
     if len(seeds) < 2:
         raise ValueError(f"a seed bootstrap needs at least 2 seeds, got {len(seeds)}")
     shapes = [[g.shape for g in s] for s in seeds]
     if any(sh != shapes[0] for sh in shapes):
         raise ValueError(f"every seed must be scored on the same problems; benchmark sizes per seed: {shapes}")
-    if any(g.ndim != 1 or g.size == 0 for g in seeds[0]):
-        raise ValueError("each benchmark must be a non-empty (P,) array")
+    if any(g.ndim != 2 or g.shape[0] == 0 for g in seeds[0]):
+        raise ValueError("each benchmark must be a non-empty (P,) or (P, C) array")
     return seeds
 
 
-def _boot_macro(seeds: list[list[np.ndarray]], num_resamples: int, rng: np.random.Generator):
-    """Observed seed-mean macro metric, and (R,) resampled values."""
-    S, G = len(seeds), len(seeds[0])
+def _boot_means(seeds: list[list[np.ndarray]], num_resamples: int, rng: np.random.Generator):
+    """Observed (G, C) seed-averaged column means, and (R, G, C) resampled ones."""
+    S = len(seeds)
     seed_idx = rng.integers(0, S, size=(num_resamples, S))  # (R, S)
     per_bench = []
-    for g in range(G):
-        vals = np.stack([s[g] for s in seeds])  # (S, P)
+    for g in range(len(seeds[0])):
+        vals = np.stack([s[g] for s in seeds])  # (S, P, C)
         P = vals.shape[1]
         prob_idx = rng.integers(0, P, size=(num_resamples, P))  # (R, P), shared by the chosen seeds
-        # mean over the drawn problems for every seed: (R, S)
-        seed_means = vals[:, prob_idx].mean(axis=2).T  # vals[:, idx] -> (S, R, P) -> (S, R) -> (R, S)
-        per_bench.append(seed_means)
-    macro = np.mean(per_bench, axis=0)  # (R, S): per resample, each seed's macro metric
-    grand = macro.mean(axis=1, keepdims=True)  # (R, 1)
-    chosen = np.take_along_axis(macro, seed_idx, axis=1)  # (R, S)
-    inflate = np.sqrt(S / (S - 1))
-    boot = (grand[:, 0] + inflate * (chosen - grand).mean(axis=1))  # (R,)
-    observed = float(np.mean([np.mean([g.mean() for g in s]) for s in seeds]))
+        per_bench.append(vals[:, prob_idx].mean(axis=2).transpose(1, 0, 2))  # (S, R, P, C) -> (R, S, C)
+    means = np.stack(per_bench, axis=2)  # (R, S, G, C): each seed's column means under resample r
+    grand = means.mean(axis=1)  # (R, G, C)
+    chosen = np.take_along_axis(means, seed_idx[:, :, None, None], axis=1)  # (R, S, G, C)
+    boot = grand + np.sqrt(S / (S - 1)) * (chosen.mean(axis=1) - grand)  # (R, G, C)
+    observed = np.mean([np.stack([g.mean(axis=0) for g in s]) for s in seeds], axis=0)  # (G, C)
     return observed, boot
 
 
 def seed_bootstrap_ci(
-    per_seed: PerSeed, *, num_resamples: int = 2000, alpha: float = 0.05, seed: int = 0
-) -> Interval:
-    """CI of the seed-mean macro metric, resampling seeds, then problems.
+    per_seed: PerSeed, statistic: Statistic = mean_stat, *, num_resamples: int = 2000, alpha: float = 0.05,
+    seed: int = 0,
+) -> Interval:  # fmt: skip
+    """CI of statistic(seed-averaged column means), resampling seeds, then problems.
 
     >>> iv = seed_bootstrap_ci([[np.array([1.0, 0.0, 1.0])], [np.array([1.0, 1.0, 1.0])]])
     >>> round(iv.value, 3), iv.lo <= iv.value <= iv.hi
     (0.833, True)
     """
     seeds = _check(per_seed)
-    observed, boot = _boot_macro(seeds, num_resamples, np.random.default_rng(seed))
-    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
-    return Interval(observed, float(lo), float(hi))
+    observed, boot = _boot_means(seeds, num_resamples, np.random.default_rng(seed))
+    lo, hi = _percentiles(statistic(boot), alpha)
+    return Interval(float(statistic(observed)), lo, hi)
 
 
 def paired_seed_bootstrap(
-    per_seed_a: PerSeed, per_seed_b: PerSeed, *, num_resamples: int = 2000, alpha: float = 0.05, seed: int = 0
-) -> PairedResult:
-    """B - A over seeds paired by index (seed s of A with seed s of B) and problems paired by row.
+    per_seed_a: PerSeed, per_seed_b: PerSeed, statistic: Statistic = mean_stat, *, num_resamples: int = 2000,
+    alpha: float = 0.05, seed: int = 0,
+) -> PairedResult:  # fmt: skip
+    """statistic(B) - statistic(A) over seeds paired by position (seed s of A with seed s of B) and
+    problems paired by row.
 
-    Both arms get the same seed and problem draws in every resample, so what the paired seeds
-    and problems share cancels. The p-value is the two-sided share of null-centred resampled
+    Both arms get the same seed and problem draws in every resample, so what the paired seeds and
+    problems share cancels. The p-value is the two-sided share of null-centred resampled
     differences at least as far from 0 as the observed one.
     """
     a, b = _check(per_seed_a), _check(per_seed_b)
     if len(a) != len(b) or [g.shape for g in a[0]] != [g.shape for g in b[0]]:
         raise ValueError("paired seed groups differ: need the same seeds and problems in A and B")
-    diffs = [[gb - ga for ga, gb in zip(sa, sb, strict=True)] for sa, sb in zip(a, b, strict=True)]
-    rng = np.random.default_rng(seed)
-    d_obs, boot = _boot_macro(diffs, num_resamples, rng)
-    a_obs = float(np.mean([np.mean([g.mean() for g in s]) for s in a]))
-    b_obs = float(np.mean([np.mean([g.mean() for g in s]) for s in b]))
-    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
-    extreme = np.abs(boot - d_obs) >= abs(d_obs) - 1e-12
-    p = float((1 + extreme.sum()) / (1 + boot.size))
-    return PairedResult(a_obs, b_obs, d_obs, float(lo), float(hi), min(p, 1.0))
+    c = a[0][0].shape[1]
+    joined = [[np.concatenate([ga, gb], axis=1) for ga, gb in zip(sa, sb, strict=True)] for sa, sb in zip(a, b, strict=True)]
+    observed, boot = _boot_means(joined, num_resamples, np.random.default_rng(seed))
+    a_obs, b_obs = float(statistic(observed[..., :c])), float(statistic(observed[..., c:]))
+    with np.errstate(invalid="ignore"):
+        diffs = statistic(boot[..., c:]) - statistic(boot[..., :c])  # (R,)
+    d_obs = b_obs - a_obs
+    lo, hi = _percentiles(diffs, alpha)
+    finite = diffs[np.isfinite(diffs)]
+    if finite.size == 0 or not np.isfinite(d_obs):
+        p = float("nan")
+    else:
+        p = float((1 + (np.abs(finite - d_obs) >= abs(d_obs) - 1e-12).sum()) / (1 + finite.size))
+    return PairedResult(a_obs, b_obs, d_obs, lo, hi, min(p, 1.0))

@@ -270,6 +270,19 @@ def render(
     )  # fmt: skip
 
 
+def selection_warning(selection: dict | None) -> str | None:
+    """A warning when the senior's checkpoint was selected on problems this evaluation scores."""
+    if not selection:
+        return None
+    overlap = {b: v for b, v in (selection.get("val_overlap") or {}).items() if v}
+    if not overlap:
+        return None
+    shares = ", ".join(f"{b}: {v:.0%}" for b, v in overlap.items())
+    return (f"The senior (step {selection.get('step')} of {selection.get('run')}) was selected by "
+            f"{selection.get('metric')} on data evaluated here ({shares} of the problems): these results are "
+            "optimistic; select on held-out data.")  # fmt: skip
+
+
 def run_view(run_dir: str | Path, label: str | None = None, max_problems: int = 12) -> dict:
     """What the template shows of one evaluation directory (read only)."""
     run_dir = Path(run_dir)
@@ -285,6 +298,7 @@ def run_view(run_dir: str | Path, label: str | None = None, max_problems: int = 
     }
     return {
         "label": label or str(run_dir), "settings": settings, "dropped": dropped or None,
+        "selection_warning": selection_warning(cfg.get("models", {}).get("senior_selection")),
         "table": metrics_table(res), "plots": plots(res),
         "problems": problem_views(read_samples(run_dir / SAMPLES), max_problems=max_problems),
     }  # fmt: skip

@@ -43,7 +43,7 @@ class Selection:
     value: float
     ci_low: float
     ci_high: float
-    val: dict  # what the validation data was: name, size and content fingerprint
+    val: dict  # what the validation data was: name, size, content fingerprint, problem keys
     table: list  # [{step, path, value, ci_low, ci_high}] for every candidate, by step
 
 
@@ -143,7 +143,10 @@ def select_checkpoint(
         table.append({"step": cand.step, "path": cand.path, "value": e["value"],
                       "ci_low": e["ci_low"], "ci_high": e["ci_high"]})  # fmt: skip
     best = pick(table, direction)
-    val = {"name": val_name, "size": len(val_problems), "fingerprint": problems_fingerprint(val_problems)}
+    from trlvr.data import problem_key
+
+    val = {"name": val_name, "size": len(val_problems), "fingerprint": problems_fingerprint(val_problems),
+           "keys": sorted(problem_key(p) for p in val_problems)}  # fmt: skip
     sel = Selection(best["step"], best["path"], metric, direction, best["value"], best["ci_low"], best["ci_high"],
                     val, table)  # fmt: skip
     out_root.mkdir(parents=True, exist_ok=True)

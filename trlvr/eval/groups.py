@@ -1,0 +1,117 @@
+"""Seed groups: one evaluation directory per training seed, summarised and compared across seeds.
+
+A group directory holds `seed-<s>/` evaluation directories (each a normal `trlvr eval` output,
+scored on the same problems) and `group.json`:
+    {"seeds": [0, 1, 2], "metrics": {name: {value, ci_low, ci_high, per_seed: {seed: value}, num_problems}}}
+The CI is the two-level (seeds, then problems) bootstrap of `trlvr.eval.hierarchical`, so it
+reflects training variance, not only the sampling of problems. Comparing two groups pairs runs by
+seed and problems by id.
+
+What this file does not know: models or generation. It reads per_problem.json files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from trlvr.errors import UserError
+from trlvr.eval.aggregate import Table, _matrix, _problem_ids, _statistic, metric_specs
+from trlvr.eval.hierarchical import paired_seed_bootstrap, seed_bootstrap_ci
+from trlvr.eval.store import read_json
+
+GROUP_FILE = "group.json"
+PER_PROBLEM = "per_problem.json"
+
+
+def seed_dirs(group_dir: str | Path) -> dict[int, Path]:
+    """{seed: path} of the `seed-<s>/` evaluation folders under `group_dir` (empty if none)."""
+    out = {}
+    for d in Path(group_dir).glob("seed-*"):
+        m = re.fullmatch(r"seed-(\d+)", d.name)
+        if m and (d / PER_PROBLEM).is_file():
+            out[int(m.group(1))] = d
+    return dict(sorted(out.items()))
+
+
+def is_group(path: str | Path) -> bool:
+    return len(seed_dirs(path)) > 0 and not (Path(path) / PER_PROBLEM).is_file()
+
+
+def load_tables(group_dir: str | Path) -> dict[int, Table]:
+    dirs = seed_dirs(group_dir)
+    if len(dirs) < 2:
+        raise UserError(f"{group_dir}: a seed group needs at least 2 seed-<s>/ evaluation folders, found {len(dirs)}")
+    return {s: read_json(d / PER_PROBLEM, "per-problem table") for s, d in dirs.items()}
+
+
+def _per_seed_groups(tables: list[Table], cols: tuple[str, ...], benches: list[str]):
+    """[seed][benchmark] -> (P, C) on the problems every table has, or None if a benchmark has none."""
+    out = [[] for _ in tables]
+    for bench in benches:
+        ids = _problem_ids([t[bench] for t in tables], cols)
+        if not ids:
+            return None
+        for i, t in enumerate(tables):
+            out[i].append(_matrix(t[bench], cols, ids))
+    return out
+
+
+def summarize_group(tables: dict[int, Table], *, num_resamples: int = 2000, seed: int = 0) -> dict:
+    """Across-seed macro metrics with two-level bootstrap CIs, plus each seed's own value."""
+    seeds = sorted(tables)
+    ts = [tables[s] for s in seeds]
+    benches = sorted(set.intersection(*(set(t) for t in ts)))
+    specs = metric_specs(ts[0])
+    metrics = {}
+    for name, cols in specs.items():
+        groups = _per_seed_groups(ts, cols, benches)
+        if groups is None:
+            continue
+        stat = _statistic(cols)
+        iv = seed_bootstrap_ci(groups, stat, num_resamples=num_resamples, seed=seed)
+        per_seed = {str(s): float(stat(_col_means(g))) for s, g in zip(seeds, groups, strict=True)}
+        metrics[name] = {"value": iv.value, "ci_low": iv.lo, "ci_high": iv.hi, "per_seed": per_seed,
+                         "num_problems": sum(len(g) for g in groups[0])}  # fmt: skip
+    return {"seeds": seeds, "benchmarks": benches, "metrics": metrics,
+            "ci": "two-level bootstrap: seeds, then problems (shared draw)"}  # fmt: skip
+
+
+def _col_means(groups):
+    import numpy as np
+
+    return np.stack([g.mean(axis=0) for g in groups])  # (G, C)
+
+
+def compare_groups(tables_a: dict[int, Table], tables_b: dict[int, Table], *, num_resamples: int = 2000,
+                   seed: int = 0) -> dict:  # fmt: skip
+    """Paired B - A per metric, pairing seed s of A with seed s of B and problems by id."""
+    seeds = sorted(set(tables_a) & set(tables_b))
+    if len(seeds) < 2:
+        raise UserError(f"seed groups share {len(seeds)} seeds ({seeds}); pairing needs at least 2")
+    ta, tb = [tables_a[s] for s in seeds], [tables_b[s] for s in seeds]
+    benches = sorted(set.intersection(*(set(t) for t in ta + tb)))
+    specs_a, specs_b = metric_specs(ta[0]), metric_specs(tb[0])
+    out = {"seeds": seeds, "benchmarks": benches, "macro": {},
+           "skipped": sorted(set(specs_a) ^ set(specs_b))}  # fmt: skip
+    for name, cols in specs_b.items():
+        if name not in specs_a:
+            continue
+        groups = _per_seed_groups(ta + tb, cols, benches)
+        if groups is None:
+            continue
+        n = len(seeds)
+        res = paired_seed_bootstrap(groups[:n], groups[n:], _statistic(cols), num_resamples=num_resamples, seed=seed)
+        out["macro"][name] = {
+            "a": res.a, "b": res.b, "diff": res.diff, "ci_low": res.lo, "ci_high": res.hi, "p_value": res.p_value,
+            "excludes_zero": bool(res.excludes_zero), "num_problems": sum(len(g) for g in groups[0]),
+        }  # fmt: skip
+    out["benchmarks"] = {}
+    return out
+
+
+def write_group_summary(group_dir: str | Path, **kw) -> dict:
+    summary = summarize_group(load_tables(group_dir), **kw)
+    (Path(group_dir) / GROUP_FILE).write_text(json.dumps(summary, indent=2))
+    return summary
