@@ -68,3 +68,23 @@ def test_eval_seeds_end_to_end(tmp_path, capsys):
     argv[argv.index("--seeds") + 1] = "0"
     assert cli(argv) == 2
     assert "at least 2 distinct seeds" in capsys.readouterr().err
+
+
+def test_multi_run_report_headline_comparison_and_side_by_side(tmp_path):
+    """Two single evaluations and one report: headline rows, a paired table, the same problem side by side."""
+    import re
+
+    _write_jsonl(tmp_path / "test.jsonl", _rows(make_splits(50, 8, seed=0)[1]))
+    for name, model in (("weak", "junior"), ("strong", "senior")):
+        argv = ["eval", "--senior", str(ASSETS_DIR / model), "--junior", str(ASSETS_DIR / "junior"),
+                "--data", f"toy={tmp_path / 'test.jsonl'}", "--limit", "6", "--n", "2", "--k", "1,2",
+                "--suite", "solo,handoff", "--max-new-tokens", "64", "--out", str(tmp_path / name), "--no-progress"]  # fmt: skip
+        assert cli(argv) == 0
+    out = tmp_path / "multi.html"
+    assert cli(["report", str(tmp_path / "weak"), str(tmp_path / "strong"), "--out", str(out)]) == 0
+    html = out.read_text()
+    headline = html[html.index("id='headline'") : html.index("</table>", html.index("id='headline'"))]
+    assert headline.count("<tr>") == 3 and "weak" in headline and "strong" in headline
+    assert "strong − weak (paired by problem, bootstrap)" in html
+    assert len(re.findall(r"<table class='side'>", html)) == 6  # every shared problem, both protocols inside
+    assert "<script>alert" not in html

@@ -1,31 +1,49 @@
-"""`trlvr report DIR [--compare OTHER ...]`: a self-contained HTML report of an evaluation directory.
+"""`trlvr report DIR [DIR ...] [--baseline DIR]`: a self-contained HTML report.
 
-    trlvr report runs/tandem/eval --compare runs/grpo/eval
+    trlvr report runs/tandem/eval --compare runs/grpo/eval          # one run, paired against another
+    trlvr report runs/eval-grpo runs/eval-tandem runs/eval-kl --baseline runs/eval-grpo   # many runs
 
-Writes DIR/report.html (or --out): metrics with CIs, pass@k and dose curves, legibility and drift
-bars, paired comparisons, and a rollout viewer. Opens offline. Reads the directory's files and
-never changes them (a torn last line of samples.jsonl is skipped, not cut).
+One directory: DIR/report.html (or --out) with metrics and CIs, pass@k and dose curves,
+legibility and drift, paired comparisons (--compare) and a rollout viewer. Several directories
+(evaluations or seed groups from `trlvr eval --seeds`): the headline table, overlaid plots and
+training curves, paired differences against --baseline (default: the first), and the same
+problems side by side. Reads the directories and never changes them.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("report", help="HTML report of an evaluation directory")
-    p.add_argument("dir", help="evaluation directory (has results.json, per_problem.json, samples.jsonl)")
-    p.add_argument(
-        "--compare", nargs="*", default=[], help="other evaluation directories (A) to compare with"
-    )
-    p.add_argument("--out", default=None, help="output HTML path (default: DIR/report.html)")
+    p = subparsers.add_parser("report", help="HTML report of one or several evaluation directories")
+    p.add_argument("dirs", nargs="+", help="evaluation directories or seed groups")
+    p.add_argument("--compare", nargs="*", default=[], help="(one run) other evaluation directories (A) to compare with")
+    p.add_argument("--baseline", default=None, help="(several runs) the run the others are compared with")
+    p.add_argument("--out", default=None, help="output HTML (default: DIR/report.html; several: next to the first)")
     p.add_argument("--max-problems", type=int, default=12, help="problems shown in the rollout viewer")
     return p
 
 
 def main(args) -> int:
-    from trlvr.eval.report import write_report
+    from trlvr.errors import UserError
+    from trlvr.eval.groups import is_group
 
-    path = write_report(args.dir, args.out, args.compare, max_problems=args.max_problems)
+    if len(args.dirs) == 1 and not is_group(args.dirs[0]):
+        if args.baseline:
+            raise UserError("report: --baseline needs several runs")
+        from trlvr.eval.report import write_report
+
+        path = write_report(args.dirs[0], args.out, args.compare, max_problems=args.max_problems)
+    else:
+        if args.compare:
+            raise UserError("report: with several runs use --baseline, not --compare")
+        from trlvr.experiments.multi_report import write_multi_report
+
+        if len(args.dirs) == 1:
+            raise UserError("report: a seed group alone has no baseline; pass it with another run")
+        out = args.out or Path(args.dirs[0]).resolve().parent / "report.html"
+        path = write_multi_report(args.dirs, out, args.baseline, max_problems=args.max_problems)
     print(f"wrote {path}")
     return 0

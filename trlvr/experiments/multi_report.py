@@ -1,0 +1,235 @@
+"""One report for many runs: `trlvr report A B C --baseline A`.
+
+Each argument is an evaluation directory (one `trlvr eval` output) or a seed group (the
+`seed-<s>/` folders of `trlvr eval --seeds`). The page shows, in this order:
+    1. the headline table: one row per run, the metrics a reader compares (solo, handoff,
+       handoff/solo, legibility, drift, plus jargon when present), value [95% CI] (groups: the
+       two-level seed-and-problem CI);
+    2. overlaid plots: solo and handoff pass@k, the dose curve, legibility and drift, and the
+       training curves (reward, senior share, switches, lengths, step time, KL) of the runs that
+       produced each senior, seed bands for groups;
+    3. paired differences against the baseline (seed groups pair by seed and problem);
+    4. a rollout viewer with the same problem across runs side by side.
+
+What this file does not know: how metrics are computed. It reads results, per-problem tables,
+samples and trainer states, and renders templates/multi_report.html.j2 (autoescaped).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trlvr.errors import UserError
+from trlvr.eval.aggregate import compare_tables
+from trlvr.eval.format import entry_text, unit
+from trlvr.eval.groups import compare_groups, is_group, load_tables, seed_dirs, summarize_group
+from trlvr.eval.report import TEMPLATES, _png, load_results, load_table, sample_view, selection_warning
+from trlvr.eval.store import SAMPLES, read_samples
+from trlvr.experiments.curves import CURVES, load_curves, plot_curves
+
+HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility/junior_ce", "drift/kl",
+            "toy/jargon_rate")  # fmt: skip
+
+
+class Run:
+    """One column of the report: a single evaluation or a seed group."""
+
+    def __init__(self, path: str | Path, label: str | None = None):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise UserError(f"report: {self.path} is not a directory")
+        self.label = label or self.path.name
+        self.group = is_group(self.path)
+        self.eval_dirs = list(seed_dirs(self.path).values()) if self.group else [self.path]
+        self.results = [load_results(d) for d in self.eval_dirs]
+        self.metrics = (summarize_group(load_tables(self.path))["metrics"] if self.group
+                        else self.results[0]["macro"]["metrics"])  # fmt: skip
+
+    def tables(self):
+        return load_tables(self.path) if self.group else load_table(self.path)
+
+    def training_runs(self) -> list[Path | None]:
+        """The training folder of each seed's senior (the parent of checkpoint-N/ or final/)."""
+        out = []
+        for res in self.results:
+            senior = res["config"].get("models", {}).get("senior")
+            p = Path(senior) if senior else None
+            out.append(p.parent if p is not None and (p.name == "final" or p.name.startswith("checkpoint-")) else None)
+        return out
+
+    def curves(self) -> list[dict]:
+        out = []
+        for run in self.training_runs():
+            try:
+                out.append(load_curves(run) if run is not None else {})
+            except UserError:
+                out.append({})
+        return out
+
+
+def headline(runs: list[Run]) -> dict:
+    names = [n for n in HEADLINE if any(n in r.metrics for r in runs)]
+    rows = [{"label": r.label, "kind": f"{len(r.eval_dirs)} seeds" if r.group else "1 run",
+             "cells": [entry_text(r.metrics.get(n), n) for n in names]} for r in runs]  # fmt: skip
+    return {"cols": [n + unit(n) for n in names], "rows": rows}
+
+
+def _overlay_pass_at_k(runs: list[Run], proto: str) -> str | None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.6, 3.2))
+    drawn = False
+    for r in runs:
+        names = sorted((n for n in r.metrics if n.startswith(f"{proto}/pass@")), key=lambda n: int(n.split("@")[1]))
+        if not names:
+            continue
+        ks = [int(n.split("@")[1]) for n in names]
+        e = [r.metrics[n] for n in names]
+        ax.errorbar(ks, [x["value"] * 100 for x in e], yerr=[[(x["value"] - x["ci_low"]) * 100 for x in e],
+                    [(x["ci_high"] - x["value"]) * 100 for x in e]], marker="o", capsize=3, label=r.label)  # fmt: skip
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="k", ylabel="pass@k (%)", title=f"{proto} pass@k")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _overlay_dose(runs: list[Run]) -> str | None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.6, 3.2))
+    drawn = False
+    for r in runs:
+        pts = [(0.0, "solo/pass@1")] if "solo/pass@1" in r.metrics else []
+        pts += sorted((float(n.split("/")[0].removeprefix("dose-")), n) for n in r.metrics
+                      if n.startswith("dose-") and n.endswith("/pass@1"))  # fmt: skip
+        if not any(n.startswith("dose-") for _, n in pts):
+            continue
+        xs, e = [x for x, _ in pts], [r.metrics[n] for _, n in pts]
+        ax.errorbar(xs, [x["value"] * 100 for x in e], yerr=[[(x["value"] - x["ci_low"]) * 100 for x in e],
+                    [(x["ci_high"] - x["value"]) * 100 for x in e]], marker="o", capsize=3, label=r.label)  # fmt: skip
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set(xlabel="junior share of words", ylabel="pass@1 (%)", title="dose curve (word schedule)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _overlay_bars(runs: list[Run], metric: str, ylabel: str) -> str | None:
+    import matplotlib.pyplot as plt
+
+    have = [r for r in runs if metric in r.metrics]
+    if not have:
+        return None
+    fig, ax = plt.subplots(figsize=(4.6, 3.2))
+    e = [r.metrics[metric] for r in have]
+    ax.bar([r.label for r in have], [x["value"] for x in e], capsize=4, color="#64748b",
+           yerr=[[x["value"] - x["ci_low"] for x in e], [x["ci_high"] - x["value"] for x in e]])  # fmt: skip
+    ax.set(ylabel=ylabel, title=metric)
+    ax.tick_params(axis="x", rotation=20)
+    return _png(fig)
+
+
+def training_plots(runs: list[Run]) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    per_run = {r.label: r.curves() for r in runs}
+    out = []
+    for label in CURVES:
+        groups = {name: [c.get(label) for c in curves] for name, curves in per_run.items()}
+        if not any(c is not None for cs in groups.values() for c in cs):
+            continue
+        fig, ax = plt.subplots(figsize=(4.6, 3.2))
+        plot_curves(groups, label, ax, smooth=5 if label in ("reward", "step time (s)") else 1)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        out.append(_png(fig))
+    return out
+
+
+def comparisons(runs: list[Run], baseline: Run) -> list[dict]:
+    from trlvr.eval.report import comparison_view
+
+    out = []
+    for r in runs:
+        if r is baseline:
+            continue
+        if r.group != baseline.group:
+            raise UserError(f"report: {r.path} and the baseline {baseline.path} are not both seed groups (or both single runs)")
+        cmp = (compare_groups(baseline.tables(), r.tables()) if r.group
+               else compare_tables(baseline.tables(), r.tables()))  # fmt: skip
+        cmp = {**cmp, "benchmarks": {}}  # the headline is macro; per-benchmark detail lives in each run's report
+        how = "paired by seed and problem, two-level bootstrap" if r.group else "paired by problem, bootstrap"
+        out.append(comparison_view(cmp, baseline.label, r.label, f"{r.label} − {baseline.label} ({how})"))
+    return out
+
+
+def side_by_side(runs: list[Run], max_problems: int = 8, protocols=("solo", "handoff")) -> list[dict]:
+    """The same problems across runs (first seed of each group): one column per run, sample 0 per protocol."""
+    rows = {r.label: read_samples(r.eval_dirs[0] / SAMPLES) for r in runs}
+    by_run = {label: {(str(x["problem_id"]), x["protocol"]): x for x in rs if x.get("sample_idx") == 0}
+              for label, rs in rows.items()}  # fmt: skip
+    shared = None
+    for m in by_run.values():
+        ids = {pid for pid, _ in m}
+        shared = ids if shared is None else shared & ids
+    first = [str(x["problem_id"]) for x in next(iter(rows.values()), []) if x.get("sample_idx") == 0]
+    order = list(dict.fromkeys(p for p in first if p in (shared or set())))[:max_problems]
+    out = []
+    for pid in order:
+        prompt = next((str(x["prompt"]) for rs in rows.values() for x in rs
+                       if str(x["problem_id"]) == pid and x.get("prompt")), None)  # fmt: skip
+        cells = []
+        for proto in protocols:
+            cells.append({"protocol": proto, "cols": [
+                {"label": label, "sample": sample_view(m[(pid, proto)]) if (pid, proto) in m else None}
+                for label, m in by_run.items()]})  # fmt: skip
+        out.append({"pid": pid, "prompt": prompt, "rows": cells})
+    return out
+
+
+def build_multi_report(paths: list[str | Path], baseline: str | Path | None = None, max_problems: int = 8) -> str:
+    import jinja2
+    import matplotlib
+
+    matplotlib.use("Agg")
+    if len(paths) < 2:
+        raise UserError("report: a multi-run report needs at least two runs")
+    runs = [Run(p) for p in paths]
+    labels = [r.label for r in runs]
+    if len(set(labels)) != len(labels):
+        runs = [Run(p, label=str(p)) for p in paths]
+    base = runs[0] if baseline is None else next((r for r in runs if r.path == Path(baseline)), None)
+    if base is None:
+        raise UserError(f"report: --baseline {baseline} is not one of the runs")
+    plots = [p for p in (_overlay_pass_at_k(runs, "solo"), _overlay_pass_at_k(runs, "handoff"), _overlay_dose(runs),
+                         _overlay_bars(runs, "legibility/junior_ce", "junior CE (nats/token)"),
+                         _overlay_bars(runs, "drift/kl", "KL(senior || junior) (nats/token)")) if p]  # fmt: skip
+    warnings = [w for r in runs for res in r.results
+                if (w := selection_warning(res["config"].get("models", {}).get("senior_selection")))]  # fmt: skip
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             undefined=jinja2.StrictUndefined)  # fmt: skip
+    from trlvr.eval.report import JUNIOR_COLOUR, SENIOR_COLOUR, _surprisal_bg
+
+    return env.get_template("multi_report.html.j2").render(
+        title="trlvr: " + " vs ".join(r.label for r in runs), baseline=base.label, headline=headline(runs),
+        plots=plots, training=training_plots(runs), comparisons=comparisons(runs, base),
+        problems=side_by_side(runs, max_problems), labels=[r.label for r in runs], warnings=sorted(set(warnings)),
+        senior_colour=SENIOR_COLOUR, junior_colour=JUNIOR_COLOUR, shade_high=_surprisal_bg(-8),
+        shade_low=_surprisal_bg(-2),
+    )  # fmt: skip
+
+
+def write_multi_report(paths, out_path, baseline=None, max_problems: int = 8) -> Path:
+    html = build_multi_report(paths, baseline, max_problems)
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(html, encoding="utf-8")
+    return out_path
