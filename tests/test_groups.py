@@ -88,3 +88,34 @@ def test_multi_run_report_headline_comparison_and_side_by_side(tmp_path):
     assert "strong − weak (paired by problem, bootstrap)" in html
     assert len(re.findall(r"<table class='side'>", html)) == 6  # every shared problem, both protocols inside
     assert "<script>alert" not in html
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not __import__("pathlib").Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium")
+def test_multi_run_report_renders_in_headless_chromium(tmp_path):
+    """The multi-run page with seed groups: its script runs, no console errors, a screenshot is taken."""
+    import subprocess
+
+    _write_jsonl(tmp_path / "test.jsonl", _rows(make_splits(50, 8, seed=0)[1]))
+    for arm, model in (("weak", "junior"), ("strong", "senior")):
+        for s in (0, 1):
+            shutil.copytree(ASSETS_DIR / model, tmp_path / f"{arm}/seed-{s}/final")
+        argv = ["eval", "--senior", str(tmp_path / f"{arm}/seed-{{seed}}/final"), "--junior", str(ASSETS_DIR / "junior"),
+                "--data", f"toy={tmp_path / 'test.jsonl'}", "--limit", "6", "--n", "2", "--k", "1,2", "--seeds", "0,1",
+                "--suite", "solo,handoff,dose", "--max-new-tokens", "64", "--out", str(tmp_path / f"ev-{arm}"),
+                "--no-progress"]  # fmt: skip
+        assert cli(argv) == 0
+    html = tmp_path / "multi.html"
+    assert cli(["report", str(tmp_path / "ev-weak"), str(tmp_path / "ev-strong"), "--out", str(html)]) == 0
+    assert "paired by seed and problem, two-level bootstrap" in html.read_text()
+    flags = ["/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--enable-logging=stderr", "--v=0"]  # fmt: skip
+    shot = tmp_path / "multi.png"
+    run = subprocess.run(flags + [f"--user-data-dir={tmp_path / 'u1'}", f"--screenshot={shot}",
+                                  "--window-size=1200,2400", html.as_uri()], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert shot.exists() and shot.stat().st_size > 10_000, run.stderr[-2000:]
+    assert "CONSOLE" not in run.stderr
+    dom = subprocess.run(flags + [f"--user-data-dir={tmp_path / 'u2'}", "--dump-dom", html.as_uri()],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert 'data-ready="1"' in dom.stdout and 'id="headline"' in dom.stdout
+    shutil.copy(shot, "/tmp/trlvr-multi-report.png")
