@@ -58,6 +58,8 @@ def looks_like_hub_id(path: str) -> bool:
 def _missing(folder: Path, what: str) -> str | None:
     """What ``folder`` lacks to hold a ``what`` ("model" or "tokenizer"), or None."""
     if what == "model":
+        if (folder / "adapter_config.json").is_file():  # a LoRA adapter folder (loads onto its base)
+            return None if next(folder.glob("adapter_model.*"), None) else "adapter_config.json but no adapter weights"
         if not (folder / "config.json").is_file():
             return "no config.json"
         if not any(next(folder.glob(g), None) for g in MODEL_FILES):
@@ -295,7 +297,7 @@ def model_fingerprint(path: str | os.PathLike, role: str = "model") -> dict:
     return {
         "path": str(folder.resolve()) if revision is None else where,
         "revision": revision,
-        "config": _sha((folder / "config.json").read_bytes()),
+        "config": _sha((folder / ("config.json" if (folder / "config.json").is_file() else "adapter_config.json")).read_bytes()),
         "weights": weights.hexdigest()[:16],
         "weight_files": [p.name for p in files],
         "tokenizer": tok.hexdigest()[:16],

@@ -55,7 +55,10 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         help="evaluate one senior per training seed (comma-separated) into OUT/seed-<s>/, then OUT/group.json "
         "with across-seed CIs (two-level bootstrap)",
     )  # fmt: skip
-    p.add_argument("--junior", required=True, help="junior model folder")
+    p.add_argument(
+        "--junior", required=True,
+        help="junior model folder; 'self' = a LoRA senior's base model with its adapters off (one copy of the weights)",
+    )  # fmt: skip
     p.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the senior's)")
     p.add_argument("--data", required=True, help="comma-separated benchmark sources, each [name=]source")
     p.add_argument("--split", default=None, help="dataset split passed to load_problems")
@@ -146,7 +149,8 @@ def check_settings(args) -> None:
     from trlvr.models import locate
 
     for flag, path in (("--senior", args.senior), ("--junior", args.junior)):
-        locate(path, flag, "model")
+        if path != "self":
+            locate(path, flag, "model")
     if args.tokenizer:
         locate(args.tokenizer, "--tokenizer", "tokenizer")
 
@@ -166,9 +170,13 @@ def config_context_length(*paths: str) -> int | None:
 
     from trlvr.models import locate
 
+    from trlvr.training.peft_setup import adapter_base, is_adapter_dir
+
     found = []
     for path in paths:
-        where, extra = locate(path, "model", "model")
+        if path == "self":
+            continue
+        where, extra = locate(adapter_base(path) if is_adapter_dir(path) else path, "model", "model")
         found.append(getattr(AutoConfig.from_pretrained(where, **extra), "max_position_embeddings", None))
     found = [int(c) for c in found if isinstance(c, int) and c > 0]
     return min(found) if found else None
@@ -247,11 +255,25 @@ def evaluate_one(args, sources: dict, senior_spec: str, out: str) -> int:
         else args.context_length
     )
 
-    def loader(path: str, role: str):  # called by evaluate once --out is known to be resumable
-        return lambda: load_causal_lm(path, role=role, dtype=dtype[args.dtype]).to(device).eval()
+    from trlvr.training.peft_setup import is_adapter_dir, load_pair
 
+    loaded = {}
+
+    def pair():  # both models, loaded once --out is known to be resumable; adapters load onto their base
+        if not loaded:
+            if is_adapter_dir(args.senior) or args.junior == "self":
+                s, j = load_pair(args.senior, args.junior, dtype=dtype[args.dtype])
+            else:
+                s = load_causal_lm(args.senior, role="--senior", dtype=dtype[args.dtype])
+                j = load_causal_lm(args.junior, role="--junior", dtype=dtype[args.dtype])
+            loaded["senior"] = s.to(device).eval()
+            loaded["junior"] = j if args.junior == "self" else j.to(device).eval()
+        return loaded
+
+    senior_fp = model_fingerprint(args.senior, "--senior")
+    junior_fp = {"self_of": senior_fp} if args.junior == "self" else model_fingerprint(args.junior, "--junior")
     res = evaluate(
-        loader(args.senior, "--senior"), loader(args.junior, "--junior"), tokenizer, benchmarks, args.out,
+        lambda: pair()["senior"], lambda: pair()["junior"], tokenizer, benchmarks, args.out,
         suite=[s.strip() for s in args.suite.split(",") if s.strip()], n=args.n, ks=args.k,
         decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
         seed=args.seed, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
@@ -260,7 +282,7 @@ def evaluate_one(args, sources: dict, senior_spec: str, out: str) -> int:
         model_paths={"senior": args.senior, "junior": args.junior, "data": sources,
                      **({"senior_selection": selection} if selection else {})},
         identities={
-            "senior": model_fingerprint(args.senior, "--senior"), "junior": model_fingerprint(args.junior, "--junior"),
+            "senior": senior_fp, "junior": junior_fp,
             "data": {name: data_identity(src, args.split) for name, src in sources.items()},
         },
         context_length=context,
