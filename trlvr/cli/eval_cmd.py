@@ -169,7 +169,6 @@ def config_context_length(*paths: str) -> int | None:
     from transformers import AutoConfig
 
     from trlvr.models import locate
-
     from trlvr.training.peft_setup import adapter_base, is_adapter_dir
 
     found = []
