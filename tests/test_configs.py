@@ -1,119 +1,110 @@
-"""Every shipped YAML loads, validates against TandemConfig / GRPOConfig, and comments every field."""
+"""Every shipped YAML loads through TRL's parser, and every recipe matches the paper's batch arithmetic."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from trlvr.config import TandemConfig, apply_overrides, grpo_field_names, load_run_config, split_sections
+from trlvr.cli.main import main as cli
+from trlvr.config import CONFIGS_DIR, TANDEM_FIELDS, TandemConfig, grpo_field_names, load_run_config, parse_run_args
+from trlvr.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN_CONFIGS = sorted((ROOT / "configs").glob("*.yaml")) + sorted(
-    p for p in (ROOT / "recipes").glob("*.yaml") if not p.name.startswith("accelerate")
-)
-ALL_YAML = sorted((ROOT / "configs").glob("*.yaml")) + sorted((ROOT / "recipes").glob("*.yaml"))
-KEY = re.compile(r"^\s*[A-Za-z_][\w.]*\s*:")
+RECIPES = sorted(p for p in (ROOT / "recipes").glob("*.yaml") if not p.name.startswith("accelerate"))
+RUN_CONFIGS = sorted(CONFIGS_DIR.glob("*.yaml")) + RECIPES
+GPU_ON_CPU = {"bf16": False, "use_cpu": True}  # validate GPU recipes' fields on a CPU machine
+PROCESSES = yaml.safe_load((ROOT / "recipes/accelerate-zero2-2gpu.yaml").read_text())["num_processes"]
 
 
-def test_configs_exist():
-    names = {p.name for p in ALL_YAML}
-    assert {
-        "toy-tandem.yaml",
-        "toy-grpo.yaml",
-        "qwen3-4b-tandem-deepscaler.yaml",
-        "qwen3-4b-grpo-deepscaler.yaml",
-        "accelerate-zero2-2gpu.yaml",
-    } <= names
+def test_configs_exist_and_ship_in_the_package():
+    assert (CONFIGS_DIR / "toy.yaml").is_file() and CONFIGS_DIR.parent.name == "trlvr"
+    assert {p.name for p in RECIPES} == {
+        "qwen3-4b-deepscaler.yaml", "qwen3-4b-grpo-g16-deepscaler.yaml", "qwen3-4b-grpo-kl-junior-deepscaler.yaml",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("path", RUN_CONFIGS, ids=lambda p: p.name)
-def test_run_config_validates(path, monkeypatch):
-    tandem, grpo = load_run_config(str(path))
+def test_run_config_validates(path):
+    raw = yaml.safe_load(path.read_text())
+    over = {} if raw.get("use_cpu") else GPU_ON_CPU
+    tandem, args = load_run_config(path, over)
     assert isinstance(tandem, TandemConfig)
-    from trl import GRPOConfig
-
-    if not grpo.get("use_cpu"):  # GPU recipes: validate the fields on a CPU machine
-        grpo = dict(grpo, bf16=False, use_cpu=True)
-    args = GRPOConfig(**grpo)
-    assert args.loss_type == "dapo" and args.epsilon == 0.2
+    assert args.loss_type == "dapo" and args.epsilon == 0.2 and args.logging_nan_inf_filter is False
     assert args.generation_batch_size % args.num_generations == 0
-
-
-@pytest.mark.parametrize("path", ALL_YAML, ids=lambda p: p.name)
-def test_every_field_has_a_comment_above_and_a_launch_header(path):
+    assert "{arm}" not in args.output_dir and tandem.arm in args.output_dir
     lines = path.read_text().splitlines()
-    assert lines[0].startswith("#") and any("Launch" in line for line in lines[:4]), (
-        "header with launch command"
-    )
-    for i, line in enumerate(lines):
-        if KEY.match(line):
-            prev = lines[i - 1].strip() if i else ""
-            assert prev.startswith("#"), f"{path.name}:{i + 1}: field without a comment above: {line.strip()}"
+    assert lines[0].startswith("#") and any("Launch" in line for line in lines[:5]), "header with launch command"
 
 
-def test_accelerate_recipe():
-    cfg = yaml.safe_load((ROOT / "recipes/accelerate-zero2-2gpu.yaml").read_text())
-    assert cfg["distributed_type"] == "DEEPSPEED" and cfg["num_processes"] == 2
-    assert cfg["deepspeed_config"]["zero_stage"] == 2
+def prompts_per(args, processes: int) -> tuple[float, float]:
+    """(prompts per generation batch, prompts per optimizer step) over all processes, TRL 1.16 semantics."""
+    per_step_seqs = args.per_device_train_batch_size * processes * args.gradient_accumulation_steps
+    per_gen_seqs = args.per_device_train_batch_size * processes * args.steps_per_generation
+    return per_gen_seqs / args.num_generations, per_step_seqs / args.num_generations
 
 
-def test_paper_numbers_in_recipes():
-    for name in ("qwen3-4b-tandem-deepscaler.yaml", "qwen3-4b-grpo-deepscaler.yaml"):
-        tandem, g = load_run_config(str(ROOT / "recipes" / name))
-        assert tandem.senior == "Qwen/Qwen3-4B-Instruct-2507" and tandem.max_prompt_length == 1024
-        assert g["learning_rate"] == 1e-6 and g["lr_scheduler_type"] == "constant" and g["beta"] == 0.0
-        assert g["temperature"] == 0.6 and g["top_p"] == 1.0 and g["max_completion_length"] == 3000
-        per_step = g["per_device_train_batch_size"] * 2  # 2 GPUs
-        assert per_step * g["steps_per_generation"] == 16 * 8  # 16 prompts x 8 rollouts per generation
-        assert per_step * g["gradient_accumulation_steps"] == 8 * 8  # mini-batch of 8 prompts
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_recipes_match_the_papers_batch(path):
+    tandem, args = load_run_config(path, GPU_ON_CPU)
+    per_gen, per_step = prompts_per(args, PROCESSES)
+    assert (per_gen, per_step) == (16, 8), path.name  # 16 prompts per generation, 8-prompt mini-batch
+    assert args.num_generations == (16 if "g16" in path.name else 8)
+    assert tandem.senior == "Qwen/Qwen3-4B-Instruct-2507" and tandem.max_prompt_length == 1024
+    assert args.learning_rate == 1e-6 and args.lr_scheduler_type == "constant"
+    assert args.temperature == 0.6 and args.top_p == 1.0 and args.max_completion_length == 3000
+    assert args.beta == (0.001 if "kl-junior" in path.name else 0.0)
+    if "kl-junior" in path.name:
+        assert tandem.kl_ref == "junior" and tandem.arm == "grpo"
 
 
-def test_unknown_keys_are_named():
-    fields = grpo_field_names()
-    with pytest.raises(ValueError, match="tandem.bogus"):
-        split_sections({"tandem": {"bogus": 1}}, fields)
-    with pytest.raises(ValueError, match="grpo.bogus"):
-        split_sections({"grpo": {"bogus": 1}}, fields)
-    with pytest.raises(ValueError, match="'nope'"):
-        apply_overrides({}, {}, {"nope": 1}, fields)
-    t, g = apply_overrides(
-        {"p": 0.5}, {"beta": 0.0}, {"p": 0.3, "grpo.beta": 0.01, "tandem.max_gap": 8}, fields
-    )
-    assert t == {"p": 0.3, "max_gap": 8} and g == {"beta": 0.01}
+def test_ablation_arms_never_share_a_directory():
+    dirs = {load_run_config(p, {**GPU_ON_CPU, "arm": arm})[1].output_dir for p in RECIPES for arm in ("grpo",)}
+    dirs |= {load_run_config(RECIPES[0], {**GPU_ON_CPU, "arm": "tandem"})[1].output_dir}
+    assert len(dirs) == len(RECIPES) + 1, dirs
+
+
+def test_toy_config_arm_on_the_command_line():
+    t, a, _ = parse_run_args(["--config", "toy", "--arm", "grpo", "--p", "0.3", "--max_steps", "3"])
+    assert (t.arm, t.p, a.max_steps, a.output_dir) == ("grpo", 0.3, 3, "runs/toy-grpo")
+    t, a, opts = parse_run_args(["--config", "toy", "--resume", "--seed", "7"])
+    assert t.arm == "tandem" and a.output_dir == "runs/toy-tandem" and a.seed == 7 and opts.resume
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--config", "toy", "--p", "high"], "argument --p: invalid float value: 'high'"),
+        (["--config", "toy", "--learning_rate", "abc"], "invalid float value: 'abc'"),
+        (["--config", "toy", "--bogus", "1"], "unknown key(s) bogus"),
+        (["--config", "toy", "--arm", "ppo"], "arm: must be one of"),
+        (["--config", "nope.yaml"], "--config nope.yaml: no such file"),
+        (["--config", "toy", "--junior", "self"], "'self' needs use_peft: true"),
+    ],
+)
+def test_bad_train_input_is_one_line_naming_the_key(argv, fragment, capsys):
+    assert cli(["train", *argv]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_unknown_yaml_key_is_named(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("senior: s\ntandem:\n  p: 0.3\n")
+    with pytest.raises(UserError, match="unknown key.*tandem.*drop the tandem:/grpo: sections"):
+        parse_run_args(["--config", str(bad)])
 
 
 def test_tandem_fields_do_not_collide_with_grpo_fields():
-    from trlvr.config import TANDEM_FIELDS
-
     assert not TANDEM_FIELDS & grpo_field_names()
 
 
 def test_tandem_config_errors_name_the_field():
-    with pytest.raises(ValueError, match="tandem.arm"):
+    with pytest.raises(UserError, match="^arm:"):
         TandemConfig(arm="ppo", senior="s")
-    with pytest.raises(ValueError, match="tandem.junior"):
+    with pytest.raises(UserError, match="^junior: arm=tandem needs"):
         TandemConfig(arm="tandem", senior="s")
-    with pytest.raises(ValueError, match="tandem.p"):
+    with pytest.raises(UserError, match="^p:"):
         TandemConfig(senior="s", junior="j", p=1.5)
-    with pytest.raises(ValueError, match="tandem.schedule"):
-        TandemConfig(senior="s", junior="j", schedule="sentence")
     assert TandemConfig(arm="grpo", senior="s").schedule_kwargs() == ("solo", {"author": "senior"})
-
-
-def test_cli_overrides(tmp_path):
-    import argparse
-
-    from trlvr.cli import train_cmd
-
-    parser = argparse.ArgumentParser()
-    train_cmd.make_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(
-        ["train", "--config", "c.yaml", "--p", "0.3", "--grpo.learning_rate=1e-6", "--resume"]
-    )
-    assert args.resume and train_cmd.parse_overrides(args.overrides) == {"p": 0.3, "grpo.learning_rate": 1e-6}
-    path = ROOT / "configs/toy-tandem.yaml"
-    tandem, grpo = load_run_config(str(path), {"p": 0.3, "grpo.max_steps": 3, "schedule": "token"})
-    assert tandem.p == 0.3 and tandem.schedule == "token" and grpo["max_steps"] == 3

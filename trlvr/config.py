@@ -1,70 +1,70 @@
-"""`TandemConfig`: the settings trlvr adds on top of TRL's `GRPOConfig`.
+"""Run configuration: `TandemConfig` (what trlvr adds to TRL) parsed together with TRL's `GRPOConfig`.
 
-A training run is one YAML file with two sections:
+A run is one flat YAML file whose keys are fields of either dataclass, read by TRL's own parser
+(`trl.TrlParser`, as `trl/scripts/grpo.py` does), with `--key value` overrides on the command line:
 
-    tandem:   # fields of TandemConfig (this file): arm, models, schedule, data, reward
-    grpo:     # fields of trl.GRPOConfig: optimiser, batch sizes, loss, sampling, logging
+    trlvr train --config toy --arm grpo --max_steps 20      # `toy` = the config shipped in the package
 
-The two field sets are disjoint, so a plain key (`--p 0.3`) names one field unambiguously; a dotted
-key (`--tandem.p 0.3`, `--grpo.learning_rate 1e-6`) names the section too. Anything else is an
-error that names the key. Shared settings live once, under TRL's name: sampling temperature, top_p
-and top_k, `max_completion_length`, `num_generations`, `beta` (KL coefficient) and `seed`.
+The two field sets are disjoint, so a key names one field. Shared settings live once, under TRL's
+name: sampling temperature, top_p and top_k, `max_completion_length`, `num_generations`, `beta`
+(KL coefficient) and `seed`. `{arm}` in `output_dir` becomes the arm, so the arms of one config
+never share a directory. Every mistake (unknown key, wrong type, bad value) is a `UserError` that
+names the key.
 
-What this file does not know: TRL. `load_run_config` returns the GRPOConfig fields as a plain dict;
-`trlvr.training` builds the `GRPOConfig`.
+What this file does not know: models, data, training. It only turns text into the two configs.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from trlvr.errors import UserError
 
 ARMS = ("tandem", "grpo")
 SCHEDULES = ("word", "token", "step", "chunk")
 KL_REFS = ("initial", "junior")
-SECTIONS = ("tandem", "grpo")
+CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
+DEFAULT_OUTPUT_DIR = "runs/{arm}"
 
 
-@dataclass(frozen=True)
+def _help(text: str, default: Any = dataclasses.MISSING):
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass
 class TandemConfig:
-    """What a tandem (or matched GRPO) run trains, with what, on what."""
+    """What a tandem (or matched GRPO) run trains, with what, on what. Errors name the field."""
 
-    # "tandem": senior and junior co-write every rollout; "grpo": solo senior rollouts (baseline).
-    arm: str = "tandem"
-    # Trainable senior: a local folder or hub id.
-    senior: str = ""
-    # Frozen junior: a local folder or hub id; required by arm=tandem and by kl_ref=junior.
-    junior: str | None = None
-    # Who writes the next token (arm=tandem): "word" | "token" | "step" | "chunk".
-    schedule: str = "word"
-    # Probability that a redraw picks the senior (word/token schedules).
-    p: float = 0.5
-    # Word schedule: force a redraw after this many tokens without one.
-    max_gap: int = 32
-    # Chunk schedule: tokens per turn.
-    chunk_size: int = 16
-    # Step/chunk schedules: who writes first, "senior" or "junior".
-    first_author: str = "senior"
-    # Step schedule: the rollout ends after this many steps.
-    max_rounds: int = 150
-    # KL reference when grpo.beta > 0: "initial" (the senior's starting weights, TRL's default)
-    # or "junior" (the junior's weights).
-    kl_ref: str = "initial"
-    # Training data: a JSONL file / folder / name understood by trlvr.data.load_problems.
-    dataset: str = ""
-    # Dataset split (None = the loader's default).
-    dataset_split: str | None = None
-    # Use only the first N problems (None = all).
-    dataset_limit: int | None = None
-    # Reward: "math" (trlvr.rewards.math_reward) or a dotted path "package.module:function".
-    reward: str = "math"
-    # Drop problems whose prompt is longer than this many tokens (None = keep all).
-    max_prompt_length: int | None = None
+    arm: str = _help("tandem: senior and junior co-write every rollout; grpo: solo senior (the baseline)", "tandem")
+    senior: str = _help("trainable senior: a local folder or hub id", "")
+    junior: str | None = _help("frozen junior: a local folder or hub id (arm=tandem, kl_ref=junior)", None)
+    schedule: str = _help(f"who writes the next token (arm=tandem): one of {SCHEDULES}", "word")
+    p: float = _help("probability that a redraw picks the senior (word/token schedules)", 0.5)
+    max_gap: int = _help("word schedule: force a redraw after this many tokens without one", 32)
+    chunk_size: int = _help("chunk schedule: tokens per turn", 16)
+    first_author: str = _help("step/chunk schedules: who writes first, senior or junior", "senior")
+    max_rounds: int = _help("step schedule: the rollout ends after this many rounds (senior + junior step)", 150)
+    kl_ref: str = _help("KL reference when beta > 0: initial (the senior's start) or junior", "initial")
+    dataset: str = _help("training problems: a file, folder or hub name (trlvr.data.load_problems)", "")
+    dataset_split: str | None = _help("dataset split (default: the loader's)", None)
+    dataset_limit: int | None = _help("use only the first N problems", None)
+    reward: str = _help("reward: math (trlvr.rewards.math_reward) or package.module:function", "math")
+    max_prompt_length: int | None = _help("drop problems whose prompt has more tokens than this", None)
+    nonfinite_patience: int = _help("stop after this many consecutive non-finite losses or grad norms", 1)
+    holdout: int = _help("hold out this many training problems for `trlvr select --val split:N` (never trained on)", 0)
+    holdout_seed: int = _help("which problems are held out (a seeded hash of their content)", 0)
+    use_peft: bool = _help("train a LoRA adapter on the senior instead of all its weights", False)
+    lora_r: int = _help("LoRA rank (use_peft)", 16)
+    lora_alpha: int | None = _help("LoRA alpha (default: 2 x lora_r)", None)
+    lora_dropout: float = _help("LoRA dropout", 0.0)
+    lora_target_modules: str = _help("LoRA target modules: all-linear, or comma-separated module names", "all-linear")
 
     def __post_init__(self):
-        def bad(field: str, msg: str):
-            raise ValueError(f"tandem.{field}: {msg} (got {getattr(self, field)!r})")
+        def bad(name: str, msg: str):
+            raise UserError(f"{name}: {msg} (got {getattr(self, name)!r})")
 
         if self.arm not in ARMS:
             bad("arm", f"must be one of {ARMS}")
@@ -76,24 +76,26 @@ class TandemConfig:
             bad("p", "must be in [0, 1]")
         if self.arm == "tandem" and self.p == 0.0 and self.schedule in ("word", "token"):
             bad("p", "p = 0 lets the senior write nothing, so there is nothing to train")
-        if self.max_gap < 1:
-            bad("max_gap", "must be >= 1")
-        if self.chunk_size < 1:
-            bad("chunk_size", "must be >= 1")
+        for name in ("max_gap", "chunk_size", "max_rounds", "nonfinite_patience"):
+            if getattr(self, name) < 1:
+                bad(name, "must be >= 1")
         if self.first_author not in ("senior", "junior"):
             bad("first_author", "must be 'senior' or 'junior'")
-        if self.max_rounds < 1:
-            bad("max_rounds", "must be >= 1")
         if self.kl_ref not in KL_REFS:
             bad("kl_ref", f"must be one of {KL_REFS}")
+        if self.junior == "self" and not self.use_peft:
+            bad("junior", "'self' needs use_peft: true (the junior is the senior's base with adapters off)")
+        if self.holdout < 0:
+            bad("holdout", "must be >= 0")
+        if self.lora_r < 1:
+            bad("lora_r", "must be >= 1")
         if self.arm == "tandem" and not self.junior:
             bad("junior", "arm=tandem needs a junior model path")
         if self.kl_ref == "junior" and not self.junior:
             bad("junior", "kl_ref=junior needs a junior model path")
-        if self.dataset_limit is not None and self.dataset_limit < 1:
-            bad("dataset_limit", "must be >= 1 or null")
-        if self.max_prompt_length is not None and self.max_prompt_length < 1:
-            bad("max_prompt_length", "must be >= 1 or null")
+        for name in ("dataset_limit", "max_prompt_length"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                bad(name, "must be >= 1 or null")
 
     @property
     def expects_junior_tokens(self) -> bool:
@@ -107,10 +109,20 @@ class TandemConfig:
         return self.schedule, {
             "p": self.p, "max_gap": self.max_gap, "size": self.chunk_size,
             "first": self.first_author, "max_rounds": self.max_rounds,
-        }
+        }  # fmt: skip
+
+
+@dataclass
+class RunOptions:
+    """Switches of one `trlvr train` invocation (command line only: not part of the run's config)."""
+
+    resume: bool = _help("continue from the newest complete checkpoint in output_dir", False)
+    force: bool = _help("train into output_dir even if it holds a different run", False)
+    verbose: bool = _help("print every log dict and the libraries' warnings and progress bars", False)
 
 
 TANDEM_FIELDS = {f.name for f in dataclasses.fields(TandemConfig)}
+OPTION_FIELDS = {f.name for f in dataclasses.fields(RunOptions)}
 
 
 def grpo_field_names() -> set[str]:
@@ -120,67 +132,105 @@ def grpo_field_names() -> set[str]:
     return {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
 
 
-def parse_scalar(text: str) -> Any:
-    """A CLI value read as a YAML scalar: "1e-6" -> 1e-06, "true" -> True, "null" -> None, "[1, 2]" -> [1, 2]."""
+def resolve_config_path(name: str) -> Path:
+    """A config file path, or the name of a config shipped in the package (`toy` -> trlvr/configs/toy.yaml)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    shipped = CONFIGS_DIR / f"{name}.yaml"
+    if "/" not in name and shipped.is_file():
+        return shipped
+    known = sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml"))
+    raise UserError(f"--config {name}: no such file (shipped configs: {', '.join(known)})")
+
+
+def _make_parser():
+    from trl import GRPOConfig, TrlParser
+
+    class RunParser(TrlParser):
+        """TRL's parser with argparse errors as `UserError` and `{arm}` filled into output_dir."""
+
+        def error(self, message):  # argparse: "argument --p: invalid float value: 'high'"
+            raise UserError(message)
+
+        def parse_known_args(self, args=None, namespace=None):
+            ns, rest = super().parse_known_args(args, namespace)
+            if isinstance(getattr(ns, "output_dir", None), str) and isinstance(getattr(ns, "arm", None), str):
+                ns.output_dir = ns.output_dir.replace("{arm}", ns.arm)
+            return ns, rest
+
+    parser = RunParser((TandemConfig, GRPOConfig, RunOptions), prog="trlvr train", allow_abbrev=False)
+    parser.set_defaults_with_config(output_dir=DEFAULT_OUTPUT_DIR)
+    return parser
+
+
+def _unknown(strings: list[str], where: str) -> UserError:
+    keys = [s[2:].split("=")[0] for s in strings if s.startswith("--")] or strings
+    hint = " (configs are flat now: drop the tandem:/grpo: sections)" if {"tandem", "grpo"} & set(keys) else ""
+    return UserError(f"{where}: unknown key(s) {', '.join(keys)}: not TandemConfig or trl.GRPOConfig fields{hint}")
+
+
+def _check_keys(path: Path) -> None:
+    """Unknown YAML keys fail first, before any field's own validation runs."""
     import yaml
 
-    value = yaml.safe_load(text)
-    # YAML 1.1 reads "1e-6" as a string (it wants "1.0e-6"); accept the usual float spelling.
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    return value
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise UserError(f"config {path}: not a readable YAML file ({' '.join(str(e).split())})") from e
+    if not isinstance(raw, dict):
+        raise UserError(f"config {path}: expected a mapping of keys to values, got {type(raw).__name__}")
+    unknown = [k for k in raw if k not in TANDEM_FIELDS | grpo_field_names() | {"env"}]
+    if unknown:
+        raise _unknown([f"--{k}" for k in unknown], f"config {path}")
+    if set(raw) & OPTION_FIELDS:
+        raise UserError(f"config {path}: {sorted(set(raw) & OPTION_FIELDS)} are command-line switches, not config keys")
 
 
-def split_sections(raw: dict, grpo_fields: set[str] | None = None) -> tuple[dict, dict]:
-    """Check a parsed YAML mapping {"tandem": {...}, "grpo": {...}}; return (tandem_kwargs, grpo_kwargs)."""
-    grpo_fields = grpo_field_names() if grpo_fields is None else grpo_fields
-    raw = raw or {}
-    for section in raw:
-        if section not in SECTIONS:
-            raise ValueError(f"unknown config section {section!r}; expected {SECTIONS}")
-    tandem = dict(raw.get("tandem") or {})
-    grpo = dict(raw.get("grpo") or {})
-    for key in tandem:
-        if key not in TANDEM_FIELDS:
-            raise ValueError(f"unknown key tandem.{key}; TandemConfig fields are {sorted(TANDEM_FIELDS)}")
-    for key in grpo:
-        if key not in grpo_fields:
-            raise ValueError(f"unknown key grpo.{key}: not a field of trl.GRPOConfig")
-    return tandem, grpo
+def parse_run_args(argv: list[str]):
+    """`["--config", FILE, "--key", "value", ...]` -> (TandemConfig, trl.GRPOConfig, RunOptions).
+
+    Command-line values win over the YAML's, the YAML's over the dataclass defaults.
+    """
+    argv = list(argv)
+    config = None
+    if "--config" in argv:
+        i = argv.index("--config")
+        if i + 1 >= len(argv):
+            raise UserError("--config needs a file path or a shipped config name")
+        config = resolve_config_path(argv[i + 1])
+        argv[i + 1] = str(config)
+        _check_keys(config)
+    parser = _make_parser()
+    try:
+        *configs, from_file, from_args = parser.parse_args_and_config(
+            argv, return_remaining_strings=True, separate_remaining_strings=True
+        )
+    except UserError:
+        raise
+    except (ValueError, TypeError) as e:  # a dataclass' own validation (GRPOConfig.__post_init__, YAML shape)
+        raise UserError(f"{config or 'command line'}: {' '.join(str(e).split())}") from e
+    if from_file or from_args:
+        raise _unknown(from_file + from_args, "command line")
+    tandem, grpo, options = configs
+    return tandem, grpo, options
 
 
-def apply_overrides(
-    tandem: dict, grpo: dict, overrides: dict[str, Any], grpo_fields: set[str] | None = None
-) -> tuple[dict, dict]:
-    """Apply `{key: value}` overrides, keys plain ("p") or dotted ("tandem.p", "grpo.beta"). Overrides win."""
-    grpo_fields = grpo_field_names() if grpo_fields is None else grpo_fields
-    tandem, grpo = dict(tandem), dict(grpo)
+def override_flags(overrides: dict[str, Any]) -> list[str]:
+    """{"max_steps": 3, "use_cpu": True} -> ["--max_steps", "3", "--use_cpu", "true"] (scalars only)."""
+    flags = []
     for key, value in overrides.items():
-        section, _, name = key.rpartition(".")
-        if section == "tandem" and name in TANDEM_FIELDS or not section and name in TANDEM_FIELDS:
-            tandem[name] = value
-        elif section == "grpo" and name in grpo_fields or not section and name in grpo_fields:
-            grpo[name] = value
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, int | float | str | Path):
+            text = str(value)
         else:
-            raise ValueError(
-                f"unknown config key {key!r}: not a TandemConfig field nor a trl.GRPOConfig field"
-                + (f" (section must be one of {SECTIONS})" if section and section not in SECTIONS else "")
-            )
+            raise TypeError(f"override {key}={value!r}: only scalar values (use the YAML for the rest)")
+        flags += [f"--{key}", text]
+    return flags
+
+
+def load_run_config(path: str | Path, overrides: dict[str, Any] | None = None):
+    """Read a run YAML with `{key: value}` overrides; return (TandemConfig, trl.GRPOConfig)."""
+    tandem, grpo, _ = parse_run_args(["--config", str(path), *override_flags(overrides or {})])
     return tandem, grpo
-
-
-def load_run_config(path: str, overrides: dict[str, Any] | None = None) -> tuple[TandemConfig, dict]:
-    """Read a run YAML, apply overrides; return (TandemConfig, GRPOConfig kwargs)."""
-    import yaml
-
-    with open(path) as f:
-        raw = yaml.safe_load(f)
-    if raw is not None and not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping with sections {SECTIONS}")
-    grpo_fields = grpo_field_names()
-    tandem, grpo = split_sections(raw, grpo_fields)
-    tandem, grpo = apply_overrides(tandem, grpo, overrides or {}, grpo_fields)
-    return TandemConfig(**tandem), grpo

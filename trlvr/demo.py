@@ -1,14 +1,19 @@
-"""The embedded CPU demo: toy world -> grpo and tandem seniors -> full evaluation -> report.
+"""The embedded CPU demo: toy world -> grpo and tandem seniors -> held-out selection -> evaluation -> report.
 
-    trlvr demo --out runs/demo            # resumes: finished stages are skipped
-    trlvr demo --out runs/demo --fresh    # start over
+    trlvr demo --out runs/demo                  # one seed (~15 min on 2 cores); resumes: finished stages are skipped
+    trlvr demo --out runs/demo-seeds --seeds 0,1,2   # the seed study: across-seed CIs (two-level bootstrap)
+    trlvr demo --out runs/demo --fresh          # start over
 
 Stages, each skipped when its output exists (and resumed from its last checkpoint or its last
 written samples when interrupted):
-    1. toy/            the toy world (shipped checkpoints copied, card measured)
-    2. train-grpo/, train-tandem/   configs/toy-{grpo,tandem}.yaml, equal steps and rollouts
-    3. eval/{initial,grpo,tandem}/  the full suite on the toy test split (junior floor included once)
-    4. summary.md, summary.png, report.html   the comparison table and picture
+    1. toy/                        the toy world (shipped checkpoints copied, card measured)
+    2. train-<arm>[/seed-<s>]/     trlvr/configs/toy.yaml with --arm grpo|tandem; 200 training problems
+                                   held out (`holdout`), a checkpoint every 50 steps
+    3. selection                   every checkpoint on the held-out slice by handoff/pass@1
+                                   (`trlvr select RUN --val split:200`); test data is never read here
+    4. eval/<name>[/seed-<s>]/     the full suite on the toy test split for the initial senior (with the
+                                   junior floor) and each arm's selected checkpoint
+    5. summary.md, summary.png, report.html   the comparison table, picture and HTML report
 
 What this file does not know: how any stage works. It only wires library calls together.
 """
@@ -16,114 +21,130 @@ What this file does not know: how any stage works. It only wires library calls t
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path
 
-CONFIGS_DIR = Path(__file__).resolve().parents[1] / "configs"
+from trlvr.config import CONFIGS_DIR
+
 ARMS = ("grpo", "tandem")
+HOLDOUT = 200
+SELECT_METRIC = "handoff/pass@1"
+SAVE_STEPS = 50
 
 
 def _say(msg: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def train_arm(arm: str, out: Path, toy: Path, steps: int | None, overrides: dict | None = None) -> Path:
-    """Train one arm from configs/toy-{arm}.yaml with the demo's paths; return the final model dir."""
-    from transformers.trainer_utils import get_last_checkpoint
-
+def train_arm(arm: str, run_dir: Path, toy: Path, steps: int | None, seed: int = 0) -> Path:
+    """Train one arm from the shipped toy config with the demo's paths; return the run folder."""
     from trlvr.config import load_run_config
-    from trlvr.training import build_trainer
+    from trlvr.training.checkpoints import checkpoints
+    from trlvr.training.run import train_and_save
 
-    run_dir = out / f"train-{arm}"
-    final = run_dir / "final"
-    if (final / "config.json").exists():
-        _say(f"train-{arm}: done, reusing {final}")
-        return final
-    paths = {
-        "senior": str(toy / "senior"),
-        "junior": str(toy / "junior"),
-        "dataset": str(toy / "data" / "train.jsonl"),
-        "output_dir": str(run_dir),
-    }
+    if (run_dir / "final" / "config.json").exists():
+        _say(f"{run_dir.name}: done, reusing")
+        return run_dir
+    over = {
+        "arm": arm, "senior": str(toy / "senior"), "junior": str(toy / "junior"),
+        "dataset": str(toy / "data" / "train.jsonl"), "output_dir": str(run_dir), "seed": seed,
+        "holdout": HOLDOUT, "save_steps": SAVE_STEPS, "save_total_limit": 10,
+    }  # fmt: skip
     if steps is not None:
-        paths["max_steps"] = steps
-    tandem, grpo = load_run_config(str(CONFIGS_DIR / f"toy-{arm}.yaml"), {**paths, **(overrides or {})})
-    trainer = build_trainer(tandem, grpo)
-    last = get_last_checkpoint(str(run_dir)) if run_dir.is_dir() else None
-    _say(f"train-{arm}: {grpo['max_steps']} steps" + (f", resuming from {last}" if last else ""))
-    trainer.train(resume_from_checkpoint=last)
-    trainer.save_model(str(final))
-    trainer.processing_class.save_pretrained(str(final))
-    return final
+        over["max_steps"] = steps
+    tandem, args = load_run_config(CONFIGS_DIR / "toy.yaml", over)
+    resume = bool(checkpoints(run_dir))
+    train_and_save(tandem, args, resume=resume, desc=f"train {arm} seed {seed}")
+    return run_dir
 
 
-def evaluate_senior(
-    name: str, senior_path: Path, toy: Path, out: Path, suite: list[str], eval_kw: dict
-) -> dict:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def select(run_dir: Path, n: int) -> dict:
+    from trlvr.experiments.select_run import run_selection
+    from trlvr.experiments.selection import SELECTED_FILE
 
-    from trlvr.data import load_problems
-    from trlvr.eval import evaluate
+    if (run_dir / SELECTED_FILE).exists():
+        return json.loads((run_dir / SELECTED_FILE).read_text())
+    sel = run_selection(run_dir, f"split:{HOLDOUT}", metric=SELECT_METRIC, n=n, max_new_tokens=160,
+                        batch_size=400, progress=False)  # fmt: skip
+    _say(f"{run_dir.name}: selected step {sel.step} ({SELECT_METRIC} {sel.value:.3f} on {HOLDOUT} held-out problems)")
+    return json.loads((run_dir / SELECTED_FILE).read_text())
 
-    run_dir = out / "eval" / name
+
+def evaluate_senior(senior_spec: str, toy: Path, run_dir: Path, suite: list[str], eval_kw: dict) -> dict:
+    from trlvr.cli.main import main as cli
+
     if (run_dir / "results.json").exists() and (run_dir / ".done").exists():
-        _say(f"eval/{name}: done, reusing")
         return json.loads((run_dir / "results.json").read_text())
-    _say(f"eval/{name}: {', '.join(suite)}")
-    tok = AutoTokenizer.from_pretrained(toy / "junior")
-    senior = AutoModelForCausalLM.from_pretrained(senior_path, dtype=torch.float32).eval()
-    junior = AutoModelForCausalLM.from_pretrained(toy / "junior", dtype=torch.float32).eval()
-    problems = load_problems(str(toy / "data" / "test.jsonl"), limit=eval_kw.pop("limit"))
-    results = evaluate(
-        senior, junior, tok, {"toy": problems}, run_dir, suite=suite,
-        model_paths={"senior": str(senior_path), "junior": str(toy / "junior")}, **eval_kw,
-    )  # fmt: skip
+    _say(f"eval {senior_spec} -> {run_dir} (details: {run_dir / 'eval.log'})")
+    argv = ["eval", "--senior", senior_spec, "--junior", str(toy / "junior"), "--data",
+            f"toy={toy / 'data' / 'test.jsonl'}", "--limit", str(eval_kw["limit"]), "--n", str(eval_kw["n"]),
+            "--k", ",".join(str(k) for k in (1, 2, 4, 8) if k <= eval_kw["n"]), "--suite", ",".join(suite),
+            "--max-new-tokens", "160", "--batch-size", "200", "--dtype", "float32", "--out", str(run_dir),
+            "--no-progress"]  # fmt: skip
+    import contextlib
+
+    log = run_dir / "eval.log"  # the full metric table goes to a file; the console keeps one line
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f, contextlib.redirect_stdout(f):
+        code = cli(argv)
+    if code != 0:
+        raise RuntimeError(f"evaluation of {senior_spec} failed (exit {code}); see {log}")
     (run_dir / ".done").touch()
-    return results
+    return json.loads((run_dir / "results.json").read_text())
 
 
-def run_demo(
-    out_dir: str | Path,
-    fresh: bool = False,
-    steps: int | None = None,
-    limit: int = 200,
-    n: int = 4,
-    batch_size: int = 200,
-) -> Path:
+def run_demo(out_dir: str | Path, fresh: bool = False, steps: int | None = None, limit: int = 200, n: int = 4,
+             seeds: list[int] | None = None) -> Path:  # fmt: skip
     """Run every stage into `out_dir`; return the path of summary.md."""
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from trlvr.demo_summary import write_summary
     from trlvr.toy import prepare_world
+    from trlvr.training.console import quiet_libraries
 
+    quiet_libraries()
     out = Path(out_dir)
     if fresh and out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    seed_list = seeds or [0]
+    grouped = seeds is not None and len(seeds) > 1
 
-    _say("stage 1/4: toy world")
+    _say("stage 1/5: toy world")
     toy = out / "toy"
     card = prepare_world(toy)
-    _say(
-        f"toy world: senior solo acc {card['senior_solo_acc']:.2f}, junior {card['junior_solo_acc']:.2f}, "
-        f"senior jargon rate {card['senior_jargon_rate']:.2f}"
-    )
+    _say(f"toy world: senior solo acc {card['senior_solo_acc']:.2f}, junior {card['junior_solo_acc']:.2f}, "
+         f"senior jargon rate {card['senior_jargon_rate']:.2f}")  # fmt: skip
 
-    _say("stage 2/4: training the grpo and tandem seniors")
-    finals = {arm: train_arm(arm, out, toy, steps) for arm in ARMS}
+    def run_dir(arm: str, s: int) -> Path:
+        return out / f"train-{arm}" / f"seed-{s}" if grouped else out / f"train-{arm}"
 
-    _say("stage 3/4: evaluation (solo, handoff, dose, legibility, drift; junior floor once)")
-    eval_kw = dict(n=n, ks=[k for k in (1, 2, 4, 8) if k <= n], max_new_tokens=160, batch_size=batch_size)
-    base_suite = ["solo", "handoff", "dose", "legibility", "drift"]
-    seniors = {"initial": toy / "senior", **finals}
-    for name, path in seniors.items():
-        suite = base_suite + (["junior"] if name == "initial" else [])
-        evaluate_senior(name, path, toy, out, suite, {**eval_kw, "limit": limit})
+    _say(f"stage 2/5: training grpo and tandem, seeds {seed_list}")
+    for s in seed_list:
+        for arm in ARMS:
+            train_arm(arm, run_dir(arm, s), toy, steps, seed=s)
 
-    _say("stage 4/4: comparison, report and summary")
-    summary = write_summary(out, list(seniors))
+    _say(f"stage 3/5: checkpoint selection on {HOLDOUT} held-out training problems ({SELECT_METRIC})")
+    for s in seed_list:
+        for arm in ARMS:
+            select(run_dir(arm, s), n=2)
+
+    _say("stage 4/5: evaluation on the test split (solo, handoff, dose, legibility, drift; junior floor once)")
+    kw = {"limit": limit, "n": n}
+    base = ["solo", "handoff", "dose", "legibility", "drift"]
+    evaluate_senior(str(toy / "senior"), toy, out / "eval" / "initial", base + ["junior"], kw)
+    for s in seed_list:
+        for arm in ARMS:
+            target = out / "eval" / arm / f"seed-{s}" if grouped else out / "eval" / arm
+            evaluate_senior(f"{run_dir(arm, s)}@selected", toy, target, base, kw)
+
+    _say("stage 5/5: comparison, report and summary")
+    if grouped:
+        from trlvr.experiments.summary import write_seed_summary
+
+        summary = write_seed_summary(out, ARMS)
+    else:
+        from trlvr.experiments.summary import write_summary
+
+        summary = write_summary(out, ["initial", *ARMS])
     _say(f"done in {time.perf_counter() - t0:.0f} s: {summary} and {out / 'report.html'}")
     return summary

@@ -1,7 +1,8 @@
-"""`trlvr demo --out DIR [--fresh]`: the whole pipeline on the embedded toy world, on a CPU.
+"""`trlvr demo --out DIR [--fresh] [--seeds 0,1,2]`: the whole pipeline on the embedded toy world, on a CPU.
 
-trlvr demo --out runs/demo             # re-running skips finished stages
-trlvr demo --out runs/demo --fresh     # start over
+trlvr demo --out runs/demo                          # one seed; re-running skips finished stages
+trlvr demo --out runs/demo-seeds --seeds 0,1,2      # the seed study, across-seed CIs
+trlvr demo --out runs/demo --fresh                  # start over
 """
 
 from __future__ import annotations
@@ -21,11 +22,20 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--limit", type=int, default=200, help="test problems to evaluate (default: 200)")
     p.add_argument("--n", type=int, default=4, help="samples per problem and protocol (default: 4)")
+    p.add_argument("--seeds", default=None, help="comma-separated training seeds (default: one run, seed 0)")
     return p
 
 
 def main(args) -> int:
     from trlvr.demo import run_demo
 
-    run_demo(args.out, fresh=args.fresh, steps=args.steps, limit=args.limit, n=args.n)
+    from trlvr.errors import UserError
+
+    seeds = None
+    if args.seeds:
+        try:
+            seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+        except ValueError:
+            raise UserError(f"--seeds: expected comma-separated integers, got {args.seeds!r}") from None
+    run_demo(args.out, fresh=args.fresh, steps=args.steps, limit=args.limit, n=args.n, seeds=seeds)
     return 0

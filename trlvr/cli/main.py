@@ -36,8 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    if argv[:1] == ["train"]:  # `train` hands its arguments to TRL's own parser (trlvr.config)
+        args = argparse.Namespace(command="train", rest=argv[1:])
+    else:
+        args = build_parser().parse_args(argv)
     try:
         return int(importlib.import_module(f"trlvr.cli.{COMMANDS[args.command]}").main(args) or 0)
     except UserError as e:

@@ -1,14 +1,18 @@
-"""`trlvr train --config FILE.yaml [--key value ...] [--resume]`: GRPO-train a tandem senior.
+"""`trlvr train --config FILE|NAME [--key value ...]`: GRPO-train a tandem senior (or its baseline).
 
-    trlvr train --config configs/toy-tandem.yaml
-    trlvr train --config configs/toy-tandem.yaml --p 0.3 --grpo.max_steps 20 --output_dir runs/p03
-    trlvr train --config configs/toy-tandem.yaml --resume          # continue from the last checkpoint
-    torchrun --nproc_per_node 2 -m trlvr.cli.main train --config configs/toy-tandem.yaml
+    trlvr train --config toy --arm tandem                 # `toy` = trlvr/configs/toy.yaml, in the package
+    trlvr train --config toy --arm grpo --max_steps 20 --output_dir runs/grpo20
+    trlvr train --config toy --arm tandem --seeds 0,1,2   # runs/toy-tandem/seed-0, seed-1, seed-2
+    trlvr train --config toy --arm tandem --holdout 200   # 200 problems kept for `trlvr select --val split:200`
+    trlvr train --config toy --arm tandem --resume        # continue from the newest complete checkpoint
+    torchrun --nproc_per_node 2 -m trlvr.cli.main train --config toy --per_device_train_batch_size 64
     accelerate launch --config_file recipes/accelerate-zero2-2gpu.yaml -m trlvr.cli.main train \\
-        --config recipes/qwen3-4b-tandem-deepscaler.yaml
+        --config recipes/qwen3-4b-deepscaler.yaml --arm tandem
 
-Overrides: `--key value` pairs after the options; keys plain (`p`) or dotted (`tandem.p`,
-`grpo.beta`); values read as YAML scalars. Unknown keys are errors naming the key.
+The config is one flat YAML of `trlvr.config.TandemConfig` and `trl.GRPOConfig` fields, read by
+TRL's own parser (`trl.TrlParser`); any field is also a `--key value` override, and a wrong key
+or type is one error line naming it. `{arm}` in output_dir becomes the arm. Switches: `--resume`,
+`--force` (train into a directory holding a different run), `--verbose`, `--seeds`.
 """
 
 from __future__ import annotations
@@ -16,83 +20,57 @@ from __future__ import annotations
 import argparse
 
 
-class _OverridesParser(argparse.ArgumentParser):
-    """Keeps unknown `--key value` tokens as `args.overrides` instead of failing the whole command line
-    (the dispatcher calls `parse_args`, and argparse's REMAINDER does not capture `--options`)."""
-
-    def parse_known_args(self, args=None, namespace=None):
-        namespace, extras = super().parse_known_args(args, namespace)
-        namespace.overrides = list(getattr(namespace, "overrides", None) or []) + list(extras)
-        return namespace, []
-
-
 def make_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "train",
-        allow_abbrev=False,
-        help="GRPO-train a senior, tandem or solo (config YAML + overrides)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--config", required=True, help="run YAML with `tandem:` and `grpo:` sections")
-    parser.add_argument("--resume", action="store_true", help="resume from the last checkpoint in output_dir")
-    parser.__class__ = _OverridesParser
-    parser.set_defaults(overrides=[])
+        "train", help="GRPO-train a senior, tandem or solo (config YAML + --key value overrides)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
+    )  # fmt: skip
+    parser.add_argument("rest", nargs=argparse.REMAINDER, help="--config FILE and --key value pairs")
     return parser
 
 
-def parse_overrides(tokens: list[str]) -> dict:
-    """["--p", "0.3", "--grpo.beta=0.01"] -> {"p": 0.3, "grpo.beta": 0.01}."""
-    from trlvr.config import parse_scalar
+def _pop_seeds(argv: list[str]) -> tuple[list[str], list[int] | None]:
+    from trlvr.errors import UserError
 
-    out, i = {}, 0
-    tokens = [t for t in tokens if t != "--"]
-    while i < len(tokens):
-        tok = tokens[i]
-        if not tok.startswith("--") or len(tok) <= 2:
-            raise ValueError(f"expected --key value, got {tok!r}")
-        key = tok[2:]
-        if "=" in key:
-            key, value = key.split("=", 1)
-            i += 1
-        else:
-            if i + 1 >= len(tokens):
-                raise ValueError(f"override --{key} has no value")
-            value = tokens[i + 1]
-            i += 2
-        out[key.replace("-", "_")] = parse_scalar(value)
-    return out
+    if "--seeds" not in argv:
+        return argv, None
+    i = argv.index("--seeds")
+    if i + 1 >= len(argv):
+        raise UserError("--seeds needs a comma-separated list, e.g. --seeds 0,1,2")
+    try:
+        seeds = [int(x) for x in argv[i + 1].split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--seeds: expected comma-separated integers, got {argv[i + 1]!r}") from None
+    if len(set(seeds)) != len(seeds) or not seeds:
+        raise UserError(f"--seeds: expected distinct integers, got {argv[i + 1]!r}")
+    return argv[:i] + argv[i + 2 :], seeds
 
 
 def main(args) -> int:
-    import os
+    argv = [a for a in args.rest if a != "--"]
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    argv, seeds = _pop_seeds(argv)
+    from trlvr.config import parse_run_args
+    from trlvr.training.console import quiet_libraries
 
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from trlvr.config import load_run_config
-    from trlvr.training import build_trainer
+    tandem, grpo, options = parse_run_args(argv)
+    quiet_libraries(options.verbose)
+    from trlvr.training.run import seed_args, train_and_save
 
-    overrides = parse_overrides(args.overrides or [])
-    tandem, grpo = load_run_config(args.config, overrides)
-    trainer = build_trainer(tandem, grpo)
-    resume = args.resume
-    if resume:
-        from transformers.trainer_utils import get_last_checkpoint
-
-        last = (
-            get_last_checkpoint(trainer.args.output_dir) if os.path.isdir(trainer.args.output_dir) else None
-        )
-        if last is None:
-            raise SystemExit(f"--resume: no checkpoint in {trainer.args.output_dir}")
-        resume = last
-        print(f"[trlvr] resuming from {last}")
-    trainer.train(resume_from_checkpoint=resume or None)
-    trainer.save_model(os.path.join(trainer.args.output_dir, "final"))
+    runs = [(grpo, None)] if seeds is None else [(seed_args(grpo, s), s) for s in seeds]
+    for run_args, seed in runs:
+        desc = f"train {tandem.arm}" + (f" seed {seed}" if seed is not None else "")
+        final = train_and_save(tandem, run_args, resume=options.resume, force=options.force, desc=desc,
+                               verbose=options.verbose)
+        print(f"wrote {final}")
     return 0
 
 
-if __name__ == "__main__":  # `python -m trlvr.cli.train_cmd train --config ...` (no dispatcher)
+if __name__ == "__main__":  # `python -m trlvr.cli.train_cmd --config ...` (no dispatcher)
     import sys
 
-    _parser = argparse.ArgumentParser(prog="trlvr")
-    make_parser(_parser.add_subparsers(dest="command", required=True))
-    sys.exit(main(_parser.parse_args(sys.argv[1:])))
+    from trlvr.cli.main import main as dispatch
+
+    sys.exit(dispatch(["train", *sys.argv[1:]]))

@@ -1,17 +1,26 @@
-"""Build a `TandemGRPOTrainer` from a run config: models, tokenizer, dataset, reward.
+"""Build a `TandemGRPOTrainer` from a run config: models, tokenizer, dataset, reward, callbacks.
 
 The dataset TRL sees has a "prompt" column (a string, or a list of chat messages) and an "answer"
-column for the reward. Rows that already carry a `prompt` are used verbatim (the toy world); other
-problems get one from `trlvr.data.prompt_for` (the problem in the model's chat template).
+column for the reward. Problems come from `trlvr.data.load_problems` (the one path from a file to
+problems, with its validation), prompts from `trlvr.data.prompt_for` (a row's own `prompt`
+verbatim, else the problem in the model's chat template), and ids from `trlvr.data.encode_prompt`
+(here for the length filter, in `TandemRollout` for generation).
+
+With `holdout: N` the N problems `trlvr.data.holdout_split` picks are removed before training and
+written to `output_dir/holdout.jsonl`, which `trlvr select RUN --val split:N` reads.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import os
+from pathlib import Path
 
 from trlvr.config import TandemConfig
+from trlvr.errors import UserError
+
+HOLDOUT_FILE = "holdout.jsonl"
+SELF = "self"
 
 
 def resolve_reward(name: str):
@@ -22,95 +31,109 @@ def resolve_reward(name: str):
         return math_reward
     module, sep, attr = name.partition(":")
     if not sep:
-        raise ValueError(f"tandem.reward: expected 'math' or 'package.module:function', got {name!r}")
-    return getattr(importlib.import_module(module), attr)
+        raise UserError(f"reward: expected 'math' or 'package.module:function', got {name!r}")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise UserError(f"reward: cannot import {name!r} ({e})") from None
 
 
-def _read_jsonl(path: str, limit: int | None) -> list[dict]:
-    rows = []
-    with open(path) as f:
-        for line_no, line in enumerate(f, 1):
-            if line.strip():
-                row = json.loads(line)
-                for field in ("prompt", "answer"):
-                    if field not in row:
-                        raise ValueError(f"{path}:{line_no}: row has no {field!r} field")
-                rows.append({"prompt": row["prompt"], "answer": str(row["answer"])})
-            if limit is not None and len(rows) >= limit:
-                break
-    return rows
+def load_training_problems(tandem: TandemConfig) -> tuple[list, list]:
+    """(problems to train on, held-out problems) of the configured dataset, validated."""
+    from trlvr.data import holdout_split, load_problems
+    from trlvr.rewards import check_golds
+
+    if not tandem.dataset:
+        raise UserError("dataset: a training data source is required")
+    problems = list(load_problems(tandem.dataset, split=tandem.dataset_split, limit=tandem.dataset_limit,
+                                  check_gold=check_golds))  # fmt: skip
+    return holdout_split(problems, tandem.holdout, tandem.holdout_seed)
 
 
-def build_rows(tandem: TandemConfig, tokenizer) -> list[dict]:
-    """[{"prompt": ..., "answer": ...}] for the configured dataset."""
-    source = tandem.dataset
-    if not source:
-        raise ValueError("tandem.dataset: a dataset source is required")
-    if source.endswith(".jsonl") and os.path.isfile(source):
-        with open(source) as f:
-            first = json.loads(next(line for line in f if line.strip()))
-        if "prompt" in first:  # toy / pre-rendered rows: prompt used verbatim
-            return _read_jsonl(source, tandem.dataset_limit)
-    from trlvr.data import load_problems, prompt_for
-
-    problems = load_problems(source, split=tandem.dataset_split, limit=tandem.dataset_limit)
-    return [
-        {
-            "prompt": p.prompt if getattr(p, "prompt", None) else prompt_for(p, tokenizer),
-            "answer": str(p.answer),
-        }
-        for p in problems
-    ]
+def write_holdout(output_dir: str | Path, held: list) -> None:
+    """The held-out problems as a JSONL that `load_problems` reads back (problem, answer, prompt)."""
+    path = Path(output_dir) / HOLDOUT_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"problem": p.problem, "answer": p.answer, **({"prompt": p.prompt} if p.prompt is not None else {})}
+            for p in held]  # fmt: skip
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(path)
 
 
-def build_dataset(tandem: TandemConfig, tokenizer):
+def build_dataset(problems: list, tokenizer, max_prompt_length: int | None = None):
     from datasets import Dataset
 
-    rows = build_rows(tandem, tokenizer)
-    if tandem.max_prompt_length is not None:
+    from trlvr.data import encode_prompt, prompt_for
+    from trlvr.training.console import log
 
-        def fits(row):
-            p = row["prompt"]
-            ids = (
-                tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True)
-                if isinstance(p, list)
-                else tokenizer(text=p)["input_ids"]
-            )
-            return len(ids) <= tandem.max_prompt_length
-
-        kept = [r for r in rows if fits(r)]
-        print(
-            f"[trlvr] max_prompt_length={tandem.max_prompt_length}: kept {len(kept)} of {len(rows)} problems"
-        )
+    rows = [{"prompt": prompt_for(p, tokenizer), "answer": str(p.answer)} for p in problems]
+    if max_prompt_length is not None:
+        kept = [r for r in rows if len(encode_prompt(r["prompt"], tokenizer)) <= max_prompt_length]
+        log(f"max_prompt_length={max_prompt_length}: kept {len(kept)} of {len(rows)} problems")
         rows = kept
     if not rows:
-        raise ValueError(f"tandem.dataset: no usable problems in {tandem.dataset!r}")
+        raise UserError("dataset: no usable training problems left (check dataset, holdout and max_prompt_length)")
     return Dataset.from_list(rows)
 
 
-def build_trainer(tandem: TandemConfig, grpo_kwargs: dict, callbacks=None):
-    """GRPOConfig + models + data + reward -> TandemGRPOTrainer (not yet trained)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig
+def load_models(tandem: TandemConfig, args):
+    """(senior, junior or None, tokenizer): the ONE place a run loads its models.
 
-    from trlvr.training.trainer import TandemGRPOTrainer
+    The junior is loaded only when rollouts need it and it is not TRL's KL reference (TRL loads
+    that one); `junior: self` is the LoRA senior's base with adapters off (set up by the trainer).
+    """
+    from trlvr.models import check_same_vocab, load_causal_lm, load_tokenizer
 
-    args = GRPOConfig(**grpo_kwargs)
-    tokenizer = AutoTokenizer.from_pretrained(tandem.senior)
+    init = dict(args.model_init_kwargs or {})
+    tokenizer = load_tokenizer(tandem.senior, "senior")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    init = dict(args.model_init_kwargs or {})
-    senior = AutoModelForCausalLM.from_pretrained(tandem.senior, **init)
+    senior = load_causal_lm(tandem.senior, "senior", **init)
     junior = None
-    if tandem.arm == "tandem" and not (args.beta > 0 and tandem.kl_ref == "junior"):
-        junior = AutoModelForCausalLM.from_pretrained(tandem.junior, **init)
+    if tandem.junior and tandem.junior != SELF:
+        check_same_vocab(tokenizer, load_tokenizer(tandem.junior, "junior"))
+        kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
+        if tandem.arm == "tandem" and not kl_to_junior:
+            junior = load_causal_lm(tandem.junior, "junior", dtype=senior.dtype)
+    return senior, junior, tokenizer
+
+
+def peft_config_for(tandem: TandemConfig):
+    if not tandem.use_peft:
+        return None
+    from trlvr.training.peft_setup import lora_config
+
+    targets = tandem.lora_target_modules
+    targets = targets if targets == "all-linear" else [t.strip() for t in targets.split(",") if t.strip()]
+    return lora_config(tandem.lora_r, tandem.lora_alpha, tandem.lora_dropout, targets)
+
+
+def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | None = None):
+    """TandemConfig + trl.GRPOConfig -> TandemGRPOTrainer (not yet trained), with trlvr's callbacks."""
+    from trlvr.training.console import MetricsFile, ProgressBar
+    from trlvr.training.guard import NonFiniteGuard
+    from trlvr.training.trainer import TandemGRPOTrainer
+
+    if isinstance(args, dict):  # a plain dict of GRPOConfig fields (library callers)
+        from trl import GRPOConfig
+
+        args = GRPOConfig(**args)
+    train, held = load_training_problems(tandem)
+    senior, junior, tokenizer = load_models(tandem, args)
+    dataset = build_dataset(train, tokenizer, tandem.max_prompt_length)
+    if tandem.holdout:
+        write_holdout(args.output_dir, held)
+    own = [NonFiniteGuard(tandem.nonfinite_patience), MetricsFile(args.output_dir),
+           ProgressBar(desc or f"train {tandem.arm}")]  # fmt: skip
     return TandemGRPOTrainer(
         senior,
         junior,
         tandem=tandem,
         args=args,
         reward_funcs=resolve_reward(tandem.reward),
-        train_dataset=build_dataset(tandem, tokenizer),
+        train_dataset=dataset,
         processing_class=tokenizer,
-        callbacks=callbacks,
+        callbacks=own + list(callbacks or []),
+        peft_config=peft_config_for(tandem),
     )

@@ -29,8 +29,9 @@ import time
 import torch
 
 from trlvr.algos import author_stats, check_author_mask, check_has_junior_tokens
-from trlvr.engine.schedules import Schedule, vocab_tables
+from trlvr.data import encode_prompt
 from trlvr.engine import TandemGenerator
+from trlvr.engine.schedules import Schedule, vocab_tables
 
 
 def rollout_seed(seed: int, global_step: int, process_index: int, train: bool = True) -> int:
@@ -59,13 +60,8 @@ class TandemRollout:
         return seconds
 
     def _tokenize(self, prompts: list, tokenizer) -> list[list[int]]:
-        # The same tokenization GRPOTrainer applies on its own generation path (`_tokenize_prompts`).
-        if isinstance(prompts[0], list):  # conversational: [{"role": ..., "content": ...}, ...]
-            out = tokenizer.apply_chat_template(
-                prompts, add_generation_prompt=True, tokenize=True, return_dict=True
-            )
-            return [list(ids) for ids in out["input_ids"]]
-        return [list(ids) for ids in tokenizer(text=prompts)["input_ids"]]
+        # The one prompt -> ids function, shared with evaluation and the toy world.
+        return [encode_prompt(p, tokenizer) for p in prompts]
 
     def __call__(self, prompts: list, trainer) -> dict:
         args, acc = trainer.args, trainer.accelerator

@@ -60,19 +60,14 @@ def _plain_callable(f) -> bool:
     return callable(f) and not hasattr(f, "forward") and not inspect.iscoroutinefunction(f)
 
 
-def _load(path: str, like=None):
-    from transformers import AutoModelForCausalLM
-
-    kwargs = {"dtype": like.dtype} if like is not None else {}
-    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
-
-
 class TandemGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose rollouts come from `TandemGenerator`.
 
-    model: the senior (a PreTrainedModel or a path). junior: a PreTrainedModel, a path, or None (it
-    is then loaded from `tandem.junior` when the arm needs it). `reward_funcs` follow TRL's signature.
-    All other arguments are GRPOTrainer's.
+    model: the senior (a PreTrainedModel). junior: the frozen junior (a PreTrainedModel), or None when
+    rollouts do not need one, when it is TRL's KL reference (`kl_ref: junior`, reused), or when
+    `junior: self` (the LoRA senior's base with its adapters off: `trlvr.engine.self_pair`).
+    Models are loaded in one place, `trlvr.training.build.load_models`. `reward_funcs` follow TRL's
+    signature; all other arguments (including `peft_config`) are GRPOTrainer's.
 
     >>> trainer = TandemGRPOTrainer(senior, junior, tandem=TandemConfig(senior="s", junior="j"),
     ...     args=GRPOConfig(...), reward_funcs=math_reward, train_dataset=ds,
@@ -90,29 +85,33 @@ class TandemGRPOTrainer(GRPOTrainer):
                 "TandemGRPOTrainer generates with the tandem engine: use_vllm, use_transformers_continuous_batching "
                 "and off_policy_mask_threshold must be off (the engine's log-probs are at temperature 1)"
             )
-        if isinstance(model, str):
-            model = _load(model)
         self.tandem = tandem
+        self_paired = tandem.junior == "self"
+        if self_paired and kwargs.get("peft_config") is None:
+            raise ValueError("junior: 'self' needs a LoRA senior (use_peft: true, peft_config)")
         check_p = tandem.p if tandem.expects_junior_tokens else None
         name, schedule_kwargs = tandem.schedule_kwargs()
         self.rollout = TandemRollout(Schedule.from_config(name, **schedule_kwargs), check_junior_p=check_p)
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
-        if kl_to_junior and not isinstance(tandem.junior, str):
+        # With PEFT, TRL's reference is the senior with adapters disabled: for `junior: self` that IS the junior.
+        if kl_to_junior and not self_paired and not isinstance(tandem.junior, str):
             raise ValueError("tandem.junior: kl_ref=junior needs the junior as a model path")
         funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
         funcs = [with_share_split(f) if _plain_callable(f) else f for f in funcs]
 
-        with _reference_is(model, tandem.junior) if kl_to_junior else contextlib.nullcontext():
+        with _reference_is(model, tandem.junior) if kl_to_junior and not self_paired else contextlib.nullcontext():
             super().__init__(model=model, reward_funcs=funcs, args=args, rollout_func=self.rollout, **kwargs)
 
         if tandem.arm == "tandem":
-            if junior is None and kl_to_junior:
-                junior = self.accelerator.unwrap_model(
-                    self.ref_model
-                )  # already the junior: reuse, don't reload
-            elif junior is None or isinstance(junior, str):
-                junior = _load(junior or tandem.junior, like=self.model)
+            if self_paired:
+                from trlvr.engine.self_pair import AdapterOffView
+
+                junior = AdapterOffView(self.accelerator.unwrap_model(self.model))  # shares the base weights
+            elif junior is None and kl_to_junior:
+                junior = self.accelerator.unwrap_model(self.ref_model)  # already the junior: reuse, don't reload
+            elif junior is None:
+                raise ValueError("arm=tandem needs the junior model (trlvr.training.build.load_models loads it)")
             junior.to(self.accelerator.device)
             junior.eval()
             junior.requires_grad_(False)

@@ -1,0 +1,154 @@
+"""What a training run shows and keeps: one progress bar, a few headers, every metric in a file.
+
+- `quiet_libraries(verbose)`: silence transformers / TRL / datasets chatter (deprecation warnings,
+  "Loading weights" bars, info logs) unless `--verbose`.
+- `log`: trlvr's logger, through accelerate's `get_logger`, so only the main process prints.
+- `ProgressBar`: a TrainerCallback drawing one tqdm bar per run with step, reward, senior share,
+  s/step and ETA (TRL's own bar is off: `disable_tqdm: true` in the configs, and the trainer's
+  dict printer is removed unless verbose).
+- `MetricsFile`: a TrainerCallback appending every log dict to `output_dir/metrics.jsonl`.
+
+What this file does not know: what the metrics mean or how training works.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import warnings
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+METRICS_FILE = "metrics.jsonl"
+_LOGGER_NAME = "trlvr"
+
+
+def _setup_logger() -> None:
+    base = logging.getLogger(_LOGGER_NAME)
+    if not any(getattr(h, "_trlvr", False) for h in base.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[trlvr] %(message)s"))
+        handler._trlvr = True
+        base.addHandler(handler)
+        base.setLevel(logging.INFO)
+        base.propagate = False
+
+
+def log(message: str, level: int = logging.INFO) -> None:
+    """Print `message` once (main process only), as `[trlvr] message`."""
+    from accelerate import PartialState
+    from accelerate.logging import get_logger
+
+    PartialState()  # accelerate's logger needs the process state; a no-op once it exists
+    _setup_logger()
+    get_logger(_LOGGER_NAME).log(level, message)
+
+
+def warn(message: str) -> None:
+    log(message, logging.WARNING)
+
+
+def quiet_libraries(verbose: bool = False) -> None:
+    """Keep the console to trlvr's own lines (verbose: leave the libraries as they are)."""
+    _setup_logger()
+    if verbose:
+        return
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()  # "Loading weights" bars
+    try:
+        import datasets
+
+        datasets.utils.logging.set_verbosity_error()
+        datasets.disable_progress_bars()
+    except ImportError:  # pragma: no cover - datasets is a dependency
+        pass
+    for name in ("trl", "accelerate", "torch.distributed"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    for module in ("transformers", "trl", "accelerate", "torch", "peft"):
+        warnings.filterwarnings("ignore", category=FutureWarning, module=module)
+        warnings.filterwarnings("ignore", category=UserWarning, module=module)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+def _fmt_seconds(s: float) -> str:
+    return f"{s:.1f}s" if s < 60 else f"{s / 60:.1f}min"
+
+
+class ProgressBar(TrainerCallback):
+    """One tqdm bar over the run's optimizer steps, on the main process.
+
+    The postfix shows the last logged reward, senior share and step time; tqdm adds elapsed time,
+    ETA and rate. `desc` names the stage (e.g. "train tandem").
+    """
+
+    def __init__(self, desc: str = "train"):
+        self.desc = desc
+        self.bar = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc=self.desc, unit="step",
+                            dynamic_ncols=True)  # fmt: skip
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.update(state.global_step - self.bar.n)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.bar is None or not logs:
+            return
+        shown = {}
+        if "reward" in logs:
+            shown["reward"] = f"{logs['reward']:.3f}"
+        if "tandem/senior_share" in logs:
+            shown["senior"] = f"{logs['tandem/senior_share']:.2f}"
+        if "timing/step_s" in logs:
+            shown["step"] = _fmt_seconds(logs["timing/step_s"])
+        if shown:
+            self.bar.set_postfix(shown, refresh=False)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class MetricsFile(TrainerCallback):
+    """Append each log dict, with its step, to `output_dir/metrics.jsonl` (main process only).
+
+    On resume from step N, rows after N (written by the interrupted run) are dropped first, so the
+    file reads as one uninterrupted run.
+    """
+
+    def __init__(self, output_dir: str | Path):
+        self.path = Path(output_dir) / METRICS_FILE
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero or not self.path.exists():
+            return
+        kept = []
+        for line in self.path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a torn last line from a kill
+                continue
+            if isinstance(row, dict) and row.get("step", 0) <= state.global_step:
+                kept.append(line)
+        self.path.write_text("".join(line + "\n" for line in kept))
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            row = {"step": state.global_step, **logs}
+            with open(self.path, "a") as f:
+                f.write(json.dumps(row, default=float) + "\n")

@@ -1,0 +1,113 @@
+"""The run's identity, stored beside its checkpoints as `output_dir/trlvr_run.json`.
+
+A record holds the TandemConfig (minus knobs that do not change what is trained), the GRPOConfig
+fields that decide the updates, and the training data's content hash. Training into a directory
+whose record differs (another arm, dataset, schedule, p, senior, junior, learning rate, ...) is
+refused unless `--force`, with the differences listed; so is starting over (no `--resume`) where
+checkpoints already are. `max_steps` is not part of the record: extending a run is a resume.
+
+What this file does not know: the Trainer or the models. It compares dictionaries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from trlvr.config import TandemConfig
+from trlvr.errors import UserError
+from trlvr.training.checkpoints import checkpoints
+
+RUN_FILE = "trlvr_run.json"
+FORMAT = 1
+# TandemConfig fields that do not change what is trained
+NOT_IDENTITY = {"nonfinite_patience"}
+# GRPOConfig fields that decide the updates
+GRPO_IDENTITY = (
+    "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "weight_decay", "max_grad_norm",
+    "optim", "adam_beta1", "adam_beta2", "adam_epsilon", "num_generations", "per_device_train_batch_size",
+    "gradient_accumulation_steps", "steps_per_generation", "generation_batch_size", "max_completion_length",
+    "loss_type", "epsilon", "epsilon_high", "beta", "scale_rewards", "num_iterations", "temperature", "top_p",
+    "top_k", "min_p", "repetition_penalty", "mask_truncated_completions", "model_init_kwargs", "bf16", "seed",
+)  # fmt: skip
+
+
+def data_fingerprint(source: str, split: str | None = None) -> dict:
+    """{"source", "split", "sha256"}: the content hash of a local file or folder; hub names carry none."""
+    path = Path(source)
+    digest = None
+    if path.is_file() or path.is_dir():
+        h = hashlib.sha256()
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for f in files:
+            h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode())
+            with open(f, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+        digest = h.hexdigest()
+    return {"source": source, "split": split, "sha256": digest}
+
+
+def run_record(tandem: TandemConfig, args) -> dict:
+    """The record of a run about to start (JSON-ready)."""
+    record = {
+        "format": FORMAT,
+        "tandem": {k: v for k, v in dataclasses.asdict(tandem).items() if k not in NOT_IDENTITY},
+        "grpo": {k: getattr(args, k, None) for k in GRPO_IDENTITY},
+        "data": data_fingerprint(tandem.dataset, tandem.dataset_split),
+    }
+    return json.loads(json.dumps(record, default=str))  # the form it has once stored
+
+
+def differences(old: dict, new: dict) -> list[str]:
+    """["p: 0.5 -> 0.3", ...] over every section's keys."""
+    out = []
+    for section in ("tandem", "grpo", "data"):
+        a, b = old.get(section) or {}, new.get(section) or {}
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                name = f"data {key}" if section == "data" else key
+                out.append(f"{name}: {a.get(key)!r} -> {b.get(key)!r}")
+    return out
+
+
+def read_record(output_dir: str | Path) -> dict | None:
+    path = Path(output_dir) / RUN_FILE
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON ({e}); remove it or pass --force") from e
+
+
+def write_record(output_dir: str | Path, record: dict) -> None:
+    """Atomically (write + rename), so another process never reads half a file."""
+    path = Path(output_dir) / RUN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{RUN_FILE}.{os.getpid()}")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def check_output_dir(output_dir: str | Path, record: dict, *, resume: bool, force: bool) -> list[str]:
+    """Refuse (UserError) to mix runs in `output_dir`; return the differences that --force let through."""
+    stored = read_record(output_dir)
+    diffs = differences(stored, record) if stored is not None else []
+    if diffs and not force:
+        shown = "; ".join(diffs[:8]) + (f"; and {len(diffs) - 8} more" if len(diffs) > 8 else "")
+        raise UserError(
+            f"{output_dir} holds a different run ({shown}): use another --output_dir, or --force to "
+            f"{'resume' if resume else 'train'} into it anyway"
+        )
+    existing = checkpoints(output_dir)
+    if not resume and not force and (existing or (Path(output_dir) / "final").exists()):
+        newest = existing[0].name if existing else "final"
+        raise UserError(
+            f"{output_dir} already holds this run ({newest}): pass --resume to continue it, another "
+            "--output_dir for a new run, or --force to start over in it"
+        )
+    return diffs
