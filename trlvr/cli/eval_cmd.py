@@ -212,31 +212,30 @@ def format_group(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def resolve_senior(spec: str, benchmarks: dict) -> tuple[str, dict | None]:
-    """RUN@selected -> the selected checkpoint, and a note of how it was chosen (with its overlap with
-    the data evaluated here: a checkpoint chosen on its own test data is flagged in the report)."""
+def selection_note(spec: str, record: dict | None, benchmarks: dict) -> dict | None:
+    """How a RUN@selected senior was chosen, with its overlap with the data evaluated here (a
+    checkpoint chosen on its own test data is flagged in the report)."""
     from trlvr.data import problem_key
-    from trlvr.experiments.selection import resolve_senior as resolve
 
-    path, record = resolve(spec)
     if record is None:
-        return path, None
+        return None
     val_keys = set(record["val"].get("keys", []))
     overlap = {b: sum(problem_key(p) in val_keys for p in ps) / len(ps) for b, ps in benchmarks.items() if ps}
-    note = {"run": spec.removesuffix("@selected"), "step": record["step"], "metric": record["metric"],
+    return {"run": spec.removesuffix("@selected"), "step": record["step"], "metric": record["metric"],
             "val": {k: v for k, v in record["val"].items() if k != "keys"}, "val_overlap": overlap}  # fmt: skip
-    return path, note
 
 
 def evaluate_one(args, sources: dict, senior_spec: str, out: str) -> int:
     from trlvr.data import load_problems
+    from trlvr.experiments.selection import resolve_senior
 
+    args.senior, record = resolve_senior(senior_spec)  # RUN@selected -> the chosen checkpoint
+    args.out = out
+    check_settings(args)
     benchmarks = {
         name: load_problems(src, split=args.split, limit=args.limit) for name, src in sources.items()
     }
-    args.senior, selection = resolve_senior(senior_spec, benchmarks)
-    args.out = out
-    check_settings(args)
+    selection = selection_note(senior_spec, record, benchmarks)
 
     import torch
 
