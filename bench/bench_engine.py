@@ -8,6 +8,8 @@ For each model size (random Qwen3 senior, smaller junior, batch 64, 256 new toke
   2. engine solo-senior vs `model.generate` with the same sampling                  (bar: <= 1.0)
   3. engine tandem vs the naive approach: alternating `model.generate` calls per
      segment, each re-reading the whole prefix (per sequence, tokens/s compared)   (bar: >= 5x)
+  4. prompt sharing: prefill of 16 prompts x G = 8 repeats, 256-token prompts, shared
+     (each distinct prompt once, KV rows copied) vs unshared                          (bar: >= 4x)
 Timings interleave the contenders and keep the median of several repeats (the machine is noisy).
 Peak memory: per contender in a fresh subprocess, the growth of peak RSS (ru_maxrss) during the
 call over the process with models built, in MiB.
@@ -159,6 +161,23 @@ def peak_mib(size: str, name: str, batch: int, new: int, naive_seqs: int) -> flo
     return int(out.stdout.strip().splitlines()[-1]) / 1024
 
 
+def sharing(size: str, repeats: int, groups: int = 16, g: int = 8, length: int = 256) -> dict:
+    """Prefill time (one new token) of TRL-shaped batches, shared vs unshared prompts."""
+    vocab = SIZES[size][0]
+    _, _, gen = setup(size)
+    gen_ = torch.Generator().manual_seed(2)
+    distinct = [torch.randint(1, vocab, (length,), generator=gen_).tolist() for _ in range(groups)]
+    batch = [p for p in distinct for _ in range(g)]
+    sched = WordSchedule(p=0.5)
+    fns = {
+        "shared": lambda: gen.generate(batch, sched, max_new_tokens=1, share_prompts=True),
+        "unshared": lambda: gen.generate(batch, sched, max_new_tokens=1, share_prompts=False),
+    }
+    t = time_all(fns, repeats)
+    return {"prefill_speedup": t["unshared"] / t["shared"], "seconds": {k: round(v, 3) for k, v in t.items()},
+            "shape": f"{groups} prompts x G={g}, {length} tokens"}  # fmt: skip
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -195,6 +214,8 @@ def main():
         )
         print(f"  tokens/s: {r['tokens_per_s']}")
         print(f"  peak RSS growth during the call, MiB: {r['peak_rss_mib']}")
+        r["prompt_sharing"] = sh = sharing(size, args.repeats)
+        print(f"  prompt sharing ({sh['shape']}): prefill {sh['prefill_speedup']:.1f}x faster   (bar >= 4x)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

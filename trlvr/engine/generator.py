@@ -34,8 +34,10 @@ def _device(model) -> torch.device:
 
 
 def _cache_arg(model) -> str:
-    # transformers renamed `past_key_values` to `cache` during 5.x; support both spellings.
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    # transformers renamed `past_key_values` to `cache` during 5.x; support both spellings. A PEFT
+    # model's forward takes **kwargs only: read the base model's signature.
+    target = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(target.forward).parameters else "past_key_values"
 
 
 def _forward(model, cache_arg: str, cache, **inputs):
@@ -43,6 +45,47 @@ def _forward(model, cache_arg: str, cache, **inputs):
     out = model(**inputs, **{cache_arg: cache}, use_cache=True)
     new_cache = out.cache if cache_arg == "cache" else out.past_key_values
     return new_cache, out.logits[:, -1]
+
+
+def _distinct(prompt_ids: list[list[int]]) -> tuple[list[int], list[int] | None]:
+    """(first row of each distinct prompt, distinct index of every row), or inverse None when all differ.
+
+    >>> _distinct([[1, 2], [3], [1, 2]])
+    ([0, 1], [0, 1, 0])
+    """
+    index: dict[tuple[int, ...], int] = {}
+    first, inverse = [], []
+    for i, p in enumerate(prompt_ids):
+        key = tuple(p)
+        if key not in index:
+            index[key] = len(first)
+            first.append(i)
+        inverse.append(index[key])
+    return first, (None if len(first) == len(prompt_ids) else inverse)
+
+
+def kv_cache_bytes(model, batch: int, tokens: int) -> int:
+    """Bytes of a full KV cache for `batch` rows of `tokens` positions: layers x 2 x kv_heads x head_dim x dtype."""
+    cfg = model.config
+    layers = cfg.num_hidden_layers
+    kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    dtype_bytes = next(model.parameters()).element_size()
+    return layers * 2 * kv_heads * head_dim * dtype_bytes * tokens * batch
+
+
+def plan_sub_batches(models: list, batch: int, tokens: int, budget_bytes: int | None) -> int:
+    """How many equal sub-batches keep both KV caches within `budget_bytes` (1 when no budget)."""
+    if budget_bytes is None:
+        return 1
+    per_row = sum(kv_cache_bytes(m, 1, tokens) for m in models)
+    if per_row > budget_bytes:
+        raise ValueError(
+            f"one row of {tokens} tokens needs {per_row:,} bytes of KV cache for the running models, more than "
+            f"the {budget_bytes:,} bytes available (batch {batch}); shorten prompt + max_new_tokens"
+        )
+    rows_fit = budget_bytes // per_row
+    return -(-batch // rows_fit)  # ceil
 
 
 class TandemGenerator:
@@ -102,6 +145,14 @@ class TandemGenerator:
             raise ValueError("no EOS token id: pass eos_token_ids or a tokenizer with eos_token_id")
         return list(eos_token_ids)
 
+    def _memory_budget(self, requested: int | None | str) -> int | None:
+        if requested != "auto":
+            return requested
+        if self.device.type != "cuda":
+            return None
+        free, _ = torch.cuda.mem_get_info(self.device)
+        return int(0.9 * free)
+
     @property
     def device(self) -> torch.device:
         return _device(self.senior)
@@ -117,8 +168,18 @@ class TandemGenerator:
         top_k: int = 0,
         seed: int = 0,
         score_both: bool = False,
+        share_prompts: bool = True,
+        memory_budget_bytes: int | None | str = "auto",
     ) -> TandemOutput:
         """Generate one completion per prompt (prompts may differ in length).
+
+        share_prompts: prefill each distinct prompt once and copy its KV rows to its repeats (TRL
+        hands every prompt `num_generations` times); decoding is unchanged, so the output equals
+        the unshared one up to floating-point summation order in the prefill.
+        memory_budget_bytes: bytes the KV caches of the running models may take ("auto": 90% of the
+        free memory of a CUDA device, no limit on CPU). When the batch needs more, it runs as
+        equal sub-batches in turn (sub-batch k seeded seed + k; `out.num_sub_batches` says how
+        many); when one row alone needs more, a ValueError names batch, length and bytes.
 
         Only the models that can write under `schedule` run (`schedule.writers`: a SoloSchedule, or
         p = 1 / p = 0, runs one model), unless `score_both` asks for both models' log-probs (it then
@@ -138,6 +199,18 @@ class TandemGenerator:
             raise ValueError(f"{type(schedule).__name__} needs a junior model, but the generator has none")
         models = {name: m for name, m in ((SENIOR, self.senior), (JUNIOR, self.junior)) if name in writers}
         lockstep = len(models) == 2  # both models run every step; the active author's logits are sampled
+
+        budget = self._memory_budget(memory_budget_bytes)
+        total = max(len(p) for p in prompt_ids) + max_new_tokens
+        n_sub = plan_sub_batches(list(models.values()), len(prompt_ids), total, budget)
+        if n_sub > 1:
+            size = -(-len(prompt_ids) // n_sub)
+            parts = [
+                self.generate(prompt_ids[i : i + size], schedule, max_new_tokens, temperature, top_p, top_k,
+                              seed + k, score_both, share_prompts, memory_budget_bytes=None)
+                for k, i in enumerate(range(0, len(prompt_ids), size))
+            ]  # fmt: skip
+            return TandemOutput.concat(parts, pad_id=self.pad_token_id)
 
         device = self.device
         tables = self.tables.to(device)
@@ -161,14 +234,21 @@ class TandemGenerator:
         for m in models.values():
             m.eval()
         try:
-            # (2) prefill
+            # (2) prefill: each distinct prompt once, then its KV rows and logits copied to its repeats
             cache_args = {name: _cache_arg(m) for name, m in models.items()}
+            unique, inverse = _distinct(prompt_ids) if share_prompts else (list(range(B)), None)
+            first = torch.tensor(unique, device=device)  # (U,) one row per distinct prompt
             caches, logits = {}, {}
             for name, model in models.items():
                 caches[name], logits[name] = _forward(
                     model, cache_args[name], None,
-                    input_ids=input_ids, attention_mask=mask[:, :L], position_ids=positions, logits_to_keep=1,
-                )  # logits[name]: (B, V)
+                    input_ids=input_ids[first], attention_mask=mask[first, :L], position_ids=positions[first],
+                    logits_to_keep=1,
+                )  # logits[name]: (U, V)
+                if inverse is not None:
+                    rows_of = torch.tensor(inverse, device=device)  # (B,) distinct-prompt index of every row
+                    caches[name].batch_select_indices(rows_of)
+                    logits[name] = logits[name][rows_of]  # (B, V)
 
             tokens = torch.full((B, max_new_tokens), self.pad_token_id, dtype=torch.long, device=device)
             senior_authored = torch.zeros(B, max_new_tokens, dtype=torch.bool, device=device)

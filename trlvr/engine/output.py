@@ -29,6 +29,26 @@ class TandemOutput:
     senior_logprob: torch.Tensor | None  # (B, T) float32, log p_senior(token), temperature 1, no truncation
     junior_logprob: torch.Tensor | None  # (B, T) float32, log p_junior(token); None when junior not run
     finish_codes: torch.Tensor  # (B,) long, index into FINISH_REASONS
+    num_sub_batches: int = 1  # > 1 when the batch ran in parts to fit the memory budget
+
+    @staticmethod
+    def concat(parts: list[TandemOutput], pad_id: int = 0) -> TandemOutput:
+        """Stack outputs of consecutive sub-batches into one (right-padded to the longest completion)."""
+        T = max(p.tokens.shape[1] for p in parts)
+
+        def cat(name: str, fill):
+            tensors = [getattr(p, name) for p in parts]
+            if any(t is None for t in tensors):
+                return None
+            padded = [torch.nn.functional.pad(t, (0, T - t.shape[1]), value=fill) for t in tensors]
+            return torch.cat(padded)
+
+        return TandemOutput(
+            tokens=cat("tokens", pad_id), senior_authored=cat("senior_authored", False),
+            completion_mask=cat("completion_mask", False), senior_logprob=cat("senior_logprob", 0.0),
+            junior_logprob=cat("junior_logprob", 0.0), finish_codes=torch.cat([p.finish_codes for p in parts]),
+            num_sub_batches=sum(p.num_sub_batches for p in parts),
+        )  # fmt: skip
 
     @property
     def lengths(self) -> torch.Tensor:

@@ -1,0 +1,67 @@
+"""Prompt sharing and memory planning: the engine's batch-level savings must not change what it generates."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_engine import PROMPTS, SCHEDULES, encode
+
+from trlvr.engine import TandemGenerator, WordSchedule
+from trlvr.engine.generator import kv_cache_bytes, plan_sub_batches
+
+
+def frequent_eos(tokenizer):
+    """EOS ids that end rows at different times, so finished-row compaction runs mid-generation."""
+    return list(range(5, len(tokenizer), 9))
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: repr(s))
+def test_shared_prefill_generates_what_the_unshared_one_does(models, tokenizer, schedule):
+    senior, junior = models
+    gen = TandemGenerator(senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer))
+    prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]  # each prompt 4 times, as TRL hands them
+    kw = dict(max_new_tokens=24, temperature=1.0, seed=11, score_both=True)
+    shared = gen.generate(prompts, schedule, share_prompts=True, **kw)
+    plain = gen.generate(prompts, schedule, share_prompts=False, **kw)
+    assert shared.completion_ids == plain.completion_ids
+    assert shared.authors == plain.authors and shared.finish_reasons == plain.finish_reasons
+    assert len(set(map(len, shared.completion_ids))) > 1  # rows ended at different times
+    for a, b in ((shared.senior_logprob, plain.senior_logprob), (shared.junior_logprob, plain.junior_logprob)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+def test_kv_bytes_match_a_real_cache(models, tokenizer):
+    senior, _ = models
+    ids = torch.tensor([encode(tokenizer, ["The cat sat on the mat."])[0]] * 3)
+    with torch.no_grad():
+        cache = senior(input_ids=ids, use_cache=True).past_key_values
+    real = sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
+    assert kv_cache_bytes(senior, batch=3, tokens=ids.shape[1]) == real
+
+
+def test_memory_budget_splits_into_sub_batches(models, tokenizer):
+    senior, junior = models
+    gen = TandemGenerator(senior, junior, tokenizer)
+    prompts = encode(tokenizer, PROMPTS) * 2  # 8 rows
+    tokens = max(map(len, prompts)) + 16
+    per_row = kv_cache_bytes(senior, 1, tokens) + kv_cache_bytes(junior, 1, tokens)
+    assert plan_sub_batches([senior, junior], 8, tokens, None) == 1
+    assert plan_sub_batches([senior, junior], 8, tokens, int(2.5 * per_row)) == 4
+    kw = dict(max_new_tokens=16, seed=5)
+    out = gen.generate(prompts, WordSchedule(), memory_budget_bytes=int(2.5 * per_row), **kw)
+    assert out.num_sub_batches == 4 and len(out) == 8
+    again = gen.generate(prompts, WordSchedule(), memory_budget_bytes=int(2.5 * per_row), **kw)
+    assert out.completion_ids == again.completion_ids  # deterministic
+    parts = [gen.generate(prompts[i : i + 2], WordSchedule(), seed=5 + k, max_new_tokens=16, memory_budget_bytes=None)
+             for k, i in enumerate(range(0, 8, 2))]  # fmt: skip
+    assert out.completion_ids == [c for p in parts for c in p.completion_ids]
+    assert out.authors == [a for p in parts for a in p.authors]
+    whole = gen.generate(prompts, WordSchedule(), memory_budget_bytes=None, **kw)
+    assert whole.num_sub_batches == 1
+
+
+def test_a_row_that_cannot_fit_is_a_clear_error(models, tokenizer):
+    senior, junior = models
+    gen = TandemGenerator(senior, junior, tokenizer)
+    with pytest.raises(ValueError, match=r"one row of \d+ tokens needs [\d,]+ bytes of KV cache .* \(batch 4\)"):
+        gen.generate(encode(tokenizer, PROMPTS), WordSchedule(), max_new_tokens=16, memory_budget_bytes=100)
