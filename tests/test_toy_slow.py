@@ -37,3 +37,16 @@ def test_tandem_hurts_jargon(card):
 def test_sizes(card):
     assert card["senior_params"] > 2 * card["junior_params"]
     assert card["vocab_size"] <= 512
+
+
+def test_shipped_card_matches_a_fresh_measurement(card):
+    """The figures shipped in trlvr/toy/assets/train_card.json hold for the current code (issue: stale card)."""
+    import json
+
+    from trlvr.toy.world import ASSETS_DIR
+
+    shipped = json.loads((ASSETS_DIR / "train_card.json").read_text())
+    assert shipped["ci95"], "the shipped card carries its intervals"
+    for key, (lo, hi) in shipped["ci95"].items():
+        assert lo <= card[key] <= hi, (key, card[key], (lo, hi))
+        assert lo <= shipped[key] <= hi
