@@ -1,11 +1,14 @@
-"""Training step time, tandem vs grpo, on the toy world, measured side by side in one run.
+"""Training step time on the toy world, variants measured side by side in one run.
 
     .venv/bin/python bench/bench_train_step.py [--toy runs/toy] [--rounds 3] [--steps 4]
+    .venv/bin/python bench/bench_train_step.py --variants lora-copy,lora-self   # issue 15: one copy vs two
 
-Each round builds a fresh trainer per arm from configs/toy-{grpo,tandem}.yaml (16 prompts x 8
-rollouts) and trains `--steps` steps; arms alternate so machine noise hits both alike. The first
-step of each run (warm-up) is dropped; the ratio is of medians of the remaining step times, and
-the split into generation and update is reported too. Bar: tandem <= 1.8 x grpo (the paper's ratio on GPUs).
+Variants (all from the shipped toy config, 16 prompts x 8 rollouts): grpo, tandem (the toy
+junior), lora-copy (LoRA senior, junior = a separate copy of the senior's base), lora-self (LoRA
+senior, `junior: self` = its base with adapters off: one copy of the weights). Each round builds a
+fresh trainer per variant and trains `--steps` steps; variants alternate so machine noise hits all
+alike. The first step of each run (warm-up) is dropped; ratios are of medians of the remaining
+step times, split into generation and update. Bar: tandem <= 1.8 x grpo (the paper's GPU ratio).
 """
 
 from __future__ import annotations
@@ -18,16 +21,26 @@ import tempfile
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
-def run_arm(arm: str, toy: str, steps: int, out_dir: str) -> dict[str, list[float]]:
-    from trlvr.config import load_run_config
+VARIANTS = {
+    "grpo": {"arm": "grpo"},
+    "tandem": {"arm": "tandem"},
+    "lora-copy": {"arm": "tandem", "use_peft": True, "junior": "{toy}/senior"},
+    "lora-self": {"arm": "tandem", "use_peft": True, "junior": "self"},
+}
+
+
+def run_arm(variant: str, toy: str, steps: int, out_dir: str) -> dict[str, list[float]]:
+    from transformers.trainer_callback import PrinterCallback
+
+    from trlvr.config import CONFIGS_DIR, load_run_config
     from trlvr.training import build_trainer
 
-    tandem, grpo = load_run_config(
-        f"configs/toy-{arm}.yaml",
-        {"senior": f"{toy}/senior", "junior": f"{toy}/junior", "dataset": f"{toy}/data/train.jsonl",
-         "output_dir": out_dir, "max_steps": steps, "save_steps": 10_000, "seed": 0},
-    )  # fmt: skip
+    over = {"senior": f"{toy}/senior", "junior": f"{toy}/junior", "dataset": f"{toy}/data/train.jsonl",
+            "output_dir": out_dir, "max_steps": steps, "save_steps": 10_000, "seed": 0}  # fmt: skip
+    over |= {k: v.format(toy=toy) if isinstance(v, str) else v for k, v in VARIANTS[variant].items()}
+    tandem, grpo = load_run_config(CONFIGS_DIR / "toy.yaml", over)
     trainer = build_trainer(tandem, grpo)
+    trainer.remove_callback(PrinterCallback)
     trainer.train()
     logs = [h for h in trainer.state.log_history if "timing/step_s" in h][1:]  # drop the warm-up step
     return {k: [h[f"timing/{k}"] for h in logs] for k in ("step_s", "generation_s", "update_s")}
@@ -38,15 +51,17 @@ def main():
     ap.add_argument("--toy", default="runs/toy")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--variants", default="grpo,tandem", help=f"comma-separated, from {list(VARIANTS)}")
     args = ap.parse_args()
+    variants = args.variants.split(",")
     if not os.path.isdir(f"{args.toy}/senior"):
         from trlvr.toy import prepare_world
 
         prepare_world(args.toy)
-    times = {arm: {"step_s": [], "generation_s": [], "update_s": []} for arm in ("grpo", "tandem")}
+    times = {v: {"step_s": [], "generation_s": [], "update_s": []} for v in variants}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for arm in ("grpo", "tandem"):
+            for arm in variants:
                 got = run_arm(arm, args.toy, args.steps, f"{tmp}/{arm}-{r}")
                 for k, v in got.items():
                     times[arm][k] += v
@@ -54,10 +69,11 @@ def main():
     for arm, m in med.items():
         print(f"{arm:7s} step {m['step_s']:.2f} s = generation {m['generation_s']:.2f} s + update {m['update_s']:.2f} s "
               f"(median of {len(times[arm]['step_s'])} steps)")  # fmt: skip
-    print(f"tandem / grpo step time = {med['tandem']['step_s'] / med['grpo']['step_s']:.2f}   (bar <= 1.8)")
-    print(
-        f"tandem / grpo generation time = {med['tandem']['generation_s'] / med['grpo']['generation_s']:.2f}"
-    )
+    base = variants[0]
+    for v in variants[1:]:
+        print(f"{v} / {base}: step time {med[v]['step_s'] / med[base]['step_s']:.2f}, generation time "
+              f"{med[v]['generation_s'] / med[base]['generation_s']:.2f}"
+              + ("   (bar <= 1.8)" if (base, v) == ("grpo", "tandem") else ""))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -11,3 +11,5 @@ echo "== reward (throughput, adversarial batch)"
 $PY bench/bench_reward.py | tee bench/out/reward.txt
 echo "== training step time, tandem vs grpo (toy world)"
 $PY bench/bench_train_step.py | tee bench/out/train_step.txt
+echo "== self-paired junior (LoRA): resident weights and decode time, full copy vs self"
+$PY -W ignore bench/bench_self_pair.py --json bench/out/self_pair.json | tee bench/out/self_pair.txt
