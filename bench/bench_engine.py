@@ -27,8 +27,8 @@ import time
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, StoppingCriteria, StoppingCriteriaList
 
-from trlvr.engine.schedules import VocabTables
 from trlvr.engine import SoloSchedule, TandemGenerator, WordSchedule
+from trlvr.engine.schedules import VocabTables
 
 SIZES = {
     # name: (vocab, senior (hidden, layers), junior (hidden, layers))
