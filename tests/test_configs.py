@@ -8,7 +8,14 @@ import pytest
 import yaml
 
 from trlvr.cli.main import main as cli
-from trlvr.config import CONFIGS_DIR, TANDEM_FIELDS, TandemConfig, grpo_field_names, load_run_config, parse_run_args
+from trlvr.config import (
+    CONFIGS_DIR,
+    TANDEM_FIELDS,
+    TandemConfig,
+    grpo_field_names,
+    load_run_config,
+    parse_run_args,
+)
 from trlvr.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trlvr.engine.sampling import filter_logits, sample_tokens
-from trlvr.engine.schedules import VocabTables, _initial
 from trlvr.engine import (
     ChunkSchedule,
     SoloSchedule,
@@ -15,6 +13,8 @@ from trlvr.engine import (
     TokenSchedule,
     WordSchedule,
 )
+from trlvr.engine.sampling import filter_logits, sample_tokens
+from trlvr.engine.schedules import VocabTables, _initial
 
 PROMPTS = [
     "The cat sat on the mat.",

@@ -8,8 +8,8 @@ import os
 
 import pytest
 import torch
-from helpers import tiny_model
 from datasets import Dataset
+from helpers import tiny_model
 from trl import GRPOConfig
 
 from trlvr.algos import AuthorMaskError

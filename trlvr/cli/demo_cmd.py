@@ -28,7 +28,6 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
 def main(args) -> int:
     from trlvr.demo import run_demo
-
     from trlvr.errors import UserError
 
     seeds = None
