@@ -44,3 +44,12 @@ def test_step_time_ratio(demo):
         return statistics.median(h["timing/step_s"] for h in state["log_history"][1:] if "timing/step_s" in h)
 
     assert median_step("tandem") <= 1.8 * median_step("grpo")
+
+
+def test_checkpoints_were_selected_on_held_out_training_problems(demo):
+    for arm in ("grpo", "tandem"):
+        sel = json.loads((demo / f"train-{arm}" / "selected.json").read_text())
+        assert sel["metric"] == "handoff/pass@1" and sel["val"]["name"] == "holdout200" and sel["val"]["size"] == 200
+        res = json.loads((demo / "eval" / arm / "results.json").read_text())
+        note = res["config"]["models"]["senior_selection"]
+        assert note["step"] == sel["step"] and not any(note["val_overlap"].values())  # no test problem in val

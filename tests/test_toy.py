@@ -179,3 +179,32 @@ def test_cli_parser():
     toy_cmd.make_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["toy", "prepare", "--out", "x", "--seed", "2", "--from-scratch"])
     assert (args.toy_command, args.out, args.seed, args.from_scratch) == ("prepare", "x", 2, True)
+
+
+def test_compact_jargon_has_no_word_start_inside_the_annotation():
+    """The GSM8K-like spelling puts no word-start token inside <<...>>; the spaced one puts two per step."""
+    from transformers import AutoTokenizer
+
+    from trlvr.engine import vocab_tables
+    from trlvr.toy.dialects import dialects_for, is_jargon, render_step
+    from trlvr.toy.task import generate_problems
+    from trlvr.toy.world import ASSETS_DIR
+
+    tok = AutoTokenizer.from_pretrained(ASSETS_DIR / "senior")
+    tables = vocab_tables(tok)
+    assert dialects_for("compact") == ("plain", "jargon-compact")
+    for p in generate_problems(30, "train", 0):
+        for a, op, b in p.steps():
+            compact, spaced = render_step(a, op, b, "jargon-compact"), render_step(a, op, b, "jargon")
+            assert is_jargon(compact) and " " not in compact
+            ids = tok(" " + compact, add_special_tokens=False)["input_ids"]  # as it follows "\n\n" or text
+            assert not any(tables.word_start[i] for i in ids[1:]), compact  # none after the first piece
+            ids = tok(" " + spaced, add_special_tokens=False)["input_ids"]
+            assert sum(bool(tables.word_start[i]) for i in ids[1:]) == 2, spaced
+
+
+def test_compact_jargon_needs_from_scratch(tmp_path, capsys):
+    from trlvr.cli.main import main as cli
+
+    assert cli(["toy", "prepare", "--out", str(tmp_path / "w"), "--jargon", "compact"]) == 2
+    assert "no compact checkpoints are shipped; add --from-scratch" in capsys.readouterr().err

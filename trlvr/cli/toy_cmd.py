@@ -26,6 +26,10 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     prep.add_argument(
         "--from-scratch", action="store_true", help="retrain instead of copying shipped checkpoints"
     )
+    prep.add_argument(
+        "--jargon", choices=["spaced", "compact"], default="spaced",
+        help="the senior's jargon: spaced <<47 +18 =65>> (shipped) or compact <<47+18=65>> (GSM8K-like; needs --from-scratch)",
+    )  # fmt: skip
     prep.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -40,7 +44,13 @@ def main(args) -> int:
     if seed != 0 and not from_scratch:
         print(f"seed {seed}: the shipped checkpoints are for seed 0, so training from scratch")
         from_scratch = True
-    card = prepare_world(args.out, seed=seed, from_scratch=from_scratch, progress=not args.no_progress)
+    from trlvr.errors import UserError
+    from trlvr.toy.world import WorldConfig
+
+    if args.jargon != "spaced" and not from_scratch:
+        raise UserError("--jargon compact: no compact checkpoints are shipped; add --from-scratch (about 5 minutes)")
+    card = prepare_world(args.out, seed=seed, from_scratch=from_scratch, progress=not args.no_progress,
+                         config=WorldConfig(jargon=args.jargon))  # fmt: skip
     shown = {k: v for k, v in card.items() if k not in ("config", "assets_train_card")}
     print(json.dumps(shown, indent=2))
     return 0

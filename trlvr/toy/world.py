@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from trlvr.toy.dialects import DIALECTS, STEP_SEP, make_prompt, render_first_step, render_solution
+from trlvr.toy.dialects import STEP_SEP, dialects_for, make_prompt, render_first_step, render_solution
 from trlvr.toy.models import JUNIOR_SIZE, SENIOR_SIZE, ModelSize, build_model, encode_pairs, n_params, sft
 from trlvr.toy.task import make_splits
 
@@ -51,6 +51,7 @@ class WorldConfig:
     senior_lr: float = 3e-3
     junior_lr: float = 3e-3
     jargon_share: float = 0.65  # share of the senior's SFT examples written in jargon
+    jargon: str = "spaced"  # "spaced" <<47 +18 =65>> (shipped) or "compact" <<47+18=65>> (GSM8K-like)
     tandem_p: float = 0.5
 
     def to_json(self) -> dict:
@@ -126,11 +127,12 @@ def train_models(train_problems, config: WorldConfig, seed: int = 0, progress: b
 
     val_problems, train_problems = train_problems[-config.n_val :], train_problems[: -config.n_val]
     val_rows = _rows(val_problems)
-    corpus = [make_prompt(p) + render_solution(p, d) for p in train_problems[:4000] for d in DIALECTS]
+    dialects = dialects_for(config.jargon)
+    corpus = [make_prompt(p) + render_solution(p, d) for p in train_problems[:4000] for d in dialects]
     tok = train_bpe_tokenizer(corpus, config.vocab_size, split_digits=True, byte_alphabet=False)
     enc = {
         d: encode_pairs(tok, [(make_prompt(p), render_solution(p, d)) for p in train_problems])
-        for d in DIALECTS
+        for d in dialects
     }
 
     def sampler(jargon_share: float):
@@ -138,7 +140,7 @@ def train_models(train_problems, config: WorldConfig, seed: int = 0, progress: b
             out = []
             for _ in range(n):
                 i = rng.randrange(len(train_problems))
-                out.append(enc["jargon" if rng.random() < jargon_share else "plain"][i])
+                out.append(enc[dialects[1] if rng.random() < jargon_share else "plain"][i])
             return out
 
         return sample_batch
@@ -186,9 +188,9 @@ def measure_world(senior, junior, tok, test_rows: list[dict], config: WorldConfi
     s = measure.solo_figures(senior, tok, rows, seed=seed)
     j = measure.solo_figures(junior, tok, rows, seed=seed + 1)
     after = {}
-    for d in DIALECTS:
+    for name, d in zip(("plain", "jargon"), dialects_for(config.jargon), strict=True):
         prefixes = [render_first_step(p, d) + STEP_SEP for p in probs]
-        after[d] = measure.continuation_accuracy(junior, tok, rows, prefixes, seed=seed + 2)
+        after[name] = measure.continuation_accuracy(junior, tok, rows, prefixes, seed=seed + 2)
     t = measure.tandem_accuracy_by_dialect(senior, junior, tok, rows, p=config.tandem_p, seed=seed + 3)
     return {
         "senior_solo_acc": s["acc"],
