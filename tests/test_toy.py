@@ -208,3 +208,79 @@ def test_compact_jargon_needs_from_scratch(tmp_path, capsys):
 
     assert cli(["toy", "prepare", "--out", str(tmp_path / "w"), "--jargon", "compact"]) == 2
     assert "no compact checkpoints are shipped; add --from-scratch" in capsys.readouterr().err
+
+
+def test_wilson_interval():
+    import math
+
+    from trlvr.toy.measure import wilson_interval
+
+    assert [round(x, 4) for x in wilson_interval(483, 500)] == [0.9462, 0.9787]
+    lo, hi = wilson_interval(0, 20)
+    assert lo == 0.0 and 0.1 < hi < 0.2  # never the degenerate [0, 0] of the normal interval
+    lo, hi = wilson_interval(20, 20)
+    assert hi == 1.0 and 0.8 < lo < 0.9
+    for k, n in ((1, 7), (50, 100), (9, 10)):
+        lo, hi = wilson_interval(k, n)
+        assert lo < k / n < hi
+        assert wilson_interval(4 * k, 4 * n)[1] - wilson_interval(4 * k, 4 * n)[0] < hi - lo  # narrows with n
+    assert all(math.isnan(x) for x in wilson_interval(0, 0))
+    with pytest.raises(ValueError, match="need 0 <= k <= n"):
+        wilson_interval(5, 4)
+
+
+def test_shipped_card_intervals_are_wilson_of_its_figures():
+    """The ci95 in train_card.json are what card_intervals computes from its own figures and counts."""
+    from trlvr.toy.world import ASSETS_DIR, card_intervals
+
+    shipped = json.loads((ASSETS_DIR / "train_card.json").read_text())
+    assert card_intervals(shipped) == shipped["ci95"]
+    for key, (lo, hi) in shipped["ci95"].items():
+        assert lo <= shipped[key] <= hi, key
+
+
+def test_reusing_a_world_of_another_jargon_is_refused(tmp_path):
+    from trlvr.errors import UserError
+    from trlvr.toy.world import MINI_CONFIG, prepare_world, with_overrides
+
+    out = tmp_path / "world"
+    card = prepare_world(out, seed=0, from_scratch=True, progress=False, config=MINI_CONFIG)
+    assert card["ci95"] and all(lo <= card[k] <= hi for k, (lo, hi) in card["ci95"].items())
+    with pytest.raises(UserError, match=r"card.json: this toy world has jargon 'spaced', not 'compact'"):
+        prepare_world(out, seed=0, from_scratch=True, progress=False,
+                      config=with_overrides(MINI_CONFIG, jargon="compact"))  # fmt: skip
+
+
+def test_mini_world_compact_jargon(tmp_path):
+    """A compact world writes compact jargon in its SFT data path and its tokenizer has no word start in it."""
+    from transformers import AutoTokenizer
+
+    from trlvr.engine import vocab_tables
+    from trlvr.toy.dialects import render_solution
+    from trlvr.toy.world import MINI_CONFIG, prepare_world, with_overrides
+
+    out = tmp_path / "compact"
+    card = prepare_world(out, seed=0, from_scratch=True, progress=False,
+                         config=with_overrides(MINI_CONFIG, jargon="compact"))  # fmt: skip
+    assert card["config"]["jargon"] == "compact"
+    tok = AutoTokenizer.from_pretrained(out / "senior")
+    word_start = vocab_tables(tok).word_start
+    for p in generate_problems(20, "test", seed=2):
+        sol = render_solution(p, "jargon-compact")
+        ids = tok(make_prompt(p) + sol, add_special_tokens=False)["input_ids"]
+        n_prompt = len(tok(make_prompt(p), add_special_tokens=False)["input_ids"])
+        assert not any(word_start[i] for i in ids[n_prompt:]), sol  # the whole compact solution
+        assert is_jargon(sol)
+
+
+def test_jargon_metric_counts_both_spellings():
+    from trlvr.toy.jargon import jargon_by_problem
+
+    p = generate_problems(1, "test", seed=3)[0]
+    rows = [
+        {"protocol": "solo", "problem_id": "s", "text": render_solution(p, "jargon")},
+        {"protocol": "solo", "problem_id": "c", "text": render_solution(p, "jargon-compact")},
+        {"protocol": "solo", "problem_id": "c", "text": render_solution(p, "plain")},
+        {"protocol": "solo", "problem_id": "t", "text": "<<47+18="},  # cut off mid-annotation
+    ]
+    assert jargon_by_problem(rows) == {"s": 1.0, "c": 0.5, "t": 1.0}

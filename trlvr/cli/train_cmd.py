@@ -57,10 +57,12 @@ def main(args) -> int:
 
     tandem, grpo, options = parse_run_args(argv)
     quiet_libraries(options.verbose)
-    from trlvr.training.run import seed_args, train_and_save
+    from trlvr.training.run import seed_flags, train_and_save
 
-    runs = [(grpo, None)] if seeds is None else [(seed_args(grpo, s), s) for s in seeds]
-    for run_args, seed in runs:
+    runs = [(tandem, grpo, None)]
+    if seeds is not None:
+        runs = [(*parse_run_args(argv + seed_flags(grpo, s))[:2], s) for s in seeds]
+    for tandem, run_args, seed in runs:
         desc = f"train {tandem.arm}" + (f" seed {seed}" if seed is not None else "")
         final = train_and_save(tandem, run_args, resume=options.resume, force=options.force, desc=desc,
                                verbose=options.verbose)

@@ -3,12 +3,11 @@ r"""Two chain-of-thought dialects for the same solution, and the prompt.
 Each step is its own paragraph (steps are separated by "\n\n"); the last paragraph holds the
 answer as \boxed{N}.
 
-    plain:            47 plus 18 is 65.\n\n65 minus 12 is 53.\n\nThe answer is \boxed{53}.
-    jargon (spaced):  <<47 +18 =65>>\n\n<<65 -12 =53>>\n\n\boxed{53}
-    jargon (compact): <<47+18=65>>\n\n<<65-12=53>>\n\n\boxed{53}
+    plain:           47 plus 18 is 65.\n\n65 minus 12 is 53.\n\nThe answer is \boxed{53}.
+    jargon:          <<47 +18 =65>>\n\n<<65 -12 =53>>\n\n\boxed{53}
+    jargon-compact:  <<47+18=65>>\n\n<<65-12=53>>\n\n\boxed{53}   (world option, see below)
 
 Both models learn plain; only the senior is taught jargon (a GSM8K-style calculator annotation).
-A world uses one jargon style (`WorldConfig.jargon`); "spaced" is the default and the shipped one.
 
 Why the jargon looks like this (the later RL experiment depends on it):
 
@@ -36,10 +35,11 @@ Why the jargon looks like this (the later RL experiment depends on it):
 * The step-handoff evaluation (senior and junior alternate one step each) inherits the same
   asymmetry: a jargon-writing senior hands the junior a context it cannot read.
 
-The compact style is the spaceless form real GSM8K annotations take ("<<48/2=24>>" holds no word
-start under Qwen's tokenizer). It exists to test whether the tandem effect survives when the word
-schedule cannot hand off inside an annotation: a compact jargon solution has no word start at all,
-so only the 32-token backstop (and the step schedule) ever gives the junior a turn inside it.
+"jargon-compact" (`WorldConfig(jargon="compact")`, `trlvr toy prepare --jargon compact`) is the
+spaceless spelling of real GSM8K annotations ("<<48/2=24>>" holds no word start under Qwen's
+tokenizer): a compact jargon solution has no word start at all, so in the word schedule only the
+32-token backstop hands off inside it. It tests whether the tandem effect survives without the
+in-annotation redraws above. A world is taught one jargon spelling, never both.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from trlvr.rewards import extract_boxed
 from trlvr.toy.task import Op, ToyProblem
 
 DIALECTS = ("plain", "jargon")
-JARGON_STYLES = ("spaced", "compact")  # how a jargon step is written (the plain dialect has one form)
 # The jargon's spelling: "spaced" (the default, shipped) writes " +" and " =" inside the annotation, so
 # word starts fall inside it; "compact" writes "<<47+18=65>>" like real GSM8K annotations, with no word
 # start inside (`trlvr toy prepare --jargon compact`).
@@ -62,6 +61,8 @@ def dialects_for(jargon: str) -> tuple[str, str]:
     if jargon not in JARGON_STYLES:
         raise ValueError(f"jargon must be one of {sorted(JARGON_STYLES)}, got {jargon!r}")
     return "plain", JARGON_STYLES[jargon]
+
+
 # The paper's instruction is left out: it would be ~25% of every toy sequence for no information.
 PROMPT_SUFFIX = "\n\n"
 STEP_SEP = "\n\n"
@@ -82,7 +83,7 @@ def render_step(left: int, op: Op, result: int, dialect: str) -> str:
         return f"<<{left} {op.symbol}{op.n} ={result}>>"
     if dialect == "jargon-compact":
         return f"<<{left}{op.symbol}{op.n}={result}>>"
-    raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+    raise ValueError(f"dialect must be one of {DIALECTS + ('jargon-compact',)}, got {dialect!r}")
 
 
 def render_answer(answer: int, dialect: str) -> str:
@@ -90,28 +91,28 @@ def render_answer(answer: int, dialect: str) -> str:
         return f"The answer is \\boxed{{{answer}}}."
     if dialect in ("jargon", "jargon-compact"):
         return f"\\boxed{{{answer}}}"
-    raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+    raise ValueError(f"dialect must be one of {DIALECTS + ('jargon-compact',)}, got {dialect!r}")
 
 
-def render_steps(problem: ToyProblem, dialect: str, jargon: str = "spaced") -> list[str]:
+def render_steps(problem: ToyProblem, dialect: str) -> list[str]:
     """The solution's paragraphs (steps, then the answer line), without separators."""
-    steps = [render_step(a, op, b, dialect, jargon) for a, op, b in problem.steps()]
+    steps = [render_step(a, op, b, dialect) for a, op, b in problem.steps()]
     return steps + [render_answer(problem.answer, dialect)]
 
 
-def render_solution(problem: ToyProblem, dialect: str, jargon: str = "spaced") -> str:
+def render_solution(problem: ToyProblem, dialect: str) -> str:
     """The full chain of thought in `dialect` (no EOS: append the tokenizer's EOS for training)."""
-    return STEP_SEP.join(render_steps(problem, dialect, jargon))
+    return STEP_SEP.join(render_steps(problem, dialect))
 
 
-def render_first_step(problem: ToyProblem, dialect: str, jargon: str = "spaced") -> str:
+def render_first_step(problem: ToyProblem, dialect: str) -> str:
     """The first step only, without the trailing "\\n\\n" (for the handoff figure)."""
     a, op, b = problem.steps()[0]
-    return render_step(a, op, b, dialect, jargon)
+    return render_step(a, op, b, dialect)
 
 
 def is_jargon(text: str) -> bool:
-    """True when `text` contains a calculator annotation "<<...>>" (or an opened "<<"), either style."""
+    """True when `text` contains a calculator annotation "<<...>>" (or an opened "<<")."""
     return bool(_JARGON_RE.search(text)) or "<<" in text
 
 

@@ -7,10 +7,12 @@ data/test.jsonl. Every function is deterministic given `seed`.
     jargon_rate(model, tok, rows)                    -> float   (share of samples in jargon)
     continuation_accuracy(junior, tok, rows, prefixes) -> float (junior continues a given text)
     tandem_accuracy_by_dialect(senior, junior, tok, rows) -> dict
+    wilson_interval(k, n)                            -> (lo, hi)  (95% binomial interval of k/n)
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -65,6 +67,23 @@ def sample(
     return Samples(texts, correct, authors, comp_ids)
 
 
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval for k successes in n trials (95% by default); (nan, nan) when n = 0.
+
+    >>> [round(x, 4) for x in wilson_interval(483, 500)]
+    [0.9462, 0.9787]
+    """
+    if n <= 0:
+        return (float("nan"), float("nan"))
+    if not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    phat = k / n
+    denom = 1 + z * z / n
+    centre = (phat + z * z / (2 * n)) / denom
+    half = z * math.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
 def _mean(xs) -> float:
     xs = list(xs)
     return float(sum(xs) / len(xs)) if xs else float("nan")
@@ -92,6 +111,8 @@ def solo_figures(model, tokenizer, rows: list[dict], seed: int = 0, **kw) -> dic
         "jargon_rate": _mean(jar),
         "acc_jargon": _mean(c for c, j in zip(s.correct, jar, strict=True) if j),
         "acc_plain": _mean(c for c, j in zip(s.correct, jar, strict=True) if not j),
+        "n": len(jar),
+        "n_jargon": sum(jar),
     }
 
 

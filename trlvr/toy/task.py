@@ -77,8 +77,6 @@ class ToyProblem:
         return out
 
 
-
-
 def split_of(text: str) -> str:
     """'train' or 'test', from a hash of the problem text (stable across seeds and runs)."""
     h = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")

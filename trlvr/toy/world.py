@@ -3,7 +3,7 @@
     DIR/senior/, DIR/junior/   save_pretrained folders (fp32 safetensors + tokenizer)
     DIR/data/train.jsonl       {"problem", "answer", "prompt"} (the models' SFT data came from here)
     DIR/data/test.jsonl        same fields, disjoint from train
-    DIR/card.json              measured figures (see trlvr.toy.measure)
+    DIR/card.json              measured figures (see trlvr.toy.measure), with 95% Wilson intervals ("ci95")
 
 By default the checkpoints shipped in trlvr/toy/assets/ are copied (seconds); `from_scratch`
 retrains the tokenizer and both models from the train split.
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from trlvr.errors import UserError
 from trlvr.toy.dialects import STEP_SEP, dialects_for, make_prompt, render_first_step, render_solution
 from trlvr.toy.models import JUNIOR_SIZE, SENIOR_SIZE, ModelSize, build_model, encode_pairs, n_params, sft
 from trlvr.toy.task import make_splits
@@ -211,6 +212,33 @@ def measure_world(senior, junior, tok, test_rows: list[dict], config: WorldConfi
     }
 
 
+# card figure -> the figure holding its number of trials (None: n_eval)
+CI_TRIALS = {
+    "senior_solo_acc": None,
+    "junior_solo_acc": None,
+    "senior_jargon_rate": None,
+    "junior_acc_after_plain_step": None,
+    "junior_acc_after_jargon_step": None,
+    "tandem_acc": None,
+    "tandem_acc_jargon": "tandem_n_jargon",
+    "tandem_acc_plain": "tandem_n_plain",
+}
+
+
+def card_intervals(figures: dict) -> dict[str, list[float]]:
+    """95% Wilson intervals of the card's fractions (each a share of whole samples, see CI_TRIALS)."""
+    from trlvr.toy.measure import wilson_interval
+
+    out = {}
+    for key, trials in CI_TRIALS.items():
+        n = int(figures[trials] if trials else figures["n_eval"])
+        if n == 0:
+            continue
+        lo, hi = wilson_interval(round(figures[key] * n), n)
+        out[key] = [round(lo, 4), round(hi, 4)]
+    return out
+
+
 def _problems_for(rows: list[dict], config: WorldConfig, seed: int):
     """The ToyProblem objects behind test rows (regenerated deterministically, matched by text)."""
     _, test = make_splits(0, config.n_test, seed)
@@ -247,8 +275,14 @@ def prepare_world(
     """
     out = Path(out_dir)
     if is_complete(out):
+        card = json.loads((out / "card.json").read_text())
+        have = card.get("config", {}).get("jargon", "spaced")
+        want = (config or WorldConfig()).jargon
+        if have != want:
+            raise UserError(f"{out / 'card.json'}: this toy world has jargon {have!r}, not {want!r}; "
+                            "use another --out")  # fmt: skip
         print(f"toy world at {out} is complete; reusing it")
-        return json.loads((out / "card.json").read_text())
+        return card
     t0 = time.perf_counter()
     config = config or WorldConfig()
     use_assets = not from_scratch and config == WorldConfig() and seed == 0 and assets_available()
@@ -294,6 +328,7 @@ def prepare_world(
         },
         "prepare_seconds": round(time.perf_counter() - t0, 2),
         "config": config.to_json(),
+        "ci95": card_intervals(figures),
     }
     if use_assets and (ASSETS_DIR / "train_card.json").exists():
         card["assets_train_card"] = json.loads((ASSETS_DIR / "train_card.json").read_text())

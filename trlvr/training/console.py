@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -25,10 +26,23 @@ METRICS_FILE = "metrics.jsonl"
 _LOGGER_NAME = "trlvr"
 
 
+class _StderrHandler(logging.StreamHandler):
+    """A StreamHandler on whatever `sys.stderr` is now (not the one at creation: tests and
+    redirections replace it, and a handler on a closed stream prints "--- Logging error ---")."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):  # StreamHandler.__init__ assigns it; the property ignores it
+        pass
+
+
 def _setup_logger() -> None:
     base = logging.getLogger(_LOGGER_NAME)
     if not any(getattr(h, "_trlvr", False) for h in base.handlers):
-        handler = logging.StreamHandler()
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("[trlvr] %(message)s"))
         handler._trlvr = True
         base.addHandler(handler)

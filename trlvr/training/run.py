@@ -1,7 +1,7 @@
 """One training run from its configs to `output_dir/final`, as `trlvr train` and the demo run it.
 
     train_and_save(tandem, args, resume=False, force=False)   # -> output_dir/final
-    seed_args(args, seed)                                       # the same run for another seed
+    seed_flags(args, seed)                                      # argv flags: the same run for another seed
 
 Order: refuse to mix runs (`run_record`), build the trainer, pick the newest complete checkpoint
 when resuming (`checkpoints`), train (the NonFiniteGuard stops on NaN), refuse to save a
@@ -12,7 +12,6 @@ What this file does not know: the CLI or how the trainer is assembled (`build.py
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from trlvr.config import TandemConfig
@@ -21,10 +20,13 @@ from trlvr.errors import UserError
 FINAL = "final"
 
 
-def seed_args(args, seed: int, output_dir: str | None = None):
-    """A copy of the GRPOConfig for `seed`, writing to `output_dir` (default: OUTPUT_DIR/seed-<s>)."""
-    out = output_dir or str(Path(args.output_dir) / f"seed-{seed}")
-    return dataclasses.replace(args, seed=seed, output_dir=out)
+def seed_flags(args, seed: int) -> list[str]:
+    """Flags that turn a run's arguments into the same run for `seed`, in OUTPUT_DIR/seed-<s>.
+
+    The caller parses its argv again with these appended (not `dataclasses.replace`: GRPOConfig's
+    `__post_init__` fills derived fields that it then refuses to see set twice).
+    """
+    return ["--seed", str(seed), "--output_dir", str(Path(args.output_dir) / f"seed-{seed}")]
 
 
 def train_and_save(tandem: TandemConfig, args, *, resume: bool = False, force: bool = False,

@@ -1,0 +1,107 @@
+"""Training you can trust, through the real `trlvr train` entry point on the shipped toy models:
+NaN stops the run, runs never mix, resume takes the newest complete checkpoint, held-out problems
+stay out, seeds get their own directories."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from trlvr.cli.main import main as cli
+from trlvr.toy.task import make_splits
+from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
+
+SMALL = ["--per_device_train_batch_size", "16", "--num_generations", "4", "--max_completion_length", "24",
+         "--use_cpu", "true"]  # fmt: skip
+
+
+@pytest.fixture
+def toy(tmp_path):
+    shutil.copytree(ASSETS_DIR / "senior", tmp_path / "senior")
+    shutil.copytree(ASSETS_DIR / "junior", tmp_path / "junior")
+    _write_jsonl(tmp_path / "train.jsonl", _rows(make_splits(120, 4, seed=0)[0]))
+    return tmp_path
+
+
+def train(toy, *extra):
+    return cli(["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+                "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), *SMALL, *extra])  # fmt: skip
+
+
+def test_nan_weights_stop_the_run_without_a_final_model(toy, capsys):
+    from safetensors.torch import load_file, save_file
+
+    path = toy / "senior" / "model.safetensors"
+    weights = load_file(path)
+    name = next(k for k in weights if k.endswith("q_proj.weight"))
+    weights[name] = torch.full_like(weights[name], float("nan"))
+    save_file(weights, path, metadata={"format": "pt"})
+    assert train(toy, "--max_steps", "3") == 2
+    err = capsys.readouterr().err
+    assert "step 1: loss = nan" in err and "stopped without saving" in err
+    assert not (toy / "run" / "final").exists() and not list((toy / "run").glob("checkpoint-*"))
+
+
+def test_resume_with_other_settings_is_refused_listing_the_differences(toy, capsys):
+    assert train(toy, "--max_steps", "1") == 0
+    capsys.readouterr()
+    assert train(toy, "--max_steps", "2", "--resume", "--p", "0.3", "--arm", "grpo") == 2
+    err = capsys.readouterr().err
+    assert "holds a different run" in err and "p: 0.5 -> 0.3" in err and "arm: 'tandem' -> 'grpo'" in err
+    assert train(toy, "--max_steps", "2") == 2  # same run without --resume: refused, would overwrite
+    assert "pass --resume to continue it" in capsys.readouterr().err
+
+
+def test_resume_skips_a_half_written_checkpoint(toy, capsys):
+    assert train(toy, "--max_steps", "3", "--save_steps", "1", "--save_total_limit", "5") == 0
+    newest = toy / "run" / "checkpoint-3" / "model.safetensors"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 3])  # a kill during the save
+    capsys.readouterr()
+    assert train(toy, "--max_steps", "4", "--save_steps", "1", "--save_total_limit", "5", "--resume") == 0
+    err = capsys.readouterr().err
+    assert "skipping checkpoint-3 (model.safetensors does not load" in err
+    assert "resuming from" in err and err.split("resuming from")[1].split()[0].endswith("checkpoint-2")
+    state = json.loads((toy / "run" / "final" / "trainer_state.json").read_text())
+    assert state["global_step"] == 4
+
+
+def test_holdout_problems_never_reach_training(toy):
+    from trlvr.config import load_run_config
+    from trlvr.training.build import load_training_problems
+
+    tandem, _ = load_run_config("toy", {"senior": str(toy / "senior"), "junior": str(toy / "junior"),
+                                        "dataset": str(toy / "train.jsonl"), "holdout": 20})  # fmt: skip
+    train_set, held = load_training_problems(tandem)
+    assert len(held) == 20 and len(train_set) == 100
+    assert not {p.problem for p in held} & {p.problem for p in train_set}
+    assert train(toy, "--max_steps", "1", "--holdout", "20") == 0
+    from trlvr.data import load_problems
+
+    written = load_problems(str(toy / "run" / "holdout.jsonl"))
+    assert [p.problem for p in written] == [p.problem for p in held]
+    assert json.loads((toy / "run" / "trlvr_run.json").read_text())["tandem"]["holdout"] == 20
+
+
+def test_seeds_get_their_own_runs(toy):
+    assert train(toy, "--max_steps", "1", "--seeds", "3,4") == 0
+    for s in (3, 4):
+        record = json.loads((toy / "run" / f"seed-{s}" / "trlvr_run.json").read_text())
+        assert record["grpo"]["seed"] == s and (toy / "run" / f"seed-{s}" / "final" / "config.json").is_file()
+
+
+def test_p_one_runs_no_junior(tokenizer):
+    """Word schedule at p = 1: every token is the senior's and the junior never runs (no model needed)."""
+    from helpers import tiny_model
+
+    from trlvr.engine import SoloSchedule, TandemGenerator, WordSchedule
+
+    senior = tiny_model("qwen3", len(tokenizer), seed=0)
+    gen = TandemGenerator(senior, None, tokenizer)
+    prompts = [tokenizer.encode("The cat sat"), tokenizer.encode("12 plus")]
+    out = gen.generate(prompts, WordSchedule(p=1.0), max_new_tokens=12, seed=1)
+    solo = gen.generate(prompts, SoloSchedule("senior"), max_new_tokens=12, seed=1)
+    assert out.junior_logprob is None and all(a == 1 for row in out.authors for a in row)
+    assert out.completion_ids == solo.completion_ids
