@@ -3,6 +3,8 @@
     trlvr demo --out runs/demo                  # one seed (~15 min on 2 cores); resumes: finished stages are skipped
     trlvr demo --out runs/demo-seeds --seeds 0,1,2   # the seed study: across-seed CIs (two-level bootstrap)
     trlvr demo --out runs/demo --fresh          # start over
+    trlvr demo --out runs/demo-compact --jargon compact   # the GSM8K-like spaceless jargon (world retrained, ~5 min more)
+    trlvr demo --out runs/demo-lora --lora      # LoRA seniors (rank 16, lr LORA_LR) instead of full fine-tuning
 
 Stages, each skipped when its output exists (and resumed from its last checkpoint or its last
 written samples when interrupted):
@@ -31,13 +33,14 @@ ARMS = ("grpo", "tandem")
 HOLDOUT = 200
 SELECT_METRIC = "handoff/pass@1"
 SAVE_STEPS = 50
+LORA_LR = 2e-3  # LoRA on the tiny toy models needs ~10x the full fine-tuning lr of the toy config
 
 
 def _say(msg: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def train_arm(arm: str, run_dir: Path, toy: Path, steps: int | None, seed: int = 0) -> Path:
+def train_arm(arm: str, run_dir: Path, toy: Path, steps: int | None, seed: int = 0, lora: bool = False) -> Path:
     """Train one arm from the shipped toy config with the demo's paths; return the run folder."""
     from trlvr.config import load_run_config
     from trlvr.training.checkpoints import checkpoints
@@ -53,6 +56,8 @@ def train_arm(arm: str, run_dir: Path, toy: Path, steps: int | None, seed: int =
     }  # fmt: skip
     if steps is not None:
         over["max_steps"] = steps
+    if lora:
+        over |= {"use_peft": True, "lora_r": 16, "learning_rate": LORA_LR}
     tandem, args = load_run_config(CONFIGS_DIR / "toy.yaml", over)
     resume = bool(checkpoints(run_dir))
     train_and_save(tandem, args, resume=resume, desc=f"train {arm} seed {seed}")
@@ -94,10 +99,30 @@ def evaluate_senior(senior_spec: str, toy: Path, run_dir: Path, suite: list[str]
     return json.loads((run_dir / "results.json").read_text())
 
 
+def _check_options(out: Path, options: dict) -> None:
+    """Record the demo's options in OUT/demo.json; refuse to continue a directory made with others."""
+    from trlvr.errors import UserError
+
+    path = out / "demo.json"
+    if path.exists():
+        before = json.loads(path.read_text())
+        diffs = [f"{k}: {before.get(k)!r} -> {v!r}" for k, v in options.items() if before.get(k) != v]
+        if diffs:
+            raise UserError(f"{path}: this demo directory was made with other options ({'; '.join(diffs)}); "
+                            "use another --out or --fresh")  # fmt: skip
+    else:
+        path.write_text(json.dumps(options, indent=1) + "\n")
+
+
 def run_demo(out_dir: str | Path, fresh: bool = False, steps: int | None = None, limit: int = 200, n: int = 4,
-             seeds: list[int] | None = None) -> Path:  # fmt: skip
-    """Run every stage into `out_dir`; return the path of summary.md."""
+             seeds: list[int] | None = None, jargon: str = "spaced", lora: bool = False) -> Path:  # fmt: skip
+    """Run every stage into `out_dir`; return the path of summary.md.
+
+    jargon: the toy world's jargon spelling ("spaced", shipped; "compact" retrains the world from
+    scratch, see trlvr.toy.dialects). lora: train LoRA adapters (rank 16) instead of full weights.
+    """
     from trlvr.toy import prepare_world
+    from trlvr.toy.world import WorldConfig
     from trlvr.training.console import quiet_libraries
 
     quiet_libraries()
@@ -105,13 +130,16 @@ def run_demo(out_dir: str | Path, fresh: bool = False, steps: int | None = None,
     if fresh and out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
+    _check_options(out, {"jargon": jargon, "lora": lora, "steps": steps, "limit": limit, "n": n,
+                         "seeds": seeds})  # fmt: skip
     t0 = time.perf_counter()
     seed_list = seeds or [0]
     grouped = seeds is not None and len(seeds) > 1
 
     _say("stage 1/5: toy world")
     toy = out / "toy"
-    card = prepare_world(toy)
+    config = WorldConfig(jargon=jargon)
+    card = prepare_world(toy, config=config, from_scratch=config != WorldConfig())
     _say(f"toy world: senior solo acc {card['senior_solo_acc']:.2f}, junior {card['junior_solo_acc']:.2f}, "
          f"senior jargon rate {card['senior_jargon_rate']:.2f}")  # fmt: skip
 
@@ -121,7 +149,7 @@ def run_demo(out_dir: str | Path, fresh: bool = False, steps: int | None = None,
     _say(f"stage 2/5: training grpo and tandem, seeds {seed_list}")
     for s in seed_list:
         for arm in ARMS:
-            train_arm(arm, run_dir(arm, s), toy, steps, seed=s)
+            train_arm(arm, run_dir(arm, s), toy, steps, seed=s, lora=lora)
 
     _say(f"stage 3/5: checkpoint selection on {HOLDOUT} held-out training problems ({SELECT_METRIC})")
     for s in seed_list:

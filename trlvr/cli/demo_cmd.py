@@ -3,6 +3,8 @@
 trlvr demo --out runs/demo                          # one seed; re-running skips finished stages
 trlvr demo --out runs/demo-seeds --seeds 0,1,2      # the seed study, across-seed CIs
 trlvr demo --out runs/demo --fresh                  # start over
+trlvr demo --out runs/demo-compact --jargon compact # spaceless GSM8K-like jargon (the world is retrained)
+trlvr demo --out runs/demo-lora --lora              # LoRA seniors instead of full fine-tuning
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=200, help="test problems to evaluate (default: 200)")
     p.add_argument("--n", type=int, default=4, help="samples per problem and protocol (default: 4)")
     p.add_argument("--seeds", default=None, help="comma-separated training seeds (default: one run, seed 0)")
+    p.add_argument("--jargon", choices=("spaced", "compact"), default="spaced",
+                   help="the toy world's jargon: spaced <<7 +5 =12>> (shipped) or compact <<7+5=12>> (retrains the world)")
+    p.add_argument("--lora", action="store_true", help="train LoRA adapters (rank 16) instead of all weights")
     return p
 
 
@@ -36,5 +41,6 @@ def main(args) -> int:
             seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
         except ValueError:
             raise UserError(f"--seeds: expected comma-separated integers, got {args.seeds!r}") from None
-    run_demo(args.out, fresh=args.fresh, steps=args.steps, limit=args.limit, n=args.n, seeds=seeds)
+    run_demo(args.out, fresh=args.fresh, steps=args.steps, limit=args.limit, n=args.n, seeds=seeds,
+             jargon=args.jargon, lora=args.lora)
     return 0
