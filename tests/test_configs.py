@@ -29,6 +29,7 @@ def test_configs_exist_and_ship_in_the_package():
     assert (CONFIGS_DIR / "toy.yaml").is_file() and CONFIGS_DIR.parent.name == "trlvr"
     assert {p.name for p in RECIPES} == {
         "qwen3-4b-deepscaler.yaml", "qwen3-4b-grpo-g16-deepscaler.yaml", "qwen3-4b-grpo-kl-junior-deepscaler.yaml",
+        "qwen3-4b-lora-self-1gpu.yaml",
     }  # fmt: skip
 
 
@@ -55,11 +56,12 @@ def prompts_per(args, processes: int) -> tuple[float, float]:
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
 def test_recipes_match_the_papers_batch(path):
     tandem, args = load_run_config(path, GPU_ON_CPU)
-    per_gen, per_step = prompts_per(args, PROCESSES)
+    per_gen, per_step = prompts_per(args, 1 if "1gpu" in path.name else PROCESSES)
     assert (per_gen, per_step) == (16, 8), path.name  # 16 prompts per generation, 8-prompt mini-batch
     assert args.num_generations == (16 if "g16" in path.name else 8)
     assert tandem.senior == "Qwen/Qwen3-4B-Instruct-2507" and tandem.max_prompt_length == 1024
-    assert args.learning_rate == 1e-6 and args.lr_scheduler_type == "constant"
+    assert args.learning_rate == (1e-5 if tandem.use_peft else 1e-6) and args.lr_scheduler_type == "constant"
+    assert tandem.use_peft == ("lora" in path.name) and (tandem.junior == "self") == ("lora-self" in path.name)
     assert args.temperature == 0.6 and args.top_p == 1.0 and args.max_completion_length == 3000
     assert args.beta == (0.001 if "kl-junior" in path.name else 0.0)
     if "kl-junior" in path.name:
