@@ -93,6 +93,10 @@ class TandemConfig:
             bad("junior", "arm=tandem needs a junior model path")
         if self.kl_ref == "junior" and not self.junior:
             bad("junior", "kl_ref=junior needs a junior model path")
+        if self.kl_ref == "junior" and self.use_peft and self.junior != "self":
+            # TRL's KL reference for a PEFT model is always the senior's base with adapters off
+            bad("kl_ref", "with use_peft, TRL's KL reference is the senior's base with adapters off: "
+                          "set junior: self, or kl_ref: initial")  # fmt: skip
         for name in ("dataset_limit", "max_prompt_length"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 bad(name, "must be >= 1 or null")
