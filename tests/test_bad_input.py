@@ -274,6 +274,40 @@ CLI_CASES = [
         "runs/nothing: no such folder; expected a model folder",
         files={"d.jsonl": rows(OK)},
     ),
+    # --- trlvr train: the same checks, before any model is loaded or any step is taken ------------
+    Case(
+        "train-top-p-zero",
+        ["train", "--config", "toy", "--top_p", "0"],
+        2,
+        "top_p must be in (0, 1], got 0.0",
+    ),
+    Case(
+        "train-empty-dataset",
+        ["train", "--config", "toy", "--senior", "{tmp}/s", "--junior", "{tmp}/s", "--dataset", "{tmp}/empty.jsonl",
+         "--output_dir", "{tmp}/o"],
+        2,
+        "empty.jsonl: no rows (empty dataset); expected at least one problem",
+        files={"empty.jsonl": ""},
+        setup=lambda tmp: tiny_model_dir(tmp / "s"),
+    ),
+    Case(
+        "train-missing-senior",
+        ["train", "--config", "toy", "--senior", "{tmp}/runs/nothing", "--junior", "{tmp}/runs/nothing",
+         "--dataset", "{tmp}/d.jsonl", "--output_dir", "{tmp}/o"],
+        2,
+        "runs/nothing: no such folder; expected a model folder",
+        files={"d.jsonl": rows(OK)},
+    ),
+    Case(
+        "train-prompt-row-null-gold",
+        ["train", "--config", "toy", "--senior", "{tmp}/s", "--junior", "{tmp}/s", "--dataset", "{tmp}/p.jsonl",
+         "--output_dir", "{tmp}/o"],
+        2,
+        "p.jsonl: 1 of 2 rows unusable (schema deepscaler): row 2: answer is null",
+        files={"p.jsonl": rows({"prompt": "1+1=", "problem": "1+1", "answer": "2"},
+                               {"prompt": "2+2=", "problem": "2+2", "answer": None})},
+        setup=lambda tmp: tiny_model_dir(tmp / "s"),
+    ),
     Case(
         "eval-bad-data-syntax",
         ["eval", "--senior", "{tmp}/s", "--junior", "{tmp}/j", "--data", "gsm=", "--out", "{tmp}/o"],
@@ -301,6 +335,7 @@ def _materialise(case: Case, tmp: Path, monkeypatch) -> list[str]:
 @pytest.mark.parametrize("case", CLI_CASES, ids=lambda c: c.id)
 def test_cli_bad_input(case, tmp_path, monkeypatch, capsys):
     argv = _materialise(case, tmp_path, monkeypatch)
+    capsys.readouterr()  # what the setup printed (e.g. saving a model) is not the command's output
     code = cli_main(argv)
     out, err = capsys.readouterr()
     assert code == case.code, (out, err)

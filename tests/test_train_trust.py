@@ -105,3 +105,32 @@ def test_p_one_runs_no_junior(tokenizer):
     solo = gen.generate(prompts, SoloSchedule("senior"), max_new_tokens=12, seed=1)
     assert out.junior_logprob is None and all(a == 1 for row in out.authors for a in row)
     assert out.completion_ids == solo.completion_ids
+
+
+def test_console_is_one_bar_and_a_few_lines(toy, capfd):
+    """A training run prints its progress bar and trlvr's own lines only: no per-step metrics dict,
+    no deprecation warnings, no library chatter (issue 10 item 7); the metrics go to files."""
+    assert train(toy, "--max_steps", "3") == 0
+    out, err = capfd.readouterr()
+    text = out + err
+    assert "deprecated" not in text.lower() and "Warning" not in text
+    assert "{'loss'" not in text and "'grad_norm'" not in text  # TRL's printer of the raw log dict is off
+    lines = [line for line in text.replace("\r", "\n").splitlines() if line.strip() and "train tandem" not in line]
+    assert all(line.startswith("[trlvr]") for line in lines), lines
+    assert len(lines) <= 3, lines
+    rows = [json.loads(line) for line in (toy / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3]
+
+
+def test_schedule_registry_is_what_configs_accept():
+    from trlvr.config import SCHEDULES
+    from trlvr.engine.schedules import SCHEDULES as REGISTERED
+    from trlvr.engine.schedules import Schedule, register_schedule
+
+    assert set(SCHEDULES) | {"solo"} == set(REGISTERED)
+    for name in SCHEDULES:
+        assert isinstance(Schedule.from_config(name), REGISTERED[name])
+    with pytest.raises(ValueError, match="unknown schedule 'paragraph'; choose one of"):
+        Schedule.from_config("paragraph")
+    with pytest.raises(ValueError, match="schedule 'word' is already registered by WordSchedule"):
+        register_schedule("word")(type("Other", (Schedule,), {}))

@@ -21,10 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trlvr.engine.sampling import check_decoding
+from trlvr.engine.schedules import SCHEDULES as ENGINE_SCHEDULES
 from trlvr.errors import UserError
 
 ARMS = ("tandem", "grpo")
-SCHEDULES = ("word", "token", "step", "chunk")
+# the engine's registered schedules a tandem run can train with ("solo" is what arm=grpo uses)
+SCHEDULES = tuple(name for name in ENGINE_SCHEDULES if name != "solo")
 KL_REFS = ("initial", "junior")
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 DEFAULT_OUTPUT_DIR = "runs/{arm}"
@@ -217,6 +220,10 @@ def parse_run_args(argv: list[str]):
     if from_file or from_args:
         raise _unknown(from_file + from_args, "command line")
     tandem, grpo, options = configs
+    try:  # the rollout settings are the engine's: refuse what cannot sample before any model loads
+        check_decoding(grpo.temperature, grpo.top_p, grpo.top_k or 0)
+    except ValueError as e:
+        raise UserError(f"{config or 'command line'}: {e}") from None
     return tandem, grpo, options
 
 

@@ -53,7 +53,7 @@ def main(args) -> int:
         return 0
     argv, seeds = _pop_seeds(argv)
     from trlvr.config import parse_run_args
-    from trlvr.training.console import quiet_libraries
+    from trlvr.training.console import log, quiet_libraries
 
     tandem, grpo, options = parse_run_args(argv)
     quiet_libraries(options.verbose)
@@ -66,7 +66,7 @@ def main(args) -> int:
         desc = f"train {tandem.arm}" + (f" seed {seed}" if seed is not None else "")
         final = train_and_save(tandem, run_args, resume=options.resume, force=options.force, desc=desc,
                                verbose=options.verbose)
-        print(f"wrote {final}")
+        log(f"wrote {final}")
     return 0
 
 

@@ -51,7 +51,14 @@ def load_training_problems(tandem: TandemConfig) -> tuple[list, list]:
 
 
 def write_holdout(output_dir: str | Path, held: list) -> None:
-    """The held-out problems as a JSONL that `load_problems` reads back (problem, answer, prompt)."""
+    """The held-out problems as a JSONL that `load_problems` reads back (problem, answer, prompt).
+
+    Main process only: every rank computes the same split, one writes it.
+    """
+    from accelerate import PartialState
+
+    if not PartialState().is_main_process:
+        return
     path = Path(output_dir) / HOLDOUT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = [{"problem": p.problem, "answer": p.answer, **({"prompt": p.prompt} if p.prompt is not None else {})}
