@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
@@ -39,3 +41,37 @@ def tiny_model(arch: str, vocab_size: int, seed: int, hidden: int = 64, layers: 
     else:
         raise ValueError(arch)
     return model.float().eval()
+
+
+# Evaluation stand-ins: problems, a reward and an answer extractor that need no grader.
+
+
+@dataclass
+class Problem:  # stand-in with trlvr.data.Problem's fields
+    id: str
+    problem: str
+    answer: str
+    source: str = "test"
+    fields: dict = field(default_factory=dict)
+    prompt: str | None = None
+
+
+def toy_problems(k: int, prefix: str = "p") -> list[Problem]:
+    return [
+        Problem(
+            id=f"{prefix}{i}",
+            problem=f"{i} plus {i}?",
+            answer=str(2 * i),
+            prompt=f"What is {i} plus {i}?\n\n",
+        )
+        for i in range(k)
+    ]
+
+
+def parity_reward(completions: list[str], answers: list[str]) -> list[float]:
+    return [float(len(c) % 2 == 0) for c in completions]
+
+
+def last_word(text: str) -> str | None:
+    words = text.split()
+    return words[-1] if words else None

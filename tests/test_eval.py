@@ -3,45 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 import pytest
+from helpers import last_word, parity_reward, toy_problems
 
 from trlvr.engine import StepSchedule, TandemGenerator, WordSchedule
 from trlvr.eval.protocols import batch_seed, protocols_for, run_protocol, schedule_for
 from trlvr.eval.runner import evaluate
 from trlvr.eval.store import read_samples as load_samples
-
-
-@dataclass
-class Problem:  # stand-in with trlvr.data.Problem's fields
-    id: str
-    problem: str
-    answer: str
-    source: str = "test"
-    fields: dict = field(default_factory=dict)
-    prompt: str | None = None
-
-
-def toy_problems(k: int, prefix: str = "p") -> list[Problem]:
-    return [
-        Problem(
-            id=f"{prefix}{i}",
-            problem=f"{i} plus {i}?",
-            answer=str(2 * i),
-            prompt=f"What is {i} plus {i}?\n\n",
-        )
-        for i in range(k)
-    ]
-
-
-def parity_reward(completions: list[str], answers: list[str]) -> list[float]:
-    return [float(len(c) % 2 == 0) for c in completions]
-
-
-def last_word(text: str) -> str | None:
-    words = text.split()
-    return words[-1] if words else None
 
 
 def test_protocol_schedules():

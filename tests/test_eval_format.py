@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_eval import parity_reward
+from helpers import parity_reward
 
 from trlvr.cli.compare_cmd import format_table
 from trlvr.cli.eval_cmd import format_summary

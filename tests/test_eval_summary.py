@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import tiny_model
-from test_eval import last_word, parity_reward, toy_problems  # noqa: I001
+from helpers import last_word, parity_reward, tiny_model, toy_problems
 
 from trlvr.eval.runner import evaluate
 from trlvr.eval.store import read_samples

@@ -11,8 +11,7 @@ import sys
 import textwrap
 
 import pytest
-from helpers import tiny_model
-from test_eval import Problem, last_word, parity_reward, toy_problems  # noqa: I001
+from helpers import Problem, last_word, parity_reward, tiny_model, toy_problems
 
 from trlvr.engine import TandemGenerator
 from trlvr.errors import UserError

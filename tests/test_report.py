@@ -9,8 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import tiny_model
-from test_eval import last_word, parity_reward, toy_problems  # noqa: I001
+from helpers import last_word, parity_reward, tiny_model, toy_problems
 
 from trlvr.cli import eval_cmd
 from trlvr.cli.main import main
