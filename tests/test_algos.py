@@ -10,7 +10,6 @@ from trlvr.algos import (
     author_stats,
     check_author_mask,
     check_has_junior_tokens,
-    masked_mean,
     split_by_share,
 )
 
@@ -43,13 +42,6 @@ def test_author_stats_hand_worked():
     assert s["senior_tokens"].tolist() == [2, 0] and s["junior_tokens"].tolist() == [2, 1]
     assert s["senior_share"].tolist() == [0.5, 0.0]
     assert s["switches"].tolist() == [2, 0]
-
-
-def test_masked_mean_never_nan():
-    x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
-    m = torch.tensor([[1, 0, 1], [0, 0, 0]])
-    assert masked_mean(x, m).item() == 2.0
-    assert masked_mean(x, m, dim=1).tolist() == [2.0, 0.0]
 
 
 def test_split_by_share():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trlvr.algos import masked_mean
 from trlvr.eval.metrics import token_cross_entropy, token_kl
 from trlvr.eval.scoring import score_completions
 
@@ -61,5 +60,3 @@ def test_metric_functions_by_hand():
     assert token_cross_entropy(lq, torch.tensor([1])).item() == pytest.approx(
         -torch.log(torch.tensor(0.2)).item()
     )
-    vals = torch.tensor([[1.0, 3.0, 100.0]])
-    assert masked_mean(vals, torch.tensor([[True, True, False]]), dim=-1).item() == 2.0

@@ -23,7 +23,12 @@ from trlvr.engine import (
     WordSchedule,
 )
 from trlvr.engine.generator import _cache_arg
-from trlvr.engine.self_pair import AdapterOffView, is_self_pair, resident_weight_bytes, self_pair
+from trlvr.engine.self_pair import AdapterOffView, resident_weight_bytes, self_pair
+
+
+def is_self_pair(junior, senior=None) -> bool:
+    """True when `junior` is an adapters-off view (of `senior`, when given)."""
+    return isinstance(junior, AdapterOffView) and (senior is None or junior.peft_model is senior)
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]  # Llama/Qwen3 names
 PROMPTS = ["The cat sat on the mat.", "Let's think", "A train leaves at 3 pm and travels 60 miles.", "12 plus"]
@@ -145,12 +150,6 @@ def test_view_holds_no_second_copy(setup):
     base_ptrs = {p.data_ptr() for n, p in senior.named_parameters() if "lora_" not in n}
     assert {p.data_ptr() for p in view.parameters()} == base_ptrs  # base weights, no adapters
     assert next(view.parameters()).device == next(senior.parameters()).device
-
-
-def test_is_self_pair(setup):
-    senior, base_copy, view = setup
-    assert is_self_pair(view) and is_self_pair(view, senior)
-    assert not is_self_pair(base_copy) and not is_self_pair(view, base_copy)
 
 
 def test_refuses_models_whose_adapters_off_are_not_the_base(tokenizer):

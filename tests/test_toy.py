@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -241,14 +242,14 @@ def test_shipped_card_intervals_are_wilson_of_its_figures():
 
 def test_reusing_a_world_of_another_jargon_is_refused(tmp_path):
     from trlvr.errors import UserError
-    from trlvr.toy.world import MINI_CONFIG, prepare_world, with_overrides
+    from trlvr.toy.world import MINI_CONFIG, prepare_world
 
     out = tmp_path / "world"
     card = prepare_world(out, seed=0, from_scratch=True, progress=False, config=MINI_CONFIG)
     assert card["ci95"] and all(lo <= card[k] <= hi for k, (lo, hi) in card["ci95"].items())
     with pytest.raises(UserError, match=r"card.json: this toy world has jargon 'spaced', not 'compact'"):
         prepare_world(out, seed=0, from_scratch=True, progress=False,
-                      config=with_overrides(MINI_CONFIG, jargon="compact"))  # fmt: skip
+                      config=dataclasses.replace(MINI_CONFIG, jargon="compact"))  # fmt: skip
 
 
 def test_mini_world_compact_jargon(tmp_path):
@@ -257,11 +258,11 @@ def test_mini_world_compact_jargon(tmp_path):
 
     from trlvr.engine import vocab_tables
     from trlvr.toy.dialects import render_solution
-    from trlvr.toy.world import MINI_CONFIG, prepare_world, with_overrides
+    from trlvr.toy.world import MINI_CONFIG, prepare_world
 
     out = tmp_path / "compact"
     card = prepare_world(out, seed=0, from_scratch=True, progress=False,
-                         config=with_overrides(MINI_CONFIG, jargon="compact"))  # fmt: skip
+                         config=dataclasses.replace(MINI_CONFIG, jargon="compact"))  # fmt: skip
     assert card["config"]["jargon"] == "compact"
     tok = AutoTokenizer.from_pretrained(out / "senior")
     word_start = vocab_tables(tok).word_start

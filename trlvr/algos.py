@@ -59,17 +59,6 @@ def check_has_junior_tokens(junior_tokens: int, total_tokens: int, p: float) -> 
         )
 
 
-def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    """Mean of x over mask==1 (all dims, or along `dim`); 0 where the mask is empty (never NaN).
-
-    x, mask: same shape (e.g. (B, T)). Returns a scalar, or x with `dim` reduced.
-    """
-    mask = mask.to(x.dtype)
-    if dim is None:
-        return (x * mask).sum() / mask.sum().clamp(min=1.0)
-    return (x * mask).sum(dim) / mask.sum(dim).clamp(min=1.0)
-
-
 def author_stats(senior_mask: torch.Tensor, completion_mask: torch.Tensor) -> dict[str, torch.Tensor]:
     """Per-sequence authorship statistics, each (B,) float.
 

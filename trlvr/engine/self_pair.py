@@ -188,11 +188,6 @@ def self_pair(peft_model) -> tuple[nn.Module, AdapterOffView]:
     return peft_model, AdapterOffView(peft_model)
 
 
-def is_self_pair(junior, senior=None) -> bool:
-    """True when `junior` is an adapters-off view (of `senior`, when given)."""
-    return isinstance(junior, AdapterOffView) and (senior is None or junior.peft_model is senior)
-
-
 def resident_weight_bytes(*models: nn.Module) -> int:
     """Bytes of the distinct parameter and buffer storages the models hold together (shared ones once)."""
     seen, total = set(), 0

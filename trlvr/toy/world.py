@@ -15,7 +15,7 @@ import json
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -335,7 +335,3 @@ def prepare_world(
     # card.json is written last: its presence marks the directory complete.
     (out / "card.json").write_text(json.dumps(card, indent=2) + "\n")
     return card
-
-
-def with_overrides(config: WorldConfig, **kw) -> WorldConfig:
-    return replace(config, **kw)
