@@ -10,6 +10,8 @@ For each model size (random Qwen3 senior, smaller junior, batch 64, 256 new toke
      segment, each re-reading the whole prefix (per sequence, tokens/s compared)   (bar: >= 5x)
   4. prompt sharing: prefill of 16 prompts x G = 8 repeats, 256-token prompts, shared
      (each distinct prompt once, KV rows copied) vs unshared                          (bar: >= 4x)
+  5. decode="static" (preallocated KV, row buckets, length blocks; no compile) over the default
+     decode="eager", tandem and solo senior: > 1 means static is slower on this CPU  (no bar)
 Timings interleave the contenders and keep the median of several repeats (the machine is noisy).
 Peak memory: per contender in a fresh subprocess, the growth of peak RSS (ru_maxrss) during the
 call over the process with models built, in MiB.
@@ -130,8 +132,11 @@ def contenders(size: str, batch: int, new: int, naive_seqs: int):
     vocab = SIZES[size][0]
     ps = prompts(batch, vocab)
     return {
-        "tandem": lambda: gen.generate(ps, WordSchedule(0.5, 32), new, seed=0),
-        "solo_senior": lambda: gen.generate(ps, SoloSchedule("senior"), new, seed=0),
+        "tandem": lambda: gen.generate(ps, WordSchedule(0.5, 32), new, seed=0, decode="eager"),
+        "solo_senior": lambda: gen.generate(ps, SoloSchedule("senior"), new, seed=0, decode="eager"),
+        "tandem_static": lambda: gen.generate(ps, WordSchedule(0.5, 32), new, seed=0, decode="static", compile=False),
+        "solo_senior_static": lambda: gen.generate(ps, SoloSchedule("senior"), new, seed=0, decode="static",
+                                                   compile=False),
         "solo_junior": lambda: gen.generate(ps, SoloSchedule("junior"), new, seed=0),
         "hf_generate_senior": lambda: hf_generate(senior, ps, new),
         "naive_tandem": lambda: [
@@ -196,6 +201,8 @@ def main():
             "tandem_over_solo_sum": t["tandem"] / (t["solo_senior"] + t["solo_junior"]),
             "engine_solo_over_hf_generate": t["solo_senior"] / t["hf_generate_senior"],
             "tandem_speedup_over_naive": tps["tandem"] / tps["naive_tandem"],
+            "static_over_eager_tandem": t["tandem_static"] / t["tandem"],
+            "static_over_eager_solo": t["solo_senior_static"] / t["solo_senior"],
             "tokens_per_s": {k: round(v) for k, v in tps.items()},
             "seconds": {k: round(v, 3) for k, v in t.items()},
             "peak_rss_mib": {
@@ -212,6 +219,8 @@ def main():
         print(
             f"  tandem speed-up over naive per-segment generate = {r['tandem_speedup_over_naive']:.1f}x  (bar >= 5x)"
         )
+        print(f"  decode static / eager (time)          = tandem {r['static_over_eager_tandem']:.3f}, "
+              f"solo senior {r['static_over_eager_solo']:.3f}   (> 1: static slower)")
         print(f"  tokens/s: {r['tokens_per_s']}")
         print(f"  peak RSS growth during the call, MiB: {r['peak_rss_mib']}")
         r["prompt_sharing"] = sh = sharing(size, args.repeats)

@@ -309,6 +309,19 @@ CLI_CASES = [
         setup=lambda tmp: tiny_model_dir(tmp / "s"),
     ),
     Case(
+        "eval-junior-device-with-self",
+        ["eval", "--senior", "{tmp}/s", "--junior", "self", "--junior-device", "cpu", "--data", "{tmp}/d.jsonl",
+         "--out", "{tmp}/o"],
+        2,
+        "--junior-device: --junior self shares the senior's weights",
+    ),
+    Case(
+        "train-bad-decode",
+        ["train", "--config", "toy", "--decode", "paged"],
+        2,
+        "decode: must be one of ('auto', 'eager', 'static')",
+    ),
+    Case(
         "eval-bad-data-syntax",
         ["eval", "--senior", "{tmp}/s", "--junior", "{tmp}/j", "--data", "gsm=", "--out", "{tmp}/o"],
         2,

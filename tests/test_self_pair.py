@@ -22,7 +22,7 @@ from trlvr.engine import (
     TokenSchedule,
     WordSchedule,
 )
-from trlvr.engine.generator import _cache_arg
+from trlvr.engine.runners import cache_arg as _cache_arg
 from trlvr.engine.self_pair import AdapterOffView, resident_weight_bytes, self_pair
 
 

@@ -134,3 +134,32 @@ def test_schedule_registry_is_what_configs_accept():
         Schedule.from_config("paragraph")
     with pytest.raises(ValueError, match="schedule 'word' is already registered by WordSchedule"):
         register_schedule("word")(type("Other", (Schedule,), {}))
+
+
+def test_engine_options_reach_training_and_eval(toy, monkeypatch):
+    """`decode` / `junior_device` in the run config and `--decode` / `--junior-device` in eval reach the
+    engine (static caches and the split-device sampler, both equal to the default path on CPU)."""
+    from trlvr.engine import generator as G
+
+    seen = []
+    real_init = G.TandemGenerator.__init__
+
+    def spy(self, *a, **kw):
+        seen.append({k: kw.get(k) for k in ("decode", "junior_device")})
+        real_init(self, *a, **kw)
+
+    monkeypatch.setattr(G.TandemGenerator, "__init__", spy)
+    assert train(toy, "--max_steps", "1", "--decode", "static", "--junior_device", "cpu") == 0
+    assert seen and all(s == {"decode": "static", "junior_device": "cpu"} for s in seen)
+    assert json.loads((toy / "run" / "trlvr_run.json").read_text())["tandem"]["decode"] == "static"
+    seen.clear()
+    from trlvr.toy.task import make_splits
+    from trlvr.toy.world import _rows, _write_jsonl
+
+    _write_jsonl(toy / "test.jsonl", _rows(make_splits(8, 4, seed=0)[1]))
+    argv = ["eval", "--senior", str(toy / "run" / "final"), "--junior", str(toy / "junior"), "--data",
+            f"toy={toy / 'test.jsonl'}", "--limit", "2", "--n", "1", "--k", "1", "--suite", "solo,handoff",
+            "--max-new-tokens", "16", "--out", str(toy / "eval"), "--no-progress", "--decode", "static",
+            "--junior-device", "cpu"]  # fmt: skip
+    assert cli(argv) == 0
+    assert seen == [{"decode": "static", "junior_device": "cpu"}]

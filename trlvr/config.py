@@ -57,6 +57,8 @@ class TandemConfig:
     reward: str = _help("reward: math (trlvr.rewards.math_reward) or package.module:function", "math")
     max_prompt_length: int | None = _help("drop problems whose prompt has more tokens than this", None)
     nonfinite_patience: int = _help("stop after this many consecutive non-finite losses or grad norms", 1)
+    decode: str = _help("rollout KV caches: auto (static on CUDA, eager elsewhere), eager or static", "auto")
+    junior_device: str | None = _help("device for the junior (e.g. cuda:1; the authors' second GPU); null = the senior's", None)
     holdout: int = _help("hold out this many training problems for `trlvr select --val split:N` (never trained on)", 0)
     holdout_seed: int = _help("which problems are held out (a seeded hash of their content)", 0)
     use_peft: bool = _help("train a LoRA adapter on the senior instead of all its weights", False)
@@ -88,6 +90,10 @@ class TandemConfig:
             bad("kl_ref", f"must be one of {KL_REFS}")
         if self.junior == "self" and not self.use_peft:
             bad("junior", "'self' needs use_peft: true (the junior is the senior's base with adapters off)")
+        if self.decode not in ("auto", "eager", "static"):
+            bad("decode", "must be one of ('auto', 'eager', 'static')")
+        if self.junior_device is not None and self.junior == "self":
+            bad("junior_device", "junior: self shares the senior's weights, so it runs on the senior's device")
         if self.holdout < 0:
             bad("holdout", "must be >= 0")
         if self.lora_r < 1:

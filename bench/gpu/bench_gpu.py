@@ -1,14 +1,22 @@
 """Tandem decoding on a GPU against `model.generate` and the memory-bandwidth roofline. No network, no weights.
 
-    bash bench/gpu/run.sh                       # one H200: ~8 minutes, writes bench/out/gpu.json + gpu.md
+    bash bench/gpu/run.sh                       # one H200: meant to fit run.sh's 480 s (an estimate: never run)
     python bench/gpu/bench_gpu.py --tiny        # tiny configs on CPU, seconds (run by the test suite)
 
 Random-initialised Qwen3 architectures from bench/gpu/configs/ (0.6B, 1.7B, 4B), bf16, batch 128,
-512-token prompts, 2,048 new tokens with EOS ignored. Per size, tokens/s of:
-    generate        `model.generate` with the dynamic cache
-    generate_static `model.generate(cache_implementation="static")` (transformers compiles the step on CUDA)
-    engine_solo     TandemGenerator, SoloSchedule("senior")
-    engine_tandem   TandemGenerator, WordSchedule(p=0.5), senior = junior size (and 4B + 0.6B)
+512-token prompts, 1,024 new tokens with EOS ignored. Per size, tokens/s of:
+    generate              `model.generate` with the dynamic cache
+    generate_static       `model.generate(cache_implementation="static")` (transformers compiles the step on CUDA)
+    engine_solo           TandemGenerator, SoloSchedule("senior"), decode="eager" (DynamicCache)
+    engine_solo_junior    the same with the junior
+    engine_tandem         TandemGenerator, WordSchedule(p=0.5), decode="eager", senior = junior size (and 4B + 0.6B)
+    engine_static_solo    SoloSchedule("senior"), decode="static", compile=True on CUDA (CUDA graphs)
+    engine_static_tandem  WordSchedule(p=0.5), decode="static", compile=True on CUDA (and 4B + 0.6B)
+                          (the engine's default keeps compile off until this row has been measured)
+Time budget: every contender is timed once, after a short warm-up (a few tokens; for the compiled
+engine enough tokens to cross two length blocks, so its compiles happen there and the timed run
+only records CUDA graphs for new blocks). Results are written after every contender, so a run cut
+short by run.sh's timeout still leaves what it measured.
 and the roofline: tokens/s = bandwidth / bytes read per decode step, where a step reads every
 running model's weights once plus the valid KV cache (mean context over the decode), and each
 contender's fraction of it. Peak memory is `torch.cuda.max_memory_allocated`. Ratios come from one
@@ -70,7 +78,13 @@ def timed(fn, device: str) -> float:
     return time.perf_counter() - t0
 
 
-def run(args) -> dict:
+def write(results: dict, out: Path, name: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(results, indent=2))
+    (out / f"{name}.md").write_text(markdown(results))
+
+
+def run(args, save=lambda results: None) -> dict:
     from trlvr.engine import SoloSchedule, TandemGenerator, VocabTables, WordSchedule
 
     device = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"
@@ -90,18 +104,25 @@ def run(args) -> dict:
                "prompt_tokens": prompt, "new_tokens": new, "dtype": str(dtype), "bandwidth": args.bandwidth,
                "sizes": {}}  # fmt: skip
 
-    def measure(name, fn, models, row):
+    def measure(name, fn, models, row, warm_new: int):
+        """Warm up with `warm_new` new tokens (compiles where it compiles), then time one full run."""
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
-        fn()  # warm-up (compiles where it compiles)
-        sec = timed(fn, device)
+        fn(warm_new)
+        sec = timed(lambda: fn(new), device)
         tps = batch * new / sec
         roof = roofline_tokens_per_s(models, batch, prompt, new, args.bandwidth)
         row[name] = {"tokens_per_s": round(tps, 1), "roofline_tokens_per_s": round(roof, 1),
                      "fraction_of_roofline": tps / roof,
                      "peak_mib": round(torch.cuda.max_memory_allocated() / 2**20) if device == "cuda" else None}  # fmt: skip
         print(f"  {name:22s} {tps:10.1f} tok/s  ({tps / roof:.1%} of roofline {roof:.0f})", flush=True)
+        save(results)
 
+    warm = min(new, 8)  # eager contenders: CUDA context, cuBLAS handles, allocator
+    # compiled engine: prompt + this many tokens crosses two length blocks (dynamo's dynamic recompile)
+    warm_static = min(new, 2 * TandemGenerator.static_block + 1)
+
+    common = dict(do_sample=True, top_k=0, top_p=1.0, pad_token_id=0, eos_token_id=None)
     models = {n: build(c, device, dtype, seed=i) for i, (n, c) in enumerate(configs.items())}
     x = ids.to(device)
     for name, model in models.items():
@@ -109,19 +130,29 @@ def run(args) -> dict:
         row = results["sizes"].setdefault(name, {})
         junior = build(configs[name], device, dtype, seed=100)
         gen = TandemGenerator(model, junior, tables=tables, eos_token_ids=no_eos, pad_token_id=0)
-        common = dict(max_new_tokens=new, min_new_tokens=new, do_sample=True, top_k=0, top_p=1.0,
-                      pad_token_id=0, eos_token_id=None)  # fmt: skip
-        measure("generate", lambda m=model, c=common: m.generate(x, **c), [model], row)
+
+        def hf(n, m=model, **kw):
+            return m.generate(x, max_new_tokens=n, min_new_tokens=n, **common, **kw)
+
+        def engine(sched, decode, gen=gen):
+            return lambda n: gen.generate(prompts, sched, n, decode=decode, compile=decode == "static" and device == "cuda")
+
+        measure("generate", hf, [model], row, warm)
         if not args.skip_static:
-            # a static cache makes transformers compile the decoding forward (torch.compile) on CUDA
-            measure("generate_static", lambda m=model, c=common: m.generate(x, **c, cache_implementation="static"),
-                    [model], row)  # fmt: skip
-        measure("engine_solo", lambda gen=gen: gen.generate(prompts, SoloSchedule("senior"), new), [model], row)
-        measure("engine_solo_junior", lambda gen=gen: gen.generate(prompts, SoloSchedule("junior"), new), [junior], row)
-        measure("engine_tandem", lambda gen=gen: gen.generate(prompts, WordSchedule(p=0.5), new), [model, junior], row)
+            # a static cache makes transformers compile the decoding forward (torch.compile) on CUDA; its
+            # cache is sized by max_new_tokens, so the warm-up must use the full length
+            measure("generate_static", lambda n: hf(n, cache_implementation="static"), [model], row, new)
+        measure("engine_solo", engine(SoloSchedule("senior"), "eager"), [model], row, warm)
+        measure("engine_solo_junior", engine(SoloSchedule("junior"), "eager"), [junior], row, warm)
+        measure("engine_tandem", engine(WordSchedule(p=0.5), "eager"), [model, junior], row, warm)
+        measure("engine_static_solo", engine(SoloSchedule("senior"), "static"), [model], row, warm_static)
+        measure("engine_static_tandem", engine(WordSchedule(p=0.5), "static"), [model, junior], row, warm_static)
         solo_sum = batch * new / row["engine_solo"]["tokens_per_s"] + batch * new / row["engine_solo_junior"]["tokens_per_s"]
         row["tandem_over_solo_sum"] = round((batch * new / row["engine_tandem"]["tokens_per_s"]) / solo_sum, 3)
         row["engine_solo_over_generate_speed"] = round(row["engine_solo"]["tokens_per_s"] / row["generate"]["tokens_per_s"], 3)
+        row["static_over_eager_tandem_speed"] = round(
+            row["engine_static_tandem"]["tokens_per_s"] / row["engine_tandem"]["tokens_per_s"], 3)
+        save(results)
         del junior, gen
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -130,8 +161,11 @@ def run(args) -> dict:
         row = results["sizes"].setdefault("qwen3-4b+0.6b", {})
         gen = TandemGenerator(models["qwen3-4b"], models["qwen3-0.6b"], tables=tables, eos_token_ids=no_eos,
                               pad_token_id=0)  # fmt: skip
-        measure("engine_tandem", lambda gen=gen: gen.generate(prompts, WordSchedule(p=0.5), new),
-                [models["qwen3-4b"], models["qwen3-0.6b"]], row)  # fmt: skip
+        pair = [models["qwen3-4b"], models["qwen3-0.6b"]]
+        measure("engine_tandem", lambda n: gen.generate(prompts, WordSchedule(p=0.5), n, decode="eager"), pair, row,
+                warm)  # fmt: skip
+        measure("engine_static_tandem", lambda n: gen.generate(prompts, WordSchedule(p=0.5), n, decode="static",
+                                                               compile=device == "cuda"), pair, row, warm_static)  # fmt: skip
     return results
 
 
@@ -143,7 +177,7 @@ def markdown(results: dict) -> str:
         for name, e in row.items():
             if isinstance(e, dict):
                 lines.append(f"| {size} | {name} | {e['tokens_per_s']} | {e['fraction_of_roofline']:.1%} | {e['peak_mib']} |")
-        for k in ("tandem_over_solo_sum", "engine_solo_over_generate_speed"):
+        for k in ("tandem_over_solo_sum", "engine_solo_over_generate_speed", "static_over_eager_tandem_speed"):
             if k in row:
                 lines.append(f"| {size} | {k} | {row[k]} | | |")
     return "\n".join(lines) + "\n"
@@ -155,17 +189,14 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default=",".join(SIZES))
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--prompt", type=int, default=512)
-    ap.add_argument("--new", type=int, default=2048)
+    ap.add_argument("--new", type=int, default=1024)
     ap.add_argument("--bandwidth", type=float, default=4.8e12, help="device memory bandwidth, bytes/s (H200: 4.8e12)")
     ap.add_argument("--skip-static", action="store_true")
     ap.add_argument("--out", default=str(HERE.parent / "out"))
     args = ap.parse_args(argv)
-    results = run(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    name = "gpu-tiny" if args.tiny else "gpu"
-    (out / f"{name}.json").write_text(json.dumps(results, indent=2))
-    (out / f"{name}.md").write_text(markdown(results))
+    out, name = Path(args.out), "gpu-tiny" if args.tiny else "gpu"
+    results = run(args, save=lambda r: write(r, out, name))
+    write(results, out, name)
     print(f"wrote {out / name}.json and .md")
     return 0
 

@@ -96,6 +96,10 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
+    p.add_argument("--junior-device", default=None,
+                   help="put the junior on its own device (e.g. cuda:1); default: --device")
+    p.add_argument("--decode", default="auto", choices=["auto", "eager", "static"],
+                   help="KV caches: static (allocated once) on CUDA, eager (grown per step) elsewhere by default")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--out", required=True, help="output directory (resumed when it already has samples)")
     p.add_argument("--fresh", action="store_true", help="delete the samples already in --out and start over")
@@ -131,6 +135,8 @@ def check_settings(args) -> None:
         check_decoding(args.temperature, args.top_p, args.top_k)
     except ValueError as e:
         raise UserError(f"decoding: {e}") from None
+    if args.junior_device and args.junior == "self":
+        raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
     suite = [s.strip() for s in args.suite.split(",") if s.strip()]
     unknown = sorted(set(suite) - set(D.SUITE_NAMES))
     if unknown or not suite:
@@ -265,7 +271,7 @@ def evaluate_one(args, sources: dict, senior_spec: str, out: str) -> int:
                 s = load_causal_lm(args.senior, role="--senior", dtype=dtype[args.dtype])
                 j = load_causal_lm(args.junior, role="--junior", dtype=dtype[args.dtype])
             loaded["senior"] = s.to(device).eval()
-            loaded["junior"] = j if args.junior == "self" else j.to(device).eval()
+            loaded["junior"] = j if args.junior == "self" else j.to(args.junior_device or device).eval()
         return loaded
 
     senior_fp = model_fingerprint(args.senior, "--senior")
@@ -286,6 +292,8 @@ def evaluate_one(args, sources: dict, senior_spec: str, out: str) -> int:
         context_length=context,
         max_prompt_tokens="auto" if args.max_prompt_tokens is None else args.max_prompt_tokens,
         include_eos=args.include_eos, fresh=args.fresh,
+        engine_options={"decode": args.decode,
+                        **({"junior_device": args.junior_device} if args.junior_device else {})},
     )  # fmt: skip
     print(format_summary(res))
     if selection and any(selection["val_overlap"].values()):

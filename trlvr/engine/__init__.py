@@ -1,13 +1,21 @@
 """The tandem engine, and its public face: `from trlvr.engine import TandemGenerator, WordSchedule, ...`.
 
-Lockstep decoding of two causal LMs over one shared token history (`generator.py`), authorship
-schedules (`schedules.py`), sampling (`sampling.py`) and what a generation returns (`output.py`).
+Lockstep decoding of two causal LMs over one shared token history (`generator.py`), each model's
+forward with its KV cache on its own device (`runners.py`: eager DynamicCache, or preallocated
+static buffers from `kv.py`, optionally compiled), authorship schedules (`schedules.py`), sampling
+(`sampling.py`) and what a generation returns (`output.py`).
 No tokenization, prompts or training here.
 """
 
-from trlvr.engine.generator import TandemGenerator
+from trlvr.engine.generator import DECODE_MODES, TandemGenerator
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
-from trlvr.engine.sampling import check_decoding, filter_logits, sample_tokens
+from trlvr.engine.sampling import (
+    check_decoding,
+    draw_uniforms,
+    filter_logits,
+    sample_tokens,
+    sample_with_uniforms,
+)
 from trlvr.engine.schedules import (
     SCHEDULES,
     ChunkSchedule,
@@ -23,6 +31,7 @@ from trlvr.engine.schedules import (
 
 __all__ = [
     "TandemGenerator",
+    "DECODE_MODES",
     "TandemOutput",
     "FINISH_REASONS",
     "Schedule",
@@ -38,4 +47,6 @@ __all__ = [
     "check_decoding",
     "filter_logits",
     "sample_tokens",
+    "draw_uniforms",
+    "sample_with_uniforms",
 ]

@@ -1,25 +1,32 @@
 """TandemGenerator: batched, lockstep decoding of a senior and a junior causal LM.
 
-Both models read the same shared history and keep their own KV cache. At every step each
-running model does one forward pass over the last token, and the active author's distribution
-(per sequence, from the schedule) is sampled. Every emitted token records its author and its
+Both models read the same shared history and keep their own KV cache (each in a runner,
+`trlvr.engine.runners`, on the model's own device). At every step each running model does one
+forward pass over the last token, and the active author's distribution (per sequence, from the
+schedule) is sampled. Every emitted token records its author and its
 log-probability under both models' raw distributions (temperature 1, no truncation), which is
 what GRPO's ratio and the drift/legibility metrics need.
 
 What this file does not know: tokenization and prompts (callers pass token ids), which ids start
-a word or end a step (`trlvr.engine.schedules.VocabTables`), and training.
+a word or end a step (`trlvr.engine.schedules.VocabTables`), how a KV cache is stored or a forward
+is compiled (`runners.py`, `kv.py`), and training.
 
 Shapes: B = batch, L = longest prompt, T = new tokens so far, V = vocabulary.
 """
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
-from trlvr.engine.sampling import check_decoding, sample_tokens, token_logprob
+from trlvr.engine.runners import STATIC_BLOCK, EagerRunner, StaticRunner
+from trlvr.engine.sampling import (
+    check_decoding,
+    draw_uniforms,
+    sample_tokens,
+    sample_with_uniforms,
+    token_logprob,
+)
 from trlvr.engine.schedules import JUNIOR, SENIOR, Schedule, VocabTables, vocab_tables
 
 _LENGTH, _EOS, _ROUNDS = (FINISH_REASONS.index(r) for r in ("length", "eos", "rounds"))
@@ -31,20 +38,6 @@ def _vocab_size(model) -> int:
 
 def _device(model) -> torch.device:
     return next(model.parameters()).device
-
-
-def _cache_arg(model) -> str:
-    # transformers renamed `past_key_values` to `cache` during 5.x; support both spellings. A PEFT
-    # model's forward takes **kwargs only: read the base model's signature.
-    target = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(target.forward).parameters else "past_key_values"
-
-
-def _forward(model, cache_arg: str, cache, **inputs):
-    """One forward pass with a KV cache. Returns (cache, last-position logits (B, V))."""
-    out = model(**inputs, **{cache_arg: cache}, use_cache=True)
-    new_cache = out.cache if cache_arg == "cache" else out.past_key_values
-    return new_cache, out.logits[:, -1]
 
 
 def _distinct(prompt_ids: list[list[int]]) -> tuple[list[int], list[int] | None]:
@@ -88,13 +81,48 @@ def plan_sub_batches(models: list, batch: int, tokens: int, budget_bytes: int | 
     return -(-batch // rows_fit)  # ceil
 
 
+DECODE_MODES = ("auto", "eager", "static")
+
+
+def resolve_decode(decode: str, compile, device: torch.device) -> tuple[str, bool]:
+    """("eager" | "static", compile?) for the requested modes on `device`.
+
+    decode "auto" is static on CUDA and eager elsewhere (on CPU the DynamicCache's concatenation is
+    cheap next to the forward, and the static path's bucket padding is not free); compile "auto" is
+    False for now: the captured step has been checked on CPU only, and is turned on by default once
+    `bench/gpu/run.sh` has measured it on a GPU. compile=True needs decode="static" (or "auto" on CUDA).
+
+    >>> resolve_decode("auto", "auto", torch.device("cpu"))
+    ('eager', False)
+    """
+    if decode not in DECODE_MODES:
+        raise ValueError(f"decode must be one of {DECODE_MODES}, got {decode!r}")
+    if compile not in (True, False, "auto"):
+        raise ValueError(f"compile must be True, False or 'auto', got {compile!r}")
+    cuda = device.type == "cuda"
+    mode = ("static" if cuda else "eager") if decode == "auto" else decode
+    if compile == "auto":
+        compile = False  # opt-in until measured on a GPU (see the docstring)
+    if compile and mode != "static":
+        raise ValueError(f"compile=True needs decode='static' (the eager cache changes shape every step), got decode={decode!r}")
+    return mode, bool(compile)
+
+
 class TandemGenerator:
     """Co-generate with a senior and a junior that share one tokenizer.
 
     >>> gen = TandemGenerator(senior, junior, tokenizer)              # doctest: +SKIP
     >>> out = gen.generate([[1, 2, 3], [4, 5]], WordSchedule(p=0.5), max_new_tokens=64)  # doctest: +SKIP
     >>> out.completion_ids, out.authors, out.senior_logprobs          # doctest: +SKIP
+
+    junior_device: where the junior runs; None = where its parameters are. The junior may live on
+    another device than the senior (e.g. a second GPU): each step then launches both forwards before
+    reading either, each device samples its own candidate from the same per-row uniform, and only
+    B token ids, B uniforms and B log-probs cross devices. Passing junior_device explicitly takes
+    that split path even when it names the senior's device (same results; tests use this on CPU).
     """
+
+    static_block: int = STATIC_BLOCK  # decode="static": attention reads the length rounded up to this
 
     def __init__(
         self,
@@ -107,9 +135,15 @@ class TandemGenerator:
         pad_token_id: int | None = None,
         word_start_ids: list[int] | None = None,
         step_end_ids: list[int] | None = None,
+        junior_device: torch.device | str | None = None,
+        decode: str = "auto",
+        compile: bool | str = "auto",
     ):
+        resolve_decode(decode, compile, torch.device("cpu"))  # validates the names now, not at the first call
+        self.decode, self.compile = decode, compile  # defaults for `generate`
         self.senior, self.junior = senior, junior
         self.vocab_size = _vocab_size(senior)
+        self.split_devices = False
         if junior is not None:
             jv = _vocab_size(junior)
             if jv != self.vocab_size:
@@ -117,8 +151,16 @@ class TandemGenerator:
                     f"senior and junior vocabularies differ: senior has {self.vocab_size} tokens, "
                     f"junior has {jv}; tandem decoding needs one shared tokenizer"
                 )
-            if _device(junior) != _device(senior):
-                raise ValueError(f"senior is on {_device(senior)} but junior is on {_device(junior)}")
+            if junior_device is not None:
+                junior_device = torch.device(junior_device)
+                if not _same_device(junior_device, _device(junior)):
+                    raise ValueError(
+                        f"junior_device is {junior_device} but the junior's parameters are on {_device(junior)}; "
+                        f"move the junior there first (junior.to({str(junior_device)!r}))"
+                    )
+            self.split_devices = junior_device is not None or _device(junior) != _device(senior)
+        elif junior_device is not None:
+            raise ValueError("junior_device was given but there is no junior model")
         if tokenizer is not None and len(tokenizer) > self.vocab_size:
             raise ValueError(
                 f"tokenizer has {len(tokenizer)} tokens but the models' vocabulary has {self.vocab_size}"
@@ -170,6 +212,8 @@ class TandemGenerator:
         score_both: bool = False,
         share_prompts: bool = True,
         memory_budget_bytes: int | None | str = "auto",
+        decode: str | None = None,
+        compile: bool | str | None = None,
     ) -> TandemOutput:
         """Generate one completion per prompt (prompts may differ in length).
 
@@ -180,6 +224,14 @@ class TandemGenerator:
         free memory of a CUDA device, no limit on CPU). When the batch needs more, it runs as
         equal sub-batches in turn (sub-batch k seeded seed + k; `out.num_sub_batches` says how
         many); when one row alone needs more, a ValueError names batch, length and bytes.
+        decode: "eager" grows a DynamicCache every step; "static" allocates each model's KV cache
+        once for prompt + max_new_tokens, writes it in place, attends only the current length rounded
+        up to `static_block` positions and moves finished rows out into power-of-two batch buckets;
+        "auto" is static on CUDA and eager elsewhere; None = the generator's own setting. Both give the same tokens and authors
+        and log-probs equal up to float summation order.
+        compile: wrap the static path's per-token forward in torch.compile (mode "reduce-overhead",
+        i.e. CUDA graphs, on CUDA; the default mode elsewhere); one graph per batch bucket and
+        length block. "auto": off until measured on a GPU; None = the generator's own setting.
 
         Only the models that can write under `schedule` run (`schedule.writers`: a SoloSchedule, or
         p = 1 / p = 0, runs one model), unless `score_both` asks for both models' log-probs (it then
@@ -194,6 +246,9 @@ class TandemGenerator:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         check_decoding(temperature, top_p, top_k)
+        decode = self.decode if decode is None else decode
+        compile = self.compile if compile is None else compile
+        mode, compiled = resolve_decode(decode, compile, self.device)
         writers = set(schedule.writers) | ({SENIOR, JUNIOR} if score_both else set())
         if JUNIOR in writers and self.junior is None:
             raise ValueError(f"{type(schedule).__name__} needs a junior model, but the generator has none")
@@ -207,7 +262,8 @@ class TandemGenerator:
             size = -(-len(prompt_ids) // n_sub)
             parts = [
                 self.generate(prompt_ids[i : i + size], schedule, max_new_tokens, temperature, top_p, top_k,
-                              seed + k, score_both, share_prompts, memory_budget_bytes=None)
+                              seed + k, score_both, share_prompts, memory_budget_bytes=None, decode=decode,
+                              compile=compile)
                 for k, i in enumerate(range(0, len(prompt_ids), size))
             ]  # fmt: skip
             return TandemOutput.concat(parts, pad_id=self.pad_token_id)
@@ -219,7 +275,7 @@ class TandemGenerator:
         # A separate stream for authorship: the same seed gives the same schedule at any temperature.
         author_rng = torch.Generator(device=device).manual_seed(seed + 0x5EED)
 
-        # (1) left padding, once per call (not per token)
+        # (1) left padding, once per call (not per token); built on the CPU, each runner copies it once
         B, L = len(prompt_ids), max(len(p) for p in prompt_ids)
         input_ids = torch.full((B, L), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros(B, L + max_new_tokens, dtype=torch.long)  # (B, L + max_new_tokens)
@@ -227,28 +283,26 @@ class TandemGenerator:
             input_ids[i, L - len(p) :] = torch.tensor(p, dtype=torch.long)
             mask[i, L - len(p) : L] = 1
         mask[:, L:] = 1  # generated positions are always attended (finished rows are ignored later)
-        input_ids, mask = input_ids.to(device), mask.to(device)
         positions = (mask[:, :L].cumsum(-1) - 1).clamp(min=0)  # (B, L)
 
+        def runner(model):
+            dev = _device(model)
+            if mode == "static":
+                return StaticRunner(model, dev, L, max_new_tokens, block=self.static_block, compile=compiled)
+            return EagerRunner(model, dev, L, max_new_tokens)
+
+        runners = {name: runner(m) for name, m in models.items()}
+        # split: each model samples on its own device from uniforms drawn here (see the class docstring)
+        split = self.split_devices and JUNIOR in models
         was_training = {name: m.training for name, m in models.items()}
         for m in models.values():
             m.eval()
         try:
             # (2) prefill: each distinct prompt once, then its KV rows and logits copied to its repeats
-            cache_args = {name: _cache_arg(m) for name, m in models.items()}
             unique, inverse = _distinct(prompt_ids) if share_prompts else (list(range(B)), None)
-            first = torch.tensor(unique, device=device)  # (U,) one row per distinct prompt
-            caches, logits = {}, {}
-            for name, model in models.items():
-                caches[name], logits[name] = _forward(
-                    model, cache_args[name], None,
-                    input_ids=input_ids[first], attention_mask=mask[first, :L], position_ids=positions[first],
-                    logits_to_keep=1,
-                )  # logits[name]: (U, V)
-                if inverse is not None:
-                    rows_of = torch.tensor(inverse, device=device)  # (B,) distinct-prompt index of every row
-                    caches[name].batch_select_indices(rows_of)
-                    logits[name] = logits[name][rows_of]  # (B, V)
+            first = torch.tensor(unique)  # (U,) one row per distinct prompt
+            rows_of = None if inverse is None else torch.tensor(inverse)  # (B,) distinct-prompt index of every row
+            logits = {name: r.prefill(input_ids, mask, positions, first, rows_of) for name, r in runners.items()}
 
             tokens = torch.full((B, max_new_tokens), self.pad_token_id, dtype=torch.long, device=device)
             senior_authored = torch.zeros(B, max_new_tokens, dtype=torch.bool, device=device)
@@ -260,17 +314,19 @@ class TandemGenerator:
             rows = torch.arange(B, device=device)  # (b,) original index of each live row
             done = torch.zeros(B, dtype=torch.bool, device=device)  # (b,)
             state = schedule.start(B, tables, author_rng)
-            pos = positions[:, -1:]  # (b, 1)
             n_done = 0
 
             for t in range(max_new_tokens):
                 # (3) sample from the active author, score the token under every running model
-                if lockstep:
-                    active = torch.where(state.author[:, None], logits[SENIOR], logits[JUNIOR])  # (b, V)
+                if split:
+                    tok, tok_lp = _sample_split(logits, state.author, temperature, top_k, top_p, tok_rng, device)
                 else:
-                    active = next(iter(logits.values()))
-                tok = sample_tokens(active, temperature, top_k, top_p, tok_rng)  # (b,)
-                tok_lp = {name: token_logprob(x, tok) for name, x in logits.items()}  # each (b,)
+                    if lockstep:
+                        active = torch.where(state.author[:, None], logits[SENIOR], logits[JUNIOR])  # (b, V)
+                    else:
+                        active = next(iter(logits.values()))
+                    tok = sample_tokens(active, temperature, top_k, top_p, tok_rng)  # (b,)
+                    tok_lp = {name: token_logprob(x, tok) for name, x in logits.items()}  # each (b,)
                 if n_done == 0:  # common case: every row live, no masking
                     live = slice(None)
                     out_rows = slice(None) if rows.numel() == B else rows  # plain column writes until compaction
@@ -301,20 +357,15 @@ class TandemGenerator:
                 # (5) compact: drop finished rows from the batch and every cache
                 if 4 * n_done >= done.numel():
                     keep = torch.nonzero(~done).squeeze(1)
-                    rows, done, mask, pos, tok = rows[keep], done[keep], mask[keep], pos[keep], tok[keep]
+                    rows, done, tok = rows[keep], done[keep], tok[keep]
                     n_done = 0
                     state = type(state)(*(f[keep] for f in state))
-                    for cache in caches.values():
-                        cache.batch_select_indices(keep)
+                    for r in runners.values():
+                        r.select(keep, t)
 
-                # (6) decode forward of every running model on the token just emitted
-                pos = pos + 1
-                step_mask = mask[:, : L + t + 1]
-                for name, model in models.items():
-                    caches[name], logits[name] = _forward(
-                        model, cache_args[name], caches[name],
-                        input_ids=tok[:, None], attention_mask=step_mask, position_ids=pos,
-                    )
+                # (6) decode forward of every running model on the token just emitted: all launched
+                # before any result is read, so models on two devices run at the same time
+                logits = {name: r.step(tok, t) for name, r in runners.items()}
         finally:
             for name, training in was_training.items():
                 models[name].train(training)
@@ -329,3 +380,30 @@ class TandemGenerator:
             junior_logprob=lp[JUNIOR][:, :T] if JUNIOR in lp else None,
             finish_codes=finish,
         )
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """cuda and cuda:0 name the same device when the current device is 0."""
+    if a.type != b.type:
+        return False
+    if a.type != "cuda":
+        return True
+    current = torch.cuda.current_device()
+    return (a.index if a.index is not None else current) == (b.index if b.index is not None else current)
+
+
+def _sample_split(logits: dict, author, temperature, top_k, top_p, rng, device):
+    """Sample with each model's logits on its own device: (tok (b,), {name: log-prob (b,)}) on `device`.
+
+    One uniform per row is drawn on `device` (the same stream `sample_tokens` draws from) and copied
+    to every model's device; each model samples its candidate there and the author mask picks one,
+    which is the token the one-device path samples from the mixed logits. Only (b,)-sized tensors
+    cross devices, never (b, V) logits.
+    """
+    b = author.shape[0]
+    check_decoding(temperature, top_p, top_k)
+    u = None if temperature == 0 else draw_uniforms(b, rng, device)  # (b, 1)
+    cand = {name: sample_with_uniforms(x, u, temperature, top_k, top_p).to(device) for name, x in logits.items()}
+    tok = torch.where(author, cand[SENIOR], cand[JUNIOR]) if len(cand) == 2 else next(iter(cand.values()))
+    tok_lp = {name: token_logprob(x, tok.to(x.device)).to(device) for name, x in logits.items()}
+    return tok, tok_lp

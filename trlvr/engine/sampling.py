@@ -53,6 +53,32 @@ def filter_logits(logits: torch.Tensor, temperature: float, top_k: int = 0, top_
     return logits
 
 
+def draw_uniforms(batch: int, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
+    """The per-row uniforms `sample_tokens` draws: (batch, 1) float32 in [0, 1), from `generator`.
+
+    Drawn once per step on one device and copied, they let two devices sample the same row alike.
+    """
+    return torch.rand(batch, 1, generator=generator, device=device)
+
+
+def sample_with_uniforms(
+    logits: torch.Tensor, u: torch.Tensor | None, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+) -> torch.Tensor:
+    """Inverse-CDF sample with given uniforms. (B, V), (B, 1) -> (B,) long; `u` is unused (may be None) at temperature 0.
+
+    Row-wise: row i depends only on logits[i] and u[i], so a row sampled alone, in another batch or on
+    another device (with the same uniform) gets the same token. Knows nothing of random generators.
+    """
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
+    # Inverse-CDF sampling: one uniform per row and a binary search, instead of the B x V random
+    # numbers torch.multinomial (or an exponential race) draws: the sampler's cost stays O(B log V).
+    cdf = probs.cumsum(dim=-1)  # (B, V)
+    u = (1.0 - u.to(cdf.device)) * cdf[:, -1:]  # (B, 1) in (0, total]
+    return torch.searchsorted(cdf, u).squeeze(-1).clamp(max=cdf.shape[-1] - 1)
+
+
 def sample_tokens(
     logits: torch.Tensor,
     temperature: float = 1.0,
@@ -60,13 +86,7 @@ def sample_tokens(
     top_p: float = 1.0,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Sample one token per row. (B, V) -> (B,) long. temperature 0 means greedy (argmax)."""
+    """Sample one token per row. (B, V) -> (B,) long. temperature 0 means greedy (argmax, no draw)."""
     check_decoding(temperature, top_p, top_k)
-    if temperature == 0:
-        return logits.argmax(dim=-1)
-    probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
-    # Inverse-CDF sampling: one uniform per row and a binary search, instead of the B x V random
-    # numbers torch.multinomial (or an exponential race) draws: the sampler's cost stays O(B log V).
-    cdf = probs.cumsum(dim=-1)  # (B, V)
-    u = (1.0 - torch.rand(cdf.shape[0], 1, generator=generator, device=cdf.device)) * cdf[:, -1:]  # (0, total]
-    return torch.searchsorted(cdf, u).squeeze(-1).clamp(max=cdf.shape[-1] - 1)
+    u = None if temperature == 0 else draw_uniforms(logits.shape[0], generator, logits.device)
+    return sample_with_uniforms(logits, u, temperature, top_k, top_p)

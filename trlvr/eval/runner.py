@@ -144,6 +144,7 @@ def evaluate(
     max_prompt_tokens: int | None | str = "auto",
     include_eos: bool = False,
     fresh: bool = False,
+    engine_options: dict | None = None,
 ) -> dict:
     """Evaluate `senior` (with `junior` as partner, scorer and floor) into `out_dir`; return results.json's dict.
 
@@ -217,6 +218,7 @@ def evaluate(
         senior, junior, tokenizer, benches, protocols, n, decoding, seed, batch_size, handoff_max_rounds,
         score_fn or _default_score_fn(), extract_fn or _default_extract_fn(), score_batch_size, include_eos,
         want_scores=bool({"legibility", "drift"} & set(suite)), progress=progress,
+        engine_options=engine_options or {},
     )  # fmt: skip
     store = EvalDir(out_dir)
     created = not store.path.exists()
@@ -286,8 +288,9 @@ class _Run:
 
     def __init__(
         self, senior, junior, tokenizer, benches, protocols, n, decoding, seed, batch_size, handoff_max_rounds,
-        score_fn, extract_fn, score_batch_size, include_eos, *, want_scores, progress,
+        score_fn, extract_fn, score_batch_size, include_eos, *, want_scores, progress, engine_options,
     ):  # fmt: skip
+        self.engine_options = engine_options  # TandemGenerator settings: decode, junior_device
         self.senior, self.junior, self.tokenizer = senior, junior, tokenizer
         self.benches, self.protocols, self.n, self.decoding, self.seed = benches, protocols, n, decoding, seed
         self.batch_size, self.handoff_max_rounds = batch_size, handoff_max_rounds
@@ -310,7 +313,7 @@ class _Run:
             return (r["benchmark"], r["protocol"], str(r["problem_id"]), int(r["sample_idx"]), r.get("batch"))
 
         have = {key(r): r for r in old_rows}
-        gen = TandemGenerator(self.senior, self.junior, self.tokenizer)
+        gen = TandemGenerator(self.senior, self.junior, self.tokenizer, **self.engine_options)
         plan_rows, in_file = [], len(old_rows)
         for bench, b in self.benches.items():
             for proto in self.protocols:

@@ -48,8 +48,10 @@ class TandemRollout:
     p: the schedule's senior probability, for the "no junior tokens" check (None: no check).
     """
 
-    def __init__(self, schedule: Schedule, junior=None, check_junior_p: float | None = None):
+    def __init__(self, schedule: Schedule, junior=None, check_junior_p: float | None = None,
+                 decode: str = "auto", junior_device: str | None = None):  # fmt: skip
         self.schedule = schedule
+        self.engine_options = {"decode": decode, "junior_device": junior_device}
         self.junior = junior
         self.check_junior_p = check_junior_p
         self.generation_seconds = 0.0  # accumulated since the last `take_generation_seconds`
@@ -89,6 +91,7 @@ class TandemRollout:
                 tables=self._tables,
                 eos_token_ids=list(trainer.eos_token_ids),
                 pad_token_id=tokenizer.pad_token_id,
+                **(self.engine_options if self.junior is not None else {"decode": self.engine_options["decode"]}),
             )
             out = gen.generate(
                 prompt_ids,

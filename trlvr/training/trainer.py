@@ -91,7 +91,8 @@ class TandemGRPOTrainer(GRPOTrainer):
             raise ValueError("junior: 'self' needs a LoRA senior (use_peft: true, peft_config)")
         check_p = tandem.p if tandem.expects_junior_tokens else None
         name, schedule_kwargs = tandem.schedule_kwargs()
-        self.rollout = TandemRollout(Schedule.from_config(name, **schedule_kwargs), check_junior_p=check_p)
+        self.rollout = TandemRollout(Schedule.from_config(name, **schedule_kwargs), check_junior_p=check_p,
+                                     decode=tandem.decode, junior_device=tandem.junior_device)  # fmt: skip
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
         # With PEFT, TRL's reference is the senior with adapters disabled: for `junior: self` that IS the junior.
         if kl_to_junior and not self_paired and not isinstance(tandem.junior, str):
@@ -112,7 +113,7 @@ class TandemGRPOTrainer(GRPOTrainer):
                 junior = self.accelerator.unwrap_model(self.ref_model)  # already the junior: reuse, don't reload
             elif junior is None:
                 raise ValueError("arm=tandem needs the junior model (trlvr.training.build.load_models loads it)")
-            junior.to(self.accelerator.device)
+            junior.to(tandem.junior_device or self.accelerator.device)
             junior.eval()
             junior.requires_grad_(False)
             self.rollout.junior = junior

@@ -1,0 +1,143 @@
+"""decode="static": preallocated KV caches, row buckets and length blocks must not change what is generated."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_engine import PROMPTS, SCHEDULES, encode, teacher_forced_logprobs
+from test_engine_sharing import frequent_eos
+
+from trlvr.engine import TandemGenerator, TokenSchedule, WordSchedule
+from trlvr.engine.generator import resolve_decode
+from trlvr.engine.kv import attended_length, batch_bucket
+
+
+def assert_close_outputs(a, b):
+    assert a.completion_ids == b.completion_ids
+    assert a.authors == b.authors and a.finish_reasons == b.finish_reasons
+    for x, y in ((a.senior_logprob, b.senior_logprob), (a.junior_logprob, b.junior_logprob)):
+        assert (x is None) == (y is None)
+        if x is not None:
+            torch.testing.assert_close(x, y, atol=1e-5, rtol=0)
+
+
+def static_gen(senior, junior, tokenizer, block=8, **kw):
+    gen = TandemGenerator(senior, junior, tokenizer, **kw)
+    gen.static_block = block  # small blocks: the attended length grows several times within a test
+    return gen
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: repr(s))
+def test_static_equals_eager_with_compaction_and_sharing(models, tokenizer, schedule):
+    senior, junior = models
+    gen = static_gen(senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer))
+    prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]  # 16 rows, each prompt 4 times
+    for kw in (dict(score_both=True, share_prompts=True), dict(score_both=False, share_prompts=False)):
+        kw = dict(max_new_tokens=30, seed=11) | kw
+        eager = gen.generate(prompts, schedule, decode="eager", **kw)
+        static = gen.generate(prompts, schedule, decode="static", **kw)
+        assert_close_outputs(eager, static)
+    assert len(set(map(len, eager.completion_ids))) > 2  # compaction ran, into smaller buckets
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES[:2], ids=lambda s: repr(s))
+def test_static_logprobs_equal_teacher_forced_forward(models, tokenizer, schedule):
+    senior, junior = models
+    gen = static_gen(senior, junior, tokenizer, block=4)
+    prompts = encode(tokenizer, PROMPTS)
+    out = gen.generate(prompts, schedule, max_new_tokens=24, seed=3, score_both=True, decode="static")
+    for i, prompt in enumerate(prompts):
+        for model, got in ((senior, out.senior_logprobs[i]), (junior, out.junior_logprobs[i])):
+            ref = teacher_forced_logprobs(model, prompt, out.completion_ids[i])
+            assert torch.allclose(torch.tensor(got), ref, atol=1e-4), (i, (torch.tensor(got) - ref).abs().max())
+
+
+def test_static_with_eager_attention_and_a_block_past_the_budget(tokenizer):
+    from helpers import tiny_model
+
+    senior = tiny_model("qwen3", len(tokenizer), seed=0)
+    junior = tiny_model("llama", len(tokenizer), seed=1, hidden=32, layers=1)
+    senior.set_attn_implementation("eager")
+    gen = static_gen(senior, junior, tokenizer, block=256, eos_token_ids=frequent_eos(tokenizer))
+    prompts = encode(tokenizer, PROMPTS) * 2
+    kw = dict(max_new_tokens=20, seed=4, score_both=True)
+    assert_close_outputs(gen.generate(prompts, TokenSchedule(), decode="eager", **kw),
+                         gen.generate(prompts, TokenSchedule(), decode="static", **kw))  # fmt: skip
+
+
+def test_static_sub_batches(models, tokenizer):
+    senior, junior = models
+    gen = static_gen(senior, junior, tokenizer)
+    prompts = encode(tokenizer, PROMPTS) * 2
+    from trlvr.engine.generator import kv_cache_bytes
+
+    budget = int(2.5 * sum(kv_cache_bytes(m, 1, max(map(len, prompts)) + 16) for m in (senior, junior)))
+    kw = dict(max_new_tokens=16, seed=5, memory_budget_bytes=budget)
+    eager, static = gen.generate(prompts, WordSchedule(), decode="eager", **kw), gen.generate(
+        prompts, WordSchedule(), decode="static", **kw)  # fmt: skip
+    assert static.num_sub_batches == 4
+    assert_close_outputs(eager, static)
+
+
+def test_decode_and_compile_arguments_are_validated(models, tokenizer):
+    senior, junior = models
+    gen = TandemGenerator(senior, junior, tokenizer)
+    prompts = encode(tokenizer, PROMPTS)
+    with pytest.raises(ValueError, match="decode must be one of"):
+        gen.generate(prompts, WordSchedule(), max_new_tokens=4, decode="fast")
+    with pytest.raises(ValueError, match="compile must be True, False or 'auto'"):
+        gen.generate(prompts, WordSchedule(), max_new_tokens=4, compile="yes")
+    with pytest.raises(ValueError, match="compile=True needs decode='static'"):
+        gen.generate(prompts, WordSchedule(), max_new_tokens=4, decode="eager", compile=True)
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert resolve_decode("auto", "auto", cpu) == ("eager", False)
+    assert resolve_decode("auto", "auto", cuda) == ("static", False)  # compile: opt-in until measured on a GPU
+    assert resolve_decode("auto", True, cuda) == ("static", True)
+    with pytest.raises(ValueError, match="decode must be one of"):
+        TandemGenerator(senior, junior, tokenizer, decode="fast")  # a generator's defaults are checked up front
+    assert resolve_decode("static", "auto", cpu) == ("static", False)
+    assert resolve_decode("eager", "auto", cuda) == ("eager", False)
+    assert resolve_decode("static", True, cpu) == ("static", True)
+
+
+def test_buckets_and_blocks():
+    assert [batch_bucket(n, 128) for n in (1, 2, 3, 64, 65, 128)] == [1, 2, 4, 64, 128, 128]
+    assert batch_bucket(96, 96) == 96 and batch_bucket(40, 96) == 64
+    with pytest.raises(ValueError):
+        batch_bucket(0, 8)
+    assert [attended_length(s, 128, 600) for s in (0, 127, 128, 599)] == [128, 128, 256, 600]
+
+
+@pytest.mark.slow
+def test_compiled_static_step_equals_eager(tokenizer):
+    """torch.compile of the per-token forward on CPU (default mode): same tokens, authors, log-probs."""
+    from helpers import tiny_model
+    from torch._dynamo.utils import counters
+
+    senior = tiny_model("qwen3", len(tokenizer), seed=0)
+    junior = tiny_model("qwen3", len(tokenizer), seed=1, hidden=32, layers=1)
+    graphs = counters["stats"]["unique_graphs"]
+    gen = static_gen(senior, junior, tokenizer, block=16, eos_token_ids=frequent_eos(tokenizer))
+    prompts = encode(tokenizer, PROMPTS) * 2
+    kw = dict(max_new_tokens=20, seed=6, score_both=True)
+    eager = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), decode="eager", **kw)
+    compiled = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), decode="static", compile=True, **kw)
+    assert_close_outputs(eager, compiled)
+    assert counters["stats"]["unique_graphs"] > graphs  # the step really ran compiled
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_auto_decode_equals_eager(tokenizer):
+    """On CUDA, decode="auto" is static with the step compiled and captured as CUDA graphs (fp32 tiny models)."""
+    from helpers import tiny_model
+
+    senior = tiny_model("qwen3", len(tokenizer), seed=0).cuda()
+    junior = tiny_model("qwen3", len(tokenizer), seed=1, hidden=32, layers=1).cuda()
+    gen = static_gen(senior, junior, tokenizer, block=16, eos_token_ids=frequent_eos(tokenizer))
+    prompts = encode(tokenizer, PROMPTS) * 4
+    kw = dict(max_new_tokens=40, seed=6, score_both=True)
+    eager = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), decode="eager", **kw)
+    for _ in range(2):  # the second call reuses the compiled step with new buffers (CUDA graphs re-recorded)
+        auto = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), **kw)
+        assert_close_outputs(eager, auto)

@@ -1,0 +1,187 @@
+"""One model's side of a generation: its KV cache, padding mask and positions, on its own device.
+
+A runner is built per model per `generate` call and answers three calls:
+
+    logits = runner.prefill(input_ids, mask, positions, first, rows_of)   # (B, V)
+    logits = runner.step(tok, t)          # forward on the token emitted at step t: (b, V)
+    runner.select(keep)                   # drop finished rows (keep: (b',) indices)
+
+`EagerRunner` grows a transformers DynamicCache by concatenation (today's path, best on CPU).
+`StaticRunner` preallocates the KV cache for prompt + max_new_tokens (`trlvr.engine.kv`), runs the
+batch in power-of-two row buckets and attention over length blocks, and can wrap its per-token
+forward in torch.compile (CUDA graphs on CUDA). Inputs may come from any device: a runner moves
+the few values it receives (B token ids, B indices) to its own; masks and positions live here.
+
+What this file does not know: sampling, authors, schedules, EOS.
+Shapes: B = batch, L = longest prompt, N = max_new_tokens, V = vocabulary, R = row bucket, K = attended length.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from trlvr.engine.kv import StaticKV, attended_length, batch_bucket
+
+STATIC_BLOCK = 256  # attention reads the current length rounded up to this many positions
+_ATTN_KINDS = ("sdpa", "eager")  # attention implementations the static path builds masks for
+
+
+def cache_arg(model) -> str:
+    """The forward's name for the KV cache argument (transformers renamed `past_key_values` to `cache` in 5.x)."""
+    # A PEFT model's forward takes **kwargs only: read the base model's signature.
+    target = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(target.forward).parameters else "past_key_values"
+
+
+def forward(model, arg: str, cache, **inputs):
+    """One forward pass with a KV cache. Returns (cache, last-position logits (B, V))."""
+    out = model(**inputs, **{arg: cache}, use_cache=True)
+    new_cache = out.cache if arg == "cache" else out.past_key_values
+    return new_cache, out.logits[:, -1]
+
+
+def attention_kind(model) -> str:
+    """The model's attention implementation ('sdpa', 'eager', ...), as the static path needs to build its mask."""
+    return getattr(model.config, "_attn_implementation", None) or "eager"
+
+
+def decode_step(model, arg: str, cache, tok, pos, valid, slot, kind: str):
+    """One cached forward of the static path. tok (R,), pos (R, 1), valid (R, K) bool, slot (1,) -> logits (R, V).
+
+    Position k is attended when valid[:, k] (not prompt padding) and k <= slot (already written).
+    The mask is built here (inside a compiled region when compiled): bool for SDPA, additive for eager.
+    """
+    K = valid.shape[1]
+    attend = valid & (torch.arange(K, device=valid.device) <= slot)  # (R, K)
+    if kind == "sdpa":
+        mask = attend[:, None, None, :]  # (R, 1, 1, K)
+    else:
+        dtype = model.get_output_embeddings().weight.dtype
+        mask = torch.zeros(attend.shape, dtype=dtype, device=valid.device)
+        mask = mask.masked_fill(~attend, torch.finfo(dtype).min)[:, None, None, :]
+    out = model(input_ids=tok[:, None], position_ids=pos, attention_mask=mask, **{arg: cache}, use_cache=True)
+    return out.logits[:, -1]
+
+
+_COMPILED = {}
+RECOMPILE_LIMIT = 512
+
+
+def compiled_step(device: torch.device):
+    """`decode_step` under torch.compile: "reduce-overhead" (CUDA graphs) on CUDA, the default mode elsewhere.
+
+    The step only ever sees R in the power-of-two row buckets and K in multiples of the length block
+    (or the capacity). Dynamo's automatic dynamic shapes compile a model's step at most about three
+    times (first shape, then K symbolic, then R symbolic), not once per step; with CUDA graphs each
+    (R, K) pair is recorded once per call (buffers are new every call, so graphs are re-recorded,
+    not recompiled). Both models share this one compiled function.
+    """
+    mode = "reduce-overhead" if device.type == "cuda" else "default"
+    if mode not in _COMPILED:
+        step = torch.compile(decode_step, mode=mode, dynamic=None)
+        # Both models' entries share one code object: lift dynamo's default limit of 8 (past it, dynamo
+        # silently runs the step uncompiled), in case guards split more than the few entries expected.
+        _COMPILED[mode] = torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT)(step)
+    return _COMPILED[mode]
+
+
+class EagerRunner:
+    """A model decoding with a transformers DynamicCache (grown by concatenation every step)."""
+
+    def __init__(self, model, device: torch.device, prompt_len: int, max_new_tokens: int):
+        self.model, self.device, self.L, self.N = model, device, prompt_len, max_new_tokens
+        self.arg = cache_arg(model)
+        self.cache = self.mask = self.pos = None
+
+    def prefill(self, input_ids, mask, positions, first, rows_of):
+        """Forward the distinct prompts, copy KV rows to repeats. input_ids (B, L), mask (B, L + N) long,
+        positions (B, L), first (U,), rows_of (B,) or None -> logits (B, V) on this runner's device."""
+        d, L = self.device, self.L
+        input_ids, mask, positions, first = (x.to(d) for x in (input_ids, mask, positions, first))
+        cache, logits = forward(
+            self.model, self.arg, None,
+            input_ids=input_ids[first], attention_mask=mask[first, :L], position_ids=positions[first],
+            logits_to_keep=1,
+        )  # fmt: skip  (logits: (U, V))
+        if rows_of is not None:
+            rows_of = rows_of.to(d)
+            cache.batch_select_indices(rows_of)
+            logits = logits[rows_of]  # (B, V)
+        self.cache, self.mask, self.pos = cache, mask, positions[:, -1:]  # pos: (B, 1)
+        return logits
+
+    def step(self, tok: torch.Tensor, t: int) -> torch.Tensor:
+        """Forward the token emitted at step t (b,) -> next logits (b, V)."""
+        self.pos = self.pos + 1
+        self.cache, logits = forward(
+            self.model, self.arg, self.cache,
+            input_ids=tok.to(self.device)[:, None], attention_mask=self.mask[:, : self.L + t + 1], position_ids=self.pos,
+        )  # fmt: skip
+        return logits
+
+    def select(self, keep: torch.Tensor, t: int) -> None:
+        """Keep rows `keep` (b',) of the batch, before the forward of step t."""
+        keep = keep.to(self.device)
+        self.mask, self.pos = self.mask[keep], self.pos[keep]
+        self.cache.batch_select_indices(keep)
+
+
+class StaticRunner(EagerRunner):
+    """A model decoding into KV buffers allocated once for L + N positions (see `trlvr.engine.kv`).
+
+    Prefill runs as in `EagerRunner` (same numerics) and is copied into the buffers. Each step then
+    runs R = batch_bucket(b) rows (rows past b are stale and ignored) and attends K positions
+    (the length rounded up to `block`), optionally compiled.
+    """
+
+    def __init__(self, model, device, prompt_len: int, max_new_tokens: int, block: int = STATIC_BLOCK,
+                 compile: bool = False):  # fmt: skip
+        super().__init__(model, device, prompt_len, max_new_tokens)
+        self.block, self.kind = block, attention_kind(model)
+        if self.kind not in _ATTN_KINDS:
+            raise ValueError(
+                f"decode='static' supports attention implementations {_ATTN_KINDS}, but the model uses "
+                f"{self.kind!r}; use decode='eager'"
+            )
+        layer_types = set(getattr(model.config, "layer_types", None) or ["full_attention"])
+        if layer_types != {"full_attention"}:
+            raise ValueError(
+                f"decode='static' supports full-attention layers only, but the model has {sorted(layer_types)}; "
+                "use decode='eager'"
+            )
+        self.step_fn = compiled_step(torch.device(device)) if compile else decode_step
+        self.clone = compile and torch.device(device).type == "cuda"  # CUDA-graph outputs are overwritten on replay
+        self.kv = self.valid = None
+
+    def prefill(self, input_ids, mask, positions, first, rows_of):
+        logits = super().prefill(input_ids, mask, positions, first, rows_of)
+        self.kv = StaticKV(self.cache, capacity=self.L + self.N)
+        self.cache = None  # the DynamicCache is freed: from here on only the preallocated buffers
+        self.valid = self.mask.bool()  # (B, L + N): False on prompt padding
+        return logits
+
+    def step(self, tok: torch.Tensor, t: int) -> torch.Tensor:
+        b = tok.shape[0]
+        R = batch_bucket(b, self.kv.full)
+        slot = self.L + t  # the token emitted at step t sits at position L + t for every row
+        K = attended_length(slot, self.block, self.kv.capacity)
+        self.pos = self.pos + 1
+        tok = tok.to(self.device)
+        if R > b:  # pad to the bucket: stale rows compute garbage that is sliced away
+            tok = torch.cat([tok, tok.new_zeros(R - b)])
+            pos = torch.cat([self.pos, self.pos.new_zeros(R - b, 1)])
+        else:
+            pos = self.pos
+        self.kv.set_step(R, slot, K)
+        logits = self.step_fn(self.model, self.arg, self.kv.cache, tok, pos, self.valid[:R, :K], self.kv.slot, self.kind)
+        logits = logits[:b]
+        return logits.clone() if self.clone else logits
+
+    def select(self, keep: torch.Tensor, t: int) -> None:
+        keep = keep.to(self.device)
+        n = keep.numel()
+        self.pos = self.pos[keep]
+        self.valid[:n] = self.valid[keep]
+        self.kv.select(keep, filled=self.L + t)  # positions < L + t are written before step t's forward
