@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
+from trlvr.engine import ChunkSchedule, SoloSchedule, StepSchedule, TokenSchedule, WordSchedule
 from trlvr.toy.tokenizer import train_bpe_tokenizer
 
 CORPUS = [
@@ -75,3 +76,41 @@ def parity_reward(completions: list[str], answers: list[str]) -> list[float]:
 def last_word(text: str) -> str | None:
     words = text.split()
     return words[-1] if words else None
+
+
+# Engine fixtures: prompts, every schedule, a teacher-forced reference and EOS ids that end rows early.
+
+PROMPTS = [
+    "The cat sat on the mat.",
+    "Let's think",
+    "A train leaves at 3 pm and travels 60 miles per hour for 2 hours. How far?",
+    "12 plus",
+]
+
+
+def encode(tokenizer, texts):
+    return [tokenizer.encode(t) for t in texts]
+
+
+def teacher_forced_logprobs(model, prompt: list[int], completion: list[int]) -> torch.Tensor:
+    """log p(completion_t | prompt, completion_<t) from one unpadded full forward pass."""
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0].float()
+    logp = torch.log_softmax(logits[len(prompt) - 1 : -1], dim=-1)
+    return logp.gather(1, torch.tensor(completion)[:, None]).squeeze(1)
+
+
+SCHEDULES = [
+    WordSchedule(p=0.5, max_gap=4),
+    TokenSchedule(p=0.5),
+    StepSchedule(first="senior", max_rounds=150),
+    ChunkSchedule(size=3),
+    SoloSchedule("senior"),
+    SoloSchedule("junior"),
+]
+
+
+def frequent_eos(tokenizer):
+    """EOS ids that end rows at different times, so finished-row compaction runs mid-generation."""
+    return list(range(5, len(tokenizer), 9))

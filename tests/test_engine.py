@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import PROMPTS, SCHEDULES, encode, teacher_forced_logprobs
 
 from trlvr.engine import (
-    ChunkSchedule,
     SoloSchedule,
     StepSchedule,
     TandemGenerator,
@@ -15,36 +15,6 @@ from trlvr.engine import (
 )
 from trlvr.engine.sampling import filter_logits, sample_tokens
 from trlvr.engine.schedules import VocabTables, _initial
-
-PROMPTS = [
-    "The cat sat on the mat.",
-    "Let's think",
-    "A train leaves at 3 pm and travels 60 miles per hour for 2 hours. How far?",
-    "12 plus",
-]
-
-
-def encode(tokenizer, texts):
-    return [tokenizer.encode(t) for t in texts]
-
-
-def teacher_forced_logprobs(model, prompt: list[int], completion: list[int]) -> torch.Tensor:
-    """log p(completion_t | prompt, completion_<t) from one unpadded full forward pass."""
-    ids = torch.tensor([prompt + completion])
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits[0].float()
-    logp = torch.log_softmax(logits[len(prompt) - 1 : -1], dim=-1)
-    return logp.gather(1, torch.tensor(completion)[:, None]).squeeze(1)
-
-
-SCHEDULES = [
-    WordSchedule(p=0.5, max_gap=4),
-    TokenSchedule(p=0.5),
-    StepSchedule(first="senior", max_rounds=150),
-    ChunkSchedule(size=3),
-    SoloSchedule("senior"),
-    SoloSchedule("junior"),
-]
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: repr(s))

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_engine import PROMPTS, SCHEDULES, encode
-from test_engine_sharing import frequent_eos
+from helpers import PROMPTS, SCHEDULES, encode, frequent_eos
 
 from trlvr.engine import SoloSchedule, TandemGenerator, WordSchedule
 from trlvr.engine.sampling import draw_uniforms, sample_tokens, sample_with_uniforms

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_engine import PROMPTS, SCHEDULES, encode
+from helpers import PROMPTS, SCHEDULES, encode, frequent_eos
 
 from trlvr.engine import TandemGenerator, WordSchedule
 from trlvr.engine.generator import kv_cache_bytes, plan_sub_batches
-
-
-def frequent_eos(tokenizer):
-    """EOS ids that end rows at different times, so finished-row compaction runs mid-generation."""
-    return list(range(5, len(tokenizer), 9))
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: repr(s))

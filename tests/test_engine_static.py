@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_engine import PROMPTS, SCHEDULES, encode, teacher_forced_logprobs
-from test_engine_sharing import frequent_eos
+from helpers import PROMPTS, SCHEDULES, encode, frequent_eos, teacher_forced_logprobs
 
 from trlvr.engine import TandemGenerator, TokenSchedule, WordSchedule
 from trlvr.engine.generator import resolve_decode
