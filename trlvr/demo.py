@@ -72,7 +72,8 @@ def select(run_dir: Path, n: int) -> dict:
         return json.loads((run_dir / SELECTED_FILE).read_text())
     sel = run_selection(run_dir, f"split:{HOLDOUT}", metric=SELECT_METRIC, n=n, max_new_tokens=160,
                         batch_size=400, progress=False)  # fmt: skip
-    _say(f"{run_dir.name}: selected step {sel.step} ({SELECT_METRIC} {sel.value:.3f} on {HOLDOUT} held-out problems)")
+    name = run_dir.name if not run_dir.name.startswith("seed-") else f"{run_dir.parent.name}/{run_dir.name}"
+    _say(f"{name}: selected step {sel.step} ({SELECT_METRIC} {sel.value:.3f} on {HOLDOUT} held-out problems)")
     return json.loads((run_dir / SELECTED_FILE).read_text())
 
 

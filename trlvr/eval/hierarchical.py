@@ -11,7 +11,9 @@ which problems were drawn (between-problem variance). Each bootstrap resample th
        seeds, because every seed is scored on the same problems (problem difficulty is common
        to all seeds and must not average out over seeds).
 Seed deviations are inflated by sqrt(S / (S - 1)) so the resampled between-seed variance is
-unbiased (the plain bootstrap shrinks it by (S - 1) / S, a 33% loss at S = 3).
+unbiased (the plain bootstrap shrinks it by (S - 1) / S, a 33% loss at S = 3). The inflation can
+carry a resampled mean past what the data can average to (a pass rate above 100%), so resampled
+means are clipped to the range of the per-problem values: a proportion's interval stays in [0, 1].
 
 With very few seeds any interval is rough: at S = 3 a percentile interval cannot reach the
 t-quantile's width, so coverage is below nominal (measured in tests/test_hierarchical.py).
@@ -57,6 +59,9 @@ def _boot_means(seeds: list[list[np.ndarray]], num_resamples: int, rng: np.rando
     grand = means.mean(axis=1)  # (R, G, C)
     chosen = np.take_along_axis(means, seed_idx[:, :, None, None], axis=1)  # (R, S, G, C)
     boot = grand + np.sqrt(S / (S - 1)) * (chosen.mean(axis=1) - grand)  # (R, G, C)
+    low = np.stack([np.min([s[g].min(axis=0) for s in seeds], axis=0) for g in range(len(seeds[0]))])  # (G, C)
+    high = np.stack([np.max([s[g].max(axis=0) for s in seeds], axis=0) for g in range(len(seeds[0]))])  # (G, C)
+    boot = np.clip(boot, low, high)  # the inflation must not leave the data's range
     observed = np.mean([np.stack([g.mean(axis=0) for g in s]) for s in seeds], axis=0)  # (G, C)
     return observed, boot
 
