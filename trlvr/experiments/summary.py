@@ -71,7 +71,7 @@ def markdown_table(rows: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: dict[str, dict], path: Path) -> None:
+def plot(rows: dict[str, dict], path: Path, title: str = "trlvr toy demo: 95% bootstrap CIs over test problems") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -93,7 +93,7 @@ def plot(rows: dict[str, dict], path: Path) -> None:
         ax.bar(shown, vals, yerr=[lo, hi], capsize=4, color=[colors.get(n, "#8172b2") for n in shown])
         ax.set_title(title, fontsize=10)
         ax.tick_params(axis="x", labelsize=8, rotation=20)
-    fig.suptitle("trlvr toy demo: 95% bootstrap CIs over test problems", fontsize=11)
+    fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -201,7 +201,7 @@ def write_seed_summary(out: Path, arms: tuple[str, ...] = ("grpo", "tandem")) ->
               "| arm | " + " | ".join(t for k, t in COLUMNS if k in rows[arms[0]]) + " |",
               "|---|" + "---|" * sum(k in rows[arms[0]] for k, _ in COLUMNS), *per_seed, ""]  # fmt: skip
     (out / "summary.json").write_text(json.dumps({"seeds": seeds, "rows": rows, "paired": cmp}, indent=2))
-    plot(rows, out / "summary.png")
+    plot(rows, out / "summary.png", f"trlvr toy demo, seeds {seeds}: mean over seeds, 95% CIs (two-level bootstrap: seeds, then test problems)")
     write_multi_report([groups[a], groups[b]], out / "report.html", baseline=groups[a])
     path = out / "summary.md"
     path.write_text("\n".join(lines))
