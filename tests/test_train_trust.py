@@ -163,3 +163,15 @@ def test_engine_options_reach_training_and_eval(toy, monkeypatch):
             "--junior-device", "cpu"]  # fmt: skip
     assert cli(argv) == 0
     assert seen == [{"decode": "static", "junior_device": "cpu"}]
+
+
+def test_metrics_file_reads_as_one_run_after_a_resume(tmp_path):
+    """On resume from step 3, rows the interrupted run wrote after step 3 (and a torn last line) go."""
+    from types import SimpleNamespace
+
+    from trlvr.training.console import METRICS_FILE, MetricsFile
+
+    path = tmp_path / METRICS_FILE
+    path.write_text("".join(json.dumps({"step": s, "loss": 0.1 * s}) + "\n" for s in range(1, 6)) + '{"step": 6, "lo')
+    MetricsFile(tmp_path).on_train_begin(None, SimpleNamespace(is_world_process_zero=True, global_step=3), None)
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3]

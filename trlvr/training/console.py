@@ -150,15 +150,11 @@ class MetricsFile(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         if not state.is_world_process_zero or not self.path.exists():
             return
-        kept = []
-        for line in self.path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:  # a torn last line from a kill
-                continue
-            if isinstance(row, dict) and row.get("step", 0) <= state.global_step:
-                kept.append(line)
-        self.path.write_text("".join(line + "\n" for line in kept))
+        from trlvr.data import read_jsonl
+
+        rows = read_jsonl(self.path, tolerate_torn_tail=True)  # a kill can tear the last line
+        kept = [r for r in rows if r.get("step", 0) <= state.global_step]
+        self.path.write_text("".join(json.dumps(r, default=float) + "\n" for r in kept))
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
