@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from trlvr.data import encode_prompt
 from trlvr.engine import SoloSchedule, TandemGenerator, WordSchedule
 from trlvr.toy.dialects import extract_boxed_int, is_jargon
 
@@ -54,10 +55,8 @@ def sample(
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
         pre = prefixes[start : start + batch_size]
-        ids = tokenizer([r["prompt"] + p for r, p in zip(chunk, pre, strict=True)], add_special_tokens=False)
-        out = gen.generate(
-            ids["input_ids"], schedule, max_new_tokens, temperature=temperature, seed=seed + start
-        )
+        ids = [encode_prompt(r["prompt"] + p, tokenizer) for r, p in zip(chunk, pre, strict=True)]
+        out = gen.generate(ids, schedule, max_new_tokens, temperature=temperature, seed=seed + start)
         for r, p, c, a in zip(chunk, pre, out.completion_ids, out.authors, strict=True):
             text = p + tokenizer.decode(c, skip_special_tokens=True)
             texts.append(text)

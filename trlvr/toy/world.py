@@ -106,12 +106,12 @@ def is_complete(out_dir: str | Path) -> bool:
 
 def load_world(out_dir: str | Path):
     """(senior, junior, tokenizer) from a prepared directory (or the assets dir), in eval mode."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trlvr.models import load_causal_lm, load_tokenizer
 
     d = Path(out_dir)
-    tok = AutoTokenizer.from_pretrained(d / "senior")
-    senior = AutoModelForCausalLM.from_pretrained(d / "senior", dtype=torch.float32).eval()
-    junior = AutoModelForCausalLM.from_pretrained(d / "junior", dtype=torch.float32).eval()
+    tok = load_tokenizer(d / "senior", "toy senior")
+    senior = load_causal_lm(d / "senior", "toy senior", dtype=torch.float32).eval()
+    junior = load_causal_lm(d / "junior", "toy junior", dtype=torch.float32).eval()
     return senior, junior, tok
 
 
