@@ -175,3 +175,23 @@ def test_metrics_file_reads_as_one_run_after_a_resume(tmp_path):
     path.write_text("".join(json.dumps({"step": s, "loss": 0.1 * s}) + "\n" for s in range(1, 6)) + '{"step": 6, "lo')
     MetricsFile(tmp_path).on_train_begin(None, SimpleNamespace(is_world_process_zero=True, global_step=3), None)
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3]
+
+
+def test_a_tolerated_non_finite_step_is_never_checkpointed():
+    """With nonfinite_patience > 1 the run goes on through a NaN step, but that step's checkpoint is skipped."""
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    from trlvr.training.guard import NonFiniteError, NonFiniteGuard
+
+    guard, state = NonFiniteGuard(patience=2), SimpleNamespace(global_step=4)
+    control = TrainerControl(should_save=True)
+    guard.on_log(None, state, control, logs={"loss": float("nan"), "grad_norm": 1.0})
+    assert control.should_save is False  # tolerated, not saved
+    control = TrainerControl(should_save=True)
+    guard.on_log(None, state, control, logs={"loss": 0.5, "grad_norm": 1.0})
+    assert control.should_save is True and guard.bad_in_a_row == 0
+    guard.on_log(None, state, control, logs={"loss": float("nan")})
+    with pytest.raises(NonFiniteError, match=r"step 4: grad_norm = inf \(2 logged step\(s\) in a row"):
+        guard.on_log(None, state, control, logs={"grad_norm": float("inf")})

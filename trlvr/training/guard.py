@@ -52,6 +52,7 @@ class NonFiniteGuard(TrainerCallback):
             self.bad_in_a_row = 0
             return
         self.bad_in_a_row += 1
+        control.should_save = False  # tolerated (patience > 1) or not, a non-finite step is never saved
         if self.bad_in_a_row >= self.patience:
             what = ", ".join(f"{k} = {v}" for k, v in bad.items())
             last = f"the newest checkpoint before step {state.global_step}"
