@@ -137,7 +137,9 @@ def contenders(size: str, batch: int, new: int, naive_seqs: int):
         "tandem_static": lambda: gen.generate(ps, WordSchedule(0.5, 32), new, seed=0, decode="static", compile=False),
         "solo_senior_static": lambda: gen.generate(ps, SoloSchedule("senior"), new, seed=0, decode="static",
                                                    compile=False),
-        "solo_junior": lambda: gen.generate(ps, SoloSchedule("junior"), new, seed=0),
+        "solo_junior": lambda: gen.generate(ps, SoloSchedule("junior"), new, seed=0, decode="eager"),
+        "solo_junior_static": lambda: gen.generate(ps, SoloSchedule("junior"), new, seed=0, decode="static",
+                                                   compile=False),
         "hf_generate_senior": lambda: hf_generate(senior, ps, new),
         "naive_tandem": lambda: [
             naive_tandem(senior, junior, gen.tables, p, new, seed=i) for i, p in enumerate(ps[:naive_seqs])
@@ -202,6 +204,8 @@ def main():
             "engine_solo_over_hf_generate": t["solo_senior"] / t["hf_generate_senior"],
             "tandem_speedup_over_naive": tps["tandem"] / tps["naive_tandem"],
             "static_over_eager_tandem": t["tandem_static"] / t["tandem"],
+            "static_tandem_over_solo_sum": t["tandem_static"] / (t["solo_senior_static"] + t["solo_junior_static"]),
+            "static_solo_over_hf_generate": t["solo_senior_static"] / t["hf_generate_senior"],
             "static_over_eager_solo": t["solo_senior_static"] / t["solo_senior"],
             "tokens_per_s": {k: round(v) for k, v in tps.items()},
             "seconds": {k: round(v, 3) for k, v in t.items()},
@@ -221,6 +225,8 @@ def main():
         )
         print(f"  decode static / eager (time)          = tandem {r['static_over_eager_tandem']:.3f}, "
               f"solo senior {r['static_over_eager_solo']:.3f}   (> 1: static slower)")
+        print(f"  static path: tandem / (solo S + solo J) = {r['static_tandem_over_solo_sum']:.3f}, "
+              f"solo / model.generate = {r['static_solo_over_hf_generate']:.3f}")
         print(f"  tokens/s: {r['tokens_per_s']}")
         print(f"  peak RSS growth during the call, MiB: {r['peak_rss_mib']}")
         r["prompt_sharing"] = sh = sharing(size, args.repeats)
