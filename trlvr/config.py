@@ -57,7 +57,7 @@ class TandemConfig:
     reward: str = _help("reward: math (trlvr.rewards.math_reward) or package.module:function", "math")
     max_prompt_length: int | None = _help("drop problems whose prompt has more tokens than this", None)
     nonfinite_patience: int = _help("stop after this many consecutive non-finite losses or grad norms", 1)
-    decode: str = _help("rollout KV caches: auto (static on CUDA, eager elsewhere), eager or static", "auto")
+    decode: str = _help("rollout KV caches: auto (= eager until static is measured on a GPU), eager or static", "auto")
     junior_device: str | None = _help("device for the junior (e.g. cuda:1; the authors' second GPU); null = the senior's", None)
     holdout: int = _help("hold out this many training problems for `trlvr select --val split:N` (never trained on)", 0)
     holdout_seed: int = _help("which problems are held out (a seeded hash of their content)", 0)

@@ -12,7 +12,7 @@ Random-initialised Qwen3 architectures from bench/gpu/configs/ (0.6B, 1.7B, 4B),
     engine_tandem         TandemGenerator, WordSchedule(p=0.5), decode="eager", senior = junior size (and 4B + 0.6B)
     engine_static_solo    SoloSchedule("senior"), decode="static", compile=True on CUDA (CUDA graphs)
     engine_static_tandem  WordSchedule(p=0.5), decode="static", compile=True on CUDA (and 4B + 0.6B)
-                          (the engine's default keeps compile off until this row has been measured)
+                          (the engine's auto default stays eager, no compile, until these rows are measured)
 Time budget: every contender is timed once, after a short warm-up (a few tokens; for the compiled
 engine enough tokens to cross two length blocks, so its compiles happen there and the timed run
 only records CUDA graphs for new blocks). Results are written after every contender, so a run cut

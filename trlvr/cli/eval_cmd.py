@@ -99,7 +99,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--junior-device", default=None,
                    help="put the junior on its own device (e.g. cuda:1); default: --device")
     p.add_argument("--decode", default="auto", choices=["auto", "eager", "static"],
-                   help="KV caches: static (allocated once) on CUDA, eager (grown per step) elsewhere by default")
+                   help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--out", required=True, help="output directory (resumed when it already has samples)")
     p.add_argument("--fresh", action="store_true", help="delete the samples already in --out and start over")
