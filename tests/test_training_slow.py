@@ -40,10 +40,12 @@ def make_world(tmp_path: Path, tokenizer) -> Path:
 
 
 def train_cmd(world: Path, out: str, *extra: str) -> list[str]:
+    """argv after `python -m trlvr.cli.train_cmd` (which adds the `train` command itself)."""
     return [
-        "train",
         "--config",
-        str(ROOT / "configs/toy-tandem.yaml"),
+        "toy",
+        "--arm",
+        "tandem",
         "--senior",
         str(world / "senior"),
         "--junior",
