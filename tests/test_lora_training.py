@@ -105,3 +105,4 @@ def test_lora_kl_to_another_junior_is_refused(toy, capsys):
     assert train(toy, "--arm", "grpo", "--junior", str(toy / "junior"), "--beta", "0.1", "--kl_ref", "junior",
                  "--max_steps", "1") == 2  # fmt: skip
     assert "with use_peft, TRL's KL reference is the senior's base with adapters off" in capsys.readouterr().err
+

@@ -195,3 +195,22 @@ def test_a_tolerated_non_finite_step_is_never_checkpointed():
     guard.on_log(None, state, control, logs={"loss": float("nan")})
     with pytest.raises(NonFiniteError, match=r"step 4: grad_norm = inf \(2 logged step\(s\) in a row"):
         guard.on_log(None, state, control, logs={"grad_norm": float("inf")})
+
+
+def test_eval_grading_flag_is_named_and_part_of_the_fingerprint(toy, capsys):
+    """`--grading boxed_or_tail` is the lenient mode on the command line: named in results.json, and an
+    eval directory graded one way refuses to be resumed the other way."""
+    from trlvr.toy.task import make_splits
+    from trlvr.toy.world import _rows, _write_jsonl
+
+    _write_jsonl(toy / "test.jsonl", _rows(make_splits(8, 4, seed=0)[1]))
+    out = toy / "eval"
+    base = ["eval", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"), "--data",
+            f"toy={toy / 'test.jsonl'}", "--limit", "2", "--n", "1", "--k", "1", "--suite", "solo",
+            "--max-new-tokens", "16", "--out", str(out), "--no-progress"]  # fmt: skip
+    assert cli([*base, "--grading", "boxed_or_tail"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["config"]["grading"] == "boxed_or_tail"
+    capsys.readouterr()
+    assert cli(base) == 2  # default grading: boxed
+    assert "grading" in capsys.readouterr().err

@@ -98,6 +98,9 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     p.add_argument("--junior-device", default=None,
                    help="put the junior on its own device (e.g. cuda:1); default: --device")
+    p.add_argument("--grading", default="boxed", choices=["boxed", "boxed_or_tail"],
+                   help="boxed (the paper's: no \\boxed{} scores 0) or boxed_or_tail (a box-less answer is "
+                        "graded from the text's tail); named in results.json")
     p.add_argument("--decode", default="auto", choices=["auto", "eager", "static"],
                    help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -247,6 +250,7 @@ def evaluate_one(args, sources: dict, senior_spec: str, out: str) -> int:
 
     from trlvr.eval.runner import evaluate
     from trlvr.models import load_causal_lm, load_tokenizer, model_fingerprint
+    from trlvr.rewards import MathReward
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = {"auto": "auto", "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -292,6 +296,7 @@ def evaluate_one(args, sources: dict, senior_spec: str, out: str) -> int:
         context_length=context,
         max_prompt_tokens="auto" if args.max_prompt_tokens is None else args.max_prompt_tokens,
         include_eos=args.include_eos, fresh=args.fresh,
+        score_fn=MathReward(require_box=False) if args.grading == "boxed_or_tail" else None,
         engine_options={"decode": args.decode,
                         **({"junior_device": args.junior_device} if args.junior_device else {})},
     )  # fmt: skip
