@@ -129,3 +129,23 @@ def test_select_split_needs_a_run_that_held_out(fake_run, capsys):
     assert "held out no training problems; train with --holdout 50" in capsys.readouterr().err
     with pytest.raises(UserError, match="no selection recorded"):
         resolve_senior(f"{fake_run}@selected")
+
+
+def test_training_curves_read_the_log_history_and_the_selection_table(tmp_path):
+    """A run's curves: logged metrics from trainer_state.json, and `trlvr select`'s metric over steps."""
+    from trlvr.errors import UserError
+    from trlvr.experiments.curves import SELECTION, load_curves
+
+    history = [{"step": s, "reward": 0.1 * s, "tandem/senior_share": 0.5} for s in (1, 2, 3)] + [{"step": 3}]
+    (tmp_path / "checkpoint-3").mkdir()
+    (tmp_path / "checkpoint-3" / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    curves = load_curves(tmp_path)
+    assert curves["reward"].steps.tolist() == [1, 2, 3] and curves["reward"].values.tolist() == [0.1, 0.2, 0.30000000000000004]
+    assert SELECTION not in curves and "KL" not in curves  # never logged: no curve
+    table = [{"step": 3, "value": 0.7}, {"step": 1, "value": 0.5}]
+    (tmp_path / "selected.json").write_text(json.dumps({"step": 3, "table": table}))
+    sel = load_curves(tmp_path)[SELECTION]
+    assert sel.steps.tolist() == [1, 3] and sel.values.tolist() == [0.5, 0.7]
+    (tmp_path / "selected.json").write_text(json.dumps({"step": 3}))
+    with pytest.raises(UserError, match="selected.json: not a selection record"):
+        load_curves(tmp_path)

@@ -25,6 +25,7 @@ CURVES = {
     "step time (s)": "timing/step_s",
     "KL": "kl",
 }
+SELECTION = "held-out selection metric"  # from RUN/selected.json (`trlvr select`), not the log history
 
 
 class Curve(NamedTuple):
@@ -57,7 +58,26 @@ def load_curves(run_dir: str | Path) -> dict[str, Curve]:
         if pts:
             steps, values = zip(*pts, strict=True)
             out[label] = Curve(np.asarray(steps), np.asarray(values, dtype=float))
+    selection = selection_curve(run_dir)
+    if selection is not None:
+        out[SELECTION] = selection
     return out
+
+
+def selection_curve(run_dir: str | Path) -> Curve | None:
+    """The selection metric over checkpoints (`trlvr select`'s table in RUN/selected.json), or None."""
+    path = Path(run_dir) / "selected.json"
+    if not path.exists():
+        return None
+    try:
+        table = json.loads(path.read_text())["table"]
+        pts = sorted((int(r["step"]), float(r["value"])) for r in table)
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise UserError(f"{path}: not a selection record ({e})") from None
+    if not pts:
+        return None
+    steps, values = zip(*pts, strict=True)
+    return Curve(np.asarray(steps), np.asarray(values))
 
 
 def band(curves: list[Curve]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

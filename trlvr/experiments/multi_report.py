@@ -25,7 +25,7 @@ from trlvr.eval.format import entry_text, unit
 from trlvr.eval.groups import compare_groups, is_group, load_tables, seed_dirs, summarize_group
 from trlvr.eval.report import TEMPLATES, _png, load_results, load_table, sample_view, selection_warning
 from trlvr.eval.store import SAMPLES, read_samples
-from trlvr.experiments.curves import CURVES, load_curves, plot_curves
+from trlvr.experiments.curves import CURVES, SELECTION, load_curves, plot_curves
 
 HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility/junior_ce", "drift/kl",
             "toy/jargon_rate")  # fmt: skip
@@ -142,7 +142,7 @@ def training_plots(runs: list[Run]) -> list[str]:
 
     per_run = {r.label: r.curves() for r in runs}
     out = []
-    for label in CURVES:
+    for label in [*CURVES, SELECTION]:
         groups = {name: [c.get(label) for c in curves] for name, curves in per_run.items()}
         if not any(c is not None for cs in groups.values() for c in cs):
             continue
