@@ -1,6 +1,6 @@
 """The embedded CPU demo: toy world -> grpo and tandem seniors -> held-out selection -> evaluation -> report.
 
-    trlvr demo --out runs/demo                  # one seed (~15 min on 2 cores); resumes: finished stages are skipped
+    trlvr demo --out runs/demo                  # one seed (~11 min on 2 cores); resumes: finished stages are skipped
     trlvr demo --out runs/demo-seeds --seeds 0,1,2   # the seed study: across-seed CIs (two-level bootstrap)
     trlvr demo --out runs/demo --fresh          # start over
     trlvr demo --out runs/demo-compact --jargon compact   # the GSM8K-like spaceless jargon (world retrained, ~5 min more)
