@@ -7,7 +7,7 @@ import torch
 from helpers import PROMPTS, SCHEDULES, encode, frequent_eos
 
 from trlvr.engine import TandemGenerator, WordSchedule
-from trlvr.engine.generator import kv_cache_bytes, plan_sub_batches
+from trlvr.engine.generator import kv_cache_bytes, plan_per_device, plan_sub_batches
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: repr(s))
@@ -42,6 +42,12 @@ def test_memory_budget_splits_into_sub_batches(models, tokenizer):
     per_row = kv_cache_bytes(senior, 1, tokens) + kv_cache_bytes(junior, 1, tokens)
     assert plan_sub_batches([senior, junior], 8, tokens, None) == 1
     assert plan_sub_batches([senior, junior], 8, tokens, int(2.5 * per_row)) == 4
+    # junior on its own device: each cache against its own device's budget, the worse device decides
+    s_row, j_row = kv_cache_bytes(senior, 1, tokens), kv_cache_bytes(junior, 1, tokens)
+    split = {"cuda:0": [senior], "cuda:1": [junior]}
+    assert plan_per_device(split, 8, tokens, {"cuda:0": 8 * s_row, "cuda:1": 8 * j_row}) == 1
+    assert plan_per_device(split, 8, tokens, {"cuda:0": 8 * s_row, "cuda:1": 2 * j_row}) == 4
+    assert plan_per_device({"cpu": [senior, junior]}, 8, tokens, {"cpu": None}) == 1
     kw = dict(max_new_tokens=16, seed=5)
     out = gen.generate(prompts, WordSchedule(), memory_budget_bytes=int(2.5 * per_row), **kw)
     assert out.num_sub_batches == 4 and len(out) == 8

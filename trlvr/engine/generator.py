@@ -81,6 +81,15 @@ def plan_sub_batches(models: list, batch: int, tokens: int, budget_bytes: int | 
     return -(-batch // rows_fit)  # ceil
 
 
+def plan_per_device(models_by_device: dict, batch: int, tokens: int, budgets: dict) -> int:
+    """Sub-batches so that every device's KV caches fit that device's budget: the most any device needs.
+
+    models_by_device: device name -> the running models on it; budgets: device name -> bytes (None: no
+    limit). With the junior on its own GPU, each cache is checked against its own device's memory.
+    """
+    return max(plan_sub_batches(ms, batch, tokens, budgets[d]) for d, ms in models_by_device.items())
+
+
 DECODE_MODES = ("auto", "eager", "static")
 
 
@@ -187,13 +196,19 @@ class TandemGenerator:
             raise ValueError("no EOS token id: pass eos_token_ids or a tokenizer with eos_token_id")
         return list(eos_token_ids)
 
-    def _memory_budget(self, requested: int | None | str) -> int | None:
+    def _sub_batches(self, models: list, batch: int, tokens: int, requested: int | None | str) -> int:
+        """How many sub-batches the KV caches need: `requested` bytes for all caches together, or with
+        "auto" 90% of each CUDA device's free memory for the caches on that device (no limit on CPU)."""
         if requested != "auto":
-            return requested
-        if self.device.type != "cuda":
-            return None
-        free, _ = torch.cuda.mem_get_info(self.device)
-        return int(0.9 * free)
+            return plan_sub_batches(models, batch, tokens, requested)
+        by_device: dict[str, list] = {}
+        for m in models:
+            by_device.setdefault(str(_device(m)), []).append(m)
+        budgets = {}
+        for name in by_device:
+            device = torch.device(name)
+            budgets[name] = int(0.9 * torch.cuda.mem_get_info(device)[0]) if device.type == "cuda" else None
+        return plan_per_device(by_device, batch, tokens, budgets)
 
     @property
     def device(self) -> torch.device:
@@ -255,9 +270,8 @@ class TandemGenerator:
         models = {name: m for name, m in ((SENIOR, self.senior), (JUNIOR, self.junior)) if name in writers}
         lockstep = len(models) == 2  # both models run every step; the active author's logits are sampled
 
-        budget = self._memory_budget(memory_budget_bytes)
         total = max(len(p) for p in prompt_ids) + max_new_tokens
-        n_sub = plan_sub_batches(list(models.values()), len(prompt_ids), total, budget)
+        n_sub = self._sub_batches(list(models.values()), len(prompt_ids), total, memory_budget_bytes)
         if n_sub > 1:
             size = -(-len(prompt_ids) // n_sub)
             parts = [
