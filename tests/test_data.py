@@ -360,3 +360,30 @@ def test_build_prompt_plain_and_chat():
     assert chat == f"<|user|>{plain}<|end|><|assistant|>"
     assert build_prompt("Q", tokenizer=_tiny_tokenizer(tmpl), use_chat_template=False).startswith("Q Let's")
     assert build_prompt("Q", template="Solve: {problem}") == "Solve: Q"
+
+
+def test_training_and_eval_prompts_are_the_same_ids_with_a_bos_tokenizer():
+    """Training (dataset prompt text -> rollout ids) and eval (problem -> ids) give identical prompt ids,
+    with exactly one BOS, for a tokenizer that prepends BOS (the Llama case) and one that does not."""
+    from helpers import tiny_tokenizer
+    from tokenizers.processors import TemplateProcessing
+
+    from trlvr.data import Problem
+    from trlvr.eval.runner import prompt_ids_for
+    from trlvr.training.build import build_dataset
+    from trlvr.training.rollout import TandemRollout
+
+    plain = tiny_tokenizer()
+    bos_tok = tiny_tokenizer()
+    bos_tok.add_special_tokens({"bos_token": "<s>"})
+    bos = bos_tok.bos_token_id
+    bos_tok._tokenizer.post_processor = TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
+    problems = [Problem(id="a", problem="What is 12 plus 30?", answer="42", source="t", fields={}),
+                Problem(id="b", problem="x", answer="1", source="t", fields={}, prompt="<s>Given: 1+0\n\n")]  # fmt: skip
+    for tok, n_bos in ((plain, 0), (bos_tok, 1)):
+        texts = build_dataset(problems, tok)["prompt"]
+        train_ids = TandemRollout._tokenize(None, texts, tok)
+        eval_ids = [prompt_ids_for(p, tok) for p in problems]
+        assert train_ids == eval_ids
+        if n_bos:
+            assert all(ids[0] == bos and ids.count(bos) == 1 for ids in train_ids)  # never a doubled BOS
