@@ -114,3 +114,16 @@ SCHEDULES = [
 def frequent_eos(tokenizer):
     """EOS ids that end rows at different times, so finished-row compaction runs mid-generation."""
     return list(range(5, len(tokenizer), 9))
+
+
+def assert_same_outputs(a, b, atol: float = 0.0):
+    """Two TandemOutputs agree: identical tokens, authors and finish reasons; log-probs equal (atol 0)
+    or within `atol` (a path that sums in another order)."""
+    assert a.completion_ids == b.completion_ids
+    assert a.authors == b.authors and a.finish_reasons == b.finish_reasons
+    for x, y in ((a.senior_logprob, b.senior_logprob), (a.junior_logprob, b.junior_logprob)):
+        assert (x is None) == (y is None)
+        if x is not None and atol == 0:
+            assert torch.equal(x, y)
+        elif x is not None:
+            torch.testing.assert_close(x, y, atol=atol, rtol=0)

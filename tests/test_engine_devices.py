@@ -9,19 +9,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import PROMPTS, SCHEDULES, encode, frequent_eos
+from helpers import PROMPTS, SCHEDULES, assert_same_outputs, encode, frequent_eos
 
 from trlvr.engine import SoloSchedule, TandemGenerator, WordSchedule
 from trlvr.engine.sampling import draw_uniforms, sample_tokens, sample_with_uniforms
-
-
-def assert_same(a, b):
-    assert a.completion_ids == b.completion_ids
-    assert a.authors == b.authors and a.finish_reasons == b.finish_reasons
-    for x, y in ((a.senior_logprob, b.senior_logprob), (a.junior_logprob, b.junior_logprob)):
-        assert (x is None) == (y is None)
-        if x is not None:
-            assert torch.equal(x, y)
 
 
 @pytest.mark.parametrize("share", [True, False], ids=["shared", "unshared"])
@@ -36,7 +27,7 @@ def test_split_devices_path_equals_one_device_path(models, tokenizer, schedule, 
     for kw in (dict(score_both=True), dict(score_both=False), dict(temperature=0.0), dict(top_k=20, top_p=0.9)):
         kw = dict(max_new_tokens=24, seed=5, share_prompts=share) | kw
         a, b = one.generate(prompts, schedule, **kw), split.generate(prompts, schedule, **kw)
-        assert_same(a, b)
+        assert_same_outputs(a, b)
     assert len(set(map(len, a.completion_ids))) > 1  # rows ended at different times
 
 
@@ -47,7 +38,7 @@ def test_split_path_with_static_decode(models, tokenizer):
     split = TandemGenerator(senior, junior, tokenizer, eos_token_ids=eos, junior_device="cpu")
     prompts = encode(tokenizer, PROMPTS) * 3
     kw = dict(max_new_tokens=24, seed=2, score_both=True, decode="static")
-    assert_same(one.generate(prompts, WordSchedule(p=0.5, max_gap=4), **kw),
+    assert_same_outputs(one.generate(prompts, WordSchedule(p=0.5, max_gap=4), **kw),
                 split.generate(prompts, WordSchedule(p=0.5, max_gap=4), **kw))  # fmt: skip
 
 

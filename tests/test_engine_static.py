@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import PROMPTS, SCHEDULES, encode, frequent_eos, teacher_forced_logprobs
+from helpers import PROMPTS, SCHEDULES, assert_same_outputs, encode, frequent_eos, teacher_forced_logprobs
 
 from trlvr.engine import TandemGenerator, TokenSchedule, WordSchedule
 from trlvr.engine.generator import resolve_decode
 from trlvr.engine.kv import attended_length, batch_bucket
-
-
-def assert_close_outputs(a, b):
-    assert a.completion_ids == b.completion_ids
-    assert a.authors == b.authors and a.finish_reasons == b.finish_reasons
-    for x, y in ((a.senior_logprob, b.senior_logprob), (a.junior_logprob, b.junior_logprob)):
-        assert (x is None) == (y is None)
-        if x is not None:
-            torch.testing.assert_close(x, y, atol=1e-5, rtol=0)
 
 
 def static_gen(senior, junior, tokenizer, block=8, **kw):
@@ -35,7 +26,7 @@ def test_static_equals_eager_with_compaction_and_sharing(models, tokenizer, sche
         kw = dict(max_new_tokens=30, seed=11) | kw
         eager = gen.generate(prompts, schedule, decode="eager", **kw)
         static = gen.generate(prompts, schedule, decode="static", **kw)
-        assert_close_outputs(eager, static)
+        assert_same_outputs(eager, static, atol=1e-5)
     assert len(set(map(len, eager.completion_ids))) > 2  # compaction ran, into smaller buckets
 
 
@@ -60,8 +51,8 @@ def test_static_with_eager_attention_and_a_block_past_the_budget(tokenizer):
     gen = static_gen(senior, junior, tokenizer, block=256, eos_token_ids=frequent_eos(tokenizer))
     prompts = encode(tokenizer, PROMPTS) * 2
     kw = dict(max_new_tokens=20, seed=4, score_both=True)
-    assert_close_outputs(gen.generate(prompts, TokenSchedule(), decode="eager", **kw),
-                         gen.generate(prompts, TokenSchedule(), decode="static", **kw))  # fmt: skip
+    assert_same_outputs(gen.generate(prompts, TokenSchedule(), decode="eager", **kw),
+                        gen.generate(prompts, TokenSchedule(), decode="static", **kw), atol=1e-5)  # fmt: skip
 
 
 def test_static_sub_batches(models, tokenizer):
@@ -75,7 +66,7 @@ def test_static_sub_batches(models, tokenizer):
     eager, static = gen.generate(prompts, WordSchedule(), decode="eager", **kw), gen.generate(
         prompts, WordSchedule(), decode="static", **kw)  # fmt: skip
     assert static.num_sub_batches == 4
-    assert_close_outputs(eager, static)
+    assert_same_outputs(eager, static, atol=1e-5)
 
 
 def test_decode_and_compile_arguments_are_validated(models, tokenizer):
@@ -121,7 +112,7 @@ def test_compiled_static_step_equals_eager(tokenizer):
     kw = dict(max_new_tokens=20, seed=6, score_both=True)
     eager = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), decode="eager", **kw)
     compiled = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), decode="static", compile=True, **kw)
-    assert_close_outputs(eager, compiled)
+    assert_same_outputs(eager, compiled, atol=1e-5)
     assert counters["stats"]["unique_graphs"] > graphs  # the step really ran compiled
 
 
@@ -139,4 +130,12 @@ def test_cuda_auto_decode_equals_eager(tokenizer):
     eager = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), decode="eager", **kw)
     for _ in range(2):  # the second call reuses the compiled step with new buffers (CUDA graphs re-recorded)
         auto = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), **kw)
-        assert_close_outputs(eager, auto)
+        assert_same_outputs(eager, auto, atol=1e-5)
+
+
+def test_the_eval_flag_offers_the_engines_decode_modes():
+    from trlvr.cli.main import build_parser
+    from trlvr.engine import DECODE_MODES
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices["eval"]
+    assert tuple(next(a for a in sub._actions if a.dest == "decode").choices) == DECODE_MODES

@@ -11,15 +11,11 @@ import copy
 
 import pytest
 import torch
-from helpers import tiny_model
+from helpers import SCHEDULES, tiny_model
 from peft import LoraConfig, get_peft_model
 
 from trlvr.engine import (
-    ChunkSchedule,
-    SoloSchedule,
-    StepSchedule,
     TandemGenerator,
-    TokenSchedule,
     WordSchedule,
 )
 from trlvr.engine.runners import cache_arg as _cache_arg
@@ -32,14 +28,6 @@ def is_self_pair(junior, senior=None) -> bool:
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]  # Llama/Qwen3 names
 PROMPTS = ["The cat sat on the mat.", "Let's think", "A train leaves at 3 pm and travels 60 miles.", "12 plus"]
-SCHEDULES = [
-    WordSchedule(p=0.5, max_gap=4),
-    TokenSchedule(p=0.5),
-    StepSchedule(first="senior", max_rounds=150),
-    ChunkSchedule(size=3),
-    SoloSchedule("senior"),
-    SoloSchedule("junior"),
-]
 
 
 def lora(base, bias: str = "none", seed: int = 5):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trlvr.engine.generator import DECODE_MODES
 from trlvr.engine.sampling import check_decoding
 from trlvr.engine.schedules import SCHEDULES as ENGINE_SCHEDULES
 from trlvr.errors import UserError
@@ -90,8 +91,8 @@ class TandemConfig:
             bad("kl_ref", f"must be one of {KL_REFS}")
         if self.junior == "self" and not self.use_peft:
             bad("junior", "'self' needs use_peft: true (the junior is the senior's base with adapters off)")
-        if self.decode not in ("auto", "eager", "static"):
-            bad("decode", "must be one of ('auto', 'eager', 'static')")
+        if self.decode not in DECODE_MODES:
+            bad("decode", f"must be one of {DECODE_MODES}")
         if self.junior_device is not None and self.junior == "self":
             bad("junior_device", "junior: self shares the senior's weights, so it runs on the senior's device")
         if self.holdout < 0:

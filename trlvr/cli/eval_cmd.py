@@ -101,6 +101,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--grading", default="boxed", choices=["boxed", "boxed_or_tail"],
                    help="boxed (the paper's: no \\boxed{} scores 0) or boxed_or_tail (a box-less answer is "
                         "graded from the text's tail); named in results.json")
+    # trlvr.engine.DECODE_MODES, spelled out so that building the parser does not import torch (tested equal)
     p.add_argument("--decode", default="auto", choices=["auto", "eager", "static"],
                    help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")

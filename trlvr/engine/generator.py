@@ -414,8 +414,7 @@ def _sample_split(logits: dict, author, temperature, top_k, top_p, rng, device):
     which is the token the one-device path samples from the mixed logits. Only (b,)-sized tensors
     cross devices, never (b, V) logits.
     """
-    b = author.shape[0]
-    check_decoding(temperature, top_p, top_k)
+    b = author.shape[0]  # decoding settings were checked once, at the top of `generate`
     u = None if temperature == 0 else draw_uniforms(b, rng, device)  # (b, 1)
     cand = {name: sample_with_uniforms(x, u, temperature, top_k, top_p).to(device) for name, x in logits.items()}
     tok = torch.where(author, cand[SENIOR], cand[JUNIOR]) if len(cand) == 2 else next(iter(cand.values()))
