@@ -322,6 +322,26 @@ CLI_CASES = [
         "decode: must be one of ('auto', 'eager', 'static')",
     ),
     Case(
+        "eval-junior-device-missing",
+        ["eval", "--senior", "{tmp}/s", "--junior", "{tmp}/j", "--junior-device", "cuda:99", "--data", "{tmp}/d.jsonl",
+         "--out", "{tmp}/o"],
+        2,
+        "--junior-device: cuda:99 is not on this machine",
+    ),
+    Case(
+        "eval-device-not-a-name",
+        ["eval", "--senior", "{tmp}/s", "--junior", "{tmp}/j", "--device", "gpu0", "--data", "{tmp}/d.jsonl",
+         "--out", "{tmp}/o"],
+        2,
+        "--device: 'gpu0' is not a device name",
+    ),
+    Case(
+        "train-junior-device-missing",
+        ["train", "--config", "toy", "--junior_device", "cuda:99"],
+        2,
+        "junior_device: cuda:99 is not on this machine",
+    ),
+    Case(
         "eval-bad-data-syntax",
         ["eval", "--senior", "{tmp}/s", "--junior", "{tmp}/j", "--data", "gsm=", "--out", "{tmp}/o"],
         2,

@@ -227,6 +227,10 @@ def parse_run_args(argv: list[str]):
     if from_file or from_args:
         raise _unknown(from_file + from_args, "command line")
     tandem, grpo, options = configs
+    if tandem.junior_device is not None:
+        from trlvr.models import check_device
+
+        check_device(tandem.junior_device, "junior_device")
     try:  # the rollout settings are the engine's: refuse what cannot sample before any model loads
         check_decoding(grpo.temperature, grpo.top_p, grpo.top_k or 0)
     except ValueError as e:

@@ -179,6 +179,25 @@ def load_causal_lm(path: str | os.PathLike, role: str = "model", **kwargs) -> An
 # --- vocabularies --------------------------------------------------------------------------------
 
 
+def check_device(name: str, flag: str) -> None:
+    """Raise a one-line UserError when device `name` (e.g. "cuda:1") does not exist on this machine.
+
+    >>> check_device("cpu", "--device")
+    """
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError) as e:
+        raise UserError(f"{flag}: {name!r} is not a device name ({_first_line(e)})") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (device.index or 0) >= count:
+            raise UserError(f"{flag}: {name} is not on this machine ({count} CUDA device(s) visible)")
+    elif device.type not in ("cpu", "meta") and device.type != getattr(torch.accelerator.current_accelerator(), "type", None):
+        raise UserError(f"{flag}: {name} is not on this machine")
+
+
 def vocab_table(tokenizer) -> dict[int, str]:
     """id -> token string, added tokens included."""
     return {i: t for t, i in tokenizer.get_vocab().items()}

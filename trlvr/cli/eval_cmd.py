@@ -139,6 +139,11 @@ def check_settings(args) -> None:
         check_decoding(args.temperature, args.top_p, args.top_k)
     except ValueError as e:
         raise UserError(f"decoding: {e}") from None
+    from trlvr.models import check_device
+
+    for flag, name in (("--device", args.device), ("--junior-device", args.junior_device)):
+        if name:
+            check_device(name, flag)
     if args.junior_device and args.junior == "self":
         raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
     suite = [s.strip() for s in args.suite.split(",") if s.strip()]
