@@ -11,11 +11,11 @@ import pytest
 from trlvr.cli.main import main as cli
 from trlvr.data import holdout_split, load_problems
 from trlvr.errors import UserError
+from trlvr.eval.api import resolve_senior
 from trlvr.experiments.selection import (
     default_direction,
     list_checkpoints,
     pick,
-    resolve_senior,
     suite_for,
 )
 from trlvr.toy.task import make_splits

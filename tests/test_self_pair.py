@@ -152,7 +152,7 @@ def test_refuses_models_whose_adapters_off_are_not_the_base(tokenizer):
         AdapterOffView(merged)
 
 
-# Loading a run's adapter folder onto its base (trlvr.training.peft_setup).
+# Loading a run's adapter folder onto its base (trlvr.models, trlvr.eval.api.load_pair).
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +175,9 @@ def adapter_run(tmp_path_factory, tokenizer):
 
 
 def test_adapter_folder_loads_onto_its_base_and_self_is_that_base(adapter_run, tokenizer):
-    from trlvr.training.peft_setup import is_adapter_dir, load_pair, load_senior
+    from trlvr.eval.api import load_pair
+    from trlvr.models import is_adapter_dir
+    from trlvr.models import load_model_or_adapter as load_senior
 
     base_dir, final, trained = adapter_run
     assert is_adapter_dir(final) and not is_adapter_dir(base_dir)
@@ -191,7 +193,8 @@ def test_adapter_folder_loads_onto_its_base_and_self_is_that_base(adapter_run, t
 
 def test_adapter_loading_errors_are_one_line_user_errors(adapter_run, tmp_path, monkeypatch):
     from trlvr.errors import UserError
-    from trlvr.training.peft_setup import adapter_base, load_pair
+    from trlvr.eval.api import load_pair
+    from trlvr.models import adapter_base
 
     base_dir, final, _ = adapter_run
     with pytest.raises(UserError, match=f"--junior self: {base_dir} has no adapter_config.json"):

@@ -71,33 +71,30 @@ def select(run_dir: Path, n: int) -> dict:
     if (run_dir / SELECTED_FILE).exists():
         return json.loads((run_dir / SELECTED_FILE).read_text())
     sel = run_selection(run_dir, f"split:{HOLDOUT}", metric=SELECT_METRIC, n=n, max_new_tokens=160,
-                        batch_size=400, progress=False)  # fmt: skip
+                        batch_size=400, progress=False, dtype="float32")  # fmt: skip
     name = run_dir.name if not run_dir.name.startswith("seed-") else f"{run_dir.parent.name}/{run_dir.name}"
     _say(f"{name}: selected step {sel.step} ({SELECT_METRIC} {sel.value:.3f} on {HOLDOUT} held-out problems)")
     return json.loads((run_dir / SELECTED_FILE).read_text())
 
 
 def evaluate_senior(senior_spec: str, toy: Path, run_dir: Path, suite: list[str], eval_kw: dict) -> dict:
-    from trlvr.cli.main import main as cli
+    """The full suite on the toy test split through `trlvr.eval.api` (what `trlvr eval` runs)."""
+    from trlvr.eval.api import EvalSpec, evaluate_specs, load_benchmarks
+    from trlvr.eval.format import format_summary
 
     if (run_dir / "results.json").exists() and (run_dir / ".done").exists():
         return json.loads((run_dir / "results.json").read_text())
     _say(f"eval {senior_spec} -> {run_dir} (details: {run_dir / 'eval.log'})")
-    argv = ["eval", "--senior", senior_spec, "--junior", str(toy / "junior"), "--data",
-            f"toy={toy / 'data' / 'test.jsonl'}", "--limit", str(eval_kw["limit"]), "--n", str(eval_kw["n"]),
-            "--k", ",".join(str(k) for k in (1, 2, 4, 8) if k <= eval_kw["n"]), "--suite", ",".join(suite),
-            "--max-new-tokens", "160", "--batch-size", "200", "--dtype", "float32", "--out", str(run_dir),
-            "--no-progress"]  # fmt: skip
-    import contextlib
-
-    log = run_dir / "eval.log"  # the full metric table goes to a file; the console keeps one line
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as f, contextlib.redirect_stdout(f):
-        code = cli(argv)
-    if code != 0:
-        raise RuntimeError(f"evaluation of {senior_spec} failed (exit {code}); see {log}")
+    sources = {"toy": str(toy / "data" / "test.jsonl")}
+    benchmarks, identities = load_benchmarks(sources, limit=eval_kw["limit"])
+    n = eval_kw["n"]
+    spec = EvalSpec(suite=tuple(suite), n=n, ks=tuple(k for k in (1, 2, 4, 8) if k <= n), max_new_tokens=160,
+                    batch_size=200)  # fmt: skip
+    res = evaluate_specs(senior_spec, str(toy / "junior"), benchmarks, spec, run_dir, data_identities=identities,
+                         data_sources=sources, dtype="float32", progress=False)  # fmt: skip
+    (run_dir / "eval.log").write_text(format_summary(res) + "\n")  # the full table; the console keeps one line
     (run_dir / ".done").touch()
-    return json.loads((run_dir / "results.json").read_text())
+    return res
 
 
 def _check_options(out: Path, options: dict) -> None:

@@ -176,6 +176,61 @@ def load_causal_lm(path: str | os.PathLike, role: str = "model", **kwargs) -> An
         raise
 
 
+# --- LoRA adapter folders ---------------------------------------------------------------------------
+
+SELF = "self"  # the junior spelling that means: the LoRA senior's base model, adapters off
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def is_adapter_dir(path: str | os.PathLike) -> bool:
+    """True for a PEFT adapter folder (what `Trainer.save_model` writes for a LoRA senior)."""
+    return (Path(path) / ADAPTER_CONFIG).is_file()
+
+
+def adapter_base(path: str | os.PathLike, base: str | None = None) -> str:
+    """The base model an adapter folder belongs to: `base` if given, else its adapter_config.json's."""
+    if base is not None:
+        return base
+    config_file = Path(path) / ADAPTER_CONFIG
+    try:
+        name = json.loads(config_file.read_text()).get("base_model_name_or_path")
+    except (OSError, ValueError) as e:
+        raise UserError(f"{config_file}: not a readable adapter config ({e})") from None
+    if not name:
+        raise UserError(f"{config_file}: base_model_name_or_path is empty; name the base model folder explicitly")
+    local = Path(name).expanduser()
+    if local.is_dir():
+        return str(local)
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:  # a path, not a hub id
+        raise UserError(
+            f"{config_file}: base_model_name_or_path {name!r} is not a folder (a relative path is read from "
+            f"{Path.cwd()}); run from where training ran, or name the base model folder"
+        )
+    return name  # a hub id
+
+
+def model_folder(path: str | os.PathLike) -> str:
+    """The folder holding a model's config and weights: an adapter folder's base, else `path` itself."""
+    return adapter_base(path) if is_adapter_dir(path) else str(path)
+
+
+def load_model_or_adapter(path: str | os.PathLike, role: str = "model", base: str | None = None, **kwargs) -> Any:
+    """A model folder as a causal LM; an adapter folder as a frozen `peft.PeftModel` on its base."""
+    if not is_adapter_dir(path):
+        return load_causal_lm(path, role, **kwargs)
+    from peft import PeftModel
+
+    base_model = load_causal_lm(adapter_base(path, base), f"{role} (the adapter's base)", **kwargs)
+    return PeftModel.from_pretrained(base_model, str(path), is_trainable=False)
+
+
+def load_tokenizer_for(path: str | os.PathLike, role: str = "model") -> Any:
+    """The tokenizer that belongs to a model folder, or to an adapter folder (its own copy, else its base's)."""
+    if is_adapter_dir(path) and _missing(Path(path), "tokenizer"):
+        return load_tokenizer(adapter_base(path), f"{role} (the adapter's base)")
+    return load_tokenizer(path, role)
+
+
 # --- vocabularies --------------------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
+from trlvr.eval.spec import EvalSpec
 
 SUITE_DEFAULT = ",".join(D.SUITE_NAMES)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
@@ -104,6 +105,8 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     # trlvr.engine.DECODE_MODES, spelled out so that building the parser does not import torch (tested equal)
     p.add_argument("--decode", default="auto", choices=["auto", "eager", "static"],
                    help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)")
+    p.add_argument("--refuse-lossy-prompts", action="store_true",
+                   help="refuse problems whose text the tokenizer cannot spell (default: list and warn)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--out", required=True, help="output directory (resumed when it already has samples)")
     p.add_argument("--fresh", action="store_true", help="delete the samples already in --out and start over")
@@ -131,22 +134,14 @@ def parse_sources(spec: str) -> dict[str, str]:
     return out
 
 
-def check_settings(args) -> None:
-    """Everything that can be checked without loading a model; raises UserError naming the flag."""
-    from trlvr.engine import check_decoding
-
-    try:
-        check_decoding(args.temperature, args.top_p, args.top_k)
-    except ValueError as e:
-        raise UserError(f"decoding: {e}") from None
-    from trlvr.models import check_device
-
+def spec_from_args(args) -> EvalSpec:
+    """The evaluation's settings from the flags; every check that needs no model, naming the flag."""
     for flag, name in (("--device", args.device), ("--junior-device", args.junior_device)):
         if name:
+            from trlvr.models import check_device
+
             check_device(name, flag)
-    if args.junior_device and args.junior == "self":
-        raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
-    suite = [s.strip() for s in args.suite.split(",") if s.strip()]
+    suite = tuple(s.strip() for s in args.suite.split(",") if s.strip())
     unknown = sorted(set(suite) - set(D.SUITE_NAMES))
     if unknown or not suite:
         raise UserError(f"--suite: unknown entries {unknown}; choose from {SUITE_DEFAULT}")
@@ -161,39 +156,34 @@ def check_settings(args) -> None:
         raise UserError(f"--k: every k must be in [1, --n {args.n}], got {args.k}")
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be >= 1, got {args.limit}")
+    spec = EvalSpec(
+        suite=suite, n=args.n, ks=tuple(args.k), temperature=args.temperature, top_p=args.top_p,
+        top_k=args.top_k, seed=args.seed, max_new_tokens=args.max_new_tokens, context_length=args.context_length,
+        max_prompt_tokens="auto" if args.max_prompt_tokens is None else args.max_prompt_tokens,
+        handoff_max_rounds=args.handoff_max_rounds, include_eos=args.include_eos, batch_size=args.batch_size,
+        score_batch_size=args.score_batch_size, grading=args.grading, decode=args.decode,
+    )  # fmt: skip
+    spec.check()
+    if args.junior_device and args.junior == "self":
+        raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
     from trlvr.models import locate
 
     for flag, path in (("--senior", args.senior), ("--junior", args.junior)):
-        if path != "self":
+        if path != "self" and (flag == "--senior" or spec.needs_junior):
             locate(path, flag, "model")
     if args.tokenizer:
         locate(args.tokenizer, "--tokenizer", "tokenizer")
+    check_out(args.out)
+    return spec
 
 
-def data_identity(source: str, split: str | None) -> dict:
-    from trlvr.eval.fingerprint import file_digest
-
-    p = Path(source)
-    if p.is_file():
-        return {"source": str(p.resolve()), "sha256": file_digest(p)}
-    return {"source": source, "split": split}
-
-
-def config_context_length(*paths: str) -> int | None:
-    """The smallest `max_position_embeddings` of the models' configs (read without the weights)."""
-    from transformers import AutoConfig
-
-    from trlvr.models import locate
-    from trlvr.training.peft_setup import adapter_base, is_adapter_dir
-
-    found = []
-    for path in paths:
-        if path == "self":
-            continue
-        where, extra = locate(adapter_base(path) if is_adapter_dir(path) else path, "model", "model")
-        found.append(getattr(AutoConfig.from_pretrained(where, **extra), "max_position_embeddings", None))
-    found = [int(c) for c in found if isinstance(c, int) and c > 0]
-    return min(found) if found else None
+def check_out(out: str) -> None:
+    """--out must be a directory or a path that can become one (not a file, nor under a file)."""
+    p = Path(out)
+    for q in (p, *p.parents):
+        if q.exists() and not q.is_dir():
+            where = "" if q == p else f" ({q}, above {out})"
+            raise UserError(f"--out {out}: a file{where} is in the way; pass a directory for the evaluation")
 
 
 def main(args) -> int:
@@ -204,6 +194,7 @@ def main(args) -> int:
         raise UserError("--seeds: put {seed} in --senior, e.g. --senior 'runs/toy-tandem/seed-{seed}@selected'")
     if len(set(args.seeds)) < 2:
         raise UserError(f"--seeds: a seed group needs at least 2 distinct seeds, got {args.seeds}")
+    from trlvr.eval.format import format_group
     from trlvr.eval.groups import write_group_summary
 
     template, group_dir = args.senior, args.out
@@ -216,111 +207,34 @@ def main(args) -> int:
     return 0
 
 
-def format_group(summary: dict) -> str:
-    """Across-seed macro metrics: value [two-level CI] and each seed's value."""
-    from trlvr.eval.format import entry_text, number, unit
-
-    lines = [f"{'metric':36s} seeds {summary['seeds']}: mean [95% CI over seeds and problems]   per seed"]
-    for name, e in summary["metrics"].items():
-        per = " ".join(number(v, name, 3) for v in e["per_seed"].values())
-        lines.append(f"{name + unit(name):36s} {entry_text(e, name, digits=3):34s} {per}")
-    return "\n".join(lines)
-
-
-def selection_note(spec: str, record: dict | None, benchmarks: dict) -> dict | None:
-    """How a RUN@selected senior was chosen, with its overlap with the data evaluated here (a
-    checkpoint chosen on its own test data is flagged in the report)."""
-    from trlvr.data import problem_key
-
-    if record is None:
-        return None
-    val_keys = set(record["val"].get("keys", []))
-    overlap = {b: sum(problem_key(p) in val_keys for p in ps) / len(ps) for b, ps in benchmarks.items() if ps}
-    return {"run": spec.removesuffix("@selected"), "step": record["step"], "metric": record["metric"],
-            "val": {k: v for k, v in record["val"].items() if k != "keys"}, "val_overlap": overlap}  # fmt: skip
-
-
 def evaluate_one(args, sources: dict, senior_spec: str, out: str) -> int:
-    from trlvr.data import load_problems
-    from trlvr.experiments.selection import resolve_senior
+    from trlvr.eval.api import evaluate_specs, load_benchmarks, resolve_senior
+    from trlvr.eval.format import format_summary
 
-    args.senior, record = resolve_senior(senior_spec)  # RUN@selected -> the chosen checkpoint
+    args.senior, _ = resolve_senior(senior_spec)  # RUN@selected -> the chosen checkpoint (checked here)
     args.out = out
-    check_settings(args)
-    benchmarks = {
-        name: load_problems(src, split=args.split, limit=args.limit) for name, src in sources.items()
-    }
-    selection = selection_note(senior_spec, record, benchmarks)
-
-    import torch
-
-    from trlvr.eval.runner import evaluate
-    from trlvr.models import load_causal_lm, load_tokenizer, model_fingerprint
-    from trlvr.rewards import MathReward
-
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = {"auto": "auto", "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-    tokenizer = load_tokenizer(
-        args.tokenizer or args.senior, role="--tokenizer" if args.tokenizer else "--senior"
-    )
-    context = (
-        config_context_length(args.senior, args.junior)
-        if args.context_length == "auto"
-        else args.context_length
-    )
-
-    from trlvr.training.peft_setup import is_adapter_dir, load_pair
-
-    loaded = {}
-
-    def pair():  # both models, loaded once --out is known to be resumable; adapters load onto their base
-        if not loaded:
-            if is_adapter_dir(args.senior) or args.junior == "self":
-                s, j = load_pair(args.senior, args.junior, dtype=dtype[args.dtype])
-            else:
-                s = load_causal_lm(args.senior, role="--senior", dtype=dtype[args.dtype])
-                j = load_causal_lm(args.junior, role="--junior", dtype=dtype[args.dtype])
-            loaded["senior"] = s.to(device).eval()
-            loaded["junior"] = j if args.junior == "self" else j.to(args.junior_device or device).eval()
-        return loaded
-
-    senior_fp = model_fingerprint(args.senior, "--senior")
-    junior_fp = {"self_of": senior_fp} if args.junior == "self" else model_fingerprint(args.junior, "--junior")
-    res = evaluate(
-        lambda: pair()["senior"], lambda: pair()["junior"], tokenizer, benchmarks, args.out,
-        suite=[s.strip() for s in args.suite.split(",") if s.strip()], n=args.n, ks=args.k,
-        decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
-        seed=args.seed, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
-        progress=not args.no_progress, handoff_max_rounds=args.handoff_max_rounds,
-        score_batch_size=args.score_batch_size,
-        model_paths={"senior": args.senior, "junior": args.junior, "data": sources,
-                     **({"senior_selection": selection} if selection else {})},
-        identities={
-            "senior": senior_fp, "junior": junior_fp,
-            "data": {name: data_identity(src, args.split) for name, src in sources.items()},
-        },
-        context_length=context,
-        max_prompt_tokens="auto" if args.max_prompt_tokens is None else args.max_prompt_tokens,
-        include_eos=args.include_eos, fresh=args.fresh,
-        score_fn=MathReward(require_box=False) if args.grading == "boxed_or_tail" else None,
-        engine_options={"decode": args.decode,
-                        **({"junior_device": args.junior_device} if args.junior_device else {})},
+    spec = spec_from_args(args)
+    benchmarks, identities = load_benchmarks(sources, split=args.split, limit=args.limit)
+    res = evaluate_specs(
+        senior_spec, args.junior, benchmarks, spec, out, data_identities=identities, data_sources=sources,
+        tokenizer=args.tokenizer, dtype=args.dtype, device=args.device, junior_device=args.junior_device,
+        progress=not args.no_progress, fresh=args.fresh, refuse_lossy=args.refuse_lossy_prompts,
     )  # fmt: skip
     print(format_summary(res))
+    print_notes(res)
+    print(f"wrote {out}/results.json and {out}/samples.jsonl")
+    return 0
+
+
+def print_notes(res: dict) -> None:
+    """One line each for what a reader of the numbers must know: selection overlap, dropped and lossy prompts."""
+    selection = res["config"]["models"].get("senior_selection")
     if selection and any(selection["val_overlap"].values()):
         print(f"WARNING: the senior's checkpoint was selected on data evaluated here: {selection['val_overlap']}")
     dropped = {b: len(v) for b, v in res["config"]["dropped_problems"].items() if v}
     if dropped:
         print(f"dropped over-long prompts (listed in results.json): {dropped}")
-    print(f"wrote {args.out}/results.json and {args.out}/samples.jsonl")
-    return 0
-
-
-def format_summary(res: dict) -> str:
-    """Macro metrics as an aligned terminal table."""
-    from trlvr.eval.format import entry_text, unit
-
-    lines = [f"{'metric':36s} macro [95% CI]"]
-    for name, e in res["macro"]["metrics"].items():
-        lines.append(f"{name + unit(name):36s} {entry_text(e, name, digits=3)}")
-    return "\n".join(lines)
+    lossy = {b: len(v) for b, v in res["config"].get("lossy_prompts", {}).items() if v}
+    if lossy:
+        print(f"WARNING: problems the tokenizer cannot spell (decode(encode(text)) differs; listed in "
+              f"results.json, evaluated as the model sees them; --refuse-lossy-prompts refuses them): {lossy}")

@@ -32,6 +32,9 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=D.DEFAULT_DECODING["top_k"])
     p.add_argument("--seed", type=int, default=D.SEED)
     p.add_argument("--batch-size", type=int, default=D.BATCH_SIZE)
+    p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
+    p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
+    p.add_argument("--junior-device", default=None, help="put the junior on its own device (e.g. cuda:1)")
     p.add_argument("--include-initial", action="store_true", help="also evaluate the run's starting senior (step 0)")
     p.add_argument("--no-progress", action="store_true")
     return p
@@ -45,7 +48,7 @@ def main(args) -> int:
         limit=args.limit, n=args.n, max_new_tokens=args.max_new_tokens,
         decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
         seed=args.seed, batch_size=args.batch_size, include_initial=args.include_initial,
-        progress=not args.no_progress,
+        progress=not args.no_progress, dtype=args.dtype, device=args.device, junior_device=args.junior_device,
     )  # fmt: skip
     print(f"selected step {sel.step} ({sel.path}): {sel.metric} = {sel.value:.4f} "
           f"[{sel.ci_low:.4f}, {sel.ci_high:.4f}] on {sel.val['size']} validation problems")  # fmt: skip

@@ -82,6 +82,24 @@ def _statistic(cols: tuple[str, ...]):
     return mean_stat if len(cols) == 1 else ratio_stat
 
 
+def problems_of(table: Table) -> set[tuple[str, str]]:
+    """(benchmark, problem_id) of every problem a table has any value for."""
+    return {(b, pid) for b, cols in table.items() for values in cols.values() for pid in values}
+
+
+def check_shared_problems(tables_a: list[Table], tables_b: list[Table], names: tuple[str, str] = ("A", "B")) -> None:
+    """A paired comparison needs problems both sides have: UserError naming how many each has otherwise."""
+    from trlvr.errors import UserError
+
+    a = set().union(*(problems_of(t) for t in tables_a))
+    b = set().union(*(problems_of(t) for t in tables_b))
+    if not a & b:
+        raise UserError(
+            f"nothing to compare: {names[0]} ({len(a)} problems) and {names[1]} ({len(b)} problems) share no "
+            "problem (benchmark name and problem content); evaluate both on the same data"
+        )
+
+
 def _problem_ids(tables: list[dict[str, dict[str, float]]], cols: tuple[str, ...]) -> list[str]:
     """Problems that have every column in every table, in a stable order."""
     ids = None
@@ -138,10 +156,9 @@ def compare_tables(
     Returns {"benchmarks": {bench: {metric: entry}}, "macro": {metric: entry}, "skipped": [...]}
     with entry = {a, b, diff, ci_low, ci_high, p_value, excludes_zero, num_problems}.
     """
+    check_shared_problems([table_a], [table_b])
     specs_a, specs_b = metric_specs(table_a), metric_specs(table_b)
     shared_benches = sorted(set(table_a) & set(table_b))
-    if not shared_benches:
-        raise ValueError(f"no shared benchmarks: A has {sorted(table_a)}, B has {sorted(table_b)}")
     names = [m for m in specs_b if m in specs_a]
     skipped = sorted(set(specs_a) ^ set(specs_b))
     out = {"benchmarks": {b: {} for b in shared_benches}, "macro": {}, "skipped": skipped}

@@ -63,3 +63,20 @@ def diff_text(entry: dict, name: str, digits: int = 2) -> str:
     """
     d, lo, hi = (number(entry[k], name, digits, signed=True) for k in ("diff", "ci_low", "ci_high"))
     return f"{d} [{lo}, {hi}]"
+
+
+def format_summary(res: dict) -> str:
+    """Macro metrics as an aligned terminal table."""
+    lines = [f"{'metric':36s} macro [95% CI]"]
+    for name, e in res["macro"]["metrics"].items():
+        lines.append(f"{name + unit(name):36s} {entry_text(e, name, digits=3)}")
+    return "\n".join(lines)
+
+
+def format_group(summary: dict) -> str:
+    """Across-seed macro metrics: value [two-level CI] and each seed's value."""
+    lines = [f"{'metric':36s} seeds {summary['seeds']}: mean [95% CI over seeds and problems]   per seed"]
+    for name, e in summary["metrics"].items():
+        per = " ".join(number(v, name, 3) for v in e["per_seed"].values())
+        lines.append(f"{name + unit(name):36s} {entry_text(e, name, digits=3):34s} {per}")
+    return "\n".join(lines)

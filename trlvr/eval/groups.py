@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from trlvr.errors import UserError
-from trlvr.eval.aggregate import Table, _matrix, _problem_ids, _statistic, metric_specs
+from trlvr.eval.aggregate import Table, _matrix, _problem_ids, _statistic, check_shared_problems, metric_specs
 from trlvr.eval.hierarchical import paired_seed_bootstrap, seed_bootstrap_ci
 from trlvr.eval.store import read_json
 
@@ -91,6 +91,7 @@ def compare_groups(tables_a: dict[int, Table], tables_b: dict[int, Table], *, nu
     if len(seeds) < 2:
         raise UserError(f"seed groups share {len(seeds)} seeds ({seeds}); pairing needs at least 2")
     ta, tb = [tables_a[s] for s in seeds], [tables_b[s] for s in seeds]
+    check_shared_problems(ta, tb)
     benches = sorted(set.intersection(*(set(t) for t in ta + tb)))
     specs_a, specs_b = metric_specs(ta[0]), metric_specs(tb[0])
     out = {"seeds": seeds, "benchmarks": benches, "macro": {},

@@ -12,7 +12,7 @@ A start that fails before any sample is written leaves no files behind.
 Sample row fields: benchmark, problem_id (content key, `trlvr.data.problem_key`), source_id (the
 row's own id), protocol, sample_idx, batch (the batch signature), seed, answer, text, token_ids,
 authors ("1" senior / "0" junior per token), num_tokens, senior_share, num_switches, reward,
-parsed_answer, finish_reason, piece_lens (chars of `text` per token; null when single-token
+grading (ok / no_box / timeout / failure; null for a caller's score_fn), parsed_answer, finish_reason, piece_lens (chars of `text` per token; null when single-token
 decoding does not reproduce the text), junior_logprobs (3 dp; tandem rows, and solo rows when
 scored, every token), legibility / drift (solo rows when scored: the sample's mean junior CE and
 KL over its text, the final EOS left out unless `include_eos`), and prompt (sample 0 only).
@@ -31,11 +31,13 @@ from trlvr.eval.aggregate import problem_table, summarize
 from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, plan_batches, split_by_prompt_length
 from trlvr.eval.protocols import protocols_for, run_protocol
 from trlvr.eval.scoring import score_completions, text_means
+from trlvr.eval.spec import BUDGET_RULE, EvalSpec
 from trlvr.eval.store import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, EvalDir, read_json, write_json
 from trlvr.models import vocab_fingerprint
 
-RESULTS_VERSION = 2
-BUDGET_RULE = f"min(max_new_tokens, context_length - prompt_tokens - {D.BUDGET_MARGIN})"
+RESULTS_VERSION = 3  # 3: per-sample `grading`; grading_stats counted from this run's samples
+GRADING_OUTCOMES = ("ok", "no_box", "timeout", "failure")
+__all__ = ["BUDGET_RULE", "evaluate", "write_results", "grading_counts", "lossy_problems"]
 
 
 class Bench(NamedTuple):
@@ -117,6 +119,71 @@ def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens,
     return out, dropped
 
 
+def lossy_problems(benchmarks: dict[str, list], tokenizer) -> dict[str, list[dict]]:
+    """{benchmark: [{problem_id, source_id, lost, roundtrip}]} for problems whose prompt the tokenizer
+    cannot spell (`trlvr.data.prompts.lossy_prompts`, once per problem); benchmarks with none are left out."""
+    from trlvr.data import prompt_for
+    from trlvr.data.prompts import lossy_prompts, lost_characters
+
+    out = {}
+    for name, problems in benchmarks.items():
+        bad = lossy_prompts(tokenizer, [prompt_for(p, tokenizer) for p in problems])
+        if bad:
+            out[name] = [{"problem_id": _problem_key(problems[x.index]), "source_id": str(problems[x.index].id),
+                          "lost": lost_characters(x.original, x.roundtrip), "roundtrip": x.roundtrip}
+                         for x in bad]  # fmt: skip
+    return out
+
+
+def grade(score_fn, texts: list[str], answers: list[str]) -> tuple[list[float], list[str | None]]:
+    """(rewards, outcomes): each outcome one of GRADING_OUTCOMES for trlvr's math grader, None for a
+    caller's own `score_fn` (whose verdicts trlvr cannot classify)."""
+    from trlvr.rewards import MathReward, math_reward
+    from trlvr.rewards.math_reward import default_reward
+
+    grader = default_reward() if score_fn is math_reward else score_fn
+    if not isinstance(grader, MathReward):
+        rewards = score_fn(texts, answers)
+        if len(rewards) != len(texts):
+            raise ValueError(f"score_fn returned {len(rewards)} rewards for {len(texts)} completions")
+        return [0.0 if r is None else float(r) for r in rewards], [None] * len(texts)
+    results = grader.grade_many(texts, answers)
+    return [r.score for r in results], [grading_outcome(r.how) for r in results]
+
+
+def grading_outcome(how: str) -> str:
+    """A `GradeResult.how` as a per-sample outcome: ok, no_box, timeout or failure."""
+    if how in ("no_box", "no_answer"):
+        return "no_box"
+    if how == "timeout":
+        return "timeout"
+    if how.startswith("error"):
+        return "failure"
+    return "ok"
+
+
+def grading_counts(rows: list[dict]) -> dict[str, int]:
+    """How this run's samples were graded, counted from the rows themselves (exact per seed and
+    after a resume); rows written before outcomes were recorded count as "unrecorded"."""
+    counts = dict.fromkeys(("graded", *GRADING_OUTCOMES), 0)
+    for r in rows:
+        counts["graded"] += 1
+        outcome = r.get("grading", "unrecorded") or "custom"
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return counts
+
+
+def machine_record(model) -> dict:
+    """Versions, device, dtype and threads this evaluation ran with (`trlvr.provenance.machine`)."""
+    from trlvr.provenance import machine
+
+    if _is_loader(model) or model is None:
+        return machine()
+    p = next(model.parameters(), None)
+    return machine(dtype=str(p.dtype).removeprefix("torch.") if p is not None else None,
+                   device=str(p.device) if p is not None else None)  # fmt: skip
+
+
 def evaluate(
     senior,
     junior,
@@ -145,6 +212,7 @@ def evaluate(
     include_eos: bool = False,
     fresh: bool = False,
     engine_options: dict | None = None,
+    refuse_lossy: bool = False,
 ) -> dict:
     """Evaluate `senior` (with `junior` as partner, scorer and floor) into `out_dir`; return results.json's dict.
 
@@ -158,22 +226,23 @@ def evaluate(
     problem is then min(max_new_tokens, context - prompt - 8). `max_prompt_tokens` "auto" = the
     longest prompt that leaves room to generate. `fresh` deletes the directory's earlier samples.
     `senior` / `junior` may be zero-argument loaders (with their identities and `context_length`
-    given): they are called only once the directory is known to be resumable.
+    given): they are called only once the directory is known to be resumable. Problems whose prompt
+    the tokenizer cannot spell (decode(encode(prompt)) differs) are listed in config.json's
+    `lossy_prompts` and warned about; `refuse_lossy` makes them an error.
     """
-    from trlvr.engine import check_decoding
-
-    suite = list(suite)
-    ks = sorted({int(k) for k in ks})
-    if n < 1:
-        raise UserError(f"n must be >= 1, got {n}")
-    if not ks or ks[0] < 1 or ks[-1] > n:
-        raise UserError(f"every k must be in [1, n={n}], got ks={ks}")
+    spec = EvalSpec(
+        suite=tuple(suite), n=n, ks=tuple(ks), **{**D.DEFAULT_DECODING, **(decoding or {})}, seed=seed,
+        max_new_tokens=max_new_tokens, batch_size=batch_size, handoff_max_rounds=handoff_max_rounds,
+        dose_shares=tuple(dose_shares), score_batch_size=score_batch_size, num_resamples=num_resamples,
+        include_eos=include_eos, context_length=context_length, max_prompt_tokens=max_prompt_tokens,
+        decode=(engine_options or {}).get("decode", "auto"),
+    )  # fmt: skip
     try:
-        protocols = protocols_for(suite, dose_shares)
-        decoding = {**D.DEFAULT_DECODING, **(decoding or {})}
-        check_decoding(decoding["temperature"], decoding["top_p"], decoding["top_k"])
+        protocols = protocols_for(spec.suite, spec.dose_shares)
     except ValueError as e:
         raise UserError(str(e)) from None
+    spec.check()
+    suite, ks, decoding = list(spec.suite), list(spec.ks), spec.decoding
     grading = grading_name(score_fn)
     lazy = [name for name, m in (("senior", senior), ("junior", junior)) if _is_loader(m)]
     if lazy and (context_length == "auto" or any(name not in (identities or {}) for name in lazy)):
@@ -185,34 +254,31 @@ def evaluate(
     benches, dropped = prepare_benchmarks(
         benchmarks, tokenizer, max_prompt_tokens, max_new_tokens, context_length
     )
+    lossy = lossy_problems(benchmarks, tokenizer)
+    if lossy and refuse_lossy:
+        bench, first = next((b, v[0]) for b, v in lossy.items())
+        raise UserError(
+            f"{sum(map(len, lossy.values()))} problem(s) do not survive the tokenizer (decode(encode(prompt)) "
+            f"differs; first: {bench} row id {first['source_id']!r} loses {first['lost']!r}); drop them, or "
+            "use a tokenizer that spells them"
+        )
     identities = identities or {}
     fingerprint = {
         "version": fpr.VERSION,
         "models": {
             "senior": identities.get("senior") or {"weights": fpr.weights_digest(senior)},
-            "junior": identities.get("junior") or {"weights": fpr.weights_digest(junior)},
+            "junior": identities.get("junior") or (None if junior is None else {"weights": fpr.weights_digest(junior)}),
             "tokenizer": vocab_fingerprint(tokenizer)[:16],
         },
         "data": identities.get("data") or {},
         "problems": {b: x.keys for b, x in benches.items()},
-        "generation": {
-            "decoding": decoding, "seed": seed, "batch_size": batch_size, "max_new_tokens": max_new_tokens,
-            "context_length": context_length, "max_prompt_tokens": max_prompt_tokens,
-            "handoff_max_rounds": handoff_max_rounds,
-        },
-        "scoring": {"grading": grading, "include_eos": include_eos, "score_batch_size": score_batch_size},
-    }  # fmt: skip
+        **spec.fingerprint_part(context_length, max_prompt_tokens, grading),
+    }
     config = {
-        "n": n, "ks": ks, "decoding": decoding, "seed": seed, "max_new_tokens": max_new_tokens,
-        "batch_size": batch_size, "handoff_max_rounds": handoff_max_rounds,
-        "handoff_round": "one senior step + one junior step", "suite": suite,
-        "dose_shares": list(dose_shares), "protocols": protocols, "benchmarks": sorted(benches),
+        **spec.config_part(context_length, max_prompt_tokens, grading),
+        "protocols": protocols, "benchmarks": sorted(benches),
         "num_problems": {b: len(x.keys) for b, x in benches.items()}, "models": model_paths or {},
-        "num_resamples": num_resamples, "grading": grading,
-        "budget": {"rule": BUDGET_RULE if context_length else "flat max_new_tokens",
-                   "max_new_tokens": max_new_tokens, "context_length": context_length},
-        "max_prompt_tokens": max_prompt_tokens, "dropped_problems": dropped,
-        "legibility_drift": {"include_eos": include_eos},
+        "dropped_problems": dropped, "lossy_prompts": lossy, "machine": machine_record(senior),
     }  # fmt: skip
     run = _Run(
         senior, junior, tokenizer, benches, protocols, n, decoding, seed, batch_size, handoff_max_rounds,
@@ -232,11 +298,8 @@ def evaluate(
                     for name in (FINGERPRINT, CONFIG):
                         store.file(name).unlink(missing_ok=True)
                 raise
-            extra = {"fingerprint": {k: v for k, v in fingerprint.items() if k != "problems"}}
-            if score_fn is None:  # timeouts and failures of the math grader, so a wave of them is seen
-                from trlvr.rewards import reward_stats
-
-                extra["grading_stats"] = reward_stats()["total"]
+            extra = {"fingerprint": {k: v for k, v in fingerprint.items() if k != "problems"},
+                     "grading_stats": grading_counts(rows)}  # fmt: skip
             return write_results(store.path, rows, config, num_resamples=num_resamples, extra=extra)
     except BaseException:
         if created and not store.has_samples():
@@ -269,7 +332,7 @@ def _is_loader(m) -> bool:
 def _default_score_fn():
     from trlvr.rewards import math_reward
 
-    return math_reward  # math_reward(completions, answers): one gold answer per completion
+    return math_reward  # the shared default MathReward (per-sample outcomes come from `grade`)
 
 
 def _default_extract_fn():
@@ -352,15 +415,13 @@ class _Run:
         ids_all = out.completion_ids
         texts = tok.batch_decode(ids_all, skip_special_tokens=True)
         answers = [str(problems[i].answer) for i, _ in batch.items]
-        rewards = self.score_fn(texts, answers)
-        if len(rewards) != len(texts):
-            raise ValueError(f"score_fn returned {len(rewards)} rewards for {len(texts)} completions")
+        rewards, outcomes = grade(self.score_fn, texts, answers)
         authors, finish = out.authors, out.finish_reasons
         share, switches = out.senior_share.tolist(), out.num_switches
         jlp = out.junior_logprobs if batch.protocol not in ("solo", "junior") else None
         rows = []
-        for j, ((i, s), text, reward, gold) in enumerate(
-            zip(batch.items, texts, rewards, answers, strict=True)
+        for j, ((i, s), text, reward, gold, outcome) in enumerate(
+            zip(batch.items, texts, rewards, answers, outcomes, strict=True)
         ):
             ids = ids_all[j]
             row = {
@@ -369,6 +430,7 @@ class _Run:
                 "answer": gold, "text": text, "token_ids": ids, "authors": "".join(map(str, authors[j])),
                 "num_tokens": len(ids), "senior_share": share[j], "num_switches": switches[j],
                 "reward": 0.0 if reward is None else float(reward),  # an ungradable completion counts as wrong
+                "grading": outcome,
                 "parsed_answer": self.extract_fn(text), "finish_reason": finish[j],
                 "piece_lens": _piece_lens(tok, ids, text),
             }  # fmt: skip

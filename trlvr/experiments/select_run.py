@@ -48,11 +48,12 @@ def run_selection(
     run_dir, val: str, *, metric: str, direction: str | None = None, junior: str | None = None,
     limit: int | None = None, n: int = 4, max_new_tokens: int = 3000, decoding: dict | None = None,
     seed: int = 0, batch_size: int = 64, include_initial: bool = False, progress: bool = True,
+    dtype: str = "auto", device: str | None = None, junior_device: str | None = None,
 ):  # fmt: skip
-    import torch
-
-    from trlvr.eval import evaluate
-    from trlvr.models import load_causal_lm, load_tokenizer
+    """Evaluate every checkpoint of `run_dir` on the validation data through `trlvr.eval.api.evaluate_specs`
+    (the one path `trlvr eval` takes: same loading, vocabulary check and prompts), then pick one."""
+    from trlvr.eval.api import EvalSpec, evaluate_specs
+    from trlvr.models import SELF
 
     record = read_run(run_dir)
     junior = junior or record.get("tandem", {}).get("junior")
@@ -62,17 +63,19 @@ def run_selection(
     candidates = list_checkpoints(run_dir)
     if include_initial:
         candidates = [Candidate(0, record["tandem"]["senior"]), *candidates]
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    junior_model = load_causal_lm(junior, "junior", dtype=torch.float32).to(device).eval()
-    tokenizer = load_tokenizer(junior, "junior tokenizer")
+    base = EvalSpec(n=n, ks=tuple(k for k in (1, 2, 4, 8) if k <= n), seed=seed, max_new_tokens=max_new_tokens,
+                    batch_size=batch_size, **(decoding or {}))  # fmt: skip
 
     def evaluate_checkpoint(cand: Candidate, problems, out_dir: Path, suite):
-        senior = load_causal_lm(cand.path, f"checkpoint step {cand.step}", dtype=torch.float32).to(device).eval()
-        return evaluate(
-            senior, junior_model, tokenizer, {name: problems}, out_dir, suite=suite, n=n,
-            ks=[k for k in (1, 2, 4, 8) if k <= n], decoding=decoding, seed=seed,
-            max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress,
-            model_paths={"senior": cand.path, "junior": junior},
+        from trlvr.models import is_adapter_dir
+
+        # `junior: self` pairs a LoRA checkpoint with its base; the starting senior (step 0) is that base
+        partner = cand.path if junior == SELF and not is_adapter_dir(cand.path) else junior
+        return evaluate_specs(
+            cand.path, partner, {name: problems}, base.replace(suite=tuple(suite)), out_dir,
+            data_identities={name: {"validation": val, "run": str(run_dir)}}, data_sources={name: val},
+            dtype=dtype, device=device, junior_device=None if junior == SELF else junior_device,
+            progress=progress,
         )  # fmt: skip
 
     return select_checkpoint(run_dir, problems, metric=metric, evaluate_checkpoint=evaluate_checkpoint,

@@ -5,7 +5,7 @@
     RUN/select/<val>/table.md, curve.png, selection.json   every checkpoint's value with its CI
     RUN/selected.json               the chosen checkpoint: step, path, metric, value, CI, val fingerprint
 
-`resolve_senior("RUN@selected")` turns that record back into a model path for `trlvr eval`.
+`trlvr.eval.api.resolve_senior("RUN@selected")` turns that record back into a model path for `trlvr eval`.
 
 What this file does not know: how a checkpoint is evaluated (`trlvr.eval.evaluate`) or trained.
 It never reads test data: it sees only the validation problems it is given.
@@ -20,8 +20,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trlvr.errors import UserError
+from trlvr.eval.api import SELECTED_FILE
 
-SELECTED_FILE = "selected.json"
+__all__ = ["Candidate", "Selection", "select_checkpoint", "list_checkpoints", "pick", "suite_for",
+           "default_direction", "problems_fingerprint", "SELECTED_FILE"]
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
 # metric-name prefix -> the suite entry that produces it
 _SUITE_OF = {"solo": "solo", "handoff": "handoff", "legibility": "legibility", "drift": "drift", "junior": "junior"}
@@ -188,21 +190,3 @@ def plot_selection(sel: Selection, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def read_selection(run_dir: str | Path) -> dict:
-    path = Path(run_dir) / SELECTED_FILE
-    if not path.is_file():
-        raise UserError(f"{path}: no selection recorded; run `trlvr select {run_dir} --val ...` first")
-    return json.loads(path.read_text())
-
-
-def resolve_senior(spec: str) -> tuple[str, dict | None]:
-    """"RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None)."""
-    if not spec.endswith("@selected"):
-        return spec, None
-    run = spec.removesuffix("@selected")
-    sel = read_selection(run)
-    if not Path(sel["path"]).is_dir():
-        raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {sel['path']} no longer exists")
-    return sel["path"], sel

@@ -217,6 +217,11 @@ def math_reward(completions: Sequence[Any], answer: Sequence[str] | str, **kwarg
     return _DEFAULT(completions, answer, **kwargs)
 
 
+def default_reward() -> MathReward:
+    """The shared :class:`MathReward` behind :func:`math_reward`."""
+    return _DEFAULT
+
+
 def reward_stats() -> dict[str, dict[str, int]]:
     """Counters of the default reward: {"last": last call's, "total": since start}."""
     return {"last": dict(_DEFAULT.last_stats), "total": dict(_DEFAULT.total_stats)}

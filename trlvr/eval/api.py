@@ -1,0 +1,215 @@
+"""One path from a checkpoint to a number: specs in, an evaluation directory out.
+
+    from trlvr.eval.api import EvalSpec, evaluate_specs, load_benchmarks
+    benchmarks, data_ids = load_benchmarks({"toy": "runs/toy/data/test.jsonl"}, limit=200)
+    res = evaluate_specs("runs/toy-tandem@selected", "runs/toy/junior", benchmarks, EvalSpec(n=4, ks=(1, 2, 4)),
+                         "runs/eval-tandem", data_identities=data_ids)
+
+`trlvr eval`, `trlvr select` and the demo all call `evaluate_specs`, so a number means the same
+thing whichever of them produced it. It does, in order: resolve the senior spec (a model folder,
+a LoRA adapter folder, or `RUN@selected`) and the junior spec (a folder, or `self` = the LoRA
+senior's base, adapters off); load the senior's tokenizer (prompts are always rendered with it);
+check the pair's vocabularies token by token (the check training does; `--suite solo` alone needs
+no junior and loads none); identify both models by their files; and hand lazy model loaders to
+`trlvr.eval.evaluate`, which loads them only once the output directory is known to be resumable.
+
+What this file does not know: command-line flags, training, how a protocol runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trlvr.errors import UserError
+from trlvr.eval.spec import EvalSpec
+
+SELECTED_FILE = "selected.json"
+__all__ = ["EvalSpec", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
+           "SELECTED_FILE"]  # fmt: skip
+
+
+def read_selection(run_dir: str | Path) -> dict:
+    """RUN/selected.json, as `trlvr select` wrote it."""
+    path = Path(run_dir) / SELECTED_FILE
+    if not path.is_file():
+        raise UserError(f"{path}: no selection recorded; run `trlvr select {run_dir} --val ...` first")
+    return json.loads(path.read_text())
+
+
+def resolve_senior(spec: str) -> tuple[str, dict | None]:
+    """"RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None)."""
+    if not spec.endswith("@selected"):
+        return spec, None
+    run = spec.removesuffix("@selected")
+    sel = read_selection(run)
+    if not Path(sel["path"]).is_dir():
+        raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {sel['path']} no longer exists")
+    return sel["path"], sel
+
+
+def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
+    """(senior, junior) models for evaluation; junior None -> (senior, None).
+
+    junior "self": the LoRA senior's base with its adapters off, sharing the senior's weights
+    (`trlvr.engine.self_pair`).
+    """
+    from trlvr.models import SELF, is_adapter_dir, load_model_or_adapter
+
+    senior = load_model_or_adapter(senior_path, "--senior", dtype=dtype)
+    if junior is None:
+        return senior, None
+    if junior != SELF:
+        return senior, load_model_or_adapter(junior, "--junior", dtype=dtype)
+    if not is_adapter_dir(senior_path):
+        raise UserError(
+            f"--junior self: {senior_path} has no adapter_config.json; 'self' needs a LoRA senior "
+            "(a run trained with use_peft: true, e.g. RUN/final)"
+        )
+    from trlvr.engine.self_pair import self_pair
+
+    return self_pair(senior)
+
+
+def load_benchmarks(sources: dict[str, str], split: str | None = None, limit: int | None = None):
+    """({name: problems}, {name: data identity}) for `--data` sources (files are hashed, not trusted by name)."""
+    from trlvr.data import load_problems
+    from trlvr.eval.fingerprint import file_digest
+
+    benchmarks, identities = {}, {}
+    for name, src in sources.items():
+        benchmarks[name] = list(load_problems(src, split=split, limit=limit))
+        p = Path(src)
+        identities[name] = (
+            {"source": str(p.resolve()), "sha256": file_digest(p)} if p.is_file() else {"source": src, "split": split}
+        )
+    return benchmarks, identities
+
+
+def _dtype(name):
+    import torch
+
+    table = {"auto": "auto", "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+    if name not in table:
+        raise UserError(f"dtype: {name!r}; choose from {', '.join(table)}")
+    return table[name]
+
+
+def context_length_of(*paths: str) -> int | None:
+    """The smallest `max_position_embeddings` of the models' configs (read without the weights)."""
+    from transformers import AutoConfig
+
+    from trlvr.models import SELF, locate, model_folder
+
+    found = []
+    for path in paths:
+        if path is None or path == SELF:
+            continue
+        where, extra = locate(model_folder(path), "model", "model")
+        found.append(getattr(AutoConfig.from_pretrained(where, **extra), "max_position_embeddings", None))
+    found = [int(c) for c in found if isinstance(c, int) and c > 0]
+    return min(found) if found else None
+
+
+def selection_note(spec: str, record: dict | None, benchmarks: dict) -> dict | None:
+    """How a RUN@selected senior was chosen, with its overlap with the data evaluated here (a
+    checkpoint chosen on its own test data is flagged in the report)."""
+    from trlvr.data import problem_key
+
+    if record is None:
+        return None
+    val_keys = set(record["val"].get("keys", []))
+    overlap = {b: sum(problem_key(p) in val_keys for p in ps) / len(ps) for b, ps in benchmarks.items() if ps}
+    return {"run": spec.removesuffix("@selected"), "step": record["step"], "metric": record["metric"],
+            "val": {k: v for k, v in record["val"].items() if k != "keys"}, "val_overlap": overlap}  # fmt: skip
+
+
+def evaluate_specs(
+    senior: str,
+    junior: str | None,
+    benchmarks: dict[str, list],
+    spec: EvalSpec,
+    out: str | Path,
+    *,
+    data_identities: dict | None = None,
+    data_sources: dict | None = None,
+    tokenizer: str | None = None,
+    dtype: str = "auto",
+    device: str | None = None,
+    junior_device: str | None = None,
+    progress: bool = True,
+    fresh: bool = False,
+    refuse_lossy: bool = False,
+    extra_paths: dict | None = None,
+) -> dict:
+    """Evaluate the senior spec with the junior spec on `benchmarks` under `spec` into `out`.
+
+    Returns results.json's dict; its config records the resolved models (and, for `RUN@selected`,
+    how the checkpoint was chosen and its overlap with the data evaluated here).
+    """
+    from trlvr.models import (
+        SELF,
+        check_same_vocab,
+        is_adapter_dir,
+        load_tokenizer,
+        load_tokenizer_for,
+        model_fingerprint,
+    )
+
+    spec.check()
+    senior_path, record = resolve_senior(senior)
+    if junior == SELF and not is_adapter_dir(senior_path) and record is not None and record["step"] == 0:
+        junior = senior_path  # a `junior: self` run whose starting senior (the base itself) was selected
+    if junior == SELF and not is_adapter_dir(senior_path):
+        raise UserError(
+            f"--junior self: {senior_path} has no adapter_config.json; 'self' needs a LoRA senior "
+            "(a run trained with use_peft: true, e.g. RUN/final)"
+        )
+    if not spec.needs_junior:
+        junior = None  # solo alone: no partner, no scorer, nothing to load
+    elif junior is None:
+        raise UserError(f"suite {','.join(spec.suite)} needs a junior (only solo runs without one)")
+    if junior == SELF and junior_device:
+        raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
+    tok = load_tokenizer(tokenizer, "--tokenizer") if tokenizer else load_tokenizer_for(senior_path, "--senior")
+    if junior not in (None, SELF):
+        check_same_vocab(tok, load_tokenizer_for(junior, "--junior"), names=("--senior", "--junior"))
+    context = (
+        context_length_of(senior_path, junior) if spec.context_length == "auto" else spec.context_length
+    )
+    selection = selection_note(senior, record, benchmarks)
+    senior_fp = model_fingerprint(senior_path, "--senior")
+    junior_fp = None if junior is None else {"self_of": senior_fp} if junior == SELF else model_fingerprint(junior, "--junior")
+    loaded: dict = {}
+
+    def pair():  # loaded once `out` is known to be resumable; adapters load onto their base
+        if not loaded:
+            import torch
+
+            dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            s, j = load_pair(senior_path, junior, dtype=_dtype(dtype))
+            loaded["senior"] = s.to(dev).eval()
+            loaded["junior"] = None if j is None else j if junior == SELF else j.to(junior_device or dev).eval()
+        return loaded
+
+    identities = {"senior": senior_fp, "data": data_identities or {}}
+    if junior_fp is not None:
+        identities["junior"] = junior_fp
+    from trlvr.eval.runner import evaluate
+    from trlvr.rewards import MathReward
+
+    res = evaluate(
+        lambda: pair()["senior"], (lambda: pair()["junior"]) if junior is not None else None, tok, benchmarks, out,
+        suite=spec.suite, n=spec.n, ks=spec.ks, decoding=spec.decoding, seed=spec.seed,
+        max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size, progress=progress,
+        handoff_max_rounds=spec.handoff_max_rounds, dose_shares=spec.dose_shares,
+        score_batch_size=spec.score_batch_size, num_resamples=spec.num_resamples,
+        model_paths={"senior": senior_path, "junior": junior, "data": data_sources or {},
+                     **({"senior_selection": selection} if selection else {}), **(extra_paths or {})},
+        identities=identities, context_length=context,
+        max_prompt_tokens=spec.max_prompt_tokens, include_eos=spec.include_eos, fresh=fresh,
+        score_fn=MathReward(require_box=False) if spec.grading == "boxed_or_tail" else None,
+        engine_options={"decode": spec.decode, **({"junior_device": junior_device} if junior_device else {})},
+        refuse_lossy=refuse_lossy,
+    )  # fmt: skip
+    return res

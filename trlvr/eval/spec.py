@@ -1,0 +1,111 @@
+"""`EvalSpec`: every setting of an evaluation, in one frozen dataclass (no torch import).
+
+    spec = EvalSpec(suite=("solo", "handoff"), n=4, ks=(1, 2, 4), seed=0, max_new_tokens=160)
+    spec.check()                                  # UserError naming the field, before any model loads
+    spec.fingerprint_part(context_length, max_prompt_tokens)   # what determined the samples
+    spec.config_part(context_length, max_prompt_tokens)        # what config.json records
+
+Both `fingerprint.json` and `config.json` are derived from the one spec, so they cannot disagree.
+The fingerprint holds what changes a sample (decoding, seed, batching, budget, rounds, grading);
+n, ks and the suite are left out of it, so a larger `n` or another suite extends a directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from trlvr.errors import UserError
+from trlvr.eval import defaults as D
+
+GRADINGS = ("boxed", "boxed_or_tail")
+BUDGET_RULE = f"min(max_new_tokens, context_length - prompt_tokens - {D.BUDGET_MARGIN})"
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    """What to measure and how to sample it. `context_length` / `max_prompt_tokens`: "auto" = read
+    from the models' configs / what the context leaves room for, None = unknown / no cap."""
+
+    suite: tuple[str, ...] = D.SUITE_NAMES
+    n: int = D.N
+    ks: tuple[int, ...] = D.KS
+    temperature: float = D.DEFAULT_DECODING["temperature"]
+    top_p: float = D.DEFAULT_DECODING["top_p"]
+    top_k: int = D.DEFAULT_DECODING["top_k"]
+    seed: int = D.SEED
+    max_new_tokens: int = D.MAX_NEW_TOKENS
+    context_length: int | str | None = "auto"
+    max_prompt_tokens: int | str | None = "auto"
+    handoff_max_rounds: int = D.HANDOFF_MAX_ROUNDS
+    include_eos: bool = False
+    batch_size: int = D.BATCH_SIZE
+    score_batch_size: int = D.SCORE_BATCH_SIZE
+    grading: str = "boxed"
+    dose_shares: tuple[float, ...] = D.DEFAULT_DOSE_SHARES
+    num_resamples: int = D.NUM_RESAMPLES
+    decode: str = "auto"  # engine KV path; outputs are equal across paths (tested), so not fingerprinted
+    extra: dict = field(default_factory=dict, compare=False)  # caller-named facts for config.json
+
+    def __post_init__(self):
+        object.__setattr__(self, "suite", tuple(self.suite))
+        object.__setattr__(self, "ks", tuple(sorted({int(k) for k in self.ks})))
+        object.__setattr__(self, "dose_shares", tuple(float(x) for x in self.dose_shares))
+
+    @property
+    def decoding(self) -> dict:
+        return {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
+
+    @property
+    def needs_junior(self) -> bool:
+        """Whether any suite entry runs or scores with the junior (`solo` alone does not)."""
+        return bool(set(self.suite) - {"solo"})
+
+    def replace(self, **changes) -> EvalSpec:
+        return dataclasses.replace(self, **changes)
+
+    def check(self) -> None:
+        """Raise a one-line UserError for the first setting that cannot work."""
+        from trlvr.engine import check_decoding
+
+        unknown = sorted(set(self.suite) - set(D.SUITE_NAMES))
+        if unknown or not self.suite:
+            raise UserError(f"suite: unknown entries {unknown}; choose from {','.join(D.SUITE_NAMES)}")
+        for name, lo in (("n", 1), ("max_new_tokens", 1), ("batch_size", 1), ("score_batch_size", 1),
+                         ("handoff_max_rounds", 1)):  # fmt: skip
+            if getattr(self, name) < lo:
+                raise UserError(f"{name} must be >= {lo}, got {getattr(self, name)}")
+        if not self.ks or self.ks[0] < 1 or self.ks[-1] > self.n:
+            raise UserError(f"every k must be in [1, n={self.n}], got ks={list(self.ks)}")
+        if self.grading not in GRADINGS:
+            raise UserError(f"grading: {self.grading!r}; choose from {', '.join(GRADINGS)}")
+        try:
+            check_decoding(self.temperature, self.top_p, self.top_k)
+        except ValueError as e:
+            raise UserError(f"decoding: {e}") from None
+
+    def fingerprint_part(self, context_length: int | None, max_prompt_tokens: int | None, grading: str) -> dict:
+        """The settings that determine the samples (fingerprint.json's "generation" and "scoring")."""
+        return {
+            "generation": {
+                "decoding": self.decoding, "seed": self.seed, "batch_size": self.batch_size,
+                "max_new_tokens": self.max_new_tokens, "context_length": context_length,
+                "max_prompt_tokens": max_prompt_tokens, "handoff_max_rounds": self.handoff_max_rounds,
+            },
+            "scoring": {"grading": grading, "include_eos": self.include_eos,
+                        "score_batch_size": self.score_batch_size},
+        }  # fmt: skip
+
+    def config_part(self, context_length: int | None, max_prompt_tokens: int | None, grading: str) -> dict:
+        """Every setting, resolved, as config.json records it."""
+        return {
+            "n": self.n, "ks": list(self.ks), "decoding": self.decoding, "seed": self.seed,
+            "max_new_tokens": self.max_new_tokens, "batch_size": self.batch_size,
+            "score_batch_size": self.score_batch_size, "handoff_max_rounds": self.handoff_max_rounds,
+            "handoff_round": "one senior step + one junior step", "suite": list(self.suite),
+            "dose_shares": list(self.dose_shares), "num_resamples": self.num_resamples, "grading": grading,
+            "budget": {"rule": BUDGET_RULE if context_length else "flat max_new_tokens",
+                       "max_new_tokens": self.max_new_tokens, "context_length": context_length},
+            "max_prompt_tokens": max_prompt_tokens, "legibility_drift": {"include_eos": self.include_eos},
+            "decode": self.decode,
+        }  # fmt: skip
