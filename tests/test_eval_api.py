@@ -199,3 +199,34 @@ def test_problems_the_tokenizer_cannot_spell_are_counted_listed_and_refused_on_r
     assert sum("WARNING: problems the tokenizer cannot spell" in line for line in out.splitlines()) == 1
     assert cli(eval_argv(SENIOR, JUNIOR, data, tmp_path / "r", "--suite", "solo", "--refuse-lossy-prompts")) == 2
     assert "do not survive the tokenizer" in capsys.readouterr().err
+
+
+def test_cut_to_budgets_keeps_every_other_field_of_the_output():
+    import torch
+
+    from trlvr.engine import TandemOutput
+    from trlvr.eval.protocols import cut_to_budgets
+
+    out = TandemOutput(
+        tokens=torch.tensor([[5, 6, 7], [5, 6, 0]]), senior_authored=torch.ones(2, 3, dtype=torch.bool),
+        completion_mask=torch.tensor([[True, True, True], [True, True, False]]), senior_logprob=None,
+        junior_logprob=None, finish_codes=torch.zeros(2, dtype=torch.long), num_sub_batches=3,
+    )  # fmt: skip
+    cut = cut_to_budgets(out, [2, 3], pad_token_id=0)
+    assert cut.num_sub_batches == 3 and cut.tokens.tolist() == [[5, 6, 0], [5, 6, 0]]
+    assert cut.completion_mask.sum(1).tolist() == [2, 2]
+
+
+def test_summary_figure_keeps_its_own_title(tmp_path, monkeypatch):
+    """The loop over panels used to overwrite `title`, so the figure was titled like its last panel."""
+    import matplotlib.figure
+
+    from trlvr.experiments.summary import plot
+
+    seen = []
+    real = matplotlib.figure.Figure.suptitle
+    monkeypatch.setattr(matplotlib.figure.Figure, "suptitle", lambda self, t, **kw: seen.append(t) or real(self, t, **kw))
+    entry = {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6}
+    keys = ("solo/pass@1", "handoff/pass@1", "jargon_rate", "legibility/junior_ce")
+    plot({"grpo": dict.fromkeys(keys, entry)}, tmp_path / "s.png", title="my study")
+    assert seen == ["my study"] and (tmp_path / "s.png").stat().st_size > 0

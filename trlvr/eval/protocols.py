@@ -14,6 +14,8 @@ runs one batch through the engine.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from trlvr.engine import FINISH_REASONS, Schedule, TandemGenerator, TandemOutput
@@ -49,7 +51,7 @@ def schedule_for(protocol: str, handoff_max_rounds: int = HANDOFF_MAX_ROUNDS):
     if protocol in ("solo", "junior"):
         return Schedule.from_config("solo", author="senior" if protocol == "solo" else "junior")
     if protocol == "handoff":
-        return Schedule.from_config("step", first="senior", max_rounds=handoff_max_rounds)
+        return Schedule.from_config("step", first_author="senior", max_rounds=handoff_max_rounds)
     if protocol.startswith("dose-"):
         share = float(protocol.removeprefix("dose-"))
         return Schedule.from_config("word", p=1.0 - share)
@@ -72,7 +74,8 @@ def cut_to_budgets(out: TandemOutput, budgets: list[int], pad_token_id: int) -> 
     def keep(t):
         return None if t is None else t * mask
 
-    return TandemOutput(
+    return dataclasses.replace(  # every other field (sub-batches, engine stats) carries over
+        out,
         tokens=torch.where(mask, out.tokens, pad_token_id),
         senior_authored=out.senior_authored & mask,
         completion_mask=mask,

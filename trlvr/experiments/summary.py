@@ -84,14 +84,14 @@ def plot(rows: dict[str, dict], path: Path, title: str = "trlvr toy demo: 95% bo
     names = list(rows)
     colors = {"initial": "#999999", "grpo": "#4c72b0", "tandem": "#dd8452", "junior (floor)": "#55a868"}
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
-    for ax, (key, title) in zip(axes, panels, strict=True):
+    for ax, (key, panel_title) in zip(axes, panels, strict=True):
         s = scale(key)
         shown = [n for n in names if key in rows[n]]
         vals = [rows[n][key]["value"] * s for n in shown]
         lo = [v - rows[n][key]["ci_low"] * s for n, v in zip(shown, vals, strict=True)]
         hi = [rows[n][key]["ci_high"] * s - v for n, v in zip(shown, vals, strict=True)]
         ax.bar(shown, vals, yerr=[lo, hi], capsize=4, color=[colors.get(n, "#8172b2") for n in shown])
-        ax.set_title(title, fontsize=10)
+        ax.set_title(panel_title, fontsize=10)
         ax.tick_params(axis="x", labelsize=8, rotation=20)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
