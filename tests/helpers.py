@@ -104,8 +104,8 @@ def teacher_forced_logprobs(model, prompt: list[int], completion: list[int]) -> 
 SCHEDULES = [
     WordSchedule(p=0.5, max_gap=4),
     TokenSchedule(p=0.5),
-    StepSchedule(first="senior", max_rounds=150),
-    ChunkSchedule(size=3),
+    StepSchedule(first_author="senior", max_rounds=150),
+    ChunkSchedule(chunk_size=3),
     SoloSchedule("senior"),
     SoloSchedule("junior"),
 ]

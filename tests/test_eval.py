@@ -18,7 +18,7 @@ def test_protocol_schedules():
         "solo", "handoff", "dose-0.25", "dose-0.5", "dose-0.75", "junior",
     ]  # fmt: skip
     assert protocols_for(["drift"]) == ["solo"]
-    assert schedule_for("handoff") == StepSchedule(first="senior", max_rounds=150)
+    assert schedule_for("handoff") == StepSchedule(first_author="senior", max_rounds=150)
     assert schedule_for("dose-0.25") == WordSchedule(p=0.75)
     with pytest.raises(ValueError, match="unknown suite"):
         protocols_for(["bogus"])

@@ -357,7 +357,7 @@ def test_eos_ends_the_sequence_whoever_writes_it(tmp_path, tokenizer, pair, owne
     else:
         love_eos_when_generating(trainer.model, eos)
     # the other author writes 2 tokens, then the owner's first token is EOS
-    trainer.rollout.schedule = ChunkSchedule(size=2, first="senior" if owner == "junior" else "junior")
+    trainer.rollout.schedule = ChunkSchedule(chunk_size=2, first_author="senior" if owner == "junior" else "junior")
     trainer.rollout.check_junior_p = None
     seen = capture(trainer)
     trainer.train()

@@ -24,6 +24,7 @@ from typing import Any
 from trlvr.engine.generator import DECODE_MODES
 from trlvr.engine.sampling import check_decoding
 from trlvr.engine.schedules import SCHEDULES as ENGINE_SCHEDULES
+from trlvr.engine.schedules import schedule_fields, settings_for
 from trlvr.errors import UserError
 
 ARMS = ("tandem", "grpo")
@@ -46,8 +47,8 @@ class TandemConfig:
     senior: str = _help("trainable senior: a local folder or hub id", "")
     junior: str | None = _help("frozen junior: a local folder or hub id (arm=tandem, kl_ref=junior)", None)
     schedule: str = _help(f"who writes the next token (arm=tandem): one of {SCHEDULES}", "word")
-    p: float = _help("probability that a redraw picks the senior (word/token schedules)", 0.5)
-    max_gap: int = _help("word schedule: force a redraw after this many tokens without one", 32)
+    p: float = _help("probability that a redraw picks the senior (word/boundary/token schedules)", 0.5)
+    max_gap: int = _help("word/boundary schedules: force a redraw after this many tokens without one", 32)
     chunk_size: int = _help("chunk schedule: tokens per turn", 16)
     first_author: str = _help("step/chunk schedules: who writes first, senior or junior", "senior")
     max_rounds: int = _help("step schedule: the rollout ends after this many rounds (senior + junior step)", 150)
@@ -58,6 +59,8 @@ class TandemConfig:
     reward: str = _help("reward: math (trlvr.rewards.math_reward) or package.module:function", "math")
     max_prompt_length: int | None = _help("drop problems whose prompt has more tokens than this", None)
     nonfinite_patience: int = _help("stop after this many consecutive non-finite losses or grad norms", 1)
+    preempt_grace_s: float = _help("on SIGTERM/SIGUSR1: finish the step, checkpoint and exit within this many seconds", 120.0)
+    refuse_lossy_prompts: bool = _help("refuse training prompts the tokenizer cannot spell (default: count, list, warn)", False)
     decode: str = _help("rollout KV caches: auto (= eager until static is measured on a GPU), eager or static", "auto")
     junior_device: str | None = _help("device for the junior (e.g. cuda:1; the authors' second GPU); null = the senior's", None)
     holdout: int = _help("hold out this many training problems for `trlvr select --val split:N` (never trained on)", 0)
@@ -80,7 +83,7 @@ class TandemConfig:
             bad("schedule", f"must be one of {SCHEDULES}")
         if not 0.0 <= self.p <= 1.0:
             bad("p", "must be in [0, 1]")
-        if self.arm == "tandem" and self.p == 0.0 and self.schedule in ("word", "token"):
+        if self.arm == "tandem" and self.p == 0.0 and "p" in schedule_fields(self.schedule):
             bad("p", "p = 0 lets the senior write nothing, so there is nothing to train")
         for name in ("max_gap", "chunk_size", "max_rounds", "nonfinite_patience"):
             if getattr(self, name) < 1:
@@ -97,6 +100,8 @@ class TandemConfig:
             bad("junior_device", "junior: self shares the senior's weights, so it runs on the senior's device")
         if self.holdout < 0:
             bad("holdout", "must be >= 0")
+        if not self.preempt_grace_s > 0:
+            bad("preempt_grace_s", "must be > 0 seconds")
         if self.lora_r < 1:
             bad("lora_r", "must be >= 1")
         if self.arm == "tandem" and not self.junior:
@@ -114,16 +119,18 @@ class TandemConfig:
     @property
     def expects_junior_tokens(self) -> bool:
         """True when every training batch must contain junior tokens (a stochastic schedule with 0 < p < 1)."""
-        return self.arm == "tandem" and self.schedule in ("word", "token") and 0.0 < self.p < 1.0
+        return self.arm == "tandem" and "p" in schedule_fields(self.schedule) and 0.0 < self.p < 1.0
 
     def schedule_kwargs(self) -> tuple[str, dict]:
-        """(name, settings) for `Schedule.from_config`; the grpo arm is a solo senior."""
+        """(name, settings) for `Schedule.from_config`: only the settings the chosen schedule takes,
+        under the same names as here; the grpo arm is a solo senior."""
         if self.arm == "grpo":
             return "solo", {"author": "senior"}
-        return self.schedule, {
-            "p": self.p, "max_gap": self.max_gap, "size": self.chunk_size,
-            "first": self.first_author, "max_rounds": self.max_rounds,
-        }  # fmt: skip
+        return self.schedule, settings_for(self.schedule, {k: getattr(self, k) for k in SCHEDULE_SETTINGS})
+
+
+# Every run-config field a schedule can take (schedule fields carry the same names; tested).
+SCHEDULE_SETTINGS = ("p", "max_gap", "chunk_size", "first_author", "max_rounds")
 
 
 @dataclass

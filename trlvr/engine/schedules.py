@@ -13,17 +13,39 @@ from a tokenizer's vocabulary by `vocab_tables` (or given explicitly).
 
 Schedules (method-notes, "Tandem rollout"):
 - WordSchedule(p, max_gap): first author ~ Bernoulli(p); redraw right after every emitted
-  word-start token, and after `max_gap` tokens without a redraw. A redraw may keep the author.
+  word-start token, and after `max_gap` tokens without a redraw (the backstop). A redraw may keep
+  the author. This is the paper's schedule and stays its default (`word`, max_gap 32).
+- BoundarySchedule(p, max_gap) (`boundary`): the word schedule with a wider boundary set that
+  also reaches inside spaceless notation (below).
 - TokenSchedule(p): redraw before every token.
-- StepSchedule(first, max_rounds): strict alternation, switching after a token that ends a step
-  ("\\n\\n"); a round is a pair of steps (one per author, as in the authors' code), and after
+- StepSchedule(first_author, max_rounds): strict alternation, switching after a token that ends a
+  step ("\\n\\n"); a round is a pair of steps (one per author, as in the authors' code), and after
   `max_rounds` rounds (2 x max_rounds steps) the sequence ends.
-- ChunkSchedule(size, first): strict alternation every `size` tokens.
+- ChunkSchedule(chunk_size, first_author): strict alternation every `chunk_size` tokens.
 - SoloSchedule(author): one author throughout.
 
+Why `boundary`, from real tokenizers' pieces. A word start is a piece marked "Ġ" (byte-level BPE:
+GPT-2, Qwen2/Qwen3, Llama-3) or "▁" (SentencePiece: Llama-2, Mistral, Gemma). Spaceless notation
+holds none after its first piece: their pre-tokenizers cut GSM8K's calculator annotation
+" <<47+18=65>>" into " <<" | 4 | 7 | + | 1 | 8 | = | 6 | 5 | >> (Qwen3, SentencePiece with split
+digits; Llama-3 keeps digit groups: " <<" | 47 | + | 18 | = | 65 | >>) and LaTeX "\\frac{1}{2}"
+into "\\frac" | { | 1 | }{ | 2 | } (BPE may cut a piece further, never join two). Under `word` a
+senior that draws the piece after " <<" writes the whole annotation, the 32-token backstop aside.
+Every piece inside starts with a symbol (not a letter, digit or space) or a digit, so `boundary`
+redraws after a word-start piece (as `word`), after a piece whose text starts with a symbol, and
+after the first piece of a digit run (a piece starting with a digit whose previous piece did not
+end with one): inside a notation the author is redrawn every one or two pieces, as in prose.
+Prose of words redraws exactly as under `word`; each punctuation piece ("." "," "'s") adds one
+redraw. The backstop is the same `max_gap`. A small backstop on the word schedule
+(`word`, max_gap 4) is the other way in: it reaches everywhere but also cuts long words.
+
 Build one by name with `Schedule.from_config("word", p=0.5, max_gap=32)` (training and eval both
-do); settings a schedule does not take are ignored, so one settings dict serves every schedule.
-`schedule.writers` says which models can write a token, so the engine runs only those.
+do). Its settings have the run config's names (`trlvr.config.TandemConfig`: p, max_gap, chunk_size,
+first_author, max_rounds); a setting the schedule has no field for is a ValueError naming it and
+the valid ones. A caller holding one settings dict for every schedule passes only the chosen
+schedule's: `settings_for(name, settings)`. `schedule.writers` says which models can write a
+token, so the engine runs only those. `schedule.boundaries(tokens, tables)` and `schedule.backstop`
+say where a schedule redraws, for the loophole statistics (`trlvr.engine.loophole`).
 """
 
 from __future__ import annotations
@@ -45,9 +67,13 @@ class VocabTables(NamedTuple):
     step_end: torch.Tensor  # True: the token's text ends with a blank line "\n\n"
     ends_newline: torch.Tensor  # True: text ends with "\n" (a step can end across two tokens)
     only_newlines: torch.Tensor  # True: text is one or more "\n" and nothing else
+    # for the boundary schedule (None in hand-built tables that do not need it)
+    symbol_start: torch.Tensor | None = None  # True: text (after leading spaces) starts with a symbol
+    digit_start: torch.Tensor | None = None  # True: text (after leading spaces) starts with a digit
+    ends_digit: torch.Tensor | None = None  # True: text ends with a digit
 
     def to(self, device: torch.device | str) -> VocabTables:
-        return VocabTables(*(t.to(device) for t in self))
+        return VocabTables(*(None if t is None else t.to(device) for t in self))
 
 
 def vocab_tables(
@@ -86,7 +112,11 @@ def vocab_tables(
         step_end = _from_ids(step_end_ids, vocab_size)
     ends_newline = table(t.endswith("\n") for t in texts)
     only_newlines = table(len(t) > 0 and set(t) == {"\n"} for t in texts)
-    return VocabTables(word_start, step_end, ends_newline, only_newlines)
+    firsts = [t.lstrip()[:1] for t in texts]
+    symbol_start = table(i not in special and f != "" and not f.isalnum() for i, f in enumerate(firsts))
+    digit_start = table(i not in special and f.isdigit() for i, f in enumerate(firsts))
+    ends_digit = table(i not in special and t[-1:].isdigit() for i, t in enumerate(texts))
+    return VocabTables(word_start, step_end, ends_newline, only_newlines, symbol_start, digit_start, ends_digit)
 
 
 def _from_ids(ids: list[int], vocab_size: int) -> torch.Tensor:
@@ -104,12 +134,13 @@ class ScheduleState(NamedTuple):
     steps: torch.Tensor  # long, completed steps (step schedule)
     prev_ends_newline: torch.Tensor  # bool, last token ended with "\n" (step across two tokens)
     stop: torch.Tensor  # bool, the schedule ends this sequence (step round cap)
+    prev_ends_digit: torch.Tensor  # bool, last token ended with a digit (boundary schedule)
 
 
 def _initial(author: torch.Tensor) -> ScheduleState:
     zeros = torch.zeros_like(author, dtype=torch.long)
     false = torch.zeros_like(author)
-    return ScheduleState(author, zeros, zeros.clone(), false, false.clone())
+    return ScheduleState(author, zeros, zeros.clone(), false, false.clone(), false.clone())
 
 
 def _bernoulli(p: float, batch_size: int, rng: torch.Generator, device) -> torch.Tensor:
@@ -153,22 +184,56 @@ class Schedule:
 
     @classmethod
     def from_config(cls, name: str, **settings) -> Schedule:
-        """Build the schedule registered as `name`; settings it has no field for are ignored.
+        """Build the schedule registered as `name`; a setting it has no field for is a ValueError.
 
-        >>> Schedule.from_config("word", p=0.3, max_gap=32, max_rounds=150)
+        >>> Schedule.from_config("word", p=0.3, max_gap=32)
         WordSchedule(p=0.3, max_gap=32)
+        >>> Schedule.from_config("word", p=0.3, max_gaps=8)
+        Traceback (most recent call last):
+        ValueError: schedule 'word': unknown setting 'max_gaps'; valid settings: p, max_gap
         """
-        if name not in SCHEDULES:
-            raise ValueError(f"unknown schedule {name!r}; choose one of {sorted(SCHEDULES)}")
-        target = SCHEDULES[name]
-        fields = {f.name for f in dataclasses.fields(target)}
-        return target(**{k: v for k, v in settings.items() if k in fields})
+        fields = schedule_fields(name)
+        unknown = [k for k in settings if k not in fields]
+        if unknown:
+            plural = "s" if len(unknown) > 1 else ""
+            raise ValueError(f"schedule {name!r}: unknown setting{plural} {', '.join(map(repr, unknown))}; "
+                             f"valid settings: {', '.join(fields) or '(none)'}")  # fmt: skip
+        return SCHEDULES[name](**settings)
+
+    @property
+    def backstop(self) -> int | None:
+        """Tokens without a redraw after which one is forced (None: the schedule has no backstop)."""
+        return None
+
+    def boundaries(self, tokens: torch.Tensor, tables: VocabTables, prev_ends_digit=None) -> torch.Tensor | None:
+        """(B, T) bool: True after token t when the schedule redraws because of the token itself
+        (the backstop aside); None for schedules that never redraw (step, chunk, solo alternate or
+        keep their author by rule). `prev_ends_digit` (B,): the token before column 0 ended with a
+        digit (default: no)."""
+        return None
 
     def start(self, batch_size: int, tables: VocabTables, rng: torch.Generator) -> ScheduleState:
         raise NotImplementedError
 
     def advance(self, state: ScheduleState, tokens: torch.Tensor, tables: VocabTables, rng) -> ScheduleState:
         raise NotImplementedError
+
+
+def schedule_fields(name: str) -> tuple[str, ...]:
+    """The settings the schedule registered as `name` takes, in field order."""
+    if name not in SCHEDULES:
+        raise ValueError(f"unknown schedule {name!r}; choose one of {sorted(SCHEDULES)}")
+    return tuple(f.name for f in dataclasses.fields(SCHEDULES[name]))
+
+
+def settings_for(name: str, settings: dict) -> dict:
+    """The entries of a settings dict shared by every schedule that the schedule `name` takes.
+
+    >>> settings_for("word", {"p": 0.5, "max_gap": 32, "chunk_size": 16, "first_author": "senior"})
+    {'p': 0.5, 'max_gap': 32}
+    """
+    fields = schedule_fields(name)
+    return {k: v for k, v in settings.items() if k in fields}
 
 
 def _writers_for_p(p: float) -> frozenset[str]:
@@ -192,17 +257,41 @@ class WordSchedule(Schedule):
     def writers(self) -> frozenset[str]:
         return _writers_for_p(self.p)
 
+    @property
+    def backstop(self) -> int:
+        return self.max_gap
+
+    def boundaries(self, tokens: torch.Tensor, tables: VocabTables, prev_ends_digit=None) -> torch.Tensor:
+        return tables.word_start[tokens]
+
     def start(self, batch_size: int, tables: VocabTables, rng: torch.Generator) -> ScheduleState:
         return _initial(_bernoulli(self.p, batch_size, rng, rng.device))
 
     def advance(self, state: ScheduleState, tokens: torch.Tensor, tables: VocabTables, rng) -> ScheduleState:
         since = state.since_redraw + 1
-        redraw = tables.word_start[tokens] | (since >= self.max_gap)
+        redraw = self.boundaries(tokens[:, None], tables, state.prev_ends_digit)[:, 0] | (since >= self.max_gap)
         # Draw for every row so the random stream does not depend on which rows redraw.
         draw = _bernoulli(self.p, tokens.shape[0], rng, tokens.device)
         author = torch.where(redraw, draw, state.author)
         since = torch.where(redraw, torch.zeros_like(since), since)
-        return state._replace(author=author, since_redraw=since)
+        ends_digit = tables.ends_digit[tokens] if tables.ends_digit is not None else state.prev_ends_digit
+        return state._replace(author=author, since_redraw=since, prev_ends_digit=ends_digit)
+
+
+@register_schedule("boundary")
+@dataclass(frozen=True)
+class BoundarySchedule(WordSchedule):
+    """The word schedule whose boundary set also holds symbol pieces and digit-run starts
+    (module docstring): it hands off inside "<<47+18=65>>" and LaTeX as it does in prose."""
+
+    def boundaries(self, tokens: torch.Tensor, tables: VocabTables, prev_ends_digit=None) -> torch.Tensor:
+        if tables.symbol_start is None or tables.digit_start is None or tables.ends_digit is None:
+            raise ValueError("the boundary schedule needs VocabTables with symbol_start, digit_start and "
+                             "ends_digit (built by vocab_tables)")  # fmt: skip
+        before = torch.zeros_like(tokens[:, 0], dtype=torch.bool) if prev_ends_digit is None else prev_ends_digit
+        prev = torch.cat([before[:, None], tables.ends_digit[tokens[:, :-1]]], dim=1)  # (B, T)
+        digit_run = tables.digit_start[tokens] & ~prev
+        return tables.word_start[tokens] | tables.symbol_start[tokens] | digit_run
 
 
 @register_schedule("token")
@@ -218,6 +307,9 @@ class TokenSchedule(Schedule):
     @property
     def writers(self) -> frozenset[str]:
         return _writers_for_p(self.p)
+
+    def boundaries(self, tokens: torch.Tensor, tables: VocabTables, prev_ends_digit=None) -> torch.Tensor:
+        return torch.ones_like(tokens, dtype=torch.bool)
 
     def start(self, batch_size: int, tables: VocabTables, rng: torch.Generator) -> ScheduleState:
         return _initial(_bernoulli(self.p, batch_size, rng, rng.device))
@@ -235,16 +327,16 @@ class StepSchedule(Schedule):
     junior turn); the sequence ends once `max_rounds` rounds, i.e. 2 x max_rounds steps, are complete.
     """
 
-    first: str = SENIOR
+    first_author: str = SENIOR
     max_rounds: int = 150
 
     def __post_init__(self):
-        _check_author(self.first, "StepSchedule.first")
+        _check_author(self.first_author, "StepSchedule.first_author")
         if self.max_rounds < 1:
             raise ValueError(f"max_rounds must be >= 1, got {self.max_rounds}")
 
     def start(self, batch_size: int, tables: VocabTables, rng: torch.Generator) -> ScheduleState:
-        author = torch.full((batch_size,), self.first == SENIOR, dtype=torch.bool, device=rng.device)
+        author = torch.full((batch_size,), self.first_author == SENIOR, dtype=torch.bool, device=rng.device)
         return _initial(author)
 
     def advance(self, state: ScheduleState, tokens: torch.Tensor, tables: VocabTables, rng) -> ScheduleState:
@@ -264,23 +356,23 @@ class StepSchedule(Schedule):
 @register_schedule("chunk")
 @dataclass(frozen=True)
 class ChunkSchedule(Schedule):
-    """Strict alternation every `size` tokens (an ablation schedule)."""
+    """Strict alternation every `chunk_size` tokens (an ablation schedule)."""
 
-    size: int = 16
-    first: str = SENIOR
+    chunk_size: int = 16
+    first_author: str = SENIOR
 
     def __post_init__(self):
-        _check_author(self.first, "ChunkSchedule.first")
-        if self.size < 1:
-            raise ValueError(f"chunk size must be >= 1, got {self.size}")
+        _check_author(self.first_author, "ChunkSchedule.first_author")
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
 
     def start(self, batch_size: int, tables: VocabTables, rng: torch.Generator) -> ScheduleState:
-        author = torch.full((batch_size,), self.first == SENIOR, dtype=torch.bool, device=rng.device)
+        author = torch.full((batch_size,), self.first_author == SENIOR, dtype=torch.bool, device=rng.device)
         return _initial(author)
 
     def advance(self, state: ScheduleState, tokens: torch.Tensor, tables: VocabTables, rng) -> ScheduleState:
         since = state.since_redraw + 1
-        flip = since >= self.size
+        flip = since >= self.chunk_size
         return state._replace(author=state.author ^ flip, since_redraw=torch.where(flip, 0, since))
 
 

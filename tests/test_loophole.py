@@ -1,0 +1,186 @@
+"""The loophole detector (`trlvr.engine.loophole`): pure statistics of rollouts, checked against
+one-token-at-a-time references, on toy-world texts (spaceless jargon against plain), and in the
+metrics.jsonl of a tiny tandem training run through `trlvr train`."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+
+from trlvr.engine.loophole import (
+    METRICS,
+    SPACELESS_SPAN,
+    longest_runs,
+    loophole_alarm,
+    loophole_counts,
+    loophole_stats,
+    redraw_marks,
+    spaceless_mask,
+)
+from trlvr.engine.schedules import (
+    BoundarySchedule,
+    Schedule,
+    StepSchedule,
+    TokenSchedule,
+    WordSchedule,
+    vocab_tables,
+)
+
+
+@pytest.fixture(scope="module")
+def toy_tokenizer():
+    from transformers import AutoTokenizer
+
+    from trlvr.toy.world import ASSETS_DIR
+
+    return AutoTokenizer.from_pretrained(ASSETS_DIR / "senior")
+
+
+def batch(tokenizer, texts: list[str]):
+    """(tokens, mask) right-padded: the shape TandemOutput has."""
+    ids = [tokenizer.encode(t, add_special_tokens=False) for t in texts]
+    T = max(map(len, ids))
+    tokens = torch.full((len(ids), T), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros(len(ids), T, dtype=torch.bool)
+    for i, row in enumerate(ids):
+        tokens[i, : len(row)] = torch.tensor(row)
+        mask[i, : len(row)] = True
+    return tokens, mask
+
+
+def solutions(dialect: str, n: int = 12) -> list[str]:
+    from trlvr.toy.dialects import render_solution
+    from trlvr.toy.task import generate_problems
+
+    return [render_solution(p, dialect) for p in generate_problems(n, "train", seed=0)]
+
+
+# ---------------------------------------------------------------- against sequential references
+
+
+def reference_redraws(natural: list[bool], n: int, K: int | None) -> tuple[list[bool], list[bool]]:
+    """The backstop as WordSchedule.advance runs it, one token at a time."""
+    nat, forced, since = [False] * n, [False] * n, 0
+    for t in range(n):
+        since += 1
+        if t + 1 >= n:  # the redraw after the last token decides nothing
+            break
+        if natural[t]:
+            nat[t], since = True, 0
+        elif K is not None and since >= K:
+            forced[t], since = True, 0
+    return nat, forced
+
+
+@pytest.mark.parametrize("K", [1, 3, 5])
+def test_redraw_marks_equal_the_schedules_own_backstop(toy_tokenizer, K):
+    rng = random.Random(K)
+    tables = vocab_tables(toy_tokenizer)
+    V = len(toy_tokenizer)
+    lengths = [rng.randint(0, 40) for _ in range(6)]
+    tokens = torch.tensor([[rng.randrange(2, V) for _ in range(40)] for _ in lengths])
+    mask = torch.tensor([[t < n for t in range(40)] for n in lengths])
+    for schedule in (WordSchedule(max_gap=K), BoundarySchedule(max_gap=K)):
+        natural_all = schedule.boundaries(tokens, tables)
+        nat, forced = redraw_marks(schedule, tokens, mask, tables)
+        for i, n in enumerate(lengths):
+            ref_nat, ref_forced = reference_redraws(natural_all[i, :n].tolist(), n, K)
+            assert nat[i, :n].tolist() == ref_nat and forced[i, :n].tolist() == ref_forced
+            assert not (nat[i, n:].any() or forced[i, n:].any())
+
+
+def test_token_schedule_redraws_before_every_token_and_never_by_force(toy_tokenizer):
+    tokens, mask = batch(toy_tokenizer, solutions("jargon-compact", 3))
+    stats = loophole_stats(TokenSchedule(), tokens, torch.ones_like(mask), mask, vocab_tables(toy_tokenizer))
+    n = mask.sum().item()
+    assert stats["backstop_share"] == 0.0
+    assert stats["redraws_per_100"] == pytest.approx(100 * (n - mask.shape[0]) / n)
+
+
+def test_longest_runs_and_spaceless_spans_equal_references(toy_tokenizer):
+    rng = random.Random(0)
+    tables = vocab_tables(toy_tokenizer)
+    B, T = 7, 50
+    senior = torch.tensor([[rng.random() < 0.8 for _ in range(T)] for _ in range(B)])
+    lengths = [0, 1, 50, 23, 9, 31, 2]
+    mask = torch.tensor([[t < n for t in range(T)] for n in lengths])
+    word = tables.word_start
+    ids = [i for i in range(len(toy_tokenizer)) if not word[i]], [i for i in range(len(toy_tokenizer)) if word[i]]
+    tokens = torch.tensor([[rng.choice(ids[rng.random() < 0.1]) for _ in range(T)] for _ in range(B)])
+    runs, spaceless = longest_runs(senior, mask), spaceless_mask(tokens, mask, tables)
+    for i, n in enumerate(lengths):
+        s = senior[i, :n].tolist()
+        best = cur = 0
+        for t in range(n):
+            cur = cur + 1 if t and s[t] == s[t - 1] else 1
+            best = max(best, cur)
+        assert runs[i].item() == best
+        inside = [not word[x] for x in tokens[i, :n].tolist()]
+        expect, t = [False] * T, 0
+        while t < n:
+            u = t
+            while u < n and inside[u]:
+                u += 1
+            if u - t >= SPACELESS_SPAN:
+                expect[t:u] = [True] * (u - t)
+            t = u + 1
+        assert spaceless[i].tolist() == expect
+
+
+# ---------------------------------------------------------------- spaceless notation against plain text
+
+
+def test_spaceless_notation_raises_the_backstop_share_plain_text_does_not(toy_tokenizer):
+    """The acceptance test of issue 19: under the paper's word schedule (K = 32) the compact jargon
+    "<<47+18=65>>" is handed off only by the backstop: its backstop share is above 0.5; plain
+    solutions stay below 0.05, and so does the compact jargon under the boundary schedule."""
+    tables = vocab_tables(toy_tokenizer)
+    word, boundary = Schedule.from_config("word", p=0.5, max_gap=32), Schedule.from_config("boundary")
+
+    def stats(schedule, dialect):
+        # three solutions per rollout, so rollouts (~100 tokens) are longer than the backstop
+        texts = ["\n\n".join(solutions(dialect, 36)[i : i + 3]) for i in range(0, 36, 3)]
+        tokens, mask = batch(toy_tokenizer, texts)
+        return loophole_stats(schedule, tokens, torch.ones_like(mask), mask, tables)
+
+    compact, plain = stats(word, "jargon-compact"), stats(word, "plain")
+    assert compact["backstop_share"] > 0.5, compact
+    assert plain["backstop_share"] < 0.05, plain
+    assert stats(boundary, "jargon-compact")["backstop_share"] < 0.05
+    assert compact["redraws_per_100"] < 5 < plain["redraws_per_100"]
+    assert compact["spaceless_per_100"] > 50 and plain["spaceless_per_100"] == 0.0
+    assert math.isnan(plain["senior_share_spaceless"])  # no spaceless span: undefined, not 0
+
+
+def test_senior_share_spaceless_sees_who_writes_the_notation(toy_tokenizer):
+    tables = vocab_tables(toy_tokenizer)
+    tokens, mask = batch(toy_tokenizer, [a + "\n\n" + b for a, b in zip(solutions("jargon-compact", 6),
+                                                                        solutions("plain", 6), strict=True)])  # fmt: skip
+    spaceless = spaceless_mask(tokens, mask, tables)
+    senior_owns = loophole_stats(WordSchedule(), tokens, spaceless, mask, tables)
+    junior_owns = loophole_stats(WordSchedule(), tokens, mask & ~spaceless, mask, tables)
+    assert senior_owns["senior_share_spaceless"] == 1.0 and junior_owns["senior_share_spaceless"] == 0.0
+    assert senior_owns["longest_run_p50"] >= SPACELESS_SPAN
+
+
+def test_schedules_that_never_redraw_get_nan_redraw_statistics(toy_tokenizer):
+    tokens, mask = batch(toy_tokenizer, solutions("plain", 2))
+    counts, runs = loophole_counts(StepSchedule(), tokens, mask, mask, vocab_tables(toy_tokenizer))
+    assert math.isnan(counts["redraws"]) and runs.tolist() == mask.sum(1).tolist()
+    stats = loophole_stats(StepSchedule(), tokens, mask, mask, vocab_tables(toy_tokenizer))
+    assert set(stats) == set(METRICS) and math.isnan(stats["backstop_share"])
+
+
+def test_the_alarm_rule():
+    first = {"backstop_share": 0.1, "longest_run_p95": 10.0}
+    assert loophole_alarm(first, {"backstop_share": 0.29, "longest_run_p95": 20.0}) is None  # +0.19, +10 = 2x
+    line = loophole_alarm(first, {"backstop_share": 0.31, "longest_run_p95": 12.0})
+    assert line.startswith("loophole? backstop_share climbed from 0.1 at the start to 0.31")
+    assert loophole_alarm(first, {"backstop_share": 0.1, "longest_run_p95": 21.0}).startswith(
+        "loophole? longest_run_p95 climbed from 10")
+    low = {"backstop_share": 0.0, "longest_run_p95": 1.0}
+    assert loophole_alarm(low, {"backstop_share": 0.15, "longest_run_p95": 8.9}) is None  # 2x but not +margin
+    assert loophole_alarm(first, {"backstop_share": float("nan")}) is None
