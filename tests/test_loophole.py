@@ -184,3 +184,85 @@ def test_the_alarm_rule():
     low = {"backstop_share": 0.0, "longest_run_p95": 1.0}
     assert loophole_alarm(low, {"backstop_share": 0.15, "longest_run_p95": 8.9}) is None  # 2x but not +margin
     assert loophole_alarm(first, {"backstop_share": float("nan")}) is None
+
+
+# ---------------------------------------------------------------- in a real tandem run's metrics.jsonl
+
+TEAM_KEYS = [f"tandem/{who}/{stat}" for who in ("team_length", "senior_tokens") for stat in ("mean", "min", "max")]
+LOOPHOLE_KEYS = [f"tandem/loophole/{k}" for k in METRICS]
+
+
+@pytest.fixture
+def toy(tmp_path):
+    import shutil
+
+    from trlvr.toy.task import make_splits
+    from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
+
+    shutil.copytree(ASSETS_DIR / "senior", tmp_path / "senior")
+    shutil.copytree(ASSETS_DIR / "junior", tmp_path / "junior")
+    _write_jsonl(tmp_path / "train.jsonl", _rows(make_splits(120, 4, seed=0)[0]))
+    return tmp_path
+
+
+def test_a_tandem_run_logs_team_lengths_and_the_loophole_statistics(toy, monkeypatch):
+    """metrics.jsonl of `trlvr train` holds the team length (both authors: the true rollout length,
+    recorded here from what the rollout function returned) beside TRL's senior-only
+    completions/*_length, and the loophole statistics, at every logged step."""
+    import json
+
+    from trlvr.cli.main import main as cli
+    from trlvr.training.rollout import TandemRollout
+
+    lengths = []  # one list of completion lengths per rollout call
+    original = TandemRollout.__call__
+
+    def recording(self, prompts, trainer):
+        out = original(self, prompts, trainer)
+        lengths.append([len(c) for c in out["completion_ids"]])
+        return out
+
+    monkeypatch.setattr(TandemRollout, "__call__", recording)
+    code = cli(["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+                "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), "--max_steps", "2",
+                "--per_device_train_batch_size", "16", "--num_generations", "4", "--max_completion_length", "24",
+                "--schedule", "boundary", "--use_cpu", "true"])  # fmt: skip
+    assert code == 0
+    rows = [json.loads(line) for line in (toy / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "loss" in r]
+    assert [r["step"] for r in steps] == [1, 2] and len(lengths) == 2  # one rollout call per step here
+    for row, true in zip(steps, lengths, strict=True):
+        for key in TEAM_KEYS + ["tandem/junior_tokens/mean"] + LOOPHOLE_KEYS:
+            assert key in row, key
+        assert row["tandem/team_length/mean"] == pytest.approx(sum(true) / len(true))
+        assert row["tandem/team_length/min"] == min(true) and row["tandem/team_length/max"] == max(true)
+        for stat in ("mean", "min", "max"):  # TRL's lengths count the senior's tokens only
+            assert row["tandem/team_length/" + stat] >= row["tandem/senior_tokens/" + stat]
+            assert row[f"completions/{stat}_length"] == pytest.approx(row["tandem/senior_tokens/" + stat])
+        assert row["tandem/team_length/mean"] > row["tandem/senior_tokens/mean"]  # the junior wrote tokens
+        assert row["tandem/senior_tokens/mean"] + row["tandem/junior_tokens/mean"] == pytest.approx(
+            row["tandem/team_length/mean"])
+        assert 0.0 <= row["tandem/loophole/backstop_share"] <= 1.0
+        assert 1 <= row["tandem/loophole/longest_run_p50"] <= row["tandem/loophole/longest_run_p95"] <= 24
+        assert 0 < row["tandem/loophole/redraws_per_100"] <= 100
+
+
+def test_the_progress_bar_warns_once_when_the_backstop_share_climbs(capsys):
+    from types import SimpleNamespace
+
+    from trlvr.training.console import ProgressBar
+
+    bar = ProgressBar()
+    bar.bar = SimpleNamespace(set_postfix=lambda *a, **k: None)  # the tqdm bar's one method used here
+    rows = [{"tandem/loophole/backstop_share": 0.05, "tandem/loophole/longest_run_p95": 12.0},
+            {"tandem/loophole/backstop_share": 0.2, "tandem/loophole/longest_run_p95": 14.0},
+            {"tandem/loophole/backstop_share": 0.6, "tandem/loophole/longest_run_p95": 13.0},
+            {"tandem/loophole/backstop_share": 0.9, "tandem/loophole/longest_run_p95": 40.0}]  # fmt: skip
+    history = []
+    for step, row in enumerate(rows, start=1):
+        history.append(row)
+        bar.on_log(None, SimpleNamespace(log_history=history, global_step=step), None, logs=row)
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(lines) == 1, lines  # once, at step 3 (0.6 > 2 x 0.05 and > 0.05 + 0.2), not again at 4
+    assert lines[0].startswith("[trlvr]")
+    assert "step 3: loophole? backstop_share climbed from 0.05 at the start to 0.6 (> 2x and > +0.2)" in lines[0]

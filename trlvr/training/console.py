@@ -5,7 +5,8 @@
 - `log`: trlvr's logger, through accelerate's `get_logger`, so only the main process prints.
 - `ProgressBar`: a TrainerCallback drawing one tqdm bar per run with step, reward, senior share,
   s/step and ETA (TRL's own bar is off: `disable_tqdm: true` in the configs, and the trainer's
-  dict printer is removed unless verbose).
+  dict printer is removed unless verbose); it warns once when the loophole statistics climb
+  (`trlvr.engine.loophole.loophole_alarm`: the rule lives there).
 - `MetricsFile`: a TrainerCallback appending every log dict to `output_dir/metrics.jsonl`.
 
 What this file does not know: what the metrics mean or how training works.
@@ -23,6 +24,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 METRICS_FILE = "metrics.jsonl"
+LOOPHOLE_PREFIX = "tandem/loophole/"  # the loophole statistics' keys in metrics.jsonl (training/rollout.py)
 _LOGGER_NAME = "trlvr"
 
 
@@ -103,6 +105,7 @@ class ProgressBar(TrainerCallback):
     def __init__(self, desc: str = "train"):
         self.desc = desc
         self.bar = None
+        self._loophole_warned = False
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
@@ -127,6 +130,22 @@ class ProgressBar(TrainerCallback):
             shown["step"] = _fmt_seconds(logs["timing/step_s"])
         if shown:
             self.bar.set_postfix(shown, refresh=False)
+        self._watch_loophole(state, logs)
+
+    def _watch_loophole(self, state, logs: dict) -> None:
+        """One `[trlvr]` warning line per run when a loophole statistic of `logs` climbs far above
+        its first logged value (the rollouts of step 0; from the restored log history on resume)."""
+        from trlvr.engine.loophole import ALARM_RULES, loophole_alarm
+
+        keys = [f"{LOOPHOLE_PREFIX}{k}" for k in ALARM_RULES]
+        if self._loophole_warned or not any(k in logs for k in keys):
+            return
+        first = next((h for h in state.log_history if any(k in h for k in keys)), logs)
+        message = loophole_alarm({k[len(LOOPHOLE_PREFIX):]: first.get(k) for k in keys},
+                                 {k[len(LOOPHOLE_PREFIX):]: logs.get(k) for k in keys})  # fmt: skip
+        if message:
+            self._loophole_warned = True
+            warn(f"step {state.global_step}: {message}")
 
     def on_train_end(self, args, state, control, **kwargs):
         self.close()

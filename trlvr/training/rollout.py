@@ -31,6 +31,7 @@ import torch
 from trlvr.algos import author_stats, check_author_mask, check_has_junior_tokens
 from trlvr.data import encode_prompt
 from trlvr.engine import TandemGenerator
+from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.schedules import Schedule, vocab_tables
 
 
@@ -153,3 +154,39 @@ class TandemRollout:
         metrics["tandem/length_junior"].append(junior / n)
         metrics["tandem/eos_by_junior"].append(eos_junior / max(eos, 1.0))
         metrics["timing/rollout_tokens_per_s"].append(speed.sum().item())  # all processes together
+        self._log_team_and_loophole(trainer, stats, out, mode)
+
+    def _log_team_and_loophole(self, trainer, stats: dict, out, mode: str) -> None:
+        """Rollout lengths of the team beside TRL's senior-only `completions/*_length` (with env_mask TRL
+        counts senior tokens only), and the loophole statistics (`trlvr.engine.loophole`) of tandem batches.
+
+        tandem/team_length/{mean,min,max}: completion tokens written by both authors (the rollout's length);
+        tandem/senior_tokens/{mean,min,max}, tandem/junior_tokens/mean: each author's share of them;
+        tandem/loophole/<stat>: backstop_share, longest_run_p50 / _p95, redraws_per_100,
+        senior_share_spaceless, spaceless_per_100 (only when both authors can write).
+        """
+        acc = trainer.accelerator
+        length, senior = stats["length"], stats["senior_tokens"]
+        tandem = len(self.schedule.writers) == 2
+        counts, runs = (loophole_counts(self.schedule, out.tokens, out.senior_authored, out.completion_mask,
+                                        self._tables) if tandem else ({k: 0.0 for k in COUNT_KEYS}, None))  # fmt: skip
+        local = torch.tensor([[len(length), length.sum(), length.min(), length.max(), senior.sum(), senior.min(),
+                               senior.max(), *(counts[k] for k in COUNT_KEYS)]],
+                             dtype=torch.float64, device=acc.device)  # fmt: skip
+        g = acc.gather(local)  # (processes, 7 + len(COUNT_KEYS))
+        n, total, sen = g[:, 0].sum().item(), g[:, 1].sum().item(), g[:, 4].sum().item()
+        metrics = trainer._metrics[mode]
+        metrics["tandem/team_length/mean"].append(total / n)
+        metrics["tandem/team_length/min"].append(g[:, 2].min().item())
+        metrics["tandem/team_length/max"].append(g[:, 3].max().item())
+        metrics["tandem/senior_tokens/mean"].append(sen / n)
+        metrics["tandem/senior_tokens/min"].append(g[:, 5].min().item())
+        metrics["tandem/senior_tokens/max"].append(g[:, 6].max().item())
+        metrics["tandem/junior_tokens/mean"].append((total - sen) / n)
+        if not tandem:
+            return
+        summed = dict(zip(COUNT_KEYS, g[:, 7:].sum(0).tolist(), strict=True))
+        runs = acc.pad_across_processes(runs.to(acc.device), pad_index=-1)
+        runs = acc.gather(runs)
+        for key, value in summarize(summed, runs[runs >= 0]).items():
+            metrics[f"tandem/loophole/{key}"].append(value)
