@@ -266,3 +266,54 @@ def test_the_progress_bar_warns_once_when_the_backstop_share_climbs(capsys):
     assert len(lines) == 1, lines  # once, at step 3 (0.6 > 2 x 0.05 and > 0.05 + 0.2), not again at 4
     assert lines[0].startswith("[trlvr]")
     assert "step 3: loophole? backstop_share climbed from 0.05 at the start to 0.6 (> 2x and > +0.2)" in lines[0]
+
+
+# ---------------------------------------------------------------- in trlvr eval's results.json
+
+
+def test_loophole_report_of_dose_rows(toy_tokenizer):
+    from trlvr.eval.protocols import loophole_report
+
+    def rows(protocol, dialect):
+        out = []
+        for text in ["\n\n".join(solutions(dialect, 12)[i : i + 3]) for i in range(0, 12, 3)]:
+            ids = toy_tokenizer.encode(text, add_special_tokens=False)
+            out.append({"protocol": protocol, "token_ids": ids, "authors": "1" * len(ids)})
+        return out
+
+    report = loophole_report(rows("dose-0.5", "jargon-compact") + rows("dose-0.25", "plain")
+                             + rows("solo", "jargon-compact"), toy_tokenizer, chunk=3)  # fmt: skip
+    assert sorted(report) == ["dose-0.25", "dose-0.5"]  # word-schedule protocols only
+    assert set(report["dose-0.5"]) == set(METRICS) | {"num_samples"} and report["dose-0.5"]["num_samples"] == 4
+    assert report["dose-0.5"]["backstop_share"] > 0.5 and report["dose-0.25"]["backstop_share"] < 0.05
+    assert report["dose-0.25"]["senior_share_spaceless"] is None  # undefined is null in JSON, not NaN
+    assert report["dose-0.5"]["senior_share_spaceless"] == 1.0
+
+
+@pytest.mark.parametrize("arch", ["qwen3"], indirect=True)
+def test_trlvr_eval_reports_the_loophole_statistics_of_dose_protocols(models, tokenizer, tmp_path):
+    from helpers import last_word, parity_reward, toy_problems
+
+    from trlvr.data import read_jsonl
+    from trlvr.eval.protocols import schedule_for
+    from trlvr.eval.runner import evaluate
+
+    senior, junior = models
+    res = evaluate(senior, junior, tokenizer, {"alpha": toy_problems(3, "a")}, tmp_path / "run",
+                   suite=["solo", "dose"], n=2, ks=[1], seed=3, max_new_tokens=12, batch_size=6, progress=False,
+                   score_fn=parity_reward, extract_fn=last_word, num_resamples=50)  # fmt: skip
+    assert sorted(res["loophole"]) == ["dose-0.25", "dose-0.5", "dose-0.75"]
+    samples = [r for r in read_jsonl(tmp_path / "run" / "samples.jsonl") if r["protocol"] == "dose-0.5"]
+    T = max(len(r["token_ids"]) for r in samples)
+    tokens = torch.zeros(len(samples), T, dtype=torch.long)
+    senior_mask, mask = torch.zeros(len(samples), T, dtype=torch.bool), torch.zeros(len(samples), T, dtype=torch.bool)
+    for i, r in enumerate(samples):
+        n = len(r["token_ids"])
+        tokens[i, :n] = torch.tensor(r["token_ids"])
+        senior_mask[i, :n] = torch.tensor([a == "1" for a in r["authors"]])
+        mask[i, :n] = True
+    expect = loophole_stats(schedule_for("dose-0.5"), tokens, senior_mask, mask, vocab_tables(tokenizer))
+    got = res["loophole"]["dose-0.5"]
+    assert got["num_samples"] == 6
+    for key, value in expect.items():
+        assert (got[key] is None) if math.isnan(value) else got[key] == pytest.approx(value), key

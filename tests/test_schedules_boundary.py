@@ -175,3 +175,23 @@ def test_hand_built_tables_without_the_boundary_columns_are_one_clear_error(tok)
     assert WordSchedule().boundaries(torch.tensor([[3, 4]]), bare).shape == (1, 2)  # word needs none
     with pytest.raises(ValueError, match="the boundary schedule needs VocabTables with symbol_start"):
         BoundarySchedule().boundaries(torch.tensor([[3, 4]]), bare)
+
+
+@pytest.mark.parametrize("arch", ["qwen3"], indirect=True)
+@pytest.mark.parametrize("schedule", [WordSchedule(p=0.5, max_gap=3), BoundarySchedule(p=0.5, max_gap=5)])
+def test_in_the_engine_authors_change_only_where_the_schedule_redraws(models, tokenizer, schedule):
+    """Through TandemGenerator: an author change after token t needs a redraw there (a boundary, or
+    the backstop), as `trlvr.engine.loophole.redraw_marks` replays it; and redraws do change authors."""
+    from helpers import PROMPTS, encode
+
+    from trlvr.engine import TandemGenerator
+    from trlvr.engine.loophole import redraw_marks
+
+    gen = TandemGenerator(*models, tokenizer)
+    out = gen.generate(encode(tokenizer, PROMPTS) * 4, schedule, max_new_tokens=24, seed=0)
+    natural, forced = redraw_marks(schedule, out.tokens, out.completion_mask, gen.tables)
+    s, m = out.senior_authored, out.completion_mask
+    changed = (s[:, 1:] != s[:, :-1]) & m[:, 1:]  # (B, T-1): author of t+1 differs from t
+    redraw = (natural | forced)[:, :-1]
+    assert not (changed & ~redraw).any()
+    assert changed.sum() > 0.3 * redraw.sum()  # p = 0.5: about half of the redraws change the author

@@ -8,6 +8,9 @@
 - "dose-J":    WordSchedule with junior share J, i.e. senior probability p = 1 - J.
 - "junior":    the junior alone, the floor.
 
+`loophole_report(rows, tokenizer)`: the loophole statistics training logs (`trlvr.engine.loophole`)
+for each dose protocol (the word schedule), over its samples; results.json's "loophole".
+
 What this file does not know: prompts, rewards, files. It maps a protocol name to a schedule and
 runs one batch through the engine.
 """
@@ -22,7 +25,7 @@ from trlvr.engine import FINISH_REASONS, Schedule, TandemGenerator, TandemOutput
 from trlvr.eval.defaults import DEFAULT_DOSE_SHARES, HANDOFF_MAX_ROUNDS, SUITE_NAMES
 from trlvr.eval.plan import batch_seed
 
-__all__ = ["batch_seed", "dose_protocol", "protocols_for", "run_protocol", "schedule_for"]
+__all__ = ["batch_seed", "dose_protocol", "loophole_report", "protocols_for", "run_protocol", "schedule_for"]
 
 
 def dose_protocol(junior_share: float) -> str:
@@ -109,3 +112,47 @@ def run_protocol(
     if min(budgets) == max(budgets):
         return out
     return cut_to_budgets(out, budgets, generator.pad_token_id)
+
+
+def loophole_report(rows: list[dict], tokenizer, chunk: int = 1024) -> dict[str, dict]:
+    """{dose protocol: the loophole statistics of its samples, every benchmark together}.
+
+    The statistics are training's (`trlvr.engine.loophole.METRICS`: backstop_share, longest_run_p50 /
+    _p95, redraws_per_100, senior_share_spaceless, spaceless_per_100), computed from each sample's
+    token ids and authors under the protocol's word schedule; None where undefined; plus num_samples.
+    """
+    import math
+    from collections import defaultdict
+
+    from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
+    from trlvr.engine.schedules import vocab_tables
+
+    by_protocol = defaultdict(list)
+    for r in rows:
+        if str(r["protocol"]).startswith("dose-"):
+            by_protocol[r["protocol"]].append(r)
+    if not by_protocol:
+        return {}
+    top = max((max(r["token_ids"], default=0) for rs in by_protocol.values() for r in rs), default=0)
+    tables = vocab_tables(tokenizer, max(len(tokenizer), top + 1))
+    out = {}
+    for protocol, rs in sorted(by_protocol.items()):
+        schedule = schedule_for(protocol)
+        counts, runs = dict.fromkeys(COUNT_KEYS, 0.0), []
+        for start in range(0, len(rs), chunk):  # bounded memory for long completions
+            part = rs[start : start + chunk]
+            T = max(1, max(len(r["token_ids"]) for r in part))
+            tokens = torch.zeros(len(part), T, dtype=torch.long)
+            senior = torch.zeros(len(part), T, dtype=torch.bool)
+            mask = torch.zeros(len(part), T, dtype=torch.bool)
+            for i, r in enumerate(part):
+                n = len(r["token_ids"])
+                tokens[i, :n] = torch.tensor(r["token_ids"], dtype=torch.long)
+                senior[i, :n] = torch.tensor([a == "1" for a in r["authors"]], dtype=torch.bool)
+                mask[i, :n] = True
+            c, longest = loophole_counts(schedule, tokens, senior, mask, tables)
+            counts = {k: counts[k] + c[k] for k in COUNT_KEYS}
+            runs.append(longest)
+        stats = summarize(counts, torch.cat(runs))
+        out[protocol] = {**{k: None if math.isnan(v) else v for k, v in stats.items()}, "num_samples": len(rs)}
+    return out

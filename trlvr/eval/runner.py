@@ -29,7 +29,7 @@ from trlvr.eval import defaults as D
 from trlvr.eval import fingerprint as fpr
 from trlvr.eval.aggregate import problem_table, summarize
 from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, plan_batches, split_by_prompt_length
-from trlvr.eval.protocols import protocols_for, run_protocol
+from trlvr.eval.protocols import loophole_report, protocols_for, run_protocol
 from trlvr.eval.scoring import score_completions, text_means
 from trlvr.eval.spec import BUDGET_RULE, EvalSpec
 from trlvr.eval.store import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, EvalDir, read_json, write_json
@@ -299,7 +299,7 @@ def evaluate(
                         store.file(name).unlink(missing_ok=True)
                 raise
             extra = {"fingerprint": {k: v for k, v in fingerprint.items() if k != "problems"},
-                     "grading_stats": grading_counts(rows)}  # fmt: skip
+                     "grading_stats": grading_counts(rows), "loophole": loophole_report(rows, tokenizer)}  # fmt: skip
             return write_results(store.path, rows, config, num_resamples=num_resamples, extra=extra)
     except BaseException:
         if created and not store.has_samples():
