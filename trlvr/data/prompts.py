@@ -1,8 +1,11 @@
-"""Prompt text for a problem: the paper's instruction after the problem, in the chat template."""
+"""Prompt text for a problem: the paper's instruction after the problem, in the chat template.
+
+`encode_prompt` is the one prompt -> ids path; `lossy_prompts` finds prompts it cannot spell.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from trlvr.data.schema import Problem
 
@@ -54,3 +57,72 @@ def encode_prompt(prompt: str | list[dict], tokenizer: Any) -> list[int]:
     bos = getattr(tokenizer, "bos_token", None)
     add_special = not (bos and prompt.startswith(bos))
     return list(tokenizer(prompt, add_special_tokens=add_special)["input_ids"])
+
+
+class LossyPrompt(NamedTuple):
+    """A prompt the tokenizer cannot spell: `index` in the list checked, the text as compared and
+    what comes back from decode(encode(...)) (both with special tokens removed, ends stripped)."""
+
+    index: int
+    original: str
+    roundtrip: str
+
+
+def _without_special_tokens(text: str, tokenizer: Any) -> str:
+    for token in sorted(getattr(tokenizer, "all_special_tokens", None) or [], key=len, reverse=True):
+        if token:
+            text = text.replace(token, "")
+    return text
+
+
+def roundtrip(prompt: str | list[dict], tokenizer: Any) -> tuple[str, str]:
+    """(prompt text, decode(encode_prompt(prompt))) as :func:`lossy_prompts` compares them."""
+    if isinstance(prompt, list):
+        text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    else:
+        text = prompt
+    ids = encode_prompt(prompt, tokenizer)
+    back = tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    return _without_special_tokens(text, tokenizer).strip(), back.strip()
+
+
+def lossy_prompts(tokenizer: Any, prompts: list[str | list[dict]]) -> list[LossyPrompt]:
+    """The prompts that do not survive the tokenizer: decode(encode(prompt)) != prompt.
+
+    The rule: encode with :func:`encode_prompt` (the ids the model reads), decode with
+    ``skip_special_tokens=True`` and no clean-up of spaces; compare that with the prompt text
+    (chat messages rendered with the chat template) from which every special-token string (BOS,
+    EOS, the template's role markers) is removed; both sides have their leading and trailing
+    whitespace stripped (a SentencePiece prefix space or a BOS's space is not a loss). Everything
+    else must come back exactly: a character mapped to unk, dropped, or a space normalised away
+    counts. Call it once per problem, not per rollout.
+
+    >>> from trlvr.toy.tokenizer import train_bpe_tokenizer
+    >>> tok = train_bpe_tokenizer(["ab ab"], vocab_size=40, byte_alphabet=False)
+    >>> lossy_prompts(tok, ["ab", "abc"])
+    [LossyPrompt(index=1, original='abc', roundtrip='ab')]
+    """
+    out = []
+    for i, prompt in enumerate(prompts):
+        text, back = roundtrip(prompt, tokenizer)
+        if text != back:
+            out.append(LossyPrompt(i, text, back))
+    return out
+
+
+def lost_characters(original: str, back: str) -> str:
+    """The characters of `original` that `back` lacks, once each in order of appearance (a dropped
+    space shows as ' ' only when no space is left); '' when only the order or count changed."""
+    have = set(back)
+    return "".join(dict.fromkeys(c for c in original if c not in have))
+
+
+def describe_lossy(lossy: list[LossyPrompt], total: int, what: str = "prompts") -> str:
+    """One warning line: how many of `total` lose characters and what the first one loses."""
+    first = lossy[0]
+    lost = lost_characters(first.original, first.roundtrip)
+    shown = f"loses {lost!r}" if lost else f"comes back as {first.roundtrip[:80]!r}"
+    return (
+        f"{len(lossy)} of {total} {what} do not survive the tokenizer (decode(encode(prompt)) differs; "
+        f"the model reads another text): the first, #{first.index}, {shown}"
+    )
