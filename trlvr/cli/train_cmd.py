@@ -13,6 +13,11 @@ The config is one flat YAML of `trlvr.config.TandemConfig` and `trl.GRPOConfig` 
 TRL's own parser (`trl.TrlParser`); any field is also a `--key value` override, and a wrong key
 or type is one error line naming it. `{arm}` in output_dir becomes the arm. Switches: `--resume`,
 `--force` (train into a directory holding a different run), `--verbose`, `--seeds`.
+
+A second `trlvr train` into a directory being trained into is refused (exit 2, naming the first's
+pid). On SIGTERM or SIGUSR1 (a cluster pre-empting the job) the run finishes its step, saves a
+checkpoint, prints one line with the command that resumes it and exits 143, within
+`preempt_grace_s` (default 120 s).
 """
 
 from __future__ import annotations
@@ -46,17 +51,27 @@ def _pop_seeds(argv: list[str]) -> tuple[list[str], list[int] | None]:
     return argv[:i] + argv[i + 2 :], seeds
 
 
+def resume_command(argv: list[str]) -> str:
+    """The `trlvr train` command line that continues a run started with `argv` (shell-quoted)."""
+    import shlex
+
+    kept = [a for a in argv if a not in ("--resume", "--force")]
+    return shlex.join(["trlvr", "train", *kept, "--resume"])
+
+
 def main(args) -> int:
     argv = [a for a in args.rest if a != "--"]
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
+    again = resume_command(argv)
     argv, seeds = _pop_seeds(argv)
     from trlvr.config import parse_run_args
     from trlvr.training.console import log, quiet_libraries
 
     tandem, grpo, options = parse_run_args(argv)
     quiet_libraries(options.verbose)
+    from trlvr.training.preempt import Preempted
     from trlvr.training.run import seed_flags, train_and_save
 
     runs = [(tandem, grpo, None)]
@@ -64,8 +79,12 @@ def main(args) -> int:
         runs = [(*parse_run_args(argv + seed_flags(grpo, s))[:2], s) for s in seeds]
     for tandem, run_args, seed in runs:
         desc = f"train {tandem.arm}" + (f" seed {seed}" if seed is not None else "")
-        final = train_and_save(tandem, run_args, resume=options.resume, force=options.force, desc=desc,
-                               verbose=options.verbose)
+        try:
+            final = train_and_save(tandem, run_args, resume=options.resume, force=options.force, desc=desc,
+                                   verbose=options.verbose, resume_command=again)
+        except Preempted as e:
+            log(str(e))
+            return e.exit_code
         log(f"wrote {final}")
     return 0
 

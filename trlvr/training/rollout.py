@@ -46,7 +46,8 @@ class TandemRollout:
 
     schedule: who writes each token (a SoloSchedule for the GRPO arm).
     junior: the frozen junior (None for solo); set by the trainer once it knows the device.
-    p: the schedule's senior probability, for the "no junior tokens" check (None: no check).
+    check_junior_p: the schedule's senior probability p, for the "no junior tokens" check (None: no check).
+    decode, junior_device: the engine's options (`TandemGenerator`).
     """
 
     def __init__(self, schedule: Schedule, junior=None, check_junior_p: float | None = None,

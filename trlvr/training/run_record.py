@@ -6,6 +6,10 @@ whose record differs (another arm, dataset, schedule, p, senior, junior, learnin
 refused unless `--force`, with the differences listed; so is starting over (no `--resume`) where
 checkpoints already are. `max_steps` is not part of the record: extending a run is a resume.
 
+It also keeps facts that are recorded, never compared: `machine` (library versions, devices, dtype,
+threads: `trlvr.provenance.machine`; a resume on another machine is a warning, and the earlier one
+is kept in `earlier_machines`) and `lossy_prompts` (training prompts the tokenizer cannot spell).
+
 What this file does not know: the Trainer or the models. It compares dictionaries.
 """
 
@@ -24,7 +28,8 @@ from trlvr.training.checkpoints import checkpoints
 RUN_FILE = "trlvr_run.json"
 FORMAT = 1
 # TandemConfig fields that do not change what is trained
-NOT_IDENTITY = {"nonfinite_patience"}
+NOT_IDENTITY = {"nonfinite_patience", "preempt_grace_s", "refuse_lossy_prompts"}
+LOSSY_LISTED = 100  # lossy prompts listed in the record (all are counted)
 # GRPOConfig fields that decide the updates
 GRPO_IDENTITY = (
     "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "weight_decay", "max_grad_norm",
@@ -72,6 +77,34 @@ def differences(old: dict, new: dict) -> list[str]:
                 name = f"data {key}" if section == "data" else key
                 out.append(f"{name}: {a.get(key)!r} -> {b.get(key)!r}")
     return out
+
+
+def add_machine(record: dict, facts: dict, stored: dict | None, *, resume: bool) -> list[str]:
+    """Put this process' machine `facts` in `record`; on resume, keep the stored run's earlier machines
+    and return how the machine differs from the one that wrote `stored` (for a warning)."""
+    from trlvr.provenance import machine_differences
+
+    record["machine"] = facts
+    if not resume or not stored:
+        return []
+    earlier = list(stored.get("earlier_machines") or [])
+    diffs = machine_differences(stored.get("machine"), facts)
+    if diffs:
+        earlier.append(stored["machine"])
+    if earlier:
+        record["earlier_machines"] = earlier
+    return diffs
+
+
+def lossy_section(lossy: list, total: int) -> dict:
+    """The record's `lossy_prompts`: how many of `total` training prompts do not survive the
+    tokenizer (`trlvr.data.prompts.lossy_prompts`), and the first LOSSY_LISTED of them."""
+    return {
+        "count": len(lossy),
+        "of": total,
+        "listed": [{"index": x.index, "prompt": x.original, "roundtrip": x.roundtrip}
+                   for x in lossy[:LOSSY_LISTED]],  # fmt: skip
+    }
 
 
 def read_record(output_dir: str | Path) -> dict | None:

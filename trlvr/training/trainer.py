@@ -93,10 +93,9 @@ class TandemGRPOTrainer(GRPOTrainer):
         name, schedule_kwargs = tandem.schedule_kwargs()
         self.rollout = TandemRollout(Schedule.from_config(name, **schedule_kwargs), check_junior_p=check_p,
                                      decode=tandem.decode, junior_device=tandem.junior_device)  # fmt: skip
+        # kl_ref=junior always has a junior path: TandemConfig refuses it without one. With PEFT, TRL's
+        # reference is the senior with adapters disabled: for `junior: self` that IS the junior.
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
-        # With PEFT, TRL's reference is the senior with adapters disabled: for `junior: self` that IS the junior.
-        if kl_to_junior and not self_paired and not isinstance(tandem.junior, str):
-            raise ValueError("tandem.junior: kl_ref=junior needs the junior as a model path")
         funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
         funcs = [with_share_split(f) if _plain_callable(f) else f for f in funcs]
