@@ -1,0 +1,224 @@
+"""Text-level pairing (trlvr.engine.text_pair): two models, two tokenizers, one shared text."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from helpers import CORPUS, PROMPTS, tiny_model, tiny_tokenizer
+
+from trlvr.engine import (
+    ChunkSchedule,
+    SoloSchedule,
+    StepSchedule,
+    TandemGenerator,
+    TokenSchedule,
+    WordSchedule,
+)
+from trlvr.engine.text_pair import TextPairGenerator, invariant_failures, is_word_start, row_uniforms
+from trlvr.toy.tokenizer import train_bpe_tokenizer
+
+# Two tokenizers that cut the same text differently: byte-level BPE with 320 ids, and a
+# digit-splitting one with 290 ids (other merges, other ids).
+SCHEDULES = [
+    WordSchedule(p=0.5, max_gap=4),
+    TokenSchedule(p=0.5),
+    StepSchedule(first_author="junior", max_rounds=150),
+    ChunkSchedule(chunk_size=3),
+    SoloSchedule("senior"),
+    SoloSchedule("junior"),
+]
+# A small alphabet with many blank lines, so random models end steps often.
+NL_CORPUS = ["ab ba\n\nb a\n\naa b\n\n", "b\n\nab\n\nba ab\n\n"] * 10
+
+
+@pytest.fixture(scope="module")
+def pair():
+    ts = tiny_tokenizer(320)
+    tj = train_bpe_tokenizer(CORPUS, vocab_size=290, split_digits=True)
+    senior, junior = tiny_model("qwen3", len(ts), 0), tiny_model("llama", len(tj), 1)
+    prompts = {"senior": [ts.encode(p) for p in PROMPTS], "junior": [tj.encode(p) for p in PROMPTS]}
+    return TextPairGenerator(senior, ts, junior, tj), {"senior": ts, "junior": tj}, prompts
+
+
+@pytest.fixture(scope="module")
+def nl_pair():
+    ts = train_bpe_tokenizer(NL_CORPUS, vocab_size=9, byte_alphabet=False)
+    tj = train_bpe_tokenizer(NL_CORPUS, vocab_size=6, byte_alphabet=False)  # characters only
+    assert ts.get_vocab() != tj.get_vocab()
+    senior, junior = tiny_model("qwen3", len(ts), 2), tiny_model("llama", len(tj), 3)
+    texts = ["ab ba\n\n", "b a", "aa b\n\nb", "a"]
+    prompts = {"senior": [ts.encode(p) for p in texts], "junior": [tj.encode(p) for p in texts]}
+    return TextPairGenerator(senior, ts, junior, tj), {"senior": ts, "junior": tj}, prompts
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: repr(s))
+@pytest.mark.parametrize("which", ["bytes", "blank-lines"])
+def test_invariant_holds_for_every_schedule(schedule, which, pair, nl_pair):
+    """After every catch-up each stream decodes to the shared text and what it fed for the partner's
+    text is the tail of its tokenizer's encoding of the whole text; the cached logits equal a fresh
+    forward (KV rollback, holes and positions are right); outputs decode to the text."""
+    gen, toks, prompts = pair if which == "bytes" else nl_pair
+    out = gen.generate(prompts["senior"], prompts["junior"], schedule, max_new_tokens=28, seed=3, check=True)
+    assert invariant_failures(out, toks, prompts) == []
+    assert out.logit_error < 1e-4
+    if isinstance(schedule, SoloSchedule):
+        assert sum(out.handoffs) == 0 and sum(out.withdrawn) == 0
+    elif not (
+        isinstance(schedule, StepSchedule) and which == "bytes"
+    ):  # random byte soup rarely writes "\n\n"
+        assert sum(out.handoffs) > 0 and sum(sum(c) for c in out.catch_up_tokens.values()) > 0
+    for r in range(len(out)):
+        assert len(out.char_authors[r]) == len(out.texts[r])
+        assert len(out.senior_ids[r]) == len(out.senior_mask[r]) == len(out.senior_logprobs[r])
+
+
+def test_word_schedule_withdraws_and_hands_over_before_the_word(pair):
+    gen, toks, prompts = pair
+    out = gen.generate(
+        prompts["senior"], prompts["junior"], WordSchedule(p=0.5, max_gap=32), 48, seed=5, check=True
+    )
+    assert sum(out.withdrawn) > 0
+    assert invariant_failures(out, toks, prompts) == []
+    # every word-boundary catch-up starts its text at a word start: the partner wrote the whole word
+    for r, snaps in enumerate(out.snapshots):
+        for _name, kind, n, _b, _k, _ids in snaps:
+            if kind == "word":
+                assert not out.texts[r][n - 1].isspace()
+    solo = gen.generate(prompts["senior"], prompts["junior"], WordSchedule(p=1.0), 24, seed=5)
+    assert sum(solo.withdrawn) == 0 and all(m == 1 for row in solo.char_authors for m in row)
+
+
+def test_senior_mask_is_exactly_the_senior_sampled_tokens(nl_pair):
+    """With a characters-only senior tokenizer every token is one character: the mask must equal the
+    per-character authorship (and the EOS is the senior's only when the senior wrote it)."""
+    gen, toks, _ = nl_pair
+    gen_c = TextPairGenerator(gen.models["junior"], toks["junior"], gen.models["senior"], toks["senior"])
+    texts = ["ab ba\n\n", "b a", "aa b\n\nb", "a"] * 3
+    prompts = {
+        "senior": [toks["junior"].encode(t) for t in texts],
+        "junior": [toks["senior"].encode(t) for t in texts],
+    }
+    for schedule in (WordSchedule(p=0.5, max_gap=3), StepSchedule(), TokenSchedule(p=0.3)):
+        out = gen_c.generate(prompts["senior"], prompts["junior"], schedule, 30, seed=1)
+        checked = 0
+        for r in range(len(out)):
+            if "<|" in out.texts[r]:  # a sampled special token is one id for many characters
+                continue
+            checked += 1
+            mask = out.senior_mask[r][: len(out.texts[r])]
+            assert mask == out.char_authors[r]
+            assert all(
+                (lp < 0) == bool(m) for lp, m in zip(out.senior_logprobs[r], out.senior_mask[r], strict=True)
+            )
+        assert checked >= 6
+
+
+def test_mask_one_only_on_text_the_senior_wrote(pair):
+    gen, toks, prompts = pair
+    out = gen.generate(prompts["senior"], prompts["junior"], WordSchedule(p=0.5, max_gap=4), 40, seed=7)
+    codec = toks["senior"]
+    n_own = 0
+    for r in range(len(out)):
+        # the characters of each senior-owned token (decoded prefix by prefix) are senior-written
+        ids, text, ctx = out.senior_ids[r], out.texts[r], prompts["senior"][r]
+        base, pos = len(codec.decode(ctx)), 0
+        for j, m in enumerate(out.senior_mask[r][: len(ids) - (out.finish_reasons[r] == "eos")]):
+            end = len(codec.decode(ctx + ids[: j + 1])) - base
+            if m:
+                n_own += 1
+                assert all(out.char_authors[r][pos:end]), (r, j, text[pos:end])
+            pos = end
+    assert n_own > 0
+
+
+def _team_stats(ids: list[list[int]], authors: list[list[int]], positions: int, vocab: int):
+    """Per position < `positions`: share of rows whose token there is v (v = vocab: ended), and share
+    of rows whose token there the senior wrote."""
+    n = len(ids)
+    tokens = [[0] * positions for _ in range(vocab + 1)]
+    senior = [0] * positions
+    for row, a in zip(ids, authors, strict=True):
+        for i in range(positions):
+            tokens[row[i] if i < len(row) else vocab][i] += 1
+            senior[i] += a[i] if i < len(a) else 0
+    return [[x / n for x in v] for v in tokens] + [[x / n for x in senior]]
+
+
+def _max_z(a: list[list[float]], b: list[list[float]], n: int) -> float:
+    """Largest two-proportion z statistic over every share (0 where both are 0 or 1)."""
+    worst = 0.0
+    for xs, ys in zip(a, b, strict=True):
+        for x, y in zip(xs, ys, strict=True):
+            p = (x + y) / 2
+            if 0 < p < 1:
+                worst = max(worst, abs(x - y) / math.sqrt(p * (1 - p) * 2 / n))
+    return worst
+
+
+def test_same_vocabulary_step_schedule_matches_lockstep_distribution():
+    """The oracle: on a same-tokenizer pair whose tokenization is unique (characters only, so the text
+    fixes the ids), text mode and lockstep give the same team distribution under the step schedule.
+
+    Statistic: per-position token shares and senior-authorship shares over the first 24 tokens of
+    N = 320 samples each (text mode: the senior's tokenization of the text and its mask); tolerance:
+    every two-proportion z < 4.5 (about 190 comparisons, a false alarm below 1e-3 overall; fixed
+    seeds make it deterministic). Power: the same statistic flags lockstep with the other first
+    author (z > 4.5), which is what a text path that mixed up who writes after a handoff would give."""
+    tok = train_bpe_tokenizer(NL_CORPUS, vocab_size=6, byte_alphabet=False)
+    senior, junior = tiny_model("qwen3", len(tok), 11), tiny_model("llama", len(tok), 12)
+    n, T, P = 320, 32, 24
+    prompts = [tok.encode("ab ba\n\nb a")] * n
+    schedule = StepSchedule(first_author="senior")
+    never = [len(tok) + 7]  # no EOS: rows run to the length budget and meet more blank lines
+    text_gen = TextPairGenerator(senior, tok, junior, tok, senior_eos_ids=never, junior_eos_ids=never)
+    text_out = text_gen.generate(prompts, prompts, schedule, T, seed=0)
+    assert sum(text_out.handoffs) > n / 2  # the catch-up runs in most rows
+    stats_t = _team_stats(text_out.senior_ids, text_out.senior_mask, P, len(tok))
+    lock = TandemGenerator(senior, junior, tok, eos_token_ids=never)
+
+    def lockstep(sched):
+        out = lock.generate(prompts, sched, T, seed=1)
+        return _team_stats(out.completion_ids, out.authors, P, len(tok))
+
+    z = _max_z(stats_t, lockstep(schedule), n)
+    assert z < 4.5, z
+    z_other = _max_z(stats_t, lockstep(StepSchedule(first_author="junior")), n)
+    assert z_other > 4.5, z_other
+
+
+def test_row_results_do_not_depend_on_the_batch(pair):
+    """Randomness is per row (seeded by the row's index), caches are per row: the first rows of a batch
+    come out the same alone, in a smaller batch and in the full one (other rows finishing, rolling
+    back and compacting around them)."""
+    gen, _, prompts = pair
+    sched = WordSchedule(p=0.5, max_gap=4)
+    full = gen.generate(prompts["senior"], prompts["junior"], sched, 24, seed=9)
+    for n in (1, 2):
+        part = gen.generate(prompts["senior"][:n], prompts["junior"][:n], sched, 24, seed=9)
+        assert part.texts == full.texts[:n] and part.senior_ids == full.senior_ids[:n]
+    assert row_uniforms(4, 3, 5)[1].tolist() == row_uniforms(4, 7, 5)[1].tolist()
+
+
+def test_word_start_is_decided_from_text():
+    assert is_word_start("x", " y") and is_word_start("x", "\ny")
+    assert not is_word_start("x ", " y") and not is_word_start("", " y") and not is_word_start("x", "y")
+
+
+def test_bad_inputs_are_one_clear_line(pair):
+    gen, toks, prompts = pair
+    from trlvr.engine.schedules import SCHEDULES as REGISTRY
+
+    if "boundary" in REGISTRY:
+        with pytest.raises(ValueError, match="text pairing supports the schedules"):
+            gen.generate(prompts["senior"], prompts["junior"], REGISTRY["boundary"](), 4)
+    with pytest.raises(ValueError, match="junior_tokenizer"):
+        TextPairGenerator(gen.models["senior"], toks["senior"], gen.models["junior"])
+    with pytest.raises(ValueError, match="one prompt per row"):
+        gen.generate(prompts["senior"], prompts["junior"][:1], WordSchedule(), 4)
+    with pytest.raises(ValueError, match="needs a junior"):
+        TextPairGenerator(gen.models["senior"], toks["senior"]).generate(
+            prompts["senior"], None, WordSchedule(), 4
+        )
+    assert torch.is_tensor(row_uniforms(0, 1, 1))
