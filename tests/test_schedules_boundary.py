@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -195,3 +197,28 @@ def test_in_the_engine_authors_change_only_where_the_schedule_redraws(models, to
     redraw = (natural | forced)[:, :-1]
     assert not (changed & ~redraw).any()
     assert changed.sum() > 0.3 * redraw.sum()  # p = 0.5: about half of the redraws change the author
+
+
+# ---------------------------------------------------------------- real tokenizers, where present
+
+REAL = Path(os.environ.get("TRLVR_REAL_TOKENIZERS", "/work/models-cache"))  # bench/real_pair_prepare.py
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m-instruct",  # byte-level BPE ("Ġ"), like Qwen3 / Llama-3
+                                  pytest.param("gemma-3-270m", marks=pytest.mark.slow)])  # SentencePiece ("▁")
+def test_real_tokenizers_boundary_reaches_inside_gsm8k_annotations(name):
+    if not (REAL / name / "tokenizer.json").is_file():
+        pytest.skip(f"no {name} tokenizer under {REAL}")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(REAL / name)
+    word = marks(WordSchedule(), tokenizer, "Natalia sold <<48/2=24>>24 clips")
+    boundary = marks(BoundarySchedule(), tokenizer, "Natalia sold <<48/2=24>>24 clips")
+    pieces = [p for p, _ in word]
+    first = next(i for i, p in enumerate(pieces) if "<<" in p)
+    last = next(i for i, p in enumerate(pieces) if ">>" in p)
+    assert not any(b for _, b in word[first + 1 : last + 1]), word  # the paper's schedule: no redraw inside
+    assert sum(b for _, b in boundary[first : last + 1]) >= 5, boundary
+    assert all(boundary[i][1] or boundary[i + 1][1] for i in range(first, last)), boundary  # gaps of <= 1 piece
+    plain = "The cat sat on the mat and the dog ran"
+    assert marks(BoundarySchedule(), tokenizer, plain) == marks(WordSchedule(), tokenizer, plain)
