@@ -27,9 +27,12 @@ Schedules (method-notes, "Tandem rollout"):
 Why `boundary`, from real tokenizers' pieces. A word start is a piece marked "Ġ" (byte-level BPE:
 GPT-2, Qwen2/Qwen3, Llama-3) or "▁" (SentencePiece: Llama-2, Mistral, Gemma). Spaceless notation
 holds none after its first piece: their pre-tokenizers cut GSM8K's calculator annotation
-" <<47+18=65>>" into " <<" | 4 | 7 | + | 1 | 8 | = | 6 | 5 | >> (Qwen3, SentencePiece with split
-digits; Llama-3 keeps digit groups: " <<" | 47 | + | 18 | = | 65 | >>) and LaTeX "\\frac{1}{2}"
-into "\\frac" | { | 1 | }{ | 2 | } (BPE may cut a piece further, never join two). Under `word` a
+" <<47+18=65>>" into " <<" | 4 | 7 | + | 1 | 8 | = | 6 | 5 | >> (digits split one by one: Qwen3,
+SmolLM2, Gemma-3; Llama-3 keeps digit groups: " <<" | 47 | + | 18 | = | 65 | >>) and LaTeX
+"\\frac{1}{2}" into "\\frac" (SmolLM2, Gemma-3: " \\" | frac) | { | 1 | }{ | 2 | }; BPE may cut a
+piece further, never join two (the SmolLM2 and Gemma-3 pieces are tested where their tokenizers
+are present, tests/test_schedules_boundary.py; Qwen3's and Llama-3's follow from their
+pre-tokenizer patterns, not run here). Under `word` a
 senior that draws the piece after " <<" writes the whole annotation, the 32-token backstop aside.
 Every piece inside starts with a symbol (not a letter, digit or space) or a digit, so `boundary`
 redraws after a word-start piece (as `word`), after a piece whose text starts with a symbol, and
