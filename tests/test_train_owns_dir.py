@@ -18,7 +18,7 @@ from helpers import tiny_model
 
 from trlvr.cli.main import main as cli
 from trlvr.training.checkpoints import checkpoint_problem, checkpoints
-from trlvr.training.lock import PID, training_lock
+from trlvr.training.lock import LOCK, PID, training_lock
 from trlvr.training.preempt import EXIT_PREEMPTED, Preemption
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,6 +68,29 @@ def start(world: Path, args: list[str], **env) -> subprocess.Popen:
                    OMP_NUM_THREADS="1", **env)  # fmt: skip
     return subprocess.Popen([sys.executable, "-m", "trlvr.cli.train_cmd", *args], cwd=ROOT, env=environ,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_a_holder_killed_by_sigkill_leaves_its_pid_file_but_not_the_lock(tmp_path):
+    """The lock is an OS file lock (filelock, as evaluation's): a holder's death releases it, so a stale
+    pid file never blocks the next run. The holder here takes the same lock the way `training_lock` does."""
+    from trlvr.errors import UserError
+
+    code = ("import os, sys, time\nfrom filelock import FileLock\n"
+            f"lock = FileLock({str(tmp_path / LOCK)!r}, timeout=0)\nlock.acquire()\n"
+            f"open({str(tmp_path / PID)!r}, 'w').write(str(os.getpid()))\nprint('held', flush=True)\ntime.sleep(120)\n")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(UserError, match=rf"another trlvr train \(pid {holder.pid}\)"):
+            with training_lock(tmp_path, main_process=True):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (tmp_path / PID).read_text() == str(holder.pid)  # stale
+    with training_lock(tmp_path, main_process=True):
+        assert (tmp_path / PID).read_text() == str(os.getpid())
+    assert not (tmp_path / PID).exists()
 
 
 def weights(path: Path) -> dict:
