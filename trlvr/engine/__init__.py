@@ -18,6 +18,7 @@ from trlvr.engine.sampling import (
 )
 from trlvr.engine.schedules import (
     SCHEDULES,
+    BoundarySchedule,
     ChunkSchedule,
     Schedule,
     SoloSchedule,
@@ -38,6 +39,7 @@ __all__ = [
     "SCHEDULES",
     "register_schedule",
     "WordSchedule",
+    "BoundarySchedule",
     "TokenSchedule",
     "StepSchedule",
     "ChunkSchedule",
