@@ -81,7 +81,8 @@ def test_decode_and_compile_arguments_are_validated(models, tokenizer):
         gen.generate(prompts, WordSchedule(), max_new_tokens=4, decode="eager", compile=True)
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert resolve_decode("auto", "auto", cpu) == ("eager", False)
-    assert resolve_decode("auto", "auto", cuda) == ("eager", False)  # static and compile: opt-in until measured on a GPU
+    assert resolve_decode("auto", "auto", cuda) == ("static", False)  # compile: opt-in until measured on a GPU
+    assert resolve_decode("auto", True, cpu) == ("static", True)  # compiling implies the static path
     assert resolve_decode("static", True, cuda) == ("static", True)
     with pytest.raises(ValueError, match="decode must be one of"):
         TandemGenerator(senior, junior, tokenizer, decode="fast")  # a generator's defaults are checked up front

@@ -61,7 +61,8 @@ class TandemConfig:
     nonfinite_patience: int = _help("stop after this many consecutive non-finite losses or grad norms", 1)
     preempt_grace_s: float = _help("on SIGTERM/SIGUSR1: finish the step, checkpoint and exit within this many seconds", 120.0)
     refuse_lossy_prompts: bool = _help("refuse training prompts the tokenizer cannot spell (default: count, list, warn)", False)
-    decode: str = _help("rollout KV caches: auto (= eager until static is measured on a GPU), eager or static", "auto")
+    decode: str = _help("rollout KV caches: auto (= static on CUDA, eager elsewhere), eager or static", "auto")
+    compile: str = _help("compile the static path's decode step (torch.compile; CUDA graphs on CUDA): auto (= off until the GPU bench measures it), true or false", "auto")
     junior_device: str | None = _help("device for the junior (e.g. cuda:1; the authors' second GPU); null = the senior's", None)
     holdout: int = _help("hold out this many training problems for `trlvr select --val split:N` (never trained on)", 0)
     holdout_seed: int = _help("which problems are held out (a seeded hash of their content)", 0)
@@ -96,6 +97,13 @@ class TandemConfig:
             bad("junior", "'self' needs use_peft: true (the junior is the senior's base with adapters off)")
         if self.decode not in DECODE_MODES:
             bad("decode", f"must be one of {DECODE_MODES}")
+        words = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False, "auto": "auto"}
+        if isinstance(self.compile, str) and self.compile.lower() in words:
+            self.compile = words[self.compile.lower()]  # YAML gives a bool, the command line a string
+        if self.compile not in (True, False, "auto"):
+            bad("compile", "must be true, false or auto")
+        elif self.compile is True and self.decode == "eager":
+            bad("compile", "true needs decode: static or auto (the eager cache changes shape every step)")
         if self.junior_device is not None and self.junior == "self":
             bad("junior_device", "junior: self shares the senior's weights, so it runs on the senior's device")
         if self.holdout < 0:

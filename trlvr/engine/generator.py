@@ -16,20 +16,43 @@ Shapes: B = batch, L = longest prompt, T = new tokens so far, V = vocabulary.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+from trlvr.engine.kv import batch_bucket
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
 from trlvr.engine.runners import STATIC_BLOCK, EagerRunner, StaticRunner
 from trlvr.engine.sampling import (
-    check_decoding,
-    draw_uniforms,
-    sample_tokens,
+    TOKEN_STREAM,
+    RowStreams,
+    SamplingParams,
+    row_key,
     sample_with_uniforms,
     token_logprob,
 )
 from trlvr.engine.schedules import JUNIOR, SENIOR, Schedule, VocabTables, vocab_tables
 
 _LENGTH, _EOS, _ROUNDS = (FINISH_REASONS.index(r) for r in ("length", "eos", "rounds"))
+
+
+def _bridge_bernoulli():  # TEMP (removed once schedules.py draws through ScheduleDraws itself)
+    from trlvr.engine import schedules
+
+    if getattr(schedules._bernoulli, "_row_draws", False):
+        return
+    plain = schedules._bernoulli
+
+    def bernoulli(p, batch_size, rng, device):
+        if hasattr(rng, "uniform"):
+            return rng.uniform(batch_size).to(device) < p
+        return plain(p, batch_size, rng, device)
+
+    bernoulli._row_draws = True
+    schedules._bernoulli = bernoulli
+
+
+_bridge_bernoulli()
 
 
 def _vocab_size(model) -> int:
@@ -96,22 +119,32 @@ DECODE_MODES = ("auto", "eager", "static")
 def resolve_decode(decode: str, compile, device: torch.device) -> tuple[str, bool]:
     """("eager" | "static", compile?) for the requested modes on `device`.
 
-    "auto" is eager and no compile, on every device, until `bench/gpu/run.sh` has measured the static
-    path and the captured step on a GPU: both are tested equal to eager on CPU only, and no default
-    should rest on a path that has never run where it is meant to win (on this project's CPU, static
-    measured 0.81-0.98x the time of eager at the 10M bench pair, 1.09x once: noise-level, so the
-    standard transformers path stays). compile=True needs decode="static".
+    "auto" is static on CUDA and eager elsewhere. Why, from the bytes each path moves per token: the
+    eager DynamicCache concatenates every layer's K/V each step (it reads and writes the whole cache,
+    about 3x the KV bytes that attention itself reads); the static path writes one position in place
+    and attention reads each KV byte once, at the KV head count, with no host sync per token. At
+    the GPU shapes this project trains (batch 128, 2-3k tokens) KV reads are ~90% of a step's bytes
+    (bench/RESULTS.md), so on a GPU the static path is the one near the bandwidth roofline. On this
+    project's CPU the two measured within noise (bench/RESULTS.md), and eager is transformers'
+    standard path, so it stays the CPU default. compile "auto" is off until `bench/gpu/run.sh` has
+    measured a compiled step on a GPU; compile=True needs the static path (decode "auto" then
+    means static).
 
     >>> resolve_decode("auto", "auto", torch.device("cpu"))
     ('eager', False)
+    >>> resolve_decode("auto", "auto", torch.device("cuda"))
+    ('static', False)
     """
     if decode not in DECODE_MODES:
         raise ValueError(f"decode must be one of {DECODE_MODES}, got {decode!r}")
     if compile not in (True, False, "auto"):
         raise ValueError(f"compile must be True, False or 'auto', got {compile!r}")
-    mode = "eager" if decode == "auto" else decode  # `device` is where a measured default will branch
     if compile == "auto":
         compile = False  # opt-in until measured on a GPU (see the docstring)
+    if decode == "auto":
+        mode = "static" if torch.device(device).type == "cuda" or compile else "eager"
+    else:
+        mode = decode
     if compile and mode != "static":
         raise ValueError(f"compile=True needs decode='static' (the eager cache changes shape every step), got decode={decode!r}")
     return mode, bool(compile)
@@ -132,6 +165,7 @@ class TandemGenerator:
     """
 
     static_block: int = STATIC_BLOCK  # decode="static": attention reads the length rounded up to this
+    sync_every: int = 8  # decode="static": tokens between two reads of the live-row count on the host
 
     def __init__(
         self,
@@ -229,6 +263,8 @@ class TandemGenerator:
         memory_budget_bytes: int | None | str = "auto",
         decode: str | None = None,
         compile: bool | str | None = None,
+        row_keys=None,
+        sampling: SamplingParams | None = None,
     ) -> TandemOutput:
         """Generate one completion per prompt (prompts may differ in length).
 
@@ -237,13 +273,19 @@ class TandemGenerator:
         the unshared one up to floating-point summation order in the prefill.
         memory_budget_bytes: bytes the KV caches of the running models may take ("auto": 90% of the
         free memory of a CUDA device, no limit on CPU). When the batch needs more, it runs as
-        equal sub-batches in turn (sub-batch k seeded seed + k; `out.num_sub_batches` says how
-        many); when one row alone needs more, a ValueError names batch, length and bytes.
+        equal sub-batches in turn (`out.num_sub_batches` says how many; the rows are what one batch
+        gives); when one row alone needs more, a ValueError names batch, length and bytes.
+        seed, row_keys: every random draw of row i (its tokens, its schedule's redraws) is a pure
+        function of (seed, row_keys[i], position) (`trlvr.engine.sampling.RowStreams`), so a row's
+        completion does not depend on its batch-mates, sub-batches, prompt sharing or devices.
+        row_keys: (B,) ints or LongTensor, e.g. `row_key(step, prompt_index, generation_index)`;
+        None = the row's index in this call.
+        sampling: a SamplingParams; when given it replaces temperature / top_p / top_k.
         decode: "eager" grows a DynamicCache every step; "static" allocates each model's KV cache
         once for prompt + max_new_tokens, writes it in place, attends only the current length rounded
         up to `static_block` positions and moves finished rows out into power-of-two batch buckets;
-        "auto" is eager until the static path is measured on a GPU; None = the generator's own setting. Both give the same tokens and authors
-        and log-probs equal up to float summation order.
+        "auto" is static on CUDA and eager elsewhere (see `resolve_decode`); None = the generator's own
+        setting. Both give the same tokens and authors and log-probs equal up to float summation order.
         compile: wrap the static path's per-token forward in torch.compile (mode "reduce-overhead",
         i.e. CUDA graphs, on CUDA; the default mode elsewhere); one graph per batch bucket and
         length block. "auto": off until measured on a GPU; None = the generator's own setting.
@@ -252,15 +294,25 @@ class TandemGenerator:
         p = 1 / p = 0, runs one model), unless `score_both` asks for both models' log-probs (it then
         decodes in lockstep, at tandem cost).
 
-        Phases: (1) pad the prompts, (2) prefill each running model, then per token (3) sample the
-        active author's token and record it, (4) advance the schedule and mark finished rows,
-        (5) drop finished rows from the batch and caches, (6) one forward per running model.
+        Phases (each a method): plan sub-batches (`_sub_batches`), `_prefill` (pad, one forward per
+        distinct prompt per running model), then per token `_decode_one_token` (sample the active
+        author's token, record it, advance the schedule, mark finished rows) and one decode forward
+        per running model, compacting the batch when it can shrink (`_decode_n_tokens`).
         """
         if not prompt_ids or any(len(p) == 0 for p in prompt_ids):
             raise ValueError("every prompt needs at least one token")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        check_decoding(temperature, top_p, top_k)
+        params = sampling if sampling is not None else SamplingParams(temperature, top_p, top_k)
+        temperature, top_p, top_k = params.temperature, params.top_p, params.top_k
+        if row_keys is None:
+            row_keys = list(range(len(prompt_ids)))
+        elif isinstance(row_keys, torch.Tensor):
+            row_keys = row_keys.tolist()
+        else:
+            row_keys = list(row_keys)
+        if len(row_keys) != len(prompt_ids):
+            raise ValueError(f"row_keys has {len(row_keys)} keys for {len(prompt_ids)} prompts")
         decode = self.decode if decode is None else decode
         compile = self.compile if compile is None else compile
         mode, compiled = resolve_decode(decode, compile, self.device)
@@ -268,28 +320,38 @@ class TandemGenerator:
         if JUNIOR in writers and self.junior is None:
             raise ValueError(f"{type(schedule).__name__} needs a junior model, but the generator has none")
         models = {name: m for name, m in ((SENIOR, self.senior), (JUNIOR, self.junior)) if name in writers}
-        lockstep = len(models) == 2  # both models run every step; the active author's logits are sampled
 
         total = max(len(p) for p in prompt_ids) + max_new_tokens
         n_sub = self._sub_batches(list(models.values()), len(prompt_ids), total, memory_budget_bytes)
         if n_sub > 1:
             size = -(-len(prompt_ids) // n_sub)
             parts = [
-                self.generate(prompt_ids[i : i + size], schedule, max_new_tokens, temperature, top_p, top_k,
-                              seed + k, score_both, share_prompts, memory_budget_bytes=None, decode=decode,
-                              compile=compile)
-                for k, i in enumerate(range(0, len(prompt_ids), size))
+                self.generate(prompt_ids[i : i + size], schedule, max_new_tokens, seed=seed,
+                              score_both=score_both, share_prompts=share_prompts, memory_budget_bytes=None,
+                              decode=decode, compile=compile, row_keys=row_keys[i : i + size], sampling=params)
+                for i in range(0, len(prompt_ids), size)
             ]  # fmt: skip
             return TandemOutput.concat(parts, pad_id=self.pad_token_id)
 
-        device = self.device
-        tables = self.tables.to(device)
-        eos = torch.tensor(self.eos_token_ids, device=device)
-        tok_rng = torch.Generator(device=device).manual_seed(seed)
-        # A separate stream for authorship: the same seed gives the same schedule at any temperature.
-        author_rng = torch.Generator(device=device).manual_seed(seed + 0x5EED)
+        streams = RowStreams(torch.tensor([row_key(int(seed), int(k)) for k in row_keys], device=self.device))
+        was_training = {name: m.training for name, m in models.items()}
+        for m in models.values():
+            m.eval()
+        try:
+            run = self._prefill(prompt_ids, models, mode, compiled, max_new_tokens, share_prompts, schedule, streams)
+            self._decode_n_tokens(run, schedule, params, max_new_tokens)
+        finally:
+            for name, training in was_training.items():
+                models[name].train(training)
+        return run.output()
 
-        # (1) left padding, once per call (not per token); built on the CPU, each runner copies it once
+    # The phases of one (sub-)batch: prefill, then decode_one_token until every row is done.
+
+    def _prefill(self, prompt_ids, models: dict, mode: str, compiled: bool, max_new_tokens: int,
+                 share_prompts: bool, schedule: Schedule, streams: RowStreams) -> _Run:  # fmt: skip
+        """Pad the prompts, build each model's runner, prefill each distinct prompt once; the decode state."""
+        device = self.device
+        # left padding, once per call (not per token); built on the CPU, each runner copies it once
         B, L = len(prompt_ids), max(len(p) for p in prompt_ids)
         input_ids = torch.full((B, L), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros(B, L + max_new_tokens, dtype=torch.long)  # (B, L + max_new_tokens)
@@ -306,93 +368,166 @@ class TandemGenerator:
             return EagerRunner(model, dev, L, max_new_tokens)
 
         runners = {name: runner(m) for name, m in models.items()}
-        # split: each model samples on its own device from uniforms drawn here (see the class docstring)
+        # prefill: each distinct prompt once, then its KV rows and logits copied to its repeats
+        unique, inverse = _distinct(prompt_ids) if share_prompts else (list(range(B)), None)
+        first = torch.tensor(unique)  # (U,) one row per distinct prompt
+        rows_of = None if inverse is None else torch.tensor(inverse)  # (B,) distinct-prompt index of every row
+        logits = {name: r.prefill(input_ids, mask, positions, first, rows_of) for name, r in runners.items()}
+        # split: each model samples on its own device (see the class docstring)
         split = self.split_devices and JUNIOR in models
-        was_training = {name: m.training for name, m in models.items()}
-        for m in models.values():
-            m.eval()
-        try:
-            # (2) prefill: each distinct prompt once, then its KV rows and logits copied to its repeats
-            unique, inverse = _distinct(prompt_ids) if share_prompts else (list(range(B)), None)
-            first = torch.tensor(unique)  # (U,) one row per distinct prompt
-            rows_of = None if inverse is None else torch.tensor(inverse)  # (B,) distinct-prompt index of every row
-            logits = {name: r.prefill(input_ids, mask, positions, first, rows_of) for name, r in runners.items()}
+        tables = self.tables.to(device)
+        return _Run(
+            runners=runners, logits=logits, tables=tables, eos=torch.tensor(self.eos_token_ids, device=device),
+            pad=self.pad_token_id, static=mode == "static", lockstep=len(models) == 2, split=split,
+            tokens=torch.full((B, max_new_tokens), self.pad_token_id, dtype=torch.long, device=device),
+            authored=torch.zeros(B, max_new_tokens, dtype=torch.bool, device=device),
+            lp={name: torch.zeros(B, max_new_tokens, device=device) for name in models},
+            finish=torch.full((B,), _LENGTH, dtype=torch.long, device=device),
+            length=torch.full((B,), max_new_tokens, dtype=torch.long, device=device),
+            rows=torch.arange(B, device=device), done=torch.zeros(B, dtype=torch.bool, device=device),
+            state=schedule.start(B, tables, streams.schedule_draws(0)), streams=streams,
+            split_streams={name: streams.to(_device(m)) for name, m in models.items()} if split else None,
+        )  # fmt: skip
 
-            tokens = torch.full((B, max_new_tokens), self.pad_token_id, dtype=torch.long, device=device)
-            senior_authored = torch.zeros(B, max_new_tokens, dtype=torch.bool, device=device)
-            lp = {name: torch.zeros(B, max_new_tokens, device=device) for name in models}
-            finish = torch.full((B,), _LENGTH, dtype=torch.long, device=device)
-            length = torch.full((B,), max_new_tokens, dtype=torch.long, device=device)
-            # Live rows only: finished sequences are dropped from the batch (and the KV caches) once
-            # a quarter of the live rows are done, so ragged lengths do not cost full-batch steps.
-            rows = torch.arange(B, device=device)  # (b,) original index of each live row
-            done = torch.zeros(B, dtype=torch.bool, device=device)  # (b,)
-            state = schedule.start(B, tables, author_rng)
-            n_done = 0
+    def _decode_n_tokens(self, run: _Run, schedule: Schedule, params: SamplingParams, max_new_tokens: int) -> None:
+        """Decode until every row is done or the budget is spent.
 
-            for t in range(max_new_tokens):
-                # (3) sample from the active author, score the token under every running model
-                if split:
-                    tok, tok_lp = _sample_split(logits, state.author, temperature, top_k, top_p, tok_rng, device)
-                else:
-                    if lockstep:
-                        active = torch.where(state.author[:, None], logits[SENIOR], logits[JUNIOR])  # (b, V)
-                    else:
-                        active = next(iter(logits.values()))
-                    tok = sample_tokens(active, temperature, top_k, top_p, tok_rng)  # (b,)
-                    tok_lp = {name: token_logprob(x, tok) for name, x in logits.items()}  # each (b,)
-                if n_done == 0:  # common case: every row live, no masking
-                    live = slice(None)
-                    out_rows = slice(None) if rows.numel() == B else rows  # plain column writes until compaction
-                else:
-                    live = ~done
-                    tok = torch.where(done, self.pad_token_id, tok)
-                    out_rows = rows[live]
-                tokens[out_rows, t] = tok[live]
-                senior_authored[out_rows, t] = state.author[live]
-                for name, x in tok_lp.items():
-                    lp[name][out_rows, t] = x[live]
-
-                # (4) schedule and finish
-                state = schedule.advance(state, tok, tables, author_rng)
-                hit_eos = torch.isin(tok, eos) & ~done
-                hit_cap = state.stop & ~done & ~hit_eos
-                ended = hit_eos | hit_cap
-                n_ended = int(ended.sum())  # the loop's one host sync per step
-                if n_ended:
-                    finish[rows[hit_eos]] = _EOS
-                    finish[rows[hit_cap]] = _ROUNDS
-                    length[rows[ended]] = t + 1
-                    done = done | ended
-                    n_done += n_ended
-                if t == max_new_tokens - 1 or n_done == done.numel():
+        The static path reads the number of live rows every `sync_every` tokens only (on CUDA through
+        a non-blocking copy read one check later: no host sync in the token loop); finished rows stay
+        in the batch, masked, until the row bucket can shrink. The eager path checks every token and
+        drops finished rows once a quarter of the batch is done.
+        """
+        every = self.sync_every if run.static else 1
+        counter = _LiveCount(run.done.device, lag=run.static and run.done.device.type == "cuda")
+        for t in range(max_new_tokens):
+            tok = self._decode_one_token(run, t, schedule, params)
+            if t == max_new_tokens - 1:
+                break
+            if (t + 1) % every == 0:
+                n_live = counter.poll(run.done)  # an upper bound: rows only ever finish
+                if n_live == 0:
                     break
+                keep = None if n_live is None else run.compact(n_live, t)
+                if keep is not None:
+                    tok = tok[keep]
+            # one decode forward per running model on the token just emitted; every model's input is
+            # on its device before any forward is launched, so models on two devices run at once
+            inputs = {name: tok.to(r.device, non_blocking=True) for name, r in run.runners.items()}
+            run.logits = {name: r.step(inputs[name], t) for name, r in run.runners.items()}
 
-                # (5) compact: drop finished rows from the batch and every cache
-                if 4 * n_done >= done.numel():
-                    keep = torch.nonzero(~done).squeeze(1)
-                    rows, done, tok = rows[keep], done[keep], tok[keep]
-                    n_done = 0
-                    state = type(state)(*(f[keep] for f in state))
-                    for r in runners.values():
-                        r.select(keep, t)
+    def _decode_one_token(self, run: _Run, t: int, schedule: Schedule, params: SamplingParams) -> torch.Tensor:
+        """Sample token t of every running row from its author, record it, advance the schedule.
 
-                # (6) decode forward of every running model on the token just emitted: all launched
-                # before any result is read, so models on two devices run at the same time
-                logits = {name: r.step(tok, t) for name, r in runners.items()}
-        finally:
-            for name, training in was_training.items():
-                models[name].train(training)
+        Device-side writes only (no host sync): finished rows write pad / False / 0.
+        Returns the tokens (R,) the models read next.
+        """
+        logits, state, done = run.logits, run.state, run.done
+        if run.split:
+            tok, tok_lp = _sample_split(logits, state.author, params, run.split_streams, t, run.done.device)
+        else:
+            if run.lockstep:
+                active = torch.where(state.author[:, None], logits[SENIOR], logits[JUNIOR])  # (R, V)
+            else:
+                active = next(iter(logits.values()))
+            u = None if params.greedy else run.streams.uniform(t, TOKEN_STREAM)[:, None]  # (R, 1)
+            tok = sample_with_uniforms(active, u, params.temperature, params.top_k, params.top_p)  # (R,)
+            tok_lp = {name: token_logprob(x, tok) for name, x in logits.items()}  # each (R,)
+        tok = torch.where(done, run.pad, tok)
+        rows = slice(None) if run.in_order else run.rows  # plain column writes until the first compaction
+        run.tokens[rows, t] = tok
+        run.authored[rows, t] = state.author & ~done
+        for name, x in tok_lp.items():
+            run.lp[name][rows, t] = x.masked_fill(done, 0.0)
+        run.state = schedule.advance(state, tok, run.tables, run.streams.schedule_draws(t + 1))
+        hit_eos = torch.isin(tok, run.eos) & ~done
+        hit_cap = run.state.stop & ~done & ~hit_eos
+        ended = hit_eos | hit_cap
+        run.finish[rows] = torch.where(hit_eos, _EOS, torch.where(hit_cap, _ROUNDS, run.finish[rows]))
+        run.length[rows] = torch.where(ended, t + 1, run.length[rows])
+        run.done = done | ended
+        return tok
 
-        T = int(length.max())
-        in_completion = torch.arange(T, device=device)[None, :] < length[:, None]  # (B, T)
+
+class _LiveCount:
+    """How many rows are live, read on the host: at once on CPU; on CUDA through a pinned non-blocking
+    copy queued at one check and read at the next, so the GPU never waits for the host (the count
+    is then one check old: an upper bound, as rows only finish)."""
+
+    def __init__(self, device: torch.device, lag: bool):
+        self.lag, self.pending = lag, None
+
+    def poll(self, done: torch.Tensor) -> int | None:
+        live = (~done).sum()
+        if not self.lag:
+            return int(live)
+        host = torch.empty((), dtype=torch.long, pin_memory=True)
+        host.copy_(live, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        previous, self.pending = self.pending, (host, event)
+        if previous is None:
+            return None
+        previous[1].synchronize()
+        return int(previous[0])
+
+
+@dataclass
+class _Run:
+    """The decode state of one (sub-)batch. Output tensors are (B, N); the running batch is R rows
+    (`rows`: their original indices), finished ones included until compaction drops them."""
+
+    runners: dict
+    logits: dict  # name -> (R, V) next-token logits of every running model
+    tables: VocabTables
+    eos: torch.Tensor
+    pad: int
+    static: bool
+    lockstep: bool
+    split: bool
+    tokens: torch.Tensor  # (B, N) long
+    authored: torch.Tensor  # (B, N) bool
+    lp: dict  # name -> (B, N) float32
+    finish: torch.Tensor  # (B,) long
+    length: torch.Tensor  # (B,) long
+    rows: torch.Tensor  # (R,) long
+    done: torch.Tensor  # (R,) bool
+    state: object  # ScheduleState of the R rows
+    streams: RowStreams  # the R rows' random streams
+    split_streams: dict | None
+    in_order: bool = True  # rows == arange(B): no compaction yet
+
+    def compact(self, n_live: int, t: int) -> torch.Tensor | None:
+        """Drop finished rows before the forward of step t when the batch can shrink; the kept indices (R',) or None.
+
+        Static: only when the power-of-two row bucket shrinks (each compaction copies every kept KV
+        row); the kept rows are the live ones (in order) then finished ones up to the bucket, chosen
+        on the device (a stable argsort), so no host sync. Eager: once a quarter of the rows are done.
+        """
+        R, full = self.rows.numel(), self.tokens.shape[0]
+        target = batch_bucket(n_live, full) if self.static else n_live
+        if target >= R or (not self.static and 4 * (R - n_live) < R):
+            return None
+        keep = torch.argsort(self.done.to(torch.int8), stable=True)[:target]
+        self.rows, self.done = self.rows[keep], self.done[keep]
+        self.state = type(self.state)(*(f[keep] for f in self.state))
+        self.streams = self.streams.select(keep)
+        if self.split_streams is not None:
+            self.split_streams = {name: s.select(keep) for name, s in self.split_streams.items()}
+        for r in self.runners.values():
+            r.select(keep, t)
+        self.in_order = False
+        return keep
+
+    def output(self) -> TandemOutput:
+        T = int(self.length.max())
+        in_completion = torch.arange(T, device=self.length.device)[None, :] < self.length[:, None]  # (B, T)
         return TandemOutput(
-            tokens=tokens[:, :T],
-            senior_authored=senior_authored[:, :T] & in_completion,
+            tokens=self.tokens[:, :T],
+            senior_authored=self.authored[:, :T] & in_completion,
             completion_mask=in_completion,
-            senior_logprob=lp[SENIOR][:, :T] if SENIOR in lp else None,
-            junior_logprob=lp[JUNIOR][:, :T] if JUNIOR in lp else None,
-            finish_codes=finish,
+            senior_logprob=self.lp[SENIOR][:, :T] if SENIOR in self.lp else None,
+            junior_logprob=self.lp[JUNIOR][:, :T] if JUNIOR in self.lp else None,
+            finish_codes=self.finish,
         )
 
 
@@ -406,17 +541,19 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
     return (a.index if a.index is not None else current) == (b.index if b.index is not None else current)
 
 
-def _sample_split(logits: dict, author, temperature, top_k, top_p, rng, device):
+def _sample_split(logits: dict, author, params: SamplingParams, streams: dict, t: int, device):
     """Sample with each model's logits on its own device: (tok (b,), {name: log-prob (b,)}) on `device`.
 
-    One uniform per row is drawn on `device` (the same stream `sample_tokens` draws from) and copied
-    to every model's device; each model samples its candidate there and the author mask picks one,
-    which is the token the one-device path samples from the mixed logits. Only (b,)-sized tensors
-    cross devices, never (b, V) logits.
+    Each model's device computes the rows' uniforms itself from the row keys (`streams`, one
+    `RowStreams` per model, on its device: the same bits the one-device path draws), samples its
+    candidate there, and the author mask picks one, which is the token the one-device path samples
+    from the mixed logits. Only (b,)-sized tensors cross devices, never (b, V) logits.
     """
-    b = author.shape[0]  # decoding settings were checked once, at the top of `generate`
-    u = None if temperature == 0 else draw_uniforms(b, rng, device)  # (b, 1)
-    cand = {name: sample_with_uniforms(x, u, temperature, top_k, top_p).to(device) for name, x in logits.items()}
+    def cand_of(name, x):
+        u = None if params.greedy else streams[name].uniform(t, TOKEN_STREAM)[:, None]
+        return sample_with_uniforms(x, u, params.temperature, params.top_k, params.top_p).to(device)
+
+    cand = {name: cand_of(name, x) for name, x in logits.items()}
     tok = torch.where(author, cand[SENIOR], cand[JUNIOR]) if len(cand) == 2 else next(iter(cand.values()))
     tok_lp = {name: token_logprob(x, tok.to(x.device)).to(device) for name, x in logits.items()}
     return tok, tok_lp

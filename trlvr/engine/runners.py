@@ -18,14 +18,54 @@ Shapes: B = batch, L = longest prompt, N = max_new_tokens, V = vocabulary, R = r
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import torch
+from transformers import AttentionInterface
 
 from trlvr.engine.kv import StaticKV, attended_length, batch_bucket
 
 STATIC_BLOCK = 256  # attention reads the current length rounded up to this many positions
-_ATTN_KINDS = ("sdpa", "eager")  # attention implementations the static path builds masks for
+_ATTN_KINDS = ("sdpa", "eager")  # attention implementations whose models the static path decodes
+KV_HEAD_ATTENTION = "trlvr_kv_heads"  # the static decode step's attention, registered below
+
+
+def kv_head_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+    """Decode attention that reads K/V at the KV head count: one query position, grouped query heads.
+
+    query (R, Hq, 1, D); key, value (R, Hkv, K, D); attention_mask (R, 1, 1, K) bool -> ((R, 1, Hq, D), None).
+    The G = Hq / Hkv query heads that share a KV head become G query rows of one SDPA call over
+    that head (what transformers' `pack_gqa` does outside torch.compile and without a mask), so
+    K/V are never expanded to the query head count (`repeat_kv`): each KV byte is read once per step,
+    compiled or not, with a mask, on every device.
+    """
+    if kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None or kwargs.get("sliding_window"):
+        raise ValueError("decode='static' attention supports plain full attention only (no softcap, sinks or windows)")
+    R, Hq, q, D = query.shape
+    Hkv = key.shape[1]
+    if q != 1:
+        raise ValueError(f"{KV_HEAD_ATTENTION} decodes one position per row, got {q}")
+    grouped = query.reshape(R, Hkv, Hq // Hkv, D)  # query head h = kv * G + g, as repeat_kv pairs them
+    out = torch.nn.functional.scaled_dot_product_attention(
+        grouped, key, value, attn_mask=attention_mask, dropout_p=0.0, scale=scaling
+    )  # (R, Hkv, G, D)
+    return out.reshape(R, 1, Hq, D), None
+
+
+AttentionInterface.register(KV_HEAD_ATTENTION, kv_head_attention)
+
+
+@contextlib.contextmanager
+def decode_attention(model):
+    """The model's attention layers call `kv_head_attention` inside this block (its config names it)."""
+    config = model.config
+    before = config._attn_implementation
+    config._attn_implementation = KV_HEAD_ATTENTION
+    try:
+        yield
+    finally:
+        config._attn_implementation = before
 
 
 def cache_arg(model) -> str:
@@ -47,20 +87,16 @@ def attention_kind(model) -> str:
     return getattr(model.config, "_attn_implementation", None) or "eager"
 
 
-def decode_step(model, arg: str, cache, tok, pos, valid, slot, kind: str):
+def decode_step(model, arg: str, cache, tok, pos, valid, slot):
     """One cached forward of the static path. tok (R,), pos (R, 1), valid (R, K) bool, slot (1,) -> logits (R, V).
 
     Position k is attended when valid[:, k] (not prompt padding) and k <= slot (already written).
-    The mask is built here (inside a compiled region when compiled): bool for SDPA, additive for eager.
+    The bool mask is built here (inside a compiled region when compiled); the caller runs this under
+    `decode_attention(model)`, so attention reads K/V at the KV head count.
     """
     K = valid.shape[1]
     attend = valid & (torch.arange(K, device=valid.device) <= slot)  # (R, K)
-    if kind == "sdpa":
-        mask = attend[:, None, None, :]  # (R, 1, 1, K)
-    else:
-        dtype = model.get_output_embeddings().weight.dtype
-        mask = torch.zeros(attend.shape, dtype=dtype, device=valid.device)
-        mask = mask.masked_fill(~attend, torch.finfo(dtype).min)[:, None, None, :]
+    mask = attend[:, None, None, :]  # (R, 1, 1, K)
     out = model(input_ids=tok[:, None], position_ids=pos, attention_mask=mask, **{arg: cache}, use_cache=True)
     return out.logits[:, -1]
 
@@ -175,7 +211,8 @@ class StaticRunner(EagerRunner):
         else:
             pos = self.pos
         self.kv.set_step(R, slot, K)
-        logits = self.step_fn(self.model, self.arg, self.kv.cache, tok, pos, self.valid[:R, :K], self.kv.slot, self.kind)
+        with decode_attention(self.model):
+            logits = self.step_fn(self.model, self.arg, self.kv.cache, tok, pos, self.valid[:R, :K], self.kv.slot)
         logits = logits[:b]
         return logits.clone() if self.clone else logits
 

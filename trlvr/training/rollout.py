@@ -18,8 +18,11 @@ What TRL does with our return value:
   junior tokens leave both the loss and the token-mean normaliser (`num_items_in_batch`).
 - anything else (`senior_share` here): forwarded per completion to the reward functions.
 
-Seeding: each call is seeded from (args.seed, global_step, process index, mode), so a run resumed
-from a checkpoint regenerates exactly the rollouts the uninterrupted run would have.
+Seeding: every row's randomness is a function of (args.seed, row key), the row key being
+(global step, mode, prompt index, generation index) with indices counted over the whole generation
+batch (`rollout_row_keys`), so a run resumed from a checkpoint regenerates exactly the rollouts the
+uninterrupted run would have, and the rollouts do not depend on the number of processes, the
+sub-batching or a row's batch-mates (`trlvr.engine.sampling.RowStreams`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from trlvr.algos import author_stats, check_author_mask, check_has_junior_tokens
 from trlvr.data import encode_prompt
 from trlvr.engine import TandemGenerator
 from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
+from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
 
 
@@ -41,23 +45,46 @@ def rollout_seed(seed: int, global_step: int, process_index: int, train: bool = 
     return mixed % (2**63 - 1)
 
 
+def rollout_row_keys(global_step: int, train: bool, process_index: int, local_rows: int, num_generations: int) -> list[int]:
+    """Row keys of this process's rows: (step, mode, prompt index, generation index) over the global batch.
+
+    TRL hands process p the p-th contiguous slice of the generation batch (it slices the gathered
+    rewards the same way), each prompt repeated `num_generations` times in a row.
+    """
+    start = process_index * local_rows
+    mode = "train" if train else "eval"
+    return [row_key(global_step, mode, j // num_generations, j % num_generations)
+            for j in range(start, start + local_rows)]  # fmt: skip
+
+
 class TandemRollout:
     """Callable passed to `GRPOTrainer(rollout_func=...)`.
 
     schedule: who writes each token (a SoloSchedule for the GRPO arm).
     junior: the frozen junior (None for solo); set by the trainer once it knows the device.
     check_junior_p: the schedule's senior probability p, for the "no junior tokens" check (None: no check).
-    decode, junior_device: the engine's options (`TandemGenerator`).
+    decode, junior_device, compile: the engine's options (`TandemGenerator`); `compile` is read from
+    the run config (`trainer.tandem.compile`) when the trainer has one.
     """
 
     def __init__(self, schedule: Schedule, junior=None, check_junior_p: float | None = None,
-                 decode: str = "auto", junior_device: str | None = None):  # fmt: skip
+                 decode: str = "auto", junior_device: str | None = None, compile: bool | str = "auto"):  # fmt: skip
         self.schedule = schedule
-        self.engine_options = {"decode": decode, "junior_device": junior_device}
+        self.engine_options = {"decode": decode, "junior_device": junior_device, "compile": compile}
         self.junior = junior
         self.check_junior_p = check_junior_p
         self.generation_seconds = 0.0  # accumulated since the last `take_generation_seconds`
         self._tables = None
+
+    def _engine_options(self, trainer) -> dict:
+        """decode / compile / junior_device for the engine; `compile` from the run config (`trainer.tandem`) when set."""
+        options = dict(self.engine_options)
+        tandem = getattr(trainer, "tandem", None)
+        if getattr(tandem, "compile", None) is not None:
+            options["compile"] = tandem.compile
+        if self.junior is None:
+            options.pop("junior_device")
+        return options
 
     def take_generation_seconds(self) -> float:
         seconds, self.generation_seconds = self.generation_seconds, 0.0
@@ -72,7 +99,9 @@ class TandemRollout:
         tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
         train = trainer.model.training
         prompt_ids = self._tokenize(prompts, tokenizer)
-        seed = rollout_seed(args.seed, trainer.state.global_step, acc.process_index, train)
+        num_generations = getattr(trainer, "num_generations" if train else "num_generations_eval", None)
+        row_keys = rollout_row_keys(trainer.state.global_step, train, acc.process_index, len(prompt_ids),
+                                    num_generations or args.num_generations)  # fmt: skip
 
         from trl.models import unwrap_model_for_generation
 
@@ -93,7 +122,7 @@ class TandemRollout:
                 tables=self._tables,
                 eos_token_ids=list(trainer.eos_token_ids),
                 pad_token_id=tokenizer.pad_token_id,
-                **(self.engine_options if self.junior is not None else {"decode": self.engine_options["decode"]}),
+                **self._engine_options(trainer),
             )
             out = gen.generate(
                 prompt_ids,
@@ -102,7 +131,8 @@ class TandemRollout:
                 temperature=args.temperature,
                 top_p=args.top_p,
                 top_k=args.top_k or 0,
-                seed=seed,
+                seed=args.seed,
+                row_keys=row_keys,
             )
         seconds = time.perf_counter() - start
         self.generation_seconds += seconds

@@ -1,0 +1,157 @@
+"""The static decode path's GPU invariants, checked on CPU by watching the ops it dispatches.
+
+- attention reads K/V at the KV head count: no (R, query heads, K, D) tensor in a decode step;
+- no host sync per token: at most one data-dependent op (item, nonzero, bool masks, ...) per
+  `sync_every` = 8 generated tokens;
+- static equals eager on a GQA model (query heads 4x KV heads) for every schedule, with
+  compaction, prompt sharing and the split-device path.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import PROMPTS, SCHEDULES, assert_same_outputs, encode, frequent_eos
+from torch.utils._python_dispatch import TorchDispatchMode
+from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers.integrations import sdpa_attention
+
+from trlvr.engine import TandemGenerator, WordSchedule
+from trlvr.engine.runners import StaticRunner
+
+HQ, HKV, D = 8, 2, 8  # query heads 4x KV heads, like Qwen3-4B (32 / 8)
+
+
+def gqa_model(vocab: int, seed: int, layers: int = 2):
+    torch.manual_seed(seed)
+    cfg = Qwen3Config(vocab_size=vocab, hidden_size=HQ * D, intermediate_size=128, num_hidden_layers=layers,
+                      num_attention_heads=HQ, num_key_value_heads=HKV, head_dim=D, max_position_embeddings=512,
+                      tie_word_embeddings=True)  # fmt: skip
+    return Qwen3ForCausalLM(cfg).float().eval()
+
+
+@pytest.fixture(scope="module")
+def gqa_pair(tokenizer):
+    return gqa_model(len(tokenizer), 0), gqa_model(len(tokenizer), 1, layers=1)
+
+
+class Shapes(TorchDispatchMode):
+    """Records the shape of every tensor an op returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.shapes = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, tuple | list) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.shapes.append(tuple(t.shape))
+        return out
+
+
+def expanded_kv(shapes) -> list:
+    """K/V-sized tensors at the query head count: (R, Hq, K > 1, D)."""
+    return [s for s in shapes if len(s) == 4 and s[1] == HQ and s[2] > 1 and s[3] == D]
+
+
+_SYNC_OPS = ("_local_scalar_dense", "nonzero", "is_nonzero", "equal", "masked_select", "unique", "_unique2",
+             "bincount", "repeat_interleave", "allclose", "_assert_async")  # fmt: skip
+
+
+class HostSyncs(TorchDispatchMode):
+    """Counts data-dependent ops: what makes the host wait for a GPU (item, nonzero, bool indexing, ...)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name.split("::")[-1]
+        flat = [*args, *(kwargs or {}).values()]
+        indices = [i for a in flat if isinstance(a, list | tuple) for i in a if isinstance(i, torch.Tensor)]
+        if name in _SYNC_OPS or (name.startswith("index") and any(i.dtype == torch.bool for i in indices)):
+            self.ops.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def static_gen(senior, junior, tokenizer, block=8, **kw):
+    gen = TandemGenerator(senior, junior, tokenizer, **kw)
+    gen.static_block = block
+    return gen
+
+
+def test_static_decode_never_expands_kv_to_query_heads(gqa_pair, tokenizer, monkeypatch):
+    senior, junior = gqa_pair
+    seen = Shapes()
+    step = StaticRunner.step
+
+    def watched(self, tok, t):
+        with seen:
+            return step(self, tok, t)
+
+    monkeypatch.setattr(StaticRunner, "step", watched)
+    # as under torch.compile, where transformers' SDPA path repeats K/V to the query heads (its
+    # no-copy decode is skipped while compiling)
+    monkeypatch.setattr(sdpa_attention, "is_torchdynamo_compiling", lambda: True)
+    gen = static_gen(senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer))
+    gen.generate(encode(tokenizer, PROMPTS) * 2, WordSchedule(), max_new_tokens=20, decode="static", score_both=True)
+    assert len(seen.shapes) > 100 and expanded_kv(seen.shapes) == []
+    # the detector does see transformers' own (compiled-path) decode with a mask: K/V repeated to the query heads
+    ids = torch.tensor([encode(tokenizer, PROMPTS)[0]])
+    with torch.no_grad():
+        cache = senior(input_ids=ids, use_cache=True).past_key_values
+        plain = Shapes()
+        with plain:
+            senior(input_ids=ids[:, -1:], past_key_values=cache, attention_mask=torch.ones(1, 1, 1, ids.shape[1] + 1,
+                   dtype=torch.bool), use_cache=True)  # fmt: skip
+    assert expanded_kv(plain.shapes)
+
+
+def test_static_loop_syncs_the_host_once_per_8_tokens(gqa_pair, tokenizer, monkeypatch):
+    senior, junior = gqa_pair
+    counts = {}
+    decode = TandemGenerator._decode_n_tokens
+
+    def counted(self, run, schedule, params, max_new_tokens):
+        with HostSyncs() as mode:
+            decode(self, run, schedule, params, max_new_tokens)
+        counts["ops"], counts["rows"] = mode.ops, run.rows.numel()
+
+    monkeypatch.setattr(TandemGenerator, "_decode_n_tokens", counted)
+    gen = static_gen(senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer)[::3])
+    prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]
+    for schedule in SCHEDULES:
+        out = gen.generate(prompts, schedule, max_new_tokens=64, decode="static", seed=1)
+        tokens = int(out.lengths.max())
+        assert len(counts["ops"]) <= -(-tokens // 8), (repr(schedule), tokens, counts["ops"])
+    assert counts["rows"] < len(prompts)  # compaction ran (on the device, without a sync)
+    # the eager path, by contrast, reads the host every token: the counter does count syncs
+    gen.generate(prompts, WordSchedule(), max_new_tokens=16, decode="eager", seed=1)
+    assert len(counts["ops"]) >= 16
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: repr(s))
+def test_static_equals_eager_on_a_gqa_model(gqa_pair, tokenizer, schedule):
+    senior, junior = gqa_pair
+    eos = frequent_eos(tokenizer)
+    gen = static_gen(senior, junior, tokenizer, eos_token_ids=eos)
+    split = static_gen(senior, junior, tokenizer, eos_token_ids=eos, junior_device="cpu")
+    prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]
+    kw = dict(max_new_tokens=30, seed=11, score_both=True)
+    eager = gen.generate(prompts, schedule, decode="eager", share_prompts=False, **kw)
+    assert len(set(map(len, eager.completion_ids))) > 2  # rows end at different times: compaction runs
+    assert_same_outputs(eager, gen.generate(prompts, schedule, decode="static", **kw), atol=1e-5)
+    assert_same_outputs(eager, split.generate(prompts, schedule, decode="static", **kw), atol=1e-5)
+
+
+def test_run_config_compile_field_is_one_clear_line():
+    from trlvr.config import TandemConfig
+    from trlvr.errors import UserError
+
+    assert [TandemConfig(senior="s", junior="j", compile=v).compile for v in ("auto", "true", True, "no")] == [
+        "auto", True, True, False]  # fmt: skip
+    with pytest.raises(UserError, match=r"^compile: must be true, false or auto \(got 'maybe'\)$"):
+        TandemConfig(senior="s", junior="j", compile="maybe")
+    with pytest.raises(UserError, match="^compile: true needs decode: static or auto"):
+        TandemConfig(senior="s", junior="j", compile=True, decode="eager")
