@@ -222,3 +222,83 @@ def test_bad_inputs_are_one_clear_line(pair):
             prompts["senior"], None, WordSchedule(), 4
         )
     assert torch.is_tensor(row_uniforms(0, 1, 1))
+
+
+def _cross_tokenizer_toy(tmp_path):
+    """The shipped toy senior and a random junior whose tokenizer has the senior's alphabet but other
+    merges (no digit splitting, fewer ids), saved as run folders, plus toy training problems."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from trlvr.toy.task import make_splits
+    from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
+
+    shutil.copytree(ASSETS_DIR / "senior", tmp_path / "senior")
+    senior_tok = AutoTokenizer.from_pretrained(tmp_path / "senior")
+    rows = _rows(make_splits(120, 4, seed=0)[0])
+    pieces = [senior_tok.decode([i]) for i in range(len(senior_tok)) if i not in senior_tok.all_special_ids]
+    corpus = pieces + [r["prompt"] for r in rows] * 3
+    junior_tok = train_bpe_tokenizer(corpus, vocab_size=200, byte_alphabet=False)
+    assert junior_tok.get_vocab() != senior_tok.get_vocab()
+    junior = tiny_model("llama", len(junior_tok), seed=4, hidden=32)
+    junior.generation_config.eos_token_id = junior_tok.eos_token_id
+    junior.save_pretrained(tmp_path / "junior")
+    junior_tok.save_pretrained(tmp_path / "junior")
+    _write_jsonl(tmp_path / "train.jsonl", rows)
+    return tmp_path
+
+
+def test_trlvr_train_runs_two_steps_on_a_text_pair(tmp_path, monkeypatch, capfd):
+    """`trlvr train` on a senior and a junior with different tokenizers: auto picks text pairing (one log
+    line says so), TRL gets the senior's tokenization of the shared text, env_mask is 1 exactly on
+    senior-sampled tokens and the junior wrote some of the text; `pairing: lockstep` is refused."""
+    import json
+
+    from trlvr.cli.main import main as cli
+    from trlvr.training.rollout import TandemRollout
+
+    toy = _cross_tokenizer_toy(tmp_path)
+    seen = []
+    original = TandemRollout._text_rollout
+
+    def recording(self, prompts, prompt_ids, tokenizer, trainer, row_keys, train):
+        out = original(self, prompts, prompt_ids, tokenizer, trainer, row_keys, train)
+        seen.append((out, tokenizer))
+        return out
+
+    monkeypatch.setattr(TandemRollout, "_text_rollout", recording)
+    common = ["--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+              "--dataset", str(toy / "train.jsonl"), "--max_steps", "2", "--per_device_train_batch_size", "8",
+              "--num_generations", "4", "--max_completion_length", "16", "--use_cpu", "true"]  # fmt: skip
+    code = cli(["train", *common, "--output_dir", str(toy / "run")])
+    assert code == 0
+    assert "pairing: text (two tokenizers, one shared text)" in capfd.readouterr().err
+    rows = [json.loads(line) for line in (toy / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "loss" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    assert all("tandem/text/withdrawn_per_seq" in r for r in steps)
+    assert len(seen) == 2
+    junior_written = 0
+    for out, _tok in seen:
+        for ids, mask in zip(out["completion_ids"], out["env_mask"], strict=True):
+            assert len(ids) == len(mask) and set(mask) <= {0, 1}
+            junior_written += mask.count(0)
+    assert junior_written > 0
+    assert cli(["train", *common, "--pairing", "lockstep", "--output_dir", str(toy / "run2")]) == 2
+    err = capfd.readouterr().err
+    assert "tandem decoding needs one shared vocabulary" in err and "Traceback" not in err
+
+
+def test_pairing_choice(pair):
+    from trlvr.errors import UserError
+    from trlvr.models import choose_pairing
+
+    _, toks, _ = pair
+    same, other = toks["senior"], toks["junior"]
+    assert choose_pairing(same, same) == "lockstep" and choose_pairing(same, other) == "text"
+    assert choose_pairing(same, same, "text") == "text"
+    with pytest.raises(UserError, match="tandem decoding needs one shared vocabulary"):
+        choose_pairing(same, other, "lockstep")
+    with pytest.raises(UserError, match="pairing: must be one of auto, lockstep, text"):
+        choose_pairing(same, other, "tokens")

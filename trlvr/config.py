@@ -64,6 +64,7 @@ class TandemConfig:
     decode: str = _help("rollout KV caches: auto (= static on CUDA, eager elsewhere), eager or static", "auto")
     compile: str = _help("compile the static path's decode step (torch.compile; CUDA graphs on CUDA): auto (= off until the GPU bench measures it), true or false", "auto")
     junior_device: str | None = _help("device for the junior (e.g. cuda:1; the authors' second GPU); null = the senior's", None)
+    pairing: str = _help("how senior and junior decode together: auto (lockstep when the vocabularies are identical, text otherwise), lockstep (one shared vocabulary, token by token) or text (each model on its own tokens of one shared text)", "auto")
     holdout: int = _help("hold out this many training problems for `trlvr select --val split:N` (never trained on)", 0)
     holdout_seed: int = _help("which problems are held out (a seeded hash of their content)", 0)
     use_peft: bool = _help("train a LoRA adapter on the senior instead of all its weights", False)
@@ -104,6 +105,10 @@ class TandemConfig:
             bad("compile", "must be true, false or auto")
         elif self.compile is True and self.decode == "eager":
             bad("compile", "true needs decode: static or auto (the eager cache changes shape every step)")
+        if self.pairing not in ("auto", "lockstep", "text"):
+            bad("pairing", "must be auto, lockstep or text")
+        if self.pairing == "text" and self.junior == "self":
+            bad("pairing", "text needs a junior with its own tokenizer; junior: self shares the senior's")
         if self.junior_device is not None and self.junior == "self":
             bad("junior_device", "junior: self shares the senior's weights, so it runs on the senior's device")
         if self.holdout < 0:

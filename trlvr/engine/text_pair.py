@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from trlvr.engine.output import FINISH_REASONS, TandemOutput
 from trlvr.engine.sampling import check_decoding, sample_with_uniforms
 from trlvr.engine.schedules import (
     JUNIOR,
@@ -73,11 +74,14 @@ def is_word_start(text: str, piece: str) -> bool:
     return bool(piece) and piece[0].isspace() and bool(text) and not text[-1].isspace()
 
 
-def row_uniforms(seed: int, rows: int, n: int) -> torch.Tensor:
-    """(rows, n) float32 uniforms in [0, 1); row r depends only on (seed, r, n), never on `rows`."""
-    out = torch.empty(rows, n)
-    for r in range(rows):
-        g = torch.Generator().manual_seed((seed * 1_000_003 + r * 7_919 + 1) % (2**63 - 1))
+def row_uniforms(seed: int, rows: int | list[int], n: int) -> torch.Tensor:
+    """(rows, n) float32 uniforms in [0, 1); row r depends only on (seed, its key, n), never on the batch.
+
+    rows: a count (row r's key is r) or each row's key (e.g. the rollout's row keys)."""
+    keys = list(range(rows)) if isinstance(rows, int) else list(rows)
+    out = torch.empty(len(keys), n)
+    for r, key in enumerate(keys):
+        g = torch.Generator().manual_seed((seed * 1_000_003 + key * 7_919 + 1) % (2**63 - 1))
         out[r] = torch.rand(n, generator=g)
     return out
 
@@ -369,6 +373,25 @@ class TextPairOutput:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def as_tandem_output(self, pad_id: int) -> TandemOutput:
+        """The senior's side as a lockstep `TandemOutput`: its tokenization of the text, senior_authored =
+        senior_mask (what training and the rollout metrics read); junior log-probs are not defined."""
+        B, T = len(self), max([len(ids) for ids in self.senior_ids] + [1])
+        tokens = torch.full((B, T), pad_id, dtype=torch.long)
+        authored = torch.zeros(B, T, dtype=torch.bool)
+        in_completion = torch.zeros(B, T, dtype=torch.bool)
+        logprob = torch.zeros(B, T)
+        rows = zip(self.senior_ids, self.senior_mask, self.senior_logprobs, strict=True)
+        for r, (ids, mask, lps) in enumerate(rows):
+            n = len(ids)
+            tokens[r, :n] = torch.tensor(ids, dtype=torch.long)
+            authored[r, :n] = torch.tensor(mask, dtype=torch.bool)
+            in_completion[r, :n] = True
+            logprob[r, :n] = torch.tensor(lps)
+        codes = torch.tensor([FINISH_REASONS.index(f) for f in self.finish_reasons], dtype=torch.long)
+        return TandemOutput(tokens=tokens, senior_authored=authored, completion_mask=in_completion,
+                            senior_logprob=logprob, junior_logprob=None, finish_codes=codes)  # fmt: skip
+
     @property
     def senior_char_share(self) -> list[float]:
         return [sum(a) / len(a) if a else 0.0 for a in self.char_authors]
@@ -405,7 +428,13 @@ class TextPairGenerator:
         top_k: int = 0,
         seed: int = 0,
         check: bool = False,
+        check_logits: bool | None = None,
+        row_keys: list[int] | None = None,
     ) -> TextPairOutput:
+        """One completion per row. Each model gets its own prompt ids (junior_prompt_ids: None without
+        a junior). row_keys: one int per row that seeds its randomness with `seed` (default: the
+        row's index). check: record a snapshot per catch-up for `invariant_failures`; check_logits
+        (default: check) compares every cached logit with a fresh cache-free forward (slow)."""
         if type(schedule) not in TEXT_SCHEDULES:
             raise ValueError(
                 f"text pairing supports the schedules {[s.name for s in TEXT_SCHEDULES]}, not {schedule.name!r}"
@@ -436,8 +465,12 @@ class TextPairGenerator:
         try:
             for name, side in sides.items():
                 side.prefill(prompts[name])
+            if row_keys is not None and len(row_keys) != B:
+                raise ValueError(f"row_keys has {len(row_keys)} keys for {B} rows")
+            self._check_logits = check if check_logits is None else check_logits
+            keys = B if row_keys is None else row_keys
             out = self._decode(
-                sides, prompts, B, schedule, max_new_tokens, temperature, top_p, top_k, seed, check
+                sides, prompts, keys, schedule, max_new_tokens, temperature, top_p, top_k, seed, check
             )
         finally:
             for name, training in was_training.items():
@@ -452,11 +485,12 @@ class TextPairGenerator:
         return out
 
     def _decode(
-        self, sides, prompts, B, schedule, N, temperature, top_p, top_k, seed, check
+        self, sides, prompts, keys, schedule, N, temperature, top_p, top_k, seed, check
     ) -> TextPairOutput:
         n_draws = 2 * N + 2
-        u_tok = row_uniforms(seed, B, n_draws)
-        u_author = row_uniforms(seed + 0x5EED, B, n_draws)
+        u_tok = row_uniforms(seed, keys, n_draws)
+        u_author = row_uniforms(seed + 0x5EED, keys, n_draws)
+        B = u_tok.shape[0]
         rows = [_Row(author=self._first_author(schedule, u_author[r, 0].item())) for r in range(B)]
         for r in rows:
             r.adraw = 1
@@ -503,7 +537,9 @@ class TextPairGenerator:
                     continue
                 idx = torch.tensor(pos_list, device=side.device)
                 logits = side.logits[idx]
-                if check:  # the cached logits against one fresh, cache-free forward of the stream
+                if (
+                    self._check_logits
+                ):  # the cached logits against one fresh, cache-free forward of the stream
                     for j, p in enumerate(pos_list):
                         st = side.streams[p]
                         ids = torch.tensor([st.prompt + st.ids], device=side.device)

@@ -90,7 +90,8 @@ def load_models(tandem: TandemConfig, args):
     The junior is loaded only when rollouts need it and it is not TRL's KL reference (TRL loads
     that one); `junior: self` is the LoRA senior's base with adapters off (set up by the trainer).
     """
-    from trlvr.models import check_same_vocab, load_causal_lm, load_tokenizer
+    from trlvr.models import choose_pairing, load_causal_lm, load_tokenizer
+    from trlvr.training.console import log
 
     init = dict(args.model_init_kwargs or {})
     tokenizer = load_tokenizer(tandem.senior, "senior")
@@ -99,10 +100,17 @@ def load_models(tandem: TandemConfig, args):
     senior = load_causal_lm(tandem.senior, "senior", **init)
     junior = None
     if tandem.junior and tandem.junior != SELF:
-        check_same_vocab(tokenizer, load_tokenizer(tandem.junior, "junior"))
+        junior_tok = load_tokenizer(tandem.junior, "junior")
+        pairing = choose_pairing(tokenizer, junior_tok, tandem.pairing)
+        if tandem.arm == "tandem":
+            log(f"pairing: {pairing} ({'one shared vocabulary, token by token' if pairing == 'lockstep' else 'two tokenizers, one shared text'})")
+        if pairing == "text" and args.beta > 0 and tandem.kl_ref == "junior":
+            raise UserError("kl_ref: junior needs one shared vocabulary; this pair is text-paired (set kl_ref: initial)")
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
         if tandem.arm == "tandem" and not kl_to_junior:
             junior = load_causal_lm(tandem.junior, "junior", dtype=senior.dtype)
+            if pairing == "text":  # the rollout decodes this pair at the text level, with the junior's own tokenizer
+                junior.text_pair_tokenizer = junior_tok
     return senior, junior, tokenizer
 
 

@@ -103,6 +103,9 @@ class TandemRollout:
         row_keys = rollout_row_keys(trainer.state.global_step, train, acc.process_index, len(prompt_ids),
                                     num_generations or args.num_generations)  # fmt: skip
 
+        if self._text_mode(trainer, tokenizer):
+            return self._text_rollout(prompts, prompt_ids, tokenizer, trainer, row_keys, train)
+
         from trl.models import unwrap_model_for_generation
 
         start = time.perf_counter()
@@ -141,6 +144,63 @@ class TandemRollout:
         check_author_mask(env_mask, completion_ids)
         stats = author_stats(out.senior_authored, out.completion_mask)  # each (B,)
         self._log(trainer, stats, out, seconds, "train" if train else "eval")
+        return {
+            "prompt_ids": prompt_ids,
+            "completion_ids": completion_ids,
+            "logprobs": out.senior_logprobs,
+            "env_mask": env_mask,
+            "senior_share": stats["senior_share"].tolist(),
+        }
+
+    junior_tokenizer = None  # text pairing: the junior's own tokenizer (library callers may set it)
+
+    def _text_mode(self, trainer, tokenizer) -> bool:
+        """True when this pair decodes at the text level: `trlvr.training.build.load_models` gives a
+        text-paired junior its own tokenizer (`trlvr.models.choose_pairing` decided, and logged it)."""
+        if self.junior is None:
+            return False
+        if self.junior_tokenizer is None:
+            self.junior_tokenizer = getattr(self.junior, "text_pair_tokenizer", None)
+        return self.junior_tokenizer is not None
+
+    def _text_rollout(self, prompts, prompt_ids, tokenizer, trainer, row_keys, train: bool) -> dict:
+        """Text pairing: the rollout TRL trains on is the senior's tokenization of the shared text, and
+        env_mask is 1 exactly on the tokens the senior sampled (the junior's text re-encoded is 0)."""
+        from trl.models import unwrap_model_for_generation
+
+        from trlvr.engine.text_pair import TextPairGenerator
+
+        args, acc = trainer.args, trainer.accelerator
+        jtok = self.junior_tokenizer
+        if jtok.pad_token is None:
+            jtok.pad_token = jtok.eos_token
+        junior_prompts = [encode_prompt(p, jtok) for p in prompts]
+        start = time.perf_counter()
+        with unwrap_model_for_generation(
+            trainer.model_wrapped,
+            acc,
+            gather_deepspeed3_params=args.ds3_gather_for_generation,
+            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
+        ) as senior:
+            if self._tables is None:
+                self._tables = vocab_tables(tokenizer, senior.get_output_embeddings().weight.shape[0])
+            gen = TextPairGenerator(senior, tokenizer, self.junior, jtok, senior_eos_ids=list(trainer.eos_token_ids))
+            text = gen.generate(prompt_ids, junior_prompts, self.schedule, args.max_completion_length,
+                                temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0,
+                                seed=args.seed, row_keys=row_keys)  # fmt: skip
+        seconds = time.perf_counter() - start
+        self.generation_seconds += seconds
+        out = text.as_tandem_output(tokenizer.pad_token_id)
+        completion_ids, env_mask = out.completion_ids, out.authors
+        check_author_mask(env_mask, completion_ids)
+        stats = author_stats(out.senior_authored, out.completion_mask)
+        mode = "train" if train else "eval"
+        self._log(trainer, stats, out, seconds, mode)
+        n = max(len(text), 1)
+        metrics = trainer._metrics[mode]
+        metrics["tandem/text/withdrawn_per_seq"].append(sum(text.withdrawn) / n)
+        metrics["tandem/text/catch_up_tokens_per_seq"].append(sum(map(sum, text.catch_up_tokens.values())) / n)
+        metrics["tandem/text/senior_char_share"].append(sum(text.senior_char_share) / n)
         return {
             "prompt_ids": prompt_ids,
             "completion_ids": completion_ids,
