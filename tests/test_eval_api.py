@@ -230,3 +230,19 @@ def test_summary_figure_keeps_its_own_title(tmp_path, monkeypatch):
     keys = ("solo/pass@1", "handoff/pass@1", "jargon_rate", "legibility/junior_ce")
     plot({"grpo": dict.fromkeys(keys, entry)}, tmp_path / "s.png", title="my study")
     assert seen == ["my study"] and (tmp_path / "s.png").stat().st_size > 0
+
+
+def test_an_eval_sample_does_not_depend_on_its_batch(tmp_path, test_file):
+    """Each sample's randomness is keyed by (benchmark, problem, sample index, protocol): another
+    batch size (other batch-mates, other padding) and another --limit give the same completions."""
+    runs = {"b12": ("--batch-size", "12"), "b5": ("--batch-size", "5"), "lim": ("--batch-size", "12", "--limit", "4")}
+    for name, extra in runs.items():
+        assert cli(eval_argv(SENIOR, JUNIOR, test_file, tmp_path / name, "--suite", "solo,handoff", *extra)) == 0
+
+    def samples(name):
+        return {(r["protocol"], r["problem_id"], r["sample_idx"]): (r["token_ids"], r["authors"])
+                for r in read_jsonl(tmp_path / name / "samples.jsonl")}  # fmt: skip
+
+    a, b, c = samples("b12"), samples("b5"), samples("lim")
+    assert len(a) == 24 and a == b
+    assert len(c) == 16 and all(a[k] == v for k, v in c.items())

@@ -88,6 +88,15 @@ def cut_to_budgets(out: TandemOutput, budgets: list[int], pad_token_id: int) -> 
     )
 
 
+def eval_row_key(benchmark: str, problem_key: str, sample_idx: int, protocol: str) -> int:
+    """The randomness key of one evaluation sample: (benchmark, problem, sample index, protocol);
+    the evaluation seed is the generator's seed. Training keys (`trlvr.training.rollout`) start with
+    the global step, so train and eval streams do not coincide."""
+    from trlvr.engine.sampling import row_key
+
+    return row_key("eval", benchmark, str(problem_key), int(sample_idx), protocol)
+
+
 def run_protocol(
     generator: TandemGenerator,
     protocol: str,
@@ -97,8 +106,13 @@ def run_protocol(
     decoding: dict,
     seed: int,
     handoff_max_rounds: int = HANDOFF_MAX_ROUNDS,
+    row_keys: list[int] | None = None,
 ) -> TandemOutput:
-    """Generate one completion per prompt under `protocol`; `max_new_tokens` may be one budget per prompt."""
+    """Generate one completion per prompt under `protocol`; `max_new_tokens` may be one budget per prompt.
+
+    row_keys: one key per prompt (`eval_row_key`), so each completion is a pure function of (seed,
+    key, position): the same whatever batch, batch size or sub-batch it is drawn in.
+    """
     budgets = [max_new_tokens] * len(prompt_ids) if isinstance(max_new_tokens, int) else list(max_new_tokens)
     out = generator.generate(
         prompt_ids,
@@ -108,6 +122,7 @@ def run_protocol(
         top_p=decoding["top_p"],
         top_k=decoding["top_k"],
         seed=seed,
+        row_keys=row_keys,
     )
     if min(budgets) == max(budgets):
         return out

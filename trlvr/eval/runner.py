@@ -29,7 +29,7 @@ from trlvr.eval import defaults as D
 from trlvr.eval import fingerprint as fpr
 from trlvr.eval.aggregate import problem_table, summarize
 from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, plan_batches, split_by_prompt_length
-from trlvr.eval.protocols import loophole_report, protocols_for, run_protocol
+from trlvr.eval.protocols import eval_row_key, loophole_report, protocols_for, run_protocol
 from trlvr.eval.scoring import score_completions, text_means
 from trlvr.eval.spec import BUDGET_RULE, EvalSpec
 from trlvr.eval.store import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, EvalDir, read_json, write_json
@@ -409,8 +409,9 @@ class _Run:
         problems, tok = b.problems, self.tokenizer
         out = run_protocol(
             gen, batch.protocol, [b.prompts[i] for i, _ in batch.items],
-            max_new_tokens=[b.budgets[i] for i, _ in batch.items], decoding=self.decoding, seed=batch.seed,
+            max_new_tokens=[b.budgets[i] for i, _ in batch.items], decoding=self.decoding, seed=self.seed,
             handoff_max_rounds=self.handoff_max_rounds,
+            row_keys=[eval_row_key(batch.benchmark, b.keys[i], s, batch.protocol) for i, s in batch.items],
         )  # fmt: skip
         ids_all = out.completion_ids
         texts = tok.batch_decode(ids_all, skip_special_tokens=True)
@@ -426,7 +427,7 @@ class _Run:
             ids = ids_all[j]
             row = {
                 "benchmark": batch.benchmark, "problem_id": b.keys[i], "source_id": str(problems[i].id),
-                "protocol": batch.protocol, "sample_idx": s, "batch": batch.signature, "seed": batch.seed,
+                "protocol": batch.protocol, "sample_idx": s, "batch": batch.signature, "seed": self.seed,
                 "answer": gold, "text": text, "token_ids": ids, "authors": "".join(map(str, authors[j])),
                 "num_tokens": len(ids), "senior_share": share[j], "num_switches": switches[j],
                 "reward": 0.0 if reward is None else float(reward),  # an ungradable completion counts as wrong
