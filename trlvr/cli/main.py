@@ -17,6 +17,7 @@ COMMANDS = {
     "toy": "toy_cmd",
     "data": "data_cmd",
     "select": "select_cmd",
+    "study": "study_cmd",
 }
 
 

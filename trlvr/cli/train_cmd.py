@@ -12,7 +12,8 @@
 The config is one flat YAML of `trlvr.config.TandemConfig` and `trl.GRPOConfig` fields, read by
 TRL's own parser (`trl.TrlParser`); any field is also a `--key value` override, and a wrong key
 or type is one error line naming it. `{arm}` in output_dir becomes the arm. Switches: `--resume`,
-`--force` (train into a directory holding a different run), `--verbose`, `--seeds`.
+`--force` (train into a directory holding a different run), `--verbose`, `--seeds`,
+`--dry-run` (every config check that needs no model, then exit: `trlvr study plan` commands on a CPU).
 
 A second `trlvr train` into a directory being trained into is refused (exit 2, naming the first's
 pid). On SIGTERM or SIGUSR1 (a cluster pre-empting the job) the run finishes its step, saves a
@@ -51,6 +52,22 @@ def _pop_seeds(argv: list[str]) -> tuple[list[str], list[int] | None]:
     return argv[:i] + argv[i + 2 :], seeds
 
 
+def dry_run(argv: list[str]) -> str:
+    """Parse and validate a run's config (keys, types, TandemConfig and GRPOConfig checks) without
+    loading a model; without a GPU, bf16/fp16 are checked off (their device check runs at launch)."""
+    import torch
+
+    from trlvr.config import parse_run_args
+
+    note = ""
+    if not torch.cuda.is_available():
+        argv = [*argv, "--use_cpu", "true", "--bf16", "false", "--fp16", "false"]
+        note = " (no GPU here: checked with use_cpu on and bf16/fp16 off)"
+    tandem, grpo, _ = parse_run_args(argv)
+    return (f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
+            f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, output_dir {grpo.output_dir}")
+
+
 def resume_command(argv: list[str]) -> str:
     """The `trlvr train` command line that continues a run started with `argv` (shell-quoted)."""
     import shlex
@@ -66,6 +83,9 @@ def main(args) -> int:
         return 0
     again = resume_command(argv)
     argv, seeds = _pop_seeds(argv)
+    if "--dry-run" in argv:
+        print(dry_run([a for a in argv if a != "--dry-run"]))
+        return 0
     from trlvr.config import parse_run_args
     from trlvr.training.console import log, quiet_libraries
 

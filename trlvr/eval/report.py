@@ -132,7 +132,9 @@ def _bars_plot(res: dict, metric: str, ylabel: str, title: str) -> str | None:
     import matplotlib.pyplot as plt
 
     names, vals, errs = [], [], [[], []]
-    entries = [(b, r["metrics"]) for b, r in res["benchmarks"].items()] + [("macro", res["macro"]["metrics"])]
+    entries = [(b, r["metrics"]) for b, r in res["benchmarks"].items()]
+    if len(entries) != 1:  # with one benchmark, "macro" is the same bar again
+        entries.append(("macro", res["macro"]["metrics"]))
     for name, m in entries:
         if metric in m:
             v, e = _err(m[metric])
@@ -148,6 +150,80 @@ def _bars_plot(res: dict, metric: str, ylabel: str, title: str) -> str | None:
     ax.set_title(title)
     ax.tick_params(axis="x", rotation=30)
     return _png(fig)
+
+
+def _runs_pass_at_k(runs: list[tuple[str, dict]]) -> str | None:
+    """Solo (solid) and handoff (dashed) pass@k of several runs on one axis, one colour per run."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.6, 3.2))
+    drawn = False
+    for i, (label, metrics) in enumerate(runs):
+        for proto, style in (("solo", "-"), ("handoff", "--")):
+            names = sorted((n for n in metrics if n.startswith(f"{proto}/pass@")), key=lambda n: int(n.split("@")[1]))
+            if not names:
+                continue
+            e = [metrics[n] for n in names]
+            ax.errorbar([int(n.split("@")[1]) for n in names], [x["value"] * 100 for x in e],
+                        yerr=[[(x["value"] - x["ci_low"]) * 100 for x in e], [(x["ci_high"] - x["value"]) * 100 for x in e]],
+                        marker="o", capsize=3, linestyle=style, color=f"C{i}", label=f"{label} {proto}")  # fmt: skip
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="k", ylabel="pass@k (%)", title="macro pass@k (solid: solo, dashed: handoff)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _runs_dose(runs: list[tuple[str, dict]]) -> str | None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.6, 3.2))
+    drawn = False
+    for i, (label, metrics) in enumerate(runs):
+        pts = [(0.0, "solo/pass@1")] if "solo/pass@1" in metrics else []
+        pts += sorted((float(n.split("/")[0].removeprefix("dose-")), n) for n in metrics
+                      if n.startswith("dose-") and n.endswith("/pass@1"))  # fmt: skip
+        if not any(n.startswith("dose-") for _, n in pts):
+            continue
+        e = [metrics[n] for _, n in pts]
+        ax.errorbar([x for x, _ in pts], [x["value"] * 100 for x in e],
+                    yerr=[[(x["value"] - x["ci_low"]) * 100 for x in e], [(x["ci_high"] - x["value"]) * 100 for x in e]],
+                    marker="o", capsize=3, color=f"C{i}", label=label)  # fmt: skip
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set(xlabel="junior share of words", ylabel="pass@1 (%)", title="dose: pass@1 vs junior share")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _runs_bars(runs: list[tuple[str, dict]], metric: str, ylabel: str, title: str) -> str | None:
+    import matplotlib.pyplot as plt
+
+    have = [(label, m[metric]) for label, m in runs if metric in m]
+    if not have:
+        return None
+    fig, ax = plt.subplots(figsize=(4.6, 3.2))
+    ax.bar([label for label, _ in have], [e["value"] for _, e in have], capsize=4,
+           color=[f"C{i}" for i, (label, m) in enumerate(runs) if metric in m],
+           yerr=[[e["value"] - e["ci_low"] for _, e in have], [e["ci_high"] - e["value"] for _, e in have]])  # fmt: skip
+    ax.set(ylabel=ylabel, title=title)
+    ax.tick_params(axis="x", rotation=20)
+    return _png(fig)
+
+
+def compared_plots(runs: list[tuple[str, dict]]) -> list[str]:
+    """The runs side by side (macro metrics): pass@k, dose, legibility and drift, one colour per run."""
+    out = [_runs_pass_at_k(runs), _runs_dose(runs),
+           _runs_bars(runs, "legibility/junior_ce", "junior CE (nats/token)", "legibility (lower = more legible)"),
+           _runs_bars(runs, "drift/kl", "KL(senior || junior) (nats/token)", "drift")]  # fmt: skip
+    return [p for p in out if p]
 
 
 def plots(res: dict) -> list[str]:
@@ -283,16 +359,40 @@ def selection_warning(selection: dict | None) -> str | None:
             "optimistic; select on held-out data.")  # fmt: skip
 
 
+def _text(value) -> str:
+    """A setting as a short text: mappings as "k v, k v", lists joined by commas, None as "–"."""
+    if value is None:
+        return "–"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_text(v)}" for k, v in value.items() if not isinstance(v, dict)) or "–"
+    if isinstance(value, list | tuple):
+        return ", ".join(map(str, value)) or "–"
+    return str(value)
+
+
+def settings_rows(cfg: dict) -> list[tuple[str, str]]:
+    """An evaluation's settings as (name, value) rows for a small table (not a printed dict)."""
+    models = cfg.get("models", {}) or {}
+    data = models.get("data")
+    rows = [("senior", _text(models.get("senior"))), ("junior", _text(models.get("junior"))),
+            ("data", _text(data) if not isinstance(data, dict) else ", ".join(f"{k} = {v}" for k, v in data.items())),
+            ("samples per problem", _text(cfg.get("n"))), ("pass@k", _text(cfg.get("ks"))),
+            ("decoding", _text(cfg.get("decoding"))), ("budget (tokens)", _text(cfg.get("budget", cfg.get("max_new_tokens")))),
+            ("seed", _text(cfg.get("seed"))), ("grading", _text(cfg.get("grading"))),
+            ("handoff round cap", f"{_text(cfg.get('handoff_max_rounds'))} (a round = one senior step + one junior step)")]  # fmt: skip
+    sel = models.get("senior_selection")
+    if isinstance(sel, dict):
+        rows.insert(1, ("senior checkpoint", f"step {sel.get('step')}, selected by {sel.get('metric')} on "
+                                             f"{_text((sel.get('val') or {}).get('name'))}"))  # fmt: skip
+    return rows
+
+
 def run_view(run_dir: str | Path, label: str | None = None, max_problems: int = 12) -> dict:
     """What the template shows of one evaluation directory (read only)."""
     run_dir = Path(run_dir)
     res = load_results(run_dir)
     cfg = res["config"]
-    settings = (
-        f"models {cfg.get('models', {})}; n = {cfg.get('n')}, ks = {cfg.get('ks')}, decoding {cfg.get('decoding')}, "
-        f"budget {cfg.get('budget', cfg.get('max_new_tokens'))}, seed {cfg.get('seed')}, grading {cfg.get('grading')}; "
-        f"handoff rounds = one senior step + one junior step (cap {cfg.get('handoff_max_rounds')})"
-    )
+    settings = settings_rows(cfg)
     dropped = {
         b: [d.get("source_id") for d in v] for b, v in (cfg.get("dropped_problems") or {}).items() if v
     }
@@ -317,9 +417,11 @@ def build_report(run_dir: str | Path, compare_dirs: list[str | Path] = (), *, ma
 
     run = run_view(run_dir, max_problems=max_problems)
     seed = load_results(run_dir)["config"].get("seed", 0)
+    if compare_dirs:  # the runs side by side in every plot, not this run's alone
+        runs = [(str(run_dir), load_results(run_dir))] + [(str(o), load_results(o)) for o in compare_dirs]
+        run["plots"] = compared_plots([(label, res["macro"]["metrics"]) for label, res in runs])
     comparisons = []
     for other in compare_dirs:
-        load_results(other)
         cmp = compare_tables(load_table(other), load_table(run_dir), seed=seed)
         title = f"Comparison: B = this run vs A = {other} (paired bootstrap)"
         comparisons.append(comparison_view(cmp, str(other), str(run_dir), title))

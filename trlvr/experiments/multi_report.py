@@ -195,16 +195,37 @@ def side_by_side(runs: list[Run], max_problems: int = 8, protocols=("solo", "han
     return out
 
 
-def build_multi_report(paths: list[str | Path], baseline: str | Path | None = None, max_problems: int = 8) -> str:
+def _pairs(runs: list[Run], base: Run, pairs) -> list[dict]:
+    """Comparison views: every run against `base`, or each (baseline path, run path) of `pairs`."""
+    if pairs is None:
+        return comparisons(runs, base)
+    by_path = {r.path: r for r in runs}
+    out = []
+    for a, b in pairs:
+        if Path(a) not in by_path or Path(b) not in by_path:
+            raise UserError(f"report: pair ({a}, {b}) names a run that is not in the report")
+        out += comparisons([by_path[Path(b)]], by_path[Path(a)])
+    return out
+
+
+def build_multi_report(paths: list[str | Path], baseline: str | Path | None = None, max_problems: int = 8, *,
+                       labels: list[str] | None = None, pairs: list[tuple] | None = None,
+                       settings: list[tuple[str, str]] = (), extra_plots: list[str] = (), title: str | None = None,
+                       extra_title: str = "More plots") -> str:  # fmt: skip
+    """The page. `labels`: one per path (default: folder names); `pairs`: (baseline, run) paths to compare
+    (default: every run against `baseline`); `settings`: (name, value) rows shown as a table;
+    `extra_plots`: more PNG data URLs (e.g. a study's detector metrics), under `extra_title`."""
     import jinja2
     import matplotlib
 
     matplotlib.use("Agg")
     if len(paths) < 2:
         raise UserError("report: a multi-run report needs at least two runs")
-    runs = [Run(p) for p in paths]
-    labels = [r.label for r in runs]
-    if len(set(labels)) != len(labels):
+    if labels is not None and len(labels) != len(paths):
+        raise UserError(f"report: {len(labels)} labels for {len(paths)} runs")
+    runs = [Run(p, label=lab) for p, lab in zip(paths, labels or [None] * len(paths), strict=True)]
+    names = [r.label for r in runs]
+    if len(set(names)) != len(names):
         runs = [Run(p, label=str(p)) for p in paths]
     base = runs[0] if baseline is None else next((r for r in runs if r.path == Path(baseline)), None)
     if base is None:
@@ -219,16 +240,17 @@ def build_multi_report(paths: list[str | Path], baseline: str | Path | None = No
     from trlvr.eval.report import JUNIOR_COLOUR, SENIOR_COLOUR, _surprisal_bg
 
     return env.get_template("multi_report.html.j2").render(
-        title="trlvr: " + " vs ".join(r.label for r in runs), baseline=base.label, headline=headline(runs),
-        plots=plots, training=training_plots(runs), comparisons=comparisons(runs, base),
+        title=title or "trlvr: " + " vs ".join(r.label for r in runs), baseline=base.label, headline=headline(runs),
+        settings=list(settings), extra_plots=list(extra_plots), extra_title=extra_title,
+        plots=plots, training=training_plots(runs), comparisons=_pairs(runs, base, pairs),
         problems=side_by_side(runs, max_problems), labels=[r.label for r in runs], warnings=sorted(set(warnings)),
         senior_colour=SENIOR_COLOUR, junior_colour=JUNIOR_COLOUR, shade_high=_surprisal_bg(-8),
         shade_low=_surprisal_bg(-2),
     )  # fmt: skip
 
 
-def write_multi_report(paths, out_path, baseline=None, max_problems: int = 8) -> Path:
-    html = build_multi_report(paths, baseline, max_problems)
+def write_multi_report(paths, out_path, baseline=None, max_problems: int = 8, **kw) -> Path:
+    html = build_multi_report(paths, baseline, max_problems, **kw)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(html, encoding="utf-8")

@@ -1,0 +1,376 @@
+"""`trlvr study`: strict study files, plan = the commands run executes, skip / resume, report on synthetic runs."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trlvr.cli.main import main as cli
+from trlvr.errors import UserError
+from trlvr.experiments import study as S
+from trlvr.experiments.study_spec import load_study
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDIES = ROOT / "studies"
+
+TINY = """
+name: tiny
+base: toy
+worlds: {spaced: {jargon: spaced}, compact: {jargon: compact}}
+train: {max_steps: 4, save_steps: 2, holdout: 20}
+seeds: [0, 1]
+selection: {val: "split:20", metric: handoff/pass@1, n: 2}
+evaluation: {data: test, suite: [solo, handoff], n: 2, k: [1, 2], limit: 30}
+variants:
+  grpo-spaced: {arm: grpo, world: spaced}
+  word-spaced: {arm: tandem, world: spaced, schedule: word, max_gap: 32, baseline: grpo-spaced}
+  grpo-compact: {arm: grpo, world: compact}
+  word-compact: {arm: tandem, world: compact, schedule: word, max_gap: 32, baseline: grpo-compact}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+# ---- the study file --------------------------------------------------------------------------------
+
+
+def test_tiny_study_loads_with_per_dialect_baselines(tmp_path):
+    st = load_study(write(tmp_path, TINY))
+    assert list(st.variants) == ["grpo-spaced", "word-spaced", "grpo-compact", "word-compact"]
+    assert st.variants["word-compact"].baseline == "grpo-compact"
+    assert st.variants["grpo-compact"].baseline is None
+    assert st.baselines() == ["grpo-spaced", "grpo-compact"]
+    assert st.variants["word-spaced"].overrides == {"max_steps": 4, "save_steps": 2, "holdout": 20, "arm": "tandem",
+                                                    "schedule": "word", "max_gap": 32}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "edit, error",
+    [
+        (("seeds: [0, 1]", "seeds: [0, 1]\nsteps: 3"), "study {p}: steps: unknown key"),
+        (("max_gap: 32, baseline: grpo-spaced", "max_gapp: 32, baseline: grpo-spaced"),
+         "study {p}: variants.word-spaced.max_gapp: unknown key: not a study key, TandemConfig or trl.GRPOConfig field"),
+        (("metric: handoff/pass@1, n: 2", "metric: handoff/pass@1, samples: 2"),
+         "study {p}: selection.samples: unknown key (expected one of "),
+        (("limit: 30}", "limit: 30, top: 3}"), "study {p}: evaluation.top: unknown key (expected one of "),
+        (("baseline: grpo-compact", "baseline: grpo-dense"), "study {p}: variants.word-compact.baseline: 'grpo-dense' is not a variant"),
+        (("{arm: grpo, world: compact}", "{arm: grpo, world: dense}"), "study {p}: variants.grpo-compact.world: 'dense' is not one of worlds"),
+        (("seeds: [0, 1]", "seeds: [0, 0]"), "study {p}: seeds: expected a list of distinct integers"),
+        (("compact: {jargon: compact}", "compact: {jargon: tiny}"), "study {p}: worlds.compact.jargon: expected spaced or compact"),
+        (("suite: [solo, handoff]", "suite: [solo, vibes]"), "study {p}: evaluation.suite: unknown entries ['vibes']"),
+        (("n: 2, k: [1, 2]", "n: 2, k: [1, 4]"), "study {p}: evaluation.k: every k must be an integer in [1, n = 2]"),
+        (("{arm: grpo, world: spaced}", "{arm: grpo, world: spaced, output_dir: x}"),
+         "study {p}: variants.grpo-spaced.output_dir: set by the study runner"),
+        (("base: toy", "base: no-such.yaml"), "study {p}: base/config: 'no-such.yaml' is neither a shipped config nor a file"),
+    ],
+)
+def test_bad_study_files_are_one_line_naming_file_and_key(tmp_path, capsys, edit, error):
+    old, new = edit
+    assert old in TINY
+    p = write(tmp_path, TINY.replace(old, new, 1))
+    assert cli(["study", "plan", str(p)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"trlvr study: error: {error.format(p=p)}"), err
+
+
+def test_shipped_studies_load():
+    for path in sorted(STUDIES.glob("*.yaml")):
+        st = load_study(path)
+        assert st.seeds and st.variants, path
+        for v in st.variants.values():
+            assert v.baseline is None or v.baseline in st.variants
+
+
+# ---- plan = what run executes ---------------------------------------------------------------------
+
+
+def test_plan_prints_world_then_train_select_eval_per_variant_and_seed(tmp_path, capsys):
+    p = write(tmp_path, TINY)
+    out = tmp_path / "out"
+    assert cli(["study", "plan", str(p), "--out", str(out)]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if not ln.startswith("#")]
+    assert lines[0] == f"trlvr toy prepare --out {out}/worlds/spaced --jargon spaced --seed 0 --no-progress"
+    assert lines[1].endswith("--jargon compact --seed 0 --no-progress --from-scratch")
+    body = lines[2:-1]
+    assert len(body) == 4 * 2 * 3 and lines[-1] == f"trlvr study report {out}"
+    assert [ln.split()[1] for ln in body[:3]] == ["train", "select", "eval"]
+    train = shlex.split(body[3 * 3])  # seed-major: the 4th unit is word-compact seed 0
+    assert train[train.index("--output_dir") + 1] == f"{out}/train/word-compact/seed-0"
+    assert train[train.index("--senior") + 1] == f"{out}/worlds/compact/senior"
+    assert train[train.index("--seed") + 1] == "0" and train[train.index("--max_gap") + 1] == "32"
+    ev = shlex.split(body[3 * 3 + 2])
+    assert ev[ev.index("--data") + 1] == f"toy={out}/worlds/compact/data/test.jsonl"
+    assert ev[ev.index("--senior") + 1] == f"{out}/train/word-compact/seed-0@selected"
+    assert shlex.split(body[-3])[shlex.split(body[-3]).index("--output_dir") + 1] == f"{out}/train/word-compact/seed-1"
+
+
+def test_paper_table2_plan_every_train_command_passes_the_config_checks(capsys):
+    """The GPU study's commands are checked on a CPU without loading Qwen3-4B (`trlvr train --dry-run`)."""
+    from trlvr.cli.train_cmd import dry_run
+
+    assert cli(["study", "plan", str(STUDIES / "paper-table2.yaml"), "--out", "runs/paper-table2"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if not ln.startswith("#")]
+    trains = [shlex.split(ln) for ln in lines if " train --config " in ln]
+    assert len(trains) == 4 * 3
+    assert all(t[:2] == ["accelerate", "launch"] for t in trains)
+    seen = set()
+    for t in trains:
+        argv = t[t.index("train") + 1 :]
+        summary = dry_run(argv)
+        assert summary.startswith("config ok"), summary
+        seen.add(summary.split("arm ")[1].split(",")[0])
+    assert seen == {"tandem", "grpo"}
+    g16 = next(t for t in trains if "grpo-g16" in " ".join(t))
+    from trlvr.config import parse_run_args
+
+    _, args, _ = parse_run_args([*g16[g16.index("train") + 1 :], "--use_cpu", "true", "--bf16", "false"])
+    assert args.num_generations == 16 and args.output_dir == "runs/paper-table2/train/grpo-g16/seed-0"
+    assert cli(["train", *g16[g16.index("train") + 1 :], "--dry-run"]) == 0
+
+
+def test_dry_run_still_refuses_a_bad_key(capsys):
+    assert cli(["train", "--config", "toy", "--max_gapp", "3", "--dry-run"]) == 2
+    assert "max_gapp" in capsys.readouterr().err
+
+
+# ---- run: skip finished stages, resume interrupted ones, refuse another study --------------------------
+
+
+class FakeStages:
+    """An executor that records each command and writes what the real stage would leave behind."""
+
+    def __init__(self, fail_on: str | None = None):
+        self.calls: list[list[str]] = []
+        self.fail_on = fail_on
+
+    def __call__(self, argv, log):
+        self.calls.append(list(argv))
+        if self.fail_on and self.fail_on in " ".join(argv):
+            raise UserError("boom")
+        kind = argv[0]
+        if kind == "toy":
+            out = Path(argv[argv.index("--out") + 1])
+            (out / "data").mkdir(parents=True, exist_ok=True)
+        elif kind == "train":
+            out = Path(argv[argv.index("--output_dir") + 1])
+            (out / "final").mkdir(parents=True, exist_ok=True)
+            (out / "final" / "config.json").write_text("{}")
+        elif kind == "select":
+            (Path(argv[1]) / "selected.json").write_text(json.dumps({"step": 2}))
+        elif kind == "eval":
+            out = Path(argv[argv.index("--out") + 1])
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "results.json").write_text("{}")
+
+
+@pytest.fixture
+def no_worlds(monkeypatch):
+    from trlvr.toy import world
+
+    monkeypatch.setattr(world, "is_complete", lambda d: (Path(d) / "data").is_dir())
+
+
+def _run_all(st, out, execute):
+    for w in S.world_stages(st, out):
+        S.run_stage(out, w, execute)
+    for unit in S.units(st, out):
+        S.run_unit(out, unit, execute)
+
+
+def test_run_skips_finished_stages_and_resumes_an_interrupted_train(tmp_path, no_worlds):
+    st = load_study(write(tmp_path, TINY))
+    out = tmp_path / "out"
+    S.claim_dir(st, out, code={"commit": "abc", "dirty": False})
+    # word-spaced seed 1 was killed mid-training: a checkpoint and no final/
+    (S.train_dir(out, "word-spaced", 1) / "checkpoint-2").mkdir(parents=True)
+    fake = FakeStages()
+    _run_all(st, out, fake)
+    assert len(fake.calls) == 2 + 4 * 2 * 3
+    trains = [c for c in fake.calls if c[0] == "train"]
+    resumed = [c for c in trains if "--resume" in c]
+    assert len(resumed) == 1 and resumed[0][resumed[0].index("--output_dir") + 1].endswith("word-spaced/seed-1")
+    assert all((S.eval_dir(out, v, s) / S.DONE).is_file() for v in st.variants for s in st.seeds)
+    rows = [json.loads(x) for x in (out / S.TIMINGS_FILE).read_text().splitlines()]
+    assert len(rows) == len(fake.calls) and sum(r["resumed"] for r in rows) == 1
+    again = FakeStages()
+    _run_all(st, out, again)
+    assert again.calls == []  # everything finished: nothing runs twice
+
+
+def test_an_eval_without_the_done_marker_runs_again(tmp_path, no_worlds):
+    st = load_study(write(tmp_path, TINY))
+    out = tmp_path / "out"
+    _run_all(st, out, FakeStages())
+    (S.eval_dir(out, "word-compact", 0) / S.DONE).unlink()  # killed after results.json, before the marker
+    fake = FakeStages()
+    _run_all(st, out, fake)
+    assert [c[0] for c in fake.calls] == ["eval"]
+
+
+def test_a_failed_stage_stops_its_unit_and_the_next_run_retries_it(tmp_path, no_worlds):
+    st = load_study(write(tmp_path, TINY))
+    out = tmp_path / "out"
+    for w in S.world_stages(st, out):
+        S.run_stage(out, w, FakeStages())
+    unit = S.units(st, out, [("word-spaced", 0)])[0]
+    with pytest.raises(UserError, match="boom"):
+        S.run_unit(out, unit, FakeStages(fail_on="select"))
+    fake = FakeStages()
+    S.run_unit(out, unit, fake)
+    assert [c[0] for c in fake.calls] == ["select", "eval"]
+
+
+def test_study_dir_refuses_another_study_file_and_records_each_code_commit(tmp_path):
+    p = write(tmp_path, TINY)
+    out = tmp_path / "out"
+    S.claim_dir(load_study(p), out, code={"commit": "abc", "dirty": False})
+    S.claim_dir(load_study(p), out, code={"commit": "abc", "dirty": False})
+    S.claim_dir(load_study(p), out, code={"commit": "def", "dirty": True})
+    rec = json.loads((out / S.STUDY_FILE).read_text())
+    assert [r["commit"] for r in rec["runs"]] == ["abc", "def"]
+    other = write(tmp_path, TINY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"), "other.yaml")
+    with pytest.raises(UserError, match=r"made from another study file .*use another --out"):
+        S.claim_dir(load_study(other), out)
+
+
+def test_only_filters_and_checks_variant_and_seed(tmp_path):
+    st = load_study(write(tmp_path, TINY))
+    assert [(u[0].variant, u[0].seed) for u in S.units(st, tmp_path, S.parse_only(st, ["word-compact"]))] == [
+        ("word-compact", 0), ("word-compact", 1)]  # fmt: skip
+    with pytest.raises(UserError, match="--only word-compact:7: seed '7' is not one of the study's seeds"):
+        S.parse_only(st, ["word-compact:7"])
+    with pytest.raises(UserError, match="--only nope: 'nope' is not a variant"):
+        S.parse_only(st, ["nope"])
+
+
+# ---- report on synthetic evaluations -----------------------------------------------------------------
+
+
+def fake_eval(d: Path, solo: float, handoff: float, jargon: float, rng, n_problems: int = 60, n: int = 2):
+    """An evaluation folder as `trlvr eval` writes it: samples, per-problem table, results."""
+    from trlvr.eval.aggregate import problem_table, summarize
+
+    rows = []
+    for i in range(n_problems):
+        for proto, acc in (("solo", solo), ("handoff", handoff)):
+            for k in range(n):
+                text = "<<7 +5 =12>> so \\boxed{12}" if proto == "solo" and rng.random() < jargon else "7 plus 5 is 12 \\boxed{12}"
+                rows.append({"benchmark": "toy", "protocol": proto, "problem_id": f"p{i}", "sample_idx": k,
+                             "reward": float(rng.random() < acc), "finish_reason": "stop", "num_tokens": 10,
+                             "text": text, "prompt": f"problem {i}", "senior_share": 1.0})  # fmt: skip
+    d.mkdir(parents=True)
+    (d / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = problem_table(rows, [1, 2])
+    (d / "per_problem.json").write_text(json.dumps(table))
+    res = summarize(table, num_resamples=200)
+    (d / "results.json").write_text(json.dumps({**res, "config": {"models": {}, "n": n}}))
+
+
+def test_report_pairs_each_variant_with_its_own_baseline(tmp_path):
+    from trlvr.experiments.study_report import write_study_report
+
+    st = load_study(write(tmp_path, TINY))
+    out = tmp_path / "out"
+    S.claim_dir(st, out, code={"commit": "abc1234567", "dirty": False})
+    rng = np.random.default_rng(0)
+    truth = {"grpo-spaced": (0.95, 0.15, 0.95), "word-spaced": (0.95, 0.80, 0.05),
+             "grpo-compact": (0.95, 0.12, 0.95), "word-compact": (0.95, 0.12, 0.95)}  # fmt: skip
+    for v, (solo, handoff, jargon) in truth.items():
+        for s in st.seeds:
+            fake_eval(S.eval_dir(out, v, s), solo, handoff, jargon, rng)
+        (S.train_dir(out, v, 0)).mkdir(parents=True)
+        (S.train_dir(out, v, 0) / "selected.json").write_text(json.dumps({"step": 4}))
+    (S.train_dir(out, "word-compact", 0) / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": i, "tandem/loophole/backstop_share": 0.1 * i}) + "\n" for i in range(1, 5)))
+    paths = write_study_report(st, out)
+    data = json.loads((out / "report" / "summary.json").read_text())
+    spaced, compact = data["paired"]["word-spaced"], data["paired"]["word-compact"]
+    assert spaced["baseline"] == "grpo-spaced" and compact["baseline"] == "grpo-compact"
+    assert spaced["seeds"] == [0, 1]
+    h = spaced["metrics"]["handoff/pass@1"]
+    assert h["excludes_zero"] and h["ci_low"] > 0.4  # the spaced effect (+65 points) is found
+    assert not compact["metrics"]["handoff/pass@1"]["excludes_zero"]  # no effect where there is none
+    assert spaced["metrics"]["jargon_rate"]["diff"] < -0.8 and spaced["metrics"]["jargon_rate"]["excludes_zero"]
+    assert data["selected_steps"]["grpo-spaced"] == {"0": 4}
+    table = (out / "report" / "table.md").read_text()
+    assert "| word-spaced | grpo-spaced | 2 |" in table and "| grpo-compact | 2 |" in table
+    html = (out / "report" / "report.html").read_text()
+    assert "<table id='settings'>" in html and "abc1234567"[:10] in html and "{'" not in html
+    detector = html.split("<h2>Loophole detector (training, per step)</h2>")[1]
+    assert detector.split("</div>")[0].count("<img") == 1  # the one detector key logged, over steps
+    assert html.count("<img") == 3  # + solo and handoff pass@k, every variant on each
+    for label in truth:
+        assert f"<th>{label}</th>" in html
+    assert {p.name for p in paths} == {"table.md", "summary.json", "figure.png", "report.html"}
+
+
+def test_report_with_one_finished_seed_and_a_missing_variant(tmp_path):
+    from trlvr.experiments.study_report import write_study_report
+
+    st = load_study(write(tmp_path, TINY))
+    out = tmp_path / "out"
+    S.claim_dir(st, out, code={"commit": "abc", "dirty": False})
+    rng = np.random.default_rng(1)
+    fake_eval(S.eval_dir(out, "grpo-spaced", 0), 0.9, 0.1, 0.9, rng)
+    fake_eval(S.eval_dir(out, "word-spaced", 0), 0.9, 0.8, 0.0, rng)
+    write_study_report(st, out)
+    table = (out / "report" / "table.md").read_text()
+    assert "| grpo-compact | none | – |" in table
+    data = json.loads((out / "report" / "summary.json").read_text())
+    assert data["paired"]["word-spaced"]["seeds"] == [0]
+    assert data["paired"]["word-spaced"]["metrics"]["handoff/pass@1"]["excludes_zero"]
+
+
+# ---- the one-run report (`trlvr report A --compare B`, the demo's report.html) --------------------------
+
+
+def _captured_figures(monkeypatch):
+    from trlvr.eval import report
+
+    figs = []
+    monkeypatch.setattr(report, "_png", lambda fig: figs.append(fig) or f"fig{len(figs)}")
+    return figs
+
+
+def test_run_report_plots_the_compared_runs_side_by_side_and_settings_as_a_table(tmp_path, monkeypatch):
+    from trlvr.eval.report import build_report
+
+    rng = np.random.default_rng(2)
+    fake_eval(tmp_path / "grpo", 0.9, 0.1, 0.9, rng)
+    fake_eval(tmp_path / "tandem", 0.9, 0.8, 0.0, rng)
+    for name in ("grpo", "tandem"):
+        res = json.loads((tmp_path / name / "results.json").read_text())
+        res["config"] = {"models": {"senior": f"runs/{name}/checkpoint-50", "junior": "runs/toy/junior",
+                                    "data": {"toy": "runs/toy/data/test.jsonl"}},
+                         "n": 2, "ks": [1, 2], "decoding": {"temperature": 0.7, "top_p": 0.8, "top_k": 20}, "seed": 0}  # fmt: skip
+        (tmp_path / name / "results.json").write_text(json.dumps(res))
+    figs = _captured_figures(monkeypatch)
+    html = build_report(tmp_path / "tandem", [tmp_path / "grpo"])
+    legends = [[t.get_text() for t in f.axes[0].get_legend().get_texts()] for f in figs if f.axes[0].get_legend()]
+    both = {f"{tmp_path / 'tandem'} solo", f"{tmp_path / 'grpo'} solo", f"{tmp_path / 'grpo'} handoff"}
+    assert any(both <= set(lab) for lab in legends), legends  # pass@k: both runs on one axis
+    assert "<table class='settings'>" in html and "<th>decoding</th>" in html
+    assert "temperature 0.7, top_p 0.8, top_k 20" in html and "{&#39;" not in html and "{'" not in html
+
+
+def test_one_benchmark_is_not_drawn_twice_as_itself_and_macro(monkeypatch):
+    from trlvr.eval.report import _bars_plot
+
+    e = {"value": 1.0, "ci_low": 0.5, "ci_high": 1.5}
+    figs = _captured_figures(monkeypatch)
+    one = {"benchmarks": {"toy": {"metrics": {"legibility/junior_ce": e}}}, "macro": {"metrics": {"legibility/junior_ce": e}}}
+    _bars_plot(one, "legibility/junior_ce", "CE", "legibility")
+    two = {"benchmarks": {"a": {"metrics": {"legibility/junior_ce": e}}, "b": {"metrics": {"legibility/junior_ce": e}}},
+           "macro": {"metrics": {"legibility/junior_ce": e}}}  # fmt: skip
+    _bars_plot(two, "legibility/junior_ce", "CE", "legibility")
+    ticks = [[t.get_text() for t in f.axes[0].get_xticklabels()] for f in figs]
+    assert ticks == [["toy"], ["a", "b", "macro"]]

@@ -1,0 +1,313 @@
+"""`trlvr study report DIR`: one table, one figure and report.html over every variant of a study.
+
+    DIR/report/table.md      each variant's metrics (mean over seeds [95% CI, two-level bootstrap over
+                             seeds and problems]), paired differences against each variant's baseline,
+                             the selected checkpoint steps and the stage timings
+    DIR/report/summary.json  the same numbers
+    DIR/report/figure.png    every variant side by side per metric, grouped by world
+    DIR/report/report.html   the arms side by side in every plot, the settings as a table, the training
+                             curves and the loophole-detector metrics over steps, the paired tables
+
+A variant with one finished seed gets CIs over problems only (marked "1 seed"); one without any is
+listed as missing. The jargon rate (toy worlds, `trlvr.toy.jargon`) is bootstrapped like every
+other metric. What this file does not know: how runs were trained or evaluated; it reads their files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from trlvr.errors import UserError
+from trlvr.eval.format import diff_text, entry_text, unit
+from trlvr.eval.groups import compare_groups, seed_dirs, summarize_group
+from trlvr.eval.hierarchical import paired_seed_bootstrap, seed_bootstrap_ci
+from trlvr.eval.stats import bootstrap_ci, paired_bootstrap
+from trlvr.eval.store import PER_PROBLEM, RESULTS, SAMPLES, read_json, read_samples
+from trlvr.experiments.study import TIMINGS_FILE, eval_group, read_claim, train_dir
+from trlvr.experiments.study_spec import Study
+
+COLUMNS = [
+    ("solo/pass@1", "solo acc (%)"),
+    ("handoff/pass@1", "handoff acc (%)"),
+    ("handoff_ratio/pass@1", "handoff / solo"),
+    ("legibility/junior_ce", "junior CE (nats)"),
+    ("drift/kl", "drift KL (nats)"),
+    ("jargon_rate", "jargon rate (%)"),
+]
+DIFF_COLUMNS = ["handoff/pass@1", "solo/pass@1", "jargon_rate", "legibility/junior_ce"]
+FIGURE_PANELS = [("handoff/pass@1", "step-handoff accuracy (%)"), ("solo/pass@1", "solo accuracy (%)"),
+                 ("jargon_rate", "senior jargon rate (%)"), ("legibility/junior_ce", "junior CE on senior CoT (nats)")]  # fmt: skip
+# loophole-detector metrics in a run's metrics.jsonl (trlvr.training): key prefixes plotted over steps
+DETECTOR_PREFIXES = ("tandem/loophole/",)  # trlvr.training.console.LOOPHOLE_PREFIX
+
+
+def _jargon(run: Path) -> dict[str, float]:
+    from trlvr.toy.jargon import jargon_by_problem
+
+    return jargon_by_problem(read_samples(run / SAMPLES)) if (run / SAMPLES).is_file() else {}
+
+
+def finished_seeds(out: Path, variant: str) -> dict[int, Path]:
+    """{seed: eval dir} of the variant's finished evaluations."""
+    return {s: d for s, d in seed_dirs(eval_group(out, variant)).items() if (d / RESULTS).is_file()}
+
+
+def _tables(dirs: dict[int, Path]) -> dict:
+    return {s: read_json(d / PER_PROBLEM, "per-problem table") for s, d in dirs.items()}
+
+
+def _aligned(jargon: dict[int, dict[str, float]], seeds: list[int], ids: list[str]) -> list[list[np.ndarray]]:
+    return [[np.array([jargon[s][i] for i in ids])] for s in seeds]
+
+
+def variant_metrics(out: Path, variant: str) -> dict:
+    """{"seeds", "metrics": {name: {value, ci_low, ci_high[, per_seed]}}} of a variant's finished seeds."""
+    dirs = finished_seeds(out, variant)
+    if not dirs:
+        return {"seeds": [], "metrics": {}}
+    seeds = sorted(dirs)
+    if len(seeds) >= 2:
+        metrics = dict(summarize_group(_tables(dirs))["metrics"])
+    else:
+        metrics = dict(read_json(dirs[seeds[0]] / RESULTS, "results file")["macro"]["metrics"])
+    jargon = {s: _jargon(d) for s, d in dirs.items()}
+    ids = sorted(set.intersection(*(set(j) for j in jargon.values())))
+    if ids:
+        if len(seeds) >= 2:
+            iv = seed_bootstrap_ci(_aligned(jargon, seeds, ids))
+        else:
+            iv = bootstrap_ci(np.array([jargon[seeds[0]][i] for i in ids]))
+        metrics["jargon_rate"] = {"value": iv.value, "ci_low": iv.lo, "ci_high": iv.hi,
+                                  "per_seed": {str(s): float(np.mean([jargon[s][i] for i in ids])) for s in seeds}}  # fmt: skip
+    return {"seeds": seeds, "metrics": metrics}
+
+
+def paired(out: Path, baseline: str, variant: str) -> dict:
+    """Paired variant - baseline on the seeds both finished: two-level bootstrap (>= 2 seeds) or by problem (1)."""
+    from trlvr.eval.aggregate import compare_tables
+
+    da, db = finished_seeds(out, baseline), finished_seeds(out, variant)
+    seeds = sorted(set(da) & set(db))
+    if not seeds:
+        return {"seeds": [], "metrics": {}}
+    ta, tb = _tables({s: da[s] for s in seeds}), _tables({s: db[s] for s in seeds})
+    cmp = compare_groups(ta, tb)["macro"] if len(seeds) >= 2 else compare_tables(ta[seeds[0]], tb[seeds[0]])["macro"]
+    ja, jb = {s: _jargon(da[s]) for s in seeds}, {s: _jargon(db[s]) for s in seeds}
+    ids = sorted(set.intersection(*(set(j) for j in [*ja.values(), *jb.values()])))
+    if ids:
+        if len(seeds) >= 2:
+            r = paired_seed_bootstrap(_aligned(ja, seeds, ids), _aligned(jb, seeds, ids))
+        else:
+            r = paired_bootstrap(np.array([ja[seeds[0]][i] for i in ids]), np.array([jb[seeds[0]][i] for i in ids]))
+        cmp = {**cmp, "jargon_rate": {"a": r.a, "b": r.b, "diff": r.diff, "ci_low": r.lo, "ci_high": r.hi,
+                                      "p_value": r.p_value, "excludes_zero": bool(r.excludes_zero)}}  # fmt: skip
+    return {"seeds": seeds, "metrics": cmp}
+
+
+def selected_steps(study: Study, out: Path) -> dict[str, dict[int, int]]:
+    from trlvr.experiments.selection import SELECTED_FILE
+
+    res = {}
+    for v in study.variants:
+        steps = {}
+        for s in study.seeds:
+            p = train_dir(out, v, s) / SELECTED_FILE
+            if p.is_file():
+                steps[s] = int(json.loads(p.read_text())["step"])
+        res[v] = steps
+    return res
+
+
+def detector_curves(study: Study, out: Path) -> dict[str, dict[str, list]]:
+    """{metric: {variant: [Curve per seed]}} for every detector key a run's metrics.jsonl logged."""
+    from trlvr.data.jsonl import read_jsonl
+    from trlvr.experiments.curves import Curve
+
+    res: dict[str, dict[str, list]] = {}
+    for v in study.variants:
+        for s in study.seeds:
+            path = train_dir(out, v, s) / "metrics.jsonl"
+            if not path.is_file():
+                continue
+            rows = [r for r in read_jsonl(path, tolerate_torn_tail=True) if isinstance(r.get("step"), int)]
+            keys = sorted({k for r in rows for k in r if k.startswith(DETECTOR_PREFIXES)})
+            for k in keys:
+                pts = [(r["step"], float(r[k])) for r in rows if isinstance(r.get(k), int | float)]
+                if pts:
+                    steps, vals = zip(*pts, strict=True)
+                    res.setdefault(k, {}).setdefault(v, []).append(Curve(np.array(steps), np.array(vals)))
+    return res
+
+
+def stage_seconds(out: Path) -> dict[str, dict[str, float]]:
+    """{variant: {stage: median seconds}} from DIR/timings.jsonl (runs that resumed are left out)."""
+    from trlvr.data.jsonl import read_jsonl
+
+    path = Path(out) / TIMINGS_FILE
+    if not path.is_file():
+        return {}
+    acc: dict[str, dict[str, list[float]]] = {}
+    for r in read_jsonl(path, tolerate_torn_tail=True):
+        if not r.get("resumed"):
+            acc.setdefault(r["variant"], {}).setdefault(r["stage"], []).append(float(r["seconds"]))
+    return {v: {st: float(np.median(x)) for st, x in d.items()} for v, d in acc.items()}
+
+
+def settings_rows(study: Study, out: Path) -> list[tuple[str, str]]:
+    """The study's settings as (name, value) rows: what a reader needs to know, not a dict dump."""
+    claim = read_claim(out)
+    commits = ", ".join(f"{str(r.get('commit'))[:10]}{' (dirty)' if r.get('dirty') else ''}" for r in claim.get("runs", []))
+    sel, ev = study.selection, study.evaluation
+    rows = [("study", f"{study.name} ({claim.get('file')}, sha256 {study.sha256[:12]})"), ("code commit", commits),
+            ("seeds", ", ".join(map(str, study.seeds))),
+            ("selection", f"{sel['metric']} on {sel['val']}, n = {sel.get('n', 4)}, budget {sel.get('max_new_tokens', '–')} tokens"),
+            ("evaluation", f"{ev['data']}: {', '.join(ev.get('suite', ['full suite']))}; n = {ev.get('n', 8)}, "
+                           f"k = {ev.get('k', '–')}, limit {ev.get('limit', 'all')}, budget {ev.get('max_new_tokens', '–')} tokens")]  # fmt: skip
+    for w, spec in study.worlds.items():
+        rows.append((f"world {w}", ", ".join(f"{k} {v}" for k, v in spec.items()) or "defaults"))
+    for v in study.variants.values():
+        over = ", ".join(f"{k} {val}" for k, val in v.overrides.items())
+        where = f"; world {v.world}" if v.world else ""
+        base = f"; vs {v.baseline}" if v.baseline else " (baseline)"
+        rows.append((f"variant {v.label}", f"{v.config}: {over}{where}{base}"))
+    return rows
+
+
+def collect(study: Study, out: Path) -> dict:
+    rows = {v: variant_metrics(out, v) for v in study.variants}
+    pairs = {v.name: {"baseline": v.baseline, **paired(out, v.baseline, v.name)}
+             for v in study.variants.values() if v.baseline}  # fmt: skip
+    return {"study": study.name, "sha256": study.sha256, "rows": rows, "paired": pairs,
+            "selected_steps": selected_steps(study, out), "stage_seconds": stage_seconds(out)}  # fmt: skip
+
+
+def markdown(study: Study, data: dict) -> str:
+    lines = [f"# Study {study.name}", "",
+             "Each cell: mean over seeds [95% CI, two-level bootstrap over seeds, then problems]; a variant with one",
+             "finished seed: [95% CI over problems]. Accuracies and the jargon rate in %.", "",
+             "| variant | seeds | " + " | ".join(t for _, t in COLUMNS) + " |", "|---|---|" + "---|" * len(COLUMNS)]  # fmt: skip
+    for name, v in study.variants.items():
+        r = data["rows"][name]
+        cells = " | ".join(entry_text(r["metrics"].get(k), k) for k, _ in COLUMNS)
+        lines.append(f"| {v.label} | {len(r['seeds']) or 'none'} | {cells} |")
+    if data["paired"]:
+        lines += ["", "Paired differences, variant - its baseline (by seed and problem; * = CI excludes 0):", "",
+                  "| variant | baseline | seeds | " + " | ".join(f"Δ {k}{unit(k) or ' (nats)'}" for k in DIFF_COLUMNS) + " |",
+                  "|---|---|---|" + "---|" * len(DIFF_COLUMNS)]  # fmt: skip
+        for name, p in data["paired"].items():
+            cells = []
+            for k in DIFF_COLUMNS:
+                e = p["metrics"].get(k)
+                cells.append("–" if e is None else diff_text(e, k, digits=1) + (" *" if e["excludes_zero"] else ""))
+            lines.append(f"| {study.variants[name].label} | {study.variants[p['baseline']].label} | "
+                         f"{len(p['seeds']) or 'none'} | " + " | ".join(cells) + " |")  # fmt: skip
+    steps = data["selected_steps"]
+    lines += ["", "Selected checkpoint step per seed (" + ", ".join(map(str, study.seeds)) + "):", ""]
+    lines += [f"- {study.variants[v].label}: " + ", ".join(str(s.get(seed, "–")) for seed in study.seeds)
+              for v, s in steps.items()]  # fmt: skip
+    secs = data["stage_seconds"]
+    if secs:
+        lines += ["", "Median stage time per run (s; resumed stages left out):", "", "| variant | train | select | eval |",
+                  "|---|---|---|---|"]  # fmt: skip
+        for v in study.variants:
+            d = secs.get(v, {})
+            lines.append(f"| {study.variants[v].label} | " + " | ".join(f"{d[s]:.0f}" if s in d else "–"
+                                                                     for s in ("train", "select", "eval")) + " |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _kind(study: Study, name: str) -> str:
+    v = study.variants[name]
+    return name.removesuffix(f"-{v.world}") if v.world else name
+
+
+def figure(study: Study, data: dict, path: Path) -> Path:
+    """Every variant side by side per metric: bars grouped by world, one colour per variant kind."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from trlvr.eval.format import scale
+
+    worlds = list(dict.fromkeys(v.world for v in study.variants.values()))
+    kinds = list(dict.fromkeys(_kind(study, n) for n in study.variants))
+    colours = dict(zip(kinds, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4, strict=False))
+    panels = [(k, t) for k, t in FIGURE_PANELS if any(k in r["metrics"] for r in data["rows"].values())]
+    if not panels:
+        raise UserError(f"study {study.name}: no finished evaluation to plot yet")
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.4), squeeze=False)
+    width = 0.8 / max(len(kinds), 1)
+    for ax, (key, title) in zip(axes[0], panels, strict=True):
+        s = scale(key)
+        for wi, w in enumerate(worlds):
+            for ki, kind in enumerate(kinds):
+                name = next((n for n, v in study.variants.items() if v.world == w and _kind(study, n) == kind), None)
+                e = data["rows"][name]["metrics"].get(key) if name else None
+                if e is None:
+                    continue
+                x = wi + (ki - (len(kinds) - 1) / 2) * width
+                ax.bar(x, e["value"] * s, width, color=colours[kind],
+                       yerr=[[(e["value"] - e["ci_low"]) * s], [(e["ci_high"] - e["value"]) * s]], capsize=2)  # fmt: skip
+        ax.set_xticks(range(len(worlds)), [str(w) if w else "" for w in worlds])
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    from matplotlib.patches import Patch
+
+    fig.legend([Patch(color=colours[k]) for k in kinds], kinds, loc="lower center", ncol=min(len(kinds), 6),
+               fontsize=8, frameon=False)  # fmt: skip
+    fig.suptitle(f"{study.name}: mean over seeds, 95% CI (two-level bootstrap)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def detector_plots(curves: dict[str, dict[str, list]]) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    from trlvr.eval.report import _png
+    from trlvr.experiments.curves import plot_curves
+
+    out = []
+    for key, groups in curves.items():
+        fig, ax = plt.subplots(figsize=(4.6, 3.2))
+        plot_curves(groups, key, ax)
+        ax.legend(fontsize=6)
+        ax.grid(alpha=0.3)
+        out.append(_png(fig))
+    return out
+
+
+def write_study_report(study: Study, out: Path) -> list[Path]:
+    from trlvr.experiments.multi_report import write_multi_report
+
+    out = Path(out)
+    claim = read_claim(out)
+    if claim.get("sha256") != study.sha256:
+        raise UserError(f"{out}: made from another study file (sha256 {str(claim.get('sha256'))[:12]}, "
+                        f"{study.path}: {study.sha256[:12]})")  # fmt: skip
+    data = collect(study, out)
+    rep = out / "report"
+    rep.mkdir(parents=True, exist_ok=True)
+    written = [rep / "table.md", rep / "summary.json"]
+    written[0].write_text(markdown(study, data))
+    written[1].write_text(json.dumps(data, indent=1, default=str))
+    written.append(figure(study, data, rep / "figure.png"))
+    done = [n for n, r in data["rows"].items() if r["seeds"]]
+    if len(done) >= 2:
+        runs = {n: (eval_group(out, n) if len(data["rows"][n]["seeds"]) >= 2 else finished_seeds(out, n)[data["rows"][n]["seeds"][0]])
+                for n in done}  # fmt: skip
+        grouped = {n: len(data["rows"][n]["seeds"]) >= 2 for n in runs}
+        pairs = [(runs[v.baseline], runs[v.name]) for v in study.variants.values()
+                 if v.baseline in runs and v.name in runs and grouped[v.baseline] == grouped[v.name]]  # fmt: skip
+        written.append(write_multi_report(
+            list(runs.values()), rep / "report.html", labels=[study.variants[n].label for n in runs], pairs=pairs,
+            settings=settings_rows(study, out), extra_plots=detector_plots(detector_curves(study, out)),
+            title=f"trlvr study {study.name}", extra_title="Loophole detector (training, per step)"))  # fmt: skip
+    return written
+

@@ -1,0 +1,215 @@
+"""A study file: a grid of training runs (variants x seeds) with one selection and one evaluation rule.
+
+    name: toy-granularity
+    base: toy                         # a shipped config name or a config path (relative: to the study file)
+    worlds: {spaced: {jargon: spaced}, compact: {jargon: compact}}   # optional: toy worlds built in DIR/worlds/
+    train: {max_steps: 100, save_steps: 50, holdout: 200}            # overrides for every variant
+    seeds: [0, 1, 2]
+    selection: {val: split:200, metric: handoff/pass@1, n: 2, max_new_tokens: 160}
+    evaluation: {data: test, suite: [solo, handoff], n: 4, k: [1, 2, 4], limit: 200}
+    baseline: grpo                    # the variant every other one is paired against
+    variants:
+      grpo: {arm: grpo}
+      tandem: {arm: tandem, schedule: word, max_gap: 32, baseline: grpo}
+
+A variant is any TandemConfig / trl.GRPOConfig field (arm, schedule, p, max_gap, dataset, max_steps,
+...) plus four study keys: `config` (its own base config file), `world` (a toy world of `worlds:`;
+it sets senior, junior, dataset and the evaluation data), `baseline` (its own baseline variant, e.g.
+one per dialect) and `label`. With `worlds:`, `evaluation.data: test` means the world's test split.
+
+Validation is strict and happens before anything runs: an unknown key, a missing section, a variant
+that names an unknown world or baseline is one line naming the file and the key.
+What this file does not know: how a run is trained, selected or evaluated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trlvr.errors import UserError
+
+TOP_KEYS = {"name", "description", "base", "worlds", "train", "seeds", "selection", "evaluation", "baseline",
+            "variants", "launch"}  # fmt: skip
+REQUIRED = ("base", "seeds", "selection", "evaluation", "variants")
+VARIANT_KEYS = {"config", "world", "baseline", "label"}
+SELECTION_KEYS = {"val": str, "metric": str, "direction": str, "n": int, "limit": int, "max_new_tokens": int,
+                  "batch_size": int, "seed": int}  # fmt: skip
+EVALUATION_KEYS = {"data": str, "split": str, "junior": str, "suite": list, "n": int, "k": list, "limit": int,
+                   "max_new_tokens": int, "batch_size": int, "dtype": str, "seed": int, "grading": str,
+                   "context_length": int}  # fmt: skip
+LAUNCH_KEYS = {"train": str, "select": str, "eval": str}
+WORLD_KEYS = {"jargon", "seed"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")  # variant and world names become folder names
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    config: str  # the base config (a shipped name or a path)
+    overrides: dict[str, Any]  # TandemConfig / GRPOConfig fields
+    world: str | None
+    baseline: str | None  # None for a baseline itself
+    label: str
+
+
+@dataclass(frozen=True)
+class Study:
+    path: Path
+    sha256: str
+    name: str
+    seeds: list[int]
+    variants: dict[str, Variant]
+    selection: dict[str, Any]
+    evaluation: dict[str, Any]
+    worlds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    launch: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+
+    def baselines(self) -> list[str]:
+        """Every variant some other variant is paired against, in file order."""
+        named = {v.baseline for v in self.variants.values() if v.baseline}
+        return [n for n in self.variants if n in named]
+
+
+def _fail(path: Path, where: str, msg: str) -> UserError:
+    return UserError(f"study {path}: {where}: {msg}")
+
+
+def _mapping(path: Path, where: str, value) -> dict:
+    if not isinstance(value, dict):
+        raise _fail(path, where, f"expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _typed(path: Path, section: str, raw, schema: dict[str, type]) -> dict:
+    raw = _mapping(path, section, raw)
+    for key, value in raw.items():
+        if key not in schema:
+            raise _fail(path, f"{section}.{key}", f"unknown key (expected one of {', '.join(sorted(schema))})")
+        want = schema[key]
+        ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
+        if not ok:
+            raise _fail(path, f"{section}.{key}", f"expected {want.__name__}, got {value!r}")
+    return dict(raw)
+
+
+def resolve_base(path: Path, base: str) -> str:
+    """A config named in a study: a shipped name (`toy`), else a path relative to the study file or the cwd."""
+    from trlvr.config import CONFIGS_DIR
+
+    if "/" not in base and not base.endswith((".yaml", ".yml")) and (CONFIGS_DIR / f"{base}.yaml").is_file():
+        return base
+    for cand in (path.parent / base, Path(base)):
+        if cand.is_file():
+            return os.path.normpath(cand)
+    raise _fail(path, "base/config", f"{base!r} is neither a shipped config nor a file (relative to the study file or the cwd)")
+
+
+def _check_fields(path: Path, where: str, overrides: dict) -> None:
+    from trlvr.config import OPTION_FIELDS, TANDEM_FIELDS, grpo_field_names
+
+    known = TANDEM_FIELDS | grpo_field_names()
+    for key, value in overrides.items():
+        if key in OPTION_FIELDS or key == "output_dir":
+            raise _fail(path, f"{where}.{key}", "set by the study runner, not a study key")
+        if key not in known:
+            raise _fail(path, f"{where}.{key}", "unknown key: not a study key, TandemConfig or trl.GRPOConfig field")
+        if not isinstance(value, bool | int | float | str):
+            raise _fail(path, f"{where}.{key}", f"expected a scalar value, got {value!r}")
+
+
+def load_study(path: str | Path) -> Study:
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_bytes()
+        raw = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise UserError(f"study {path}: not a readable YAML file ({' '.join(str(e).split())})") from e
+    raw = _mapping(path, "top level", raw)
+    for key in raw:
+        if key not in TOP_KEYS:
+            raise _fail(path, key, f"unknown key (expected one of {', '.join(sorted(TOP_KEYS))})")
+    for key in REQUIRED:
+        if key not in raw:
+            raise _fail(path, key, "missing")
+    name = str(raw.get("name") or path.stem)
+    seeds = raw["seeds"]
+    if (not isinstance(seeds, list) or not seeds or any(not isinstance(s, int) or isinstance(s, bool) for s in seeds)
+            or len(set(seeds)) != len(seeds)):  # fmt: skip
+        raise _fail(path, "seeds", f"expected a list of distinct integers, got {seeds!r}")
+    worlds = {}
+    for w, spec in _mapping(path, "worlds", raw.get("worlds") or {}).items():
+        if not _NAME.match(str(w)):
+            raise _fail(path, f"worlds.{w}", "a world name is a folder name: letters, digits, _ . -")
+        spec = _mapping(path, f"worlds.{w}", spec or {})
+        for key in spec:
+            if key not in WORLD_KEYS:
+                raise _fail(path, f"worlds.{w}.{key}", f"unknown key (expected one of {', '.join(sorted(WORLD_KEYS))})")
+        if spec.get("jargon", "spaced") not in ("spaced", "compact"):
+            raise _fail(path, f"worlds.{w}.jargon", f"expected spaced or compact, got {spec['jargon']!r}")
+        worlds[str(w)] = dict(spec)
+    train = _mapping(path, "train", raw.get("train") or {})
+    _check_fields(path, "train", train)
+    base = resolve_base(path, str(raw["base"]))
+    variants: dict[str, Variant] = {}
+    for vname, spec in _mapping(path, "variants", raw["variants"]).items():
+        vname = str(vname)
+        where = f"variants.{vname}"
+        if not _NAME.match(vname):
+            raise _fail(path, where, "a variant name is a folder name: letters, digits, _ . -")
+        spec = dict(_mapping(path, where, spec or {}))
+        study_keys = {k: spec.pop(k) for k in list(spec) if k in VARIANT_KEYS}
+        _check_fields(path, where, spec)
+        world = study_keys.get("world")
+        if world is not None and world not in worlds:
+            raise _fail(path, f"{where}.world", f"{world!r} is not one of worlds: {sorted(worlds) or 'none defined'}")
+        if worlds and world is None:
+            raise _fail(path, f"{where}.world", f"missing: this study defines worlds {sorted(worlds)}")
+        config = resolve_base(path, str(study_keys["config"])) if "config" in study_keys else base
+        variants[vname] = Variant(vname, config, {**train, **spec}, world, study_keys.get("baseline"),
+                                  str(study_keys.get("label", vname)))  # fmt: skip
+    if not variants:
+        raise _fail(path, "variants", "empty")
+    default_baseline = raw.get("baseline")
+    if default_baseline is not None and default_baseline not in variants:
+        raise _fail(path, "baseline", f"{default_baseline!r} is not a variant ({', '.join(variants)})")
+    for v in list(variants.values()):
+        b = v.baseline
+        if b is not None and b not in variants:
+            raise _fail(path, f"variants.{v.name}.baseline", f"{b!r} is not a variant ({', '.join(variants)})")
+        if b is None and default_baseline is not None and v.name != default_baseline:
+            b = default_baseline
+        if b == v.name:
+            b = None
+        variants[v.name] = Variant(v.name, v.config, v.overrides, v.world, b, v.label)
+    for v in variants.values():
+        if v.baseline and variants[v.baseline].baseline:
+            raise _fail(path, f"variants.{v.name}.baseline", f"{v.baseline!r} is paired against a baseline itself")
+    selection = _typed(path, "selection", raw["selection"], SELECTION_KEYS)
+    for key in ("val", "metric"):
+        if key not in selection:
+            raise _fail(path, f"selection.{key}", "missing")
+    evaluation = _typed(path, "evaluation", raw["evaluation"], EVALUATION_KEYS)
+    if "data" not in evaluation:
+        raise _fail(path, "evaluation.data", "missing")
+    if evaluation["data"] == "test" and not worlds:
+        raise _fail(path, "evaluation.data", "'test' means a toy world's test split, and this study defines no worlds")
+    from trlvr.eval import defaults as D
+
+    bad = sorted(set(evaluation.get("suite", [])) - set(D.SUITE_NAMES))
+    if bad:
+        raise _fail(path, "evaluation.suite", f"unknown entries {bad}; choose from {', '.join(D.SUITE_NAMES)}")
+    n = evaluation.get("n", D.N)
+    if any(not isinstance(k, int) or not 1 <= k <= n for k in evaluation.get("k", [1])):
+        raise _fail(path, "evaluation.k", f"every k must be an integer in [1, n = {n}], got {evaluation.get('k')}")
+    launch = _typed(path, "launch", raw.get("launch") or {}, LAUNCH_KEYS)
+    return Study(path=path, sha256=hashlib.sha256(text).hexdigest(), name=name, seeds=list(seeds),
+                 variants=variants, selection=selection, evaluation=evaluation, worlds=worlds, launch=launch,
+                 description=str(raw.get("description") or ""))  # fmt: skip
