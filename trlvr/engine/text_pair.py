@@ -169,6 +169,7 @@ class _Side:
         self.cache = None
         self.seconds = {"prefill": 0.0, "catch_up": 0.0, "step": 0.0}
         self.forwards = {"catch_up": 0, "step": 0}
+        self.compactions = 0
 
     def _run(self, input_ids, attention_mask, position_ids):
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
@@ -199,6 +200,7 @@ class _Side:
         if not chunks:
             return
         t0 = time.perf_counter()
+        self.compact()
         b, C = len(self.streams), self.C
         w = max(len(c) for c in chunks.values())
         if self.window is not None and C + w >= self.window:
@@ -251,6 +253,37 @@ class _Side:
         self.C = C + w
         self.seconds[kind] += time.perf_counter() - t0
         self.forwards[kind] += 1
+
+    compact_slack = 32  # defragment once the cache has this many columns more than twice the longest row
+
+    def compact(self) -> bool:
+        """Squeeze out the holes (rolled-back and other rows' padding columns): every row's live columns
+        move, in order, to the right end of a cache as wide as the longest row. Keys keep the rotary
+        positions they were written with, so attention is unchanged. Returns whether it ran."""
+        b, C = len(self.streams), self.C
+        valid = self.mask[:, :C].bool()
+        n = valid.sum(1)
+        width = int(n.max())
+        if 2 * width + self.compact_slack > C:
+            return False
+        newcol = (width - n)[:, None] + valid.long().cumsum(1) - 1  # (b, C) target of each live column
+        rows, cols = valid.nonzero(as_tuple=True)
+        source = torch.zeros(b, width, dtype=torch.long)
+        source[rows, newcol[rows, cols]] = cols
+        mask = torch.zeros(b, self.mask.shape[1], dtype=torch.long)
+        mask[rows, newcol[rows, cols]] = 1
+        index = source.to(self.device)[:, None, :, None]
+        for layer in self.cache.layers:
+            shape = (-1, layer.keys.shape[1], -1, layer.keys.shape[3])
+            layer.keys = layer.keys.gather(2, index.expand(*shape))
+            layer.values = layer.values.gather(2, index.expand(*shape))
+            if hasattr(layer, "cumulative_length"):
+                layer.cumulative_length = width
+        for r, st in enumerate(self.streams):
+            st.cols = newcol[r, st.cols].tolist() if st.cols else []
+        self.mask, self.C = mask, width
+        self.compactions += 1
+        return True
 
     def select(self, keep: list[int]) -> None:
         idx = torch.tensor(keep, device=self.device)
@@ -482,6 +515,7 @@ class TextPairGenerator:
                 out.seconds[f"{name}_{k}"] = v
             for k, v in side.forwards.items():
                 out.seconds[f"{name}_{k}_forwards"] = float(v)
+            out.seconds[f"{name}_compactions"] = float(side.compactions)
         return out
 
     def _decode(

@@ -1,0 +1,132 @@
+"""A cross-tokenizer junior for the toy world: the shipped junior's job, another tokenizer.
+
+Like the shipped junior it is trained on the plain dialect only (SFT until a validation accuracy
+target), but on its own byte-level BPE tokenizer: no digit splitting ("65" can be one id where the
+senior reads "6", "5") and fewer ids, so every number and many words are cut differently and no id
+means the same thing to both models. Its alphabet is the senior's (trained on the same corpus plus
+the senior's own pieces), so each model can spell whatever the other writes: the pair runs in
+text pairing (`trlvr.engine.text_pair`), never lockstep.
+
+    tok, junior, stats = train_cross_junior(train_problems, senior_tokenizer)
+    save_cross_junior(tok, junior, stats, out_dir)          # ships under assets/junior-cross
+    acc = text_tandem_accuracy(senior, senior_tok, junior, tok, rows, WordSchedule(p=0.5))
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+from trlvr.data import encode_prompt
+from trlvr.toy.dialects import dialects_for, extract_boxed_int, make_prompt, render_solution
+from trlvr.toy.models import JUNIOR_SIZE, build_model, encode_pairs, n_params, sft
+
+CROSS_DIR = Path(__file__).parent / "assets" / "junior-cross"
+CROSS_VOCAB = 160  # the shipped tokenizer has 215 ids (digits split); this one merges digits and words
+
+
+def cross_tokenizer(train_problems, senior_tokenizer, vocab_size: int = CROSS_VOCAB, jargon: str = "spaced"):
+    """A tokenizer on the senior's alphabet with other merges: no digit splitting, `vocab_size` ids."""
+    from trlvr.toy.tokenizer import train_bpe_tokenizer
+
+    special = set(senior_tokenizer.all_special_ids)
+    pieces = [senior_tokenizer.decode([i]) for i in range(len(senior_tokenizer)) if i not in special]
+    corpus = [
+        make_prompt(p) + render_solution(p, d) for p in train_problems[:4000] for d in dialects_for(jargon)
+    ]
+    return train_bpe_tokenizer(pieces + corpus, vocab_size, split_digits=False, byte_alphabet=False)
+
+
+def train_cross_junior(train_problems, senior_tokenizer, steps: int = 800, target_acc: float = 0.4, n_val: int = 256,
+                       val_every: int = 50, batch_size: int = 64, lr: float = 3e-3, seed: int = 1,
+                       vocab_size: int = CROSS_VOCAB):  # fmt: skip
+    """(tokenizer, junior, stats): SFT on the plain dialect until `target_acc` on held-out problems."""
+    from trlvr.toy import measure
+
+    val, train = train_problems[-n_val:], train_problems[:-n_val]
+    tok = cross_tokenizer(train, senior_tokenizer, vocab_size)
+    enc = encode_pairs(tok, [(make_prompt(p), render_solution(p, "plain")) for p in train])
+    val_rows = [{"prompt": make_prompt(p), "answer": p.answer} for p in val]
+    model = build_model(tok, JUNIOR_SIZE, seed=seed)
+    history = []
+
+    def reached(step_done: int) -> bool:
+        if step_done % val_every:
+            return False
+        acc = measure.solo_accuracy(model, tok, val_rows, seed=step_done)
+        model.train()
+        history.append([step_done, round(acc, 4)])
+        return acc >= target_acc
+
+    def batch(rng: random.Random, n: int):
+        return [enc[rng.randrange(len(enc))] for _ in range(n)]
+
+    t0 = time.perf_counter()
+    s = sft(model, batch, steps, batch_size=batch_size, lr=lr, pad_id=tok.pad_token_id, seed=seed,
+            should_stop=reached)  # fmt: skip
+    stats = {**s, "val_acc": history, "vocab_size": len(tok), "params": n_params(model),
+             "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    return tok, model, stats
+
+
+def save_cross_junior(tok, model, stats: dict, out_dir: str | Path = CROSS_DIR) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "train_card.json").write_text(json.dumps(stats, indent=1) + "\n")
+    return out
+
+
+def text_tandem_accuracy(senior, senior_tok, junior, junior_tok, rows: list[dict], schedule, seed: int = 0,
+                         max_new_tokens: int = 96, batch_size: int = 128) -> dict:  # fmt: skip
+    """Accuracy of a text-paired team (temperature 1) on `rows` ({"prompt", "answer"}), with the senior's
+    share of the characters and the withdrawn tokens per row."""
+    from trlvr.engine.text_pair import TextPairGenerator
+
+    gen = TextPairGenerator(senior, senior_tok, junior, junior_tok)
+    correct, share, withdrawn = [], [], []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start : start + batch_size]
+        sp = [encode_prompt(r["prompt"], senior_tok) for r in chunk]
+        jp = [encode_prompt(r["prompt"], junior_tok) for r in chunk]
+        out = gen.generate(sp, jp, schedule, max_new_tokens, seed=seed + start)
+        correct += [extract_boxed_int(t) == int(r["answer"]) for t, r in zip(out.texts, chunk, strict=True)]
+        share += out.senior_char_share
+        withdrawn += out.withdrawn
+    n = max(len(rows), 1)
+    return {"acc": sum(correct) / n, "k": sum(correct), "n": len(rows), "senior_char_share": sum(share) / n,
+            "withdrawn_per_row": sum(withdrawn) / n}  # fmt: skip
+
+
+def main(out_dir: str | Path = CROSS_DIR, n_eval: int = 200) -> dict:
+    """Train and save the cross-tokenizer junior from the toy world's splits (seed 0), then measure the
+    shipped senior with it: solo junior, and the text-paired team under the word schedule (p = 0.5)."""
+    from transformers import AutoTokenizer
+
+    from trlvr.engine import SoloSchedule, WordSchedule
+    from trlvr.models import load_causal_lm
+    from trlvr.toy.task import make_splits
+    from trlvr.toy.world import ASSETS_DIR
+
+    train, test = make_splits(20000, 500, seed=0)
+    senior_tok = AutoTokenizer.from_pretrained(ASSETS_DIR / "senior")
+    tok, junior, stats = train_cross_junior(train, senior_tok)
+    rows = [{"prompt": make_prompt(p), "answer": p.answer} for p in test[:n_eval]]
+    senior = load_causal_lm(str(ASSETS_DIR / "senior"), "senior").eval()
+    stats["eval"] = {
+        "n": n_eval,
+        "junior_solo": text_tandem_accuracy(senior, senior_tok, junior, tok, rows, SoloSchedule("junior")),
+        "senior_solo": text_tandem_accuracy(senior, senior_tok, junior, tok, rows, SoloSchedule("senior")),
+        "team_word_p0.5": text_tandem_accuracy(senior, senior_tok, junior, tok, rows, WordSchedule(p=0.5)),
+    }
+    save_cross_junior(tok, junior, stats, out_dir)
+    return stats
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(json.dumps(main(*sys.argv[1:2]), indent=1))
