@@ -36,25 +36,6 @@ from trlvr.engine.schedules import JUNIOR, SENIOR, Schedule, VocabTables, vocab_
 _LENGTH, _EOS, _ROUNDS = (FINISH_REASONS.index(r) for r in ("length", "eos", "rounds"))
 
 
-def _bridge_bernoulli():  # TEMP (removed once schedules.py draws through ScheduleDraws itself)
-    from trlvr.engine import schedules
-
-    if getattr(schedules._bernoulli, "_row_draws", False):
-        return
-    plain = schedules._bernoulli
-
-    def bernoulli(p, batch_size, rng, device):
-        if hasattr(rng, "uniform"):
-            return rng.uniform(batch_size).to(device) < p
-        return plain(p, batch_size, rng, device)
-
-    bernoulli._row_draws = True
-    schedules._bernoulli = bernoulli
-
-
-_bridge_bernoulli()
-
-
 def _vocab_size(model) -> int:
     return model.get_output_embeddings().weight.shape[0]
 

@@ -6,6 +6,10 @@ A schedule is a frozen dataclass, registered by name (`@register_schedule("word"
     state = schedule.start(batch_size, tables, rng)        # first author of every sequence
     state = schedule.advance(state, tokens, tables, rng)   # after each emitted token
 
+`rng` is where random redraws come from: the engine passes each row's counter-based draws at the
+current position (`trlvr.engine.sampling.ScheduleDraws`, with `.device` and `.uniform(n)`), so a
+row's authors do not depend on its batch-mates; a torch.Generator also works.
+
 `state.author` is a (B,) bool tensor, True = senior writes the next token. Everything is a
 tensor op over the batch: no per-sequence Python in the decoding hot path. Schedules know
 token *ids* only; which ids start a word or end a step comes from `VocabTables`, built once
@@ -146,7 +150,15 @@ def _initial(author: torch.Tensor) -> ScheduleState:
     return ScheduleState(author, zeros, zeros.clone(), false, false.clone(), false.clone())
 
 
-def _bernoulli(p: float, batch_size: int, rng: torch.Generator, device) -> torch.Tensor:
+def _bernoulli(p: float, batch_size: int, rng, device) -> torch.Tensor:
+    """(batch_size,) bool draws, True with probability p.
+
+    `rng` is the rows' random source: from the engine a `trlvr.engine.sampling.ScheduleDraws`
+    (each row's uniform a pure function of (seed, row key, position): batch-invariant), or a
+    torch.Generator (one stream for the batch) for direct callers.
+    """
+    if hasattr(rng, "uniform"):
+        return rng.uniform(batch_size).to(device) < p
     return torch.rand(batch_size, generator=rng, device=device) < p
 
 
