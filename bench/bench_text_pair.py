@@ -6,7 +6,8 @@ The pair is bench_engine.py's (random Qwen3 senior and smaller junior; "10M": hi
 and 128 x 6) with a byte-level BPE tokenizer trained here on the Python standard library's source
 (ASCII, 4,096 ids), so both paths decode the same vocabulary. Word schedule p = 0.5, max_gap 32, no EOS,
 temperature 1; then chunk 32 (turns as long as a reasoning step). Reported: the median wall time of each path (interleaved repeats), their ratio,
-and the text path's split: catch-up forwards, one-token step forwards, prefill, the rest (Python:
+and the text path's split: long catch-up forwards (> 4 tokens, their own rows-subset forward), step
+forwards that also carry short catch-ups (width 2-4), one-token step forwards, prefill, the rest (Python:
 decoding token text, re-encoding windows, the schedule), plus withdrawn and catch-up tokens per row.
 Lockstep runs both models on every token; the text path runs only the author, then catches the
 other up at a handoff, so the two do different work: the ratio is what the text path costs here.
@@ -48,6 +49,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument(
+        "--short-catch-up", type=int, default=None, help="TextPairGenerator.short_catch_up (default: its own)"
+    )
+    ap.add_argument("--schedules", default="word,chunk")
     args = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     vocab, (sh, sl), (jh, jl) = SIZES[args.size]
@@ -58,15 +63,19 @@ def main() -> None:
     never = [len(tok) + 1]  # no EOS: every row writes the full budget
     lock = TandemGenerator(senior, junior, tok, eos_token_ids=never)
     text = TextPairGenerator(senior, tok, junior, tok, senior_eos_ids=never, junior_eos_ids=never)
+    if args.short_catch_up is not None:
+        text.short_catch_up = args.short_catch_up
     report = {
         "size": args.size,
         "vocab": len(tok),
         "batch": args.batch,
         "new_tokens": args.new,
+        "short_catch_up": text.short_catch_up,
         "schedules": {},
     }
     # chunk 32: turns of a reasoning step's length (random models never write "\n\n", so the step schedule would not hand off)
-    for schedule in (WordSchedule(p=0.5, max_gap=32), ChunkSchedule(chunk_size=32)):
+    chosen = {"word": WordSchedule(p=0.5, max_gap=32), "chunk": ChunkSchedule(chunk_size=32)}
+    for schedule in (chosen[name] for name in args.schedules.split(",")):
         times = {"lockstep": [], "text": []}
         last = None
         for rep in range(args.repeats):
@@ -79,6 +88,7 @@ def main() -> None:
         s = last.seconds
         total = s["total"]
         catch = s.get("senior_catch_up", 0) + s.get("junior_catch_up", 0)
+        wide = s.get("senior_step_wide", 0) + s.get("junior_step_wide", 0)
         step = s.get("senior_step", 0) + s.get("junior_step", 0)
         prefill = s.get("senior_prefill", 0) + s.get("junior_prefill", 0)
         med = {k: statistics.median(v) for k, v in times.items()}
@@ -88,9 +98,10 @@ def main() -> None:
             "text_over_lockstep": round(med["text"] / med["lockstep"], 2),
             "text_split_of_last_run": {
                 "catch_up_forwards": round(catch / total, 3),
+                "step_forwards_with_short_catch_ups": round(wide / total, 3),
                 "step_forwards": round(step / total, 3),
                 "prefill": round(prefill / total, 3),
-                "python_rest": round(1 - (catch + step + prefill) / total, 3),
+                "python_rest": round(1 - (catch + wide + step + prefill) / total, 3),
             },
             "handoffs_per_row": sum(last.handoffs) / len(last),
             "withdrawn_per_row": sum(last.withdrawn) / len(last),

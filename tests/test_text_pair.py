@@ -318,3 +318,17 @@ def test_cache_compaction_keeps_every_logit(pair, monkeypatch):
     assert out.logit_error < 1e-4
     assert invariant_failures(out, toks, prompts) == []
     assert out.texts == plain.texts and out.senior_ids == plain.senior_ids
+
+
+def test_text_nll_is_per_byte_and_matches_teacher_forcing(pair):
+    from helpers import teacher_forced_logprobs
+
+    from trlvr.engine.text_pair import text_nll
+
+    gen, toks, prompts = pair
+    texts = [" 12 plus 30 is 42.", " The cat"]
+    for name in ("senior", "junior"):
+        got = text_nll(gen.models[name], toks[name], prompts[name][:2], texts)
+        for (nll, n_bytes), prompt, text in zip(got, prompts[name][:2], texts, strict=True):
+            ref = -teacher_forced_logprobs(gen.models[name], prompt, toks[name].encode(text)).sum().item()
+            assert n_bytes == len(text.encode()) and nll == pytest.approx(ref, rel=1e-5)

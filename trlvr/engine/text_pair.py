@@ -167,8 +167,8 @@ class _Side:
         sliding = set(getattr(cfg, "layer_types", None) or []) - {"full_attention"}
         self.window = getattr(cfg, "sliding_window", None) if sliding else None
         self.cache = None
-        self.seconds = {"prefill": 0.0, "catch_up": 0.0, "step": 0.0}
-        self.forwards = {"catch_up": 0, "step": 0}
+        self.seconds = {"prefill": 0.0, "catch_up": 0.0, "step": 0.0, "step_wide": 0.0}
+        self.forwards = {"catch_up": 0, "step": 0, "step_wide": 0}
         self.compactions = 0
 
     def _run(self, input_ids, attention_mask, position_ids):
@@ -251,6 +251,7 @@ class _Side:
             )
             self.logits[rows] = logits[rows]
         self.C = C + w
+        kind = "step_wide" if kind == "step" and w > 1 else kind  # a step forward carrying short catch-ups
         self.seconds[kind] += time.perf_counter() - t0
         self.forwards[kind] += 1
 
@@ -438,6 +439,8 @@ class TextPairGenerator:
     >>> out.texts, out.senior_ids, out.senior_mask                                  # doctest: +SKIP
     """
 
+    short_catch_up = 4  # catch-ups of at most this many tokens join the one-token step forward (width <= 4)
+
     def __init__(self, senior, senior_tokenizer, junior=None, junior_tokenizer=None, *,
                  senior_eos_ids: list[int] | None = None, junior_eos_ids: list[int] | None = None):  # fmt: skip
         self.models = {SENIOR: senior, JUNIOR: junior}
@@ -555,8 +558,9 @@ class TextPairGenerator:
                     else:
                         side.logits[pos] = side.prompt_logits[pos]
                         st.stale = False
-                if chunk:
-                    chunks[row.author]["catch_up" if caught or len(chunk) > 1 else "step"][pos] = chunk
+                if chunk:  # a short catch-up rides in the step forward; a long one gets its own (rows subset)
+                    long = caught and len(chunk) > self.short_catch_up
+                    chunks[row.author]["catch_up" if long else "step"][pos] = chunk
             for name, side in sides.items():
                 side.forward(chunks[name]["catch_up"], "catch_up")
                 side.forward(chunks[name]["step"], "step")
@@ -776,6 +780,28 @@ def invariant_failures(out: TextPairOutput, tokenizers: dict, prompts: dict) -> 
             if got != text:
                 bad.append(f"row {r} {name} output decodes to {got!r}, text is {text!r}")
     return bad
+
+
+@torch.no_grad()
+def text_nll(model, tokenizer, prompt_ids: list[list[int]], texts: list[str]) -> list[tuple[float, int]]:
+    """(negative log-likelihood in nats, UTF-8 bytes) of each text as a continuation of its prompt,
+    teacher-forced in the model's own tokenization (the text encoded alone, which `Codec` checks
+    decodes back to it after the prompt). Bits per byte = nll / ln 2 / bytes: comparable across
+    vocabularies, unlike a per-token mean (a 49k-id and a 262k-id model cut a text into different
+    numbers of tokens)."""
+    codec = Codec(tokenizer, "scored")
+    device = next(model.parameters()).device
+    out = []
+    for prompt, text in zip(prompt_ids, texts, strict=True):
+        ids = codec.encode(text)
+        if not ids:
+            out.append((0.0, 0))
+            continue
+        full = torch.tensor([prompt + ids], device=device)
+        logp = torch.log_softmax(model(input_ids=full).logits[0, len(prompt) - 1 : -1].float(), dim=-1)
+        nll = -logp.gather(1, torch.tensor(ids, device=device)[:, None]).sum().item()
+        out.append((nll, len(text.encode("utf-8"))))
+    return out
 
 
 def _first_author(schedule) -> str:
