@@ -155,3 +155,28 @@ def test_run_config_compile_field_is_one_clear_line():
         TandemConfig(senior="s", junior="j", compile="maybe")
     with pytest.raises(UserError, match="^compile: true needs decode: static or auto"):
         TandemConfig(senior="s", junior="j", compile=True, decode="eager")
+
+
+@pytest.mark.slow
+def test_compiled_static_step_compiles_once_across_batch_sizes_and_prompt_lengths(tokenizer):
+    """The KV buffers are the generator's (kept across calls) and R, K are dynamic sizes: the second and
+    third calls, with other batch sizes and prompt lengths, compile nothing (dynamo's own counters;
+    backend "eager" so that the test counts dynamo's graphs without waiting for inductor on a CPU)."""
+    from helpers import tiny_model
+    from torch._dynamo.utils import counters
+
+    senior = tiny_model("qwen3", len(tokenizer), seed=0)
+    junior = tiny_model("qwen3", len(tokenizer), seed=1, hidden=32, layers=1)
+    gen = static_gen(senior, junior, tokenizer, block=16, eos_token_ids=frequent_eos(tokenizer))
+    gen.compile_backend = "eager"
+    P = encode(tokenizer, PROMPTS)
+    calls = [(P * 4, 40), (P[1:] * 3, 30), ([p[:3] for p in P] * 2 + P, 36)]  # 16, 9, 12 rows
+    graphs = []
+    for i, (prompts, n) in enumerate(calls):
+        before = counters["stats"]["unique_graphs"]
+        kw = dict(max_new_tokens=n, seed=i, score_both=True)
+        out = gen.generate(prompts, WordSchedule(), decode="static", compile=True, **kw)
+        assert_same_outputs(gen.generate(prompts, WordSchedule(), decode="eager", **kw), out, atol=1e-5)
+        graphs.append(counters["stats"]["unique_graphs"] - before)
+    assert graphs[0] > 0 and graphs[1:] == [0, 0], graphs
+    assert "recompiles" not in counters or sum(counters["recompiles"].values()) == 0

@@ -147,6 +147,7 @@ class TandemGenerator:
 
     static_block: int = STATIC_BLOCK  # decode="static": attention reads the length rounded up to this
     sync_every: int = 8  # decode="static": tokens between two reads of the live-row count on the host
+    compile_backend: str | None = None  # torch.compile backend of the static step (None = inductor)
 
     def __init__(
         self,
@@ -198,6 +199,11 @@ class TandemGenerator:
         if pad_token_id is None:
             pad_token_id = getattr(tokenizer, "pad_token_id", None)
         self.pad_token_id = self.eos_token_ids[0] if pad_token_id is None else pad_token_id
+        self._kv: dict = {}  # decode="static": each model's KV buffers (`StaticKV`), kept across calls
+
+    def release_buffers(self) -> None:
+        """Free the static path's KV buffers (the next static call allocates them again)."""
+        self._kv.clear()
 
     def _eos_ids(self, eos_token_ids, tokenizer) -> list[int]:
         if eos_token_ids is None:
@@ -342,13 +348,14 @@ class TandemGenerator:
         mask[:, L:] = 1  # generated positions are always attended (finished rows are ignored later)
         positions = (mask[:, :L].cumsum(-1) - 1).clamp(min=0)  # (B, L)
 
-        def runner(model):
+        def runner(name, model):
             dev = _device(model)
             if mode == "static":
-                return StaticRunner(model, dev, L, max_new_tokens, block=self.static_block, compile=compiled)
+                return StaticRunner(model, dev, L, max_new_tokens, block=self.static_block, compile=compiled,
+                                    pool=self._kv, name=name, backend=self.compile_backend)  # fmt: skip
             return EagerRunner(model, dev, L, max_new_tokens)
 
-        runners = {name: runner(m) for name, m in models.items()}
+        runners = {name: runner(name, m) for name, m in models.items()}
         # prefill: each distinct prompt once, then its KV rows and logits copied to its repeats
         unique, inverse = _distinct(prompt_ids) if share_prompts else (list(range(B)), None)
         first = torch.tensor(unique)  # (U,) one row per distinct prompt
@@ -485,7 +492,8 @@ class _Run:
         on the device (a stable argsort), so no host sync. Eager: once a quarter of the rows are done.
         """
         R, full = self.rows.numel(), self.tokens.shape[0]
-        target = batch_bucket(n_live, full) if self.static else n_live
+        # static: buckets of >= 2 rows (a compiled step is specialised at one row)
+        target = max(batch_bucket(n_live, full), min(2, full)) if self.static else n_live
         if target >= R or (not self.static and 4 * (R - n_live) < R):
             return None
         keep = torch.argsort(self.done.to(torch.int8), stable=True)[:target]

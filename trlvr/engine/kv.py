@@ -1,13 +1,14 @@
 """Preallocated KV caches for decoding: one (R, kv_heads, T_max, head_dim) buffer pair per layer.
 
-`StaticKV` owns the buffers of one model for one `generate` call; the transformers `Cache` it
-hands the model (`StaticKV.cache`) is made of `BlockLayer`s that write each new position in place
-and give attention only the first `kv_len` positions (the current length rounded up to a block),
-and only the first `rows` rows (the current batch bucket). Compaction moves the live rows to the
-front of the same buffers by index copy, so addresses never change (what CUDA graphs need).
+`StaticKV` owns the buffers of one model, reused across `generate` calls (grown only when a call
+needs more rows or positions); the transformers `Cache` it hands the model (`StaticKV.cache`) is
+made of `BlockLayer`s that write each new position in place and give attention only the first K
+positions (the current length rounded up to a block) of the first R rows (the current batch
+bucket). Compaction moves the live rows to the front of the same buffers by index copy, so
+addresses never change (what CUDA graphs need).
 
-What this file does not know: models, masks, positions, sampling. The caller sets `rows`, `kv_len`
-and the write slot before each forward (`StaticKV.set_step`).
+What this file does not know: masks beyond validity, positions, sampling. The caller sets the
+rows, length and write slot before each forward (`StaticKV.set_step`).
 """
 
 from __future__ import annotations
@@ -42,22 +43,23 @@ def attended_length(slot: int, block: int, capacity: int) -> int:
 
 
 class BlockLayer(CacheLayerMixin):
-    """One layer's preallocated keys/values (R, H, T_max, D); `update` writes at `slot` in place.
+    """One layer's preallocated keys/values (rows, H, T_max, D); `update` writes at `slot` in place.
 
-    Returns views [:rows, :, :kv_len]: rows past the live batch and positions past the block are
-    never read. Positions between the current length and kv_len hold zeros or stale values: the
-    caller's attention mask must exclude them.
+    Returns views [:R, :, :K] with R = the rows of the incoming states and K = the last dimension
+    of `owner.span` (the step's attended-length mask, set by the caller): both are tensor shapes,
+    so a compiled step sees them as dynamic sizes, not as Python constants to specialise on.
+    Positions between the current length and K hold zeros or stale values: the caller's attention
+    mask must exclude them.
     """
 
     is_compileable = True
     is_sliding = False
     is_croppable = False
 
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, slot: torch.Tensor):
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, owner: StaticKV):
         super().__init__()
-        self.keys, self.values = keys, values  # each (R, H, T_max, D)
-        self.slot = slot  # (1,) long, shared by all layers: the position the next token is written at
-        self.rows, self.kv_len = keys.shape[0], keys.shape[2]
+        self.keys, self.values = keys, values  # each (rows, H, T_max, D)
+        self.owner = owner  # holds `slot` (1,) long and `span` (R, K): shared by all layers
         self.device = keys.device
         self.is_initialized = True
 
@@ -65,17 +67,18 @@ class BlockLayer(CacheLayerMixin):
         return None
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        # key_states: (rows, H, 1, D)
-        k, v = self.keys[: self.rows], self.values[: self.rows]
-        k.index_copy_(2, self.slot, key_states)
-        v.index_copy_(2, self.slot, value_states)
-        return k[:, :, : self.kv_len], v[:, :, : self.kv_len]
+        # key_states: (R, H, 1, D)
+        R, K = key_states.shape[0], self.owner.span.shape[-1]
+        k, v = self.keys[:R], self.values[:R]
+        k.index_copy_(2, self.owner.slot, key_states)
+        v.index_copy_(2, self.owner.slot, value_states)
+        return k[:, :, :K], v[:, :, :K]
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        return self.kv_len, 0
+        return self.owner.span.shape[-1], 0
 
     def get_seq_length(self) -> int:
-        return self.kv_len
+        return self.owner.span.shape[-1]
 
     def get_max_length(self) -> int:
         return self.keys.shape[2]
@@ -86,47 +89,61 @@ class BlockLayer(CacheLayerMixin):
 
 
 class StaticKV:
-    """The preallocated KV buffers of one model for one call, filled from a prefill's DynamicCache."""
+    """The preallocated KV buffers of one model: (rows, kv_heads, capacity, head_dim) per layer, plus the
+    attention-validity mask (rows, capacity), reused by every call that fits (`fits`).
 
-    def __init__(self, dynamic_cache, capacity: int):
-        """Allocate (B, H, capacity, D) per layer and move the prefilled (B, H, L, D) keys/values in.
+    Owned by the generator and grown only when a call needs more rows or positions, so the buffers
+    (and a compiled step's static addresses) stay the same across calls.
+    """
 
-        Consumes `dynamic_cache`: each of its layers is emptied once copied, so the peak is the new
-        buffers plus one prefill layer, not both caches whole.
-        """
-        first = dynamic_cache.layers[0].keys
-        self.slot = torch.zeros(1, dtype=torch.long, device=first.device)  # (1,)
+    def __init__(self, model, rows: int, capacity: int, device):
+        cfg = model.config
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        dtype = next(model.parameters()).dtype
+        self.rows, self.capacity = rows, capacity
+        self.slot = torch.zeros(1, dtype=torch.long, device=device)  # (1,) the position the next token is written at
+        self.valid = torch.zeros(rows, capacity, dtype=torch.bool, device=device)  # False: prompt padding
+        self.span = self.valid[:1, :1]  # (R, K) this step's attended mask; its shape tells the layers R and K
         layers = []
-        for layer in dynamic_cache.layers:
-            k, v = layer.keys, layer.values  # (B, H, L, D)
-            B, H, L, _ = k.shape
-            keys = k.new_zeros(B, H, capacity, k.shape[-1])
-            values = v.new_zeros(B, v.shape[1], capacity, v.shape[-1])
-            keys[:, :, :L] = k
-            values[:, :, :L] = v
-            layer.keys = layer.values = None
-            del k, v
+        for _ in range(cfg.num_hidden_layers):
+            keys = torch.zeros(rows, kv_heads, capacity, head_dim, dtype=dtype, device=device)
+            values = torch.zeros_like(keys)
             if not torch.compiler.is_compiling():
                 torch._dynamo.mark_static_address(keys)
                 torch._dynamo.mark_static_address(values)
-            layers.append(BlockLayer(keys, values, self.slot))
+            layers.append(BlockLayer(keys, values, self))
         if not torch.compiler.is_compiling():
             torch._dynamo.mark_static_address(self.slot)
-        self.full = layers[0].keys.shape[0]
-        self.capacity = capacity
-        self.rows = self.full
         self.cache = Cache(layers=layers)
 
-    def set_step(self, rows: int, slot: int, kv_len: int) -> None:
-        """Before a forward: run `rows` rows, write position `slot`, read `kv_len` positions."""
-        self.rows = rows
+    def fits(self, rows: int, capacity: int) -> bool:
+        return rows <= self.rows and capacity <= self.capacity
+
+    def fill(self, dynamic_cache, valid: torch.Tensor) -> None:
+        """Move a prefill's (B, H, L, D) keys/values into rows [:B] and positions [:L]; valid (B, L + N) bool.
+
+        Consumes `dynamic_cache`: each of its layers is emptied once copied, so the peak is the
+        buffers plus one prefill layer, not both caches whole.
+        """
+        B, T = valid.shape
+        self.valid[:B, :T] = valid
+        for src, dst in zip(dynamic_cache.layers, self.cache.layers, strict=True):
+            L = src.keys.shape[2]
+            dst.keys[:B, :, :L] = src.keys
+            dst.values[:B, :, :L] = src.values
+            src.keys = src.values = None
+
+    def set_step(self, rows: int, slot: int, kv_len: int) -> torch.Tensor:
+        """Before a forward: run `rows` rows, write position `slot`, read `kv_len` positions; the (R, K) mask view."""
         self.slot.fill_(slot)
-        for layer in self.cache.layers:
-            layer.rows, layer.kv_len = rows, kv_len
+        self.span = self.valid[:rows, :kv_len]
+        return self.span
 
     def select(self, keep: torch.Tensor, filled: int) -> None:
         """Move rows `keep` (n,) to the front of every buffer (positions < `filled` only)."""
         n = keep.numel()
+        self.valid[:n] = self.valid[keep]
         for layer in self.cache.layers:
             for buf in (layer.keys, layer.values):
                 buf[:n, :, :filled] = buf[keep, :, :filled]  # advanced indexing copies first: no overlap hazard

@@ -4,12 +4,13 @@ A runner is built per model per `generate` call and answers three calls:
 
     logits = runner.prefill(input_ids, mask, positions, first, rows_of)   # (B, V)
     logits = runner.step(tok, t)          # forward on the token emitted at step t: (b, V)
-    runner.select(keep)                   # drop finished rows (keep: (b',) indices)
+    runner.select(keep, t)                # drop finished rows (keep: (b',) indices)
 
 `EagerRunner` grows a transformers DynamicCache by concatenation (today's path, best on CPU).
-`StaticRunner` preallocates the KV cache for prompt + max_new_tokens (`trlvr.engine.kv`), runs the
-batch in power-of-two row buckets and attention over length blocks, and can wrap its per-token
-forward in torch.compile (CUDA graphs on CUDA). Inputs may come from any device: a runner moves
+`StaticRunner` decodes into preallocated KV buffers (`trlvr.engine.kv`, owned by the generator and
+reused across calls), runs the batch in power-of-two row buckets and attention over length blocks
+at the KV head count (`kv_head_attention`), and can wrap its per-token forward in torch.compile
+(CUDA graphs on CUDA). Inputs may come from any device: a runner moves
 the few values it receives (B token ids, B indices) to its own; masks and positions live here.
 
 What this file does not know: sampling, authors, schedules, EOS.
@@ -105,22 +106,24 @@ _COMPILED = {}
 RECOMPILE_LIMIT = 512
 
 
-def compiled_step(device: torch.device):
+def compiled_step(device: torch.device, backend: str | None = None):
     """`decode_step` under torch.compile: "reduce-overhead" (CUDA graphs) on CUDA, the default mode elsewhere.
 
-    The step only ever sees R in the power-of-two row buckets and K in multiples of the length block
-    (or the capacity). Dynamo's automatic dynamic shapes compile a model's step at most about three
-    times (first shape, then K symbolic, then R symbolic), not once per step; with CUDA graphs each
-    (R, K) pair is recorded once per call (buffers are new every call, so graphs are re-recorded,
-    not recompiled). Both models share this one compiled function.
+    The runner marks the row count R and the attended length K dynamic (tensor sizes, never Python
+    constants) and keeps the KV buffers across calls, so a model's step compiles once, plus once
+    for a batch of one row (dynamo specialises size 1); with CUDA graphs each (R, K) pair is
+    recorded once. Both models share this one compiled function. `backend` (None = inductor) lets
+    tests count dynamo's compiles cheaply with "eager".
     """
     mode = "reduce-overhead" if device.type == "cuda" else "default"
-    if mode not in _COMPILED:
-        step = torch.compile(decode_step, mode=mode, dynamic=None)
+    key = (mode, backend)
+    if key not in _COMPILED:
+        kw = {"mode": mode} if backend is None else {"backend": backend}
+        step = torch.compile(decode_step, dynamic=None, **kw)
         # Both models' entries share one code object: lift dynamo's default limit of 8 (past it, dynamo
         # silently runs the step uncompiled), in case guards split more than the few entries expected.
-        _COMPILED[mode] = torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT)(step)
-    return _COMPILED[mode]
+        _COMPILED[key] = torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT)(step)
+    return _COMPILED[key]
 
 
 class EagerRunner:
@@ -165,15 +168,18 @@ class EagerRunner:
 
 
 class StaticRunner(EagerRunner):
-    """A model decoding into KV buffers allocated once for L + N positions (see `trlvr.engine.kv`).
+    """A model decoding into preallocated KV buffers (`trlvr.engine.kv.StaticKV`), reused across calls.
 
-    Prefill runs as in `EagerRunner` (same numerics) and is copied into the buffers. Each step then
-    runs R = batch_bucket(b) rows (rows past b are stale and ignored) and attends K positions
-    (the length rounded up to `block`), optionally compiled.
+    Prefill runs as in `EagerRunner` (same numerics) and is copied into the buffers, which come from
+    `pool[name]` (the generator's) when they fit and are allocated there (larger) when not. Each
+    step then runs R rows (the loop keeps R a power-of-two bucket or the full batch) and attends K
+    positions (the length rounded up to `block`), optionally compiled, with R and K as dynamic
+    sizes, so calls with other batch sizes and prompt lengths reuse the compiled step.
     """
 
     def __init__(self, model, device, prompt_len: int, max_new_tokens: int, block: int = STATIC_BLOCK,
-                 compile: bool = False):  # fmt: skip
+                 compile: bool = False, pool: dict | None = None, name: str = "model",
+                 backend: str | None = None):  # fmt: skip
         super().__init__(model, device, prompt_len, max_new_tokens)
         self.block, self.kind = block, attention_kind(model)
         if self.kind not in _ATTN_KINDS:
@@ -187,22 +193,30 @@ class StaticRunner(EagerRunner):
                 f"decode='static' supports full-attention layers only, but the model has {sorted(layer_types)}; "
                 "use decode='eager'"
             )
-        self.step_fn = compiled_step(torch.device(device)) if compile else decode_step
+        self.compiled = compile
+        self.step_fn = compiled_step(torch.device(device), backend) if compile else decode_step
         self.clone = compile and torch.device(device).type == "cuda"  # CUDA-graph outputs are overwritten on replay
-        self.kv = self.valid = None
+        self.pool, self.name = ({} if pool is None else pool), name
+        self.kv, self.full = None, 0
 
     def prefill(self, input_ids, mask, positions, first, rows_of):
         logits = super().prefill(input_ids, mask, positions, first, rows_of)
-        self.kv = StaticKV(self.cache, capacity=self.L + self.N)
+        B, capacity = self.mask.shape[0], self.L + self.N
+        kv = self.pool.get(self.name)
+        if kv is None or not kv.fits(B, capacity) or kv.valid.device != torch.device(self.device):
+            rows, cap = (B, capacity) if kv is None else (max(B, kv.rows), max(capacity, kv.capacity))
+            kv = self.pool[self.name] = None  # the old buffers go before the new ones are allocated
+            kv = self.pool[self.name] = StaticKV(self.model, rows, cap, self.device)
+        self.kv, self.full = kv, B
+        kv.fill(self.cache, self.mask.bool())
         self.cache = None  # the DynamicCache is freed: from here on only the preallocated buffers
-        self.valid = self.mask.bool()  # (B, L + N): False on prompt padding
         return logits
 
     def step(self, tok: torch.Tensor, t: int) -> torch.Tensor:
         b = tok.shape[0]
-        R = batch_bucket(b, self.kv.full)
+        R = batch_bucket(b, self.full)
         slot = self.L + t  # the token emitted at step t sits at position L + t for every row
-        K = attended_length(slot, self.block, self.kv.capacity)
+        K = attended_length(slot, self.block, self.L + self.N)
         self.pos = self.pos + 1
         tok = tok.to(self.device)
         if R > b:  # pad to the bucket: stale rows compute garbage that is sliced away
@@ -210,15 +224,18 @@ class StaticRunner(EagerRunner):
             pos = torch.cat([self.pos, self.pos.new_zeros(R - b, 1)])
         else:
             pos = self.pos
-        self.kv.set_step(R, slot, K)
+        span = self.kv.set_step(R, slot, K)  # (R, K)
+        if self.compiled and not torch.compiler.is_compiling():
+            for x, dims in ((tok, (0,)), (pos, (0,)), (span, (0, 1))):
+                for d in dims:
+                    if x.shape[d] > 1:  # dynamo specialises sizes 0 and 1 whatever it is told
+                        torch._dynamo.mark_dynamic(x, d)
         with decode_attention(self.model):
-            logits = self.step_fn(self.model, self.arg, self.kv.cache, tok, pos, self.valid[:R, :K], self.kv.slot)
+            logits = self.step_fn(self.model, self.arg, self.kv.cache, tok, pos, span, self.kv.slot)
         logits = logits[:b]
         return logits.clone() if self.clone else logits
 
     def select(self, keep: torch.Tensor, t: int) -> None:
         keep = keep.to(self.device)
-        n = keep.numel()
         self.pos = self.pos[keep]
-        self.valid[:n] = self.valid[keep]
         self.kv.select(keep, filled=self.L + t)  # positions < L + t are written before step t's forward
