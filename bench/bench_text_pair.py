@@ -6,8 +6,9 @@ The pair is bench_engine.py's (random Qwen3 senior and smaller junior; "10M": hi
 and 128 x 6) with a byte-level BPE tokenizer trained here on the Python standard library's source
 (ASCII, 4,096 ids), so both paths decode the same vocabulary. Word schedule p = 0.5, max_gap 32, no EOS,
 temperature 1; then chunk 32 (turns as long as a reasoning step). Reported: the median wall time of each path (interleaved repeats), their ratio,
-and the text path's split: long catch-up forwards (> 4 tokens, their own rows-subset forward), step
-forwards that also carry short catch-ups (width 2-4), one-token step forwards, prefill, the rest (Python:
+and the text path's split: catch-up forwards (longer than `short_catch_up` tokens, their own
+rows-subset forward), step forwards that also carry short catch-ups (width > 1, only when
+--short-catch-up > 1), one-token step forwards, prefill, the rest (Python:
 decoding token text, re-encoding windows, the schedule), plus withdrawn and catch-up tokens per row.
 Lockstep runs both models on every token; the text path runs only the author, then catches the
 other up at a handoff, so the two do different work: the ratio is what the text path costs here.

@@ -5,11 +5,16 @@ that text (its own tokenization) and its own KV cache; only the active author ru
 When the author changes, the incoming model first **catches up** on the partner's new text in one
 chunked forward of its own tokenization of it, then writes.
 
-Catch-up encodes in context, never a chunk alone: the window re-encoded starts at a boundary of the
-model's stream that is not inside a word (the end of its last token, or the last word start before
-it when that token ends mid-word, or the completion start), the window's ids are compared with the
-stream's tokens past that boundary, the common prefix is kept, the KV cache is rolled back past it
-(the row's cache columns are masked out: holes, no copy) and the rest is fed.
+Catch-up encodes in context, never a chunk alone. Every tokenizer splits at a word start
+(whitespace after non-whitespace: checked on byte-level BPE "Ġ", SentencePiece "▁", the toy's
+digit splitting), so the encoding of text[w:] from the last word start w is the tail of the
+encoding of the whole text. The window starts at the stream's last token boundary b that this
+encoding also has (b = the end of the stream when it ends cleanly; otherwise one token back at a
+time, e.g. when the stream ends inside a word that the partner continued); the stream's tokens past
+b that agree with the encoding are kept, the rest dropped, the KV cache rolled back (the row's
+columns masked out: holes, squeezed out by `_Side.compact` once they dominate) and the new ids fed.
+A one-token catch-up rides in the step forward of the other rows; longer ones (a word, a
+reasoning step) run as their own forward over only the rows that need them (`short_catch_up`).
 
 Schedules over text (the schedule classes of `trlvr.engine.schedules`, interpreted per row here):
 - word (p, max_gap): when the author emits a token whose decoded text starts with whitespace right
@@ -20,21 +25,26 @@ Schedules over text (the schedule classes of `trlvr.engine.schedules`, interpret
   tokenizer). The partner's first token of a turn is never redrawn again (one redraw per word
   start). After `max_gap` kept tokens with no redraw the backstop redraws after the token, which
   may fall inside a word.
-- step (first, max_rounds): strict alternation after a token that ends a blank line "\\n\\n" (or a
+- step (first_author, max_rounds): strict alternation after a token that ends a blank line "\\n\\n" (or a
   "\\n"-only token after a "\\n", as in lockstep); 2 x max_rounds steps end the row ("rounds").
-- token (p): redraw after every token; chunk (size, first): alternate every `size` kept tokens;
+- token (p): redraw after every token; chunk (chunk_size, first_author): alternate every
+  `chunk_size` kept tokens;
   solo (author): one model writes (the other is never run).
 
 Invariant (tested for every schedule, `check=True` records a snapshot per catch-up): after every
 catch-up, each model's stream decodes (in the context of its prompt) to exactly the shared text,
 and the ids it fed for the partner's text are its tokenizer's encoding of that text in context.
-Documented exception: a model's OWN sampled tokens are never rewritten (they are what it sampled,
-and for the senior what the loss trains on) unless they end inside a word that the partner then
-continued (a mid-word handoff): the word is then re-encoded from its start.
+Documented exception: a model's OWN sampled tokens are kept as sampled (they are what it sampled,
+and for the senior what the loss trains on), so a stream equals its tokenizer's encoding of the
+text only where the model sampled canonically; they are rewritten only when the window must start
+before them (a word the partner continued after a mid-word handoff: backstop, token or chunk
+schedules), and then count as the partner's (senior_mask 0). Bytes that are no UTF-8 text become
+U+FFFD in the text and the writer's own stream is re-encoded from it.
 
 The length budget `max_new_tokens` counts kept tokens, each in its author's own tokenizer.
-Randomness is per row (uniforms drawn from a generator seeded by (seed, row)), so a row's result
-does not depend on the batch it runs in, up to floating-point summation order.
+Randomness is per row (uniforms drawn from a generator seeded by (seed, row key); the key is the
+row's index unless `row_keys` are given), so a row's result does not depend on the batch it runs
+in, up to floating-point summation order (tested).
 
 Nothing here knows training or prompts as text: callers pass each model's prompt ids.
 """
@@ -439,7 +449,10 @@ class TextPairGenerator:
     >>> out.texts, out.senior_ids, out.senior_mask                                  # doctest: +SKIP
     """
 
-    short_catch_up = 4  # catch-ups of at most this many tokens join the one-token step forward (width <= 4)
+    # Catch-ups of at most this many tokens join the one-token step forward; longer ones run as a
+    # forward of their rows only. 1 measured faster than 4 (bench/RESULTS.md, "Text pairing"): a
+    # wider step makes every row pay for the widest pending catch-up.
+    short_catch_up = 1
 
     def __init__(self, senior, senior_tokenizer, junior=None, junior_tokenizer=None, *,
                  senior_eos_ids: list[int] | None = None, junior_eos_ids: list[int] | None = None):  # fmt: skip
