@@ -332,3 +332,28 @@ def test_text_nll_is_per_byte_and_matches_teacher_forcing(pair):
         for (nll, n_bytes), prompt, text in zip(got, prompts[name][:2], texts, strict=True):
             ref = -teacher_forced_logprobs(gen.models[name], prompt, toks[name].encode(text)).sum().item()
             assert n_bytes == len(text.encode()) and nll == pytest.approx(ref, rel=1e-5)
+
+
+def test_facade_drives_a_text_pair_through_eval_protocols(nl_pair):
+    """`TextPairFacade` answers TandemGenerator.generate's call: eval's run_protocol (with per-row
+    budgets, cut by cut_to_budgets) gets the senior's tokens of the shared text and a senior mask.
+    (ASCII-only tokenizers: random byte soup would make a solo writer re-encode U+FFFD.)"""
+    from trlvr.engine.text_pair import TextPairFacade
+    from trlvr.eval.protocols import run_protocol
+
+    gen, toks, prompts = nl_pair
+    facade = TextPairFacade(gen)
+    decoding = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
+    for protocol in ("solo", "handoff", "junior"):
+        out = run_protocol(facade, protocol, prompts["senior"], max_new_tokens=[12, 20, 20, 16], decoding=decoding,
+                           seed=0, row_keys=[11, 12, 13, 14])  # fmt: skip
+        assert out.junior_logprob is None and len(out) == 4
+        for r, (ids, authors) in enumerate(zip(out.completion_ids, out.authors, strict=True)):
+            assert len(ids) == len(authors)
+            body = ids[:-1] if out.finish_reasons[r] == "eos" else ids
+            if protocol == "solo":
+                assert set(authors) <= {1}
+            if protocol == "junior":
+                assert set(authors) <= {0}
+            if len(body) == len(facade.last.senior_ids[r]) - (out.finish_reasons[r] == "eos"):  # not cut
+                assert toks["senior"].decode(body) == facade.last.texts[r]
