@@ -180,3 +180,25 @@ def test_compiled_static_step_compiles_once_across_batch_sizes_and_prompt_length
         graphs.append(counters["stats"]["unique_graphs"] - before)
     assert graphs[0] > 0 and graphs[1:] == [0, 0], graphs
     assert "recompiles" not in counters or sum(counters["recompiles"].values()) == 0
+
+
+def test_memory_plan_counts_cached_free_blocks_and_transients(models, tokenizer):
+    from trlvr.engine.generator import (
+        device_budget,
+        kv_cache_bytes,
+        plan_sub_batches,
+        transient_bytes_per_row,
+    )
+
+    senior, junior = models
+    # PyTorch's reserved-but-unallocated blocks are free to this call; a negative gap counts as none
+    assert device_budget(free=1000, reserved=500, allocated=200, fraction=1.0) == 1300
+    assert device_budget(free=1000, reserved=100, allocated=200, fraction=0.5) == 500
+    eager, static = (transient_bytes_per_row(senior, 40, s) for s in (False, True))
+    assert static - eager == kv_cache_bytes(senior, 1, 40)  # the prefill cache beside the static buffers
+    assert eager >= 6 * 4 * senior.get_output_embeddings().weight.shape[0]  # fp32 logits and the sampler's copies
+    per_row = kv_cache_bytes(senior, 1, 60) + kv_cache_bytes(junior, 1, 60)
+    assert plan_sub_batches([senior, junior], 8, 60, 4 * per_row) == 2
+    assert plan_sub_batches([senior, junior], 8, 60, 4 * per_row, extra_per_row=per_row) == 4  # 2 rows fit
+    out = TandemGenerator(senior, junior, tokenizer).generate(encode(tokenizer, PROMPTS), WordSchedule(), 4)
+    assert out.plan == {"decode": "eager", "compile": False, "sub_batches": 1, "memory": None}  # CPU: no limit

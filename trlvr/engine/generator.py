@@ -71,11 +71,38 @@ def kv_cache_bytes(model, batch: int, tokens: int) -> int:
     return layers * 2 * kv_heads * head_dim * dtype_bytes * tokens * batch
 
 
-def plan_sub_batches(models: list, batch: int, tokens: int, budget_bytes: int | None) -> int:
-    """How many equal sub-batches keep both KV caches within `budget_bytes` (1 when no budget)."""
+def transient_bytes_per_row(model, prompt_len: int, static: bool) -> int:
+    """Bytes per row a generation allocates beside the KV caches, at their peak.
+
+    fp32 logits and the sampler's copies (about 6 x V x 4 bytes: logits, scaled, softmax, cumsum,
+    mixed, log-softmax), the prefill's MLP and attention activations (L x (intermediate + 4 x hidden)
+    in the model's dtype), and on the static path the prefill's DynamicCache, alive beside the
+    static buffers while it is copied in (one layer at a time is freed, so counted whole).
+    """
+    cfg = model.config
+    dtype_bytes = next(model.parameters()).element_size()
+    logits = 6 * _vocab_size(model) * 4
+    hidden = getattr(cfg, "intermediate_size", 4 * cfg.hidden_size) + 4 * cfg.hidden_size
+    prefill = prompt_len * hidden * dtype_bytes
+    return logits + prefill + (kv_cache_bytes(model, 1, prompt_len) if static else 0)
+
+
+def device_budget(free: int, reserved: int, allocated: int, fraction: float = 0.9) -> int:
+    """Bytes a generation may allocate on a CUDA device: `fraction` of what the driver has free plus
+    what PyTorch's caching allocator reserved but does not use (large after a backward pass).
+
+    >>> device_budget(free=10, reserved=100, allocated=60, fraction=1.0)
+    50
+    """
+    return int(fraction * (free + max(reserved - allocated, 0)))
+
+
+def plan_sub_batches(models: list, batch: int, tokens: int, budget_bytes: int | None, extra_per_row: int = 0) -> int:
+    """How many equal sub-batches keep both KV caches (and `extra_per_row` transient bytes per row)
+    within `budget_bytes` (1 when no budget)."""
     if budget_bytes is None:
         return 1
-    per_row = sum(kv_cache_bytes(m, 1, tokens) for m in models)
+    per_row = sum(kv_cache_bytes(m, 1, tokens) for m in models) + extra_per_row
     if per_row > budget_bytes:
         raise ValueError(
             f"one row of {tokens} tokens needs {per_row:,} bytes of KV cache for the running models, more than "
@@ -217,19 +244,33 @@ class TandemGenerator:
             raise ValueError("no EOS token id: pass eos_token_ids or a tokenizer with eos_token_id")
         return list(eos_token_ids)
 
-    def _sub_batches(self, models: list, batch: int, tokens: int, requested: int | None | str) -> int:
-        """How many sub-batches the KV caches need: `requested` bytes for all caches together, or with
-        "auto" 90% of each CUDA device's free memory for the caches on that device (no limit on CPU)."""
+    def _sub_batches(self, models: list, batch: int, tokens: int, requested: int | None | str,
+                     prompt_len: int = 0, static: bool = False) -> tuple[int, dict | None]:  # fmt: skip
+        """(sub-batches, memory plan): `requested` bytes for all KV caches together, or with "auto" per
+        CUDA device `device_budget` (free + reserved-but-unused, 90%), plus the static buffers this
+        generator already holds there (reused), against KV + transient bytes per row (no limit on CPU)."""
         if requested != "auto":
-            return plan_sub_batches(models, batch, tokens, requested)
+            return plan_sub_batches(models, batch, tokens, requested), None
         by_device: dict[str, list] = {}
         for m in models:
             by_device.setdefault(str(_device(m)), []).append(m)
-        budgets = {}
-        for name in by_device:
+        budgets, plan = {}, {}
+        for name, ms in by_device.items():
             device = torch.device(name)
-            budgets[name] = int(0.9 * torch.cuda.mem_get_info(device)[0]) if device.type == "cuda" else None
-        return plan_per_device(by_device, batch, tokens, budgets)
+            if device.type != "cuda":
+                budgets[name] = None
+                continue
+            free = torch.cuda.mem_get_info(device)[0]
+            reserved, allocated = torch.cuda.memory_reserved(device), torch.cuda.memory_allocated(device)
+            held = sum(kv.bytes() for kv in self._kv.values() if kv.valid.device == device and kv.fits(batch, tokens))
+            extra = sum(transient_bytes_per_row(m, prompt_len, static) for m in ms)
+            budgets[name] = device_budget(free, reserved, allocated) + held - batch * extra
+            plan[name] = {"free": free, "reserved_unused": max(reserved - allocated, 0), "reused_buffers": held,
+                          "transient_per_row": extra, "kv_per_row": sum(kv_cache_bytes(m, 1, tokens) for m in ms),
+                          "budget": budgets[name]}  # fmt: skip
+            if budgets[name] <= 0:
+                raise ValueError(f"{name}: no memory left for generation ({plan[name]})")
+        return plan_per_device(by_device, batch, tokens, budgets), (plan or None)
 
     @property
     def device(self) -> torch.device:
@@ -309,7 +350,8 @@ class TandemGenerator:
         models = {name: m for name, m in ((SENIOR, self.senior), (JUNIOR, self.junior)) if name in writers}
 
         total = max(len(p) for p in prompt_ids) + max_new_tokens
-        n_sub = self._sub_batches(list(models.values()), len(prompt_ids), total, memory_budget_bytes)
+        n_sub, memory = self._sub_batches(list(models.values()), len(prompt_ids), total, memory_budget_bytes,
+                                          max(len(p) for p in prompt_ids), mode == "static")  # fmt: skip
         if n_sub > 1:
             size = -(-len(prompt_ids) // n_sub)
             parts = [
@@ -318,7 +360,9 @@ class TandemGenerator:
                               decode=decode, compile=compile, row_keys=row_keys[i : i + size], sampling=params)
                 for i in range(0, len(prompt_ids), size)
             ]  # fmt: skip
-            return TandemOutput.concat(parts, pad_id=self.pad_token_id)
+            out = TandemOutput.concat(parts, pad_id=self.pad_token_id)
+            out.plan = {"decode": mode, "compile": compiled, "sub_batches": n_sub, "memory": memory}
+            return out
 
         streams = RowStreams(torch.tensor([row_key(int(seed), int(k)) for k in row_keys], device=self.device))
         was_training = {name: m.training for name, m in models.items()}
@@ -330,7 +374,9 @@ class TandemGenerator:
         finally:
             for name, training in was_training.items():
                 models[name].train(training)
-        return run.output()
+        out = run.output()
+        out.plan = {"decode": mode, "compile": compiled, "sub_batches": 1, "memory": memory}
+        return out
 
     # The phases of one (sub-)batch: prefill, then decode_one_token until every row is done.
 

@@ -117,6 +117,9 @@ class StaticKV:
             torch._dynamo.mark_static_address(self.slot)
         self.cache = Cache(layers=layers)
 
+    def bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for layer in self.cache.layers for t in (layer.keys, layer.values))
+
     def fits(self, rows: int, capacity: int) -> bool:
         return rows <= self.rows and capacity <= self.capacity
 

@@ -30,6 +30,7 @@ class TandemOutput:
     junior_logprob: torch.Tensor | None  # (B, T) float32, log p_junior(token); None when junior not run
     finish_codes: torch.Tensor  # (B,) long, index into FINISH_REASONS
     num_sub_batches: int = 1  # > 1 when the batch ran in parts to fit the memory budget
+    plan: dict | None = None  # how it ran: decode path, compile, sub-batches, the memory plan per CUDA device
 
     @staticmethod
     def concat(parts: list[TandemOutput], pad_id: int = 0) -> TandemOutput:
