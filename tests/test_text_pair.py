@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -163,7 +165,7 @@ def test_same_vocabulary_step_schedule_matches_lockstep_distribution():
 
     Statistic: per-position token shares and senior-authorship shares over the first 24 tokens of
     N = 320 samples each (text mode: the senior's tokenization of the text and its mask); tolerance:
-    every two-proportion z < 4.5 (about 190 comparisons, a false alarm below 1e-3 overall; fixed
+    every two-proportion z < 4.5 (about 220 comparisons: a false alarm about 2e-3 overall; fixed
     seeds make it deterministic). Power: the same statistic flags lockstep with the other first
     author (z > 4.5), which is what a text path that mixed up who writes after a handoff would give."""
     tok = train_bpe_tokenizer(NL_CORPUS, vocab_size=6, byte_alphabet=False)
@@ -357,3 +359,34 @@ def test_facade_drives_a_text_pair_through_eval_protocols(nl_pair):
                 assert set(authors) <= {0}
             if len(body) == len(facade.last.senior_ids[r]) - (out.finish_reasons[r] == "eos"):  # not cut
                 assert toks["senior"].decode(body) == facade.last.texts[r]
+
+
+REAL_PAIR = Path(os.environ.get("TRLVR_REAL_PAIR", "/work/models-cache"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (REAL_PAIR / "gemma-3-270m" / "config.json").exists(),
+                    reason="the SmolLM2 + Gemma-3 checkpoints (bench/real_pair_prepare.py) are not here")  # fmt: skip
+@pytest.mark.parametrize("schedule", [WordSchedule(p=0.5, max_gap=4), StepSchedule(max_rounds=2), TokenSchedule()],
+                         ids=repr)  # fmt: skip
+def test_invariant_on_the_real_cross_family_pair(schedule):
+    """SmolLM2-135M (byte-level BPE, "Ġ") + Gemma-3-270M (SentencePiece, "▁"): the invariant holds."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trlvr.data import encode_prompt
+
+    loaded = {}
+    for name, folder in (("senior", "smollm2-135m-instruct"), ("junior", "gemma-3-270m")):
+        loaded[name] = (AutoModelForCausalLM.from_pretrained(REAL_PAIR / folder).eval(),
+                        AutoTokenizer.from_pretrained(REAL_PAIR / folder))  # fmt: skip
+    texts = [
+        "Question: What is 12 plus 30?\nAnswer: Let's think step by step.\n\n",
+        "The cat sat on the mat. Then",
+    ]
+    prompts = {n: [encode_prompt(t, tok) for t in texts] for n, (_, tok) in loaded.items()}
+    gen = TextPairGenerator(
+        loaded["senior"][0], loaded["senior"][1], loaded["junior"][0], loaded["junior"][1]
+    )
+    out = gen.generate(prompts["senior"], prompts["junior"], schedule, 24, temperature=0.8, seed=1, check=True,
+                       check_logits=False)  # fmt: skip
+    assert invariant_failures(out, {n: tok for n, (_, tok) in loaded.items()}, prompts) == []
