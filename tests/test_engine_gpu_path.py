@@ -202,3 +202,27 @@ def test_memory_plan_counts_cached_free_blocks_and_transients(models, tokenizer)
     assert plan_sub_batches([senior, junior], 8, 60, 4 * per_row, extra_per_row=per_row) == 4  # 2 rows fit
     out = TandemGenerator(senior, junior, tokenizer).generate(encode(tokenizer, PROMPTS), WordSchedule(), 4)
     assert out.plan == {"decode": "eager", "compile": False, "sub_batches": 1, "memory": None}  # CPU: no limit
+
+
+def test_logprobs_come_from_fp32_logits_of_a_bf16_model(tokenizer):
+    """During generation a bf16 model's output layer returns fp32 logits computed from its bf16 input
+    (no bf16 rounding before log-softmax and sampling); outside generation the model is untouched."""
+    from trlvr.engine.runners import fp32_logits
+
+    senior = gqa_model(len(tokenizer), 0).to(torch.bfloat16)
+    ids = torch.tensor(encode(tokenizer, PROMPTS)[:1])
+    w = senior.get_output_embeddings().weight
+    with torch.no_grad():
+        hidden = senior.model(input_ids=ids).last_hidden_state
+        plain = senior(input_ids=ids).logits
+        with fp32_logits([senior]):
+            inside = senior(input_ids=ids).logits
+    exact = hidden.float() @ w.float().t()
+    assert plain.dtype == torch.bfloat16 and inside.dtype == torch.float32
+    torch.testing.assert_close(inside, exact, atol=1e-5, rtol=0)
+    assert (plain.float() - exact).abs().max() > 1e-4  # bf16 rounding, which generation no longer sees
+    gen = TandemGenerator(senior, None, tokenizer, eos_token_ids=[len(tokenizer) + 1])
+    out = gen.generate(ids.tolist(), SCHEDULES[4], max_new_tokens=6, seed=0)
+    assert out.senior_logprob.dtype == torch.float32
+    with torch.no_grad():
+        assert senior(input_ids=ids).logits.dtype == torch.bfloat16  # the hook is inert after generate

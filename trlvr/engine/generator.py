@@ -22,7 +22,7 @@ import torch
 
 from trlvr.engine.kv import batch_bucket
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
-from trlvr.engine.runners import STATIC_BLOCK, EagerRunner, StaticRunner
+from trlvr.engine.runners import STATIC_BLOCK, EagerRunner, StaticRunner, fp32_logits
 from trlvr.engine.sampling import (
     TOKEN_STREAM,
     RowStreams,
@@ -369,8 +369,10 @@ class TandemGenerator:
         for m in models.values():
             m.eval()
         try:
-            run = self._prefill(prompt_ids, models, mode, compiled, max_new_tokens, share_prompts, schedule, streams)
-            self._decode_n_tokens(run, schedule, params, max_new_tokens)
+            with fp32_logits(models.values()):  # log-probs and sampling from fp32 logits, never bf16-rounded
+                run = self._prefill(prompt_ids, models, mode, compiled, max_new_tokens, share_prompts, schedule,
+                                    streams)  # fmt: skip
+                self._decode_n_tokens(run, schedule, params, max_new_tokens)
         finally:
             for name, training in was_training.items():
                 models[name].train(training)

@@ -57,6 +57,43 @@ def kv_head_attention(module, query, key, value, attention_mask, dropout: float 
 AttentionInterface.register(KV_HEAD_ATTENTION, kv_head_attention)
 
 
+_FP32_HEAD = {"on": False}  # read by the hook below: True only inside TandemGenerator.generate
+_HOOKED: set = set()
+
+
+def _fp32_head_hook(module, inputs, output):
+    """The output layer's logits in fp32 from its (bf16) input, during generation only: log-probs and
+    sampling then see the logits before any bf16 rounding (the bf16 ones are discarded)."""
+    if not _FP32_HEAD["on"]:
+        return None
+    (hidden,) = inputs
+    weight = module.weight
+    if hidden.is_cuda:
+        flat = torch.mm(hidden.reshape(-1, hidden.shape[-1]), weight.t(), out_dtype=torch.float32)
+    else:
+        flat = hidden.reshape(-1, hidden.shape[-1]).float() @ weight.float().t()
+    if module.bias is not None:
+        flat = flat + module.bias.float()
+    return flat.reshape(*hidden.shape[:-1], weight.shape[0])
+
+
+@contextlib.contextmanager
+def fp32_logits(models):
+    """Inside this block the models' output layers return fp32 logits (a hook registered once per
+    layer, inert outside the block). Models already in fp32, or whose output layer is not a plain
+    Linear (e.g. wrapped by an adapter), are left as they are (their logits are upcast after)."""
+    for model in models:
+        head = model.get_output_embeddings()
+        if type(head) is torch.nn.Linear and head.weight.dtype != torch.float32 and id(head) not in _HOOKED:
+            head.register_forward_hook(_fp32_head_hook)
+            _HOOKED.add(id(head))
+    before, _FP32_HEAD["on"] = _FP32_HEAD["on"], True
+    try:
+        yield
+    finally:
+        _FP32_HEAD["on"] = before
+
+
 @contextlib.contextmanager
 def decode_attention(model):
     """The model's attention layers call `kv_head_attention` inside this block (its config names it)."""
