@@ -390,3 +390,32 @@ def test_invariant_on_the_real_cross_family_pair(schedule):
     out = gen.generate(prompts["senior"], prompts["junior"], schedule, 24, temperature=0.8, seed=1, check=True,
                        check_logits=False)  # fmt: skip
     assert invariant_failures(out, {n: tok for n, (_, tok) in loaded.items()}, prompts) == []
+
+
+@pytest.mark.skipif(not (Path(__file__).resolve().parents[1] / "trlvr/toy/assets/junior-cross/config.json").exists(),
+                    reason="the cross-tokenizer toy junior is not shipped")  # fmt: skip
+def test_shipped_cross_tokenizer_junior_pairs_with_the_toy_senior_as_text():
+    """The shipped toy senior and the cross-tokenizer junior: different vocabularies (auto = text), each
+    can spell the other's text, and a text-paired word-schedule team keeps the invariant."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trlvr.data import encode_prompt
+    from trlvr.models import choose_pairing
+    from trlvr.toy.cross import CROSS_DIR
+    from trlvr.toy.dialects import make_prompt
+    from trlvr.toy.task import make_splits
+    from trlvr.toy.world import ASSETS_DIR
+
+    st, jt = AutoTokenizer.from_pretrained(ASSETS_DIR / "senior"), AutoTokenizer.from_pretrained(CROSS_DIR)
+    assert choose_pairing(st, jt) == "text" and len(st) != len(jt)
+    senior = AutoModelForCausalLM.from_pretrained(ASSETS_DIR / "senior").eval()
+    junior = AutoModelForCausalLM.from_pretrained(CROSS_DIR).eval()
+    texts = [make_prompt(p) for p in make_splits(20, 8, seed=3)[1]]
+    prompts = {
+        "senior": [encode_prompt(t, st) for t in texts],
+        "junior": [encode_prompt(t, jt) for t in texts],
+    }
+    out = TextPairGenerator(senior, st, junior, jt).generate(prompts["senior"], prompts["junior"],
+                                                             WordSchedule(p=0.5), 64, seed=0, check=True)  # fmt: skip
+    assert invariant_failures(out, {"senior": st, "junior": jt}, prompts) == []
+    assert sum(out.handoffs) > 0 and 0 < sum(out.senior_char_share) / len(out) < 1

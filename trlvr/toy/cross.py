@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -64,8 +65,15 @@ def train_cross_junior(train_problems, senior_tokenizer, steps: int = 800, targe
         return [enc[rng.randrange(len(enc))] for _ in range(n)]
 
     t0 = time.perf_counter()
+
+    def progress(step: int, loss: float) -> None:
+        if step % 25 == 0:
+            print(
+                f"cross junior: step {step} loss {loss:.3f} val {history[-1:]}", file=sys.stderr, flush=True
+            )
+
     s = sft(model, batch, steps, batch_size=batch_size, lr=lr, pad_id=tok.pad_token_id, seed=seed,
-            should_stop=reached)  # fmt: skip
+            should_stop=reached, progress=progress)  # fmt: skip
     stats = {**s, "val_acc": history, "vocab_size": len(tok), "params": n_params(model),
              "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
     return tok, model, stats
@@ -101,7 +109,8 @@ def text_tandem_accuracy(senior, senior_tok, junior, junior_tok, rows: list[dict
             "withdrawn_per_row": sum(withdrawn) / n}  # fmt: skip
 
 
-def main(out_dir: str | Path = CROSS_DIR, n_eval: int = 200) -> dict:
+def main(out_dir: str | Path = CROSS_DIR, n_eval: int = 200, steps: int = 800, val_every: int = 50,
+         n_val: int = 256) -> dict:  # fmt: skip
     """Train and save the cross-tokenizer junior from the toy world's splits (seed 0), then measure the
     shipped senior with it: solo junior, and the text-paired team under the word schedule (p = 0.5)."""
     from transformers import AutoTokenizer
@@ -113,7 +122,8 @@ def main(out_dir: str | Path = CROSS_DIR, n_eval: int = 200) -> dict:
 
     train, test = make_splits(20000, 500, seed=0)
     senior_tok = AutoTokenizer.from_pretrained(ASSETS_DIR / "senior")
-    tok, junior, stats = train_cross_junior(train, senior_tok)
+    tok, junior, stats = train_cross_junior(train, senior_tok, steps=steps, val_every=val_every, n_val=n_val)
+    save_cross_junior(tok, junior, stats, out_dir)  # before the (slower) measurement
     rows = [{"prompt": make_prompt(p), "answer": p.answer} for p in test[:n_eval]]
     senior = load_causal_lm(str(ASSETS_DIR / "senior"), "senior").eval()
     stats["eval"] = {
@@ -127,6 +137,6 @@ def main(out_dir: str | Path = CROSS_DIR, n_eval: int = 200) -> dict:
 
 
 if __name__ == "__main__":
-    import sys
-
-    print(json.dumps(main(*sys.argv[1:2]), indent=1))
+    out_arg = sys.argv[1] if len(sys.argv) > 1 else CROSS_DIR
+    numbers = [int(x) for x in sys.argv[2:]]  # n_eval, steps, val_every, n_val
+    print(json.dumps(main(out_arg, *numbers), indent=1))
