@@ -30,8 +30,8 @@ def test_readme_train_overrides_are_valid_config_keys():
 
     commands = README.read_text().replace("\\\n", " ").splitlines()  # join continued lines
     train = [c.split("#")[0] for c in commands if re.search(r"trlvr train |trlvr\.cli\.main train ", c)]
-    keys = {k for c in train for k in re.findall(r"--([a-z_.]+)", c.split(" train ", 1)[1])}
-    keys = {k.split(".")[-1] for k in keys} - {"config", "resume", "force", "verbose", "seeds"}
+    keys = {k for c in train for k in re.findall(r"--([a-z_.-]+)", c.split(" train ", 1)[1])}
+    keys = {k.split(".")[-1] for k in keys} - {"config", "resume", "force", "verbose", "seeds", "dry-run"}
     assert keys, "README lost its train example"
     allowed = TANDEM_FIELDS | grpo_field_names()
     assert keys <= allowed, keys - allowed
