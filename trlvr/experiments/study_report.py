@@ -259,7 +259,10 @@ def figure(study: Study, data: dict, path: Path) -> Path:
 
     fig.legend([Patch(color=colours[k]) for k in kinds], kinds, loc="lower center", ncol=min(len(kinds), 6),
                fontsize=8, frameon=False)  # fmt: skip
-    fig.suptitle(f"{study.name}: mean over seeds, 95% CI (two-level bootstrap)", fontsize=10)
+    seeds = sorted({len(r["seeds"]) for r in data["rows"].values() if r["seeds"]})
+    how = ("two-level bootstrap over seeds and problems" if seeds and seeds[0] >= 2 else
+           "bootstrap over problems" if seeds == [1] else "two-level bootstrap; 1-seed variants: over problems")  # fmt: skip
+    fig.suptitle(f"{study.name}: mean over seeds ({', '.join(map(str, seeds))} seeds), 95% CI ({how})", fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
