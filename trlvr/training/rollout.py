@@ -28,6 +28,7 @@ sub-batching or a row's batch-mates (`trlvr.engine.sampling.RowStreams`).
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import torch
 
@@ -90,6 +91,23 @@ class TandemRollout:
         seconds, self.generation_seconds = self.generation_seconds, 0.0
         return seconds
 
+    @contextmanager
+    def _generating_senior(self, trainer, tokenizer):
+        """The senior as TRL unwraps it for generation (DeepSpeed / gradient checkpointing), with the
+        vocabulary tables built once per run on its first use."""
+        from trl.models import unwrap_model_for_generation
+
+        args = trainer.args
+        with unwrap_model_for_generation(
+            trainer.model_wrapped,
+            trainer.accelerator,
+            gather_deepspeed3_params=args.ds3_gather_for_generation,
+            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
+        ) as senior:
+            if self._tables is None:  # decoding the vocabulary once per run, not per step
+                self._tables = vocab_tables(tokenizer, senior.get_output_embeddings().weight.shape[0])
+            yield senior
+
     def _tokenize(self, prompts: list, tokenizer) -> list[list[int]]:
         # The one prompt -> ids function, shared with evaluation and the toy world.
         return [encode_prompt(p, tokenizer) for p in prompts]
@@ -106,18 +124,8 @@ class TandemRollout:
         if self._text_mode(trainer, tokenizer):
             return self._text_rollout(prompts, prompt_ids, tokenizer, trainer, row_keys, train)
 
-        from trl.models import unwrap_model_for_generation
-
         start = time.perf_counter()
-        with unwrap_model_for_generation(
-            trainer.model_wrapped,
-            acc,
-            gather_deepspeed3_params=args.ds3_gather_for_generation,
-            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
-        ) as senior:
-            if self._tables is None:  # decoding the vocabulary once per run, not per step
-                vocab = senior.get_output_embeddings().weight.shape[0]
-                self._tables = vocab_tables(tokenizer, vocab)
+        with self._generating_senior(trainer, tokenizer) as senior:
             gen = TandemGenerator(
                 senior,
                 self.junior,
@@ -166,24 +174,15 @@ class TandemRollout:
     def _text_rollout(self, prompts, prompt_ids, tokenizer, trainer, row_keys, train: bool) -> dict:
         """Text pairing: the rollout TRL trains on is the senior's tokenization of the shared text, and
         env_mask is 1 exactly on the tokens the senior sampled (the junior's text re-encoded is 0)."""
-        from trl.models import unwrap_model_for_generation
-
         from trlvr.engine.text_pair import TextPairGenerator
 
-        args, acc = trainer.args, trainer.accelerator
+        args = trainer.args
         jtok = self.junior_tokenizer
         if jtok.pad_token is None:
             jtok.pad_token = jtok.eos_token
         junior_prompts = [encode_prompt(p, jtok) for p in prompts]
         start = time.perf_counter()
-        with unwrap_model_for_generation(
-            trainer.model_wrapped,
-            acc,
-            gather_deepspeed3_params=args.ds3_gather_for_generation,
-            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
-        ) as senior:
-            if self._tables is None:
-                self._tables = vocab_tables(tokenizer, senior.get_output_embeddings().weight.shape[0])
+        with self._generating_senior(trainer, tokenizer) as senior:
             gen = TextPairGenerator(senior, tokenizer, self.junior, jtok, senior_eos_ids=list(trainer.eos_token_ids))
             text = gen.generate(prompt_ids, junior_prompts, self.schedule, args.max_completion_length,
                                 temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0,
