@@ -1,7 +1,8 @@
 """One path from a checkpoint to a number (`trlvr.eval.api`): eval, select and the demo share it.
 
 Every case here failed on the code before the shared path: a junior with two ids swapped was
-evaluated, select on a `junior: self` run looked for a folder called "self", select rendered
+evaluated in lockstep (now: refused under `--pairing lockstep`, text-paired under auto), select on
+a `junior: self` run looked for a folder called "self", select rendered
 prompts with the junior's tokenizer, grading stats were process-lifetime counters, and compare of
 disjoint runs / `--out FILE` gave empty reports or tracebacks.
 """
@@ -49,7 +50,7 @@ def eval_argv(senior, junior, data, out, *extra):
 
 def test_eval_refuses_a_junior_with_swapped_ids_and_solo_needs_no_junior(tmp_path, test_file, capsys):
     bad, (ia, ib) = swapped_junior(tmp_path)
-    assert cli(eval_argv(SENIOR, bad, test_file, tmp_path / "e", "--suite", "handoff")) == 2
+    assert cli(eval_argv(SENIOR, bad, test_file, tmp_path / "e", "--suite", "handoff", "--pairing", "lockstep")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "2 ids map to different tokens" in err[0] and f"id {min(ia, ib)}:" in err[0]
     assert not (tmp_path / "e").exists()
@@ -59,12 +60,13 @@ def test_eval_refuses_a_junior_with_swapped_ids_and_solo_needs_no_junior(tmp_pat
     assert res["config"]["models"]["junior"] is None and res["fingerprint"]["models"]["junior"] is None
 
 
-def fake_run(tmp_path: Path, junior: str, checkpoints: dict[int, Path], senior: Path = SENIOR) -> Path:
+def fake_run(tmp_path: Path, junior: str, checkpoints: dict[int, Path], senior: Path = SENIOR,
+             pairing: str = "auto") -> Path:  # fmt: skip
     run = tmp_path / "run"
     run.mkdir()
     for step, src in checkpoints.items():
         shutil.copytree(src, run / f"checkpoint-{step}")
-    record = {"tandem": {"senior": str(senior), "junior": junior, "holdout": 0}}
+    record = {"tandem": {"senior": str(senior), "junior": junior, "holdout": 0, "pairing": pairing}}
     (run / "trlvr_run.json").write_text(json.dumps(record))
     return run
 
@@ -76,7 +78,7 @@ def select_argv(run, val, *extra):
 
 def test_select_refuses_a_junior_with_swapped_ids(tmp_path, test_file, capsys):
     bad, _ = swapped_junior(tmp_path)
-    run = fake_run(tmp_path, str(bad), {10: SENIOR})
+    run = fake_run(tmp_path, str(bad), {10: SENIOR}, pairing="lockstep")  # select follows the run's pairing
     assert cli(select_argv(run, test_file)) == 2
     assert "ids map to different tokens" in capsys.readouterr().err
     assert not (run / "selected.json").exists()

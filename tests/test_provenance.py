@@ -78,6 +78,7 @@ def test_training_records_the_machine_and_a_resume_elsewhere_only_warns(tmp_path
     assert cli([*argv, "--max_steps", "1"]) == 0
     record = json.loads((tmp_path / "run" / "trlvr_run.json").read_text())
     first = record["machine"]
+    assert record["pairing"] == "lockstep"  # one vocabulary: the mode `pairing: auto` chose is recorded
     assert first["torch_threads"] == torch.get_num_threads() and first["dtype"] == "torch.float32"
     assert first["device"] == "cpu" and "earlier_machines" not in record
     capsys.readouterr()

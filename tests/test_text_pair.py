@@ -280,6 +280,8 @@ def test_trlvr_train_runs_two_steps_on_a_text_pair(tmp_path, monkeypatch, capfd)
     steps = [r for r in rows if "loss" in r]
     assert [r["step"] for r in steps] == [1, 2]
     assert all("tandem/text/withdrawn_per_seq" in r for r in steps)
+    record = json.loads((toy / "run" / "trlvr_run.json").read_text())
+    assert record["pairing"] == "text" and record["tandem"]["pairing"] == "auto"  # chosen, and asked
     assert len(seen) == 2
     junior_written = 0
     for out, _tok in seen:
@@ -331,9 +333,13 @@ def test_text_nll_is_per_byte_and_matches_teacher_forcing(pair):
     texts = [" 12 plus 30 is 42.", " The cat"]
     for name in ("senior", "junior"):
         got = text_nll(gen.models[name], toks[name], prompts[name][:2], texts)
-        for (nll, n_bytes), prompt, text in zip(got, prompts[name][:2], texts, strict=True):
-            ref = -teacher_forced_logprobs(gen.models[name], prompt, toks[name].encode(text)).sum().item()
+        one_by_one = [text_nll(gen.models[name], toks[name], [p], [t], batch_size=1)[0]
+                      for p, t in zip(prompts[name][:2], texts, strict=True)]  # fmt: skip
+        for (nll, n_bytes, n_tok), alone, prompt, text in zip(got, one_by_one, prompts[name][:2], texts, strict=True):
+            ids = toks[name].encode(text)
+            ref = -teacher_forced_logprobs(gen.models[name], prompt, ids).sum().item()
             assert n_bytes == len(text.encode()) and nll == pytest.approx(ref, rel=1e-5)
+            assert n_tok == len(ids) and nll == pytest.approx(alone[0], rel=1e-5)  # right padding changes nothing
 
 
 def test_facade_drives_a_text_pair_through_eval_protocols(nl_pair):
@@ -419,3 +425,64 @@ def test_shipped_cross_tokenizer_junior_pairs_with_the_toy_senior_as_text():
                                                              WordSchedule(p=0.5), 64, seed=0, check=True)  # fmt: skip
     assert invariant_failures(out, {"senior": st, "junior": jt}, prompts) == []
     assert sum(out.handoffs) > 0 and 0 < sum(out.senior_char_share) / len(out) < 1
+
+
+def test_trlvr_eval_runs_every_protocol_on_a_text_pair(tmp_path, capsys):
+    """`trlvr eval` on a pair with two tokenizers: auto picks text pairing (results.json and the
+    fingerprint say so), every protocol runs, legibility is the junior's own-token surprisal and its
+    bits per byte (recomputed here by teacher forcing in the junior's tokenization), drift is not
+    defined (no number); `--pairing lockstep` is one line; a rerun resumes (nothing regenerated)."""
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trlvr.cli.main import main as cli
+    from trlvr.data import encode_prompt, load_problems, prompt_for, read_jsonl
+    from trlvr.toy.task import make_splits
+    from trlvr.toy.world import _rows, _write_jsonl
+
+    from helpers import teacher_forced_logprobs
+
+    toy = _cross_tokenizer_toy(tmp_path)
+    data = tmp_path / "test.jsonl"
+    _write_jsonl(data, _rows(make_splits(60, 5, seed=1)[1]))
+    argv = ["eval", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"), "--data", f"toy={data}",
+            "--suite", "solo,handoff,dose,legibility,drift,junior", "--n", "2", "--k", "1,2",
+            "--max-new-tokens", "24", "--no-progress", "--dtype", "float32"]  # fmt: skip
+    assert cli([*argv, "--out", str(tmp_path / "e")]) == 0
+    printed = capsys.readouterr().out
+    assert "pairing: text" in printed and "drift/kl: not defined" in printed
+    res = json.loads((tmp_path / "e" / "results.json").read_text())
+    assert res["config"]["pairing"] == "text" and res["fingerprint"]["models"]["pairing"] == "text"
+    assert res["fingerprint"]["models"]["junior_tokenizer"] != res["fingerprint"]["models"]["tokenizer"]
+    macro = res["macro"]["metrics"]
+    assert {"solo/pass@1", "handoff/pass@1", "junior/pass@1", "dose-0.5/pass@1", "legibility/junior_ce",
+            "legibility/junior_bpb"} <= set(macro)  # fmt: skip
+    assert not any(m.startswith("drift/") for m in macro) and res["undefined"]["drift/kl"].startswith("not defined")
+    rows = list(read_jsonl(tmp_path / "e" / "samples.jsonl"))
+    assert {r["protocol"] for r in rows} == {"solo", "handoff", "dose-0.25", "dose-0.5", "dose-0.75", "junior"}
+    by = {p: [r for r in rows if r["protocol"] == p] for p in ("solo", "handoff", "junior")}
+    assert all(set(r["authors"]) <= {"1"} for r in by["solo"]) and all(set(r["authors"]) <= {"0"} for r in by["junior"])
+    assert any("0" in r["authors"] and "1" in r["authors"] for r in by["handoff"])  # both wrote a team text
+    st, jt = AutoTokenizer.from_pretrained(toy / "senior"), AutoTokenizer.from_pretrained(toy / "junior")
+    junior = AutoModelForCausalLM.from_pretrained(toy / "junior").eval()
+    problems = {str(p.id): p for p in load_problems(str(data))}
+    checked = 0
+    for r in by["solo"]:
+        assert r["drift"] is None and "junior_logprobs" not in r
+        if not r["text"]:
+            continue
+        prompt = encode_prompt(prompt_for(problems[r["source_id"]], st), jt)  # as training's junior prompts
+        ids = jt.encode(r["text"], add_special_tokens=False)
+        nll = -teacher_forced_logprobs(junior, prompt, ids).sum().item()
+        assert r["legibility_bpb"] == pytest.approx(nll / math.log(2) / len(r["text"].encode()), rel=1e-4)
+        assert r["legibility"] == pytest.approx(nll / len(ids), rel=1e-4)
+        checked += 1
+    assert checked >= 5
+    before = (tmp_path / "e" / "samples.jsonl").read_text()
+    assert cli([*argv, "--out", str(tmp_path / "e")]) == 0  # resumes: same fingerprint, no new rows
+    assert (tmp_path / "e" / "samples.jsonl").read_text() == before
+    capsys.readouterr()
+    assert cli([*argv, "--pairing", "lockstep", "--out", str(tmp_path / "lock")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tandem decoding needs one shared vocabulary" in err[0]

@@ -105,6 +105,9 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     # trlvr.engine.DECODE_MODES, spelled out so that building the parser does not import torch (tested equal)
     p.add_argument("--decode", default="auto", choices=["auto", "eager", "static"],
                    help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)")
+    p.add_argument("--pairing", default="auto", choices=["auto", "lockstep", "text"],
+                   help="auto: lockstep when the two tokenizers are identical, text pairing otherwise "
+                        "(each model on its own tokens of one shared text); lockstep refuses different vocabularies")
     p.add_argument("--refuse-lossy-prompts", action="store_true",
                    help="refuse problems whose text the tokenizer cannot spell (default: list and warn)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -219,6 +222,7 @@ def evaluate_one(args, sources: dict, senior_spec: str, out: str) -> int:
         senior_spec, args.junior, benchmarks, spec, out, data_identities=identities, data_sources=sources,
         tokenizer=args.tokenizer, dtype=args.dtype, device=args.device, junior_device=args.junior_device,
         progress=not args.no_progress, fresh=args.fresh, refuse_lossy=args.refuse_lossy_prompts,
+        pairing=args.pairing,
     )  # fmt: skip
     print(format_summary(res))
     print_notes(res)
@@ -234,6 +238,9 @@ def print_notes(res: dict) -> None:
     dropped = {b: len(v) for b, v in res["config"]["dropped_problems"].items() if v}
     if dropped:
         print(f"dropped over-long prompts (listed in results.json): {dropped}")
+    if res["config"].get("pairing") == "text":
+        print("pairing: text (two tokenizers, one shared text); legibility/junior_bpb is the number comparable "
+              "across pairs; " + "; ".join(f"{m}: {why}" for m, why in res.get("undefined", {}).items()))
     lossy = {b: len(v) for b, v in res["config"].get("lossy_prompts", {}).items() if v}
     if lossy:
         print(f"WARNING: problems the tokenizer cannot spell (decode(encode(text)) differs; listed in "

@@ -832,25 +832,37 @@ class TextPairFacade:
 
 
 @torch.no_grad()
-def text_nll(model, tokenizer, prompt_ids: list[list[int]], texts: list[str]) -> list[tuple[float, int]]:
-    """(negative log-likelihood in nats, UTF-8 bytes) of each text as a continuation of its prompt,
-    teacher-forced in the model's own tokenization (the text encoded alone, which `Codec` checks
-    decodes back to it after the prompt). Bits per byte = nll / ln 2 / bytes: comparable across
+def text_nll(model, tokenizer, prompt_ids: list[list[int]], texts: list[str],
+             batch_size: int = 16) -> list[tuple[float, int, int]]:  # fmt: skip
+    """(negative log-likelihood in nats, UTF-8 bytes, tokens) of each text as a continuation of its
+    prompt, teacher-forced in the model's own tokenization (the text encoded alone, which `Codec`
+    checks decodes back to it after the prompt). Bits per byte = nll / ln 2 / bytes: comparable across
     vocabularies, unlike a per-token mean (a 49k-id and a 262k-id model cut a text into different
-    numbers of tokens)."""
+    numbers of tokens). Rows run `batch_size` at a time, right-padded (the padding is masked out)."""
     codec = Codec(tokenizer, "scored")
     device = next(model.parameters()).device
-    out = []
-    for prompt, text in zip(prompt_ids, texts, strict=True):
+    out: list[tuple[float, int, int] | None] = [None] * len(texts)
+    todo = []
+    for i, (prompt, text) in enumerate(zip(prompt_ids, texts, strict=True)):
         ids = codec.encode(text)
-        if not ids:
-            out.append((0.0, 0))
-            continue
-        full = torch.tensor([prompt + ids], device=device)
-        logp = torch.log_softmax(model(input_ids=full).logits[0, len(prompt) - 1 : -1].float(), dim=-1)
-        nll = -logp.gather(1, torch.tensor(ids, device=device)[:, None]).sum().item()
-        out.append((nll, len(text.encode("utf-8"))))
-    return out
+        if ids:
+            todo.append((i, list(prompt), ids, len(text.encode("utf-8"))))
+        else:
+            out[i] = (0.0, len(text.encode("utf-8")), 0)
+    for start in range(0, len(todo), batch_size):
+        part = todo[start : start + batch_size]
+        L = max(len(p) + len(ids) for _, p, ids, _ in part)
+        x = torch.zeros(len(part), L, dtype=torch.long)
+        mask = torch.zeros(len(part), L, dtype=torch.long)
+        for r, (_, p, ids, _) in enumerate(part):
+            x[r, : len(p) + len(ids)] = torch.tensor(p + ids)
+            mask[r, : len(p) + len(ids)] = 1
+        logits = model(input_ids=x.to(device), attention_mask=mask.to(device)).logits
+        for r, (i, p, ids, n_bytes) in enumerate(part):
+            logp = torch.log_softmax(logits[r, len(p) - 1 : len(p) + len(ids) - 1].float(), dim=-1)
+            nll = -logp.gather(1, torch.tensor(ids, device=device)[:, None]).sum().item()
+            out[i] = (nll, n_bytes, len(ids))
+    return out  # type: ignore[return-value]
 
 
 def _first_author(schedule) -> str:

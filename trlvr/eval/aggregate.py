@@ -7,7 +7,10 @@ Per-problem table: {benchmark: {metric: {problem_id: value}}}. Metric names:
                                                        senior step + one junior step)
     dose-J/pass@1, dose-J/senior_share                 at junior share J
     legibility/junior_ce                               junior's mean per-token CE (nats) on the text of
-                                                       solo samples (final EOS left out unless include_eos)
+                                                       solo samples (final EOS left out unless include_eos);
+                                                       text pairs: per token of the junior's own tokenization
+    legibility/junior_bpb                              the same surprisal in bits per UTF-8 byte of the text:
+                                                       comparable across tokenizers
     drift/kl                                           mean per-token KL(senior || junior), same tokens
 Derived (ratio of means, not per problem): handoff_ratio/pass@k = handoff/pass@k / solo/pass@k.
 
@@ -52,9 +55,12 @@ def problem_table(rows: list[dict], ks: list[int]) -> Table:
             t[f"{proto}/senior_share"][pid] = float(np.mean([r["senior_share"] for r in rs]))
         if proto == "solo":
             ce = [r["legibility"] for r in rs if r.get("legibility") is not None]
+            bpb = [r["legibility_bpb"] for r in rs if r.get("legibility_bpb") is not None]
             kl = [r["drift"] for r in rs if r.get("drift") is not None]
             if ce:
                 t["legibility/junior_ce"][pid] = float(np.mean(ce))
+            if bpb:
+                t["legibility/junior_bpb"][pid] = float(np.mean(bpb))
             if kl:
                 t["drift/kl"][pid] = float(np.mean(kl))
     return {b: {m: dict(v) for m, v in t.items()} for b, t in table.items()}

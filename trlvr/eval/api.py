@@ -9,8 +9,9 @@
 thing whichever of them produced it. It does, in order: resolve the senior spec (a model folder,
 a LoRA adapter folder, or `RUN@selected`) and the junior spec (a folder, or `self` = the LoRA
 senior's base, adapters off); load the senior's tokenizer (prompts are always rendered with it);
-check the pair's vocabularies token by token (the check training does; `--suite solo` alone needs
-no junior and loads none); identify both models by their files; and hand lazy model loaders to
+choose the pair's mode from their vocabularies (`trlvr.models.choose_pairing`, as training does:
+identical token by token -> lockstep; different -> text pairing, or an error under `pairing:
+lockstep`; `--suite solo` alone needs no junior and loads none); identify both models by their files; and hand lazy model loaders to
 `trlvr.eval.evaluate`, which loads them only once the output directory is known to be resumable.
 
 What this file does not know: command-line flags, training, how a protocol runs.
@@ -141,15 +142,17 @@ def evaluate_specs(
     fresh: bool = False,
     refuse_lossy: bool = False,
     extra_paths: dict | None = None,
+    pairing: str = "auto",
 ) -> dict:
     """Evaluate the senior spec with the junior spec on `benchmarks` under `spec` into `out`.
 
     Returns results.json's dict; its config records the resolved models (and, for `RUN@selected`,
-    how the checkpoint was chosen and its overlap with the data evaluated here).
+    how the checkpoint was chosen and its overlap with the data evaluated here) and the pairing.
+    pairing: auto | lockstep | text (`trlvr.models.choose_pairing`).
     """
     from trlvr.models import (
         SELF,
-        check_same_vocab,
+        choose_pairing,
         is_adapter_dir,
         load_tokenizer,
         load_tokenizer_for,
@@ -172,8 +175,13 @@ def evaluate_specs(
     if junior == SELF and junior_device:
         raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
     tok = load_tokenizer(tokenizer, "--tokenizer") if tokenizer else load_tokenizer_for(senior_path, "--senior")
+    junior_tok = None
     if junior not in (None, SELF):
-        check_same_vocab(tok, load_tokenizer_for(junior, "--junior"), names=("--senior", "--junior"))
+        junior_tok = load_tokenizer_for(junior, "--junior")
+        if choose_pairing(tok, junior_tok, pairing, names=("--senior", "--junior")) == "lockstep":
+            junior_tok = None  # one vocabulary: the lockstep engine
+    elif junior == SELF and pairing == "text":
+        raise UserError("--pairing text: --junior self shares the senior's tokenizer and weights; it is lockstep")
     context = (
         context_length_of(senior_path, junior) if spec.context_length == "auto" else spec.context_length
     )
@@ -210,6 +218,6 @@ def evaluate_specs(
         max_prompt_tokens=spec.max_prompt_tokens, include_eos=spec.include_eos, fresh=fresh,
         score_fn=MathReward(require_box=False) if spec.grading == "boxed_or_tail" else None,
         engine_options={"decode": spec.decode, **({"junior_device": junior_device} if junior_device else {})},
-        refuse_lossy=refuse_lossy,
+        refuse_lossy=refuse_lossy, junior_tokenizer=junior_tok,
     )  # fmt: skip
     return res

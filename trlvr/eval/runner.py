@@ -15,11 +15,20 @@ authors ("1" senior / "0" junior per token), num_tokens, senior_share, num_switc
 grading (ok / no_box / timeout / failure; null for a caller's score_fn), parsed_answer, finish_reason, piece_lens (chars of `text` per token; null when single-token
 decoding does not reproduce the text), junior_logprobs (3 dp; tandem rows, and solo rows when
 scored, every token), legibility / drift (solo rows when scored: the sample's mean junior CE and
-KL over its text, the final EOS left out unless `include_eos`), and prompt (sample 0 only).
+KL over its text, the final EOS left out unless `include_eos`), legibility_bpb (solo rows when
+scored: the junior's bits per UTF-8 byte of the text), and prompt (sample 0 only).
+
+Text pairs (`junior_tokenizer` given: the two models have different vocabularies,
+`trlvr.engine.text_pair`): every protocol runs through `TextPairFacade`; rows hold the senior's
+tokenization of the shared text (authors "0" on the junior's text re-encoded) and
+senior_char_share; legibility is the junior's CE per token of ITS OWN tokenization of the text and
+legibility_bpb its bits per byte (the number comparable across pairs); drift needs one vocabulary
+and is None (results.json's `undefined` says why); junior_logprobs are not recorded.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -35,6 +44,11 @@ from trlvr.eval.spec import BUDGET_RULE, EvalSpec
 from trlvr.eval.store import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, EvalDir, read_json, write_json
 from trlvr.models import vocab_fingerprint
 
+UNDEFINED_FOR_TEXT_PAIRS = {
+    "drift/kl": "not defined for a text pair: KL(senior || junior) needs one vocabulary (the two models' "
+                "next-token distributions are over different ids)",
+    "loophole": "not computed for a text pair: the detector replays the lockstep word schedule on one vocabulary",
+}  # fmt: skip
 RESULTS_VERSION = 3  # 3: per-sample `grading`; grading_stats counted from this run's samples
 GRADING_OUTCOMES = ("ok", "no_box", "timeout", "failure")
 __all__ = ["BUDGET_RULE", "evaluate", "write_results", "grading_counts", "lossy_problems"]
@@ -213,6 +227,7 @@ def evaluate(
     fresh: bool = False,
     engine_options: dict | None = None,
     refuse_lossy: bool = False,
+    junior_tokenizer=None,
 ) -> dict:
     """Evaluate `senior` (with `junior` as partner, scorer and floor) into `out_dir`; return results.json's dict.
 
@@ -229,6 +244,8 @@ def evaluate(
     given): they are called only once the directory is known to be resumable. Problems whose prompt
     the tokenizer cannot spell (decode(encode(prompt)) differs) are listed in config.json's
     `lossy_prompts` and warned about; `refuse_lossy` makes them an error.
+    `junior_tokenizer`: the junior's own tokenizer when it differs from the senior's (a text pair;
+    see the module docstring); None = one shared vocabulary.
     """
     spec = EvalSpec(
         suite=tuple(suite), n=n, ks=tuple(ks), **{**D.DEFAULT_DECODING, **(decoding or {})}, seed=seed,
@@ -244,6 +261,9 @@ def evaluate(
     spec.check()
     suite, ks, decoding = list(spec.suite), list(spec.ks), spec.decoding
     grading = grading_name(score_fn)
+    if junior is None:
+        junior_tokenizer = None
+    pairing = None if junior is None else "text" if junior_tokenizer is not None else "lockstep"
     lazy = [name for name, m in (("senior", senior), ("junior", junior)) if _is_loader(m)]
     if lazy and (context_length == "auto" or any(name not in (identities or {}) for name in lazy)):
         raise ValueError(f"{lazy} given as loaders: pass context_length and their identities too")
@@ -269,6 +289,8 @@ def evaluate(
             "senior": identities.get("senior") or {"weights": fpr.weights_digest(senior)},
             "junior": identities.get("junior") or (None if junior is None else {"weights": fpr.weights_digest(junior)}),
             "tokenizer": vocab_fingerprint(tokenizer)[:16],
+            **({"junior_tokenizer": vocab_fingerprint(junior_tokenizer)[:16], "pairing": "text"}
+               if pairing == "text" else {}),  # fmt: skip
         },
         "data": identities.get("data") or {},
         "problems": {b: x.keys for b, x in benches.items()},
@@ -279,12 +301,13 @@ def evaluate(
         "protocols": protocols, "benchmarks": sorted(benches),
         "num_problems": {b: len(x.keys) for b, x in benches.items()}, "models": model_paths or {},
         "dropped_problems": dropped, "lossy_prompts": lossy, "machine": machine_record(senior),
+        "pairing": pairing,
     }  # fmt: skip
     run = _Run(
         senior, junior, tokenizer, benches, protocols, n, decoding, seed, batch_size, handoff_max_rounds,
         score_fn or _default_score_fn(), extract_fn or _default_extract_fn(), score_batch_size, include_eos,
         want_scores=bool({"legibility", "drift"} & set(suite)), progress=progress,
-        engine_options=engine_options or {},
+        engine_options=engine_options or {}, junior_tokenizer=junior_tokenizer,
     )  # fmt: skip
     store = EvalDir(out_dir)
     created = not store.path.exists()
@@ -300,6 +323,10 @@ def evaluate(
                 raise
             extra = {"fingerprint": {k: v for k, v in fingerprint.items() if k != "problems"},
                      "grading_stats": grading_counts(rows), "loophole": loophole_report(rows, tokenizer)}  # fmt: skip
+            if pairing == "text":  # the word schedule redraws before a word start there, and
+                extra["loophole"] = {}  # the detector replays lockstep's (after) on one vocabulary
+                extra["undefined"] = {m: why for m, why in UNDEFINED_FOR_TEXT_PAIRS.items()
+                                      if m.split("/")[0] in suite or (m == "loophole" and "dose" in suite)}  # fmt: skip
             return write_results(store.path, rows, config, num_resamples=num_resamples, extra=extra)
     except BaseException:
         if created and not store.has_samples():
@@ -352,8 +379,11 @@ class _Run:
     def __init__(
         self, senior, junior, tokenizer, benches, protocols, n, decoding, seed, batch_size, handoff_max_rounds,
         score_fn, extract_fn, score_batch_size, include_eos, *, want_scores, progress, engine_options,
+        junior_tokenizer=None,
     ):  # fmt: skip
         self.engine_options = engine_options  # TandemGenerator settings: decode, junior_device
+        self.junior_tokenizer = junior_tokenizer  # a text pair's junior tokenizer (None: one vocabulary)
+        self.junior_prompts: dict[tuple, list[int]] = {}  # text pairs: senior prompt ids -> the junior's
         self.senior, self.junior, self.tokenizer = senior, junior, tokenizer
         self.benches, self.protocols, self.n, self.decoding, self.seed = benches, protocols, n, decoding, seed
         self.batch_size, self.handoff_max_rounds = batch_size, handoff_max_rounds
@@ -365,8 +395,6 @@ class _Run:
         """Generate every planned batch that lacks a row; return this plan's rows in plan order."""
         from tqdm.auto import tqdm
 
-        from trlvr.engine import TandemGenerator
-
         if _is_loader(self.senior):
             self.senior = self.senior()
         if _is_loader(self.junior):
@@ -376,7 +404,7 @@ class _Run:
             return (r["benchmark"], r["protocol"], str(r["problem_id"]), int(r["sample_idx"]), r.get("batch"))
 
         have = {key(r): r for r in old_rows}
-        gen = TandemGenerator(self.senior, self.junior, self.tokenizer, **self.engine_options)
+        gen = self._generator()
         plan_rows, in_file = [], len(old_rows)
         for bench, b in self.benches.items():
             for proto in self.protocols:
@@ -404,6 +432,29 @@ class _Run:
         if rescored or in_file != len(plan_rows):
             store.rewrite(plan_rows)  # drop rows of other plans (another --limit or --n), keep new scores
         return plan_rows
+
+    def _generator(self):
+        """The engine: a lockstep TandemGenerator, or for a text pair a TextPairFacade whose junior
+        prompts are each problem's rendered prompt encoded by the junior's tokenizer (as training's)."""
+        from trlvr.engine import TandemGenerator
+
+        if self.junior_tokenizer is None:
+            return TandemGenerator(self.senior, self.junior, self.tokenizer, **self.engine_options)
+        from trlvr.engine.text_pair import TextPairFacade, TextPairGenerator
+
+        jtok = self.junior_tokenizer
+        if jtok.pad_token is None:
+            jtok.pad_token = jtok.eos_token
+        self._fill_junior_prompts()
+        pair = TextPairGenerator(self.senior, self.tokenizer, self.junior, jtok)
+        return TextPairFacade(pair, junior_prompts=lambda ids: self.junior_prompts[tuple(ids)])
+
+    def _fill_junior_prompts(self) -> None:
+        from trlvr.data import encode_prompt, prompt_for
+
+        for b in self.benches.values():
+            for problem, ids in zip(b.problems, b.prompts, strict=True):
+                self.junior_prompts[tuple(ids)] = encode_prompt(prompt_for(problem, self.tokenizer), self.junior_tokenizer)
 
     def _batch_rows(self, gen, b: Bench, batch) -> list[dict]:
         problems, tok = b.problems, self.tokenizer
@@ -437,6 +488,8 @@ class _Run:
             }  # fmt: skip
             if jlp is not None:
                 row["junior_logprobs"] = [round(x, 3) for x in jlp[j]]
+            if self.junior_tokenizer is not None:
+                row["senior_char_share"] = round(gen.last.senior_char_share[j], 4)
             if s == 0:
                 row["prompt"] = tok.decode(b.prompts[i], skip_special_tokens=False)
             rows.append(row)
@@ -448,6 +501,8 @@ class _Run:
         """Add legibility, drift and per-token junior log-probs to solo rows (teacher-forced)."""
         if not rows:
             return
+        if self.junior_tokenizer is not None:
+            return self._attach_text_scores(rows, prompts)
         tok = self.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else 0
         scores = score_completions(
@@ -458,6 +513,23 @@ class _Run:
             means = text_means(sc, ends_with_eos=r["finish_reason"] == "eos", include_eos=self.include_eos)
             r["legibility"], r["drift"] = means if means else (None, None)
             r["junior_logprobs"] = [round(x, 3) for x in sc.junior_logprobs]
+            m = len(sc.junior_logprobs) - (1 if r["finish_reason"] == "eos" and not self.include_eos else 0)
+            n_bytes = len(r["text"].encode("utf-8"))
+            r["legibility_bpb"] = -sum(sc.junior_logprobs[:m]) / math.log(2) / n_bytes if means and n_bytes else None
+
+    def _attach_text_scores(self, rows: list[dict], prompts: list[list[int]]) -> None:
+        """A text pair's solo rows: the junior reads the text in its own tokenization (`text_nll`);
+        legibility = CE per junior token, legibility_bpb = bits per byte; drift is not defined (None)."""
+        from trlvr.engine.text_pair import text_nll
+
+        if not self.junior_prompts:
+            self._fill_junior_prompts()  # a resume that only rescores
+        scored = text_nll(self.junior, self.junior_tokenizer, [self.junior_prompts[tuple(p)] for p in prompts],
+                          [r["text"] for r in rows], batch_size=self.score_batch_size)  # fmt: skip
+        for r, (nll, n_bytes, n_tokens) in zip(rows, scored, strict=True):
+            r["legibility"] = nll / n_tokens if n_tokens else None
+            r["legibility_bpb"] = nll / math.log(2) / n_bytes if n_tokens and n_bytes else None
+            r["drift"] = None
 
     def _rescore_missing(self, rows: list[dict]) -> bool:
         """Solo rows written by a run without legibility/drift get scored now (True when any was)."""

@@ -59,6 +59,7 @@ def run_selection(
     junior = junior or record.get("tandem", {}).get("junior")
     if not junior:
         raise UserError(f"{run_dir}: the run has no junior; pass --junior")
+    pairing = record.get("tandem", {}).get("pairing", "auto")  # the run's own setting (auto / lockstep / text)
     name, problems = validation_problems(run_dir, val, limit)
     candidates = list_checkpoints(run_dir)
     if include_initial:
@@ -75,7 +76,7 @@ def run_selection(
             cand.path, partner, {name: problems}, base.replace(suite=tuple(suite)), out_dir,
             data_identities={name: {"validation": val, "run": str(run_dir)}}, data_sources={name: val},
             dtype=dtype, device=device, junior_device=None if junior == SELF else junior_device,
-            progress=progress,
+            progress=progress, pairing=pairing,
         )  # fmt: skip
 
     return select_checkpoint(run_dir, problems, metric=metric, evaluate_checkpoint=evaluate_checkpoint,

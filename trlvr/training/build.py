@@ -85,10 +85,12 @@ def build_dataset(problems: list, tokenizer, max_prompt_length: int | None = Non
 
 
 def load_models(tandem: TandemConfig, args):
-    """(senior, junior or None, tokenizer): the ONE place a run loads its models.
+    """(senior, junior or None, tokenizer, pairing): the ONE place a run loads its models.
 
     The junior is loaded only when rollouts need it and it is not TRL's KL reference (TRL loads
     that one); `junior: self` is the LoRA senior's base with adapters off (set up by the trainer).
+    pairing: "lockstep" or "text" (`trlvr.models.choose_pairing`; self-pairing is lockstep), None
+    without a junior.
     """
     from trlvr.models import choose_pairing, load_causal_lm, load_tokenizer
     from trlvr.training.console import log
@@ -98,7 +100,7 @@ def load_models(tandem: TandemConfig, args):
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     senior = load_causal_lm(tandem.senior, "senior", **init)
-    junior = None
+    junior, pairing = None, ("lockstep" if tandem.junior == SELF else None)
     if tandem.junior and tandem.junior != SELF:
         junior_tok = load_tokenizer(tandem.junior, "junior")
         pairing = choose_pairing(tokenizer, junior_tok, tandem.pairing)
@@ -111,7 +113,7 @@ def load_models(tandem: TandemConfig, args):
             junior = load_causal_lm(tandem.junior, "junior", dtype=senior.dtype)
             if pairing == "text":  # the rollout decodes this pair at the text level, with the junior's own tokenizer
                 junior.text_pair_tokenizer = junior_tok
-    return senior, junior, tokenizer
+    return senior, junior, tokenizer, pairing
 
 
 def peft_config_for(tandem: TandemConfig):
@@ -135,13 +137,13 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
 
         args = GRPOConfig(**args)
     train, held = load_training_problems(tandem)
-    senior, junior, tokenizer = load_models(tandem, args)
+    senior, junior, tokenizer, pairing = load_models(tandem, args)
     dataset = build_dataset(train, tokenizer, tandem.max_prompt_length)
     if tandem.holdout:
         write_holdout(args.output_dir, held)
     own = [NonFiniteGuard(tandem.nonfinite_patience), MetricsFile(args.output_dir),
            ProgressBar(desc or f"train {tandem.arm}")]  # fmt: skip
-    return TandemGRPOTrainer(
+    trainer = TandemGRPOTrainer(
         senior,
         junior,
         tandem=tandem,
@@ -152,3 +154,5 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
         callbacks=own + list(callbacks or []),
         peft_config=peft_config_for(tandem),
     )
+    trainer.pairing = pairing  # recorded in the run record (trlvr_run.json "pairing")
+    return trainer

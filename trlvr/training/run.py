@@ -91,6 +91,7 @@ def _train_and_save(tandem, args, *, resume, force, desc, callbacks, verbose, re
 
         trainer.remove_callback(PrinterCallback)
     record["lossy_prompts"] = _check_prompts(trainer, tandem, out)
+    record["pairing"] = getattr(trainer, "pairing", None)  # the mode chosen (config `pairing` is what was asked)
     dtype = next(iter(trainer.model.parameters())).dtype
     facts = machine(dtype=str(dtype), device=str(trainer.accelerator.device))
     if diffs := add_machine(record, facts, stored, resume=resume):

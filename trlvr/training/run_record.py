@@ -8,7 +8,9 @@ checkpoints already are. `max_steps` is not part of the record: extending a run 
 
 It also keeps facts that are recorded, never compared: `machine` (library versions, devices, dtype,
 threads: `trlvr.provenance.machine`; a resume on another machine is a warning, and the earlier one
-is kept in `earlier_machines`) and `lossy_prompts` (training prompts the tokenizer cannot spell).
+is kept in `earlier_machines`), `lossy_prompts` (training prompts the tokenizer cannot spell) and
+`pairing` (the mode `pairing: auto` chose: lockstep or text; decided by the two tokenizers, which
+the tandem section already names).
 
 What this file does not know: the Trainer or the models. It compares dictionaries.
 """
