@@ -159,9 +159,10 @@ def time_all(fns: dict, repeats: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def peak_mib(size: str, name: str, batch: int, new: int, naive_seqs: int) -> float:
+def peak_mib(size: str, name: str, batch: int, new: int, naive_seqs: int, threads: int = 2) -> float:
     code = (
-        "import resource, torch, sys; sys.path.insert(0, 'bench'); import bench_engine as b; torch.set_num_threads(2);"
+        "import resource, torch, sys; sys.path.insert(0, 'bench'); import bench_engine as b;"
+        f"torch.set_num_threads({threads});"
         f"f = b.contenders({size!r}, {batch}, {new}, {naive_seqs})[{name!r}]; base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
         "f(); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)"
     )
@@ -192,8 +193,9 @@ def main():
     ap.add_argument("--sizes", default="tiny,10M")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when another job holds a core)")
     args = ap.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     batch, new, naive_seqs = (16, 64, 2) if args.quick else (64, 256, 4)
     results = {}
     for size in args.sizes.split(","):
@@ -211,7 +213,7 @@ def main():
             "tokens_per_s": {k: round(v) for k, v in tps.items()},
             "seconds": {k: round(v, 3) for k, v in t.items()},
             "peak_rss_mib": {
-                k: round(peak_mib(size, k, batch, new, naive_seqs))
+                k: round(peak_mib(size, k, batch, new, naive_seqs, args.threads))
                 for k in ("tandem", "solo_senior", "hf_generate_senior")
             },
         }

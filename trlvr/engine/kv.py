@@ -102,12 +102,17 @@ class StaticKV:
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         dtype = next(model.parameters()).dtype
         self.rows, self.capacity = rows, capacity
+        # One spare position past `capacity`, never attended: the attended length K is then always
+        # shorter than the buffers, so `keys[:, :, :K]` is a strict slice for every K and a compiled
+        # step never specialises K to the capacity (inductor guards on the slice's contiguity when
+        # K == the buffer length, which breaks the dynamic-K graph: found at 10M on CPU).
+        physical = capacity + 1
         self.slot = torch.zeros(1, dtype=torch.long, device=device)  # (1,) the position the next token is written at
-        self.valid = torch.zeros(rows, capacity, dtype=torch.bool, device=device)  # False: prompt padding
+        self.valid = torch.zeros(rows, physical, dtype=torch.bool, device=device)  # False: prompt padding
         self.span = self.valid[:1, :1]  # (R, K) this step's attended mask; its shape tells the layers R and K
         layers = []
         for _ in range(cfg.num_hidden_layers):
-            keys = torch.zeros(rows, kv_heads, capacity, head_dim, dtype=dtype, device=device)
+            keys = torch.zeros(rows, kv_heads, physical, head_dim, dtype=dtype, device=device)
             values = torch.zeros_like(keys)
             if not torch.compiler.is_compiling():
                 torch._dynamo.mark_static_address(keys)
