@@ -128,19 +128,20 @@ def naive_tandem(senior, junior, tables, prompt: list[int], new: int, p=0.5, max
     return ids
 
 
-def contenders(size: str, batch: int, new: int, naive_seqs: int):
+def contenders(size: str, batch: int, new: int, naive_seqs: int, compile_static: bool = False):
     senior, junior, gen = setup(size)
+    c = compile_static
     vocab = SIZES[size][0]
     ps = prompts(batch, vocab)
     return {
         "tandem": lambda: gen.generate(ps, WordSchedule(0.5, 32), new, seed=0, decode="eager"),
         "solo_senior": lambda: gen.generate(ps, SoloSchedule("senior"), new, seed=0, decode="eager"),
-        "tandem_static": lambda: gen.generate(ps, WordSchedule(0.5, 32), new, seed=0, decode="static", compile=False),
+        "tandem_static": lambda: gen.generate(ps, WordSchedule(0.5, 32), new, seed=0, decode="static", compile=c),
         "solo_senior_static": lambda: gen.generate(ps, SoloSchedule("senior"), new, seed=0, decode="static",
-                                                   compile=False),
+                                                   compile=c),
         "solo_junior": lambda: gen.generate(ps, SoloSchedule("junior"), new, seed=0, decode="eager"),
         "solo_junior_static": lambda: gen.generate(ps, SoloSchedule("junior"), new, seed=0, decode="static",
-                                                   compile=False),
+                                                   compile=c),
         "hf_generate_senior": lambda: hf_generate(senior, ps, new),
         "naive_tandem": lambda: [
             naive_tandem(senior, junior, gen.tables, p, new, seed=i) for i, p in enumerate(ps[:naive_seqs])
@@ -148,14 +149,25 @@ def contenders(size: str, batch: int, new: int, naive_seqs: int):
     }
 
 
-def time_all(fns: dict, repeats: int) -> dict[str, float]:
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def time_all(fns: dict, repeats: int, clock: str = "wall", warm: tuple = ()) -> dict[str, float]:
+    """Median time of each contender over `repeats` interleaved rounds. clock "cpu" = this process's
+    CPU time: with one thread it is the work done, whatever else the machine runs (wall time on a
+    shared machine counts the other jobs' time slices too). `warm`: contenders run once untimed
+    first (the compiled ones compile there, with the timed shapes)."""
+    now = CLOCKS[clock]
+    with torch.no_grad():
+        for k in warm:
+            fns[k]()
     times = {k: [] for k in fns}
     for _ in range(repeats):
         for k, fn in fns.items():  # interleaved so drift in machine speed hits everyone alike
-            t0 = time.perf_counter()
+            t0 = now()
             with torch.no_grad():
                 fn()
-            times[k].append(time.perf_counter() - t0)
+            times[k].append(now() - t0)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -170,7 +182,7 @@ def peak_mib(size: str, name: str, batch: int, new: int, naive_seqs: int, thread
     return int(out.stdout.strip().splitlines()[-1]) / 1024
 
 
-def sharing(size: str, repeats: int, groups: int = 16, g: int = 8, length: int = 256) -> dict:
+def sharing(size: str, repeats: int, clock: str = "wall", groups: int = 16, g: int = 8, length: int = 256) -> dict:
     """Prefill time (one new token) of TRL-shaped batches, shared vs unshared prompts."""
     vocab = SIZES[size][0]
     _, _, gen = setup(size)
@@ -182,7 +194,7 @@ def sharing(size: str, repeats: int, groups: int = 16, g: int = 8, length: int =
         "shared": lambda: gen.generate(batch, sched, max_new_tokens=1, share_prompts=True),
         "unshared": lambda: gen.generate(batch, sched, max_new_tokens=1, share_prompts=False),
     }
-    t = time_all(fns, repeats)
+    t = time_all(fns, repeats, clock)
     return {"prefill_speedup": t["unshared"] / t["shared"], "seconds": {k: round(v, 3) for k, v in t.items()},
             "shape": f"{groups} prompts x G={g}, {length} tokens"}  # fmt: skip
 
@@ -194,13 +206,19 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when another job holds a core)")
+    ap.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                    help="cpu: process CPU time (use with --threads 1 on a shared machine)")
+    ap.add_argument("--compile", action="store_true", help="static contenders torch.compile their step (warmed up first)")
     args = ap.parse_args()
+    if args.clock == "cpu" and args.threads != 1:
+        ap.error("--clock cpu needs --threads 1 (CPU time sums over threads)")
     torch.set_num_threads(args.threads)
     batch, new, naive_seqs = (16, 64, 2) if args.quick else (64, 256, 4)
     results = {}
     for size in args.sizes.split(","):
-        fns = contenders(size, batch, new, naive_seqs)
-        t = time_all(fns, args.repeats)
+        fns = contenders(size, batch, new, naive_seqs, compile_static=args.compile)
+        warm = [k for k in fns if k.endswith("_static")] if args.compile else []
+        t = time_all(fns, args.repeats, args.clock, warm=warm)
         tps = {k: (naive_seqs if k == "naive_tandem" else batch) * new / v for k, v in t.items()}
         r = {
             "tandem_over_solo_sum": t["tandem"] / (t["solo_senior"] + t["solo_junior"]),
@@ -218,7 +236,8 @@ def main():
             },
         }
         results[size] = r
-        print(f"== {size}: batch {batch}, {new} new tokens, medians of {args.repeats}")
+        how = f"{args.clock} clock, {args.threads} thread(s), static {'compiled' if args.compile else 'not compiled'}"
+        print(f"== {size}: batch {batch}, {new} new tokens, medians of {args.repeats} ({how})")
         print(f"  tandem / (solo senior + solo junior) = {r['tandem_over_solo_sum']:.3f}   (bar <= 1.00)")
         print(
             f"  engine solo / model.generate         = {r['engine_solo_over_hf_generate']:.3f}   (bar <= 1.00)"
@@ -232,7 +251,9 @@ def main():
               f"solo / model.generate = {r['static_solo_over_hf_generate']:.3f}")
         print(f"  tokens/s: {r['tokens_per_s']}")
         print(f"  peak RSS growth during the call, MiB: {r['peak_rss_mib']}")
-        r["prompt_sharing"] = sh = sharing(size, args.repeats)
+        r["settings"] = {"clock": args.clock, "threads": args.threads, "compile_static": args.compile,
+                         "batch": batch, "new_tokens": new, "repeats": args.repeats}  # fmt: skip
+        r["prompt_sharing"] = sh = sharing(size, args.repeats, args.clock)
         print(f"  prompt sharing ({sh['shape']}): prefill {sh['prefill_speedup']:.1f}x faster   (bar >= 4x)")
     if args.json:
         with open(args.json, "w") as f:

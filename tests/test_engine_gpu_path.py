@@ -182,6 +182,30 @@ def test_compiled_static_step_compiles_once_across_batch_sizes_and_prompt_length
     assert "recompiles" not in counters or sum(counters["recompiles"].values()) == 0
 
 
+@pytest.mark.slow
+def test_inductor_step_survives_the_last_block_and_the_full_batch(tokenizer):
+    """With inductor (the backend a GPU user gets), the attended length K reaches the buffers' capacity
+    (the final block, or a whole call shorter than one block) and the row bucket R equals the full
+    batch: the dynamic-K, dynamic-R graph must hold there too. Before the KV buffers kept a spare
+    position, inductor specialised K to the capacity and dynamo raised ConstraintViolationError."""
+    from helpers import tiny_model
+    from torch._dynamo.utils import counters
+
+    senior = tiny_model("qwen3", len(tokenizer), seed=0)
+    junior = tiny_model("qwen3", len(tokenizer), seed=1, hidden=32, layers=1)
+    gen = static_gen(senior, junior, tokenizer, block=256)  # L + N < one block: K = capacity from step 0
+    P = encode(tokenizer, PROMPTS)
+    # the first call is the largest (the buffers are sized for it and never regrown), the second has
+    # fewer rows and positions
+    for i, (prompts, n) in enumerate([(P * 2, 20), (P, 12)]):
+        before = counters["stats"]["unique_graphs"]
+        kw = dict(max_new_tokens=n, seed=i, score_both=True)
+        out = gen.generate(prompts, WordSchedule(), decode="static", compile=True, **kw)
+        assert_same_outputs(gen.generate(prompts, WordSchedule(), decode="eager", **kw), out, atol=1e-4)
+        if i:
+            assert counters["stats"]["unique_graphs"] == before  # the second call compiles nothing
+
+
 def test_memory_plan_counts_cached_free_blocks_and_transients(models, tokenizer):
     from trlvr.engine.generator import (
         device_budget,
