@@ -27,7 +27,7 @@ from trlvr.eval.report import TEMPLATES, _png, load_results, load_table, sample_
 from trlvr.eval.store import SAMPLES, read_samples
 from trlvr.experiments.curves import CURVES, SELECTION, load_curves, plot_curves
 
-HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility/junior_ce", "drift/kl",
+HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility/junior_ce", "legibility/junior_bpb", "drift/kl",
             "toy/jargon_rate")  # fmt: skip
 
 

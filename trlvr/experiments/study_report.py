@@ -34,10 +34,11 @@ COLUMNS = [
     ("handoff/pass@1", "handoff acc (%)"),
     ("handoff_ratio/pass@1", "handoff / solo"),
     ("legibility/junior_ce", "junior CE (nats)"),
+    ("legibility/junior_bpb", "junior bits/byte"),
     ("drift/kl", "drift KL (nats)"),
     ("jargon_rate", "jargon rate (%)"),
 ]
-DIFF_COLUMNS = ["handoff/pass@1", "solo/pass@1", "jargon_rate", "legibility/junior_ce"]
+DIFF_COLUMNS = ["handoff/pass@1", "solo/pass@1", "jargon_rate", "legibility/junior_ce", "legibility/junior_bpb"]
 FIGURE_PANELS = [("handoff/pass@1", "step-handoff accuracy (%)"), ("solo/pass@1", "solo accuracy (%)"),
                  ("jargon_rate", "senior jargon rate (%)"), ("legibility/junior_ce", "junior CE on senior CoT (nats)")]  # fmt: skip
 # loophole-detector metrics in a run's metrics.jsonl (trlvr.training): key prefixes plotted over steps
