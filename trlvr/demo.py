@@ -10,7 +10,7 @@ Stages, each skipped when its output exists (and resumed from its last checkpoin
 written samples when interrupted):
     1. toy/                        the toy world (shipped checkpoints copied, card measured)
     2. train-<arm>[/seed-<s>]/     trlvr/configs/toy.yaml with --arm grpo|tandem; 200 training problems
-                                   held out (`holdout`), a checkpoint every 50 steps
+                                   held out (`holdout`), DEMO_STEPS (100) steps, a checkpoint every 50
     3. selection                   every checkpoint on the held-out slice by handoff/pass@1
                                    (`trlvr select RUN --val split:200`); test data is never read here
     4. eval/<name>[/seed-<s>]/     the full suite on the toy test split for the initial senior (with the
@@ -33,6 +33,10 @@ ARMS = ("grpo", "tandem")
 HOLDOUT = 200
 SELECT_METRIC = "handoff/pass@1"
 SAVE_STEPS = 50
+# Training steps per arm unless --steps: 100, not the toy config's 150. The seed studies (150 steps,
+# checkpoints at 50 / 100 / 150, selected on held-out data) never selected step 150, and the
+# granularity study's 100-step runs selected step 50 or 100 (README, "Studies").
+DEMO_STEPS = 100
 LORA_LR = 2e-3  # LoRA on the tiny toy models needs ~10x the full fine-tuning lr of the toy config
 
 
@@ -128,6 +132,7 @@ def run_demo(out_dir: str | Path, fresh: bool = False, steps: int | None = None,
     if fresh and out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
+    steps = DEMO_STEPS if steps is None else steps
     _check_options(out, {"jargon": jargon, "lora": lora, "steps": steps, "limit": limit, "n": n,
                          "seeds": seeds})  # fmt: skip
     t0 = time.perf_counter()

@@ -20,7 +20,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
     p.add_argument("--fresh", action="store_true", help="delete DIR first and start over")
     p.add_argument(
-        "--steps", type=int, default=None, help="training steps per arm (default: the toy configs')"
+        "--steps", type=int, default=None, help="training steps per arm (default: 100, trlvr.demo.DEMO_STEPS)"
     )
     p.add_argument("--limit", type=int, default=200, help="test problems to evaluate (default: 200)")
     p.add_argument("--n", type=int, default=4, help="samples per problem and protocol (default: 4)")
