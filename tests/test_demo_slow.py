@@ -1,4 +1,4 @@
-"""The acceptance run: the whole demo (toy world, 150 steps per arm, evaluation), ~10 min on 2 cores.
+"""The acceptance run: the whole demo (toy world, 100 steps per arm, evaluation), ~8 min on 2 cores.
 
 Bars from the training issue: tandem removes the jargon (<= 0.10) while grpo keeps it (>= 0.40);
 tandem's step-handoff accuracy beats grpo's by >= 10 points with solo accuracy within 5 points;
