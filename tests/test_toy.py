@@ -285,3 +285,29 @@ def test_jargon_metric_counts_both_spellings():
         {"protocol": "solo", "problem_id": "t", "text": "<<47+18="},  # cut off mid-annotation
     ]
     assert jargon_by_problem(rows) == {"s": 1.0, "c": 0.5, "t": 1.0}
+
+
+def test_sft_autocasts_to_bf16_only_where_the_cpu_computes_it(monkeypatch):
+    """bf16 autocast is emulated on AVX2-only CPUs (6x slower than fp32 there): by default sft uses it
+    only when oneDNN reports native bf16, says which it used, and an explicit choice wins."""
+    import torch
+
+    from trlvr.toy import models
+
+    seen = []
+    real_autocast = torch.autocast
+
+    def spy(device_type, dtype=None, enabled=True, **kw):
+        seen.append(enabled)
+        return real_autocast(device_type, dtype=dtype, enabled=enabled, **kw)
+
+    monkeypatch.setattr(models.torch, "autocast", spy)
+    from helpers import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    batch = lambda rng, n: [([5, 6, 7], [8, 9, 10, 11])] * n  # noqa: E731
+    for native, asked, expect in ((False, None, False), (True, None, True), (True, False, False)):
+        monkeypatch.setattr(models, "native_bf16", lambda v=native: v)
+        model = models.build_model(tok, models.JUNIOR_SIZE, seed=0)
+        stats = models.sft(model, batch, 1, batch_size=2, pad_id=0, bf16=asked)
+        assert stats["bf16"] is expect and seen[-1] is expect

@@ -323,7 +323,7 @@ def prepare_world(
         "n_test": len(test_rows),
         "train_seconds": round(t_train, 2),
         "sft": {
-            k: {"loss": round(v["loss"], 4), "steps": v["steps"], "val_acc": v["val_acc"]}
+            k: {"loss": round(v["loss"], 4), "steps": v["steps"], "val_acc": v["val_acc"], "bf16": v.get("bf16")}
             for k, v in train_stats.items()
         },
         "prepare_seconds": round(time.perf_counter() - t0, 2),
