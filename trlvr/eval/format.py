@@ -32,8 +32,14 @@ def scale(name: str) -> float:
 
 
 def unit(name: str) -> str:
-    """ " (%)" for a percent metric, else ""."""
-    return " (%)" if is_percent(name) else ""
+    """ " (%)" for a percent metric, " (bits/byte)" for a per-byte one (`*_bpb`), else "".
+
+    >>> unit("solo/pass@1"), unit("legibility/junior_bpb"), unit("drift/kl")
+    (' (%)', ' (bits/byte)', '')
+    """
+    if is_percent(name):
+        return " (%)"
+    return " (bits/byte)" if name.endswith("_bpb") else ""
 
 
 def number(x: float | None, name: str, digits: int = 2, signed: bool = False) -> str:

@@ -196,7 +196,7 @@ def markdown(study: Study, data: dict) -> str:
         lines.append(f"| {v.label} | {len(r['seeds']) or 'none'} | {cells} |")
     if data["paired"]:
         lines += ["", "Paired differences, variant - its baseline (by seed and problem; * = CI excludes 0):", "",
-                  "| variant | baseline | seeds | " + " | ".join(f"Δ {k}{unit(k) or (' (bits/byte)' if k.endswith('_bpb') else ' (nats)')}" for k in DIFF_COLUMNS) + " |",
+                  "| variant | baseline | seeds | " + " | ".join(f"Δ {k}{unit(k) or ' (nats)'}" for k in DIFF_COLUMNS) + " |",
                   "|---|---|---|" + "---|" * len(DIFF_COLUMNS)]  # fmt: skip
         for name, p in data["paired"].items():
             cells = []
