@@ -13,6 +13,8 @@ For each model size (random Qwen3 senior, smaller junior, query heads 4x KV head
      (each distinct prompt once, KV rows copied) vs unshared                          (bar: >= 4x)
   5. decode="static" (preallocated KV, row buckets, length blocks, attention at the KV head count,
      no host sync per token; no compile) over decode="eager", tandem     (bar: <= 0.8)
+  --kv-bound: only (5), at batch 16 and 960 new tokens, where the KV cache outweighs the weights
+     in bytes as at the GPU shapes (the 256-token shape is bound by the linear layers on a CPU)
 Timings interleave the contenders and keep the median of several repeats (the machine is noisy).
 Peak memory: per contender in a fresh subprocess, the growth of peak RSS (ru_maxrss) during the
 call over the process with models built, in MiB.
@@ -199,6 +201,36 @@ def sharing(size: str, repeats: int, clock: str = "wall", groups: int = 16, g: i
             "shape": f"{groups} prompts x G={g}, {length} tokens"}  # fmt: skip
 
 
+def kv_bound(size: str, batch: int, new: int, repeats: int, clock: str, compile_static: bool) -> dict:
+    """Tandem eager vs static at a long context, where the KV cache outweighs the weights in bytes
+    (the regime of the GPU shapes: KV ~90% of a decode step's bytes), with the bytes each path moves."""
+    senior, junior, gen = setup(size)
+    ps = prompts(batch, SIZES[size][0])
+    sched = WordSchedule(0.5, 32)
+    fns = {
+        "tandem": lambda: gen.generate(ps, sched, new, seed=0, decode="eager"),
+        "tandem_static": lambda: gen.generate(ps, sched, new, seed=0, decode="static"),
+    }
+    if compile_static:
+        fns["tandem_static_compiled"] = lambda: gen.generate(ps, sched, new, seed=0, decode="static", compile=True)
+    t = time_all(fns, repeats, clock, warm=[k for k in fns if k.endswith("compiled")])
+
+    def kv_per_token(m):  # bytes of K and V per position per row, at the KV head count
+        c = m.config
+        return c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 2 * m.dtype.itemsize
+
+    mean_len = sum(map(len, ps)) / len(ps) + new / 2
+    weights = sum(p.numel() * p.element_size() for m in (senior, junior) for p in m.parameters())
+    kv = batch * mean_len * sum(kv_per_token(m) for m in (senior, junior))
+    return {
+        "shape": f"batch {batch}, {new} new tokens",
+        "static_over_eager_tandem": t["tandem_static"] / t["tandem"],
+        **({"compiled_static_over_eager_tandem": t["tandem_static_compiled"] / t["tandem"]} if compile_static else {}),
+        "kv_share_of_step_bytes": kv / (kv + weights),  # static reads: weights + valid KV, once
+        "seconds": {k: round(v, 3) for k, v in t.items()},
+    }
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -209,12 +241,26 @@ def main():
     ap.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                     help="cpu: process CPU time (use with --threads 1 on a shared machine)")
     ap.add_argument("--compile", action="store_true", help="static contenders torch.compile their step (warmed up first)")
+    ap.add_argument("--kv-bound", action="store_true",
+                    help="only tandem eager vs static at batch 16, 960 new tokens (KV bytes > weight bytes)")
     args = ap.parse_args()
     if args.clock == "cpu" and args.threads != 1:
         ap.error("--clock cpu needs --threads 1 (CPU time sums over threads)")
     torch.set_num_threads(args.threads)
     batch, new, naive_seqs = (16, 64, 2) if args.quick else (64, 256, 4)
     results = {}
+    if args.kv_bound:
+        for size in args.sizes.split(","):
+            r = results[size] = kv_bound(size, 16, 960, args.repeats, args.clock, args.compile)
+            how = f"{args.clock} clock, {args.threads} thread(s), medians of {args.repeats}"
+            print(f"== {size} KV-bound: {r['shape']} ({how}); KV {r['kv_share_of_step_bytes']:.0%} of the bytes per step")
+            print(f"  decode static / eager (time), tandem = {r['static_over_eager_tandem']:.3f}   (bar <= 0.80)")
+            if args.compile:
+                print(f"  compiled static / eager, tandem      = {r['compiled_static_over_eager_tandem']:.3f}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+        return
     for size in args.sizes.split(","):
         fns = contenders(size, batch, new, naive_seqs, compile_static=args.compile)
         warm = [k for k in fns if k.endswith("_static")] if args.compile else []

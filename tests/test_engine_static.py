@@ -9,6 +9,7 @@ from helpers import PROMPTS, SCHEDULES, assert_same_outputs, encode, frequent_eo
 from trlvr.engine import TandemGenerator, TokenSchedule, WordSchedule
 from trlvr.engine.generator import resolve_decode
 from trlvr.engine.kv import attended_length, batch_bucket
+from trlvr.engine.runners import StaticRunner, static_block_for
 
 
 def static_gen(senior, junior, tokenizer, block=8, **kw):
@@ -97,6 +98,27 @@ def test_buckets_and_blocks():
     with pytest.raises(ValueError):
         batch_bucket(0, 8)
     assert [attended_length(s, 128, 600) for s in (0, 127, 128, 599)] == [128, 128, 256, 600]
+
+
+def test_the_default_length_block_depends_on_the_device(models, tokenizer):
+    """CUDA keeps 256-position blocks (one recorded graph per block); elsewhere the static path
+    attends the length rounded up to 16 (measured faster on CPU); an explicit block wins."""
+    senior, _ = models
+    assert StaticRunner(senior, torch.device("cpu"), 8, 40).block == 16
+    assert StaticRunner(senior, torch.device("cpu"), 8, 40, block=64).block == 64
+    assert static_block_for("cuda") == 256 and static_block_for("cuda:1") == 256
+    gen = TandemGenerator(senior, None, tokenizer)
+    seen = []
+    hook = senior.model.layers[0].self_attn.register_forward_hook(
+        lambda m, args, kwargs, out: seen.append(kwargs["attention_mask"].shape[-1]), with_kwargs=True
+    )
+    try:
+        gen.generate(encode(tokenizer, PROMPTS[:2]), TokenSchedule(1.0), max_new_tokens=40, seed=0, decode="static")
+    finally:
+        hook.remove()
+    L = max(map(len, encode(tokenizer, PROMPTS[:2])))
+    decode_lengths = seen[1:]  # the first call is the prefill
+    assert decode_lengths == [min(-(-(L + t + 1) // 16) * 16, L + 40) for t in range(len(decode_lengths))]
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ import torch
 
 from trlvr.engine.kv import batch_bucket
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
-from trlvr.engine.runners import STATIC_BLOCK, EagerRunner, StaticRunner, fp32_logits
+from trlvr.engine.runners import EagerRunner, StaticRunner, fp32_logits
 from trlvr.engine.sampling import (
     TOKEN_STREAM,
     RowStreams,
@@ -172,7 +172,8 @@ class TandemGenerator:
     that split path even when it names the senior's device (same results; tests use this on CPU).
     """
 
-    static_block: int = STATIC_BLOCK  # decode="static": attention reads the length rounded up to this
+    static_block: int | None = None  # decode="static": attention reads the length rounded up to this
+    # (None: 256 on CUDA, 16 elsewhere; `trlvr.engine.runners.static_block_for`)
     sync_every: int = 8  # decode="static": tokens between two reads of the live-row count on the host
     compile_backend: str | None = None  # torch.compile backend of the static step (None = inductor)
 

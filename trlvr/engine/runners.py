@@ -27,7 +27,16 @@ from transformers import AttentionInterface
 
 from trlvr.engine.kv import StaticKV, attended_length, batch_bucket
 
-STATIC_BLOCK = 256  # attention reads the current length rounded up to this many positions
+STATIC_BLOCK = 256  # attention reads the current length rounded up to this many positions (CUDA)
+# Elsewhere a small block: no graphs are recorded per length, and attention over the rounded-up
+# length costs real time (10M pair on CPU, 256 new tokens: block 16 0.90x of eager, block 256 1.02x).
+CPU_STATIC_BLOCK = 16
+
+
+def static_block_for(device) -> int:
+    """The default length block of the static path on `device`: 256 on CUDA (each block of a
+    CUDA-graph decode is one recorded graph), 16 elsewhere (bench/RESULTS.md, issue 21)."""
+    return STATIC_BLOCK if torch.device(device).type == "cuda" else CPU_STATIC_BLOCK
 _ATTN_KINDS = ("sdpa", "eager")  # attention implementations whose models the static path decodes
 KV_HEAD_ATTENTION = "trlvr_kv_heads"  # the static decode step's attention, registered below
 
@@ -210,15 +219,16 @@ class StaticRunner(EagerRunner):
     Prefill runs as in `EagerRunner` (same numerics) and is copied into the buffers, which come from
     `pool[name]` (the generator's) when they fit and are allocated there (larger) when not. Each
     step then runs R rows (the loop keeps R a power-of-two bucket or the full batch) and attends K
-    positions (the length rounded up to `block`), optionally compiled, with R and K as dynamic
+    positions (the length rounded up to `block`; None = `static_block_for(device)`), optionally compiled, with R and K as dynamic
     sizes, so calls with other batch sizes and prompt lengths reuse the compiled step.
     """
 
-    def __init__(self, model, device, prompt_len: int, max_new_tokens: int, block: int = STATIC_BLOCK,
+    def __init__(self, model, device, prompt_len: int, max_new_tokens: int, block: int | None = None,
                  compile: bool = False, pool: dict | None = None, name: str = "model",
                  backend: str | None = None):  # fmt: skip
         super().__init__(model, device, prompt_len, max_new_tokens)
-        self.block, self.kind = block, attention_kind(model)
+        self.block = static_block_for(device) if block is None else block
+        self.kind = attention_kind(model)
         if self.kind not in _ATTN_KINDS:
             raise ValueError(
                 f"decode='static' supports attention implementations {_ATTN_KINDS}, but the model uses "
