@@ -242,6 +242,25 @@ def test_study_dir_refuses_another_study_file_and_records_each_code_commit(tmp_p
         S.claim_dir(load_study(other), out)
 
 
+def test_report_reads_the_study_copy_after_the_original_file_is_gone(tmp_path, capsys):
+    (tmp_path / "snapshot").mkdir()
+    p = write(tmp_path / "snapshot", TINY)
+    out = tmp_path / "out"
+    S.claim_dir(load_study(p), out, code={"commit": "abc", "dirty": False})
+    assert (out / S.STUDY_COPY).read_text() == TINY
+    fake_eval(S.eval_dir(out, "grpo-spaced", 0), 0.9, 0.2, 0.9, np.random.default_rng(0))
+    p.unlink()  # e.g. the worktree the study ran from was removed
+    assert S.study_file(out) == out / S.STUDY_COPY
+    assert cli(["study", "report", str(out)]) == 0
+    assert (out / "report" / "table.md").is_file()
+    (out / S.STUDY_COPY).unlink()
+    with pytest.raises(UserError, match=r"recorded in study.json .* is gone .* pass the study YAML with --study"):
+        S.study_file(out)
+    other = write(tmp_path, TINY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"), "other.yaml")
+    assert cli(["study", "report", str(out), "--study", str(other)]) != 0
+    assert "made from another study file" in capsys.readouterr().err
+
+
 def test_only_filters_and_checks_variant_and_seed(tmp_path):
     st = load_study(write(tmp_path, TINY))
     assert [(u[0].variant, u[0].seed) for u in S.units(st, tmp_path, S.parse_only(st, ["word-compact"]))] == [

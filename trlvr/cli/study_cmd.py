@@ -35,7 +35,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     plan.add_argument("--out", default=None, help="study directory (default: runs/<study name>)")
     rep = sub.add_parser("report", help="DIR/report/: the table, the figure and report.html")
     rep.add_argument("dir", help="a `trlvr study run` directory")
-    rep.add_argument("--study", default=None, help="the study YAML (default: the file recorded in DIR/study.json)")
+    rep.add_argument("--study", default=None, help="the study YAML (default: DIR/study.yaml, the copy kept by `run`)")
     return p
 
 
@@ -175,13 +175,17 @@ def plan(args) -> int:
 
 
 def report(args) -> int:
-    from trlvr.experiments.study import read_claim
+    from trlvr.errors import UserError
+    from trlvr.experiments.study import read_claim, study_file
     from trlvr.experiments.study_report import write_study_report
     from trlvr.experiments.study_spec import load_study
 
     out = Path(args.dir)
     claim = read_claim(out)
-    study = load_study(args.study or claim["file"])
+    study = load_study(study_file(out, args.study))
+    if study.sha256 != claim.get("sha256"):
+        raise UserError(f"{out}: made from another study file (sha256 {str(claim.get('sha256'))[:12]}); "
+                        f"{study.path} has sha256 {study.sha256[:12]}")  # fmt: skip
     paths = write_study_report(study, out)
     for p in paths:
         print(f"wrote {p}")

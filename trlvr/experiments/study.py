@@ -1,6 +1,7 @@
 """A study's runs as stages: each (variant, seed) is train -> select -> eval, each one `trlvr` command.
 
     DIR/study.json                       the study file's hash and name, the code commit of every `run`
+    DIR/study.yaml                       a copy of the study file (what `report` reads by default)
     DIR/worlds/<world>/                  toy worlds (`trlvr toy prepare`), when the study has `worlds:`
     DIR/train/<variant>/seed-<s>/        `trlvr train` output_dir (checkpoints, metrics.jsonl, selected.json)
     DIR/eval/<variant>/seed-<s>/         `trlvr eval` of the selected checkpoint (a seed group per variant)
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -31,6 +33,7 @@ from trlvr.errors import UserError
 from trlvr.experiments.study_spec import Study, Variant
 
 STUDY_FILE = "study.json"
+STUDY_COPY = "study.yaml"  # the study file itself, kept beside its record (the original may move)
 TIMINGS_FILE = "timings.jsonl"
 DONE = ".study-done"  # written into an eval folder once its `trlvr eval` returned 0
 STAGES = ("train", "select", "eval")
@@ -255,7 +258,23 @@ def claim_dir(study: Study, out: Path, code: dict | None = None) -> dict:
         rec = {"name": study.name, "file": str(study.path), "sha256": study.sha256, "created": now,
                "runs": [{**code, "started": now}]}  # fmt: skip
     path.write_text(json.dumps(rec, indent=1) + "\n")
+    if not (out / STUDY_COPY).is_file():
+        shutil.copyfile(study.path, out / STUDY_COPY)
     return rec
+
+
+def study_file(out: Path, given: str | None = None) -> Path:
+    """The study file of directory `out`: `given`, else the copy kept in the directory, else the recorded path."""
+    if given:
+        return Path(given)
+    out = Path(out)
+    if (out / STUDY_COPY).is_file():
+        return out / STUDY_COPY
+    recorded = Path(read_claim(out)["file"])
+    if not recorded.is_file():
+        raise UserError(f"{out}: the study file recorded in {STUDY_FILE} ({recorded}) is gone and the directory "
+                        f"holds no {STUDY_COPY}; pass the study YAML with --study")  # fmt: skip
+    return recorded
 
 
 def read_claim(out: Path) -> dict:
