@@ -5,8 +5,7 @@ from __future__ import annotations
 from helpers import parity_reward
 
 from trlvr.cli.compare_cmd import format_table
-from trlvr.eval.format import format_summary
-from trlvr.eval.format import diff_text, entry_text, is_percent
+from trlvr.eval.format import diff_text, entry_text, format_summary, is_percent
 from trlvr.eval.runner import grading_name
 
 

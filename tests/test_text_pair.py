@@ -434,14 +434,13 @@ def test_trlvr_eval_runs_every_protocol_on_a_text_pair(tmp_path, capsys):
     defined (no number); `--pairing lockstep` is one line; a rerun resumes (nothing regenerated)."""
     import json
 
+    from helpers import teacher_forced_logprobs
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from trlvr.cli.main import main as cli
     from trlvr.data import encode_prompt, load_problems, prompt_for, read_jsonl
     from trlvr.toy.task import make_splits
     from trlvr.toy.world import _rows, _write_jsonl
-
-    from helpers import teacher_forced_logprobs
 
     toy = _cross_tokenizer_toy(tmp_path)
     data = tmp_path / "test.jsonl"
