@@ -51,6 +51,18 @@ def test_candidates_skip_checkpoints_without_weights(tmp_path):
         list_checkpoints(tmp_path / "checkpoint-10")
 
 
+def test_preemption_checkpoints_are_resume_points_not_candidates(tmp_path):
+    for step in (16, 50, 100):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"x")
+    (tmp_path / "checkpoint-16" / "preempted.json").write_text('{"signal": "SIGTERM", "step": 16}')
+    assert [c.step for c in list_checkpoints(tmp_path)] == [50, 100]
+    for step in (50, 100):
+        shutil.rmtree(tmp_path / f"checkpoint-{step}")
+    with pytest.raises(UserError, match=r"only pre-emption checkpoints \(checkpoint-16\); resume the run"):
+        list_checkpoints(tmp_path)
+
+
 def test_holdout_split_is_content_based_and_order_free():
     problems = load_problems_rows(make_splits(60, 4)[0])
     train, held = holdout_split(problems, 10, seed=3)

@@ -17,9 +17,10 @@ import pytest
 from helpers import tiny_model
 
 from trlvr.cli.main import main as cli
+from trlvr.experiments.selection import list_checkpoints
 from trlvr.training.checkpoints import checkpoint_problem, checkpoints
 from trlvr.training.lock import LOCK, PID, training_lock
-from trlvr.training.preempt import EXIT_PREEMPTED, Preemption
+from trlvr.training.preempt import EXIT_PREEMPTED, PREEMPT_MARK, Preemption
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -159,6 +160,7 @@ def test_sigterm_then_resume_matches_an_uninterrupted_run(world, capsys):
     assert proc.returncode == EXIT_PREEMPTED, err[-3000:]
     assert trlvr_lines(err)[-1].endswith(resume_line(world, cut, "SIGTERM", 3, args))
     assert [c.name for c in checkpoints(cut)] == ["checkpoint-3"] and checkpoint_problem(cut / "checkpoint-3") is None
+    assert (cut / "checkpoint-3" / PREEMPT_MARK).is_file()  # off the save_steps = 4 schedule
     capsys.readouterr()
     assert cli(["train", *argv(world, str(cut), *args), "--resume"]) == 0
     assert "resuming from" in capsys.readouterr().err
@@ -166,12 +168,14 @@ def test_sigterm_then_resume_matches_an_uninterrupted_run(world, capsys):
     # save_steps still decides the other checkpoints: 4 and 6 (the end), as in the uninterrupted run
     assert [c.name for c in checkpoints(cut)] == ["checkpoint-6", "checkpoint-4", "checkpoint-3"]
     assert [c.name for c in checkpoints(full)] == ["checkpoint-6", "checkpoint-4"]
+    # selection sees the same candidates as in the unbroken run (checkpoint-3 is a resume point)
+    assert [c.step for c in list_checkpoints(cut)] == [c.step for c in list_checkpoints(full)] == [4, 6]
     a, b, start_w = weights(full / "final"), weights(cut / "final"), weights(world / "senior")
     assert max((a[k] - start_w[k]).abs().max().item() for k in a) > 1e-4  # training moved the weights
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
 
 
-def test_the_signal_handler_only_flags_and_the_callback_stops_and_saves():
+def test_the_signal_handler_only_flags_and_the_callback_stops_and_saves(tmp_path):
     """In-process: a SIGUSR1 sets the flag; the next step end asks for a log, a save and a stop; the
     handlers are restored on leaving; a run never signalled is left alone."""
     from types import SimpleNamespace
@@ -179,7 +183,9 @@ def test_the_signal_handler_only_flags_and_the_callback_stops_and_saves():
     from transformers import TrainerControl
 
     before = signal.getsignal(signal.SIGUSR1)
-    args, state = SimpleNamespace(device="cpu"), SimpleNamespace(global_step=7)
+    args = SimpleNamespace(device="cpu", output_dir=str(tmp_path), save_steps=5)
+    state = SimpleNamespace(global_step=7, max_steps=10, is_world_process_zero=True)
+    (tmp_path / "checkpoint-7").mkdir()
     notices = []
     with Preemption(30, log=notices.append) as pre:
         control = pre.callback.on_step_end(args, state, TrainerControl())
@@ -191,6 +197,11 @@ def test_the_signal_handler_only_flags_and_the_callback_stops_and_saves():
         assert control.should_log and control.should_save and control.should_training_stop
         pre.callback.on_save(args, state, control)
         assert pre.callback.saved_step == 7 and pre.stopped_early
+        # step 7 is off the save_steps = 5 schedule: marked as a resume point, not a selection candidate
+        assert json.loads((tmp_path / "checkpoint-7" / PREEMPT_MARK).read_text()) == {"signal": "SIGUSR1", "step": 7}
+        (tmp_path / "checkpoint-10").mkdir()
+        pre.callback.on_save(args, SimpleNamespace(global_step=10, max_steps=10, is_world_process_zero=True), control)
+        assert not (tmp_path / "checkpoint-10" / PREEMPT_MARK).exists()  # a save the schedule makes anyway
     assert signal.getsignal(signal.SIGUSR1) is before
     assert notices == ["SIGUSR1: finishing the current step and saving a checkpoint (exit within preempt_grace_s = 30 s)"]
 

@@ -67,20 +67,32 @@ def default_direction(metric: str) -> str:
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Candidate]:
-    """`checkpoint-N` folders holding weights, by step; `final/` too when no checkpoint has its step."""
+    """`checkpoint-N` folders holding weights, by step; `final/` too when no checkpoint has its step.
+
+    A checkpoint saved only because the run was pre-empted (marked `preempted.json`) is a resume
+    point, not a candidate: a killed and resumed run offers the same checkpoints as an unbroken one.
+    """
+    from trlvr.training.preempt import PREEMPT_MARK
+
     run = Path(run_dir)
     if not run.is_dir():
         raise UserError(f"{run}: no such run directory")
-    out = {}
+    out, preempted = {}, []
     for d in run.glob("checkpoint-*"):
         m = re.fullmatch(r"checkpoint-(\d+)", d.name)
         if m and d.is_dir() and any((d / f).is_file() for f in WEIGHT_FILES):
+            if (d / PREEMPT_MARK).is_file():
+                preempted.append(d.name)
+                continue
             out[int(m.group(1))] = Candidate(int(m.group(1)), str(d))
     final = run / "final"
     if final.is_dir() and any((final / f).is_file() for f in WEIGHT_FILES):
         step = _final_step(run)
         if step is not None and step not in out:
             out[step] = Candidate(step, str(final))
+    if not out and preempted:
+        raise UserError(f"{run}: only pre-emption checkpoints ({', '.join(sorted(preempted))}); "
+                        "resume the run (trlvr train ... --resume) before selecting")  # fmt: skip
     if not out:
         raise UserError(f"{run}: no checkpoint with weights (checkpoint-N/ or final/)")
     return [out[s] for s in sorted(out)]

@@ -13,17 +13,21 @@ rank stops at the same step) and asks the Trainer to log, save a checkpoint (the
 and stop. A watchdog thread bounds the whole: if the process has not finished within `grace_s`
 seconds of the signal (a step far longer than the scheduler's kill wait), it prints one line and
 exits with EXIT_PREEMPTED without a new checkpoint; `--resume` then takes the newest complete one.
-A second signal changes nothing.
+A second signal changes nothing. A checkpoint saved only because of the signal (off the save_steps
+schedule) gets a `preempted.json` mark: it is a resume point, not a candidate for `trlvr select`,
+so a run that was killed and resumed offers selection the same checkpoints as one never killed.
 
 What this file does not know: what is trained, or the command line (the caller words the resume line).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from transformers import TrainerCallback
 
@@ -31,6 +35,17 @@ from trlvr.errors import UserError
 
 EXIT_PREEMPTED = 143  # 128 + SIGTERM, for SIGTERM and SIGUSR1 alike: "stopped early, resumable"
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasattr(signal, name))
+PREEMPT_MARK = "preempted.json"  # in a checkpoint saved only because of a signal
+
+
+def on_schedule(step: int, save_steps, max_steps: int) -> bool:
+    """Whether the Trainer would have saved `step` without a signal (every `save_steps`, and the last).
+
+    >>> [on_schedule(s, 50, 100) for s in (16, 50, 100)]
+    [False, True, True]
+    """
+    every = int(save_steps) if save_steps and save_steps >= 1 else 0
+    return step == max_steps or (every > 0 and step % every == 0)
 
 
 class Preempted(UserError):
@@ -67,7 +82,10 @@ class PreemptCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         if self.stop_step is not None:
-            self.saved_step = state.global_step
+            self.saved_step = step = state.global_step
+            ckpt = Path(args.output_dir) / f"checkpoint-{step}"
+            if state.is_world_process_zero and ckpt.is_dir() and not on_schedule(step, args.save_steps, state.max_steps):
+                (ckpt / PREEMPT_MARK).write_text(json.dumps({"signal": self.preemption.signal_name, "step": step}) + "\n")
 
 
 def _console(message: str) -> None:
