@@ -206,6 +206,22 @@ def test_run_skips_finished_stages_and_resumes_an_interrupted_train(tmp_path, no
     assert again.calls == []  # everything finished: nothing runs twice
 
 
+def test_run_with_a_relative_out_gives_every_stage_absolute_paths(tmp_path, no_worlds, monkeypatch):
+    """Stages fingerprint the paths they are given: a study resumed from another directory must not
+    look like another evaluation, so `run` resolves --out first."""
+    from trlvr.cli import study_cmd
+
+    p = write(tmp_path, TINY)
+    fake = FakeStages()
+    monkeypatch.setattr(study_cmd, "execute", fake)
+    monkeypatch.chdir(tmp_path)
+    assert cli(["study", "run", str(p), "--out", "out", "--only", "grpo-spaced:0", "--no-report"]) == 0
+    select = next(c for c in fake.calls if c[0] == "select")
+    train = next(c for c in fake.calls if c[0] == "train")
+    assert select[1] == str(tmp_path / "out" / "train" / "grpo-spaced" / "seed-0")
+    assert Path(train[train.index("--output_dir") + 1]).is_absolute()
+
+
 def test_an_eval_without_the_done_marker_runs_again(tmp_path, no_worlds):
     st = load_study(write(tmp_path, TINY))
     out = tmp_path / "out"

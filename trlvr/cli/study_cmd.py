@@ -141,7 +141,7 @@ def run(args) -> int:
         raise UserError(f"--jobs must be >= 1, got {args.jobs}")
     quiet_libraries()
     study = load_study(args.study)
-    out = Path(args.out)
+    out = Path(args.out).resolve()  # the stages' commands and fingerprints hold the same paths from any cwd
     claim_dir(study, out)
     only = parse_only(study, args.only) if args.only else None
     todo = units(study, out, only)
