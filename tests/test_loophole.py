@@ -185,6 +185,14 @@ def test_the_alarm_rule():
     assert loophole_alarm(low, {"backstop_share": 0.15, "longest_run_p95": 8.9}) is None  # 2x but not +margin
     assert loophole_alarm(first, {"backstop_share": float("nan")}) is None
 
+    # a loophole present from the start (numbers of the toy granularity study, issue 19)
+    compact_word32 = {"senior_share_spaceless": 1.0, "spaceless_per_100": 28.4}
+    assert loophole_alarm(compact_word32, compact_word32).startswith(
+        "loophole? the senior wrote 100% of the tokens in spans with no boundary (28.4 per 100 tokens)")
+    assert loophole_alarm({}, {"senior_share_spaceless": 1.0, "spaceless_per_100": 1.66}) is None  # spaced, step 0
+    assert loophole_alarm({}, {"senior_share_spaceless": 0.91, "spaceless_per_100": 7.4}) is None  # shared spans
+    assert loophole_alarm({}, {"senior_share_spaceless": float("nan"), "spaceless_per_100": 0.0}) is None  # token
+
 
 # ---------------------------------------------------------------- in a real tandem run's metrics.jsonl
 
@@ -266,6 +274,21 @@ def test_the_progress_bar_warns_once_when_the_backstop_share_climbs(capsys):
     assert len(lines) == 1, lines  # once, at step 3 (0.6 > 2 x 0.05 and > 0.05 + 0.2), not again at 4
     assert lines[0].startswith("[trlvr]")
     assert "step 3: loophole? backstop_share climbed from 0.05 at the start to 0.6 (> 2x and > +0.2)" in lines[0]
+
+
+def test_the_progress_bar_warns_at_once_on_a_loophole_present_from_step_0(capsys):
+    from types import SimpleNamespace
+
+    from trlvr.training.console import ProgressBar
+
+    bar = ProgressBar()
+    bar.bar = SimpleNamespace(set_postfix=lambda *a, **k: None)
+    row = {"tandem/loophole/backstop_share": 0.01, "tandem/loophole/longest_run_p95": 31.0,
+           "tandem/loophole/senior_share_spaceless": 1.0, "tandem/loophole/spaceless_per_100": 28.4}  # fmt: skip
+    for step in (1, 2):
+        bar.on_log(None, SimpleNamespace(log_history=[row] * step, global_step=step), None, logs=row)
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(lines) == 1 and "step 1: loophole? the senior wrote 100% of the tokens in spans with no boundary" in lines[0]
 
 
 # ---------------------------------------------------------------- in trlvr eval's results.json

@@ -41,6 +41,11 @@ METRICS = ("backstop_share", "longest_run_p50", "longest_run_p95", "redraws_per_
            "senior_share_spaceless", "spaceless_per_100")  # fmt: skip
 # the warning rule: a statistic that climbs above both factor x and + margin over its first value
 ALARM_RULES = {"backstop_share": (2.0, 0.2), "longest_run_p95": (2.0, 8.0)}
+# A loophole present from step 0 does not climb: the senior writing (nearly) every token of spans the
+# schedule cannot hand off inside, and such spans being common. Toy study (issue 19): the paper's word
+# schedule on spaceless jargon sat at 1.00 and ~28 per 100 tokens for 100 steps; on spaced jargon it
+# started at 1.00 and 1.7 per 100 and fell to 0; finer schedules stayed under 0.1 per 100.
+LEVEL_RULE = {"senior_share_spaceless": 0.95, "spaceless_per_100": 5.0}
 
 
 def redraw_marks(schedule: Schedule, tokens: torch.Tensor, mask: torch.Tensor, tables: VocabTables):
@@ -145,8 +150,9 @@ def loophole_stats(schedule: Schedule, tokens: torch.Tensor, senior: torch.Tenso
 def loophole_alarm(first: dict, now: dict) -> str | None:
     """The warning for statistics `now` against their first logged values (step 0), or None.
 
-    Rule (ALARM_RULES): backstop_share above both 2 x and + 0.2 its first value; longest_run_p95
-    above both 2 x and + 8 tokens its first value.
+    Rules (ALARM_RULES): backstop_share above both 2 x and + 0.2 its first value; longest_run_p95
+    above both 2 x and + 8 tokens its first value. LEVEL_RULE, whatever the start: the senior wrote
+    at least 95% of the tokens inside spans with no boundary, and those are at least 5 per 100 tokens.
     """
     for key, (factor, margin) in ALARM_RULES.items():
         a, b = first.get(key), now.get(key)
@@ -156,4 +162,10 @@ def loophole_alarm(first: dict, now: dict) -> str | None:
             return (f"loophole? {key} climbed from {a:.3g} at the start to {b:.3g} (> {factor:g}x and "
                     f"> +{margin:g}): the senior may be writing where the schedule cannot hand off "
                     "(e.g. spaceless notation); see tandem/loophole/* in metrics.jsonl")  # fmt: skip
+    share, density = now.get("senior_share_spaceless"), now.get("spaceless_per_100")
+    if (share is not None and density is not None and not (math.isnan(share) or math.isnan(density))
+            and share >= LEVEL_RULE["senior_share_spaceless"] and density >= LEVEL_RULE["spaceless_per_100"]):
+        return (f"loophole? the senior wrote {share:.0%} of the tokens in spans with no boundary "
+                f"({density:.3g} per 100 tokens): the schedule never hands off inside them (e.g. spaceless "
+                "notation); schedule: boundary, token, or word with a small max_gap reaches inside")  # fmt: skip
     return None

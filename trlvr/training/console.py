@@ -134,10 +134,11 @@ class ProgressBar(TrainerCallback):
 
     def _watch_loophole(self, state, logs: dict) -> None:
         """One `[trlvr]` warning line per run when a loophole statistic of `logs` climbs far above
-        its first logged value (the rollouts of step 0; from the restored log history on resume)."""
-        from trlvr.engine.loophole import ALARM_RULES, loophole_alarm
+        its first logged value (the rollouts of step 0; from the restored log history on resume), or
+        when the senior writes nearly all of many spans with no boundary (`LEVEL_RULE`)."""
+        from trlvr.engine.loophole import ALARM_RULES, LEVEL_RULE, loophole_alarm
 
-        keys = [f"{LOOPHOLE_PREFIX}{k}" for k in ALARM_RULES]
+        keys = [f"{LOOPHOLE_PREFIX}{k}" for k in (*ALARM_RULES, *LEVEL_RULE)]
         if self._loophole_warned or not any(k in logs for k in keys):
             return
         first = next((h for h in state.log_history if any(k in h for k in keys)), logs)
