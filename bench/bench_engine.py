@@ -33,6 +33,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, StoppingCriteria, StoppingCriteriaList
 
 from trlvr.engine import SoloSchedule, TandemGenerator, WordSchedule
+from trlvr.engine.generator import kv_cache_bytes
 from trlvr.engine.schedules import VocabTables
 
 SIZES = {
@@ -203,7 +204,7 @@ def sharing(size: str, repeats: int, clock: str = "wall", groups: int = 16, g: i
 
 def kv_bound(size: str, batch: int, new: int, repeats: int, clock: str, compile_static: bool) -> dict:
     """Tandem eager vs static at a long context, where the KV cache outweighs the weights in bytes
-    (the regime of the GPU shapes: KV ~90% of a decode step's bytes), with the bytes each path moves."""
+    (near the regime of the GPU shapes: ~84% at 64 x 960), with the share of the bytes a static step reads."""
     senior, junior, gen = setup(size)
     ps = prompts(batch, SIZES[size][0])
     sched = WordSchedule(0.5, 32)
@@ -214,14 +215,9 @@ def kv_bound(size: str, batch: int, new: int, repeats: int, clock: str, compile_
     if compile_static:
         fns["tandem_static_compiled"] = lambda: gen.generate(ps, sched, new, seed=0, decode="static", compile=True)
     t = time_all(fns, repeats, clock, warm=[k for k in fns if k.endswith("compiled")])
-
-    def kv_per_token(m):  # bytes of K and V per position per row, at the KV head count
-        c = m.config
-        return c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 2 * m.dtype.itemsize
-
-    mean_len = sum(map(len, ps)) / len(ps) + new / 2
+    mean_len = sum(map(len, ps)) / len(ps) + new / 2  # valid positions per row, averaged over the steps
     weights = sum(p.numel() * p.element_size() for m in (senior, junior) for p in m.parameters())
-    kv = batch * mean_len * sum(kv_per_token(m) for m in (senior, junior))
+    kv = sum(kv_cache_bytes(m, batch, mean_len) for m in (senior, junior))  # at the KV head count
     return {
         "shape": f"batch {batch}, {new} new tokens",
         "static_over_eager_tandem": t["tandem_static"] / t["tandem"],
@@ -246,6 +242,9 @@ def main():
     ap.add_argument("--kv-batch", type=int, default=64)
     ap.add_argument("--kv-new", type=int, default=960, help="at most 990 (the bench models' 1024 positions)")
     args = ap.parse_args()
+    if args.kv_bound and not (1 <= args.kv_new <= 990 and args.kv_batch >= 1):
+        ap.error(f"--kv-new must be in [1, 990] (prompts of up to 32 + new tokens within the models' 1024 "
+                 f"positions) and --kv-batch >= 1, got {args.kv_new} and {args.kv_batch}")
     if args.clock == "cpu" and args.threads != 1:
         ap.error("--clock cpu needs --threads 1 (CPU time sums over threads)")
     torch.set_num_threads(args.threads)

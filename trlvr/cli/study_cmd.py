@@ -175,17 +175,14 @@ def plan(args) -> int:
 
 
 def report(args) -> int:
-    from trlvr.errors import UserError
-    from trlvr.experiments.study import read_claim, study_file
+    from trlvr.experiments.study import read_claim, refuse_another_study, study_file
     from trlvr.experiments.study_report import write_study_report
     from trlvr.experiments.study_spec import load_study
 
     out = Path(args.dir)
     claim = read_claim(out)
     study = load_study(study_file(out, args.study))
-    if study.sha256 != claim.get("sha256"):
-        raise UserError(f"{out}: made from another study file (sha256 {str(claim.get('sha256'))[:12]}); "
-                        f"{study.path} has sha256 {study.sha256[:12]}")  # fmt: skip
+    refuse_another_study(study, out, claim)
     paths = write_study_report(study, out)
     for p in paths:
         print(f"wrote {p}")

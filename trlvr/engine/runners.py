@@ -37,6 +37,8 @@ def static_block_for(device) -> int:
     """The default length block of the static path on `device`: 256 on CUDA (each block of a
     CUDA-graph decode is one recorded graph), 16 elsewhere (bench/RESULTS.md, issue 21)."""
     return STATIC_BLOCK if torch.device(device).type == "cuda" else CPU_STATIC_BLOCK
+
+
 _ATTN_KINDS = ("sdpa", "eager")  # attention implementations whose models the static path decodes
 KV_HEAD_ATTENTION = "trlvr_kv_heads"  # the static decode step's attention, registered below
 
@@ -219,8 +221,8 @@ class StaticRunner(EagerRunner):
     Prefill runs as in `EagerRunner` (same numerics) and is copied into the buffers, which come from
     `pool[name]` (the generator's) when they fit and are allocated there (larger) when not. Each
     step then runs R rows (the loop keeps R a power-of-two bucket or the full batch) and attends K
-    positions (the length rounded up to `block`; None = `static_block_for(device)`), optionally compiled, with R and K as dynamic
-    sizes, so calls with other batch sizes and prompt lengths reuse the compiled step.
+    positions (the length rounded up to `block`; None = `static_block_for(device)`), optionally
+    compiled, with R and K as dynamic sizes, so calls with other batch sizes and prompt lengths reuse the compiled step.
     """
 
     def __init__(self, model, device, prompt_len: int, max_new_tokens: int, block: int | None = None,

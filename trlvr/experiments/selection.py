@@ -72,7 +72,7 @@ def list_checkpoints(run_dir: str | Path) -> list[Candidate]:
     A checkpoint saved only because the run was pre-empted (marked `preempted.json`) is a resume
     point, not a candidate: a killed and resumed run offers the same checkpoints as an unbroken one.
     """
-    from trlvr.training.preempt import PREEMPT_MARK
+    from trlvr.training.checkpoints import PREEMPT_MARK  # lazily: importing trlvr.training loads TRL
 
     run = Path(run_dir)
     if not run.is_dir():

@@ -248,9 +248,7 @@ def claim_dir(study: Study, out: Path, code: dict | None = None) -> dict:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if path.is_file():
         rec = json.loads(path.read_text())
-        if rec.get("sha256") != study.sha256:
-            raise UserError(f"{out}: made from another study file ({rec.get('file')}, sha256 {str(rec.get('sha256'))[:12]}); "
-                            f"{study.path} has sha256 {study.sha256[:12]}: use another --out")  # fmt: skip
+        refuse_another_study(study, out, rec, hint=": use another --out")
         if not rec["runs"] or rec["runs"][-1].get("commit") != code.get("commit"):
             rec["runs"].append({**code, "started": now})
     else:
@@ -261,6 +259,13 @@ def claim_dir(study: Study, out: Path, code: dict | None = None) -> dict:
     if not (out / STUDY_COPY).is_file():
         shutil.copyfile(study.path, out / STUDY_COPY)
     return rec
+
+
+def refuse_another_study(study: Study, out: Path, rec: dict, hint: str = "") -> None:
+    """UserError unless `study` is the file directory `out` was made from (`rec`: its study.json)."""
+    if rec.get("sha256") != study.sha256:
+        raise UserError(f"{out}: made from another study file ({rec.get('file')}, sha256 {str(rec.get('sha256'))[:12]}); "
+                        f"{study.path} has sha256 {study.sha256[:12]}{hint}")  # fmt: skip
 
 
 def study_file(out: Path, given: str | None = None) -> Path:

@@ -18,6 +18,7 @@ from pathlib import Path
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model.bin")
 INDEX_FILES = ("model.safetensors.index.json",)
+PREEMPT_MARK = "preempted.json"  # in a checkpoint saved only because of a signal (trlvr.training.preempt)
 
 
 def checkpoints(output_dir: str | Path) -> list[Path]:

@@ -32,10 +32,10 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from trlvr.errors import UserError
+from trlvr.training.checkpoints import PREEMPT_MARK
 
 EXIT_PREEMPTED = 143  # 128 + SIGTERM, for SIGTERM and SIGUSR1 alike: "stopped early, resumable"
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasattr(signal, name))
-PREEMPT_MARK = "preempted.json"  # in a checkpoint saved only because of a signal
 
 
 def on_schedule(step: int, save_steps, max_steps: int) -> bool:
