@@ -7,7 +7,7 @@ import json
 import pytest
 from helpers import last_word, parity_reward, toy_problems
 
-from trlvr.engine import StepSchedule, TandemGenerator, WordSchedule
+from trlvr.engine import LockstepPair, StepSchedule, WordSchedule
 from trlvr.eval.protocols import batch_seed, protocols_for, run_protocol, schedule_for
 from trlvr.eval.runner import evaluate
 from trlvr.eval.store import read_samples as load_samples
@@ -29,12 +29,12 @@ def test_handoff_alternates_at_step_ends_with_shared_budget_and_round_cap(models
     senior, junior = models
     # Random tiny models rarely write "\n\n": declare a third of the vocabulary step ends.
     step_ids = list(range(2, len(tokenizer), 3))
-    gen = TandemGenerator(senior, junior, tokenizer, step_end_ids=step_ids)
+    pair = LockstepPair(senior, junior, tokenizer, step_end_ids=step_ids)
     prompts = [tokenizer.encode(p.prompt) for p in toy_problems(6)]
     decoding = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
     for max_rounds, budget in ((2, 40), (150, 12)):
         out = run_protocol(
-            gen,
+            pair,
             "handoff",
             prompts,
             max_new_tokens=budget,
@@ -45,7 +45,7 @@ def test_handoff_alternates_at_step_ends_with_shared_budget_and_round_cap(models
         for ids, authors, reason in zip(out.completion_ids, out.authors, out.finish_reasons, strict=True):
             assert len(ids) <= budget  # one budget for the whole team
             assert authors[0] == 1  # senior first
-            ends = [gen.tables.step_end[t].item() for t in ids]
+            ends = [pair.tables.step_end[t].item() for t in ids]
             for t in range(len(ids) - 1):  # the author flips exactly after a step end
                 assert (authors[t + 1] != authors[t]) == ends[t], (t, ids, authors)
             assert sum(ends) <= 2 * max_rounds  # a round = one senior step + one junior step

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 from helpers import Problem, last_word, parity_reward, tiny_model, toy_problems
 
-from trlvr.engine import TandemGenerator
+from trlvr.engine import LockstepPair
 from trlvr.errors import UserError
 from trlvr.eval.protocols import cut_to_budgets, run_protocol
 from trlvr.eval.report import build_report
@@ -170,15 +170,15 @@ def test_prompt_cap_drops_up_front_and_budget_follows_the_context(models, tokeni
 
 def test_cut_to_budgets_equals_generating_with_the_smaller_budget(models, tokenizer):
     senior, junior = models
-    gen = TandemGenerator(senior, junior, tokenizer, eos_token_ids=[0])  # id 0 is rare: rows run long
+    pair = LockstepPair(senior, junior, tokenizer, eos_token_ids=[0])  # id 0 is rare: rows run long
     prompts = [tokenizer.encode(p.prompt) for p in toy_problems(3)]
     decoding = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
-    long = run_protocol(gen, "dose-0.5", prompts, max_new_tokens=[4, 12, 12], decoding=decoding, seed=3)
-    short = run_protocol(gen, "dose-0.5", prompts, max_new_tokens=4, decoding=decoding, seed=3)
+    long = run_protocol(pair, "dose-0.5", prompts, max_new_tokens=[4, 12, 12], decoding=decoding, seed=3)
+    short = run_protocol(pair, "dose-0.5", prompts, max_new_tokens=4, decoding=decoding, seed=3)
     assert long.completion_ids[0] == short.completion_ids[0] and long.authors[0] == short.authors[0]
     assert long.finish_reasons[0] == short.finish_reasons[0]
     assert len(long.completion_ids[0]) <= 4 and max(len(c) for c in long.completion_ids) > 4
-    same = cut_to_budgets(long, [12, 12, 12], gen.pad_token_id)
+    same = cut_to_budgets(long, [12, 12, 12], pair.pad_token_id)
     assert same.completion_ids == long.completion_ids
 
 

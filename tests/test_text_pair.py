@@ -262,14 +262,14 @@ def test_trlvr_train_runs_two_steps_on_a_text_pair(tmp_path, monkeypatch, capfd)
 
     toy = _cross_tokenizer_toy(tmp_path)
     seen = []
-    original = TandemRollout._text_rollout
+    original = TandemRollout.__call__
 
-    def recording(self, prompts, prompt_ids, tokenizer, trainer, row_keys, train):
-        out = original(self, prompts, prompt_ids, tokenizer, trainer, row_keys, train)
-        seen.append((out, tokenizer))
+    def recording(self, prompts, trainer):
+        out = original(self, prompts, trainer)
+        seen.append((out, self.pair))
         return out
 
-    monkeypatch.setattr(TandemRollout, "_text_rollout", recording)
+    monkeypatch.setattr(TandemRollout, "__call__", recording)
     common = ["--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
               "--dataset", str(toy / "train.jsonl"), "--max_steps", "2", "--per_device_train_batch_size", "8",
               "--num_generations", "4", "--max_completion_length", "16", "--use_cpu", "true"]  # fmt: skip
@@ -283,8 +283,9 @@ def test_trlvr_train_runs_two_steps_on_a_text_pair(tmp_path, monkeypatch, capfd)
     record = json.loads((toy / "run" / "trlvr_run.json").read_text())
     assert record["pairing"] == "text" and record["tandem"]["pairing"] == "auto"  # chosen, and asked
     assert len(seen) == 2
+    assert seen[0][1] is seen[1][1] and seen[0][1].pairing == "text"  # one Pair for the run, text-paired
     junior_written = 0
-    for out, _tok in seen:
+    for out, _pair in seen:
         for ids, mask in zip(out["completion_ids"], out["env_mask"], strict=True):
             assert len(ids) == len(mask) and set(mask) <= {0, 1}
             junior_written += mask.count(0)
@@ -342,15 +343,16 @@ def test_text_nll_is_per_byte_and_matches_teacher_forcing(pair):
             assert n_tok == len(ids) and nll == pytest.approx(alone[0], rel=1e-5)  # right padding changes nothing
 
 
-def test_facade_drives_a_text_pair_through_eval_protocols(nl_pair):
-    """`TextPairFacade` answers TandemGenerator.generate's call: eval's run_protocol (with per-row
-    budgets, cut by cut_to_budgets) gets the senior's tokens of the shared text and a senior mask.
+def test_text_pair_runs_eval_protocols(nl_pair):
+    """A text `Pair` answers the pairing interface: eval's run_protocol (with per-row budgets, cut by
+    cut_to_budgets) gets the senior's tokens of the shared text and a senior mask.
     (ASCII-only tokenizers: random byte soup would make a solo writer re-encode U+FFFD.)"""
-    from trlvr.engine.text_pair import TextPairFacade
+    from trlvr.engine import make_pair
     from trlvr.eval.protocols import run_protocol
 
     gen, toks, prompts = nl_pair
-    facade = TextPairFacade(gen)
+    facade = make_pair(gen.models["senior"], gen.models["junior"], toks["senior"], junior_tokenizer=toks["junior"])
+    assert facade.pairing == "text"
     decoding = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
     for protocol in ("solo", "handoff", "junior"):
         out = run_protocol(facade, protocol, prompts["senior"], max_new_tokens=[12, 20, 20, 16], decoding=decoding,

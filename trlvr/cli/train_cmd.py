@@ -24,6 +24,7 @@ checkpoint, prints one line with the command that resumes it and exits 143, with
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
@@ -64,6 +65,12 @@ def dry_run(argv: list[str]) -> str:
         argv = [*argv, "--use_cpu", "true", "--bf16", "false", "--fp16", "false"]
         note = " (no GPU here: checked with use_cpu on and bf16/fp16 off)"
     tandem, grpo, _ = parse_run_args(argv)
+    if all(p == "self" or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):
+        from trlvr.training.build import check_pairing
+
+        check_pairing(tandem)  # the schedule against the pairing the two tokenizers give
+    else:
+        note += "; pairing not checked (a model folder is not there yet)"
     return (f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
             f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, output_dir {grpo.output_dir}")
 

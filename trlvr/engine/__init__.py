@@ -1,6 +1,7 @@
 """The tandem engine, and its public face: `from trlvr.engine import TandemGenerator, WordSchedule, ...`.
 
-Lockstep decoding of two causal LMs over one shared token history (`generator.py`), each model's
+`make_pair` builds the one object training and evaluation generate through (`pair.py`: lockstep or
+text pairing on HF models, or vLLM). Lockstep decoding of two causal LMs over one shared token history (`generator.py`), each model's
 forward with its KV cache on its own device (`runners.py`: eager DynamicCache, or preallocated
 static buffers from `kv.py`, optionally compiled), authorship schedules (`schedules.py`), sampling
 (`sampling.py`) and what a generation returns (`output.py`).
@@ -9,6 +10,15 @@ No tokenization, prompts or training here.
 
 from trlvr.engine.generator import DECODE_MODES, TandemGenerator
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
+from trlvr.engine.pair import (
+    LockstepPair,
+    Pair,
+    Sampling,
+    TextPair,
+    make_pair,
+    pair_class,
+    unsupported_schedule,
+)
 from trlvr.engine.sampling import (
     check_decoding,
     draw_uniforms,
@@ -31,6 +41,13 @@ from trlvr.engine.schedules import (
 )
 
 __all__ = [
+    "Pair",
+    "Sampling",
+    "make_pair",
+    "pair_class",
+    "unsupported_schedule",
+    "LockstepPair",
+    "TextPair",
     "TandemGenerator",
     "DECODE_MODES",
     "TandemOutput",

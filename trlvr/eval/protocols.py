@@ -12,7 +12,7 @@
 for each dose protocol (the word schedule), over its samples; results.json's "loophole".
 
 What this file does not know: prompts, rewards, files. It maps a protocol name to a schedule and
-runs one batch through the engine.
+runs one batch through a `Pair`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import dataclasses
 
 import torch
 
-from trlvr.engine import FINISH_REASONS, Schedule, TandemGenerator, TandemOutput
+from trlvr.engine import FINISH_REASONS, Pair, Sampling, Schedule, TandemOutput
 from trlvr.eval.defaults import DEFAULT_DOSE_SHARES, HANDOFF_MAX_ROUNDS, SUITE_NAMES
 from trlvr.eval.plan import batch_seed
 
@@ -98,7 +98,7 @@ def eval_row_key(benchmark: str, problem_key: str, sample_idx: int, protocol: st
 
 
 def run_protocol(
-    generator: TandemGenerator,
+    pair: Pair,
     protocol: str,
     prompt_ids: list[list[int]],
     *,
@@ -108,25 +108,19 @@ def run_protocol(
     handoff_max_rounds: int = HANDOFF_MAX_ROUNDS,
     row_keys: list[int] | None = None,
 ) -> TandemOutput:
-    """Generate one completion per prompt under `protocol`; `max_new_tokens` may be one budget per prompt.
+    """Generate one completion per prompt under `protocol` through `pair` (`trlvr.engine.make_pair`);
+    `max_new_tokens` may be one budget per prompt.
 
     row_keys: one key per prompt (`eval_row_key`), so each completion is a pure function of (seed,
     key, position): the same whatever batch, batch size or sub-batch it is drawn in.
     """
     budgets = [max_new_tokens] * len(prompt_ids) if isinstance(max_new_tokens, int) else list(max_new_tokens)
-    out = generator.generate(
-        prompt_ids,
-        schedule_for(protocol, handoff_max_rounds),
-        max_new_tokens=max(budgets),
-        temperature=decoding["temperature"],
-        top_p=decoding["top_p"],
-        top_k=decoding["top_k"],
-        seed=seed,
-        row_keys=row_keys,
-    )
+    sampling = Sampling(max(budgets), temperature=decoding["temperature"], top_p=decoding["top_p"],
+                        top_k=decoding["top_k"], seed=seed)  # fmt: skip
+    out = pair.generate(prompt_ids, schedule_for(protocol, handoff_max_rounds), sampling, row_keys)
     if min(budgets) == max(budgets):
         return out
-    return cut_to_budgets(out, budgets, generator.pad_token_id)
+    return cut_to_budgets(out, budgets, pair.pad_token_id)
 
 
 def loophole_report(rows: list[dict], tokenizer, chunk: int = 1024) -> dict[str, dict]:

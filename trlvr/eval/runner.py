@@ -19,7 +19,7 @@ KL over its text, the final EOS left out unless `include_eos`), legibility_bpb (
 scored: the junior's bits per UTF-8 byte of the text), and prompt (sample 0 only).
 
 Text pairs (`junior_tokenizer` given: the two models have different vocabularies,
-`trlvr.engine.text_pair`): every protocol runs through `TextPairFacade`; rows hold the senior's
+`trlvr.engine.text_pair`): every protocol runs through a text `Pair`; rows hold the senior's
 tokenization of the shared text (authors "0" on the junior's text re-encoded) and
 senior_char_share; legibility is the junior's CE per token of ITS OWN tokenization of the text and
 legibility_bpb its bits per byte (the number comparable across pairs); drift needs one vocabulary
@@ -436,20 +436,15 @@ class _Run:
         return plan_rows
 
     def _generator(self):
-        """The engine: a lockstep TandemGenerator, or for a text pair a TextPairFacade whose junior
+        """The run's Pair (`trlvr.engine.make_pair`): lockstep, or for a text pair one whose junior
         prompts are each problem's rendered prompt encoded by the junior's tokenizer (as training's)."""
-        from trlvr.engine import TandemGenerator
+        from trlvr.engine import make_pair
 
         if self.junior_tokenizer is None:
-            return TandemGenerator(self.senior, self.junior, self.tokenizer, **self.engine_options)
-        from trlvr.engine.text_pair import TextPairFacade, TextPairGenerator
-
-        jtok = self.junior_tokenizer
-        if jtok.pad_token is None:
-            jtok.pad_token = jtok.eos_token
+            return make_pair(self.senior, self.junior, self.tokenizer, **self.engine_options)
         self._fill_junior_prompts()
-        pair = TextPairGenerator(self.senior, self.tokenizer, self.junior, jtok)
-        return TextPairFacade(pair, junior_prompts=lambda ids: self.junior_prompts[tuple(ids)])
+        return make_pair(self.senior, self.junior, self.tokenizer, junior_tokenizer=self.junior_tokenizer,
+                         junior_prompts=lambda ids: self.junior_prompts[tuple(ids)])  # fmt: skip
 
     def _fill_junior_prompts(self) -> None:
         from trlvr.data import encode_prompt, prompt_for

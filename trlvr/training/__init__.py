@@ -2,7 +2,7 @@
 `rollout_func`, author mask via `env_mask`) and `build_trainer` (everything from a run config)."""
 
 from trlvr.training.build import build_dataset, build_trainer, resolve_reward
-from trlvr.training.rollout import TandemRollout, rollout_seed
+from trlvr.training.rollout import TandemRollout
 from trlvr.training.trainer import TandemGRPOTrainer
 
 __all__ = [
@@ -11,5 +11,4 @@ __all__ = [
     "build_trainer",
     "build_dataset",
     "resolve_reward",
-    "rollout_seed",
 ]

@@ -84,6 +84,30 @@ def build_dataset(problems: list, tokenizer, max_prompt_length: int | None = Non
     return Dataset.from_list(rows)
 
 
+def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None) -> str | None:
+    """The run's pairing ("lockstep", "text"; None without a junior), after refusing in one line a
+    schedule that pairing cannot run (`trlvr.engine.unsupported_schedule`): a run config is checked
+    before any model loads (`trlvr train --dry-run` too). Tokenizers load from the config's paths
+    when not given (cheap: no weights)."""
+    from trlvr.engine import Schedule, unsupported_schedule
+    from trlvr.models import choose_pairing, load_tokenizer
+
+    if not tandem.junior:
+        return None
+    if tandem.junior == SELF:
+        pairing = "lockstep"
+    else:
+        senior_tok = senior_tok or load_tokenizer(tandem.senior, "senior")
+        junior_tok = junior_tok or load_tokenizer(tandem.junior, "junior")
+        pairing = choose_pairing(senior_tok, junior_tok, tandem.pairing)
+    if tandem.arm == "tandem":
+        name, settings = tandem.schedule_kwargs()
+        why = unsupported_schedule(Schedule.from_config(name, **settings), "hf", pairing)
+        if why is not None:
+            raise UserError(f"schedule: {why}")
+    return pairing
+
+
 def load_models(tandem: TandemConfig, args):
     """(senior, junior or None, tokenizer, pairing): the ONE place a run loads its models.
 
@@ -92,18 +116,19 @@ def load_models(tandem: TandemConfig, args):
     pairing: "lockstep" or "text" (`trlvr.models.choose_pairing`; self-pairing is lockstep), None
     without a junior.
     """
-    from trlvr.models import choose_pairing, load_causal_lm, load_tokenizer
+    from trlvr.models import load_causal_lm, load_tokenizer
     from trlvr.training.console import log
 
     init = dict(args.model_init_kwargs or {})
     tokenizer = load_tokenizer(tandem.senior, "senior")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    senior = load_causal_lm(tandem.senior, "senior", **init)
-    junior, pairing = None, ("lockstep" if tandem.junior == SELF else None)
+    junior, junior_tok = None, None
     if tandem.junior and tandem.junior != SELF:
         junior_tok = load_tokenizer(tandem.junior, "junior")
-        pairing = choose_pairing(tokenizer, junior_tok, tandem.pairing)
+    pairing = check_pairing(tandem, tokenizer, junior_tok)
+    senior = load_causal_lm(tandem.senior, "senior", **init)
+    if junior_tok is not None:
         if tandem.arm == "tandem":
             log(f"pairing: {pairing} ({'one shared vocabulary, token by token' if pairing == 'lockstep' else 'two tokenizers, one shared text'})")
         if pairing == "text" and args.beta > 0 and tandem.kl_ref == "junior":

@@ -34,16 +34,10 @@ import torch
 
 from trlvr.algos import author_stats, check_author_mask, check_has_junior_tokens
 from trlvr.data import encode_prompt
-from trlvr.engine import TandemGenerator
+from trlvr.engine import Pair, Sampling, make_pair
 from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
-
-
-def rollout_seed(seed: int, global_step: int, process_index: int, train: bool = True) -> int:
-    """A distinct, reproducible 63-bit seed per (run seed, optimizer step, process, mode)."""
-    mixed = ((seed * 1_000_003 + global_step) * 1_009 + process_index) * 2 + (0 if train else 1)
-    return mixed % (2**63 - 1)
 
 
 def rollout_row_keys(global_step: int, train: bool, process_index: int, local_rows: int, num_generations: int) -> list[int]:
@@ -76,6 +70,8 @@ class TandemRollout:
         self.check_junior_p = check_junior_p
         self.generation_seconds = 0.0  # accumulated since the last `take_generation_seconds`
         self._tables = None
+        self.pair: Pair | None = None  # built on the first rollout, kept for the run
+        self._junior_ids: dict = {}  # text pairs: this call's senior prompt ids -> the junior's prompt ids
 
     def _engine_options(self, trainer) -> dict:
         """decode / compile / junior_device for the engine; `compile` from the run config (`trainer.tandem`) when set."""
@@ -120,38 +116,25 @@ class TandemRollout:
         num_generations = getattr(trainer, "num_generations" if train else "num_generations_eval", None)
         row_keys = rollout_row_keys(trainer.state.global_step, train, acc.process_index, len(prompt_ids),
                                     num_generations or args.num_generations)  # fmt: skip
-
-        if self._text_mode(trainer, tokenizer):
-            return self._text_rollout(prompts, prompt_ids, tokenizer, trainer, row_keys, train)
-
+        sampling = Sampling(args.max_completion_length, temperature=args.temperature, top_p=args.top_p,
+                            top_k=args.top_k or 0, seed=args.seed)  # fmt: skip
         start = time.perf_counter()
         with self._generating_senior(trainer, tokenizer) as senior:
-            gen = TandemGenerator(
-                senior,
-                self.junior,
-                tokenizer,
-                tables=self._tables,
-                eos_token_ids=list(trainer.eos_token_ids),
-                pad_token_id=tokenizer.pad_token_id,
-                **self._engine_options(trainer),
-            )
-            out = gen.generate(
-                prompt_ids,
-                self.schedule,
-                max_new_tokens=args.max_completion_length,
-                temperature=args.temperature,
-                top_p=args.top_p,
-                top_k=args.top_k or 0,
-                seed=args.seed,
-                row_keys=row_keys,
-            )
+            pair = self._pair(senior, tokenizer, trainer)
+            if pair.pairing == "text":
+                self._junior_ids = {tuple(ids): encode_prompt(p, pair.junior_tokenizer)
+                                    for ids, p in zip(prompt_ids, prompts, strict=True)}  # fmt: skip
+            out = pair.generate(prompt_ids, self.schedule, sampling, row_keys)
         seconds = time.perf_counter() - start
         self.generation_seconds += seconds
 
         completion_ids, env_mask = out.completion_ids, out.authors
         check_author_mask(env_mask, completion_ids)
         stats = author_stats(out.senior_authored, out.completion_mask)  # each (B,)
-        self._log(trainer, stats, out, seconds, "train" if train else "eval")
+        mode = "train" if train else "eval"
+        self._log(trainer, stats, out, seconds, mode)
+        if pair.pairing == "text":
+            self._log_text(trainer, pair.last, mode)
         return {
             "prompt_ids": prompt_ids,
             "completion_ids": completion_ids,
@@ -162,51 +145,32 @@ class TandemRollout:
 
     junior_tokenizer = None  # text pairing: the junior's own tokenizer (library callers may set it)
 
-    def _text_mode(self, trainer, tokenizer) -> bool:
-        """True when this pair decodes at the text level: `trlvr.training.build.load_models` gives a
-        text-paired junior its own tokenizer (`trlvr.models.choose_pairing` decided, and logged it)."""
-        if self.junior is None:
-            return False
-        if self.junior_tokenizer is None:
-            self.junior_tokenizer = getattr(self.junior, "text_pair_tokenizer", None)
-        return self.junior_tokenizer is not None
+    def _pair(self, senior, tokenizer, trainer) -> Pair:
+        """The run's Pair, built on the first rollout (the senior as TRL unwraps it) and kept; later
+        calls point it at the senior they are given (`Pair.sync_senior`). A text pair when the junior
+        has its own tokenizer (`trlvr.training.build.load_models` gave it one: `choose_pairing` decided)."""
+        if self.pair is None:
+            if self.junior is not None and self.junior_tokenizer is None:
+                self.junior_tokenizer = getattr(self.junior, "text_pair_tokenizer", None)
+            eos = list(trainer.eos_token_ids)
+            if self.junior is not None and self.junior_tokenizer is not None:
+                options = {"eos_token_ids": eos, "junior_prompts": lambda ids: self._junior_ids[tuple(ids)]}
+            else:
+                options = {"eos_token_ids": eos, "pad_token_id": tokenizer.pad_token_id, "tables": self._tables,
+                           **self._engine_options(trainer)}  # fmt: skip
+            self.pair = make_pair(senior, self.junior, tokenizer, junior_tokenizer=self.junior_tokenizer, **options)
+            self.pair.check(self.schedule)
+        else:
+            self.pair.sync_senior(senior)
+        return self.pair
 
-    def _text_rollout(self, prompts, prompt_ids, tokenizer, trainer, row_keys, train: bool) -> dict:
-        """Text pairing: the rollout TRL trains on is the senior's tokenization of the shared text, and
-        env_mask is 1 exactly on the tokens the senior sampled (the junior's text re-encoded is 0)."""
-        from trlvr.engine.text_pair import TextPairGenerator
-
-        args = trainer.args
-        jtok = self.junior_tokenizer
-        if jtok.pad_token is None:
-            jtok.pad_token = jtok.eos_token
-        junior_prompts = [encode_prompt(p, jtok) for p in prompts]
-        start = time.perf_counter()
-        with self._generating_senior(trainer, tokenizer) as senior:
-            gen = TextPairGenerator(senior, tokenizer, self.junior, jtok, senior_eos_ids=list(trainer.eos_token_ids))
-            text = gen.generate(prompt_ids, junior_prompts, self.schedule, args.max_completion_length,
-                                temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0,
-                                seed=args.seed, row_keys=row_keys)  # fmt: skip
-        seconds = time.perf_counter() - start
-        self.generation_seconds += seconds
-        out = text.as_tandem_output(tokenizer.pad_token_id)
-        completion_ids, env_mask = out.completion_ids, out.authors
-        check_author_mask(env_mask, completion_ids)
-        stats = author_stats(out.senior_authored, out.completion_mask)
-        mode = "train" if train else "eval"
-        self._log(trainer, stats, out, seconds, mode)
+    def _log_text(self, trainer, text, mode: str) -> None:
+        """Text pairs: tokens withdrawn before a partner's word, catch-up tokens, the senior's share of characters."""
         n = max(len(text), 1)
         metrics = trainer._metrics[mode]
         metrics["tandem/text/withdrawn_per_seq"].append(sum(text.withdrawn) / n)
         metrics["tandem/text/catch_up_tokens_per_seq"].append(sum(map(sum, text.catch_up_tokens.values())) / n)
         metrics["tandem/text/senior_char_share"].append(sum(text.senior_char_share) / n)
-        return {
-            "prompt_ids": prompt_ids,
-            "completion_ids": completion_ids,
-            "logprobs": out.senior_logprobs,
-            "env_mask": env_mask,
-            "senior_share": stats["senior_share"].tolist(),
-        }
 
     def _log(self, trainer, stats: dict, out, seconds: float, mode: str) -> None:
         """Gather batch sums over processes, run the junior-token check, append TRL-style metrics."""

@@ -1,0 +1,213 @@
+"""The pairing interface: one object that co-generates with a senior and a junior, whatever the engine.
+
+    pair = make_pair(senior, junior, tokenizer)                          # built once per run
+    out = pair.generate(prompt_ids, WordSchedule(0.5), Sampling(256, temperature=0.6), row_keys)
+    out.completion_ids, out.authors, out.senior_logprobs                 # a TandemOutput
+
+Three implementations, one contract (`Pair`):
+- `LockstepPair` ("lockstep"): one shared vocabulary, token by token on HF models (`TandemGenerator`).
+- `TextPair` ("text"): two tokenizers over one shared text, on HF models (`TextPairGenerator`); the
+  returned TandemOutput is the senior's tokenization of the text.
+- `trlvr.vllm.pair.VLLMPair` ("vllm", optional): one vLLM engine holding both models.
+
+Every implementation takes the same `Schedule` objects and the same per-row keys: a row's tokens and
+authors are a function of (sampling.seed, row key, token history), not of its batch-mates. A
+schedule a pairing cannot run is named by `unsupported(schedule)` (a class method, so a config can be
+checked before any model loads) and refused by `check`. Training and evaluation receive a Pair and
+never look at which one it is.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+from trlvr.engine.generator import TandemGenerator
+from trlvr.engine.output import TandemOutput
+from trlvr.engine.sampling import SamplingParams, check_decoding
+from trlvr.engine.schedules import Schedule
+from trlvr.errors import UserError
+
+PAIRINGS = ("lockstep", "text")  # how two models share a rollout (`trlvr.models.choose_pairing`)
+# which engine runs a pair: "hf" is this package; others are optional plugins named "module:Class",
+# imported only when asked for (the core never imports vLLM)
+BACKENDS = {"hf": None, "vllm": "trlvr.vllm.pair:VLLMPair"}
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How one generation call draws: a token budget, temperature (0 = greedy), top_p, top_k (0 = off)
+    and the seed that, with each row's key, fixes every random draw. Validated on creation."""
+
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        check_decoding(self.temperature, self.top_p, self.top_k)
+
+    @property
+    def params(self) -> SamplingParams:
+        return SamplingParams(self.temperature, self.top_p, self.top_k)
+
+
+class Pair(ABC):
+    """A senior and a junior (or a senior alone) that generate together. See the module docstring."""
+
+    backend: ClassVar[str]  # "hf" | "vllm"
+    pairing: ClassVar[str]  # "lockstep" | "text"
+
+    senior = None  # the HF senior module (None where the engine holds the only copy)
+    junior = None  # the HF junior module, or None
+    tokenizer = None  # the senior's tokenizer: prompt ids in, completion ids out are in its vocabulary
+    junior_tokenizer = None  # text pairs: the junior's own tokenizer
+
+    @classmethod
+    def unsupported(cls, schedule: Schedule) -> str | None:
+        """Why this kind of pair cannot run `schedule` (one sentence), or None."""
+        return None
+
+    def check(self, schedule: Schedule) -> None:
+        why = self.unsupported(schedule)
+        if why is not None:
+            raise UserError(why)
+
+    @abstractmethod
+    def generate(self, prompts: list[list[int]], schedule: Schedule, sampling: Sampling,
+                 row_keys: list[int] | None = None) -> TandemOutput:  # fmt: skip
+        """One completion per prompt (senior token ids); row_keys: one int per row (None: its index)."""
+
+    @abstractmethod
+    def sync_senior(self, model) -> None:
+        """Generate with `model`'s current weights from now on (called before each rollout with the
+        senior as training holds it). HF pairs point at the module itself (nothing to copy); an engine
+        with its own copy (vLLM) loads the weights when they changed."""
+
+    @property
+    def pad_token_id(self) -> int:
+        raise NotImplementedError
+
+
+class LockstepPair(Pair):
+    """One shared vocabulary, token by token, on HF models (`TandemGenerator`; its options pass through)."""
+
+    backend, pairing = "hf", "lockstep"
+
+    def __init__(self, senior, junior, tokenizer, *, eos_token_ids: list[int] | None = None,
+                 pad_token_id: int | None = None, tables=None, **engine_options):  # fmt: skip
+        self.senior, self.junior, self.tokenizer = senior, junior, tokenizer
+        self.gen = TandemGenerator(senior, junior, tokenizer, tables=tables, eos_token_ids=eos_token_ids,
+                                   pad_token_id=pad_token_id, **engine_options)  # fmt: skip
+
+    @property
+    def pad_token_id(self) -> int:
+        return self.gen.pad_token_id
+
+    @property
+    def tables(self):
+        return self.gen.tables
+
+    def sync_senior(self, model) -> None:
+        self.senior = self.gen.senior = model  # the same module after an optimizer step: nothing to copy
+
+    def generate(self, prompts, schedule, sampling, row_keys=None) -> TandemOutput:
+        self.check(schedule)
+        return self.gen.generate(prompts, schedule, sampling.max_new_tokens, seed=sampling.seed,
+                                 row_keys=row_keys, sampling=sampling.params)  # fmt: skip
+
+
+class TextPair(Pair):
+    """Two tokenizers over one shared text, on HF models (`trlvr.engine.text_pair`).
+
+    junior_prompts: senior prompt ids -> the junior's prompt ids (a caller holding the prompt text
+    passes its own encoding; default: decode with the senior's tokenizer, encode with the junior's).
+    `last` holds the last `TextPairOutput` (texts, char authors, withdrawn and catch-up counts).
+    """
+
+    backend, pairing = "hf", "text"
+
+    def __init__(self, senior, junior, tokenizer, junior_tokenizer, *, junior_prompts=None,
+                 eos_token_ids: list[int] | None = None):  # fmt: skip
+        from trlvr.engine.text_pair import TextPairFacade, TextPairGenerator
+
+        if junior_tokenizer is not None and junior_tokenizer.pad_token is None:
+            junior_tokenizer.pad_token = junior_tokenizer.eos_token
+        self.senior, self.junior, self.tokenizer, self.junior_tokenizer = senior, junior, tokenizer, junior_tokenizer
+        gen = TextPairGenerator(senior, tokenizer, junior, junior_tokenizer, senior_eos_ids=eos_token_ids)
+        self.facade = TextPairFacade(gen, junior_prompts=junior_prompts, pad_token_id=tokenizer.pad_token_id)
+
+    @classmethod
+    def unsupported(cls, schedule: Schedule) -> str | None:
+        from trlvr.engine.text_pair import TEXT_SCHEDULES
+
+        if type(schedule) in TEXT_SCHEDULES:
+            return None
+        names = ", ".join(s.name for s in TEXT_SCHEDULES)
+        return (f"schedule {schedule.name!r} needs one shared vocabulary (it reads token ids); this senior and "
+                f"junior are text-paired (two tokenizers), which runs the schedules {names}")
+
+    @property
+    def pad_token_id(self) -> int:
+        return self.facade.pad_token_id
+
+    @property
+    def last(self):
+        return self.facade.last
+
+    def sync_senior(self, model) -> None:
+        from trlvr.engine.schedules import SENIOR
+
+        self.senior = self.facade.gen.models[SENIOR] = model
+
+    def generate(self, prompts, schedule, sampling, row_keys=None) -> TandemOutput:
+        self.check(schedule)
+        return self.facade.generate(prompts, schedule, sampling.max_new_tokens, temperature=sampling.temperature,
+                                    top_p=sampling.top_p, top_k=sampling.top_k, seed=sampling.seed,
+                                    row_keys=row_keys)  # fmt: skip
+
+
+def pair_class(backend: str = "hf", pairing: str = "lockstep") -> type[Pair]:
+    """The Pair implementation for (backend, pairing); a combination that does not exist is a UserError."""
+    if backend not in BACKENDS:
+        raise UserError(f"backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if pairing not in PAIRINGS:
+        raise UserError(f"pairing: must be one of {', '.join(PAIRINGS)}, got {pairing!r}")
+    if backend == "vllm":
+        if pairing == "text":
+            raise UserError("backend vllm runs pairs with one shared vocabulary; this pair has two tokenizers "
+                            "(text pairing): use backend hf")  # fmt: skip
+        return _plugin(BACKENDS[backend], backend)
+    return TextPair if pairing == "text" else LockstepPair
+
+
+def _plugin(target: str, backend: str) -> type[Pair]:
+    import importlib
+
+    module, _, name = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as e:
+        raise UserError(f"backend {backend} needs its optional dependencies (pip install 'trlvr[{backend}]'; "
+                        f"vLLM on a CPU: see the README): {e}") from None
+
+
+def unsupported_schedule(schedule: Schedule, backend: str = "hf", pairing: str = "lockstep") -> str | None:
+    """Why (backend, pairing) cannot run `schedule`, or None: for config checks before models load."""
+    return pair_class(backend, pairing).unsupported(schedule)
+
+
+def make_pair(senior, junior=None, tokenizer=None, *, junior_tokenizer=None, backend: str = "hf",
+              **options) -> Pair:  # fmt: skip
+    """The one constructor: a text pair when `junior_tokenizer` is given (the junior has its own
+    vocabulary), else lockstep; `options` are the implementation's own (engine options, EOS ids,
+    junior_prompts for a text pair)."""
+    pairing = "text" if junior is not None and junior_tokenizer is not None else "lockstep"
+    cls = pair_class(backend, pairing)
+    if cls is TextPair:
+        return TextPair(senior, junior, tokenizer, junior_tokenizer, **options)
+    return cls(senior, junior, tokenizer, **options)
