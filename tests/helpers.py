@@ -127,3 +127,24 @@ def assert_same_outputs(a, b, atol: float = 0.0):
             assert torch.equal(x, y)
         elif x is not None:
             torch.testing.assert_close(x, y, atol=atol, rtol=0)
+
+
+EVAL_OPTIONS = ("score_fn", "extract_fn", "progress", "fresh", "refuse_lossy")
+PARTNER_OPTIONS = ("identities", "junior_tokenizer", "paths")
+
+
+def evaluate_models(senior, junior, tokenizer, benchmarks: dict, out, **kw):
+    """`trlvr.eval.runner.evaluate` on two in-memory models, with every setting as a keyword: EvalSpec
+    fields (`decoding` = {temperature, top_p, top_k}), evaluate's options, and Partners.of's
+    (identities, junior_tokenizer, paths; `engine_options` go to make_pair)."""
+    from trlvr.eval.runner import Partners, evaluate
+    from trlvr.eval.spec import EvalSpec
+
+    options = {k: kw.pop(k) for k in EVAL_OPTIONS if k in kw}
+    partner = {k: kw.pop(k) for k in PARTNER_OPTIONS if k in kw}
+    partner.update(kw.pop("engine_options", None) or {})
+    kw.update(kw.pop("decoding", None) or {})
+    if "decode" in partner:
+        kw["decode"] = partner["decode"]
+    partners = Partners.of(senior, junior, tokenizer, **partner)
+    return evaluate(partners, benchmarks, EvalSpec(**kw), out, **options)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import last_word, parity_reward, toy_problems
+from helpers import evaluate_models, last_word, parity_reward, toy_problems
 
 from trlvr.engine import LockstepPair, StepSchedule, WordSchedule
 from trlvr.eval.protocols import batch_seed, protocols_for, run_protocol, schedule_for
-from trlvr.eval.runner import evaluate
 from trlvr.eval.store import read_samples as load_samples
 
 
@@ -67,7 +66,7 @@ def run_eval(models, tokenizer, out_dir, **kw):
         score_fn=parity_reward, extract_fn=last_word, num_resamples=200,
     )  # fmt: skip
     args.update(kw)
-    return evaluate(senior, junior, tokenizer, benches, out_dir, **args)
+    return evaluate_models(senior, junior, tokenizer, benches, out_dir, **args)
 
 
 @pytest.mark.parametrize("arch", ["qwen3"], indirect=True)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import last_word, parity_reward, tiny_model, toy_problems
+from helpers import evaluate_models, last_word, parity_reward, tiny_model, toy_problems
 
-from trlvr.eval.runner import evaluate
 from trlvr.eval.store import read_samples
 from trlvr.experiments.summary import write_summary
 from trlvr.toy.jargon import jargon_by_problem
@@ -27,7 +26,7 @@ def test_summary_table_plot_and_report(tokenizer, tmp_path):
     junior = tiny_model("qwen3", len(tokenizer), seed=1, hidden=32, layers=1)
     for name, seed in (("grpo", 0), ("tandem", 2)):
         senior = tiny_model("qwen3", len(tokenizer), seed=seed)
-        evaluate(
+        evaluate_models(
             senior, junior, tokenizer, {"toy": toy_problems(4)}, tmp_path / "eval" / name, suite=["solo", "handoff"],
             n=2, ks=[1, 2], max_new_tokens=8, batch_size=8, progress=False, score_fn=parity_reward,
             extract_fn=last_word, num_resamples=100,

@@ -11,13 +11,12 @@ import sys
 import textwrap
 
 import pytest
-from helpers import Problem, last_word, parity_reward, tiny_model, toy_problems
+from helpers import Problem, evaluate_models, last_word, parity_reward, tiny_model, toy_problems
 
 from trlvr.engine import LockstepPair
 from trlvr.errors import UserError
 from trlvr.eval.protocols import cut_to_budgets, run_protocol
 from trlvr.eval.report import build_report
-from trlvr.eval.runner import evaluate
 from trlvr.eval.scoring import TokenScores, score_completions, text_means
 from trlvr.eval.store import EvalDir, read_samples
 
@@ -31,7 +30,7 @@ def run(models, tokenizer, out, problems, **kw):
         score_fn=parity_reward, extract_fn=last_word, num_resamples=50,
     )  # fmt: skip
     args.update(kw)
-    return evaluate(senior, junior, tokenizer, {"alpha": problems}, out, **args)
+    return evaluate_models(senior, junior, tokenizer, {"alpha": problems}, out, **args)
 
 
 def keyed(path):

@@ -315,14 +315,13 @@ def test_loophole_report_of_dose_rows(toy_tokenizer):
 
 @pytest.mark.parametrize("arch", ["qwen3"], indirect=True)
 def test_trlvr_eval_reports_the_loophole_statistics_of_dose_protocols(models, tokenizer, tmp_path):
-    from helpers import last_word, parity_reward, toy_problems
+    from helpers import evaluate_models, last_word, parity_reward, toy_problems
 
     from trlvr.data import read_jsonl
     from trlvr.eval.protocols import schedule_for
-    from trlvr.eval.runner import evaluate
 
     senior, junior = models
-    res = evaluate(senior, junior, tokenizer, {"alpha": toy_problems(3, "a")}, tmp_path / "run",
+    res = evaluate_models(senior, junior, tokenizer, {"alpha": toy_problems(3, "a")}, tmp_path / "run",
                    suite=["solo", "dose"], n=2, ks=[1], seed=3, max_new_tokens=12, batch_size=6, progress=False,
                    score_fn=parity_reward, extract_fn=last_word, num_resamples=50)  # fmt: skip
     assert sorted(res["loophole"]) == ["dose-0.25", "dose-0.5", "dose-0.75"]

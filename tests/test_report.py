@@ -9,13 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import last_word, parity_reward, tiny_model, toy_problems
+from helpers import evaluate_models, last_word, parity_reward, tiny_model, toy_problems
 
 from trlvr.cli import eval_cmd
 from trlvr.cli.main import main
 from trlvr.errors import UserError
 from trlvr.eval.report import build_report, load_results
-from trlvr.eval.runner import evaluate
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -33,7 +32,7 @@ def runs(tokenizer, tmp_path_factory):
     benches = {"alpha": toy_problems(4, "a"), "beta": toy_problems(3, "b")}
     for name, seed in (("A", 0), ("B", 2)):
         senior = tiny_model("qwen3", len(tokenizer), seed=seed)
-        evaluate(
+        evaluate_models(
             senior, junior, tokenizer, benches, root / name, n=4, ks=[1, 2, 4], max_new_tokens=24, batch_size=8,
             progress=False, score_fn=parity_reward, extract_fn=last_word, num_resamples=200,
         )  # fmt: skip

@@ -188,36 +188,26 @@ def evaluate_specs(
     selection = selection_note(senior, record, benchmarks)
     senior_fp = model_fingerprint(senior_path, "--senior")
     junior_fp = None if junior is None else {"self_of": senior_fp} if junior == SELF else model_fingerprint(junior, "--junior")
-    loaded: dict = {}
-
-    def pair():  # loaded once `out` is known to be resumable; adapters load onto their base
-        if not loaded:
-            import torch
-
-            dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-            s, j = load_pair(senior_path, junior, dtype=_dtype(dtype))
-            loaded["senior"] = s.to(dev).eval()
-            loaded["junior"] = None if j is None else j if junior == SELF else j.to(junior_device or dev).eval()
-        return loaded
-
     identities = {"senior": senior_fp, "data": data_identities or {}}
     if junior_fp is not None:
         identities["junior"] = junior_fp
-    from trlvr.eval.runner import evaluate
-    from trlvr.rewards import MathReward
+    paths = {"senior": senior_path, "junior": junior, "data": data_sources or {},
+             **({"senior_selection": selection} if selection else {}), **(extra_paths or {})}  # fmt: skip
 
-    res = evaluate(
-        lambda: pair()["senior"], (lambda: pair()["junior"]) if junior is not None else None, tok, benchmarks, out,
-        suite=spec.suite, n=spec.n, ks=spec.ks, decoding=spec.decoding, seed=spec.seed,
-        max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size, progress=progress,
-        handoff_max_rounds=spec.handoff_max_rounds, dose_shares=spec.dose_shares,
-        score_batch_size=spec.score_batch_size, num_resamples=spec.num_resamples,
-        model_paths={"senior": senior_path, "junior": junior, "data": data_sources or {},
-                     **({"senior_selection": selection} if selection else {}), **(extra_paths or {})},
-        identities=identities, context_length=context,
-        max_prompt_tokens=spec.max_prompt_tokens, include_eos=spec.include_eos, fresh=fresh,
-        score_fn=MathReward(require_box=False) if spec.grading == "boxed_or_tail" else None,
-        engine_options={"decode": spec.decode, **({"junior_device": junior_device} if junior_device else {})},
-        refuse_lossy=refuse_lossy, junior_tokenizer=junior_tok,
-    )  # fmt: skip
-    return res
+    def build(junior_prompts=None):  # once `out` is known to be resumable; adapters load onto their base
+        import torch
+
+        from trlvr.engine import make_pair
+
+        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        s, j = load_pair(senior_path, junior, dtype=_dtype(dtype))
+        s = s.to(dev).eval()
+        j = None if j is None else j if junior == SELF else j.to(junior_device or dev).eval()
+        if junior_tok is not None:
+            return make_pair(s, j, tok, junior_tokenizer=junior_tok, junior_prompts=junior_prompts)
+        return make_pair(s, j, tok, decode=spec.decode, **({"junior_device": junior_device} if junior_device else {}))
+
+    from trlvr.eval.runner import Partners, evaluate
+
+    partners = Partners(tok, build, junior is not None, identities, junior_tok, paths, context)
+    return evaluate(partners, benchmarks, spec, out, progress=progress, fresh=fresh, refuse_lossy=refuse_lossy)

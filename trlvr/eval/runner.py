@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -51,7 +52,7 @@ UNDEFINED_FOR_TEXT_PAIRS = {
 }  # fmt: skip
 RESULTS_VERSION = 3  # 3: per-sample `grading`; grading_stats counted from this run's samples
 GRADING_OUTCOMES = ("ok", "no_box", "timeout", "failure")
-__all__ = ["BUDGET_RULE", "evaluate", "write_results", "grading_counts", "lossy_problems"]
+__all__ = ["BUDGET_RULE", "Partners", "evaluate", "write_results", "grading_counts", "lossy_problems"]
 
 
 class Bench(NamedTuple):
@@ -188,91 +189,98 @@ def grading_counts(rows: list[dict]) -> dict[str, int]:
 
 
 def machine_record(model) -> dict:
-    """Versions, device, dtype and threads this evaluation ran with (`trlvr.provenance.machine`)."""
+    """Versions, device, dtype and threads this evaluation ran with (`trlvr.provenance.machine`);
+    without a model in hand (nothing generated yet), the versions and threads."""
     from trlvr.provenance import machine
 
-    if _is_loader(model) or model is None:
+    if model is None:
         return machine()
     p = next(model.parameters(), None)
     return machine(dtype=str(p.dtype).removeprefix("torch.") if p is not None else None,
                    device=str(p.device) if p is not None else None)  # fmt: skip
 
 
+@dataclass
+class Partners:
+    """The models one evaluation runs, described before they load.
+
+    tokenizer: the senior's (prompts and completions are in its ids); junior_tokenizer: a text pair's
+    junior's own (None: one vocabulary). build(junior_prompts=None) -> `trlvr.engine.Pair`, called once
+    the output directory is known to be resumable (a text pair's junior prompts come from the problems).
+    identities: {"senior", "junior", "data"} for the fingerprint; paths: what config.json's "models"
+    records; context_length: the models' shortest context (None: unknown).
+    """
+
+    tokenizer: object
+    build: Callable[..., object]
+    has_junior: bool
+    identities: dict
+    junior_tokenizer: object = None
+    paths: dict = field(default_factory=dict)
+    context_length: int | None = None
+    backend: str = "hf"
+
+    @classmethod
+    def of(cls, senior, junior, tokenizer, *, junior_tokenizer=None, identities: dict | None = None,
+           paths: dict | None = None, **pair_options) -> Partners:  # fmt: skip
+        """Partners of two models already in memory: identified by a hash of their weights unless
+        `identities` says; `pair_options` go to `trlvr.engine.make_pair` (e.g. decode, junior_device)."""
+        from trlvr.engine import make_pair
+
+        ids = dict(identities or {})
+        ids.setdefault("senior", {"weights": fpr.weights_digest(senior)})
+        if junior is not None:
+            ids.setdefault("junior", {"weights": fpr.weights_digest(junior)})
+
+        def build(junior_prompts=None):
+            text = {"junior_tokenizer": junior_tokenizer, "junior_prompts": junior_prompts} if junior_tokenizer else {}
+            return make_pair(senior, junior, tokenizer, **text, **pair_options)
+
+        return cls(tokenizer, build, junior is not None, ids, junior_tokenizer if junior is not None else None,
+                   dict(paths or {}), model_context_length(senior, junior))  # fmt: skip
+
+    @property
+    def pairing(self) -> str | None:
+        return None if not self.has_junior else "text" if self.junior_tokenizer is not None else "lockstep"
+
+
 def evaluate(
-    senior,
-    junior,
-    tokenizer,
+    partners: Partners,
     benchmarks: dict[str, list],
+    spec: EvalSpec,
     out_dir: str | Path,
-    suite: list[str] | tuple[str, ...] = D.SUITE_NAMES,
-    n: int = D.N,
-    ks: list[int] | tuple[int, ...] = D.KS,
-    decoding: dict | None = None,
-    seed: int = D.SEED,
-    max_new_tokens: int = D.MAX_NEW_TOKENS,
-    batch_size: int = D.BATCH_SIZE,
-    progress: bool = True,
     *,
     score_fn: Callable[[list[str], list[str]], list[float]] | None = None,
     extract_fn: Callable[[str], str | None] | None = None,
-    handoff_max_rounds: int = D.HANDOFF_MAX_ROUNDS,
-    dose_shares: tuple[float, ...] = D.DEFAULT_DOSE_SHARES,
-    score_batch_size: int = D.SCORE_BATCH_SIZE,
-    num_resamples: int = D.NUM_RESAMPLES,
-    model_paths: dict | None = None,
-    identities: dict | None = None,
-    context_length: int | None | str = "auto",
-    max_prompt_tokens: int | None | str = "auto",
-    include_eos: bool = False,
+    progress: bool = True,
     fresh: bool = False,
-    engine_options: dict | None = None,
     refuse_lossy: bool = False,
-    junior_tokenizer=None,
 ) -> dict:
-    """Evaluate `senior` (with `junior` as partner, scorer and floor) into `out_dir`; return results.json's dict.
+    """Evaluate `partners` (the senior, with its junior as partner, scorer and floor) on `benchmarks`
+    under `spec` into `out_dir`; return results.json's dict.
 
     `benchmarks`: name -> problems (`trlvr.data.Problem`s or objects with id, problem, answer and
-    optionally prompt). `score_fn(completions, answers)` grades texts (default
-    `trlvr.rewards.math_reward`); `extract_fn(text)` gives the parsed answer (default
-    `trlvr.rewards.extract_boxed`). `identities`: {"senior"|"junior": identity dict, "data":
-    {bench: file identity}} from the caller (the CLI passes model folders' identities); a model
-    without one is identified by a hash of its weights. `context_length` "auto" reads the models'
-    `max_position_embeddings` (None = unknown: a flat budget of `max_new_tokens`); the budget of a
-    problem is then min(max_new_tokens, context - prompt - 8). `max_prompt_tokens` "auto" = the
-    longest prompt that leaves room to generate. `fresh` deletes the directory's earlier samples.
-    `senior` / `junior` may be zero-argument loaders (with their identities and `context_length`
-    given): they are called only once the directory is known to be resumable. Problems whose prompt
-    the tokenizer cannot spell (decode(encode(prompt)) differs) are listed in config.json's
+    optionally prompt). `score_fn(completions, answers)` grades texts (default: `spec.grading` with
+    trlvr's math grader); `extract_fn(text)` gives the parsed answer (default
+    `trlvr.rewards.extract_boxed`). `spec.context_length` "auto" takes `partners.context_length`
+    (None = unknown: a flat budget of `max_new_tokens`); the budget of a problem is then
+    min(max_new_tokens, context - prompt - 8). `spec.max_prompt_tokens` "auto" = the longest prompt
+    that leaves room to generate. `fresh` deletes the directory's earlier samples. Problems whose
+    prompt the tokenizer cannot spell (decode(encode(prompt)) differs) are listed in config.json's
     `lossy_prompts` and warned about; `refuse_lossy` makes them an error.
-    `junior_tokenizer`: the junior's own tokenizer when it differs from the senior's (a text pair;
-    see the module docstring); None = one shared vocabulary.
     """
-    spec = EvalSpec(
-        suite=tuple(suite), n=n, ks=tuple(ks), **{**D.DEFAULT_DECODING, **(decoding or {})}, seed=seed,
-        max_new_tokens=max_new_tokens, batch_size=batch_size, handoff_max_rounds=handoff_max_rounds,
-        dose_shares=tuple(dose_shares), score_batch_size=score_batch_size, num_resamples=num_resamples,
-        include_eos=include_eos, context_length=context_length, max_prompt_tokens=max_prompt_tokens,
-        decode=(engine_options or {}).get("decode", "auto"),
-    )  # fmt: skip
-    try:
-        protocols = protocols_for(spec.suite, spec.dose_shares)
-    except ValueError as e:
-        raise UserError(str(e)) from None
     spec.check()
-    suite, ks, decoding = list(spec.suite), list(spec.ks), spec.decoding
+    protocols = protocols_for(spec.suite, spec.dose_shares)
+    suite = list(spec.suite)
+    if score_fn is None:
+        score_fn = _grader_for(spec.grading)
     grading = grading_name(score_fn)
-    if junior is None:
-        junior_tokenizer = None
-    pairing = None if junior is None else "text" if junior_tokenizer is not None else "lockstep"
-    lazy = [name for name, m in (("senior", senior), ("junior", junior)) if _is_loader(m)]
-    if lazy and (context_length == "auto" or any(name not in (identities or {}) for name in lazy)):
-        raise ValueError(f"{lazy} given as loaders: pass context_length and their identities too")
-    if context_length == "auto":
-        context_length = model_context_length(senior, junior)
-    if max_prompt_tokens == "auto":
-        max_prompt_tokens = default_max_prompt_tokens(context_length)
+    tokenizer, pairing = partners.tokenizer, partners.pairing
+    context_length = partners.context_length if spec.context_length == "auto" else spec.context_length
+    max_prompt_tokens = (default_max_prompt_tokens(context_length) if spec.max_prompt_tokens == "auto"
+                         else spec.max_prompt_tokens)  # fmt: skip
     benches, dropped = prepare_benchmarks(
-        benchmarks, tokenizer, max_prompt_tokens, max_new_tokens, context_length
+        benchmarks, tokenizer, max_prompt_tokens, spec.max_new_tokens, context_length
     )
     lossy = lossy_problems(benchmarks, tokenizer)
     if lossy and refuse_lossy:
@@ -282,15 +290,16 @@ def evaluate(
             f"differs; first: {bench} row id {first['source_id']!r} loses {first['lost']!r}); drop them, or "
             "use a tokenizer that spells them"
         )
-    identities = identities or {}
+    identities = partners.identities
     fingerprint = {
         "version": fpr.VERSION,
         "models": {
-            "senior": identities.get("senior") or {"weights": fpr.weights_digest(senior)},
-            "junior": identities.get("junior") or (None if junior is None else {"weights": fpr.weights_digest(junior)}),
+            "senior": identities["senior"],
+            "junior": identities.get("junior") if partners.has_junior else None,
             "tokenizer": vocab_fingerprint(tokenizer)[:16],
-            **({"junior_tokenizer": vocab_fingerprint(junior_tokenizer)[:16], "pairing": "text"}
+            **({"junior_tokenizer": vocab_fingerprint(partners.junior_tokenizer)[:16], "pairing": "text"}
                if pairing == "text" else {}),  # fmt: skip
+            **({"backend": partners.backend} if partners.backend != "hf" else {}),
         },
         "data": identities.get("data") or {},
         "problems": {b: x.keys for b, x in benches.items()},
@@ -299,16 +308,11 @@ def evaluate(
     config = {
         **spec.config_part(context_length, max_prompt_tokens, grading),
         "protocols": protocols, "benchmarks": sorted(benches),
-        "num_problems": {b: len(x.keys) for b, x in benches.items()}, "models": model_paths or {},
-        "dropped_problems": dropped, "lossy_prompts": lossy, "machine": machine_record(senior),
-        "pairing": pairing,
+        "num_problems": {b: len(x.keys) for b, x in benches.items()}, "models": partners.paths,
+        "dropped_problems": dropped, "lossy_prompts": lossy, "machine": machine_record(None),
+        "pairing": pairing, "backend": partners.backend,
     }  # fmt: skip
-    run = _Run(
-        senior, junior, tokenizer, benches, protocols, n, decoding, seed, batch_size, handoff_max_rounds,
-        score_fn or _default_score_fn(), extract_fn or _default_extract_fn(), score_batch_size, include_eos,
-        want_scores=bool({"legibility", "drift"} & set(suite)), progress=progress,
-        engine_options=engine_options or {}, junior_tokenizer=junior_tokenizer,
-    )  # fmt: skip
+    run = _Run(partners, benches, protocols, spec, score_fn, extract_fn or _default_extract_fn(), progress)
     store = EvalDir(out_dir)
     created = not store.path.exists()
     try:
@@ -316,6 +320,9 @@ def evaluate(
             rows = _open(store, fingerprint, config, fresh)
             try:
                 rows = run.generate(store, rows)
+                if run.pair is not None and run.pair.senior is not None:  # the machine it ran on
+                    config["machine"] = machine_record(run.pair.senior)
+                    store.write(CONFIG, config)
             except BaseException:
                 if not store.has_samples():  # nothing generated: leave no metadata behind
                     for name in (FINGERPRINT, CONFIG):
@@ -329,7 +336,7 @@ def evaluate(
             if pairing == "text":
                 extra["undefined"] = {m: why for m, why in UNDEFINED_FOR_TEXT_PAIRS.items()
                                       if m.split("/")[0] in suite or (m == "loophole" and "dose" in suite)}  # fmt: skip
-            return write_results(store.path, rows, config, num_resamples=num_resamples, extra=extra)
+            return write_results(store.path, rows, config, num_resamples=spec.num_resamples, extra=extra)
     except BaseException:
         if created and not store.has_samples():
             store.remove_lock_files()
@@ -352,16 +359,12 @@ def _open(store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> list[
     return store.rows()
 
 
-def _is_loader(m) -> bool:
-    import torch
+def _grader_for(grading: str):
+    """The math grader of a grading mode: "boxed" (the shared default MathReward; per-sample outcomes
+    come from `grade`) or "boxed_or_tail" (the last number when nothing is boxed)."""
+    from trlvr.rewards import MathReward, math_reward
 
-    return callable(m) and not isinstance(m, torch.nn.Module)
-
-
-def _default_score_fn():
-    from trlvr.rewards import math_reward
-
-    return math_reward  # the shared default MathReward (per-sample outcomes come from `grade`)
+    return MathReward(require_box=False) if grading == "boxed_or_tail" else math_reward
 
 
 def _default_extract_fn():
@@ -376,43 +379,40 @@ def _piece_lens(tokenizer, ids: list[int], text: str) -> list[int] | None:
 
 
 class _Run:
-    """The generation half of `evaluate`: planned batches in, rows out."""
+    """The generation half of `evaluate`: planned batches in, rows out, through one Pair."""
 
-    def __init__(
-        self, senior, junior, tokenizer, benches, protocols, n, decoding, seed, batch_size, handoff_max_rounds,
-        score_fn, extract_fn, score_batch_size, include_eos, *, want_scores, progress, engine_options,
-        junior_tokenizer=None,
-    ):  # fmt: skip
-        self.engine_options = engine_options  # TandemGenerator settings: decode, junior_device
-        self.junior_tokenizer = junior_tokenizer  # a text pair's junior tokenizer (None: one vocabulary)
+    def __init__(self, partners: Partners, benches: dict, protocols: list[str], spec: EvalSpec, score_fn,
+                 extract_fn, progress: bool):  # fmt: skip
+        self.partners, self.tokenizer, self.junior_tokenizer = partners, partners.tokenizer, partners.junior_tokenizer
+        self.benches, self.protocols, self.spec = benches, protocols, spec
+        self.score_fn, self.extract_fn, self.progress = score_fn, extract_fn, progress
+        self.want_scores = bool({"legibility", "drift"} & set(spec.suite))
         self.junior_prompts: dict[tuple, list[int]] = {}  # text pairs: senior prompt ids -> the junior's
-        self.senior, self.junior, self.tokenizer = senior, junior, tokenizer
-        self.benches, self.protocols, self.n, self.decoding, self.seed = benches, protocols, n, decoding, seed
-        self.batch_size, self.handoff_max_rounds = batch_size, handoff_max_rounds
-        self.score_fn, self.extract_fn = score_fn, extract_fn
-        self.score_batch_size, self.include_eos = score_batch_size, include_eos
-        self.want_scores, self.progress = want_scores, progress
+        self.pair = None  # built on first use: a resumed evaluation with nothing to do loads no model
+
+    @property
+    def senior(self):  # the HF modules that score (teacher-forced legibility and drift)
+        return self._pair().senior
+
+    @property
+    def junior(self):
+        return self._pair().junior
 
     def generate(self, store: EvalDir, old_rows: list[dict]) -> list[dict]:
         """Generate every planned batch that lacks a row; return this plan's rows in plan order."""
         from tqdm.auto import tqdm
 
-        if _is_loader(self.senior):
-            self.senior = self.senior()
-        if _is_loader(self.junior):
-            self.junior = self.junior()
-
         def key(r):
             return (r["benchmark"], r["protocol"], str(r["problem_id"]), int(r["sample_idx"]), r.get("batch"))
 
         have = {key(r): r for r in old_rows}
-        gen = self._generator()
+        spec = self.spec
         plan_rows, in_file = [], len(old_rows)
         for bench, b in self.benches.items():
             for proto in self.protocols:
-                batches = plan_batches(bench, proto, b.keys, self.n, self.batch_size, self.seed)
+                batches = plan_batches(bench, proto, b.keys, spec.n, spec.batch_size, spec.seed)
                 bar = tqdm(
-                    total=len(b.keys) * self.n,
+                    total=len(b.keys) * spec.n,
                     desc=f"{bench}/{proto}",
                     disable=not self.progress,
                     leave=False,
@@ -422,7 +422,7 @@ class _Run:
                     if any(k not in have for k in keys):
                         # The whole batch, so a resumed batch has the same batch-mates (and the same
                         # scoring padding) as the first time; only its missing rows are written.
-                        new = self._batch_rows(gen, b, batch)
+                        new = self._batch_rows(self._pair(), b, batch)
                         new = [r for r, k in zip(new, keys, strict=True) if k not in have]
                         store.append(new)
                         in_file += len(new)
@@ -435,16 +435,16 @@ class _Run:
             store.rewrite(plan_rows)  # drop rows of other plans (another --limit or --n), keep new scores
         return plan_rows
 
-    def _generator(self):
-        """The run's Pair (`trlvr.engine.make_pair`): lockstep, or for a text pair one whose junior
-        prompts are each problem's rendered prompt encoded by the junior's tokenizer (as training's)."""
-        from trlvr.engine import make_pair
-
-        if self.junior_tokenizer is None:
-            return make_pair(self.senior, self.junior, self.tokenizer, **self.engine_options)
-        self._fill_junior_prompts()
-        return make_pair(self.senior, self.junior, self.tokenizer, junior_tokenizer=self.junior_tokenizer,
-                         junior_prompts=lambda ids: self.junior_prompts[tuple(ids)])  # fmt: skip
+    def _pair(self):
+        """The run's Pair, built once (`Partners.build`); a text pair's junior prompts are each
+        problem's rendered prompt encoded by the junior's tokenizer (as training's)."""
+        if self.pair is None:
+            if self.junior_tokenizer is not None:
+                self._fill_junior_prompts()
+                self.pair = self.partners.build(junior_prompts=lambda ids: self.junior_prompts[tuple(ids)])
+            else:
+                self.pair = self.partners.build()
+        return self.pair
 
     def _fill_junior_prompts(self) -> None:
         from trlvr.data import encode_prompt, prompt_for
@@ -453,12 +453,12 @@ class _Run:
             for problem, ids in zip(b.problems, b.prompts, strict=True):
                 self.junior_prompts[tuple(ids)] = encode_prompt(prompt_for(problem, self.tokenizer), self.junior_tokenizer)
 
-    def _batch_rows(self, gen, b: Bench, batch) -> list[dict]:
-        problems, tok = b.problems, self.tokenizer
+    def _batch_rows(self, pair, b: Bench, batch) -> list[dict]:
+        problems, tok, spec = b.problems, self.tokenizer, self.spec
         out = run_protocol(
-            gen, batch.protocol, [b.prompts[i] for i, _ in batch.items],
-            max_new_tokens=[b.budgets[i] for i, _ in batch.items], decoding=self.decoding, seed=self.seed,
-            handoff_max_rounds=self.handoff_max_rounds,
+            pair, batch.protocol, [b.prompts[i] for i, _ in batch.items],
+            max_new_tokens=[b.budgets[i] for i, _ in batch.items], decoding=spec.decoding, seed=spec.seed,
+            handoff_max_rounds=spec.handoff_max_rounds,
             row_keys=[eval_row_key(batch.benchmark, b.keys[i], s, batch.protocol) for i, s in batch.items],
         )  # fmt: skip
         ids_all = out.completion_ids
@@ -475,7 +475,7 @@ class _Run:
             ids = ids_all[j]
             row = {
                 "benchmark": batch.benchmark, "problem_id": b.keys[i], "source_id": str(problems[i].id),
-                "protocol": batch.protocol, "sample_idx": s, "batch": batch.signature, "seed": self.seed,
+                "protocol": batch.protocol, "sample_idx": s, "batch": batch.signature, "seed": spec.seed,
                 "answer": gold, "text": text, "token_ids": ids, "authors": "".join(map(str, authors[j])),
                 "num_tokens": len(ids), "senior_share": share[j], "num_switches": switches[j],
                 "reward": 0.0 if reward is None else float(reward),  # an ungradable completion counts as wrong
@@ -486,7 +486,7 @@ class _Run:
             if jlp is not None:
                 row["junior_logprobs"] = [round(x, 3) for x in jlp[j]]
             if self.junior_tokenizer is not None:
-                row["senior_char_share"] = round(gen.last.senior_char_share[j], 4)
+                row["senior_char_share"] = round(pair.last.senior_char_share[j], 4)
             if s == 0:
                 row["prompt"] = tok.decode(b.prompts[i], skip_special_tokens=False)
             rows.append(row)
@@ -504,13 +504,13 @@ class _Run:
         pad = tok.pad_token_id if tok.pad_token_id is not None else 0
         scores = score_completions(
             self.senior, self.junior, prompts, [r["token_ids"] for r in rows], pad_token_id=pad,
-            batch_size=self.score_batch_size,
+            batch_size=self.spec.score_batch_size,
         )  # fmt: skip
         for r, sc in zip(rows, scores, strict=True):
-            means = text_means(sc, ends_with_eos=r["finish_reason"] == "eos", include_eos=self.include_eos)
+            means = text_means(sc, ends_with_eos=r["finish_reason"] == "eos", include_eos=self.spec.include_eos)
             r["legibility"], r["drift"] = means if means else (None, None)
             r["junior_logprobs"] = [round(x, 3) for x in sc.junior_logprobs]
-            m = len(sc.junior_logprobs) - (1 if r["finish_reason"] == "eos" and not self.include_eos else 0)
+            m = len(sc.junior_logprobs) - (1 if r["finish_reason"] == "eos" and not self.spec.include_eos else 0)
             n_bytes = len(r["text"].encode("utf-8"))
             r["legibility_bpb"] = -sum(sc.junior_logprobs[:m]) / math.log(2) / n_bytes if means and n_bytes else None
 
@@ -522,7 +522,7 @@ class _Run:
         if not self.junior_prompts:
             self._fill_junior_prompts()  # a resume that only rescores
         scored = text_nll(self.junior, self.junior_tokenizer, [self.junior_prompts[tuple(p)] for p in prompts],
-                          [r["text"] for r in rows], batch_size=self.score_batch_size)  # fmt: skip
+                          [r["text"] for r in rows], batch_size=self.spec.score_batch_size)  # fmt: skip
         for r, (nll, n_bytes, n_tokens) in zip(rows, scored, strict=True):
             r["legibility"] = nll / n_tokens if n_tokens else None
             r["legibility_bpb"] = nll / math.log(2) / n_bytes if n_tokens and n_bytes else None
