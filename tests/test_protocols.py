@@ -1,0 +1,32 @@
+"""Evaluation protocols as objects: one parse of a protocol name, its schedule, its suite entry."""
+
+from __future__ import annotations
+
+import pytest
+
+from trlvr.engine import SoloSchedule, StepSchedule, WordSchedule
+from trlvr.eval.protocols import parse_protocol, protocol_of_metric, protocols_for
+
+
+def test_every_protocol_a_suite_asks_for_parses_back_to_its_schedule():
+    names = protocols_for(["solo", "handoff", "dose", "junior"], (0.25, 0.5, 0.75))
+    assert names == ["solo", "handoff", "dose-0.25", "dose-0.5", "dose-0.75", "junior"]
+    parsed = [parse_protocol(n) for n in names]
+    assert [p.entry for p in parsed] == ["solo", "handoff", "dose", "dose", "dose", "junior"]
+    assert [p.needs_junior for p in parsed] == [False, True, True, True, True, True]
+    solo, handoff, dose, *_ = (p.schedule(handoff_max_rounds=3) for p in parsed)
+    assert solo == SoloSchedule("senior") and parsed[-1].schedule() == SoloSchedule("junior")
+    assert isinstance(handoff, StepSchedule) and handoff.max_rounds == 3
+    assert isinstance(dose, WordSchedule) and dose.p == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("bad", ["dose-", "dose-x", "dose-1.5", "dose--0.1", "solos", ""])
+def test_a_name_that_is_no_protocol_is_refused(bad):
+    with pytest.raises(ValueError, match="unknown protocol"):
+        parse_protocol(bad)
+
+
+def test_metric_names_map_to_their_protocol():
+    assert protocol_of_metric("dose-0.5/pass@1").junior_share == 0.5
+    assert protocol_of_metric("handoff/round_capped").entry == "handoff"
+    assert protocol_of_metric("legibility/junior_ce") is None and protocol_of_metric("drift/kl") is None
