@@ -2,7 +2,7 @@
 
     trlvr demo --out runs/demo                  # one seed (~11 min on 2 cores); resumes: finished stages are skipped
     trlvr demo --out runs/demo-seeds --seeds 0,1,2   # the seed study: across-seed CIs (two-level bootstrap)
-    trlvr demo --out runs/demo --fresh          # start over
+    trlvr demo --out runs/demo --fresh          # start over (the earlier demo moves into runs/demo/replaced-<time>/)
     trlvr demo --out runs/demo-compact --jargon compact   # the GSM8K-like spaceless jargon (world retrained, ~5 min more)
     trlvr demo --out runs/demo-lora --lora      # LoRA seniors (rank 16, lr LORA_LR) instead of full fine-tuning
 
@@ -23,7 +23,6 @@ What this file does not know: how any stage works. It only wires library calls t
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -123,14 +122,16 @@ def run_demo(out_dir: str | Path, fresh: bool = False, steps: int | None = None,
     jargon: the toy world's jargon spelling ("spaced", shipped; "compact" retrains the world from
     scratch, see trlvr.toy.dialects). lora: train LoRA adapters (rank 16) instead of full weights.
     """
+    from trlvr.rundir import check_dir_path, set_aside
     from trlvr.toy import prepare_world
     from trlvr.toy.world import WorldConfig
     from trlvr.training.console import quiet_libraries
 
     quiet_libraries()
     out = Path(out_dir)
-    if fresh and out.exists():
-        shutil.rmtree(out)
+    check_dir_path(out, "--out")
+    if fresh:  # start over: the earlier demo moves into OUT/replaced-<time>/ (nothing is deleted)
+        set_aside(out)
     out.mkdir(parents=True, exist_ok=True)
     steps = DEMO_STEPS if steps is None else steps
     _check_options(out, {"jargon": jargon, "lora": lora, "steps": steps, "limit": limit, "n": n,

@@ -2,7 +2,7 @@
 
 trlvr demo --out runs/demo                          # one seed; re-running skips finished stages
 trlvr demo --out runs/demo-seeds --seeds 0,1,2      # the seed study, across-seed CIs
-trlvr demo --out runs/demo --fresh                  # start over
+trlvr demo --out runs/demo --fresh                  # start over (the earlier demo: runs/demo/replaced-<time>/)
 trlvr demo --out runs/demo-compact --jargon compact # spaceless GSM8K-like jargon (the world is retrained)
 trlvr demo --out runs/demo-lora --lora              # LoRA seniors instead of full fine-tuning
 """
@@ -18,7 +18,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     p.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
-    p.add_argument("--fresh", action="store_true", help="delete DIR first and start over")
+    p.add_argument("--fresh", action="store_true", help="start over: move what DIR holds into DIR/replaced-<time>/ (nothing is deleted)")
     p.add_argument(
         "--steps", type=int, default=None, help="training steps per arm (default: 100, trlvr.demo.DEMO_STEPS)"
     )

@@ -12,7 +12,8 @@
 The config is one flat YAML of `trlvr.config.TandemConfig` and `trl.GRPOConfig` fields, read by
 TRL's own parser (`trl.TrlParser`); any field is also a `--key value` override, and a wrong key
 or type is one error line naming it. `{arm}` in output_dir becomes the arm. Switches: `--resume`,
-`--force` (train into a directory holding a different run), `--verbose`, `--seeds`,
+`--force` (start over: the earlier run in output_dir is moved into output_dir/replaced-<time>/, so
+nothing of it is resumed or selected later; nothing is deleted), `--verbose` (also: tracebacks), `--seeds`,
 `--dry-run` (every config check that needs no model, then exit: `trlvr study plan` commands on a CPU).
 
 A second `trlvr train` into a directory being trained into is refused (exit 2, naming the first's
@@ -64,7 +65,10 @@ def dry_run(argv: list[str]) -> str:
     if not torch.cuda.is_available():
         argv = [*argv, "--use_cpu", "true", "--bf16", "false", "--fp16", "false"]
         note = " (no GPU here: checked with use_cpu on and bf16/fp16 off)"
-    tandem, grpo, _ = parse_run_args(argv)
+    tandem, grpo, options = parse_run_args(argv)
+    from trlvr.training.run import check_start
+
+    check_start(grpo.output_dir, resume=options.resume, force=options.force)
     if all(p == "self" or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):
         from trlvr.training.build import check_pairing
 
@@ -97,13 +101,17 @@ def main(args) -> int:
     from trlvr.training.console import log, quiet_libraries
 
     tandem, grpo, options = parse_run_args(argv)
+    from trlvr.training.run import check_start, seed_flags, start_over, train_and_save
+
+    check_start(grpo.output_dir, resume=options.resume, force=options.force)
     quiet_libraries(options.verbose)
     from trlvr.training.preempt import Preempted
-    from trlvr.training.run import seed_flags, train_and_save
 
     runs = [(tandem, grpo, None)]
     if seeds is not None:
         runs = [(*parse_run_args(argv + seed_flags(grpo, s))[:2], s) for s in seeds]
+        if options.force:  # start over in OUTPUT_DIR as a whole: no seed-<s>/ of the earlier runs stays
+            start_over(grpo.output_dir)
     for tandem, run_args, seed in runs:
         desc = f"train {tandem.arm}" + (f" seed {seed}" if seed is not None else "")
         try:

@@ -12,7 +12,11 @@ import torch
 
 from trlvr.algos import author_stats
 
-FINISH_REASONS = ("length", "eos", "rounds")  # index = code stored in `finish_codes`
+# index = code stored in `finish_codes`. "unrepresentable" (text pairing only, `trlvr.engine.text_pair`):
+# a partner's tokenizer cannot spell the shared text (a character missing from its vocabulary without
+# byte fallback, control bytes, bytes that are no UTF-8), so the row ended at the longest prefix both
+# spell, closed by an EOS no model sampled; evaluation counts these rows (<protocol>/unrepresentable).
+FINISH_REASONS = ("length", "eos", "rounds", "unrepresentable")
 
 
 @dataclass

@@ -5,6 +5,9 @@ Per-problem table: {benchmark: {metric: {problem_id: value}}}. Metric names:
     <protocol>/mean_tokens, <protocol>/truncated      completion length, share cut by the budget
     handoff/round_capped                               share ended by the round cap (a round = one
                                                        senior step + one junior step)
+    <protocol>/unrepresentable                         share ended because a partner's tokenizer cannot
+                                                       spell the text (text pairs; `trlvr.engine.text_pair`);
+                                                       a protocol has it once any of its rows ended so
     dose-J/pass@1, dose-J/senior_share                 at junior share J
     legibility/junior_ce                               junior's mean per-token CE (nats) on the text of
                                                        solo samples (final EOS left out unless include_eos);
@@ -28,6 +31,7 @@ import numpy as np
 from trlvr.eval.stats import bootstrap_ci, mean_stat, paired_bootstrap, pass_at_k, ratio_stat
 
 PASS_PROTOCOLS = ("solo", "handoff", "junior")
+UNREPRESENTABLE = "unrepresentable"  # the finish reason (trlvr.engine.output.FINISH_REASONS) counted per protocol
 CORRECT_THRESHOLD = 0.5
 
 Table = dict[str, dict[str, dict[str, float]]]
@@ -38,12 +42,15 @@ def problem_table(rows: list[dict], ks: list[int]) -> Table:
     for r in rows:
         groups[(r["benchmark"], r["protocol"], str(r["problem_id"]))].append(r)
     table: Table = defaultdict(lambda: defaultdict(dict))
+    unspelt = {r["protocol"] for r in rows if r["finish_reason"] == UNREPRESENTABLE}
     for (bench, proto, pid), rs in groups.items():
         t = table[bench]
         correct = [float(r["reward"]) > CORRECT_THRESHOLD for r in rs]
         m = len(rs)
         t[f"{proto}/mean_tokens"][pid] = float(np.mean([r["num_tokens"] for r in rs]))
         t[f"{proto}/truncated"][pid] = float(np.mean([r["finish_reason"] == "length" for r in rs]))
+        if proto in unspelt:
+            t[f"{proto}/{UNREPRESENTABLE}"][pid] = float(np.mean([r["finish_reason"] == UNREPRESENTABLE for r in rs]))
         if proto in PASS_PROTOCOLS:
             for k in ks:
                 if k <= m:

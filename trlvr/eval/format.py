@@ -11,7 +11,7 @@ from __future__ import annotations
 
 # A metric is a rate (printed x100) when its last component is one of these, or starts with "pass@";
 # ratios of rates ("handoff_ratio/...") are not rates.
-RATE_SUFFIXES = ("senior_share", "truncated", "round_capped", "jargon_rate")
+RATE_SUFFIXES = ("senior_share", "truncated", "round_capped", "jargon_rate", "unrepresentable")
 RATIO_HEADS = ("handoff_ratio",)
 
 

@@ -314,6 +314,8 @@ def evaluate(
     }  # fmt: skip
     run = _Run(partners, benches, protocols, spec, score_fn, extract_fn or _default_extract_fn(), progress)
     store = EvalDir(out_dir)
+    if not fresh and (done := _finished(store, fingerprint, config, run)) is not None:
+        return done  # nothing to write: no lock taken, no file touched (a read-only copy reports too)
     created = not store.path.exists()
     try:
         with store.lock():
@@ -343,6 +345,49 @@ def evaluate(
             if store.path.is_dir() and not any(store.path.iterdir()):
                 store.path.rmdir()
         raise
+
+
+def _row_key(r: dict) -> tuple:
+    return (r["benchmark"], r["protocol"], str(r["problem_id"]), int(r["sample_idx"]), r.get("batch"))
+
+
+def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dict | None:
+    """results.json of a directory this evaluation would not change, read without the lock: the same
+    fingerprint and settings (the machine aside), exactly the planned rows, each scored, a whole last
+    line and results of this version. None when anything would be written."""
+    import json
+
+    def as_stored(obj: dict) -> dict:
+        return json.loads(json.dumps(obj, default=str))
+
+    def settings(c: dict) -> dict:
+        return {k: v for k, v in c.items() if k != "machine"}
+
+    names = (FINGERPRINT, CONFIG, RESULTS)
+    if not all(store.file(n).is_file() for n in names) or not store.has_samples():
+        return None
+    try:
+        old_fp, old_config, results = (read_json(store.file(n)) for n in names)
+        want = settings(as_stored(config))
+        if old_fp != as_stored(fingerprint) or settings(old_config) != want or settings(results["config"]) != want:
+            return None
+        if results.get("version") != RESULTS_VERSION or not store.samples.read_bytes().endswith(b"\n"):
+            return None
+        rows = store.rows()
+    except (UserError, OSError, KeyError, TypeError, ValueError):  # unreadable: the locked path says why
+        return None
+    planned = {
+        (bench, proto, b.keys[i], s, batch.signature)
+        for bench, b in run.benches.items() for proto in run.protocols
+        for batch in plan_batches(bench, proto, b.keys, run.spec.n, run.spec.batch_size, run.spec.seed)
+        for i, s in batch.items
+    }  # fmt: skip
+    keys = [_row_key(r) for r in rows]
+    if len(keys) != len(planned) or set(keys) != planned or results.get("grading_stats", {}).get("graded") != len(rows):
+        return None
+    if run.want_scores and any(r["protocol"] == "solo" and "legibility" not in r for r in rows):
+        return None
+    return results
 
 
 def _open(store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> list[dict]:
@@ -402,9 +447,7 @@ class _Run:
         """Generate every planned batch that lacks a row; return this plan's rows in plan order."""
         from tqdm.auto import tqdm
 
-        def key(r):
-            return (r["benchmark"], r["protocol"], str(r["problem_id"]), int(r["sample_idx"]), r.get("batch"))
-
+        key = _row_key
         have = {key(r): r for r in old_rows}
         spec = self.spec
         plan_rows, in_file = [], len(old_rows)

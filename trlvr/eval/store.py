@@ -6,6 +6,7 @@
     DIR/per_problem.json  {benchmark: {metric: {problem_id: value}}}
     DIR/results.json      metrics with CIs (see `trlvr.eval.runner.write_results`)
     DIR/.lock, .lock.pid  the exclusive lock of the run writing DIR, and its holder's pid
+    DIR/replaced-<time>/  an earlier run set aside by `--fresh` (`EvalDir.clear`)
 
 Readers (`read_samples`, `read_json`) never write: a torn last line (a write cut short by a kill)
 is skipped, and only the run holding the lock cuts it from the file (`EvalDir.repair_tail`).
@@ -153,11 +154,14 @@ class EvalDir:
         self._need_lock()
         write_json(self.path / name, obj)
 
-    def clear(self) -> None:
-        """Delete the run's files (`--fresh`); other files in DIR are left alone."""
+    def clear(self):
+        """Start over (`--fresh`): everything in DIR but the lock moves into DIR/replaced-<time>/
+        (`trlvr.rundir.set_aside`: nothing deleted, no file of the earlier run left for a later
+        command, e.g. a study's `.done` marker); return that folder (None: DIR was empty)."""
+        from trlvr.rundir import set_aside
+
         self._need_lock()
-        for name in (SAMPLES, SAMPLES + ".tmp", FINGERPRINT, CONFIG, RESULTS, PER_PROBLEM, "report.html"):
-            (self.path / name).unlink(missing_ok=True)
+        return set_aside(self.path, keep=(LOCK, LOCK + ".pid"))
 
     def remove_lock_files(self) -> None:
         """After a failed start: drop the lock files (call outside `lock()`)."""

@@ -1,9 +1,13 @@
 """One training run from its configs to `output_dir/final`, as `trlvr train` and the demo run it.
 
     train_and_save(tandem, args, resume=False, force=False)   # -> output_dir/final
+    start_over(output_dir)                                      # --force over a folder of runs (--seeds)
     seed_flags(args, seed)                                      # argv flags: the same run for another seed
 
-Order: take the directory's lock (`lock`: a second run into it is refused), refuse to mix runs
+Order: take the directory's lock (`lock`: a second run into it is refused); with `force`, start
+over: the earlier run is moved into OUTPUT_DIR/replaced-<time>/ (`trlvr.rundir.set_aside`: nothing
+is deleted, and no checkpoint-*, final/, selected.json, metrics or eval folder of it stays where a
+later `--resume`, `select` or `eval RUN@selected` would find it); refuse to mix runs
 (`run_record`), pick the newest complete checkpoint when resuming (`checkpoints`), build the
 trainer, check the prompts survive the tokenizer, write the run record (with the machine), train
 (the NonFiniteGuard stops on NaN; SIGTERM/SIGUSR1 checkpoint and stop: `preempt`), refuse to
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from trlvr.config import TandemConfig
 from trlvr.errors import UserError
+from trlvr.rundir import check_dir_path
 
 FINAL = "final"
 
@@ -37,13 +42,58 @@ def train_and_save(tandem: TandemConfig, args, *, resume: bool = False, force: b
     """Train one run into `args.output_dir`; return the path of its final model.
 
     resume_command: the command line that continues this run, named in the pre-emption line.
+    force: start over (the earlier run is set aside, see the module docstring); refused with `resume`.
     Raises `Preempted` (exit code 143) when a SIGTERM/SIGUSR1 stopped it after a checkpoint.
     """
     from trlvr.training.lock import training_lock
 
+    check_start(args.output_dir, resume=resume, force=force)
     with training_lock(args.output_dir):
+        if force:
+            _set_aside_locked(args.output_dir)
         return _train_and_save(tandem, args, resume=resume, force=force, desc=desc, callbacks=callbacks,
                                verbose=verbose, resume_command=resume_command)  # fmt: skip
+
+
+def check_start(output_dir: str | Path, *, resume: bool, force: bool) -> None:
+    """What needs no model: `output_dir` can be a directory, and not both --force and --resume."""
+    check_dir_path(output_dir, "--output_dir")
+    if force and resume:
+        raise UserError(f"--force starts over in {output_dir} and --resume continues the run there: "
+                        "pass one of them")  # fmt: skip
+
+
+def start_over(output_dir: str | Path) -> Path | None:
+    """`--force` over a whole folder of runs (`--seeds`: OUTPUT_DIR/seed-<s>/...): under its lock and
+    the locks of the runs in it, move everything in it aside; return where it went (None: was empty)."""
+    from trlvr.training.lock import training_lock
+
+    if not Path(output_dir).is_dir():
+        return None
+    with training_lock(output_dir):
+        return _set_aside_locked(output_dir)
+
+
+def _set_aside_locked(output_dir: str | Path) -> Path | None:
+    """Set aside `output_dir` (its lock held by the caller), holding the lock of every run folder in it
+    (a run being trained there refuses the whole); other processes of this job wait for the move."""
+    from contextlib import ExitStack
+
+    from accelerate import PartialState
+
+    from trlvr.rundir import set_aside
+    from trlvr.training.console import warn
+    from trlvr.training.lock import LOCK, PID, training_lock
+
+    state, moved = PartialState(), None
+    if state.is_main_process:
+        with ExitStack() as held:
+            for child in sorted(Path(output_dir).iterdir()):
+                if child.is_dir() and (child / LOCK).exists():
+                    held.enter_context(training_lock(child, main_process=True))
+            moved = set_aside(output_dir, keep=(LOCK, PID), say=lambda line: warn(f"--force: {line}"))
+    state.wait_for_everyone()
+    return moved
 
 
 def _check_prompts(trainer, tandem: TandemConfig, out: Path) -> dict:

@@ -1,0 +1,214 @@
+"""Starting over means starting over: `trlvr train --force`, `trlvr eval --fresh` and `trlvr demo --fresh`
+move the earlier run aside (OUT/replaced-<time>/, nothing deleted) through one helper
+(`trlvr.rundir.set_aside`), so no later command (`--resume`, `select`, `eval RUN@selected`, a study's
+stage check) picks up anything of it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import tiny_model, tiny_tokenizer
+
+from trlvr.cli.main import main as cli
+from trlvr.errors import UserError
+from trlvr.rundir import ASIDE_PREFIX, set_aside
+
+SMALL = ["--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "16",
+         "--use_cpu", "true", "--save_steps", "1"]  # fmt: skip
+
+
+def tree(path: Path) -> dict[str, bytes]:
+    """{relative path: content} of every file under `path`."""
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def asides(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.name.startswith(ASIDE_PREFIX))
+
+
+# ---- the helper --------------------------------------------------------------------------------------
+
+
+def test_set_aside_moves_everything_but_the_lock_and_earlier_runs_and_deletes_nothing(tmp_path):
+    run = tmp_path / "run"
+    for name, text in {"checkpoint-2/model.safetensors": "w", "final/config.json": "{}", "selected.json": "{}",
+                       "select/holdout/results.json": "{}", ".done": "", ".train.lock": ""}.items():  # fmt: skip
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_text(text)
+    before = tree(run)
+    lines = []
+    first = set_aside(run, keep=(".train.lock",), say=lines.append)
+    assert first.parent == run and first.name.startswith(ASIDE_PREFIX)
+    assert sorted(p.name for p in run.iterdir()) == [".train.lock", first.name]
+    assert {k: v for k, v in before.items() if k != ".train.lock"} == tree(first)  # moved, byte for byte
+    assert len(lines) == 1 and str(first) in lines[0] and "nothing was deleted" in lines[0]
+    assert set_aside(run, keep=(".train.lock",), say=False) is None  # nothing left to move
+    (run / "metrics.jsonl").write_text("{}\n")
+    second = set_aside(run, keep=(".train.lock",), say=False)  # a second start over: its own folder
+    assert second != first and asides(run) == sorted([first, second])
+    assert tree(second) == {"metrics.jsonl": b"{}\n"} and tree(first) == {k: v for k, v in before.items()
+                                                                          if k != ".train.lock"}  # fmt: skip
+    assert set_aside(tmp_path / "never-made") is None
+
+
+# ---- trlvr train --force -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def toy(tmp_path):
+    from trlvr.toy.task import make_splits
+    from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
+
+    shutil.copytree(ASSETS_DIR / "senior", tmp_path / "senior")
+    shutil.copytree(ASSETS_DIR / "junior", tmp_path / "junior")
+    _write_jsonl(tmp_path / "train.jsonl", _rows(make_splits(120, 4, seed=0)[0]))
+    return tmp_path
+
+
+def train(toy: Path, *extra: str, out: str = "run") -> int:
+    return cli(["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+                "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / out), *SMALL, *extra])  # fmt: skip
+
+
+def test_force_leaves_nothing_of_the_old_run_for_resume_or_select(toy, capsys):
+    """The issue's case: a grpo run (checkpoints 1 and 2, final, selected.json, a selection folder), then
+    `--force` a tandem run of one step. Before, checkpoint-2, final/ and selected.json of the grpo run
+    stayed: `--resume` continued the tandem run from the grpo checkpoint and `select` offered both."""
+    from trlvr.experiments.selection import list_checkpoints
+    from trlvr.training.checkpoints import pick_checkpoint
+
+    run = toy / "run"
+    assert train(toy, "--arm", "grpo", "--max_steps", "2") == 0
+    (run / "selected.json").write_text(json.dumps({"step": 2, "path": str(run / "checkpoint-2")}))
+    (run / "select" / "holdout20").mkdir(parents=True)
+    (run / "select" / "holdout20" / "table.md").write_text("| step |\n")
+    old = tree(run)
+    capsys.readouterr()
+    assert train(toy, "--arm", "tandem", "--max_steps", "1", "--force") == 0
+    err = capsys.readouterr().err
+    [aside] = asides(run)
+    assert f"--force: started over in {run}: the earlier run is now in {aside}" in err
+    assert tree(aside) == {k: v for k, v in old.items() if not k.startswith(".train.lock")}  # nothing deleted
+    top = {p.name for p in run.iterdir()} - {aside.name}
+    assert "selected.json" not in top and "select" not in top and "checkpoint-2" not in top
+    assert [c.step for c in list_checkpoints(run)] == [1]  # select sees the new run only
+    assert json.loads((run / "trlvr_run.json").read_text())["tandem"]["arm"] == "tandem"
+    assert pick_checkpoint(run)[0] == run / "checkpoint-1"
+    assert train(toy, "--arm", "tandem", "--max_steps", "2", "--resume") == 0  # continues the tandem run
+    err = capsys.readouterr().err
+    assert "resuming from" in err and err.split("resuming from")[1].split()[0] == str(run / "checkpoint-1")
+    state = json.loads((run / "final" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2
+
+
+def test_force_and_resume_together_are_refused_before_anything_moves(toy, capsys):
+    assert train(toy, "--arm", "grpo", "--max_steps", "1") == 0
+    before = tree(toy / "run")
+    capsys.readouterr()
+    assert train(toy, "--max_steps", "2", "--force", "--resume") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--force starts over" in err[0] and "--resume continues" in err[0]
+    assert tree(toy / "run") == before
+
+
+def test_force_with_seeds_starts_over_in_the_whole_folder(toy, monkeypatch, capsys):
+    """`--seeds 0,1 --force` into a folder of an earlier `--seeds 0,1,2`: seed-2 of the earlier runs
+    does not stay beside the new seeds (training itself is stubbed: this is about the folder)."""
+    import trlvr.training.run as run_module
+
+    out = toy / "runs"
+    for s in (0, 1, 2):
+        (out / f"seed-{s}" / "checkpoint-5").mkdir(parents=True)
+        (out / f"seed-{s}" / "checkpoint-5" / "model.safetensors").write_text("old")
+        (out / f"seed-{s}" / ".train.lock").write_text("")
+    trained = []
+
+    def fake(tandem, args, **kw):
+        trained.append((Path(args.output_dir).name, sorted(p.name for p in Path(args.output_dir).iterdir())))
+        return Path(args.output_dir) / "final"
+
+    monkeypatch.setattr(run_module, "_train_and_save", fake)
+    assert train(toy, "--seeds", "0,1", "--force", "--max_steps", "1", out="runs") == 0
+    [aside] = asides(out)
+    assert sorted(p.name for p in aside.iterdir()) == ["seed-0", "seed-1", "seed-2"]
+    assert not (out / "seed-2").exists()
+    assert [name for name, _ in trained] == ["seed-0", "seed-1"]
+    assert all("checkpoint-5" not in names for _, names in trained)  # each seed starts from nothing
+
+
+def test_force_refuses_a_folder_with_a_run_being_trained(toy, monkeypatch):
+    """A run in the folder holds its lock (another `trlvr train`): --force over the folder is refused
+    and nothing moves."""
+    from trlvr.training.lock import training_lock
+    from trlvr.training.run import start_over
+
+    out = toy / "runs"
+    (out / "seed-0").mkdir(parents=True)
+    (out / "seed-0" / "metrics.jsonl").write_text("{}\n")
+    before = tree(out)
+    with training_lock(out / "seed-0", main_process=True):
+        with pytest.raises(UserError, match="being trained into by another trlvr train"):
+            start_over(out)
+    assert tree(out) == {**before, ".train.lock": b"", "seed-0/.train.lock": b""}  # (the lock files only)
+
+
+# ---- trlvr eval --fresh, trlvr demo --fresh ----------------------------------------------------------
+
+
+def _eval_world(tmp: Path) -> list[str]:
+    tok = tiny_tokenizer()
+    for name, seed in (("senior", 0), ("junior", 1), ("other", 2)):
+        model = tiny_model("qwen3", len(tok), seed, hidden=32, layers=1)
+        model.save_pretrained(tmp / name)
+        tok.save_pretrained(tmp / name)
+    data = tmp / "d.jsonl"
+    data.write_text("".join(json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
+                            for i in range(3)))  # fmt: skip
+    return ["eval", "--junior", str(tmp / "junior"), "--data", f"toy={data}", "--n", "2", "--k", "1",
+            "--suite", "solo", "--max-new-tokens", "4", "--no-progress", "--out", str(tmp / "out")]  # fmt: skip
+
+
+def test_eval_fresh_sets_the_earlier_evaluation_aside_with_its_markers(tmp_path, capsys):
+    """Before, --fresh deleted the evaluation's own files (finished work gone) and kept the rest, e.g.
+    a study's `.done` marker and a compare folder of the replaced run, which a later command reads."""
+    argv = _eval_world(tmp_path)
+    out = tmp_path / "out"
+    assert cli(argv + ["--senior", str(tmp_path / "senior")]) == 0
+    (out / ".done").touch()
+    (out / "compare").mkdir()
+    (out / "compare" / "compare.json").write_text("{}")
+    old = tree(out)
+    assert cli(argv + ["--senior", str(tmp_path / "other"), "--fresh"]) == 0
+    [aside] = asides(out)
+    assert tree(aside) == {k: v for k, v in old.items() if not k.startswith(".lock")}
+    assert not (out / ".done").exists() and not (out / "compare").exists()
+    res = json.loads((out / "results.json").read_text())
+    assert res["config"]["models"]["senior"].endswith("other")
+    assert cli(argv + ["--senior", str(tmp_path / "other"), "--out", str(tmp_path / "clean")]) == 0
+    keyed = [{(r["problem_id"], r["sample_idx"]): r["token_ids"] for r in map(json.loads, open(d / "samples.jsonl"))}
+             for d in (out, tmp_path / "clean")]  # fmt: skip
+    assert keyed[0] == keyed[1]  # the new run is exactly a run into an empty directory
+
+
+def test_demo_fresh_moves_the_earlier_demo_aside_instead_of_deleting_it(tmp_path, monkeypatch, capsys):
+    """Before, `trlvr demo --fresh` deleted the whole directory (hours of finished work)."""
+    import trlvr.toy as toy_pkg
+
+    out = tmp_path / "demo"
+    (out / "train-grpo" / "final").mkdir(parents=True)
+    (out / "train-grpo" / "final" / "config.json").write_text("{}")
+    (out / "demo.json").write_text(json.dumps({"lora": True}))
+    old = tree(out)
+
+    def stop(*a, **kw):
+        raise UserError("stopped after the start-over (test)")
+
+    monkeypatch.setattr(toy_pkg, "prepare_world", stop)
+    assert cli(["demo", "--out", str(out), "--fresh"]) == 2
+    assert "stopped after the start-over" in capsys.readouterr().err
+    [aside] = asides(out)
+    assert tree(aside) == old
+    assert json.loads((out / "demo.json").read_text())["lora"] is False  # the new demo's options
