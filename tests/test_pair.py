@@ -100,3 +100,19 @@ def test_train_dry_run_refuses_boundary_on_a_text_pair(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "schedule 'boundary' needs one shared vocabulary" in err[0]
     assert cli([*common, "--junior", str(ASSETS / "junior"), "--schedule", "boundary"]) == 0  # lockstep runs it
+
+
+def test_every_schedule_says_whether_it_runs_over_text():
+    """The text engine asks the schedule (`text_rule`): the registry's text schedules are exactly the
+    ones a text pair accepts, and each rule carries the schedule's own settings."""
+    from trlvr.engine import SCHEDULES, ChunkSchedule, StepSchedule
+    from trlvr.engine.text_pair import text_schedules
+
+    assert set(text_schedules()) == {n for n, cls in SCHEDULES.items() if TextPair.unsupported(cls()) is None}
+    assert "boundary" not in text_schedules() and {"word", "token", "step", "chunk", "solo"} <= set(text_schedules())
+    word = WordSchedule(0.3, 7).text_rule()
+    assert (word.p, word.backstop, word.redraw_before_word) == (0.3, 7, True)
+    assert word.first_author(0.29) == "senior" and word.first_author(0.31) == "junior"
+    assert StepSchedule("junior", 4).text_rule().max_steps == 8 and StepSchedule("junior").text_rule().first == "junior"
+    assert ChunkSchedule(5).text_rule().alternate_every == 5
+    assert SoloSchedule("junior").text_rule().first_author(0.0) == "junior"

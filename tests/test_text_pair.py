@@ -212,9 +212,8 @@ def test_bad_inputs_are_one_clear_line(pair):
     gen, toks, prompts = pair
     from trlvr.engine.schedules import SCHEDULES as REGISTRY
 
-    if "boundary" in REGISTRY:
-        with pytest.raises(ValueError, match="text pairing supports the schedules"):
-            gen.generate(prompts["senior"], prompts["junior"], REGISTRY["boundary"](), 4)
+    with pytest.raises(ValueError, match="text pairing cannot run the schedule 'boundary': it reads token ids"):
+        gen.generate(prompts["senior"], prompts["junior"], REGISTRY["boundary"](), 4)
     with pytest.raises(ValueError, match="junior_tokenizer"):
         TextPairGenerator(gen.models["senior"], toks["senior"], gen.models["junior"])
     with pytest.raises(ValueError, match="one prompt per row"):

@@ -143,11 +143,11 @@ class TextPair(Pair):
 
     @classmethod
     def unsupported(cls, schedule: Schedule) -> str | None:
-        from trlvr.engine.text_pair import TEXT_SCHEDULES
+        from trlvr.engine.text_pair import text_schedules
 
-        if type(schedule) in TEXT_SCHEDULES:
+        if schedule.text_rule() is not None:
             return None
-        names = ", ".join(s.name for s in TEXT_SCHEDULES)
+        names = ", ".join(text_schedules())
         return (f"schedule {schedule.name!r} needs one shared vocabulary (it reads token ids); this senior and "
                 f"junior are text-paired (two tokenizers), which runs the schedules {names}")
 

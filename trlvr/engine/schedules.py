@@ -171,6 +171,37 @@ def _check_author(author: str, field: str) -> None:
     if author not in (SENIOR, JUNIOR):
         raise ValueError(f"{field} must be 'senior' or 'junior', got {author!r}")
 
+@dataclass(frozen=True)
+class TextRule:
+    """How a schedule runs over text, for text pairing (two tokenizers, one shared text;
+    `trlvr.engine.text_pair`): the text engine asks the schedule for this instead of re-implementing
+    it. A "piece" is the text of one sampled token; counts are of pieces.
+
+    p: the probability a redraw picks the senior (None: the schedule never redraws); first: the first
+    author when the schedule fixes it (None: drawn with p); redraw_before_word: redraw before a piece
+    that starts a word (the drawn author writes that word); redraw_every_piece: redraw after every
+    piece; backstop: a forced redraw after this many pieces without one; alternate_every: hand over
+    after this many pieces; alternate_at_step_end: hand over after a piece that ends a step ("\n\n",
+    or a newline-only piece after a "\n"); max_steps: end the row after this many steps.
+    """
+
+    p: float | None = None
+    first: str | None = None
+    redraw_before_word: bool = False
+    redraw_every_piece: bool = False
+    backstop: int | None = None
+    alternate_every: int | None = None
+    alternate_at_step_end: bool = False
+    max_steps: int | None = None
+
+    def draw(self, u: float) -> str:
+        """The author a redraw with uniform `u` picks."""
+        return SENIOR if u < self.p else JUNIOR
+
+    def first_author(self, u: float) -> str:
+        return self.first if self.first is not None else self.draw(u)
+
+
 SCHEDULES: dict[str, type[Schedule]] = {}
 
 
@@ -218,6 +249,10 @@ class Schedule:
     @property
     def backstop(self) -> int | None:
         """Tokens without a redraw after which one is forced (None: the schedule has no backstop)."""
+        return None
+
+    def text_rule(self) -> TextRule | None:
+        """The schedule over text (text pairing), or None when it reads token ids only."""
         return None
 
     def boundaries(self, tokens: torch.Tensor, tables: VocabTables, prev_ends_digit=None) -> torch.Tensor | None:
@@ -276,6 +311,9 @@ class WordSchedule(Schedule):
     def backstop(self) -> int:
         return self.max_gap
 
+    def text_rule(self) -> TextRule | None:
+        return TextRule(p=self.p, redraw_before_word=True, backstop=self.max_gap)
+
     def boundaries(self, tokens: torch.Tensor, tables: VocabTables, prev_ends_digit=None) -> torch.Tensor:
         return tables.word_start[tokens]
 
@@ -298,6 +336,9 @@ class WordSchedule(Schedule):
 class BoundarySchedule(WordSchedule):
     """The word schedule whose boundary set also holds symbol pieces and digit-run starts
     (module docstring): it hands off inside "<<47+18=65>>" and LaTeX as it does in prose."""
+
+    def text_rule(self) -> TextRule | None:
+        return None  # its boundary set is a set of token ids (symbol pieces, digit-run starts)
 
     def boundaries(self, tokens: torch.Tensor, tables: VocabTables, prev_ends_digit=None) -> torch.Tensor:
         if tables.symbol_start is None or tables.digit_start is None or tables.ends_digit is None:
@@ -322,6 +363,9 @@ class TokenSchedule(Schedule):
     @property
     def writers(self) -> frozenset[str]:
         return _writers_for_p(self.p)
+
+    def text_rule(self) -> TextRule | None:
+        return TextRule(p=self.p, redraw_every_piece=True)
 
     def boundaries(self, tokens: torch.Tensor, tables: VocabTables, prev_ends_digit=None) -> torch.Tensor:
         return torch.ones_like(tokens, dtype=torch.bool)
@@ -349,6 +393,9 @@ class StepSchedule(Schedule):
         _check_author(self.first_author, "StepSchedule.first_author")
         if self.max_rounds < 1:
             raise ValueError(f"max_rounds must be >= 1, got {self.max_rounds}")
+
+    def text_rule(self) -> TextRule | None:
+        return TextRule(first=self.first_author, alternate_at_step_end=True, max_steps=2 * self.max_rounds)
 
     def start(self, batch_size: int, tables: VocabTables, rng: torch.Generator) -> ScheduleState:
         author = torch.full((batch_size,), self.first_author == SENIOR, dtype=torch.bool, device=rng.device)
@@ -381,6 +428,9 @@ class ChunkSchedule(Schedule):
         if self.chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
 
+    def text_rule(self) -> TextRule | None:
+        return TextRule(first=self.first_author, alternate_every=self.chunk_size)
+
     def start(self, batch_size: int, tables: VocabTables, rng: torch.Generator) -> ScheduleState:
         author = torch.full((batch_size,), self.first_author == SENIOR, dtype=torch.bool, device=rng.device)
         return _initial(author)
@@ -400,6 +450,9 @@ class SoloSchedule(Schedule):
 
     def __post_init__(self):
         _check_author(self.author, "SoloSchedule.author")
+
+    def text_rule(self) -> TextRule | None:
+        return TextRule(first=self.author)
 
     @property
     def writers(self) -> frozenset[str]:

@@ -16,7 +16,8 @@ columns masked out: holes, squeezed out by `_Side.compact` once they dominate) a
 A one-token catch-up rides in the step forward of the other rows; longer ones (a word, a
 reasoning step) run as their own forward over only the rows that need them (`short_catch_up`).
 
-Schedules over text (the schedule classes of `trlvr.engine.schedules`, interpreted per row here):
+Schedules over text: each schedule says how it runs over text (`Schedule.text_rule()`, a `TextRule`;
+None for `boundary`, whose boundaries are token ids), and this engine only folds that rule per row:
 - word (p, max_gap): when the author emits a token whose decoded text starts with whitespace right
   after a non-whitespace character (a word start, whatever the tokenizer's marker: "Ġ", "▁" or
   none), the author is redrawn BEFORE that word: if the redraw picks the partner, the token is
@@ -41,6 +42,16 @@ before them (a word the partner continued after a mid-word handoff: backstop, to
 schedules), and then count as the partner's (senior_mask 0). Bytes that are no UTF-8 text become
 U+FFFD in the text and the writer's own stream is re-encoded from it.
 
+A model's output never stops the batch. Tokens inside an unfinished UTF-8 character are held back
+(not in the text, no handoff) until the character is complete (or `_MAX_PENDING` tokens show it
+never will; a withdrawn word start takes its held-back bytes with it). A row whose text a partner
+cannot spell when it must read it (a character missing from a small vocabulary without byte
+fallback, control bytes, U+FFFD), or that the senior cannot spell at the end (the output is the
+senior's tokenization), ends with finish reason "unrepresentable": its text is cut back to the
+longest prefix every stream spells, both streams are cut to it, and an EOS no model sampled
+(mask 0) closes it, so training sees a finished row and evaluation counts it. The junior's own
+tokenization of text it never had to read is best effort (a prefix when it cannot spell it).
+
 The length budget `max_new_tokens` counts kept tokens, each in its author's own tokenizer.
 Randomness is per row (uniforms drawn from a generator seeded by (seed, row key); the key is the
 row's index unless `row_keys` are given), so a row's result does not depend on the batch it runs
@@ -51,6 +62,7 @@ Nothing here knows training or prompts as text: callers pass each model's prompt
 
 from __future__ import annotations
 
+import bisect
 import inspect
 import time
 from dataclasses import dataclass, field
@@ -59,18 +71,9 @@ import torch
 
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
 from trlvr.engine.sampling import check_decoding, sample_with_uniforms
-from trlvr.engine.schedules import (
-    JUNIOR,
-    SENIOR,
-    ChunkSchedule,
-    Schedule,
-    SoloSchedule,
-    StepSchedule,
-    TokenSchedule,
-    WordSchedule,
-)
+from trlvr.engine.schedules import JUNIOR, SENIOR, Schedule, TextRule
 
-TEXT_SCHEDULES = (WordSchedule, StepSchedule, TokenSchedule, ChunkSchedule, SoloSchedule)
+UNREPRESENTABLE = "unrepresentable"  # the finish reason of a row a partner's tokenizer cannot spell
 _CONTEXT = 8  # tokens of left context a piece is decoded in (SentencePiece strips a leading space alone)
 _MAX_PENDING = 4  # tokens a model may emit inside one unfinished UTF-8 character
 
@@ -82,6 +85,10 @@ def is_word_start(text: str, piece: str) -> bool:
     (True, False, False)
     """
     return bool(piece) and piece[0].isspace() and bool(text) and not text[-1].isspace()
+
+
+class Unspellable(ValueError):
+    """A tokenizer cannot spell a text: decode(encode(text)) in context is not the text."""
 
 
 def row_uniforms(seed: int, rows: int | list[int], n: int) -> torch.Tensor:
@@ -346,8 +353,8 @@ def sync_stream(
         k -= 1
     new, new_ends = enc[j:], [w + e for e in ends[j:]]
     got = codec.piece(st.prompt + st.ids[:k], new)
-    if got != text[b:]:
-        raise ValueError(
+    if got != text[b:]:  # nothing changed yet: a caller may end the row (`Unspellable`) and go on
+        raise Unspellable(
             f"text pairing: the {codec.name} tokenizer does not decode its encoding of {text[b:]!r} back in "
             f"context (got {got!r})"
         )
@@ -365,6 +372,51 @@ def sync_stream(
     st.own += [False] * (len(new) - c)
     st.logprob += [0.0] * (len(new) - c)
     return b, k, len(new) - c
+
+
+def _truncate(st: _Stream, n: int, side: _Side | None, row: int) -> None:
+    """Keep the first `n` tokens of `st` (rolling its KV cache back when its side is given)."""
+    if n >= len(st.ids):
+        return
+    if side is not None:
+        st.truncate(n, side, row)
+    else:
+        del st.ids[n:], st.ends[n:], st.own[n:], st.logprob[n:]
+
+
+def _drop_pending(st: _Stream, side: _Side | None = None, row: int = 0) -> None:
+    """Drop the held-back tokens of an unfinished character (they are not in the text)."""
+    if st.pending:
+        _truncate(st, len(st.ids) - st.pending, side, row)
+        st.pending = 0
+
+
+def _spells(st: _Stream, codec: Codec, text: str) -> bool:
+    """Whether `st` could be brought up to `text` (tried on a copy; `st` is not changed)."""
+    trial = _Stream(prompt=st.prompt, ids=list(st.ids), ends=list(st.ends), own=list(st.own),
+                    logprob=list(st.logprob))  # fmt: skip
+    try:
+        sync_stream(trial, codec, text)
+    except Unspellable:
+        return False
+    return True
+
+
+def _spell_toward(st: _Stream, codec: Codec, text: str, side: _Side | None, row: int) -> None:
+    """Bring `st` (a prefix of `text`) up to the longest prefix of `text` its tokenizer spells: all of
+    it, else the longest found by bisection over the characters past the stream's end."""
+    lo, hi = st.synced, len(text)
+    if not _spells(st, codec, text):
+        hi -= 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _spells(st, codec, text[:mid]):
+                lo = mid
+            else:
+                hi = mid - 1
+        text = text[:lo]
+    if st.synced < len(text):
+        sync_stream(st, codec, text, side, row)
 
 
 @dataclass
@@ -484,10 +536,10 @@ class TextPairGenerator:
         a junior). row_keys: one int per row that seeds its randomness with `seed` (default: the
         row's index). check: record a snapshot per catch-up for `invariant_failures`; check_logits
         (default: check) compares every cached logit with a fresh cache-free forward (slow)."""
-        if type(schedule) not in TEXT_SCHEDULES:
-            raise ValueError(
-                f"text pairing supports the schedules {[s.name for s in TEXT_SCHEDULES]}, not {schedule.name!r}"
-            )
+        rule = schedule.text_rule()
+        if rule is None:
+            raise ValueError(f"text pairing cannot run the schedule {schedule.name!r}: it reads token ids "
+                             f"(text schedules: {', '.join(text_schedules())})")  # fmt: skip
         if not senior_prompt_ids or any(len(p) == 0 for p in senior_prompt_ids):
             raise ValueError("every prompt needs at least one token")
         if max_new_tokens < 1:
@@ -519,7 +571,7 @@ class TextPairGenerator:
             self._check_logits = check if check_logits is None else check_logits
             keys = B if row_keys is None else row_keys
             out = self._decode(
-                sides, prompts, keys, schedule, max_new_tokens, temperature, top_p, top_k, seed, check
+                sides, prompts, keys, rule, max_new_tokens, temperature, top_p, top_k, seed, check
             )
         finally:
             for name, training in was_training.items():
@@ -535,13 +587,13 @@ class TextPairGenerator:
         return out
 
     def _decode(
-        self, sides, prompts, keys, schedule, N, temperature, top_p, top_k, seed, check
+        self, sides, prompts, keys, rule, N, temperature, top_p, top_k, seed, check
     ) -> TextPairOutput:
         n_draws = 2 * N + 2
         u_tok = row_uniforms(seed, keys, n_draws)
         u_author = row_uniforms(seed + 0x5EED, keys, n_draws)
         B = u_tok.shape[0]
-        rows = [_Row(author=self._first_author(schedule, u_author[r, 0].item())) for r in range(B)]
+        rows = [_Row(author=rule.first_author(u_author[r, 0].item())) for r in range(B)]
         for r in rows:
             r.adraw = 1
         live = list(range(B))  # original row index of each live position in the sides' batches
@@ -558,7 +610,12 @@ class TextPairGenerator:
                 st = side.streams[pos]
                 caught = False
                 if st.synced < len(row.text) and st.pending == 0:
-                    b, k, n_new = sync_stream(st, side.codec, row.text, side, pos)
+                    try:
+                        b, k, n_new = sync_stream(st, side.codec, row.text, side, pos)
+                    except Unspellable:  # the partner wrote what this model cannot read: the row ends
+                        self._end_unrepresentable(row, {n: (s.streams[pos], s) for n, s in sides.items()}, pos,
+                                                  check)  # fmt: skip
+                        continue
                     row.catch_up[row.author] += n_new
                     caught = True
                     if check:
@@ -609,7 +666,7 @@ class TextPairGenerator:
             for pos, r in enumerate(live):
                 if pos in sampled:
                     self._advance(
-                        rows[r], sides[rows[r].author], pos, *sampled[pos], schedule, u_author[r], N
+                        rows[r], sides[rows[r].author], pos, *sampled[pos], rule, u_author[r], N
                     )
 
             # (4) finished rows: their outputs, then drop them from every batch once a quarter are done
@@ -638,25 +695,18 @@ class TextPairGenerator:
             seconds={}, snapshots=[rows[r].snapshots for r in range(B)],
         )  # fmt: skip
 
-    @staticmethod
-    def _first_author(schedule, u: float) -> str:
-        if isinstance(schedule, WordSchedule | TokenSchedule):
-            return SENIOR if u < schedule.p else JUNIOR
-        if isinstance(schedule, SoloSchedule):
-            return schedule.author
-        return _first_author(schedule)
-
     def _advance(
-        self, row: _Row, side: _Side, pos: int, tok: int, lp: float, schedule, u_author, N: int
+        self, row: _Row, side: _Side, pos: int, tok: int, lp: float, rule: TextRule, u_author, N: int
     ) -> None:
-        """Apply one sampled token of row's author (its side's batch position `pos`) to the text and the schedule."""
+        """Apply one sampled token of row's author (its side's batch position `pos`) to the text and the
+        schedule's text rule."""
         author = row.author
         st = side.streams[pos]
 
         def redraw() -> str:
             u = u_author[row.adraw].item()
             row.adraw += 1
-            return SENIOR if u < schedule.p else JUNIOR
+            return rule.draw(u)
 
         def hand_to(new: str, kind: str) -> None:
             if new != author:
@@ -668,10 +718,9 @@ class TextPairGenerator:
             return
         k0 = len(st.ids) - st.pending
         piece = self.codecs[author].piece(st.prompt + st.ids[:k0], st.ids[k0:] + [tok])
-        if piece is None:
-            raise ValueError(
-                f"text pairing: the {author} tokenizer's decoding is not prefix-stable at id {tok}"
-            )
+        if piece is None:  # the author's decoding is not prefix-stable at this id: no text to add
+            row.finish = UNREPRESENTABLE
+            return
         if (
             piece.endswith("\ufffd") and st.pending < _MAX_PENDING
         ):  # inside a UTF-8 character: wait for the rest
@@ -681,10 +730,13 @@ class TextPairGenerator:
             if row.kept >= N:
                 row.finish = "length"
             return
-        if isinstance(schedule, WordSchedule) and not row.exempt and is_word_start(row.text, piece):
+        if rule.redraw_before_word and not row.exempt and is_word_start(row.text, piece):
             new = redraw()
             row.since = 0
             if new != author:  # redraw before the word start: withdraw the token, the partner writes the word
+                if st.pending:  # with the held-back bytes of its character (they were never text)
+                    st.truncate(k0, side, pos)
+                    st.pending = 0
                 row.withdrawn += 1
                 row.exempt = True
                 hand_to(new, "word")
@@ -706,52 +758,92 @@ class TextPairGenerator:
         row.owner += bytes([author == SENIOR]) * len(piece)
         row.kept += 1
         row.since += 1
-        if isinstance(schedule, WordSchedule):
-            if row.since >= schedule.max_gap:
-                row.since = 0
-                hand_to(redraw(), "backstop")
-        elif isinstance(schedule, TokenSchedule):
+        other = JUNIOR if author == SENIOR else SENIOR
+        if rule.backstop is not None and row.since >= rule.backstop:
+            row.since = 0
+            hand_to(redraw(), "backstop")
+        if rule.redraw_every_piece:
             hand_to(redraw(), "token")
-        elif isinstance(schedule, ChunkSchedule):
-            if row.since >= _chunk_size(schedule):
-                row.since = 0
-                hand_to(JUNIOR if author == SENIOR else SENIOR, "chunk")
-        elif isinstance(schedule, StepSchedule):
+        if rule.alternate_every is not None and row.since >= rule.alternate_every:
+            row.since = 0
+            hand_to(other, "chunk")
+        if rule.alternate_at_step_end:
             ended = piece.endswith("\n\n") or (row.prev_nl and bool(piece) and set(piece) == {"\n"})
             row.prev_nl = piece.endswith("\n") and not ended
             if ended:
                 row.steps += 1
-                if row.steps >= 2 * schedule.max_rounds:
+                if rule.max_steps is not None and row.steps >= rule.max_steps:
                     row.finish = "rounds"
                     return
-                hand_to(JUNIOR if author == SENIOR else SENIOR, "step")
+                hand_to(other, "step")
         if row.kept >= N and row.finish is None:
             row.finish = "length"
 
     def _result(self, row: _Row, streams: dict, prompts, r: int, check: bool) -> tuple:
-        """(text, char authors, senior ids, mask, log-probs, junior ids, mask) of a finished row."""
+        """(text, char authors, senior ids, mask, log-probs, junior ids, mask) of a finished row.
+
+        streams: the writers' streams of this row. The senior must spell the final text (the output
+        is its tokenization; if it cannot, the row ends "unrepresentable"); the junior's tokenization
+        is best effort."""
+        sts = {}
+        for name in self.codecs:
+            sts[name] = streams.get(name) or _Stream(prompt=list(prompts[name][r]))
+            _drop_pending(sts[name])  # an unfinished character at the end: not in the text, so not in the output
+        try:
+            self._final_sync(row, SENIOR, sts[SENIOR], check)
+        except Unspellable:
+            kept = {n: (st, None) for n, st in sts.items() if n in streams or n == SENIOR}
+            self._end_unrepresentable(row, kept, 0, check)
+        if JUNIOR in sts:
+            try:
+                self._final_sync(row, JUNIOR, sts[JUNIOR], check)
+            except Unspellable:  # text the junior never had to read: its tokenization stops before it
+                pass
         out = []
         for name in (SENIOR, JUNIOR):
             if name not in self.codecs:
                 out.append(([], [], []))
                 continue
-            st = streams.get(name) or _Stream(prompt=list(prompts[name][r]))
-            if st.pending:  # an unfinished character at the end: not in the text, so not in the output
-                n = len(st.ids) - st.pending
-                del st.ids[n:], st.ends[n:], st.own[n:], st.logprob[n:]
-                st.pending = 0
-            if st.synced != len(row.text):
-                b, k, _ = sync_stream(st, self.codecs[name], row.text)
-                if check:
-                    row.snapshots.append((name, "final", len(row.text), b, k, list(st.ids)))
+            st = sts[name]
             ids, mask, lps = list(st.ids), [int(o) for o in st.own], list(st.logprob)
-            if row.finish == "eos":
+            if row.finish in ("eos", UNREPRESENTABLE):  # unrepresentable: an EOS no model sampled ends it
                 ids.append(self.eos[name][0])
                 mask.append(int(row.eos_by == name))
                 lps.append(row.eos_lp if row.eos_by == name else 0.0)
             out.append((ids, mask, lps))
         (s_ids, s_mask, s_lp), (j_ids, j_mask, _) = out
         return row.text, list(row.owner), s_ids, s_mask, s_lp, j_ids, j_mask
+
+    def _final_sync(self, row: _Row, name: str, st: _Stream, check: bool) -> None:
+        if st.synced != len(row.text):
+            b, k, _ = sync_stream(st, self.codecs[name], row.text)
+            if check:
+                row.snapshots.append((name, "final", len(row.text), b, k, list(st.ids)))
+
+    def _end_unrepresentable(self, row: _Row, streams: dict, pos: int, check: bool) -> None:
+        """End `row` as "unrepresentable": cut its text back to the longest prefix that every stream in
+        `streams` ({name: (stream, its side or None)}) spells, and each stream to exactly that prefix.
+
+        Each round cuts every stream back to its last token boundary at or before the cut and brings
+        a stream that falls short as far toward the cut as its tokenizer spells; the cut is then the
+        shortest stream. Cuts only shrink, so this ends (at worst at the empty text)."""
+        cut = len(row.text)
+        while True:
+            for name, (st, side) in streams.items():
+                _drop_pending(st, side, pos)
+                _truncate(st, bisect.bisect_right(st.ends, cut), side, pos)
+                if st.synced < cut:
+                    _spell_toward(st, self.codecs[name], row.text[:cut], side, pos)
+            shortest = min(st.synced for st, _ in streams.values())
+            if shortest == cut:
+                break
+            cut = shortest
+        row.text, row.owner = row.text[:cut], row.owner[:cut]
+        row.finish, row.eos_by = UNREPRESENTABLE, None
+        if check:  # snapshots of text that is no longer there cannot be checked against the final text
+            row.snapshots = [snap for snap in row.snapshots if snap[2] <= cut]
+            for name, (st, _) in streams.items():
+                row.snapshots.append((name, UNREPRESENTABLE, cut, cut, len(st.ids), list(st.ids)))
 
 
 def invariant_failures(out: TextPairOutput, tokenizers: dict, prompts: dict) -> list[str]:
@@ -788,9 +880,11 @@ def invariant_failures(out: TextPairOutput, tokenizers: dict, prompts: dict) -> 
                                   ("junior", out.junior_ids[r], out.finish_reasons[r])):  # fmt: skip
             if name not in codecs or not prompts.get(name):
                 continue
-            body = ids[:-1] if reason == "eos" else ids
+            body = ids[:-1] if reason in ("eos", UNREPRESENTABLE) else ids
             got = codecs[name].piece(prompts[name][r], body)
-            if got != text:
+            if got != text and not (name == "junior" and text.startswith(got or "")
+                                    and not _spells(_Stream(prompt=list(prompts[name][r])), codecs[name], text)):
+                # (the junior's tokenization of text it cannot spell is a prefix: best effort)
                 bad.append(f"row {r} {name} output decodes to {got!r}, text is {text!r}")
     return bad
 
@@ -865,12 +959,11 @@ def text_nll(model, tokenizer, prompt_ids: list[list[int]], texts: list[str],
     return out  # type: ignore[return-value]
 
 
-def _first_author(schedule) -> str:
-    return getattr(schedule, "first_author", None) or getattr(schedule, "first", SENIOR)
+def text_schedules() -> list[str]:
+    """The registered schedules that run over text (`Schedule.text_rule`)."""
+    from trlvr.engine.schedules import SCHEDULES
 
-
-def _chunk_size(schedule) -> int:
-    return getattr(schedule, "chunk_size", None) or schedule.size
+    return [name for name, cls in SCHEDULES.items() if cls().text_rule() is not None]
 
 
 def _eos_ids(model, tokenizer, given: list[int] | None) -> list[int]:
