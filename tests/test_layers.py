@@ -5,8 +5,8 @@ Layers, lowest first (a module may import its own package and any lower layer; p
 import each other unless listed in ALLOWED):
     0 errors
     1 algos, data, rewards, models,  (maths, loading, grading, the machine's facts: know nothing of
-      provenance                      decoding)
-    2 engine                         (decoding: no tokenization, prompts or training)
+      provenance, rundir              decoding; rundir: an output directory, set aside to start over)
+    2 engine, vllm                   (decoding: no tokenization, prompts or training; vllm: the optional backend)
     3 config, training, eval, toy    (what a run trains, how it is measured, the toy world)
     4 experiments, demo, cli         (recipes and commands that wire the layers together)
 """
@@ -21,14 +21,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "trlvr"
 LAYERS = {
     "errors": 0,
-    "algos": 1, "data": 1, "rewards": 1, "models": 1, "provenance": 1,
-    "engine": 2,
+    "algos": 1, "data": 1, "rewards": 1, "models": 1, "provenance": 1, "rundir": 1,
+    "engine": 2, "vllm": 2,
     "config": 3, "training": 3, "eval": 3, "toy": 3,
     "experiments": 4, "demo": 4, "cli": 4,
 }  # fmt: skip
 # Layer-4 peers: the CLI runs the demo and the experiments; the demo is a recipe of experiments (and of
 # `trlvr.eval.api`, the one path `trlvr eval` takes too: no exception for the demo).
-ALLOWED = {("training", "config"), ("cli", "demo"), ("cli", "experiments"), ("demo", "experiments")}  # fmt: skip
+ALLOWED = {("training", "config"), ("cli", "demo"), ("cli", "experiments"), ("demo", "experiments"),
+           ("vllm", "engine")}  # fmt: skip (the vLLM backend plugs into the engine's Pair and schedules)
 
 
 def top_package(module: str) -> str:
