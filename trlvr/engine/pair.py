@@ -26,7 +26,7 @@ from typing import ClassVar
 from trlvr.engine.generator import TandemGenerator
 from trlvr.engine.output import TandemOutput
 from trlvr.engine.sampling import SamplingParams, check_decoding
-from trlvr.engine.schedules import Schedule
+from trlvr.engine.schedules import SENIOR, Schedule
 from trlvr.errors import UserError
 
 PAIRINGS = ("lockstep", "text")  # how two models share a rollout (`trlvr.models.choose_pairing`)
@@ -122,24 +122,35 @@ class LockstepPair(Pair):
 
 
 class TextPair(Pair):
-    """Two tokenizers over one shared text, on HF models (`trlvr.engine.text_pair`).
+    """Two tokenizers over one shared text, on HF models (`trlvr.engine.text_pair.TextPairGenerator`);
+    `generate` returns the senior's tokenization of the text (junior log-probs: None).
 
-    junior_prompts: senior prompt ids -> the junior's prompt ids (a caller holding the prompt text
-    passes its own encoding; default: decode with the senior's tokenizer, encode with the junior's).
-    `last` holds the last `TextPairOutput` (texts, char authors, withdrawn and catch-up counts).
+    junior_prompts: senior prompt ids -> the junior's prompt ids. A caller holding the prompt text
+    passes its own encoding (training and evaluation do: the rendered prompt in the junior's
+    tokenizer); default: decode with the senior's tokenizer (special tokens dropped) and encode with
+    the junior's (its special tokens, e.g. a BOS, added). `last` holds the last `TextPairOutput`
+    (texts, char authors, withdrawn and catch-up counts).
     """
 
     backend, pairing = "hf", "text"
 
     def __init__(self, senior, junior, tokenizer, junior_tokenizer, *, junior_prompts=None,
                  eos_token_ids: list[int] | None = None):  # fmt: skip
-        from trlvr.engine.text_pair import TextPairFacade, TextPairGenerator
+        from trlvr.engine.text_pair import TextPairGenerator
 
         if junior_tokenizer is not None and junior_tokenizer.pad_token is None:
             junior_tokenizer.pad_token = junior_tokenizer.eos_token
         self.senior, self.junior, self.tokenizer, self.junior_tokenizer = senior, junior, tokenizer, junior_tokenizer
-        gen = TextPairGenerator(senior, tokenizer, junior, junior_tokenizer, senior_eos_ids=eos_token_ids)
-        self.facade = TextPairFacade(gen, junior_prompts=junior_prompts, pad_token_id=tokenizer.pad_token_id)
+        self.gen = TextPairGenerator(senior, tokenizer, junior, junior_tokenizer, senior_eos_ids=eos_token_ids)
+        self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.gen.eos[SENIOR][0]
+        if junior_prompts is None and junior is not None:
+
+            def junior_prompts(ids: list[int]) -> list[int]:
+                text = tokenizer.decode(ids, skip_special_tokens=True)
+                return list(junior_tokenizer(text, add_special_tokens=True)["input_ids"])
+
+        self.junior_prompts = junior_prompts
+        self.last = None
 
     @classmethod
     def unsupported(cls, schedule: Schedule) -> str | None:
@@ -153,22 +164,18 @@ class TextPair(Pair):
 
     @property
     def pad_token_id(self) -> int:
-        return self.facade.pad_token_id
-
-    @property
-    def last(self):
-        return self.facade.last
+        return self._pad
 
     def sync_senior(self, model) -> None:
-        from trlvr.engine.schedules import SENIOR
-
-        self.senior = self.facade.gen.models[SENIOR] = model
+        self.senior = self.gen.models[SENIOR] = model
 
     def generate(self, prompts, schedule, sampling, row_keys=None) -> TandemOutput:
         self.check(schedule)
-        return self.facade.generate(prompts, schedule, sampling.max_new_tokens, temperature=sampling.temperature,
-                                    top_p=sampling.top_p, top_k=sampling.top_k, seed=sampling.seed,
-                                    row_keys=row_keys)  # fmt: skip
+        junior = [self.junior_prompts(p) for p in prompts] if self.junior_prompts is not None else None
+        self.last = self.gen.generate(prompts, junior, schedule, sampling.max_new_tokens,
+                                      temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                                      seed=sampling.seed, row_keys=row_keys)  # fmt: skip
+        return self.last.as_tandem_output(self._pad)
 
 
 def pair_class(backend: str = "hf", pairing: str = "lockstep") -> type[Pair]:

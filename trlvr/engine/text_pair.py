@@ -889,42 +889,6 @@ def invariant_failures(out: TextPairOutput, tokenizers: dict, prompts: dict) -> 
     return bad
 
 
-class TextPairFacade:
-    """A TextPairGenerator behind `TandemGenerator.generate`'s signature: senior prompt ids in, a
-    `TandemOutput` of the senior's tokenization of the text out (junior log-probs: None), so code
-    written for lockstep (eval's `run_protocol`, `cut_to_budgets`) drives a text pair unchanged.
-
-    junior_prompts: senior prompt ids -> the junior's prompt ids; default: decode with the senior's
-    tokenizer (special tokens dropped) and encode with the junior's (its special tokens, e.g. a BOS,
-    added). A caller holding the prompt text should pass its own prompt encoding instead.
-    `last` holds the last TextPairOutput (texts, char authors, withdrawn and catch-up counts).
-    """
-
-    pairing = "text"
-
-    def __init__(self, gen: TextPairGenerator, junior_prompts=None, pad_token_id: int | None = None):
-        self.gen, self.last = gen, None
-        senior_tok = gen.codecs[SENIOR].tokenizer
-        self.pad_token_id = senior_tok.pad_token_id if pad_token_id is None else pad_token_id
-        if self.pad_token_id is None:
-            self.pad_token_id = gen.eos[SENIOR][0]
-        if junior_prompts is None and JUNIOR in gen.codecs:
-            junior_tok = gen.codecs[JUNIOR].tokenizer
-
-            def junior_prompts(ids: list[int]) -> list[int]:
-                text = senior_tok.decode(ids, skip_special_tokens=True)
-                return list(junior_tok(text, add_special_tokens=True)["input_ids"])
-
-        self.junior_prompts = junior_prompts
-
-    def generate(self, prompt_ids, schedule, max_new_tokens, temperature=1.0, top_p=1.0, top_k=0, seed=0,
-                 row_keys=None, **_lockstep_only) -> TandemOutput:  # fmt: skip
-        junior = [self.junior_prompts(p) for p in prompt_ids] if self.junior_prompts is not None else None
-        self.last = self.gen.generate(prompt_ids, junior, schedule, max_new_tokens, temperature=temperature,
-                                      top_p=top_p, top_k=top_k, seed=seed, row_keys=row_keys)  # fmt: skip
-        return self.last.as_tandem_output(self.pad_token_id)
-
-
 @torch.no_grad()
 def text_nll(model, tokenizer, prompt_ids: list[list[int]], texts: list[str],
              batch_size: int = 16) -> list[tuple[float, int, int]]:  # fmt: skip
