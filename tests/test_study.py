@@ -253,8 +253,16 @@ def test_study_dir_refuses_another_study_file_and_records_each_code_commit(tmp_p
     S.claim_dir(load_study(p), out, code={"commit": "def", "dirty": True})
     rec = json.loads((out / S.STUDY_FILE).read_text())
     assert [r["commit"] for r in rec["runs"]] == ["abc", "def"]
-    other = write(tmp_path, TINY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"), "other.yaml")
-    with pytest.raises(UserError, match=r"made from another study file .*use another --out"):
+    # (issue 29: a study is its parsed content) a comment and key order change nothing; an edit of the same
+    # study is taken (each stage then checks its own settings: tests/test_trust_rules_study.py); another study is refused
+    same = write(tmp_path, "# a comment\n" + TINY.replace("name: tiny\nbase: toy", "base: toy\nname: tiny"), "same.yaml")
+    assert load_study(same).sha256 == load_study(p).sha256
+    edited = write(tmp_path, TINY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"), "edited.yaml")
+    S.claim_dir(load_study(edited), out, code={"commit": "def", "dirty": True})
+    rec = json.loads((out / S.STUDY_FILE).read_text())
+    assert rec["sha256"] == load_study(edited).sha256 and len(rec["versions"]) == 1
+    other = write(tmp_path, TINY.replace("name: tiny", "name: other"), "other.yaml")
+    with pytest.raises(UserError, match=r"made for another study .*use another --out"):
         S.claim_dir(load_study(other), out)
 
 

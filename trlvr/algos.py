@@ -46,16 +46,32 @@ def check_author_mask(
             raise AuthorMaskError(f"completion {i}: author mask entries must be 0 (junior) or 1 (senior)")
 
 
-def check_has_junior_tokens(junior_tokens: int, total_tokens: int, p: float) -> None:
-    """Raise if a whole step's batch, under a stochastic schedule with 0 < p < 1, has no junior token.
+def check_has_junior_tokens(junior_tokens: int, total_tokens: int, p: float, writers=None) -> None:
+    """Raise AuthorMaskError when a tandem step's author counts are impossible, never when merely unlikely.
 
-    At p = 0.5 a batch of n tokens is all-senior with probability about 0.5**n: in practice this
-    means the mask was lost or overwritten, and training would silently be plain GRPO.
+    `p`: the run's senior probability; `writers`: who the schedule that ran can give tokens to
+    (`Schedule.writers`; None = unknown). Impossible: counts outside [0, total_tokens]; junior tokens
+    at p >= 1 or from a schedule without the junior; and, at 0 < p < 1, a schedule that cannot hand
+    the junior any token (the junior never ran: the run would silently be plain GRPO). A batch with no
+    junior token from a schedule that can give it some is possible at every p < 1 (at p = 0.99 and a
+    few dozen redraws, likely), so it passes: the mask itself is checked by `check_author_mask`.
+
+    >>> check_has_junior_tokens(0, 500, 0.99, writers={"senior", "junior"})   # all senior: possible
+    >>> check_has_junior_tokens(0, 500, 0.5, writers={"senior"})
+    Traceback (most recent call last):
+    ...
+    trlvr.algos.AuthorMaskError: tandem step with p=0.5 ran a schedule that cannot give the junior a token (writers: senior); the junior never ran. Refusing to continue as plain GRPO
     """
-    if total_tokens > 0 and junior_tokens == 0 and 0.0 < p < 1.0:
+    if not 0 <= junior_tokens <= total_tokens:
+        raise AuthorMaskError(f"tandem step counts {junior_tokens} junior tokens of {total_tokens}; the author mask is wrong")
+    junior_writes = writers is None or "junior" in writers
+    if junior_tokens > 0 and (p >= 1.0 or not junior_writes):
+        raise AuthorMaskError(f"tandem step with p={p} and writers {sorted(writers or ['senior'])} has {junior_tokens} "
+                              "junior tokens; the author mask is wrong")  # fmt: skip
+    if total_tokens > 0 and 0.0 < p < 1.0 and not junior_writes:
         raise AuthorMaskError(
-            f"tandem step with p={p} produced {total_tokens} completion tokens and none by the junior; the author "
-            "mask is wrong or the junior never ran. Refusing to continue as plain GRPO"
+            f"tandem step with p={p} ran a schedule that cannot give the junior a token (writers: "
+            f"{', '.join(sorted(writers))}); the junior never ran. Refusing to continue as plain GRPO"
         )
 
 

@@ -3,13 +3,19 @@
     from trlvr.provenance import machine, machine_differences
     facts = machine(dtype="torch.float32", device="cpu")   # JSON-ready dict, for run records and results.json
     machine_differences(old, new)        # ["torch_threads: 2 -> 1", ...] over DETERMINISM_KEYS
+    path_for_record("runs/x/checkpoint-20", "runs/x")   # "checkpoint-20": how a record stores a path it names
+    path_from_record("checkpoint-20", "runs/x")         # "runs/x/checkpoint-20": that path, from any cwd
 
 Training and evaluation are deterministic per seed on one machine kind: same library versions,
 same devices, same dtype and the same thread count. Across thread counts they are not (CPU matmul
 kernels split their sums by thread), so a record carries every fact that decides this; nothing
 here is compared to refuse a run, only to warn.
 
-What this file does not know: models, runs, configs. It reads the interpreter and the machine.
+A record (a run's trlvr_run.json, selected.json) names paths so that they resolve the same from
+any working directory: relative to the record's own directory when they lie inside it (the record
+moves with them), absolute otherwise; names that are no local path (hub ids) are kept as typed.
+
+What this file does not know: models, runs, configs. It reads the interpreter, the machine and paths.
 """
 
 from __future__ import annotations
@@ -115,3 +121,30 @@ def machine_differences(old: dict | None, new: dict | None) -> list[str]:
         elif a != b:
             out.append(f"{key}: {a!r} -> {b!r}")
     return out
+
+
+def path_for_record(path: str | Path, record_dir: str | Path) -> str:
+    """How a record kept in `record_dir` stores `path` (typed relative to the cwd, or absolute): relative
+    to `record_dir` when it lies inside it, else absolute; a name that is no existing local path (a hub
+    id) is kept as is. `path_from_record` turns it back into a path from any cwd.
+
+    >>> path_for_record("Qwen/Qwen3-4B-not-a-folder", "/tmp")
+    'Qwen/Qwen3-4B-not-a-folder'
+    """
+    p = Path(path)
+    if not p.exists():
+        return str(path)
+    full, base = p.resolve(), Path(record_dir).resolve()
+    return str(full.relative_to(base)) if full.is_relative_to(base) else str(full)
+
+
+def path_from_record(stored: str, record_dir: str | Path) -> str:
+    """A path a record in `record_dir` stores, usable from the current directory: absolute as is,
+    relative under `record_dir` (as `path_for_record` writes it). A relative name that is not there
+    is returned unchanged: a hub id, or a record written before paths were stored this way (its
+    paths were relative to the directory its writer ran in)."""
+    p = Path(stored)
+    if p.is_absolute():
+        return str(stored)
+    inside = Path(record_dir) / p
+    return str(inside) if inside.exists() else str(stored)

@@ -4,6 +4,10 @@
     trlvr compare runs/eval-grpo runs/eval-tandem      # seed groups (OUT/seed-<s>/ from `trlvr eval --seeds`)
 
 Two seed groups are paired by seed and problem, with the two-level (seeds, then problems) bootstrap.
+Only evaluations made alike are paired: settings that change the numbers (token budget, decoding,
+grading, n, seed, seeds, protocol settings, the junior; `trlvr.eval.comparable`) must agree, or
+the comparison is refused naming each difference; `--allow-mismatch` pairs them anyway and prints
+the differences as a warning with the table (and in compare.json and report.html).
 
 Prints a table, writes OUT/compare.json and OUT/report.html (OUT defaults to DIR_B/compare).
 """
@@ -20,6 +24,8 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output directory (default: DIR_B/compare)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--allow-mismatch", action="store_true",
+                   help="pair evaluations whose settings differ, with a warning naming the differences")
     return p
 
 
@@ -36,6 +42,10 @@ def format_table(cmp: dict) -> str:
             )
     if cmp.get("skipped"):
         lines.append(f"metrics in only one run (skipped): {', '.join(cmp['skipped'])}")
+    if cmp.get("mismatch"):
+        from trlvr.eval.comparable import warning_text
+
+        lines.append("WARNING: " + warning_text(cmp["mismatch"]))
     return "\n".join(lines)
 
 
@@ -45,22 +55,26 @@ def main(args) -> int:
 
     from trlvr.errors import UserError
     from trlvr.eval.aggregate import compare_tables
+    from trlvr.eval.comparable import check_comparable
     from trlvr.eval.groups import compare_groups, is_group, load_tables
     from trlvr.eval.report import comparison_view, load_results, load_table, render
 
     groups = [is_group(d) for d in (args.dir_a, args.dir_b)]
+    if any(groups) and not all(groups):
+        raise UserError("compare: one directory is a seed group and the other a single evaluation; compare like with like")
+    if not any(groups):
+        for d in (args.dir_a, args.dir_b):
+            load_results(d)
+    mismatch = check_comparable(args.dir_a, args.dir_b, allow_mismatch=args.allow_mismatch)
     if all(groups):
         cmp = compare_groups(
             load_tables(args.dir_a), load_tables(args.dir_b), num_resamples=args.resamples, seed=args.seed
         )
-    elif any(groups):
-        raise UserError("compare: one directory is a seed group and the other a single evaluation; compare like with like")
     else:
-        for d in (args.dir_a, args.dir_b):
-            load_results(d)
         cmp = compare_tables(
             load_table(args.dir_a), load_table(args.dir_b), num_resamples=args.resamples, seed=args.seed
         )
+    cmp = {**cmp, "mismatch": mismatch}
     out = Path(args.out) if args.out else Path(args.dir_b) / "compare"
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))

@@ -139,6 +139,21 @@ def parse_sources(spec: str) -> dict[str, str]:
 
 def spec_from_args(args) -> EvalSpec:
     """The evaluation's settings from the flags; every check that needs no model, naming the flag."""
+    spec = settings_from_args(args)
+    from trlvr.models import locate
+
+    for flag, path in (("--senior", args.senior), ("--junior", args.junior)):
+        if path != "self" and (flag == "--senior" or spec.needs_junior):
+            locate(path, flag, "model")
+    if args.tokenizer:
+        locate(args.tokenizer, "--tokenizer", "tokenizer")
+    check_out(args.out)
+    return spec
+
+
+def settings_from_args(args) -> EvalSpec:
+    """The checks of `spec_from_args` that need no file (what `trlvr study plan` checks of an eval stage
+    whose models are not trained yet)."""
     for flag, name in (("--device", args.device), ("--junior-device", args.junior_device)):
         if name:
             from trlvr.models import check_device
@@ -169,14 +184,6 @@ def spec_from_args(args) -> EvalSpec:
     spec.check()
     if args.junior_device and args.junior == "self":
         raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
-    from trlvr.models import locate
-
-    for flag, path in (("--senior", args.senior), ("--junior", args.junior)):
-        if path != "self" and (flag == "--senior" or spec.needs_junior):
-            locate(path, flag, "model")
-    if args.tokenizer:
-        locate(args.tokenizer, "--tokenizer", "tokenizer")
-    check_out(args.out)
     return spec
 
 
@@ -192,41 +199,61 @@ def check_out(out: str) -> None:
 def main(args) -> int:
     sources = parse_sources(args.data)
     if not args.seeds:
-        return evaluate_one(args, sources, args.senior, args.out)
+        return evaluate_one(*checked(args, args.senior, args.out), sources)
     if "{seed}" not in args.senior:
         raise UserError("--seeds: put {seed} in --senior, e.g. --senior 'runs/toy-tandem/seed-{seed}@selected'")
     if len(set(args.seeds)) < 2:
         raise UserError(f"--seeds: a seed group needs at least 2 distinct seeds, got {args.seeds}")
     from trlvr.eval.format import format_group
-    from trlvr.eval.groups import write_group_summary
+    from trlvr.eval.groups import start_group, write_group_summary
 
     template, group_dir = args.senior, args.out
-    for s in args.seeds:
+    check_out(group_dir)
+    runs = {s: checked(args, template.replace("{seed}", str(s)), str(Path(group_dir) / f"seed-{s}")) for s in args.seeds}
+    benchmarks = _benchmarks(args, sources)  # every seed's senior and settings, and the data, checked first
+    start_group(group_dir, args.seeds, template)  # the group is these seeds, whatever else OUT holds
+    for s, run in runs.items():
         print(f"== seed {s}")
-        evaluate_one(args, sources, template.replace("{seed}", str(s)), str(Path(group_dir) / f"seed-{s}"))
-    summary = write_group_summary(group_dir)
+        evaluate_one(*run, sources, benchmarks)
+    summary = write_group_summary(group_dir, args.seeds)
     print(format_group(summary))
     print(f"wrote {group_dir}/group.json")
     return 0
 
 
-def evaluate_one(args, sources: dict, senior_spec: str, out: str) -> int:
-    from trlvr.eval.api import evaluate_specs, load_benchmarks, resolve_senior
+def checked(args, senior_spec: str, out: str) -> tuple:
+    """(args for one evaluation, its EvalSpec, the senior spec): RUN@selected resolved to the chosen
+    checkpoint and every setting checked (`spec_from_args`), before anything is loaded or written."""
+    import copy
+
+    from trlvr.eval.api import resolve_senior
+
+    one = copy.copy(args)
+    one.senior, _ = resolve_senior(senior_spec)
+    one.out = out
+    return one, spec_from_args(one), senior_spec
+
+
+def _benchmarks(args, sources: dict) -> tuple[dict, dict]:
+    from trlvr.eval.api import load_benchmarks
+
+    return load_benchmarks(sources, split=args.split, limit=args.limit)  # golds checked as `data check` does
+
+
+def evaluate_one(args, spec: EvalSpec, senior_spec: str, sources: dict, benchmarks: tuple | None = None) -> int:
+    from trlvr.eval.api import evaluate_specs
     from trlvr.eval.format import format_summary
 
-    args.senior, _ = resolve_senior(senior_spec)  # RUN@selected -> the chosen checkpoint (checked here)
-    args.out = out
-    spec = spec_from_args(args)
-    benchmarks, identities = load_benchmarks(sources, split=args.split, limit=args.limit)
+    benchmarks, identities = benchmarks or _benchmarks(args, sources)
     res = evaluate_specs(
-        senior_spec, args.junior, benchmarks, spec, out, data_identities=identities, data_sources=sources,
+        senior_spec, args.junior, benchmarks, spec, args.out, data_identities=identities, data_sources=sources,
         tokenizer=args.tokenizer, dtype=args.dtype, device=args.device, junior_device=args.junior_device,
         progress=not args.no_progress, fresh=args.fresh, refuse_lossy=args.refuse_lossy_prompts,
         pairing=args.pairing,
     )  # fmt: skip
     print(format_summary(res))
     print_notes(res)
-    print(f"wrote {out}/results.json and {out}/samples.jsonl")
+    print(f"wrote {args.out}/results.json and {args.out}/samples.jsonl")
     return 0
 
 

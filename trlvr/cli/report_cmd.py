@@ -7,7 +7,8 @@ One directory: DIR/report.html (or --out) with metrics and CIs, pass@k and dose 
 legibility and drift, paired comparisons (--compare) and a rollout viewer. Several directories
 (evaluations or seed groups from `trlvr eval --seeds`): the headline table, overlaid plots and
 training curves, paired differences against --baseline (default: the first), and the same
-problems side by side. Reads the directories and never changes them.
+problems side by side. Reads the directories and never changes them. Runs are paired only when
+they were evaluated alike (`trlvr.eval.comparable`); `--allow-mismatch` pairs them with a warning.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--baseline", default=None, help="(several runs) the run the others are compared with")
     p.add_argument("--out", default=None, help="output HTML (default: DIR/report.html; several: next to the first)")
     p.add_argument("--max-problems", type=int, default=12, help="problems shown in the rollout viewer")
+    p.add_argument("--allow-mismatch", action="store_true",
+                   help="pair evaluations whose settings differ (budget, decoding, grading, n, seeds, ...) with a "
+                        "warning above the table; by default they are refused")  # fmt: skip
     return p
 
 
@@ -35,7 +39,8 @@ def main(args) -> int:
             raise UserError("report: --baseline needs several runs")
         from trlvr.eval.report import write_report
 
-        path = write_report(args.dirs[0], args.out, args.compare, max_problems=args.max_problems)
+        path = write_report(args.dirs[0], args.out, args.compare, max_problems=args.max_problems,
+                            allow_mismatch=args.allow_mismatch)  # fmt: skip
     else:
         if args.compare:
             raise UserError("report: with several runs use --baseline, not --compare")
@@ -44,6 +49,7 @@ def main(args) -> int:
         if len(args.dirs) == 1:
             raise UserError("report: a seed group alone has no baseline; pass it with another run")
         out = args.out or Path(args.dirs[0]).resolve().parent / "report.html"
-        path = write_multi_report(args.dirs, out, args.baseline, max_problems=args.max_problems)
+        path = write_multi_report(args.dirs, out, args.baseline, max_problems=args.max_problems,
+                                  allow_mismatch=args.allow_mismatch)  # fmt: skip
     print(f"wrote {path}")
     return 0

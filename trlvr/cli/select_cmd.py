@@ -8,6 +8,9 @@ Every checkpoint-N/ (and final/) of RUN is evaluated on the validation problems 
 evaluation folder each, under RUN/select/); RUN/selected.json records the best by --metric
 (--direction max, or min for legibility/drift). `--val split:N` uses the N training problems the
 run held out (`--holdout N` at training time); training never saw them. Test data is never read.
+RUN/selected.json stores the checkpoint's path relative to RUN, so `RUN@selected` names the same
+checkpoint from any directory. Every setting (the metric's name, n, split:N against the run's
+holdout, the validation golds) is checked before the first checkpoint is evaluated.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     p.add_argument("--junior-device", default=None, help="put the junior on its own device (e.g. cuda:1)")
     p.add_argument("--include-initial", action="store_true", help="also evaluate the run's starting senior (step 0)")
+    p.add_argument("--fresh", action="store_true",
+                   help="start every checkpoint's validation evaluation over (RUN/select/<val>/step-N/ made under other settings)")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -49,6 +54,7 @@ def main(args) -> int:
         decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
         seed=args.seed, batch_size=args.batch_size, include_initial=args.include_initial,
         progress=not args.no_progress, dtype=args.dtype, device=args.device, junior_device=args.junior_device,
+        fresh=args.fresh,
     )  # fmt: skip
     print(f"selected step {sel.step} ({sel.path}): {sel.metric} = {sel.value:.4f} "
           f"[{sel.ci_low:.4f}, {sel.ci_high:.4f}] on {sel.val['size']} validation problems")  # fmt: skip

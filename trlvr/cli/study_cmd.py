@@ -5,11 +5,20 @@
     trlvr study run STUDY --out DIR --only word4-compact:1     # one (variant, seed), or every seed of a variant
     trlvr study report runs/toy-granularity                    # DIR/report/: table.md, figure.png, report.html
 
+`plan` and `run` first check the whole study: the file (trlvr.experiments.study_spec), then every
+stage's command line by the command's own checks (`validate`: the train config as `trlvr train
+--dry-run` checks it, the selection metric, n and split:N against the run's holdout as `trlvr
+select` checks them, the evaluation settings, junior and data files as `trlvr eval` checks them,
+golds included); nothing runs until all of it passes.
+
 `run` trains, selects and evaluates every (variant, seed), seed by seed; finished stages are
 skipped and interrupted ones resumed, so rerunning the same command after a kill continues. DIR
-records the study file's hash and refuses another study's file. `--jobs N` runs N (variant, seed)
-pipelines side by side as child processes (their logs: DIR/logs/). The study file format:
-trlvr/experiments/study_spec.py.
+records the study (by its parsed content: a comment does not change it) and refuses another
+study; an edited study reuses every stage whose settings did not change (trlvr.experiments.study).
+A stage that fails ends its (variant, seed) pipeline only: its log holds the error and traceback,
+the others go on, and `run` ends with one line naming the failed stages (exit 1). `--jobs N` runs N
+(variant, seed) pipelines side by side as child processes (their logs: DIR/logs/). The study file
+format: trlvr/experiments/study_spec.py.
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="DIR/report/: the table, the figure and report.html")
     rep.add_argument("dir", help="a `trlvr study run` directory")
     rep.add_argument("--study", default=None, help="the study YAML (default: DIR/study.yaml, the copy kept by `run`)")
+    rep.add_argument("--allow-mismatch", action="store_true",
+                     help="pair variants evaluated under differing settings, with a warning (default: refused)")
     return p
 
 
@@ -58,7 +69,143 @@ def execute(argv: list[str], log: Path) -> None:
     if code == 143:  # trlvr.training.preempt.EXIT_PREEMPTED: stopped by SIGTERM after saving a checkpoint
         raise SystemExit(code)
     if code != 0:
-        raise UserError(f"`trlvr {argv[0]}` failed (exit {code}); see {log}")
+        said = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith(f"trlvr {argv[0]}: error:")]
+        raise UserError(f"`trlvr {argv[0]}` failed (exit {code})" + (f": {said[-1]}" if said else ""))
+
+
+# ---- the whole study, checked before anything runs ------------------------------------------------
+
+
+class _Refusing(argparse.ArgumentParser):
+    """A parser whose errors are a UserError (not a usage message and exit)."""
+
+    def error(self, message):
+        from trlvr.errors import UserError
+
+        raise UserError(message)
+
+
+def parse_stage(argv: list[str]) -> argparse.Namespace:
+    """A stage's command line parsed by that command's own parser (types, choices), errors as UserError."""
+    import importlib
+
+    from trlvr.cli.main import COMMANDS
+
+    parser = _Refusing(prog="trlvr")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Refusing)
+    importlib.import_module(f"trlvr.cli.{COMMANDS[argv[0]]}").make_parser(sub)
+    return parser.parse_args(argv)
+
+
+def _inside(path: str, out: Path) -> bool:
+    """Whether `path` lies in the study directory (made by an earlier stage: not there to check yet)."""
+    return Path(path).resolve().is_relative_to(out.resolve())
+
+
+def _naming(flag: str, fn, *args, **kw):
+    """`fn(...)`, a UserError from it prefixed with the flag whose value it was about."""
+    from trlvr.errors import UserError
+
+    try:
+        return fn(*args, **kw)
+    except UserError as e:
+        raise UserError(f"{flag}: {e}") from None
+
+
+def _check_train(stage, out: Path, checked: set):
+    """The train stage's config as `trlvr train --dry-run` checks it, and its local dataset as training
+    loads it (golds included); returns the TandemConfig."""
+    from trlvr.cli.train_cmd import dry_run
+    from trlvr.config import parse_run_args
+    from trlvr.data.sources import is_local
+
+    dry_run(stage.argv[1:])
+    tandem = parse_run_args([*stage.argv[1:], "--use_cpu", "true", "--bf16", "false", "--fp16", "false"])[0]
+    key = ("train", tandem.dataset, tandem.dataset_split, tandem.dataset_limit)
+    if tandem.dataset and is_local(tandem.dataset) and not _inside(tandem.dataset, out) and key not in checked:
+        from trlvr.training.build import load_training_problems
+
+        load_training_problems(tandem)
+        checked.add(key)
+    return tandem
+
+
+def _check_select(stage, tandem, out: Path, checked: set) -> None:
+    """The select stage as `trlvr select` checks it before the first checkpoint: metric name, n, decoding,
+    split:N against the run's holdout, a validation file and its golds."""
+    from trlvr.data.sources import is_local
+    from trlvr.experiments.select_run import check_split, load_validation, selection_spec
+
+    args = parse_stage(stage.argv)
+    selection_spec(args.metric, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed,
+                   batch_size=args.batch_size,
+                   decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k})  # fmt: skip
+    check_split(args.val, tandem.holdout, args.run)
+    if not args.val.startswith("split:") and is_local(args.val) and not _inside(args.val, out):
+        if ("val", args.val, args.limit) not in checked:
+            _naming("--val", load_validation, args.val, args.limit)
+            checked.add(("val", args.val, args.limit))
+
+
+def _check_eval(stage, out: Path, checked: set) -> None:
+    """The eval stage as `trlvr eval` checks it before loading a model: every setting, a local junior
+    folder and each local data file with its golds (unless a world stage makes them; hub names are
+    checked when the stage runs, so that a study can be planned offline)."""
+    from trlvr.cli.eval_cmd import check_out, parse_sources, settings_from_args
+    from trlvr.data.sources import is_local
+    from trlvr.eval.api import load_benchmarks
+    from trlvr.models import locate
+
+    args = parse_stage(stage.argv)
+    spec = settings_from_args(args)
+    junior = args.junior
+    if spec.needs_junior and junior != "self" and is_local(junior) and not _inside(junior, out):
+        locate(junior, "--junior", "model")  # a hub id is looked up when the stage runs (plan may run offline)
+    for name, src in parse_sources(args.data).items():
+        key = ("eval", src, args.split, args.limit)
+        if is_local(src) and not _inside(src, out) and key not in checked:
+            _naming("--data", load_benchmarks, {name: src}, split=args.split, limit=args.limit)
+            checked.add(key)
+    check_out(args.out)
+
+
+def _study_key(study, stage, message: str) -> str:
+    """The study key a stage's error is about, where its flag names one (--dtype -> evaluation.dtype)."""
+    from trlvr.experiments.study_spec import EVALUATION_KEYS, SELECTION_KEYS
+
+    section, keys = {"eval": ("evaluation", EVALUATION_KEYS), "select": ("selection", SELECTION_KEYS)}.get(
+        stage.kind, (f"variants.{stage.variant}", {}))  # fmt: skip
+    for key in sorted(keys, key=len, reverse=True):
+        flag = "--" + ("k" if key == "k" else key.replace("_", "-"))
+        if f"{flag} " in message + " " or f"{flag}:" in message or message.startswith((f"{key} ", f"{key}:")):
+            return f"{section}.{key}"
+    if stage.kind == "select" and "split:" in message:
+        return "selection.val"
+    return section if stage.kind != "train" else f"variants.{stage.variant} (with train:)"
+
+
+def validate(study, out: Path) -> None:
+    """Every stage's command line checked by its command's own checks, before any stage runs: one line
+    naming the study file, the key and the stage for the first that fails."""
+    from trlvr.experiments.study import units
+
+    out, checked = Path(out), set()
+    for train, select, ev in units(study, out):
+        tandem = _checked(study, train, _check_train, train, out, checked)
+        _checked(study, select, _check_select, select, tandem, out, checked)
+        _checked(study, ev, _check_eval, ev, out, checked)
+
+
+def _checked(study, stage, check, *args):
+    """`check(*args)`, its UserError restated as the study file's: file, key, message, stage."""
+    from trlvr.errors import UserError
+
+    try:
+        return check(*args)
+    except UserError as e:
+        msg = " ".join(str(e).split())
+        raise UserError(f"study {study.path}: {_study_key(study, stage, msg)}: {msg} "
+                        f"(the {stage.kind} stage of {stage.variant} seed {stage.seed})") from None  # fmt: skip
 
 
 def _run_children(study_path: str, out: Path, pending: list, jobs: int) -> int:
@@ -125,12 +272,16 @@ def _run_children(study_path: str, out: Path, pending: list, jobs: int) -> int:
 def run(args) -> int:
     from trlvr.errors import UserError
     from trlvr.experiments.study import (
+        StageFailed,
         _say,
+        check_claim,
         claim_dir,
+        failed_stages,
         parse_only,
         run_stage,
         run_unit,
-        stage_done,
+        stage_state,
+        stale_stages,
         units,
         world_stages,
     )
@@ -142,26 +293,46 @@ def run(args) -> int:
     quiet_libraries()
     study = load_study(args.study)
     out = Path(args.out).resolve()  # the stages' commands and fingerprints hold the same paths from any cwd
-    claim_dir(study, out)
     only = parse_only(study, args.only) if args.only else None
+    validate(study, out)  # the whole study, before any stage runs
     todo = units(study, out, only)
     needed = {study.variants[u[0].variant].world for u in todo} - {None}
-    for st in world_stages(study, out, needed):
-        run_stage(out, st, execute)
-    pending = [u for u in todo if not all(stage_done(st) for st in u)]
+    worlds = world_stages(study, out, needed)
+    every = worlds + [st for u in todo for st in u]
+    check_claim(study, out)
+    stale = stale_stages(out, every)
+    if stale:
+        raise UserError(f"{out}: {len(stale)} stage(s) ran under other settings and are not redone by `run`: "
+                        + " | ".join(stale) + " (or choose another --out)")  # fmt: skip
+    claim_dir(study, out)
+    broken = set()
+    for st in worlds:
+        try:
+            run_stage(out, st, execute)
+        except StageFailed as e:
+            _say(f"world {st.variant}: FAILED: {e}")
+            broken.add(st.variant)
+    runnable = [u for u in todo if study.variants[u[0].variant].world not in broken]
+    pending = [u for u in runnable if not all(stage_state(out, st) == "done" for st in u)]
+    code = 0
     if args.jobs > 1 and len(pending) > 1:
         code = _run_children(args.study, out, pending, args.jobs)
     else:
-        code = 0
         for unit in pending:  # one failed pipeline does not stop the others
             try:
                 run_unit(out, unit, execute)
             except UserError as e:
                 _say(f"{unit[0].variant} seed {unit[0].seed}: FAILED: {e}")
-                code = 1
-    if code == 0 and not args.no_report and only is None:
-        return report(argparse.Namespace(dir=str(out), study=args.study))
-    return code
+    failures = failed_stages(out, every)
+    if failures:
+        print(f"trlvr study: {len(failures)} stage(s) failed (their pipelines stopped, the others ran; rerun the "
+              f"same command to retry): " + " | ".join(failures), file=sys.stderr, flush=True)  # fmt: skip
+        return 1
+    if code:
+        return code
+    if not args.no_report and only is None:
+        return report(argparse.Namespace(dir=str(out), study=args.study, allow_mismatch=False))
+    return 0
 
 
 def plan(args) -> int:
@@ -170,6 +341,7 @@ def plan(args) -> int:
 
     study = load_study(args.study)
     out = Path(args.out) if args.out else Path("runs") / study.name
+    validate(study, out.resolve())
     print("\n".join(plan_lines(study, out)))
     return 0
 
@@ -183,7 +355,7 @@ def report(args) -> int:
     claim = read_claim(out)
     study = load_study(study_file(out, args.study))
     refuse_another_study(study, out, claim)
-    paths = write_study_report(study, out)
+    paths = write_study_report(study, out, allow_mismatch=getattr(args, "allow_mismatch", False))
     for p in paths:
         print(f"wrote {p}")
     return 0

@@ -42,11 +42,16 @@ def resolve_senior(spec: str) -> tuple[str, dict | None]:
     """"RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None)."""
     if not spec.endswith("@selected"):
         return spec, None
+    from trlvr.provenance import path_from_record
+
     run = spec.removesuffix("@selected")
     sel = read_selection(run)
-    if not Path(sel["path"]).is_dir():
+    path = path_from_record(sel["path"], run)
+    if path == sel["path"] and not Path(path).is_absolute() and sel.get("step"):
+        path = str(Path(run) / Path(path).name)  # an older record (relative to its writer's cwd): the run's checkpoint
+    if not Path(path).is_dir():
         raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {sel['path']} no longer exists")
-    return sel["path"], sel
+    return path, sel
 
 
 def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
@@ -76,10 +81,11 @@ def load_benchmarks(sources: dict[str, str], split: str | None = None, limit: in
     """({name: problems}, {name: data identity}) for `--data` sources (files are hashed, not trusted by name)."""
     from trlvr.data import load_problems
     from trlvr.eval.fingerprint import file_digest
+    from trlvr.rewards import check_golds
 
     benchmarks, identities = {}, {}
-    for name, src in sources.items():
-        benchmarks[name] = list(load_problems(src, split=split, limit=limit))
+    for name, src in sources.items():  # golds the grader cannot parse are refused, as `data check` and training do
+        benchmarks[name] = list(load_problems(src, split=split, limit=limit, check_gold=check_golds))
         p = Path(src)
         identities[name] = (
             {"source": str(p.resolve()), "sha256": file_digest(p)} if p.is_file() else {"source": src, "split": split}

@@ -2,7 +2,13 @@
 
 A group directory holds `seed-<s>/` evaluation directories (each a normal `trlvr eval` output,
 scored on the same problems) and `group.json`:
-    {"seeds": [0, 1, 2], "metrics": {name: {value, ci_low, ci_high, per_seed: {seed: value}, num_problems}}}
+    {"seeds": [0, 1, 2], "senior": "runs/x/seed-{seed}@selected", "complete": true,
+     "metrics": {name: {value, ci_low, ci_high, per_seed: {seed: value}, num_problems}}}
+A group is exactly the seeds its group.json names: `trlvr eval --seeds` writes that list (complete:
+false) before it evaluates the first seed, so a `seed-<s>/` folder left by an earlier evaluation
+into the same directory is never averaged in, and a group whose evaluation did not finish is
+refused, not read in part. A folder without group.json (a study's eval/<variant>/) is every
+`seed-<s>/` folder it holds, or the seeds a caller asks for.
 The CI is the two-level (seeds, then problems) bootstrap of `trlvr.eval.hierarchical`, so it
 reflects training variance, not only the sampling of problems. Comparing two groups pairs runs by
 seed and problems by id.
@@ -12,7 +18,6 @@ What this file does not know: models or generation. It reads per_problem.json fi
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -25,22 +30,67 @@ GROUP_FILE = "group.json"
 PER_PROBLEM = "per_problem.json"
 
 
-def seed_dirs(group_dir: str | Path) -> dict[int, Path]:
-    """{seed: path} of the `seed-<s>/` evaluation folders under `group_dir` (empty if none)."""
-    out = {}
-    for d in Path(group_dir).glob("seed-*"):
+def read_group(group_dir: str | Path) -> dict | None:
+    """group.json of a `trlvr eval --seeds` group, None when there is none."""
+    path = Path(group_dir) / GROUP_FILE
+    if not path.is_file():
+        return None
+    rec = read_json(path, "seed group file")
+    seeds = rec.get("seeds")
+    if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise UserError(f"{path}: 'seeds' must be a list of integers, got {seeds!r}")
+    return rec
+
+
+def start_group(group_dir: str | Path, seeds: list[int], senior: str) -> None:
+    """Name the group's seeds before the first is evaluated (complete: false until `write_group_summary`)."""
+    from trlvr.eval.store import write_json
+
+    Path(group_dir).mkdir(parents=True, exist_ok=True)
+    write_json(Path(group_dir) / GROUP_FILE, {"seeds": sorted(seeds), "senior": senior, "complete": False})
+
+
+def seed_dirs(group_dir: str | Path, seeds: list[int] | None = None) -> dict[int, Path]:
+    """{seed: path} of the group's seed evaluations: the `seeds` asked for, else those group.json names
+    (each must be there, and the group's evaluation finished), else every `seed-<s>/` folder holding a
+    per-problem table (empty if none). Asked-for seeds without a finished evaluation are left out."""
+    group_dir = Path(group_dir)
+    found = {}
+    for d in group_dir.glob("seed-*"):
         m = re.fullmatch(r"seed-(\d+)", d.name)
         if m and (d / PER_PROBLEM).is_file():
-            out[int(m.group(1))] = d
-    return dict(sorted(out.items()))
+            found[int(m.group(1))] = d
+    if seeds is not None:
+        return {s: found[s] for s in sorted(set(seeds)) if s in found}
+    rec = read_group(group_dir)
+    if rec is None:
+        return dict(sorted(found.items()))
+    named = sorted(rec["seeds"])
+    if rec.get("complete") is False:
+        raise UserError(f"{group_dir}: the evaluation of seeds {named} into this group did not finish "
+                        f"({GROUP_FILE}: complete false); rerun that `trlvr eval --seeds`")  # fmt: skip
+    missing = [s for s in named if s not in found]
+    if missing:
+        raise UserError(f"{group_dir}: {GROUP_FILE} names seeds {named}, but seed(s) {missing} have no "
+                        f"finished evaluation ({PER_PROBLEM}); rerun that `trlvr eval --seeds`")  # fmt: skip
+    return {s: found[s] for s in named}
 
 
 def is_group(path: str | Path) -> bool:
-    return len(seed_dirs(path)) > 0 and not (Path(path) / PER_PROBLEM).is_file()
+    """A seed group: a folder with group.json or seed-<s>/ evaluations, and no evaluation of its own."""
+    path = Path(path)
+    if (path / PER_PROBLEM).is_file():
+        return False
+    return (path / GROUP_FILE).is_file() or any(
+        re.fullmatch(r"seed-(\d+)", d.name) and (d / PER_PROBLEM).is_file() for d in path.glob("seed-*")
+    )
 
 
-def load_tables(group_dir: str | Path) -> dict[int, Table]:
-    dirs = seed_dirs(group_dir)
+def load_tables(group_dir: str | Path, seeds: list[int] | None = None) -> dict[int, Table]:
+    dirs = seed_dirs(group_dir, seeds)
+    missing = sorted(set(seeds or []) - set(dirs))
+    if missing:
+        raise UserError(f"{group_dir}: seed(s) {missing} of {sorted(set(seeds))} have no finished evaluation ({PER_PROBLEM})")
     if len(dirs) < 2:
         raise UserError(f"{group_dir}: a seed group needs at least 2 seed-<s>/ evaluation folders, found {len(dirs)}")
     return {s: read_json(d / PER_PROBLEM, "per-problem table") for s, d in dirs.items()}
@@ -112,7 +162,14 @@ def compare_groups(tables_a: dict[int, Table], tables_b: dict[int, Table], *, nu
     return out
 
 
-def write_group_summary(group_dir: str | Path, **kw) -> dict:
-    summary = summarize_group(load_tables(group_dir), **kw)
-    (Path(group_dir) / GROUP_FILE).write_text(json.dumps(summary, indent=2))
+def write_group_summary(group_dir: str | Path, seeds: list[int] | None = None, **kw) -> dict:
+    """Summarise the group's seeds (`seeds`, else those group.json names, else every seed folder) into
+    group.json, marked complete."""
+    from trlvr.eval.store import write_json
+
+    rec = read_group(group_dir) or {}
+    seeds = seeds if seeds is not None else rec.get("seeds")
+    summary = summarize_group(load_tables(group_dir, seeds), **kw)
+    out = {**summary, "complete": True, **({"senior": rec["senior"]} if "senior" in rec else {})}
+    write_json(Path(group_dir) / GROUP_FILE, out)
     return summary

@@ -405,16 +405,24 @@ def run_view(run_dir: str | Path, label: str | None = None, max_problems: int = 
 
 
 def comparison_view(cmp: dict, label_a: str, label_b: str, title: str) -> dict:
+    """What the template shows of a paired comparison; `cmp["mismatch"]` (settings that differ, paired
+    anyway under --allow-mismatch) becomes a warning above its table."""
+    from trlvr.eval.comparable import warning_text
+
     return {
         "title": title, "label_a": label_a, "label_b": label_b, "rows": comparison_rows(cmp),
-        "skipped": ", ".join(cmp.get("skipped", [])),
+        "skipped": ", ".join(cmp.get("skipped", [])), "mismatch": warning_text(cmp.get("mismatch") or []),
     }  # fmt: skip
 
 
-def build_report(run_dir: str | Path, compare_dirs: list[str | Path] = (), *, max_problems: int = 12) -> str:
-    """HTML of the report for `run_dir`, with paired comparisons against each of `compare_dirs`."""
+def build_report(run_dir: str | Path, compare_dirs: list[str | Path] = (), *, max_problems: int = 12,
+                 allow_mismatch: bool = False) -> str:  # fmt: skip
+    """HTML of the report for `run_dir`, with paired comparisons against each of `compare_dirs` (each
+    evaluated alike, `trlvr.eval.comparable`; `allow_mismatch`: a warning instead of a refusal)."""
     from trlvr.eval.aggregate import compare_tables
+    from trlvr.eval.comparable import check_comparable
 
+    mismatch = {str(o): check_comparable(o, run_dir, allow_mismatch=allow_mismatch) for o in compare_dirs}
     run = run_view(run_dir, max_problems=max_problems)
     seed = load_results(run_dir)["config"].get("seed", 0)
     if compare_dirs:  # the runs side by side in every plot, not this run's alone
@@ -422,7 +430,7 @@ def build_report(run_dir: str | Path, compare_dirs: list[str | Path] = (), *, ma
         run["plots"] = compared_plots([(label, res["macro"]["metrics"]) for label, res in runs])
     comparisons = []
     for other in compare_dirs:
-        cmp = compare_tables(load_table(other), load_table(run_dir), seed=seed)
+        cmp = {**compare_tables(load_table(other), load_table(run_dir), seed=seed), "mismatch": mismatch[str(other)]}
         title = f"Comparison: B = this run vs A = {other} (paired bootstrap)"
         comparisons.append(comparison_view(cmp, str(other), str(run_dir), title))
     return render(f"Evaluation: {run_dir}", [run], comparisons, title="trlvr evaluation report")

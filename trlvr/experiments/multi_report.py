@@ -34,19 +34,20 @@ HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility
 class Run:
     """One column of the report: a single evaluation or a seed group."""
 
-    def __init__(self, path: str | Path, label: str | None = None):
+    def __init__(self, path: str | Path, label: str | None = None, seeds: list[int] | None = None):
         self.path = Path(path)
         if not self.path.is_dir():
             raise UserError(f"report: {self.path} is not a directory")
         self.label = label or self.path.name
         self.group = is_group(self.path)
-        self.eval_dirs = list(seed_dirs(self.path).values()) if self.group else [self.path]
+        self.seeds = seeds if self.group else None  # a group's seeds (default: its own, `seed_dirs`)
+        self.eval_dirs = list(seed_dirs(self.path, self.seeds).values()) if self.group else [self.path]
         self.results = [load_results(d) for d in self.eval_dirs]
-        self.metrics = (summarize_group(load_tables(self.path))["metrics"] if self.group
+        self.metrics = (summarize_group(self.tables())["metrics"] if self.group
                         else self.results[0]["macro"]["metrics"])  # fmt: skip
 
     def tables(self):
-        return load_tables(self.path) if self.group else load_table(self.path)
+        return load_tables(self.path, self.seeds) if self.group else load_table(self.path)
 
     def training_runs(self) -> list[Path | None]:
         """The training folder of each seed's senior (the parent of checkpoint-N/ or final/)."""
@@ -154,7 +155,10 @@ def training_plots(runs: list[Run]) -> list[str]:
     return out
 
 
-def comparisons(runs: list[Run], baseline: Run) -> list[dict]:
+def comparisons(runs: list[Run], baseline: Run, allow_mismatch: bool = False) -> list[dict]:
+    """Each run against `baseline`, evaluated alike (`trlvr.eval.comparable`: refused, or with
+    `allow_mismatch` paired with a warning naming the settings that differ)."""
+    from trlvr.eval.comparable import check_comparable
     from trlvr.eval.report import comparison_view
 
     out = []
@@ -163,9 +167,12 @@ def comparisons(runs: list[Run], baseline: Run) -> list[dict]:
             continue
         if r.group != baseline.group:
             raise UserError(f"report: {r.path} and the baseline {baseline.path} are not both seed groups (or both single runs)")
+        mismatch = check_comparable(baseline.path, r.path, allow_mismatch=allow_mismatch,
+                                    names=(baseline.label, r.label), seeds=(baseline.seeds, r.seeds))  # fmt: skip
         cmp = (compare_groups(baseline.tables(), r.tables()) if r.group
                else compare_tables(baseline.tables(), r.tables()))  # fmt: skip
-        cmp = {**cmp, "benchmarks": {}}  # the headline is macro; per-benchmark detail lives in each run's report
+        # the headline is macro; per-benchmark detail lives in each run's report
+        cmp = {**cmp, "benchmarks": {}, "mismatch": mismatch}
         how = "paired by seed and problem, two-level bootstrap" if r.group else "paired by problem, bootstrap"
         out.append(comparison_view(cmp, baseline.label, r.label, f"{r.label} − {baseline.label} ({how})"))
     return out
@@ -195,26 +202,29 @@ def side_by_side(runs: list[Run], max_problems: int = 8, protocols=("solo", "han
     return out
 
 
-def _pairs(runs: list[Run], base: Run, pairs) -> list[dict]:
+def _pairs(runs: list[Run], base: Run, pairs, allow_mismatch: bool = False) -> list[dict]:
     """Comparison views: every run against `base`, or each (baseline path, run path) of `pairs`."""
     if pairs is None:
-        return comparisons(runs, base)
+        return comparisons(runs, base, allow_mismatch)
     by_path = {r.path: r for r in runs}
     out = []
     for a, b in pairs:
         if Path(a) not in by_path or Path(b) not in by_path:
             raise UserError(f"report: pair ({a}, {b}) names a run that is not in the report")
-        out += comparisons([by_path[Path(b)]], by_path[Path(a)])
+        out += comparisons([by_path[Path(b)]], by_path[Path(a)], allow_mismatch)
     return out
 
 
 def build_multi_report(paths: list[str | Path], baseline: str | Path | None = None, max_problems: int = 8, *,
                        labels: list[str] | None = None, pairs: list[tuple] | None = None,
                        settings: list[tuple[str, str]] = (), extra_plots: list[str] = (), title: str | None = None,
-                       extra_title: str = "More plots") -> str:  # fmt: skip
+                       extra_title: str = "More plots", allow_mismatch: bool = False,
+                       group_seeds: dict | None = None) -> str:  # fmt: skip
     """The page. `labels`: one per path (default: folder names); `pairs`: (baseline, run) paths to compare
     (default: every run against `baseline`); `settings`: (name, value) rows shown as a table;
-    `extra_plots`: more PNG data URLs (e.g. a study's detector metrics), under `extra_title`."""
+    `extra_plots`: more PNG data URLs (e.g. a study's detector metrics), under `extra_title`;
+    `allow_mismatch`: pair runs evaluated under other settings, with a warning (else refused);
+    `group_seeds`: {path: seeds} of seed groups read as those seeds only (default: each group's own)."""
     import jinja2
     import matplotlib
 
@@ -223,10 +233,11 @@ def build_multi_report(paths: list[str | Path], baseline: str | Path | None = No
         raise UserError("report: a multi-run report needs at least two runs")
     if labels is not None and len(labels) != len(paths):
         raise UserError(f"report: {len(labels)} labels for {len(paths)} runs")
-    runs = [Run(p, label=lab) for p, lab in zip(paths, labels or [None] * len(paths), strict=True)]
+    seeds = {str(k): v for k, v in (group_seeds or {}).items()}
+    runs = [Run(p, label=lab, seeds=seeds.get(str(p))) for p, lab in zip(paths, labels or [None] * len(paths), strict=True)]
     names = [r.label for r in runs]
     if len(set(names)) != len(names):
-        runs = [Run(p, label=str(p)) for p in paths]
+        runs = [Run(p, label=str(p), seeds=seeds.get(str(p))) for p in paths]
     base = runs[0] if baseline is None else next((r for r in runs if r.path == Path(baseline)), None)
     if base is None:
         raise UserError(f"report: --baseline {baseline} is not one of the runs")
@@ -242,7 +253,7 @@ def build_multi_report(paths: list[str | Path], baseline: str | Path | None = No
     return env.get_template("multi_report.html.j2").render(
         title=title or "trlvr: " + " vs ".join(r.label for r in runs), baseline=base.label, headline=headline(runs),
         settings=list(settings), extra_plots=list(extra_plots), extra_title=extra_title,
-        plots=plots, training=training_plots(runs), comparisons=_pairs(runs, base, pairs),
+        plots=plots, training=training_plots(runs), comparisons=_pairs(runs, base, pairs, allow_mismatch),
         problems=side_by_side(runs, max_problems), labels=[r.label for r in runs], warnings=sorted(set(warnings)),
         senior_colour=SENIOR_COLOUR, junior_colour=JUNIOR_COLOUR, shade_high=_surprisal_bg(-8),
         shade_low=_surprisal_bg(-2),

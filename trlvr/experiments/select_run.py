@@ -2,59 +2,106 @@
 
 What this file adds to `selection.py`: models, the validation data (a file, or the run's own
 holdout for `split:N`), and the run's record (`trlvr_run.json`: its junior and its holdout).
+Every setting is checked before the first checkpoint is evaluated (`selection_spec`, `check_split`,
+the validation file with the gold check evaluation and training run); `trlvr study` runs the same checks.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from trlvr.errors import UserError
-from trlvr.experiments.selection import Candidate, list_checkpoints, select_checkpoint
+from trlvr.experiments.selection import Candidate, check_metric, list_checkpoints, select_checkpoint
 
 RUN_FILE = "trlvr_run.json"
 HOLDOUT_FILE = "holdout.jsonl"
 
 
 def read_run(run_dir: str | Path) -> dict:
-    path = Path(run_dir) / RUN_FILE
-    if not path.is_file():
+    """The run's record, its model and data paths usable from the current directory
+    (`trlvr.training.run_record.read_record`: records store them relative to the run, or absolute)."""
+    from trlvr.training.run_record import read_record, resolved_paths
+
+    record = read_record(run_dir)
+    if record is None:
         raise UserError(f"{run_dir}: no {RUN_FILE}; is this a `trlvr train` output_dir?")
-    return json.loads(path.read_text())
+    return resolved_paths(record, run_dir)
+
+
+def split_size(val: str) -> int | None:
+    """N of `--val split:N`; None for a problems source."""
+    if not val.startswith("split:"):
+        return None
+    try:
+        return int(val.removeprefix("split:"))
+    except ValueError:
+        raise UserError(f"--val {val!r}: expected split:N with N an integer") from None
+
+
+def check_split(val: str, holdout: int | None, run_dir: str | Path) -> None:
+    """`--val split:N` needs a run that held out exactly N training problems (`--holdout N`)."""
+    n = split_size(val)
+    if n is None:
+        return
+    if not holdout:
+        raise UserError(f"--val {val}: {run_dir} held out no training problems; train with --holdout {n}")
+    if int(holdout) != n:
+        raise UserError(f"--val {val}: the run held out {holdout} problems, not {n}; use --val split:{holdout}")
+
+
+def load_validation(source: str, limit: int | None = None) -> list:
+    """Validation problems from a source, refused (one line naming the row) where the grader cannot
+    parse a gold, as `trlvr eval`, `trlvr data check` and training refuse them."""
+    from trlvr.data import load_problems
+    from trlvr.rewards import check_golds
+
+    return list(load_problems(source, limit=limit, check_gold=check_golds))
 
 
 def validation_problems(run_dir: str | Path, val: str, limit: int | None = None) -> tuple[str, list]:
     """(name, problems) for --val: "split:N" = the run's recorded holdout, else a problems source."""
-    from trlvr.data import load_problems
-
-    if val.startswith("split:"):
-        try:
-            n = int(val.removeprefix("split:"))
-        except ValueError:
-            raise UserError(f"--val {val!r}: expected split:N with N an integer") from None
+    n = split_size(val)
+    if n is not None:
         held = Path(run_dir) / HOLDOUT_FILE
         recorded = read_run(run_dir).get("tandem", {}).get("holdout", 0)
-        if not recorded or not held.is_file():
-            raise UserError(f"--val {val}: {run_dir} held out no training problems; train with --holdout {n}")
-        if int(recorded) != n:
-            raise UserError(f"--val {val}: the run held out {recorded} problems, not {n}; use --val split:{recorded}")
-        problems = load_problems(str(held), limit=limit)
-        return f"holdout{n}", list(problems)
-    problems = load_problems(val, limit=limit)
-    return Path(val).stem, list(problems)
+        check_split(val, recorded if held.is_file() else 0, run_dir)
+        return f"holdout{n}", load_validation(str(held), limit)
+    return Path(val).stem, load_validation(val, limit)
+
+
+def selection_spec(metric: str, *, n: int = 4, max_new_tokens: int = 3000, decoding: dict | None = None,
+                   seed: int = 0, batch_size: int = 64):  # fmt: skip
+    """The EvalSpec every checkpoint is evaluated under, checked (n, budget, decoding, the metric's name)."""
+    from trlvr.eval.spec import EvalSpec
+
+    if n < 1:
+        raise UserError(f"--n must be >= 1, got {n}")
+    spec = EvalSpec(n=n, ks=tuple(k for k in (1, 2, 4, 8) if k <= n), seed=seed, max_new_tokens=max_new_tokens,
+                    batch_size=batch_size, **(decoding or {}))  # fmt: skip
+    spec = spec.replace(suite=tuple(check_metric(metric, spec.ks)))
+    spec.check()
+    return spec
+
+
+def _resolved(source: str) -> str:
+    """A local file as its absolute path (what it names does not depend on the cwd); anything else as given."""
+    return str(Path(source).resolve()) if Path(source).is_file() else source
 
 
 def run_selection(
     run_dir, val: str, *, metric: str, direction: str | None = None, junior: str | None = None,
     limit: int | None = None, n: int = 4, max_new_tokens: int = 3000, decoding: dict | None = None,
     seed: int = 0, batch_size: int = 64, include_initial: bool = False, progress: bool = True,
-    dtype: str = "auto", device: str | None = None, junior_device: str | None = None,
+    dtype: str = "auto", device: str | None = None, junior_device: str | None = None, fresh: bool = False,
 ):  # fmt: skip
     """Evaluate every checkpoint of `run_dir` on the validation data through `trlvr.eval.api.evaluate_specs`
-    (the one path `trlvr eval` takes: same loading, vocabulary check and prompts), then pick one."""
-    from trlvr.eval.api import EvalSpec, evaluate_specs
+    (the one path `trlvr eval` takes: same loading, vocabulary check and prompts), then pick one.
+    fresh: start each checkpoint's evaluation over (its folder was made under other settings)."""
+    from trlvr.eval.api import evaluate_specs
     from trlvr.models import SELF
 
+    base = selection_spec(metric, n=n, max_new_tokens=max_new_tokens, decoding=decoding, seed=seed,
+                          batch_size=batch_size)  # fmt: skip
     record = read_run(run_dir)
     junior = junior or record.get("tandem", {}).get("junior")
     if not junior:
@@ -64,8 +111,6 @@ def run_selection(
     candidates = list_checkpoints(run_dir)
     if include_initial:
         candidates = [Candidate(0, record["tandem"]["senior"]), *candidates]
-    base = EvalSpec(n=n, ks=tuple(k for k in (1, 2, 4, 8) if k <= n), seed=seed, max_new_tokens=max_new_tokens,
-                    batch_size=batch_size, **(decoding or {}))  # fmt: skip
 
     def evaluate_checkpoint(cand: Candidate, problems, out_dir: Path, suite):
         from trlvr.models import is_adapter_dir
@@ -74,9 +119,10 @@ def run_selection(
         partner = cand.path if junior == SELF and not is_adapter_dir(cand.path) else junior
         return evaluate_specs(
             cand.path, partner, {name: problems}, base.replace(suite=tuple(suite)), out_dir,
-            data_identities={name: {"validation": val, "run": str(run_dir)}}, data_sources={name: val},
+            data_identities={name: {"validation": _resolved(val), "run": str(Path(run_dir).resolve())}},
+            data_sources={name: val},
             dtype=dtype, device=device, junior_device=None if junior == SELF else junior_device,
-            progress=progress, pairing=pairing,
+            progress=progress, pairing=pairing, fresh=fresh,
         )  # fmt: skip
 
     return select_checkpoint(run_dir, problems, metric=metric, evaluate_checkpoint=evaluate_checkpoint,

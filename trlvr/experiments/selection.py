@@ -4,6 +4,7 @@
     RUN/select/<val>/step-<N>/      one evaluation directory per checkpoint (resumable)
     RUN/select/<val>/table.md, curve.png, selection.json   every checkpoint's value with its CI
     RUN/selected.json               the chosen checkpoint: step, path, metric, value, CI, val fingerprint
+                                    (paths relative to RUN when inside it, else absolute: the same from any cwd)
 
 `trlvr.eval.api.resolve_senior("RUN@selected")` turns that record back into a model path for `trlvr eval`.
 
@@ -22,7 +23,7 @@ from pathlib import Path
 from trlvr.errors import UserError
 from trlvr.eval.api import SELECTED_FILE
 
-__all__ = ["Candidate", "Selection", "select_checkpoint", "list_checkpoints", "pick", "suite_for",
+__all__ = ["Candidate", "Selection", "select_checkpoint", "list_checkpoints", "pick", "suite_for", "check_metric",
            "default_direction", "problems_fingerprint", "SELECTED_FILE"]
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
 # metric-name prefix -> the suite entry that produces it
@@ -60,6 +61,31 @@ def suite_for(metric: str) -> list[str]:
             "dose-0.5/pass@1, legibility/junior_ce or drift/kl"
         )
     return [_SUITE_OF[head]]
+
+
+def check_metric(metric: str, ks: tuple[int, ...]) -> list[str]:
+    """The suite `metric` needs; UserError unless the selection's evaluation (pass@k for `ks`) produces
+    that metric name. The names come from the aggregation itself (`problem_table` over one synthetic
+    sample per protocol), so they cannot drift from what results.json holds."""
+    suite = suite_for(metric)
+    names = producible_metrics(suite, ks)
+    if metric not in names:
+        raise UserError(f"--metric {metric!r} is not a metric this selection's evaluation produces "
+                        f"(suite {suite[0]}, k {list(ks)}); choose from {', '.join(sorted(names))}")  # fmt: skip
+    return suite
+
+
+def producible_metrics(suite: list[str], ks: tuple[int, ...]) -> set[str]:
+    """Metric names an evaluation of `suite` with pass@k for `ks` writes (legibility and drift included
+    when either is asked: they are scored together)."""
+    from trlvr.eval.aggregate import metric_specs, problem_table
+    from trlvr.eval.protocols import protocols_for
+
+    scored = {"legibility": 0.0, "legibility_bpb": 0.0, "drift": 0.0} if {"legibility", "drift"} & set(suite) else {}
+    rows = [{"benchmark": "b", "problem_id": "p", "protocol": proto, "sample_idx": i, "reward": 1.0, "num_tokens": 1,
+             "finish_reason": "eos", "senior_share": 1.0, **(scored if proto == "solo" else {})}
+            for proto in protocols_for(suite) for i in range(max(ks))]  # fmt: skip
+    return set(metric_specs(problem_table(rows, list(ks))))
 
 
 def default_direction(metric: str) -> str:
@@ -164,13 +190,25 @@ def select_checkpoint(
     sel = Selection(best["step"], best["path"], metric, direction, best["value"], best["ci_low"], best["ci_high"],
                     val, table)  # fmt: skip
     out_root.mkdir(parents=True, exist_ok=True)
-    (out_root / "selection.json").write_text(json.dumps(asdict(sel), indent=2))
+    (out_root / "selection.json").write_text(json.dumps(stored(sel, out_root), indent=2))
     (out_root / "table.md").write_text(format_table(sel))
     plot_selection(sel, out_root / "curve.png")
     tmp = run / (SELECTED_FILE + ".tmp")
-    tmp.write_text(json.dumps(asdict(sel), indent=2))
+    tmp.write_text(json.dumps(stored(sel, run), indent=2))
     tmp.replace(run / SELECTED_FILE)  # atomic: a reader sees the old or the new record, never half
     return sel
+
+
+def stored(sel: Selection, record_dir: Path) -> dict:
+    """The selection as a record in `record_dir` keeps it: every checkpoint path relative to that
+    directory when inside it, else absolute (`trlvr.provenance.path_for_record`), so that `RUN@selected`
+    names the same checkpoint from any working directory."""
+    from trlvr.provenance import path_for_record
+
+    rec = asdict(sel)
+    rec["path"] = path_for_record(sel.path, record_dir)
+    rec["table"] = [{**r, "path": path_for_record(r["path"], record_dir)} for r in sel.table]
+    return rec
 
 
 def format_table(sel: Selection) -> str:

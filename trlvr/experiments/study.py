@@ -9,10 +9,21 @@
     DIR/timings.jsonl                    one row per stage run: variant, seed, stage, seconds
     DIR/report/                          `trlvr study report DIR` (trlvr.experiments.study_report)
 
+    DIR/stages/<variant>/seed-<s>-<stage>.json   the settings each stage ran with (its command line,
+                                         with those of the stages it depends on); .failed: why it failed
+
 `plan` prints the same commands that `run` executes, so a user can launch each run on their own
 cluster. A stage is skipped when its output is complete (train: final/; select: selected.json; eval:
-results.json written by a finished run) and resumed when interrupted (train from its newest
-checkpoint, select and eval from the samples they wrote).
+results.json written by a finished run) and its recorded settings are the study's (`stage_state`),
+and resumed when interrupted (train from its newest checkpoint, select and eval from the samples
+they wrote). A stage whose settings changed (the study file was edited) is redone: select and eval
+start over (`--fresh`); a world or train stage is never thrown away: `run` refuses, naming it,
+before anything runs. Stages that depend on a changed stage count as changed too. A directory from
+before stage records is taken as it is (complete = done).
+
+A stage that fails, with trlvr's one-line error or any other exception, ends its (variant, seed)
+pipeline: the error, with its traceback, goes to the stage's log, and the other pipelines go on
+(`run_stage` raises `StageFailed`; the caller collects them).
 
 What this file does not know: how a stage works. `run_unit` takes an `execute(argv, log)` callable
 (the CLI's: trlvr.cli.study_cmd) that runs one command line.
@@ -20,13 +31,16 @@ What this file does not know: how a stage works. `run_unit` takes an `execute(ar
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shlex
 import shutil
 import subprocess
 import time
+import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trlvr.errors import UserError
@@ -37,6 +51,12 @@ STUDY_COPY = "study.yaml"  # the study file itself, kept beside its record (the 
 TIMINGS_FILE = "timings.jsonl"
 DONE = ".study-done"  # written into an eval folder once its `trlvr eval` returned 0
 STAGES = ("train", "select", "eval")
+STAGES_DIR = "stages"
+_NOT_SETTINGS = ("--no-progress", "--resume", "--fresh")  # how a stage runs, not what it computes
+
+
+class StageFailed(UserError):
+    """A stage's command failed (its log holds the details); ends that (variant, seed) pipeline."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +66,7 @@ class Stage:
     seed: int | None
     argv: list[str]  # a `trlvr` command line without the program name
     out: Path  # what the stage writes
+    settings: str = ""  # hash of its command line (study dir as $STUDY) and of the stages it depends on
 
     @property
     def name(self) -> str:
@@ -68,6 +89,22 @@ def eval_dir(out: Path, variant: str, seed: int) -> Path:
     return eval_group(out, variant) / f"seed-{seed}"
 
 
+def settings_hash(argv: list[str], out: Path, upstream: str = "") -> str:
+    """What a stage computes: its command line without run-only switches, the study directory written
+    as $STUDY (a moved study is the same study), and the settings of the stage it builds on."""
+    return hashlib.sha256(json.dumps([stage_argv(argv, out), upstream]).encode()).hexdigest()[:16]
+
+
+def stage_argv(argv: list[str], out: Path) -> list[str]:
+    return [a.replace(str(Path(out)), "$STUDY") for a in argv if a not in _NOT_SETTINGS]
+
+
+def record_path(out: Path, stage: Stage, suffix: str = ".json") -> Path:
+    if stage.seed is None:
+        return Path(out) / STAGES_DIR / f"{stage.kind}-{stage.variant}{suffix}"
+    return Path(out) / STAGES_DIR / stage.variant / f"seed-{stage.seed}-{stage.kind}{suffix}"
+
+
 def log_path(out: Path, stage: Stage) -> Path:
     if stage.seed is None:
         return Path(out) / "logs" / f"{stage.kind}-{stage.variant}.log"
@@ -84,7 +121,7 @@ def world_stage(study: Study, out: Path, world: str) -> Stage:
             "--no-progress"]  # fmt: skip
     if jargon != "spaced" or seed != 0:
         argv.append("--from-scratch")
-    return Stage("world", world, None, argv, world_dir(out, world))
+    return Stage("world", world, None, argv, world_dir(out, world), settings_hash(argv, out))
 
 
 def train_overrides(study: Study, v: Variant, out: Path, seed: int) -> dict:
@@ -99,17 +136,19 @@ def train_stage(study: Study, v: Variant, out: Path, seed: int) -> Stage:
     from trlvr.config import override_flags
 
     argv = ["train", "--config", v.config, *override_flags(train_overrides(study, v, out, seed))]
-    return Stage("train", v.name, seed, argv, train_dir(out, v.name, seed))
+    world = world_stage(study, out, v.world).settings if v.world is not None else ""
+    return Stage("train", v.name, seed, argv, train_dir(out, v.name, seed), settings_hash(argv, out, world))
 
 
-def select_stage(study: Study, v: Variant, out: Path, seed: int) -> Stage:
+def select_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") -> Stage:
     s = study.selection
     run = train_dir(out, v.name, seed)
     argv = ["select", str(run), "--val", s["val"], "--metric", s["metric"]]
     for key in ("direction", "n", "limit", "max_new_tokens", "batch_size", "seed"):
         if key in s:
             argv += [f"--{key.replace('_', '-')}", str(s[key])]
-    return Stage("select", v.name, seed, [*argv, "--no-progress"], run)
+    argv = [*argv, "--no-progress"]
+    return Stage("select", v.name, seed, argv, run, settings_hash(argv, out, after))
 
 
 def _junior_of(study: Study, v: Variant, out: Path) -> str:
@@ -129,7 +168,7 @@ def _junior_of(study: Study, v: Variant, out: Path) -> str:
     return str(junior)
 
 
-def eval_stage(study: Study, v: Variant, out: Path, seed: int) -> Stage:
+def eval_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") -> Stage:
     e = study.evaluation
     data = e["data"]
     if data == "test" and v.world is not None:
@@ -144,7 +183,8 @@ def eval_stage(study: Study, v: Variant, out: Path, seed: int) -> Stage:
         argv += ["--k", ",".join(str(k) for k in e["k"])]
     if "suite" in e:
         argv += ["--suite", ",".join(e["suite"])]
-    return Stage("eval", v.name, seed, [*argv, "--out", str(target), "--no-progress"], target)
+    argv = [*argv, "--out", str(target), "--no-progress"]
+    return Stage("eval", v.name, seed, argv, target, settings_hash(argv, out, after))
 
 
 def units(study: Study, out: Path, only: list[tuple[str, int | None]] | None = None) -> list[list[Stage]]:
@@ -156,8 +196,9 @@ def units(study: Study, out: Path, only: list[tuple[str, int | None]] | None = N
         for v in study.variants.values():
             if only is not None and not any(v.name == ov and (os is None or os == seed) for ov, os in only):
                 continue
-            res.append([train_stage(study, v, out, seed), select_stage(study, v, out, seed),
-                        eval_stage(study, v, out, seed)])  # fmt: skip
+            train = train_stage(study, v, out, seed)
+            select = select_stage(study, v, out, seed, after=train.settings)
+            res.append([train, select, eval_stage(study, v, out, seed, after=select.settings)])
     return res
 
 
@@ -200,6 +241,7 @@ def plan_lines(study: Study, out: Path) -> list[str]:
 
 
 def stage_done(stage: Stage) -> bool:
+    """Whether the stage's output is complete (whatever settings made it: see `stage_state`)."""
     if stage.kind == "world":
         from trlvr.toy.world import is_complete
 
@@ -214,6 +256,61 @@ def stage_done(stage: Stage) -> bool:
     return (stage.out / DONE).is_file() and (stage.out / "results.json").is_file()
 
 
+def read_stage_record(out: Path, stage: Stage) -> dict | None:
+    path = record_path(out, stage)
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def stage_state(out: Path, stage: Stage) -> str:
+    """"done" (complete, under these settings, or complete with nothing recorded: a directory from
+    before stage records), "stale" (run, or started, under other settings) or "todo"."""
+    rec = read_stage_record(out, stage)
+    if rec is not None and rec.get("settings") != stage.settings:
+        return "stale" if stage.out.is_dir() and any(stage.out.iterdir()) else "todo"  # nothing made: start
+    return "done" if stage_done(stage) and (rec is None or rec.get("complete", True)) else "todo"
+
+
+def stale_stages(out: Path, stages: list[Stage]) -> list[str]:
+    """One line per world or train stage whose output was made under other settings (never redone
+    by `run`: a trained model is not thrown away), naming what changed and what to remove."""
+    lines = []
+    for st in stages:
+        if st.kind in ("world", "train") and stage_state(out, st) == "stale":
+            rec = read_stage_record(out, st) or {}
+            old, new = rec.get("argv") or [], stage_argv(st.argv, out)
+            changed = _argv_changes(old, new) or ["a stage it builds on changed"]
+            lines.append(f"{st.name} ({'; '.join(changed)}): remove {st.out} to redo it")
+    return lines
+
+
+def _argv_changes(old: list[str], new: list[str]) -> list[str]:
+    """["--max_steps: 4 -> 8", ...] between two `--flag value` command lines."""
+
+    def pairs(argv):
+        out, key = {}, None
+        for a in argv:
+            if a.startswith("--"):
+                key = a
+                out[key] = True
+            elif key is not None:
+                out[key] = a if out[key] is True else f"{out[key]} {a}"
+        return out
+
+    a, b = pairs(old), pairs(new)
+    return [f"{k}: {a.get(k, '(absent)')} -> {b.get(k, '(absent)')}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def write_stage_record(out: Path, stage: Stage, complete: bool) -> None:
+    path = record_path(out, stage)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps({"settings": stage.settings, "argv": stage_argv(stage.argv, out), "complete": complete}))
+    tmp.replace(path)
+
+
 def with_resume(stage: Stage) -> Stage:
     """The train stage with --resume when the run has a checkpoint to continue from."""
     if stage.kind != "train":
@@ -221,7 +318,7 @@ def with_resume(stage: Stage) -> Stage:
     from trlvr.training.checkpoints import checkpoints
 
     if stage.out.is_dir() and checkpoints(stage.out):
-        return Stage(stage.kind, stage.variant, stage.seed, [*stage.argv, "--resume"], stage.out)
+        return replace(stage, argv=[*stage.argv, "--resume"])
     return stage
 
 
@@ -241,14 +338,20 @@ def code_version(module_file: str | None = None) -> dict:
 
 
 def claim_dir(study: Study, out: Path, code: dict | None = None) -> dict:
-    """Record the study in OUT/study.json; refuse a directory made from another study file."""
+    """Record the study in OUT/study.json (and its file as OUT/study.yaml); refuse a directory made for
+    another study (another name). The same study edited (another meaning: `Study.sha256`) is taken:
+    each stage then compares its own settings (`stage_state`), and the edit is kept in `versions`."""
     out = Path(out)
     path = out / STUDY_FILE
     code = code or code_version()
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if path.is_file():
-        rec = json.loads(path.read_text())
-        refuse_another_study(study, out, rec, hint=": use another --out")
+        rec = check_claim(study, out)
+        if rec.get("sha256") != study.sha256:
+            rec.setdefault("versions", []).append({"sha256": rec.get("sha256"), "file": rec.get("file"),
+                                                   "replaced": now})  # fmt: skip
+            rec.update(sha256=study.sha256, file=str(study.path))
+            shutil.copyfile(study.path, out / STUDY_COPY)
         if not rec["runs"] or rec["runs"][-1].get("commit") != code.get("commit"):
             rec["runs"].append({**code, "started": now})
     else:
@@ -261,11 +364,24 @@ def claim_dir(study: Study, out: Path, code: dict | None = None) -> dict:
     return rec
 
 
+def check_claim(study: Study, out: Path) -> dict:
+    """OUT/study.json ({} for a new directory); UserError when OUT was made for another study (another name)."""
+    path = Path(out) / STUDY_FILE
+    if not path.is_file():
+        return {}
+    rec = json.loads(path.read_text())
+    if rec.get("name") != study.name:
+        raise UserError(f"{out}: made for another study ({rec.get('name')!r}, from {rec.get('file')}); "
+                        f"{study.path} is study {study.name!r}: use another --out")  # fmt: skip
+    return rec
+
+
 def refuse_another_study(study: Study, out: Path, rec: dict, hint: str = "") -> None:
-    """UserError unless `study` is the file directory `out` was made from (`rec`: its study.json)."""
+    """UserError unless `study` means what directory `out` last ran (`rec`: its study.json); the hash is
+    of the parsed content, so a comment or the order of keys does not matter."""
     if rec.get("sha256") != study.sha256:
-        raise UserError(f"{out}: made from another study file ({rec.get('file')}, sha256 {str(rec.get('sha256'))[:12]}); "
-                        f"{study.path} has sha256 {study.sha256[:12]}{hint}")  # fmt: skip
+        raise UserError(f"{out}: made from another study file ({rec.get('file')}, content sha256 "
+                        f"{str(rec.get('sha256'))[:12]}); {study.path} has {study.sha256[:12]}{hint}")  # fmt: skip
 
 
 def study_file(out: Path, given: str | None = None) -> Path:
@@ -294,28 +410,73 @@ def _say(msg: str) -> None:
 
 
 def run_stage(out: Path, stage: Stage, execute: Callable[[list[str], Path], None]) -> str:
-    """Run one stage unless it is done; 'skipped' or 'ran'. Records its time in OUT/timings.jsonl."""
-    if stage_done(stage):
+    """Run one stage unless it is done; 'skipped' or 'ran'. Records its settings (stages/) and time
+    (timings.jsonl). A select or eval stage made under other settings starts over (--fresh); a world
+    or train one is refused (`stale_stages`). Any failure raises StageFailed, its traceback in the log."""
+    state = stage_state(out, stage)
+    if state == "done":
         _say(f"{stage.name}: done, skipped")
         return "skipped"
+    if state == "stale" and stage.kind in ("world", "train"):
+        raise StageFailed(f"{stage.name}: made under other settings; " + "; ".join(stale_stages(out, [stage])))
+    if state == "stale":
+        stage = replace(stage, argv=[*stage.argv, "--fresh"])
     stage = with_resume(stage)
     log = log_path(out, stage)
     log.parent.mkdir(parents=True, exist_ok=True)
-    how = " (resuming)" if "--resume" in stage.argv else ""
+    record_path(out, stage, ".failed").unlink(missing_ok=True)
+    how = {"stale": " (settings changed: starting over)"}.get(state, " (resuming)" if "--resume" in stage.argv else "")
     _say(f"{stage.name}: started{how} (log {log})")
+    write_stage_record(out, stage, complete=False)
     t0 = time.perf_counter()
-    execute(stage.argv, log)
+    try:
+        execute(stage.argv, log)
+    except Exception as e:  # any failure ends this pipeline, never the study
+        raise _failed(out, stage, log, e) from e
     seconds = time.perf_counter() - t0
     if stage.kind == "eval":
         (stage.out / DONE).touch()
+    write_stage_record(out, stage, complete=True)
     with open(Path(out) / TIMINGS_FILE, "a") as f:
         f.write(json.dumps({"variant": stage.variant, "seed": stage.seed, "stage": stage.kind,
-                            "seconds": round(seconds, 1), "resumed": bool(how),
+                            "seconds": round(seconds, 1), "resumed": "--resume" in stage.argv,
                             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")  # fmt: skip
     _say(f"{stage.name}: done in {seconds:.0f} s")
     return "ran"
 
 
+def _failed(out: Path, stage: Stage, log: Path, e: Exception) -> StageFailed:
+    """The failure written where a reader looks: the traceback into the stage's log, one line into
+    stages/...failed (what `failed_stages` lists), and a StageFailed naming both."""
+    what = str(e) if isinstance(e, UserError) else f"{type(e).__name__}: {e}"
+    with open(log, "a") as f:
+        f.write(f"\n[study] {stage.name} failed: {what}\n")
+        if not isinstance(e, UserError):  # trlvr's own errors are one line by design
+            f.write("".join(traceback.format_exception(e)))
+    line = f"{stage.name}: {what.splitlines()[0] if what else type(e).__name__} (log {log})"
+    marker = record_path(out, stage, ".failed")
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(line + "\n")
+    return StageFailed(line)
+
+
+def failed_stages(out: Path, stages: list[Stage]) -> list[str]:
+    """The one-line failure of each of `stages` that failed on its last attempt (stages/...failed)."""
+    lines = []
+    for st in stages:
+        marker = record_path(out, st, ".failed")
+        if marker.is_file():
+            lines.append(marker.read_text().strip())
+    return lines
+
+
 def run_unit(out: Path, unit: list[Stage], execute: Callable[[list[str], Path], None]) -> None:
-    for stage in unit:
-        run_stage(out, stage, execute)
+    """The (variant, seed) pipeline in order; the first failure (StageFailed) ends it (the stages after
+    it did not run this time: an older failure of theirs is no longer news)."""
+    for i, stage in enumerate(unit):
+        try:
+            run_stage(out, stage, execute)
+        except StageFailed:
+            for later in unit[i + 1 :]:
+                record_path(out, later, ".failed").unlink(missing_ok=True)
+            raise

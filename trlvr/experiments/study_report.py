@@ -26,7 +26,7 @@ from trlvr.eval.groups import compare_groups, seed_dirs, summarize_group
 from trlvr.eval.hierarchical import paired_seed_bootstrap, seed_bootstrap_ci
 from trlvr.eval.stats import bootstrap_ci, paired_bootstrap
 from trlvr.eval.store import PER_PROBLEM, RESULTS, SAMPLES, read_json, read_samples
-from trlvr.experiments.study import TIMINGS_FILE, eval_group, read_claim, train_dir
+from trlvr.experiments.study import TIMINGS_FILE, eval_group, read_claim, refuse_another_study, train_dir
 from trlvr.experiments.study_spec import Study
 
 COLUMNS = [
@@ -51,9 +51,14 @@ def _jargon(run: Path) -> dict[str, float]:
     return jargon_by_problem(read_samples(run / SAMPLES)) if (run / SAMPLES).is_file() else {}
 
 
-def finished_seeds(out: Path, variant: str) -> dict[int, Path]:
-    """{seed: eval dir} of the variant's finished evaluations."""
-    return {s: d for s, d in seed_dirs(eval_group(out, variant)).items() if (d / RESULTS).is_file()}
+def finished_seeds(study: Study, out: Path, variant: str) -> dict[int, Path]:
+    """{seed: eval dir} of the variant's finished evaluations of the study's seeds, under the study's
+    current settings (an evaluation recorded under other settings, not yet redone, is left out)."""
+    from trlvr.experiments.study import stage_state, units
+
+    current = {u[2].seed for u in units(study, out, [(variant, None)]) if stage_state(out, u[2]) != "stale"}
+    return {s: d for s, d in seed_dirs(eval_group(out, variant), list(study.seeds)).items()
+            if (d / RESULTS).is_file() and s in current}  # fmt: skip
 
 
 def _tables(dirs: dict[int, Path]) -> dict:
@@ -64,9 +69,9 @@ def _aligned(jargon: dict[int, dict[str, float]], seeds: list[int], ids: list[st
     return [[np.array([jargon[s][i] for i in ids])] for s in seeds]
 
 
-def variant_metrics(out: Path, variant: str) -> dict:
+def variant_metrics(study: Study, out: Path, variant: str) -> dict:
     """{"seeds", "metrics": {name: {value, ci_low, ci_high[, per_seed]}}} of a variant's finished seeds."""
-    dirs = finished_seeds(out, variant)
+    dirs = finished_seeds(study, out, variant)
     if not dirs:
         return {"seeds": [], "metrics": {}}
     seeds = sorted(dirs)
@@ -86,14 +91,18 @@ def variant_metrics(out: Path, variant: str) -> dict:
     return {"seeds": seeds, "metrics": metrics}
 
 
-def paired(out: Path, baseline: str, variant: str) -> dict:
-    """Paired variant - baseline on the seeds both finished: two-level bootstrap (>= 2 seeds) or by problem (1)."""
+def paired(study: Study, out: Path, baseline: str, variant: str, allow_mismatch: bool = False) -> dict:
+    """Paired variant - baseline on the seeds both finished: two-level bootstrap (>= 2 seeds) or by problem (1);
+    only evaluations made alike (`trlvr.eval.comparable`; allowed: the differences in "mismatch")."""
     from trlvr.eval.aggregate import compare_tables
+    from trlvr.eval.comparable import check_comparable
 
-    da, db = finished_seeds(out, baseline), finished_seeds(out, variant)
+    da, db = finished_seeds(study, out, baseline), finished_seeds(study, out, variant)
     seeds = sorted(set(da) & set(db))
     if not seeds:
         return {"seeds": [], "metrics": {}}
+    a, b = (eval_group(out, baseline), eval_group(out, variant)) if len(seeds) >= 2 else (da[seeds[0]], db[seeds[0]])
+    mismatch = check_comparable(a, b, allow_mismatch=allow_mismatch, names=(baseline, variant), seeds=(seeds, seeds))
     ta, tb = _tables({s: da[s] for s in seeds}), _tables({s: db[s] for s in seeds})
     cmp = compare_groups(ta, tb)["macro"] if len(seeds) >= 2 else compare_tables(ta[seeds[0]], tb[seeds[0]])["macro"]
     ja, jb = {s: _jargon(da[s]) for s in seeds}, {s: _jargon(db[s]) for s in seeds}
@@ -105,7 +114,7 @@ def paired(out: Path, baseline: str, variant: str) -> dict:
             r = paired_bootstrap(np.array([ja[seeds[0]][i] for i in ids]), np.array([jb[seeds[0]][i] for i in ids]))
         cmp = {**cmp, "jargon_rate": {"a": r.a, "b": r.b, "diff": r.diff, "ci_low": r.lo, "ci_high": r.hi,
                                       "p_value": r.p_value, "excludes_zero": bool(r.excludes_zero)}}  # fmt: skip
-    return {"seeds": seeds, "metrics": cmp}
+    return {"seeds": seeds, "metrics": cmp, "mismatch": mismatch}
 
 
 def selected_steps(study: Study, out: Path) -> dict[str, dict[int, int]]:
@@ -177,9 +186,9 @@ def settings_rows(study: Study, out: Path) -> list[tuple[str, str]]:
     return rows
 
 
-def collect(study: Study, out: Path) -> dict:
-    rows = {v: variant_metrics(out, v) for v in study.variants}
-    pairs = {v.name: {"baseline": v.baseline, **paired(out, v.baseline, v.name)}
+def collect(study: Study, out: Path, allow_mismatch: bool = False) -> dict:
+    rows = {v: variant_metrics(study, out, v) for v in study.variants}
+    pairs = {v.name: {"baseline": v.baseline, **paired(study, out, v.baseline, v.name, allow_mismatch)}
              for v in study.variants.values() if v.baseline}  # fmt: skip
     return {"study": study.name, "sha256": study.sha256, "rows": rows, "paired": pairs,
             "selected_steps": selected_steps(study, out), "stage_seconds": stage_seconds(out)}  # fmt: skip
@@ -205,6 +214,10 @@ def markdown(study: Study, data: dict) -> str:
                 cells.append("–" if e is None else diff_text(e, k, digits=1) + (" *" if e["excludes_zero"] else ""))
             lines.append(f"| {study.variants[name].label} | {study.variants[p['baseline']].label} | "
                          f"{len(p['seeds']) or 'none'} | " + " | ".join(cells) + " |")  # fmt: skip
+        from trlvr.eval.comparable import warning_text
+
+        lines += [f"\nWARNING, {study.variants[n].label}: {warning_text(p['mismatch'])}"
+                  for n, p in data["paired"].items() if p.get("mismatch")]  # fmt: skip
     steps = data["selected_steps"]
     lines += ["", "Selected checkpoint step per seed (" + ", ".join(map(str, study.seeds)) + "):", ""]
     lines += [f"- {study.variants[v].label}: " + ", ".join(str(s.get(seed, "–")) for seed in study.seeds)
@@ -287,15 +300,13 @@ def detector_plots(curves: dict[str, dict[str, list]]) -> list[str]:
     return out
 
 
-def write_study_report(study: Study, out: Path) -> list[Path]:
+def write_study_report(study: Study, out: Path, allow_mismatch: bool = False) -> list[Path]:
+    """allow_mismatch: pair variants evaluated under differing settings, with a warning (else refused)."""
     from trlvr.experiments.multi_report import write_multi_report
 
     out = Path(out)
-    claim = read_claim(out)
-    if claim.get("sha256") != study.sha256:
-        raise UserError(f"{out}: made from another study file (sha256 {str(claim.get('sha256'))[:12]}, "
-                        f"{study.path}: {study.sha256[:12]})")  # fmt: skip
-    data = collect(study, out)
+    refuse_another_study(study, out, read_claim(out))
+    data = collect(study, out, allow_mismatch)
     rep = out / "report"
     rep.mkdir(parents=True, exist_ok=True)
     written = [rep / "table.md", rep / "summary.json"]
@@ -304,14 +315,15 @@ def write_study_report(study: Study, out: Path) -> list[Path]:
     written.append(figure(study, data, rep / "figure.png"))
     done = [n for n, r in data["rows"].items() if r["seeds"]]
     if len(done) >= 2:
-        runs = {n: (eval_group(out, n) if len(data["rows"][n]["seeds"]) >= 2 else finished_seeds(out, n)[data["rows"][n]["seeds"][0]])
-                for n in done}  # fmt: skip
+        runs = {n: (eval_group(out, n) if len(data["rows"][n]["seeds"]) >= 2
+                    else finished_seeds(study, out, n)[data["rows"][n]["seeds"][0]]) for n in done}  # fmt: skip
         grouped = {n: len(data["rows"][n]["seeds"]) >= 2 for n in runs}
         pairs = [(runs[v.baseline], runs[v.name]) for v in study.variants.values()
                  if v.baseline in runs and v.name in runs and grouped[v.baseline] == grouped[v.name]]  # fmt: skip
         written.append(write_multi_report(
             list(runs.values()), rep / "report.html", labels=[study.variants[n].label for n in runs], pairs=pairs,
             settings=settings_rows(study, out), extra_plots=detector_plots(detector_curves(study, out)),
-            title=f"trlvr study {study.name}", extra_title="Loophole detector (training, per step)"))  # fmt: skip
+            title=f"trlvr study {study.name}", extra_title="Loophole detector (training, per step)",
+            allow_mismatch=allow_mismatch, group_seeds={runs[n]: data["rows"][n]["seeds"] for n in runs}))  # fmt: skip
     return written
 

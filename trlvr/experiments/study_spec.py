@@ -18,7 +18,10 @@ it sets senior, junior, dataset and the evaluation data), `baseline` (its own ba
 one per dialect) and `label`. With `worlds:`, `evaluation.data: test` means the world's test split.
 
 Validation is strict and happens before anything runs: an unknown key, a missing section, a variant
-that names an unknown world or baseline is one line naming the file and the key.
+that names an unknown world or baseline is one line naming the file and the key. The values are then
+checked by the commands the stages run (`trlvr study plan/run` call each command's own checks on its
+stage's command line: trlvr.cli.study_cmd.validate). A study is identified by its parsed content
+(`Study.sha256`): a comment or the order of keys does not change it.
 What this file does not know: how a run is trained, selected or evaluated.
 """
 
@@ -60,7 +63,7 @@ class Variant:
 @dataclass(frozen=True)
 class Study:
     path: Path
-    sha256: str
+    sha256: str  # of the parsed content (`meaning_hash`): a study is identified by what it says, not its bytes
     name: str
     seeds: list[int]
     variants: dict[str, Variant]
@@ -74,6 +77,13 @@ class Study:
         """Every variant some other variant is paired against, in file order."""
         named = {v.baseline for v in self.variants.values() if v.baseline}
         return [n for n in self.variants if n in named]
+
+
+def meaning_hash(raw: dict) -> str:
+    """sha256 of a study's parsed content: comments, layout, quoting and key order do not change it."""
+    import json
+
+    return hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
 def _fail(path: Path, where: str, msg: str) -> UserError:
@@ -210,6 +220,6 @@ def load_study(path: str | Path) -> Study:
     if any(not isinstance(k, int) or not 1 <= k <= n for k in evaluation.get("k", [1])):
         raise _fail(path, "evaluation.k", f"every k must be an integer in [1, n = {n}], got {evaluation.get('k')}")
     launch = _typed(path, "launch", raw.get("launch") or {}, LAUNCH_KEYS)
-    return Study(path=path, sha256=hashlib.sha256(text).hexdigest(), name=name, seeds=list(seeds),
+    return Study(path=path, sha256=meaning_hash(raw), name=name, seeds=list(seeds),
                  variants=variants, selection=selection, evaluation=evaluation, worlds=worlds, launch=launch,
                  description=str(raw.get("description") or ""))  # fmt: skip

@@ -196,7 +196,7 @@ class TandemRollout:
         )
         n, tokens, senior, junior, share, switches, eos_junior, eos = acc.gather(local[None]).sum(0).tolist()
         if self.check_junior_p is not None and mode == "train":
-            check_has_junior_tokens(int(junior), int(tokens), self.check_junior_p)
+            check_has_junior_tokens(int(junior), int(tokens), self.check_junior_p, writers=self.schedule.writers)
         speed = acc.gather(
             torch.tensor([stats["length"].sum().item() / max(seconds, 1e-9)], device=acc.device)
         )

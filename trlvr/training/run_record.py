@@ -12,6 +12,12 @@ is kept in `earlier_machines`), `lossy_prompts` (training prompts the tokenizer 
 `pairing` (the mode `pairing: auto` chose: lockstep or text; decided by the two tokenizers, which
 the tandem section already names).
 
+Paths in a record (`senior`, `junior`, `dataset`, the data's `source`) resolve the same from any
+working directory: relative to the record's own directory when inside it, absolute otherwise, hub
+names as typed (`trlvr.provenance.path_for_record`; format 2). A format-1 record stored them as
+typed; reading it takes them as relative to the current directory, as that writer's comparison did.
+`resolved_paths(record, run_dir)` gives them back as paths usable from the current directory.
+
 What this file does not know: the Trainer or the models. It compares dictionaries.
 """
 
@@ -28,7 +34,7 @@ from trlvr.errors import UserError
 from trlvr.training.checkpoints import checkpoints
 
 RUN_FILE = "trlvr_run.json"
-FORMAT = 1
+FORMAT = 2  # 2: paths relative to the record's directory or absolute (1: as typed)
 # TandemConfig fields that do not change what is trained
 NOT_IDENTITY = {"nonfinite_patience", "preempt_grace_s", "refuse_lossy_prompts"}
 LOSSY_LISTED = 100  # lossy prompts listed in the record (all are counted)
@@ -59,14 +65,42 @@ def data_fingerprint(source: str, split: str | None = None) -> dict:
 
 
 def run_record(tandem: TandemConfig, args) -> dict:
-    """The record of a run about to start (JSON-ready)."""
+    """The record of a run about to start (JSON-ready), its paths as the record in `args.output_dir` keeps them."""
     record = {
         "format": FORMAT,
         "tandem": {k: v for k, v in dataclasses.asdict(tandem).items() if k not in NOT_IDENTITY},
         "grpo": {k: getattr(args, k, None) for k in GRPO_IDENTITY},
         "data": data_fingerprint(tandem.dataset, tandem.dataset_split),
     }
+    record = _stored_paths(record, args.output_dir)
     return json.loads(json.dumps(record, default=str))  # the form it has once stored
+
+
+# (section, key) of every path a record names
+PATH_FIELDS = (("tandem", "senior"), ("tandem", "junior"), ("tandem", "dataset"), ("data", "source"))
+
+
+def _map_paths(record: dict, fn) -> dict:
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in record.items()}
+    for section, key in PATH_FIELDS:
+        value = (out.get(section) or {}).get(key)
+        if isinstance(value, str) and value and value != "self":
+            out[section][key] = fn(value)
+    return out
+
+
+def _stored_paths(record: dict, output_dir: str | Path) -> dict:
+    """Paths typed relative to the current directory -> as the record in `output_dir` stores them."""
+    from trlvr.provenance import path_for_record
+
+    return _map_paths(record, lambda v: path_for_record(v, output_dir))
+
+
+def resolved_paths(record: dict, run_dir: str | Path) -> dict:
+    """The record with its paths usable from the current directory (relative ones resolve under `run_dir`)."""
+    from trlvr.provenance import path_from_record
+
+    return _map_paths(record, lambda v: path_from_record(v, run_dir))
 
 
 def differences(old: dict, new: dict) -> list[str]:
@@ -110,13 +144,19 @@ def lossy_section(lossy: list, total: int) -> dict:
 
 
 def read_record(output_dir: str | Path) -> dict | None:
+    """The stored record (None if there is none), its paths as format 2 stores them."""
     path = Path(output_dir) / RUN_FILE
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text())
+        record = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: not valid JSON ({e}); remove it or pass --force") from e
+    if not isinstance(record, dict):
+        raise UserError(f"{path}: expected a JSON object; remove it or pass --force")
+    if record.get("format", 1) < 2:  # paths as typed, relative to the directory the run was started in
+        record = {**_stored_paths(record, output_dir), "format": FORMAT}
+    return record
 
 
 def write_record(output_dir: str | Path, record: dict) -> None:
@@ -135,8 +175,8 @@ def check_output_dir(output_dir: str | Path, record: dict, *, resume: bool, forc
     if diffs and not force:
         shown = "; ".join(diffs[:8]) + (f"; and {len(diffs) - 8} more" if len(diffs) > 8 else "")
         raise UserError(
-            f"{output_dir} holds a different run ({shown}): use another --output_dir, or --force to "
-            f"{'resume' if resume else 'train'} into it anyway"
+            f"{output_dir} holds a different run ({shown}): use another --output_dir, or --force to start "
+            "over in it (the earlier run is moved aside)"
         )
     existing = checkpoints(output_dir)
     if not resume and not force and (existing or (Path(output_dir) / "final").exists()):
