@@ -51,12 +51,16 @@ def test_eval_seeds_into_a_used_folder_reads_only_the_seeds_asked_for(tmp_path, 
     rec = json.loads((group / "group.json").read_text())
     assert rec["seeds"] == [0, 1] and set(rec["metrics"]["solo/pass@1"]["per_seed"]) == {"0", "1"}
     assert rec["complete"] is True
-    assert (group / "seed-2" / "per_problem.json").is_file()  # still there, and never read
+    assert not (group / "seed-2").exists()  # --fresh started the group over: the old seed 2 was set aside
+    aside = [p for p in group.iterdir() if p.name.startswith("replaced-")]
+    assert len(aside) == 1 and (aside[0] / "seed-2" / "per_problem.json").is_file()  # nothing deleted
     assert sorted(seed_dirs(group)) == [0, 1] and sorted(load_tables(group)) == [0, 1]
     # compare and report read the group the same way
     assert cli(eval_seeds(tmp_path / "B/seed-{seed}/final", test_file, tmp_path / "H", "0,1")) == 0
     assert cli(["compare", str(group), str(tmp_path / "H"), "--out", str(tmp_path / "cmp"), "--resamples", "200"]) == 0
     assert json.loads((tmp_path / "cmp" / "compare.json").read_text())["seeds"] == [0, 1]
+    shutil.copytree(aside[0] / "seed-2", tmp_path / "H" / "seed-2")  # a stray seed folder beside a group
+    assert sorted(seed_dirs(tmp_path / "H")) == [0, 1]  # the group is what group.json names
     from trlvr.experiments.multi_report import Run
 
     assert [d.name for d in Run(group).eval_dirs] == ["seed-0", "seed-1"]
@@ -193,3 +197,27 @@ def test_an_older_run_record_with_paths_as_typed_is_still_read_and_resumable(tmp
     (proj / "runs/a" / RUN_FILE).write_text(json.dumps(old))
     assert check_output_dir("runs/a", new, resume=True, force=False) == []  # the same run, as before
     assert read_run("runs/a")["tandem"]["junior"] == str(proj / "models/junior")
+
+
+def test_results_json_names_its_models_and_data_so_they_resolve_from_any_cwd(tmp_path, test_file, monkeypatch, capsys):
+    """An evaluation run with relative paths from one folder records them so that a reader in another
+    folder (the multi-run report looking for training curves) finds the same files."""
+    from trlvr.provenance import path_from_record
+
+    work = tmp_path / "work"
+    shutil.copytree(SENIOR, work / "runs" / "s" / "final")
+    shutil.copy(test_file, work / "test.jsonl")
+    monkeypatch.chdir(work)
+    assert cli(["eval", "--senior", "runs/s/final", "--junior", str(JUNIOR), "--data", "toy=test.jsonl", "--limit", "4", "--n", "1",
+                "--k", "1", "--suite", "solo", "--max-new-tokens", "8", "--out", "ev", "--no-progress",
+                "--dtype", "float32"]) == 0  # fmt: skip
+    models = json.loads((work / "ev" / "results.json").read_text())["config"]["models"]
+    monkeypatch.chdir(tmp_path)  # another cwd
+    senior = Path(path_from_record(models["senior"], work / "ev"))
+    data = Path(path_from_record(models["data"]["toy"], work / "ev"))
+    assert senior.resolve() == (work / "runs" / "s" / "final").resolve()
+    assert data.resolve() == (work / "test.jsonl").resolve()
+    from trlvr.experiments.multi_report import Run
+
+    assert [p.resolve() for p in Run(work / "ev").training_runs()] == [(work / "runs" / "s").resolve()]
+    capsys.readouterr()

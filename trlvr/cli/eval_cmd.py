@@ -112,7 +112,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
                    help="refuse problems whose text the tokenizer cannot spell (default: list and warn)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--out", required=True, help="output directory (resumed when it already has samples)")
-    p.add_argument("--fresh", action="store_true", help="delete the samples already in --out and start over")
+    p.add_argument("--fresh", action="store_true", help="start over: what --out holds moves into --out/replaced-<time>/ (nothing is deleted)")
     return p
 
 
@@ -189,11 +189,9 @@ def settings_from_args(args) -> EvalSpec:
 
 def check_out(out: str) -> None:
     """--out must be a directory or a path that can become one (not a file, nor under a file)."""
-    p = Path(out)
-    for q in (p, *p.parents):
-        if q.exists() and not q.is_dir():
-            where = "" if q == p else f" ({q}, above {out})"
-            raise UserError(f"--out {out}: a file{where} is in the way; pass a directory for the evaluation")
+    from trlvr.rundir import check_dir_path
+
+    check_dir_path(out, "--out")
 
 
 def main(args) -> int:
@@ -211,6 +209,10 @@ def main(args) -> int:
     check_out(group_dir)
     runs = {s: checked(args, template.replace("{seed}", str(s)), str(Path(group_dir) / f"seed-{s}")) for s in args.seeds}
     benchmarks = _benchmarks(args, sources)  # every seed's senior and settings, and the data, checked first
+    if args.fresh:  # start over: the whole group, so no seed folder of an earlier group stays beside it
+        from trlvr.rundir import set_aside
+
+        set_aside(group_dir)
     start_group(group_dir, args.seeds, template)  # the group is these seeds, whatever else OUT holds
     for s, run in runs.items():
         print(f"== seed {s}")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from trlvr.errors import UserError
 from trlvr.eval.spec import EvalSpec
+from trlvr.provenance import path_for_record, path_from_record
 
 SELECTED_FILE = "selected.json"
 __all__ = ["EvalSpec", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
@@ -42,8 +43,6 @@ def resolve_senior(spec: str) -> tuple[str, dict | None]:
     """"RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None)."""
     if not spec.endswith("@selected"):
         return spec, None
-    from trlvr.provenance import path_from_record
-
     run = spec.removesuffix("@selected")
     sel = read_selection(run)
     path = path_from_record(sel["path"], run)
@@ -197,7 +196,11 @@ def evaluate_specs(
     identities = {"senior": senior_fp, "data": data_identities or {}}
     if junior_fp is not None:
         identities["junior"] = junior_fp
-    paths = {"senior": senior_path, "junior": junior, "data": data_sources or {},
+    def stored(path):  # as results.json keeps it: resolvable from any cwd (`trlvr.provenance.path_for_record`)
+        return path if path in (None, SELF) else path_for_record(path, out)
+
+    paths = {"senior": stored(senior_path), "junior": stored(junior),
+             "data": {k: stored(v) for k, v in (data_sources or {}).items()},
              **({"senior_selection": selection} if selection else {}), **(extra_paths or {})}  # fmt: skip
 
     def build(junior_prompts=None):  # once `out` is known to be resumable; adapters load onto their base

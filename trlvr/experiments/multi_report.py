@@ -26,6 +26,7 @@ from trlvr.eval.groups import compare_groups, is_group, load_tables, seed_dirs, 
 from trlvr.eval.report import TEMPLATES, _png, load_results, load_table, sample_view, selection_warning
 from trlvr.eval.store import SAMPLES, read_samples
 from trlvr.experiments.curves import CURVES, SELECTION, load_curves, plot_curves
+from trlvr.provenance import path_from_record
 
 HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility/junior_ce", "legibility/junior_bpb", "drift/kl",
             "toy/jargon_rate")  # fmt: skip
@@ -52,9 +53,9 @@ class Run:
     def training_runs(self) -> list[Path | None]:
         """The training folder of each seed's senior (the parent of checkpoint-N/ or final/)."""
         out = []
-        for res in self.results:
+        for res, res_dir in zip(self.results, self.eval_dirs, strict=True):
             senior = res["config"].get("models", {}).get("senior")
-            p = Path(senior) if senior else None
+            p = Path(path_from_record(senior, res_dir)) if senior else None
             out.append(p.parent if p is not None and (p.name == "final" or p.name.startswith("checkpoint-")) else None)
         return out
 
