@@ -68,13 +68,15 @@ def train_arm(arm: str, run_dir: Path, toy: Path, steps: int | None, seed: int =
 
 
 def select(run_dir: Path, n: int) -> dict:
-    from trlvr.experiments.select_run import run_selection
+    from trlvr.eval.api import ModelSpec
+    from trlvr.experiments.select_run import SelectSpec, run_selection, selection_spec
     from trlvr.experiments.selection import SELECTED_FILE
 
     if (run_dir / SELECTED_FILE).exists():
         return json.loads((run_dir / SELECTED_FILE).read_text())
-    sel = run_selection(run_dir, f"split:{HOLDOUT}", metric=SELECT_METRIC, n=n, max_new_tokens=160,
-                        batch_size=400, progress=False, dtype="float32")  # fmt: skip
+    spec = selection_spec(SELECT_METRIC, n=n, max_new_tokens=160, batch_size=400)
+    sel = run_selection(run_dir, SelectSpec(f"split:{HOLDOUT}", SELECT_METRIC), spec, ModelSpec("", dtype="float32"),
+                        progress=False)  # fmt: skip
     name = run_dir.name if not run_dir.name.startswith("seed-") else f"{run_dir.parent.name}/{run_dir.name}"
     _say(f"{name}: selected step {sel.step} ({SELECT_METRIC} {sel.value:.3f} on {HOLDOUT} held-out problems)")
     return json.loads((run_dir / SELECTED_FILE).read_text())
@@ -82,7 +84,7 @@ def select(run_dir: Path, n: int) -> dict:
 
 def evaluate_senior(senior_spec: str, toy: Path, run_dir: Path, suite: list[str], eval_kw: dict) -> dict:
     """The full suite on the toy test split through `trlvr.eval.api` (what `trlvr eval` runs)."""
-    from trlvr.eval.api import EvalSpec, evaluate_specs, load_benchmarks
+    from trlvr.eval.api import EvalSpec, ModelSpec, evaluate_specs, load_benchmarks
     from trlvr.eval.format import format_summary
 
     if (run_dir / "results.json").exists() and (run_dir / ".done").exists():
@@ -93,8 +95,8 @@ def evaluate_senior(senior_spec: str, toy: Path, run_dir: Path, suite: list[str]
     n = eval_kw["n"]
     spec = EvalSpec(suite=tuple(suite), n=n, ks=tuple(k for k in (1, 2, 4, 8) if k <= n), max_new_tokens=160,
                     batch_size=200)  # fmt: skip
-    res = evaluate_specs(senior_spec, str(toy / "junior"), benchmarks, spec, run_dir, data_identities=identities,
-                         data_sources=sources, dtype="float32", progress=False)  # fmt: skip
+    res = evaluate_specs(ModelSpec(senior_spec, str(toy / "junior"), dtype="float32"), benchmarks, spec, run_dir,
+                         data_identities=identities, data_sources=sources, progress=False)  # fmt: skip
     (run_dir / "eval.log").write_text(format_summary(res) + "\n")  # the full table; the console keeps one line
     (run_dir / ".done").touch()
     return res

@@ -243,16 +243,14 @@ def _benchmarks(args, sources: dict) -> tuple[dict, dict]:
 
 
 def evaluate_one(args, spec: EvalSpec, senior_spec: str, sources: dict, benchmarks: tuple | None = None) -> int:
-    from trlvr.eval.api import evaluate_specs
+    from trlvr.eval.api import ModelSpec, evaluate_specs
     from trlvr.eval.format import format_summary
 
     benchmarks, identities = benchmarks or _benchmarks(args, sources)
-    res = evaluate_specs(
-        senior_spec, args.junior, benchmarks, spec, args.out, data_identities=identities, data_sources=sources,
-        tokenizer=args.tokenizer, dtype=args.dtype, device=args.device, junior_device=args.junior_device,
-        progress=not args.no_progress, fresh=args.fresh, refuse_lossy=args.refuse_lossy_prompts,
-        pairing=args.pairing,
-    )  # fmt: skip
+    models = ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, dtype=args.dtype, device=args.device,
+                       junior_device=args.junior_device, pairing=args.pairing)  # fmt: skip
+    res = evaluate_specs(models, benchmarks, spec, args.out, data_identities=identities, data_sources=sources,
+                         progress=not args.no_progress, fresh=args.fresh, refuse_lossy=args.refuse_lossy_prompts)
     print(format_summary(res))
     print_notes(res)
     print(f"wrote {args.out}/results.json and {args.out}/samples.jsonl")

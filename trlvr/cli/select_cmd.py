@@ -46,16 +46,15 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def main(args) -> int:
-    from trlvr.experiments.select_run import run_selection
+    from trlvr.eval.api import ModelSpec
+    from trlvr.experiments.select_run import SelectSpec, run_selection, selection_spec
 
-    sel = run_selection(
-        args.run, args.val, metric=args.metric, direction=args.direction, junior=args.junior,
-        limit=args.limit, n=args.n, max_new_tokens=args.max_new_tokens,
-        decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
-        seed=args.seed, batch_size=args.batch_size, include_initial=args.include_initial,
-        progress=not args.no_progress, dtype=args.dtype, device=args.device, junior_device=args.junior_device,
-        fresh=args.fresh,
-    )  # fmt: skip
+    how = SelectSpec(args.val, args.metric, args.direction, args.limit, args.include_initial)
+    spec = selection_spec(args.metric, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed,
+                          decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
+                          batch_size=args.batch_size)  # fmt: skip
+    models = ModelSpec("", args.junior, dtype=args.dtype, device=args.device, junior_device=args.junior_device)
+    sel = run_selection(args.run, how, spec, models, progress=not args.no_progress, fresh=args.fresh)
     print(f"selected step {sel.step} ({sel.path}): {sel.metric} = {sel.value:.4f} "
           f"[{sel.ci_low:.4f}, {sel.ci_high:.4f}] on {sel.val['size']} validation problems")  # fmt: skip
     print(f"wrote {args.run}/selected.json and {args.run}/select/{sel.val['name']}/table.md, curve.png")

@@ -1,9 +1,9 @@
 """One path from a checkpoint to a number: specs in, an evaluation directory out.
 
-    from trlvr.eval.api import EvalSpec, evaluate_specs, load_benchmarks
+    from trlvr.eval.api import EvalSpec, ModelSpec, evaluate_specs, load_benchmarks
     benchmarks, data_ids = load_benchmarks({"toy": "runs/toy/data/test.jsonl"}, limit=200)
-    res = evaluate_specs("runs/toy-tandem@selected", "runs/toy/junior", benchmarks, EvalSpec(n=4, ks=(1, 2, 4)),
-                         "runs/eval-tandem", data_identities=data_ids)
+    res = evaluate_specs(ModelSpec("runs/toy-tandem@selected", "runs/toy/junior"), benchmarks,
+                         EvalSpec(n=4, ks=(1, 2, 4)), "runs/eval-tandem", data_identities=data_ids)
 
 `trlvr eval`, `trlvr select` and the demo all call `evaluate_specs`, so a number means the same
 thing whichever of them produced it. It does, in order: resolve the senior spec (a model folder,
@@ -11,8 +11,9 @@ a LoRA adapter folder, or `RUN@selected`) and the junior spec (a folder, or `sel
 senior's base, adapters off); load the senior's tokenizer (prompts are always rendered with it);
 choose the pair's mode from their vocabularies (`trlvr.models.choose_pairing`, as training does:
 identical token by token -> lockstep; different -> text pairing, or an error under `pairing:
-lockstep`; `--suite solo` alone needs no junior and loads none); identify both models by their files; and hand lazy model loaders to
-`trlvr.eval.evaluate`, which loads them only once the output directory is known to be resumable.
+lockstep`; `--suite solo` alone needs no junior and loads none); identify both models by their
+files; and hand `trlvr.eval.runner.evaluate` the `Partners`, whose Pair loads only once the output
+directory is known to be resumable.
 
 What this file does not know: command-line flags, training, how a protocol runs.
 """
@@ -20,6 +21,7 @@ What this file does not know: command-line flags, training, how a protocol runs.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from trlvr.errors import UserError
@@ -27,7 +29,7 @@ from trlvr.eval.spec import EvalSpec
 from trlvr.provenance import path_for_record, path_from_record
 
 SELECTED_FILE = "selected.json"
-__all__ = ["EvalSpec", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
+__all__ = ["EvalSpec", "ModelSpec", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
 
 
@@ -130,30 +132,44 @@ def selection_note(spec: str, record: dict | None, benchmarks: dict) -> dict | N
             "val": {k: v for k, v in record["val"].items() if k != "keys"}, "val_overlap": overlap}  # fmt: skip
 
 
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which models an evaluation loads, and how: as `trlvr eval` takes them.
+
+    senior: a model folder, a LoRA adapter folder or `RUN@selected`; junior: a folder, `self` (the
+    LoRA senior's base, adapters off) or None (solo only); tokenizer: the one prompts are rendered
+    with (default: the senior's); pairing: auto | lockstep | text (`trlvr.models.choose_pairing`);
+    backend: hf | vllm (`trlvr.engine.pair_class`).
+    """
+
+    senior: str
+    junior: str | None = None
+    tokenizer: str | None = None
+    dtype: str = "auto"
+    device: str | None = None
+    junior_device: str | None = None
+    pairing: str = "auto"
+    backend: str = "hf"
+
+
 def evaluate_specs(
-    senior: str,
-    junior: str | None,
+    models: ModelSpec,
     benchmarks: dict[str, list],
     spec: EvalSpec,
     out: str | Path,
     *,
     data_identities: dict | None = None,
     data_sources: dict | None = None,
-    tokenizer: str | None = None,
-    dtype: str = "auto",
-    device: str | None = None,
-    junior_device: str | None = None,
     progress: bool = True,
     fresh: bool = False,
     refuse_lossy: bool = False,
     extra_paths: dict | None = None,
-    pairing: str = "auto",
 ) -> dict:
-    """Evaluate the senior spec with the junior spec on `benchmarks` under `spec` into `out`.
+    """Evaluate `models` on `benchmarks` under `spec` into `out`.
 
     Returns results.json's dict; its config records the resolved models (and, for `RUN@selected`,
-    how the checkpoint was chosen and its overlap with the data evaluated here) and the pairing.
-    pairing: auto | lockstep | text (`trlvr.models.choose_pairing`).
+    how the checkpoint was chosen and its overlap with the data evaluated here), the pairing and
+    the backend.
     """
     from trlvr.models import (
         SELF,
@@ -165,6 +181,8 @@ def evaluate_specs(
     )
 
     spec.check()
+    senior, junior, tokenizer, pairing = models.senior, models.junior, models.tokenizer, models.pairing
+    dtype, device, junior_device = models.dtype, models.device, models.junior_device
     senior_path, record = resolve_senior(senior)
     if junior == SELF and not is_adapter_dir(senior_path) and record is not None and record["step"] == 0:
         junior = senior_path  # a `junior: self` run whose starting senior (the base itself) was selected
@@ -196,6 +214,7 @@ def evaluate_specs(
     identities = {"senior": senior_fp, "data": data_identities or {}}
     if junior_fp is not None:
         identities["junior"] = junior_fp
+
     def stored(path):  # as results.json keeps it: resolvable from any cwd (`trlvr.provenance.path_for_record`)
         return path if path in (None, SELF) else path_for_record(path, out)
 

@@ -8,9 +8,12 @@ the validation file with the gold check evaluation and training run); `trlvr stu
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 from trlvr.errors import UserError
+from trlvr.eval.api import ModelSpec
 from trlvr.experiments.selection import Candidate, check_metric, list_checkpoints, select_checkpoint
 
 RUN_FILE = "trlvr_run.json"
@@ -88,42 +91,53 @@ def _resolved(source: str) -> str:
     return str(Path(source).resolve()) if Path(source).is_file() else source
 
 
-def run_selection(
-    run_dir, val: str, *, metric: str, direction: str | None = None, junior: str | None = None,
-    limit: int | None = None, n: int = 4, max_new_tokens: int = 3000, decoding: dict | None = None,
-    seed: int = 0, batch_size: int = 64, include_initial: bool = False, progress: bool = True,
-    dtype: str = "auto", device: str | None = None, junior_device: str | None = None, fresh: bool = False,
-):  # fmt: skip
+@dataclass(frozen=True)
+class SelectSpec:
+    """What a selection chooses by: the validation data (`split:N` = the run's holdout, or a problems
+    source), the metric and its direction (None: min for legibility/drift, else max), the first
+    `limit` validation problems, and whether the run's starting senior (step 0) is a candidate."""
+
+    val: str
+    metric: str = "handoff/pass@1"
+    direction: str | None = None
+    limit: int | None = None
+    include_initial: bool = False
+
+
+def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = None, *, progress: bool = True,
+                  fresh: bool = False):  # fmt: skip
     """Evaluate every checkpoint of `run_dir` on the validation data through `trlvr.eval.api.evaluate_specs`
     (the one path `trlvr eval` takes: same loading, vocabulary check and prompts), then pick one.
-    fresh: start each checkpoint's evaluation over (its folder was made under other settings)."""
-    from trlvr.eval.api import evaluate_specs
-    from trlvr.models import SELF
 
-    base = selection_spec(metric, n=n, max_new_tokens=max_new_tokens, decoding=decoding, seed=seed,
-                          batch_size=batch_size)  # fmt: skip
+    spec: the EvalSpec every checkpoint is evaluated under (`selection_spec`); models: the junior and
+    how to load (its `senior` is ignored: each checkpoint in turn; junior None = the run's own, pairing =
+    the run's own setting). fresh: start each checkpoint's evaluation over (its folder was made under
+    other settings)."""
+    from trlvr.eval.api import evaluate_specs
+    from trlvr.models import SELF, is_adapter_dir
+
     record = read_run(run_dir)
-    junior = junior or record.get("tandem", {}).get("junior")
+    models = models or ModelSpec("")
+    junior = models.junior or record.get("tandem", {}).get("junior")
     if not junior:
         raise UserError(f"{run_dir}: the run has no junior; pass --junior")
     pairing = record.get("tandem", {}).get("pairing", "auto")  # the run's own setting (auto / lockstep / text)
-    name, problems = validation_problems(run_dir, val, limit)
+    name, problems = validation_problems(run_dir, how.val, how.limit)
     candidates = list_checkpoints(run_dir)
-    if include_initial:
+    if how.include_initial:
         candidates = [Candidate(0, record["tandem"]["senior"]), *candidates]
+    val = how.val
 
     def evaluate_checkpoint(cand: Candidate, problems, out_dir: Path, suite):
-        from trlvr.models import is_adapter_dir
-
         # `junior: self` pairs a LoRA checkpoint with its base; the starting senior (step 0) is that base
         partner = cand.path if junior == SELF and not is_adapter_dir(cand.path) else junior
+        these = dataclasses.replace(models, senior=cand.path, junior=partner, pairing=pairing,
+                                    junior_device=None if junior == SELF else models.junior_device)  # fmt: skip
         return evaluate_specs(
-            cand.path, partner, {name: problems}, base.replace(suite=tuple(suite)), out_dir,
+            these, {name: problems}, spec.replace(suite=tuple(suite)), out_dir,
             data_identities={name: {"validation": _resolved(val), "run": str(Path(run_dir).resolve())}},
-            data_sources={name: val},
-            dtype=dtype, device=device, junior_device=None if junior == SELF else junior_device,
-            progress=progress, pairing=pairing, fresh=fresh,
+            data_sources={name: val}, progress=progress, fresh=fresh,
         )  # fmt: skip
 
-    return select_checkpoint(run_dir, problems, metric=metric, evaluate_checkpoint=evaluate_checkpoint,
-                             val_name=name, direction=direction, candidates=candidates)  # fmt: skip
+    return select_checkpoint(run_dir, problems, metric=how.metric, evaluate_checkpoint=evaluate_checkpoint,
+                             val_name=name, direction=how.direction, candidates=candidates)  # fmt: skip
