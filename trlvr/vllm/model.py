@@ -1,0 +1,124 @@
+"""`TandemForCausalLM`: the senior and the junior as one vLLM model.
+
+Built from the senior's and the junior's own configs: two vLLM stacks (the senior's architecture and
+the junior's, e.g. two `Qwen3ForCausalLM` of different sizes) under the prefixes `senior` and
+`junior`, each with its own compile tag, every attention layer of both with its paged KV cache in the
+one cache vLLM plans. The senior's config is the engine's: its vocabulary, length and tokenizer.
+
+The engine sees an ordinary V-token model whose logits are the senior's: `compute_logits` returns
+the senior's (B, V) logits and keeps the junior's for the same rows (the stash), which the logits
+processor (`trlvr.vllm.logits`) takes to write the junior's rows wherever the junior is the author.
+So vLLM's own log-probs (`logprobs_mode="raw_logprobs"`) are the senior's at temperature 1.
+
+Selected without touching the checkpoint: `LLM(model=senior_dir, hf_overrides={"architectures":
+["TandemForCausalLM"], "tandem": {"junior": junior_dir, "senior_architectures": [...]}})`.
+`load_weights` routes HF names to the senior (the checkpoint load, and every weight sync after an
+optimizer step) and loads the junior from its own directory once.
+"""
+
+from __future__ import annotations
+
+import copy
+import weakref
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoConfig
+from vllm.compilation.backends import set_model_tag
+from vllm.config import VllmConfig
+from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
+from vllm.model_executor.model_loader.weight_utils import safetensors_weights_iterator
+from vllm.model_executor.models.utils import init_vllm_registered_model, maybe_prefix
+
+_MODELS: dict[str, weakref.ref] = {}  # vLLM instance id -> its composite, for the logits processor
+
+
+def model_for(vllm_config: VllmConfig) -> TandemForCausalLM | None:
+    """The composite of the engine `vllm_config` belongs to, or None (an ordinary model)."""
+    ref = _MODELS.get(vllm_config.instance_id)
+    return None if ref is None else ref()
+
+
+def reload_senior(model: nn.Module, weights: list[tuple[str, torch.Tensor]], model_config) -> None:
+    """Load HF-named weights into the engine's senior in place (a weight sync), the way vLLM's own
+    in-place reload does: its layers take the new weights and are processed again (on a CPU, where
+    linear weights are repacked after loading, a plain `load_weights` cannot). `model`: the
+    composite (only its senior stack is touched) or a plain senior."""
+    target = model.senior if isinstance(model, TandemForCausalLM) else model
+    initialize_layerwise_reload(target)
+    target.load_weights(weights)
+    finalize_layerwise_reload(target, model_config)
+
+
+def _junior_weights(junior_dir: str) -> Iterable[tuple[str, torch.Tensor]]:
+    files = sorted(str(p) for p in Path(junior_dir).glob("*.safetensors"))
+    if not files:
+        raise ValueError(f"tandem junior {junior_dir}: no *.safetensors weights there")
+    return safetensors_weights_iterator(files, False)
+
+
+class TandemForCausalLM(nn.Module):
+    """A senior stack and a junior stack over one token stream; the senior's logits, the junior's stashed."""
+
+    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
+        super().__init__()
+        config = vllm_config.model_config.hf_config
+        spec = getattr(config, "tandem", None)
+        if not isinstance(spec, dict) or "junior" not in spec:
+            raise ValueError('TandemForCausalLM needs hf_overrides={"tandem": {"junior": <junior model dir>}}')
+        junior_config = AutoConfig.from_pretrained(spec["junior"])
+        if junior_config.vocab_size != config.vocab_size:
+            raise ValueError(f"tandem senior and junior vocabularies differ ({config.vocab_size} vs "
+                             f"{junior_config.vocab_size} ids): pair them on HF with text pairing")  # fmt: skip
+        senior_config = copy.deepcopy(config)
+        del senior_config.tandem
+        senior_arch = list(spec.get("senior_architectures") or ["Qwen3ForCausalLM"])
+        with set_model_tag("tandem_senior"):
+            self.senior = init_vllm_registered_model(vllm_config, prefix=maybe_prefix(prefix, "senior"),
+                                                     hf_config=senior_config, architectures=senior_arch)  # fmt: skip
+        with set_model_tag("tandem_junior"):
+            self.junior = init_vllm_registered_model(vllm_config, prefix=maybe_prefix(prefix, "junior"),
+                                                     hf_config=junior_config,
+                                                     architectures=junior_config.architectures)  # fmt: skip
+        self.senior_hidden = senior_config.hidden_size
+        self.junior_dir = spec["junior"]
+        self.junior_loaded = False
+        self.stash: torch.Tensor | None = None  # the junior's logits of the last compute_logits
+        _MODELS[vllm_config.instance_id] = weakref.ref(self)
+
+    def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.senior.embed_input_ids(input_ids)
+
+    def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None) -> torch.Tensor:
+        if input_ids is None or intermediate_tensors is not None:
+            raise ValueError("TandemForCausalLM reads token ids on one rank (no prompt embeddings, no pipeline "
+                             "parallelism): the junior needs the ids to embed them itself")  # fmt: skip
+        senior = self.senior(input_ids, positions)
+        junior = self.junior(input_ids, positions)
+        return torch.cat([senior, junior.to(senior.dtype)], dim=-1)  # (T, Hs + Hj)
+
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
+        senior = self.senior.compute_logits(hidden_states[..., : self.senior_hidden])
+        self.stash = self.junior.compute_logits(hidden_states[..., self.senior_hidden :])
+        return senior
+
+    def take_stash(self, rows: int) -> torch.Tensor:
+        """The junior's logits of the rows the sampler is about to draw, once: a second take, or rows that
+        are not the last compute_logits call's, means vLLM broke the order this design relies on."""
+        stash, self.stash = self.stash, None
+        if stash is None or stash.shape[0] != rows:
+            got = "none" if stash is None else f"{stash.shape[0]} rows"
+            raise RuntimeError(f"tandem: the junior's logits of this step are missing ({got} for {rows} rows): "
+                               "the sampler's logits are not the last compute_logits output")  # fmt: skip
+        return stash
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        """HF-named weights go to the senior (checkpoint load, weight sync); the junior loads from its own
+        directory on the first call. Returns the loaded names with their `senior.` / `junior.` prefix."""
+        loaded = {f"senior.{name}" for name in self.senior.load_weights(weights)}
+        if not self.junior_loaded:
+            loaded |= {f"junior.{name}" for name in self.junior.load_weights(_junior_weights(self.junior_dir))}
+            self.junior_loaded = True
+        return loaded

@@ -1,0 +1,232 @@
+"""`VLLMPair`: the `trlvr.engine.Pair` whose rollouts run in one vLLM engine (see `trlvr/vllm/__init__.py`).
+
+    pair = VLLMPair("runs/x/senior", "models/junior", tokenizer, engine=EngineOptions(dtype="bfloat16"))
+    out = pair.generate(prompt_ids, WordSchedule(0.5), Sampling(512, temperature=0.6), row_keys)
+    pair.sync_senior(trained_model)                 # after an optimizer step
+
+The engine is built once. Every row is one request with its own `SamplingParams`: the author's
+temperature / top-p / top-k, the row's key in `extra_args` (its schedule draws) and as the request
+seed (its token draws), EOS ids as stop ids, and one log-prob: vLLM's raw log-prob of the token,
+which is the senior's at temperature 1 (the engine's logits are the senior's). Authors are folded
+again from the returned tokens (`core.authors_from_tokens`), the same pure function the processor ran.
+
+What differs from the HF engine: the tokens a key draws (vLLM's sampler and per-request generator,
+not `trlvr.engine.sampling`; the authors are the same function of the tokens), float summation order
+(greedy runs can part at near-ties), no junior log-probs (`junior_logprob` is None). Without a junior
+the engine is the plain senior (no junior forward) and runs senior-only schedules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoTokenizer
+
+from trlvr.engine.output import FINISH_REASONS, TandemOutput
+from trlvr.engine.pair import Pair, Sampling
+from trlvr.engine.schedules import JUNIOR, Schedule, vocab_tables
+from trlvr.errors import UserError
+from trlvr.vllm.core import authors_from_tokens, engine_keys, tables_digest, tandem_args
+from trlvr.vllm.plugin import ARCHITECTURE, register
+
+_LENGTH, _EOS, _ROUNDS = (FINISH_REASONS.index(r) for r in ("length", "eos", "rounds"))
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How the one vLLM engine is built (`vllm.LLM` keywords; `extra` passes any other one through)."""
+
+    dtype: str = "auto"
+    max_model_len: int | None = None
+    max_num_seqs: int = 256
+    gpu_memory_utilization: float = 0.9
+    kv_cache_memory_bytes: int | None = None  # set on CPU: vLLM's CPU KV budget
+    block_size: int | None = None  # CPU attention needs a multiple of 32
+    enforce_eager: bool = False
+    enable_prefix_caching: bool = True
+    seed: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def llm_kwargs(self) -> dict:
+        kw = dict(dtype=self.dtype, max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
+                  gpu_memory_utilization=self.gpu_memory_utilization, enforce_eager=self.enforce_eager,
+                  enable_prefix_caching=self.enable_prefix_caching, seed=self.seed,
+                  disable_log_stats=False, generation_config="vllm", logprobs_mode="raw_logprobs")  # fmt: skip
+        if self.kv_cache_memory_bytes is not None:
+            kw["kv_cache_memory_bytes"] = self.kv_cache_memory_bytes
+        if self.block_size is not None:
+            kw["block_size"] = self.block_size
+        return {**kw, **self.extra}
+
+
+def model_dir(model) -> str:
+    """A model directory: a path, or an HF model's `name_or_path` when that is a directory."""
+    path = model if isinstance(model, str | Path) else getattr(model, "name_or_path", None)
+    if path is None or not (Path(path) / "config.json").is_file():
+        raise UserError(f"backend vllm loads models from a directory with config.json; got {path or model!r}")
+    return str(path)
+
+
+def check_cpu_head_dims(configs: dict) -> None:
+    """vLLM's CPU attention runs only some head sizes: refuse the others before the first forward fails."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    sizes = CPUAttentionBackend.get_supported_head_sizes()
+    for name, cfg in configs.items():
+        head = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        if head not in sizes:
+            raise UserError(f"{name}: head_dim {head} does not run on vLLM's CPU attention (head sizes "
+                            f"{', '.join(map(str, sizes))}); use backend hf for this pair on a CPU")  # fmt: skip
+
+
+def check_same_vocabulary(senior_dir: str, junior_dir: str, senior_cfg, junior_cfg, tokenizer) -> None:
+    if junior_cfg.vocab_size != senior_cfg.vocab_size:
+        raise UserError(f"junior {junior_dir}: {junior_cfg.vocab_size} token ids against the senior's "
+                        f"{senior_cfg.vocab_size}; backend vllm needs one vocabulary: use text pairing on backend hf")
+    if any(Path(junior_dir).glob("tokenizer*")):
+        junior_tok = AutoTokenizer.from_pretrained(junior_dir)
+        if junior_tok.get_vocab() != tokenizer.get_vocab():
+            raise UserError(f"junior {junior_dir}: its tokenizer is not the senior's ({senior_dir}); backend "
+                            "vllm needs one vocabulary: use text pairing on backend hf")  # fmt: skip
+
+
+class VLLMPair(Pair):
+    """A senior and a junior (or a senior alone) in one vLLM engine; see the module docstring.
+
+    senior, junior: model directories (or HF models whose `name_or_path` is one); tokenizer: the
+    senior's (default: loaded from its directory); eos_token_ids: what ends a row (default: the
+    tokenizer's EOS and the senior's generation config's); engine: how vLLM is built.
+    """
+
+    backend, pairing = "vllm", "lockstep"
+
+    def __init__(self, senior, junior=None, tokenizer=None, *, eos_token_ids: list[int] | None = None,
+                 pad_token_id: int | None = None, engine: EngineOptions | None = None):  # fmt: skip
+        self.senior_dir = model_dir(senior)
+        self.junior_dir = None if junior is None else model_dir(junior)
+        self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(self.senior_dir)
+        senior_cfg = AutoConfig.from_pretrained(self.senior_dir)
+        configs = {f"senior {self.senior_dir}": senior_cfg}
+        if self.junior_dir is not None:
+            junior_cfg = AutoConfig.from_pretrained(self.junior_dir)
+            check_same_vocabulary(self.senior_dir, self.junior_dir, senior_cfg, junior_cfg, self.tokenizer)
+            configs[f"junior {self.junior_dir}"] = junior_cfg
+        check_cpu_head_dims(configs)
+        self.vocab_size = senior_cfg.vocab_size
+        self.tables = vocab_tables(self.tokenizer, self.vocab_size)
+        self.eos_token_ids = _eos_ids(eos_token_ids, self.tokenizer, senior_cfg)
+        pad = pad_token_id if pad_token_id is not None else self.tokenizer.pad_token_id
+        self._pad = self.eos_token_ids[0] if pad is None else pad
+        self.options = engine or EngineOptions()
+        self.llm = self._build(senior_cfg)
+
+    def _build(self, senior_cfg):
+        from vllm import LLM
+
+        kw = self.options.llm_kwargs()
+        if self.junior_dir is not None:
+            from trlvr.vllm.logits import TandemLogitsProcessor
+
+            register()
+            spec = {"junior": self.junior_dir, "senior_architectures": list(senior_cfg.architectures or []),
+                    "tables": tables_digest(self.tables)}  # fmt: skip
+            kw.update(hf_overrides={"architectures": [ARCHITECTURE], "tandem": spec},
+                      logits_processors=[TandemLogitsProcessor])  # fmt: skip
+        return LLM(model=self.senior_dir, **kw)
+
+    @property
+    def pad_token_id(self) -> int:
+        return self._pad
+
+    def _params(self, sampling: Sampling, key: int, schedule: Schedule):
+        from vllm import SamplingParams
+
+        extra = tandem_args(key, schedule, self.eos_token_ids[0]) if self.junior_dir is not None else None
+        return SamplingParams(n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                              max_tokens=sampling.max_new_tokens, seed=key, stop_token_ids=self.eos_token_ids,
+                              logprobs=0, detokenize=False, skip_special_tokens=False, extra_args=extra)  # fmt: skip
+
+    def preemptions(self) -> int:
+        """Requests vLLM has pre-empted since the engine started (its own counter)."""
+        return int(sum(getattr(m, "value", 0) for m in self.llm.get_metrics() if m.name == "vllm:num_preemptions"))
+
+    def generate(self, prompts, schedule, sampling, row_keys=None) -> TandemOutput:
+        self.check(schedule)
+        if JUNIOR in schedule.writers and self.junior_dir is None:
+            raise UserError(f"schedule {schedule!r} needs a junior; this vllm pair holds the senior only")
+        if sampling.temperature > 2.0:
+            raise UserError(f"temperature: backend vllm samples at temperatures up to 2 (vLLM's limit), "
+                            f"got {sampling.temperature}")  # fmt: skip
+        if not prompts or any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        row_keys = list(range(len(prompts))) if row_keys is None else [int(k) for k in row_keys]
+        if len(row_keys) != len(prompts):
+            raise ValueError(f"row_keys has {len(row_keys)} keys for {len(prompts)} prompts")
+        keys = engine_keys(row_keys, sampling.seed)
+        before = self.preemptions()
+        outs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts],
+                                 [self._params(sampling, k, schedule) for k in keys], use_tqdm=False)  # fmt: skip
+        rows = [o.outputs[0] for o in outs]
+        out = self._output(rows, row_keys, schedule, sampling.seed)
+        out.plan = {"backend": "vllm", "preemptions": self.preemptions() - before}
+        return out
+
+    def _output(self, rows, row_keys: list[int], schedule: Schedule, seed: int) -> TandemOutput:
+        """TandemOutput from vLLM's completions: authors folded from the tokens, rows cut where the
+        schedule ended them (the processor's forced EOS is not theirs), senior log-probs per token."""
+        tokens = [list(r.token_ids) for r in rows]
+        folded = authors_from_tokens(tokens, row_keys, schedule, self.tables, seed)
+        eos = set(self.eos_token_ids)
+        B, T = len(rows), max([len(t) for t in tokens] + [1])
+        out_tok = torch.full((B, T), self._pad, dtype=torch.long)
+        lp = torch.zeros(B, T)
+        mask = torch.zeros(B, T, dtype=torch.bool)
+        finish = torch.full((B,), _LENGTH, dtype=torch.long)
+        for i, (r, toks) in enumerate(zip(rows, tokens, strict=True)):
+            stop = int(folded.stop_at[i])
+            n = stop if 0 < stop <= len(toks) else len(toks)
+            if n and toks[n - 1] in eos:
+                finish[i] = _EOS
+            elif stop == n > 0:  # the schedule ended the row (its forced EOS, if any, is cut off)
+                finish[i] = _ROUNDS
+            out_tok[i, :n] = torch.tensor(toks[:n], dtype=torch.long)
+            lp[i, :n] = torch.tensor([step[t].logprob for step, t in zip(r.logprobs[:n], toks[:n], strict=True)])
+            mask[i, :n] = True
+        return TandemOutput(tokens=out_tok, senior_authored=folded.authors[:, :T] & mask, completion_mask=mask,
+                            senior_logprob=lp, junior_logprob=None, finish_codes=finish)  # fmt: skip
+
+    def close(self) -> None:
+        """Shut the engine down now (its memory is free for the next one)."""
+        llm, self.llm = self.llm, None
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+
+    def sync_senior(self, model) -> None:
+        """Load `model`'s weights (an HF model, or (name, tensor) pairs with HF names) into the engine's
+        senior, then drop the prefix cache (its KV was the old senior's). The junior is untouched."""
+        from trlvr.vllm.model import reload_senior
+
+        pairs = model.named_parameters() if hasattr(model, "named_parameters") else model
+        weights = [(name, t.detach()) for name, t in pairs]
+        model_config = self.llm.llm_engine.model_config
+        self.llm.apply_model(lambda m: reload_senior(m, weights, model_config))
+        self.llm.reset_prefix_cache()
+
+
+def _eos_ids(eos_token_ids, tokenizer, config) -> list[int]:
+    if eos_token_ids is not None:
+        ids = list(eos_token_ids)
+    else:
+        found = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+        cfg_eos = getattr(config, "eos_token_id", None)
+        found |= {cfg_eos} if isinstance(cfg_eos, int) else set(cfg_eos or [])
+        ids = sorted(found)
+    if not ids:
+        raise UserError("no EOS token id: pass eos_token_ids or a tokenizer with an eos_token_id")
+    return ids
