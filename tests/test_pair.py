@@ -116,3 +116,40 @@ def test_every_schedule_says_whether_it_runs_over_text():
     assert StepSchedule("junior", 4).text_rule().max_steps == 8 and StepSchedule("junior").text_rule().first == "junior"
     assert ChunkSchedule(5).text_rule().alternate_every == 5
     assert SoloSchedule("junior").text_rule().first_author(0.0) == "junior"
+
+
+@pytest.mark.skipif(__import__("importlib.util").util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_backend_vllm_without_vllm_is_one_line(tmp_path, capsys):
+    """Asking for the vLLM backend where vLLM is not installed: one line naming what to install, from the
+    config check (train --dry-run) and from trlvr eval, before any model loads."""
+    from trlvr.cli.main import main as cli
+
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"problem": "1 + 1", "answer": "2"}\n')
+    assert cli(["train", "--config", "toy", "--senior", str(ASSETS / "senior"), "--junior", str(ASSETS / "junior"),
+                "--dataset", str(data), "--output_dir", str(tmp_path / "run"), "--backend", "vllm", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "backend vllm needs vllm, which is not installed here" in err[0]
+    assert cli(["eval", "--senior", str(ASSETS / "senior"), "--junior", str(ASSETS / "junior"), "--data",
+                f"toy={data}", "--backend", "vllm", "--out", str(tmp_path / "ev"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "backend vllm needs vllm" in err[0]
+    assert not (tmp_path / "ev").exists()
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--use_peft", "true"], "a LoRA senior (use_peft) runs on backend hf"),
+    (["--pairing", "text"], "text pairing runs on backend hf"),
+    (["--junior_device", "cpu"], "junior_device is backend hf's"),
+    (["--backend", "tpu"], "backend: must be hf or vllm"),
+])  # fmt: skip
+def test_backend_settings_it_cannot_run_are_refused_by_the_config(tmp_path, capsys, extra, message):
+    from trlvr.cli.main import main as cli
+
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"problem": "1 + 1", "answer": "2"}\n')
+    argv = ["train", "--config", "toy", "--senior", str(ASSETS / "senior"), "--junior", str(ASSETS / "junior"),
+            "--dataset", str(data), "--output_dir", str(tmp_path / "run"), "--backend", "vllm", *extra, "--dry-run"]
+    assert cli(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err

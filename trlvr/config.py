@@ -65,6 +65,7 @@ class TandemConfig:
     compile: str = _help("compile the static path's decode step (torch.compile; CUDA graphs on CUDA): auto (= off until the GPU bench measures it), true or false", "auto")
     junior_device: str | None = _help("device for the junior (e.g. cuda:1; the authors' second GPU); null = the senior's", None)
     pairing: str = _help("how senior and junior decode together: auto (lockstep when the vocabularies are identical, text otherwise), lockstep (one shared vocabulary, token by token) or text (each model on its own tokens of one shared text)", "auto")
+    backend: str = _help("rollout engine: hf (trlvr's engine on the HF models) or vllm (one vLLM engine holding both models, the senior's weights synced after every optimizer step; pip install 'trlvr[vllm]')", "hf")
     holdout: int = _help("hold out this many training problems for `trlvr select --val split:N` (never trained on)", 0)
     holdout_seed: int = _help("which problems are held out (a seeded hash of their content)", 0)
     use_peft: bool = _help("train a LoRA adapter on the senior instead of all its weights", False)
@@ -111,6 +112,15 @@ class TandemConfig:
             bad("pairing", "text needs a junior with its own tokenizer; junior: self shares the senior's")
         if self.junior_device is not None and self.junior == "self":
             bad("junior_device", "junior: self shares the senior's weights, so it runs on the senior's device")
+        if self.backend not in ("hf", "vllm"):
+            bad("backend", "must be hf or vllm")
+        if self.backend == "vllm":
+            if self.use_peft:
+                bad("backend", "vllm syncs plain weights into its engine; a LoRA senior (use_peft) runs on backend hf")
+            if self.pairing == "text":
+                bad("backend", "vllm runs pairs with one shared vocabulary; text pairing runs on backend hf")
+            if self.junior_device is not None:
+                bad("backend", "vllm holds both models in one engine; junior_device is backend hf's")
         if self.holdout < 0:
             bad("holdout", "must be >= 0")
         if not self.preempt_grace_s > 0:
@@ -204,6 +214,28 @@ def _unknown(strings: list[str], where: str) -> UserError:
     return UserError(f"{where}: unknown key(s) {', '.join(keys)}: not TandemConfig or trl.GRPOConfig fields{hint}")
 
 
+# transformers renamed TrainingArguments fields between the releases trlvr runs on (vllm 0.32 pins
+# transformers < 5.20): a config written with either name runs on both
+RENAMED = {"activation_checkpointing": "gradient_checkpointing", "gradient_checkpointing": "activation_checkpointing"}
+
+
+def _renamed(strings: list[str], grpo, given: list[str] = ()) -> list[str]:
+    """Apply `--old value` pairs the installed GRPOConfig knows under the other name (unless `given`, the
+    command line, sets that name itself); return the rest."""
+    rest, i = [], 0
+    while i < len(strings):
+        key = strings[i][2:] if strings[i].startswith("--") else None
+        other = RENAMED.get(key)
+        if other and hasattr(grpo, other) and i + 1 < len(strings):
+            if f"--{other}" not in given:
+                setattr(grpo, other, str(strings[i + 1]).lower() in ("true", "1", "yes"))
+            i += 2
+            continue
+        rest.append(strings[i])
+        i += 1
+    return rest
+
+
 def _check_keys(path: Path) -> None:
     """Unknown YAML keys fail first, before any field's own validation runs."""
     import yaml
@@ -214,7 +246,7 @@ def _check_keys(path: Path) -> None:
         raise UserError(f"config {path}: not a readable YAML file ({' '.join(str(e).split())})") from e
     if not isinstance(raw, dict):
         raise UserError(f"config {path}: expected a mapping of keys to values, got {type(raw).__name__}")
-    unknown = [k for k in raw if k not in TANDEM_FIELDS | grpo_field_names() | {"env"}]
+    unknown = [k for k in raw if k not in TANDEM_FIELDS | grpo_field_names() | {"env"} | set(RENAMED)]
     if unknown:
         raise _unknown([f"--{k}" for k in unknown], f"config {path}")
     if set(raw) & OPTION_FIELDS:
@@ -244,9 +276,11 @@ def parse_run_args(argv: list[str]):
         raise
     except (ValueError, TypeError) as e:  # a dataclass' own validation (GRPOConfig.__post_init__, YAML shape)
         raise UserError(f"{config or 'command line'}: {' '.join(str(e).split())}") from e
+    tandem, grpo, options = configs
+    from_file = _renamed(from_file, grpo, given=argv)  # the command line wins over the file
+    from_args = _renamed(from_args, grpo)
     if from_file or from_args:
         raise _unknown(from_file + from_args, "command line")
-    tandem, grpo, options = configs
     if tandem.junior_device is not None:
         from trlvr.models import check_device
 

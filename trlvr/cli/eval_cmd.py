@@ -108,6 +108,10 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--pairing", default="auto", choices=["auto", "lockstep", "text"],
                    help="auto: lockstep when the two tokenizers are identical, text pairing otherwise "
                         "(each model on its own tokens of one shared text); lockstep refuses different vocabularies")
+    p.add_argument("--backend", default="hf", choices=["hf", "vllm"],
+                   help="the engine that generates: hf (trlvr's, on the HF models) or vllm (one vLLM engine with "
+                        "both models; needs vLLM: pip install 'trlvr[vllm]'); recorded in results.json, and two "
+                        "backends' samples never share a directory")
     p.add_argument("--refuse-lossy-prompts", action="store_true",
                    help="refuse problems whose text the tokenizer cannot spell (default: list and warn)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -248,7 +252,7 @@ def evaluate_one(args, spec: EvalSpec, senior_spec: str, sources: dict, benchmar
 
     benchmarks, identities = benchmarks or _benchmarks(args, sources)
     models = ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, dtype=args.dtype, device=args.device,
-                       junior_device=args.junior_device, pairing=args.pairing)  # fmt: skip
+                       junior_device=args.junior_device, pairing=args.pairing, backend=args.backend)  # fmt: skip
     res = evaluate_specs(models, benchmarks, spec, args.out, data_identities=identities, data_sources=sources,
                          progress=not args.no_progress, fresh=args.fresh, refuse_lossy=args.refuse_lossy_prompts)
     print(format_summary(res))

@@ -38,6 +38,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     p.add_argument("--junior-device", default=None, help="put the junior on its own device (e.g. cuda:1)")
+    p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="the engine that generates (see trlvr eval)")
     p.add_argument("--include-initial", action="store_true", help="also evaluate the run's starting senior (step 0)")
     p.add_argument("--fresh", action="store_true",
                    help="start every checkpoint's validation evaluation over (RUN/select/<val>/step-N/ made under other settings)")
@@ -53,7 +54,8 @@ def main(args) -> int:
     spec = selection_spec(args.metric, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed,
                           decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
                           batch_size=args.batch_size)  # fmt: skip
-    models = ModelSpec("", args.junior, dtype=args.dtype, device=args.device, junior_device=args.junior_device)
+    models = ModelSpec("", args.junior, dtype=args.dtype, device=args.device, junior_device=args.junior_device,
+                       backend=args.backend)  # fmt: skip
     sel = run_selection(args.run, how, spec, models, progress=not args.no_progress, fresh=args.fresh)
     print(f"selected step {sel.step} ({sel.path}): {sel.metric} = {sel.value:.4f} "
           f"[{sel.ci_low:.4f}, {sel.ci_high:.4f}] on {sel.val['size']} validation problems")  # fmt: skip

@@ -30,9 +30,9 @@ from trlvr.engine.schedules import SENIOR, Schedule
 from trlvr.errors import UserError
 
 PAIRINGS = ("lockstep", "text")  # how two models share a rollout (`trlvr.models.choose_pairing`)
-# which engine runs a pair: "hf" is this package; others are optional plugins named "module:Class",
-# imported only when asked for (the core never imports vLLM)
-BACKENDS = {"hf": None, "vllm": "trlvr.vllm.pair:VLLMPair"}
+# which engine runs a pair: "hf" is this package; others are optional plugins, (the Pair as
+# "module:Class", the package it needs), imported only when asked for (the core never imports vLLM)
+BACKENDS = {"hf": None, "vllm": ("trlvr.vllm.pair:VLLMPair", "vllm")}
 
 
 @dataclass(frozen=True)
@@ -192,15 +192,16 @@ def pair_class(backend: str = "hf", pairing: str = "lockstep") -> type[Pair]:
     return TextPair if pairing == "text" else LockstepPair
 
 
-def _plugin(target: str, backend: str) -> type[Pair]:
+def _plugin(plugin: tuple[str, str], backend: str) -> type[Pair]:
     import importlib
+    import importlib.util
 
+    target, needs = plugin
+    if importlib.util.find_spec(needs) is None:
+        raise UserError(f"backend {backend} needs {needs}, which is not installed here (pip install "
+                        f"'trlvr[{backend}]'; on a CPU: see the README's vLLM section)")  # fmt: skip
     module, _, name = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except ImportError as e:
-        raise UserError(f"backend {backend} needs its optional dependencies (pip install 'trlvr[{backend}]'; "
-                        f"vLLM on a CPU: see the README): {e}") from None
+    return getattr(importlib.import_module(module), name)
 
 
 def unsupported_schedule(schedule: Schedule, backend: str = "hf", pairing: str = "lockstep") -> str | None:

@@ -94,6 +94,27 @@ def load_benchmarks(sources: dict[str, str], split: str | None = None, limit: in
     return benchmarks, identities
 
 
+def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, junior_tok) -> None:
+    """What backend vllm cannot evaluate, in one line, before anything loads."""
+    from trlvr.engine import pair_class
+    from trlvr.models import SELF, is_adapter_dir
+
+    pair_class(models.backend, "text" if junior_tok is not None else "lockstep")  # installed; one vocabulary
+    if is_adapter_dir(senior_path) or junior == SELF:
+        raise UserError(f"--backend {models.backend}: {senior_path} is a LoRA adapter folder; the engine loads full "
+                        "model folders (evaluate adapters with --backend hf)")  # fmt: skip
+    if models.junior_device:
+        raise UserError(f"--junior-device: backend {models.backend} holds both models in one engine")
+
+
+def _vllm_pair(senior_path: str, junior: str | None, tok, dtype: str, seed: int):
+    from trlvr.engine import make_pair
+    from trlvr.vllm.pair import EngineOptions
+
+    engine = EngineOptions.for_machine("auto" if dtype == "auto" else dtype, seed)
+    return make_pair(senior_path, junior, tok, backend="vllm", engine=engine)
+
+
 def _dtype(name):
     import torch
 
@@ -228,14 +249,24 @@ def evaluate_specs(
         from trlvr.engine import make_pair
 
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        s, j = load_pair(senior_path, junior, dtype=_dtype(dtype))
-        s = s.to(dev).eval()
-        j = None if j is None else j if junior == SELF else j.to(junior_device or dev).eval()
+        if models.backend == "vllm" and not scores:
+            s = j = None  # the engine holds both; nothing is scored teacher-forced
+        else:
+            s, j = load_pair(senior_path, junior, dtype=_dtype(dtype))
+            s = s.to(dev).eval()
+            j = None if j is None else j if junior == SELF else j.to(junior_device or dev).eval()
+        if models.backend == "vllm":
+            pair = _vllm_pair(senior_path, junior, tok, dtype, spec.seed)
+            pair.senior, pair.junior = s, j  # the HF models that score legibility and drift
+            return pair
         if junior_tok is not None:
             return make_pair(s, j, tok, junior_tokenizer=junior_tok, junior_prompts=junior_prompts)
         return make_pair(s, j, tok, decode=spec.decode, **({"junior_device": junior_device} if junior_device else {}))
 
     from trlvr.eval.runner import Partners, evaluate
 
-    partners = Partners(tok, build, junior is not None, identities, junior_tok, paths, context)
+    scores = bool({"legibility", "drift"} & set(spec.suite))
+    if models.backend != "hf":
+        _check_backend(models, senior_path, junior, junior_tok)
+    partners = Partners(tok, build, junior is not None, identities, junior_tok, paths, context, models.backend)
     return evaluate(partners, benchmarks, spec, out, progress=progress, fresh=fresh, refuse_lossy=refuse_lossy)

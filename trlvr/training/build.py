@@ -86,12 +86,15 @@ def build_dataset(problems: list, tokenizer, max_prompt_length: int | None = Non
 
 def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None) -> str | None:
     """The run's pairing ("lockstep", "text"; None without a junior), after refusing in one line a
-    schedule that pairing cannot run (`trlvr.engine.unsupported_schedule`): a run config is checked
+    schedule that pairing cannot run on the run's backend, or a backend that is not installed
+    (`trlvr.engine.unsupported_schedule`): a run config is checked
     before any model loads (`trlvr train --dry-run` too). Tokenizers load from the config's paths
     when not given (cheap: no weights)."""
-    from trlvr.engine import Schedule, unsupported_schedule
+    from trlvr.engine import Schedule, pair_class, unsupported_schedule
     from trlvr.models import choose_pairing, load_tokenizer
 
+    if tandem.backend != "hf":
+        pair_class(tandem.backend)  # installed? (one line when not)
     if not tandem.junior:
         return None
     if tandem.junior == SELF:
@@ -102,7 +105,7 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None) -> str
         pairing = choose_pairing(senior_tok, junior_tok, tandem.pairing)
     if tandem.arm == "tandem":
         name, settings = tandem.schedule_kwargs()
-        why = unsupported_schedule(Schedule.from_config(name, **settings), "hf", pairing)
+        why = unsupported_schedule(Schedule.from_config(name, **settings), tandem.backend, pairing)
         if why is not None:
             raise UserError(f"schedule: {why}")
     return pairing
@@ -134,7 +137,7 @@ def load_models(tandem: TandemConfig, args):
         if pairing == "text" and args.beta > 0 and tandem.kl_ref == "junior":
             raise UserError("kl_ref: junior needs one shared vocabulary; this pair is text-paired (set kl_ref: initial)")
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
-        if tandem.arm == "tandem" and not kl_to_junior:
+        if tandem.arm == "tandem" and not kl_to_junior and tandem.backend == "hf":  # vllm loads its own
             junior = load_causal_lm(tandem.junior, "junior", dtype=senior.dtype)
             if pairing == "text":  # the rollout decodes this pair at the text level, with the junior's own tokenizer
                 junior.text_pair_tokenizer = junior_tok

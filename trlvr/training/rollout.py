@@ -63,14 +63,16 @@ class TandemRollout:
     """
 
     def __init__(self, schedule: Schedule, junior=None, check_junior_p: float | None = None,
-                 decode: str = "auto", junior_device: str | None = None, compile: bool | str = "auto"):  # fmt: skip
-        self.schedule = schedule
+                 decode: str = "auto", junior_device: str | None = None, compile: bool | str = "auto",
+                 backend: str = "hf"):  # fmt: skip
+        self.schedule, self.backend = schedule, backend
         self.engine_options = {"decode": decode, "junior_device": junior_device, "compile": compile}
         self.junior = junior
         self.check_junior_p = check_junior_p
         self.generation_seconds = 0.0  # accumulated since the last `take_generation_seconds`
         self._tables = None
         self.pair: Pair | None = None  # built on the first rollout, kept for the run
+        self._synced_step: int | None = None  # the optimizer step whose weights the pair generates with
         self._junior_ids: dict = {}  # text pairs: this call's senior prompt ids -> the junior's prompt ids
 
     def _engine_options(self, trainer) -> dict:
@@ -146,9 +148,14 @@ class TandemRollout:
     junior_tokenizer = None  # text pairing: the junior's own tokenizer (library callers may set it)
 
     def _pair(self, senior, tokenizer, trainer) -> Pair:
-        """The run's Pair, built on the first rollout (the senior as TRL unwraps it) and kept; later
-        calls point it at the senior they are given (`Pair.sync_senior`). A text pair when the junior
-        has its own tokenizer (`trlvr.training.build.load_models` gave it one: `choose_pairing` decided)."""
+        """The run's Pair, built on the first rollout (the senior as TRL unwraps it) and kept; after an
+        optimizer step it is brought up to the trained weights (`Pair.sync_senior`). A text pair when the
+        junior has its own tokenizer (`trlvr.training.build.load_models` gave it one: `choose_pairing`
+        decided); backend vllm: `_vllm_pair`."""
+        step = trainer.state.global_step
+        if self.pair is None and self.backend == "vllm":
+            self.pair = self._vllm_pair(senior, tokenizer, trainer)
+            self.pair.check(self.schedule)
         if self.pair is None:
             if self.junior is not None and self.junior_tokenizer is None:
                 self.junior_tokenizer = getattr(self.junior, "text_pair_tokenizer", None)
@@ -160,9 +167,24 @@ class TandemRollout:
                            **self._engine_options(trainer)}  # fmt: skip
             self.pair = make_pair(senior, self.junior, tokenizer, junior_tokenizer=self.junior_tokenizer, **options)
             self.pair.check(self.schedule)
-        else:
+            self._synced_step = step  # an HF pair generates with `senior` itself
+        if step != self._synced_step:  # the weights changed since the engine last saw them
             self.pair.sync_senior(senior)
+            self._synced_step = step
         return self.pair
+
+    def _vllm_pair(self, senior, tokenizer, trainer) -> Pair:
+        """backend vllm: one engine from the run's model folders (the junior only when the schedule lets
+        it write: the grpo arm runs the senior alone), sized for this machine; its senior is synced
+        from the trained weights before the first rollout (a resumed run's are not the folder's)."""
+        from trlvr.vllm.pair import EngineOptions
+
+        tandem, args = trainer.tandem, trainer.args
+        junior = tandem.junior if "junior" in self.schedule.writers else None
+        engine = EngineOptions.for_machine(str(senior.dtype).removeprefix("torch."), args.seed,
+                                           args.vllm_max_model_length, args.vllm_gpu_memory_utilization)  # fmt: skip
+        return make_pair(tandem.senior, junior, tokenizer, backend="vllm", eos_token_ids=list(trainer.eos_token_ids),
+                         pad_token_id=tokenizer.pad_token_id, engine=engine)  # fmt: skip
 
     def _log_text(self, trainer, text, mode: str) -> None:
         """Text pairs: tokens withdrawn before a partner's word, catch-up tokens, the senior's share of characters."""

@@ -92,7 +92,8 @@ class TandemGRPOTrainer(GRPOTrainer):
         check_p = tandem.p if tandem.expects_junior_tokens else None
         name, schedule_kwargs = tandem.schedule_kwargs()
         self.rollout = TandemRollout(Schedule.from_config(name, **schedule_kwargs), check_junior_p=check_p,
-                                     decode=tandem.decode, junior_device=tandem.junior_device)  # fmt: skip
+                                     decode=tandem.decode, junior_device=tandem.junior_device,
+                                     backend=tandem.backend)  # fmt: skip
         # kl_ref=junior always has a junior path: TandemConfig refuses it without one. With PEFT, TRL's
         # reference is the senior with adapters disabled: for `junior: self` that IS the junior.
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
@@ -103,7 +104,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         with _reference_is(model, tandem.junior) if kl_to_junior and not self_paired else contextlib.nullcontext():
             super().__init__(model=model, reward_funcs=funcs, args=args, rollout_func=self.rollout, **kwargs)
 
-        if tandem.arm == "tandem":
+        if tandem.arm == "tandem" and tandem.backend == "hf":  # backend vllm: the engine holds the junior
             if self_paired:
                 from trlvr.engine.self_pair import AdapterOffView
 

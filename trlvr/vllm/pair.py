@@ -32,6 +32,7 @@ from trlvr.vllm.core import authors_from_tokens, engine_keys, tables_digest, tan
 from trlvr.vllm.plugin import ARCHITECTURE, register
 
 _LENGTH, _EOS, _ROUNDS = (FINISH_REASONS.index(r) for r in ("length", "eos", "rounds"))
+CPU_KV_CACHE_BYTES = 2 << 30  # vLLM's CPU build takes its KV budget in bytes: 2 GiB for both models
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,17 @@ class EngineOptions:
     enable_prefix_caching: bool = True
     seed: int = 0
     extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def for_machine(cls, dtype: str = "auto", seed: int = 0, max_model_len: int | None = None,
+                    gpu_memory_utilization: float = 0.9) -> EngineOptions:  # fmt: skip
+        """What training and evaluation build on this machine: on a GPU, vLLM's own defaults (CUDA graphs,
+        `gpu_memory_utilization` of the device); without one, the CPU build's needs (a fixed KV budget,
+        CPU_KV_CACHE_BYTES; blocks of 32 positions; eager)."""
+        cpu = {} if torch.cuda.is_available() else {"kv_cache_memory_bytes": CPU_KV_CACHE_BYTES, "block_size": 32,
+                                                    "enforce_eager": True}  # fmt: skip
+        return cls(dtype=dtype, seed=seed, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+                   **cpu)  # fmt: skip
 
     def llm_kwargs(self) -> dict:
         kw = dict(dtype=self.dtype, max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
