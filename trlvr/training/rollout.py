@@ -38,6 +38,7 @@ from trlvr.engine import Pair, Sampling, make_pair
 from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
+from trlvr.errors import UserError
 
 
 def rollout_row_keys(global_step: int, train: bool, process_index: int, local_rows: int, num_generations: int) -> list[int]:
@@ -180,6 +181,9 @@ class TandemRollout:
         from trlvr.vllm.pair import EngineOptions
 
         tandem, args = trainer.tandem, trainer.args
+        if trainer.accelerator.num_processes > 1:
+            raise UserError(f"backend vllm runs in one process (one engine); this run has "
+                            f"{trainer.accelerator.num_processes}: launch it without torchrun/accelerate, or use backend hf")
         junior = tandem.junior if "junior" in self.schedule.writers else None
         engine = EngineOptions.for_machine(str(senior.dtype).removeprefix("torch."), args.seed,
                                            args.vllm_max_model_length, args.vllm_gpu_memory_utilization)  # fmt: skip
