@@ -229,10 +229,6 @@ class TandemGenerator:
         self.pad_token_id = self.eos_token_ids[0] if pad_token_id is None else pad_token_id
         self._kv: dict = {}  # decode="static": each model's KV buffers (`StaticKV`), kept across calls
 
-    def release_buffers(self) -> None:
-        """Free the static path's KV buffers (the next static call allocates them again)."""
-        self._kv.clear()
-
     def _eos_ids(self, eos_token_ids, tokenizer) -> list[int]:
         if eos_token_ids is None:
             ids = set()

@@ -1,4 +1,4 @@
-"""Selection as a recipe: load each checkpoint, evaluate it with `trlvr.eval.evaluate`, pick one.
+"""Selection as a recipe: evaluate each checkpoint with `trlvr.eval.api.evaluate_specs`, pick one.
 
 What this file adds to `selection.py`: models, the validation data (a file, or the run's own
 holdout for `split:N`), and the run's record (`trlvr_run.json`: its junior and its holdout).

@@ -8,7 +8,7 @@
 
 `trlvr.eval.api.resolve_senior("RUN@selected")` turns that record back into a model path for `trlvr eval`.
 
-What this file does not know: how a checkpoint is evaluated (`trlvr.eval.evaluate`) or trained.
+What this file does not know: how a checkpoint is evaluated (`trlvr.eval.api.evaluate_specs`) or trained.
 It never reads test data: it sees only the validation problems it is given.
 """
 
@@ -164,7 +164,7 @@ def select_checkpoint(
     """Evaluate every candidate on `val_problems` and record the best.
 
     `evaluate_checkpoint(candidate, problems, out_dir, suite) -> results.json dict` runs one
-    evaluation (the CLI passes a closure over `trlvr.eval.evaluate` with loaded models).
+    evaluation (`select_run.run_selection` passes a closure over `trlvr.eval.api.evaluate_specs`).
     """
     suite = suite_for(metric)
     direction = direction or default_direction(metric)

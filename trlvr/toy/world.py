@@ -58,13 +58,6 @@ class WorldConfig:
     def to_json(self) -> dict:
         return asdict(self)
 
-    @classmethod
-    def from_json(cls, d: dict) -> WorldConfig:
-        d = dict(d)
-        d["senior"] = ModelSize(**d["senior"])
-        d["junior"] = ModelSize(**d["junior"])
-        return cls(**d)
-
 
 MINI_CONFIG = WorldConfig(
     n_train=400,
