@@ -264,7 +264,7 @@ CLI_CASES = [
         ["eval", "--senior", "{tmp}/s", "--junior", "{tmp}/j", "--data", "{tmp}/d.jsonl", "--top-p", "0",
          "--out", "{tmp}/o"],
         2,
-        "decoding: top_p must be in (0, 1], got 0.0",
+        "--top-p must be in (0, 1], got 0.0",
     ),
     Case(
         "eval-missing-senior",

@@ -30,3 +30,17 @@ def test_metric_names_map_to_their_protocol():
     assert protocol_of_metric("dose-0.5/pass@1").junior_share == 0.5
     assert protocol_of_metric("handoff/round_capped").entry == "handoff"
     assert protocol_of_metric("legibility/junior_ce") is None and protocol_of_metric("drift/kl") is None
+
+
+def test_an_eval_spec_is_valid_once_built_and_names_the_field():
+    from trlvr.eval.spec import EvalSpec, SettingError
+
+    for kw, field, text in (({"n": 0}, "n", "n must be >= 1, got 0"), ({"n": 2, "ks": (1, 4)}, "ks", "[1, n = 2]"),
+                            ({"top_p": 0.0}, "top_p", "top_p must be in (0, 1]"),
+                            ({"suite": ("solo", "vibes")}, "suite", "unknown entries ['vibes']")):  # fmt: skip
+        with pytest.raises(SettingError, match=__import__("re").escape(text)) as e:
+            EvalSpec(**kw)
+        assert e.value.field == field
+    assert str(SettingError("top_p", "top_p must be in (0, 1], got 0").as_flag("--top-p")) == "--top-p must be in (0, 1], got 0"
+    with pytest.raises(SettingError):
+        EvalSpec(n=4, ks=(1, 2, 4)).replace(n=2)  # replace builds a new one: validated too

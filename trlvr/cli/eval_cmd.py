@@ -19,7 +19,7 @@ from pathlib import Path
 
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
-from trlvr.eval.spec import EvalSpec
+from trlvr.eval.spec import EvalSpec, SettingError
 
 SUITE_DEFAULT = ",".join(D.SUITE_NAMES)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
@@ -163,32 +163,24 @@ def settings_from_args(args) -> EvalSpec:
             from trlvr.models import check_device
 
             check_device(name, flag)
-    suite = tuple(s.strip() for s in args.suite.split(",") if s.strip())
-    unknown = sorted(set(suite) - set(D.SUITE_NAMES))
-    if unknown or not suite:
-        raise UserError(f"--suite: unknown entries {unknown}; choose from {SUITE_DEFAULT}")
-    for flag, v, lo in (
-        ("--n", args.n, 1),
-        ("--max-new-tokens", args.max_new_tokens, 1),
-        ("--batch-size", args.batch_size, 1),
-    ):
-        if v < lo:
-            raise UserError(f"{flag} must be >= {lo}, got {v}")
-    if not args.k or min(args.k) < 1 or max(args.k) > args.n:
-        raise UserError(f"--k: every k must be in [1, --n {args.n}], got {args.k}")
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be >= 1, got {args.limit}")
-    spec = EvalSpec(
-        suite=suite, n=args.n, ks=tuple(args.k), temperature=args.temperature, top_p=args.top_p,
-        top_k=args.top_k, seed=args.seed, max_new_tokens=args.max_new_tokens, context_length=args.context_length,
-        max_prompt_tokens="auto" if args.max_prompt_tokens is None else args.max_prompt_tokens,
-        handoff_max_rounds=args.handoff_max_rounds, include_eos=args.include_eos, batch_size=args.batch_size,
-        score_batch_size=args.score_batch_size, grading=args.grading, decode=args.decode,
-    )  # fmt: skip
-    spec.check()
     if args.junior_device and args.junior == "self":
         raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
-    return spec
+    try:  # the flags as one EvalSpec, validated once as it is built
+        return EvalSpec(
+            suite=tuple(s.strip() for s in args.suite.split(",") if s.strip()), n=args.n, ks=tuple(args.k or ()),
+            temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
+            max_new_tokens=args.max_new_tokens, context_length=args.context_length,
+            max_prompt_tokens="auto" if args.max_prompt_tokens is None else args.max_prompt_tokens,
+            handoff_max_rounds=args.handoff_max_rounds, include_eos=args.include_eos, batch_size=args.batch_size,
+            score_batch_size=args.score_batch_size, grading=args.grading, decode=args.decode,
+        )  # fmt: skip
+    except SettingError as e:  # name the flag: --k for ks, --top-p for top_p, ...
+        raise e.as_flag(FLAGS.get(e.field, "--" + e.field.replace("_", "-"))) from None
+
+
+FLAGS = {"ks": "--k"}  # EvalSpec fields whose flag is not --<field with dashes>
 
 
 def check_out(out: str) -> None:

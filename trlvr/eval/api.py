@@ -201,7 +201,6 @@ def evaluate_specs(
         model_fingerprint,
     )
 
-    spec.check()
     senior, junior, tokenizer, pairing = models.senior, models.junior, models.tokenizer, models.pairing
     dtype, device, junior_device = models.dtype, models.device, models.junior_device
     senior_path, record = resolve_senior(senior)

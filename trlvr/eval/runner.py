@@ -269,7 +269,6 @@ def evaluate(
     prompt the tokenizer cannot spell (decode(encode(prompt)) differs) are listed in config.json's
     `lossy_prompts` and warned about; `refuse_lossy` makes them an error.
     """
-    spec.check()
     protocols = protocols_for(spec.suite, spec.dose_shares)
     suite = list(spec.suite)
     if score_fn is None:

@@ -1,7 +1,7 @@
 """`EvalSpec`: every setting of an evaluation, in one frozen dataclass (no torch import).
 
     spec = EvalSpec(suite=("solo", "handoff"), n=4, ks=(1, 2, 4), seed=0, max_new_tokens=160)
-    spec.check()                                  # UserError naming the field, before any model loads
+                                                  # validated once, here: a SettingError names the field
     spec.fingerprint_part(context_length, max_prompt_tokens)   # what determined the samples
     spec.config_part(context_length, max_prompt_tokens)        # what config.json records
 
@@ -19,6 +19,19 @@ from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 
 GRADINGS = ("boxed", "boxed_or_tail")
+
+
+class SettingError(UserError):
+    """An evaluation setting that cannot work. The message starts with the field's name; `field` lets a
+    caller name its own spelling of it (the CLI: its flag, `as_flag`)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+    def as_flag(self, flag: str) -> UserError:
+        text = str(self)
+        return UserError(flag + text[len(self.field):] if text.startswith(self.field) else f"{flag}: {text}")
 BUDGET_RULE = f"min(max_new_tokens, context_length - prompt_tokens - {D.BUDGET_MARGIN})"
 
 
@@ -51,6 +64,7 @@ class EvalSpec:
         object.__setattr__(self, "suite", tuple(self.suite))
         object.__setattr__(self, "ks", tuple(sorted({int(k) for k in self.ks})))
         object.__setattr__(self, "dose_shares", tuple(float(x) for x in self.dose_shares))
+        self._check()
 
     @property
     def decoding(self) -> dict:
@@ -64,25 +78,26 @@ class EvalSpec:
     def replace(self, **changes) -> EvalSpec:
         return dataclasses.replace(self, **changes)
 
-    def check(self) -> None:
-        """Raise a one-line UserError for the first setting that cannot work."""
-        from trlvr.engine import check_decoding
+    def _check(self) -> None:
+        """A SettingError for the first setting that cannot work (on creation: an EvalSpec is valid)."""
+        from trlvr.engine.sampling import check_decoding
 
         unknown = sorted(set(self.suite) - set(D.SUITE_NAMES))
         if unknown or not self.suite:
-            raise UserError(f"suite: unknown entries {unknown}; choose from {','.join(D.SUITE_NAMES)}")
+            raise SettingError("suite", f"suite: unknown entries {unknown}; choose from {','.join(D.SUITE_NAMES)}")
         for name, lo in (("n", 1), ("max_new_tokens", 1), ("batch_size", 1), ("score_batch_size", 1),
                          ("handoff_max_rounds", 1)):  # fmt: skip
             if getattr(self, name) < lo:
-                raise UserError(f"{name} must be >= {lo}, got {getattr(self, name)}")
+                raise SettingError(name, f"{name} must be >= {lo}, got {getattr(self, name)}")
         if not self.ks or self.ks[0] < 1 or self.ks[-1] > self.n:
-            raise UserError(f"every k must be in [1, n={self.n}], got ks={list(self.ks)}")
+            raise SettingError("ks", f"ks: every k must be in [1, n = {self.n}], got {list(self.ks)}")
         if self.grading not in GRADINGS:
-            raise UserError(f"grading: {self.grading!r}; choose from {', '.join(GRADINGS)}")
+            raise SettingError("grading", f"grading: {self.grading!r}; choose from {', '.join(GRADINGS)}")
         try:
             check_decoding(self.temperature, self.top_p, self.top_k)
-        except ValueError as e:
-            raise UserError(f"decoding: {e}") from None
+        except ValueError as e:  # its message starts with the setting's name
+            field = next((n for n in ("top_p", "top_k") if str(e).startswith(n)), "temperature")
+            raise SettingError(field, str(e)) from None
 
     def fingerprint_part(self, context_length: int | None, max_prompt_tokens: int | None, grading: str) -> dict:
         """The settings that determine the samples (fingerprint.json's "generation" and "scoring")."""

@@ -81,9 +81,7 @@ def selection_spec(metric: str, *, n: int = 4, max_new_tokens: int = 3000, decod
         raise UserError(f"--n must be >= 1, got {n}")
     spec = EvalSpec(n=n, ks=tuple(k for k in (1, 2, 4, 8) if k <= n), seed=seed, max_new_tokens=max_new_tokens,
                     batch_size=batch_size, **(decoding or {}))  # fmt: skip
-    spec = spec.replace(suite=tuple(check_metric(metric, spec.ks)))
-    spec.check()
-    return spec
+    return spec.replace(suite=tuple(check_metric(metric, spec.ks)))
 
 
 def _resolved(source: str) -> str:
