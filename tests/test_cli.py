@@ -61,18 +61,3 @@ def test_eval_command_end_to_end_on_a_gsm8k_file(tokenizer, tmp_path):
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 3 * 2 * 2  # problems x samples x protocols
     assert {s["answer"] for s in samples} == {"0", "2", "4"}  # "#### N" parsed as the gold answer
-
-
-def test_demo_refuses_a_directory_made_with_other_options(tmp_path, capsys):
-    """A demo directory remembers its options: a LoRA or compact-jargon rerun into it is refused
-    before any work (it would otherwise reuse the other run's trained seniors)."""
-    from trlvr.cli.main import main as cli
-
-    out = tmp_path / "demo"
-    out.mkdir()
-    (out / "demo.json").write_text(json.dumps({"jargon": "spaced", "lora": False, "steps": None, "limit": 200,
-                                               "n": 4, "seeds": None}))  # fmt: skip
-    assert cli(["demo", "--out", str(out), "--lora", "--jargon", "compact"]) == 2
-    err = capsys.readouterr().err
-    assert "made with other options" in err and "lora: False -> True" in err and "jargon: 'spaced' -> 'compact'" in err
-    assert not (out / "toy").exists()  # nothing was started

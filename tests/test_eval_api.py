@@ -219,21 +219,6 @@ def test_cut_to_budgets_keeps_every_other_field_of_the_output():
     assert cut.completion_mask.sum(1).tolist() == [2, 2]
 
 
-def test_summary_figure_keeps_its_own_title(tmp_path, monkeypatch):
-    """The loop over panels used to overwrite `title`, so the figure was titled like its last panel."""
-    import matplotlib.figure
-
-    from trlvr.experiments.summary import plot
-
-    seen = []
-    real = matplotlib.figure.Figure.suptitle
-    monkeypatch.setattr(matplotlib.figure.Figure, "suptitle", lambda self, t, **kw: seen.append(t) or real(self, t, **kw))
-    entry = {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6}
-    keys = ("solo/pass@1", "handoff/pass@1", "jargon_rate", "legibility/junior_ce")
-    plot({"grpo": dict.fromkeys(keys, entry)}, tmp_path / "s.png", title="my study")
-    assert seen == ["my study"] and (tmp_path / "s.png").stat().st_size > 0
-
-
 def test_an_eval_sample_does_not_depend_on_its_batch(tmp_path, test_file):
     """Each sample's randomness is keyed by (benchmark, problem, sample index, protocol): another
     batch size (other batch-mates, other padding) and another --limit give the same completions."""

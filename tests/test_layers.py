@@ -28,8 +28,9 @@ LAYERS = {
 }  # fmt: skip
 # Layer-4 peers: the CLI runs the demo and the experiments; the demo is a recipe of experiments (and of
 # `trlvr.eval.api`, the one path `trlvr eval` takes too: no exception for the demo).
+# The toy world registers its per-sample metric (the jargon rate) with eval's registry (eval.sample_metrics).
 ALLOWED = {("training", "config"), ("cli", "demo"), ("cli", "experiments"), ("demo", "experiments"),
-           ("vllm", "engine")}  # fmt: skip (the vLLM backend plugs into the engine's Pair and schedules)
+           ("vllm", "engine"), ("toy", "eval")}  # fmt: skip (the vLLM backend plugs into the engine's Pair and schedules)
 
 
 def top_package(module: str) -> str:

@@ -350,7 +350,9 @@ def test_report_pairs_each_variant_with_its_own_baseline(tmp_path):
     assert "<table id='settings'>" in html and "abc1234567"[:10] in html and "{'" not in html
     detector = html.split("<h2>Loophole detector (training, per step)</h2>")[1]
     assert detector.split("</div>")[0].count("<img") == 1  # the one detector key logged, over steps
-    assert html.count("<img") == 3  # + solo and handoff pass@k, every variant on each
+    assert html.count("<img") == 2  # + one pass@k plot (solo solid, handoff dashed), every variant on it
+    headline = html.split("<table id='headline'>")[1].split("</table>")[0]
+    assert "<th>jargon_rate (%)</th>" in headline  # the registered per-sample metric, in the page as well
     for label in truth:
         assert f"<th>{label}</th>" in html
     assert {p.name for p in paths} == {"table.md", "summary.json", "figure.png", "report.html"}

@@ -195,20 +195,20 @@ def test_eval_fresh_sets_the_earlier_evaluation_aside_with_its_markers(tmp_path,
 
 def test_demo_fresh_moves_the_earlier_demo_aside_instead_of_deleting_it(tmp_path, monkeypatch, capsys):
     """Before, `trlvr demo --fresh` deleted the whole directory (hours of finished work)."""
-    import trlvr.toy as toy_pkg
+    from trlvr.cli import study_cmd
 
     out = tmp_path / "demo"
-    (out / "train-grpo" / "final").mkdir(parents=True)
-    (out / "train-grpo" / "final" / "config.json").write_text("{}")
-    (out / "demo.json").write_text(json.dumps({"lora": True}))
+    (out / "train" / "grpo" / "seed-0" / "final").mkdir(parents=True)
+    (out / "train" / "grpo" / "seed-0" / "final" / "config.json").write_text("{}")
+    (out / "demo.yaml").write_text("# an earlier demo's study, with other options\n")
     old = tree(out)
 
-    def stop(*a, **kw):
+    def stop(args):
         raise UserError("stopped after the start-over (test)")
 
-    monkeypatch.setattr(toy_pkg, "prepare_world", stop)
+    monkeypatch.setattr(study_cmd, "run", stop)  # the demo's study runner
     assert cli(["demo", "--out", str(out), "--fresh"]) == 2
     assert "stopped after the start-over" in capsys.readouterr().err
     [aside] = asides(out)
     assert tree(aside) == old
-    assert json.loads((out / "demo.json").read_text())["lora"] is False  # the new demo's options
+    assert "name: demo" in (out / "demo.yaml").read_text()  # the new demo's study

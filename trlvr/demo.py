@@ -1,184 +1,108 @@
-"""The embedded CPU demo: toy world -> grpo and tandem seniors -> held-out selection -> evaluation -> report.
+"""The embedded CPU demo is a study: trlvr/studies/demo.yaml, run by the study runner, then its report.
 
-    trlvr demo --out runs/demo                  # one seed (~11 min on 2 cores); resumes: finished stages are skipped
+    trlvr demo --out runs/demo                  # one seed; resumes: finished stages are skipped
     trlvr demo --out runs/demo-seeds --seeds 0,1,2   # the seed study: across-seed CIs (two-level bootstrap)
     trlvr demo --out runs/demo --fresh          # start over (the earlier demo moves into runs/demo/replaced-<time>/)
     trlvr demo --out runs/demo-compact --jargon compact   # the GSM8K-like spaceless jargon (world retrained, ~5 min more)
-    trlvr demo --out runs/demo-lora --lora      # LoRA seniors (rank 16, lr LORA_LR) instead of full fine-tuning
+    trlvr demo --out runs/demo-lora --lora      # LoRA seniors (rank 16, lr 2e-3: `LORA`) instead of full fine-tuning
 
-Stages, each skipped when its output exists (and resumed from its last checkpoint or its last
-written samples when interrupted):
-    1. toy/                        the toy world (shipped checkpoints copied, card measured)
-    2. train-<arm>[/seed-<s>]/     trlvr/configs/toy.yaml with --arm grpo|tandem; 200 training problems
-                                   held out (`holdout`), DEMO_STEPS (100) steps, a checkpoint every 50
-    3. selection                   every checkpoint on the held-out slice by handoff/pass@1
-                                   (`trlvr select RUN --val split:200`); test data is never read here
-    4. eval/<name>[/seed-<s>]/     the full suite on the toy test split for the initial senior (with the
-                                   junior floor) and each arm's selected checkpoint
-    5. summary.md, summary.png, report.html   the comparison table, picture and HTML report
+Each option is an override of the shipped study (`demo_study`); the study actually run is written to
+DIR/demo.yaml, so `trlvr study run DIR/demo.yaml --out DIR` is the same run and `trlvr study report
+DIR` the same report. Stages (trlvr.experiments.study; each skipped when done, resumed when cut):
+    worlds/toy/                    the toy world (shipped checkpoints copied, card measured)
+    train/<arm>/seed-<s>/          trlvr/configs/toy.yaml with --arm grpo|tandem, 200 training problems
+                                   held out, 100 steps, a checkpoint every 50; the arms train side by side
+                                   (`--jobs 2`, one thread each)
+    (selection)                    every checkpoint on the held-out slice by handoff/pass@1
+    eval/<variant>/seed-<s>/       the suite on the toy test split; `initial` (the untrained senior, with
+                                   the junior alone as the floor) once
+    report/                        table.md, figure.png, report.html, summary.json (trlvr study report),
+                                   published as DIR/summary.md, DIR/summary.png and DIR/report.html
 
-What this file does not know: how any stage works. It only wires library calls together.
+What this file does not know: how any stage works, or how a study runs (the CLI wires that).
 """
 
 from __future__ import annotations
 
-import json
-import time
+import shutil
 from pathlib import Path
 
-from trlvr.config import CONFIGS_DIR
+from trlvr.errors import UserError
+from trlvr.experiments.study_spec import STUDIES_DIR
 
-ARMS = ("grpo", "tandem")
-HOLDOUT = 200
-SELECT_METRIC = "handoff/pass@1"
-SAVE_STEPS = 50
-# Training steps per arm unless --steps: 100, not the toy config's 150. The seed studies (150 steps,
-# checkpoints at 50 / 100 / 150, selected on held-out data) never selected step 150, and the
-# granularity study's 100-step runs selected step 50 or 100 (README, "Studies").
-DEMO_STEPS = 100
-LORA_LR = 2e-3  # LoRA on the tiny toy models needs ~10x the full fine-tuning lr of the toy config
+DEMO_STUDY = STUDIES_DIR / "demo.yaml"
+DEMO_FILE = "demo.yaml"  # the study the demo ran, in its directory
+LORA = {"use_peft": True, "lora_r": 16, "learning_rate": 2e-3}  # ~10x the toy's full fine-tuning lr
+KS = (1, 2, 4, 8)
+# what the user reads, published from the study report (DIR/report/) under the demo's names
+PUBLISHED = {"table.md": "summary.md", "figure.png": "summary.png", "report.html": "report.html"}
 
 
-def _say(msg: str) -> None:
-    print(f"[demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+def demo_study(seeds: list[int] | None = None, steps: int | None = None, limit: int | None = None,
+               n: int | None = None, jargon: str = "spaced", lora: bool = False) -> tuple[dict, list[str]]:  # fmt: skip
+    """The shipped demo study with the options applied, and one line per option that changed it."""
+    import yaml
 
-
-def train_arm(arm: str, run_dir: Path, toy: Path, steps: int | None, seed: int = 0, lora: bool = False) -> Path:
-    """Train one arm from the shipped toy config with the demo's paths; return the run folder."""
-    from trlvr.config import load_run_config
-    from trlvr.training.checkpoints import checkpoints
-    from trlvr.training.run import train_and_save
-
-    if (run_dir / "final" / "config.json").exists():
-        _say(f"{run_dir.name}: done, reusing")
-        return run_dir
-    over = {
-        "arm": arm, "senior": str(toy / "senior"), "junior": str(toy / "junior"),
-        "dataset": str(toy / "data" / "train.jsonl"), "output_dir": str(run_dir), "seed": seed,
-        "holdout": HOLDOUT, "save_steps": SAVE_STEPS, "save_total_limit": 10,
-    }  # fmt: skip
+    raw = yaml.safe_load(DEMO_STUDY.read_text())
+    changed = []
+    if seeds is not None:
+        raw["seeds"] = list(seeds)
+        changed.append(f"--seeds {','.join(map(str, seeds))}")
     if steps is not None:
-        over["max_steps"] = steps
+        raw["train"]["max_steps"] = steps
+        changed.append(f"--steps {steps}")
+    if jargon != raw["worlds"]["toy"]["jargon"]:
+        raw["worlds"]["toy"]["jargon"] = jargon
+        changed.append(f"--jargon {jargon}")
     if lora:
-        over |= {"use_peft": True, "lora_r": 16, "learning_rate": LORA_LR}
-    tandem, args = load_run_config(CONFIGS_DIR / "toy.yaml", over)
-    resume = bool(checkpoints(run_dir))
-    train_and_save(tandem, args, resume=resume, desc=f"train {arm} seed {seed}")
-    return run_dir
+        raw["train"] |= LORA
+        changed.append("--lora")
+    if limit is not None:
+        raw["evaluation"]["limit"] = limit
+        changed.append(f"--limit {limit}")
+    if n is not None:
+        raw["evaluation"] |= {"n": n, "k": [k for k in KS if k <= n]}
+        changed.append(f"--n {n}")
+    return raw, changed
 
 
-def select(run_dir: Path, n: int) -> dict:
-    from trlvr.eval.api import ModelSpec
-    from trlvr.experiments.select_run import SelectSpec, run_selection, selection_spec
-    from trlvr.experiments.selection import SELECTED_FILE
+def write_demo_study(path: Path, raw: dict, changed: list[str]) -> Path:
+    """The study this demo runs (the shipped file with the options applied), as a YAML file at `path`."""
+    import yaml
 
-    if (run_dir / SELECTED_FILE).exists():
-        return json.loads((run_dir / SELECTED_FILE).read_text())
-    spec = selection_spec(SELECT_METRIC, n=n, max_new_tokens=160, batch_size=400)
-    sel = run_selection(run_dir, SelectSpec(f"split:{HOLDOUT}", SELECT_METRIC), spec, ModelSpec("", dtype="float32"),
-                        progress=False)  # fmt: skip
-    name = run_dir.name if not run_dir.name.startswith("seed-") else f"{run_dir.parent.name}/{run_dir.name}"
-    _say(f"{name}: selected step {sel.step} ({SELECT_METRIC} {sel.value:.3f} on {HOLDOUT} held-out problems)")
-    return json.loads((run_dir / SELECTED_FILE).read_text())
+    how = ", ".join(changed) if changed else "no options"
+    head = f"# written by `trlvr demo` ({how}) from the shipped study {DEMO_STUDY}\n"
+    path = Path(path)
+    path.write_text(head + yaml.safe_dump(raw, sort_keys=False))
+    return path
 
 
-def evaluate_senior(senior_spec: str, toy: Path, run_dir: Path, suite: list[str], eval_kw: dict) -> dict:
-    """The full suite on the toy test split through `trlvr.eval.api` (what `trlvr eval` runs)."""
-    from trlvr.eval.api import EvalSpec, ModelSpec, evaluate_specs, load_benchmarks
-    from trlvr.eval.format import format_summary
-
-    if (run_dir / "results.json").exists() and (run_dir / ".done").exists():
-        return json.loads((run_dir / "results.json").read_text())
-    _say(f"eval {senior_spec} -> {run_dir} (details: {run_dir / 'eval.log'})")
-    sources = {"toy": str(toy / "data" / "test.jsonl")}
-    benchmarks, identities = load_benchmarks(sources, limit=eval_kw["limit"])
-    n = eval_kw["n"]
-    spec = EvalSpec(suite=tuple(suite), n=n, ks=tuple(k for k in (1, 2, 4, 8) if k <= n), max_new_tokens=160,
-                    batch_size=200)  # fmt: skip
-    res = evaluate_specs(ModelSpec(senior_spec, str(toy / "junior"), dtype="float32"), benchmarks, spec, run_dir,
-                         data_identities=identities, data_sources=sources, progress=False)  # fmt: skip
-    (run_dir / "eval.log").write_text(format_summary(res) + "\n")  # the full table; the console keeps one line
-    (run_dir / ".done").touch()
-    return res
+def refuse_old_layout(out: Path) -> None:
+    """A directory of the demo before it was a study (demo.json, train-<arm>/): refused, not mixed in."""
+    if (Path(out) / "demo.json").is_file() and not (Path(out) / "study.json").is_file():
+        raise UserError(f"{out}: made by an earlier trlvr demo (demo.json, another layout); use another --out, "
+                        "or --fresh to set it aside and start over")  # fmt: skip
 
 
-def _check_options(out: Path, options: dict) -> None:
-    """Record the demo's options in OUT/demo.json; refuse to continue a directory made with others."""
-    from trlvr.errors import UserError
+def refuse_other_options(study, out: Path) -> None:
+    """Refuse before any work when a world or training run in `out` was made with other options (it
+    would be neither reused nor thrown away): one line naming each and what changed."""
+    from trlvr.experiments.study import stale_stages, units, world_stages
 
-    path = out / "demo.json"
-    if path.exists():
-        before = json.loads(path.read_text())
-        diffs = [f"{k}: {before.get(k)!r} -> {v!r}" for k, v in options.items() if before.get(k) != v]
-        if diffs:
-            raise UserError(f"{path}: this demo directory was made with other options ({'; '.join(diffs)}); "
-                            "use another --out or --fresh")  # fmt: skip
-    else:
-        path.write_text(json.dumps(options, indent=1) + "\n")
+    every = world_stages(study, out) + [st for u in units(study, out) for st in u]
+    stale = stale_stages(out, every)
+    if stale:
+        raise UserError(f"{out}: this demo directory was made with other options ({' | '.join(stale)}); "
+                        "use another --out, or --fresh to start over")  # fmt: skip
 
 
-def run_demo(out_dir: str | Path, fresh: bool = False, steps: int | None = None, limit: int = 200, n: int = 4,
-             seeds: list[int] | None = None, jargon: str = "spaced", lora: bool = False) -> Path:  # fmt: skip
-    """Run every stage into `out_dir`; return the path of summary.md.
-
-    jargon: the toy world's jargon spelling ("spaced", shipped; "compact" retrains the world from
-    scratch, see trlvr.toy.dialects). lora: train LoRA adapters (rank 16) instead of full weights.
-    """
-    from trlvr.rundir import check_dir_path, set_aside
-    from trlvr.toy import prepare_world
-    from trlvr.toy.world import WorldConfig
-    from trlvr.training.console import quiet_libraries
-
-    quiet_libraries()
-    out = Path(out_dir)
-    check_dir_path(out, "--out")
-    if fresh:  # start over: the earlier demo moves into OUT/replaced-<time>/ (nothing is deleted)
-        set_aside(out)
-    out.mkdir(parents=True, exist_ok=True)
-    steps = DEMO_STEPS if steps is None else steps
-    _check_options(out, {"jargon": jargon, "lora": lora, "steps": steps, "limit": limit, "n": n,
-                         "seeds": seeds})  # fmt: skip
-    t0 = time.perf_counter()
-    seed_list = seeds or [0]
-    grouped = seeds is not None and len(seeds) > 1
-
-    _say("stage 1/5: toy world")
-    toy = out / "toy"
-    config = WorldConfig(jargon=jargon)
-    card = prepare_world(toy, config=config, from_scratch=config != WorldConfig())
-    _say(f"toy world: senior solo acc {card['senior_solo_acc']:.2f}, junior {card['junior_solo_acc']:.2f}, "
-         f"senior jargon rate {card['senior_jargon_rate']:.2f}")  # fmt: skip
-
-    def run_dir(arm: str, s: int) -> Path:
-        return out / f"train-{arm}" / f"seed-{s}" if grouped else out / f"train-{arm}"
-
-    _say(f"stage 2/5: training grpo and tandem, seeds {seed_list}")
-    for s in seed_list:
-        for arm in ARMS:
-            train_arm(arm, run_dir(arm, s), toy, steps, seed=s, lora=lora)
-
-    _say(f"stage 3/5: checkpoint selection on {HOLDOUT} held-out training problems ({SELECT_METRIC})")
-    for s in seed_list:
-        for arm in ARMS:
-            select(run_dir(arm, s), n=2)
-
-    _say("stage 4/5: evaluation on the test split (solo, handoff, dose, legibility, drift; junior floor once)")
-    kw = {"limit": limit, "n": n}
-    base = ["solo", "handoff", "dose", "legibility", "drift"]
-    evaluate_senior(str(toy / "senior"), toy, out / "eval" / "initial", base + ["junior"], kw)
-    for s in seed_list:
-        for arm in ARMS:
-            target = out / "eval" / arm / f"seed-{s}" if grouped else out / "eval" / arm
-            evaluate_senior(f"{run_dir(arm, s)}@selected", toy, target, base, kw)
-
-    _say("stage 5/5: comparison, report and summary")
-    if grouped:
-        from trlvr.experiments.summary import write_seed_summary
-
-        summary = write_seed_summary(out, ARMS)
-    else:
-        from trlvr.experiments.summary import write_summary
-
-        summary = write_summary(out, ["initial", *ARMS])
-    _say(f"done in {time.perf_counter() - t0:.0f} s: {summary} and {out / 'report.html'}")
-    return summary
+def publish(out: Path) -> list[Path]:
+    """Copy the study report's table, figure and page to DIR/summary.md, summary.png, report.html."""
+    out = Path(out)
+    written = []
+    for name, published in PUBLISHED.items():
+        src = out / "report" / name
+        if src.is_file():
+            shutil.copyfile(src, out / published)
+            written.append(out / published)
+    return written

@@ -5,6 +5,10 @@ trlvr demo --out runs/demo-seeds --seeds 0,1,2      # the seed study, across-see
 trlvr demo --out runs/demo --fresh                  # start over (the earlier demo: runs/demo/replaced-<time>/)
 trlvr demo --out runs/demo-compact --jargon compact # spaceless GSM8K-like jargon (the world is retrained)
 trlvr demo --out runs/demo-lora --lora              # LoRA seniors instead of full fine-tuning
+
+The demo is the study shipped as trlvr/studies/demo.yaml (`trlvr study run demo`), with these
+options as overrides of it (the study run is kept as DIR/demo.yaml); its report is published as
+DIR/summary.md, DIR/summary.png and DIR/report.html (trlvr.demo).
 """
 
 from __future__ import annotations
@@ -19,28 +23,73 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
     p.add_argument("--fresh", action="store_true", help="start over: move what DIR holds into DIR/replaced-<time>/ (nothing is deleted)")
-    p.add_argument(
-        "--steps", type=int, default=None, help="training steps per arm (default: 100, trlvr.demo.DEMO_STEPS)"
-    )
-    p.add_argument("--limit", type=int, default=200, help="test problems to evaluate (default: 200)")
-    p.add_argument("--n", type=int, default=4, help="samples per problem and protocol (default: 4)")
+    p.add_argument("--steps", type=int, default=None, help="training steps per arm (default: the study's, 100)")
+    p.add_argument("--limit", type=int, default=None, help="test problems to evaluate (default: the study's, 200)")
+    p.add_argument("--n", type=int, default=None, help="samples per problem and protocol (default: the study's, 4)")
     p.add_argument("--seeds", default=None, help="comma-separated training seeds (default: one run, seed 0)")
     p.add_argument("--jargon", choices=("spaced", "compact"), default="spaced",
                    help="the toy world's jargon: spaced <<7 +5 =12>> (shipped) or compact <<7+5=12>> (retrains the world)")
     p.add_argument("--lora", action="store_true", help="train LoRA adapters (rank 16) instead of all weights")
+    p.add_argument("--jobs", type=int, default=2,
+                   help="(arm, seed) pipelines side by side, the cores shared out among them (default: 2)")
     return p
 
 
-def main(args) -> int:
-    from trlvr.demo import run_demo
+def _seeds(text: str | None) -> list[int] | None:
     from trlvr.errors import UserError
 
-    seeds = None
-    if args.seeds:
-        try:
-            seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
-        except ValueError:
-            raise UserError(f"--seeds: expected comma-separated integers, got {args.seeds!r}") from None
-    run_demo(args.out, fresh=args.fresh, steps=args.steps, limit=args.limit, n=args.n, seeds=seeds,
-             jargon=args.jargon, lora=args.lora)
+    if not text:
+        return None
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--seeds: expected comma-separated integers, got {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise UserError(f"--seeds: expected distinct comma-separated integers, got {text!r}")
+    return seeds
+
+
+def _positive(args) -> None:
+    from trlvr.errors import UserError
+
+    for flag in ("steps", "limit", "n", "jobs"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UserError(f"--{flag}: expected a positive integer, got {value}")
+
+
+def main(args) -> int:
+    import time
+    from pathlib import Path
+
+    from trlvr import demo
+    from trlvr.cli import study_cmd
+    from trlvr.experiments.study_spec import load_study
+    from trlvr.rundir import check_dir_path, set_aside
+
+    t0 = time.perf_counter()
+    seeds = _seeds(args.seeds)
+    _positive(args)
+    out = Path(args.out).resolve()
+    check_dir_path(out, "--out")
+    if args.fresh:  # start over: the earlier demo moves into OUT/replaced-<time>/ (nothing is deleted)
+        set_aside(out)
+    demo.refuse_old_layout(out)
+    out.mkdir(parents=True, exist_ok=True)
+    raw, changed = demo.demo_study(seeds, args.steps, args.limit, args.n, args.jargon, args.lora)
+    candidate = demo.write_demo_study(out / f".{demo.DEMO_FILE}.new", raw, changed)
+    try:
+        demo.refuse_other_options(load_study(candidate), out)
+    except BaseException:
+        candidate.unlink()
+        raise
+    path = candidate.replace(out / demo.DEMO_FILE)  # DIR/demo.yaml: what this demo runs
+    print(f"[demo] the study {path} ({', '.join(changed) or 'as shipped'}), {args.jobs} job(s)", flush=True)
+    run = argparse.Namespace(study=str(path), out=str(out), only=None, jobs=args.jobs, no_report=False)
+    code = study_cmd.run(run)
+    if code != 0:
+        return code
+    published = demo.publish(out)
+    print((out / "summary.md").read_text())
+    print(f"[demo] done in {time.perf_counter() - t0:.0f} s: " + ", ".join(str(p) for p in published), flush=True)
     return 0

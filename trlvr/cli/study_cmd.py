@@ -17,8 +17,9 @@ records the study (by its parsed content: a comment does not change it) and refu
 study; an edited study reuses every stage whose settings did not change (trlvr.experiments.study).
 A stage that fails ends its (variant, seed) pipeline only: its log holds the error and traceback,
 the others go on, and `run` ends with one line naming the failed stages (exit 1). `--jobs N` runs N
-(variant, seed) pipelines side by side as child processes (their logs: DIR/logs/). The study file
-format: trlvr/experiments/study_spec.py.
+(variant, seed) pipelines side by side as child processes (their logs: DIR/logs/), each with the
+cores shared out (OMP_NUM_THREADS = cores // N unless set). STUDY is a file or the name of a study
+shipped in the package (`demo`). The study file format: trlvr/experiments/study_spec.py.
 """
 
 from __future__ import annotations
@@ -190,9 +191,12 @@ def validate(study, out: Path) -> None:
     from trlvr.experiments.study import units
 
     out, checked = Path(out), set()
-    for train, select, ev in units(study, out):
-        tandem = _checked(study, train, _check_train, train, out, checked)
-        _checked(study, select, _check_select, select, tandem, out, checked)
+    for unit in units(study, out):  # [train, select, eval], or [eval] for a `train: false` variant
+        *trained, ev = unit
+        if trained:
+            train, select = trained
+            tandem = _checked(study, train, _check_train, train, out, checked)
+            _checked(study, select, _check_select, select, tandem, out, checked)
         _checked(study, ev, _check_eval, ev, out, checked)
 
 
@@ -216,7 +220,7 @@ def _run_children(study_path: str, out: Path, pending: list, jobs: int) -> int:
     import subprocess
     import time
 
-    from trlvr.experiments.study import _say
+    from trlvr.experiments.study import _say, worker_env
 
     workers = []
     for i in range(min(jobs, len(pending))):
@@ -228,7 +232,7 @@ def _run_children(study_path: str, out: Path, pending: list, jobs: int) -> int:
             cmd += ["--only", f"{unit[0].variant}:{unit[0].seed}"]
         f = open(log, "a")
         offset = log.stat().st_size
-        workers.append([subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT), f, log, offset])
+        workers.append([subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=worker_env(jobs)), f, log, offset])
         _say(f"worker {i}: {', '.join(f'{u[0].variant}:{u[0].seed}' for u in mine)} (log {log})")
 
     def stop(signum, frame):  # a killed parent takes its workers along (no orphan trains on)

@@ -3,14 +3,17 @@
 Each argument is an evaluation directory (one `trlvr eval` output) or a seed group (the
 `seed-<s>/` folders of `trlvr eval --seeds`). The page shows, in this order:
     1. the headline table: one row per run, the metrics a reader compares (solo, handoff,
-       handoff/solo, legibility, drift, plus jargon when present), value [95% CI] (groups: the
-       two-level seed-and-problem CI);
-    2. overlaid plots: solo and handoff pass@k, the dose curve, legibility and drift, and the
-       training curves (reward, senior share, switches, lengths, step time, KL) of the runs that
-       produced each senior, seed bands for groups;
+       handoff/solo, legibility, drift, plus every registered per-sample metric the runs have,
+       e.g. the toy's jargon rate), value [95% CI] (groups: the two-level seed-and-problem CI);
+    2. the runs side by side in one set of plots (`trlvr.eval.report.compared_plots`: pass@k, dose,
+       legibility, drift) and the training curves (reward, senior share, switches, lengths, step
+       time, KL) of the runs that produced each senior, seed bands for groups;
     3. paired differences against the baseline (seed groups pair by seed and problem);
     4. a rollout viewer with the same problem across runs side by side.
 
+The study report (`trlvr study report`, and so `trlvr demo`) is this page over a study's runs.
+Registered per-sample metrics (`trlvr.eval.sample_metrics`) are part of each run's per-problem
+tables (`Run.tables`), so they get CIs and paired differences like every other metric.
 What this file does not know: how metrics are computed. It reads results, per-problem tables,
 samples and trainer states, and renders templates/multi_report.html.j2 (autoescaped).
 """
@@ -19,17 +22,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trlvr.toy.jargon  # noqa: F401  (registers the toy world's per-sample metric, jargon_rate)
 from trlvr.errors import UserError
+from trlvr.eval import sample_metrics
 from trlvr.eval.aggregate import compare_tables
 from trlvr.eval.format import entry_text, unit
 from trlvr.eval.groups import compare_groups, is_group, load_tables, seed_dirs, summarize_group
-from trlvr.eval.report import TEMPLATES, _png, load_results, load_table, sample_view, selection_warning
+from trlvr.eval.report import TEMPLATES, _png, compared_plots, load_results, sample_view, selection_warning
 from trlvr.eval.store import SAMPLES, read_samples
 from trlvr.experiments.curves import CURVES, SELECTION, load_curves, plot_curves
 from trlvr.provenance import path_from_record
 
-HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility/junior_ce", "legibility/junior_bpb", "drift/kl",
-            "toy/jargon_rate")  # fmt: skip
+# the evaluation's own headline metrics; then every registered per-sample metric (`headline_metrics`)
+HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility/junior_ce", "legibility/junior_bpb",
+            "drift/kl")  # fmt: skip
 
 
 class Run:
@@ -44,11 +50,20 @@ class Run:
         self.seeds = seeds if self.group else None  # a group's seeds (default: its own, `seed_dirs`)
         self.eval_dirs = list(seed_dirs(self.path, self.seeds).values()) if self.group else [self.path]
         self.results = [load_results(d) for d in self.eval_dirs]
-        self.metrics = (summarize_group(self.tables())["metrics"] if self.group
-                        else self.results[0]["macro"]["metrics"])  # fmt: skip
+        self._tables = None
+        self.metrics = (summarize_group(self.tables())["metrics"] if self.group else
+                        {**self.results[0]["macro"]["metrics"], **sample_metrics.summary(self.tables())})  # fmt: skip
 
     def tables(self):
-        return load_tables(self.path, self.seeds) if self.group else load_table(self.path)
+        """The per-problem table (a group: {seed: table}), registered per-sample metrics included."""
+        if self._tables is None:
+            if self.group:
+                dirs = seed_dirs(self.path, self.seeds)
+                self._tables = {s: sample_metrics.with_sample_metrics(t, read_samples(dirs[s] / SAMPLES))
+                                for s, t in load_tables(self.path, self.seeds).items()}  # fmt: skip
+            else:
+                self._tables = sample_metrics.load_table(self.path)
+        return self._tables
 
     def training_runs(self) -> list[Path | None]:
         """The training folder of each seed's senior (the parent of checkpoint-N/ or final/)."""
@@ -69,74 +84,16 @@ class Run:
         return out
 
 
+def headline_metrics() -> list[str]:
+    """The headline's metrics: the evaluation's own, then every registered per-sample metric."""
+    return [*HEADLINE, *(m.name for m in sample_metrics.registered())]
+
+
 def headline(runs: list[Run]) -> dict:
-    names = [n for n in HEADLINE if any(n in r.metrics for r in runs)]
+    names = [n for n in headline_metrics() if any(n in r.metrics for r in runs)]
     rows = [{"label": r.label, "kind": f"{len(r.eval_dirs)} seeds" if r.group else "1 run",
              "cells": [entry_text(r.metrics.get(n), n) for n in names]} for r in runs]  # fmt: skip
     return {"cols": [n + unit(n) for n in names], "rows": rows}
-
-
-def _overlay_pass_at_k(runs: list[Run], proto: str) -> str | None:
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(4.6, 3.2))
-    drawn = False
-    for r in runs:
-        names = sorted((n for n in r.metrics if n.startswith(f"{proto}/pass@")), key=lambda n: int(n.split("@")[1]))
-        if not names:
-            continue
-        ks = [int(n.split("@")[1]) for n in names]
-        e = [r.metrics[n] for n in names]
-        ax.errorbar(ks, [x["value"] * 100 for x in e], yerr=[[(x["value"] - x["ci_low"]) * 100 for x in e],
-                    [(x["ci_high"] - x["value"]) * 100 for x in e]], marker="o", capsize=3, label=r.label)  # fmt: skip
-        drawn = True
-    if not drawn:
-        plt.close(fig)
-        return None
-    ax.set_xscale("log", base=2)
-    ax.set(xlabel="k", ylabel="pass@k (%)", title=f"{proto} pass@k")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    return _png(fig)
-
-
-def _overlay_dose(runs: list[Run]) -> str | None:
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(4.6, 3.2))
-    drawn = False
-    for r in runs:
-        pts = [(0.0, "solo/pass@1")] if "solo/pass@1" in r.metrics else []
-        pts += sorted((float(n.split("/")[0].removeprefix("dose-")), n) for n in r.metrics
-                      if n.startswith("dose-") and n.endswith("/pass@1"))  # fmt: skip
-        if not any(n.startswith("dose-") for _, n in pts):
-            continue
-        xs, e = [x for x, _ in pts], [r.metrics[n] for _, n in pts]
-        ax.errorbar(xs, [x["value"] * 100 for x in e], yerr=[[(x["value"] - x["ci_low"]) * 100 for x in e],
-                    [(x["ci_high"] - x["value"]) * 100 for x in e]], marker="o", capsize=3, label=r.label)  # fmt: skip
-        drawn = True
-    if not drawn:
-        plt.close(fig)
-        return None
-    ax.set(xlabel="junior share of words", ylabel="pass@1 (%)", title="dose curve (word schedule)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    return _png(fig)
-
-
-def _overlay_bars(runs: list[Run], metric: str, ylabel: str) -> str | None:
-    import matplotlib.pyplot as plt
-
-    have = [r for r in runs if metric in r.metrics]
-    if not have:
-        return None
-    fig, ax = plt.subplots(figsize=(4.6, 3.2))
-    e = [r.metrics[metric] for r in have]
-    ax.bar([r.label for r in have], [x["value"] for x in e], capsize=4, color="#64748b",
-           yerr=[[x["value"] - x["ci_low"] for x in e], [x["ci_high"] - x["value"] for x in e]])  # fmt: skip
-    ax.set(ylabel=ylabel, title=metric)
-    ax.tick_params(axis="x", rotation=20)
-    return _png(fig)
 
 
 def training_plots(runs: list[Run]) -> list[str]:
@@ -159,24 +116,32 @@ def training_plots(runs: list[Run]) -> list[str]:
 def comparisons(runs: list[Run], baseline: Run, allow_mismatch: bool = False) -> list[dict]:
     """Each run against `baseline`, evaluated alike (`trlvr.eval.comparable`: refused, or with
     `allow_mismatch` paired with a warning naming the settings that differ)."""
-    from trlvr.eval.comparable import check_comparable
     from trlvr.eval.report import comparison_view
 
     out = []
     for r in runs:
         if r is baseline:
             continue
-        if r.group != baseline.group:
-            raise UserError(f"report: {r.path} and the baseline {baseline.path} are not both seed groups (or both single runs)")
-        mismatch = check_comparable(baseline.path, r.path, allow_mismatch=allow_mismatch,
-                                    names=(baseline.label, r.label), seeds=(baseline.seeds, r.seeds))  # fmt: skip
-        cmp = (compare_groups(baseline.tables(), r.tables()) if r.group
-               else compare_tables(baseline.tables(), r.tables()))  # fmt: skip
         # the headline is macro; per-benchmark detail lives in each run's report
-        cmp = {**cmp, "benchmarks": {}, "mismatch": mismatch}
+        cmp = {**paired(baseline, r, allow_mismatch), "benchmarks": {}}
         how = "paired by seed and problem, two-level bootstrap" if r.group else "paired by problem, bootstrap"
         out.append(comparison_view(cmp, baseline.label, r.label, f"{r.label} − {baseline.label} ({how})"))
     return out
+
+
+def paired(baseline: Run, r: Run, allow_mismatch: bool = False) -> dict:
+    """Paired r - baseline, every metric (registered per-sample ones included): by seed and problem for
+    seed groups (two-level bootstrap), by problem for single runs; only runs evaluated alike
+    (`trlvr.eval.comparable`; allowed: the settings that differ are in "mismatch")."""
+    from trlvr.eval.comparable import check_comparable
+
+    if r.group != baseline.group:
+        raise UserError(f"report: {r.path} and the baseline {baseline.path} are not both seed groups (or both single runs)")
+    mismatch = check_comparable(baseline.path, r.path, allow_mismatch=allow_mismatch,
+                                names=(baseline.label, r.label), seeds=(baseline.seeds, r.seeds))  # fmt: skip
+    cmp = (compare_groups(baseline.tables(), r.tables()) if r.group
+           else compare_tables(baseline.tables(), r.tables()))  # fmt: skip
+    return {**cmp, "mismatch": mismatch}
 
 
 def side_by_side(runs: list[Run], max_problems: int = 8, protocols=("solo", "handoff")) -> list[dict]:
@@ -242,9 +207,7 @@ def build_multi_report(paths: list[str | Path], baseline: str | Path | None = No
     base = runs[0] if baseline is None else next((r for r in runs if r.path == Path(baseline)), None)
     if base is None:
         raise UserError(f"report: --baseline {baseline} is not one of the runs")
-    plots = [p for p in (_overlay_pass_at_k(runs, "solo"), _overlay_pass_at_k(runs, "handoff"), _overlay_dose(runs),
-                         _overlay_bars(runs, "legibility/junior_ce", "junior CE (nats/token)"),
-                         _overlay_bars(runs, "drift/kl", "KL(senior || junior) (nats/token)")) if p]  # fmt: skip
+    plots = compared_plots([(r.label, r.metrics) for r in runs])
     warnings = [w for r in runs for res in r.results
                 if (w := selection_warning(res["config"].get("models", {}).get("senior_selection")))]  # fmt: skip
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,

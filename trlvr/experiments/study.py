@@ -4,7 +4,8 @@
     DIR/study.yaml                       a copy of the study file (what `report` reads by default)
     DIR/worlds/<world>/                  toy worlds (`trlvr toy prepare`), when the study has `worlds:`
     DIR/train/<variant>/seed-<s>/        `trlvr train` output_dir (checkpoints, metrics.jsonl, selected.json)
-    DIR/eval/<variant>/seed-<s>/         `trlvr eval` of the selected checkpoint (a seed group per variant)
+    DIR/eval/<variant>/seed-<s>/         `trlvr eval` of the selected checkpoint (a seed group per variant);
+                                         a `train: false` variant: of its base senior, under the first seed only
     DIR/logs/...                         each stage's full console output
     DIR/timings.jsonl                    one row per stage run: variant, seed, stage, seconds
     DIR/report/                          `trlvr study report DIR` (trlvr.experiments.study_report)
@@ -144,39 +145,44 @@ def select_stage(study: Study, v: Variant, out: Path, seed: int, after: str = ""
     s = study.selection
     run = train_dir(out, v.name, seed)
     argv = ["select", str(run), "--val", s["val"], "--metric", s["metric"]]
-    for key in ("direction", "n", "limit", "max_new_tokens", "batch_size", "seed"):
+    for key in ("direction", "n", "limit", "max_new_tokens", "batch_size", "seed", "dtype", "backend"):
         if key in s:
             argv += [f"--{key.replace('_', '-')}", str(s[key])]
     argv = [*argv, "--no-progress"]
     return Stage("select", v.name, seed, argv, run, settings_hash(argv, out, after))
 
 
-def _junior_of(study: Study, v: Variant, out: Path) -> str:
-    if "junior" in study.evaluation:
-        return study.evaluation["junior"]
-    if "junior" in v.overrides:
-        return str(v.overrides["junior"])
+def _model_of(study: Study, v: Variant, out: Path, role: str) -> str:
+    """The variant's senior or junior folder: evaluation.junior (junior only), the variant's own field,
+    its world's model, else the base config's field."""
+    if role == "junior" and "junior" in study.evaluation_of(v.name):
+        return study.evaluation_of(v.name)["junior"]
+    if role in v.overrides:
+        return str(v.overrides[role])
     if v.world is not None:
-        return str(world_dir(out, v.world) / "junior")
+        return str(world_dir(out, v.world) / role)
     import yaml
 
     from trlvr.config import resolve_config_path
 
-    junior = (yaml.safe_load(resolve_config_path(v.config).read_text()) or {}).get("junior")
-    if not junior:
-        raise UserError(f"study {study.path}: variants.{v.name}: no junior to evaluate with; set evaluation.junior")
-    return str(junior)
+    model = (yaml.safe_load(resolve_config_path(v.config).read_text()) or {}).get(role)
+    if not model:
+        fix = "set evaluation.junior" if role == "junior" else "set its senior"
+        raise UserError(f"study {study.path}: variants.{v.name}: no {role} to evaluate with; {fix}")
+    return str(model)
 
 
 def eval_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") -> Stage:
-    e = study.evaluation
+    """`trlvr eval` of the variant's selected checkpoint (a `train: false` variant: of its base senior)."""
+    e = study.evaluation_of(v.name)
     data = e["data"]
     if data == "test" and v.world is not None:
         data = f"toy={world_dir(out, v.world) / 'data' / 'test.jsonl'}"
     target = eval_dir(out, v.name, seed)
-    argv = ["eval", "--senior", f"{train_dir(out, v.name, seed)}@selected", "--junior", _junior_of(study, v, out),
-            "--data", data]  # fmt: skip
-    for key in ("split", "n", "limit", "max_new_tokens", "batch_size", "dtype", "seed", "grading", "context_length"):
+    senior = f"{train_dir(out, v.name, seed)}@selected" if v.trained else _model_of(study, v, out, "senior")
+    argv = ["eval", "--senior", senior, "--junior", _model_of(study, v, out, "junior"), "--data", data]
+    for key in ("split", "n", "limit", "max_new_tokens", "batch_size", "dtype", "seed", "grading", "context_length",
+                "backend"):
         if key in e:
             argv += [f"--{key.replace('_', '-')}", str(e[key])]
     if "k" in e:
@@ -189,12 +195,19 @@ def eval_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") 
 
 def units(study: Study, out: Path, only: list[tuple[str, int | None]] | None = None) -> list[list[Stage]]:
     """[train, select, eval] per (variant, seed), seed-major: every variant of the first seed comes first,
-    so a study cut short still has whole seeds. `only`: (variant, seed or None) filters."""
+    so a study cut short still has whole seeds. A `train: false` variant is [eval], under the first seed
+    only (`Study.seeds_of`). `only`: (variant, seed or None) filters."""
     out = Path(out)
     res = []
     for seed in study.seeds:
         for v in study.variants.values():
+            if seed not in study.seeds_of(v.name):
+                continue
             if only is not None and not any(v.name == ov and (os is None or os == seed) for ov, os in only):
+                continue
+            if not v.trained:
+                world = world_stage(study, out, v.world).settings if v.world is not None else ""
+                res.append([eval_stage(study, v, out, seed, after=world)])
                 continue
             train = train_stage(study, v, out, seed)
             select = select_stage(study, v, out, seed, after=train.settings)
@@ -213,10 +226,25 @@ def parse_only(study: Study, specs: list[str]) -> list[tuple[str, int | None]]:
         name, _, seed = spec.partition(":")
         if name not in study.variants:
             raise UserError(f"--only {spec}: {name!r} is not a variant of {study.path} ({', '.join(study.variants)})")
-        if seed and (not seed.isdigit() or int(seed) not in study.seeds):
-            raise UserError(f"--only {spec}: seed {seed!r} is not one of the study's seeds {study.seeds}")
+        allowed = study.seeds_of(name)
+        if seed and (not seed.isdigit() or int(seed) not in allowed):
+            whose = "the study's seeds" if allowed == study.seeds else f"the seeds {name} runs (train: false: the first)"
+            raise UserError(f"--only {spec}: seed {seed!r} is not one of {whose} {allowed}")
         out.append((name, int(seed) if seed else None))
     return out
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # what torch's CPU kernels read at start-up
+
+
+def worker_env(jobs: int, environ: dict[str, str] | None = None, cpus: int | None = None) -> dict[str, str]:
+    """The environment of one of `jobs` pipelines run side by side: the machine's cores shared out
+    (OMP_NUM_THREADS = cores // jobs, at least 1), unless the caller already chose a thread count."""
+    env = dict(os.environ if environ is None else environ)
+    threads = str(max(1, (cpus or os.cpu_count() or 1) // max(jobs, 1)))
+    for var in THREAD_VARIABLES:
+        env.setdefault(var, env.get("OMP_NUM_THREADS", threads))
+    return env
 
 
 def command_line(stage: Stage, launch: dict[str, str]) -> str:

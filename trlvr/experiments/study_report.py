@@ -8,9 +8,15 @@
     DIR/report/report.html   the arms side by side in every plot, the settings as a table, the training
                              curves and the loophole-detector metrics over steps, the paired tables
 
-A variant with one finished seed gets CIs over problems only (marked "1 seed"); one without any is
-listed as missing. The jargon rate (toy worlds, `trlvr.toy.jargon`) is bootstrapped like every
-other metric. What this file does not know: how runs were trained or evaluated; it reads their files.
+One report path serves one run or many: a variant's numbers and its paired differences are those of
+`trlvr.experiments.multi_report` (a `Run` per variant: one evaluation, or its seeds as a group), and
+report.html is that module's page. A variant with one finished seed gets CIs over problems only
+(marked "1 seed"); one without any is listed as missing. Registered per-sample metrics
+(`trlvr.eval.sample_metrics`; the toy registers its jargon rate) get a column, a paired difference
+and a panel, with no code here that names them. A variant whose evaluation ran the `junior` protocol
+adds a "junior (floor)" row (the junior alone, in the solo column; a dashed line in the figure).
+`trlvr demo` is this report over the shipped demo study (trlvr/studies/demo.yaml).
+What this file does not know: how runs were trained or evaluated; it reads their files.
 """
 
 from __future__ import annotations
@@ -21,14 +27,16 @@ from pathlib import Path
 import numpy as np
 
 from trlvr.errors import UserError
+from trlvr.eval import sample_metrics
 from trlvr.eval.format import diff_text, entry_text, unit
-from trlvr.eval.groups import compare_groups, seed_dirs, summarize_group
-from trlvr.eval.hierarchical import paired_seed_bootstrap, seed_bootstrap_ci
-from trlvr.eval.stats import bootstrap_ci, paired_bootstrap
-from trlvr.eval.store import PER_PROBLEM, RESULTS, SAMPLES, read_json, read_samples
+from trlvr.eval.groups import seed_dirs
+from trlvr.eval.store import RESULTS
+from trlvr.experiments import multi_report
 from trlvr.experiments.study import TIMINGS_FILE, eval_group, read_claim, refuse_another_study, train_dir
 from trlvr.experiments.study_spec import Study
 
+# the evaluation's own metrics; every registered per-sample metric (trlvr.eval.sample_metrics, e.g. the
+# toy's jargon rate) follows in each list (`columns`, `diff_columns`, `figure_panels`)
 COLUMNS = [
     ("solo/pass@1", "solo acc (%)"),
     ("handoff/pass@1", "handoff acc (%)"),
@@ -36,19 +44,25 @@ COLUMNS = [
     ("legibility/junior_ce", "junior CE (nats)"),
     ("legibility/junior_bpb", "junior bits/byte"),
     ("drift/kl", "drift KL (nats)"),
-    ("jargon_rate", "jargon rate (%)"),
 ]
-DIFF_COLUMNS = ["handoff/pass@1", "solo/pass@1", "jargon_rate", "legibility/junior_ce", "legibility/junior_bpb"]
+DIFF_COLUMNS = ["handoff/pass@1", "solo/pass@1", "legibility/junior_ce", "legibility/junior_bpb"]
 FIGURE_PANELS = [("handoff/pass@1", "step-handoff accuracy (%)"), ("solo/pass@1", "solo accuracy (%)"),
-                 ("jargon_rate", "senior jargon rate (%)"), ("legibility/junior_ce", "junior CE on senior CoT (nats)")]  # fmt: skip
+                 ("legibility/junior_ce", "junior CE on senior CoT (nats)")]  # fmt: skip
+FLOOR = "junior/pass@1"  # the junior alone (suite entry `junior`): the floor a senior is measured against
 # loophole-detector metrics in a run's metrics.jsonl (trlvr.training): key prefixes plotted over steps
 DETECTOR_PREFIXES = ("tandem/loophole/",)  # trlvr.training.console.LOOPHOLE_PREFIX
 
 
-def _jargon(run: Path) -> dict[str, float]:
-    from trlvr.toy.jargon import jargon_by_problem
+def columns() -> list[tuple[str, str]]:
+    return [*COLUMNS, *((m.name, m.title) for m in sample_metrics.registered())]
 
-    return jargon_by_problem(read_samples(run / SAMPLES)) if (run / SAMPLES).is_file() else {}
+
+def diff_columns() -> list[str]:
+    return [*DIFF_COLUMNS, *(m.name for m in sample_metrics.registered())]
+
+
+def figure_panels() -> list[tuple[str, str]]:
+    return [*FIGURE_PANELS, *((m.name, m.title) for m in sample_metrics.registered())]
 
 
 def finished_seeds(study: Study, out: Path, variant: str) -> dict[int, Path]:
@@ -56,65 +70,33 @@ def finished_seeds(study: Study, out: Path, variant: str) -> dict[int, Path]:
     current settings (an evaluation recorded under other settings, not yet redone, is left out)."""
     from trlvr.experiments.study import stage_state, units
 
-    current = {u[2].seed for u in units(study, out, [(variant, None)]) if stage_state(out, u[2]) != "stale"}
+    current = {u[-1].seed for u in units(study, out, [(variant, None)]) if stage_state(out, u[-1]) != "stale"}
     return {s: d for s, d in seed_dirs(eval_group(out, variant), list(study.seeds)).items()
             if (d / RESULTS).is_file() and s in current}  # fmt: skip
 
 
-def _tables(dirs: dict[int, Path]) -> dict:
-    return {s: read_json(d / PER_PROBLEM, "per-problem table") for s, d in dirs.items()}
-
-
-def _aligned(jargon: dict[int, dict[str, float]], seeds: list[int], ids: list[str]) -> list[list[np.ndarray]]:
-    return [[np.array([jargon[s][i] for i in ids])] for s in seeds]
+def _run(study: Study, out: Path, variant: str, seeds: list[int]) -> multi_report.Run:
+    """The variant's evaluations of `seeds` as one report column: a seed group (>= 2 seeds) or one run."""
+    if len(seeds) >= 2:
+        return multi_report.Run(eval_group(out, variant), label=variant, seeds=seeds)
+    return multi_report.Run(finished_seeds(study, out, variant)[seeds[0]], label=variant)
 
 
 def variant_metrics(study: Study, out: Path, variant: str) -> dict:
-    """{"seeds", "metrics": {name: {value, ci_low, ci_high[, per_seed]}}} of a variant's finished seeds."""
-    dirs = finished_seeds(study, out, variant)
-    if not dirs:
-        return {"seeds": [], "metrics": {}}
-    seeds = sorted(dirs)
-    if len(seeds) >= 2:
-        metrics = dict(summarize_group(_tables(dirs))["metrics"])
-    else:
-        metrics = dict(read_json(dirs[seeds[0]] / RESULTS, "results file")["macro"]["metrics"])
-    jargon = {s: _jargon(d) for s, d in dirs.items()}
-    ids = sorted(set.intersection(*(set(j) for j in jargon.values())))
-    if ids:
-        if len(seeds) >= 2:
-            iv = seed_bootstrap_ci(_aligned(jargon, seeds, ids))
-        else:
-            iv = bootstrap_ci(np.array([jargon[seeds[0]][i] for i in ids]))
-        metrics["jargon_rate"] = {"value": iv.value, "ci_low": iv.lo, "ci_high": iv.hi,
-                                  "per_seed": {str(s): float(np.mean([jargon[s][i] for i in ids])) for s in seeds}}  # fmt: skip
-    return {"seeds": seeds, "metrics": metrics}
+    """{"seeds", "metrics": {name: {value, ci_low, ci_high[, per_seed]}}} of a variant's finished seeds
+    (registered per-sample metrics included: `multi_report.Run`)."""
+    seeds = sorted(finished_seeds(study, out, variant))
+    return {"seeds": seeds, "metrics": _run(study, out, variant, seeds).metrics if seeds else {}}
 
 
 def paired(study: Study, out: Path, baseline: str, variant: str, allow_mismatch: bool = False) -> dict:
     """Paired variant - baseline on the seeds both finished: two-level bootstrap (>= 2 seeds) or by problem (1);
     only evaluations made alike (`trlvr.eval.comparable`; allowed: the differences in "mismatch")."""
-    from trlvr.eval.aggregate import compare_tables
-    from trlvr.eval.comparable import check_comparable
-
-    da, db = finished_seeds(study, out, baseline), finished_seeds(study, out, variant)
-    seeds = sorted(set(da) & set(db))
+    seeds = sorted(set(finished_seeds(study, out, baseline)) & set(finished_seeds(study, out, variant)))
     if not seeds:
         return {"seeds": [], "metrics": {}}
-    a, b = (eval_group(out, baseline), eval_group(out, variant)) if len(seeds) >= 2 else (da[seeds[0]], db[seeds[0]])
-    mismatch = check_comparable(a, b, allow_mismatch=allow_mismatch, names=(baseline, variant), seeds=(seeds, seeds))
-    ta, tb = _tables({s: da[s] for s in seeds}), _tables({s: db[s] for s in seeds})
-    cmp = compare_groups(ta, tb)["macro"] if len(seeds) >= 2 else compare_tables(ta[seeds[0]], tb[seeds[0]])["macro"]
-    ja, jb = {s: _jargon(da[s]) for s in seeds}, {s: _jargon(db[s]) for s in seeds}
-    ids = sorted(set.intersection(*(set(j) for j in [*ja.values(), *jb.values()])))
-    if ids:
-        if len(seeds) >= 2:
-            r = paired_seed_bootstrap(_aligned(ja, seeds, ids), _aligned(jb, seeds, ids))
-        else:
-            r = paired_bootstrap(np.array([ja[seeds[0]][i] for i in ids]), np.array([jb[seeds[0]][i] for i in ids]))
-        cmp = {**cmp, "jargon_rate": {"a": r.a, "b": r.b, "diff": r.diff, "ci_low": r.lo, "ci_high": r.hi,
-                                      "p_value": r.p_value, "excludes_zero": bool(r.excludes_zero)}}  # fmt: skip
-    return {"seeds": seeds, "metrics": cmp, "mismatch": mismatch}
+    cmp = multi_report.paired(_run(study, out, baseline, seeds), _run(study, out, variant, seeds), allow_mismatch)
+    return {"seeds": seeds, "metrics": cmp["macro"], "mismatch": cmp["mismatch"]}
 
 
 def selected_steps(study: Study, out: Path) -> dict[str, dict[int, int]]:
@@ -180,9 +162,11 @@ def settings_rows(study: Study, out: Path) -> list[tuple[str, str]]:
         rows.append((f"world {w}", ", ".join(f"{k} {v}" for k, v in spec.items()) or "defaults"))
     for v in study.variants.values():
         over = ", ".join(f"{k} {val}" for k, val in v.overrides.items())
+        what = f"{v.config}: {over}" if v.trained else "not trained: its base senior as it is" + (f" ({over})" if over else "")
         where = f"; world {v.world}" if v.world else ""
-        base = f"; vs {v.baseline}" if v.baseline else " (baseline)"
-        rows.append((f"variant {v.label}", f"{v.config}: {over}{where}{base}"))
+        base = f"; vs {v.baseline}" if v.baseline else ""
+        own = "; evaluation " + ", ".join(f"{k} {val}" for k, val in v.evaluation.items()) if v.evaluation else ""
+        rows.append((f"variant {v.label}", f"{what}{where}{own}{base}"))
     return rows
 
 
@@ -190,26 +174,36 @@ def collect(study: Study, out: Path, allow_mismatch: bool = False) -> dict:
     rows = {v: variant_metrics(study, out, v) for v in study.variants}
     pairs = {v.name: {"baseline": v.baseline, **paired(study, out, v.baseline, v.name, allow_mismatch)}
              for v in study.variants.values() if v.baseline}  # fmt: skip
-    return {"study": study.name, "sha256": study.sha256, "rows": rows, "paired": pairs,
+    floor = {n: r["metrics"][FLOOR] for n, r in rows.items() if FLOOR in r["metrics"]}
+    return {"study": study.name, "sha256": study.sha256, "rows": rows, "paired": pairs, "junior_floor": floor,
             "selected_steps": selected_steps(study, out), "stage_seconds": stage_seconds(out)}  # fmt: skip
 
 
+def _floor_label(study: Study, data: dict, name: str) -> str:
+    """ "junior (floor)", or with the variant whose evaluation measured it when several did."""
+    return "junior (floor)" if len(data["junior_floor"]) == 1 else f"junior (floor, {study.variants[name].label})"
+
+
 def markdown(study: Study, data: dict) -> str:
+    cols, diffs = columns(), diff_columns()
     lines = [f"# Study {study.name}", "",
              "Each cell: mean over seeds [95% CI, two-level bootstrap over seeds, then problems]; a variant with one",
-             "finished seed: [95% CI over problems]. Accuracies and the jargon rate in %.", "",
-             "| variant | seeds | " + " | ".join(t for _, t in COLUMNS) + " |", "|---|---|" + "---|" * len(COLUMNS)]  # fmt: skip
+             "finished seed: [95% CI over problems]. Accuracies and rates in %.", "",
+             "| variant | seeds | " + " | ".join(t for _, t in cols) + " |", "|---|---|" + "---|" * len(cols)]  # fmt: skip
     for name, v in study.variants.items():
         r = data["rows"][name]
-        cells = " | ".join(entry_text(r["metrics"].get(k), k) for k, _ in COLUMNS)
+        cells = " | ".join(entry_text(r["metrics"].get(k), k) for k, _ in cols)
         lines.append(f"| {v.label} | {len(r['seeds']) or 'none'} | {cells} |")
+    for name, e in data["junior_floor"].items():  # the junior alone, in the solo column
+        cells = " | ".join(entry_text(e if k == "solo/pass@1" else None, k) for k, _ in cols)
+        lines.append(f"| {_floor_label(study, data, name)} | {len(data['rows'][name]['seeds'])} | {cells} |")
     if data["paired"]:
         lines += ["", "Paired differences, variant - its baseline (by seed and problem; * = CI excludes 0):", "",
-                  "| variant | baseline | seeds | " + " | ".join(f"Δ {k}{unit(k) or ' (nats)'}" for k in DIFF_COLUMNS) + " |",
-                  "|---|---|---|" + "---|" * len(DIFF_COLUMNS)]  # fmt: skip
+                  "| variant | baseline | seeds | " + " | ".join(f"Δ {k}{unit(k) or ' (nats)'}" for k in diffs) + " |",
+                  "|---|---|---|" + "---|" * len(diffs)]  # fmt: skip
         for name, p in data["paired"].items():
             cells = []
-            for k in DIFF_COLUMNS:
+            for k in diffs:
                 e = p["metrics"].get(k)
                 cells.append("–" if e is None else diff_text(e, k, digits=1) + (" *" if e["excludes_zero"] else ""))
             lines.append(f"| {study.variants[name].label} | {study.variants[p['baseline']].label} | "
@@ -221,7 +215,7 @@ def markdown(study: Study, data: dict) -> str:
     steps = data["selected_steps"]
     lines += ["", "Selected checkpoint step per seed (" + ", ".join(map(str, study.seeds)) + "):", ""]
     lines += [f"- {study.variants[v].label}: " + ", ".join(str(s.get(seed, "–")) for seed in study.seeds)
-              for v, s in steps.items()]  # fmt: skip
+              for v, s in steps.items() if study.variants[v].trained]  # fmt: skip
     secs = data["stage_seconds"]
     if secs:
         lines += ["", "Median stage time per run (s; resumed stages left out):", "", "| variant | train | select | eval |",
@@ -250,7 +244,7 @@ def figure(study: Study, data: dict, path: Path) -> Path:
     worlds = list(dict.fromkeys(v.world for v in study.variants.values()))
     kinds = list(dict.fromkeys(_kind(study, n) for n in study.variants))
     colours = dict(zip(kinds, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4, strict=False))
-    panels = [(k, t) for k, t in FIGURE_PANELS if any(k in r["metrics"] for r in data["rows"].values())]
+    panels = [(k, t) for k, t in figure_panels() if any(k in r["metrics"] for r in data["rows"].values())]
     if not panels:
         raise UserError(f"study {study.name}: no finished evaluation to plot yet")
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.4), squeeze=False)
@@ -266,6 +260,13 @@ def figure(study: Study, data: dict, path: Path) -> Path:
                 x = wi + (ki - (len(kinds) - 1) / 2) * width
                 ax.bar(x, e["value"] * s, width, color=colours[kind],
                        yerr=[[(e["value"] - e["ci_low"]) * s], [(e["ci_high"] - e["value"]) * s]], capsize=2)  # fmt: skip
+        if key == "solo/pass@1":  # the junior alone: a dashed line across its world's bars
+            for name, e in data["junior_floor"].items():
+                wi = worlds.index(study.variants[name].world)
+                ax.hlines(e["value"] * s, wi - 0.45, wi + 0.45, colors="#555555", linestyles="--",
+                          label=_floor_label(study, data, name))  # fmt: skip
+            if data["junior_floor"]:
+                ax.legend(fontsize=7, loc="lower right")
         ax.set_xticks(range(len(worlds)), [str(w) if w else "" for w in worlds])
         ax.set_title(title, fontsize=9)
         ax.grid(axis="y", alpha=0.3)

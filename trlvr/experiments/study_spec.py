@@ -13,9 +13,17 @@
       tandem: {arm: tandem, schedule: word, max_gap: 32, baseline: grpo}
 
 A variant is any TandemConfig / trl.GRPOConfig field (arm, schedule, p, max_gap, dataset, max_steps,
-...) plus four study keys: `config` (its own base config file), `world` (a toy world of `worlds:`;
+...) plus six study keys: `config` (its own base config file), `world` (a toy world of `worlds:`;
 it sets senior, junior, dataset and the evaluation data), `baseline` (its own baseline variant, e.g.
-one per dialect) and `label`. With `worlds:`, `evaluation.data: test` means the world's test split.
+one per dialect), `label`, `evaluation` (keys of `evaluation:` that differ for this variant, e.g. a
+longer suite) and `train: false` (no training: the base senior, the world's or the config's
+`senior`, is evaluated as it is, once, under the first seed; only `senior` and `junior` may be set
+beside it). With `worlds:`, `evaluation.data: test` means the world's test split.
+
+    initial: {world: toy, train: false, evaluation: {suite: [solo, handoff, junior]}}   # the starting point
+
+A study file is a path, or the name of one shipped in the package (trlvr/studies/<name>.yaml,
+`resolve_study`): `trlvr study run demo --out runs/demo` is what `trlvr demo` runs.
 
 Validation is strict and happens before anything runs: an unknown key, a missing section, a variant
 that names an unknown world or baseline is one line naming the file and the key. The values are then
@@ -30,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +47,12 @@ from trlvr.errors import UserError
 TOP_KEYS = {"name", "description", "base", "worlds", "train", "seeds", "selection", "evaluation", "baseline",
             "variants", "launch"}  # fmt: skip
 REQUIRED = ("base", "seeds", "selection", "evaluation", "variants")
-VARIANT_KEYS = {"config", "world", "baseline", "label"}
-SELECTION_KEYS = {"val": str, "metric": str, "direction": str, "n": int, "limit": int, "max_new_tokens": int,
-                  "batch_size": int, "seed": int}  # fmt: skip
-EVALUATION_KEYS = {"data": str, "split": str, "junior": str, "suite": list, "n": int, "k": list, "limit": int,
+VARIANT_KEYS = {"config", "world", "baseline", "label", "evaluation", "train"}
+UNTRAINED_FIELDS = {"senior", "junior"}  # what a `train: false` variant may set (it only evaluates)
+STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"  # the study files shipped in the package
+SELECTION_KEYS = {"backend": str, "val": str, "metric": str, "direction": str, "n": int, "limit": int, "max_new_tokens": int,
+                  "batch_size": int, "seed": int, "dtype": str}  # fmt: skip
+EVALUATION_KEYS = {"backend": str, "data": str, "split": str, "junior": str, "suite": list, "n": int, "k": list, "limit": int,
                    "max_new_tokens": int, "batch_size": int, "dtype": str, "seed": int, "grading": str,
                    "context_length": int}  # fmt: skip
 LAUNCH_KEYS = {"train": str, "select": str, "eval": str}
@@ -58,6 +68,8 @@ class Variant:
     world: str | None
     baseline: str | None  # None for a baseline itself
     label: str
+    evaluation: dict[str, Any] = field(default_factory=dict)  # the study's evaluation keys that differ for it
+    trained: bool = True  # False: the base senior evaluated as it is (no train or select stage)
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,14 @@ class Study:
         """Every variant some other variant is paired against, in file order."""
         named = {v.baseline for v in self.variants.values() if v.baseline}
         return [n for n in self.variants if n in named]
+
+    def evaluation_of(self, variant: str) -> dict[str, Any]:
+        """The evaluation settings of one variant: the study's, with the variant's own keys over them."""
+        return {**self.evaluation, **self.variants[variant].evaluation}
+
+    def seeds_of(self, variant: str) -> list[int]:
+        """The seeds a variant runs: every seed, or the first alone for a `train: false` variant."""
+        return list(self.seeds) if self.variants[variant].trained else self.seeds[:1]
 
 
 def meaning_hash(raw: dict) -> str:
@@ -133,10 +153,49 @@ def _check_fields(path: Path, where: str, overrides: dict) -> None:
             raise _fail(path, f"{where}.{key}", f"expected a scalar value, got {value!r}")
 
 
+def _trained(path: Path, where: str, value, fields: dict) -> bool:
+    """A variant's `train` key: true (the default) or false, and then no field but senior or junior."""
+    if not isinstance(value, bool):
+        raise _fail(path, f"{where}.train", f"expected true or false, got {value!r}")
+    extra = sorted(set(fields) - UNTRAINED_FIELDS)
+    if not value and extra:
+        raise _fail(path, f"{where}.{extra[0]}", "not used by a variant with train: false (it is evaluated as it "
+                                                  "is); set only senior or junior")  # fmt: skip
+    return value
+
+
+def _check_evaluation(path: Path, where: str, evaluation: dict, worlds: dict) -> None:
+    """The evaluation settings' own checks (suite names, k <= n, data: test needs worlds)."""
+    from trlvr.eval import defaults as D
+
+    if evaluation["data"] == "test" and not worlds:
+        raise _fail(path, f"{where}.data", "'test' means a toy world's test split, and this study defines no worlds")
+    bad = sorted(set(evaluation.get("suite", [])) - set(D.SUITE_NAMES))
+    if bad:
+        raise _fail(path, f"{where}.suite", f"unknown entries {bad}; choose from {', '.join(D.SUITE_NAMES)}")
+    n = evaluation.get("n", D.N)
+    if any(not isinstance(k, int) or not 1 <= k <= n for k in evaluation.get("k", [1])):
+        raise _fail(path, f"{where}.k", f"every k must be an integer in [1, n = {n}], got {evaluation.get('k')}")
+
+
+def resolve_study(name: str | Path) -> Path:
+    """A study file: the path given, else the study of that name shipped in the package (`demo` ->
+    trlvr/studies/demo.yaml); a UserError naming both when neither exists."""
+    path = Path(name)
+    if path.is_file() or "/" in str(name) or path.suffix in (".yaml", ".yml"):
+        return path
+    shipped = STUDIES_DIR / f"{name}.yaml"
+    if shipped.is_file():
+        return shipped
+    known = ", ".join(sorted(p.stem for p in STUDIES_DIR.glob("*.yaml"))) or "none"
+    raise UserError(f"study {name}: no such file, and no shipped study of that name (shipped: {known})")
+
+
 def load_study(path: str | Path) -> Study:
+    """The study file at `path` (or the shipped study named so: `resolve_study`), checked."""
     import yaml
 
-    path = Path(path)
+    path = resolve_study(path)
     try:
         text = path.read_bytes()
         raw = yaml.safe_load(text)
@@ -177,14 +236,17 @@ def load_study(path: str | Path) -> Study:
         spec = dict(_mapping(path, where, spec or {}))
         study_keys = {k: spec.pop(k) for k in list(spec) if k in VARIANT_KEYS}
         _check_fields(path, where, spec)
+        trained = _trained(path, where, study_keys.get("train", True), spec)
         world = study_keys.get("world")
         if world is not None and world not in worlds:
             raise _fail(path, f"{where}.world", f"{world!r} is not one of worlds: {sorted(worlds) or 'none defined'}")
         if worlds and world is None:
             raise _fail(path, f"{where}.world", f"missing: this study defines worlds {sorted(worlds)}")
         config = resolve_base(path, str(study_keys["config"])) if "config" in study_keys else base
-        variants[vname] = Variant(vname, config, {**train, **spec}, world, study_keys.get("baseline"),
-                                  str(study_keys.get("label", vname)))  # fmt: skip
+        evaluation = _typed(path, f"{where}.evaluation", study_keys.get("evaluation") or {}, EVALUATION_KEYS)
+        variants[vname] = Variant(vname, config, {**train, **spec} if trained else spec, world,
+                                  study_keys.get("baseline"), str(study_keys.get("label", vname)), evaluation,
+                                  trained)  # fmt: skip
     if not variants:
         raise _fail(path, "variants", "empty")
     default_baseline = raw.get("baseline")
@@ -194,11 +256,11 @@ def load_study(path: str | Path) -> Study:
         b = v.baseline
         if b is not None and b not in variants:
             raise _fail(path, f"variants.{v.name}.baseline", f"{b!r} is not a variant ({', '.join(variants)})")
-        if b is None and default_baseline is not None and v.name != default_baseline:
-            b = default_baseline
+        if b is None and default_baseline is not None and v.name != default_baseline and v.trained:
+            b = default_baseline  # (an untrained variant is paired only with a baseline it names)
         if b == v.name:
             b = None
-        variants[v.name] = Variant(v.name, v.config, v.overrides, v.world, b, v.label)
+        variants[v.name] = replace(v, baseline=b)
     for v in variants.values():
         if v.baseline and variants[v.baseline].baseline:
             raise _fail(path, f"variants.{v.name}.baseline", f"{v.baseline!r} is paired against a baseline itself")
@@ -209,16 +271,10 @@ def load_study(path: str | Path) -> Study:
     evaluation = _typed(path, "evaluation", raw["evaluation"], EVALUATION_KEYS)
     if "data" not in evaluation:
         raise _fail(path, "evaluation.data", "missing")
-    if evaluation["data"] == "test" and not worlds:
-        raise _fail(path, "evaluation.data", "'test' means a toy world's test split, and this study defines no worlds")
-    from trlvr.eval import defaults as D
-
-    bad = sorted(set(evaluation.get("suite", [])) - set(D.SUITE_NAMES))
-    if bad:
-        raise _fail(path, "evaluation.suite", f"unknown entries {bad}; choose from {', '.join(D.SUITE_NAMES)}")
-    n = evaluation.get("n", D.N)
-    if any(not isinstance(k, int) or not 1 <= k <= n for k in evaluation.get("k", [1])):
-        raise _fail(path, "evaluation.k", f"every k must be an integer in [1, n = {n}], got {evaluation.get('k')}")
+    _check_evaluation(path, "evaluation", evaluation, worlds)
+    for v in variants.values():
+        if v.evaluation:
+            _check_evaluation(path, f"variants.{v.name}.evaluation", {**evaluation, **v.evaluation}, worlds)
     launch = _typed(path, "launch", raw.get("launch") or {}, LAUNCH_KEYS)
     return Study(path=path, sha256=meaning_hash(raw), name=name, seeds=list(seeds),
                  variants=variants, selection=selection, evaluation=evaluation, worlds=worlds, launch=launch,

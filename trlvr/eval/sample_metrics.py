@@ -1,0 +1,84 @@
+"""Per-sample metrics beyond the evaluation's own, registered by whoever defines one.
+
+A `SampleMetric` turns one benchmark's sample rows (samples.jsonl) into a value per problem; the
+toy world registers its jargon rate (`trlvr.toy.jargon`). Reports read the registry: an evaluation's
+per-problem table is its per_problem.json plus every registered metric computed from its samples
+(`load_table`), so summaries, two-level seed CIs and paired comparisons treat a registered metric
+exactly like solo/pass@1, with no code of their own for it.
+
+    register(SampleMetric("jargon_rate", "jargon rate (%)", jargon_by_problem))
+
+What this file does not know: which metrics exist (they register themselves), HTML, plots.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from trlvr.eval.aggregate import Table, summarize
+from trlvr.eval.store import PER_PROBLEM, SAMPLES, read_json, read_samples
+
+
+@dataclass(frozen=True)
+class SampleMetric:
+    name: str  # its column in the per-problem table (a percent metric's name ends in a rate suffix, eval.format)
+    title: str  # its column title in report tables, e.g. "jargon rate (%)"
+    per_problem: Callable[[list[dict]], dict[str, float]]  # one benchmark's sample rows -> {problem id: value}
+
+
+_REGISTRY: dict[str, SampleMetric] = {}
+
+
+def register(metric: SampleMetric) -> SampleMetric:
+    """Add `metric` to the registry (idempotent for the same metric); returns it."""
+    known = _REGISTRY.get(metric.name)
+    if known is not None and known != metric:
+        raise ValueError(f"a per-sample metric named {metric.name!r} is already registered: {known}")
+    _REGISTRY[metric.name] = metric
+    return metric
+
+
+def registered() -> list[SampleMetric]:
+    """Every registered metric, in registration order."""
+    return list(_REGISTRY.values())
+
+
+def sample_table(rows: list[dict]) -> Table:
+    """{benchmark: {metric: {problem id: value}}} of the registered metrics over `rows` (a metric with no
+    value for a benchmark, e.g. no sample of the protocol it reads, is left out there)."""
+    by_bench: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_bench[str(r["benchmark"])].append(r)
+    table: Table = {}
+    for bench, rs in by_bench.items():
+        cols = {m.name: values for m in registered() if (values := m.per_problem(rs))}
+        if cols:
+            table[bench] = cols
+    return table
+
+
+def with_sample_metrics(table: Table, rows: list[dict]) -> Table:
+    """`table` plus the registered metrics over `rows`; a column the table already has is kept as it is."""
+    extra = sample_table(rows)
+    return {b: {**extra.get(b, {}), **cols} for b, cols in table.items()} | {
+        b: cols for b, cols in extra.items() if b not in table
+    }
+
+
+def load_table(eval_dir: str | Path) -> Table:
+    """An evaluation's per-problem table (per_problem.json) with the registered metrics of its samples."""
+    eval_dir = Path(eval_dir)
+    table = read_json(eval_dir / PER_PROBLEM, "per-problem table")
+    return with_sample_metrics(table, read_samples(eval_dir / SAMPLES))
+
+
+def summary(table: Table) -> dict[str, dict]:
+    """Macro entries ({value, ci_low, ci_high, num_problems}, bootstrap over problems) of the registered
+    metrics in `table`: what results.json holds for the evaluation's own metrics."""
+    names = {m.name for m in registered()}
+    own = {b: {k: v for k, v in cols.items() if k in names} for b, cols in table.items()}
+    own = {b: cols for b, cols in own.items() if cols}
+    return summarize(own)["macro"]["metrics"] if own else {}
