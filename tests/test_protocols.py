@@ -44,3 +44,16 @@ def test_an_eval_spec_is_valid_once_built_and_names_the_field():
     assert str(SettingError("top_p", "top_p must be in (0, 1], got 0").as_flag("--top-p")) == "--top-p must be in (0, 1], got 0"
     with pytest.raises(SettingError):
         EvalSpec(n=4, ks=(1, 2, 4)).replace(n=2)  # replace builds a new one: validated too
+
+
+def test_protocol_names_are_read_without_torch():
+    """Reports and selection read protocol names through trlvr.eval.suite, which imports no torch."""
+    import subprocess
+    import sys
+
+    code = "import sys, trlvr.eval.suite, trlvr.eval.report; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    from trlvr.eval.suite import dose_points
+
+    assert dose_points(["dose-0.5/pass@1", "solo/pass@1", "dose-0.25/pass@1", "dose-x/pass@1"]) == [
+        (0.25, "dose-0.25/pass@1"), (0.5, "dose-0.5/pass@1")]

@@ -29,6 +29,7 @@ from collections import defaultdict
 import numpy as np
 
 from trlvr.eval.stats import bootstrap_ci, mean_stat, paired_bootstrap, pass_at_k, ratio_stat
+from trlvr.eval.suite import protocol_of_metric
 
 PASS_PROTOCOLS = ("solo", "handoff", "junior")
 UNREPRESENTABLE = "unrepresentable"  # the finish reason (trlvr.engine.output.FINISH_REASONS) counted per protocol
@@ -57,7 +58,7 @@ def problem_table(rows: list[dict], ks: list[int]) -> Table:
                     t[f"{proto}/pass@{k}"][pid] = pass_at_k(m, sum(correct), k)
         if proto == "handoff":
             t["handoff/round_capped"][pid] = float(np.mean([r["finish_reason"] == "rounds" for r in rs]))
-        if proto.startswith("dose-"):
+        if (p := protocol_of_metric(proto)) is not None and p.entry == "dose":
             t[f"{proto}/pass@1"][pid] = float(np.mean(correct))
             t[f"{proto}/senior_share"][pid] = float(np.mean([r["senior_share"] for r in rs]))
         if proto == "solo":

@@ -18,87 +18,16 @@ runs one batch through a `Pair`.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import torch
 
-from trlvr.engine import FINISH_REASONS, Pair, Sampling, Schedule, TandemOutput
-from trlvr.eval.defaults import DEFAULT_DOSE_SHARES, HANDOFF_MAX_ROUNDS, SUITE_NAMES
+from trlvr.engine import FINISH_REASONS, Pair, Sampling, TandemOutput
+from trlvr.eval.defaults import HANDOFF_MAX_ROUNDS
 from trlvr.eval.plan import batch_seed
+from trlvr.eval.suite import Protocol, dose_protocol, parse_protocol, protocol_of_metric, protocols_for
 
 __all__ = ["Protocol", "batch_seed", "dose_protocol", "loophole_report", "parse_protocol", "protocol_of_metric",
            "protocols_for", "run_protocol", "schedule_for"]
-
-
-@dataclass(frozen=True)
-class Protocol:
-    """One generation protocol: its name (in samples and metric names), the suite entry that asks for
-    it, whether it needs the junior, and (dose) the junior's share. `parse_protocol` is the one place
-    a protocol name is read."""
-
-    name: str  # solo, handoff, dose-0.25, junior
-    entry: str  # the suite entry: solo, handoff, dose, junior
-    junior_share: float | None = None  # dose-J: J
-
-    @property
-    def needs_junior(self) -> bool:
-        return self.entry != "solo"
-
-    def schedule(self, handoff_max_rounds: int = HANDOFF_MAX_ROUNDS) -> Schedule:
-        """Who writes each token (a round of the handoff cap = one senior + one junior step)."""
-        if self.entry in ("solo", "junior"):
-            return Schedule.from_config("solo", author="senior" if self.entry == "solo" else "junior")
-        if self.entry == "handoff":
-            return Schedule.from_config("step", first_author="senior", max_rounds=handoff_max_rounds)
-        return Schedule.from_config("word", p=1.0 - self.junior_share)
-
-
-DOSE_PREFIX = "dose-"
-
-
-def dose_protocol(junior_share: float) -> str:
-    return f"{DOSE_PREFIX}{junior_share:g}"
-
-
-def parse_protocol(name: str) -> Protocol:
-    """A protocol name as a `Protocol` ("dose-0.25" -> the word schedule with junior share 0.25);
-    ValueError for a name that is none."""
-    if name in ("solo", "handoff", "junior"):
-        return Protocol(name, name)
-    if name.startswith(DOSE_PREFIX):
-        try:
-            share = float(name.removeprefix(DOSE_PREFIX))
-        except ValueError:
-            share = -1.0
-        if 0.0 <= share <= 1.0:
-            return Protocol(name, "dose", share)
-    raise ValueError(f"unknown protocol {name!r}: expected solo, handoff, junior or dose-J with J in [0, 1]")
-
-
-def protocol_of_metric(metric: str) -> Protocol | None:
-    """The protocol a metric name belongs to ("dose-0.5/pass@1" -> dose-0.5), None for the scores
-    (legibility/..., drift/...)."""
-    try:
-        return parse_protocol(metric.split("/", 1)[0])
-    except ValueError:
-        return None
-
-
-def protocols_for(suite: list[str] | tuple[str, ...], dose_shares=DEFAULT_DOSE_SHARES) -> list[str]:
-    """Generation protocols a suite needs, in run order. Legibility and drift need solo samples."""
-    unknown = sorted(set(suite) - set(SUITE_NAMES))
-    if unknown:
-        raise ValueError(f"unknown suite entries {unknown}; choose from {list(SUITE_NAMES)}")
-    out = []
-    if {"solo", "legibility", "drift"} & set(suite):
-        out.append("solo")
-    if "handoff" in suite:
-        out.append("handoff")
-    if "dose" in suite:
-        out += [dose_protocol(s) for s in dose_shares]
-    if "junior" in suite:
-        out.append("junior")
-    return out
 
 
 def schedule_for(protocol: str, handoff_max_rounds: int = HANDOFF_MAX_ROUNDS):

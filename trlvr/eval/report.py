@@ -19,6 +19,7 @@ from pathlib import Path
 from trlvr.errors import UserError
 from trlvr.eval.format import diff_text, entry_text, number, unit
 from trlvr.eval.store import PER_PROBLEM, RESULTS, SAMPLES, read_json, read_samples
+from trlvr.eval.suite import dose_points
 
 SENIOR_COLOUR, JUNIOR_COLOUR = "#1f5fbf", "#c2410c"
 REQUIRED_RESULT_FIELDS = ("config", "benchmarks", "macro")
@@ -104,16 +105,13 @@ def _pass_at_k_plot(metrics: dict, title: str) -> str | None:
 def _dose_plot(metrics: dict, title: str) -> str | None:
     import matplotlib.pyplot as plt
 
+    dose = dose_points(metrics)
+    if not dose:
+        return None
     points = [(0.0, "solo/pass@1")] if "solo/pass@1" in metrics else []
-    points += sorted(
-        (float(n.split("/")[0].removeprefix("dose-")), n)
-        for n in metrics
-        if n.startswith("dose-") and n.endswith("/pass@1")
-    )
+    points += dose
     if "junior/pass@1" in metrics:
         points.append((1.0, "junior/pass@1"))
-    if not any(n.startswith("dose-") for _, n in points):
-        return None
     fig, ax = plt.subplots(figsize=(4.6, 3.2))
     for x, n in points:
         y, err = _err(metrics[n], 100)
@@ -184,11 +182,10 @@ def _runs_dose(runs: list[tuple[str, dict]]) -> str | None:
     fig, ax = plt.subplots(figsize=(4.6, 3.2))
     drawn = False
     for i, (label, metrics) in enumerate(runs):
-        pts = [(0.0, "solo/pass@1")] if "solo/pass@1" in metrics else []
-        pts += sorted((float(n.split("/")[0].removeprefix("dose-")), n) for n in metrics
-                      if n.startswith("dose-") and n.endswith("/pass@1"))  # fmt: skip
-        if not any(n.startswith("dose-") for _, n in pts):
+        dose = dose_points(metrics)
+        if not dose:
             continue
+        pts = ([(0.0, "solo/pass@1")] if "solo/pass@1" in metrics else []) + dose
         e = [metrics[n] for _, n in pts]
         ax.errorbar([x for x, _ in pts], [x["value"] * 100 for x in e],
                     yerr=[[(x["value"] - x["ci_low"]) * 100 for x in e], [(x["ci_high"] - x["value"]) * 100 for x in e]],

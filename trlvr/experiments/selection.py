@@ -22,6 +22,7 @@ from pathlib import Path
 
 from trlvr.errors import UserError
 from trlvr.eval.api import SELECTED_FILE
+from trlvr.eval.suite import protocol_of_metric, protocols_for
 
 __all__ = ["Candidate", "Selection", "select_checkpoint", "list_checkpoints", "pick", "suite_for", "check_metric",
            "default_direction", "problems_fingerprint", "SELECTED_FILE"]
@@ -53,7 +54,8 @@ class Selection:
 def suite_for(metric: str) -> list[str]:
     """The evaluation suite entry a metric name needs: "handoff/pass@1" -> ["handoff"]."""
     head = metric.split("/", 1)[0]
-    if head.startswith("dose-"):
+    protocol = protocol_of_metric(metric)
+    if protocol is not None and protocol.entry == "dose" and "/" in metric:
         return ["dose"]
     if head not in _SUITE_OF or "/" not in metric:
         raise UserError(
@@ -79,7 +81,6 @@ def producible_metrics(suite: list[str], ks: tuple[int, ...]) -> set[str]:
     """Metric names an evaluation of `suite` with pass@k for `ks` writes (legibility and drift included
     when either is asked: they are scored together)."""
     from trlvr.eval.aggregate import metric_specs, problem_table
-    from trlvr.eval.protocols import protocols_for
 
     scored = {"legibility": 0.0, "legibility_bpb": 0.0, "drift": 0.0} if {"legibility", "drift"} & set(suite) else {}
     rows = [{"benchmark": "b", "problem_id": "p", "protocol": proto, "sample_idx": i, "reward": 1.0, "num_tokens": 1,

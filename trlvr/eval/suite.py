@@ -1,0 +1,95 @@
+"""The evaluation suite's protocols, by name, with no torch import (reports and selection read them).
+
+`parse_protocol` is the one place a protocol name is read: "dose-0.25" -> the word schedule with
+junior share 0.25. `protocols_for` expands a suite into its protocols, `dose_points` finds the dose
+curve's points among metric names. Running a protocol is `trlvr.eval.protocols`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trlvr.eval.defaults import DEFAULT_DOSE_SHARES, HANDOFF_MAX_ROUNDS, SUITE_NAMES
+
+__all__ = ["DOSE_PREFIX", "Protocol", "dose_points", "dose_protocol", "parse_protocol", "protocol_of_metric",
+           "protocols_for"]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One generation protocol: its name (in samples and metric names), the suite entry that asks for
+    it, whether it needs the junior, and (dose) the junior's share. `parse_protocol` is the one place
+    a protocol name is read."""
+
+    name: str  # solo, handoff, dose-0.25, junior
+    entry: str  # the suite entry: solo, handoff, dose, junior
+    junior_share: float | None = None  # dose-J: J
+
+    @property
+    def needs_junior(self) -> bool:
+        return self.entry != "solo"
+
+    def schedule(self, handoff_max_rounds: int = HANDOFF_MAX_ROUNDS):
+        """Who writes each token, a `trlvr.engine.Schedule` (a round of the handoff cap = one senior + one
+        junior step)."""
+        from trlvr.engine.schedules import Schedule  # the engine (torch) only when a schedule is built
+
+        if self.entry in ("solo", "junior"):
+            return Schedule.from_config("solo", author="senior" if self.entry == "solo" else "junior")
+        if self.entry == "handoff":
+            return Schedule.from_config("step", first_author="senior", max_rounds=handoff_max_rounds)
+        return Schedule.from_config("word", p=1.0 - self.junior_share)
+
+
+DOSE_PREFIX = "dose-"
+
+
+def dose_protocol(junior_share: float) -> str:
+    return f"{DOSE_PREFIX}{junior_share:g}"
+
+
+def parse_protocol(name: str) -> Protocol:
+    """A protocol name as a `Protocol` ("dose-0.25" -> the word schedule with junior share 0.25);
+    ValueError for a name that is none."""
+    if name in ("solo", "handoff", "junior"):
+        return Protocol(name, name)
+    if name.startswith(DOSE_PREFIX):
+        try:
+            share = float(name.removeprefix(DOSE_PREFIX))
+        except ValueError:
+            share = -1.0
+        if 0.0 <= share <= 1.0:
+            return Protocol(name, "dose", share)
+    raise ValueError(f"unknown protocol {name!r}: expected solo, handoff, junior or dose-J with J in [0, 1]")
+
+
+def protocol_of_metric(metric: str) -> Protocol | None:
+    """The protocol a metric name belongs to ("dose-0.5/pass@1" -> dose-0.5), None for the scores
+    (legibility/..., drift/...)."""
+    try:
+        return parse_protocol(metric.split("/", 1)[0])
+    except ValueError:
+        return None
+
+
+def protocols_for(suite: list[str] | tuple[str, ...], dose_shares=DEFAULT_DOSE_SHARES) -> list[str]:
+    """Generation protocols a suite needs, in run order. Legibility and drift need solo samples."""
+    unknown = sorted(set(suite) - set(SUITE_NAMES))
+    if unknown:
+        raise ValueError(f"unknown suite entries {unknown}; choose from {list(SUITE_NAMES)}")
+    out = []
+    if {"solo", "legibility", "drift"} & set(suite):
+        out.append("solo")
+    if "handoff" in suite:
+        out.append("handoff")
+    if "dose" in suite:
+        out += [dose_protocol(s) for s in dose_shares]
+    if "junior" in suite:
+        out.append("junior")
+    return out
+
+
+def dose_points(metric_names) -> list[tuple[float, str]]:
+    """(junior share, name) of every dose protocol's pass@1 among `metric_names`, by share."""
+    return sorted((p.junior_share, n) for n in metric_names
+                  if n.endswith("/pass@1") and (p := protocol_of_metric(n)) is not None and p.entry == "dose")  # fmt: skip
