@@ -84,9 +84,9 @@ class Pair(ABC):
 
     @abstractmethod
     def sync_senior(self, model) -> None:
-        """Generate with `model`'s current weights from now on (called before each rollout with the
-        senior as training holds it). HF pairs point at the module itself (nothing to copy); an engine
-        with its own copy (vLLM) loads the weights when they changed."""
+        """Generate with `model`'s current weights from now on (training calls it before the first
+        rollout after an optimizer step, with the senior as it holds it). HF pairs point at the module
+        itself (nothing to copy); an engine with its own copy (vLLM) loads the weights."""
 
     @property
     def pad_token_id(self) -> int:
