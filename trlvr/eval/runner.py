@@ -375,12 +375,7 @@ def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dic
         rows = store.rows()
     except (UserError, OSError, KeyError, TypeError, ValueError):  # unreadable: the locked path says why
         return None
-    planned = {
-        (bench, proto, b.keys[i], s, batch.signature)
-        for bench, b in run.benches.items() for proto in run.protocols
-        for batch in plan_batches(bench, proto, b.keys, run.spec.n, run.spec.batch_size, run.spec.seed)
-        for i, s in batch.items
-    }  # fmt: skip
+    planned = {k for _, _, keys in run.planned() for k in keys}
     keys = [_row_key(r) for r in rows]
     if len(keys) != len(planned) or set(keys) != planned or results.get("grading_stats", {}).get("graded") != len(rows):
         return None
@@ -442,36 +437,35 @@ class _Run:
     def junior(self):
         return self._pair().junior
 
+    def planned(self):
+        """(bench, batch, the batch's row keys) of every planned batch, in plan order (`trlvr.eval.plan`)."""
+        spec = self.spec
+        for bench, b in self.benches.items():
+            for proto in self.protocols:
+                for batch in plan_batches(bench, proto, b.keys, spec.n, spec.batch_size, spec.seed):
+                    yield b, batch, [(bench, proto, b.keys[i], s, batch.signature) for i, s in batch.items]
+
     def generate(self, store: EvalDir, old_rows: list[dict]) -> list[dict]:
         """Generate every planned batch that lacks a row; return this plan's rows in plan order."""
         from tqdm.auto import tqdm
 
-        key = _row_key
-        have = {key(r): r for r in old_rows}
-        spec = self.spec
+        have = {_row_key(r): r for r in old_rows}
         plan_rows, in_file = [], len(old_rows)
-        for bench, b in self.benches.items():
-            for proto in self.protocols:
-                batches = plan_batches(bench, proto, b.keys, spec.n, spec.batch_size, spec.seed)
-                bar = tqdm(
-                    total=len(b.keys) * spec.n,
-                    desc=f"{bench}/{proto}",
-                    disable=not self.progress,
-                    leave=False,
-                )
-                for batch in batches:
-                    keys = [(bench, proto, b.keys[i], s, batch.signature) for i, s in batch.items]
-                    if any(k not in have for k in keys):
-                        # The whole batch, so a resumed batch has the same batch-mates (and the same
-                        # scoring padding) as the first time; only its missing rows are written.
-                        new = self._batch_rows(self._pair(), b, batch)
-                        new = [r for r, k in zip(new, keys, strict=True) if k not in have]
-                        store.append(new)
-                        in_file += len(new)
-                        have.update((key(r), r) for r in new)
-                    plan_rows += [have[k] for k in keys]
-                    bar.update(len(batch.items))
-                bar.close()
+        total = sum(len(b.keys) for b in self.benches.values()) * len(self.protocols) * self.spec.n
+        bar = tqdm(total=total, desc="eval", disable=not self.progress, leave=False)
+        for b, batch, keys in self.planned():
+            if any(k not in have for k in keys):
+                # The whole batch, so a resumed batch has the same batch-mates (and the same
+                # scoring padding) as the first time; only its missing rows are written.
+                new = self._batch_rows(self._pair(), b, batch)
+                new = [r for r, k in zip(new, keys, strict=True) if k not in have]
+                store.append(new)
+                in_file += len(new)
+                have.update((_row_key(r), r) for r in new)
+            plan_rows += [have[k] for k in keys]
+            bar.set_postfix_str(f"{batch.benchmark}/{batch.protocol}", refresh=False)
+            bar.update(len(batch.items))
+        bar.close()
         rescored = self._rescore_missing(plan_rows) if self.want_scores else False
         if rescored or in_file != len(plan_rows):
             store.rewrite(plan_rows)  # drop rows of other plans (another --limit or --n), keep new scores
