@@ -85,13 +85,34 @@ def test_greedy_tandem_equals_the_hf_lockstep_engine(tandem, reference, schedule
     assert 0 < v.senior_authored[v.completion_mask].float().mean() < 1 or isinstance(schedule, StepSchedule)
 
 
-def test_senior_logprobs_equal_an_hf_forward(tandem, reference):
+def _forced_logprobs(model, prompt: list[int], completion: list[int], temperature: float) -> torch.Tensor:
+    """log softmax(logits / temperature) of each completion token, from one HF forward (fp32)."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt + completion])).logits[0].float()
+    logp = torch.log_softmax(logits[len(prompt) - 1 : -1] / temperature, dim=-1)
+    return logp.gather(1, torch.tensor(completion)[:, None]).squeeze(1)
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.0])
+def test_logprobs_are_the_samplers_the_seniors_at_senior_positions(tandem, reference, temperature):
+    """The returned log-probs are vLLM's processed ones: the author's at the sampling temperature."""
     prompts = toy_prompts(tandem.tokenizer, 6)
-    out = tandem.generate(prompts, WordSchedule(0.5, 4), Sampling(40, temperature=1.0, seed=1), list(range(6)))
-    assert not out.senior_authored[out.completion_mask].all()  # junior tokens are scored by the senior too
+    out = tandem.generate(prompts, WordSchedule(0.5, 4), Sampling(40, temperature=temperature, seed=1), list(range(6)))
+    senior_at = out.senior_authored[out.completion_mask]
+    assert senior_at.any() and not senior_at.all()  # both authors wrote
     for i, p in enumerate(prompts):
-        want = teacher_forced_logprobs(reference.senior, p, out.completion_ids[i])
-        torch.testing.assert_close(torch.tensor(out.senior_logprobs[i]), want, atol=1e-4, rtol=0)
+        ids, authors = out.completion_ids[i], torch.tensor(out.authors[i], dtype=torch.bool)
+        senior = _forced_logprobs(reference.senior, p, ids, temperature)
+        junior = _forced_logprobs(reference.junior, p, ids, temperature)
+        got = torch.tensor(out.senior_logprobs[i])
+        torch.testing.assert_close(got[authors], senior[authors], atol=1e-4, rtol=0)
+        torch.testing.assert_close(got[~authors], junior[~authors], atol=1e-4, rtol=0)
+        if temperature == 1.0:
+            torch.testing.assert_close(got[authors], teacher_forced_logprobs(reference.senior, p, ids)[authors],
+                                       atol=1e-4, rtol=0)  # fmt: skip
+        else:  # the temperature really shows in the log-probs
+            t1 = teacher_forced_logprobs(reference.senior, p, ids)[authors]
+            assert authors.sum() == 0 or (got[authors] - t1).abs().max() > 1e-2
 
 
 @pytest.fixture(scope="module")

@@ -27,29 +27,42 @@ def world(tmp_path_factory):
     return root, junior
 
 
-def test_two_training_steps_on_backend_vllm_sync_the_senior(world, monkeypatch, capfd):
-    from trlvr.vllm.pair import VLLMPair
+def _train(root, junior, out, *extra):
+    return cli(["train", "--config", "toy", "--senior", str(TOY_SENIOR), "--junior", str(junior), "--dataset",
+                str(root / "train.jsonl"), "--backend", "vllm", "--max_steps", "2", "--per_device_train_batch_size",
+                "8", "--num_generations", "4", "--max_completion_length", "16", "--use_cpu", "true",
+                "--output_dir", str(out), "--save_steps", "100", *extra])  # fmt: skip
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["plain", "lora-self"])
+def test_two_training_steps_on_backend_vllm_sync_through_trl_with_its_is_correction(world, monkeypatch, capfd, lora):
+    """TRL's own sync_weights runs before each step's rollout; its IS correction compares the sampler's
+    log-probs (T=0.7) with its own over senior tokens: they agree. lora-self: a LoRA senior paired with
+    its own base (the engine's junior: the senior's folder; TRL pushes merged weights to the senior)."""
+    from trlvr.vllm.trl_backend import TandemVLLMGeneration
 
     root, junior = world
     synced = []
-    original = VLLMPair.sync_senior
+    original = TandemVLLMGeneration.sync_weights
 
-    def counting(self, model):
-        synced.append(model)
-        return original(self, model)
+    def counting(self):
+        synced.append(self.pair)
+        return original(self)
 
-    monkeypatch.setattr(VLLMPair, "sync_senior", counting)
-    out = root / "run"
-    code = cli(["train", "--config", "toy", "--senior", str(TOY_SENIOR), "--junior", str(junior), "--dataset",
-                str(root / "train.jsonl"), "--backend", "vllm", "--max_steps", "2", "--per_device_train_batch_size",
-                "8", "--num_generations", "4", "--max_completion_length", "16", "--use_cpu", "true",
-                "--output_dir", str(out), "--save_steps", "100"])  # fmt: skip
+    monkeypatch.setattr(TandemVLLMGeneration, "sync_weights", counting)
+    out = root / f"run-{lora}"
+    peft = ["--use_peft", "true", "--lora_r", "4"] if lora else []
+    code = _train(root, "self" if lora else junior, out, "--temperature", "0.7", "--vllm_importance_sampling_correction",
+                  "true", *peft)  # fmt: skip
     assert code == 0, capfd.readouterr().err[-2000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "loss" in r]
     assert [r["step"] for r in steps] == [1, 2]
     assert all(0.0 < r["tandem/senior_share"] < 1.0 for r in steps)  # both authors wrote
-    assert len(synced) == 2  # before step 1's rollout (the trained weights at step 0) and after step 1
+    assert len(synced) == 2 and synced[0] is synced[1]  # one engine; before step 1's rollout and after step 1
+    for r in steps:  # TRL's IS metrics, over senior tokens only: a junior token would be far off
+        assert r["sampling/sampling_logp_difference/max"] < 1e-3, r
+        assert abs(r["sampling/importance_sampling_ratio/mean"] - 1.0) < 1e-3, r
     assert json.loads((out / "trlvr_run.json").read_text())["tandem"]["backend"] == "vllm"
 
 

@@ -11,9 +11,10 @@ rewards per process assuming one completion per entry.)
 What TRL does with our return value:
 - `prompt_ids`, `completion_ids`: padded into the training batch; TRL recomputes the senior's
   per-token log-probs itself (at the sampling temperature) for the ratio.
-- `logprobs`: the senior's log-probs of each token from the engine (temperature 1, see
-  `trlvr.engine`). TRL uses them only for vLLM importance-sampling correction and the off-policy
-  mask; both are refused by `TandemGRPOTrainer`, so they are informational here.
+- `logprobs`: the engine's log-prob of each token. backend hf: the senior's at temperature 1
+  (`trlvr.engine`), informational (TRL's importance-sampling correction is off there). backend vllm:
+  the sampler's (at senior positions the senior's at the sampling temperature), which TRL's
+  importance-sampling correction compares with its own over senior tokens (`TandemGRPOTrainer`).
 - `env_mask` (1 = senior token): becomes `tool_mask`; TRL multiplies it into `completion_mask`, so
   junior tokens leave both the loss and the token-mean normaliser (`num_items_in_batch`).
 - anything else (`senior_share` here): forwarded per completion to the reward functions.
@@ -27,10 +28,12 @@ sub-batching or a row's batch-mates (`trlvr.engine.sampling.RowStreams`).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from contextlib import contextmanager
 
 import torch
+from trl.models import unwrap_model_for_generation
 
 from trlvr.algos import author_stats, check_author_mask, check_has_junior_tokens
 from trlvr.data import encode_prompt
@@ -39,6 +42,7 @@ from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
 from trlvr.errors import UserError
+from trlvr.vllm.pair import EngineOptions
 
 
 def rollout_row_keys(global_step: int, train: bool, process_index: int, local_rows: int, num_generations: int) -> list[int]:
@@ -94,8 +98,6 @@ class TandemRollout:
     def _generating_senior(self, trainer, tokenizer):
         """The senior as TRL unwraps it for generation (DeepSpeed / gradient checkpointing), with the
         vocabulary tables built once per run on its first use."""
-        from trl.models import unwrap_model_for_generation
-
         args = trainer.args
         with unwrap_model_for_generation(
             trainer.model_wrapped,
@@ -122,7 +124,7 @@ class TandemRollout:
         sampling = Sampling(args.max_completion_length, temperature=args.temperature, top_p=args.top_p,
                             top_k=args.top_k or 0, seed=args.seed)  # fmt: skip
         start = time.perf_counter()
-        with self._generating_senior(trainer, tokenizer) as senior:
+        with self._generating_senior(trainer, tokenizer) as senior, self._awake(trainer):
             pair = self._pair(senior, tokenizer, trainer)
             if pair.pairing == "text":
                 self._junior_ids = {tuple(ids): encode_prompt(p, pair.junior_tokenizer)
@@ -152,11 +154,14 @@ class TandemRollout:
         """The run's Pair, built on the first rollout (the senior as TRL unwraps it) and kept; after an
         optimizer step it is brought up to the trained weights (`Pair.sync_senior`). A text pair when the
         junior has its own tokenizer (`trlvr.training.build.load_models` gave it one: `choose_pairing`
-        decided); backend vllm: `_vllm_pair`."""
+        decided); backend vllm: the trainer's engine (`vllm_pair`), synced by TRL."""
         step = trainer.state.global_step
-        if self.pair is None and self.backend == "vllm":
-            self.pair = self._vllm_pair(senior, tokenizer, trainer)
-            self.pair.check(self.schedule)
+        if self.backend == "vllm":  # TRL's own vLLM machinery built the pair and syncs its weights
+            generation = getattr(trainer, "vllm_generation", None)
+            if getattr(generation, "pair", None) is None:
+                raise ValueError("backend vllm rollouts need TandemGRPOTrainer (its TRL vLLM generation holds the engine)")
+            generation.pair.check(self.schedule)
+            return generation.pair
         if self.pair is None:
             if self.junior is not None and self.junior_tokenizer is None:
                 self.junior_tokenizer = getattr(self.junior, "text_pair_tokenizer", None)
@@ -174,17 +179,24 @@ class TandemRollout:
             self._synced_step = step
         return self.pair
 
-    def _vllm_pair(self, senior, tokenizer, trainer) -> Pair:
-        """backend vllm: one engine from the run's model folders (the junior only when the schedule lets
-        it write: the grpo arm runs the senior alone), sized for this machine; its senior is synced
-        from the trained weights before the first rollout (a resumed run's are not the folder's)."""
-        from trlvr.vllm.pair import EngineOptions
+    @staticmethod
+    def _awake(trainer):
+        """backend vllm with sleep mode: the engine awake for this rollout (`TandemVLLMGeneration.awake`)."""
+        generation = getattr(trainer, "vllm_generation", None)
+        return generation.awake() if hasattr(generation, "awake") else contextlib.nullcontext()
 
+    def vllm_pair(self, senior, tokenizer, trainer) -> Pair:
+        """backend vllm: one engine from the run's model folders (the junior only when the schedule lets
+        it write: the grpo arm runs the senior alone), sized for this machine. Built by the trainer's
+        `TandemVLLMGeneration`, whose (TRL's) `sync_weights` brings its senior to the trained weights
+        before the first rollout (a resumed run's are not the folder's) and after every optimizer step."""
         tandem, args = trainer.tandem, trainer.args
         if trainer.accelerator.num_processes > 1:
             raise UserError(f"backend vllm runs in one process (one engine); this run has "
                             f"{trainer.accelerator.num_processes}: launch it without torchrun/accelerate, or use backend hf")
         junior = tandem.junior if "junior" in self.schedule.writers else None
+        if junior == "self":  # a LoRA senior's base: the senior's folder (TRL's sync pushes merged weights to the senior only)
+            junior = tandem.senior
         engine = EngineOptions.for_machine(str(senior.dtype).removeprefix("torch."), args.seed,
                                            args.vllm_max_model_length, args.vllm_gpu_memory_utilization)  # fmt: skip
         return make_pair(tandem.senior, junior, tokenizer, backend="vllm", eos_token_ids=list(trainer.eos_token_ids),

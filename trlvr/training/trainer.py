@@ -20,21 +20,28 @@ Where TRL departs from the paper's numbers:
 1. advantage = (r - mean) / (std + 1e-4), hard-coded in TRL; the paper has 1e-6. With binary rewards
    and 8 rollouts a non-zero std is >= 0.35, so the difference is < 0.03%; zero-std groups get 0 either way.
 2. TRL's std is the unbiased (n - 1) one, as in verl.
-3. The engine's per-token log-probs are at temperature 1; TRL recomputes the ratio's log-probs at the
-   sampling temperature, so `logprobs` must not feed TRL's importance-sampling corrections (refused).
+3. backend hf: the engine's per-token log-probs are the senior's at temperature 1, not the sampler's,
+   so TRL's importance-sampling (IS) correction cannot use them (`use_vllm` stays off: the correction
+   is off). backend vllm: the log-probs are the sampler's (vLLM's processed log-probs) and TRL's own
+   vLLM machinery runs (`_attach_vllm`): its weight sync before each rollout and, with
+   `vllm_importance_sampling_correction` (TRL's default: on), its IS correction and
+   `sampling/importance_sampling_ratio/*` metrics over senior tokens.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 from trl import GRPOTrainer
 
 from trlvr.algos import AuthorMaskError
 from trlvr.config import TandemConfig
 from trlvr.engine.schedules import Schedule
+from trlvr.engine.self_pair import AdapterOffView
 from trlvr.training.metrics import StepTimeCallback, with_share_split
 from trlvr.training.rollout import TandemRollout
+from trlvr.vllm.trl_backend import TandemVLLMGeneration
 
 
 @contextlib.contextmanager
@@ -55,8 +62,6 @@ def _reference_is(model, path: str):
 
 
 def _plain_callable(f) -> bool:
-    import inspect
-
     return callable(f) and not hasattr(f, "forward") and not inspect.iscoroutinefunction(f)
 
 
@@ -76,15 +81,13 @@ class TandemGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, model, junior=None, *, tandem: TandemConfig, args, reward_funcs, **kwargs):
-        if (
-            args.use_vllm
-            or args.off_policy_mask_threshold is not None
-            or args.use_transformers_continuous_batching
-        ):
+        if args.use_vllm or args.use_transformers_continuous_batching:
             raise ValueError(
-                "TandemGRPOTrainer generates with the tandem engine: use_vllm, use_transformers_continuous_batching "
-                "and off_policy_mask_threshold must be off (the engine's log-probs are at temperature 1)"
+                "TandemGRPOTrainer generates with the tandem engine: use_vllm and use_transformers_continuous_batching "
+                "must be off (backend: vllm is how to generate with vLLM)"
             )
+        if args.off_policy_mask_threshold is not None:
+            raise ValueError("off_policy_mask_threshold must be off: the tandem engine's log-probs are not TRL's")
         self.tandem = tandem
         self_paired = tandem.junior == "self"
         if self_paired and kwargs.get("peft_config") is None:
@@ -106,8 +109,6 @@ class TandemGRPOTrainer(GRPOTrainer):
 
         if tandem.arm == "tandem" and tandem.backend == "hf":  # backend vllm: the engine holds the junior
             if self_paired:
-                from trlvr.engine.self_pair import AdapterOffView
-
                 junior = AdapterOffView(self.accelerator.unwrap_model(self.model))  # shares the base weights
             elif junior is None and kl_to_junior:
                 junior = self.accelerator.unwrap_model(self.ref_model)  # already the junior: reuse, don't reload
@@ -117,7 +118,38 @@ class TandemGRPOTrainer(GRPOTrainer):
             junior.eval()
             junior.requires_grad_(False)
             self.rollout.junior = junior
+        if tandem.backend == "vllm":
+            self._attach_vllm(args)
         self.add_callback(StepTimeCallback(self, self.rollout))
+
+    def _attach_vllm(self, args) -> None:
+        """backend vllm: TRL's own vLLM machinery around the tandem engine (`trlvr.vllm.trl_backend`).
+
+        Why setting `use_vllm` after `GRPOTrainer.__init__` is right, at every place TRL 1.16 reads it
+        (grpo_trainer.py): 811 (copied from args at init: False, so TRL built no LLM of its own) and
+        936 (vespo's IS-mode check, at init: trlvr trains loss_type dapo) are passed; 1105 (TRL
+        builds its LLM) is this method; 1767 and 2049 (`_generate_single_turn`, its tool loop) are
+        never reached with a `rollout_func`; 2202 (`_generate`: `vllm_generation.sync_weights()`
+        when the step changed, before `rollout_func`) is the weight sync we want, tracked by
+        `_last_loaded_step` as TRL does; 2644 / 2660 (the IS ratio from the rollout's `logprobs`,
+        masked by completion_mask * tool_mask, i.e. senior tokens), 2860 (its metrics), 2908
+        (into the batch) and 3146 (into the loss) are TRL's correction on the sampler's log-probs.
+        `vllm_mode` "colocate" is read at 1143 (server check, init), 2049 (not reached).
+        """
+        senior = self.accelerator.unwrap_model(self.model)
+        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
+        self.vllm_generation = TandemVLLMGeneration(
+            lambda: self.rollout.vllm_pair(senior, tokenizer, self),
+            model=self.model,
+            accelerator=self.accelerator,
+            processing_class=self.processing_class,
+            enable_sleep_mode=args.vllm_enable_sleep_mode,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k or 0,
+            max_completion_length=self.max_completion_length,
+        )
+        self.use_vllm, self.vllm_mode, self._last_loaded_step = True, "colocate", -1
 
     def _get_train_sampler(self, dataset=None):
         # TRL's RepeatSampler draws each epoch's permutation from one generator seeded at creation, and

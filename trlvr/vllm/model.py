@@ -8,7 +8,8 @@ one cache vLLM plans. The senior's config is the engine's: its vocabulary, lengt
 The engine sees an ordinary V-token model whose logits are the senior's: `compute_logits` returns
 the senior's (B, V) logits and keeps the junior's for the same rows (the stash), which the logits
 processor (`trlvr.vllm.logits`) takes to write the junior's rows wherever the junior is the author.
-So vLLM's own log-probs (`logprobs_mode="raw_logprobs"`) are the senior's at temperature 1.
+So vLLM's raw log-probs (`logprobs_mode="raw_logprobs"`) are the senior's at temperature 1, and its
+processed ones (the pair's default) the author's at the sampling temperature.
 
 Selected without touching the checkpoint: `LLM(model=senior_dir, hf_overrides={"architectures":
 ["TandemForCausalLM"], "tandem": {"junior": junior_dir, "senior_architectures": [...]}})`.
@@ -41,15 +42,31 @@ def model_for(vllm_config: VllmConfig) -> TandemForCausalLM | None:
     return None if ref is None else ref()
 
 
+def _senior_of(model: nn.Module) -> nn.Module:
+    return model.senior if isinstance(model, TandemForCausalLM) else model
+
+
+def begin_senior_reload(model: nn.Module) -> None:
+    """Open a weight sync of the engine's senior (`model`: the composite, or a plain senior): from now on
+    `model.load_weights` calls, in any number and grouping (TRL pushes one parameter per call), load the
+    senior's layers the way vLLM's own in-place reload does: each layer is processed again (on a CPU,
+    linear weights are repacked) once all its weights arrived. `end_senior_reload` closes it."""
+    initialize_layerwise_reload(_senior_of(model))
+
+
+def end_senior_reload(model: nn.Module, model_config) -> None:
+    """Close the sync `begin_senior_reload` opened: the attention layers and any layer not fully loaded
+    are finished (a layer that got no weight keeps its old ones)."""
+    finalize_layerwise_reload(_senior_of(model), model_config)
+
+
 def reload_senior(model: nn.Module, weights: list[tuple[str, torch.Tensor]], model_config) -> None:
-    """Load HF-named weights into the engine's senior in place (a weight sync), the way vLLM's own
-    in-place reload does: its layers take the new weights and are processed again (on a CPU, where
-    linear weights are repacked after loading, a plain `load_weights` cannot). `model`: the
+    """Load HF-named weights into the engine's senior in place (a whole weight sync in one call; a plain
+    `load_weights` cannot: on a CPU linear weights are repacked after loading). `model`: the
     composite (only its senior stack is touched) or a plain senior."""
-    target = model.senior if isinstance(model, TandemForCausalLM) else model
-    initialize_layerwise_reload(target)
-    target.load_weights(weights)
-    finalize_layerwise_reload(target, model_config)
+    begin_senior_reload(model)
+    _senior_of(model).load_weights(weights)
+    end_senior_reload(model, model_config)
 
 
 def _junior_weights(junior_dir: str) -> Iterable[tuple[str, torch.Tensor]]:
@@ -115,8 +132,9 @@ class TandemForCausalLM(nn.Module):
         return stash
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
-        """HF-named weights go to the senior (checkpoint load, weight sync); the junior loads from its own
-        directory on the first call. Returns the loaded names with their `senior.` / `junior.` prefix."""
+        """HF-named weights go to the senior (checkpoint load, weight sync: TRL's `sync_weights` calls this
+        once per parameter, inside `begin_senior_reload` / `end_senior_reload`); the junior loads from its
+        own directory on the first call only, so no sync can touch it. Returns the loaded names with their `senior.` / `junior.` prefix."""
         loaded = {f"senior.{name}" for name in self.senior.load_weights(weights)}
         if not self.junior_loaded:
             loaded |= {f"junior.{name}" for name in self.junior.load_weights(_junior_weights(self.junior_dir))}

@@ -6,13 +6,17 @@
 
 The engine is built once. Every row is one request with its own `SamplingParams`: the author's
 temperature / top-p / top-k, the row's key in `extra_args` (its schedule draws) and as the request
-seed (its token draws), EOS ids as stop ids, and one log-prob: vLLM's raw log-prob of the token,
-which is the senior's at temperature 1 (the engine's logits are the senior's). Authors are folded
-again from the returned tokens (`core.authors_from_tokens`), the same pure function the processor ran.
+seed (its token draws), EOS ids as stop ids, and one log-prob: the sampler's own log-prob of the
+token (vLLM's `processed_logprobs`: of the author's logits after temperature and top-k / top-p), so
+at senior positions the senior's at the sampling temperature, as TRL's importance-sampling
+correction needs, and at junior positions the junior's (`EngineOptions.logprobs_mode`). Authors are
+folded again from the returned tokens (`core.authors_from_tokens`), the same pure function the
+processor ran.
 
 What differs from the HF engine: the tokens a key draws (vLLM's sampler and per-request generator,
 not `trlvr.engine.sampling`; the authors are the same function of the tokens), float summation order
-(greedy runs can part at near-ties), no junior log-probs (`junior_logprob` is None). Without a junior
+(greedy runs can part at near-ties), `senior_logprob` is the sampler's (above; the HF engine's is the
+senior's at temperature 1 at every position), no junior log-probs (`junior_logprob` is None). Without a junior
 the engine is the plain senior (no junior forward) and runs senior-only schedules.
 """
 
@@ -24,8 +28,9 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoTokenizer
 
+from trlvr.engine.options import Sampling
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
-from trlvr.engine.pair import Pair, Sampling
+from trlvr.engine.pair import Pair
 from trlvr.engine.schedules import JUNIOR, Schedule, vocab_tables
 from trlvr.errors import UserError
 from trlvr.vllm.core import authors_from_tokens, engine_keys, tables_digest, tandem_args
@@ -48,6 +53,10 @@ class EngineOptions:
     enforce_eager: bool = False
     enable_prefix_caching: bool = True
     seed: int = 0
+    # the log-prob returned per token: the sampler's ("processed_logprobs", the default: what TRL's
+    # importance-sampling correction compares with) or the senior's at temperature 1 ("raw_logprobs":
+    # the engine's logits before the author swap are the senior's); nothing in trlvr reads the latter
+    logprobs_mode: str = "processed_logprobs"
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -65,7 +74,7 @@ class EngineOptions:
         kw = dict(dtype=self.dtype, max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
                   gpu_memory_utilization=self.gpu_memory_utilization, enforce_eager=self.enforce_eager,
                   enable_prefix_caching=self.enable_prefix_caching, seed=self.seed,
-                  disable_log_stats=False, generation_config="vllm", logprobs_mode="raw_logprobs")  # fmt: skip
+                  disable_log_stats=False, generation_config="vllm", logprobs_mode=self.logprobs_mode)  # fmt: skip
         if self.kv_cache_memory_bytes is not None:
             kw["kv_cache_memory_bytes"] = self.kv_cache_memory_bytes
         if self.block_size is not None:
@@ -219,9 +228,23 @@ class VLLMPair(Pair):
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
 
+    def begin_sync(self) -> None:
+        """Open a weight sync: the engine model's `load_weights` may now be called with HF-named senior
+        weights, any number at a time (`trlvr.vllm.model.begin_senior_reload`); `end_sync` closes it."""
+        from trlvr.vllm.model import begin_senior_reload
+
+        self.llm.apply_model(begin_senior_reload)
+
+    def end_sync(self) -> None:
+        from trlvr.vllm.model import end_senior_reload
+
+        model_config = self.llm.llm_engine.model_config
+        self.llm.apply_model(lambda m: end_senior_reload(m, model_config))
+
     def sync_senior(self, model) -> None:
         """Load `model`'s weights (an HF model, or (name, tensor) pairs with HF names) into the engine's
-        senior, then drop the prefix cache (its KV was the old senior's). The junior is untouched."""
+        senior, then drop the prefix cache (its KV was the old senior's). The junior is untouched.
+        (Training syncs through TRL's own `sync_weights` instead: `trlvr.vllm.trl_backend`.)"""
         from trlvr.vllm.model import reload_senior
 
         pairs = model.named_parameters() if hasattr(model, "named_parameters") else model
