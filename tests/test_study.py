@@ -408,14 +408,14 @@ def test_run_report_plots_the_compared_runs_side_by_side_and_settings_as_a_table
 
 
 def test_one_benchmark_is_not_drawn_twice_as_itself_and_macro(monkeypatch):
-    from trlvr.eval.report import _bars_plot
+    from trlvr.eval.report import bars_plot, benchmark_bars
 
     e = {"value": 1.0, "ci_low": 0.5, "ci_high": 1.5}
     figs = _captured_figures(monkeypatch)
     one = {"benchmarks": {"toy": {"metrics": {"legibility/junior_ce": e}}}, "macro": {"metrics": {"legibility/junior_ce": e}}}
-    _bars_plot(one, "legibility/junior_ce", "CE", "legibility")
+    bars_plot(benchmark_bars(one), "legibility/junior_ce", "CE", "legibility")
     two = {"benchmarks": {"a": {"metrics": {"legibility/junior_ce": e}}, "b": {"metrics": {"legibility/junior_ce": e}}},
            "macro": {"metrics": {"legibility/junior_ce": e}}}  # fmt: skip
-    _bars_plot(two, "legibility/junior_ce", "CE", "legibility")
+    bars_plot(benchmark_bars(two), "legibility/junior_ce", "CE", "legibility")
     ticks = [[t.get_text() for t in f.axes[0].get_xticklabels()] for f in figs]
     assert ticks == [["toy"], ["a", "b", "macro"]]

@@ -18,11 +18,13 @@ from helpers import tiny_model
 
 from trlvr.cli.main import main as cli
 from trlvr.experiments.selection import list_checkpoints
+from trlvr.rundir import lock_files
 from trlvr.training.checkpoints import checkpoint_problem, checkpoints
-from trlvr.training.lock import LOCK, PID, training_lock
 from trlvr.training.preempt import EXIT_PREEMPTED, PREEMPT_MARK, Preemption
+from trlvr.training.run import training_lock
 
 ROOT = Path(__file__).resolve().parents[1]
+LOCK, PID = lock_files("trlvr train")
 
 # A length reward (varies inside every group: the weights move) that can signal its own process at its
 # N-th call (= step N: one generation per step) or hold until a file exists, as the environment says.
@@ -127,7 +129,7 @@ def test_a_busy_directory_is_refused_and_a_signal_mid_step_leaves_a_complete_che
         assert (out / PID).read_text().strip() == str(first.pid)
         assert cli(["train", *argv(world, str(out), *args)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err[-1] == (f"trlvr train: error: {out} is being trained into by another trlvr train "
+        assert err[-1] == (f"trlvr train: error: {out} is being written by another trlvr train "
                            f"(pid {first.pid}); wait for it to finish or choose another --output_dir")  # fmt: skip
         with training_lock(out, main_process=False):  # another rank of the first job: passes, never waits
             pass

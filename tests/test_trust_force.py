@@ -142,15 +142,14 @@ def test_force_with_seeds_starts_over_in_the_whole_folder(toy, monkeypatch, caps
 def test_force_refuses_a_folder_with_a_run_being_trained(toy, monkeypatch):
     """A run in the folder holds its lock (another `trlvr train`): --force over the folder is refused
     and nothing moves."""
-    from trlvr.training.lock import training_lock
-    from trlvr.training.run import start_over
+    from trlvr.training.run import start_over, training_lock
 
     out = toy / "runs"
     (out / "seed-0").mkdir(parents=True)
     (out / "seed-0" / "metrics.jsonl").write_text("{}\n")
     before = tree(out)
     with training_lock(out / "seed-0", main_process=True):
-        with pytest.raises(UserError, match="being trained into by another trlvr train"):
+        with pytest.raises(UserError, match="being written by another trlvr train"):
             start_over(out)
     assert tree(out) == {**before, ".train.lock": b"", "seed-0/.train.lock": b""}  # (the lock files only)
 

@@ -27,11 +27,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import yaml
+
 from trlvr.errors import UserError
+from trlvr.experiments.study import STUDY_FILE, stale_stages, units, world_stages
 from trlvr.experiments.study_spec import STUDIES_DIR
 
 DEMO_STUDY = STUDIES_DIR / "demo.yaml"
 DEMO_FILE = "demo.yaml"  # the study the demo ran, in its directory
+OLD_DEMO_FILE = "demo.json"  # the record of a demo from before it was a study (another layout)
 LORA = {"use_peft": True, "lora_r": 16, "learning_rate": 2e-3}  # ~10x the toy's full fine-tuning lr
 KS = (1, 2, 4, 8)
 # what the user reads, published from the study report (DIR/report/) under the demo's names
@@ -41,8 +45,6 @@ PUBLISHED = {"table.md": "summary.md", "figure.png": "summary.png", "report.html
 def demo_study(seeds: list[int] | None = None, steps: int | None = None, limit: int | None = None,
                n: int | None = None, jargon: str = "spaced", lora: bool = False) -> tuple[dict, list[str]]:  # fmt: skip
     """The shipped demo study with the options applied, and one line per option that changed it."""
-    import yaml
-
     raw = yaml.safe_load(DEMO_STUDY.read_text())
     changed = []
     if seeds is not None:
@@ -68,8 +70,6 @@ def demo_study(seeds: list[int] | None = None, steps: int | None = None, limit: 
 
 def write_demo_study(path: Path, raw: dict, changed: list[str]) -> Path:
     """The study this demo runs (the shipped file with the options applied), as a YAML file at `path`."""
-    import yaml
-
     how = ", ".join(changed) if changed else "no options"
     head = f"# written by `trlvr demo` ({how}) from the shipped study {DEMO_STUDY}\n"
     path = Path(path)
@@ -79,7 +79,7 @@ def write_demo_study(path: Path, raw: dict, changed: list[str]) -> Path:
 
 def refuse_old_layout(out: Path) -> None:
     """A directory of the demo before it was a study (demo.json, train-<arm>/): refused, not mixed in."""
-    if (Path(out) / "demo.json").is_file() and not (Path(out) / "study.json").is_file():
+    if (Path(out) / OLD_DEMO_FILE).is_file() and not (Path(out) / STUDY_FILE).is_file():
         raise UserError(f"{out}: made by an earlier trlvr demo (demo.json, another layout); use another --out, "
                         "or --fresh to set it aside and start over")  # fmt: skip
 
@@ -87,8 +87,6 @@ def refuse_old_layout(out: Path) -> None:
 def refuse_other_options(study, out: Path) -> None:
     """Refuse before any work when a world or training run in `out` was made with other options (it
     would be neither reused nor thrown away): one line naming each and what changed."""
-    from trlvr.experiments.study import stale_stages, units, world_stages
-
     every = world_stages(study, out) + [st for u in units(study, out) for st in u]
     stale = stale_stages(out, every)
     if stale:

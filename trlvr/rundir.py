@@ -1,29 +1,104 @@
-"""A command's output directory: check that a path can be one, and start over in it without deleting.
+"""The one run-directory module: a directory's layout, its lock, its identity, and starting over in it.
 
-    check_dir_path(path, "--out")            # UserError when a file is the path, or sits above it
-    set_aside(path, keep=(".lock",))         # start over: move everything in `path` into
-                                             # path/replaced-<UTC time>/; return that folder (or None)
+    RUN_FILE, FINAL, SELECTED_FILE, RESULTS, ...   every file and folder name of a run or evaluation
+                                             directory (no other module spells them)
+    checkpoints(run), checkpoint_step(path)  the `checkpoint-N` folders of a training run, newest first
+    with lock(path, by="trlvr train"):       a second holder (any process) is refused: one line with the
+        ...                                  first holder's pid and the flag to choose another directory
+    read_record(path), write_record(path, obj)   a JSON record: bad JSON is one line naming the file;
+                                             written atomically (temp file + rename)
+    differences(old, new, ignore=("problems",))  ["key: old -> new", ...] over nested keys
+    check_identity(path, RUN_FILE, new, compare, force=..., what=..., fix=...)
+                                             read what made the directory, compare it with what would
+                                             make it now, refuse (one line, differences listed) unless forced
+    set_aside(path, keep=lock_files("trlvr train"))   start over: move everything into path/replaced-<time>/
+    check_dir_path(path, "--out")            UserError when a file is the path, or sits above it
 
-Every command that starts over in a used directory (`trlvr train --force`, `trlvr eval --fresh`,
-`trlvr demo --fresh`, a study stage run again) calls `set_aside`: the earlier run leaves no file at
-the top of the directory that a later command could pick up (checkpoint-*, final/, selected.json,
-metrics, eval folders, markers), and nothing is deleted. The folder is named `replaced-<time>` so no
-scan of the directory (`checkpoint-*`, `seed-*`, `train-*`) matches it; earlier `replaced-*`
-folders stay where they are, and the lock files the caller holds (`keep`) stay too.
+Layouts (what each command writes; the constants below name them):
+    a training run, `trlvr train --output_dir RUN`:  RUN/trlvr_run.json (its identity:
+        `trlvr.training.run_record`), checkpoint-N/ (preempted.json inside one saved on a signal),
+        final/, holdout.jsonl, metrics.jsonl, selected.json (`trlvr select`), .train.lock(.pid)
+    an evaluation, `trlvr eval --out DIR`:  DIR/samples.jsonl, fingerprint.json (its identity:
+        `trlvr.eval.fingerprint`), config.json, per_problem.json, results.json, .lock(.pid); a study
+        marks a finished one with .study-done
 
-What this file does not know: what a run is. It moves folder entries.
+The lock is an OS file lock (filelock, timeout 0): the OS drops it when its holder dies, even by
+SIGKILL, so a stale pid file never blocks. Each kind of directory keeps its own lock file name
+(`.train.lock` for training, `.lock` for evaluation, as before this module) so an older trlvr and
+this one exclude each other on the same directory. Only the main process of a multi-process job
+locks (`main_process=False`: the other ranks share the directory by design and never wait).
+
+Starting over (`trlvr train --force`, `trlvr eval --fresh`, `trlvr demo --fresh`, a study stage run
+again) moves every entry but the held lock files into `replaced-<UTC time>/`: nothing is deleted,
+and no file of the earlier run (checkpoint-*, final/, selected.json, metrics, eval folders,
+markers) stays where a later command would pick it up. No scan (`checkpoint-*`, `seed-*`) matches
+`replaced-*`.
+
+What this file does not know: what a run is, what a record holds or which of its keys matter (each
+owner passes its `compare`). It names files, locks folders, compares and moves them.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 import time
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from trlvr.errors import UserError
 
-ASIDE_PREFIX = "replaced-"
+# ---- layout -----------------------------------------------------------------------------------------
+
+# a training run (`trlvr train --output_dir RUN`)
+RUN_FILE = "trlvr_run.json"  # the run's identity (trlvr.training.run_record)
+FINAL = "final"  # the trained model
+CHECKPOINT = "checkpoint-"  # checkpoint-<step>/
+PREEMPT_MARK = "preempted.json"  # in a checkpoint saved only because of a signal (trlvr.training.preempt)
+HOLDOUT_FILE = "holdout.jsonl"  # training problems held out for selection
+METRICS_FILE = "metrics.jsonl"  # the training log, one row per logged step
+SELECTED_FILE = "selected.json"  # the checkpoint `trlvr select` chose
+# an evaluation directory (`trlvr eval --out DIR`)
+SAMPLES = "samples.jsonl"
+FINGERPRINT = "fingerprint.json"  # the evaluation's identity (trlvr.eval.fingerprint)
+CONFIG = "config.json"
+PER_PROBLEM = "per_problem.json"
+RESULTS = "results.json"
+# markers
+STUDY_DONE = ".study-done"  # an eval folder whose `trlvr eval` returned 0 inside a study
+ASIDE_PREFIX = "replaced-"  # an earlier run set aside by `set_aside`
+# locks: who writes a directory -> (its lock file, the flag that chooses another directory)
+TRAIN_LOCK, EVAL_LOCK = ".train.lock", ".lock"
+LOCKS = {"trlvr train": (TRAIN_LOCK, "--output_dir"), "trlvr eval": (EVAL_LOCK, "--out")}
+_CHECKPOINT_RE = re.compile(rf"^{re.escape(CHECKPOINT)}(\d+)$")
+
+
+def final_dir(run: str | Path) -> Path:
+    return Path(run) / FINAL
+
+
+def checkpoint_dir(run: str | Path, step: int) -> Path:
+    return Path(run) / f"{CHECKPOINT}{step}"
+
+
+def checkpoint_step(path: str | Path) -> int | None:
+    """N of a `checkpoint-N` folder name; None for any other name."""
+    m = _CHECKPOINT_RE.match(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def checkpoints(run: str | Path) -> list[Path]:
+    """The `checkpoint-N` folders of `run`, newest (largest N) first ([] when `run` is no directory)."""
+    run = Path(run)
+    if not run.is_dir():
+        return []
+    found = [(step, p) for p in run.iterdir() if p.is_dir() and (step := checkpoint_step(p)) is not None]
+    return [p for _, p in sorted(found, reverse=True)]
 
 
 def check_dir_path(path: str | Path, flag: str) -> None:
@@ -33,6 +108,137 @@ def check_dir_path(path: str | Path, flag: str) -> None:
         if q.exists() and not q.is_dir():
             where = "" if q == p else f" ({q}, above {path})"
             raise UserError(f"{flag} {path}: a file{where} is in the way; pass a directory")
+
+
+# ---- one lock -----------------------------------------------------------------------------------------
+
+
+def lock_files(by: str) -> tuple[str, str]:
+    """(lock file, pid file) of the directories `by` ("trlvr train", "trlvr eval") writes."""
+    name = LOCKS[by][0]
+    return name, name + ".pid"
+
+
+def holder_pid(path: str | Path, by: str) -> str:
+    """The pid the lock's holder wrote ("unknown" when it cannot be read)."""
+    try:
+        return (Path(path) / lock_files(by)[1]).read_text().strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+@contextmanager
+def lock(path: str | Path, *, by: str, main_process: bool = True):
+    """Hold `path`'s exclusive lock for the block (made if missing); a second holder is refused with
+    one line naming the first's pid. main_process False (another rank of the holder's job): pass through."""
+    if not main_process:
+        yield None
+        return
+    path = Path(path)
+    name, pid_name = lock_files(by)
+    path.mkdir(parents=True, exist_ok=True)
+    held = FileLock(str(path / name), timeout=0)
+    try:
+        held.acquire()
+    except Timeout:
+        raise UserError(f"{path} is being written by another {by} (pid {holder_pid(path, by)}); "
+                        f"wait for it to finish or choose another {LOCKS[by][1]}") from None  # fmt: skip
+    (path / pid_name).write_text(str(os.getpid()))
+    try:
+        yield held
+    finally:
+        (path / pid_name).unlink(missing_ok=True)
+        held.release()
+
+
+# ---- one identity ---------------------------------------------------------------------------------------
+
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
+def read_record(path: str | Path, hint: str = "") -> dict | None:
+    """The JSON object in `path`, None when there is none; a file that is not one is a UserError naming
+    it, with `hint` (e.g. "; remove it or pass --force") appended."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read ({e}){hint}") from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON ({e}){hint}") from None
+    if not isinstance(obj, dict):
+        raise UserError(f"{path}: expected a JSON object, got a JSON {_JSON_TYPES.get(type(obj), 'value')}{hint}")
+    return obj
+
+
+def write_record(path: str | Path, obj: dict, *, sort_keys: bool = False) -> None:
+    """Write `obj` as JSON atomically (temp file beside it + rename): a reader sees the old file or the new."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=sort_keys) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def differences(old: dict | None, new: dict | None, *, ignore: Iterable[str] = (),
+                show: Callable[[object], str] = repr) -> list[str]:  # fmt: skip
+    """["key: old -> new", ...] over every key of both (nested dicts as "a.b"), sorted; a key one side
+    lacks shows as (absent); top-level keys in `ignore` are not compared. `show` writes a value."""
+    skip = set(ignore)
+    a = _flatten({k: v for k, v in (old or {}).items() if k not in skip})
+    b = _flatten({k: v for k, v in (new or {}).items() if k not in skip})
+    absent = object()
+    out = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key, absent), b.get(key, absent)
+        if x != y:
+            out.append(f"{key}: {'(absent)' if x is absent else show(x)} -> {'(absent)' if y is absent else show(y)}")
+    return out
+
+
+def listed(diffs: list[str], most: int = 8) -> str:
+    """The first `most` differences, joined for one line ("a; b; and 3 more")."""
+    more = f"; and {len(diffs) - most} more" if len(diffs) > most else ""
+    return "; ".join(diffs[:most]) + more
+
+
+def refuse(path: str | Path, diffs: list[str], *, force: bool, what: str, fix: str) -> list[str]:
+    """UserError "<path> holds <what> (<differences>): <fix>" when `diffs` and not `force`; else `diffs`
+    (what forcing lets through, for the caller to warn about)."""
+    if diffs and not force:
+        raise UserError(f"{path} holds {what} ({listed(diffs)}): {fix}")
+    return diffs
+
+
+def check_identity(path: str | Path, record_file: str, new: dict, compare: Callable[[dict, dict], list[str]],
+                   *, force: bool, what: str, fix: str) -> list[str]:  # fmt: skip
+    """Compare the record `path/record_file` (what made the directory; none: a new directory) with
+    `new` (what would make it now) by the owner's `compare`; refuse unless forced; return the differences.
+    A record that does not read is refused the same way (one line naming it), unless forced."""
+    try:
+        old = read_record(Path(path) / record_file, hint=f"; {fix}")
+    except UserError:
+        if force:
+            return [f"{record_file}: unreadable"]
+        raise
+    return refuse(path, compare(old, new) if old is not None else [], force=force, what=what, fix=fix)
+
+
+# ---- starting over --------------------------------------------------------------------------------------
 
 
 def is_aside(name: str) -> bool:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 
+from trlvr import rundir
+
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
     from trlvr.eval import defaults as D
@@ -59,5 +61,5 @@ def main(args) -> int:
     sel = run_selection(args.run, how, spec, models, progress=not args.no_progress, fresh=args.fresh)
     print(f"selected step {sel.step} ({sel.path}): {sel.metric} = {sel.value:.4f} "
           f"[{sel.ci_low:.4f}, {sel.ci_high:.4f}] on {sel.val['size']} validation problems")  # fmt: skip
-    print(f"wrote {args.run}/selected.json and {args.run}/select/{sel.val['name']}/table.md, curve.png")
+    print(f"wrote {args.run}/{rundir.SELECTED_FILE} and {args.run}/select/{sel.val['name']}/table.md, curve.png")
     return 0

@@ -20,7 +20,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from trlvr import rundir
 from trlvr.errors import UserError
+from trlvr.rundir import FINGERPRINT
 
 VERSION = 1
 
@@ -50,17 +52,6 @@ def weights_digest(model, sample: int = 4096) -> str:
     return h.hexdigest()[:16]
 
 
-def _flatten(d, prefix: str = "") -> dict[str, object]:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 def _problems_diff(old: dict, new: dict) -> list[str]:
     """Each benchmark's problem keys must be a prefix of the other's (a smaller or larger limit)."""
     diffs = []
@@ -82,24 +73,15 @@ def differences(old: dict, new: dict) -> list[str]:
     if old.get("version") != new.get("version"):
         return [f"fingerprint version: {old.get('version')!r} -> {new.get('version')!r}"]
     diffs = _problems_diff(old.get("problems", {}), new.get("problems", {}))
-    a = _flatten({k: v for k, v in old.items() if k != "problems"})
-    b = _flatten({k: v for k, v in new.items() if k != "problems"})
-    for key in sorted(set(a) | set(b)):
-        if a.get(key) != b.get(key):
-            diffs.append(f"{key}: {a.get(key, '(absent)')!r} -> {b.get(key, '(absent)')!r}")
-    return diffs
+    return diffs + rundir.differences(old, new, ignore=("problems",))
+
+
+FIX = "rerun with the same settings, choose another --out, or pass --fresh to start over (the earlier one is moved aside)"
 
 
 def check_resumable(path: Path, old: dict | None, new: dict) -> None:
     """Raise a UserError listing what differs when `path`'s samples were made under other settings."""
     if old is None:
-        raise UserError(
-            f"{path} holds samples but no fingerprint.json (written by an older trlvr?); "
-            "pass --fresh to delete its samples and start over, or choose another --out"
-        )
-    diffs = differences(old, new)
-    if diffs:
-        raise UserError(
-            f"{path} holds samples of another evaluation ({'; '.join(diffs)}); rerun with the same "
-            "settings, choose another --out, or pass --fresh to delete its samples and start over"
-        )
+        raise UserError(f"{path} holds samples but no {FINGERPRINT} (written by an older trlvr?); "
+                        "pass --fresh to start over (its samples are moved aside), or choose another --out")  # fmt: skip
+    rundir.refuse(path, differences(old, new), force=False, what="samples of another evaluation", fix=FIX)

@@ -8,6 +8,9 @@
     DIR/.lock, .lock.pid  the exclusive lock of the run writing DIR, and its holder's pid
     DIR/replaced-<time>/  an earlier run set aside by `--fresh` (`EvalDir.clear`)
 
+The names, the lock and the JSON record helpers are `trlvr.rundir`'s (re-exported here for the
+modules that read an evaluation directory).
+
 Readers (`read_samples`, `read_json`) never write: a torn last line (a write cut short by a kill)
 is skipped, and only the run holding the lock cuts it from the file (`EvalDir.repair_tail`).
 
@@ -21,12 +24,15 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
+from trlvr import rundir
 from trlvr.data import read_jsonl
 from trlvr.errors import UserError
+from trlvr.rundir import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, SAMPLES
+from trlvr.rundir import write_record as write_json
 
-SAMPLES, FINGERPRINT, CONFIG = "samples.jsonl", "fingerprint.json", "config.json"
-RESULTS, PER_PROBLEM = "results.json", "per_problem.json"
-LOCK = ".lock"
+__all__ = ["CONFIG", "FINGERPRINT", "PER_PROBLEM", "RESULTS", "SAMPLES", "BY", "EvalDir", "read_json", "read_samples",
+           "write_json"]  # fmt: skip
+BY = "trlvr eval"  # who locks an evaluation directory (trlvr.rundir.LOCKS)
 REQUIRED_FIELDS = ("benchmark", "protocol", "problem_id", "sample_idx", "reward", "finish_reason")
 
 
@@ -44,25 +50,11 @@ def read_samples(path: str | Path) -> list[dict]:
 
 
 def read_json(path: str | Path, what: str = "file") -> dict:
-    """A JSON object file; a missing or unreadable one is a UserError naming it."""
-    path = Path(path)
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{what} not found: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"cannot read {what} {path}: {e}") from None
-    if not isinstance(obj, dict):
-        raise UserError(f"{path}: expected a JSON object, got a JSON {type(obj).__name__}")
+    """A JSON object file; a missing or unreadable one is a UserError naming it (`trlvr.rundir.read_record`)."""
+    obj = rundir.read_record(path)
+    if obj is None:
+        raise UserError(f"{what} not found: {path}")
     return obj
-
-
-def write_json(path: str | Path, obj: dict) -> None:
-    """Write atomically (temp file + rename): a reader sees the old file or the new one."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 class EvalDir:
@@ -87,31 +79,14 @@ class EvalDir:
 
     @contextmanager
     def lock(self):
-        """Hold DIR's exclusive lock; a second holder (any process) is refused with the holder's pid."""
-        from filelock import FileLock, Timeout
-
-        self.path.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(self.path / LOCK), timeout=0)
-        pid_file = self.path / (LOCK + ".pid")
-        try:
-            lock.acquire()
-        except Timeout:
+        """Hold DIR's exclusive lock (`trlvr.rundir.lock`); a second holder (any process) is refused
+        with the holder's pid."""
+        with rundir.lock(self.path, by=BY) as held:
+            self._lock = held
             try:
-                pid = pid_file.read_text().strip() or "unknown"
-            except OSError:
-                pid = "unknown"
-            raise UserError(
-                f"{self.path} is being written by another trlvr eval (pid {pid}); "
-                "wait for it to finish or choose another --out"
-            ) from None
-        pid_file.write_text(str(os.getpid()))
-        self._lock = lock
-        try:
-            yield self
-        finally:
-            self._lock = None
-            pid_file.unlink(missing_ok=True)
-            lock.release()
+                yield self
+            finally:
+                self._lock = None
 
     def _need_lock(self) -> None:
         if self._lock is None:
@@ -158,12 +133,10 @@ class EvalDir:
         """Start over (`--fresh`): everything in DIR but the lock moves into DIR/replaced-<time>/
         (`trlvr.rundir.set_aside`: nothing deleted, no file of the earlier run left for a later
         command, e.g. a study's `.done` marker); return that folder (None: DIR was empty)."""
-        from trlvr.rundir import set_aside
-
         self._need_lock()
-        return set_aside(self.path, keep=(LOCK, LOCK + ".pid"))
+        return rundir.set_aside(self.path, keep=rundir.lock_files(BY))
 
     def remove_lock_files(self) -> None:
         """After a failed start: drop the lock files (call outside `lock()`)."""
-        for name in (LOCK, LOCK + ".pid"):
+        for name in rundir.lock_files(BY):
             (self.path / name).unlink(missing_ok=True)

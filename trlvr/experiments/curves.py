@@ -12,7 +12,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from trlvr import rundir
 from trlvr.errors import UserError
+from trlvr.rundir import SELECTED_FILE
 
 # label -> log-history key, in display order
 CURVES = {
@@ -39,10 +41,10 @@ def find_trainer_state(run_dir: str | Path) -> Path:
     direct = run / "trainer_state.json"
     if direct.is_file():
         return direct
-    ckpts = sorted(run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[-1]))
-    if not ckpts:
+    states = [c / "trainer_state.json" for c in rundir.checkpoints(run) if (c / "trainer_state.json").is_file()]
+    if not states:
         raise UserError(f"{run}: no trainer_state.json (not a training run folder, or no step logged yet)")
-    return ckpts[-1]
+    return states[0]  # the newest checkpoint's
 
 
 def load_curves(run_dir: str | Path) -> dict[str, Curve]:
@@ -66,13 +68,14 @@ def load_curves(run_dir: str | Path) -> dict[str, Curve]:
 
 def selection_curve(run_dir: str | Path) -> Curve | None:
     """The selection metric over checkpoints (`trlvr select`'s table in RUN/selected.json), or None."""
-    path = Path(run_dir) / "selected.json"
-    if not path.exists():
+    path = Path(run_dir) / SELECTED_FILE
+    record = rundir.read_record(path)
+    if record is None:
         return None
     try:
-        table = json.loads(path.read_text())["table"]
+        table = record["table"]
         pts = sorted((int(r["step"]), float(r["value"])) for r in table)
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError) as e:
         raise UserError(f"{path}: not a selection record ({e})") from None
     if not pts:
         return None

@@ -12,12 +12,14 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from trlvr.data import load_problems
 from trlvr.errors import UserError
-from trlvr.eval.api import ModelSpec
+from trlvr.eval.api import ModelSpec, evaluate_specs
+from trlvr.eval.spec import EvalSpec
 from trlvr.experiments.selection import Candidate, check_metric, list_checkpoints, select_checkpoint
-
-RUN_FILE = "trlvr_run.json"
-HOLDOUT_FILE = "holdout.jsonl"
+from trlvr.models import SELF, is_adapter_dir
+from trlvr.rewards import check_golds
+from trlvr.rundir import HOLDOUT_FILE, RUN_FILE
 
 
 def read_run(run_dir: str | Path) -> dict:
@@ -55,9 +57,6 @@ def check_split(val: str, holdout: int | None, run_dir: str | Path) -> None:
 def load_validation(source: str, limit: int | None = None) -> list:
     """Validation problems from a source, refused (one line naming the row) where the grader cannot
     parse a gold, as `trlvr eval`, `trlvr data check` and training refuse them."""
-    from trlvr.data import load_problems
-    from trlvr.rewards import check_golds
-
     return list(load_problems(source, limit=limit, check_gold=check_golds))
 
 
@@ -75,8 +74,6 @@ def validation_problems(run_dir: str | Path, val: str, limit: int | None = None)
 def selection_spec(metric: str, *, n: int = 4, max_new_tokens: int = 3000, decoding: dict | None = None,
                    seed: int = 0, batch_size: int = 64):  # fmt: skip
     """The EvalSpec every checkpoint is evaluated under, checked (n, budget, decoding, the metric's name)."""
-    from trlvr.eval.spec import EvalSpec
-
     if n < 1:
         raise UserError(f"--n must be >= 1, got {n}")
     spec = EvalSpec(n=n, ks=tuple(k for k in (1, 2, 4, 8) if k <= n), seed=seed, max_new_tokens=max_new_tokens,
@@ -111,9 +108,6 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
     how to load (its `senior` is ignored: each checkpoint in turn; junior None = the run's own, pairing =
     the run's own setting). fresh: start each checkpoint's evaluation over (its folder was made under
     other settings)."""
-    from trlvr.eval.api import evaluate_specs
-    from trlvr.models import SELF, is_adapter_dir
-
     record = read_run(run_dir)
     models = models or ModelSpec("")
     junior = models.junior or record.get("tandem", {}).get("junior")

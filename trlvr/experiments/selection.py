@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from trlvr import rundir
+from trlvr.data import problem_key
 from trlvr.errors import UserError
-from trlvr.eval.api import SELECTED_FILE
+from trlvr.eval.aggregate import metric_specs, problem_table
 from trlvr.eval.suite import protocol_of_metric, protocols_for
+from trlvr.provenance import path_for_record
+from trlvr.rundir import CHECKPOINT, FINAL, PREEMPT_MARK, SELECTED_FILE
 
 __all__ = ["Candidate", "Selection", "select_checkpoint", "list_checkpoints", "pick", "suite_for", "check_metric",
            "default_direction", "problems_fingerprint", "SELECTED_FILE"]
@@ -80,8 +83,6 @@ def check_metric(metric: str, ks: tuple[int, ...]) -> list[str]:
 def producible_metrics(suite: list[str], ks: tuple[int, ...]) -> set[str]:
     """Metric names an evaluation of `suite` with pass@k for `ks` writes (legibility and drift included
     when either is asked: they are scored together)."""
-    from trlvr.eval.aggregate import metric_specs, problem_table
-
     scored = {"legibility": 0.0, "legibility_bpb": 0.0, "drift": 0.0} if {"legibility", "drift"} & set(suite) else {}
     rows = [{"benchmark": "b", "problem_id": "p", "protocol": proto, "sample_idx": i, "reward": 1.0, "num_tokens": 1,
              "finish_reason": "eos", "senior_share": 1.0, **(scored if proto == "solo" else {})}
@@ -99,20 +100,18 @@ def list_checkpoints(run_dir: str | Path) -> list[Candidate]:
     A checkpoint saved only because the run was pre-empted (marked `preempted.json`) is a resume
     point, not a candidate: a killed and resumed run offers the same checkpoints as an unbroken one.
     """
-    from trlvr.training.checkpoints import PREEMPT_MARK  # lazily: importing trlvr.training loads TRL
-
     run = Path(run_dir)
     if not run.is_dir():
         raise UserError(f"{run}: no such run directory")
     out, preempted = {}, []
-    for d in run.glob("checkpoint-*"):
-        m = re.fullmatch(r"checkpoint-(\d+)", d.name)
-        if m and d.is_dir() and any((d / f).is_file() for f in WEIGHT_FILES):
+    for d in rundir.checkpoints(run):
+        if any((d / f).is_file() for f in WEIGHT_FILES):
             if (d / PREEMPT_MARK).is_file():
                 preempted.append(d.name)
                 continue
-            out[int(m.group(1))] = Candidate(int(m.group(1)), str(d))
-    final = run / "final"
+            step = rundir.checkpoint_step(d)
+            out[step] = Candidate(step, str(d))
+    final = rundir.final_dir(run)
     if final.is_dir() and any((final / f).is_file() for f in WEIGHT_FILES):
         step = _final_step(run)
         if step is not None and step not in out:
@@ -121,16 +120,16 @@ def list_checkpoints(run_dir: str | Path) -> list[Candidate]:
         raise UserError(f"{run}: only pre-emption checkpoints ({', '.join(sorted(preempted))}); "
                         "resume the run (trlvr train ... --resume) before selecting")  # fmt: skip
     if not out:
-        raise UserError(f"{run}: no checkpoint with weights (checkpoint-N/ or final/)")
+        raise UserError(f"{run}: no checkpoint with weights ({CHECKPOINT}N/ or {FINAL}/)")
     return [out[s] for s in sorted(out)]
 
 
 def _final_step(run: Path) -> int | None:
-    for state in (run / "final" / "trainer_state.json", run / "trainer_state.json"):
+    for state in (rundir.final_dir(run) / "trainer_state.json", run / "trainer_state.json"):
         if state.is_file():
             return int(json.loads(state.read_text()).get("global_step", 0))
-    ckpts = sorted(int(p.name.split("-")[-1]) for p in run.glob("checkpoint-*") if p.name.split("-")[-1].isdigit())
-    return ckpts[-1] + 1 if ckpts else 0
+    ckpts = rundir.checkpoints(run)
+    return rundir.checkpoint_step(ckpts[0]) + 1 if ckpts else 0
 
 
 def problems_fingerprint(problems) -> str:
@@ -184,8 +183,6 @@ def select_checkpoint(
         table.append({"step": cand.step, "path": cand.path, "value": e["value"],
                       "ci_low": e["ci_low"], "ci_high": e["ci_high"]})  # fmt: skip
     best = pick(table, direction)
-    from trlvr.data import problem_key
-
     val = {"name": val_name, "size": len(val_problems), "fingerprint": problems_fingerprint(val_problems),
            "keys": sorted(problem_key(p) for p in val_problems)}  # fmt: skip
     sel = Selection(best["step"], best["path"], metric, direction, best["value"], best["ci_low"], best["ci_high"],
@@ -194,9 +191,7 @@ def select_checkpoint(
     (out_root / "selection.json").write_text(json.dumps(stored(sel, out_root), indent=2))
     (out_root / "table.md").write_text(format_table(sel))
     plot_selection(sel, out_root / "curve.png")
-    tmp = run / (SELECTED_FILE + ".tmp")
-    tmp.write_text(json.dumps(stored(sel, run), indent=2))
-    tmp.replace(run / SELECTED_FILE)  # atomic: a reader sees the old or the new record, never half
+    rundir.write_record(run / SELECTED_FILE, stored(sel, run))  # atomic: a reader sees the old or the new record
     return sel
 
 
@@ -204,8 +199,6 @@ def stored(sel: Selection, record_dir: Path) -> dict:
     """The selection as a record in `record_dir` keeps it: every checkpoint path relative to that
     directory when inside it, else absolute (`trlvr.provenance.path_for_record`), so that `RUN@selected`
     names the same checkpoint from any working directory."""
-    from trlvr.provenance import path_for_record
-
     rec = asdict(sel)
     rec["path"] = path_for_record(sel.path, record_dir)
     rec["table"] = [{**r, "path": path_for_record(r["path"], record_dir)} for r in sel.table]

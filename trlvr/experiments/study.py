@@ -44,13 +44,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import yaml
+
+import trlvr
+from trlvr import rundir
+from trlvr.config import override_flags, resolve_config_path
 from trlvr.errors import UserError
 from trlvr.experiments.study_spec import Study, Variant
+from trlvr.rundir import FINAL, RESULTS, SELECTED_FILE
 
 STUDY_FILE = "study.json"
 STUDY_COPY = "study.yaml"  # the study file itself, kept beside its record (the original may move)
 TIMINGS_FILE = "timings.jsonl"
-DONE = ".study-done"  # written into an eval folder once its `trlvr eval` returned 0
+DONE = rundir.STUDY_DONE  # written into an eval folder once its `trlvr eval` returned 0
 STAGES = ("train", "select", "eval")
 STAGES_DIR = "stages"
 _NOT_SETTINGS = ("--no-progress", "--resume", "--fresh")  # how a stage runs, not what it computes
@@ -134,8 +140,6 @@ def train_overrides(study: Study, v: Variant, out: Path, seed: int) -> dict:
 
 
 def train_stage(study: Study, v: Variant, out: Path, seed: int) -> Stage:
-    from trlvr.config import override_flags
-
     argv = ["train", "--config", v.config, *override_flags(train_overrides(study, v, out, seed))]
     world = world_stage(study, out, v.world).settings if v.world is not None else ""
     return Stage("train", v.name, seed, argv, train_dir(out, v.name, seed), settings_hash(argv, out, world))
@@ -161,10 +165,6 @@ def _model_of(study: Study, v: Variant, out: Path, role: str) -> str:
         return str(v.overrides[role])
     if v.world is not None:
         return str(world_dir(out, v.world) / role)
-    import yaml
-
-    from trlvr.config import resolve_config_path
-
     model = (yaml.safe_load(resolve_config_path(v.config).read_text()) or {}).get(role)
     if not model:
         fix = "set evaluation.junior" if role == "junior" else "set its senior"
@@ -275,21 +275,16 @@ def stage_done(stage: Stage) -> bool:
 
         return is_complete(stage.out)
     if stage.kind == "train":
-        final = stage.out / "final"
+        final = stage.out / FINAL
         return (final / "config.json").is_file() or (final / "adapter_config.json").is_file()
     if stage.kind == "select":
-        from trlvr.experiments.selection import SELECTED_FILE
-
         return (stage.out / SELECTED_FILE).is_file()
-    return (stage.out / DONE).is_file() and (stage.out / "results.json").is_file()
+    return (stage.out / DONE).is_file() and (stage.out / RESULTS).is_file()
 
 
 def read_stage_record(out: Path, stage: Stage) -> dict | None:
-    path = record_path(out, stage)
-    try:
-        return json.loads(path.read_text()) if path.is_file() else None
-    except (OSError, json.JSONDecodeError):
-        return None
+    """What the stage last ran with (None: never recorded); a record that does not read is one line naming it."""
+    return rundir.read_record(record_path(out, stage), hint="; remove it to have the stage's output taken as it is")
 
 
 def stage_state(out: Path, stage: Stage) -> str:
@@ -308,52 +303,41 @@ def stale_stages(out: Path, stages: list[Stage]) -> list[str]:
     for st in stages:
         if st.kind in ("world", "train") and stage_state(out, st) == "stale":
             rec = read_stage_record(out, st) or {}
-            old, new = rec.get("argv") or [], stage_argv(st.argv, out)
-            changed = _argv_changes(old, new) or ["a stage it builds on changed"]
+            old, new = _flags(rec.get("argv") or []), _flags(stage_argv(st.argv, out))
+            changed = rundir.differences(old, new, show=str) or ["a stage it builds on changed"]
             lines.append(f"{st.name} ({'; '.join(changed)}): remove {st.out} to redo it")
     return lines
 
 
-def _argv_changes(old: list[str], new: list[str]) -> list[str]:
-    """["--max_steps: 4 -> 8", ...] between two `--flag value` command lines."""
-
-    def pairs(argv):
-        out, key = {}, None
-        for a in argv:
-            if a.startswith("--"):
-                key = a
-                out[key] = True
-            elif key is not None:
-                out[key] = a if out[key] is True else f"{out[key]} {a}"
-        return out
-
-    a, b = pairs(old), pairs(new)
-    return [f"{k}: {a.get(k, '(absent)')} -> {b.get(k, '(absent)')}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+def _flags(argv: list[str]) -> dict[str, object]:
+    """{"--max_steps": "4", "--no-progress": True, ...} of a `--flag value` command line (what
+    `stale_stages` compares: "--max_steps: 4 -> 8")."""
+    out, key = {}, None
+    for a in argv:
+        if a.startswith("--"):
+            key = a
+            out[key] = True
+        elif key is not None:
+            out[key] = a if out[key] is True else f"{out[key]} {a}"
+    return out
 
 
 def write_stage_record(out: Path, stage: Stage, complete: bool) -> None:
-    path = record_path(out, stage)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps({"settings": stage.settings, "argv": stage_argv(stage.argv, out), "complete": complete}))
-    tmp.replace(path)
+    record = {"settings": stage.settings, "argv": stage_argv(stage.argv, out), "complete": complete}
+    rundir.write_record(record_path(out, stage), record)
 
 
 def with_resume(stage: Stage) -> Stage:
     """The train stage with --resume when the run has a checkpoint to continue from."""
     if stage.kind != "train":
         return stage
-    from trlvr.training.checkpoints import checkpoints
-
-    if stage.out.is_dir() and checkpoints(stage.out):
+    if rundir.checkpoints(stage.out):
         return replace(stage, argv=[*stage.argv, "--resume"])
     return stage
 
 
 def code_version(module_file: str | None = None) -> dict:
     """The git commit (and whether the tree is dirty) of the trlvr code that is running."""
-    import trlvr
-
     where = Path(module_file or trlvr.__file__).resolve().parent
     try:
         commit = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -386,7 +370,7 @@ def claim_dir(study: Study, out: Path, code: dict | None = None) -> dict:
         out.mkdir(parents=True, exist_ok=True)
         rec = {"name": study.name, "file": str(study.path), "sha256": study.sha256, "created": now,
                "runs": [{**code, "started": now}]}  # fmt: skip
-    path.write_text(json.dumps(rec, indent=1) + "\n")
+    rundir.write_record(path, rec)
     if not (out / STUDY_COPY).is_file():
         shutil.copyfile(study.path, out / STUDY_COPY)
     return rec
@@ -394,10 +378,9 @@ def claim_dir(study: Study, out: Path, code: dict | None = None) -> dict:
 
 def check_claim(study: Study, out: Path) -> dict:
     """OUT/study.json ({} for a new directory); UserError when OUT was made for another study (another name)."""
-    path = Path(out) / STUDY_FILE
-    if not path.is_file():
+    rec = rundir.read_record(Path(out) / STUDY_FILE)
+    if rec is None:
         return {}
-    rec = json.loads(path.read_text())
     if rec.get("name") != study.name:
         raise UserError(f"{out}: made for another study ({rec.get('name')!r}, from {rec.get('file')}); "
                         f"{study.path} is study {study.name!r}: use another --out")  # fmt: skip
@@ -427,10 +410,10 @@ def study_file(out: Path, given: str | None = None) -> Path:
 
 
 def read_claim(out: Path) -> dict:
-    path = Path(out) / STUDY_FILE
-    if not path.is_file():
+    rec = rundir.read_record(Path(out) / STUDY_FILE)
+    if rec is None:
         raise UserError(f"{out}: no {STUDY_FILE}; is this a `trlvr study run` directory?")
-    return json.loads(path.read_text())
+    return rec
 
 
 def _say(msg: str) -> None:

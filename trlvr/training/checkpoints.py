@@ -12,22 +12,14 @@ What this file does not know: the Trainer. It reads folders.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+# the layout (checkpoint-N/, the pre-emption mark) is trlvr.rundir's; re-exported for trlvr.training.preempt
+from trlvr.rundir import PREEMPT_MARK, checkpoints
+
+__all__ = ["PREEMPT_MARK", "WEIGHT_FILES", "checkpoint_problem", "checkpoints", "pick_checkpoint"]
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model.bin")
 INDEX_FILES = ("model.safetensors.index.json",)
-PREEMPT_MARK = "preempted.json"  # in a checkpoint saved only because of a signal (trlvr.training.preempt)
-
-
-def checkpoints(output_dir: str | Path) -> list[Path]:
-    """`checkpoint-N` folders of `output_dir`, newest (largest N) first."""
-    out = Path(output_dir)
-    if not out.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in out.iterdir() if p.is_dir() and (m := _CHECKPOINT.match(p.name))]
-    return [p for _, p in sorted(found, reverse=True)]
 
 
 def _safetensors_problem(path: Path) -> str | None:

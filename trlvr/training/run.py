@@ -4,11 +4,12 @@
     start_over(output_dir)                                      # --force over a folder of runs (--seeds)
     seed_flags(args, seed)                                      # argv flags: the same run for another seed
 
-Order: take the directory's lock (`lock`: a second run into it is refused); with `force`, start
-over: the earlier run is moved into OUTPUT_DIR/replaced-<time>/ (`trlvr.rundir.set_aside`: nothing
-is deleted, and no checkpoint-*, final/, selected.json, metrics or eval folder of it stays where a
-later `--resume`, `select` or `eval RUN@selected` would find it); refuse to mix runs
-(`run_record`), pick the newest complete checkpoint when resuming (`checkpoints`), build the
+Order: take the directory's lock (`trlvr.rundir.lock`: a second run into it is refused); refuse to
+mix runs (`run_record`: the stored record differs, unless `force`; with `force` the differences are
+warned about); with `force`, start over: the earlier run is moved into OUTPUT_DIR/replaced-<time>/
+(`trlvr.rundir.set_aside`: nothing is deleted, and no checkpoint-*, final/, selected.json, metrics
+or eval folder of it stays where a later `--resume`, `select` or `eval RUN@selected` would find it);
+pick the newest complete checkpoint when resuming (`checkpoints`), build the
 trainer, check the prompts survive the tokenizer, write the run record (with the machine), train
 (the NonFiniteGuard stops on NaN; SIGTERM/SIGUSR1 checkpoint and stop: `preempt`), refuse to
 save a non-finite model, save `final/` with its tokenizer.
@@ -18,13 +19,33 @@ What this file does not know: the CLI or how the trainer is assembled (`build.py
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
-from trlvr.config import TandemConfig
-from trlvr.errors import UserError
-from trlvr.rundir import check_dir_path
+from accelerate import PartialState
+from transformers.trainer_callback import PrinterCallback
 
-FINAL = "final"
+from trlvr import rundir
+from trlvr.config import TandemConfig
+from trlvr.data.prompts import describe_lossy, lossy_prompts
+from trlvr.errors import UserError
+from trlvr.provenance import machine
+from trlvr.rundir import FINAL, RUN_FILE, check_dir_path
+from trlvr.training.build import build_trainer
+from trlvr.training.checkpoints import pick_checkpoint
+from trlvr.training.console import log, warn
+from trlvr.training.guard import weights_are_finite
+from trlvr.training.preempt import Preempted, Preemption
+from trlvr.training.run_record import (
+    add_machine,
+    check_output_dir,
+    lossy_section,
+    read_record,
+    run_record,
+    write_record,
+)
+
+BY = "trlvr train"  # who locks a training run's directory (trlvr.rundir.LOCKS)
 
 
 def seed_flags(args, seed: int) -> list[str]:
@@ -45,14 +66,25 @@ def train_and_save(tandem: TandemConfig, args, *, resume: bool = False, force: b
     force: start over (the earlier run is set aside, see the module docstring); refused with `resume`.
     Raises `Preempted` (exit code 143) when a SIGTERM/SIGUSR1 stopped it after a checkpoint.
     """
-    from trlvr.training.lock import training_lock
-
     check_start(args.output_dir, resume=resume, force=force)
     with training_lock(args.output_dir):
+        record = run_record(tandem, args)
+        forced = check_output_dir(args.output_dir, record, resume=resume, force=force)
         if force:
             _set_aside_locked(args.output_dir)
-        return _train_and_save(tandem, args, resume=resume, force=force, desc=desc, callbacks=callbacks,
+        for diff in forced:
+            warn(f"--force: training into {args.output_dir} although {diff}")
+        return _train_and_save(tandem, args, record=record, resume=resume, desc=desc, callbacks=callbacks,
                                verbose=verbose, resume_command=resume_command)  # fmt: skip
+
+
+def training_lock(output_dir: str | Path, *, main_process: bool | None = None):
+    """`output_dir`'s lock (`trlvr.rundir.lock`), held by the main process only: the other ranks of one
+    torchrun / accelerate job share the directory by design and never wait on it. main_process None
+    asks accelerate's PartialState (the launcher's rank 0)."""
+    if main_process is None:
+        main_process = PartialState().is_main_process
+    return rundir.lock(output_dir, by=BY, main_process=main_process)
 
 
 def check_start(output_dir: str | Path, *, resume: bool, force: bool) -> None:
@@ -66,8 +98,6 @@ def check_start(output_dir: str | Path, *, resume: bool, force: bool) -> None:
 def start_over(output_dir: str | Path) -> Path | None:
     """`--force` over a whole folder of runs (`--seeds`: OUTPUT_DIR/seed-<s>/...): under its lock and
     the locks of the runs in it, move everything in it aside; return where it went (None: was empty)."""
-    from trlvr.training.lock import training_lock
-
     if not Path(output_dir).is_dir():
         return None
     with training_lock(output_dir):
@@ -77,31 +107,20 @@ def start_over(output_dir: str | Path) -> Path | None:
 def _set_aside_locked(output_dir: str | Path) -> Path | None:
     """Set aside `output_dir` (its lock held by the caller), holding the lock of every run folder in it
     (a run being trained there refuses the whole); other processes of this job wait for the move."""
-    from contextlib import ExitStack
-
-    from accelerate import PartialState
-
-    from trlvr.rundir import set_aside
-    from trlvr.training.console import warn
-    from trlvr.training.lock import LOCK, PID, training_lock
-
+    lock_file, _ = files = rundir.lock_files(BY)
     state, moved = PartialState(), None
     if state.is_main_process:
         with ExitStack() as held:
             for child in sorted(Path(output_dir).iterdir()):
-                if child.is_dir() and (child / LOCK).exists():
+                if child.is_dir() and (child / lock_file).exists():
                     held.enter_context(training_lock(child, main_process=True))
-            moved = set_aside(output_dir, keep=(LOCK, PID), say=lambda line: warn(f"--force: {line}"))
+            moved = rundir.set_aside(output_dir, keep=files, say=lambda line: warn(f"--force: {line}"))
     state.wait_for_everyone()
     return moved
 
 
 def _check_prompts(trainer, tandem: TandemConfig, out: Path) -> dict:
     """The training prompts that do not survive the tokenizer: warned about, or refused by the flag."""
-    from trlvr.data.prompts import describe_lossy, lossy_prompts
-    from trlvr.training.console import warn
-    from trlvr.training.run_record import RUN_FILE, lossy_section
-
     tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
     prompts = list(trainer.train_dataset["prompt"])
     lossy = lossy_prompts(tokenizer, prompts)
@@ -113,20 +132,9 @@ def _check_prompts(trainer, tandem: TandemConfig, out: Path) -> dict:
     return lossy_section(lossy, len(prompts))
 
 
-def _train_and_save(tandem, args, *, resume, force, desc, callbacks, verbose, resume_command) -> Path:
-    from trlvr.provenance import machine
-    from trlvr.training.build import build_trainer
-    from trlvr.training.checkpoints import pick_checkpoint
-    from trlvr.training.console import log, warn
-    from trlvr.training.guard import weights_are_finite
-    from trlvr.training.preempt import Preempted, Preemption
-    from trlvr.training.run_record import add_machine, check_output_dir, read_record, run_record, write_record
-
+def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verbose, resume_command) -> Path:
     out = Path(args.output_dir)
-    record = run_record(tandem, args)
     stored = read_record(out)
-    for diff in check_output_dir(out, record, resume=resume, force=force):
-        warn(f"--force: training into {out} although {diff}")
     last = None
     if resume:
         last, skipped = pick_checkpoint(out)
@@ -137,8 +145,6 @@ def _train_and_save(tandem, args, *, resume, force, desc, callbacks, verbose, re
         log(f"resuming from {last}")
     trainer = build_trainer(tandem, args, callbacks, desc=desc)
     if not verbose:  # the log dicts go to metrics.jsonl and trainer_state.json, not the console
-        from transformers.trainer_callback import PrinterCallback
-
         trainer.remove_callback(PrinterCallback)
     record["lossy_prompts"] = _check_prompts(trainer, tandem, out)
     record["pairing"] = getattr(trainer, "pairing", None)  # the mode chosen (config `pairing` is what was asked)
@@ -154,13 +160,13 @@ def _train_and_save(tandem, args, *, resume, force, desc, callbacks, verbose, re
         trainer.train(resume_from_checkpoint=str(last) if last else None)
         stop = preemption.callback
         if preemption.stopped_early and trainer.state.global_step < trainer.state.max_steps:
-            saved = (f"saved {out / f'checkpoint-{stop.saved_step}'}" if stop.saved_step is not None
+            saved = (f"saved {rundir.checkpoint_dir(out, stop.saved_step)}" if stop.saved_step is not None
                      else "no checkpoint saved (the step was not finite)")  # fmt: skip
             raise Preempted(f"{preemption.signal_name} at step {stop.stop_step} of {trainer.state.max_steps}: "
                             f"{saved}; {how}")  # fmt: skip
         if not weights_are_finite(trainer.model):
             raise UserError(f"{out}: the trained weights are not finite; {FINAL}/ was not written")
-        final = out / FINAL
+        final = rundir.final_dir(out)
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:
             trainer.processing_class.save_pretrained(str(final))

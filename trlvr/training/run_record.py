@@ -26,14 +26,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from pathlib import Path
 
+from trlvr import rundir
 from trlvr.config import TandemConfig
 from trlvr.errors import UserError
-from trlvr.training.checkpoints import checkpoints
+from trlvr.provenance import machine_differences, path_for_record, path_from_record
+from trlvr.rundir import RUN_FILE
 
-RUN_FILE = "trlvr_run.json"
 FORMAT = 2  # 2: paths relative to the record's directory or absolute (1: as typed)
 # TandemConfig fields that do not change what is trained
 NOT_IDENTITY = {"nonfinite_patience", "preempt_grace_s", "refuse_lossy_prompts"}
@@ -91,35 +91,26 @@ def _map_paths(record: dict, fn) -> dict:
 
 def _stored_paths(record: dict, output_dir: str | Path) -> dict:
     """Paths typed relative to the current directory -> as the record in `output_dir` stores them."""
-    from trlvr.provenance import path_for_record
-
     return _map_paths(record, lambda v: path_for_record(v, output_dir))
 
 
 def resolved_paths(record: dict, run_dir: str | Path) -> dict:
     """The record with its paths usable from the current directory (relative ones resolve under `run_dir`)."""
-    from trlvr.provenance import path_from_record
-
     return _map_paths(record, lambda v: path_from_record(v, run_dir))
 
 
 def differences(old: dict, new: dict) -> list[str]:
-    """["p: 0.5 -> 0.3", ...] over every section's keys."""
+    """["p: 0.5 -> 0.3", "data sha256: ...", ...]: what makes a run, section by section (tandem, grpo,
+    data); the recorded facts beside them (machine, lossy_prompts, pairing, format) are not compared."""
     out = []
-    for section in ("tandem", "grpo", "data"):
-        a, b = old.get(section) or {}, new.get(section) or {}
-        for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key):
-                name = f"data {key}" if section == "data" else key
-                out.append(f"{name}: {a.get(key)!r} -> {b.get(key)!r}")
+    for section, name in (("tandem", ""), ("grpo", ""), ("data", "data ")):
+        out += [name + d for d in rundir.differences(old.get(section), new.get(section))]
     return out
 
 
 def add_machine(record: dict, facts: dict, stored: dict | None, *, resume: bool) -> list[str]:
     """Put this process' machine `facts` in `record`; on resume, keep the stored run's earlier machines
     and return how the machine differs from the one that wrote `stored` (for a warning)."""
-    from trlvr.provenance import machine_differences
-
     record["machine"] = facts
     if not resume or not stored:
         return []
@@ -145,42 +136,34 @@ def lossy_section(lossy: list, total: int) -> dict:
 
 def read_record(output_dir: str | Path) -> dict | None:
     """The stored record (None if there is none), its paths as format 2 stores them."""
-    path = Path(output_dir) / RUN_FILE
-    if not path.exists():
-        return None
-    try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: not valid JSON ({e}); remove it or pass --force") from e
-    if not isinstance(record, dict):
-        raise UserError(f"{path}: expected a JSON object; remove it or pass --force")
-    if record.get("format", 1) < 2:  # paths as typed, relative to the directory the run was started in
+    record = rundir.read_record(Path(output_dir) / RUN_FILE)
+    if record is not None and record.get("format", 1) < 2:  # paths as typed, relative to where the run started
         record = {**_stored_paths(record, output_dir), "format": FORMAT}
     return record
 
 
 def write_record(output_dir: str | Path, record: dict) -> None:
     """Atomically (write + rename), so another process never reads half a file."""
-    path = Path(output_dir) / RUN_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{RUN_FILE}.{os.getpid()}")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    rundir.write_record(Path(output_dir) / RUN_FILE, record, sort_keys=True)
+
+
+def _compare_stored(output_dir: str | Path, old: dict, new: dict) -> list[str]:
+    """`differences` with a format-1 record's paths read as `read_record` reads them."""
+    if old.get("format", 1) < 2:
+        old = {**_stored_paths(old, output_dir), "format": FORMAT}
+    return differences(old, new)
 
 
 def check_output_dir(output_dir: str | Path, record: dict, *, resume: bool, force: bool) -> list[str]:
     """Refuse (UserError) to mix runs in `output_dir`; return the differences that --force let through."""
-    stored = read_record(output_dir)
-    diffs = differences(stored, record) if stored is not None else []
-    if diffs and not force:
-        shown = "; ".join(diffs[:8]) + (f"; and {len(diffs) - 8} more" if len(diffs) > 8 else "")
-        raise UserError(
-            f"{output_dir} holds a different run ({shown}): use another --output_dir, or --force to start "
-            "over in it (the earlier run is moved aside)"
-        )
-    existing = checkpoints(output_dir)
-    if not resume and not force and (existing or (Path(output_dir) / "final").exists()):
-        newest = existing[0].name if existing else "final"
+    diffs = rundir.check_identity(
+        output_dir, RUN_FILE, record, lambda old, new: _compare_stored(output_dir, old, new), force=force,
+        what="a different run",
+        fix="use another --output_dir, or --force to start over in it (the earlier run is moved aside)",
+    )  # fmt: skip
+    existing = rundir.checkpoints(output_dir)
+    if not resume and not force and (existing or rundir.final_dir(output_dir).exists()):
+        newest = existing[0].name if existing else rundir.FINAL
         raise UserError(
             f"{output_dir} already holds this run ({newest}): pass --resume to continue it, another "
             "--output_dir for a new run, or --force to start over in it"
