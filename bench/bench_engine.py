@@ -32,7 +32,7 @@ import time
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, StoppingCriteria, StoppingCriteriaList
 
-from trlvr.engine import SoloSchedule, TandemGenerator, WordSchedule
+from trlvr.engine import DecodeOptions, Sampling, SoloSchedule, TandemGenerator, WordSchedule
 from trlvr.engine.generator import kv_cache_bytes
 from trlvr.engine.schedules import VocabTables
 
@@ -137,14 +137,33 @@ def contenders(size: str, batch: int, new: int, naive_seqs: int, compile_static:
     vocab = SIZES[size][0]
     ps = prompts(batch, vocab)
     return {
-        "tandem": lambda: gen.generate(ps, WordSchedule(0.5, 32), new, seed=0, decode="eager"),
-        "solo_senior": lambda: gen.generate(ps, SoloSchedule("senior"), new, seed=0, decode="eager"),
-        "tandem_static": lambda: gen.generate(ps, WordSchedule(0.5, 32), new, seed=0, decode="static", compile=c),
-        "solo_senior_static": lambda: gen.generate(ps, SoloSchedule("senior"), new, seed=0, decode="static",
-                                                   compile=c),
-        "solo_junior": lambda: gen.generate(ps, SoloSchedule("junior"), new, seed=0, decode="eager"),
-        "solo_junior_static": lambda: gen.generate(ps, SoloSchedule("junior"), new, seed=0, decode="static",
-                                                   compile=c),
+        "tandem": lambda: gen.generate(
+            ps, WordSchedule(0.5, 32), Sampling(new, seed=0), options=DecodeOptions(decode="eager")
+        ),
+        "solo_senior": lambda: gen.generate(
+            ps, SoloSchedule("senior"), Sampling(new, seed=0), options=DecodeOptions(decode="eager")
+        ),
+        "tandem_static": lambda: gen.generate(
+            ps,
+            WordSchedule(0.5, 32),
+            Sampling(new, seed=0),
+            options=DecodeOptions(decode="static", compile=c),
+        ),
+        "solo_senior_static": lambda: gen.generate(
+            ps,
+            SoloSchedule("senior"),
+            Sampling(new, seed=0),
+            options=DecodeOptions(decode="static", compile=c),
+        ),
+        "solo_junior": lambda: gen.generate(
+            ps, SoloSchedule("junior"), Sampling(new, seed=0), options=DecodeOptions(decode="eager")
+        ),
+        "solo_junior_static": lambda: gen.generate(
+            ps,
+            SoloSchedule("junior"),
+            Sampling(new, seed=0),
+            options=DecodeOptions(decode="static", compile=c),
+        ),
         "hf_generate_senior": lambda: hf_generate(senior, ps, new),
         "naive_tandem": lambda: [
             naive_tandem(senior, junior, gen.tables, p, new, seed=i) for i, p in enumerate(ps[:naive_seqs])
@@ -194,8 +213,10 @@ def sharing(size: str, repeats: int, clock: str = "wall", groups: int = 16, g: i
     batch = [p for p in distinct for _ in range(g)]
     sched = WordSchedule(p=0.5)
     fns = {
-        "shared": lambda: gen.generate(batch, sched, max_new_tokens=1, share_prompts=True),
-        "unshared": lambda: gen.generate(batch, sched, max_new_tokens=1, share_prompts=False),
+        "shared": lambda: gen.generate(batch, sched, Sampling(1), options=DecodeOptions(share_prompts=True)),
+        "unshared": lambda: gen.generate(
+            batch, sched, Sampling(1), options=DecodeOptions(share_prompts=False)
+        ),
     }
     t = time_all(fns, repeats, clock)
     return {"prefill_speedup": t["unshared"] / t["shared"], "seconds": {k: round(v, 3) for k, v in t.items()},
@@ -209,11 +230,16 @@ def kv_bound(size: str, batch: int, new: int, repeats: int, clock: str, compile_
     ps = prompts(batch, SIZES[size][0])
     sched = WordSchedule(0.5, 32)
     fns = {
-        "tandem": lambda: gen.generate(ps, sched, new, seed=0, decode="eager"),
-        "tandem_static": lambda: gen.generate(ps, sched, new, seed=0, decode="static"),
+        "tandem": lambda: gen.generate(
+            ps, sched, Sampling(new, seed=0), options=DecodeOptions(decode="eager")
+        ),
+        "tandem_static": lambda: gen.generate(
+            ps, sched, Sampling(new, seed=0), options=DecodeOptions(decode="static")
+        ),
     }
     if compile_static:
-        fns["tandem_static_compiled"] = lambda: gen.generate(ps, sched, new, seed=0, decode="static", compile=True)
+        fns["tandem_static_compiled"] = lambda: gen.generate(ps, sched, Sampling(new, seed=0),
+                                                             options=DecodeOptions(decode="static", compile=True))  # fmt: skip
     t = time_all(fns, repeats, clock, warm=[k for k in fns if k.endswith("compiled")])
     mean_len = sum(map(len, ps)) / len(ps) + new / 2  # valid positions per row, averaged over the steps
     weights = sum(p.numel() * p.element_size() for m in (senior, junior) for p in m.parameters())

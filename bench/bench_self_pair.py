@@ -31,7 +31,7 @@ import torch
 from bench_engine import SIZES, build, prompts, tables_for
 from peft import LoraConfig, get_peft_model
 
-from trlvr.engine import TandemGenerator, WordSchedule
+from trlvr.engine import Sampling, TandemGenerator, WordSchedule
 from trlvr.engine.self_pair import resident_weight_bytes, self_pair
 
 RANK = 16
@@ -104,13 +104,13 @@ def main():
         for k, (s, j) in built.items()
     }
     schedule = WordSchedule(0.5, 32)
-    outs = {k: g.generate(ps, schedule, args.new, seed=0) for k, g in gens.items()}  # also a warm-up
+    outs = {k: g.generate(ps, schedule, Sampling(args.new, seed=0)) for k, g in gens.items()}  # also a warm-up
     same_tokens = outs["full_copy"].completion_ids == outs["self"].completion_ids
     times = {k: [] for k in gens}
     for _ in range(args.repeats):
         for k, g in gens.items():  # interleaved: machine drift hits both alike
             t0 = time.perf_counter()
-            g.generate(ps, schedule, args.new, seed=0)
+            g.generate(ps, schedule, Sampling(args.new, seed=0))
             times[k].append(time.perf_counter() - t0)
     t = {k: statistics.median(v) for k, v in times.items()}
     weights = {k: resident_weight_bytes(*pair) for k, pair in built.items()}

@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_engine import SIZES, build  # noqa: E402
 
-from trlvr.engine import ChunkSchedule, TandemGenerator, WordSchedule  # noqa: E402
+from trlvr.engine import ChunkSchedule, DecodeOptions, Sampling, TandemGenerator, WordSchedule  # noqa: E402
 from trlvr.engine.text_pair import TextPairGenerator  # noqa: E402
 from trlvr.toy.tokenizer import train_bpe_tokenizer  # noqa: E402
 
@@ -81,10 +81,11 @@ def main() -> None:
         last = None
         for rep in range(args.repeats):
             t0 = time.perf_counter()
-            lock.generate(prompts, schedule, args.new, seed=rep, memory_budget_bytes=None)
+            lock.generate(prompts, schedule, Sampling(args.new, seed=rep),
+                          options=DecodeOptions(memory_budget_bytes=None))  # fmt: skip
             times["lockstep"].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            last = text.generate(prompts, prompts, schedule, args.new, seed=rep)
+            last = text.generate(prompts, prompts, schedule, Sampling(args.new, seed=rep))
             times["text"].append(time.perf_counter() - t0)
         s = last.seconds
         total = s["total"]

@@ -22,7 +22,7 @@ import time
 import torch
 
 from trlvr.data import encode_prompt
-from trlvr.engine import ChunkSchedule, SoloSchedule, StepSchedule, TokenSchedule, WordSchedule
+from trlvr.engine import ChunkSchedule, Sampling, SoloSchedule, StepSchedule, TokenSchedule, WordSchedule
 from trlvr.engine.text_pair import TextPairGenerator, invariant_failures
 
 QUESTIONS = [
@@ -76,16 +76,8 @@ def main() -> int:
     ]
     for schedule in schedules:
         t0 = time.perf_counter()
-        out = gen.generate(
-            prompts["senior"],
-            prompts["junior"],
-            schedule,
-            args.new,
-            temperature=0.7,
-            seed=0,
-            check=True,
-            check_logits=not args.no_check_logits,
-        )
+        out = gen.generate(prompts["senior"], prompts["junior"], schedule,
+                           Sampling(args.new, temperature=0.7, seed=0), check=True, check_logits=not args.no_check_logits)  # fmt: skip
         wall = time.perf_counter() - t0
         bad = invariant_failures(out, {"senior": ts, "junior": tj}, prompts)
         failed |= bool(bad)

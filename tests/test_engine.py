@@ -7,6 +7,7 @@ import torch
 from helpers import PROMPTS, SCHEDULES, encode, teacher_forced_logprobs
 
 from trlvr.engine import (
+    Sampling,
     SoloSchedule,
     StepSchedule,
     TandemGenerator,
@@ -22,7 +23,7 @@ def test_logprobs_equal_teacher_forced_forward(models, tokenizer, schedule):
     senior, junior = models
     gen = TandemGenerator(senior, junior, tokenizer)
     prompts = encode(tokenizer, PROMPTS)  # different lengths: exercises left padding
-    out = gen.generate(prompts, schedule, max_new_tokens=24, temperature=1.0, seed=3, score_both=True)
+    out = gen.generate(prompts, schedule, Sampling(24, temperature=1.0, seed=3), score_both=True)
     for i, prompt in enumerate(prompts):
         completion = out.completion_ids[i]
         assert len(out.authors[i]) == len(completion) == len(out.senior_logprobs[i])
@@ -34,10 +35,10 @@ def test_logprobs_equal_teacher_forced_forward(models, tokenizer, schedule):
 def test_solo_runs_only_the_author(models, tokenizer):
     senior, junior = models
     gen = TandemGenerator(senior, junior, tokenizer)
-    out = gen.generate(encode(tokenizer, PROMPTS), SoloSchedule("senior"), max_new_tokens=8)
+    out = gen.generate(encode(tokenizer, PROMPTS), SoloSchedule("senior"), Sampling(8))
     assert out.junior_logprobs is None and out.senior_logprobs is not None
     assert all(a == 1 for row in out.authors for a in row)
-    out = gen.generate(encode(tokenizer, PROMPTS), SoloSchedule("junior"), max_new_tokens=8)
+    out = gen.generate(encode(tokenizer, PROMPTS), SoloSchedule("junior"), Sampling(8))
     assert out.senior_logprobs is None
     assert all(a == 0 for row in out.authors for a in row)
 
@@ -46,9 +47,9 @@ def test_prompt_result_does_not_depend_on_batch_mates(models, tokenizer):
     senior, junior = models
     gen = TandemGenerator(senior, junior, tokenizer)
     prompts = encode(tokenizer, PROMPTS)
-    together = gen.generate(prompts, SoloSchedule("senior"), max_new_tokens=16, temperature=0)
+    together = gen.generate(prompts, SoloSchedule("senior"), Sampling(16, temperature=0))
     for i, p in enumerate(prompts):
-        alone = gen.generate([p], SoloSchedule("senior"), max_new_tokens=16, temperature=0)
+        alone = gen.generate([p], SoloSchedule("senior"), Sampling(16, temperature=0))
         assert alone.completion_ids[0] == together.completion_ids[i]
         assert torch.allclose(
             torch.tensor(alone.senior_logprobs[0]), torch.tensor(together.senior_logprobs[i]), atol=1e-4
@@ -59,20 +60,20 @@ def test_same_seed_same_output_and_temperature_zero_is_deterministic(models, tok
     senior, junior = models
     gen = TandemGenerator(senior, junior, tokenizer)
     prompts = encode(tokenizer, PROMPTS)
-    a = gen.generate(prompts, WordSchedule(), max_new_tokens=20, seed=7)
-    b = gen.generate(prompts, WordSchedule(), max_new_tokens=20, seed=7)
-    c = gen.generate(prompts, WordSchedule(), max_new_tokens=20, seed=8)
+    a = gen.generate(prompts, WordSchedule(), Sampling(20, seed=7))
+    b = gen.generate(prompts, WordSchedule(), Sampling(20, seed=7))
+    c = gen.generate(prompts, WordSchedule(), Sampling(20, seed=8))
     assert a.completion_ids == b.completion_ids and a.authors == b.authors
     assert a.completion_ids != c.completion_ids
-    g1 = gen.generate(prompts, WordSchedule(), max_new_tokens=20, temperature=0, seed=1)
-    g2 = gen.generate(prompts, WordSchedule(), max_new_tokens=20, temperature=0, seed=1)
+    g1 = gen.generate(prompts, WordSchedule(), Sampling(20, temperature=0, seed=1))
+    g2 = gen.generate(prompts, WordSchedule(), Sampling(20, temperature=0, seed=1))
     assert g1.completion_ids == g2.completion_ids
 
 
 def test_max_new_tokens_holds(models, tokenizer):
     senior, junior = models
     gen = TandemGenerator(senior, junior, tokenizer, eos_token_ids=[10_000 % len(tokenizer)])
-    out = gen.generate(encode(tokenizer, PROMPTS), WordSchedule(), max_new_tokens=5)
+    out = gen.generate(encode(tokenizer, PROMPTS), WordSchedule(), Sampling(5))
     assert all(len(c) <= 5 for c in out.completion_ids)
     assert all(r == "length" for r, c in zip(out.finish_reasons, out.completion_ids, strict=True) if len(c) == 5)
 
@@ -93,8 +94,8 @@ def test_tandem_schedule_without_junior_raises(models, tokenizer):
     senior, _ = models
     gen = TandemGenerator(senior, None, tokenizer)
     with pytest.raises(ValueError, match="needs a junior"):
-        gen.generate(encode(tokenizer, PROMPTS), WordSchedule(), max_new_tokens=4)
-    assert len(gen.generate(encode(tokenizer, PROMPTS), SoloSchedule(), max_new_tokens=4)) == len(PROMPTS)
+        gen.generate(encode(tokenizer, PROMPTS), WordSchedule(), Sampling(4))
+    assert len(gen.generate(encode(tokenizer, PROMPTS), SoloSchedule(), Sampling(4))) == len(PROMPTS)
 
 
 def test_eos_from_either_author_ends_the_sequence(models, tokenizer):
@@ -102,7 +103,7 @@ def test_eos_from_either_author_ends_the_sequence(models, tokenizer):
     eos = list(range(2, len(tokenizer), 9))  # ~11% of ids end a sequence: both authors hit EOS often
     gen = TandemGenerator(senior, junior, tokenizer, eos_token_ids=eos)
     prompts = encode(tokenizer, PROMPTS) * 32
-    out = gen.generate(prompts, TokenSchedule(p=0.5), max_new_tokens=64, seed=0)
+    out = gen.generate(prompts, TokenSchedule(p=0.5), Sampling(64, seed=0))
     eos_set, enders = set(eos), set()
     for ids, authors, reason in zip(out.completion_ids, out.authors, out.finish_reasons, strict=True):
         assert not eos_set & set(ids[:-1]), "a token after EOS was kept"
@@ -139,7 +140,7 @@ def test_word_schedule_statistics(models, tokenizer):
     gen.tables = tables
     word_start = set(torch.nonzero(tables.word_start).squeeze(1).tolist())
     prompts = encode(tokenizer, PROMPTS) * 128  # 512 sequences
-    out = gen.generate(prompts, WordSchedule(p=0.5, max_gap=6), max_new_tokens=40, seed=0)
+    out = gen.generate(prompts, WordSchedule(p=0.5, max_gap=6), Sampling(40, seed=0))
     share = out.senior_share.mean().item()
     assert 0.45 <= share <= 0.55, share
     first = torch.tensor([a[0] for a in out.authors], dtype=torch.float).mean().item()
@@ -156,9 +157,9 @@ def test_word_schedule_extremes_reduce_to_solo(models, tokenizer, p, author):
     senior, junior = models
     gen = TandemGenerator(senior, junior, tokenizer)
     prompts = encode(tokenizer, PROMPTS)
-    out = gen.generate(prompts, WordSchedule(p=p), max_new_tokens=16, seed=2)
+    out = gen.generate(prompts, WordSchedule(p=p), Sampling(16, seed=2))
     assert all(a == author for row in out.authors for a in row)
-    solo = gen.generate(prompts, SoloSchedule("senior" if author else "junior"), max_new_tokens=16, seed=2)
+    solo = gen.generate(prompts, SoloSchedule("senior" if author else "junior"), Sampling(16, seed=2))
     assert out.completion_ids == solo.completion_ids  # same token stream: the author draw uses its own RNG
 
 
@@ -167,7 +168,7 @@ def test_step_schedule_alternates_at_step_ends_senior_first(models, tokenizer):
     step_ids = list(range(3, len(tokenizer), 7))  # frequent artificial step ends
     gen = TandemGenerator(senior, junior, tokenizer, step_end_ids=step_ids, eos_token_ids=[len(tokenizer) + 1])
     # max_rounds=2: a round is a senior step plus a junior step, so the cap is 4 steps
-    out = gen.generate(encode(tokenizer, PROMPTS) * 8, StepSchedule(max_rounds=2), max_new_tokens=80, seed=0)
+    out = gen.generate(encode(tokenizer, PROMPTS) * 8, StepSchedule(max_rounds=2), Sampling(80, seed=0))
     step_set = set(step_ids)
     for ids, authors, reason in zip(out.completion_ids, out.authors, out.finish_reasons, strict=True):
         assert authors[0] == 1

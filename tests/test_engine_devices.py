@@ -11,7 +11,7 @@ import pytest
 import torch
 from helpers import PROMPTS, SCHEDULES, assert_same_outputs, encode, frequent_eos
 
-from trlvr.engine import SoloSchedule, TandemGenerator, WordSchedule
+from trlvr.engine import DecodeOptions, Sampling, SoloSchedule, TandemGenerator, WordSchedule
 from trlvr.engine.sampling import draw_uniforms, sample_tokens, sample_with_uniforms
 
 
@@ -24,9 +24,12 @@ def test_split_devices_path_equals_one_device_path(models, tokenizer, schedule, 
     split = TandemGenerator(senior, junior, tokenizer, eos_token_ids=eos, junior_device="cpu")
     assert split.split_devices and not one.split_devices
     prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]
-    for kw in (dict(score_both=True), dict(score_both=False), dict(temperature=0.0), dict(top_k=20, top_p=0.9)):
-        kw = dict(max_new_tokens=24, seed=5, share_prompts=share) | kw
-        a, b = one.generate(prompts, schedule, **kw), split.generate(prompts, schedule, **kw)
+    options = DecodeOptions(share_prompts=share)
+    for sampling, score_both in ((Sampling(24, seed=5), True), (Sampling(24, seed=5), False),
+                                 (Sampling(24, temperature=0.0, seed=5), False),
+                                 (Sampling(24, top_p=0.9, top_k=20, seed=5), False)):  # fmt: skip
+        a = one.generate(prompts, schedule, sampling, score_both=score_both, options=options)
+        b = split.generate(prompts, schedule, sampling, score_both=score_both, options=options)
         assert_same_outputs(a, b)
     assert len(set(map(len, a.completion_ids))) > 1  # rows ended at different times
 
@@ -37,9 +40,9 @@ def test_split_path_with_static_decode(models, tokenizer):
     one = TandemGenerator(senior, junior, tokenizer, eos_token_ids=eos)
     split = TandemGenerator(senior, junior, tokenizer, eos_token_ids=eos, junior_device="cpu")
     prompts = encode(tokenizer, PROMPTS) * 3
-    kw = dict(max_new_tokens=24, seed=2, score_both=True, decode="static")
-    assert_same_outputs(one.generate(prompts, WordSchedule(p=0.5, max_gap=4), **kw),
-                split.generate(prompts, WordSchedule(p=0.5, max_gap=4), **kw))  # fmt: skip
+    kw = dict(score_both=True, options=DecodeOptions(decode="static"))
+    assert_same_outputs(one.generate(prompts, WordSchedule(p=0.5, max_gap=4), Sampling(24, seed=2), **kw),
+                split.generate(prompts, WordSchedule(p=0.5, max_gap=4), Sampling(24, seed=2), **kw))  # fmt: skip
 
 
 def test_sampling_with_shared_uniforms_is_row_wise():
@@ -59,7 +62,7 @@ def test_junior_device_is_validated(models, tokenizer):
     with pytest.raises(ValueError, match="junior_device was given but there is no junior"):
         TandemGenerator(senior, None, tokenizer, junior_device="cpu")
     gen = TandemGenerator(senior, junior, tokenizer, junior_device=torch.device("cpu"))
-    assert len(gen.generate(encode(tokenizer, PROMPTS), SoloSchedule("junior"), max_new_tokens=3)) == len(PROMPTS)
+    assert len(gen.generate(encode(tokenizer, PROMPTS), SoloSchedule("junior"), Sampling(3))) == len(PROMPTS)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
@@ -69,8 +72,10 @@ def test_two_gpus(tokenizer):
     senior = tiny_model("qwen3", len(tokenizer), seed=0).to("cuda:0")
     junior = tiny_model("qwen3", len(tokenizer), seed=1, hidden=32, layers=1)
     one = TandemGenerator(senior, junior.to("cuda:0"), tokenizer)
-    a = one.generate(encode(tokenizer, PROMPTS), WordSchedule(), max_new_tokens=16, seed=1, decode="eager")
+    a = one.generate(encode(tokenizer, PROMPTS), WordSchedule(), Sampling(16, seed=1),
+                     options=DecodeOptions(decode="eager"))  # fmt: skip
     two = TandemGenerator(senior, junior.to("cuda:1"), tokenizer)
-    b = two.generate(encode(tokenizer, PROMPTS), WordSchedule(), max_new_tokens=16, seed=1, decode="eager")
+    b = two.generate(encode(tokenizer, PROMPTS), WordSchedule(), Sampling(16, seed=1),
+                     options=DecodeOptions(decode="eager"))  # fmt: skip
     assert a.completion_ids == b.completion_ids and a.authors == b.authors
     torch.testing.assert_close(a.senior_logprob, b.senior_logprob, atol=1e-5, rtol=0)

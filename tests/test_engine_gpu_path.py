@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import Qwen3Config, Qwen3ForCausalLM
 from transformers.integrations import sdpa_attention
 
-from trlvr.engine import TandemGenerator, WordSchedule
+from trlvr.engine import DecodeOptions, Sampling, TandemGenerator, WordSchedule
 from trlvr.engine.runners import StaticRunner
 
 HQ, HKV, D = 8, 2, 8  # query heads 4x KV heads, like Qwen3-4B (32 / 8)
@@ -95,7 +95,8 @@ def test_static_decode_never_expands_kv_to_query_heads(gqa_pair, tokenizer, monk
     # no-copy decode is skipped while compiling)
     monkeypatch.setattr(sdpa_attention, "is_torchdynamo_compiling", lambda: True)
     gen = static_gen(senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer))
-    gen.generate(encode(tokenizer, PROMPTS) * 2, WordSchedule(), max_new_tokens=20, decode="static", score_both=True)
+    gen.generate(encode(tokenizer, PROMPTS) * 2, WordSchedule(), Sampling(20), score_both=True,
+                 options=DecodeOptions(decode="static"))  # fmt: skip
     assert len(seen.shapes) > 100 and expanded_kv(seen.shapes) == []
     # the detector does see transformers' own (compiled-path) decode with a mask: K/V repeated to the query heads
     ids = torch.tensor([encode(tokenizer, PROMPTS)[0]])
@@ -113,21 +114,21 @@ def test_static_loop_syncs_the_host_once_per_8_tokens(gqa_pair, tokenizer, monke
     counts = {}
     decode = TandemGenerator._decode_n_tokens
 
-    def counted(self, run, schedule, params, max_new_tokens):
+    def counted(self, run, schedule, sampling):
         with HostSyncs() as mode:
-            decode(self, run, schedule, params, max_new_tokens)
+            decode(self, run, schedule, sampling)
         counts["ops"], counts["rows"] = mode.ops, run.rows.numel()
 
     monkeypatch.setattr(TandemGenerator, "_decode_n_tokens", counted)
     gen = static_gen(senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer)[::3])
     prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]
     for schedule in SCHEDULES:
-        out = gen.generate(prompts, schedule, max_new_tokens=64, decode="static", seed=1)
+        out = gen.generate(prompts, schedule, Sampling(64, seed=1), options=DecodeOptions(decode="static"))
         tokens = int(out.lengths.max())
         assert len(counts["ops"]) <= -(-tokens // 8), (repr(schedule), tokens, counts["ops"])
     assert counts["rows"] < len(prompts)  # compaction ran (on the device, without a sync)
     # the eager path, by contrast, reads the host every token: the counter does count syncs
-    gen.generate(prompts, WordSchedule(), max_new_tokens=16, decode="eager", seed=1)
+    gen.generate(prompts, WordSchedule(), Sampling(16, seed=1), options=DecodeOptions(decode="eager"))
     assert len(counts["ops"]) >= 16
 
 
@@ -138,11 +139,15 @@ def test_static_equals_eager_on_a_gqa_model(gqa_pair, tokenizer, schedule):
     gen = static_gen(senior, junior, tokenizer, eos_token_ids=eos)
     split = static_gen(senior, junior, tokenizer, eos_token_ids=eos, junior_device="cpu")
     prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]
-    kw = dict(max_new_tokens=30, seed=11, score_both=True)
-    eager = gen.generate(prompts, schedule, decode="eager", share_prompts=False, **kw)
+    sampling, static = Sampling(30, seed=11), DecodeOptions(decode="static")
+    eager = gen.generate(prompts, schedule, sampling, score_both=True,
+                         options=DecodeOptions(decode="eager", share_prompts=False))  # fmt: skip
     assert len(set(map(len, eager.completion_ids))) > 2  # rows end at different times: compaction runs
-    assert_same_outputs(eager, gen.generate(prompts, schedule, decode="static", **kw), atol=1e-5)
-    assert_same_outputs(eager, split.generate(prompts, schedule, decode="static", **kw), atol=1e-5)
+    assert_same_outputs(
+        eager, gen.generate(prompts, schedule, sampling, score_both=True, options=static), atol=1e-5
+    )
+    assert_same_outputs(eager, split.generate(prompts, schedule, sampling, score_both=True,
+                                              options=static), atol=1e-5)  # fmt: skip
 
 
 def test_run_config_compile_field_is_one_clear_line():
@@ -174,9 +179,11 @@ def test_compiled_static_step_compiles_once_across_batch_sizes_and_prompt_length
     graphs = []
     for i, (prompts, n) in enumerate(calls):
         before = counters["stats"]["unique_graphs"]
-        kw = dict(max_new_tokens=n, seed=i, score_both=True)
-        out = gen.generate(prompts, WordSchedule(), decode="static", compile=True, **kw)
-        assert_same_outputs(gen.generate(prompts, WordSchedule(), decode="eager", **kw), out, atol=1e-5)
+        out = gen.generate(prompts, WordSchedule(), Sampling(n, seed=i), options=DecodeOptions("static", True),
+                           score_both=True)  # fmt: skip
+        eager = gen.generate(prompts, WordSchedule(), Sampling(n, seed=i), options=DecodeOptions("eager"),
+                             score_both=True)  # fmt: skip
+        assert_same_outputs(eager, out, atol=1e-5)
         graphs.append(counters["stats"]["unique_graphs"] - before)
     assert graphs[0] > 0 and graphs[1:] == [0, 0], graphs
     assert "recompiles" not in counters or sum(counters["recompiles"].values()) == 0
@@ -199,9 +206,11 @@ def test_inductor_step_survives_the_last_block_and_the_full_batch(tokenizer):
     # fewer rows and positions
     for i, (prompts, n) in enumerate([(P * 2, 20), (P, 12)]):
         before = counters["stats"]["unique_graphs"]
-        kw = dict(max_new_tokens=n, seed=i, score_both=True)
-        out = gen.generate(prompts, WordSchedule(), decode="static", compile=True, **kw)
-        assert_same_outputs(gen.generate(prompts, WordSchedule(), decode="eager", **kw), out, atol=1e-4)
+        out = gen.generate(prompts, WordSchedule(), Sampling(n, seed=i), options=DecodeOptions("static", True),
+                           score_both=True)  # fmt: skip
+        eager = gen.generate(prompts, WordSchedule(), Sampling(n, seed=i), options=DecodeOptions("eager"),
+                             score_both=True)  # fmt: skip
+        assert_same_outputs(eager, out, atol=1e-4)
         if i:
             assert counters["stats"]["unique_graphs"] == before  # the second call compiles nothing
 
@@ -224,7 +233,7 @@ def test_memory_plan_counts_cached_free_blocks_and_transients(models, tokenizer)
     per_row = kv_cache_bytes(senior, 1, 60) + kv_cache_bytes(junior, 1, 60)
     assert plan_sub_batches([senior, junior], 8, 60, 4 * per_row) == 2
     assert plan_sub_batches([senior, junior], 8, 60, 4 * per_row, extra_per_row=per_row) == 4  # 2 rows fit
-    out = TandemGenerator(senior, junior, tokenizer).generate(encode(tokenizer, PROMPTS), WordSchedule(), 4)
+    out = TandemGenerator(senior, junior, tokenizer).generate(encode(tokenizer, PROMPTS), WordSchedule(), Sampling(4))
     assert out.plan == {"decode": "eager", "compile": False, "sub_batches": 1, "memory": None}  # CPU: no limit
 
 
@@ -246,7 +255,7 @@ def test_logprobs_come_from_fp32_logits_of_a_bf16_model(tokenizer):
     torch.testing.assert_close(inside, exact, atol=1e-5, rtol=0)
     assert (plain.float() - exact).abs().max() > 1e-4  # bf16 rounding, which generation no longer sees
     gen = TandemGenerator(senior, None, tokenizer, eos_token_ids=[len(tokenizer) + 1])
-    out = gen.generate(ids.tolist(), SCHEDULES[4], max_new_tokens=6, seed=0)
+    out = gen.generate(ids.tolist(), SCHEDULES[4], Sampling(6, seed=0))
     assert out.senior_logprob.dtype == torch.float32
     with torch.no_grad():
         assert senior(input_ids=ids).logits.dtype == torch.bfloat16  # the hook is inert after generate

@@ -11,7 +11,7 @@ import pytest
 import torch
 from helpers import PROMPTS, SCHEDULES, assert_same_outputs, encode, frequent_eos
 
-from trlvr.engine import TandemGenerator
+from trlvr.engine import DecodeOptions, Sampling, TandemGenerator
 from trlvr.engine.generator import kv_cache_bytes
 from trlvr.engine.sampling import RowStreams, hash_uniform, mix32, row_key
 
@@ -27,26 +27,26 @@ def test_a_row_alone_in_a_batch_of_64_and_in_sub_batches_is_the_same(models, tok
     base = encode(tokenizer, PROMPTS)
     prompts = [base[i % 4] for i in range(64)]  # 16 repeats of each prompt, as TRL hands them
     keys = [row_key(7, i // 4, i % 4) for i in range(64)]
-    kw = dict(max_new_tokens=16, seed=3)
-    batch = gen.generate(prompts, schedule, row_keys=keys, **kw)
+    sampling = Sampling(16, seed=3)
+    batch = gen.generate(prompts, schedule, sampling, keys)
     assert len({tuple(c) for c in batch.completion_ids}) > 8  # the keys do give different samples
     picked = [0, 5, 33, 63]
     for i in picked:  # alone
-        alone = gen.generate([prompts[i]], schedule, row_keys=[keys[i]], **kw)
+        alone = gen.generate([prompts[i]], schedule, sampling, [keys[i]])
         assert alone.completion_ids[0] == batch.completion_ids[i] and alone.authors[0] == batch.authors[i]
     # three sub-batches (the memory plan splits 64 rows into 3 parts of 22, 22, 20)
     running = [m for name, m in (("senior", senior), ("junior", junior)) if name in schedule.writers]
     per_row = sum(kv_cache_bytes(m, 1, max(map(len, prompts)) + 16) for m in running)
-    parts = gen.generate(prompts, schedule, row_keys=keys, memory_budget_bytes=22 * per_row, **kw)
+    parts = gen.generate(prompts, schedule, sampling, keys, options=DecodeOptions(memory_budget_bytes=22 * per_row))
     assert parts.num_sub_batches == 3
     assert parts.completion_ids == batch.completion_ids and parts.authors == batch.authors
     # unshared prompts, the split sampler and the static path: the same rows again
-    unshared = gen.generate(prompts, schedule, row_keys=keys, share_prompts=False, **kw)
+    unshared = gen.generate(prompts, schedule, sampling, keys, options=DecodeOptions(share_prompts=False))
     assert_same_outputs(batch, unshared, atol=1e-5)
     split = TandemGenerator(senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer), junior_device="cpu")
-    assert_same_outputs(batch, split.generate(prompts, schedule, row_keys=keys, **kw))
-    static = gen.generate([prompts[i] for i in picked], schedule, row_keys=[keys[i] for i in picked],
-                          decode="static", **kw)  # fmt: skip
+    assert_same_outputs(batch, split.generate(prompts, schedule, sampling, keys))
+    static = gen.generate([prompts[i] for i in picked], schedule, sampling, [keys[i] for i in picked],
+                          options=DecodeOptions(decode="static"))  # fmt: skip
     assert _rows(static, range(4)) == _rows(batch, picked)
 
 
@@ -54,14 +54,14 @@ def test_default_row_keys_are_row_indices_and_seed_changes_everything(models, to
     senior, junior = models
     gen = TandemGenerator(senior, junior, tokenizer)
     prompts = encode(tokenizer, PROMPTS) * 2
-    a = gen.generate(prompts, SCHEDULES[0], max_new_tokens=12, seed=1)
-    b = gen.generate(prompts, SCHEDULES[0], max_new_tokens=12, seed=1, row_keys=torch.arange(8))
-    c = gen.generate(prompts, SCHEDULES[0], max_new_tokens=12, seed=2)
+    a = gen.generate(prompts, SCHEDULES[0], Sampling(12, seed=1))
+    b = gen.generate(prompts, SCHEDULES[0], Sampling(12, seed=1), torch.arange(8))
+    c = gen.generate(prompts, SCHEDULES[0], Sampling(12, seed=2))
     assert a.completion_ids == b.completion_ids and a.authors == b.authors
     assert a.completion_ids != c.completion_ids
     assert a.completion_ids[:4] != a.completion_ids[4:]  # same prompts, other row keys: other samples
     with pytest.raises(ValueError, match="row_keys has 3 keys for 8 prompts"):
-        gen.generate(prompts, SCHEDULES[0], max_new_tokens=4, row_keys=[1, 2, 3])
+        gen.generate(prompts, SCHEDULES[0], Sampling(4), [1, 2, 3])
 
 
 def test_counter_hash_is_exact_integer_arithmetic():

@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import PROMPTS, SCHEDULES, encode, frequent_eos
 
-from trlvr.engine import TandemGenerator, WordSchedule
+from trlvr.engine import DecodeOptions, Sampling, TandemGenerator, WordSchedule
 from trlvr.engine.generator import kv_cache_bytes, plan_per_device, plan_sub_batches
 
 
@@ -15,9 +15,11 @@ def test_shared_prefill_generates_what_the_unshared_one_does(models, tokenizer, 
     senior, junior = models
     gen = TandemGenerator(senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer))
     prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]  # each prompt 4 times, as TRL hands them
-    kw = dict(max_new_tokens=24, temperature=1.0, seed=11, score_both=True)
-    shared = gen.generate(prompts, schedule, share_prompts=True, **kw)
-    plain = gen.generate(prompts, schedule, share_prompts=False, **kw)
+    sampling = Sampling(24, temperature=1.0, seed=11)
+    shared = gen.generate(
+        prompts, schedule, sampling, score_both=True, options=DecodeOptions(share_prompts=True)
+    )
+    plain = gen.generate(prompts, schedule, sampling, score_both=True, options=DecodeOptions(share_prompts=False))
     assert shared.completion_ids == plain.completion_ids
     assert shared.authors == plain.authors and shared.finish_reasons == plain.finish_reasons
     assert len(set(map(len, shared.completion_ids))) > 1  # rows ended at different times
@@ -48,12 +50,12 @@ def test_memory_budget_splits_into_sub_batches(models, tokenizer):
     assert plan_per_device(split, 8, tokens, {"cuda:0": 8 * s_row, "cuda:1": 8 * j_row}) == 1
     assert plan_per_device(split, 8, tokens, {"cuda:0": 8 * s_row, "cuda:1": 2 * j_row}) == 4
     assert plan_per_device({"cpu": [senior, junior]}, 8, tokens, {"cpu": None}) == 1
-    kw = dict(max_new_tokens=16, seed=5)
-    out = gen.generate(prompts, WordSchedule(), memory_budget_bytes=int(2.5 * per_row), **kw)
+    sampling, tight = Sampling(16, seed=5), DecodeOptions(memory_budget_bytes=int(2.5 * per_row))
+    out = gen.generate(prompts, WordSchedule(), sampling, options=tight)
     assert out.num_sub_batches == 4 and len(out) == 8
-    again = gen.generate(prompts, WordSchedule(), memory_budget_bytes=int(2.5 * per_row), **kw)
+    again = gen.generate(prompts, WordSchedule(), sampling, options=tight)
     assert out.completion_ids == again.completion_ids  # deterministic
-    whole = gen.generate(prompts, WordSchedule(), memory_budget_bytes=None, **kw)
+    whole = gen.generate(prompts, WordSchedule(), sampling, options=DecodeOptions(memory_budget_bytes=None))
     assert whole.num_sub_batches == 1
     # batch-invariant sampling: the sub-batches give exactly the rows of one batch
     assert out.completion_ids == whole.completion_ids and out.authors == whole.authors
@@ -63,4 +65,5 @@ def test_a_row_that_cannot_fit_is_a_clear_error(models, tokenizer):
     senior, junior = models
     gen = TandemGenerator(senior, junior, tokenizer)
     with pytest.raises(ValueError, match=r"one row of \d+ tokens needs [\d,]+ bytes of KV cache .* \(batch 4\)"):
-        gen.generate(encode(tokenizer, PROMPTS), WordSchedule(), max_new_tokens=16, memory_budget_bytes=100)
+        gen.generate(encode(tokenizer, PROMPTS), WordSchedule(), Sampling(16),
+                     options=DecodeOptions(memory_budget_bytes=100))  # fmt: skip

@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import PROMPTS, SCHEDULES, assert_same_outputs, encode, frequent_eos, teacher_forced_logprobs
 
-from trlvr.engine import TandemGenerator, TokenSchedule, WordSchedule
+from trlvr.engine import DecodeOptions, Sampling, TandemGenerator, TokenSchedule, WordSchedule
 from trlvr.engine.generator import resolve_decode
 from trlvr.engine.kv import attended_length, batch_bucket
 from trlvr.engine.runners import StaticRunner, static_block_for
@@ -23,10 +23,12 @@ def test_static_equals_eager_with_compaction_and_sharing(models, tokenizer, sche
     senior, junior = models
     gen = static_gen(senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer))
     prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]  # 16 rows, each prompt 4 times
-    for kw in (dict(score_both=True, share_prompts=True), dict(score_both=False, share_prompts=False)):
-        kw = dict(max_new_tokens=30, seed=11) | kw
-        eager = gen.generate(prompts, schedule, decode="eager", **kw)
-        static = gen.generate(prompts, schedule, decode="static", **kw)
+    sampling = Sampling(30, seed=11)
+    for score_both, share in ((True, True), (False, False)):
+        eager = gen.generate(prompts, schedule, sampling, score_both=score_both,
+                             options=DecodeOptions(decode="eager", share_prompts=share))  # fmt: skip
+        static = gen.generate(prompts, schedule, sampling, score_both=score_both,
+                              options=DecodeOptions(decode="static", share_prompts=share))  # fmt: skip
         assert_same_outputs(eager, static, atol=1e-5)
     assert len(set(map(len, eager.completion_ids))) > 2  # compaction ran, into smaller buckets
 
@@ -36,7 +38,8 @@ def test_static_logprobs_equal_teacher_forced_forward(models, tokenizer, schedul
     senior, junior = models
     gen = static_gen(senior, junior, tokenizer, block=4)
     prompts = encode(tokenizer, PROMPTS)
-    out = gen.generate(prompts, schedule, max_new_tokens=24, seed=3, score_both=True, decode="static")
+    out = gen.generate(prompts, schedule, Sampling(24, seed=3), score_both=True,
+                       options=DecodeOptions(decode="static"))  # fmt: skip
     for i, prompt in enumerate(prompts):
         for model, got in ((senior, out.senior_logprobs[i]), (junior, out.junior_logprobs[i])):
             ref = teacher_forced_logprobs(model, prompt, out.completion_ids[i])
@@ -51,9 +54,12 @@ def test_static_with_eager_attention_and_a_block_past_the_budget(tokenizer):
     senior.set_attn_implementation("eager")
     gen = static_gen(senior, junior, tokenizer, block=256, eos_token_ids=frequent_eos(tokenizer))
     prompts = encode(tokenizer, PROMPTS) * 2
-    kw = dict(max_new_tokens=20, seed=4, score_both=True)
-    assert_same_outputs(gen.generate(prompts, TokenSchedule(), decode="eager", **kw),
-                        gen.generate(prompts, TokenSchedule(), decode="static", **kw), atol=1e-5)  # fmt: skip
+    sampling = Sampling(20, seed=4)
+    assert_same_outputs(gen.generate(prompts, TokenSchedule(), sampling, score_both=True,
+                                     options=DecodeOptions(decode="eager")),
+                        gen.generate(prompts, TokenSchedule(), sampling, score_both=True,
+                                     options=DecodeOptions(decode="static")),
+                        atol=1e-5)  # fmt: skip
 
 
 def test_static_sub_batches(models, tokenizer):
@@ -63,9 +69,12 @@ def test_static_sub_batches(models, tokenizer):
     from trlvr.engine.generator import kv_cache_bytes
 
     budget = int(2.5 * sum(kv_cache_bytes(m, 1, max(map(len, prompts)) + 16) for m in (senior, junior)))
-    kw = dict(max_new_tokens=16, seed=5, memory_budget_bytes=budget)
-    eager, static = gen.generate(prompts, WordSchedule(), decode="eager", **kw), gen.generate(
-        prompts, WordSchedule(), decode="static", **kw)  # fmt: skip
+    sampling = Sampling(16, seed=5)
+    eager = gen.generate(
+        prompts, WordSchedule(), sampling, options=DecodeOptions("eager", memory_budget_bytes=budget)
+    )
+    static = gen.generate(prompts, WordSchedule(), sampling,
+                          options=DecodeOptions("static", memory_budget_bytes=budget))  # fmt: skip
     assert static.num_sub_batches == 4
     assert_same_outputs(eager, static, atol=1e-5)
 
@@ -75,18 +84,18 @@ def test_decode_and_compile_arguments_are_validated(models, tokenizer):
     gen = TandemGenerator(senior, junior, tokenizer)
     prompts = encode(tokenizer, PROMPTS)
     with pytest.raises(ValueError, match="decode must be one of"):
-        gen.generate(prompts, WordSchedule(), max_new_tokens=4, decode="fast")
+        gen.generate(prompts, WordSchedule(), Sampling(4), options=DecodeOptions(decode="fast"))
     with pytest.raises(ValueError, match="compile must be True, False or 'auto'"):
-        gen.generate(prompts, WordSchedule(), max_new_tokens=4, compile="yes")
+        gen.generate(prompts, WordSchedule(), Sampling(4), options=DecodeOptions(compile="yes"))
     with pytest.raises(ValueError, match="compile=True needs decode='static'"):
-        gen.generate(prompts, WordSchedule(), max_new_tokens=4, decode="eager", compile=True)
+        gen.generate(prompts, WordSchedule(), Sampling(4), options=DecodeOptions(decode="eager", compile=True))
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert resolve_decode("auto", "auto", cpu) == ("eager", False)
     assert resolve_decode("auto", "auto", cuda) == ("static", False)  # compile: opt-in until measured on a GPU
     assert resolve_decode("auto", True, cpu) == ("static", True)  # compiling implies the static path
     assert resolve_decode("static", True, cuda) == ("static", True)
     with pytest.raises(ValueError, match="decode must be one of"):
-        TandemGenerator(senior, junior, tokenizer, decode="fast")  # a generator's defaults are checked up front
+        DecodeOptions(decode="fast")  # checked when made, before any generator or call sees them
     assert resolve_decode("static", "auto", cpu) == ("static", False)
     assert resolve_decode("eager", "auto", cuda) == ("eager", False)
     assert resolve_decode("static", True, cpu) == ("static", True)
@@ -113,7 +122,8 @@ def test_the_default_length_block_depends_on_the_device(models, tokenizer):
         lambda m, args, kwargs, out: seen.append(kwargs["attention_mask"].shape[-1]), with_kwargs=True
     )
     try:
-        gen.generate(encode(tokenizer, PROMPTS[:2]), TokenSchedule(1.0), max_new_tokens=40, seed=0, decode="static")
+        gen.generate(encode(tokenizer, PROMPTS[:2]), TokenSchedule(1.0), Sampling(40, seed=0),
+                     options=DecodeOptions(decode="static"))  # fmt: skip
     finally:
         hook.remove()
     L = max(map(len, encode(tokenizer, PROMPTS[:2])))
@@ -132,9 +142,16 @@ def test_compiled_static_step_equals_eager(tokenizer):
     graphs = counters["stats"]["unique_graphs"]
     gen = static_gen(senior, junior, tokenizer, block=16, eos_token_ids=frequent_eos(tokenizer))
     prompts = encode(tokenizer, PROMPTS) * 2
-    kw = dict(max_new_tokens=20, seed=6, score_both=True)
-    eager = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), decode="eager", **kw)
-    compiled = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), decode="static", compile=True, **kw)
+    sampling = Sampling(20, seed=6)
+    eager = gen.generate(
+        prompts,
+        WordSchedule(p=0.5, max_gap=4),
+        sampling,
+        score_both=True,
+        options=DecodeOptions(decode="eager"),
+    )
+    compiled = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), sampling, score_both=True,
+                            options=DecodeOptions(decode="static", compile=True))  # fmt: skip
     assert_same_outputs(eager, compiled, atol=1e-5)
     assert counters["stats"]["unique_graphs"] > graphs  # the step really ran compiled
 
@@ -149,10 +166,11 @@ def test_cuda_auto_decode_equals_eager(tokenizer):
     junior = tiny_model("qwen3", len(tokenizer), seed=1, hidden=32, layers=1).cuda()
     gen = static_gen(senior, junior, tokenizer, block=16, eos_token_ids=frequent_eos(tokenizer))
     prompts = encode(tokenizer, PROMPTS) * 4
-    kw = dict(max_new_tokens=40, seed=6, score_both=True)
-    eager = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), decode="eager", **kw)
+    sampling = Sampling(40, seed=6)
+    eager = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), sampling, score_both=True,
+                         options=DecodeOptions(decode="eager"))  # fmt: skip
     for _ in range(2):  # the second call reuses the compiled step with new buffers (CUDA graphs re-recorded)
-        auto = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), **kw)
+        auto = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), sampling, score_both=True)
         assert_same_outputs(eager, auto, atol=1e-5)
 
 

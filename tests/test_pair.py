@@ -42,7 +42,7 @@ def test_lockstep_pair_gives_the_engines_rows(toy):
     prompts = [tok.encode("Q: 3 + 4 =")] * 3 + [tok.encode("Q: 12 - 5 =")]
     keys = [11, 12, 13, 14]
     out = pair.generate(prompts, WordSchedule(0.5), Sampling(16, temperature=1.0, seed=7), keys)
-    ref = TandemGenerator(senior, junior, tok).generate(prompts, WordSchedule(0.5), 16, seed=7, row_keys=keys)
+    ref = TandemGenerator(senior, junior, tok).generate(prompts, WordSchedule(0.5), Sampling(16, seed=7), keys)
     assert out.completion_ids == ref.completion_ids and out.authors == ref.authors
     assert any(0 in a for a in out.authors) and any(1 in a for a in out.authors)  # both wrote
     # a row is a function of (seed, key): alone it is the same
@@ -82,7 +82,7 @@ def test_sampling_is_validated():
         Sampling(0)
     with pytest.raises(ValueError):
         Sampling(4, top_p=0.0)
-    assert Sampling(4, temperature=0.5).params.temperature == 0.5
+    assert not Sampling(4, temperature=0.5).greedy and Sampling(4, temperature=0).greedy
 
 
 def test_train_dry_run_refuses_boundary_on_a_text_pair(tmp_path, capsys):
@@ -138,7 +138,10 @@ def test_backend_vllm_without_vllm_is_one_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--use_peft", "true"], "a LoRA senior (use_peft) runs on backend hf"),
+    (["--backend", "hf", "--vllm_importance_sampling_correction", "true"],
+     "vllm_importance_sampling_correction needs the sampler's log-probs: backend hf's engine returns the senior's"),
+    (["--use_cpu", "true", "--vllm_enable_sleep_mode", "true"], "vllm_enable_sleep_mode needs a GPU"),
+    (["--backend", "hf", "--vllm_enable_sleep_mode", "true"], "vllm_enable_sleep_mode is backend vllm's"),
     (["--pairing", "text"], "text pairing runs on backend hf"),
     (["--junior_device", "cpu"], "junior_device is backend hf's"),
     (["--backend", "tpu"], "backend: must be hf or vllm"),

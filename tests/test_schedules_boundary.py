@@ -186,11 +186,11 @@ def test_in_the_engine_authors_change_only_where_the_schedule_redraws(models, to
     the backstop), as `trlvr.engine.loophole.redraw_marks` replays it; and redraws do change authors."""
     from helpers import PROMPTS, encode
 
-    from trlvr.engine import TandemGenerator
+    from trlvr.engine import Sampling, TandemGenerator
     from trlvr.engine.loophole import redraw_marks
 
     gen = TandemGenerator(*models, tokenizer)
-    out = gen.generate(encode(tokenizer, PROMPTS) * 4, schedule, max_new_tokens=24, seed=0)
+    out = gen.generate(encode(tokenizer, PROMPTS) * 4, schedule, Sampling(24, seed=0))
     natural, forced = redraw_marks(schedule, out.tokens, out.completion_mask, gen.tables)
     s, m = out.senior_authored, out.completion_mask
     changed = (s[:, 1:] != s[:, :-1]) & m[:, 1:]  # (B, T-1): author of t+1 differs from t

@@ -15,6 +15,7 @@ from helpers import SCHEDULES, tiny_model
 from peft import LoraConfig, get_peft_model
 
 from trlvr.engine import (
+    Sampling,
     TandemGenerator,
     WordSchedule,
 )
@@ -71,8 +72,8 @@ def test_self_pair_matches_separate_base_copy(setup, tokenizer, schedule, score_
     prompts = [tokenizer.encode(t) for t in PROMPTS] * 8
     full = TandemGenerator(senior, base_copy, tokenizer, eos_token_ids=eos)
     own = TandemGenerator(senior, view, tokenizer, eos_token_ids=eos)
-    a = full.generate(prompts, schedule, max_new_tokens=40, seed=11, score_both=score_both)
-    b = own.generate(prompts, schedule, max_new_tokens=40, seed=11, score_both=score_both)
+    a = full.generate(prompts, schedule, Sampling(40, seed=11), score_both=score_both)
+    b = own.generate(prompts, schedule, Sampling(40, seed=11), score_both=score_both)
     # Finished-row compaction ran: a quarter of the rows ended (at EOS) before the last step.
     assert sum(n < 39 for n in a.lengths.tolist()) >= len(prompts) // 4
     assert a.completion_ids == b.completion_ids
@@ -91,7 +92,7 @@ def test_adapters_are_on_again_after_generation(setup, tokenizer):
     grads = {n: p.requires_grad for n, p in senior.named_parameters()}
     senior.train()
     gen = TandemGenerator(senior, view, tokenizer)
-    gen.generate([ids] * 3, WordSchedule(p=0.5, max_gap=4), max_new_tokens=12, seed=0)
+    gen.generate([ids] * 3, WordSchedule(p=0.5, max_gap=4), Sampling(12, seed=0))
     assert senior.training, "the senior's mode must come back as it was"
     senior.eval()
     assert torch.equal(logits(senior, ids), before)

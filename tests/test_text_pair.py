@@ -12,6 +12,7 @@ from helpers import CORPUS, PROMPTS, tiny_model, tiny_tokenizer
 
 from trlvr.engine import (
     ChunkSchedule,
+    Sampling,
     SoloSchedule,
     StepSchedule,
     TandemGenerator,
@@ -62,7 +63,7 @@ def test_invariant_holds_for_every_schedule(schedule, which, pair, nl_pair):
     text is the tail of its tokenizer's encoding of the whole text; the cached logits equal a fresh
     forward (KV rollback, holes and positions are right); outputs decode to the text."""
     gen, toks, prompts = pair if which == "bytes" else nl_pair
-    out = gen.generate(prompts["senior"], prompts["junior"], schedule, max_new_tokens=28, seed=3, check=True)
+    out = gen.generate(prompts["senior"], prompts["junior"], schedule, Sampling(28, seed=3), check=True)
     assert invariant_failures(out, toks, prompts) == []
     assert out.logit_error < 1e-4
     if isinstance(schedule, SoloSchedule):
@@ -78,9 +79,8 @@ def test_invariant_holds_for_every_schedule(schedule, which, pair, nl_pair):
 
 def test_word_schedule_withdraws_and_hands_over_before_the_word(pair):
     gen, toks, prompts = pair
-    out = gen.generate(
-        prompts["senior"], prompts["junior"], WordSchedule(p=0.5, max_gap=32), 48, seed=5, check=True
-    )
+    out = gen.generate(prompts["senior"], prompts["junior"], WordSchedule(p=0.5, max_gap=32), Sampling(48, seed=5),
+                       check=True)  # fmt: skip
     assert sum(out.withdrawn) > 0
     assert invariant_failures(out, toks, prompts) == []
     # every word-boundary catch-up starts its text at a word start: the partner wrote the whole word
@@ -88,7 +88,7 @@ def test_word_schedule_withdraws_and_hands_over_before_the_word(pair):
         for _name, kind, n, _b, _k, _ids in snaps:
             if kind == "word":
                 assert not out.texts[r][n - 1].isspace()
-    solo = gen.generate(prompts["senior"], prompts["junior"], WordSchedule(p=1.0), 24, seed=5)
+    solo = gen.generate(prompts["senior"], prompts["junior"], WordSchedule(p=1.0), Sampling(24, seed=5))
     assert sum(solo.withdrawn) == 0 and all(m == 1 for row in solo.char_authors for m in row)
 
 
@@ -103,7 +103,7 @@ def test_senior_mask_is_exactly_the_senior_sampled_tokens(nl_pair):
         "junior": [toks["senior"].encode(t) for t in texts],
     }
     for schedule in (WordSchedule(p=0.5, max_gap=3), StepSchedule(), TokenSchedule(p=0.3)):
-        out = gen_c.generate(prompts["senior"], prompts["junior"], schedule, 30, seed=1)
+        out = gen_c.generate(prompts["senior"], prompts["junior"], schedule, Sampling(30, seed=1))
         checked = 0
         for r in range(len(out)):
             if "<|" in out.texts[r]:  # a sampled special token is one id for many characters
@@ -119,7 +119,7 @@ def test_senior_mask_is_exactly_the_senior_sampled_tokens(nl_pair):
 
 def test_mask_one_only_on_text_the_senior_wrote(pair):
     gen, toks, prompts = pair
-    out = gen.generate(prompts["senior"], prompts["junior"], WordSchedule(p=0.5, max_gap=4), 40, seed=7)
+    out = gen.generate(prompts["senior"], prompts["junior"], WordSchedule(p=0.5, max_gap=4), Sampling(40, seed=7))
     codec = toks["senior"]
     n_own = 0
     for r in range(len(out)):
@@ -175,13 +175,13 @@ def test_same_vocabulary_step_schedule_matches_lockstep_distribution():
     schedule = StepSchedule(first_author="senior")
     never = [len(tok) + 7]  # no EOS: rows run to the length budget and meet more blank lines
     text_gen = TextPairGenerator(senior, tok, junior, tok, senior_eos_ids=never, junior_eos_ids=never)
-    text_out = text_gen.generate(prompts, prompts, schedule, T, seed=0)
+    text_out = text_gen.generate(prompts, prompts, schedule, Sampling(T, seed=0))
     assert sum(text_out.handoffs) > n / 2  # the catch-up runs in most rows
     stats_t = _team_stats(text_out.senior_ids, text_out.senior_mask, P, len(tok))
     lock = TandemGenerator(senior, junior, tok, eos_token_ids=never)
 
     def lockstep(sched):
-        out = lock.generate(prompts, sched, T, seed=1)
+        out = lock.generate(prompts, sched, Sampling(T, seed=1))
         return _team_stats(out.completion_ids, out.authors, P, len(tok))
 
     z = _max_z(stats_t, lockstep(schedule), n)
@@ -196,9 +196,9 @@ def test_row_results_do_not_depend_on_the_batch(pair):
     back and compacting around them)."""
     gen, _, prompts = pair
     sched = WordSchedule(p=0.5, max_gap=4)
-    full = gen.generate(prompts["senior"], prompts["junior"], sched, 24, seed=9)
+    full = gen.generate(prompts["senior"], prompts["junior"], sched, Sampling(24, seed=9))
     for n in (1, 2):
-        part = gen.generate(prompts["senior"][:n], prompts["junior"][:n], sched, 24, seed=9)
+        part = gen.generate(prompts["senior"][:n], prompts["junior"][:n], sched, Sampling(24, seed=9))
         assert part.texts == full.texts[:n] and part.senior_ids == full.senior_ids[:n]
     assert row_uniforms(4, 3, 5)[1].tolist() == row_uniforms(4, 7, 5)[1].tolist()
 
@@ -213,15 +213,14 @@ def test_bad_inputs_are_one_clear_line(pair):
     from trlvr.engine.schedules import SCHEDULES as REGISTRY
 
     with pytest.raises(ValueError, match="text pairing cannot run the schedule 'boundary': it reads token ids"):
-        gen.generate(prompts["senior"], prompts["junior"], REGISTRY["boundary"](), 4)
+        gen.generate(prompts["senior"], prompts["junior"], REGISTRY["boundary"](), Sampling(4))
     with pytest.raises(ValueError, match="junior_tokenizer"):
         TextPairGenerator(gen.models["senior"], toks["senior"], gen.models["junior"])
     with pytest.raises(ValueError, match="one prompt per row"):
-        gen.generate(prompts["senior"], prompts["junior"][:1], WordSchedule(), 4)
+        gen.generate(prompts["senior"], prompts["junior"][:1], WordSchedule(), Sampling(4))
     with pytest.raises(ValueError, match="needs a junior"):
-        TextPairGenerator(gen.models["senior"], toks["senior"]).generate(
-            prompts["senior"], None, WordSchedule(), 4
-        )
+        TextPairGenerator(gen.models["senior"], toks["senior"]).generate(prompts["senior"], None, WordSchedule(),
+                                                                         Sampling(4))  # fmt: skip
     assert torch.is_tensor(row_uniforms(0, 1, 1))
 
 
@@ -315,9 +314,9 @@ def test_cache_compaction_keeps_every_logit(pair, monkeypatch):
 
     gen, toks, prompts = pair
     sched = WordSchedule(p=0.5, max_gap=4)
-    plain = gen.generate(prompts["senior"], prompts["junior"], sched, 28, seed=4)
+    plain = gen.generate(prompts["senior"], prompts["junior"], sched, Sampling(28, seed=4))
     monkeypatch.setattr(_Side, "compact_slack", -(10**6))  # every forward compacts
-    out = gen.generate(prompts["senior"], prompts["junior"], sched, 28, seed=4, check=True)
+    out = gen.generate(prompts["senior"], prompts["junior"], sched, Sampling(28, seed=4), check=True)
     assert out.seconds["senior_compactions"] > 5 and out.seconds["junior_compactions"] > 5
     assert out.logit_error < 1e-4
     assert invariant_failures(out, toks, prompts) == []
@@ -394,8 +393,8 @@ def test_invariant_on_the_real_cross_family_pair(schedule):
     gen = TextPairGenerator(
         loaded["senior"][0], loaded["senior"][1], loaded["junior"][0], loaded["junior"][1]
     )
-    out = gen.generate(prompts["senior"], prompts["junior"], schedule, 24, temperature=0.8, seed=1, check=True,
-                       check_logits=False)  # fmt: skip
+    out = gen.generate(prompts["senior"], prompts["junior"], schedule, Sampling(24, temperature=0.8, seed=1),
+                       check=True, check_logits=False)  # fmt: skip
     assert invariant_failures(out, {n: tok for n, (_, tok) in loaded.items()}, prompts) == []
 
 
@@ -422,8 +421,7 @@ def test_shipped_cross_tokenizer_junior_pairs_with_the_toy_senior_as_text():
         "senior": [encode_prompt(t, st) for t in texts],
         "junior": [encode_prompt(t, jt) for t in texts],
     }
-    out = TextPairGenerator(senior, st, junior, jt).generate(prompts["senior"], prompts["junior"],
-                                                             WordSchedule(p=0.5), 64, seed=0, check=True)  # fmt: skip
+    out = TextPairGenerator(senior, st, junior, jt).generate(prompts["senior"], prompts["junior"], WordSchedule(p=0.5), Sampling(64, seed=0), check=True)  # fmt: skip
     assert invariant_failures(out, {"senior": st, "junior": jt}, prompts) == []
     assert sum(out.handoffs) > 0 and 0 < sum(out.senior_char_share) / len(out) < 1
 

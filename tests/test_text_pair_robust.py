@@ -10,7 +10,7 @@ import pytest
 import torch
 from helpers import CORPUS, PROMPTS, tiny_model
 
-from trlvr.engine import ChunkSchedule, SoloSchedule, StepSchedule, TokenSchedule, WordSchedule
+from trlvr.engine import ChunkSchedule, Sampling, SoloSchedule, StepSchedule, TokenSchedule, WordSchedule
 from trlvr.engine.output import FINISH_REASONS
 from trlvr.engine.text_pair import UNREPRESENTABLE, Codec, TextPairGenerator, invariant_failures
 from trlvr.toy.tokenizer import train_bpe_tokenizer
@@ -68,7 +68,8 @@ def test_text_a_partner_cannot_spell_ends_the_row_not_the_run(schedule, writer, 
     senior_tok, junior_tok = (plain, byte) if writer == "junior-bytes" else (byte, plain)
     gen, prompts = _pair(senior_tok, junior_tok)
     toks = {"senior": senior_tok, "junior": junior_tok}
-    out = gen.generate(prompts["senior"], prompts["junior"], schedule, 24, seed=3, check=True, check_logits=False)
+    out = gen.generate(prompts["senior"], prompts["junior"], schedule, Sampling(24, seed=3),
+                       check=True, check_logits=False)  # fmt: skip
     _check_rows(out, toks, prompts)
     reasons = set(out.finish_reasons)
     if writer == "junior-bytes":  # the senior must spell every text (the output is its tokenization)
@@ -82,7 +83,8 @@ def test_senior_solo_rows_never_end_for_the_junior(byte_and_plain):
     rows end as they would without a junior; the junior's tokenization is a best-effort prefix."""
     byte, plain = byte_and_plain
     gen, prompts = _pair(byte, plain)
-    out = gen.generate(prompts["senior"], prompts["junior"], SoloSchedule("senior"), 24, seed=3, check=True, check_logits=False)
+    out = gen.generate(prompts["senior"], prompts["junior"], SoloSchedule("senior"), Sampling(24, seed=3),
+                       check=True, check_logits=False)  # fmt: skip
     assert UNREPRESENTABLE not in out.finish_reasons
     assert any(not _spells(plain, t) for t in out.texts)  # the junior could not have spelt these
     assert invariant_failures(out, {"senior": byte, "junior": plain}, prompts) == []
@@ -100,7 +102,8 @@ def test_a_character_missing_from_a_small_vocabulary(byte_and_plain):
     prompts = {"senior": [senior_tok.encode(t) for t in texts], "junior": [junior_tok.encode(t) for t in texts]}
     gen = TextPairGenerator(senior, senior_tok, junior, junior_tok)
     for schedule in (WordSchedule(p=0.5, max_gap=3), TokenSchedule(p=0.5), SoloSchedule("junior")):
-        out = gen.generate(prompts["senior"], prompts["junior"], schedule, 20, seed=2, check=True, check_logits=False)
+        out = gen.generate(prompts["senior"], prompts["junior"], schedule, Sampling(20, seed=2),
+                           check=True, check_logits=False)  # fmt: skip
         _check_rows(out, {"senior": senior_tok, "junior": junior_tok}, prompts)
         assert UNREPRESENTABLE in out.finish_reasons and not any("Y" in t for t in out.texts)
 
@@ -143,7 +146,8 @@ def test_an_unfinished_character_is_held_back_and_a_withdrawn_word_start_takes_i
     prompts = {"senior": [byte.encode(t) for t in texts], "junior": [byte.encode(t) for t in texts]}
     toks = {"senior": byte, "junior": byte}
     for schedule in (WordSchedule(p=0.5, max_gap=32), TokenSchedule(p=0.5), SoloSchedule("junior")):
-        out = gen.generate(prompts["senior"], prompts["junior"], schedule, 30, seed=1, check=True, check_logits=False)
+        out = gen.generate(prompts["senior"], prompts["junior"], schedule, Sampling(30, seed=1),
+                           check=True, check_logits=False)  # fmt: skip
         assert invariant_failures(out, toks, prompts) == []
         junior_chars = [c for t, a in zip(out.texts, out.char_authors, strict=True) for c, m in zip(t, a, strict=True) if not m]
         assert "\ufffd" not in junior_chars and "\u00a0" in junior_chars  # (the random senior may write U+FFFD)
@@ -159,7 +163,7 @@ def test_unrepresentable_rows_train_as_finished_rows(byte_and_plain):
 
     byte, plain = byte_and_plain
     gen, prompts = _pair(plain, byte)
-    out = gen.generate(prompts["senior"], prompts["junior"], TokenSchedule(p=0.5), 24, seed=3)
+    out = gen.generate(prompts["senior"], prompts["junior"], TokenSchedule(p=0.5), Sampling(24, seed=3))
     tandem = out.as_tandem_output(pad_id=plain.pad_token_id)
     assert tandem.finish_reasons == out.finish_reasons and UNREPRESENTABLE in tandem.finish_reasons
     ids, mask = tandem.completion_ids, tandem.authors

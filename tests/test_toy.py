@@ -309,5 +309,5 @@ def test_sft_autocasts_to_bf16_only_where_the_cpu_computes_it(monkeypatch):
     for native, asked, expect in ((False, None, False), (True, None, True), (True, False, False)):
         monkeypatch.setattr(models, "native_bf16", lambda v=native: v)
         model = models.build_model(tok, models.JUNIOR_SIZE, seed=0)
-        stats = models.sft(model, batch, 1, batch_size=2, pad_id=0, bf16=asked)
+        stats = models.sft(model, batch, models.SFTSettings(1, batch_size=2, pad_id=0, bf16=asked))
         assert stats["bf16"] is expect and seen[-1] is expect

@@ -96,13 +96,13 @@ def test_p_one_runs_no_junior(tokenizer):
     """Word schedule at p = 1: every token is the senior's and the junior never runs (no model needed)."""
     from helpers import tiny_model
 
-    from trlvr.engine import SoloSchedule, TandemGenerator, WordSchedule
+    from trlvr.engine import Sampling, SoloSchedule, TandemGenerator, WordSchedule
 
     senior = tiny_model("qwen3", len(tokenizer), seed=0)
     gen = TandemGenerator(senior, None, tokenizer)
     prompts = [tokenizer.encode("The cat sat"), tokenizer.encode("12 plus")]
-    out = gen.generate(prompts, WordSchedule(p=1.0), max_new_tokens=12, seed=1)
-    solo = gen.generate(prompts, SoloSchedule("senior"), max_new_tokens=12, seed=1)
+    out = gen.generate(prompts, WordSchedule(p=1.0), Sampling(12, seed=1))
+    solo = gen.generate(prompts, SoloSchedule("senior"), Sampling(12, seed=1))
     assert out.junior_logprob is None and all(a == 1 for row in out.authors for a in row)
     assert out.completion_ids == solo.completion_ids
 
@@ -145,7 +145,7 @@ def test_engine_options_reach_training_and_eval(toy, monkeypatch):
     real_init = G.TandemGenerator.__init__
 
     def spy(self, *a, **kw):
-        seen.append({k: kw.get(k) for k in ("decode", "junior_device")})
+        seen.append({"decode": kw.get("options", G.DecodeOptions()).decode, "junior_device": kw.get("junior_device")})
         real_init(self, *a, **kw)
 
     monkeypatch.setattr(G.TandemGenerator, "__init__", spy)

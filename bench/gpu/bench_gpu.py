@@ -126,7 +126,7 @@ def plan(contenders: list[tuple], budget: float) -> tuple[list, list, float]:
 def run(args, save=lambda results: None) -> dict:
     from torch._dynamo.utils import counters
 
-    from trlvr.engine import SoloSchedule, TandemGenerator, VocabTables, WordSchedule
+    from trlvr.engine import DecodeOptions, Sampling, SoloSchedule, TandemGenerator, VocabTables, WordSchedule
 
     device = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -163,7 +163,8 @@ def run(args, save=lambda results: None) -> dict:
         return lambda: senior.generate(x, max_new_tokens=new, min_new_tokens=new, **common, **kw)
 
     def engine(sched, decode, compile=False, g=gen):
-        return lambda: g.generate(prompts, sched, new, decode=decode, compile=compile)
+        return lambda: g.generate(prompts, sched, Sampling(new),
+                                  options=DecodeOptions(decode=decode, compile=compile))  # fmt: skip
 
     def est(kind, cfg_list, compiled=False):
         roof = args.bandwidth / step_bytes(cfg_list, batch, prompt, new) * batch

@@ -16,17 +16,17 @@ Shapes: B = batch, L = longest prompt, T = new tokens so far, V = vocabulary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from trlvr.engine.kv import batch_bucket
+from trlvr.engine.options import DecodeOptions, Sampling, check_decode
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
 from trlvr.engine.runners import EagerRunner, StaticRunner, fp32_logits
 from trlvr.engine.sampling import (
     TOKEN_STREAM,
     RowStreams,
-    SamplingParams,
     row_key,
     sample_with_uniforms,
     token_logprob,
@@ -121,9 +121,6 @@ def plan_per_device(models_by_device: dict, batch: int, tokens: int, budgets: di
     return max(plan_sub_batches(ms, batch, tokens, budgets[d]) for d, ms in models_by_device.items())
 
 
-DECODE_MODES = ("auto", "eager", "static")
-
-
 def resolve_decode(decode: str, compile, device: torch.device) -> tuple[str, bool]:
     """("eager" | "static", compile?) for the requested modes on `device`.
 
@@ -143,10 +140,7 @@ def resolve_decode(decode: str, compile, device: torch.device) -> tuple[str, boo
     >>> resolve_decode("auto", "auto", torch.device("cuda"))
     ('static', False)
     """
-    if decode not in DECODE_MODES:
-        raise ValueError(f"decode must be one of {DECODE_MODES}, got {decode!r}")
-    if compile not in (True, False, "auto"):
-        raise ValueError(f"compile must be True, False or 'auto', got {compile!r}")
+    check_decode(decode, compile)
     if compile == "auto":
         compile = False  # opt-in until measured on a GPU (see the docstring)
     if decode == "auto":
@@ -162,7 +156,7 @@ class TandemGenerator:
     """Co-generate with a senior and a junior that share one tokenizer.
 
     >>> gen = TandemGenerator(senior, junior, tokenizer)              # doctest: +SKIP
-    >>> out = gen.generate([[1, 2, 3], [4, 5]], WordSchedule(p=0.5), max_new_tokens=64)  # doctest: +SKIP
+    >>> out = gen.generate([[1, 2, 3], [4, 5]], WordSchedule(p=0.5), Sampling(64))  # doctest: +SKIP
     >>> out.completion_ids, out.authors, out.senior_logprobs          # doctest: +SKIP
 
     junior_device: where the junior runs; None = where its parameters are. The junior may live on
@@ -170,6 +164,7 @@ class TandemGenerator:
     reading either, each device samples its own candidate from the same per-row uniform, and only
     B token ids, B uniforms and B log-probs cross devices. Passing junior_device explicitly takes
     that split path even when it names the senior's device (same results; tests use this on CPU).
+    options: how `generate` runs by default (`DecodeOptions`: decode, compile, prompt sharing, memory).
     """
 
     static_block: int | None = None  # decode="static": attention reads the length rounded up to this
@@ -189,11 +184,9 @@ class TandemGenerator:
         word_start_ids: list[int] | None = None,
         step_end_ids: list[int] | None = None,
         junior_device: torch.device | str | None = None,
-        decode: str = "auto",
-        compile: bool | str = "auto",
+        options: DecodeOptions | None = None,
     ):
-        resolve_decode(decode, compile, torch.device("cpu"))  # validates the names now, not at the first call
-        self.decode, self.compile = decode, compile  # defaults for `generate`
+        self.options = options or DecodeOptions()  # the default of `generate`
         self.senior, self.junior = senior, junior
         self.vocab_size = _vocab_size(senior)
         self.split_devices = False
@@ -274,46 +267,18 @@ class TandemGenerator:
         return _device(self.senior)
 
     @torch.no_grad()
-    def generate(
-        self,
-        prompt_ids: list[list[int]],
-        schedule: Schedule,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        seed: int = 0,
-        score_both: bool = False,
-        share_prompts: bool = True,
-        memory_budget_bytes: int | None | str = "auto",
-        decode: str | None = None,
-        compile: bool | str | None = None,
-        row_keys=None,
-        sampling: SamplingParams | None = None,
-    ) -> TandemOutput:
+    def generate(self, prompt_ids: list[list[int]], schedule: Schedule, sampling: Sampling, row_keys=None, *,
+                 score_both: bool = False, options: DecodeOptions | None = None) -> TandemOutput:  # fmt: skip
         """Generate one completion per prompt (prompts may differ in length).
 
-        share_prompts: prefill each distinct prompt once and copy its KV rows to its repeats (TRL
-        hands every prompt `num_generations` times); decoding is unchanged, so the output equals
-        the unshared one up to floating-point summation order in the prefill.
-        memory_budget_bytes: bytes the KV caches of the running models may take ("auto": 90% of the
-        free memory of a CUDA device, no limit on CPU). When the batch needs more, it runs as
-        equal sub-batches in turn (`out.num_sub_batches` says how many; the rows are what one batch
-        gives); when one row alone needs more, a ValueError names batch, length and bytes.
+        sampling: the token budget, temperature / top_p / top_k and the seed (`Sampling`).
         seed, row_keys: every random draw of row i (its tokens, its schedule's redraws) is a pure
-        function of (seed, row_keys[i], position) (`trlvr.engine.sampling.RowStreams`), so a row's
-        completion does not depend on its batch-mates, sub-batches, prompt sharing or devices.
+        function of (sampling.seed, row_keys[i], position) (`trlvr.engine.sampling.RowStreams`), so a
+        row's completion does not depend on its batch-mates, sub-batches, prompt sharing or devices.
         row_keys: (B,) ints or LongTensor, e.g. `row_key(step, prompt_index, generation_index)`;
         None = the row's index in this call.
-        sampling: a SamplingParams; when given it replaces temperature / top_p / top_k.
-        decode: "eager" grows a DynamicCache every step; "static" allocates each model's KV cache
-        once for prompt + max_new_tokens, writes it in place, attends only the current length rounded
-        up to `static_block` positions and moves finished rows out into power-of-two batch buckets;
-        "auto" is static on CUDA and eager elsewhere (see `resolve_decode`); None = the generator's own
-        setting. Both give the same tokens and authors and log-probs equal up to float summation order.
-        compile: wrap the static path's per-token forward in torch.compile (mode "reduce-overhead",
-        i.e. CUDA graphs, on CUDA; the default mode elsewhere); one graph per batch bucket and
-        length block. "auto": off until measured on a GPU; None = the generator's own setting.
+        options: how the engine runs (`DecodeOptions`: decode, compile, prompt sharing, memory budget);
+        None = the generator's own `options`.
 
         Only the models that can write under `schedule` run (`schedule.writers`: a SoloSchedule, or
         p = 1 / p = 0, runs one model), unless `score_both` asks for both models' log-probs (it then
@@ -326,10 +291,6 @@ class TandemGenerator:
         """
         if not prompt_ids or any(len(p) == 0 for p in prompt_ids):
             raise ValueError("every prompt needs at least one token")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        params = sampling if sampling is not None else SamplingParams(temperature, top_p, top_k)
-        temperature, top_p, top_k = params.temperature, params.top_p, params.top_k
         if row_keys is None:
             row_keys = list(range(len(prompt_ids)))
         elif isinstance(row_keys, torch.Tensor):
@@ -338,38 +299,36 @@ class TandemGenerator:
             row_keys = list(row_keys)
         if len(row_keys) != len(prompt_ids):
             raise ValueError(f"row_keys has {len(row_keys)} keys for {len(prompt_ids)} prompts")
-        decode = self.decode if decode is None else decode
-        compile = self.compile if compile is None else compile
-        mode, compiled = resolve_decode(decode, compile, self.device)
+        options = self.options if options is None else options
+        mode, compiled = resolve_decode(options.decode, options.compile, self.device)
         writers = set(schedule.writers) | ({SENIOR, JUNIOR} if score_both else set())
         if JUNIOR in writers and self.junior is None:
             raise ValueError(f"{type(schedule).__name__} needs a junior model, but the generator has none")
         models = {name: m for name, m in ((SENIOR, self.senior), (JUNIOR, self.junior)) if name in writers}
 
+        max_new_tokens = sampling.max_new_tokens
         total = max(len(p) for p in prompt_ids) + max_new_tokens
-        n_sub, memory = self._sub_batches(list(models.values()), len(prompt_ids), total, memory_budget_bytes,
+        n_sub, memory = self._sub_batches(list(models.values()), len(prompt_ids), total, options.memory_budget_bytes,
                                           max(len(p) for p in prompt_ids), mode == "static")  # fmt: skip
         if n_sub > 1:
             size = -(-len(prompt_ids) // n_sub)
-            parts = [
-                self.generate(prompt_ids[i : i + size], schedule, max_new_tokens, seed=seed,
-                              score_both=score_both, share_prompts=share_prompts, memory_budget_bytes=None,
-                              decode=decode, compile=compile, row_keys=row_keys[i : i + size], sampling=params)
-                for i in range(0, len(prompt_ids), size)
-            ]  # fmt: skip
+            whole = replace(options, memory_budget_bytes=None)
+            parts = [self.generate(prompt_ids[i : i + size], schedule, sampling, row_keys[i : i + size],
+                                   score_both=score_both, options=whole)
+                     for i in range(0, len(prompt_ids), size)]  # fmt: skip
             out = TandemOutput.concat(parts, pad_id=self.pad_token_id)
             out.plan = {"decode": mode, "compile": compiled, "sub_batches": n_sub, "memory": memory}
             return out
 
-        streams = RowStreams(torch.tensor([row_key(int(seed), int(k)) for k in row_keys], device=self.device))
+        streams = RowStreams(torch.tensor([row_key(int(sampling.seed), int(k)) for k in row_keys], device=self.device))
         was_training = {name: m.training for name, m in models.items()}
         for m in models.values():
             m.eval()
         try:
             with fp32_logits(models.values()):  # log-probs and sampling from fp32 logits, never bf16-rounded
-                run = self._prefill(prompt_ids, models, mode, compiled, max_new_tokens, share_prompts, schedule,
-                                    streams)  # fmt: skip
-                self._decode_n_tokens(run, schedule, params, max_new_tokens)
+                run = self._prefill(prompt_ids, models, mode, compiled, max_new_tokens, options.share_prompts,
+                                    schedule, streams)  # fmt: skip
+                self._decode_n_tokens(run, schedule, sampling)
         finally:
             for name, training in was_training.items():
                 models[name].train(training)
@@ -422,7 +381,7 @@ class TandemGenerator:
             split_streams={name: streams.to(_device(m)) for name, m in models.items()} if split else None,
         )  # fmt: skip
 
-    def _decode_n_tokens(self, run: _Run, schedule: Schedule, params: SamplingParams, max_new_tokens: int) -> None:
+    def _decode_n_tokens(self, run: _Run, schedule: Schedule, sampling: Sampling) -> None:
         """Decode until every row is done or the budget is spent.
 
         The static path reads the number of live rows every `sync_every` tokens only (on CUDA through
@@ -432,8 +391,9 @@ class TandemGenerator:
         """
         every = self.sync_every if run.static else 1
         counter = _LiveCount(run.done.device, lag=run.static and run.done.device.type == "cuda")
+        max_new_tokens = sampling.max_new_tokens
         for t in range(max_new_tokens):
-            tok = self._decode_one_token(run, t, schedule, params)
+            tok = self._decode_one_token(run, t, schedule, sampling)
             if t == max_new_tokens - 1:
                 break
             if (t + 1) % every == 0:
@@ -448,7 +408,7 @@ class TandemGenerator:
             inputs = {name: tok.to(r.device, non_blocking=True) for name, r in run.runners.items()}
             run.logits = {name: r.step(inputs[name], t) for name, r in run.runners.items()}
 
-    def _decode_one_token(self, run: _Run, t: int, schedule: Schedule, params: SamplingParams) -> torch.Tensor:
+    def _decode_one_token(self, run: _Run, t: int, schedule: Schedule, params: Sampling) -> torch.Tensor:
         """Sample token t of every running row from its author, record it, advance the schedule.
 
         Device-side writes only (no host sync): finished rows write pad / False / 0.
@@ -575,7 +535,7 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
     return (a.index if a.index is not None else current) == (b.index if b.index is not None else current)
 
 
-def _sample_split(logits: dict, author, params: SamplingParams, streams: dict, t: int, device):
+def _sample_split(logits: dict, author, params: Sampling, streams: dict, t: int, device):
     """Sample with each model's logits on its own device: (tok (b,), {name: log-prob (b,)}) on `device`.
 
     Each model's device computes the rows' uniforms itself from the row keys (`streams`, one

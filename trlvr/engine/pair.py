@@ -19,41 +19,22 @@ never look at which one it is.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import ClassVar
 
-from trlvr.engine.generator import TandemGenerator
+from trlvr.engine.generator import DecodeOptions, TandemGenerator
+from trlvr.engine.options import Sampling
 from trlvr.engine.output import TandemOutput
-from trlvr.engine.sampling import SamplingParams, check_decoding
 from trlvr.engine.schedules import SENIOR, Schedule
+from trlvr.engine.text_pair import TextPairGenerator, text_schedules
 from trlvr.errors import UserError
 
 PAIRINGS = ("lockstep", "text")  # how two models share a rollout (`trlvr.models.choose_pairing`)
 # which engine runs a pair: "hf" is this package; others are optional plugins, (the Pair as
 # "module:Class", the package it needs), imported only when asked for (the core never imports vLLM)
 BACKENDS = {"hf": None, "vllm": ("trlvr.vllm.pair:VLLMPair", "vllm")}
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How one generation call draws: a token budget, temperature (0 = greedy), top_p, top_k (0 = off)
-    and the seed that, with each row's key, fixes every random draw. Validated on creation."""
-
-    max_new_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int = 0
-
-    def __post_init__(self):
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        check_decoding(self.temperature, self.top_p, self.top_k)
-
-    @property
-    def params(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_p, self.top_k)
 
 
 class Pair(ABC):
@@ -94,15 +75,19 @@ class Pair(ABC):
 
 
 class LockstepPair(Pair):
-    """One shared vocabulary, token by token, on HF models (`TandemGenerator`; its options pass through)."""
+    """One shared vocabulary, token by token, on HF models (`TandemGenerator`).
+
+    decode, compile: the run's `DecodeOptions`; every other keyword (eos_token_ids, pad_token_id,
+    tables, step_end_ids, junior_device, ...) goes to `TandemGenerator` as it is.
+    """
 
     backend, pairing = "hf", "lockstep"
 
-    def __init__(self, senior, junior, tokenizer, *, eos_token_ids: list[int] | None = None,
-                 pad_token_id: int | None = None, tables=None, **engine_options):  # fmt: skip
+    def __init__(self, senior, junior, tokenizer, *, decode: str = "auto", compile: bool | str = "auto",
+                 **generator_options):  # fmt: skip
         self.senior, self.junior, self.tokenizer = senior, junior, tokenizer
-        self.gen = TandemGenerator(senior, junior, tokenizer, tables=tables, eos_token_ids=eos_token_ids,
-                                   pad_token_id=pad_token_id, **engine_options)  # fmt: skip
+        self.gen = TandemGenerator(senior, junior, tokenizer, options=DecodeOptions(decode, compile),
+                                   **generator_options)  # fmt: skip
 
     @property
     def pad_token_id(self) -> int:
@@ -117,8 +102,7 @@ class LockstepPair(Pair):
 
     def generate(self, prompts, schedule, sampling, row_keys=None) -> TandemOutput:
         self.check(schedule)
-        return self.gen.generate(prompts, schedule, sampling.max_new_tokens, seed=sampling.seed,
-                                 row_keys=row_keys, sampling=sampling.params)  # fmt: skip
+        return self.gen.generate(prompts, schedule, sampling, row_keys)
 
 
 class TextPair(Pair):
@@ -136,8 +120,6 @@ class TextPair(Pair):
 
     def __init__(self, senior, junior, tokenizer, junior_tokenizer, *, junior_prompts=None,
                  eos_token_ids: list[int] | None = None):  # fmt: skip
-        from trlvr.engine.text_pair import TextPairGenerator
-
         if junior_tokenizer is not None and junior_tokenizer.pad_token is None:
             junior_tokenizer.pad_token = junior_tokenizer.eos_token
         self.senior, self.junior, self.tokenizer, self.junior_tokenizer = senior, junior, tokenizer, junior_tokenizer
@@ -154,8 +136,6 @@ class TextPair(Pair):
 
     @classmethod
     def unsupported(cls, schedule: Schedule) -> str | None:
-        from trlvr.engine.text_pair import text_schedules
-
         if schedule.text_rule() is not None:
             return None
         names = ", ".join(text_schedules())
@@ -172,9 +152,7 @@ class TextPair(Pair):
     def generate(self, prompts, schedule, sampling, row_keys=None) -> TandemOutput:
         self.check(schedule)
         junior = [self.junior_prompts(p) for p in prompts] if self.junior_prompts is not None else None
-        self.last = self.gen.generate(prompts, junior, schedule, sampling.max_new_tokens,
-                                      temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                                      seed=sampling.seed, row_keys=row_keys)  # fmt: skip
+        self.last = self.gen.generate(prompts, junior, schedule, sampling, row_keys)
         return self.last.as_tandem_output(self._pad)
 
 
@@ -193,9 +171,6 @@ def pair_class(backend: str = "hf", pairing: str = "lockstep") -> type[Pair]:
 
 
 def _plugin(plugin: tuple[str, str], backend: str) -> type[Pair]:
-    import importlib
-    import importlib.util
-
     target, needs = plugin
     if importlib.util.find_spec(needs) is None:
         raise UserError(f"backend {backend} needs {needs}, which is not installed here (pip install "

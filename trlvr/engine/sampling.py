@@ -14,29 +14,13 @@ problem key, sample index, protocol)).
 from __future__ import annotations
 
 import hashlib
-import math
-from dataclasses import dataclass
 
 import torch
 
+from trlvr.engine.options import check_decoding
+
 TOKEN_STREAM, AUTHOR_STREAM = 0, 1  # what a uniform is for: the token draw, the schedule's redraw
 _M32 = 0xFFFFFFFF
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How tokens are drawn: temperature (0 = greedy), top_k (0 = off), top_p (1 = off). Validated on creation."""
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-
-    def __post_init__(self):
-        check_decoding(self.temperature, self.top_p, self.top_k)
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
 
 
 def row_key(*parts) -> int:
@@ -142,22 +126,6 @@ class ScheduleDraws:
         u = self.streams.uniform(self.position, AUTHOR_STREAM + 2 * self.calls)
         self.calls += 1
         return u
-
-
-def check_decoding(temperature: float, top_p: float = 1.0, top_k: int = 0) -> None:
-    """Raise ValueError for decoding settings that cannot sample (temperature 0 = greedy is allowed).
-
-    >>> check_decoding(0.7, top_p=0.0)
-    Traceback (most recent call last):
-    ...
-    ValueError: top_p must be in (0, 1], got 0.0
-    """
-    if not (isinstance(temperature, int | float) and math.isfinite(temperature) and temperature >= 0):
-        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
-    if not (isinstance(top_p, int | float) and 0.0 < top_p <= 1.0):
-        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
-    if not (isinstance(top_k, int) and not isinstance(top_k, bool) and top_k >= 0):
-        raise ValueError(f"top_k must be an integer >= 0 (0 = no top-k), got {top_k!r}")
 
 
 def token_logprob(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

@@ -58,10 +58,26 @@ say where a schedule redraws, for the loophole statistics (`trlvr.engine.loophol
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
-import torch
+if TYPE_CHECKING:
+    import torch
+else:
+
+    class _Torch:
+        """torch, imported on its first use: `trlvr.config` checks a schedule's settings (its fields and
+        `__post_init__`) without loading torch, so `trlvr train --dry-run` stays light. Nothing at import
+        time here touches a tensor; the first tensor method imports it, and each name is then a plain
+        attribute (no cost per token)."""
+
+        def __getattr__(self, name: str):
+            value = getattr(importlib.import_module("torch"), name)
+            setattr(self, name, value)
+            return value
+
+    torch = _Torch()
 
 SENIOR, JUNIOR = "senior", "junior"
 WORD_START_MARKERS = ("Ġ", "▁")  # byte-level BPE (GPT-2, Qwen, Llama-3) and SentencePiece

@@ -69,9 +69,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from trlvr.engine.options import Sampling
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
-from trlvr.engine.sampling import check_decoding, sample_with_uniforms
-from trlvr.engine.schedules import JUNIOR, SENIOR, Schedule, TextRule
+from trlvr.engine.sampling import sample_with_uniforms
+from trlvr.engine.schedules import JUNIOR, SCHEDULES, SENIOR, Schedule, TextRule
 
 UNREPRESENTABLE = "unrepresentable"  # the finish reason of a row a partner's tokenizer cannot spell
 _CONTEXT = 8  # tokens of left context a piece is decoded in (SentencePiece strips a leading space alone)
@@ -497,7 +498,7 @@ class TextPairGenerator:
     """Co-generate with a senior and a junior that each keep their own tokenizer.
 
     >>> gen = TextPairGenerator(senior, senior_tok, junior, junior_tok)             # doctest: +SKIP
-    >>> out = gen.generate(senior_prompts, junior_prompts, WordSchedule(p=0.5), 64)  # doctest: +SKIP
+    >>> out = gen.generate(senior_prompts, junior_prompts, WordSchedule(p=0.5), Sampling(64))  # doctest: +SKIP
     >>> out.texts, out.senior_ids, out.senior_mask                                  # doctest: +SKIP
     """
 
@@ -523,17 +524,15 @@ class TextPairGenerator:
         senior_prompt_ids: list[list[int]],
         junior_prompt_ids: list[list[int]] | None,
         schedule: Schedule,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        seed: int = 0,
+        sampling: Sampling,
+        row_keys: list[int] | None = None,
+        *,
         check: bool = False,
         check_logits: bool | None = None,
-        row_keys: list[int] | None = None,
     ) -> TextPairOutput:
         """One completion per row. Each model gets its own prompt ids (junior_prompt_ids: None without
-        a junior). row_keys: one int per row that seeds its randomness with `seed` (default: the
+        a junior). sampling: token budget, temperature / top_p / top_k and seed (`Sampling`).
+        row_keys: one int per row that seeds its randomness with `sampling.seed` (default: the
         row's index). check: record a snapshot per catch-up for `invariant_failures`; check_logits
         (default: check) compares every cached logit with a fresh cache-free forward (slow)."""
         rule = schedule.text_rule()
@@ -542,9 +541,6 @@ class TextPairGenerator:
                              f"(text schedules: {', '.join(text_schedules())})")  # fmt: skip
         if not senior_prompt_ids or any(len(p) == 0 for p in senior_prompt_ids):
             raise ValueError("every prompt needs at least one token")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        check_decoding(temperature, top_p, top_k)
         writers = set(schedule.writers)
         if JUNIOR in writers and self.models[JUNIOR] is None:
             raise ValueError(f"{type(schedule).__name__} needs a junior model, but the generator has none")
@@ -570,9 +566,7 @@ class TextPairGenerator:
                 raise ValueError(f"row_keys has {len(row_keys)} keys for {B} rows")
             self._check_logits = check if check_logits is None else check_logits
             keys = B if row_keys is None else row_keys
-            out = self._decode(
-                sides, prompts, keys, rule, max_new_tokens, temperature, top_p, top_k, seed, check
-            )
+            out = self._decode(sides, prompts, keys, rule, sampling, check)
         finally:
             for name, training in was_training.items():
                 self.models[name].train(training)
@@ -586,9 +580,8 @@ class TextPairGenerator:
             out.seconds[f"{name}_compactions"] = float(side.compactions)
         return out
 
-    def _decode(
-        self, sides, prompts, keys, rule, N, temperature, top_p, top_k, seed, check
-    ) -> TextPairOutput:
+    def _decode(self, sides, prompts, keys, rule, sampling: Sampling, check) -> TextPairOutput:
+        N, seed = sampling.max_new_tokens, sampling.seed
         n_draws = 2 * N + 2
         u_tok = row_uniforms(seed, keys, n_draws)
         u_author = row_uniforms(seed + 0x5EED, keys, n_draws)
@@ -654,7 +647,7 @@ class TextPairGenerator:
                         ref = side.model(input_ids=ids).logits[0, -1].float()
                         self.logit_error = max(self.logit_error, (ref - logits[j].float()).abs().max().item())
                 u = torch.stack([u_tok[live[p], rows[live[p]].tdraw] for p in pos_list])[:, None]
-                tok = sample_with_uniforms(logits, u, temperature, top_k, top_p)
+                tok = sample_with_uniforms(logits, u, sampling.temperature, sampling.top_k, sampling.top_p)
                 lp = logits.float().gather(1, tok[:, None]).squeeze(1) - torch.logsumexp(
                     logits.float(), dim=-1
                 )
@@ -925,8 +918,6 @@ def text_nll(model, tokenizer, prompt_ids: list[list[int]], texts: list[str],
 
 def text_schedules() -> list[str]:
     """The registered schedules that run over text (`Schedule.text_rule`)."""
-    from trlvr.engine.schedules import SCHEDULES
-
     return [name for name, cls in SCHEDULES.items() if cls().text_rule() is not None]
 
 

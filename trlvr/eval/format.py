@@ -2,16 +2,20 @@
 
 An entry is results.json's {"value", "ci_low", "ci_high", ...} (or compare's {"a", "b", "diff",
 "ci_low", "ci_high", ...}). Rates in [0, 1] print as percent; everything else (nats, token counts,
-ratios such as handoff_ratio/pass@k) prints as is. The rule lives in `is_percent` and nowhere else.
+ratios such as handoff_ratio/pass@k) prints as is. The rule lives in `is_percent` and nowhere else:
+the evaluation's own rates are named here, a registered per-sample metric says itself whether it is
+a rate (`trlvr.eval.sample_metrics.SampleMetric.rate`).
 
 What this file does not know: files, HTML, where the entries came from.
 """
 
 from __future__ import annotations
 
-# A metric is a rate (printed x100) when its last component is one of these, or starts with "pass@";
-# ratios of rates ("handoff_ratio/...") are not rates.
-RATE_SUFFIXES = ("senior_share", "truncated", "round_capped", "jargon_rate", "unrepresentable")
+from trlvr.eval.sample_metrics import is_rate
+
+# An evaluation metric is a rate (printed x100) when its last component is one of these, or starts with
+# "pass@", or it is a registered per-sample rate; ratios of rates ("handoff_ratio/...") are not rates.
+RATE_SUFFIXES = ("senior_share", "truncated", "round_capped", "unrepresentable")
 RATIO_HEADS = ("handoff_ratio",)
 
 
@@ -24,7 +28,7 @@ def is_percent(name: str) -> bool:
     head, _, tail = name.rpartition("/")
     if head.split("/")[0] in RATIO_HEADS:
         return False
-    return tail.startswith("pass@") or tail in RATE_SUFFIXES
+    return tail.startswith("pass@") or tail in RATE_SUFFIXES or is_rate(tail)
 
 
 def scale(name: str) -> float:

@@ -17,6 +17,8 @@ import io
 from pathlib import Path
 
 from trlvr.errors import UserError
+from trlvr.eval.aggregate import compare_tables
+from trlvr.eval.comparable import check_comparable, warning_text
 from trlvr.eval.format import diff_text, entry_text, number, unit
 from trlvr.eval.store import PER_PROBLEM, RESULTS, SAMPLES, read_json, read_samples
 from trlvr.eval.suite import dose_points
@@ -69,114 +71,51 @@ def _png(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def _err(e: dict, scale: float = 1.0):
-    return e["value"] * scale, [[(e["value"] - e["ci_low"]) * scale], [(e["ci_high"] - e["value"]) * scale]]
+DOSE_TITLE = "dose: pass@1 vs junior share"
+BAR_GREY = "#64748b"  # bars of one run's benchmarks (several runs: one colour per run)
+# (metric, y label, title) of the bar plots every report draws
+BARS = (("legibility/junior_ce", "junior CE (nats/token)", "legibility (lower = more legible)"),
+        ("drift/kl", "KL(senior || junior) (nats/token)", "drift"))  # fmt: skip
+_PROTOCOL_LINES = (("solo", SENIOR_COLOUR, "-"), ("handoff", "#7c3aed", "--"), ("junior", JUNIOR_COLOUR, ":"))
+
+# One set of plots serves one run or many: each takes `runs`, a list of (label, macro metrics); a single
+# run is a list of one (drawn in the protocols' colours, no run labels), several runs get one colour each.
 
 
-def _pass_at_k_plot(metrics: dict, title: str) -> str | None:
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(4.6, 3.2))
-    drawn = False
-    for proto, colour in (("solo", SENIOR_COLOUR), ("handoff", "#7c3aed"), ("junior", JUNIOR_COLOUR)):
-        names = sorted(
-            (n for n in metrics if n.startswith(f"{proto}/pass@")), key=lambda n: int(n.split("@")[1])
-        )
-        if not names:
-            continue
-        ks = [int(n.split("@")[1]) for n in names]
-        vals = [metrics[n]["value"] * 100 for n in names]
-        lo = [(metrics[n]["value"] - metrics[n]["ci_low"]) * 100 for n in names]
-        hi = [(metrics[n]["ci_high"] - metrics[n]["value"]) * 100 for n in names]
-        ax.errorbar(ks, vals, yerr=[lo, hi], marker="o", capsize=3, label=proto, color=colour)
-        drawn = True
-    if not drawn:
-        plt.close(fig)
-        return None
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("k")
-    ax.set_ylabel("pass@k (%)")
-    ax.set_title(title)
-    ax.legend()
-    ax.grid(alpha=0.3)
-    return _png(fig)
+def _errorbar(ax, xs: list, entries: list[dict], **style) -> None:
+    """Points at `xs` with their CIs, rates drawn in percent."""
+    ax.errorbar(xs, [e["value"] * 100 for e in entries],
+                yerr=[[(e["value"] - e["ci_low"]) * 100 for e in entries],
+                      [(e["ci_high"] - e["value"]) * 100 for e in entries]],
+                marker="o", capsize=3, **style)  # fmt: skip
 
 
-def _dose_plot(metrics: dict, title: str) -> str | None:
-    import matplotlib.pyplot as plt
-
-    dose = dose_points(metrics)
-    if not dose:
-        return None
-    points = [(0.0, "solo/pass@1")] if "solo/pass@1" in metrics else []
-    points += dose
-    if "junior/pass@1" in metrics:
-        points.append((1.0, "junior/pass@1"))
-    fig, ax = plt.subplots(figsize=(4.6, 3.2))
-    for x, n in points:
-        y, err = _err(metrics[n], 100)
-        ax.errorbar([x], [y], yerr=err, marker="o", capsize=3, color="#0f766e")
-    ax.plot(
-        [x for x, _ in points], [metrics[n]["value"] * 100 for _, n in points], color="#0f766e", alpha=0.6
-    )
-    ax.set_xlabel("junior share of words (0 = senior solo, 1 = junior solo)")
-    ax.set_ylabel("pass@1 (%)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    return _png(fig)
-
-
-def _bars_plot(res: dict, metric: str, ylabel: str, title: str) -> str | None:
-    import matplotlib.pyplot as plt
-
-    names, vals, errs = [], [], [[], []]
-    entries = [(b, r["metrics"]) for b, r in res["benchmarks"].items()]
-    if len(entries) != 1:  # with one benchmark, "macro" is the same bar again
-        entries.append(("macro", res["macro"]["metrics"]))
-    for name, m in entries:
-        if metric in m:
-            v, e = _err(m[metric])
-            names.append(name)
-            vals.append(v)
-            errs[0] += e[0]
-            errs[1] += e[1]
-    if not names:
-        return None
-    fig, ax = plt.subplots(figsize=(4.6, 3.2))
-    ax.bar(names, vals, yerr=errs, capsize=4, color="#64748b")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.tick_params(axis="x", rotation=30)
-    return _png(fig)
-
-
-def _runs_pass_at_k(runs: list[tuple[str, dict]]) -> str | None:
-    """Solo (solid) and handoff (dashed) pass@k of several runs on one axis, one colour per run."""
+def pass_at_k_plot(runs: list[tuple[str, dict]], title: str) -> str | None:
+    """pass@k of the solo (solid), handoff (dashed) and junior (dotted) protocols of every run; None if none."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(4.6, 3.2))
     drawn = False
     for i, (label, metrics) in enumerate(runs):
-        for proto, style in (("solo", "-"), ("handoff", "--")):
+        for proto, colour, style in _PROTOCOL_LINES:
             names = sorted((n for n in metrics if n.startswith(f"{proto}/pass@")), key=lambda n: int(n.split("@")[1]))
             if not names:
                 continue
-            e = [metrics[n] for n in names]
-            ax.errorbar([int(n.split("@")[1]) for n in names], [x["value"] * 100 for x in e],
-                        yerr=[[(x["value"] - x["ci_low"]) * 100 for x in e], [(x["ci_high"] - x["value"]) * 100 for x in e]],
-                        marker="o", capsize=3, linestyle=style, color=f"C{i}", label=f"{label} {proto}")  # fmt: skip
+            _errorbar(ax, [int(n.split("@")[1]) for n in names], [metrics[n] for n in names], linestyle=style,
+                      color=colour if len(runs) == 1 else f"C{i}", label=proto if len(runs) == 1 else f"{label} {proto}")  # fmt: skip
             drawn = True
     if not drawn:
         plt.close(fig)
         return None
     ax.set_xscale("log", base=2)
-    ax.set(xlabel="k", ylabel="pass@k (%)", title="macro pass@k (solid: solo, dashed: handoff)")
+    ax.set(xlabel="k", ylabel="pass@k (%)", title=title)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return _png(fig)
 
 
-def _runs_dose(runs: list[tuple[str, dict]]) -> str | None:
+def dose_plot(runs: list[tuple[str, dict]], title: str = DOSE_TITLE) -> str | None:
+    """pass@1 against the junior's share of words (solo at 0, the dose points, the junior alone at 1)."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(4.6, 3.2))
@@ -185,56 +124,60 @@ def _runs_dose(runs: list[tuple[str, dict]]) -> str | None:
         dose = dose_points(metrics)
         if not dose:
             continue
-        pts = ([(0.0, "solo/pass@1")] if "solo/pass@1" in metrics else []) + dose
-        e = [metrics[n] for _, n in pts]
-        ax.errorbar([x for x, _ in pts], [x["value"] * 100 for x in e],
-                    yerr=[[(x["value"] - x["ci_low"]) * 100 for x in e], [(x["ci_high"] - x["value"]) * 100 for x in e]],
-                    marker="o", capsize=3, color=f"C{i}", label=label)  # fmt: skip
+        points = ([(0.0, "solo/pass@1")] if "solo/pass@1" in metrics else []) + dose
+        points += [(1.0, "junior/pass@1")] if "junior/pass@1" in metrics else []
+        _errorbar(ax, [x for x, _ in points], [metrics[n] for _, n in points],
+                  color="#0f766e" if len(runs) == 1 else f"C{i}", label=label or None)  # fmt: skip
         drawn = True
     if not drawn:
         plt.close(fig)
         return None
-    ax.set(xlabel="junior share of words", ylabel="pass@1 (%)", title="dose: pass@1 vs junior share")
-    ax.legend(fontsize=7)
+    ax.set(xlabel="junior share of words (0 = senior solo, 1 = junior solo)", ylabel="pass@1 (%)", title=title)
+    if len(runs) > 1:
+        ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return _png(fig)
 
 
-def _runs_bars(runs: list[tuple[str, dict]], metric: str, ylabel: str, title: str) -> str | None:
+def bars_plot(bars: list[tuple[str, dict]], metric: str, ylabel: str, title: str, colour: str | None = None) -> str | None:
+    """One bar per (name, metrics) that has `metric`, with its CI: the runs of a comparison, or one run's
+    benchmarks (`benchmark_bars`); colour: one for all bars (None: one per bar, as per run)."""
     import matplotlib.pyplot as plt
 
-    have = [(label, m[metric]) for label, m in runs if metric in m]
+    have = [(i, name, m[metric]) for i, (name, m) in enumerate(bars) if metric in m]
     if not have:
         return None
     fig, ax = plt.subplots(figsize=(4.6, 3.2))
-    ax.bar([label for label, _ in have], [e["value"] for _, e in have], capsize=4,
-           color=[f"C{i}" for i, (label, m) in enumerate(runs) if metric in m],
-           yerr=[[e["value"] - e["ci_low"] for _, e in have], [e["ci_high"] - e["value"] for _, e in have]])  # fmt: skip
+    ax.bar([name for _, name, _ in have], [e["value"] for _, _, e in have], capsize=4,
+           color=[colour or f"C{i}" for i, _, _ in have],
+           yerr=[[e["value"] - e["ci_low"] for _, _, e in have], [e["ci_high"] - e["value"] for _, _, e in have]])  # fmt: skip
     ax.set(ylabel=ylabel, title=title)
     ax.tick_params(axis="x", rotation=20)
     return _png(fig)
 
 
+def benchmark_bars(res: dict) -> list[tuple[str, dict]]:
+    """(benchmark, metrics) of one run's results, then ("macro", ...) when there are several benchmarks
+    (with one, macro is the same bar again)."""
+    bars = [(b, r["metrics"]) for b, r in res["benchmarks"].items()]
+    return bars + [("macro", res["macro"]["metrics"])] if len(bars) != 1 else bars
+
+
 def compared_plots(runs: list[tuple[str, dict]]) -> list[str]:
     """The runs side by side (macro metrics): pass@k, dose, legibility and drift, one colour per run."""
-    out = [_runs_pass_at_k(runs), _runs_dose(runs),
-           _runs_bars(runs, "legibility/junior_ce", "junior CE (nats/token)", "legibility (lower = more legible)"),
-           _runs_bars(runs, "drift/kl", "KL(senior || junior) (nats/token)", "drift")]  # fmt: skip
+    out = [pass_at_k_plot(runs, "macro pass@k (solid: solo, dashed: handoff)"), dose_plot(runs),
+           *(bars_plot(runs, *bar) for bar in BARS)]  # fmt: skip
     return [p for p in out if p]
 
 
 def plots(res: dict) -> list[str]:
-    macro = res["macro"]["metrics"]
-    out = [
-        _pass_at_k_plot(macro, "macro pass@k"),
-        _dose_plot(macro, "dose: pass@1 vs junior share"),
-        _bars_plot(
-            res, "legibility/junior_ce", "junior CE (nats/token)", "legibility (lower = more legible)"
-        ),
-        _bars_plot(res, "drift/kl", "KL(senior || junior) (nats/token)", "drift"),
-    ]
+    """One run's plots: the same pass@k, dose and bars as `compared_plots` (the run as a list of one, the bars
+    per benchmark), then pass@k per benchmark when there are several."""
+    one = [("", res["macro"]["metrics"])]
+    out = [pass_at_k_plot(one, "macro pass@k"), dose_plot(one),
+           *(bars_plot(benchmark_bars(res), *bar, colour=BAR_GREY) for bar in BARS)]  # fmt: skip
     if len(res["benchmarks"]) > 1:
-        out += [_pass_at_k_plot(r["metrics"], f"{bench} pass@k") for bench, r in res["benchmarks"].items()]
+        out += [pass_at_k_plot([("", r["metrics"])], f"{bench} pass@k") for bench, r in res["benchmarks"].items()]
     return [p for p in out if p]
 
 
@@ -404,8 +347,6 @@ def run_view(run_dir: str | Path, label: str | None = None, max_problems: int = 
 def comparison_view(cmp: dict, label_a: str, label_b: str, title: str) -> dict:
     """What the template shows of a paired comparison; `cmp["mismatch"]` (settings that differ, paired
     anyway under --allow-mismatch) becomes a warning above its table."""
-    from trlvr.eval.comparable import warning_text
-
     return {
         "title": title, "label_a": label_a, "label_b": label_b, "rows": comparison_rows(cmp),
         "skipped": ", ".join(cmp.get("skipped", [])), "mismatch": warning_text(cmp.get("mismatch") or []),
@@ -416,9 +357,6 @@ def build_report(run_dir: str | Path, compare_dirs: list[str | Path] = (), *, ma
                  allow_mismatch: bool = False) -> str:  # fmt: skip
     """HTML of the report for `run_dir`, with paired comparisons against each of `compare_dirs` (each
     evaluated alike, `trlvr.eval.comparable`; `allow_mismatch`: a warning instead of a refusal)."""
-    from trlvr.eval.aggregate import compare_tables
-    from trlvr.eval.comparable import check_comparable
-
     mismatch = {str(o): check_comparable(o, run_dir, allow_mismatch=allow_mismatch) for o in compare_dirs}
     run = run_view(run_dir, max_problems=max_problems)
     seed = load_results(run_dir)["config"].get("seed", 0)

@@ -1,12 +1,13 @@
 """Per-sample metrics beyond the evaluation's own, registered by whoever defines one.
 
-A `SampleMetric` turns one benchmark's sample rows (samples.jsonl) into a value per problem; the
-toy world registers its jargon rate (`trlvr.toy.jargon`). Reports read the registry: an evaluation's
+A `SampleMetric` turns one benchmark's sample rows (samples.jsonl) into a value per problem, and
+says whether it is a rate (a share in [0, 1], printed in percent: `trlvr.eval.format` asks `is_rate`);
+a world registers its own (the toy world's live in `trlvr.toy`). Reports read the registry: an evaluation's
 per-problem table is its per_problem.json plus every registered metric computed from its samples
 (`load_table`), so summaries, two-level seed CIs and paired comparisons treat a registered metric
 exactly like solo/pass@1, with no code of their own for it.
 
-    register(SampleMetric("jargon_rate", "jargon rate (%)", jargon_by_problem))
+    register(SampleMetric("refusal_rate", "refusal rate (%)", refusals_by_problem, rate=True))
 
 What this file does not know: which metrics exist (they register themselves), HTML, plots.
 """
@@ -24,9 +25,10 @@ from trlvr.eval.store import PER_PROBLEM, SAMPLES, read_json, read_samples
 
 @dataclass(frozen=True)
 class SampleMetric:
-    name: str  # its column in the per-problem table (a percent metric's name ends in a rate suffix, eval.format)
-    title: str  # its column title in report tables, e.g. "jargon rate (%)"
+    name: str  # its column in the per-problem table
+    title: str  # its column title in report tables, e.g. "refusal rate (%)"
     per_problem: Callable[[list[dict]], dict[str, float]]  # one benchmark's sample rows -> {problem id: value}
+    rate: bool = False  # a share in [0, 1], printed in percent (`is_rate`); else printed as it is
 
 
 _REGISTRY: dict[str, SampleMetric] = {}
@@ -44,6 +46,12 @@ def register(metric: SampleMetric) -> SampleMetric:
 def registered() -> list[SampleMetric]:
     """Every registered metric, in registration order."""
     return list(_REGISTRY.values())
+
+
+def is_rate(name: str) -> bool:
+    """Whether `name` (a metric, or the last "/" component of one) is a registered rate."""
+    metric = _REGISTRY.get(name.rpartition("/")[2])
+    return metric is not None and metric.rate
 
 
 def sample_table(rows: list[dict]) -> Table:

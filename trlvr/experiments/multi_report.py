@@ -4,7 +4,7 @@ Each argument is an evaluation directory (one `trlvr eval` output) or a seed gro
 `seed-<s>/` folders of `trlvr eval --seeds`). The page shows, in this order:
     1. the headline table: one row per run, the metrics a reader compares (solo, handoff,
        handoff/solo, legibility, drift, plus every registered per-sample metric the runs have,
-       e.g. the toy's jargon rate), value [95% CI] (groups: the two-level seed-and-problem CI);
+       e.g. one a toy world registers), value [95% CI] (groups: the two-level seed-and-problem CI);
     2. the runs side by side in one set of plots (`trlvr.eval.report.compared_plots`: pass@k, dose,
        legibility, drift) and the training curves (reward, senior share, switches, lengths, step
        time, KL) of the runs that produced each senior, seed bands for groups;
@@ -20,18 +20,32 @@ samples and trainer states, and renders templates/multi_report.html.j2 (autoesca
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-import trlvr.toy.jargon  # noqa: F401  (registers the toy world's per-sample metric, jargon_rate)
+import trlvr.toy  # noqa: F401  (the toy world registers its per-sample metrics)
 from trlvr.errors import UserError
 from trlvr.eval import sample_metrics
 from trlvr.eval.aggregate import compare_tables
+from trlvr.eval.comparable import check_comparable
 from trlvr.eval.format import entry_text, unit
 from trlvr.eval.groups import compare_groups, is_group, load_tables, seed_dirs, summarize_group
-from trlvr.eval.report import TEMPLATES, _png, compared_plots, load_results, sample_view, selection_warning
+from trlvr.eval.report import (
+    JUNIOR_COLOUR,
+    SENIOR_COLOUR,
+    TEMPLATES,
+    _png,
+    _surprisal_bg,
+    compared_plots,
+    comparison_view,
+    load_results,
+    sample_view,
+    selection_warning,
+)
 from trlvr.eval.store import SAMPLES, read_samples
 from trlvr.experiments.curves import CURVES, SELECTION, load_curves, plot_curves
 from trlvr.provenance import path_from_record
+from trlvr.rundir import FINAL, checkpoint_step
 
 # the evaluation's own headline metrics; then every registered per-sample metric (`headline_metrics`)
 HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility/junior_ce", "legibility/junior_bpb",
@@ -71,7 +85,7 @@ class Run:
         for res, res_dir in zip(self.results, self.eval_dirs, strict=True):
             senior = res["config"].get("models", {}).get("senior")
             p = Path(path_from_record(senior, res_dir)) if senior else None
-            out.append(p.parent if p is not None and (p.name == "final" or p.name.startswith("checkpoint-")) else None)
+            out.append(p.parent if p is not None and (p.name == FINAL or checkpoint_step(p) is not None) else None)
         return out
 
     def curves(self) -> list[dict]:
@@ -116,8 +130,6 @@ def training_plots(runs: list[Run]) -> list[str]:
 def comparisons(runs: list[Run], baseline: Run, allow_mismatch: bool = False) -> list[dict]:
     """Each run against `baseline`, evaluated alike (`trlvr.eval.comparable`: refused, or with
     `allow_mismatch` paired with a warning naming the settings that differ)."""
-    from trlvr.eval.report import comparison_view
-
     out = []
     for r in runs:
         if r is baseline:
@@ -133,8 +145,6 @@ def paired(baseline: Run, r: Run, allow_mismatch: bool = False) -> dict:
     """Paired r - baseline, every metric (registered per-sample ones included): by seed and problem for
     seed groups (two-level bootstrap), by problem for single runs; only runs evaluated alike
     (`trlvr.eval.comparable`; allowed: the settings that differ are in "mismatch")."""
-    from trlvr.eval.comparable import check_comparable
-
     if r.group != baseline.group:
         raise UserError(f"report: {r.path} and the baseline {baseline.path} are not both seed groups (or both single runs)")
     mismatch = check_comparable(baseline.path, r.path, allow_mismatch=allow_mismatch,
@@ -181,14 +191,23 @@ def _pairs(runs: list[Run], base: Run, pairs, allow_mismatch: bool = False) -> l
     return out
 
 
+@dataclass(frozen=True)
+class Page:
+    """What a multi-run page shows beside its runs: `title` (default: the run labels joined by "vs"),
+    `settings`: (name, value) rows shown as a table; `extra_plots`: more PNG data URLs (e.g. a study's
+    detector metrics), under `extra_title`."""
+
+    title: str | None = None
+    settings: tuple[tuple[str, str], ...] = ()
+    extra_plots: tuple[str, ...] = ()
+    extra_title: str = "More plots"
+
+
 def build_multi_report(paths: list[str | Path], baseline: str | Path | None = None, max_problems: int = 8, *,
-                       labels: list[str] | None = None, pairs: list[tuple] | None = None,
-                       settings: list[tuple[str, str]] = (), extra_plots: list[str] = (), title: str | None = None,
-                       extra_title: str = "More plots", allow_mismatch: bool = False,
-                       group_seeds: dict | None = None) -> str:  # fmt: skip
+                       labels: list[str] | None = None, pairs: list[tuple] | None = None, page: Page = Page(),
+                       allow_mismatch: bool = False, group_seeds: dict | None = None) -> str:  # fmt: skip
     """The page. `labels`: one per path (default: folder names); `pairs`: (baseline, run) paths to compare
-    (default: every run against `baseline`); `settings`: (name, value) rows shown as a table;
-    `extra_plots`: more PNG data URLs (e.g. a study's detector metrics), under `extra_title`;
+    (default: every run against `baseline`); `page`: title, settings table and extra plots (`Page`);
     `allow_mismatch`: pair runs evaluated under other settings, with a warning (else refused);
     `group_seeds`: {path: seeds} of seed groups read as those seeds only (default: each group's own)."""
     import jinja2
@@ -212,11 +231,10 @@ def build_multi_report(paths: list[str | Path], baseline: str | Path | None = No
                 if (w := selection_warning(res["config"].get("models", {}).get("senior_selection")))]  # fmt: skip
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined)  # fmt: skip
-    from trlvr.eval.report import JUNIOR_COLOUR, SENIOR_COLOUR, _surprisal_bg
-
     return env.get_template("multi_report.html.j2").render(
-        title=title or "trlvr: " + " vs ".join(r.label for r in runs), baseline=base.label, headline=headline(runs),
-        settings=list(settings), extra_plots=list(extra_plots), extra_title=extra_title,
+        title=page.title or "trlvr: " + " vs ".join(r.label for r in runs), baseline=base.label,
+        headline=headline(runs), settings=list(page.settings), extra_plots=list(page.extra_plots),
+        extra_title=page.extra_title,
         plots=plots, training=training_plots(runs), comparisons=_pairs(runs, base, pairs, allow_mismatch),
         problems=side_by_side(runs, max_problems), labels=[r.label for r in runs], warnings=sorted(set(warnings)),
         senior_colour=SENIOR_COLOUR, junior_colour=JUNIOR_COLOUR, shade_high=_surprisal_bg(-8),

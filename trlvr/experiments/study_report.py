@@ -12,7 +12,7 @@ One report path serves one run or many: a variant's numbers and its paired diffe
 `trlvr.experiments.multi_report` (a `Run` per variant: one evaluation, or its seeds as a group), and
 report.html is that module's page. A variant with one finished seed gets CIs over problems only
 (marked "1 seed"); one without any is listed as missing. Registered per-sample metrics
-(`trlvr.eval.sample_metrics`; the toy registers its jargon rate) get a column, a paired difference
+(`trlvr.eval.sample_metrics`; the toy world registers its own) get a column, a paired difference
 and a panel, with no code here that names them. A variant whose evaluation ran the `junior` protocol
 adds a "junior (floor)" row (the junior alone, in the solo column; a dashed line in the figure).
 `trlvr demo` is this report over the shipped demo study (trlvr/studies/demo.yaml).
@@ -26,17 +26,32 @@ from pathlib import Path
 
 import numpy as np
 
+from trlvr.data.jsonl import read_jsonl
 from trlvr.errors import UserError
 from trlvr.eval import sample_metrics
-from trlvr.eval.format import diff_text, entry_text, unit
+from trlvr.eval.comparable import warning_text
+from trlvr.eval.format import diff_text, entry_text, scale, unit
 from trlvr.eval.groups import seed_dirs
+from trlvr.eval.report import _png
 from trlvr.eval.store import RESULTS
 from trlvr.experiments import multi_report
-from trlvr.experiments.study import TIMINGS_FILE, eval_group, read_claim, refuse_another_study, train_dir
+from trlvr.experiments.curves import Curve, plot_curves
+from trlvr.experiments.multi_report import Page, write_multi_report
+from trlvr.experiments.selection import SELECTED_FILE
+from trlvr.experiments.study import (
+    TIMINGS_FILE,
+    eval_group,
+    read_claim,
+    refuse_another_study,
+    stage_state,
+    train_dir,
+    units,
+)
 from trlvr.experiments.study_spec import Study
+from trlvr.rundir import METRICS_FILE
 
-# the evaluation's own metrics; every registered per-sample metric (trlvr.eval.sample_metrics, e.g. the
-# toy's jargon rate) follows in each list (`columns`, `diff_columns`, `figure_panels`)
+# the evaluation's own metrics; every registered per-sample metric (trlvr.eval.sample_metrics, e.g. one
+# of the toy world's) follows in each list (`columns`, `diff_columns`, `figure_panels`)
 COLUMNS = [
     ("solo/pass@1", "solo acc (%)"),
     ("handoff/pass@1", "handoff acc (%)"),
@@ -68,8 +83,6 @@ def figure_panels() -> list[tuple[str, str]]:
 def finished_seeds(study: Study, out: Path, variant: str) -> dict[int, Path]:
     """{seed: eval dir} of the variant's finished evaluations of the study's seeds, under the study's
     current settings (an evaluation recorded under other settings, not yet redone, is left out)."""
-    from trlvr.experiments.study import stage_state, units
-
     current = {u[-1].seed for u in units(study, out, [(variant, None)]) if stage_state(out, u[-1]) != "stale"}
     return {s: d for s, d in seed_dirs(eval_group(out, variant), list(study.seeds)).items()
             if (d / RESULTS).is_file() and s in current}  # fmt: skip
@@ -100,8 +113,6 @@ def paired(study: Study, out: Path, baseline: str, variant: str, allow_mismatch:
 
 
 def selected_steps(study: Study, out: Path) -> dict[str, dict[int, int]]:
-    from trlvr.experiments.selection import SELECTED_FILE
-
     res = {}
     for v in study.variants:
         steps = {}
@@ -115,13 +126,10 @@ def selected_steps(study: Study, out: Path) -> dict[str, dict[int, int]]:
 
 def detector_curves(study: Study, out: Path) -> dict[str, dict[str, list]]:
     """{metric: {variant: [Curve per seed]}} for every detector key a run's metrics.jsonl logged."""
-    from trlvr.data.jsonl import read_jsonl
-    from trlvr.experiments.curves import Curve
-
     res: dict[str, dict[str, list]] = {}
     for v in study.variants:
         for s in study.seeds:
-            path = train_dir(out, v, s) / "metrics.jsonl"
+            path = train_dir(out, v, s) / METRICS_FILE
             if not path.is_file():
                 continue
             rows = [r for r in read_jsonl(path, tolerate_torn_tail=True) if isinstance(r.get("step"), int)]
@@ -136,8 +144,6 @@ def detector_curves(study: Study, out: Path) -> dict[str, dict[str, list]]:
 
 def stage_seconds(out: Path) -> dict[str, dict[str, float]]:
     """{variant: {stage: median seconds}} from DIR/timings.jsonl (runs that resumed are left out)."""
-    from trlvr.data.jsonl import read_jsonl
-
     path = Path(out) / TIMINGS_FILE
     if not path.is_file():
         return {}
@@ -208,8 +214,6 @@ def markdown(study: Study, data: dict) -> str:
                 cells.append("–" if e is None else diff_text(e, k, digits=1) + (" *" if e["excludes_zero"] else ""))
             lines.append(f"| {study.variants[name].label} | {study.variants[p['baseline']].label} | "
                          f"{len(p['seeds']) or 'none'} | " + " | ".join(cells) + " |")  # fmt: skip
-        from trlvr.eval.comparable import warning_text
-
         lines += [f"\nWARNING, {study.variants[n].label}: {warning_text(p['mismatch'])}"
                   for n, p in data["paired"].items() if p.get("mismatch")]  # fmt: skip
     steps = data["selected_steps"]
@@ -239,7 +243,6 @@ def figure(study: Study, data: dict, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from trlvr.eval.format import scale
 
     worlds = list(dict.fromkeys(v.world for v in study.variants.values()))
     kinds = list(dict.fromkeys(_kind(study, n) for n in study.variants))
@@ -288,8 +291,6 @@ def figure(study: Study, data: dict, path: Path) -> Path:
 def detector_plots(curves: dict[str, dict[str, list]]) -> list[str]:
     import matplotlib.pyplot as plt
 
-    from trlvr.eval.report import _png
-    from trlvr.experiments.curves import plot_curves
 
     out = []
     for key, groups in curves.items():
@@ -303,8 +304,6 @@ def detector_plots(curves: dict[str, dict[str, list]]) -> list[str]:
 
 def write_study_report(study: Study, out: Path, allow_mismatch: bool = False) -> list[Path]:
     """allow_mismatch: pair variants evaluated under differing settings, with a warning (else refused)."""
-    from trlvr.experiments.multi_report import write_multi_report
-
     out = Path(out)
     refuse_another_study(study, out, read_claim(out))
     data = collect(study, out, allow_mismatch)
@@ -321,10 +320,12 @@ def write_study_report(study: Study, out: Path, allow_mismatch: bool = False) ->
         grouped = {n: len(data["rows"][n]["seeds"]) >= 2 for n in runs}
         pairs = [(runs[v.baseline], runs[v.name]) for v in study.variants.values()
                  if v.baseline in runs and v.name in runs and grouped[v.baseline] == grouped[v.name]]  # fmt: skip
+        page = Page(title=f"trlvr study {study.name}", settings=tuple(settings_rows(study, out)),
+                    extra_plots=tuple(detector_plots(detector_curves(study, out))),
+                    extra_title="Loophole detector (training, per step)")  # fmt: skip
         written.append(write_multi_report(
             list(runs.values()), rep / "report.html", labels=[study.variants[n].label for n in runs], pairs=pairs,
-            settings=settings_rows(study, out), extra_plots=detector_plots(detector_curves(study, out)),
-            title=f"trlvr study {study.name}", extra_title="Loophole detector (training, per step)",
-            allow_mismatch=allow_mismatch, group_seeds={runs[n]: data["rows"][n]["seeds"] for n in runs}))  # fmt: skip
+            page=page, allow_mismatch=allow_mismatch,
+            group_seeds={runs[n]: data["rows"][n]["seeds"] for n in runs}))  # fmt: skip
     return written
 

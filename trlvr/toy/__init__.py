@@ -17,10 +17,12 @@ from trlvr.toy.dialects import (
     render_first_step,
     render_solution,
 )
+from trlvr.toy.jargon import JARGON_RATE  # registers the toy world's per-sample metric with the reports
 from trlvr.toy.task import ToyProblem, generate_problems, make_splits
 
 __all__ = [
     "DIALECTS",
+    "JARGON_RATE",
     "extract_boxed_int",
     "generate_problems",
     "is_jargon",

@@ -20,9 +20,18 @@ import sys
 import time
 from pathlib import Path
 
+from transformers import AutoTokenizer
+
 from trlvr.data import encode_prompt
+from trlvr.engine import Sampling, SoloSchedule, WordSchedule
+from trlvr.engine.text_pair import TextPairGenerator
+from trlvr.models import load_causal_lm
+from trlvr.toy import measure
 from trlvr.toy.dialects import dialects_for, extract_boxed_int, make_prompt, render_solution
-from trlvr.toy.models import JUNIOR_SIZE, build_model, encode_pairs, n_params, sft
+from trlvr.toy.models import JUNIOR_SIZE, SFTSettings, build_model, encode_pairs, n_params, sft
+from trlvr.toy.task import make_splits
+from trlvr.toy.tokenizer import train_bpe_tokenizer
+from trlvr.toy.world import ASSETS_DIR
 
 CROSS_DIR = Path(__file__).parent / "assets" / "junior-cross"
 CROSS_VOCAB = 160  # the shipped tokenizer has 215 ids (digits split); this one merges digits and words
@@ -30,8 +39,6 @@ CROSS_VOCAB = 160  # the shipped tokenizer has 215 ids (digits split); this one 
 
 def cross_tokenizer(train_problems, senior_tokenizer, vocab_size: int = CROSS_VOCAB, jargon: str = "spaced"):
     """A tokenizer on the senior's alphabet with other merges: no digit splitting, `vocab_size` ids."""
-    from trlvr.toy.tokenizer import train_bpe_tokenizer
-
     special = set(senior_tokenizer.all_special_ids)
     pieces = [senior_tokenizer.decode([i]) for i in range(len(senior_tokenizer)) if i not in special]
     corpus = [
@@ -44,8 +51,6 @@ def train_cross_junior(train_problems, senior_tokenizer, steps: int = 800, targe
                        val_every: int = 50, batch_size: int = 64, lr: float = 3e-3, seed: int = 1,
                        vocab_size: int = CROSS_VOCAB):  # fmt: skip
     """(tokenizer, junior, stats): SFT on the plain dialect until `target_acc` on held-out problems."""
-    from trlvr.toy import measure
-
     val, train = train_problems[-n_val:], train_problems[:-n_val]
     tok = cross_tokenizer(train, senior_tokenizer, vocab_size)
     enc = encode_pairs(tok, [(make_prompt(p), render_solution(p, "plain")) for p in train])
@@ -72,8 +77,8 @@ def train_cross_junior(train_problems, senior_tokenizer, steps: int = 800, targe
                 f"cross junior: step {step} loss {loss:.3f} val {history[-1:]}", file=sys.stderr, flush=True
             )
 
-    s = sft(model, batch, steps, batch_size=batch_size, lr=lr, pad_id=tok.pad_token_id, seed=seed,
-            should_stop=reached, progress=progress)  # fmt: skip
+    settings = SFTSettings(steps, batch_size=batch_size, lr=lr, pad_id=tok.pad_token_id, seed=seed)
+    s = sft(model, batch, settings, should_stop=reached, progress=progress)
     stats = {**s, "val_acc": history, "vocab_size": len(tok), "params": n_params(model),
              "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
     return tok, model, stats
@@ -92,15 +97,13 @@ def text_tandem_accuracy(senior, senior_tok, junior, junior_tok, rows: list[dict
                          max_new_tokens: int = 96, batch_size: int = 128) -> dict:  # fmt: skip
     """Accuracy of a text-paired team (temperature 1) on `rows` ({"prompt", "answer"}), with the senior's
     share of the characters and the withdrawn tokens per row."""
-    from trlvr.engine.text_pair import TextPairGenerator
-
     gen = TextPairGenerator(senior, senior_tok, junior, junior_tok)
     correct, share, withdrawn = [], [], []
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
         sp = [encode_prompt(r["prompt"], senior_tok) for r in chunk]
         jp = [encode_prompt(r["prompt"], junior_tok) for r in chunk]
-        out = gen.generate(sp, jp, schedule, max_new_tokens, seed=seed + start)
+        out = gen.generate(sp, jp, schedule, Sampling(max_new_tokens, seed=seed + start))
         correct += [extract_boxed_int(t) == int(r["answer"]) for t, r in zip(out.texts, chunk, strict=True)]
         share += out.senior_char_share
         withdrawn += out.withdrawn
@@ -113,13 +116,6 @@ def main(out_dir: str | Path = CROSS_DIR, n_eval: int = 200, steps: int = 800, v
          n_val: int = 256) -> dict:  # fmt: skip
     """Train and save the cross-tokenizer junior from the toy world's splits (seed 0), then measure the
     shipped senior with it: solo junior, and the text-paired team under the word schedule (p = 0.5)."""
-    from transformers import AutoTokenizer
-
-    from trlvr.engine import SoloSchedule, WordSchedule
-    from trlvr.models import load_causal_lm
-    from trlvr.toy.task import make_splits
-    from trlvr.toy.world import ASSETS_DIR
-
     train, test = make_splits(20000, 500, seed=0)
     senior_tok = AutoTokenizer.from_pretrained(ASSETS_DIR / "senior")
     tok, junior, stats = train_cross_junior(train, senior_tok, steps=steps, val_every=val_every, n_val=n_val)

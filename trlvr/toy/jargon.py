@@ -31,4 +31,4 @@ def jargon_by_problem(rows: Iterable[dict], protocol: str = "solo") -> dict[str,
     return {pid: sum(v) / len(v) for pid, v in per.items()}
 
 
-JARGON_RATE = register(SampleMetric("jargon_rate", "jargon rate (%)", jargon_by_problem))
+JARGON_RATE = register(SampleMetric("jargon_rate", "jargon rate (%)", jargon_by_problem, rate=True))

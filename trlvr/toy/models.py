@@ -77,48 +77,63 @@ def _collate(batch: list[tuple[list[int], list[int]]], pad_id: int):
     return ids, mask, labels
 
 
+@dataclass(frozen=True)
+class SFTSettings:
+    """How `sft` trains: up to `steps` AdamW steps of `batch_size` rows, peak `lr` after a linear
+    `warmup`, then cosine decay to 10% of it; `pad_id` pads the batches; `seed` fixes the batches and
+    the initial draws. bf16: autocast to bfloat16; None = only where the CPU computes bf16 natively
+    (`native_bf16`): on an AVX2-only CPU, bf16 autocast is emulated and measured 6.3x slower than
+    fp32 (2.23 vs 0.36 s per junior step, batch 64, 2 threads), which made a from-scratch world
+    take over an hour."""
+
+    steps: int
+    batch_size: int = 64
+    lr: float = 3e-3
+    warmup: int = 30
+    weight_decay: float = 0.01
+    pad_id: int = 1
+    seed: int = 0
+    bf16: bool | None = None
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of step `step` (0-based): linear warmup, then cosine decay to 10%.
+
+        >>> s = SFTSettings(steps=100, lr=1.0, warmup=10)
+        >>> s.lr_at(0), s.lr_at(9), round(s.lr_at(99), 3)
+        (0.1, 1.0, 0.1)
+        """
+        if step < self.warmup:
+            return self.lr * (step + 1) / self.warmup
+        frac = (step - self.warmup) / max(1, self.steps - self.warmup)
+        return self.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
 def sft(
     model,
     sample_batch: Callable[[random.Random, int], list[tuple[list[int], list[int]]]],
-    steps: int,
-    batch_size: int = 64,
-    lr: float = 3e-3,
-    warmup: int = 30,
-    weight_decay: float = 0.01,
-    pad_id: int = 1,
-    seed: int = 0,
-    bf16: bool | None = None,
+    settings: SFTSettings,
     progress: Callable[[int, float], None] | None = None,
     should_stop: Callable[[int], bool] | None = None,
 ) -> dict:
-    """Train `model` for up to `steps` AdamW steps on batches from `sample_batch(rng, batch_size)`.
+    """Train `model` as `settings` say on batches from `sample_batch(rng, settings.batch_size)`.
 
-    Cosine decay to 10% of `lr` after a linear warmup. `should_stop(steps_done)` is asked after
-    every step and ends training early when it returns True (e.g. a validation target is met).
-    bf16: autocast to bfloat16; None = only where the CPU computes bf16 natively
-    (`native_bf16`): on an AVX2-only CPU, bf16 autocast is emulated and measured 6.3x slower than
-    fp32 (2.23 vs 0.36 s per junior step, batch 64, 2 threads), which made a from-scratch world
-    take over an hour. The choice is returned, so a world's card records it.
+    `should_stop(steps_done)` is asked after every step and ends training early when it returns
+    True (e.g. a validation target is met). The bf16 choice is returned, so a world's card records it.
     Returns {"loss": last mean loss, "seconds", "steps": steps taken, "bf16": the choice}.
     """
-    if bf16 is None:
-        bf16 = native_bf16()
-    rng = random.Random(seed)
-    torch.manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.98))
-
-    def lr_at(step: int) -> float:
-        if step < warmup:
-            return lr * (step + 1) / warmup
-        frac = (step - warmup) / max(1, steps - warmup)
-        return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+    steps, pad_id = settings.steps, settings.pad_id
+    bf16 = native_bf16() if settings.bf16 is None else settings.bf16
+    rng = random.Random(settings.seed)
+    torch.manual_seed(settings.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay,
+                            betas=(0.9, 0.98))  # fmt: skip
 
     model.train()
     t0, ema = time.perf_counter(), None
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = lr_at(step)
-        ids, mask, labels = _collate(sample_batch(rng, batch_size), pad_id)
+            g["lr"] = settings.lr_at(step)
+        ids, mask, labels = _collate(sample_batch(rng, settings.batch_size), pad_id)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             logits = model(input_ids=ids, attention_mask=mask).logits
         loss = torch.nn.functional.cross_entropy(

@@ -19,11 +19,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from trlvr.errors import UserError
+from trlvr.models import load_causal_lm, load_tokenizer
+from trlvr.toy import measure
 from trlvr.toy.dialects import STEP_SEP, dialects_for, make_prompt, render_first_step, render_solution
-from trlvr.toy.models import JUNIOR_SIZE, SENIOR_SIZE, ModelSize, build_model, encode_pairs, n_params, sft
+from trlvr.toy.measure import wilson_interval
+from trlvr.toy.models import (
+    JUNIOR_SIZE,
+    SENIOR_SIZE,
+    ModelSize,
+    SFTSettings,
+    build_model,
+    encode_pairs,
+    n_params,
+    sft,
+)
 from trlvr.toy.task import make_splits
+from trlvr.toy.tokenizer import train_bpe_tokenizer
 
 ASSETS_DIR = Path(__file__).parent / "assets"
 CARD_VERSION = 1
@@ -99,8 +113,6 @@ def is_complete(out_dir: str | Path) -> bool:
 
 def load_world(out_dir: str | Path):
     """(senior, junior, tokenizer) from a prepared directory (or the assets dir), in eval mode."""
-    from trlvr.models import load_causal_lm, load_tokenizer
-
     d = Path(out_dir)
     tok = load_tokenizer(d / "senior", "toy senior")
     senior = load_causal_lm(d / "senior", "toy senior", dtype=torch.float32).eval()
@@ -114,11 +126,6 @@ def train_models(train_problems, config: WorldConfig, seed: int = 0, progress: b
     The last `config.n_val` train problems are held out of SFT and used only to decide when each
     model has reached its target accuracy.
     """
-    from tqdm.auto import tqdm
-
-    from trlvr.toy import measure
-    from trlvr.toy.tokenizer import train_bpe_tokenizer
-
     val_problems, train_problems = train_problems[-config.n_val :], train_problems[: -config.n_val]
     val_rows = _rows(val_problems)
     dialects = dialects_for(config.jargon)
@@ -163,10 +170,8 @@ def train_models(train_problems, config: WorldConfig, seed: int = 0, progress: b
                 bar.set_postfix_str(f"{_name} val acc {acc:.2f}")
                 return acc >= _target
 
-            s = sft(
-                model, sampler(share), steps, batch_size=config.batch_size, lr=lr,
-                pad_id=tok.pad_token_id, seed=mseed, progress=cb, should_stop=reached,
-            )  # fmt: skip
+            settings = SFTSettings(steps, batch_size=config.batch_size, lr=lr, pad_id=tok.pad_token_id, seed=mseed)
+            s = sft(model, sampler(share), settings, progress=cb, should_stop=reached)
             bar.update(steps - s["steps"])  # an early stop skips the rest
             models[name] = model
             stats[name] = {**s, "val_acc": val_history}
@@ -175,8 +180,6 @@ def train_models(train_problems, config: WorldConfig, seed: int = 0, progress: b
 
 def measure_world(senior, junior, tok, test_rows: list[dict], config: WorldConfig, seed: int = 0) -> dict:
     """All card figures on the first `config.n_eval` test rows."""
-    from trlvr.toy import measure
-
     rows = test_rows[: config.n_eval]
     probs = _problems_for(rows, config, seed)
     s = measure.solo_figures(senior, tok, rows, seed=seed)
@@ -220,8 +223,6 @@ CI_TRIALS = {
 
 def card_intervals(figures: dict) -> dict[str, list[float]]:
     """95% Wilson intervals of the card's fractions (each a share of whole samples, see CI_TRIALS)."""
-    from trlvr.toy.measure import wilson_interval
-
     out = {}
     for key, trials in CI_TRIALS.items():
         n = int(figures[trials] if trials else figures["n_eval"])
