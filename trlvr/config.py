@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trlvr.engine.generator import DECODE_MODES
-from trlvr.engine.sampling import check_decoding
+import yaml
+
+from trlvr.engine.options import DECODE_MODES, check_decoding
 from trlvr.engine.schedules import SCHEDULES as ENGINE_SCHEDULES
 from trlvr.engine.schedules import schedule_fields, settings_for
 from trlvr.errors import UserError
+from trlvr.models import check_device
 
 ARMS = ("tandem", "grpo")
 # the engine's registered schedules a tandem run can train with ("solo" is what arm=grpo uses)
@@ -115,8 +117,6 @@ class TandemConfig:
         if self.backend not in ("hf", "vllm"):
             bad("backend", "must be hf or vllm")
         if self.backend == "vllm":
-            if self.use_peft:
-                bad("backend", "vllm syncs plain weights into its engine; a LoRA senior (use_peft) runs on backend hf")
             if self.pairing == "text":
                 bad("backend", "vllm runs pairs with one shared vocabulary; text pairing runs on backend hf")
             if self.junior_device is not None:
@@ -236,10 +236,8 @@ def _renamed(strings: list[str], grpo, given: list[str] = ()) -> list[str]:
     return rest
 
 
-def _check_keys(path: Path) -> None:
+def _check_keys(path: Path) -> set[str]:
     """Unknown YAML keys fail first, before any field's own validation runs."""
-    import yaml
-
     try:
         raw = yaml.safe_load(path.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
@@ -251,6 +249,7 @@ def _check_keys(path: Path) -> None:
         raise _unknown([f"--{k}" for k in unknown], f"config {path}")
     if set(raw) & OPTION_FIELDS:
         raise UserError(f"config {path}: {sorted(set(raw) & OPTION_FIELDS)} are command-line switches, not config keys")
+    return set(raw)
 
 
 def parse_run_args(argv: list[str]):
@@ -266,7 +265,9 @@ def parse_run_args(argv: list[str]):
             raise UserError("--config needs a file path or a shipped config name")
         config = resolve_config_path(argv[i + 1])
         argv[i + 1] = str(config)
-        _check_keys(config)
+        given = _check_keys(config)
+    else:
+        given = set()
     parser = _make_parser()
     try:
         *configs, from_file, from_args = parser.parse_args_and_config(
@@ -282,14 +283,33 @@ def parse_run_args(argv: list[str]):
     if from_file or from_args:
         raise _unknown(from_file + from_args, "command line")
     if tandem.junior_device is not None:
-        from trlvr.models import check_device
-
         check_device(tandem.junior_device, "junior_device")
+    given |= {a[2:].split("=")[0] for a in argv if a.startswith("--")}
+    check_backend_settings(tandem, grpo, given, str(config or "command line"))
     try:  # the rollout settings are the engine's: refuse what cannot sample before any model loads
         check_decoding(grpo.temperature, grpo.top_p, grpo.top_k or 0)
     except ValueError as e:
         raise UserError(f"{config or 'command line'}: {e}") from None
     return tandem, grpo, options
+
+
+def check_backend_settings(tandem: TandemConfig, grpo, given: set[str], where: str) -> None:
+    """TRL's vLLM settings against the run's backend, in one line each. `given`: the keys the config
+    file or the command line set (TRL's default for the IS correction is on, and means nothing on hf)."""
+    if tandem.backend == "hf" and grpo.vllm_importance_sampling_correction and \
+            "vllm_importance_sampling_correction" in given:  # fmt: skip
+        raise UserError(f"{where}: vllm_importance_sampling_correction needs the sampler's log-probs: backend hf's "
+                        "engine returns the senior's at temperature 1 (use backend: vllm, or set it false)")  # fmt: skip
+    if grpo.vllm_enable_sleep_mode and tandem.backend != "vllm":
+        raise UserError(f"{where}: vllm_enable_sleep_mode is backend vllm's (this run's backend is {tandem.backend})")
+    if grpo.vllm_enable_sleep_mode and (grpo.use_cpu or not _cuda()):
+        raise UserError(f"{where}: vllm_enable_sleep_mode needs a GPU: vLLM's CPU build has no sleep mode")
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def override_flags(overrides: dict[str, Any]) -> list[str]:

@@ -17,6 +17,8 @@ import argparse
 import re
 from pathlib import Path
 
+from trlvr import rundir
+from trlvr.engine.options import DECODE_MODES
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 from trlvr.eval.spec import EvalSpec, SettingError
@@ -102,8 +104,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--grading", default="boxed", choices=["boxed", "boxed_or_tail"],
                    help="boxed (the paper's: no \\boxed{} scores 0) or boxed_or_tail (a box-less answer is "
                         "graded from the text's tail); named in results.json")
-    # trlvr.engine.DECODE_MODES, spelled out so that building the parser does not import torch (tested equal)
-    p.add_argument("--decode", default="auto", choices=["auto", "eager", "static"],
+    p.add_argument("--decode", default="auto", choices=list(DECODE_MODES),
                    help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)")
     p.add_argument("--pairing", default="auto", choices=["auto", "lockstep", "text"],
                    help="auto: lockstep when the two tokenizers are identical, text pairing otherwise "
@@ -249,7 +250,7 @@ def evaluate_one(args, spec: EvalSpec, senior_spec: str, sources: dict, benchmar
                          progress=not args.no_progress, fresh=args.fresh, refuse_lossy=args.refuse_lossy_prompts)
     print(format_summary(res))
     print_notes(res)
-    print(f"wrote {args.out}/results.json and {args.out}/samples.jsonl")
+    print(f"wrote {args.out}/{rundir.RESULTS} and {args.out}/{rundir.SAMPLES}")
     return 0
 
 

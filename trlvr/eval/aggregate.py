@@ -28,6 +28,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from trlvr.errors import UserError
 from trlvr.eval.stats import bootstrap_ci, mean_stat, paired_bootstrap, pass_at_k, ratio_stat
 from trlvr.eval.suite import protocol_of_metric
 
@@ -103,8 +104,6 @@ def problems_of(table: Table) -> set[tuple[str, str]]:
 
 def check_shared_problems(tables_a: list[Table], tables_b: list[Table], names: tuple[str, str] = ("A", "B")) -> None:
     """A paired comparison needs problems both sides have: UserError naming how many each has otherwise."""
-    from trlvr.errors import UserError
-
     a = set().union(*(problems_of(t) for t in tables_a))
     b = set().union(*(problems_of(t) for t in tables_b))
     if not a & b:

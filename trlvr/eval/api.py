@@ -20,15 +20,28 @@ What this file does not know: command-line flags, training, how a protocol runs.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from trlvr.data import load_problems, problem_key
 from trlvr.errors import UserError
+from trlvr.eval.fingerprint import file_digest
 from trlvr.eval.spec import EvalSpec
+from trlvr.models import (
+    SELF,
+    choose_pairing,
+    is_adapter_dir,
+    load_model_or_adapter,
+    load_tokenizer,
+    load_tokenizer_for,
+    locate,
+    model_fingerprint,
+    model_folder,
+)
 from trlvr.provenance import path_for_record, path_from_record
+from trlvr.rewards import check_golds
+from trlvr.rundir import SELECTED_FILE, read_record
 
-SELECTED_FILE = "selected.json"
 __all__ = ["EvalSpec", "ModelSpec", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
 
@@ -38,7 +51,7 @@ def read_selection(run_dir: str | Path) -> dict:
     path = Path(run_dir) / SELECTED_FILE
     if not path.is_file():
         raise UserError(f"{path}: no selection recorded; run `trlvr select {run_dir} --val ...` first")
-    return json.loads(path.read_text())
+    return read_record(path)
 
 
 def resolve_senior(spec: str) -> tuple[str, dict | None]:
@@ -61,8 +74,6 @@ def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
     junior "self": the LoRA senior's base with its adapters off, sharing the senior's weights
     (`trlvr.engine.self_pair`).
     """
-    from trlvr.models import SELF, is_adapter_dir, load_model_or_adapter
-
     senior = load_model_or_adapter(senior_path, "--senior", dtype=dtype)
     if junior is None:
         return senior, None
@@ -80,10 +91,6 @@ def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
 
 def load_benchmarks(sources: dict[str, str], split: str | None = None, limit: int | None = None):
     """({name: problems}, {name: data identity}) for `--data` sources (files are hashed, not trusted by name)."""
-    from trlvr.data import load_problems
-    from trlvr.eval.fingerprint import file_digest
-    from trlvr.rewards import check_golds
-
     benchmarks, identities = {}, {}
     for name, src in sources.items():  # golds the grader cannot parse are refused, as `data check` and training do
         benchmarks[name] = list(load_problems(src, split=split, limit=limit, check_gold=check_golds))
@@ -97,8 +104,6 @@ def load_benchmarks(sources: dict[str, str], split: str | None = None, limit: in
 def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, junior_tok) -> None:
     """What backend vllm cannot evaluate, in one line, before anything loads."""
     from trlvr.engine import pair_class
-    from trlvr.models import SELF, is_adapter_dir
-
     pair_class(models.backend, "text" if junior_tok is not None else "lockstep")  # installed; one vocabulary
     if is_adapter_dir(senior_path) or junior == SELF:
         raise UserError(f"--backend {models.backend}: {senior_path} is a LoRA adapter folder; the engine loads full "
@@ -128,7 +133,6 @@ def context_length_of(*paths: str) -> int | None:
     """The smallest `max_position_embeddings` of the models' configs (read without the weights)."""
     from transformers import AutoConfig
 
-    from trlvr.models import SELF, locate, model_folder
 
     found = []
     for path in paths:
@@ -143,8 +147,6 @@ def context_length_of(*paths: str) -> int | None:
 def selection_note(spec: str, record: dict | None, benchmarks: dict) -> dict | None:
     """How a RUN@selected senior was chosen, with its overlap with the data evaluated here (a
     checkpoint chosen on its own test data is flagged in the report)."""
-    from trlvr.data import problem_key
-
     if record is None:
         return None
     val_keys = set(record["val"].get("keys", []))
@@ -192,15 +194,6 @@ def evaluate_specs(
     how the checkpoint was chosen and its overlap with the data evaluated here), the pairing and
     the backend.
     """
-    from trlvr.models import (
-        SELF,
-        choose_pairing,
-        is_adapter_dir,
-        load_tokenizer,
-        load_tokenizer_for,
-        model_fingerprint,
-    )
-
     senior, junior, tokenizer, pairing = models.senior, models.junior, models.tokenizer, models.pairing
     dtype, device, junior_device = models.dtype, models.device, models.junior_device
     senior_path, record = resolve_senior(senior)

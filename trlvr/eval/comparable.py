@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trlvr.errors import UserError
+from trlvr.eval.groups import is_group, seed_dirs
 from trlvr.eval.store import RESULTS, read_json
 
 ALLOW_FLAG = "--allow-mismatch"
@@ -86,8 +87,6 @@ def describe(path: str | Path, *, allow_mismatch: bool = False, seeds: list[int]
     """(settings, warnings) of an evaluation directory or a seed group (its `seeds`, default: the group's
     own, `trlvr.eval.groups.seed_dirs`). A group's seeds must have been evaluated alike: otherwise
     UserError, or (allowed) a warning naming the seeds and settings."""
-    from trlvr.eval.groups import is_group, seed_dirs
-
     path = Path(path)
     if not is_group(path):
         return settings(read_json(path / RESULTS, "results file")), []

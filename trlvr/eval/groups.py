@@ -21,13 +21,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+
 from trlvr.errors import UserError
 from trlvr.eval.aggregate import Table, _matrix, _problem_ids, _statistic, check_shared_problems, metric_specs
 from trlvr.eval.hierarchical import paired_seed_bootstrap, seed_bootstrap_ci
-from trlvr.eval.store import read_json
+from trlvr.eval.store import read_json, write_json
+from trlvr.rundir import PER_PROBLEM
 
 GROUP_FILE = "group.json"
-PER_PROBLEM = "per_problem.json"
 
 
 def read_group(group_dir: str | Path) -> dict | None:
@@ -44,8 +46,6 @@ def read_group(group_dir: str | Path) -> dict | None:
 
 def start_group(group_dir: str | Path, seeds: list[int], senior: str) -> None:
     """Name the group's seeds before the first is evaluated (complete: false until `write_group_summary`)."""
-    from trlvr.eval.store import write_json
-
     Path(group_dir).mkdir(parents=True, exist_ok=True)
     write_json(Path(group_dir) / GROUP_FILE, {"seeds": sorted(seeds), "senior": senior, "complete": False})
 
@@ -129,8 +129,6 @@ def summarize_group(tables: dict[int, Table], *, num_resamples: int = 2000, seed
 
 
 def _col_means(groups):
-    import numpy as np
-
     return np.stack([g.mean(axis=0) for g in groups])  # (G, C)
 
 
@@ -165,8 +163,6 @@ def compare_groups(tables_a: dict[int, Table], tables_b: dict[int, Table], *, nu
 def write_group_summary(group_dir: str | Path, seeds: list[int] | None = None, **kw) -> dict:
     """Summarise the group's seeds (`seeds`, else those group.json names, else every seed folder) into
     group.json, marked complete."""
-    from trlvr.eval.store import write_json
-
     rec = read_group(group_dir) or {}
     seeds = seeds if seeds is not None else rec.get("seeds")
     summary = summarize_group(load_tables(group_dir, seeds), **kw)

@@ -18,10 +18,15 @@ runs one batch through a `Pair`.
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections import defaultdict
 
 import torch
 
 from trlvr.engine import FINISH_REASONS, Pair, Sampling, TandemOutput
+from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
+from trlvr.engine.sampling import row_key
+from trlvr.engine.schedules import vocab_tables
 from trlvr.eval.defaults import HANDOFF_MAX_ROUNDS
 from trlvr.eval.plan import batch_seed
 from trlvr.eval.suite import Protocol, dose_protocol, parse_protocol, protocol_of_metric, protocols_for
@@ -66,8 +71,6 @@ def eval_row_key(benchmark: str, problem_key: str, sample_idx: int, protocol: st
     """The randomness key of one evaluation sample: (benchmark, problem, sample index, protocol);
     the evaluation seed is the generator's seed. Training keys (`trlvr.training.rollout`) start with
     the global step, so train and eval streams do not coincide."""
-    from trlvr.engine.sampling import row_key
-
     return row_key("eval", benchmark, str(problem_key), int(sample_idx), protocol)
 
 
@@ -104,12 +107,6 @@ def loophole_report(rows: list[dict], tokenizer, chunk: int = 1024) -> dict[str,
     _p95, redraws_per_100, senior_share_spaceless, spaceless_per_100), computed from each sample's
     token ids and authors under the protocol's word schedule; None where undefined; plus num_samples.
     """
-    import math
-    from collections import defaultdict
-
-    from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
-    from trlvr.engine.schedules import vocab_tables
-
     by_protocol = defaultdict(list)
     for r in rows:
         if parse_protocol(str(r["protocol"])).entry == "dose":

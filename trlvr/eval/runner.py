@@ -28,12 +28,20 @@ and is None (results.json's `undefined` says why); junior_logprobs are not recor
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from tqdm.auto import tqdm
+
+from trlvr.data import encode_prompt, prompt_for
+from trlvr.data.prompts import lossy_prompts, lost_characters
+from trlvr.data.schema import problem_key
+from trlvr.engine import make_pair
+from trlvr.engine.text_pair import text_nll
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 from trlvr.eval import fingerprint as fpr
@@ -44,6 +52,9 @@ from trlvr.eval.scoring import score_completions, text_means
 from trlvr.eval.spec import BUDGET_RULE, EvalSpec
 from trlvr.eval.store import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, EvalDir, read_json, write_json
 from trlvr.models import vocab_fingerprint
+from trlvr.provenance import machine
+from trlvr.rewards import MathReward, extract_boxed, grading_mode, math_reward
+from trlvr.rewards.math_reward import default_reward
 
 UNDEFINED_FOR_TEXT_PAIRS = {
     "drift/kl": "not defined for a text pair: KL(senior || junior) needs one vocabulary (the two models' "
@@ -66,8 +77,6 @@ class Bench(NamedTuple):
 
 def prompt_ids_for(problem, tokenizer) -> list[int]:
     """A problem's prompt token ids, through the one shared prompt path of `trlvr.data`."""
-    from trlvr.data import encode_prompt, prompt_for
-
     return encode_prompt(prompt_for(problem, tokenizer), tokenizer)
 
 
@@ -83,15 +92,11 @@ def model_context_length(*models) -> int | None:
 def grading_name(score_fn) -> str:
     """The grading mode for results.json: `trlvr.rewards.grading_mode` ("boxed", "boxed_or_tail"),
     or "custom:<name>" for a caller's own score function."""
-    from trlvr.rewards import grading_mode
-
     mode = grading_mode(score_fn)
     return mode if mode is not None else "custom:" + getattr(score_fn, "__name__", type(score_fn).__name__)
 
 
 def _problem_key(problem) -> str:
-    from trlvr.data.schema import problem_key
-
     return problem_key(problem)
 
 
@@ -137,9 +142,6 @@ def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens,
 def lossy_problems(benchmarks: dict[str, list], tokenizer) -> dict[str, list[dict]]:
     """{benchmark: [{problem_id, source_id, lost, roundtrip}]} for problems whose prompt the tokenizer
     cannot spell (`trlvr.data.prompts.lossy_prompts`, once per problem); benchmarks with none are left out."""
-    from trlvr.data import prompt_for
-    from trlvr.data.prompts import lossy_prompts, lost_characters
-
     out = {}
     for name, problems in benchmarks.items():
         bad = lossy_prompts(tokenizer, [prompt_for(p, tokenizer) for p in problems])
@@ -153,9 +155,6 @@ def lossy_problems(benchmarks: dict[str, list], tokenizer) -> dict[str, list[dic
 def grade(score_fn, texts: list[str], answers: list[str]) -> tuple[list[float], list[str | None]]:
     """(rewards, outcomes): each outcome one of GRADING_OUTCOMES for trlvr's math grader, None for a
     caller's own `score_fn` (whose verdicts trlvr cannot classify)."""
-    from trlvr.rewards import MathReward, math_reward
-    from trlvr.rewards.math_reward import default_reward
-
     grader = default_reward() if score_fn is math_reward else score_fn
     if not isinstance(grader, MathReward):
         rewards = score_fn(texts, answers)
@@ -191,8 +190,6 @@ def grading_counts(rows: list[dict]) -> dict[str, int]:
 def machine_record(model) -> dict:
     """Versions, device, dtype and threads this evaluation ran with (`trlvr.provenance.machine`);
     without a model in hand (nothing generated yet), the versions and threads."""
-    from trlvr.provenance import machine
-
     if model is None:
         return machine()
     p = next(model.parameters(), None)
@@ -225,8 +222,6 @@ class Partners:
            paths: dict | None = None, **pair_options) -> Partners:  # fmt: skip
         """Partners of two models already in memory: identified by a hash of their weights unless
         `identities` says; `pair_options` go to `trlvr.engine.make_pair` (e.g. decode, junior_device)."""
-        from trlvr.engine import make_pair
-
         ids = dict(identities or {})
         ids.setdefault("senior", {"weights": fpr.weights_digest(senior)})
         if junior is not None:
@@ -354,8 +349,6 @@ def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dic
     """results.json of a directory this evaluation would not change, read without the lock: the same
     fingerprint and settings (the machine aside), exactly the planned rows, each scored, a whole last
     line and results of this version. None when anything would be written."""
-    import json
-
     def as_stored(obj: dict) -> dict:
         return json.loads(json.dumps(obj, default=str))
 
@@ -401,14 +394,10 @@ def _open(store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> list[
 def _grader_for(grading: str):
     """The math grader of a grading mode: "boxed" (the shared default MathReward; per-sample outcomes
     come from `grade`) or "boxed_or_tail" (the last number when nothing is boxed)."""
-    from trlvr.rewards import MathReward, math_reward
-
     return MathReward(require_box=False) if grading == "boxed_or_tail" else math_reward
 
 
 def _default_extract_fn():
-    from trlvr.rewards import extract_boxed
-
     return extract_boxed
 
 
@@ -447,8 +436,6 @@ class _Run:
 
     def generate(self, store: EvalDir, old_rows: list[dict]) -> list[dict]:
         """Generate every planned batch that lacks a row; return this plan's rows in plan order."""
-        from tqdm.auto import tqdm
-
         have = {_row_key(r): r for r in old_rows}
         plan_rows, in_file = [], len(old_rows)
         total = sum(len(b.keys) for b in self.benches.values()) * len(self.protocols) * self.spec.n
@@ -483,8 +470,6 @@ class _Run:
         return self.pair
 
     def _fill_junior_prompts(self) -> None:
-        from trlvr.data import encode_prompt, prompt_for
-
         for b in self.benches.values():
             for problem, ids in zip(b.problems, b.prompts, strict=True):
                 self.junior_prompts[tuple(ids)] = encode_prompt(prompt_for(problem, self.tokenizer), self.junior_tokenizer)
@@ -553,8 +538,6 @@ class _Run:
     def _attach_text_scores(self, rows: list[dict], prompts: list[list[int]]) -> None:
         """A text pair's solo rows: the junior reads the text in its own tokenization (`text_nll`);
         legibility = CE per junior token, legibility_bpb = bits per byte; drift is not defined (None)."""
-        from trlvr.engine.text_pair import text_nll
-
         if not self.junior_prompts:
             self._fill_junior_prompts()  # a resume that only rescores
         scored = text_nll(self.junior, self.junior_tokenizer, [self.junior_prompts[tuple(p)] for p in prompts],

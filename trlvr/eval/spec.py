@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from trlvr.engine.options import check_decoding
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 
@@ -80,8 +81,6 @@ class EvalSpec:
 
     def _check(self) -> None:
         """A SettingError for the first setting that cannot work (on creation: an EvalSpec is valid)."""
-        from trlvr.engine.sampling import check_decoding
-
         unknown = sorted(set(self.suite) - set(D.SUITE_NAMES))
         if unknown or not self.suite:
             raise SettingError("suite", f"suite: unknown entries {unknown}; choose from {','.join(D.SUITE_NAMES)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trlvr.engine.schedules import Schedule
 from trlvr.eval.defaults import DEFAULT_DOSE_SHARES, HANDOFF_MAX_ROUNDS, SUITE_NAMES
 
 __all__ = ["DOSE_PREFIX", "Protocol", "dose_points", "dose_protocol", "parse_protocol", "protocol_of_metric",
@@ -32,8 +33,6 @@ class Protocol:
     def schedule(self, handoff_max_rounds: int = HANDOFF_MAX_ROUNDS):
         """Who writes each token, a `trlvr.engine.Schedule` (a round of the handoff cap = one senior + one
         junior step)."""
-        from trlvr.engine.schedules import Schedule  # the engine (torch) only when a schedule is built
-
         if self.entry in ("solo", "junior"):
             return Schedule.from_config("solo", author="senior" if self.entry == "solo" else "junior")
         if self.entry == "handoff":

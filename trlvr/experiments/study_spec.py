@@ -36,13 +36,18 @@ What this file does not know: how a run is trained, selected or evaluated.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from trlvr.config import CONFIGS_DIR, OPTION_FIELDS, TANDEM_FIELDS, grpo_field_names
 from trlvr.errors import UserError
+from trlvr.eval import defaults as D
 
 TOP_KEYS = {"name", "description", "base", "worlds", "train", "seeds", "selection", "evaluation", "baseline",
             "variants", "launch"}  # fmt: skip
@@ -101,8 +106,6 @@ class Study:
 
 def meaning_hash(raw: dict) -> str:
     """sha256 of a study's parsed content: comments, layout, quoting and key order do not change it."""
-    import json
-
     return hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
@@ -130,8 +133,6 @@ def _typed(path: Path, section: str, raw, schema: dict[str, type]) -> dict:
 
 def resolve_base(path: Path, base: str) -> str:
     """A config named in a study: a shipped name (`toy`), else a path relative to the study file or the cwd."""
-    from trlvr.config import CONFIGS_DIR
-
     if "/" not in base and not base.endswith((".yaml", ".yml")) and (CONFIGS_DIR / f"{base}.yaml").is_file():
         return base
     for cand in (path.parent / base, Path(base)):
@@ -141,8 +142,6 @@ def resolve_base(path: Path, base: str) -> str:
 
 
 def _check_fields(path: Path, where: str, overrides: dict) -> None:
-    from trlvr.config import OPTION_FIELDS, TANDEM_FIELDS, grpo_field_names
-
     known = TANDEM_FIELDS | grpo_field_names()
     for key, value in overrides.items():
         if key in OPTION_FIELDS or key == "output_dir":
@@ -166,8 +165,6 @@ def _trained(path: Path, where: str, value, fields: dict) -> bool:
 
 def _check_evaluation(path: Path, where: str, evaluation: dict, worlds: dict) -> None:
     """The evaluation settings' own checks (suite names, k <= n, data: test needs worlds)."""
-    from trlvr.eval import defaults as D
-
     if evaluation["data"] == "test" and not worlds:
         raise _fail(path, f"{where}.data", "'test' means a toy world's test split, and this study defines no worlds")
     bad = sorted(set(evaluation.get("suite", [])) - set(D.SUITE_NAMES))
@@ -193,8 +190,6 @@ def resolve_study(name: str | Path) -> Path:
 
 def load_study(path: str | Path) -> Study:
     """The study file at `path` (or the shipped study named so: `resolve_study`), checked."""
-    import yaml
-
     path = resolve_study(path)
     try:
         text = path.read_bytes()

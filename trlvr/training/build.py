@@ -16,18 +16,23 @@ import importlib
 import json
 from pathlib import Path
 
-from trlvr.config import TandemConfig
-from trlvr.errors import UserError
+from accelerate import PartialState
+from trl import GRPOConfig
 
-HOLDOUT_FILE = "holdout.jsonl"
+from trlvr.config import TandemConfig
+from trlvr.data import encode_prompt, holdout_split, load_problems, prompt_for
+from trlvr.engine import Schedule, pair_class, unsupported_schedule
+from trlvr.errors import UserError
+from trlvr.models import choose_pairing, load_causal_lm, load_tokenizer
+from trlvr.rewards import check_golds, math_reward
+from trlvr.rundir import HOLDOUT_FILE
+
 SELF = "self"
 
 
 def resolve_reward(name: str):
     """ "math" -> trlvr.rewards.math_reward; "pkg.module:function" -> that function."""
     if name == "math":
-        from trlvr.rewards import math_reward
-
         return math_reward
     module, sep, attr = name.partition(":")
     if not sep:
@@ -40,9 +45,6 @@ def resolve_reward(name: str):
 
 def load_training_problems(tandem: TandemConfig) -> tuple[list, list]:
     """(problems to train on, held-out problems) of the configured dataset, validated."""
-    from trlvr.data import holdout_split, load_problems
-    from trlvr.rewards import check_golds
-
     if not tandem.dataset:
         raise UserError("dataset: a training data source is required")
     problems = list(load_problems(tandem.dataset, split=tandem.dataset_split, limit=tandem.dataset_limit,
@@ -55,8 +57,6 @@ def write_holdout(output_dir: str | Path, held: list) -> None:
 
     Main process only: every rank computes the same split, one writes it.
     """
-    from accelerate import PartialState
-
     if not PartialState().is_main_process:
         return
     path = Path(output_dir) / HOLDOUT_FILE
@@ -71,7 +71,6 @@ def write_holdout(output_dir: str | Path, held: list) -> None:
 def build_dataset(problems: list, tokenizer, max_prompt_length: int | None = None):
     from datasets import Dataset
 
-    from trlvr.data import encode_prompt, prompt_for
     from trlvr.training.console import log
 
     rows = [{"prompt": prompt_for(p, tokenizer), "answer": str(p.answer)} for p in problems]
@@ -90,9 +89,6 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None) -> str
     (`trlvr.engine.unsupported_schedule`): a run config is checked
     before any model loads (`trlvr train --dry-run` too). Tokenizers load from the config's paths
     when not given (cheap: no weights)."""
-    from trlvr.engine import Schedule, pair_class, unsupported_schedule
-    from trlvr.models import choose_pairing, load_tokenizer
-
     if tandem.backend != "hf":
         pair_class(tandem.backend)  # installed? (one line when not)
     if not tandem.junior:
@@ -119,7 +115,6 @@ def load_models(tandem: TandemConfig, args):
     pairing: "lockstep" or "text" (`trlvr.models.choose_pairing`; self-pairing is lockstep), None
     without a junior.
     """
-    from trlvr.models import load_causal_lm, load_tokenizer
     from trlvr.training.console import log
 
     init = dict(args.model_init_kwargs or {})
@@ -161,8 +156,6 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
     from trlvr.training.trainer import TandemGRPOTrainer
 
     if isinstance(args, dict):  # a plain dict of GRPOConfig fields (library callers)
-        from trl import GRPOConfig
-
         args = GRPOConfig(**args)
     train, held = load_training_problems(tandem)
     senior, junior, tokenizer, pairing = load_models(tandem, args)

@@ -21,9 +21,16 @@ import sys
 import warnings
 from pathlib import Path
 
+import transformers
+from accelerate import PartialState
+from accelerate.logging import get_logger
+from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
-METRICS_FILE = "metrics.jsonl"
+from trlvr.data import read_jsonl
+from trlvr.engine.loophole import ALARM_RULES, LEVEL_RULE, loophole_alarm
+from trlvr.rundir import METRICS_FILE
+
 LOOPHOLE_PREFIX = "tandem/loophole/"  # the loophole statistics' keys in metrics.jsonl (training/rollout.py)
 _LOGGER_NAME = "trlvr"
 
@@ -54,9 +61,6 @@ def _setup_logger() -> None:
 
 def log(message: str, level: int = logging.INFO) -> None:
     """Print `message` once (main process only), as `[trlvr] message`."""
-    from accelerate import PartialState
-    from accelerate.logging import get_logger
-
     PartialState()  # accelerate's logger needs the process state; a no-op once it exists
     _setup_logger()
     get_logger(_LOGGER_NAME).log(level, message)
@@ -72,8 +76,6 @@ def quiet_libraries(verbose: bool = False) -> None:
     if verbose:
         return
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    import transformers
-
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()  # "Loading weights" bars
     try:
@@ -109,8 +111,6 @@ class ProgressBar(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
-            from tqdm.auto import tqdm
-
             self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc=self.desc, unit="step",
                             dynamic_ncols=True)  # fmt: skip
 
@@ -136,8 +136,6 @@ class ProgressBar(TrainerCallback):
         """One `[trlvr]` warning line per run when a loophole statistic of `logs` climbs far above
         its first logged value (the rollouts of step 0; from the restored log history on resume), or
         when the senior writes nearly all of many spans with no boundary (`LEVEL_RULE`)."""
-        from trlvr.engine.loophole import ALARM_RULES, LEVEL_RULE, loophole_alarm
-
         keys = [f"{LOOPHOLE_PREFIX}{k}" for k in (*ALARM_RULES, *LEVEL_RULE)]
         if self._loophole_warned or not any(k in logs for k in keys):
             return
@@ -170,8 +168,6 @@ class MetricsFile(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         if not state.is_world_process_zero or not self.path.exists():
             return
-        from trlvr.data import read_jsonl
-
         rows = read_jsonl(self.path, tolerate_torn_tail=True)  # a kill can tear the last line
         kept = [r for r in rows if r.get("step", 0) <= state.global_step]
         self.path.write_text("".join(json.dumps(r, default=float) + "\n" for r in kept))

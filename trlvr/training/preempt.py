@@ -27,11 +27,13 @@ import os
 import signal
 import sys
 import threading
-from pathlib import Path
 
+import torch
+from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
 from trlvr.errors import UserError
+from trlvr.rundir import checkpoint_dir
 from trlvr.training.checkpoints import PREEMPT_MARK
 
 EXIT_PREEMPTED = 143  # 128 + SIGTERM, for SIGTERM and SIGUSR1 alike: "stopped early, resumable"
@@ -64,8 +66,6 @@ class PreemptCallback(TrainerCallback):
 
     def _any_rank_signalled(self, args) -> bool:
         flag = self.preemption.signal_name is not None
-        import torch
-
         if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
             return flag
         t = torch.tensor([1.0 if flag else 0.0], device=args.device)
@@ -83,15 +83,13 @@ class PreemptCallback(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         if self.stop_step is not None:
             self.saved_step = step = state.global_step
-            ckpt = Path(args.output_dir) / f"checkpoint-{step}"
+            ckpt = checkpoint_dir(args.output_dir, step)
             if state.is_world_process_zero and ckpt.is_dir() and not on_schedule(step, args.save_steps, state.max_steps):
                 (ckpt / PREEMPT_MARK).write_text(json.dumps({"signal": self.preemption.signal_name, "step": step}) + "\n")
 
 
 def _console(message: str) -> None:
     """`[trlvr] message` on stderr, above the progress bar (tqdm.write: from the watchdog thread too)."""
-    from tqdm.auto import tqdm
-
     tqdm.write(f"[trlvr] {message}", file=sys.stderr)
     sys.stderr.flush()
 
