@@ -328,13 +328,13 @@ def test_trlvr_eval_reports_the_loophole_statistics_of_dose_protocols(models, to
     samples = [r for r in read_jsonl(tmp_path / "run" / "samples.jsonl") if r["protocol"] == "dose-0.5"]
     T = max(len(r["token_ids"]) for r in samples)
     tokens = torch.zeros(len(samples), T, dtype=torch.long)
-    senior_mask, mask = torch.zeros(len(samples), T, dtype=torch.bool), torch.zeros(len(samples), T, dtype=torch.bool)
+    senior_authored, mask = torch.zeros(len(samples), T, dtype=torch.bool), torch.zeros(len(samples), T, dtype=torch.bool)
     for i, r in enumerate(samples):
         n = len(r["token_ids"])
         tokens[i, :n] = torch.tensor(r["token_ids"])
-        senior_mask[i, :n] = torch.tensor([a == "1" for a in r["authors"]])
+        senior_authored[i, :n] = torch.tensor([a == "1" for a in r["authors"]])
         mask[i, :n] = True
-    expect = loophole_stats(schedule_for("dose-0.5"), tokens, senior_mask, mask, vocab_tables(tokenizer))
+    expect = loophole_stats(schedule_for("dose-0.5"), tokens, senior_authored, mask, vocab_tables(tokenizer))
     got = res["loophole"]["dose-0.5"]
     assert got["num_samples"] == 6
     for key, value in expect.items():

@@ -74,7 +74,7 @@ def test_invariant_holds_for_every_schedule(schedule, which, pair, nl_pair):
         assert sum(out.handoffs) > 0 and sum(sum(c) for c in out.catch_up_tokens.values()) > 0
     for r in range(len(out)):
         assert len(out.char_authors[r]) == len(out.texts[r])
-        assert len(out.senior_ids[r]) == len(out.senior_mask[r]) == len(out.senior_logprobs[r])
+        assert len(out.senior_ids[r]) == len(out.senior_authored[r]) == len(out.senior_logprobs[r])
 
 
 def test_word_schedule_withdraws_and_hands_over_before_the_word(pair):
@@ -109,10 +109,10 @@ def test_senior_mask_is_exactly_the_senior_sampled_tokens(nl_pair):
             if "<|" in out.texts[r]:  # a sampled special token is one id for many characters
                 continue
             checked += 1
-            mask = out.senior_mask[r][: len(out.texts[r])]
+            mask = out.senior_authored[r][: len(out.texts[r])]
             assert mask == out.char_authors[r]
             assert all(
-                (lp < 0) == bool(m) for lp, m in zip(out.senior_logprobs[r], out.senior_mask[r], strict=True)
+                (lp < 0) == bool(m) for lp, m in zip(out.senior_logprobs[r], out.senior_authored[r], strict=True)
             )
         assert checked >= 6
 
@@ -126,7 +126,7 @@ def test_mask_one_only_on_text_the_senior_wrote(pair):
         # the characters of each senior-owned token (decoded prefix by prefix) are senior-written
         ids, text, ctx = out.senior_ids[r], out.texts[r], prompts["senior"][r]
         base, pos = len(codec.decode(ctx)), 0
-        for j, m in enumerate(out.senior_mask[r][: len(ids) - (out.finish_reasons[r] == "eos")]):
+        for j, m in enumerate(out.senior_authored[r][: len(ids) - (out.finish_reasons[r] == "eos")]):
             end = len(codec.decode(ctx + ids[: j + 1])) - base
             if m:
                 n_own += 1
@@ -177,7 +177,7 @@ def test_same_vocabulary_step_schedule_matches_lockstep_distribution():
     text_gen = TextPairGenerator(senior, tok, junior, tok, senior_eos_ids=never, junior_eos_ids=never)
     text_out = text_gen.generate(prompts, prompts, schedule, Sampling(T, seed=0))
     assert sum(text_out.handoffs) > n / 2  # the catch-up runs in most rows
-    stats_t = _team_stats(text_out.senior_ids, text_out.senior_mask, P, len(tok))
+    stats_t = _team_stats(text_out.senior_ids, text_out.senior_authored, P, len(tok))
     lock = TandemGenerator(senior, junior, tok, eos_token_ids=never)
 
     def lockstep(sched):

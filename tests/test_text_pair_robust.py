@@ -52,9 +52,9 @@ def _check_rows(out, toks, prompts):
         assert reason in FINISH_REASONS
         assert _spells(toks["senior"], out.texts[r]), out.texts[r]
         if reason == UNREPRESENTABLE:
-            assert out.senior_ids[r][-1] == toks["senior"].eos_token_id and out.senior_mask[r][-1] == 0
+            assert out.senior_ids[r][-1] == toks["senior"].eos_token_id and out.senior_authored[r][-1] == 0
         assert len(out.char_authors[r]) == len(out.texts[r])
-        assert len(out.senior_ids[r]) == len(out.senior_mask[r]) == len(out.senior_logprobs[r])
+        assert len(out.senior_ids[r]) == len(out.senior_authored[r]) == len(out.senior_logprobs[r])
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=repr)

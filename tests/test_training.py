@@ -148,18 +148,18 @@ def check_metrics(trainer):
 # ---------------------------------------------------------------- the loss, through TRL's compute_loss
 
 
-def hand_batch(tokenizer, senior_mask: torch.Tensor, seed: int = 0) -> dict:
-    """A loss-ready batch as _generate_and_score_completions would build it. senior_mask: (B, T)."""
+def hand_batch(tokenizer, senior_authored: torch.Tensor, seed: int = 0) -> dict:
+    """A loss-ready batch as _generate_and_score_completions would build it. senior_authored: (B, T)."""
     g = torch.Generator().manual_seed(seed)
-    B, T = senior_mask.shape
+    B, T = senior_authored.shape
     return {
         "prompt_ids": torch.randint(1, len(tokenizer), (B, 3), generator=g),
         "prompt_mask": torch.ones(B, 3, dtype=torch.long),
         "completion_ids": torch.randint(1, len(tokenizer), (B, T), generator=g),
         "completion_mask": torch.ones(B, T, dtype=torch.long),
-        "tool_mask": senior_mask.long(),
+        "tool_mask": senior_authored.long(),
         "advantages": torch.tensor([1.0, -0.5, 0.7, -1.2][:B]),
-        "num_items_in_batch": senior_mask.sum(),
+        "num_items_in_batch": senior_authored.sum(),
     }
 
 

@@ -6,7 +6,7 @@ meaningful, and per-token / per-sequence statistics.
 
 Shapes: B = sequences, T = completion positions (right padded). Masks:
 - `completion_mask` (B, T): True / 1 = a real completion token (EOS included), False = padding.
-- `senior_mask` (B, T): True / 1 = the senior wrote this token (the loss applies), False = the
+- `senior_authored` (B, T): True / 1 = the senior wrote this token (the loss applies), False = the
   junior wrote it or padding (no gradient, excluded from the token-mean normaliser).
 """
 
@@ -20,7 +20,7 @@ class AuthorMaskError(RuntimeError):
 
 
 def check_author_mask(
-    senior_mask: list[list[int]] | None,
+    senior_authored: list[list[int]] | None,
     completion_ids: list[list[int]],
 ) -> None:
     """Check a rollout's per-token author mask against its completions (raises AuthorMaskError).
@@ -31,15 +31,15 @@ def check_author_mask(
     ...
     trlvr.algos.AuthorMaskError: tandem rollout has no author mask (env_mask); refusing to train it as plain GRPO
     """
-    if senior_mask is None:
+    if senior_authored is None:
         raise AuthorMaskError(
             "tandem rollout has no author mask (env_mask); refusing to train it as plain GRPO"
         )
-    if len(senior_mask) != len(completion_ids):
+    if len(senior_authored) != len(completion_ids):
         raise AuthorMaskError(
-            f"author mask has {len(senior_mask)} rows but there are {len(completion_ids)} completions"
+            f"author mask has {len(senior_authored)} rows but there are {len(completion_ids)} completions"
         )
-    for i, (m, c) in enumerate(zip(senior_mask, completion_ids, strict=True)):
+    for i, (m, c) in enumerate(zip(senior_authored, completion_ids, strict=True)):
         if len(m) != len(c):
             raise AuthorMaskError(f"completion {i}: author mask has {len(m)} entries for {len(c)} tokens")
         if any(v not in (0, 1) for v in m):
@@ -75,16 +75,16 @@ def check_has_junior_tokens(junior_tokens: int, total_tokens: int, p: float, wri
         )
 
 
-def author_stats(senior_mask: torch.Tensor, completion_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+def author_stats(senior_authored: torch.Tensor, completion_mask: torch.Tensor) -> dict[str, torch.Tensor]:
     """Per-sequence authorship statistics, each (B,) float.
 
-    senior_mask, completion_mask: (B, T) bool/int. Returns
+    senior_authored, completion_mask: (B, T) bool/int. Returns
       length (tokens in the completion), senior_tokens, junior_tokens,
       senior_share (senior_tokens / length, 0 for an empty completion),
       switches (author changes inside the completion).
     """
     c = completion_mask.bool()
-    s = senior_mask.bool() & c
+    s = senior_authored.bool() & c
     length = c.sum(1).float()
     senior = s.sum(1).float()
     switches = ((s[:, 1:] != s[:, :-1]) & c[:, 1:]).sum(1).float()

@@ -39,7 +39,7 @@ Documented exception: a model's OWN sampled tokens are kept as sampled (they are
 and for the senior what the loss trains on), so a stream equals its tokenizer's encoding of the
 text only where the model sampled canonically; they are rewritten only when the window must start
 before them (a word the partner continued after a mid-word handoff: backstop, token or chunk
-schedules), and then count as the partner's (senior_mask 0). Bytes that are no UTF-8 text become
+schedules), and then count as the partner's (senior_authored 0). Bytes that are no UTF-8 text become
 U+FFFD in the text and the writer's own stream is re-encoded from it.
 
 A model's output never stops the batch. Tokens inside an unfinished UTF-8 character are held back
@@ -447,7 +447,7 @@ class TextPairOutput:
     """Result of `TextPairGenerator.generate` for B rows (lists, one entry per row).
 
     senior_ids / junior_ids: each model's tokenization of the final text (+ its EOS when the row
-    ended on EOS); senior_mask / junior_mask: 1 exactly on tokens that model sampled and kept.
+    ended on EOS); senior_authored / junior_authored: 1 exactly on tokens that model sampled and kept.
     char_authors: 1 per character the senior wrote. snapshots (check=True): per catch-up,
     (model, handoff kind, text length N, window start b, its stream index k, stream ids).
     """
@@ -455,10 +455,10 @@ class TextPairOutput:
     texts: list[str]
     char_authors: list[list[int]]
     senior_ids: list[list[int]]
-    senior_mask: list[list[int]]
+    senior_authored: list[list[int]]
     senior_logprobs: list[list[float]]
     junior_ids: list[list[int]]
-    junior_mask: list[list[int]]
+    junior_authored: list[list[int]]
     finish_reasons: list[str]
     withdrawn: list[int]
     handoffs: list[int]
@@ -472,13 +472,13 @@ class TextPairOutput:
 
     def as_tandem_output(self, pad_id: int) -> TandemOutput:
         """The senior's side as a lockstep `TandemOutput`: its tokenization of the text, senior_authored =
-        senior_mask (what training and the rollout metrics read); junior log-probs are not defined."""
+        senior_authored (what training and the rollout metrics read); junior log-probs are not defined."""
         B, T = len(self), max([len(ids) for ids in self.senior_ids] + [1])
         tokens = torch.full((B, T), pad_id, dtype=torch.long)
         authored = torch.zeros(B, T, dtype=torch.bool)
         in_completion = torch.zeros(B, T, dtype=torch.bool)
         logprob = torch.zeros(B, T)
-        rows = zip(self.senior_ids, self.senior_mask, self.senior_logprobs, strict=True)
+        rows = zip(self.senior_ids, self.senior_authored, self.senior_logprobs, strict=True)
         for r, (ids, mask, lps) in enumerate(rows):
             n = len(ids)
             tokens[r, :n] = torch.tensor(ids, dtype=torch.long)
@@ -499,7 +499,7 @@ class TextPairGenerator:
 
     >>> gen = TextPairGenerator(senior, senior_tok, junior, junior_tok)             # doctest: +SKIP
     >>> out = gen.generate(senior_prompts, junior_prompts, WordSchedule(p=0.5), Sampling(64))  # doctest: +SKIP
-    >>> out.texts, out.senior_ids, out.senior_mask                                  # doctest: +SKIP
+    >>> out.texts, out.senior_ids, out.senior_authored                                  # doctest: +SKIP
     """
 
     # Catch-ups of at most this many tokens join the one-token step forward; longer ones run as a
@@ -680,9 +680,9 @@ class TextPairGenerator:
         order = [results[r] for r in range(B)]
         return TextPairOutput(
             texts=[o[0] for o in order], char_authors=[o[1] for o in order],
-            senior_ids=[o[2] for o in order], senior_mask=[o[3] for o in order],
+            senior_ids=[o[2] for o in order], senior_authored=[o[3] for o in order],
             senior_logprobs=[o[4] for o in order], junior_ids=[o[5] for o in order],
-            junior_mask=[o[6] for o in order], finish_reasons=[rows[r].finish for r in range(B)],
+            junior_authored=[o[6] for o in order], finish_reasons=[rows[r].finish for r in range(B)],
             withdrawn=[rows[r].withdrawn for r in range(B)], handoffs=[rows[r].handoffs for r in range(B)],
             catch_up_tokens={n: [rows[r].catch_up[n] for r in range(B)] for n in (SENIOR, JUNIOR)},
             seconds={}, snapshots=[rows[r].snapshots for r in range(B)],

@@ -57,7 +57,6 @@ STUDY_FILE = "study.json"
 STUDY_COPY = "study.yaml"  # the study file itself, kept beside its record (the original may move)
 TIMINGS_FILE = "timings.jsonl"
 DONE = rundir.STUDY_DONE  # written into an eval folder once its `trlvr eval` returned 0
-STAGES = ("train", "select", "eval")
 STAGES_DIR = "stages"
 _NOT_SETTINGS = ("--no-progress", "--resume", "--fresh")  # how a stage runs, not what it computes
 
