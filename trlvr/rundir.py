@@ -184,11 +184,12 @@ def write_record(path: str | Path, obj: dict, *, sort_keys: bool = False) -> Non
     os.replace(tmp, path)
 
 
-def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
+def flatten(d: dict, prefix: str = "") -> dict[str, object]:
+    """Nested dicts as one level: {"a": {"b": 1}} -> {"a.b": 1} (an empty dict stays a value)."""
     out = {}
     for k, v in d.items():
         if isinstance(v, dict) and v:
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
         else:
             out[f"{prefix}{k}"] = v
     return out
@@ -199,8 +200,8 @@ def differences(old: dict | None, new: dict | None, *, ignore: Iterable[str] = (
     """["key: old -> new", ...] over every key of both (nested dicts as "a.b"), sorted; a key one side
     lacks shows as (absent); top-level keys in `ignore` are not compared. `show` writes a value."""
     skip = set(ignore)
-    a = _flatten({k: v for k, v in (old or {}).items() if k not in skip})
-    b = _flatten({k: v for k, v in (new or {}).items() if k not in skip})
+    a = flatten({k: v for k, v in (old or {}).items() if k not in skip})
+    b = flatten({k: v for k, v in (new or {}).items() if k not in skip})
     absent = object()
     out = []
     for key in sorted(set(a) | set(b)):

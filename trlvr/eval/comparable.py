@@ -23,6 +23,7 @@ from pathlib import Path
 from trlvr.errors import UserError
 from trlvr.eval.groups import is_group, seed_dirs
 from trlvr.eval.store import RESULTS, read_json
+from trlvr.rundir import flatten
 
 ALLOW_FLAG = "--allow-mismatch"
 # top-level config entries that are not compared, and why none of them changes a number both sides report
@@ -44,20 +45,10 @@ NOT_COMPARED = {
 }
 
 
-def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and v:
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def settings(results: dict) -> dict[str, object]:
     """The number-changing settings one results.json records, flattened: {"n": 4, "decoding.top_p": 0.8, ...}."""
     config = results.get("config") or {}
-    out = _flatten({k: v for k, v in config.items() if k not in NOT_COMPARED})
+    out = flatten({k: v for k, v in config.items() if k not in NOT_COMPARED})
     models = (results.get("fingerprint") or {}).get("models") or {}
     if "junior" in models:
         junior = models["junior"]

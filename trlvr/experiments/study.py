@@ -37,7 +37,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import time
 import traceback
 from collections.abc import Callable
@@ -51,6 +50,7 @@ from trlvr import rundir
 from trlvr.config import override_flags, resolve_config_path
 from trlvr.errors import UserError
 from trlvr.experiments.study_spec import Study, Variant
+from trlvr.provenance import git_commit
 from trlvr.rundir import FINAL, RESULTS, SELECTED_FILE
 
 STUDY_FILE = "study.json"
@@ -335,17 +335,11 @@ def with_resume(stage: Stage) -> Stage:
     return stage
 
 
-def code_version(module_file: str | None = None) -> dict:
-    """The git commit (and whether the tree is dirty) of the trlvr code that is running."""
-    where = Path(module_file or trlvr.__file__).resolve().parent
-    try:
-        commit = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=10, check=True).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no", "--", "."],
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None, "path": str(where)}
-    return {"commit": commit, "dirty": bool(dirty), "path": str(where)}
+def code_version() -> dict:
+    """The git commit (and whether the checkout is dirty) of the trlvr code that is running, and where it
+    is (`trlvr.provenance.git_commit`; commit and dirty None outside a git checkout)."""
+    where = Path(trlvr.__file__).resolve().parent
+    return {**(git_commit() or {"commit": None, "dirty": None}), "path": str(where)}
 
 
 def claim_dir(study: Study, out: Path, code: dict | None = None) -> dict:
