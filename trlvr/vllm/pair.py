@@ -148,9 +148,11 @@ class VLLMPair(Pair):
         self.llm = self._build(senior_cfg)
 
     def _build(self, senior_cfg):
-        from vllm import LLM
+        from vllm import LLM, envs
 
         kw = self.options.llm_kwargs()
+        # read by vLLM when the engine starts: with it on (vLLM's default), the engine core is another process
+        self.in_process = not envs.VLLM_ENABLE_V1_MULTIPROCESSING
         if self.junior_dir is not None:
             from trlvr.vllm.logits import TandemLogitsProcessor
 
@@ -228,11 +230,19 @@ class VLLMPair(Pair):
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
 
+    def _check_in_process(self, what: str) -> None:
+        """Weight syncs run functions on the engine's model (`LLM.apply_model`); vLLM's multiprocess engine
+        core refuses them (its msgpack transport sends no functions unless VLLM_ALLOW_INSECURE_SERIALIZATION)."""
+        if not self.in_process:
+            raise UserError(f"{what}: this vllm pair's engine runs in its own process (vLLM's multiprocess engine "
+                            "core); weight sync needs it in this one: build the pair with VLLM_ENABLE_V1_MULTIPROCESSING=0")  # fmt: skip
+
     def begin_sync(self) -> None:
         """Open a weight sync: the engine model's `load_weights` may now be called with HF-named senior
         weights, any number at a time (`trlvr.vllm.model.begin_senior_reload`); `end_sync` closes it."""
         from trlvr.vllm.model import begin_senior_reload
 
+        self._check_in_process("begin_sync")
         self.llm.apply_model(begin_senior_reload)
 
     def end_sync(self) -> None:
@@ -247,6 +257,7 @@ class VLLMPair(Pair):
         (Training syncs through TRL's own `sync_weights` instead: `trlvr.vllm.trl_backend`.)"""
         from trlvr.vllm.model import reload_senior
 
+        self._check_in_process("sync_senior")
         pairs = model.named_parameters() if hasattr(model, "named_parameters") else model
         weights = [(name, t.detach()) for name, t in pairs]
         model_config = self.llm.llm_engine.model_config
