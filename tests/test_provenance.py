@@ -11,7 +11,8 @@ from importlib import metadata
 import pytest
 import torch
 
-from trlvr.provenance import DETERMINISM_KEYS, git_commit, machine, machine_differences
+from trlvr.provenance import DETERMINISM_KEYS, git_commit, machine
+from trlvr.training.run_record import machine_differences
 
 
 def test_machine_reports_this_process(monkeypatch):
@@ -40,8 +41,8 @@ def test_machine_differences_name_what_changed():
     b["torch_threads"] += 1
     b["versions"]["torch"] = "0.0.0"
     b["platform"] = "elsewhere"  # not a determinism fact
-    assert machine_differences(a, b) == [f"versions.torch: {a['versions']['torch']!r} -> '0.0.0'",
-                                         f"torch_threads: {a['torch_threads']} -> {a['torch_threads'] + 1}"]  # fmt: skip
+    assert machine_differences(a, b) == [f"torch_threads: {a['torch_threads']} -> {a['torch_threads'] + 1}",
+                                         f"versions.torch: {a['versions']['torch']!r} -> '0.0.0'"]  # fmt: skip
     assert machine_differences(None, b) == [] and machine_differences(a, {}) == []
 
 

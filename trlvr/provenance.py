@@ -1,15 +1,14 @@
 """Which machine a number came from: library versions, devices, dtype, threads, CPU, trlvr commit.
 
-    from trlvr.provenance import machine, machine_differences
+    from trlvr.provenance import machine
     facts = machine(dtype="torch.float32", device="cpu")   # JSON-ready dict, for run records and results.json
-    machine_differences(old, new)        # ["torch_threads: 2 -> 1", ...] over DETERMINISM_KEYS
     path_for_record("runs/x/checkpoint-20", "runs/x")   # "checkpoint-20": how a record stores a path it names
     path_from_record("checkpoint-20", "runs/x")         # "runs/x/checkpoint-20": that path, from any cwd
 
 Training and evaluation are deterministic per seed on one machine kind: same library versions,
 same devices, same dtype and the same thread count. Across thread counts they are not (CPU matmul
 kernels split their sums by thread), so a record carries every fact that decides this; nothing
-here is compared to refuse a run, only to warn.
+here is compared to refuse a run: `trlvr.training.run_record.machine_differences` warns on resume.
 
 A record (a run's trlvr_run.json, selected.json) names paths so that they resolve the same from
 any working directory: relative to the record's own directory when they lie inside it (the record
@@ -103,24 +102,6 @@ def machine(dtype: str | None = None, device: str | None = None) -> dict:
         "executable": sys.executable,
         "git": git_commit(),
     }
-
-
-def machine_differences(old: dict | None, new: dict | None) -> list[str]:
-    """["torch_threads: 2 -> 1", "versions.torch: '2.5.1' -> '2.6.0'", ...] over DETERMINISM_KEYS.
-
-    A missing side (a record written before provenance existed) yields no differences.
-    """
-    if not old or not new:
-        return []
-    out = []
-    for key in DETERMINISM_KEYS:
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            keys = sorted(set(a) | set(b))
-            out += [f"{key}.{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
-        elif a != b:
-            out.append(f"{key}: {a!r} -> {b!r}")
-    return out
 
 
 def path_for_record(path: str | Path, record_dir: str | Path) -> str:

@@ -31,7 +31,7 @@ from pathlib import Path
 from trlvr import rundir
 from trlvr.config import TandemConfig
 from trlvr.errors import UserError
-from trlvr.provenance import machine_differences, path_for_record, path_from_record
+from trlvr.provenance import DETERMINISM_KEYS, path_for_record, path_from_record
 from trlvr.rundir import RUN_FILE
 
 FORMAT = 2  # 2: paths relative to the record's directory or absolute (1: as typed)
@@ -106,6 +106,15 @@ def differences(old: dict, new: dict) -> list[str]:
     for section, name in (("tandem", ""), ("grpo", ""), ("data", "data ")):
         out += [name + d for d in rundir.differences(old.get(section), new.get(section))]
     return out
+
+
+def machine_differences(old: dict | None, new: dict | None) -> list[str]:
+    """["torch_threads: 2 -> 1", "versions.torch: '2.5.1' -> '2.6.0'", ...] over the facts that can change
+    a run's numbers (`trlvr.provenance.DETERMINISM_KEYS`). A missing side (a record written before
+    provenance existed) yields no differences."""
+    if not old or not new:
+        return []
+    return rundir.differences(*({k: d.get(k) for k in DETERMINISM_KEYS} for d in (old, new)))
 
 
 def add_machine(record: dict, facts: dict, stored: dict | None, *, resume: bool) -> list[str]:
