@@ -29,11 +29,8 @@ VERSION = 1
 
 def file_digest(path: str | Path) -> str:
     """sha256 of a file's bytes (16 hex digits)."""
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
+        return hashlib.file_digest(f, "sha256").hexdigest()[:16]
 
 
 def weights_digest(model, sample: int = 4096) -> str:
