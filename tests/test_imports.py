@@ -41,6 +41,10 @@ HEAVY = {
     "jinja2": {"jinja2"},
 }
 
+# trlvr's optional backend: loaded by name only when a run asks for it (`backend: vllm`), so the
+# modules that dispatch to it import it where it is used.
+OPTIONAL = "trlvr.vllm"
+
 
 def _module_name(path: Path) -> str:
     rel = path.relative_to(ROOT.parent).with_suffix("")
@@ -166,7 +170,8 @@ def violations() -> list[str]:
                     elif root == "trlvr":
                         theirs = _loads(target) | {target}
                         cycle = module in _loads(target)
-                        gains |= cycle or bool(_heavy(theirs) - _heavy(mine))
+                        optional = target.startswith(OPTIONAL) and not module.startswith(OPTIONAL)
+                        gains |= cycle or optional or bool(_heavy(theirs) - _heavy(mine))
                 if not gains:
                     where = path.relative_to(ROOT.parent)
                     bad.append(f"{where}:{node.lineno} in {fn.name}(): {ast.unparse(node)}")
@@ -201,6 +206,13 @@ def test_the_rule_catches_a_pointless_lazy_import(tmp_path, monkeypatch):
         "trlvr/engine/x.py:4",  # json: stdlib
         "trlvr/engine/x.py:6",  # trlvr.errors: lighter than x
     ]  # transformers in x (torch-only module) and torch in light: real gains, kept
+
+
+def test_training_and_evaluation_load_the_vllm_backend_only_when_asked():
+    code = ("import sys, trlvr.training.trainer, trlvr.training.rollout, trlvr.eval.api; "
+            "print(sorted(m for m in sys.modules if m.startswith('trlvr.vllm')))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("module", ["trlvr.config", "trlvr.experiments.study", "trlvr.eval.report"])

@@ -42,7 +42,6 @@ from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
 from trlvr.errors import UserError
-from trlvr.vllm.pair import EngineOptions
 
 
 def rollout_row_keys(global_step: int, train: bool, process_index: int, local_rows: int, num_generations: int) -> list[int]:
@@ -190,6 +189,8 @@ class TandemRollout:
         it write: the grpo arm runs the senior alone), sized for this machine. Built by the trainer's
         `TandemVLLMGeneration`, whose (TRL's) `sync_weights` brings its senior to the trained weights
         before the first rollout (a resumed run's are not the folder's) and after every optimizer step."""
+        from trlvr.vllm.pair import EngineOptions  # the optional backend, loaded when asked
+
         tandem, args = trainer.tandem, trainer.args
         if trainer.accelerator.num_processes > 1:
             raise UserError(f"backend vllm runs in one process (one engine); this run has "

@@ -41,7 +41,6 @@ from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
 from trlvr.training.metrics import StepTimeCallback, with_share_split
 from trlvr.training.rollout import TandemRollout
-from trlvr.vllm.trl_backend import TandemVLLMGeneration
 
 
 @contextlib.contextmanager
@@ -136,6 +135,8 @@ class TandemGRPOTrainer(GRPOTrainer):
         (into the batch) and 3146 (into the loss) are TRL's correction on the sampler's log-probs.
         `vllm_mode` "colocate" is read at 1143 (server check, init), 2049 (not reached).
         """
+        from trlvr.vllm.trl_backend import TandemVLLMGeneration  # the optional backend, loaded when asked
+
         senior = self.accelerator.unwrap_model(self.model)
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
         self.vllm_generation = TandemVLLMGeneration(
