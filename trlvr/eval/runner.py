@@ -96,10 +96,6 @@ def grading_name(score_fn) -> str:
     return mode if mode is not None else "custom:" + getattr(score_fn, "__name__", type(score_fn).__name__)
 
 
-def _problem_key(problem) -> str:
-    return problem_key(problem)
-
-
 def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens, context_length):
     """(name -> Bench, name -> dropped problems): prompts encoded once, over-long ones dropped up front."""
     if not benchmarks:
@@ -108,7 +104,7 @@ def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens,
     for name, problems in benchmarks.items():
         if not problems:
             raise UserError(f"benchmark {name!r} has no problems")
-        keys = [_problem_key(p) for p in problems]
+        keys = [problem_key(p) for p in problems]
         first: dict[str, object] = {}
         for p, k in zip(problems, keys, strict=True):
             if k in first:
@@ -146,7 +142,7 @@ def lossy_problems(benchmarks: dict[str, list], tokenizer) -> dict[str, list[dic
     for name, problems in benchmarks.items():
         bad = lossy_prompts(tokenizer, [prompt_for(p, tokenizer) for p in problems])
         if bad:
-            out[name] = [{"problem_id": _problem_key(problems[x.index]), "source_id": str(problems[x.index].id),
+            out[name] = [{"problem_id": problem_key(problems[x.index]), "source_id": str(problems[x.index].id),
                           "lost": lost_characters(x.original, x.roundtrip), "roundtrip": x.roundtrip}
                          for x in bad]  # fmt: skip
     return out
