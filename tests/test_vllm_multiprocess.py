@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("vllm")
 pytestmark = pytest.mark.vllm
 
-from vllm_helpers import TOY_SENIOR, engine_options, save_qwen3, toy_prompts  # noqa: E402
+from vllm_helpers import TOY_SENIOR, engine_options, save_test_junior, toy_prompts  # noqa: E402
 
 from trlvr.engine import Sampling, WordSchedule  # noqa: E402
 from trlvr.vllm.core import authors_from_tokens  # noqa: E402
@@ -55,7 +55,7 @@ if __name__ == "__main__":  # the spawned engine processes import this module ag
 
 @pytest.fixture(scope="module")
 def junior_dir(tmp_path_factory):
-    return save_qwen3(tmp_path_factory.mktemp("junior"), seed=1, hidden=64, layers=1, heads=2, kv_heads=1)
+    return save_test_junior(tmp_path_factory.mktemp("junior"))
 
 
 def _multiprocess_rows(junior_dir: Path, tmp_path: Path) -> dict:

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("vllm")
 pytestmark = pytest.mark.vllm
 
-from vllm_helpers import TOY_SENIOR, save_qwen3  # noqa: E402
+from vllm_helpers import TOY_SENIOR, save_test_junior  # noqa: E402
 
 from trlvr.cli.main import main as cli  # noqa: E402
 from trlvr.toy.task import make_splits  # noqa: E402
@@ -20,7 +20,7 @@ from trlvr.toy.world import _rows, _write_jsonl  # noqa: E402
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("vworld")
-    junior = save_qwen3(root / "junior", seed=1, hidden=64, layers=1, heads=2, kv_heads=1)
+    junior = save_test_junior(root / "junior")
     train, test = make_splits(64, 16, seed=0)
     _write_jsonl(root / "train.jsonl", _rows(train))
     _write_jsonl(root / "test.jsonl", _rows(test))

@@ -11,7 +11,7 @@ pytest.importorskip("vllm")
 pytestmark = pytest.mark.vllm
 
 from helpers import teacher_forced_logprobs  # noqa: E402
-from vllm_helpers import TOY_SENIOR, engine_options, hf, save_qwen3, toy_prompts  # noqa: E402
+from vllm_helpers import TOY_SENIOR, engine_options, hf, save_test_junior, toy_prompts  # noqa: E402
 
 from trlvr.engine import Sampling, WordSchedule  # noqa: E402
 from trlvr.vllm.pair import VLLMPair  # noqa: E402
@@ -21,7 +21,7 @@ GREEDY = Sampling(24, temperature=0.0)
 
 @pytest.fixture(scope="module")
 def junior_dir(tmp_path_factory):
-    return save_qwen3(tmp_path_factory.mktemp("junior"), seed=1, hidden=64, layers=1, heads=2, kv_heads=1)
+    return save_test_junior(tmp_path_factory.mktemp("junior"))
 
 
 @pytest.fixture(scope="module")

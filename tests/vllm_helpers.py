@@ -55,6 +55,12 @@ def save_qwen3(out: Path, seed: int, hidden: int = 64, layers: int = 1, heads: i
     return out
 
 
+def save_test_junior(out: Path) -> Path:
+    """The junior the vLLM tests pair with the toy senior: a random one-layer Qwen3 of head_dim 32 (vLLM's
+    CPU attention refuses the toy junior's head_dim 16)."""
+    return save_qwen3(out, seed=1, hidden=64, layers=1, heads=2, kv_heads=1)
+
+
 def hf(path: Path):
     from transformers import AutoModelForCausalLM
 
