@@ -419,3 +419,27 @@ def test_one_benchmark_is_not_drawn_twice_as_itself_and_macro(monkeypatch):
     bars_plot(benchmark_bars(two), "legibility/junior_ce", "CE", "legibility")
     ticks = [[t.get_text() for t in f.axes[0].get_xticklabels()] for f in figs]
     assert ticks == [["toy"], ["a", "b", "macro"]]
+
+
+def test_the_kept_study_copy_finds_its_config_files_from_any_directory(tmp_path, monkeypatch):
+    """A study naming its base config by a path relative to itself (studies/real-smollm2.yaml does):
+    `report` reads OUT/study.yaml, so the config must be kept beside it at the same relative path."""
+    home = tmp_path / "studies"
+    (home / "configs").mkdir(parents=True)
+    (home / "configs" / "base.yaml").write_text("arm: grpo\nmax_steps: 3\n")
+    (home / "configs" / "other.yaml").write_text("arm: tandem\n")
+    text = TINY.replace("base: toy", "base: configs/base.yaml").replace(
+        "grpo-compact: {arm: grpo, world: compact}", "grpo-compact: {arm: grpo, world: compact, config: configs/other.yaml}")
+    st = load_study(write(home, text))
+    out = tmp_path / "out"
+    monkeypatch.chdir(tmp_path)  # the study's folder is not the cwd
+    S.claim_dir(st, out, code={"commit": "abc", "dirty": False})
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.yaml")) == [
+        "configs/base.yaml", "configs/other.yaml", "study.yaml"]
+    kept = load_study(S.study_file(out))
+    assert kept.sha256 == st.sha256
+    assert Path(kept.variants["grpo-compact"].config) == out / "configs" / "other.yaml"
+    assert Path(kept.variants["grpo-spaced"].config).read_text() == "arm: grpo\nmax_steps: 3\n"
+    # the original moved away: the report still reads the copy
+    (home / "configs" / "base.yaml").unlink()
+    assert load_study(S.study_file(out)).name == "tiny"

@@ -2,6 +2,7 @@
 
     DIR/study.json                       the study file's hash and name, the code commit of every `run`
     DIR/study.yaml                       a copy of the study file (what `report` reads by default)
+    DIR/<path>.yaml                      copies of the config files it names under its folder (`keep_configs`)
     DIR/worlds/<world>/                  toy worlds (`trlvr toy prepare`), when the study has `worlds:`
     DIR/train/<variant>/seed-<s>/        `trlvr train` output_dir (checkpoints, metrics.jsonl, selected.json)
     DIR/eval/<variant>/seed-<s>/         `trlvr eval` of the selected checkpoint (a seed group per variant);
@@ -366,7 +367,28 @@ def claim_dir(study: Study, out: Path, code: dict | None = None) -> dict:
     rundir.write_record(path, rec)
     if not (out / STUDY_COPY).is_file():
         shutil.copyfile(study.path, out / STUDY_COPY)
+    keep_configs(study, out)
     return rec
+
+
+def keep_configs(study: Study, out: Path) -> list[Path]:
+    """Copy the config files the study names by a path under its own folder into OUT at the same
+    relative path, so that the kept OUT/study.yaml resolves them as the original does (`report` reads
+    that copy from any working directory). Shipped names need no copy; a config outside the study's
+    folder is left where it is (the copy then finds it relative to the cwd, or `--study` is needed).
+    The copies are refreshed on every run: they are the configs that run read."""
+    home = Path(study.path).resolve().parent
+    kept = []
+    for config in sorted({v.config for v in study.variants.values()}):
+        src = Path(config).resolve()
+        if not src.is_file() or not src.is_relative_to(home):
+            continue
+        dest = Path(out) / src.relative_to(home)
+        if dest.resolve() != src:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+            kept.append(dest)
+    return kept
 
 
 def check_claim(study: Study, out: Path) -> dict:
