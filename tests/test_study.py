@@ -443,3 +443,26 @@ def test_the_kept_study_copy_finds_its_config_files_from_any_directory(tmp_path,
     # the original moved away: the report still reads the copy
     (home / "configs" / "base.yaml").unlink()
     assert load_study(S.study_file(out)).name == "tiny"
+
+
+def test_a_registered_metric_that_is_0_in_every_evaluation_is_left_out_and_said(tmp_path):
+    """The toy world's jargon rate on real data (no "<<...>>" anywhere) is 0 everywhere: no column, no
+    panel, one line saying so; 0 in some runs only is a finding and keeps its column."""
+    from trlvr.experiments.study_report import write_study_report
+
+    st = load_study(write(tmp_path, TINY))
+    out = tmp_path / "out"
+    S.claim_dir(st, out, code={"commit": "abc", "dirty": False})
+    rng = np.random.default_rng(2)
+    fake_eval(S.eval_dir(out, "grpo-spaced", 0), 0.9, 0.1, 0.0, rng)
+    fake_eval(S.eval_dir(out, "word-spaced", 0), 0.9, 0.8, 0.0, rng)
+    write_study_report(st, out)
+    table = (out / "report" / "table.md").read_text()
+    assert "jargon rate (%) |" not in table and "Δ jargon_rate" not in table
+    assert "Left out, 0 in every evaluation (CIs included): jargon rate (%)." in table
+    html = (out / "report" / "report.html").read_text()
+    assert "<th>jargon_rate (%)</th>" not in html and "Left out, 0 in every run (CIs included): jargon_rate (%)." in html
+    fake_eval(S.eval_dir(out, "grpo-compact", 0), 0.9, 0.1, 0.5, rng)
+    write_study_report(st, out)
+    table = (out / "report" / "table.md").read_text()
+    assert "jargon rate (%) |" in table and "Left out" not in table

@@ -48,6 +48,18 @@ def registered() -> list[SampleMetric]:
     return list(_REGISTRY.values())
 
 
+def all_zero(metrics: list[dict]) -> list[str]:
+    """The registered metrics that are exactly 0, CI included, in every one of `metrics` ({name: {value,
+    ci_low, ci_high}} per run) that has them, e.g. the toy world's jargon rate on real data. Reports leave
+    their columns and panels out and say so; the evaluation's own metrics are always shown."""
+    out = []
+    for m in registered():
+        entries = [ms[m.name] for ms in metrics if m.name in ms]
+        if entries and all(e["value"] == e["ci_low"] == e["ci_high"] == 0 for e in entries):
+            out.append(m.name)
+    return out
+
+
 def is_rate(name: str) -> bool:
     """Whether `name` (a metric, or the last "/" component of one) is a registered rate."""
     metric = _REGISTRY.get(name.rpartition("/")[2])

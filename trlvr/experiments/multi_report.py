@@ -104,10 +104,11 @@ def headline_metrics() -> list[str]:
 
 
 def headline(runs: list[Run]) -> dict:
-    names = [n for n in headline_metrics() if any(n in r.metrics for r in runs)]
+    zero = sample_metrics.all_zero([r.metrics for r in runs])
+    names = [n for n in headline_metrics() if n not in zero and any(n in r.metrics for r in runs)]
     rows = [{"label": r.label, "kind": f"{len(r.eval_dirs)} seeds" if r.group else "1 run",
              "cells": [entry_text(r.metrics.get(n), n) for n in names]} for r in runs]  # fmt: skip
-    return {"cols": [n + unit(n) for n in names], "rows": rows}
+    return {"cols": [n + unit(n) for n in names], "rows": rows, "left_out": [n + unit(n) for n in zero]}
 
 
 def training_plots(runs: list[Run]) -> list[str]:

@@ -80,6 +80,11 @@ def figure_panels() -> list[tuple[str, str]]:
     return [*FIGURE_PANELS, *((m.name, m.title) for m in sample_metrics.registered())]
 
 
+def all_zero(data: dict) -> list[str]:
+    """The registered metrics left out of this report: 0 in every finished evaluation (`sample_metrics.all_zero`)."""
+    return sample_metrics.all_zero([r["metrics"] for r in data["rows"].values()])
+
+
 def finished_seeds(study: Study, out: Path, variant: str) -> dict[int, Path]:
     """{seed: eval dir} of the variant's finished evaluations of the study's seeds, under the study's
     current settings (an evaluation recorded under other settings, not yet redone, is left out)."""
@@ -191,7 +196,9 @@ def _floor_label(study: Study, data: dict, name: str) -> str:
 
 
 def markdown(study: Study, data: dict) -> str:
-    cols, diffs = columns(), diff_columns()
+    zero = all_zero(data)
+    cols = [(k, t) for k, t in columns() if k not in zero]
+    diffs = [k for k in diff_columns() if k not in zero]
     lines = [f"# Study {study.name}", "",
              "Each cell: mean over seeds [95% CI, two-level bootstrap over seeds, then problems]; a variant with one",
              "finished seed: [95% CI over problems]. Accuracies and rates in %.", "",
@@ -216,6 +223,9 @@ def markdown(study: Study, data: dict) -> str:
                          f"{len(p['seeds']) or 'none'} | " + " | ".join(cells) + " |")  # fmt: skip
         lines += [f"\nWARNING, {study.variants[n].label}: {warning_text(p['mismatch'])}"
                   for n, p in data["paired"].items() if p.get("mismatch")]  # fmt: skip
+    if zero:
+        titles = dict(columns())
+        lines += ["", "Left out, 0 in every evaluation (CIs included): " + ", ".join(titles[k] for k in zero) + "."]
     steps = data["selected_steps"]
     lines += ["", "Selected checkpoint step per seed (" + ", ".join(map(str, study.seeds)) + "):", ""]
     lines += [f"- {study.variants[v].label}: " + ", ".join(str(s.get(seed, "–")) for seed in study.seeds)
@@ -247,7 +257,9 @@ def figure(study: Study, data: dict, path: Path) -> Path:
     worlds = list(dict.fromkeys(v.world for v in study.variants.values()))
     kinds = list(dict.fromkeys(_kind(study, n) for n in study.variants))
     colours = dict(zip(kinds, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4, strict=False))
-    panels = [(k, t) for k, t in figure_panels() if any(k in r["metrics"] for r in data["rows"].values())]
+    zero = all_zero(data)
+    panels = [(k, t) for k, t in figure_panels()
+              if k not in zero and any(k in r["metrics"] for r in data["rows"].values())]  # fmt: skip
     if not panels:
         raise UserError(f"study {study.name}: no finished evaluation to plot yet")
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.4), squeeze=False)
