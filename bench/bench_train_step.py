@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/bench_train_step.py [--toy runs/toy] [--rounds 3] [--steps 4]
     .venv/bin/python bench/bench_train_step.py --variants lora-copy,lora-self   # issue 15: one copy vs two
+    .venv/bin/python bench/bench_train_step.py --config studies/configs/smollm2-135m-lora-self-cpu.yaml \
+        --rounds 1 --steps 3                      # grpo vs tandem on another run config (issue 28: SmolLM2-135M)
 
 Variants (all from the shipped toy config, 16 prompts x 8 rollouts): grpo, tandem (the toy
 junior), lora-copy (LoRA senior, junior = a separate copy of the senior's base), lora-self (LoRA
@@ -29,16 +31,18 @@ VARIANTS = {
 }
 
 
-def run_arm(variant: str, toy: str, steps: int, out_dir: str) -> dict[str, list[float]]:
+def run_arm(variant: str, toy: str, steps: int, out_dir: str, config: str | None = None) -> dict[str, list[float]]:
+    """Train `steps` steps of one variant; with `config`, that run config (models, data, batch) instead of the toy's."""
     from transformers.trainer_callback import PrinterCallback
 
     from trlvr.config import CONFIGS_DIR, load_run_config
     from trlvr.training import build_trainer
 
-    over = {"senior": f"{toy}/senior", "junior": f"{toy}/junior", "dataset": f"{toy}/data/train.jsonl",
-            "output_dir": out_dir, "max_steps": steps, "save_steps": 10_000, "seed": 0}  # fmt: skip
+    over = {"output_dir": out_dir, "max_steps": steps, "save_steps": 10_000, "seed": 0}
+    if config is None:
+        over |= {"senior": f"{toy}/senior", "junior": f"{toy}/junior", "dataset": f"{toy}/data/train.jsonl"}
     over |= {k: v.format(toy=toy) if isinstance(v, str) else v for k, v in VARIANTS[variant].items()}
-    tandem, grpo = load_run_config(CONFIGS_DIR / "toy.yaml", over)
+    tandem, grpo = load_run_config(config or CONFIGS_DIR / "toy.yaml", over)
     trainer = build_trainer(tandem, grpo)
     trainer.remove_callback(PrinterCallback)
     trainer.train()
@@ -52,9 +56,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--variants", default="grpo,tandem", help=f"comma-separated, from {list(VARIANTS)}")
+    ap.add_argument("--config", help="a run config to time instead of the toy's (variants grpo and tandem only)")
     args = ap.parse_args()
     variants = args.variants.split(",")
-    if not os.path.isdir(f"{args.toy}/senior"):
+    if args.config and set(variants) - {"grpo", "tandem"}:
+        ap.error("--config times the arms grpo and tandem only")
+    if not args.config and not os.path.isdir(f"{args.toy}/senior"):
         from trlvr.toy import prepare_world
 
         prepare_world(args.toy)
@@ -62,7 +69,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for arm in variants:
-                got = run_arm(arm, args.toy, args.steps, f"{tmp}/{arm}-{r}")
+                got = run_arm(arm, args.toy, args.steps, f"{tmp}/{arm}-{r}", args.config)
                 for k, v in got.items():
                     times[arm][k] += v
     med = {arm: {k: statistics.median(v) for k, v in t.items()} for arm, t in times.items()}

@@ -466,3 +466,23 @@ def test_a_registered_metric_that_is_0_in_every_evaluation_is_left_out_and_said(
     write_study_report(st, out)
     table = (out / "report" / "table.md").read_text()
     assert "jargon rate (%) |" in table and "Left out" not in table
+
+
+def test_a_worker_the_oom_killer_ends_is_named_with_its_signal_and_stage(tmp_path, monkeypatch, capsys):
+    # a SIGKILLed worker writes nothing more to its log: `study run --jobs N` itself says what ended it and where
+    import stat
+    import sys
+    from types import SimpleNamespace
+
+    from trlvr.cli import study_cmd
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho '[study 05:32:32] grpo seed 2 train: started (log x.log)'\nkill -9 $$\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    pending = [(SimpleNamespace(variant="grpo", seed=2),)]
+    assert study_cmd._run_children("s.yaml", tmp_path / "out", pending, jobs=2) == 1
+    out = capsys.readouterr().out
+    assert "worker 0 was killed by SIGKILL (sent by the OOM killer when memory runs out: try fewer --jobs) " \
+           "during grpo seed 2 train; its unfinished stages did not run" in out  # fmt: skip
+    assert "workers [0] reported failures" in out

@@ -232,7 +232,8 @@ def _run_children(study_path: str, out: Path, pending: list, jobs: int) -> int:
             cmd += ["--only", f"{unit[0].variant}:{unit[0].seed}"]
         f = open(log, "a")
         offset = log.stat().st_size
-        workers.append([subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=worker_env(jobs)), f, log, offset])
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=worker_env(jobs))
+        workers.append([proc, f, log, offset, None])  # None: the stage it last started
         _say(f"worker {i}: {', '.join(f'{u[0].variant}:{u[0].seed}' for u in mine)} (log {log})")
 
     def stop(signum, frame):  # a killed parent takes its workers along (no orphan trains on)
@@ -247,6 +248,8 @@ def _run_children(study_path: str, out: Path, pending: list, jobs: int) -> int:
         for line in done.splitlines():
             if line.startswith("[study "):
                 print(line, flush=True)
+                if line.endswith(")") and ": started (log " in line:
+                    w[4] = line.split("] ", 1)[1].split(": started", 1)[0]
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
@@ -267,10 +270,26 @@ def _run_children(study_path: str, out: Path, pending: list, jobs: int) -> int:
             except subprocess.TimeoutExpired:
                 w[0].kill()
             w[1].close()
+    for i, w in enumerate(workers):
+        if w[0].returncode is not None and w[0].returncode < 0:
+            _say(worker_killed_line(i, -w[0].returncode, w[4]))
     failed = [i for i, w in enumerate(workers) if w[0].returncode != 0]
     if failed:
         _say(f"workers {failed} reported failures (see their logs); rerun the same command to retry")
     return 1 if failed else 0
+
+
+def worker_killed_line(i: int, signum: int, stage: str | None) -> str:
+    """What to say of a worker a signal ended: its log cannot say it (SIGKILL leaves no last words)."""
+    import signal
+
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    why = " (sent by the OOM killer when memory runs out: try fewer --jobs)" if signum == signal.SIGKILL else ""
+    where = f" during {stage}" if stage else ""
+    return f"worker {i} was killed by {name}{why}{where}; its unfinished stages did not run"
 
 
 def run(args) -> int:
