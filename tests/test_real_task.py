@@ -244,9 +244,23 @@ def test_real_study_arms_differ_only_in_what_the_arm_is():
     from trlvr.experiments.study_spec import load_study
 
     study = load_study(ROOT / "studies" / "real-smollm2.yaml")
-    assert study.seeds == [0, 1, 2] and set(study.variants) == {"grpo", "tandem", "grpo-kl-junior"}
+    assert study.seeds == [0, 1, 2] and set(study.variants) == {"initial", "grpo", "tandem", "grpo-kl-junior"}
+    pipelines = units(study, Path("runs/real-smollm2"))
+    (initial,) = [u for u in pipelines if len(u) == 1]  # the starting point: one evaluation, no training
+    pipelines.remove(initial)
+    initial = initial[0].argv
+
+    def opt(argv, name):
+        return argv[argv.index(name) + 1]
+
+    def settings(argv):  # an evaluation's settings: all but which models and where
+        return [a for i, a in enumerate(argv) if a not in ("--senior", "--junior", "--out")
+                and argv[i - 1] not in ("--senior", "--junior", "--out")]  # fmt: skip
+
+    assert opt(initial, "--junior") == opt(initial, "--senior")  # its junior is itself, as `self` is
     runs = {}
-    for train, _select, evaluate in units(study, Path("runs/real-smollm2")):
+    for train, _select, evaluate in pipelines:
+        assert settings(evaluate.argv) == settings(initial)  # evaluated exactly as the trained arms
         tandem, args, _ = parse_run_args(train.argv[1:])
         runs[(train.variant, train.seed)] = (tandem, args)
         assert args.seed == train.seed
@@ -269,5 +283,6 @@ def test_real_study_arms_differ_only_in_what_the_arm_is():
         if variant == "tandem":
             assert (tandem.schedule, tandem.p, tandem.max_gap) == ("word", 0.5, 32)
     tandem, args = runs[("grpo", 0)]
+    assert opt(initial, "--senior") == tandem.senior  # the base the LoRA seniors start from
     assert args.generation_batch_size == 4 * args.num_generations == 32  # 4 prompts x 8 rollouts per step
     assert args.max_steps % args.save_steps == 0 and args.max_steps // args.save_steps == 2  # 2 candidates

@@ -486,3 +486,32 @@ def test_a_worker_the_oom_killer_ends_is_named_with_its_signal_and_stage(tmp_pat
     assert "worker 0 was killed by SIGKILL (sent by the OOM killer when memory runs out: try fewer --jobs) " \
            "during grpo seed 2 train; its unfinished stages did not run" in out  # fmt: skip
     assert "workers [0] reported failures" in out
+
+
+UNTRAINED = """
+name: untrained
+base: toy
+seeds: [0]
+selection: {{val: "split:20", metric: handoff/pass@1}}
+evaluation: {{data: "q={data}", junior: self, suite: [solo, handoff], n: 1, k: [1], limit: 2}}
+variants:
+  initial: {{train: false, senior: {senior}{junior}}}
+"""
+
+
+def test_an_untrained_variant_is_evaluated_with_its_own_junior_and_self_on_a_plain_model_is_refused(tmp_path, capsys):
+    # evaluation.junior `self` (the LoRA senior's base) cannot pair a plain model; the untrained variant's own
+    # junior is what it is evaluated with; and `study plan` says so before anything runs
+    senior = ROOT / "trlvr" / "toy" / "assets" / "senior"
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"problem": f"{i} + 1 =", "answer": str(i + 1)}) + "\n" for i in range(3)))
+    p = write(tmp_path, UNTRAINED.format(data=data, senior=senior, junior=""))
+    assert cli(["study", "plan", str(p), "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"trlvr study: error: study {p}: evaluation.junior: --junior self: {senior} has no adapter_config.json; "
+                   "'self' needs a LoRA senior (a run trained with use_peft: true, e.g. RUN/final) "
+                   "(the eval stage of initial seed 0)")  # fmt: skip
+    p = write(tmp_path, UNTRAINED.format(data=data, senior=senior, junior=f", junior: {senior}"))
+    assert cli(["study", "plan", str(p), "--out", str(tmp_path / "b")]) == 0
+    (evaluate,) = [shlex.split(ln) for ln in capsys.readouterr().out.splitlines() if ln.startswith("trlvr eval")]
+    assert evaluate[evaluate.index("--junior") + 1] == str(senior) == evaluate[evaluate.index("--senior") + 1]

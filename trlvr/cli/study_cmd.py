@@ -162,6 +162,11 @@ def _check_eval(stage, out: Path, checked: set) -> None:
     junior = args.junior
     if spec.needs_junior and junior != "self" and is_local(junior) and not _inside(junior, out):
         locate(junior, "--junior", "model")  # a hub id is looked up when the stage runs (plan may run offline)
+    senior = args.senior
+    if spec.needs_junior and junior == "self" and Path(senior).is_dir() and not _inside(senior, out):
+        from trlvr.eval.api import check_self_junior
+
+        check_self_junior(senior)  # an untrained variant's senior is a plain model: `self` has no base to be
     for name, src in parse_sources(args.data).items():
         key = ("eval", src, args.split, args.limit)
         if is_local(src) and not _inside(src, out) and key not in checked:

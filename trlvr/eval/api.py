@@ -68,6 +68,15 @@ def resolve_senior(spec: str) -> tuple[str, dict | None]:
     return path, sel
 
 
+def check_self_junior(senior_path: str) -> None:
+    """`--junior self` is the LoRA senior's base with its adapters off: refused for a plain model folder."""
+    if not is_adapter_dir(senior_path):
+        raise UserError(
+            f"--junior self: {senior_path} has no adapter_config.json; 'self' needs a LoRA senior "
+            "(a run trained with use_peft: true, e.g. RUN/final)"
+        )
+
+
 def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
     """(senior, junior) models for evaluation; junior None -> (senior, None).
 
@@ -79,11 +88,7 @@ def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
         return senior, None
     if junior != SELF:
         return senior, load_model_or_adapter(junior, "--junior", dtype=dtype)
-    if not is_adapter_dir(senior_path):
-        raise UserError(
-            f"--junior self: {senior_path} has no adapter_config.json; 'self' needs a LoRA senior "
-            "(a run trained with use_peft: true, e.g. RUN/final)"
-        )
+    check_self_junior(senior_path)
     from trlvr.engine.self_pair import self_pair
 
     return self_pair(senior)
@@ -199,11 +204,8 @@ def evaluate_specs(
     senior_path, record = resolve_senior(senior)
     if junior == SELF and not is_adapter_dir(senior_path) and record is not None and record["step"] == 0:
         junior = senior_path  # a `junior: self` run whose starting senior (the base itself) was selected
-    if junior == SELF and not is_adapter_dir(senior_path):
-        raise UserError(
-            f"--junior self: {senior_path} has no adapter_config.json; 'self' needs a LoRA senior "
-            "(a run trained with use_peft: true, e.g. RUN/final)"
-        )
+    if junior == SELF:
+        check_self_junior(senior_path)
     if not spec.needs_junior:
         junior = None  # solo alone: no partner, no scorer, nothing to load
     elif junior is None:

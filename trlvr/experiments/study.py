@@ -158,7 +158,10 @@ def select_stage(study: Study, v: Variant, out: Path, seed: int, after: str = ""
 
 def _model_of(study: Study, v: Variant, out: Path, role: str) -> str:
     """The variant's senior or junior folder: evaluation.junior (junior only), the variant's own field,
-    its world's model, else the base config's field."""
+    its world's model, else the base config's field. A `train: false` variant's own field comes first:
+    it sets only what it is evaluated with."""
+    if not v.trained and role in v.overrides:
+        return str(v.overrides[role])
     if role == "junior" and "junior" in study.evaluation_of(v.name):
         return study.evaluation_of(v.name)["junior"]
     if role in v.overrides:

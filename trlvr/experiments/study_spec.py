@@ -18,7 +18,8 @@ it sets senior, junior, dataset and the evaluation data), `baseline` (its own ba
 one per dialect), `label`, `evaluation` (keys of `evaluation:` that differ for this variant, e.g. a
 longer suite) and `train: false` (no training: the base senior, the world's or the config's
 `senior`, is evaluated as it is, once, under the first seed; only `senior` and `junior` may be set
-beside it). With `worlds:`, `evaluation.data: test` means the world's test split.
+beside it, and its own `junior` comes before `evaluation.junior`: `self`, a LoRA senior's base, has no
+meaning for a plain model). With `worlds:`, `evaluation.data: test` means the world's test split.
 
     initial: {world: toy, train: false, evaluation: {suite: [solo, handoff, junior]}}   # the starting point
 
