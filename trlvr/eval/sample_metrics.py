@@ -50,7 +50,7 @@ def registered() -> list[SampleMetric]:
 
 def all_zero(metrics: list[dict]) -> list[str]:
     """The registered metrics that are exactly 0, CI included, in every one of `metrics` ({name: {value,
-    ci_low, ci_high}} per run) that has them, e.g. the toy world's jargon rate on real data. Reports leave
+    ci_low, ci_high}} per run) that has them, e.g. a toy world's own metric on real data. Reports leave
     their columns and panels out and say so; the evaluation's own metrics are always shown."""
     out = []
     for m in registered():
