@@ -358,17 +358,22 @@ def test_report_pairs_each_variant_with_its_own_baseline(tmp_path):
     assert {p.name for p in paths} == {"table.md", "summary.json", "figure.png", "report.html"}
 
 
-def test_report_with_one_finished_seed_and_a_missing_variant(tmp_path):
+def tiny_report(tmp_path: Path, evals: dict[str, tuple], rng) -> tuple[Path, str]:
+    """The TINY study's report over faked seed-0 evaluations {variant: (solo, handoff, jargon)}: (DIR, table.md)."""
     from trlvr.experiments.study_report import write_study_report
 
     st = load_study(write(tmp_path, TINY))
     out = tmp_path / "out"
     S.claim_dir(st, out, code={"commit": "abc", "dirty": False})
-    rng = np.random.default_rng(1)
-    fake_eval(S.eval_dir(out, "grpo-spaced", 0), 0.9, 0.1, 0.9, rng)
-    fake_eval(S.eval_dir(out, "word-spaced", 0), 0.9, 0.8, 0.0, rng)
+    for variant, rates in evals.items():
+        fake_eval(S.eval_dir(out, variant, 0), *rates, rng)
     write_study_report(st, out)
-    table = (out / "report" / "table.md").read_text()
+    return out, (out / "report" / "table.md").read_text()
+
+
+def test_report_with_one_finished_seed_and_a_missing_variant(tmp_path):
+    rng = np.random.default_rng(1)
+    out, table = tiny_report(tmp_path, {"grpo-spaced": (0.9, 0.1, 0.9), "word-spaced": (0.9, 0.8, 0.0)}, rng)
     assert "| grpo-compact | none | – |" in table
     data = json.loads((out / "report" / "summary.json").read_text())
     assert data["paired"]["word-spaced"]["seeds"] == [0]
@@ -448,23 +453,13 @@ def test_the_kept_study_copy_finds_its_config_files_from_any_directory(tmp_path,
 def test_a_registered_metric_that_is_0_in_every_evaluation_is_left_out_and_said(tmp_path):
     """The toy world's jargon rate on real data (no "<<...>>" anywhere) is 0 everywhere: no column, no
     panel, one line saying so; 0 in some runs only is a finding and keeps its column."""
-    from trlvr.experiments.study_report import write_study_report
-
-    st = load_study(write(tmp_path, TINY))
-    out = tmp_path / "out"
-    S.claim_dir(st, out, code={"commit": "abc", "dirty": False})
     rng = np.random.default_rng(2)
-    fake_eval(S.eval_dir(out, "grpo-spaced", 0), 0.9, 0.1, 0.0, rng)
-    fake_eval(S.eval_dir(out, "word-spaced", 0), 0.9, 0.8, 0.0, rng)
-    write_study_report(st, out)
-    table = (out / "report" / "table.md").read_text()
+    out, table = tiny_report(tmp_path, {"grpo-spaced": (0.9, 0.1, 0.0), "word-spaced": (0.9, 0.8, 0.0)}, rng)
     assert "jargon rate (%) |" not in table and "Δ jargon_rate" not in table
     assert "Left out, 0 in every evaluation (CIs included): jargon rate (%)." in table
     html = (out / "report" / "report.html").read_text()
     assert "<th>jargon_rate (%)</th>" not in html and "Left out, 0 in every run (CIs included): jargon_rate (%)." in html
-    fake_eval(S.eval_dir(out, "grpo-compact", 0), 0.9, 0.1, 0.5, rng)
-    write_study_report(st, out)
-    table = (out / "report" / "table.md").read_text()
+    _, table = tiny_report(tmp_path, {"grpo-compact": (0.9, 0.1, 0.5)}, rng)  # one more evaluation, same DIR
     assert "jargon rate (%) |" in table and "Left out" not in table
 
 

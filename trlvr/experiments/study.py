@@ -160,9 +160,8 @@ def _model_of(study: Study, v: Variant, out: Path, role: str) -> str:
     """The variant's senior or junior folder: evaluation.junior (junior only), the variant's own field,
     its world's model, else the base config's field. A `train: false` variant's own field comes first:
     it sets only what it is evaluated with."""
-    if not v.trained and role in v.overrides:
-        return str(v.overrides[role])
-    if role == "junior" and "junior" in study.evaluation_of(v.name):
+    own = role in v.overrides and not v.trained
+    if role == "junior" and "junior" in study.evaluation_of(v.name) and not own:
         return study.evaluation_of(v.name)["junior"]
     if role in v.overrides:
         return str(v.overrides[role])
