@@ -27,6 +27,7 @@ from trlvr.engine.options import DECODE_MODES, check_decoding
 from trlvr.engine.schedules import SCHEDULES as ENGINE_SCHEDULES
 from trlvr.engine.schedules import schedule_fields, settings_for
 from trlvr.errors import UserError
+from trlvr.memory import parse_size
 from trlvr.models import check_device
 
 ARMS = ("tandem", "grpo")
@@ -67,6 +68,7 @@ class TandemConfig:
     compile: str = _help("compile the static path's decode step (torch.compile; CUDA graphs on CUDA): auto (= off until the GPU bench measures it), true or false", "auto")
     junior_device: str | None = _help("device for the junior (e.g. cuda:1; the authors' second GPU); null = the senior's", None)
     pairing: str = _help("how senior and junior decode together: auto (lockstep when the vocabularies are identical, text otherwise), lockstep (one shared vocabulary, token by token) or text (each model on its own tokens of one shared text)", "auto")
+    gpu_memory: str | None = _help("the GPU a run is planned for (a size such as 80GB, or a name such as H100 or H200): `trlvr train --dry-run` checks the engine's memory plan against it; on a GPU the device's own memory is used", None)
     backend: str = _help("rollout engine: hf (trlvr's engine on the HF models) or vllm (one vLLM engine holding both models, the senior's weights synced after every optimizer step; pip install 'trlvr[vllm]')", "hf")
     holdout: int = _help("hold out this many training problems for `trlvr select --val split:N` (never trained on)", 0)
     holdout_seed: int = _help("which problems are held out (a seeded hash of their content)", 0)
@@ -121,6 +123,11 @@ class TandemConfig:
                 bad("backend", "vllm runs pairs with one shared vocabulary; text pairing runs on backend hf")
             if self.junior_device is not None:
                 bad("backend", "vllm holds both models in one engine; junior_device is backend hf's")
+        if self.gpu_memory is not None:
+            try:
+                parse_size(self.gpu_memory)
+            except UserError as e:
+                bad("gpu_memory", str(e).split(": ", 1)[-1])
         if self.holdout < 0:
             bad("holdout", "must be >= 0")
         if not self.preempt_grace_s > 0:

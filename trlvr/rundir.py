@@ -63,6 +63,9 @@ PREEMPT_MARK = "preempted.json"  # in a checkpoint saved only because of a signa
 HOLDOUT_FILE = "holdout.jsonl"  # training problems held out for selection
 METRICS_FILE = "metrics.jsonl"  # the training log, one row per logged step
 SELECTED_FILE = "selected.json"  # the checkpoint `trlvr select` chose
+MEMORY_FILE = "memory_plan.json"  # backend vllm: the engine's memory plan beside vLLM's own KV report
+# a smoke directory (`trlvr smoke --out DIR`)
+SMOKE_FILE = "smoke.json"  # what `trlvr smoke` checked and measured
 # an evaluation directory (`trlvr eval --out DIR`)
 SAMPLES = "samples.jsonl"
 FINGERPRINT = "fingerprint.json"  # the evaluation's identity (trlvr.eval.fingerprint)

@@ -38,6 +38,7 @@ COMMANDS = {
     "data": "data_cmd",
     "select": "select_cmd",
     "study": "study_cmd",
+    "smoke": "smoke_cmd",
 }
 VERBOSE_FLAGS = ("--verbose", "--debug")  # --debug: the older name
 EXIT_REFUSED, EXIT_INTERRUPTED, EXIT_CLOSED_STDOUT = 74, 130, 1

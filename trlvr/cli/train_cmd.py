@@ -14,7 +14,9 @@ TRL's own parser (`trl.TrlParser`); any field is also a `--key value` override, 
 or type is one error line naming it. `{arm}` in output_dir becomes the arm. Switches: `--resume`,
 `--force` (start over: the earlier run in output_dir is moved into output_dir/replaced-<time>/, so
 nothing of it is resumed or selected later; nothing is deleted), `--verbose` (also: tracebacks), `--seeds`,
-`--dry-run` (every config check that needs no model, then exit: `trlvr study plan` commands on a CPU).
+`--dry-run` (every config check that needs no model, then exit: `trlvr study plan` commands on a CPU;
+it prints the engine's `memory plan` and refuses one that cannot start: `--gpu-memory 80GB` or `H200`
+plans for a GPU this machine does not have).
 
 A second `trlvr train` into a directory being trained into is refused (exit 2, naming the first's
 pid). On SIGTERM or SIGUSR1 (a cluster pre-empting the job) the run finishes its step, saves a
@@ -75,8 +77,21 @@ def dry_run(argv: list[str]) -> str:
         check_pairing(tandem)  # the schedule against the pairing the two tokenizers give
     else:
         note += "; pairing not checked (a model folder is not there yet)"
-    return (f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
+    head = (f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
             f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, output_dir {grpo.output_dir}")
+    return f"{head}\n{memory_plan(tandem, grpo, argv)}"
+
+
+def memory_plan(tandem, grpo, argv: list[str]) -> str:
+    """The engine's memory plan (`trlvr.training.memory_plan`), refused in one line when it cannot start."""
+    from trlvr.training.memory_plan import device_memory, run_plan
+
+    where = argv[argv.index("--config") + 1] if "--config" in argv else "command line"
+    plan = run_plan(tandem, grpo, gpu_memory=None if tandem.gpu_memory else device_memory())
+    if tandem.backend == "vllm":
+        plan.check(where)
+        return plan.render()
+    return plan.render() + "\n  backend hf: trlvr's engine sizes its decode sub-batches to the memory free at run time"
 
 
 def resume_command(argv: list[str]) -> str:

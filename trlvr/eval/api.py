@@ -117,11 +117,12 @@ def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, juni
         raise UserError(f"--junior-device: backend {models.backend} holds both models in one engine")
 
 
-def _vllm_pair(senior_path: str, junior: str | None, tok, dtype: str, seed: int):
+def _vllm_pair(senior_path: str, junior: str | None, tok, dtype: str, seed: int, max_model_len: int | None = None):
+    """The evaluation's engine, its context the plan's longest prompt + budget (never the model's own limit)."""
     from trlvr.engine import make_pair
     from trlvr.vllm.pair import EngineOptions
 
-    engine = EngineOptions.for_machine("auto" if dtype == "auto" else dtype, seed)
+    engine = EngineOptions.for_machine("auto" if dtype == "auto" else dtype, seed, max_model_len)
     return make_pair(senior_path, junior, tok, backend="vllm", engine=engine)
 
 
@@ -237,22 +238,22 @@ def evaluate_specs(
              "data": {k: stored(v) for k, v in (data_sources or {}).items()},
              **({"senior_selection": selection} if selection else {}), **(extra_paths or {})}  # fmt: skip
 
-    def build(junior_prompts=None):  # once `out` is known to be resumable; adapters load onto their base
+    def hf_models():  # adapters load onto their base
         import torch
 
+        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        s, j = load_pair(senior_path, junior, dtype=_dtype(dtype))
+        s = s.to(dev).eval()
+        return s, None if j is None else j if junior == SELF else j.to(junior_device or dev).eval()
+
+    def build(junior_prompts=None, max_model_len=None):  # once `out` is known to be resumable
         from trlvr.engine import make_pair
 
-        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if models.backend == "vllm" and not scores:
-            s = j = None  # the engine holds both; nothing is scored teacher-forced
-        else:
-            s, j = load_pair(senior_path, junior, dtype=_dtype(dtype))
-            s = s.to(dev).eval()
-            j = None if j is None else j if junior == SELF else j.to(junior_device or dev).eval()
-        if models.backend == "vllm":
-            pair = _vllm_pair(senior_path, junior, tok, dtype, spec.seed)
-            pair.senior, pair.junior = s, j  # the HF models that score legibility and drift
+        if models.backend == "vllm":  # the engine holds both; scoring loads the HF models after it is closed
+            pair = _vllm_pair(senior_path, junior, tok, dtype, spec.seed, max_model_len)
+            pair.senior = pair.junior = None
             return pair
+        s, j = hf_models()
         if junior_tok is not None:
             return make_pair(s, j, tok, junior_tokenizer=junior_tok, junior_prompts=junior_prompts)
         return make_pair(s, j, tok, decode=spec.decode, **({"junior_device": junior_device} if junior_device else {}))
@@ -262,5 +263,6 @@ def evaluate_specs(
     scores = bool({"legibility", "drift"} & set(spec.suite))
     if models.backend != "hf":
         _check_backend(models, senior_path, junior, junior_tok)
-    partners = Partners(tok, build, junior is not None, identities, junior_tok, paths, context, models.backend)
+    partners = Partners(tok, build, junior is not None, identities, junior_tok, paths, context, models.backend,
+                        scorers=hf_models if models.backend == "vllm" and scores else None)  # fmt: skip
     return evaluate(partners, benchmarks, spec, out, progress=progress, fresh=fresh, refuse_lossy=refuse_lossy)

@@ -201,7 +201,9 @@ class Partners:
     junior's own (None: one vocabulary). build(junior_prompts=None) -> `trlvr.engine.Pair`, called once
     the output directory is known to be resumable (a text pair's junior prompts come from the problems).
     identities: {"senior", "junior", "data"} for the fingerprint; paths: what config.json's "models"
-    records; context_length: the models' shortest context (None: unknown).
+    records; context_length: the models' shortest context (None: unknown). scorers: () -> (senior,
+    junior), the HF models that score teacher-forced legibility and drift, for a pair that holds none
+    (backend vllm): called after generation, once the engine is closed and its memory free.
     """
 
     tokenizer: object
@@ -212,6 +214,7 @@ class Partners:
     paths: dict = field(default_factory=dict)
     context_length: int | None = None
     backend: str = "hf"
+    scorers: Callable[[], tuple] | None = None
 
     @classmethod
     def of(cls, senior, junior, tokenizer, *, junior_tokenizer=None, identities: dict | None = None,
@@ -312,8 +315,9 @@ def evaluate(
             rows = _open(store, fingerprint, config, fresh)
             try:
                 rows = run.generate(store, rows)
-                if run.pair is not None and run.pair.senior is not None:  # the machine it ran on
-                    config["machine"] = machine_record(run.pair.senior)
+                model = run.pair.senior if run.pair is not None else (run._scorers or (None,))[0]
+                if model is not None:  # the machine it ran on
+                    config["machine"] = machine_record(model)
                     store.write(CONFIG, config)
             except BaseException:
                 if not store.has_samples():  # nothing generated: leave no metadata behind
@@ -413,14 +417,32 @@ class _Run:
         self.want_scores = bool({"legibility", "drift"} & set(spec.suite))
         self.junior_prompts: dict[tuple, list[int]] = {}  # text pairs: senior prompt ids -> the junior's
         self.pair = None  # built on first use: a resumed evaluation with nothing to do loads no model
+        self._scorers = None  # (senior, junior) HF modules that score, when the pair holds none (backend vllm)
+        # an engine that holds no HF models generates everything first, then is closed, then scoring loads them
+        self.score_later = partners.scorers is not None
+
+    def _scoring(self):
+        if not self.score_later:
+            pair = self._pair()
+            return pair.senior, pair.junior
+        if self._scorers is None:
+            self.close()  # the engine's memory is free before the scorers load
+            self._scorers = self.partners.scorers()
+        return self._scorers
 
     @property
     def senior(self):  # the HF modules that score (teacher-forced legibility and drift)
-        return self._pair().senior
+        return self._scoring()[0]
 
     @property
     def junior(self):
-        return self._pair().junior
+        return self._scoring()[1]
+
+    def close(self) -> None:
+        """Shut the pair's engine down (backend vllm: its GPU memory is free for the next one)."""
+        if self.pair is not None and hasattr(self.pair, "close"):
+            self.pair.close()
+        self.pair = None
 
     def planned(self):
         """(bench, batch, the batch's row keys) of every planned batch, in plan order (`trlvr.eval.plan`)."""
@@ -449,6 +471,8 @@ class _Run:
             bar.set_postfix_str(f"{batch.benchmark}/{batch.protocol}", refresh=False)
             bar.update(len(batch.items))
         bar.close()
+        if self.score_later:
+            self.close()  # generation is done: the engine goes before the scorers load
         rescored = self._rescore_missing(plan_rows) if self.want_scores else False
         if rescored or in_file != len(plan_rows):
             store.rewrite(plan_rows)  # drop rows of other plans (another --limit or --n), keep new scores
@@ -462,8 +486,12 @@ class _Run:
                 self._fill_junior_prompts()
                 self.pair = self.partners.build(junior_prompts=lambda ids: self.junior_prompts[tuple(ids)])
             else:
-                self.pair = self.partners.build()
+                self.pair = self.partners.build(**({"max_model_len": self.longest()} if self.partners.backend == "vllm" else {}))
         return self.pair
+
+    def longest(self) -> int:
+        """The longest sequence this plan writes: a prompt plus its budget (an engine's max_model_len)."""
+        return max(len(p) + n for b in self.benches.values() for p, n in zip(b.prompts, b.budgets, strict=True))
 
     def _fill_junior_prompts(self) -> None:
         for b in self.benches.values():
@@ -507,7 +535,7 @@ class _Run:
             if s == 0:
                 row["prompt"] = tok.decode(b.prompts[i], skip_special_tokens=False)
             rows.append(row)
-        if batch.protocol == "solo" and self.want_scores:
+        if batch.protocol == "solo" and self.want_scores and not self.score_later:
             self._attach_scores(rows, [b.prompts[i] for i, _ in batch.items])
         return rows
 

@@ -176,4 +176,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
         peft_config=peft_config_for(tandem),
     )
     trainer.pairing = pairing  # recorded in the run record (trlvr_run.json "pairing")
+    if tandem.backend == "vllm" and not (tandem.max_prompt_length or args.vllm_max_model_length):
+        # the engine's context is the longest prompt + the completion budget (trlvr.training.memory_plan)
+        trainer.longest_prompt = max(len(encode_prompt(p, tokenizer)) for p in dataset["prompt"])
     return trainer

@@ -42,6 +42,7 @@ from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
 from trlvr.errors import UserError
+from trlvr.training.memory_plan import device_memory, engine_kv_tokens, run_plan, write_memory_record
 
 
 def rollout_row_keys(global_step: int, train: bool, process_index: int, local_rows: int, num_generations: int) -> list[int]:
@@ -198,10 +199,15 @@ class TandemRollout:
         junior = tandem.junior if "junior" in self.schedule.writers else None
         if junior == "self":  # a LoRA senior's base: the senior's folder (TRL's sync pushes merged weights to the senior only)
             junior = tandem.senior
+        plan = run_plan(tandem, args, gpu_memory=device_memory(), longest_prompt=getattr(trainer, "longest_prompt", None))
+        plan.check("backend vllm")  # before vLLM allocates anything: one line naming the setting to change
+        trainer.memory_plan = plan
         engine = EngineOptions.for_machine(str(senior.dtype).removeprefix("torch."), args.seed,
-                                           args.vllm_max_model_length, args.vllm_gpu_memory_utilization)  # fmt: skip
-        return make_pair(tandem.senior, junior, tokenizer, backend="vllm", eos_token_ids=list(trainer.eos_token_ids),
+                                           plan.context, args.vllm_gpu_memory_utilization)  # fmt: skip
+        pair = make_pair(tandem.senior, junior, tokenizer, backend="vllm", eos_token_ids=list(trainer.eos_token_ids),
                          pad_token_id=tokenizer.pad_token_id, engine=engine)  # fmt: skip
+        write_memory_record(args.output_dir, plan, engine_kv_tokens(pair.llm), trainer.accelerator.is_main_process)
+        return pair
 
     def _log_text(self, trainer, text, mode: str) -> None:
         """Text pairs: tokens withdrawn before a partner's word, catch-up tokens, the senior's share of characters."""
@@ -247,6 +253,9 @@ class TandemRollout:
         metrics["tandem/length_junior"].append(junior / n)
         metrics["tandem/eos_by_junior"].append(eos_junior / max(eos, 1.0))
         metrics["timing/rollout_tokens_per_s"].append(speed.sum().item())  # all processes together
+        preempted = (getattr(out, "plan", None) or {}).get("preemptions")
+        if preempted is not None:  # backend vllm: requests the engine pre-empted during this rollout
+            metrics["tandem/preemptions"].append(float(acc.gather(torch.tensor([float(preempted)], device=acc.device)).sum()))
         self._log_team_and_loophole(trainer, stats, out, mode)
 
     def _log_team_and_loophole(self, trainer, stats: dict, out, mode: str) -> None:

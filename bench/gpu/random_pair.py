@@ -1,0 +1,48 @@
+"""A senior and a junior of a real model's shapes with random weights and the toy world's tokenizer
+(no network, no weights to carry): what `bench/gpu/smoke.sh` runs `trlvr smoke` on at GPU scale.
+
+    python bench/gpu/random_pair.py --shape Qwen/Qwen3-0.6B --tokenizer runs/toy/senior --out /tmp/q06
+
+The vocabulary is the tokenizer's (so every sampled id decodes), not the model's 151,936: the LM head
+is smaller than the real model's, everything else has its shapes. Random weights rarely write EOS, so
+rollouts run to the completion budget (decode-bound steps, what the speed check is about).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+from trlvr.memory import read_config
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="Qwen/Qwen3-0.6B")
+    ap.add_argument("--tokenizer", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--dtype", default="bfloat16")
+    a = ap.parse_args()
+    tok = AutoTokenizer.from_pretrained(a.tokenizer)
+    cfg = read_config(a.shape)
+    cfg.update(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+               pad_token_id=tok.pad_token_id, torch_dtype=a.dtype)  # fmt: skip
+    for role, seed in (("senior", 0), ("junior", 1)):
+        torch.manual_seed(seed)
+        config = AutoConfig.for_model(**cfg)
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, a.dtype))
+        out = Path(a.out) / role
+        model.save_pretrained(out)
+        tok.save_pretrained(out)
+        gen = Path(a.tokenizer) / "generation_config.json"
+        if gen.is_file():
+            shutil.copy(gen, out / "generation_config.json")
+        print(f"{out}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, vocab {len(tok)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The engine's memory plan (trlvr.memory, trlvr.training.memory_plan): counted from real Qwen3 configs, no
+weights; every shipped GPU recipe passes it for the GPU it states; a run that cannot start is refused in one
+line naming the setting to change; the context is derived from the run's lengths, never the model's limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+from trlvr.cli.main import main
+from trlvr.config import load_run_config
+from trlvr.errors import UserError
+from trlvr.memory import GPUS_MIB, MemoryPlan, Stack, param_count, parse_size, read_config
+from trlvr.training.memory_plan import engine_context, run_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = sorted((ROOT / "recipes").glob("qwen3-*.yaml"))
+
+
+@pytest.mark.parametrize("name, kv", [("Qwen/Qwen3-0.6B", 114_688), ("Qwen/Qwen3-1.7B", 114_688),
+                                      ("Qwen/Qwen3-4B", 147_456), ("Qwen/Qwen3-4B-Instruct-2507", 147_456)])  # fmt: skip
+def test_kv_bytes_per_token_of_the_real_qwen3_configs(name, kv):
+    assert Stack.from_config(name, read_config(name), "bfloat16").kv_bytes_per_token == kv
+
+
+@pytest.mark.parametrize("cls, model, tied", [(Qwen3Config, Qwen3ForCausalLM, True), (Qwen3Config, Qwen3ForCausalLM, False),
+                                              (LlamaConfig, LlamaForCausalLM, False)])  # fmt: skip
+def test_param_count_is_the_models_own(cls, model, tied):
+    cfg = cls(vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=6,
+              num_key_value_heads=2, head_dim=8, tie_word_embeddings=tied)  # fmt: skip
+    m = model(cfg)
+    assert param_count(cfg.to_dict()) == sum(p.numel() for p in m.parameters())
+
+
+def test_sizes_and_gpu_names():
+    assert parse_size("80GB") == 80 * 10**9
+    assert parse_size("80GiB") == 80 * 2**30
+    assert parse_size("h200") == parse_size("H200") == GPUS_MIB["H200"] << 20
+    for bad in ("eighty", "", "-5GB", "0GB", "80 parsecs"):
+        with pytest.raises(UserError, match="--gpu-memory"):
+            parse_size(bad)
+
+
+def _pair_4b(**kw) -> MemoryPlan:
+    cfg = read_config("Qwen/Qwen3-4B-Instruct-2507")
+    stacks = (Stack.from_config("senior", cfg, "bfloat16"), Stack.from_config("junior", cfg, "bfloat16"))
+    return MemoryPlan(stacks=stacks, **{"prompt_len": 1024, "completion_len": 3000, "share": 0.3,
+                                        "gpu_memory": parse_size("A100-80GB"), **kw})  # fmt: skip
+
+
+def test_the_models_own_context_cannot_start_at_trls_share():
+    # claim 1 of issue 35: at Qwen3-4B-2507's 262,144 positions one sequence needs ~77 GB of KV for both stacks
+    plan = _pair_4b(max_model_len=262_144)
+    assert plan.context * plan.kv_bytes_per_token > 70e9
+    (line,) = plan.problems("recipes/x.yaml")
+    assert line.startswith("recipes/x.yaml: one sequence of 262144 tokens") and "lower vllm_max_model_length" in line
+    derived = _pair_4b()
+    assert derived.context == 4024 and derived.problems("x") == []
+    assert derived.concurrency >= 1
+
+
+def test_a_share_below_the_weights_names_the_share():
+    (line,) = _pair_4b(share=0.15).problems("r.yaml")
+    assert "raise vllm_gpu_memory_utilization" in line and "less than the weights" in line
+
+
+def test_a_context_beyond_the_models_positions_is_refused():
+    cfg = read_config("Qwen/Qwen3-4B")  # 40,960 positions
+    plan = MemoryPlan((Stack.from_config("senior", cfg),), prompt_len=40_000, completion_len=3000)
+    assert "beyond the models' 40960 positions" in plan.problems("r")[0]
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
+@pytest.mark.parametrize("arm", ["tandem", "grpo"])
+def test_every_shipped_gpu_recipe_fits_the_gpu_it_states(recipe, arm):
+    tandem, grpo = load_run_config(recipe, {"arm": arm, "backend": "vllm", "use_cpu": True, "bf16": False})
+    assert tandem.gpu_memory, f"{recipe.name} states no gpu_memory"
+    plan = run_plan(tandem, grpo)
+    assert plan.problems(recipe.name) == []
+    assert plan.context == engine_context(tandem, grpo) < 262_144
+    assert len(plan.stacks) == (2 if arm == "tandem" else 1)
+
+
+def test_train_dry_run_prints_the_plan_and_refuses_one_that_cannot_start(capsys):
+    recipe = str(ROOT / "recipes" / "qwen3-4b-deepscaler.yaml")
+    assert main(["train", "--config", recipe, "--backend", "vllm", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "\nmemory plan\n" in out and "294,912 B (every stack keeps every token)" in out
+    assert main(["train", "--config", recipe, "--backend", "vllm", "--gpu-memory", "A10G", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "raise vllm_gpu_memory_utilization" in err[0], err

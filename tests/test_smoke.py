@@ -1,0 +1,68 @@
+"""`trlvr smoke` on CPU: the toy pair (the shipped checkpoints) for one step of each arm, then select and eval;
+the checks are computed from the runs' own logs, and smoke.json records them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trlvr.cli.main import main
+from trlvr.experiments.smoke import GRADER_PAIRS, mask_check, step_bound
+from trlvr.memory import MemoryPlan, Stack, read_config
+from trlvr.toy.task import generate_problems
+from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
+
+
+@pytest.fixture(scope="module")
+def toy_data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("toy") / "train.jsonl"
+    _write_jsonl(path, _rows(generate_problems(120, "train", seed=0)))
+    return path
+
+
+def test_smoke_runs_both_arms_and_records_every_check(tmp_path, toy_data, capsys):
+    out = tmp_path / "smoke"
+    argv = ["smoke", "--config", "toy", "--out", str(out), "--steps", "1", "--problems", "2",
+            "--set", f"senior={ASSETS_DIR / 'senior'}", "--set", f"junior={ASSETS_DIR / 'junior'}",
+            "--set", f"dataset={toy_data}", "--set", "per_device_train_batch_size=16", "--set", "max_completion_length=48"]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads((out / "smoke.json").read_text())
+    checks = report["checks"]
+    assert report["passed"] and report["code"] is not None
+    assert checks["author_mask"]["status"] == "ok"  # the share in 0.5 +- 0.3, TRL's length = the senior's tokens
+    assert checks["author_mask"]["grpo_senior_share"] == [1.0]
+    assert checks["grader"]["status"] == "ok" and checks["grader"]["timeout_status"] == "timeout"
+    assert checks["select_eval"]["status"] == "ok"
+    assert checks["lengths"]["eval"]["samples"] == 2 * 2  # 2 problems x (solo, handoff) x n 1
+    assert checks["memory"]["status"] == "not measured"  # backend hf on a CPU: no engine KV report
+    assert "smoke" in capsys.readouterr().out
+    # a second smoke into the same folder sets the first aside (nothing deleted)
+    assert main(argv[:-2] + ["--set", "max_completion_length=40"]) == 0
+    assert [p.name.startswith("replaced-") for p in out.iterdir()].count(True) == 1
+
+
+def test_mask_check_fails_when_trl_counted_the_juniors_tokens():
+    tandem = [{"tandem/senior_share": 0.5, "completions/mean_length": 30.0, "tandem/senior_tokens/mean": 15.0,
+               "tandem/team_length/mean": 30.0}]  # fmt: skip
+    grpo = [{"tandem/senior_share": 1.0}]
+    assert mask_check(tandem, grpo, 0.5)["status"] == "failed"
+    tandem[0]["completions/mean_length"] = 15.0
+    assert mask_check(tandem, grpo, 0.5)["status"] == "ok"
+    assert mask_check(tandem, [{"tandem/senior_share": 0.9}], 0.5)["status"] == "failed"  # grpo must be solo
+    tandem[0]["tandem/senior_share"] = 1.0  # the junior never wrote
+    assert mask_check(tandem, grpo, 0.5)["status"] == "failed"
+
+
+def test_step_bound_counts_each_models_kv_at_the_context():
+    # issue 35 claim 8: 1.7B + 0.6B hold the same KV per token, so at a long context the bound nears 2,
+    # far above the weights-only 1.35
+    s, j = (Stack.from_config(n, read_config(n), "bfloat16") for n in ("Qwen/Qwen3-1.7B", "Qwen/Qwen3-0.6B"))
+    plan = MemoryPlan((s, j), prompt_len=512, completion_len=3000)
+    b = step_bound(plan, prompt_len=512, completion_len=3000, rows=128)
+    assert b["weights_only"] == pytest.approx((s.weight_bytes + j.weight_bytes) / s.weight_bytes, abs=1e-3)
+    assert 1.9 < b["bound"] < 2.0 and b["weights_only"] < 1.4
+
+
+def test_grader_pairs_hold_both_verdicts():
+    assert {w for _, _, w in GRADER_PAIRS} == {0.0, 1.0}

@@ -1,0 +1,260 @@
+"""`trlvr smoke`: the first command on a new machine. A few training steps of both arms on the run's
+own models and lengths, then selection and evaluation on a handful of problems, on the configured
+backend; every check on one screen and in DIR/smoke.json.
+
+Checks (each `ok`, `failed` with the reason, or `not measured` with why):
+- memory: the engine's memory plan (`trlvr.memory`), beside what the device reported (vLLM's KV
+  tokens from the run's memory record; on CUDA the peak memory torch allocated);
+- author mask: the tandem rollouts' senior share falls in the schedule's band, and TRL's completion
+  length (counted through `env_mask`) equals the senior's tokens, not the team's: the mask reached the
+  loss; the grpo arm's share is exactly 1;
+- grader: math-verify imports, known equivalent and non-equivalent pairs grade right, and a
+  pathological answer is cut at its timeout (a silently degraded grader cost the reproduction weeks);
+- lengths: truncation rate and mean response length, in training and in the evaluation;
+- pre-emptions: requests the engine pre-empted (backend vllm);
+- speed: tandem / solo step time (and generation time) against the bound (S + J) / S, where S and J
+  are the bytes one decode step of each model reads: its weights plus its KV at the measured context
+  (the weights-only ratio beside it).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trlvr import rundir
+from trlvr.config import load_run_config
+from trlvr.data import encode_prompt, load_problems, prompt_for
+from trlvr.errors import UserError
+from trlvr.memory import MemoryPlan
+from trlvr.models import load_tokenizer
+from trlvr.provenance import git_commit, machine
+from trlvr.rewards.math_reward import MathReward
+from trlvr.rewards.pool import shared_pool
+
+SHARE_BAND = 0.3  # a stochastic schedule's senior share within p +- this (and both authors writing)
+LENGTH_TOL = 0.5  # tokens: TRL's mean completion length vs the senior's mean tokens
+# (prediction, gold, expected score): what any working math grader gets right
+GRADER_PAIRS = ((r"\boxed{\frac{1}{2}}", "0.5", 1.0), (r"\boxed{2}", "2.0", 1.0), (r"\boxed{0.5}", r"\frac{1}{2}", 1.0),
+                (r"\boxed{3}", "2", 0.0), (r"\boxed{x+1}", "x + 1", 1.0), (r"\boxed{12}", "21", 0.0))  # fmt: skip
+STALL = r"\boxed{9^{9^{9^{9}}}}"  # unscreened: sympy sits in one huge integer operation
+STALL_TIMEOUT_S = 2.0
+
+
+@dataclass
+class SmokeOptions:
+    """config: a recipe or run config; out: the smoke directory; steps: optimizer steps per arm;
+    problems: held out for selection and evaluated; overrides: run-config keys for both arms."""
+
+    config: str
+    out: str = "runs/smoke"
+    steps: int = 2
+    problems: int = 8
+    gpu_memory: str | None = None
+    overrides: dict = field(default_factory=dict)
+
+
+def _check(ok: bool | None, **found) -> dict:
+    return {"status": "not measured" if ok is None else "ok" if ok else "failed", **found}
+
+
+def _metrics(run_dir: Path) -> list[dict]:
+    path = run_dir / rundir.METRICS_FILE
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def _series(rows: list[dict], key: str) -> list[float]:
+    return [float(r[key]) for r in rows if isinstance(r.get(key), int | float)]
+
+
+def _median(xs: list[float], drop_first: bool = True) -> float | None:
+    xs = xs[1:] if drop_first and len(xs) > 1 else xs
+    return statistics.median(xs) if xs else None
+
+
+def grader_check() -> dict:
+    """math-verify present, known pairs graded right, the timeout enforced."""
+    try:
+        import math_verify  # noqa: F401
+    except ImportError as e:
+        return _check(False, reason=f"math-verify does not import: {e}")
+
+    reward = MathReward()
+    got = reward([p for p, _, _ in GRADER_PAIRS], [g for _, g, _ in GRADER_PAIRS])
+    wrong = [f"{p} vs {g}: {s} (want {w})" for (p, g, w), s in zip(GRADER_PAIRS, got, strict=True) if s != w]
+    t0 = time.perf_counter()
+    stalled = shared_pool().run([("grade", STALL, "3")], timeout=STALL_TIMEOUT_S)[0]
+    waited = time.perf_counter() - t0
+    timed_out = stalled.status == "timeout" and waited < STALL_TIMEOUT_S + 10
+    return _check(not wrong and timed_out, pairs=len(GRADER_PAIRS), wrong=wrong, timeout_status=stalled.status,
+                  timeout_s=round(waited, 2))  # fmt: skip
+
+
+def mask_check(tandem_rows: list[dict], grpo_rows: list[dict], p: float | None) -> dict:
+    """The senior share in the schedule's band, and TRL's counted length = the senior's tokens."""
+    share = _series(tandem_rows, "tandem/senior_share")
+    trl_len, senior_len = _series(tandem_rows, "completions/mean_length"), _series(tandem_rows, "tandem/senior_tokens/mean")
+    team_len = _series(tandem_rows, "tandem/team_length/mean")
+    solo_share = _series(grpo_rows, "tandem/senior_share")
+    if not share or not trl_len or not senior_len:
+        return _check(None, reason="the tandem run logged no senior share or lengths")
+    in_band = all(0.0 < s < 1.0 for s in share) and (p is None or all(abs(s - p) <= SHARE_BAND for s in share))
+    reached = all(abs(a - b) <= LENGTH_TOL for a, b in zip(trl_len, senior_len, strict=False))
+    team_longer = all(t > s for t, s in zip(team_len, senior_len, strict=False))
+    solo_ok = bool(solo_share) and all(s == 1.0 for s in solo_share)
+    return _check(in_band and reached and team_longer and solo_ok, senior_share=share,
+                  band=None if p is None else [round(p - SHARE_BAND, 3), round(p + SHARE_BAND, 3)],
+                  trl_completion_length=trl_len, senior_tokens=senior_len, team_length=team_len,
+                  grpo_senior_share=solo_share)  # fmt: skip
+
+
+def step_bound(plan: MemoryPlan, prompt_len: float, completion_len: float, rows: int) -> dict:
+    """(S + J) / S over bytes one decode step reads (weights + each model's KV at the mean context
+    of the rollout: the prompt plus half the completion), and the weights-only ratio."""
+    ctx = prompt_len + completion_len / 2
+    read = [s.weight_bytes + s.kv_bytes_per_token * rows * ctx for s in plan.stacks]
+    weights = [s.weight_bytes for s in plan.stacks]
+    if len(read) < 2:
+        return {}
+    return {"bound": round(sum(read) / read[0], 3), "weights_only": round(sum(weights) / weights[0], 3),
+            "context": round(ctx, 1), "rows": rows}  # fmt: skip
+
+
+def speed_check(arms: dict, plan: MemoryPlan, prompt_len: float) -> dict:
+    t, g = arms["tandem"]["rows"], arms["grpo"]["rows"]
+    step = (_median(_series(t, "timing/step_s")), _median(_series(g, "timing/step_s")))
+    gen = (_median(_series(t, "timing/generation_s")), _median(_series(g, "timing/generation_s")))
+    if None in step or None in gen:
+        return _check(None, reason="no step times logged")
+    team = statistics.mean(_series(t, "tandem/team_length/mean") or [0.0])
+    bound = step_bound(plan, prompt_len, team, plan.rows or 1)
+    ratio = {"step": round(step[0] / step[1], 3), "generation": round(gen[0] / gen[1], 3)}
+    return _check(None, **ratio, step_s={"tandem": step[0], "grpo": step[1]},
+                  generation_s={"tandem": gen[0], "grpo": gen[1]}, **bound,
+                  note="a ratio to compare, not a pass/fail: the bound holds for decode-bound steps on a GPU")  # fmt: skip
+
+
+def lengths(rows: list[dict]) -> dict:
+    clipped, mean = _series(rows, "completions/clipped_ratio"), _series(rows, "tandem/team_length/mean")
+    return {"truncated": round(statistics.mean(clipped), 4) if clipped else None,
+            "response_length": round(statistics.mean(mean), 2) if mean else None}  # fmt: skip
+
+
+def _eval_lengths(eval_dir: Path) -> dict:
+    path = eval_dir / rundir.SAMPLES
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
+    if not rows:
+        return {}
+    return {"samples": len(rows), "truncated": round(sum(r["finish_reason"] == "length" for r in rows) / len(rows), 4),
+            "response_length": round(statistics.mean(r["num_tokens"] for r in rows), 2)}  # fmt: skip
+
+
+def _prompt_len(run_dir: Path, tokenizer_path: str) -> float:
+
+    tok = load_tokenizer(tokenizer_path, "senior")
+    problems = list(load_problems(str(run_dir / rundir.HOLDOUT_FILE)))
+    return statistics.mean(len(encode_prompt(prompt_for(p, tok), tok)) for p in problems) if problems else 0.0
+
+
+def _device_peak() -> int | None:
+    import torch
+
+    return int(torch.cuda.max_memory_allocated()) if torch.cuda.is_available() else None
+
+
+def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print) -> dict:
+    """Train both arms `opts.steps` steps, select and evaluate on `opts.problems` held-out problems; write
+    and return DIR/smoke.json's dict. An earlier smoke in DIR is set aside first (nothing is deleted).
+    command(argv) -> exit code: runs one `trlvr` command line (the CLI's own dispatcher: select and eval
+    run as users run them)."""
+    from trlvr.training.memory_plan import device_memory, run_plan
+    from trlvr.training.run import train_and_save
+
+    if opts.steps < 1 or opts.problems < 1:
+        raise UserError(f"--steps and --problems must be >= 1 (got {opts.steps}, {opts.problems})")
+    out = Path(opts.out)
+    if out.is_dir() and any(p for p in out.iterdir() if not p.name.startswith(rundir.ASIDE_PREFIX)):
+        rundir.set_aside(out)
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict = {"config": str(opts.config), "steps": opts.steps, "problems": opts.problems,
+                    "overrides": opts.overrides, "code": git_commit(), "machine": machine(), "checks": {}}  # fmt: skip
+    checks = report["checks"]
+    arms, plans = {}, {}
+    for arm in ("tandem", "grpo"):
+        keys = {**opts.overrides, "arm": arm, "max_steps": opts.steps, "save_steps": opts.steps, "logging_steps": 1,
+                "holdout": opts.problems, "output_dir": str(out / f"train-{arm}"), "report_to": "none"}  # fmt: skip
+        tandem, grpo = load_run_config(opts.config, keys)
+        plan = run_plan(tandem, grpo, gpu_memory=opts.gpu_memory if opts.gpu_memory else device_memory())
+        if tandem.backend == "vllm":
+            plan.check(str(opts.config))
+        plans[arm] = plan
+        if arm == "tandem":
+            say(plan.render())
+        t0 = time.perf_counter()
+        final = train_and_save(tandem, grpo, desc=f"smoke {arm}")
+        arms[arm] = {"rows": _metrics(Path(grpo.output_dir)), "seconds": round(time.perf_counter() - t0, 1),
+                     "model": str(final), "tandem": tandem, "dir": Path(grpo.output_dir)}  # fmt: skip
+    tandem = arms["tandem"]["tandem"]
+    record_path = arms["tandem"]["dir"] / rundir.MEMORY_FILE
+    engine_kv = json.loads(record_path.read_text()).get("engine_kv_tokens") if record_path.is_file() else None
+    plan = plans["tandem"]
+    checks["memory"] = _check(
+        None if engine_kv is None else engine_kv >= (plan.context or 0),
+        plan=plan.as_dict(), engine_kv_tokens=engine_kv, planned_kv_tokens=plan.kv_tokens, device_peak_bytes=_device_peak(),
+        note="vLLM's KV tokens must hold one full sequence; the plan's KV is an estimate (activations, outside torch)",
+    )  # fmt: skip
+    checks["author_mask"] = mask_check(arms["tandem"]["rows"], arms["grpo"]["rows"],
+                                       tandem.p if tandem.expects_junior_tokens else None)  # fmt: skip
+    checks["grader"] = grader_check()
+    prompt_len = _prompt_len(arms["tandem"]["dir"], tandem.senior)
+    checks["speed"] = speed_check(arms, plan, prompt_len)
+    pre = _series(arms["tandem"]["rows"], "tandem/preemptions") + _series(arms["grpo"]["rows"], "tandem/preemptions")
+    checks["preemptions"] = _check(None, count=sum(pre) if pre else None,
+                                   note="backend vllm only" if not pre else "requests vLLM pre-empted in training")  # fmt: skip
+    # selection and evaluation, through the commands users run
+    run = arms["tandem"]["dir"]
+    n = str(opts.problems)
+    backend = ["--backend", tandem.backend]
+    code = command(["select", str(run), "--val", f"split:{n}", "--limit", n, "--n", "1", "--metric", "solo/pass@1",
+                "--no-progress", *backend])  # fmt: skip
+    eval_dir = out / "eval-tandem"
+    junior = tandem.junior or "self"
+    code = code or command(["eval", "--senior", f"{run}@selected", "--junior", junior, "--data", str(run / rundir.HOLDOUT_FILE),
+                        "--limit", n, "--n", "1", "--k", "1", "--suite", "solo,handoff", "--out", str(eval_dir),
+                        "--no-progress", *backend])  # fmt: skip
+    checks["select_eval"] = _check(code == 0, exit_code=code, eval_dir=str(eval_dir))
+    checks["lengths"] = _check(None, train={a: lengths(v["rows"]) for a, v in arms.items()}, eval=_eval_lengths(eval_dir))
+    report["arms"] = {a: {"seconds": v["seconds"], "model": v["model"], "steps": len(_series(v["rows"], "timing/step_s"))}
+                      for a, v in arms.items()}  # fmt: skip
+    failed = [k for k, c in checks.items() if c["status"] == "failed"]
+    report["passed"] = not failed
+    (out / rundir.SMOKE_FILE).write_text(json.dumps(report, indent=1, default=str))
+    say(render(report))
+    return report
+
+
+def render(report: dict) -> str:
+    c = report["checks"]
+    lines = [f"smoke {report['config']}: {'passed' if report['passed'] else 'FAILED'}"]
+    mem = c["memory"]
+    lines.append(f"  memory: {mem['status']}: planned KV {mem['planned_kv_tokens']} tokens, engine KV "
+                 f"{mem['engine_kv_tokens']}, device peak {mem['device_peak_bytes']}")  # fmt: skip
+    m = c["author_mask"]
+    lines.append(f"  author mask: {m['status']}" + (f": senior share {[round(x, 3) for x in m['senior_share']]} in "
+                 f"{m['band']}, TRL length {m['trl_completion_length']} = senior tokens {m['senior_tokens']}"
+                 if "senior_share" in m else f": {m.get('reason')}"))  # fmt: skip
+    g = c["grader"]
+    lines.append(f"  grader: {g['status']}" + (f": {g['pairs']} pairs, wrong {g['wrong']}, timeout {g['timeout_status']} "
+                 f"after {g['timeout_s']} s" if "pairs" in g else f": {g.get('reason')}"))  # fmt: skip
+    s = c["speed"]
+    if "step" in s:
+        lines.append(f"  speed: tandem/solo step {s['step']}, generation {s['generation']}; bound (S+J)/S "
+                     f"{s.get('bound')} (weights only {s.get('weights_only')}) at context {s.get('context')}")  # fmt: skip
+    lines.append(f"  lengths: {c['lengths']['train']}, eval {c['lengths']['eval']}")
+    lines.append(f"  pre-emptions: {c['preemptions']['count']} ({c['preemptions']['note']})")
+    lines.append(f"  select + eval: {c['select_eval']['status']} ({c['select_eval']['eval_dir']})")
+    return "\n".join(lines)
