@@ -20,16 +20,18 @@ class EngineOnly:
     def __init__(self, inner, events):
         self.inner, self.events = inner, events
         self.senior = self.junior = None
+        self.closed = False
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
     def generate(self, *a, **kw):
-        assert "closed" not in self.events, "generated after close"
+        assert not self.closed, "generated after close"
         self.events.append("generate")
         return self.inner.generate(*a, **kw)
 
     def close(self):
+        self.closed = True
         self.events.append("closed")
 
 
@@ -43,10 +45,12 @@ def test_scoring_loads_after_the_engine_is_closed_and_scores_are_the_same(models
     kw = dict(score_fn=parity_reward, extract_fn=last_word, progress=False)
     inline = Partners(tokenizer, lambda junior_prompts=None: make_pair(senior, junior, tokenizer), True, ids)
     evaluate(inline, benches, spec, tmp_path / "inline", **kw)
-    events, lengths = [], []
+    events, lengths, engines = [], [], []
 
-    def build(junior_prompts=None, max_model_len=None):
+    def build(junior_prompts=None, max_model_len=None, stacks=None):
         lengths.append(max_model_len)
+        engines.append(stacks)
+        events.append(f"build {'+'.join(stacks)}")
         return EngineOnly(make_pair(senior, junior, tokenizer), events)
 
     def scorers():
@@ -55,9 +59,14 @@ def test_scoring_loads_after_the_engine_is_closed_and_scores_are_the_same(models
 
     later = Partners(tokenizer, build, True, ids, backend="vllm", scorers=scorers)
     evaluate(later, benches, spec, tmp_path / "later", **kw)
-    assert events.index("closed") < events.index("scorers") and events.count("scorers") == 1
-    assert "generate" not in events[events.index("closed"):]
-    assert lengths == [max(len(prompt_ids_for(p, tokenizer)) for p in benches["a"]) + 8]  # prompt + budget
+    last_close = len(events) - 1 - events[::-1].index("closed")
+    assert last_close < events.index("scorers") and events.count("scorers") == 1
+    assert "generate" not in events[last_close:]
+    # one engine per set of models: the tandem protocols' composite, then the senior alone for solo
+    assert engines == [("senior", "junior"), ("senior",)]
+    assert events.index("closed") < events.index("build senior")  # the composite goes before the next engine
+    assert len(set(lengths)) == 1
+    assert lengths[0] == max(len(prompt_ids_for(p, tokenizer)) for p in benches["a"]) + 8  # prompt + budget
     rows = {(r["protocol"], r["problem_id"], r["sample_idx"]): r for r in
             map(json.loads, (tmp_path / "later" / "samples.jsonl").read_text().splitlines())}  # fmt: skip
     for r in map(json.loads, (tmp_path / "inline" / "samples.jsonl").read_text().splitlines()):

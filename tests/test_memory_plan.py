@@ -91,3 +91,21 @@ def test_train_dry_run_prints_the_plan_and_refuses_one_that_cannot_start(capsys)
     assert main(["train", "--config", recipe, "--backend", "vllm", "--gpu-memory", "A10G", "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "raise vllm_gpu_memory_utilization" in err[0], err
+
+
+def test_eval_dry_run_plans_the_engine_from_its_own_lengths_and_writes_nothing(tmp_path, capsys):
+    from trlvr.toy.task import generate_problems
+    from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
+
+    data = tmp_path / "test.jsonl"
+    _write_jsonl(data, _rows(generate_problems(5, "test", seed=0)))
+    argv = ["eval", "--senior", str(ASSETS_DIR / "senior"), "--junior", str(ASSETS_DIR / "junior"), "--data", str(data),
+            "--out", str(tmp_path / "ev"), "--max-new-tokens", "64", "--dry-run", "--backend", "vllm"]  # fmt: skip
+    assert main([*argv, "--gpu-memory", "80GB"]) == 0
+    out = capsys.readouterr().out
+    assert "\nmemory plan\n" in out and "(derived" not in out and "5 problems" in out
+    longest = int(out.split("longest sequence: ")[1].split()[0])
+    assert 64 < longest <= 64 + 128  # a toy prompt + the 64-token budget, not the models' 256 positions
+    assert main([*argv, "--gpu-memory", "1GB"]) == 2  # 0.9 GB cannot hold the engine's own memory
+    assert "raise the engine's gpu_memory_utilization" in capsys.readouterr().err
+    assert not (tmp_path / "ev").exists()

@@ -171,6 +171,7 @@ class MemoryPlan:
     rows: int | None = None
     share_setting: str = "vllm_gpu_memory_utilization"
     length_setting: str = "vllm_max_model_length"
+    lengths_hint: str = "max_prompt_length or max_completion_length"
 
     @property
     def context(self) -> int | None:
@@ -233,8 +234,8 @@ class MemoryPlan:
             out.append(f"{where}: the prompt length is unknown: set max_prompt_length or {self.length_setting}")
             return out
         if limit is not None and ctx > limit:
-            out.append(f"{where}: {self.length_setting} {ctx} is beyond the models' {limit} positions: lower "
-                       f"max_prompt_length or max_completion_length")  # fmt: skip
+            out.append(f"{where}: a context of {ctx} tokens (prompt + completion) is beyond the models' {limit} "
+                       f"positions: lower {self.lengths_hint}")  # fmt: skip
         kv = self.kv_budget_bytes
         if kv is None:
             return out
@@ -270,7 +271,8 @@ class MemoryPlan:
         """The plan under the heading `memory plan`, a few lines."""
         lines = ["memory plan"]
         for s in self.stacks:
-            lines.append(f"  {s.name}: {s.params / 1e9:.2f}B params, weights {_gb(s.weight_bytes)}, "
+            size = f"{s.params / 1e9:.2f}B" if s.params >= 1e8 else f"{s.params / 1e6:.2f}M"
+            lines.append(f"  {s.name}: {size} params, weights {_gb(s.weight_bytes)}, "
                          f"KV {s.kv_bytes_per_token:,} B/token ({s.layers} layers x {s.kv_heads} KV heads x {s.head_dim})")
         ctx = self.context
         how = "" if self.max_model_len else " (derived: longest prompt + completion budget)"

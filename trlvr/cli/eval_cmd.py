@@ -118,6 +118,10 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--out", required=True, help="output directory (resumed when it already has samples)")
     p.add_argument("--fresh", action="store_true", help="start over: what --out holds moves into --out/replaced-<time>/ (nothing is deleted)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check every setting and print the engine's memory plan, then exit (nothing loads or is written)")
+    p.add_argument("--gpu-memory", type=gpu_size, default=None,
+                   help="with --dry-run: plan for this GPU (a size such as 80GB, or a name such as H200); default: this machine's")
     return p
 
 
@@ -191,8 +195,38 @@ def check_out(out: str) -> None:
     check_dir_path(out, "--out")
 
 
+def gpu_size(text: str) -> int:
+    from trlvr.memory import parse_size
+
+    try:
+        return parse_size(text)
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[-1]) from None
+
+
+def dry_run(args, sources: dict) -> int:
+    """Every check `trlvr eval` makes before a model loads, then the engine's `memory plan` (refused in one
+    line when it cannot start on backend vllm); nothing is loaded or written."""
+    from trlvr.eval.api import ModelSpec, eval_plan
+    from trlvr.training.memory_plan import device_memory
+
+    senior = args.senior.replace("{seed}", str(args.seeds[0])) if args.seeds else args.senior
+    one, spec, senior_spec = checked(args, senior, args.out)
+    benchmarks, _ = _benchmarks(one, sources)
+    models = ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, dtype=args.dtype, backend=args.backend)
+    plan = eval_plan(models, benchmarks, spec, args.gpu_memory if args.gpu_memory is not None else device_memory())
+    if args.backend == "vllm":
+        plan.check(f"--backend {args.backend}")
+    print(f"config ok: senior {senior_spec}, junior {args.junior}, {sum(map(len, benchmarks.values()))} problems, "
+          f"suite {','.join(spec.suite)}, backend {args.backend}, out {args.out}")  # fmt: skip
+    print(plan.render())
+    return 0
+
+
 def main(args) -> int:
     sources = parse_sources(args.data)
+    if args.dry_run:
+        return dry_run(args, sources)
     if not args.seeds:
         return evaluate_one(*checked(args, args.senior, args.out), sources)
     if "{seed}" not in args.senior:

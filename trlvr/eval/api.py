@@ -24,11 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trlvr.data import load_problems, problem_key
+from trlvr.engine.schedules import JUNIOR, SoloSchedule
 from trlvr.errors import UserError
 from trlvr.eval.fingerprint import file_digest
+from trlvr.eval.plan import completion_budget
 from trlvr.eval.spec import EvalSpec
+from trlvr.memory import MemoryPlan, Stack, read_config
 from trlvr.models import (
     SELF,
+    adapter_base,
     choose_pairing,
     is_adapter_dir,
     load_model_or_adapter,
@@ -117,13 +121,51 @@ def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, juni
         raise UserError(f"--junior-device: backend {models.backend} holds both models in one engine")
 
 
-def _vllm_pair(senior_path: str, junior: str | None, tok, dtype: str, seed: int, max_model_len: int | None = None):
-    """The evaluation's engine, its context the plan's longest prompt + budget (never the model's own limit)."""
+EVAL_ENGINE_SHARE = 0.9  # evaluation's vLLM engine: the GPU is its alone while it generates
+
+
+def _vllm_pair(senior_path: str, junior: str | None, tok, dtype: str, seed: int, max_model_len: int | None = None,
+               eos_token_ids: list[int] | None = None):  # fmt: skip
+    """An evaluation engine, its context the plan's longest prompt + budget (never the model's own limit)."""
     from trlvr.engine import make_pair
     from trlvr.vllm.pair import EngineOptions
 
-    engine = EngineOptions.for_machine("auto" if dtype == "auto" else dtype, seed, max_model_len)
-    return make_pair(senior_path, junior, tok, backend="vllm", engine=engine)
+    engine = EngineOptions.for_machine("auto" if dtype == "auto" else dtype, seed, max_model_len, EVAL_ENGINE_SHARE)
+    return make_pair(senior_path, junior, tok, backend="vllm", engine=engine, eos_token_ids=eos_token_ids)
+
+
+def hf_eos_ids(senior_path: str, tokenizer) -> list[int]:
+    """What ends a row in the HF engine (`trlvr.engine.generator`): the tokenizer's EOS and the senior's
+    generation config's, so every engine of an evaluation stops where the HF engine would."""
+    from transformers import GenerationConfig
+
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    base = adapter_base(senior_path) if is_adapter_dir(senior_path) else model_folder(senior_path)
+    try:
+        gen = GenerationConfig.from_pretrained(base).eos_token_id
+    except OSError:  # no generation_config.json: the tokenizer's EOS alone, as the HF engine
+        gen = None
+    ids.update([gen] if isinstance(gen, int) else (gen or []))
+    return sorted(ids)
+
+
+class JuniorAlone:
+    """The junior-alone protocol on an engine that holds only the junior (as its `senior`): it runs the
+    engine's solo schedule and reports every token as the junior's."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def generate(self, prompts, schedule, sampling, row_keys=None):
+        if schedule.writers != frozenset({JUNIOR}):
+            raise ValueError(f"this engine holds the junior alone; it cannot run {schedule!r}")
+        out = self.engine.generate(prompts, SoloSchedule(), sampling, row_keys)
+        out.senior_authored = out.senior_authored & False
+        out.junior_logprob = out.senior_logprob  # the author's, i.e. the junior's
+        return out
 
 
 def _dtype(name):
@@ -148,6 +190,29 @@ def context_length_of(*paths: str) -> int | None:
         found.append(getattr(AutoConfig.from_pretrained(where, **extra), "max_position_embeddings", None))
     found = [int(c) for c in found if isinstance(c, int) and c > 0]
     return min(found) if found else None
+
+
+def eval_plan(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, gpu_memory: int | None = None):
+    """The memory plan of the evaluation's engine (`trlvr.memory`): the senior, and the junior when the suite
+    needs one; its context the longest prompt plus `--max-new-tokens`. backend vllm checks it against
+    `gpu_memory` (the engine takes 0.9 of it; the HF scorers load after it is closed, so they are not
+    counted beside it); backend hf: the shapes and lengths only."""
+    from trlvr.eval.runner import prompt_ids_for
+
+    senior_path, _ = resolve_senior(models.senior)
+    base = adapter_base(senior_path) if is_adapter_dir(senior_path) else model_folder(senior_path)
+    dtype = None if models.dtype == "auto" else models.dtype
+    stacks = [Stack.from_config("senior", read_config(base), dtype)]
+    if spec.needs_junior and models.junior is not None:
+        stacks.append(Stack.from_config("junior", read_config(base if models.junior == SELF else models.junior), dtype))
+    tok = load_tokenizer(models.tokenizer, "--tokenizer") if models.tokenizer else load_tokenizer_for(senior_path, "--senior")
+    prompts = [len(prompt_ids_for(p, tok)) for ps in benchmarks.values() for p in ps]
+    context = context_length_of(senior_path, models.junior) if spec.context_length == "auto" else spec.context_length
+    longest = max((p + completion_budget(p, spec.max_new_tokens, context) for p in prompts), default=0)  # the runner's
+    return MemoryPlan(stacks=tuple(stacks), prompt_len=max(prompts, default=0), completion_len=spec.max_new_tokens,
+                      share=EVAL_ENGINE_SHARE, gpu_memory=gpu_memory if models.backend == "vllm" else None,
+                      max_model_len=longest or None, share_setting="the engine's gpu_memory_utilization",
+                      length_setting="--max-new-tokens", lengths_hint="--max-new-tokens")  # fmt: skip
 
 
 def selection_note(spec: str, record: dict | None, benchmarks: dict) -> dict | None:
@@ -246,11 +311,14 @@ def evaluate_specs(
         s = s.to(dev).eval()
         return s, None if j is None else j if junior == SELF else j.to(junior_device or dev).eval()
 
-    def build(junior_prompts=None, max_model_len=None):  # once `out` is known to be resumable
+    def build(junior_prompts=None, max_model_len=None, stacks=("senior", "junior")):  # once `out` is resumable
         from trlvr.engine import make_pair
 
-        if models.backend == "vllm":  # the engine holds both; scoring loads the HF models after it is closed
-            pair = _vllm_pair(senior_path, junior, tok, dtype, spec.seed, max_model_len)
+        if models.backend == "vllm":  # an engine of the models `stacks` names; HF scorers load after it is closed
+            first = senior_path if "senior" in stacks else (senior_path if junior == SELF else junior)
+            second = (senior_path if junior == SELF else junior) if len(stacks) == 2 else None
+            pair = _vllm_pair(first, second, tok, dtype, spec.seed, max_model_len, hf_eos_ids(senior_path, tok))
+            pair = pair if "senior" in stacks else JuniorAlone(pair)
             pair.senior = pair.junior = None
             return pair
         s, j = hf_models()

@@ -406,6 +406,10 @@ def _piece_lens(tokenizer, ids: list[int], text: str) -> list[int] | None:
     return [len(p) for p in pieces] if "".join(pieces) == text else None
 
 
+# the models each engine holds, in the order evaluation runs them (backend vllm: one engine per set)
+ENGINE_STACKS = {"pair": ("senior", "junior"), "solo": ("senior",), "junior": ("junior",)}
+
+
 class _Run:
     """The generation half of `evaluate`: planned batches in, rows out, through one Pair."""
 
@@ -417,6 +421,7 @@ class _Run:
         self.want_scores = bool({"legibility", "drift"} & set(spec.suite))
         self.junior_prompts: dict[tuple, list[int]] = {}  # text pairs: senior prompt ids -> the junior's
         self.pair = None  # built on first use: a resumed evaluation with nothing to do loads no model
+        self.pair_stacks: tuple[str, ...] = ()  # the models `pair` holds
         self._scorers = None  # (senior, junior) HF modules that score, when the pair holds none (backend vllm)
         # an engine that holds no HF models generates everything first, then is closed, then scoring loads them
         self.score_later = partners.scorers is not None
@@ -452,24 +457,36 @@ class _Run:
                 for batch in plan_batches(bench, proto, b.keys, spec.n, spec.batch_size, spec.seed):
                     yield b, batch, [(bench, proto, b.keys[i], s, batch.signature) for i, s in batch.items]
 
+    def stacks(self, protocol: str) -> tuple[str, ...]:
+        """The models an engine needs for `protocol`: one engine per set (backend vllm: a protocol that
+        needs one model runs one stack); an HF pair runs every protocol and skips an idle model itself."""
+        if self.partners.backend != "vllm":
+            return ENGINE_STACKS["pair"]
+        return ENGINE_STACKS.get(protocol, ENGINE_STACKS["pair"])
+
     def generate(self, store: EvalDir, old_rows: list[dict]) -> list[dict]:
-        """Generate every planned batch that lacks a row; return this plan's rows in plan order."""
+        """Generate every planned batch that lacks a row; return this plan's rows in plan order. Batches
+        run grouped by the engine they need (each engine built once, the last closed before the next)."""
         have = {_row_key(r): r for r in old_rows}
-        plan_rows, in_file = [], len(old_rows)
+        in_file = len(old_rows)
         total = sum(len(b.keys) for b in self.benches.values()) * len(self.protocols) * self.spec.n
         bar = tqdm(total=total, desc="eval", disable=not self.progress, leave=False)
-        for b, batch, keys in self.planned():
-            if any(k not in have for k in keys):
-                # The whole batch, so a resumed batch has the same batch-mates (and the same
-                # scoring padding) as the first time; only its missing rows are written.
-                new = self._batch_rows(self._pair(), b, batch)
-                new = [r for r, k in zip(new, keys, strict=True) if k not in have]
-                store.append(new)
-                in_file += len(new)
-                have.update((_row_key(r), r) for r in new)
-            plan_rows += [have[k] for k in keys]
+        plan = list(self.planned())
+        order = list(ENGINE_STACKS.values())
+        todo = sorted((t for t in plan if any(k not in have for k in t[2])),
+                      key=lambda t: order.index(self.stacks(t[1].protocol)))  # stable: plan order within an engine
+        bar.update(total - sum(len(batch.items) for _, batch, _ in todo))
+        for b, batch, keys in todo:
+            # The whole batch, so a resumed batch has the same batch-mates (and the same
+            # scoring padding) as the first time; only its missing rows are written.
+            new = self._batch_rows(self._pair(self.stacks(batch.protocol)), b, batch)
+            new = [r for r, k in zip(new, keys, strict=True) if k not in have]
+            store.append(new)
+            in_file += len(new)
+            have.update((_row_key(r), r) for r in new)
             bar.set_postfix_str(f"{batch.benchmark}/{batch.protocol}", refresh=False)
             bar.update(len(batch.items))
+        plan_rows = [have[k] for _, _, keys in plan for k in keys]
         bar.close()
         if self.score_later:
             self.close()  # generation is done: the engine goes before the scorers load
@@ -478,15 +495,21 @@ class _Run:
             store.rewrite(plan_rows)  # drop rows of other plans (another --limit or --n), keep new scores
         return plan_rows
 
-    def _pair(self):
-        """The run's Pair, built once (`Partners.build`); a text pair's junior prompts are each
-        problem's rendered prompt encoded by the junior's tokenizer (as training's)."""
+    def _pair(self, stacks: tuple[str, ...] = ("senior", "junior")):
+        """The Pair for `stacks`, built once per set (`Partners.build`; the previous one is closed first);
+        a text pair's junior prompts are each problem's rendered prompt encoded by the junior's
+        tokenizer (as training's)."""
+        if self.pair is not None and self.pair_stacks != stacks:
+            self.close()
         if self.pair is None:
             if self.junior_tokenizer is not None:
                 self._fill_junior_prompts()
                 self.pair = self.partners.build(junior_prompts=lambda ids: self.junior_prompts[tuple(ids)])
+            elif self.partners.backend == "vllm":
+                self.pair = self.partners.build(max_model_len=self.longest(), stacks=stacks)
             else:
-                self.pair = self.partners.build(**({"max_model_len": self.longest()} if self.partners.backend == "vllm" else {}))
+                self.pair = self.partners.build()
+            self.pair_stacks = stacks
         return self.pair
 
     def longest(self) -> int:
