@@ -76,6 +76,19 @@ def test_goal_is_ten_percent_over_the_weight_bytes_ratio(bench):
     assert s["tandem_over_solo_steady_step"] is None and s["meets_goal"] is None and "pre-emptions" in s["note"]
 
 
+def test_goal_counts_each_models_kv_at_the_steady_context(bench):
+    # issue 35 claim 8: a junior with the senior's KV per token costs about as much per step as the senior
+    arms = {"tandem": {"steady_step_s": 0.38, "seconds": 9.0, "preemptions": 0, "context": [1000, 3000]},
+            "solo": {"steady_step_s": 0.20, "seconds": 6.0, "preemptions": 0, "context": [1000, 3000]}}  # fmt: skip
+    pair = {"weights_bytes": {"senior": 3.4e9, "junior": 1.2e9}, "kv_bytes_per_token": {"senior": 114688, "junior": 114688},
+            "rows": 128, "arms": arms}  # fmt: skip
+    s = bench.summarize(pair)
+    S, J = 3.4e9 + 128 * 2000 * 114688, 1.2e9 + 128 * 2000 * 114688
+    assert s["goal_tandem_over_solo"] == pytest.approx(1.10 * (S + J) / S) and s["goal_context"] == 2000
+    assert s["goal_weights_only"] == pytest.approx(1.10 * 4.6 / 3.4)
+    assert s["meets_goal"] is True  # 1.9 <= 2.1, where the weights-only goal (1.49) would call it a miss
+
+
 @pytest.mark.parametrize("name", ["tiny", "tiny-junior", "qwen3-4b", "qwen3-1.7b", "qwen3-0.6b"])
 def test_weight_and_kv_bytes_match_a_built_model(bench, name):
     from transformers import Qwen3Config, Qwen3ForCausalLM
