@@ -66,3 +66,32 @@ def test_step_bound_counts_each_models_kv_at_the_context():
 
 def test_grader_pairs_hold_both_verdicts():
     assert {w for _, _, w in GRADER_PAIRS} == {0.0, 1.0}
+
+
+def test_smoke_on_tiny_random_qwen3_shapes_made_by_the_gpu_script(tmp_path, toy_data):
+    """bench/gpu/random_pair.py (what bench/gpu/smoke.sh runs on a GPU at Qwen3-0.6B's shapes) at tiny
+    Qwen3 shapes, then the smoke on that pair: the same code path as the GPU run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    shape = tmp_path / "shape"
+    shape.mkdir()
+    cfg = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+           "vocab_size": 151936, "tie_word_embeddings": True, "max_position_embeddings": 512}  # fmt: skip
+    (shape / "config.json").write_text(json.dumps(cfg))
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, str(root / "bench" / "gpu" / "random_pair.py"), "--shape", str(shape), "--tokenizer",
+                    str(ASSETS_DIR / "senior"), "--out", str(tmp_path / "pair"), "--dtype", "float32"],
+                   check=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, capture_output=True)  # fmt: skip
+    out = tmp_path / "smoke"
+    code = main(["smoke", "--config", "toy", "--out", str(out), "--steps", "1", "--problems", "2",
+                 "--set", f"senior={tmp_path / 'pair' / 'senior'}", "--set", f"junior={tmp_path / 'pair' / 'junior'}",
+                 "--set", f"dataset={toy_data}", "--set", "per_device_train_batch_size=8",
+                 "--set", "max_completion_length=12"])  # fmt: skip
+    report = json.loads((out / "smoke.json").read_text())
+    assert code == 0, report["checks"]
+    plan = report["checks"]["memory"]["plan"]
+    assert plan["stacks"]["senior"]["kv_bytes_per_token"] == 2 * 2 * 2 * 16 * 4  # K+V x layers x KV heads x dim x fp32
+    assert report["checks"]["lengths"]["train"]["tandem"]["truncated"] > 0.5  # random weights run to the budget
