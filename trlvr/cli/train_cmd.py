@@ -87,11 +87,25 @@ def memory_plan(tandem, grpo, argv: list[str]) -> str:
     from trlvr.training.memory_plan import device_memory, run_plan
 
     where = argv[argv.index("--config") + 1] if "--config" in argv else "command line"
+    if not all(_has_config(p) for p in (tandem.senior, tandem.junior) if p and p != "self"):
+        return "memory plan: not computed (a model folder is not there yet)"
     plan = run_plan(tandem, grpo, gpu_memory=None if tandem.gpu_memory else device_memory())
     if tandem.backend == "vllm":
         plan.check(where)
         return plan.render()
     return plan.render() + "\n  backend hf: trlvr's engine sizes its decode sub-batches to the memory free at run time"
+
+
+def _has_config(path: str) -> bool:
+    """Whether a model's config can be read now (a folder, a cached hub model, a shipped config)."""
+    from trlvr.errors import UserError
+    from trlvr.memory import read_config
+
+    try:
+        read_config(path)
+    except UserError:
+        return False
+    return True
 
 
 def resume_command(argv: list[str]) -> str:
