@@ -189,7 +189,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
                 "holdout": opts.problems, "output_dir": str(out / f"train-{arm}"), "report_to": "none"}  # fmt: skip
         tandem, grpo = load_run_config(opts.config, keys)
         plan = run_plan(tandem, grpo, gpu_memory=opts.gpu_memory if opts.gpu_memory else device_memory())
-        if tandem.backend == "vllm":
+        if tandem.backend == "vllm" and plan.context is not None:  # else training derives it from the data, then checks
             plan.check(str(opts.config))
         plans[arm] = plan
         if arm == "tandem":
@@ -200,11 +200,13 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
                      "model": str(final), "tandem": tandem, "dir": Path(grpo.output_dir)}  # fmt: skip
     tandem = arms["tandem"]["tandem"]
     record_path = arms["tandem"]["dir"] / rundir.MEMORY_FILE
-    engine_kv = json.loads(record_path.read_text()).get("engine_kv_tokens") if record_path.is_file() else None
+    # backend vllm: the plan the run itself made (its context derived from the data) beside vLLM's own KV report
+    record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     plan = plans["tandem"]
+    engine_kv, planned = record.get("engine_kv_tokens"), record.get("plan") or plan.as_dict()
     checks["memory"] = _check(
-        None if engine_kv is None else engine_kv >= (plan.context or 0),
-        plan=plan.as_dict(), engine_kv_tokens=engine_kv, planned_kv_tokens=plan.kv_tokens, device_peak_bytes=_device_peak(),
+        None if engine_kv is None or planned["context"] is None else engine_kv >= planned["context"],
+        plan=planned, engine_kv_tokens=engine_kv, planned_kv_tokens=planned["kv_tokens"], device_peak_bytes=_device_peak(),
         note="vLLM's KV tokens must hold one full sequence; the plan's KV is an estimate (activations, outside torch)",
     )  # fmt: skip
     checks["author_mask"] = mask_check(arms["tandem"]["rows"], arms["grpo"]["rows"],

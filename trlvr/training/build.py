@@ -162,6 +162,10 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
     dataset = build_dataset(train, tokenizer, tandem.max_prompt_length)
     if tandem.holdout:
         write_holdout(args.output_dir, held)
+    longest = None
+    if tandem.backend == "vllm" and not (tandem.max_prompt_length or args.vllm_max_model_length):
+        # the engine (built inside the trainer) takes the longest prompt + the completion budget as its context
+        longest = max(len(encode_prompt(p, tokenizer)) for p in dataset["prompt"])
     own = [NonFiniteGuard(tandem.nonfinite_patience), MetricsFile(args.output_dir),
            ProgressBar(desc or f"train {tandem.arm}")]  # fmt: skip
     trainer = TandemGRPOTrainer(
@@ -174,9 +178,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
         processing_class=tokenizer,
         callbacks=own + list(callbacks or []),
         peft_config=peft_config_for(tandem),
+        longest_prompt=longest,
     )
     trainer.pairing = pairing  # recorded in the run record (trlvr_run.json "pairing")
-    if tandem.backend == "vllm" and not (tandem.max_prompt_length or args.vllm_max_model_length):
-        # the engine's context is the longest prompt + the completion budget (trlvr.training.memory_plan)
-        trainer.longest_prompt = max(len(encode_prompt(p, tokenizer)) for p in dataset["prompt"])
     return trainer

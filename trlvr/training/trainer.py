@@ -79,7 +79,8 @@ class TandemGRPOTrainer(GRPOTrainer):
     >>> trainer.train()                                                         # doctest: +SKIP
     """
 
-    def __init__(self, model, junior=None, *, tandem: TandemConfig, args, reward_funcs, **kwargs):
+    def __init__(self, model, junior=None, *, tandem: TandemConfig, args, reward_funcs, longest_prompt: int | None = None,
+                 **kwargs):  # fmt: skip
         if args.use_vllm or args.use_transformers_continuous_batching:
             raise ValueError(
                 "TandemGRPOTrainer generates with the tandem engine: use_vllm and use_transformers_continuous_batching "
@@ -88,6 +89,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         if args.off_policy_mask_threshold is not None:
             raise ValueError("off_policy_mask_threshold must be off: the tandem engine's log-probs are not TRL's")
         self.tandem = tandem
+        self.longest_prompt = longest_prompt  # backend vllm: the engine's context is this + max_completion_length
         self_paired = tandem.junior == "self"
         if self_paired and kwargs.get("peft_config") is None:
             raise ValueError("junior: 'self' needs a LoRA senior (use_peft: true, peft_config)")
