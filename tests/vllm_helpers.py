@@ -17,7 +17,8 @@ from trlvr.toy.world import ASSETS_DIR
 TOY_SENIOR = ASSETS_DIR / "senior"
 V = 215  # the toy vocabulary
 
-# the engine settings every vLLM test uses: small, fp32, eager, in one process
+# the engine settings every vLLM test uses: small, fp32, eager (test_vllm_engine also runs a compiled
+# engine), prefix caching on as in production, in one process
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 
@@ -25,8 +26,14 @@ def engine_options(**kw):
     from trlvr.vllm.pair import EngineOptions
 
     base = dict(dtype="float32", max_model_len=160, max_num_seqs=64, kv_cache_memory_bytes=32 << 20,
-                block_size=32, enforce_eager=True, enable_prefix_caching=False)  # fmt: skip
+                block_size=32, enforce_eager=True, enable_prefix_caching=True)  # fmt: skip
     return EngineOptions(**{**base, **kw})
+
+
+def metric(pair, name: str) -> int:
+    """One of the pair's engine counters (vLLM's own, `LLM.get_metrics()`), e.g. "vllm:prefix_cache_hits"
+    (prompt tokens found in the prefix cache), "vllm:prefix_cache_queries", "vllm:num_preemptions"."""
+    return int(sum(getattr(m, "value", 0) for m in pair.llm.get_metrics() if m.name == name))
 
 
 def save_qwen3(out: Path, seed: int, hidden: int = 64, layers: int = 1, heads: int = 2, kv_heads: int = 1,

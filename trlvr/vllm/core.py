@@ -12,6 +12,9 @@ Two faces of that one fold:
 - `TandemRows`: the fold kept per engine slot as tensors, one token at a time, every row at its own
   position, with slot events (add, clear, move, swap) and one batched `advance` per schedule in the
   batch (the logits processor's state).
+
+`TandemRows` lives beside vLLM, outside the memory vLLM profiled for itself, so its memory does not
+grow with the context length: per slot a few scalars and a window of DRAW_WINDOW draws.
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ from trlvr.engine.schedules import Schedule, ScheduleState, StepSchedule, VocabT
 
 PASSTHROUGH = -1  # a slot's schedule index when the slot is empty or not a tandem request
 ARG = "tandem"  # the key of a request's tandem arguments in vLLM's SamplingParams.extra_args
+DRAW_WINDOW = 64  # positions of first author draws a slot keeps at a time (`TandemRows`)
+
+
+def is_tandem(extra_args) -> bool:
+    """Whether a request is a tandem one (its extra_args carry ARG): the others (vLLM's warm-up and
+    dummy requests, a plain request) pass through the processor untouched."""
+    return isinstance(extra_args, dict) and ARG in extra_args
 
 
 def tandem_args(key: int, schedule: Schedule, force_id: int) -> dict:
@@ -80,13 +90,25 @@ def _select(mask: torch.Tensor, new: ScheduleState, old: ScheduleState) -> Sched
 
 
 class TableDraws(ScheduleDraws):
-    """`ScheduleDraws` for rows each at its own position whose first draw there is read from a table of
-    that row's AUTHOR_STREAM uniforms by position (`TandemRows`' per-slot table: one gather per token
-    instead of a hash); later draws at the same position hash as usual. The same bits either way."""
+    """`ScheduleDraws` for rows each at its own position whose first draw there is read from a table
+    (`TandemRows`' per-slot window of AUTHOR_STREAM uniforms: one gather per token instead of a hash);
+    later draws at the same position hash as usual (the rows' streams are made only then). The same
+    bits either way."""
 
-    def __init__(self, streams: RowStreams, position: torch.Tensor, first: torch.Tensor):
-        super().__init__(streams, position)
+    def __init__(self, keys: torch.Tensor, position, first: torch.Tensor):
+        self.keys, self.position, self.calls = keys, position, 0
         self.first = first  # (b,) the rows' uniforms at `position` for the first call
+        self._streams: RowStreams | None = None
+
+    @property
+    def streams(self) -> RowStreams:
+        if self._streams is None:
+            self._streams = RowStreams(self.keys)
+        return self._streams
+
+    @property
+    def device(self) -> torch.device:
+        return self.first.device
 
     def uniform(self, n: int) -> torch.Tensor:
         if self.calls == 0:
@@ -95,6 +117,14 @@ class TableDraws(ScheduleDraws):
             self.calls += 1
             return self.first
         return super().uniform(n)
+
+
+def first_draws(keys: torch.Tensor, start: torch.Tensor, n: int) -> torch.Tensor:
+    """(b, n) float32: each row's first AUTHOR_STREAM uniform at positions start .. start + n - 1, the
+    bits `RowStreams(keys).schedule_draws(p)` gives its first call, in one broadcast hash."""
+    streams = RowStreams(keys)
+    pos = start[:, None] + torch.arange(n, device=keys.device)
+    return hash_uniform(streams.lo[:, None], streams.hi[:, None], pos, AUTHOR_STREAM)
 
 
 @dataclass
@@ -156,21 +186,38 @@ class TandemRows:
     Slots are the engine's batch indices (V1) or request slots (Model Runner V2). Slot events are host
     calls, once per request event; `advance` is the per-token call: one batched `schedule.advance`
     per distinct schedule among the rows (usually one), each row at its own position. Tensors live on
-    `device`; `group` (the schedule index of each slot) is on the host.
+    `device`; `group` (the schedule index of each slot) is on the host, `tandem` is its device mirror
+    (a slot holds a tandem request), so a step needs no host-to-device copy of it.
+
+    Draws: each slot keeps its first AUTHOR_STREAM draw for a window of `window` positions (`draws`,
+    from position `base`), filled when the request is added and refilled, in one hash call for all
+    the rows of a step whose window runs low, so a token costs a gather, not a hash. `left` (host)
+    counts the advances a slot's window still covers; it is decremented for every row an `advance`
+    call may move, so it stays a lower bound where the device decides (Model Runner V2's mask).
+    Memory: capacity x window floats, whatever the context length. window None: hash every token.
+
+    Host-to-device copies (slot indices, tokens) are staged through pinned memory when `pin` (default:
+    on CUDA), by PyTorch's caching host allocator, which keeps a block until its copy is done; every
+    per-step call takes the slots' device indices (`idx`) where the caller has them.
     """
 
-    def __init__(self, capacity: int, tables: VocabTables, device=None, horizon: int | None = None):
-        """horizon: positions a request can reach (the engine's max_model_len): each slot then keeps a
-        (horizon,) table of its first draw per position, computed once when the request is added."""
+    def __init__(self, capacity: int, tables: VocabTables, device=None, window: int | None = DRAW_WINDOW,
+                 pin: bool | None = None):  # fmt: skip
         self.device = torch.device(device or "cpu")
+        self.pin = self.device.type == "cuda" if pin is None else bool(pin)
         self.tables = tables.to(self.device)
         self.capacity = capacity
         self.keys = torch.zeros(capacity, dtype=torch.long, device=self.device)
         self.consumed = torch.zeros(capacity, dtype=torch.long, device=self.device)  # output tokens folded in
         self.force = torch.zeros(capacity, dtype=torch.long, device=self.device)  # EOS id forced when stopped
+        self.tandem = torch.zeros(capacity, dtype=torch.bool, device=self.device)  # device mirror: group != PASSTHROUGH
         self.state = blank_state(capacity, self.device)
-        self.horizon = horizon
-        self.draws = None if horizon is None else torch.zeros(capacity, horizon, device=self.device)
+        if window is not None and window < 1:
+            raise ValueError(f"window must be >= 1 (or None), got {window}")
+        self.window = window
+        self.draws = None if window is None else torch.zeros(capacity, window, device=self.device)
+        self.base = torch.zeros(capacity, dtype=torch.long, device=self.device)  # the position of draws[:, 0]
+        self.left = np.zeros(capacity, dtype=np.int64)  # advances each slot's window still covers
         self.group = np.full(capacity, PASSTHROUGH, dtype=np.int64)
         self.seen = np.zeros(capacity, dtype=np.int64)  # host copy of `consumed` where `advance` gets no mask
         self.schedules: list[Schedule] = []
@@ -182,8 +229,15 @@ class TandemRows:
             self.schedules.append(schedule)
         return self._index[schedule]
 
+    def h2d(self, array) -> torch.Tensor:
+        """A host array (int64) on the device: through pinned memory when `pin`, without blocking."""
+        t = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
+        if self.device.type == "cpu":
+            return t
+        return (t.pin_memory() if self.pin else t).to(self.device, non_blocking=True)
+
     def _idx(self, slots) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(slots, dtype=np.int64)).to(self.device, non_blocking=True)
+        return self.h2d(np.asarray(slots, dtype=np.int64))
 
     def _write(self, idx: torch.Tensor, state: ScheduleState) -> None:
         for field, value in zip(self.state, state, strict=True):
@@ -197,47 +251,68 @@ class TandemRows:
         gids = np.array([self._schedule_id(s) for s in schedules], dtype=np.int64)
         slots_np = np.asarray(slots, dtype=np.int64)
         self.group[slots_np] = gids
-        idx = self._idx(slots_np)
-        self.keys[idx] = torch.tensor(keys, dtype=torch.long, device=self.device)
-        self.force[idx] = torch.tensor(force_ids, dtype=torch.long, device=self.device)
+        n = slots_np.size
+        # one copy: slots, keys, force ids
+        packed = self.h2d(np.stack([slots_np, np.asarray(keys, dtype=np.int64), np.asarray(force_ids, dtype=np.int64)]))
+        idx = packed[0]
+        self.keys[idx], self.force[idx] = packed[1], packed[2]
         self.consumed[idx] = 0
+        self.tandem[idx] = True
         self.seen[slots_np] = 0
-        if self.draws is not None:  # every position's first author draw of these rows, in one hash call
-            streams = RowStreams(self.keys[idx])
-            pos = torch.arange(self.horizon, device=self.device)
-            lo, hi = (x[:, None].expand(-1, self.horizon).reshape(-1) for x in (streams.lo, streams.hi))
-            u = hash_uniform(lo, hi, pos.repeat(idx.numel()), AUTHOR_STREAM)
-            self.draws[idx] = u.view(idx.numel(), self.horizon)
+        if self.draws is not None:  # positions 0 .. window-1: `start` and the first window-1 tokens
+            self.base[idx] = 0
+            self.draws[idx] = first_draws(packed[1], torch.zeros(n, dtype=torch.long, device=self.device), self.window)
+            self.left[slots_np] = self.window - 1
+        single = np.unique(gids).size == 1
         for gid in np.unique(gids):
-            sub = self._idx(slots_np[gids == gid])
-            draws = RowStreams(self.keys[sub]).schedule_draws(0)
+            rows = None if single else np.nonzero(gids == gid)[0]
+            sub = idx if rows is None else idx[self.h2d(rows)]
+            draws = (RowStreams(self.keys[sub]).schedule_draws(0) if self.draws is None
+                     else TableDraws(self.keys[sub], 0, self.draws[sub, 0]))  # fmt: skip
             self._write(sub, self.schedules[gid].start(sub.numel(), self.tables, draws))
 
     def clear(self, slots) -> None:
-        self.group[np.asarray(slots, dtype=np.int64)] = PASSTHROUGH
+        slots = np.asarray(slots, dtype=np.int64)
+        if slots.size == 0:
+            return
+        self.group[slots] = PASSTHROUGH
+        self.tandem[self._idx(slots)] = False
+
+    def _per_slot(self) -> tuple:
+        return (self.keys, self.consumed, self.force, self.tandem, *self.state,
+                *(() if self.draws is None else (self.draws, self.base)))  # fmt: skip
 
     def move(self, src: int, dst: int) -> None:
         """The request in `src` now lives in `dst` (V1's one-way move); `src` becomes empty."""
-        for t in (self.keys, self.consumed, self.force, *self.state, *self._tables()):
+        for t in self._per_slot():
             t[dst] = t[src]
+        self.tandem[src] = False
         self.group[dst], self.group[src] = self.group[src], PASSTHROUGH
         self.seen[dst] = self.seen[src]
+        self.left[dst] = self.left[src]
 
     def swap(self, a: int, b: int) -> None:
         ab, ba = self._idx([a, b]), self._idx([b, a])
-        for t in (self.keys, self.consumed, self.force, *self.state, *self._tables()):
+        for t in self._per_slot():
             t[ab] = t[ba].clone()
-        self.group[[a, b]] = self.group[[b, a]]
-        self.seen[[a, b]] = self.seen[[b, a]]
+        for h in (self.group, self.seen, self.left):
+            h[[a, b]] = h[[b, a]]
 
-    def _tables(self) -> tuple:
-        return () if self.draws is None else (self.draws,)
-
-    def _draws(self, idx: torch.Tensor, pos: torch.Tensor) -> ScheduleDraws:
-        streams = RowStreams(self.keys[idx])
+    def _draws(self, here: np.ndarray, idx: torch.Tensor, pos: torch.Tensor) -> ScheduleDraws:
+        """The draws of rows `here` (device indices `idx`) at positions `pos`, refilling the windows
+        that run out now, with every row of the call that has used half of its window."""
         if self.draws is None:
-            return streams.schedule_draws(pos)
-        return TableDraws(streams, pos, self.draws[idx, pos])
+            return RowStreams(self.keys[idx]).schedule_draws(pos)
+        left = self.left[here]
+        if (left <= 0).any():
+            low = np.nonzero(left < max(1, self.window // 2))[0]
+            sub = idx if low.size == here.size else idx[self.h2d(low)]
+            start = self.consumed[sub] + 1
+            self.base[sub] = start
+            self.draws[sub] = first_draws(self.keys[sub], start, self.window)
+            self.left[here[low]] = self.window
+        self.left[here] -= 1
+        return TableDraws(self.keys[idx], pos, self.draws[idx, pos - self.base[idx]])
 
     def may_stop(self, slots: np.ndarray) -> bool:
         """Whether a schedule that can end a row (the step schedule's round cap) runs in any of `slots`."""
@@ -254,23 +329,34 @@ class TandemRows:
             if gid != PASSTHROUGH:
                 yield int(gid), np.nonzero(g == gid)[0]
 
-    def advance(self, slots: np.ndarray, tokens: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+    def advance(self, slots: np.ndarray, tokens: torch.Tensor, mask: torch.Tensor | None = None,
+                idx: torch.Tensor | None = None) -> None:  # fmt: skip
         """Fold one more output token into each of `slots` (tokens (b,) on the device), at each row's own
         position `consumed + 1`; rows where `mask` (b,) is False are left as they are (the host copy
-        `seen` is then not kept: Model Runner V2 decides on the device)."""
+        `seen` is then not kept: Model Runner V2 decides on the device). idx: `slots` on the device,
+        where the caller has them (else copied)."""
+        slots = np.asarray(slots, dtype=np.int64)
         for gid, rows in self.groups(slots):
-            here = slots if rows is None else slots[rows]
-            idx = self._idx(here)
-            tok = tokens if rows is None else tokens[self._idx(rows)]
-            old, pos = self._read(idx), self.consumed[idx] + 1
-            new = self.schedules[gid].advance(old, tok, self.tables, self._draws(idx, pos))
-            if mask is not None:
-                m = mask if rows is None else mask[self._idx(rows)]
+            if rows is None:
+                here, tok, m = slots, tokens, mask
+                sub = idx if idx is not None else self._idx(slots)
+            else:
+                here = slots[rows]
+                if idx is None:
+                    both = self.h2d(np.stack([rows, here]))
+                    r, sub = both[0], both[1]
+                else:
+                    r = self.h2d(rows)
+                    sub = idx[r]
+                tok, m = tokens[r], None if mask is None else mask[r]
+            old, pos = self._read(sub), self.consumed[sub] + 1
+            new = self.schedules[gid].advance(old, tok, self.tables, self._draws(here, sub, pos))
+            if m is not None:
                 new, pos = _select(m, new, old), torch.where(m, pos, pos - 1)
             else:
                 self.seen[here] += 1
-            self._write(idx, new)
-            self.consumed[idx] = pos
+            self._write(sub, new)
+            self.consumed[sub] = pos
 
     def replay(self, slot: int, tokens: list[int]) -> None:
         """Restart `slot` and fold all of `tokens` (a request re-added after pre-emption): the rare path."""
@@ -282,15 +368,14 @@ class TandemRows:
         self._write(self._idx([slot]), done.state)
         self.consumed[slot] = len(tokens)
         self.seen[slot] = len(tokens)
+        self.left[slot] = 0  # its window is refilled from the next position on its next advance
 
-    def authors(self, slots) -> torch.Tensor:
+    def authors(self, slots, idx: torch.Tensor | None = None) -> torch.Tensor:
         """(b,) bool: True where the senior writes the next token (passthrough slots: the senior)."""
-        idx = self._idx(slots)
-        tandem = torch.as_tensor(self.group[np.asarray(slots)] != PASSTHROUGH).to(self.device, non_blocking=True)
-        return self.state.author[idx] | ~tandem
+        idx = self._idx(slots) if idx is None else idx
+        return self.state.author[idx] | ~self.tandem[idx]
 
-    def stops(self, slots) -> torch.Tensor:
+    def stops(self, slots, idx: torch.Tensor | None = None) -> torch.Tensor:
         """(b,) bool: the schedule has ended these rows (the step schedule's round cap)."""
-        idx = self._idx(slots)
-        tandem = torch.as_tensor(self.group[np.asarray(slots)] != PASSTHROUGH).to(self.device, non_blocking=True)
-        return self.state.stop[idx] & tandem
+        idx = self._idx(slots) if idx is None else idx
+        return self.state.stop[idx] & self.tandem[idx]

@@ -7,8 +7,12 @@ only through the `vllm.logits_processors` entry point: V1 under async scheduling
 processor `-1` placeholders for the newest tokens (refused loudly here).
 
 Per request, `SamplingParams.extra_args` carries the row's key and schedule (`core.tandem_args`).
-The author is the pure fold of `core.TandemRows` over the request's own output tokens, each row at
-its own position, so pre-emption, slot moves and batch-mates cannot change it. Per step:
+A request without them (vLLM's own warm-up and dummy requests, a plain request) passes through
+untouched: its slot is PASSTHROUGH, its logits the senior's (Model Runner V2: `add_request` returns
+False, so vLLM may skip the processor for a batch of such requests), and `validate_params` refuses
+nothing of it. The author is the pure fold of `core.TandemRows` over the request's own output
+tokens, each row at its own position, so pre-emption, slot moves and batch-mates cannot change it.
+Per step:
 - V1 (`update_state` + `apply(logits)`): slot events from `BatchUpdate` (removed, added, moved); each
   added request's live output-token list is kept by batch index; `apply` reads every row's length and
   last token with C-level maps (no Python loop over rows), folds the rows that gained one token in
@@ -16,11 +20,14 @@ its own position, so pre-emption, slot moves and batch-mates cannot change it. P
 - Model Runner V2 (`add_request` / `apply_staged_writes` / `apply(logits, ctx)`): the output index of
   each row is `pos + 1 - prompt_len`, the token just read is `ctx.input_ids`: rows that gained one
   token advance under a device mask (no host sync); a resumed request is replayed from the runner's
-  `all_token_ids` when it is added.
+  `all_token_ids` when it is added. Slot indices, positions and tokens are the runner's device tensors
+  (`ctx.idx_mapping`, `ctx.pos`, `ctx.input_ids`): nothing is copied to the device per step.
+Which interface vLLM built the processor for is read from what it passed: Model Runner V2 passes a
+`LogitsProcRequestState`, V1 a device (and whether to pin memory).
 Then the junior's logits (stashed by `TandemForCausalLM.compute_logits`) replace the senior's on junior
-rows, and a row the schedule has ended (the step schedule's round cap) can only write its EOS id (the
-pair cuts that token off). An EOS written by either author ends the row (vLLM's own stop check: one
-vocabulary).
+rows, in place (no (B, V) tensor is made), and a row the schedule has ended (the step schedule's
+round cap) can only write its EOS id (the pair cuts that token off). An EOS written by either author
+ends the row (vLLM's own stop check: one vocabulary).
 """
 
 from __future__ import annotations
@@ -33,9 +40,10 @@ from transformers import AutoTokenizer
 from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsProcessor as V2LogitsProcessor
+from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsProcRequestState
 
 from trlvr.engine.schedules import vocab_tables
-from trlvr.vllm.core import PASSTHROUGH, TandemRows, parse_tandem_args, tables_digest
+from trlvr.vllm.core import PASSTHROUGH, TandemRows, is_tandem, parse_tandem_args, tables_digest
 from trlvr.vllm.model import model_for
 
 # SamplingParams a tandem request cannot use, and why (checked when vLLM admits the request)
@@ -55,7 +63,10 @@ REFUSED = (
 
 
 def check_params(sp) -> None:
-    """Raise ValueError naming the first SamplingParams field a tandem request cannot use, or bad tandem args."""
+    """Raise ValueError naming the first SamplingParams field a tandem request cannot use, or bad tandem args.
+    A request without tandem args is not checked: it passes through the processor untouched."""
+    if not is_tandem(sp.extra_args):
+        return
     for name, used, why in REFUSED:
         if used(sp):
             raise ValueError(f"tandem requests cannot use SamplingParams.{name} ({why})")
@@ -84,22 +95,29 @@ def _last_tokens(lists: list, rows: np.ndarray | None) -> np.ndarray:
 
 
 class TandemLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
-    """See the module docstring. Built by vLLM: V1 calls (vllm_config, device, is_pin_memory), Model
-    Runner V2 calls (vllm_config, req_states)."""
+    """See the module docstring. Built by vLLM: V1 calls (vllm_config, device, is_pin_memory)
+    (vllm/v1/sample/logits_processor/__init__.py, `build_logitsprocs`), Model Runner V2 calls
+    (vllm_config, LogitsProcRequestState) (vllm/v1/worker/gpu/sample/logits_processor/loader.py,
+    `build_custom_logits_processors`)."""
 
     def __init__(self, vllm_config, *args):
-        if len(args) == 2:  # V1
-            device, self.req_states = args[0], None
+        state = args[0] if args else None
+        if isinstance(state, LogitsProcRequestState):  # Model Runner V2
+            self.req_states = state
+            device, capacity = torch.device(state.device), state.max_num_reqs
+            pin = device.type == "cuda"
+        elif isinstance(state, torch.device | str):  # V1: (device, is_pin_memory)
+            device, self.req_states = torch.device(state), None
             capacity = vllm_config.scheduler_config.max_num_seqs
-        elif len(args) == 1:  # Model Runner V2
-            self.req_states = args[0]
-            device, capacity = self.req_states.device, self.req_states.max_num_reqs
+            pin = bool(args[1]) if len(args) > 1 else device.type == "cuda"
         else:
-            raise TypeError(f"TandemLogitsProcessor(vllm_config, ...): unexpected arguments {args!r}")
+            raise TypeError("TandemLogitsProcessor(vllm_config, ...): expected V1's (device, is_pin_memory) or Model "
+                            f"Runner V2's LogitsProcRequestState, got {args!r}")  # fmt: skip
         self.vllm_config = vllm_config
-        self.rows = TandemRows(capacity, _tables(vllm_config), device, horizon=vllm_config.model_config.max_model_len)
+        self.rows = TandemRows(capacity, _tables(vllm_config), device, pin=pin)
+        self.arange = torch.arange(capacity, device=self.rows.device)  # V1: the batch's rows are slots 0..B-1
         self.lists: list[list[int]] = [[] for _ in range(capacity)]  # V1: each slot's live output tokens
-        self.pending: list[tuple] = []  # Model Runner V2: requests added since the last staged write
+        self.pending: dict[int, tuple | None] = {}  # Model Runner V2: slots added since the last staged write
 
     @classmethod
     def validate_params(cls, sampling_params) -> None:
@@ -113,16 +131,22 @@ class TandemLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
     def update_state(self, batch_update: BatchUpdate | None) -> None:
         if batch_update is None:
             return
+        self.rows.clear(list(batch_update.removed))
         for slot in batch_update.removed:
-            self.rows.clear([slot])
             self.lists[slot] = []
         if batch_update.added:
-            slots, keys, schedules, forces = [], [], [], []
+            slots, keys, schedules, forces, plain = [], [], [], [], []
             for slot, params, _prompt, output in batch_update.added:
+                if not is_tandem(params.extra_args):  # passes through: the slot's old request is gone
+                    plain.append(slot)
+                    self.lists[slot] = []
+                    continue
                 key, schedule, force = parse_tandem_args(params.extra_args)
                 slots.append(slot), keys.append(key), schedules.append(schedule), forces.append(force)
                 self.lists[slot] = output  # the live list: vLLM appends every new token to it
-            self.rows.add(slots, keys, schedules, forces)
+            self.rows.clear(plain)
+            if slots:
+                self.rows.add(slots, keys, schedules, forces)
         for a, b, direction in batch_update.moved:
             if direction == MoveDirectionality.SWAP:
                 self.rows.swap(a, b)
@@ -149,20 +173,32 @@ class TandemLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
         if (last < 0).any():
             raise RuntimeError("tandem: the newest tokens are placeholders (-1): pass TandemLogitsProcessor in "
                                "LLM(logits_processors=[...]) so vLLM fills them in before sampling")  # fmt: skip
-        rows.advance(np.arange(batch) if every else step, torch.from_numpy(last).to(rows.device, non_blocking=True))
+        if every:  # the usual step: one copy, the tokens
+            rows.advance(step, rows.h2d(last), idx=self.arange[:batch])
+        else:  # one copy: the rows and their tokens
+            both = rows.h2d(np.stack([step, last]))
+            rows.advance(step, both[1], idx=both[0])
 
     # Model Runner V2
 
     def add_request(self, req_idx: int, sampling_params) -> bool:
-        self.pending.append((req_idx, *parse_tandem_args(sampling_params.extra_args)))
+        """Stage the slot's new request; False (the slot passes through) for one without tandem args."""
+        if not is_tandem(sampling_params.extra_args):
+            self.pending[req_idx] = None
+            return False
+        self.pending[req_idx] = parse_tandem_args(sampling_params.extra_args)
         return True
 
     def apply_staged_writes(self) -> None:
         if not self.pending:
             return
-        slots, keys, schedules, forces = zip(*self.pending, strict=True)
-        self.pending = []
-        self.rows.add(list(slots), list(keys), list(schedules), list(forces))
+        pending, self.pending = self.pending, {}
+        self.rows.clear([slot for slot, args in pending.items() if args is None])
+        added = [(slot, *args) for slot, args in pending.items() if args is not None]
+        if not added:
+            return
+        slots, keys, schedules, forces = (list(x) for x in zip(*added, strict=True))
+        self.rows.add(slots, keys, schedules, forces)
         prompt, prefill = self.req_states.prompt_len.np, self.req_states.prefill_len.np
         for slot in slots:
             if prefill[slot] > prompt[slot]:  # resumed after pre-emption: replay its output tokens
@@ -171,10 +207,10 @@ class TandemLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
 
     def _catch_up_v2(self, ctx) -> None:
         """Fold the token each row just read where it is the row's next output token, on the device."""
-        slots = ctx.idx_mapping
-        outputs = ctx.pos.long() + 1 - self.req_states.prompt_len.gpu[slots].long()  # outputs before this one
-        fresh = outputs == self.rows.consumed[slots.to(self.rows.device)] + 1
-        self.rows.advance(ctx.idx_mapping_np, ctx.input_ids.long(), fresh)
+        idx = ctx.idx_mapping
+        outputs = ctx.pos.long() + 1 - self.req_states.prompt_len.gpu[idx].long()  # outputs before this one
+        fresh = outputs == self.rows.consumed[idx] + 1
+        self.rows.advance(ctx.idx_mapping_np, ctx.input_ids.long(), fresh, idx=idx)
 
     # both
 
@@ -189,20 +225,24 @@ class TandemLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
             return logits
         if ctx is None:
             self._catch_up_v1(logits.shape[0])
+            idx = self.arange[: logits.shape[0]]
         else:
             self._catch_up_v2(ctx)
-        return self.mix(logits, slots)
+            idx = ctx.idx_mapping
+        return self.mix(logits, slots, idx)
 
-    def mix(self, logits: torch.Tensor, slots: np.ndarray) -> torch.Tensor:
-        """The author's logits per row: the senior's (`logits`) or the junior's (the stash); a row the
-        schedule has ended keeps only its EOS id."""
+    def mix(self, logits: torch.Tensor, slots: np.ndarray, idx: torch.Tensor) -> torch.Tensor:
+        """The author's logits per row, written into `logits` (the senior's): the junior's (the stash) on
+        junior rows; a row the schedule has ended keeps only its EOS id. No (B, V) tensor is made: the
+        stash is cast inside the one `where`, the round cap is a fill and a write-back of the EOS logit."""
         model = model_for(self.vllm_config)
         if model is None:
             raise RuntimeError("tandem requests need the TandemForCausalLM model (hf_overrides architectures)")
-        junior = model.take_stash(logits.shape[0]).to(logits.dtype)
-        out = torch.where(self.rows.authors(slots)[:, None], logits, junior)
-        if not self.rows.may_stop(slots):
-            return out
-        idx = torch.as_tensor(slots).to(self.rows.device, non_blocking=True)
-        only_eos = torch.nn.functional.one_hot(self.rows.force[idx], out.shape[1]).bool()
-        return out.masked_fill(self.rows.stops(slots)[:, None] & ~only_eos, float("-inf"))
+        junior = model.take_stash(logits.shape[0])
+        torch.where(self.rows.authors(slots, idx)[:, None], logits, junior, out=logits)
+        if self.rows.may_stop(slots):
+            force = self.rows.force[idx][:, None]
+            eos = logits.gather(1, force)
+            logits.masked_fill_(self.rows.stops(slots, idx)[:, None], float("-inf"))
+            logits.scatter_(1, force, eos)
+        return logits

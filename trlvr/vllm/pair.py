@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
 from trlvr.engine.options import Sampling
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
@@ -141,7 +141,7 @@ class VLLMPair(Pair):
         check_cpu_head_dims(configs)
         self.vocab_size = senior_cfg.vocab_size
         self.tables = vocab_tables(self.tokenizer, self.vocab_size)
-        self.eos_token_ids = _eos_ids(eos_token_ids, self.tokenizer, senior_cfg)
+        self.eos_token_ids = _eos_ids(eos_token_ids, self.tokenizer, self.senior_dir, senior_cfg)
         pad = pad_token_id if pad_token_id is not None else self.tokenizer.pad_token_id
         self._pad = self.eos_token_ids[0] if pad is None else pad
         self.options = engine or EngineOptions()
@@ -265,13 +265,21 @@ class VLLMPair(Pair):
         self.llm.reset_prefix_cache()
 
 
-def _eos_ids(eos_token_ids, tokenizer, config) -> list[int]:
+def _eos_ids(eos_token_ids, tokenizer, senior_dir: str, config) -> list[int]:
+    """What ends a row: the ids given, else the HF engine's set (`trlvr.engine.generator`): the tokenizer's
+    EOS and the senior's generation config's, read as transformers reads it for a loaded model (the
+    directory's generation_config.json, else one derived from config.json). For Qwen3-Instruct that
+    adds <|endoftext|> to <|im_end|>; config.json alone holds only the latter."""
     if eos_token_ids is not None:
         ids = list(eos_token_ids)
     else:
+        try:
+            generation = GenerationConfig.from_pretrained(senior_dir)
+        except OSError:  # no generation_config.json
+            generation = GenerationConfig.from_model_config(config)
         found = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-        cfg_eos = getattr(config, "eos_token_id", None)
-        found |= {cfg_eos} if isinstance(cfg_eos, int) else set(cfg_eos or [])
+        gen_eos = generation.eos_token_id
+        found |= {gen_eos} if isinstance(gen_eos, int) else set(gen_eos or [])
         ids = sorted(found)
     if not ids:
         raise UserError("no EOS token id: pass eos_token_ids or a tokenizer with an eos_token_id")
