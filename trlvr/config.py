@@ -311,6 +311,8 @@ def check_backend_settings(tandem: TandemConfig, grpo, given: set[str], where: s
         raise UserError(f"{where}: vllm_enable_sleep_mode is backend vllm's (this run's backend is {tandem.backend})")
     if grpo.vllm_enable_sleep_mode and (grpo.use_cpu or not _cuda()):
         raise UserError(f"{where}: vllm_enable_sleep_mode needs a GPU: vLLM's CPU build has no sleep mode")
+    if grpo.vllm_tensor_parallel_size != 1 and tandem.backend != "vllm":
+        raise UserError(f"{where}: vllm_tensor_parallel_size is backend vllm's (this run's backend is {tandem.backend})")
 
 
 def _cuda() -> bool:

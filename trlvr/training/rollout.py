@@ -29,6 +29,7 @@ sub-batching or a row's batch-mates (`trlvr.engine.sampling.RowStreams`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from contextlib import contextmanager
 
@@ -41,7 +42,6 @@ from trlvr.engine import Pair, Sampling, make_pair
 from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
-from trlvr.errors import UserError
 from trlvr.training.memory_plan import device_memory, engine_kv_tokens, run_plan, write_memory_record
 
 
@@ -129,7 +129,10 @@ class TandemRollout:
             if pair.pairing == "text":
                 self._junior_ids = {tuple(ids): encode_prompt(p, pair.junior_tokenizer)
                                     for ids, p in zip(prompt_ids, prompts, strict=True)}  # fmt: skip
-            out = pair.generate(prompt_ids, self.schedule, sampling, row_keys)
+            if self.backend == "vllm":  # one engine per process; with TP, over its group's rows
+                out = trainer.vllm_generation.generate_rows(prompt_ids, self.schedule, sampling, row_keys)
+            else:
+                out = pair.generate(prompt_ids, self.schedule, sampling, row_keys)
         seconds = time.perf_counter() - start
         self.generation_seconds += seconds
 
@@ -189,13 +192,13 @@ class TandemRollout:
         """backend vllm: one engine from the run's model folders (the junior only when the schedule lets
         it write: the grpo arm runs the senior alone), sized for this machine. Built by the trainer's
         `TandemVLLMGeneration`, whose (TRL's) `sync_weights` brings its senior to the trained weights
-        before the first rollout (a resumed run's are not the folder's) and after every optimizer step."""
+        before the first rollout (a resumed run's are not the folder's) and after every optimizer step.
+        Several processes: one engine in each, TRL's colocate executor (external_launcher) and TP groups
+        (`trlvr.vllm.trl_backend.engine_distribution`); the row keys stay global (`rollout_row_keys`)."""
         from trlvr.vllm.pair import EngineOptions  # the optional backend, loaded when asked
+        from trlvr.vllm.trl_backend import engine_distribution
 
         tandem, args = trainer.tandem, trainer.args
-        if trainer.accelerator.num_processes > 1:
-            raise UserError(f"backend vllm runs in one process (one engine); this run has "
-                            f"{trainer.accelerator.num_processes}: launch it without torchrun/accelerate, or use backend hf")
         junior = tandem.junior if "junior" in self.schedule.writers else None
         if junior == "self":  # a LoRA senior's base: the senior's folder (TRL's sync pushes merged weights to the senior only)
             junior = tandem.senior
@@ -204,6 +207,8 @@ class TandemRollout:
         trainer.memory_plan = plan
         engine = EngineOptions.for_machine(str(senior.dtype).removeprefix("torch."), args.seed,
                                            plan.context, args.vllm_gpu_memory_utilization)  # fmt: skip
+        engine = dataclasses.replace(engine, **engine_distribution(trainer.accelerator, args.vllm_tensor_parallel_size,
+                                                                   args.seed))  # fmt: skip
         pair = make_pair(tandem.senior, junior, tokenizer, backend="vllm", eos_token_ids=list(trainer.eos_token_ids),
                          pad_token_id=tokenizer.pad_token_id, engine=engine)  # fmt: skip
         write_memory_record(args.output_dir, plan, engine_kv_tokens(pair.llm), trainer.accelerator.is_main_process)

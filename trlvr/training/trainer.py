@@ -147,6 +147,7 @@ class TandemGRPOTrainer(GRPOTrainer):
             accelerator=self.accelerator,
             processing_class=self.processing_class,
             enable_sleep_mode=args.vllm_enable_sleep_mode,
+            tensor_parallel_size=args.vllm_tensor_parallel_size,  # several processes: TRL's TP groups
             temperature=self.temperature,
             top_p=self.top_p,
             top_k=self.top_k or 0,

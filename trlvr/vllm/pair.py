@@ -57,6 +57,10 @@ class EngineOptions:
     # importance-sampling correction compares with) or the senior's at temperature 1 ("raw_logprobs":
     # the engine's logits before the author swap are the senior's); nothing in trlvr reads the latter
     logprobs_mode: str = "processed_logprobs"
+    # several training processes (torchrun / accelerate): "external_launcher", TRL's colocate executor (one
+    # engine per process, in that process, over the launcher's process group); None: vLLM's own choice
+    distributed_executor_backend: str | None = None
+    tensor_parallel_size: int = 1  # > 1: both stacks sharded over that many processes (external_launcher)
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -79,6 +83,10 @@ class EngineOptions:
             kw["kv_cache_memory_bytes"] = self.kv_cache_memory_bytes
         if self.block_size is not None:
             kw["block_size"] = self.block_size
+        if self.distributed_executor_backend is not None:
+            kw["distributed_executor_backend"] = self.distributed_executor_backend
+        if self.tensor_parallel_size != 1:
+            kw["tensor_parallel_size"] = self.tensor_parallel_size
         return {**kw, **self.extra}
 
 
@@ -151,8 +159,14 @@ class VLLMPair(Pair):
         from vllm import LLM, envs
 
         kw = self.options.llm_kwargs()
-        # read by vLLM when the engine starts: with it on (vLLM's default), the engine core is another process
-        self.in_process = not envs.VLLM_ENABLE_V1_MULTIPROCESSING
+        # read by vLLM when the engine starts: with it on (vLLM's default), the engine core is another process;
+        # external_launcher (a UniProc executor) always runs it in this one (vLLM turns the variable off for it);
+        # any other executor with TP > 1 (mp, ray) runs the model in worker processes
+        executor = kw.get("distributed_executor_backend")
+        if executor == "external_launcher":
+            self.in_process = True
+        else:
+            self.in_process = not envs.VLLM_ENABLE_V1_MULTIPROCESSING and kw.get("tensor_parallel_size", 1) == 1
         if self.junior_dir is not None:
             from trlvr.vllm.logits import TandemLogitsProcessor
 
@@ -235,7 +249,8 @@ class VLLMPair(Pair):
         core refuses them (its msgpack transport sends no functions unless VLLM_ALLOW_INSECURE_SERIALIZATION)."""
         if not self.in_process:
             raise UserError(f"{what}: this vllm pair's engine runs in its own process (vLLM's multiprocess engine "
-                            "core); weight sync needs it in this one: build the pair with VLLM_ENABLE_V1_MULTIPROCESSING=0")  # fmt: skip
+                            "core); weight sync needs it in this one: build the pair with VLLM_ENABLE_V1_MULTIPROCESSING=0 "
+                            "(or distributed_executor_backend external_launcher)")  # fmt: skip
 
     def begin_sync(self) -> None:
         """Open a weight sync: the engine model's `load_weights` may now be called with HF-named senior
