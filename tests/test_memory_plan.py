@@ -109,3 +109,9 @@ def test_eval_dry_run_plans_the_engine_from_its_own_lengths_and_writes_nothing(t
     assert main([*argv, "--gpu-memory", "1GB"]) == 2  # 0.9 GB cannot hold the engine's own memory
     assert "raise the engine's gpu_memory_utilization" in capsys.readouterr().err
     assert not (tmp_path / "ev").exists()
+
+
+def test_tensor_parallel_plans_one_gpus_share():
+    one, two = _pair_4b(), _pair_4b(tensor_parallel=2)
+    assert two.weight_bytes == one.weight_bytes // 2 and two.kv_bytes_per_token == one.kv_bytes_per_token // 2
+    assert two.kv_tokens > 2 * one.kv_tokens  # half the weights leave more of the share for KV, at half the bytes

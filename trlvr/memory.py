@@ -169,6 +169,7 @@ class MemoryPlan:
     gpu_memory: int | None = None
     max_model_len: int | None = None
     rows: int | None = None
+    tensor_parallel: int = 1  # the engine's stacks sharded over this many GPUs: the plan is one GPU's share
     share_setting: str = "vllm_gpu_memory_utilization"
     length_setting: str = "vllm_max_model_length"
     lengths_hint: str = "max_prompt_length or max_completion_length"
@@ -179,11 +180,13 @@ class MemoryPlan:
 
     @property
     def weight_bytes(self) -> int:
-        return sum(s.weight_bytes for s in self.stacks)
+        """One GPU's share of the weights (tensor parallelism shards every linear layer)."""
+        return sum(s.weight_bytes for s in self.stacks) // self.tensor_parallel
 
     @property
     def kv_bytes_per_token(self) -> int:
-        return sum(s.kv_bytes_per_token for s in self.stacks)
+        """One GPU's share of a token's K and V (tensor parallelism shards the KV heads)."""
+        return sum(s.kv_bytes_per_token for s in self.stacks) // self.tensor_parallel
 
     @property
     def processor_bytes(self) -> int:
@@ -265,7 +268,7 @@ class MemoryPlan:
                 "activation_bytes_estimate": self.activation_bytes, "outside_torch_bytes_estimate": OUTSIDE_TORCH_BYTES,
                 "processor_bytes": self.processor_bytes, "kv_budget_bytes": self.kv_budget_bytes,
                 "kv_bytes_per_token": self.kv_bytes_per_token, "kv_tokens": self.kv_tokens,
-                "concurrency": self.concurrency, "rows": self.rows}  # fmt: skip
+                "concurrency": self.concurrency, "rows": self.rows, "tensor_parallel": self.tensor_parallel}  # fmt: skip
 
     def render(self) -> str:
         """The plan under the heading `memory plan`, a few lines."""
@@ -276,8 +279,9 @@ class MemoryPlan:
                          f"KV {s.kv_bytes_per_token:,} B/token ({s.layers} layers x {s.kv_heads} KV heads x {s.head_dim})")
         ctx = self.context
         how = "" if self.max_model_len else " (derived: longest prompt + completion budget)"
+        tp = f" per GPU (tensor parallel {self.tensor_parallel})" if self.tensor_parallel > 1 else ""
         lines.append(f"  longest sequence: {ctx if ctx else 'unknown'} tokens{how}; KV per token "
-                     f"{self.kv_bytes_per_token:,} B (every stack keeps every token)")  # fmt: skip
+                     f"{self.kv_bytes_per_token:,} B{tp} (every stack keeps every token)")  # fmt: skip
         if self.budget_bytes is None:
             lines.append("  GPU memory: not given (--gpu-memory 80GB or a name such as H200 checks that it fits)")
             return "\n".join(lines)

@@ -8,7 +8,8 @@ engine is the senior alone; `junior: self` is a second copy of the senior's base
 Its context is `vllm_max_model_length`, or the run's longest prompt plus `max_completion_length`
 when that is unset (`engine_context`: never the model's own limit, 262,144 for Qwen3-4B-2507).
 One generate call sends a process's whole generation batch (`per_device_train_batch_size x
-steps_per_generation` sequences).
+steps_per_generation` sequences; with `vllm_tensor_parallel_size` t, its group's t batches, and each GPU
+holds 1/t of the weights and of the KV).
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def run_plan(tandem: TandemConfig, grpo, *, gpu_memory: int | str | None = None,
         stacks=tuple(stacks), prompt_len=tandem.max_prompt_length or longest_prompt,
         completion_len=grpo.max_completion_length, max_num_seqs=256, share=grpo.vllm_gpu_memory_utilization,
         gpu_memory=memory if tandem.backend == "vllm" else None, max_model_len=grpo.vllm_max_model_length,
-        rows=grpo.per_device_train_batch_size * grpo.steps_per_generation,
+        rows=grpo.per_device_train_batch_size * grpo.steps_per_generation * grpo.vllm_tensor_parallel_size,
+        tensor_parallel=grpo.vllm_tensor_parallel_size,
     )  # fmt: skip
 
 
