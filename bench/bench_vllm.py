@@ -132,10 +132,11 @@ def pair_smollm2(root: Path, batch: int) -> tuple[Path, Path, list[list[int]]]:
     from trlvr.data.prompts import encode_prompt
     from trlvr.data.rows import prompt_of
 
-    model = Path(os.environ.get("TRLVR_SMOLLM2", "/work/models/smollm2-135m-instruct"))
-    data = Path(os.environ.get("TRLVR_REAL_TASK", "/work/models/real-task")) / "train.jsonl"
+    models = Path(__file__).resolve().parents[1] / "models"  # `make real-models`
+    model = Path(os.environ.get("TRLVR_SMOLLM2", models / "smollm2-135m-instruct"))
+    data = Path(os.environ.get("TRLVR_REAL_TASK", models / "real-task")) / "train.jsonl"
     if not model.is_dir() or not data.is_file():
-        sys.exit(f"--pair smollm2: prepare {model} and {data} first (studies/real-smollm2.yaml says how)")
+        sys.exit(f"--pair smollm2: prepare {model} and {data} first (`make real-models`)")
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model)

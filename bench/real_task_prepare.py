@@ -8,7 +8,7 @@ unchanged for training, selection and evaluation, and give the step-handoff prot
 alternate on. Every row is {"problem", "answer", "prompt": [chat messages]}; trlvr uses a row's
 `prompt` verbatim (trlvr.data.prompt_for).
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/real_task_prepare.py /work/models/real-task --shot arithmetic2 \\
+    OMP_NUM_THREADS=1 .venv/bin/python bench/real_task_prepare.py models/real-task --shot arithmetic2 \\
         --test 'reasoning-gym:chain_sum?size=300&seed=2&max_digits=1&min_terms=3&max_terms=3' \\
         --train 'reasoning-gym:chain_sum?size=4000&seed=1&max_digits=1&min_terms=3&max_terms=3'
 

@@ -248,10 +248,12 @@ def test_the_registry_merges_into_an_evaluation_table_and_refuses_a_second_meani
 @pytest.mark.parametrize(
     "flags, error",
     [
-        (["--seeds", "0,a"], "--seeds: expected comma-separated integers, got '0,a'"),
-        (["--seeds", "1,1"], "--seeds: expected distinct comma-separated integers, got '1,1'"),
-        (["--steps", "0"], "--steps: expected a positive integer, got 0"),
-        (["--jobs", "0"], "--jobs: expected a positive integer, got 0"),
+        (["--seeds", "0,a"], "argument --seeds: expected distinct comma-separated integer seeds in [0, 4294967295], "
+                             "got '0,a' (see trlvr demo --help)"),
+        (["--seeds", "1,1"], "argument --seeds: expected distinct comma-separated integer seeds in [0, 4294967295], "
+                             "got '1,1' (see trlvr demo --help)"),
+        (["--steps", "0"], "argument --steps: expected an integer in [1, 2**63 - 1], got '0' (see trlvr demo --help)"),
+        (["--jobs", "0"], "argument --jobs: expected an integer in [1, 2**63 - 1], got '0' (see trlvr demo --help)"),
     ],
 )
 def test_bad_demo_flags_are_one_line_before_any_work(tmp_path, capsys, flags, error):

@@ -201,7 +201,7 @@ def test_in_the_engine_authors_change_only_where_the_schedule_redraws(models, to
 
 # ---------------------------------------------------------------- real tokenizers, where present
 
-REAL = Path(os.environ.get("TRLVR_REAL_TOKENIZERS", "/work/models-cache"))  # bench/real_pair_prepare.py
+REAL = Path(os.environ.get("TRLVR_REAL_TOKENIZERS", Path(__file__).resolve().parents[1] / "models"))  # make real-models
 
 
 @pytest.mark.parametrize("name", ["smollm2-135m-instruct",  # byte-level BPE ("Ġ"), like Qwen3 / Llama-3

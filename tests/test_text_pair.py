@@ -367,7 +367,7 @@ def test_text_pair_runs_eval_protocols(nl_pair):
                 assert toks["senior"].decode(body) == facade.last.texts[r]
 
 
-REAL_PAIR = Path(os.environ.get("TRLVR_REAL_PAIR", "/work/models-cache"))
+REAL_PAIR = Path(os.environ.get("TRLVR_REAL_PAIR", Path(__file__).resolve().parents[1] / "models"))  # bench/real_pair_prepare.py
 
 
 @pytest.mark.slow

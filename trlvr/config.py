@@ -16,6 +16,7 @@ What this file does not know: models, data, training. It only turns text into th
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +24,13 @@ from typing import Any
 
 import yaml
 
+from trlvr import kinds as K
 from trlvr.engine.options import DECODE_MODES, check_decoding
 from trlvr.engine.schedules import SCHEDULES as ENGINE_SCHEDULES
 from trlvr.engine.schedules import schedule_fields, settings_for
 from trlvr.errors import UserError
 from trlvr.memory import parse_size
-from trlvr.models import check_device
+from trlvr.models import DEVICE, check_device
 
 ARMS = ("tandem", "grpo")
 # the engine's registered schedules a tandem run can train with ("solo" is what arm=grpo uses)
@@ -145,6 +147,10 @@ class TandemConfig:
         for name in ("dataset_limit", "max_prompt_length"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 bad(name, "must be >= 1 or null")
+        for name, kind in FIELD_KINDS.items():  # every field's kind (trlvr.kinds), unless left unset
+            value = getattr(self, name)
+            if not (value == _FIELDS[name].default and value in (None, "")) and kind.rule(value):
+                bad(name, kind.rule(value))
 
     @property
     def expects_junior_tokens(self) -> bool:
@@ -157,6 +163,78 @@ class TandemConfig:
         if self.arm == "grpo":
             return "solo", {"author": "senior"}
         return self.schedule, settings_for(self.schedule, {k: getattr(self, k) for k in SCHEDULE_SETTINGS})
+
+
+# Every TandemConfig field's kind (trlvr.kinds: what a good value looks like), checked in __post_init__
+# after the rules above; a field without one fails tests/test_cli_battery.py, which feeds each kind the
+# values users get wrong. A field left at an unset default (null, or "" for senior and dataset) is not
+# checked here: what needs it says so (senior above; dataset: the train command).
+FIELD_KINDS = {
+    "arm": K.choice(*ARMS), "senior": K.TEXT, "junior": K.TEXT, "schedule": K.choice(*SCHEDULES), "p": K.SHARE,
+    "max_gap": K.COUNT, "chunk_size": K.COUNT, "first_author": K.choice("senior", "junior"), "max_rounds": K.COUNT,
+    "kl_ref": K.choice(*KL_REFS), "dataset": K.TEXT, "dataset_split": K.TEXT, "dataset_limit": K.COUNT,
+    "reward": K.TEXT, "max_prompt_length": K.COUNT, "nonfinite_patience": K.COUNT,
+    "preempt_grace_s": K.POSITIVE_FLOAT,  # finite: the watchdog waits it out
+    "refuse_lossy_prompts": K.SWITCH, "decode": K.choice(*DECODE_MODES), "compile": K.SWITCH_OR_AUTO,
+    "junior_device": DEVICE, "pairing": K.choice("auto", "lockstep", "text"), "gpu_memory": K.TEXT,
+    "backend": K.choice("hf", "vllm"), "holdout": K.NONNEG,
+    "holdout_seed": K.ANY_INT,  # seeds a content hash (trlvr.data.splits): any integer is one
+    "use_peft": K.SWITCH, "lora_r": K.COUNT, "lora_alpha": K.COUNT, "lora_dropout": K.DROPOUT,
+    "lora_target_modules": K.TEXT,
+}  # fmt: skip
+_FIELDS = {f.name: f for f in dataclasses.fields(TandemConfig)}
+
+# The trl.GRPOConfig fields the README and the shipped configs set, with their kinds, checked by
+# `parse_run_args` after TRL's own checks (TRL accepts, e.g., a NaN learning rate or temperature 0, which
+# divides the logits by zero). null is accepted where TRL's default is null.
+TRL_KINDS = {
+    "learning_rate": K.POSITIVE_FLOAT, "max_steps": K.MAX_STEPS, "num_train_epochs": K.POSITIVE_FLOAT,
+    "num_generations": K.COUNT, "per_device_train_batch_size": K.COUNT, "gradient_accumulation_steps": K.COUNT,
+    "max_completion_length": K.COUNT, "temperature": K.POSITIVE_FLOAT, "top_p": K.UNIT, "top_k": K.NONNEG,
+    "beta": K.NONNEG_FLOAT, "epsilon": K.POSITIVE_FLOAT, "num_iterations": K.COUNT, "seed": K.SEED,
+    "save_steps": K.POSITIVE_FLOAT, "logging_steps": K.POSITIVE_FLOAT, "save_total_limit": K.COUNT,
+    "weight_decay": K.NONNEG_FLOAT, "max_grad_norm": K.NONNEG_FLOAT, "warmup_steps": K.NONNEG_FLOAT,
+    "vllm_gpu_memory_utilization": K.UNIT, "vllm_max_model_length": K.COUNT, "output_dir": K.OUT_DIR,
+    "vllm_tensor_parallel_size": K.COUNT,
+}  # fmt: skip
+
+
+def _named_kind_error(argv: list[str], config: Path | None, where: str) -> str | None:
+    """When TRL's own checks fail on a value (its message may not name it: "integer modulo by zero"),
+    the first given TRL_KINDS key whose value its kind refuses, named; None if none is."""
+    given: dict[str, object] = {}
+    if config is not None:
+        raw = yaml.safe_load(config.read_text())
+        given.update(raw if isinstance(raw, dict) else {})
+    for i, a in enumerate(argv[:-1]):
+        if a.startswith("--"):
+            given[a[2:].split("=")[0]] = argv[i + 1]
+    for a in argv:
+        if a.startswith("--") and "=" in a:
+            key, _, value = a[2:].partition("=")
+            given[key] = value
+    for name, kind in TRL_KINDS.items():
+        if name in given and given[name] is not None:
+            value = given[name]
+            try:
+                rule = kind.rule(kind(value) if isinstance(value, str) else value)
+            except argparse.ArgumentTypeError:
+                rule = kind.rule(None) or f"must be {kind.expected}"
+            if rule:
+                return f"{where}: {name}: {rule} (got {value!r})"
+    return None
+
+
+def check_trl_kinds(grpo, where: str) -> None:
+    """TRL_KINDS on a parsed GRPOConfig: one line naming the key."""
+    defaults = {f.name: f.default for f in dataclasses.fields(type(grpo))}
+    for name, kind in TRL_KINDS.items():
+        value = getattr(grpo, name, None)
+        if value is None and defaults.get(name) is None:
+            continue
+        rule = kind.rule(value)
+        if rule:
+            raise UserError(f"{where}: {name}: {rule} (got {value!r})")
 
 
 # Every run-config field a schedule can take (schedule fields carry the same names; tested).
@@ -282,8 +360,10 @@ def parse_run_args(argv: list[str]):
         )
     except UserError:
         raise
-    except (ValueError, TypeError) as e:  # a dataclass' own validation (GRPOConfig.__post_init__, YAML shape)
-        raise UserError(f"{config or 'command line'}: {' '.join(str(e).split())}") from e
+    except (ValueError, TypeError, ArithmeticError) as e:  # a dataclass' own validation (GRPOConfig.__post_init__:
+        # num_generations 0 divides by zero, save_steps inf overflows), or the YAML's shape
+        where = str(config or "command line")
+        raise UserError(_named_kind_error(argv, config, where) or f"{where}: {' '.join(str(e).split())}") from e
     tandem, grpo, options = configs
     from_file = _renamed(from_file, grpo, given=argv)  # the command line wins over the file
     from_args = _renamed(from_args, grpo)
@@ -297,6 +377,7 @@ def parse_run_args(argv: list[str]):
         check_decoding(grpo.temperature, grpo.top_p, grpo.top_k or 0)
     except ValueError as e:
         raise UserError(f"{config or 'command line'}: {e}") from None
+    check_trl_kinds(grpo, str(config or "command line"))
     return tandem, grpo, options
 
 

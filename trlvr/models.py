@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from trlvr.errors import UserError
+from trlvr.kinds import text_kind
 
 MODEL_FILES = (
     "*.safetensors",
@@ -251,6 +252,17 @@ def check_device(name: str, flag: str) -> None:
             raise UserError(f"{flag}: {name} is not on this machine ({count} CUDA device(s) visible)")
     elif device.type not in ("cpu", "meta") and device.type != getattr(torch.accelerator.current_accelerator(), "type", None):
         raise UserError(f"{flag}: {name} is not on this machine")
+
+
+def _device_problem(name: str) -> str | None:
+    try:
+        check_device(name, "device")
+    except UserError as e:
+        return str(e).removeprefix("device: ")
+    return None
+
+
+DEVICE = text_kind("device", "a device name such as cpu or cuda:1", _device_problem)  # an option's kind (trlvr.kinds)
 
 
 def vocab_table(tokenizer) -> dict[int, str]:

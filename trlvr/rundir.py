@@ -201,17 +201,30 @@ def flatten(d: dict, prefix: str = "") -> dict[str, object]:
 def differences(old: dict | None, new: dict | None, *, ignore: Iterable[str] = (),
                 show: Callable[[object], str] = repr) -> list[str]:  # fmt: skip
     """["key: old -> new", ...] over every key of both (nested dicts as "a.b"), sorted; a key one side
-    lacks shows as (absent); top-level keys in `ignore` are not compared. `show` writes a value."""
+    lacks shows as (absent), and a key absent on one side and None on the other is no difference (an
+    older record that did not write it). Where one side holds a dict and the other does not, the key
+    is one difference ("models.junior: {config, path} -> None"), not one per key inside the dict.
+    Top-level keys in `ignore` are not compared. `show` writes a value."""
     skip = set(ignore)
-    a = flatten({k: v for k, v in (old or {}).items() if k not in skip})
-    b = flatten({k: v for k, v in (new or {}).items() if k not in skip})
     absent = object()
     out = []
-    for key in sorted(set(a) | set(b)):
-        x, y = a.get(key, absent), b.get(key, absent)
-        if x != y:
-            out.append(f"{key}: {'(absent)' if x is absent else show(x)} -> {'(absent)' if y is absent else show(y)}")
-    return out
+
+    def written(v) -> str:
+        if v is absent:
+            return "(absent)"
+        return "{" + ", ".join(map(str, sorted(v))) + "}" if isinstance(v, dict) and v else show(v)
+
+    def walk(x, y, prefix: str) -> None:
+        for key in sorted(set(x) | set(y), key=str):
+            u, v = x.get(key, absent), y.get(key, absent)
+            if isinstance(u, dict) and isinstance(v, dict) and u and v:
+                walk(u, v, f"{prefix}{key}.")
+            elif u != v and not (u in (absent, None) and v in (absent, None)):
+                out.append(f"{prefix}{key}: {written(u)} -> {written(v)}")
+
+    walk({k: v for k, v in (old or {}).items() if k not in skip},
+         {k: v for k, v in (new or {}).items() if k not in skip}, "")  # fmt: skip
+    return sorted(out)
 
 
 def listed(diffs: list[str], most: int = 8) -> str:

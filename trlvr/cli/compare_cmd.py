@@ -18,12 +18,15 @@ import argparse
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
+    from trlvr.eval.defaults import MAX_RESAMPLES
+    from trlvr.kinds import OUT_DIR, SEED, TEXT, count
+
     p = subparsers.add_parser("compare", help="paired bootstrap comparison of two evaluation directories")
-    p.add_argument("dir_a", help="baseline evaluation directory (A)")
-    p.add_argument("dir_b", help="evaluation directory compared against A (B); differences are B - A")
-    p.add_argument("--out", default=None, help="output directory (default: DIR_B/compare)")
-    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("dir_a", type=TEXT, help="baseline evaluation directory (A)")
+    p.add_argument("dir_b", type=TEXT, help="evaluation directory compared against A (B); differences are B - A")
+    p.add_argument("--out", type=OUT_DIR, default=None, help="output directory (default: DIR_B/compare)")
+    p.add_argument("--resamples", type=count(MAX_RESAMPLES), default=2000, help="bootstrap resamples")
+    p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--allow-mismatch", action="store_true",
                    help="pair evaluations whose settings differ, with a warning naming the differences")
     return p

@@ -14,20 +14,22 @@ import argparse
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
+    from trlvr.kinds import COUNT, NONNEG, TEXT
+
     p = subparsers.add_parser("data", help="inspect problem datasets")
     sub = p.add_subparsers(dest="data_command", required=True)
     c = sub.add_parser(
         "check", help="count usable rows; list the first unusable ones (row, field, reason) and duplicates"
     )
     c.add_argument(
-        "source", help="local .jsonl/.json/.parquet, hub dataset name, or reasoning-gym:TASK?size=N&seed=S"
+        "source", type=TEXT, help="local .jsonl/.json/.parquet, hub dataset name, or reasoning-gym:TASK?size=N&seed=S"
     )
-    c.add_argument("--split", default=None, help="split for hub datasets (default: the schema's)")
-    c.add_argument("--schema", default=None, help="built-in schema name (default: detected)")
-    c.add_argument("--problem-field", default=None, help="column holding the problem text")
-    c.add_argument("--answer-field", default=None, help="column holding the gold answer")
-    c.add_argument("--limit", type=int, default=None, help="check only the first N rows")
-    c.add_argument("--show", type=int, default=10, help="offending rows and duplicates to print")
+    c.add_argument("--split", type=TEXT, default=None, help="split for hub datasets (default: the schema's)")
+    c.add_argument("--schema", type=TEXT, default=None, help="built-in schema name (default: detected)")
+    c.add_argument("--problem-field", type=TEXT, default=None, help="column holding the problem text")
+    c.add_argument("--answer-field", type=TEXT, default=None, help="column holding the gold answer")
+    c.add_argument("--limit", type=COUNT, default=None, help="check only the first N rows")
+    c.add_argument("--show", type=NONNEG, default=10, help="offending rows and duplicates to print")
     c.add_argument(
         "--no-math-verify",
         action="store_true",

@@ -17,45 +17,25 @@ import argparse
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
+    from trlvr.eval.defaults import MAX_N
+    from trlvr.kinds import COUNT, OUT_DIR, SEEDS, count
+
     p = subparsers.add_parser(
         "demo", help="toy world -> grpo and tandem seniors -> evaluation -> report (CPU, minutes)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    p.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
+    p.add_argument("--out", type=OUT_DIR, default="runs/demo", help="output directory (default: runs/demo)")
     p.add_argument("--fresh", action="store_true", help="start over: move what DIR holds into DIR/replaced-<time>/ (nothing is deleted)")
-    p.add_argument("--steps", type=int, default=None, help="training steps per arm (default: the study's, 100)")
-    p.add_argument("--limit", type=int, default=None, help="test problems to evaluate (default: the study's, 200)")
-    p.add_argument("--n", type=int, default=None, help="samples per problem and protocol (default: the study's, 4)")
-    p.add_argument("--seeds", default=None, help="comma-separated training seeds (default: one run, seed 0)")
+    p.add_argument("--steps", type=COUNT, default=None, help="training steps per arm (default: the study's, 100)")
+    p.add_argument("--limit", type=COUNT, default=None, help="test problems to evaluate (default: the study's, 200)")
+    p.add_argument("--n", type=count(MAX_N), default=None, help="samples per problem and protocol (default: the study's, 4)")
+    p.add_argument("--seeds", type=SEEDS, default=None, help="comma-separated training seeds (default: one run, seed 0)")
     p.add_argument("--jargon", choices=("spaced", "compact"), default="spaced",
                    help="the toy world's jargon: spaced <<7 +5 =12>> (shipped) or compact <<7+5=12>> (retrains the world)")
     p.add_argument("--lora", action="store_true", help="train LoRA adapters (rank 16) instead of all weights")
-    p.add_argument("--jobs", type=int, default=2,
+    p.add_argument("--jobs", type=COUNT, default=2,
                    help="(arm, seed) pipelines side by side, the cores shared out among them (default: 2)")
     return p
-
-
-def _seeds(text: str | None) -> list[int] | None:
-    from trlvr.errors import UserError
-
-    if not text:
-        return None
-    try:
-        seeds = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"--seeds: expected comma-separated integers, got {text!r}") from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise UserError(f"--seeds: expected distinct comma-separated integers, got {text!r}")
-    return seeds
-
-
-def _positive(args) -> None:
-    from trlvr.errors import UserError
-
-    for flag in ("steps", "limit", "n", "jobs"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise UserError(f"--{flag}: expected a positive integer, got {value}")
 
 
 def main(args) -> int:
@@ -68,8 +48,7 @@ def main(args) -> int:
     from trlvr.rundir import check_dir_path, set_aside
 
     t0 = time.perf_counter()
-    seeds = _seeds(args.seeds)
-    _positive(args)
+    seeds = args.seeds  # distinct seeds, and every count >= 1: the parser's kinds (trlvr.kinds)
     out = Path(args.out).resolve()
     check_dir_path(out, "--out")
     if args.fresh:  # start over: the earlier demo moves into OUT/replaced-<time>/ (nothing is deleted)

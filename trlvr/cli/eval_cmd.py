@@ -22,26 +22,24 @@ from trlvr.engine.options import DECODE_MODES
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 from trlvr.eval.spec import EvalSpec, SettingError
+from trlvr.kinds import (
+    CONTEXT,
+    COUNT,
+    COUNTS,
+    NONNEG,
+    NONNEG_FLOAT,
+    OUT_DIR,
+    SEED,
+    SEEDS,
+    SHARES,
+    TEXT,
+    UNIT,
+    count,
+)
+from trlvr.models import DEVICE
 
 SUITE_DEFAULT = ",".join(D.SUITE_NAMES)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
-
-
-def _ints(s: str) -> list[int]:
-    try:
-        return [int(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
-
-
-def _context(s: str) -> int | str | None:
-    if s == "auto":
-        return "auto"
-    try:
-        n = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {s!r}") from None
-    return n if n > 0 else None
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
@@ -49,57 +47,62 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         "eval", help="evaluate a senior/junior pair; writes results.json and samples.jsonl"
     )
     p.add_argument(
-        "--senior", required=True,
+        "--senior", required=True, type=TEXT,
         help="senior model folder (or a cached hub id); RUN@selected = the checkpoint `trlvr select` chose; "
         "with --seeds, {seed} in the path is replaced by each seed",
     )  # fmt: skip
     p.add_argument(
-        "--seeds", type=_ints, default=None,
+        "--seeds", type=SEEDS, default=None,
         help="evaluate one senior per training seed (comma-separated) into OUT/seed-<s>/, then OUT/group.json "
         "with across-seed CIs (two-level bootstrap)",
     )  # fmt: skip
     p.add_argument(
-        "--junior", required=True,
+        "--junior", required=True, type=TEXT,
         help="junior model folder; 'self' = a LoRA senior's base model with its adapters off (one copy of the weights)",
     )  # fmt: skip
-    p.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the senior's)")
-    p.add_argument("--data", required=True, help="comma-separated benchmark sources, each [name=]source")
-    p.add_argument("--split", default=None, help="dataset split passed to load_problems")
-    p.add_argument("--limit", type=int, default=None, help="first N problems of each benchmark")
-    p.add_argument("--n", type=int, default=D.N, help="samples per problem and protocol")
-    p.add_argument("--k", type=_ints, default=list(D.KS), help="pass@k values, comma-separated (each <= n)")
-    p.add_argument("--suite", default=SUITE_DEFAULT, help=f"comma-separated subset of {SUITE_DEFAULT}")
+    p.add_argument("--tokenizer", type=TEXT, default=None, help="tokenizer folder (default: the senior's)")
+    p.add_argument("--data", required=True, type=TEXT, help="comma-separated benchmark sources, each [name=]source")
+    p.add_argument("--split", type=TEXT, default=None, help="dataset split passed to load_problems")
+    p.add_argument("--limit", type=COUNT, default=None, help="first N problems of each benchmark")
+    p.add_argument("--n", type=count(D.MAX_N), default=D.N, help="samples per problem and protocol")
+    p.add_argument("--k", type=COUNTS, default=list(D.KS), help="pass@k values, comma-separated (each <= n)")
+    p.add_argument("--suite", type=TEXT, default=SUITE_DEFAULT, help=f"comma-separated subset of {SUITE_DEFAULT}")
     p.add_argument(
-        "--max-new-tokens", type=int, default=D.MAX_NEW_TOKENS,
+        "--dose-shares", type=SHARES, default=list(D.DEFAULT_DOSE_SHARES),
+        help="junior shares of the dose protocols (suite entry dose), comma-separated; dose-0.5 = the word "
+        f"schedule at p = 0.5 (default {','.join(f'{x:g}' for x in D.DEFAULT_DOSE_SHARES)})",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-new-tokens", type=COUNT, default=D.MAX_NEW_TOKENS,
         help="completion budget cap; with a known context the budget is min(cap, context - prompt - 8)",
     )  # fmt: skip
     p.add_argument(
-        "--context-length", type=_context, default="auto",
+        "--context-length", type=CONTEXT, default="auto",
         help="model context for the budget rule (default: the models' max_position_embeddings; 0 = flat budget)",
     )  # fmt: skip
     p.add_argument(
-        "--max-prompt-tokens", type=int, default=None,
+        "--max-prompt-tokens", type=COUNT, default=None,
         help="drop longer prompts up front, listed in results.json (default: what the context leaves room for)",
     )  # fmt: skip
-    p.add_argument("--temperature", type=float, default=D.DEFAULT_DECODING["temperature"])
-    p.add_argument("--top-p", type=float, default=D.DEFAULT_DECODING["top_p"])
-    p.add_argument("--top-k", type=int, default=D.DEFAULT_DECODING["top_k"])
+    p.add_argument("--temperature", type=NONNEG_FLOAT, default=D.DEFAULT_DECODING["temperature"])
+    p.add_argument("--top-p", type=UNIT, default=D.DEFAULT_DECODING["top_p"])
+    p.add_argument("--top-k", type=NONNEG, default=D.DEFAULT_DECODING["top_k"])
     p.add_argument(
-        "--handoff-max-rounds", type=int, default=D.HANDOFF_MAX_ROUNDS,
+        "--handoff-max-rounds", type=COUNT, default=D.HANDOFF_MAX_ROUNDS,
         help="round cap of the handoff protocol (a round = one senior step + one junior step)",
     )  # fmt: skip
     p.add_argument("--include-eos", action="store_true", help="legibility and drift also score the final EOS")
-    p.add_argument("--seed", type=int, default=D.SEED)
-    p.add_argument("--batch-size", type=int, default=D.BATCH_SIZE, help="sequences per generation batch")
+    p.add_argument("--seed", type=SEED, default=D.SEED)
+    p.add_argument("--batch-size", type=COUNT, default=D.BATCH_SIZE, help="sequences per generation batch")
     p.add_argument(
         "--score-batch-size",
-        type=int,
+        type=COUNT,
         default=D.SCORE_BATCH_SIZE,
         help="sequences per teacher-forced scoring pass",
     )
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
-    p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
-    p.add_argument("--junior-device", default=None,
+    p.add_argument("--device", type=DEVICE, default=None, help="default: cuda if available, else cpu")
+    p.add_argument("--junior-device", type=DEVICE, default=None,
                    help="put the junior on its own device (e.g. cuda:1); default: --device")
     p.add_argument("--grading", default="boxed", choices=["boxed", "boxed_or_tail"],
                    help="boxed (the paper's: no \\boxed{} scores 0) or boxed_or_tail (a box-less answer is "
@@ -116,7 +119,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--refuse-lossy-prompts", action="store_true",
                    help="refuse problems whose text the tokenizer cannot spell (default: list and warn)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    p.add_argument("--out", required=True, help="output directory (resumed when it already has samples)")
+    p.add_argument("--out", required=True, type=OUT_DIR, help="output directory (resumed when it already has samples)")
     p.add_argument("--fresh", action="store_true", help="start over: what --out holds moves into --out/replaced-<time>/ (nothing is deleted)")
     p.add_argument("--dry-run", action="store_true",
                    help="check every setting and print the engine's memory plan, then exit (nothing loads or is written)")
@@ -180,6 +183,7 @@ def settings_from_args(args) -> EvalSpec:
             max_prompt_tokens="auto" if args.max_prompt_tokens is None else args.max_prompt_tokens,
             handoff_max_rounds=args.handoff_max_rounds, include_eos=args.include_eos, batch_size=args.batch_size,
             score_batch_size=args.score_batch_size, grading=args.grading, decode=args.decode,
+            dose_shares=tuple(getattr(args, "dose_shares", None) or D.DEFAULT_DOSE_SHARES),
         )  # fmt: skip
     except SettingError as e:  # name the flag: --k for ks, --top-p for top_p, ...
         raise e.as_flag(FLAGS.get(e.field, "--" + e.field.replace("_", "-"))) from None
@@ -227,6 +231,10 @@ def main(args) -> int:
     sources = parse_sources(args.data)
     if args.dry_run:
         return dry_run(args, sources)
+    from trlvr.eval.groups import refuse_mixing
+
+    if not args.fresh:  # a group and a single evaluation never share a folder
+        refuse_mixing(args.out, group=bool(args.seeds))
     if not args.seeds:
         return evaluate_one(*checked(args, args.senior, args.out), sources)
     if "{seed}" not in args.senior:
@@ -279,7 +287,8 @@ def evaluate_one(args, spec: EvalSpec, senior_spec: str, sources: dict, benchmar
 
     benchmarks, identities = benchmarks or _benchmarks(args, sources)
     models = ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, dtype=args.dtype, device=args.device,
-                       junior_device=args.junior_device, pairing=args.pairing, backend=args.backend)  # fmt: skip
+                       junior_device=args.junior_device if spec.needs_junior else None,  # solo: no junior loads
+                       pairing=args.pairing, backend=args.backend)  # fmt: skip
     res = evaluate_specs(models, benchmarks, spec, args.out, data_identities=identities, data_sources=sources,
                          progress=not args.no_progress, fresh=args.fresh, refuse_lossy=args.refuse_lossy_prompts)
     print(format_summary(res))

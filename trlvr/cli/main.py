@@ -7,7 +7,8 @@ How a command ends (`failure_line` says it in one line on stderr; `--verbose` an
 command line, or its alias `--debug`, keeps the traceback instead):
     0    done
     2    the user's mistake: a `UserError` (bad file, row, field, key, flag, setting), a bad flag
-         (argparse), or a path that cannot be used (a file where a directory is needed or above
+         or a value its kind refuses (argparse with `trlvr.kinds`; `main` returns argparse's code
+         rather than raising SystemExit), or a path that cannot be used (a file where a directory is needed or above
          it, a directory where a file is needed, a missing file)
     74   the machine refused (sysexits' EX_IOERR): permission denied, a read-only or full file
          system, a quota, an I/O error, out of memory
@@ -123,8 +124,8 @@ def failure_line(e: BaseException) -> tuple[str, int] | None:
             return str(e), EXIT_BAD_INPUT
         if isinstance(e, KeyboardInterrupt):
             return "interrupted", EXIT_INTERRUPTED
-        if any(c.__name__ == "OutOfMemoryError" for c in type(e).__mro__):  # torch's, without importing it
-            return f"out of memory: {' '.join(str(e).split())[:300]}", EXIT_REFUSED
+        if isinstance(e, MemoryError) or any(c.__name__ == "OutOfMemoryError" for c in type(e).__mro__):
+            return f"out of memory: {' '.join(str(e).split())[:300] or type(e).__name__}", EXIT_REFUSED  # torch's too
         code = _errno_of(e)
         if code in _PATH_ERRORS:
             return _os_line(e, code, _PATH_ERRORS[code]), EXIT_BAD_INPUT
@@ -177,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["train"]:  # `train` hands its arguments to TRL's own parser (trlvr.config)
         args = argparse.Namespace(command="train", rest=argv[1:])
     else:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as e:  # argparse said it in one line (a bad flag, or a value its kind refuses; --help: 0)
+            return e.code if isinstance(e.code, int) else 2
     _running[0] += 1
     try:
         code = int(importlib.import_module(f"trlvr.cli.{COMMANDS[args.command]}").main(args) or 0)

@@ -18,12 +18,14 @@ from pathlib import Path
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
+    from trlvr.kinds import NONNEG, OUT_FILE, TEXT
+
     p = subparsers.add_parser("report", help="HTML report of one or several evaluation directories")
-    p.add_argument("dirs", nargs="+", help="evaluation directories or seed groups")
-    p.add_argument("--compare", nargs="*", default=[], help="(one run) other evaluation directories (A) to compare with")
-    p.add_argument("--baseline", default=None, help="(several runs) the run the others are compared with")
-    p.add_argument("--out", default=None, help="output HTML (default: DIR/report.html; several: next to the first)")
-    p.add_argument("--max-problems", type=int, default=12, help="problems shown in the rollout viewer")
+    p.add_argument("dirs", nargs="+", type=TEXT, help="evaluation directories or seed groups")
+    p.add_argument("--compare", nargs="*", type=TEXT, default=[], help="(one run) other evaluation directories (A) to compare with")
+    p.add_argument("--baseline", type=TEXT, default=None, help="(several runs) the run the others are compared with")
+    p.add_argument("--out", type=OUT_FILE, default=None, help="output HTML (default: DIR/report.html; several: next to the first)")
+    p.add_argument("--max-problems", type=NONNEG, default=12, help="problems shown in the rollout viewer")
     p.add_argument("--allow-mismatch", action="store_true",
                    help="pair evaluations whose settings differ (budget, decoding, grading, n, seeds, ...) with a "
                         "warning above the table; by default they are refused")  # fmt: skip

@@ -22,24 +22,26 @@ from trlvr import rundir
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
     from trlvr.eval import defaults as D
+    from trlvr.kinds import COUNT, NONNEG, NONNEG_FLOAT, SEED, TEXT, UNIT, count
+    from trlvr.models import DEVICE
 
     p = subparsers.add_parser("select", help="choose a run's checkpoint on held-out validation data")
-    p.add_argument("run", help="training run folder (output_dir)")
-    p.add_argument("--val", required=True, help="validation data: a problems file, or split:N (the run's holdout)")
-    p.add_argument("--metric", default="handoff/pass@1", help="a results.json metric, e.g. solo/pass@1")
+    p.add_argument("run", type=TEXT, help="training run folder (output_dir)")
+    p.add_argument("--val", required=True, type=TEXT, help="validation data: a problems file, or split:N (the run's holdout)")
+    p.add_argument("--metric", type=TEXT, default="handoff/pass@1", help="a results.json metric, e.g. solo/pass@1")
     p.add_argument("--direction", choices=["max", "min"], default=None, help="default: min for legibility/drift")
-    p.add_argument("--junior", default=None, help="junior folder (default: the run's junior)")
-    p.add_argument("--limit", type=int, default=None, help="first N validation problems")
-    p.add_argument("--n", type=int, default=4, help="samples per problem")
-    p.add_argument("--max-new-tokens", type=int, default=D.MAX_NEW_TOKENS)
-    p.add_argument("--temperature", type=float, default=D.DEFAULT_DECODING["temperature"])
-    p.add_argument("--top-p", type=float, default=D.DEFAULT_DECODING["top_p"])
-    p.add_argument("--top-k", type=int, default=D.DEFAULT_DECODING["top_k"])
-    p.add_argument("--seed", type=int, default=D.SEED)
-    p.add_argument("--batch-size", type=int, default=D.BATCH_SIZE)
+    p.add_argument("--junior", type=TEXT, default=None, help="junior folder (default: the run's junior)")
+    p.add_argument("--limit", type=COUNT, default=None, help="first N validation problems")
+    p.add_argument("--n", type=count(D.MAX_N), default=4, help="samples per problem")
+    p.add_argument("--max-new-tokens", type=COUNT, default=D.MAX_NEW_TOKENS)
+    p.add_argument("--temperature", type=NONNEG_FLOAT, default=D.DEFAULT_DECODING["temperature"])
+    p.add_argument("--top-p", type=UNIT, default=D.DEFAULT_DECODING["top_p"])
+    p.add_argument("--top-k", type=NONNEG, default=D.DEFAULT_DECODING["top_k"])
+    p.add_argument("--seed", type=SEED, default=D.SEED)
+    p.add_argument("--batch-size", type=COUNT, default=D.BATCH_SIZE)
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
-    p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
-    p.add_argument("--junior-device", default=None, help="put the junior on its own device (e.g. cuda:1)")
+    p.add_argument("--device", type=DEVICE, default=None, help="default: cuda if available, else cpu")
+    p.add_argument("--junior-device", type=DEVICE, default=None, help="put the junior on its own device (e.g. cuda:1)")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="the engine that generates (see trlvr eval)")
     p.add_argument("--include-initial", action="store_true", help="also evaluate the run's starting senior (step 0)")
     p.add_argument("--fresh", action="store_true",

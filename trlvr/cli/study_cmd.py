@@ -30,22 +30,24 @@ from pathlib import Path
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
+    from trlvr.kinds import COUNT, OUT_DIR, TEXT
+
     p = subparsers.add_parser("study", help="a grid of runs from one YAML file: run, plan or report",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     sub = p.add_subparsers(dest="study_command", required=True)
     run = sub.add_parser("run", help="train, select and evaluate every (variant, seed); resumable")
-    run.add_argument("study", help="study YAML")
-    run.add_argument("--out", required=True, help="study directory")
-    run.add_argument("--only", action="append", default=None, metavar="VARIANT[:SEED]",
+    run.add_argument("study", type=TEXT, help="study YAML")
+    run.add_argument("--out", required=True, type=OUT_DIR, help="study directory")
+    run.add_argument("--only", action="append", type=TEXT, default=None, metavar="VARIANT[:SEED]",
                      help="run only this variant (or this variant's one seed); repeatable")  # fmt: skip
-    run.add_argument("--jobs", type=int, default=1, help="(variant, seed) pipelines at once, as child processes")
+    run.add_argument("--jobs", type=COUNT, default=1, help="(variant, seed) pipelines at once, as child processes")
     run.add_argument("--no-report", action="store_true", help="do not write DIR/report/ at the end")
     plan = sub.add_parser("plan", help="print one shell command per stage (train, select, eval)")
-    plan.add_argument("study", help="study YAML")
-    plan.add_argument("--out", default=None, help="study directory (default: runs/<study name>)")
+    plan.add_argument("study", type=TEXT, help="study YAML")
+    plan.add_argument("--out", type=OUT_DIR, default=None, help="study directory (default: runs/<study name>)")
     rep = sub.add_parser("report", help="DIR/report/: the table, the figure and report.html")
-    rep.add_argument("dir", help="a `trlvr study run` directory")
-    rep.add_argument("--study", default=None, help="the study YAML (default: DIR/study.yaml, the copy kept by `run`)")
+    rep.add_argument("dir", type=TEXT, help="a `trlvr study run` directory")
+    rep.add_argument("--study", type=TEXT, default=None, help="the study YAML (default: DIR/study.yaml, the copy kept by `run`)")
     rep.add_argument("--allow-mismatch", action="store_true",
                      help="pair variants evaluated under differing settings, with a warning (default: refused)")
     return p
@@ -190,12 +192,66 @@ def _study_key(study, stage, message: str) -> str:
     return section if stage.kind != "train" else f"variants.{stage.variant} (with train:)"
 
 
+def _local(path: str) -> bool:
+    """Whether a model or data path the study names is a local path (not a hub id, `self` or a generated source)."""
+    from trlvr.data.sources import is_local
+    from trlvr.models import looks_like_hub_id
+
+    return path != "self" and (is_local(path) or not looks_like_hub_id(path))
+
+
+def missing_inputs(study, out: Path) -> list[tuple[str, str]]:
+    """(path, what names it) of every local model or data path the study's stages read that is not there
+    (what the study's `prepare:` command makes); paths inside the study directory are made by its stages."""
+    from trlvr.cli.eval_cmd import parse_sources
+    from trlvr.config import parse_run_args
+    from trlvr.experiments.study import units
+
+    found: dict[str, str] = {}
+    for unit in units(study, out):
+        *trained, ev = unit
+        names = []
+        if trained:
+            try:
+                tandem = parse_run_args([*trained[0].argv[1:], "--use_cpu", "true", "--bf16", "false", "--fp16", "false"])[0]
+            except (Exception, SystemExit):  # the train stage's own check names what is wrong with it
+                tandem = None
+            if tandem is not None:
+                names += [(getattr(tandem, f), f"variants.{ev.variant}.{f}, from its config")
+                          for f in ("senior", "junior", "dataset")]  # fmt: skip
+        args = parse_stage(ev.argv)
+        if not trained:
+            names.append((args.senior, f"variants.{ev.variant}.senior"))
+        names.append((args.junior, f"the evaluation junior of variants.{ev.variant}"))
+        names += [(src, "evaluation.data") for src in parse_sources(args.data).values()]
+        for path, what in names:
+            if path and _local(str(path)) and not _inside(str(path), out) and not Path(path).expanduser().exists():
+                found.setdefault(str(path), what)
+    return list(found.items())
+
+
+def check_prepared(study, out: Path) -> None:
+    """With a `prepare:` command, a missing local input is one line naming it and that command."""
+    from trlvr.errors import UserError
+
+    if not study.prepare:
+        return
+    missing = missing_inputs(study, Path(out))
+    if missing:
+        (path, what), more = missing[0], len(missing) - 1
+        others = f" (and {more} more input{'s' if more > 1 else ''})" if more else ""
+        raise UserError(f"study {study.path}: {path} ({what}) is missing{others}; prepare the study's models and "
+                        f"data with `{study.prepare}` (its prepare: command; relative paths are read from {Path.cwd()})")  # fmt: skip
+
+
 def validate(study, out: Path) -> None:
     """Every stage's command line checked by its command's own checks, before any stage runs: one line
-    naming the study file, the key and the stage for the first that fails."""
+    naming the study file, the key and the stage for the first that fails. A study with a `prepare:`
+    command first checks that the local models and data it names are there (`check_prepared`)."""
     from trlvr.experiments.study import units
 
     out, checked = Path(out), set()
+    check_prepared(study, out)
     for unit in units(study, out):  # [train, select, eval], or [eval] for a `train: false` variant
         *trained, ev = unit
         if trained:

@@ -10,6 +10,8 @@ import json
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
+    from trlvr.kinds import OUT_DIR, SEED
+
     p = subparsers.add_parser("toy", help="toy arithmetic world: a jargon-writing senior and a plain junior")
     sub = p.add_subparsers(dest="toy_command", required=True)
     prep = sub.add_parser(
@@ -21,8 +23,8 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
             "(about 5 minutes on 2 idle CPU cores). An existing complete DIR is reused."
         ),
     )
-    prep.add_argument("--out", required=True, help="output directory")
-    prep.add_argument("--seed", type=int, default=0, help="data and training seed (default 0)")
+    prep.add_argument("--out", required=True, type=OUT_DIR, help="output directory")
+    prep.add_argument("--seed", type=SEED, default=0, help="data and training seed (default 0)")
     prep.add_argument(
         "--from-scratch", action="store_true", help="retrain instead of copying shipped checkpoints"
     )

@@ -47,12 +47,12 @@ def _pop_seeds(argv: list[str]) -> tuple[list[str], list[int] | None]:
     i = argv.index("--seeds")
     if i + 1 >= len(argv):
         raise UserError("--seeds needs a comma-separated list, e.g. --seeds 0,1,2")
-    try:
-        seeds = [int(x) for x in argv[i + 1].split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"--seeds: expected comma-separated integers, got {argv[i + 1]!r}") from None
-    if len(set(seeds)) != len(seeds) or not seeds:
-        raise UserError(f"--seeds: expected distinct integers, got {argv[i + 1]!r}")
+    from trlvr.kinds import SEEDS
+
+    try:  # the seeds kind every command uses (trlvr.kinds): distinct integers in the seed range
+        seeds = SEEDS(argv[i + 1])
+    except argparse.ArgumentTypeError as e:
+        raise UserError(f"--seeds: {e}") from None
     return argv[:i] + argv[i + 2 :], seeds
 
 
@@ -71,6 +71,14 @@ def dry_run(argv: list[str]) -> str:
     from trlvr.training.run import check_start
 
     check_start(grpo.output_dir, resume=options.resume, force=options.force)
+    from trlvr.errors import UserError
+    from trlvr.training.build import resolve_reward
+
+    if not tandem.dataset.strip():  # as training says it when it loads the data
+        raise UserError("dataset: a training data source is required")
+    resolve_reward(tandem.reward)  # the reward function imports without a model
+    note += _check_dataset(tandem)
+    _check_model_paths(tandem)
     if all(p == "self" or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):
         from trlvr.training.build import check_pairing
 
@@ -94,6 +102,49 @@ def memory_plan(tandem, grpo, argv: list[str]) -> str:
         plan.check(where)
         return plan.render()
     return plan.render() + "\n  backend hf: trlvr's engine sizes its decode sub-batches to the memory free at run time"
+
+
+def _check_model_paths(tandem) -> None:
+    """A model path that is there must be a model folder; one that is not there yet (a study stage makes
+    it) may be, unless a file is at it or above it."""
+    from trlvr.models import locate
+    from trlvr.rundir import check_dir_path
+
+    for role, path in (("senior", tandem.senior), ("junior", tandem.junior)):
+        if not path or path == "self":
+            continue
+        p = Path(path).expanduser()
+        if p.exists():
+            locate(path, role, "model")  # a file, or a folder without config and weights: one line
+        elif p.is_absolute() or path.startswith(".") or path.count("/") > 1:  # a path, not a hub id
+            check_dir_path(p, role)
+
+
+_CHECKED_DATASETS: set[tuple] = set()
+
+
+def _check_dataset(tandem) -> str:
+    """A local dataset that is there is loaded as training loads it (rows and golds checked); one that is
+    not there yet (a study's world makes it) is noted, unless a file above it means it never can be."""
+    from trlvr.data.sources import is_local
+
+    if not is_local(tandem.dataset):
+        return ""  # a hub name or reasoning-gym spec: read when the run starts
+    path = Path(tandem.dataset).expanduser()
+    if path.exists():
+        from trlvr.training.build import load_training_problems
+
+        st = path.stat()
+        key = (str(path.resolve()), st.st_mtime_ns, st.st_size, tandem.dataset_split, tandem.dataset_limit,
+               tandem.holdout, tandem.holdout_seed)  # fmt: skip
+        if key not in _CHECKED_DATASETS:  # a study plans many runs on one file: it is read once
+            load_training_problems(tandem)
+            _CHECKED_DATASETS.add(key)
+        return ""
+    from trlvr.rundir import check_dir_path
+
+    check_dir_path(path.parent, "dataset")  # under a file: it can never be made
+    return "; dataset not checked (not there yet)"
 
 
 def _has_config(path: str) -> bool:

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trlvr.data.schema import DataError
+from trlvr.data.schema import DataError, JsonNumber
 
 
 def json_type(value: Any) -> str:
@@ -60,7 +60,7 @@ def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, parse_float=JsonNumber)  # a number's literal is kept (a gold's digits)
         except json.JSONDecodeError as e:
             if tolerate_torn_tail and i == len(lines) and not text.endswith("\n"):
                 break

@@ -59,6 +59,10 @@ def _choose_schema(source, rows, schema, problem_field, answer_field, hub_schema
         base = base or hub_schema
         pf = problem_field or (base.pick(rows[0], "problem") if base and rows else None) or "problem"
         af = answer_field or (base.pick(rows[0], "answer") if base and rows else None) or "answer"
+        columns = {k for r in rows if isinstance(r, dict) for k in r}
+        for what, name in (("problem", problem_field), ("answer", answer_field)):
+            if name and name not in columns:  # a misspelt column: one line, not every row reported missing
+                raise DataError(f"{source}: {what} field {name!r} is in no row (columns: {sorted(columns)})")
         return generic_schema(pf, af)
     if isinstance(schema, Schema):
         return schema

@@ -77,7 +77,7 @@ def gold_of(cell: Any, schema: Schema) -> str:
         or (isinstance(cell, (list, tuple)) and schema.answer is not first_or_joined)
     ):
         raise _Bad(f"expected a string or number, got a JSON {json_type(cell)}")
-    if isinstance(cell, float) and not math.isfinite(cell):
+    if isinstance(cell, float) and not math.isfinite(cell) and getattr(cell, "literal", None) is None:
         raise _Bad(f"is {cell} (expected a finite number or a string)")
     gold = schema.answer(cell)
     if not gold:

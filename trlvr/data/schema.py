@@ -9,6 +9,7 @@ content id (what eval keys samples by). Nothing here reads files or grades answe
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,15 +56,38 @@ def problem_key(problem: Problem) -> str:
     return digest[:KEY_HEX]
 
 
-def as_text(value: Any) -> str:
-    """A cell as a stripped string; integral floats lose their ".0" (AMC stores 142.0).
+class JsonNumber(float):
+    """A JSON number with a fraction or an exponent, as the file writes it: its float value (for any
+    arithmetic) and `literal`, the text itself. A gold is read from the literal, never through the
+    float: "1e23" would be 99999999999999991611392, "0.1000000000000000055511" would be 0.1 and
+    "1e400" would be inf. The JSON readers (`trlvr.data.jsonl`, `.json` files) make them."""
 
-    >>> as_text(142.0), as_text(None), as_text(" x ")
-    ('142', '', 'x')
+    literal: str
+
+    def __new__(cls, text: str):
+        self = super().__new__(cls, text)
+        self.literal = text
+        return self
+
+
+_WHOLE_LITERAL = re.compile(r"([+-]?\d+)\.0+")  # "142.0": a whole number written with a fraction
+
+
+def as_text(value: Any) -> str:
+    """A cell as a stripped string. A JSON number literal is its text ("142.0" as "142"; AMC stores
+    142.0); a float from a binary file (parquet) is its shortest repr, integral ones below 2**53
+    without ".0" (above, the integer a float holds is not the number written: 1e23 stays "1e+23").
+
+    >>> as_text(142.0), as_text(None), as_text(" x "), as_text(1e23), as_text(JsonNumber("1.50"))
+    ('142', '', 'x', '1e+23', '1.50')
     """
     if value is None:
         return ""
-    if isinstance(value, float) and value.is_integer():
+    literal = getattr(value, "literal", None)
+    if isinstance(literal, str):
+        whole = _WHOLE_LITERAL.fullmatch(literal)
+        return whole.group(1) if whole else literal
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return str(int(value))
     return str(value).strip()
 

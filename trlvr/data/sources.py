@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlparse
 
 from trlvr.data.jsonl import json_type, read_jsonl
 from trlvr.data.rg_config import RESERVED, task_config
-from trlvr.data.schema import DataError
+from trlvr.data.schema import DataError, JsonNumber
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
 RG_PREFIX = "reasoning-gym:"
@@ -65,7 +65,7 @@ def read_local(path: str | Path) -> list[dict]:
         raise DataError(f"{path}: unsupported file type {path.suffix or '(no suffix)'!r}; {_EXPECTED}")
     raw = path.read_bytes()
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"), parse_float=JsonNumber)  # literals kept, as trlvr.data.jsonl
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not valid UTF-8 (byte {e.start}); save the file as UTF-8") from None
     except json.JSONDecodeError as e:

@@ -18,3 +18,7 @@ BATCH_SIZE = 64  # sequences per generation call
 SCORE_BATCH_SIZE = 8  # sequences per teacher-forced scoring pass
 SEED = 0
 NUM_RESAMPLES = 2000
+# Upper bounds of the counts that size memory before the first sample: every (problem, sample) item of
+# a protocol is planned up front, and the bootstrap draws resamples x problems indices at once.
+MAX_N = 10_000  # samples per problem (pass@k curves use up to ~1000)
+MAX_RESAMPLES = 1_000_000

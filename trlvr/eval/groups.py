@@ -27,7 +27,7 @@ from trlvr.errors import UserError
 from trlvr.eval.aggregate import Table, _matrix, _problem_ids, _statistic, check_shared_problems, metric_specs
 from trlvr.eval.hierarchical import paired_seed_bootstrap, seed_bootstrap_ci
 from trlvr.eval.store import read_json, write_json
-from trlvr.rundir import PER_PROBLEM
+from trlvr.rundir import PER_PROBLEM, SAMPLES
 
 GROUP_FILE = "group.json"
 
@@ -74,6 +74,21 @@ def seed_dirs(group_dir: str | Path, seeds: list[int] | None = None) -> dict[int
         raise UserError(f"{group_dir}: {GROUP_FILE} names seeds {named}, but seed(s) {missing} have no "
                         f"finished evaluation ({PER_PROBLEM}); rerun that `trlvr eval --seeds`")  # fmt: skip
     return {s: found[s] for s in named}
+
+
+def refuse_mixing(out: str | Path, group: bool) -> None:
+    """One folder holds a seed group or one evaluation, never both: a single `trlvr eval` into a group's
+    folder (or a group into a folder with an evaluation of its own) would hide one from every reader
+    (`is_group`). Refused in one line naming what is there; --fresh sets it aside instead."""
+    out = Path(out)
+    if not out.is_dir():
+        return
+    if not group and ((out / GROUP_FILE).is_file() or any(re.fullmatch(r"seed-\d+", d.name) for d in out.glob("seed-*"))):
+        raise UserError(f"--out {out} holds a seed group ({GROUP_FILE} or seed-<s>/ folders): a single evaluation "
+                        "needs its own --out (or --fresh sets the group aside into replaced-<time>/)")  # fmt: skip
+    if group and ((out / SAMPLES).is_file() or (out / PER_PROBLEM).is_file()):
+        raise UserError(f"--out {out} holds an evaluation of its own ({SAMPLES}): a seed group needs its own "
+                        "--out (or --fresh sets it aside into replaced-<time>/)")  # fmt: skip
 
 
 def is_group(path: str | Path) -> bool:

@@ -9,6 +9,11 @@ exactly like solo/pass@1, with no code of their own for it.
 
     register(SampleMetric("refusal_rate", "refusal rate (%)", refusals_by_problem, rate=True))
 
+A metric may need a setting of the evaluation it reads (`setting`: its name, e.g. a pattern a study file
+gives): its `per_problem(rows, value)` is then called with the setting's value from the `settings` the
+caller passes (a study's evaluation keys: trlvr.experiments.study_report), and it is left out where the
+setting is not given.
+
 What this file does not know: which metrics exist (they register themselves), HTML, plots.
 """
 
@@ -29,6 +34,14 @@ class SampleMetric:
     title: str  # its column title in report tables, e.g. "refusal rate (%)"
     per_problem: Callable[[list[dict]], dict[str, float]]  # one benchmark's sample rows -> {problem id: value}
     rate: bool = False  # a share in [0, 1], printed in percent (`is_rate`); else printed as it is
+    setting: str | None = None  # the evaluation setting per_problem takes as its second argument (None: none)
+
+    def values(self, rows: list[dict], settings: dict | None = None) -> dict[str, float]:
+        """{problem id: value} over one benchmark's rows; {} when it needs a setting `settings` lacks."""
+        if self.setting is None:
+            return self.per_problem(rows)
+        value = (settings or {}).get(self.setting)
+        return self.per_problem(rows, value) if value is not None else {}
 
 
 _REGISTRY: dict[str, SampleMetric] = {}
@@ -66,33 +79,34 @@ def is_rate(name: str) -> bool:
     return metric is not None and metric.rate
 
 
-def sample_table(rows: list[dict]) -> Table:
+def sample_table(rows: list[dict], settings: dict | None = None) -> Table:
     """{benchmark: {metric: {problem id: value}}} of the registered metrics over `rows` (a metric with no
-    value for a benchmark, e.g. no sample of the protocol it reads, is left out there)."""
+    value for a benchmark, e.g. no sample of the protocol it reads or no `settings` entry it needs, is
+    left out there)."""
     by_bench: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_bench[str(r["benchmark"])].append(r)
     table: Table = {}
     for bench, rs in by_bench.items():
-        cols = {m.name: values for m in registered() if (values := m.per_problem(rs))}
+        cols = {m.name: values for m in registered() if (values := m.values(rs, settings))}
         if cols:
             table[bench] = cols
     return table
 
 
-def with_sample_metrics(table: Table, rows: list[dict]) -> Table:
+def with_sample_metrics(table: Table, rows: list[dict], settings: dict | None = None) -> Table:
     """`table` plus the registered metrics over `rows`; a column the table already has is kept as it is."""
-    extra = sample_table(rows)
+    extra = sample_table(rows, settings)
     return {b: {**extra.get(b, {}), **cols} for b, cols in table.items()} | {
         b: cols for b, cols in extra.items() if b not in table
     }
 
 
-def load_table(eval_dir: str | Path) -> Table:
+def load_table(eval_dir: str | Path, settings: dict | None = None) -> Table:
     """An evaluation's per-problem table (per_problem.json) with the registered metrics of its samples."""
     eval_dir = Path(eval_dir)
     table = read_json(eval_dir / PER_PROBLEM, "per-problem table")
-    return with_sample_metrics(table, read_samples(eval_dir / SAMPLES))
+    return with_sample_metrics(table, read_samples(eval_dir / SAMPLES), settings)
 
 
 def summary(table: Table) -> dict[str, dict]:

@@ -88,6 +88,8 @@ class EvalSpec:
                          ("handoff_max_rounds", 1)):  # fmt: skip
             if getattr(self, name) < lo:
                 raise SettingError(name, f"{name} must be >= {lo}, got {getattr(self, name)}")
+        if self.n > D.MAX_N:  # every (problem, sample) item is planned before the first sample
+            raise SettingError("n", f"n must be <= {D.MAX_N} samples per problem, got {self.n}")
         if not self.ks or self.ks[0] < 1 or self.ks[-1] > self.n:
             raise SettingError("ks", f"ks: every k must be in [1, n = {self.n}], got {list(self.ks)}")
         if self.grading not in GRADINGS:

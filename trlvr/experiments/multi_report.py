@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import trlvr.eval.regex_jargon  # noqa: F401  (registers the real-text jargon rate, a study's jargon_regex)
 import trlvr.toy  # noqa: F401  (the toy world registers its per-sample metrics)
 from trlvr.errors import UserError
 from trlvr.eval import sample_metrics
@@ -55,8 +56,10 @@ HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility
 class Run:
     """One column of the report: a single evaluation or a seed group."""
 
-    def __init__(self, path: str | Path, label: str | None = None, seeds: list[int] | None = None):
+    def __init__(self, path: str | Path, label: str | None = None, seeds: list[int] | None = None,
+                 settings: dict | None = None):  # fmt: skip
         self.path = Path(path)
+        self.settings = settings  # what registered metrics that take a setting read (e.g. jargon_regex)
         if not self.path.is_dir():
             raise UserError(f"report: {self.path} is not a directory")
         self.label = label or self.path.name
@@ -73,10 +76,10 @@ class Run:
         if self._tables is None:
             if self.group:
                 dirs = seed_dirs(self.path, self.seeds)
-                self._tables = {s: sample_metrics.with_sample_metrics(t, read_samples(dirs[s] / SAMPLES))
+                self._tables = {s: sample_metrics.with_sample_metrics(t, read_samples(dirs[s] / SAMPLES), self.settings)
                                 for s, t in load_tables(self.path, self.seeds).items()}  # fmt: skip
             else:
-                self._tables = sample_metrics.load_table(self.path)
+                self._tables = sample_metrics.load_table(self.path, self.settings)
         return self._tables
 
     def training_runs(self) -> list[Path | None]:
@@ -206,11 +209,13 @@ class Page:
 
 def build_multi_report(paths: list[str | Path], baseline: str | Path | None = None, max_problems: int = 8, *,
                        labels: list[str] | None = None, pairs: list[tuple] | None = None, page: Page = Page(),
-                       allow_mismatch: bool = False, group_seeds: dict | None = None) -> str:  # fmt: skip
+                       allow_mismatch: bool = False, group_seeds: dict | None = None,
+                       metric_settings: dict | None = None) -> str:  # fmt: skip
     """The page. `labels`: one per path (default: folder names); `pairs`: (baseline, run) paths to compare
     (default: every run against `baseline`); `page`: title, settings table and extra plots (`Page`);
     `allow_mismatch`: pair runs evaluated under other settings, with a warning (else refused);
-    `group_seeds`: {path: seeds} of seed groups read as those seeds only (default: each group's own)."""
+    `group_seeds`: {path: seeds} of seed groups read as those seeds only (default: each group's own);
+    `metric_settings`: {path: settings} for registered metrics that take one (e.g. a study's jargon_regex)."""
     import jinja2
     import matplotlib
 
@@ -220,10 +225,12 @@ def build_multi_report(paths: list[str | Path], baseline: str | Path | None = No
     if labels is not None and len(labels) != len(paths):
         raise UserError(f"report: {len(labels)} labels for {len(paths)} runs")
     seeds = {str(k): v for k, v in (group_seeds or {}).items()}
-    runs = [Run(p, label=lab, seeds=seeds.get(str(p))) for p, lab in zip(paths, labels or [None] * len(paths), strict=True)]
+    given = {str(k): v for k, v in (metric_settings or {}).items()}
+    runs = [Run(p, label=lab, seeds=seeds.get(str(p)), settings=given.get(str(p)))
+            for p, lab in zip(paths, labels or [None] * len(paths), strict=True)]  # fmt: skip
     names = [r.label for r in runs]
     if len(set(names)) != len(names):
-        runs = [Run(p, label=str(p), seeds=seeds.get(str(p))) for p in paths]
+        runs = [Run(p, label=str(p), seeds=seeds.get(str(p)), settings=given.get(str(p))) for p in paths]
     base = runs[0] if baseline is None else next((r for r in runs if r.path == Path(baseline)), None)
     if base is None:
         raise UserError(f"report: --baseline {baseline} is not one of the runs")

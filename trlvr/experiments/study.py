@@ -187,6 +187,8 @@ def eval_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") 
                 "backend"):
         if key in e:
             argv += [f"--{key.replace('_', '-')}", str(e[key])]
+    if "dose_shares" in e:
+        argv += ["--dose-shares", ",".join(f"{float(x):g}" for x in e["dose_shares"])]
     if "k" in e:
         argv += ["--k", ",".join(str(k) for k in e["k"])]
     if "suite" in e:

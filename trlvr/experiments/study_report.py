@@ -95,9 +95,10 @@ def finished_seeds(study: Study, out: Path, variant: str) -> dict[int, Path]:
 
 def _run(study: Study, out: Path, variant: str, seeds: list[int]) -> multi_report.Run:
     """The variant's evaluations of `seeds` as one report column: a seed group (>= 2 seeds) or one run."""
+    settings = study.evaluation_of(variant)  # a registered metric's setting, e.g. jargon_regex
     if len(seeds) >= 2:
-        return multi_report.Run(eval_group(out, variant), label=variant, seeds=seeds)
-    return multi_report.Run(finished_seeds(study, out, variant)[seeds[0]], label=variant)
+        return multi_report.Run(eval_group(out, variant), label=variant, seeds=seeds, settings=settings)
+    return multi_report.Run(finished_seeds(study, out, variant)[seeds[0]], label=variant, settings=settings)
 
 
 def variant_metrics(study: Study, out: Path, variant: str) -> dict:
@@ -195,10 +196,16 @@ def _floor_label(study: Study, data: dict, name: str) -> str:
     return "junior (floor)" if len(data["junior_floor"]) == 1 else f"junior (floor, {study.variants[name].label})"
 
 
+def unmeasured(data: dict) -> set[str]:
+    """The registered metrics no evaluation has (e.g. one that needs a setting the study does not give)."""
+    return {m.name for m in sample_metrics.registered()} - {k for r in data["rows"].values() for k in r["metrics"]}
+
+
 def markdown(study: Study, data: dict) -> str:
     zero = all_zero(data)
-    cols = [(k, t) for k, t in columns() if k not in zero]
-    diffs = [k for k in diff_columns() if k not in zero]
+    skip = set(zero) | unmeasured(data)
+    cols = [(k, t) for k, t in columns() if k not in skip]
+    diffs = [k for k in diff_columns() if k not in skip]
     lines = [f"# Study {study.name}", "",
              "Each cell: mean over seeds [95% CI, two-level bootstrap over seeds, then problems]; a variant with one",
              "finished seed: [95% CI over problems]. Accuracies and rates in %.", "",
@@ -338,6 +345,7 @@ def write_study_report(study: Study, out: Path, allow_mismatch: bool = False) ->
         written.append(write_multi_report(
             list(runs.values()), rep / "report.html", labels=[study.variants[n].label for n in runs], pairs=pairs,
             page=page, allow_mismatch=allow_mismatch,
-            group_seeds={runs[n]: data["rows"][n]["seeds"] for n in runs}))  # fmt: skip
+            group_seeds={runs[n]: data["rows"][n]["seeds"] for n in runs},
+            metric_settings={runs[n]: study.evaluation_of(n) for n in runs}))  # fmt: skip
     return written
 

@@ -23,6 +23,11 @@ meaning for a plain model). With `worlds:`, `evaluation.data: test` means the wo
 
     initial: {world: toy, train: false, evaluation: {suite: [solo, handoff, junior]}}   # the starting point
 
+`prepare:` (optional) is the one command that makes the local models and data the study names (e.g.
+`make real-models`): `trlvr study plan/run` name it, in one line, when one of them is missing.
+`evaluation.jargon_regex` (optional) is the pattern of the real-text jargon rate
+(`trlvr.eval.regex_jargon`): a report setting, not a `trlvr eval` flag (it changes no sample).
+
 A study file is a path, or the name of one shipped in the package (trlvr/studies/<name>.yaml,
 `resolve_study`): `trlvr study run demo --out runs/demo` is what `trlvr demo` runs.
 
@@ -49,9 +54,10 @@ import yaml
 from trlvr.config import CONFIGS_DIR, OPTION_FIELDS, TANDEM_FIELDS, grpo_field_names
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
+from trlvr.eval.regex_jargon import compile_pattern
 
 TOP_KEYS = {"name", "description", "base", "worlds", "train", "seeds", "selection", "evaluation", "baseline",
-            "variants", "launch"}  # fmt: skip
+            "variants", "launch", "prepare"}  # fmt: skip
 REQUIRED = ("base", "seeds", "selection", "evaluation", "variants")
 VARIANT_KEYS = {"config", "world", "baseline", "label", "evaluation", "train"}
 UNTRAINED_FIELDS = {"senior", "junior"}  # what a `train: false` variant may set (it only evaluates)
@@ -60,7 +66,7 @@ SELECTION_KEYS = {"backend": str, "val": str, "metric": str, "direction": str, "
                   "batch_size": int, "seed": int, "dtype": str}  # fmt: skip
 EVALUATION_KEYS = {"backend": str, "data": str, "split": str, "junior": str, "suite": list, "n": int, "k": list, "limit": int,
                    "max_new_tokens": int, "batch_size": int, "dtype": str, "seed": int, "grading": str,
-                   "context_length": int}  # fmt: skip
+                   "context_length": int, "dose_shares": list, "jargon_regex": str}  # fmt: skip
 LAUNCH_KEYS = {"train": str, "select": str, "eval": str}
 WORLD_KEYS = {"jargon", "seed"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")  # variant and world names become folder names
@@ -90,6 +96,7 @@ class Study:
     worlds: dict[str, dict[str, Any]] = field(default_factory=dict)
     launch: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    prepare: str = ""  # the command that makes the local models and data it names ("": none given)
 
     def baselines(self) -> list[str]:
         """Every variant some other variant is paired against, in file order."""
@@ -171,6 +178,14 @@ def _check_evaluation(path: Path, where: str, evaluation: dict, worlds: dict) ->
     bad = sorted(set(evaluation.get("suite", [])) - set(D.SUITE_NAMES))
     if bad:
         raise _fail(path, f"{where}.suite", f"unknown entries {bad}; choose from {', '.join(D.SUITE_NAMES)}")
+    shares = evaluation.get("dose_shares", [0.5])
+    if not shares or any(isinstance(x, bool) or not isinstance(x, int | float) or not 0 <= x <= 1 for x in shares):
+        raise _fail(path, f"{where}.dose_shares", f"expected a list of junior shares in [0, 1], got {shares!r}")
+    if "jargon_regex" in evaluation:
+        try:
+            compile_pattern(evaluation["jargon_regex"])
+        except UserError as e:
+            raise _fail(path, f"{where}.jargon_regex", str(e).removeprefix("jargon_regex: ")) from None
     n = evaluation.get("n", D.N)
     if any(not isinstance(k, int) or not 1 <= k <= n for k in evaluation.get("k", [1])):
         raise _fail(path, f"{where}.k", f"every k must be an integer in [1, n = {n}], got {evaluation.get('k')}")
@@ -272,6 +287,9 @@ def load_study(path: str | Path) -> Study:
         if v.evaluation:
             _check_evaluation(path, f"variants.{v.name}.evaluation", {**evaluation, **v.evaluation}, worlds)
     launch = _typed(path, "launch", raw.get("launch") or {}, LAUNCH_KEYS)
+    prepare = raw.get("prepare") or ""
+    if not isinstance(prepare, str):
+        raise _fail(path, "prepare", f"expected the command (a string) that prepares the study's models and data, got {prepare!r}")
     return Study(path=path, sha256=meaning_hash(raw), name=name, seeds=list(seeds),
                  variants=variants, selection=selection, evaluation=evaluation, worlds=worlds, launch=launch,
-                 description=str(raw.get("description") or ""))  # fmt: skip
+                 description=str(raw.get("description") or ""), prepare=prepare.strip())  # fmt: skip

@@ -9,6 +9,8 @@ run in the trainer process on arbitrary model output.
 from __future__ import annotations
 
 import re
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 BOX_COMMANDS = ("\\boxed", "\\fbox")
 # Only the end of a box-less completion can hold its final answer; math-verify scans the
@@ -109,14 +111,61 @@ def fast_grade(pred: str, gold: str) -> float | None:
     (where math-verify could only agree).
 
     >>> fast_grade(r"\\dfrac{1}{2}", r"\\frac{1}{2}"), fast_grade("17", "18"), fast_grade("0.5", "1/2")
-    (1.0, 0.0, None)
+    (1.0, 0.0, 1.0)
+    >>> fast_grade("0.1234567", "0.1234568"), fast_grade("x^2", "4") is None
+    (0.0, True)
     """
     p, g = normalize(pred), normalize(gold)
     if p == g and p:
         return 1.0
     if _INT.fullmatch(p) and _INT.fullmatch(g):
         return float(int(p) == int(g))
+    x, y = exact_number(p), exact_number(g)
+    if x is not None and y is not None:  # two numbers: compared exactly (math-verify rounds floats to 6
+        return float(_same(x, y))  # places, so 0.1234567 would equal 0.1234568, and misreads 1.5e10)
     return None
+
+
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_RATIO = re.compile(r"([+-]?\d+)/([+-]?\d+)")
+_FRAC = re.compile(r"(-?)\\frac\{(-?\d+)\}\{(-?\d+)\}")
+MAX_EXPONENT = 10_000  # beyond it an exact fraction would be a number of that many digits: Decimals only
+
+
+def exact_number(s: str):
+    """The exact value of a plain number: an integer, a decimal, scientific notation ("1.5e-300"), a
+    ratio "p/q" or "\\frac{p}{q}" (after :func:`normalize`); a Decimal or a Fraction, None for anything
+    else (math-verify's). Linear in the text; never rounds.
+
+    >>> exact_number("1.50") == exact_number("3/2") == exact_number(r"\\frac{3}{2}") == exact_number("15e-1")
+    True
+    """
+    if len(s) > 1000:
+        return None
+    if _DECIMAL.fullmatch(s):
+        try:
+            return Decimal(s)
+        except InvalidOperation:
+            return None
+    if m := _RATIO.fullmatch(s):
+        sign, num, den = "", *m.groups()
+    elif m := _FRAC.fullmatch(s):
+        sign, num, den = m.groups()
+    else:
+        return None
+    if int(den) == 0:
+        return None
+    return Fraction(int(num), int(den)) * (-1 if sign else 1)
+
+
+def _same(x, y) -> bool:
+    """Exact equality of two Decimals or Fractions (huge exponents compared as Decimals, never expanded)."""
+    if isinstance(x, Decimal) and isinstance(y, Decimal):
+        return x == y  # exact, whatever the context's precision
+    for d in (x, y):
+        if isinstance(d, Decimal) and abs(d.adjusted()) > MAX_EXPONENT:
+            return False  # a fraction of integers below 1000 characters cannot be that large or small
+    return Fraction(x) == Fraction(y)
 
 
 def tail(text: str, n: int = TAIL_CHARS) -> str:

@@ -3,7 +3,8 @@
 Flow per sample: take the completion's text; extract the last ``\\boxed{...}``; a completion
 without one scores 0.0 and is counted as ``no_box``, as in the paper and the authors' grader
 (the lenient mode, ``MathReward(require_box=False)``, grades the tail of the text instead);
-decide cheap cases in-process (exact match after trivial normalisation, integer vs integer);
+decide cheap cases in-process (exact match after trivial normalisation; two plain numbers -
+integers, decimals, scientific notation, p/q, \\frac{p}{q} - compared exactly, never through a float);
 refuse answers that are known to stall sympy; send the rest, all at once, to the worker pool,
 where math-verify parses and compares under a hard wall-clock timeout. A timed-out or failed
 sample scores 0.0 and is counted in the stats, so a wave of timeouts shows up in the training
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trlvr.rewards.boxed import extract_boxed, fast_grade, tail
+from trlvr.rewards.boxed import exact_number, extract_boxed, fast_grade, normalize, tail
 from trlvr.rewards.pool import shared_pool
 from trlvr.rewards.screen import screen
 
@@ -266,8 +267,8 @@ def check_golds(golds: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S) -> lis
         g = str(g).strip()
         if not g:
             out[i] = "empty"
-        elif _PLAIN_NUMBER.fullmatch(g):
-            continue
+        elif _PLAIN_NUMBER.fullmatch(g) or exact_number(normalize(g)) is not None:
+            continue  # a number the grader compares exactly (boxed.fast_grade), math-verify or not
         else:
             jobs.append(("check_gold", g, ""))
             where.append(i)

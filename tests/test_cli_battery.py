@@ -1,0 +1,539 @@
+"""The generated bad-input battery (issue 38): every option of every command, fed the values users get wrong.
+
+The cases are generated from the code, not written by hand: the battery walks `trlvr`'s argparse
+parser (`build_parser()`: every subcommand and option) and, for `trlvr train`, the run-config
+dataclass fields (`trlvr.config.FIELD_KINDS`: every TandemConfig field) and the trl.GRPOConfig
+fields trlvr documents (`trlvr.config.TRL_KINDS`). Each option declares its kind (`trlvr.kinds`:
+a count, a seed, a share, a directory to write, ...); an option without one fails
+`test_every_option_declares_a_kind`, so a new option is checked the day it is added. Each kind's
+base ("int", "float", "text", "dir", ...) chooses the values fed to it (VALUES): negative, zero and
+huge numbers, NaN and inf; an empty string and a non-number; a missing path; a file where a folder
+goes and a folder where a file goes; a read-only folder; a path under a file.
+
+Each case runs the real command (`trlvr.cli.main.main(argv)`, in-process, in its own folder) on the
+toy world below: two tiny models, a 3-problem data file, two finished evaluations and a fake
+training run. It asserts one of two outcomes:
+    refused    a non-zero exit (2: the input; 74: the machine refused) with ONE error line on stderr
+               ("trlvr CMD: error: ..."), no traceback, and nothing written where it was refused
+    accepted   exit 0 and the right result (`_verify`: the command's output exists and records the value)
+A value is expected to be accepted only where LEGIT (by kind) or OPTION_LEGIT (by option) lists it,
+with the reason; everything else must be refused. The expensive commands (demo, study run, toy
+prepare from scratch) stop at a stub where their work would start (`Reached`): accepted = every
+check passed and the work was handed the value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from trlvr import kinds as K
+from trlvr.cli.main import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+HUGE = str(10**12)
+HUGER = "9" * 30
+
+# What each base of kind is fed: label -> text ({missing}, {file}, {dir}, {ro} are filled per case).
+NUMBERS = {"negative": "-1", "zero": "0", "huge": HUGE, "huger": HUGER, "nan": "nan", "inf": "inf",
+           "empty": "", "not a number": "abc"}  # fmt: skip
+VALUES = {
+    "int": {**NUMBERS, "fraction": "1.5"},
+    "float": {**NUMBERS, "overflow": "1e400", "minus inf": "-inf", "tiny": "1e-300"},
+    "ints": {"negative": "-1", "zero": "0", "huge": HUGER, "empty": "", "not a number": "a,b", "repeated": "1,1",
+             "one": "1"},
+    "floats": {"negative": "-1", "huge": "1e400", "nan": "nan", "empty": "", "not a number": "x"},
+    "text": {"empty": "", "blank": " ", "missing path": "{missing}", "a file": "{file}", "a folder": "{dir}",
+             "under a file": "{file}/x", "read-only folder": "{ro}/x"},
+    "dir": {"empty": "", "missing path": "{missing}", "a file": "{file}", "under a file": "{file}/x",
+            "read-only folder": "{ro}/x", "existing empty folder": "{empty}"},
+    "file": {"empty": "", "missing path": "{missing}", "a folder": "{dir}", "under a file": "{file}/x",
+             "read-only folder": "{ro}/x.html", "existing file": "{file}"},
+    "choice": {"empty": "", "unknown": "no-such-value"},
+    "switch": {"empty": "", "unknown": "maybe"},
+}
+
+# Values a kind takes by design, with the reason (checked: these must be ACCEPTED with the right result).
+LEGIT = {
+    ("count", "huge"): "a cap or a size: larger than needed is all of it (the data has 3 problems)",
+    ("non-negative integer", "zero"): "0 = off / none (top-k 0 = no top-k, --show 0 = counts only, holdout 0)",
+    ("non-negative integer", "huge"): "a cap: larger than needed is all of it",
+    ("seed", "zero"): "seed 0 is the default seed",
+    ("integer", "negative"): "holdout_seed seeds a content hash: any integer is one",
+    ("integer", "zero"): "as negative",
+    ("integer", "huge"): "as negative",
+    ("integer", "huger"): "as negative",
+    ("share", "zero"): "a junior share of 0 is the senior alone",
+    ("share", "tiny"): "in [0, 1]",
+    ("dropout", "zero"): "no dropout",
+    ("dropout", "tiny"): "in [0, 1)",
+    ("fraction", "tiny"): "in (0, 1]",
+    ("non-negative number", "zero"): "temperature 0 is greedy decoding; beta 0 = no KL term; weight decay 0",
+    ("non-negative number", "huge"): "finite and >= 0: the kind takes it",
+    ("non-negative number", "huger"): "as huge",
+    ("non-negative number", "tiny"): "finite and >= 0",
+    ("positive number", "huge"): "finite and > 0: the kind takes it",
+    ("positive number", "huger"): "as huge",
+    ("positive number", "tiny"): "finite and > 0",
+    ("max steps", "negative"): "-1 = train num_train_epochs (TRL's own default)",
+    ("max steps", "huge"): "a step count: the dry run takes it",
+    ("counts", "one"): "pass@1 alone",
+    ("counts", "repeated"): "a set of k: a repeated k is the same k",
+    ("seeds", "zero"): "seed 0",
+    ("output directory", "missing path"): "a new directory is created",
+    ("output directory", "existing empty folder"): "an empty directory is written into",
+    ("output file", "missing path"): "a new file is written",
+    ("output file", "existing file"): "a report is rewritten in place, as any output file",
+    ("context length", "zero"): "0 = a flat budget (no context rule)",
+    ("context length", "huge"): "a context longer than the budget changes nothing",
+}
+# Per option (command, option, label): accepted, with the reason; or refused (None) against the kind's LEGIT.
+READ_ONLY_INPUT = "an input read from a read-only folder: reading needs no write access"
+OPTION_LEGIT = {
+    **{(c, o, "read-only folder"): READ_ONLY_INPUT for c, o in [
+        ("eval", "--senior"), ("eval", "--junior"), ("eval", "--tokenizer"), ("eval", "--data"),
+        ("compare", "dir_a"), ("compare", "dir_b"), ("report", "dirs"), ("report", "--compare"),
+        ("data check", "source"), ("select", "--val"), ("select", "--junior"), ("study plan", "study"),
+        ("study run", "study"), ("train", "senior"), ("train", "junior"), ("train", "dataset")]},
+    ("eval", "--seed", "huge"): None, ("select", "--seed", "huge"): None,  # seeds are [0, 2**32 - 1] everywhere
+    ("eval", "--seeds", "zero"): None,  # a group needs two seeds (one line: UserError)
+    ("eval", "--out", "existing empty folder"): "an empty directory is written into",
+    ("train", "p", "zero"): None,  # tandem p = 0 lets the senior write nothing (TandemConfig's own rule)
+    ("train", "temperature", "zero"): None,  # training divides the logits by it (trlvr.config.TRL_KINDS)
+    ("demo", "--seeds", "one"): "one training seed (seed 1)",
+    ("train", "num_generations", "huge"): None,
+    ("train", "holdout", "huge"): None,
+    ("train", "vllm_tensor_parallel_size", "huge"): None,  # backend vllm's: refused on the base's backend hf  # the dry run reads the data: more held out than it has is refused
+    ("study plan", "--out", "read-only folder"): "plan prints the commands and writes nothing",  # TRL: the generation batch must divide into groups
+    ("train", "dataset", "missing path"): "the dry run plans runs whose data an earlier stage makes (it says "
+                                          "'dataset not checked (not there yet)'); training refuses it in one line",
+    **{("train", role, "missing path"): "as dataset: a study's world makes the models (the dry run says 'pairing "
+       "not checked (a model folder is not there yet)')" for role in ("senior", "junior")},
+    **{("train", "dataset_split", label): "as --split: a local dataset has no splits"
+       for label in ("missing path", "a file", "a folder", "under a file", "read-only folder")},
+    **{("train", "lora_target_modules", label): "module names are matched when the model loads (the dry run "
+       "loads none); unused without use_peft" for label in ("missing path", "a file", "a folder", "under a file",
+                                                            "read-only folder")},
+    ("train", "output_dir", "read-only folder"): "the dry run writes nothing; training itself is refused by the "
+                                                 "machine in one line (exit 74)",
+    **{(c, "--split", label): "--split names a hub dataset's split; a local file has none, so any name is ignored "
+       "(--data may mix hub and local sources under one --split)" for c in ("eval", "data check")
+       for label in ("missing path", "a file", "a folder", "under a file", "read-only folder")},
+}
+
+
+class Reached(Exception):  # noqa: N818 - not an error: where an expensive command's work would start
+    """Raised by a stub where an expensive command's work starts; carries what it was handed."""
+
+
+# ---- the toy world -------------------------------------------------------------------------------------
+
+
+def _read_only(path: Path) -> bool:
+    """Make `path` and everything in it read-only (chmod; as root, which chmod cannot stop, chattr +i);
+    whether it worked."""
+    subprocess.run(["chmod", "-R", "a-w", str(path)], capture_output=True)
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "-R", "+i", str(path)], capture_output=True)
+    probe = next(p for p in sorted(path.rglob("*")) if p.is_dir()) / ".probe"
+    try:
+        probe.write_text("x")
+    except OSError:
+        return True
+    probe.unlink()
+    return False
+
+
+def _writable(path: Path) -> None:
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "-R", "-i", str(path)], capture_output=True)
+    subprocess.run(["chmod", "-R", "u+w", str(path)], capture_output=True)
+
+
+TINY_STUDY = """
+name: battery
+base: toy
+train: {{max_steps: 2, save_steps: 1, senior: {tmp}/senior, junior: {tmp}/junior, dataset: {tmp}/d.jsonl}}
+seeds: [0]
+selection: {{val: {tmp}/d.jsonl, metric: solo/pass@1, n: 1}}
+evaluation: {{data: "toy={tmp}/d.jsonl", suite: [solo, handoff], n: 1, k: [1], limit: 1}}
+variants:
+  grpo: {{arm: grpo}}
+"""
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """Tiny seniors and a junior, a 3-problem file, two finished evaluations (A, B), a fake training run
+    (two checkpoints and its record), a study file, and a read-only folder holding copies of the inputs."""
+    from helpers import tiny_model, tiny_tokenizer
+
+    tmp = tmp_path_factory.mktemp("battery")
+    tok = tiny_tokenizer()
+    for name, seed in (("senior", 0), ("other", 2), ("junior", 1)):
+        tiny_model("qwen3", len(tok), seed, hidden=16, layers=1).save_pretrained(tmp / name)
+        tok.save_pretrained(tmp / name)
+    (tmp / "d.jsonl").write_text("".join(json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
+                                         for i in range(3)))  # fmt: skip
+    common = ["eval", "--junior", str(tmp / "junior"), "--data", f"toy={tmp / 'd.jsonl'}", "--n", "1", "--k", "1",
+              "--suite", "solo,handoff", "--max-new-tokens", "2", "--no-progress"]  # fmt: skip
+    for name, senior in (("A", "senior"), ("B", "other")):
+        assert main([*common, "--senior", str(tmp / senior), "--out", str(tmp / name)]) == 0
+    run = tmp / "run"
+    for step, model in ((1, "senior"), (2, "other")):
+        shutil.copytree(tmp / model, run / f"checkpoint-{step}")
+    (run / "trlvr_run.json").write_text(json.dumps({"tandem": {"senior": str(tmp / "senior"),
+                                                               "junior": str(tmp / "junior"), "holdout": 0}}))  # fmt: skip
+    (tmp / "study.yaml").write_text(TINY_STUDY.format(tmp=tmp))
+    (tmp / "file").write_text("a file\n")
+    ro = tmp / "ro"
+    ro.mkdir()
+    for name in ("senior", "junior", "A", "run"):
+        shutil.copytree(tmp / name, ro / name)
+    for name in ("d.jsonl", "study.yaml"):
+        shutil.copy(tmp / name, ro / name)
+    read_only = _read_only(ro)
+    yield {"tmp": tmp, "ro": ro, "read_only": read_only}
+    _writable(ro)
+
+
+def _bases(tmp: Path) -> dict[str, list[str]]:
+    """Each command's smallest good command line ({out} is the case's own folder)."""
+    t = str(tmp)
+    return {
+        "eval": ["eval", "--senior", f"{t}/senior", "--junior", f"{t}/junior", "--data", f"toy={t}/d.jsonl",
+                 "--limit", "1", "--n", "1", "--k", "1", "--suite", "solo,handoff", "--max-new-tokens", "2",
+                 "--no-progress", "--out", "{out}/eval"],
+        "compare": ["compare", f"{t}/A", f"{t}/B", "--out", "{out}/cmp", "--resamples", "20"],
+        "report": ["report", f"{t}/A", "--out", "{out}/r.html", "--max-problems", "1"],
+        "data check": ["data", "check", f"{t}/d.jsonl"],
+        "select": ["select", "{out}/run", "--val", f"{t}/d.jsonl", "--metric", "handoff/pass@1", "--n", "1",
+                   "--max-new-tokens", "2", "--limit", "1", "--no-progress"],
+        "demo": ["demo", "--out", "{out}/demo"],
+        "toy prepare": ["toy", "prepare", "--out", "{out}/toy", "--no-progress"],
+        "study plan": ["study", "plan", f"{t}/study.yaml", "--out", "{out}/study"],
+        "study run": ["study", "run", f"{t}/study.yaml", "--out", "{out}/study", "--no-report"],
+        "study report": ["study", "report", "{out}/study"],
+        "train": ["train", "--config", "toy", "--senior", f"{t}/senior", "--junior", f"{t}/junior",
+                  "--dataset", f"{t}/d.jsonl", "--output_dir", "{out}/train", "--dry-run"],
+    }  # fmt: skip
+
+
+# Commands another session owns and is still writing (their options are walked for kinds in
+# test_every_option_declares_a_kind's report, not run): name -> why.
+NOT_RUN = {"smoke": "trains both arms for real (minutes); trlvr/cli/smoke_cmd.py is being written elsewhere"}
+# Options whose values the battery does not feed, with the reason.
+NOT_FED = {
+    ("study report", "dir"): "needs a finished study directory: tests/test_study.py",
+    ("study report", "--study"): "as dir",
+    ("train", "rest"): "the run config: fed field by field below (FIELD_KINDS, TRL_KINDS)",
+    ("eval", "--gpu-memory"): "added by the memory-plan work in progress (type=gpu_size, trlvr.memory.parse_size), "
+                              "not a trlvr.kinds Kind yet: its owner gives it one",
+}
+
+
+# ---- walking the parser ---------------------------------------------------------------------------
+
+
+def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _walk(sub, (*path, name))
+        elif not isinstance(action, argparse._HelpAction):
+            yield " ".join(path), action
+
+
+def _option_name(action: argparse.Action) -> str:
+    return action.option_strings[0] if action.option_strings else action.dest
+
+
+def parser_options() -> list[tuple[str, str, argparse.Action]]:
+    """(command, option, action) for every option of every command (subcommands as "data check")."""
+    return [(cmd, _option_name(a), a) for cmd, a in _walk(build_parser())]
+
+
+def config_options() -> list[tuple[str, str, K.Kind]]:
+    from trlvr.config import FIELD_KINDS, TRL_KINDS
+
+    return [("train", name, kind) for name, kind in {**FIELD_KINDS, **TRL_KINDS}.items()]
+
+
+def _kind_name(kind) -> str:
+    return kind if isinstance(kind, str) else kind.name
+
+
+def _cases():
+    out = []
+    for cmd, opt, action in parser_options():
+        if cmd.split()[0] in NOT_RUN or (cmd, opt) in NOT_FED:
+            continue
+        kind = K.kind_of(action)
+        if kind in (None, "switch"):  # a flag takes no value (None: test_every_option_declares_a_kind fails)
+            continue
+        base = "choice" if kind == "choice" else kind.base
+        for label, text in VALUES[base].items():
+            out.append((cmd, opt, _kind_name(kind), label, text))
+    for cmd, opt, kind in config_options():
+        for label, text in VALUES[kind.base].items():
+            out.append((cmd, opt, kind.name, label, text))
+    return out
+
+
+CASES = _cases()
+
+
+def expected_accepted(cmd: str, opt: str, kind: str, label: str) -> str | None:
+    """The reason this value is accepted by design, or None when it must be refused."""
+    if (cmd, opt, label) in OPTION_LEGIT:
+        return OPTION_LEGIT[(cmd, opt, label)]
+    return LEGIT.get((kind, label))
+
+
+def test_every_option_declares_a_kind():
+    """The battery can only check what an option declares: a new option without a kind fails here."""
+    from trlvr.config import FIELD_KINDS, TandemConfig
+
+    missing = [f"{cmd} {opt}" for cmd, opt, a in parser_options()
+               if K.kind_of(a) is None and (cmd, opt) not in NOT_FED and cmd.split()[0] not in NOT_RUN]  # fmt: skip
+    assert not missing, f"options without a kind (trlvr.kinds) for the battery: {missing}"
+    fields = {f.name for f in dataclasses.fields(TandemConfig)}
+    assert fields == set(FIELD_KINDS), f"TandemConfig fields without a kind: {sorted(fields - set(FIELD_KINDS))}"
+
+
+def test_the_battery_is_generated_from_every_command():
+    commands = {c for c, *_ in CASES}
+    assert commands >= {"eval", "compare", "report", "data check", "select", "demo", "toy prepare", "study plan",
+                        "study run", "train"}, commands  # fmt: skip
+    assert len(CASES) > 800, len(CASES)
+
+
+# ---- one case --------------------------------------------------------------------------------------
+
+
+def _argv(world, case_dir: Path, cmd: str, opt: str, text: str) -> tuple[list[str], str]:
+    tmp, ro = world["tmp"], world["ro"]
+    (case_dir / "file").write_text("a file\n")
+    (case_dir / "empty").mkdir()
+    (case_dir / "folder").mkdir()  # a folder where a file (or another kind of folder) goes
+    (case_dir / "folder" / "notes.txt").write_text("not data, not a model, not an evaluation\n")
+    if cmd == "select":
+        shutil.copytree(tmp / "run", case_dir / "run")
+    ro_value = {"--senior": "senior", "--junior": "junior", "--tokenizer": "senior", "--data": "d.jsonl",
+                "dir_a": "A", "dir_b": "A", "dirs": "A", "--compare": "A", "source": "d.jsonl", "--val": "d.jsonl",
+                "study": "study.yaml", "run": "run", "senior": "senior", "junior": "junior",
+                "dataset": "d.jsonl"}.get(opt, "x")  # fmt: skip
+    fill = {"{missing}": str(case_dir / "missing"), "{file}": str(case_dir / "file"), "{dir}": str(case_dir / "folder"),
+            "{empty}": str(case_dir / "empty"), "{ro}/x": str(ro / ro_value), "{ro}": str(ro)}  # fmt: skip
+    value = text
+    for k, v in fill.items():
+        value = value.replace(k, v)
+    argv = [a.replace("{out}", str(case_dir)) for a in _bases(tmp)[cmd]]
+    if cmd == "train":  # a run-config field: `--key value` on the command line
+        flag = f"--{opt}"
+        if flag in argv:
+            i = argv.index(flag)
+            argv[i + 1] = value
+        else:
+            argv[-1:-1] = [flag, value]
+        return argv, value
+    action = next(a for c, o, a in parser_options() if c == cmd and o == opt)
+    if action.option_strings:
+        if opt in argv:
+            i = argv.index(opt)
+            del argv[i : i + 2]
+        argv.append(f"{opt}={value}")  # `=`: "-1" and "-inf" are values, not flags
+        if cmd == "eval" and opt == "--seeds":  # a seed group names {seed} in --senior
+            argv[argv.index("--senior") + 1] = str(tmp / "senior") + "{seed}"
+    else:
+        argv[len(cmd.split()) + _positionals(cmd).index(opt)] = value
+    return argv, value
+
+
+def _positionals(cmd: str) -> list[str]:
+    return [o for c, o, a in parser_options() if c == cmd and not a.option_strings]
+
+
+def _stubs(monkeypatch) -> None:
+    """Where demo, study run and toy prepare would start their minutes of work: `Reached` instead."""
+    import trlvr.cli.study_cmd as study_cmd
+    import trlvr.toy.world as toy_world
+
+    def reached(*args, **kw):
+        raise Reached(args, kw)
+
+    def prepare(out_dir, *args, **kw):  # its first write is its folder (a read-only parent refuses it)
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        raise Reached(out_dir, args, kw)
+
+    real_run = study_cmd.run
+
+    def study_run(args):
+        if str(args.study).endswith("demo.yaml"):  # `trlvr demo` hands its study to `study run`
+            raise Reached(args)
+        return real_run(args)
+
+    monkeypatch.setattr(study_cmd, "run", study_run)
+    import trlvr.experiments.study as study
+
+    monkeypatch.setattr(study, "run_stage", reached)  # a study's first stage (a world, or a unit's train)
+    monkeypatch.setattr(study, "run_unit", reached)
+    monkeypatch.setattr(toy_world, "prepare_world", prepare)
+
+
+def _verify(cmd: str, opt: str, value: str, case_dir: Path, out: str, reached: Reached | None) -> None:
+    """The right result of an accepted case: the command's output exists (and records the value)."""
+    if cmd == "eval":
+        out_dir = Path(value) if opt == "--out" else case_dir / "eval"
+        res = json.loads((out_dir / "results.json").read_text())
+        recorded = {"--seed": res["config"].get("seed"), "--top-k": res["config"]["decoding"]["top_k"],
+                    "--temperature": res["config"]["decoding"]["temperature"]}.get(opt)  # fmt: skip
+        if recorded is not None:
+            assert recorded == type(recorded)(value), (opt, value, recorded)
+    elif cmd == "compare":
+        out_dir = Path(value) if opt == "--out" else case_dir / "cmp"
+        cmp = json.loads((out_dir / "compare.json").read_text())
+        assert cmp["macro"], cmp
+    elif cmd == "report":
+        path = Path(value) if opt == "--out" else case_dir / "r.html"
+        assert path.read_text().lstrip().startswith("<!"), path
+    elif cmd == "data check":
+        assert "3 rows, 3 usable" in out or "1 rows" in out or "rows" in out, out
+    elif cmd == "select":
+        assert json.loads((case_dir / "run" / "selected.json").read_text())["step"] in (1, 2)
+    elif cmd == "train":
+        assert out.startswith("config ok"), out
+    elif cmd == "study plan":
+        assert "trlvr train" in out and "trlvr eval" in out, out
+    else:  # demo, study run, toy prepare: stopped where the work starts, every check passed
+        assert reached is not None, out
+
+
+def run_case(world, tmp_path, monkeypatch, capsys, cmd, opt, kind, label, text) -> tuple[bool, str]:
+    """Run one case; (accepted, what happened). Asserts the refused outcome's shape here."""
+    case_dir = tmp_path / "case"
+    case_dir.mkdir()
+    monkeypatch.chdir(case_dir)  # "" and relative paths land here, never in the repository
+    _stubs(monkeypatch)
+    argv, value = _argv(world, case_dir, cmd, opt, text)
+    capsys.readouterr()
+    reached = None
+    try:
+        code = main(argv)
+    except Reached as r:
+        code, reached = 0, r
+    except BaseException as e:  # noqa: BLE001 - a traceback is the defect this battery looks for
+        raise AssertionError(f"{argv}: traceback {type(e).__name__}: {e}") from e
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    if code == 0:
+        _verify(cmd, opt, value, case_dir, out, reached)
+        return True, out
+    lines = [ln for ln in err.splitlines() if ln.strip() and not _progress(ln)]
+    assert code in (2, 74), (argv, code, err)
+    assert len(lines) == 1, (argv, err)
+    assert lines[0].startswith("trlvr ") and ": error: " in lines[0], lines[0]
+    return False, lines[0]
+
+
+def _progress(line: str) -> bool:
+    """A library's progress bar on stderr (transformers' "Loading weights"), not an error line."""
+    return "it/s]" in line or "%|" in line
+
+
+def _id(case) -> str:
+    cmd, opt, kind, label, text = case
+    return f"{cmd} {opt}={label}"
+
+
+def _slow(case) -> bool:
+    """Accepted selections (two checkpoints evaluated each) and the full-budget generation: seconds each."""
+    cmd, opt, kind, label, _ = case
+    accepted = expected_accepted(cmd, opt, kind, label) is not None
+    return accepted and (cmd == "select" or (cmd, opt) == ("eval", "--max-new-tokens"))
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if _slow(c) else c for c in CASES],
+                         ids=[_id(c) for c in CASES])  # fmt: skip
+def test_battery(world, tmp_path, monkeypatch, capsys, case):
+    cmd, opt, kind, label, text = case
+    if label == "read-only folder" and not world["read_only"]:
+        pytest.skip("this machine cannot make a read-only folder (neither chmod nor chattr took)")
+    why = expected_accepted(cmd, opt, kind, label)
+    accepted, said = run_case(world, tmp_path, monkeypatch, capsys, cmd, opt, kind, label, text)
+    if why is None:
+        assert not accepted, f"accepted a value that must be refused: {said[:300]}"
+    else:
+        assert accepted, f"refused a legitimate value ({why}): {said}"
+
+
+# ---- regressions the battery found, kept explicit ----------------------------------------------------
+
+
+def test_machine_memory_error_is_one_line(monkeypatch, capsys):
+    """Python's MemoryError (numpy asking for 24 TiB for --resamples 10**12, before its kind bounded
+    it) is the machine's refusal: one line, exit 74. Before: a traceback."""
+    import trlvr.cli.compare_cmd as compare_cmd
+
+    def fail(args):
+        raise MemoryError("Unable to allocate 21.8 TiB for an array with shape (1000000000000, 3)")
+
+    monkeypatch.setattr(compare_cmd, "main", fail)
+    assert main(["compare", "a", "b"]) == 74
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["trlvr compare: error: out of memory: Unable to allocate 21.8 TiB for an array with shape "
+                   "(1000000000000, 3)"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["compare", "A", "B", "--resamples", "0"], "argument --resamples: expected an integer in [1, 1000000]"),
+        (["compare", "A", "B", "--seed=-1"], "argument --seed: expected an integer seed in [0, 4294967295]"),
+        (["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", "o", "--n", str(10**12)],
+         "argument --n: expected an integer in [1, 10000]"),  # the process was OOM-killed before
+        (["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", ""], "argument --out: expected a directory"),
+        (["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", "o", "--context-length=-5"],
+         "argument --context-length: expected an integer in [0, 2**63 - 1] or 'auto'"),  # silently flat before
+        (["select", "run", "--val", "v", "--device", "gpu0"], "argument --device: 'gpu0' is not a device name"),
+        (["data", "check", "d.jsonl", "--show=-1"], "argument --show: expected an integer in [0, 2**63 - 1]"),
+        (["report", "A", "--max-problems=-1"], "argument --max-problems: expected an integer in [0, 2**63 - 1]"),
+        (["train", "--config", "toy", "--num_generations", "0", "--dry-run"],
+         "num_generations: must be an integer in [1, 2**63 - 1] (got '0')"),  # ZeroDivisionError inside TRL before
+        (["train", "--config", "toy", "--lora_dropout", "nan", "--dry-run"], "lora_dropout: must be a number in [0, 1)"),
+        (["train", "--config", "toy", "--temperature", "0", "--dry-run"], "temperature: must be a finite number > 0"),
+        (["train", "--config", "toy", "--seed=-1", "--dry-run"], "seed: must be an integer seed in [0, 4294967295]"),
+    ],
+    ids=lambda v: " ".join(v[:3]) if isinstance(v, list) else None,
+)
+def test_battery_regressions(tmp_path, monkeypatch, capsys, argv, fragment):
+    """Shrunk cases of defects the battery found (each was a traceback, a kill, or a wrong exit 0)."""
+    monkeypatch.chdir(tmp_path)
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and fragment in err[0], err
+
+
+@pytest.mark.parametrize("command", ["eval", "select"])
+def test_a_junior_device_for_a_suite_without_a_junior_is_not_a_traceback(world, tmp_path, monkeypatch, capsys, command):
+    """`--junior-device cpu` with `--suite solo` (eval) or a solo/* metric (select): the junior is not
+    loaded, so its device is unused. Before: ValueError 'junior_device was given but there is no junior
+    model' from the engine, a traceback."""
+    tmp = world["tmp"]
+    monkeypatch.chdir(tmp_path)
+    if command == "eval":
+        argv = ["eval", "--senior", f"{tmp}/senior", "--junior", f"{tmp}/junior", "--data", f"toy={tmp}/d.jsonl",
+                "--suite", "solo", "--n", "1", "--k", "1", "--max-new-tokens", "2", "--no-progress",
+                "--junior-device", "cpu", "--out", str(tmp_path / "e")]  # fmt: skip
+    else:
+        shutil.copytree(tmp / "run", tmp_path / "run")
+        argv = ["select", str(tmp_path / "run"), "--val", f"{tmp}/d.jsonl", "--metric", "solo/pass@1", "--n", "1",
+                "--limit", "1", "--max-new-tokens", "2", "--no-progress", "--junior-device", "cpu"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
