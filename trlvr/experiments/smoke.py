@@ -28,8 +28,9 @@ from pathlib import Path
 
 from trlvr import rundir
 from trlvr.config import load_run_config
-from trlvr.data import encode_prompt, load_problems, prompt_for
+from trlvr.data import encode_prompt, load_problems, prompt_for, read_jsonl
 from trlvr.errors import UserError
+from trlvr.eval.store import read_samples
 from trlvr.memory import MemoryPlan
 from trlvr.models import load_tokenizer
 from trlvr.provenance import git_commit, machine
@@ -64,7 +65,7 @@ def _check(ok: bool | None, **found) -> dict:
 
 def _metrics(run_dir: Path) -> list[dict]:
     path = run_dir / rundir.METRICS_FILE
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    return read_jsonl(path, tolerate_torn_tail=True) if path.is_file() else []
 
 
 def _series(rows: list[dict], key: str) -> list[float]:
@@ -146,7 +147,7 @@ def lengths(rows: list[dict]) -> dict:
 
 def _eval_lengths(eval_dir: Path) -> dict:
     path = eval_dir / rundir.SAMPLES
-    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
+    rows = read_samples(path) if path.is_file() else []
     if not rows:
         return {}
     return {"samples": len(rows), "truncated": round(sum(r["finish_reason"] == "length" for r in rows) / len(rows), 4),
