@@ -5,8 +5,9 @@ Layers, lowest first (a module may import its own package and any lower layer; p
 import each other unless listed in ALLOWED):
     0 errors, kinds                  (kinds: what a good option value is; imports nothing of trlvr)
     1 algos, data, rewards, models,  (maths, loading, grading, the machine's facts: know nothing of
-      provenance, rundir, memory      decoding; rundir: an output directory, set aside to start over;
-                                      memory: an engine's memory plan from configs)
+      provenance, rundir, memory,     decoding; rundir: an output directory, set aside to start over;
+      ranks                           memory: an engine's memory plan from configs; ranks: the processes
+                                      of one launch and the store they hand objects over through)
     2 engine, vllm                   (decoding: no tokenization, prompts or training; vllm: the optional backend)
     3 config, training, eval, toy    (what a run trains, how it is measured, the toy world)
     4 experiments, demo, cli         (recipes and commands that wire the layers together)
@@ -22,7 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "trlvr"
 LAYERS = {
     "errors": 0, "kinds": 0,
-    "algos": 1, "data": 1, "rewards": 1, "models": 1, "provenance": 1, "rundir": 1, "memory": 1,
+    "algos": 1, "data": 1, "rewards": 1, "models": 1, "provenance": 1, "rundir": 1, "memory": 1, "ranks": 1,
     "engine": 2, "vllm": 2,
     "config": 3, "training": 3, "eval": 3, "toy": 3,
     "experiments": 4, "demo": 4, "cli": 4,

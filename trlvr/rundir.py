@@ -68,6 +68,9 @@ MEMORY_FILE = "memory_plan.json"  # backend vllm: the engine's memory plan besid
 SMOKE_FILE = "smoke.json"  # what `trlvr smoke` checked and measured
 # an evaluation directory (`trlvr eval --out DIR`)
 SAMPLES = "samples.jsonl"
+# finished samples of another plan of the same evaluation (another --limit, --n or --suite), kept for a
+# later run that asks for them again; never read as this evaluation's samples
+OTHER_SAMPLES = "samples-other-plans.jsonl"
 FINGERPRINT = "fingerprint.json"  # the evaluation's identity (trlvr.eval.fingerprint)
 CONFIG = "config.json"
 PER_PROBLEM = "per_problem.json"

@@ -171,6 +171,11 @@ def _split_verbose(argv: list[str]) -> tuple[list[str], bool]:
     return [a for a in argv if a not in VERBOSE_FLAGS or a in keep], verbose
 
 
+# commands that share their work among the processes of a launch (torchrun / accelerate launch), one
+# engine per process, rank 0 writing (`trlvr.ranks`; training is TRL's and accelerate's own)
+SHARED_COMMANDS = ("eval", "select")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its user-facing failure is one line on stderr and an exit code (module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -184,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
             return e.code if isinstance(e.code, int) else 2
     _running[0] += 1
     try:
+        if args.command in SHARED_COMMANDS:  # launched N times: each process its own device, met before any work
+            from trlvr.ranks import Ranks, pin_local_device
+
+            pin_local_device(Ranks.current())
         code = int(importlib.import_module(f"trlvr.cli.{COMMANDS[args.command]}").main(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe shows here, not at the interpreter's exit
         return code

@@ -69,11 +69,27 @@ def differences(old: dict, new: dict) -> list[str]:
     """Human-readable reasons why samples made under `old` cannot be reused under `new` ([] = resumable)."""
     if old.get("version") != new.get("version"):
         return [f"fingerprint version: {old.get('version')!r} -> {new.get('version')!r}"]
+    new = with_partner(old, new)
+    old = with_partner(new, old)  # a directory of solo samples alone had no junior: this run's is no change
     diffs = _problems_diff(old.get("problems", {}), new.get("problems", {}))
     return diffs + rundir.differences(old, new, ignore=("problems",))
 
 
 FIX = "rerun with the same settings, choose another --out, or pass --fresh to start over (the earlier one is moved aside)"
+
+
+PARTNER_KEYS = ("junior", "junior_tokenizer", "pairing")  # what `models` says of the junior
+
+
+def with_partner(old: dict, new: dict) -> dict:
+    """`new` as it extends a directory fingerprinted `old`: a run without a junior (solo alone, whose
+    samples do not depend on one) keeps the directory's junior, and a directory whose samples had none
+    takes this run's; both sides with a junior stay as they are (any difference is a real one)."""
+    old_m, new_m = old.get("models") or {}, new.get("models") or {}
+    if new_m.get("junior") is None and old_m.get("junior") is not None:
+        partner = {k: old_m[k] for k in PARTNER_KEYS if k in old_m}
+        return {**new, "models": {**{k: v for k, v in new_m.items() if k not in PARTNER_KEYS}, **partner}}
+    return new
 
 
 def check_resumable(path: Path, old: dict | None, new: dict) -> None:

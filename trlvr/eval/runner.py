@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,7 @@ from trlvr.eval.spec import BUDGET_RULE, EvalSpec
 from trlvr.eval.store import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, EvalDir, read_json, write_json
 from trlvr.models import vocab_fingerprint
 from trlvr.provenance import machine
+from trlvr.ranks import Ranks
 from trlvr.rewards import MathReward, extract_boxed, grading_mode, math_reward
 from trlvr.rewards.math_reward import default_reward
 
@@ -305,19 +307,37 @@ def evaluate(
         "dropped_problems": dropped, "lossy_prompts": lossy, "machine": machine_record(None),
         "pairing": pairing, "backend": partners.backend,
     }  # fmt: skip
-    run = _Run(partners, benches, protocols, spec, score_fn, extract_fn or _default_extract_fn(), progress)
+    ranks = Ranks.current().session("eval")
+    run = _Run(partners, benches, protocols, spec, score_fn, extract_fn or _default_extract_fn(),
+               progress and ranks.writer, ranks)  # fmt: skip
+    if not ranks.writer:  # another process of a launch: generates its share of the batches, writes nothing
+        return run.serve()
     store = EvalDir(out_dir)
-    if not fresh and (done := _finished(store, fingerprint, config, run)) is not None:
-        return done  # nothing to write: no lock taken, no file touched (a read-only copy reports too)
+    try:
+        if not fresh and (done := _finished(store, fingerprint, config, run)) is not None:
+            run.announce(("done", done))
+            return done  # nothing to write: no lock taken, no file touched (a read-only copy reports too)
+        results = _evaluate_locked(run, store, fingerprint, config, fresh)
+    except BaseException as e:
+        run.announce_failure(e)
+        raise
+    run.announce(("results", results), key="results")
+    return results
+
+
+def _evaluate_locked(run: _Run, store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> dict:
+    """`evaluate`'s writing half, in the one process that writes (rank 0): under the lock, open the
+    directory, generate what the plan lacks, write results.json."""
+    spec, tokenizer, pairing, suite = run.spec, run.tokenizer, run.partners.pairing, list(run.spec.suite)
     created = not store.path.exists()
     try:
         with store.lock():
-            rows = _open(store, fingerprint, config, fresh)
+            rows, fingerprint = _open(store, fingerprint, config, fresh)
             try:
                 rows = run.generate(store, rows)
                 model = run.pair.senior if run.pair is not None else (run._scorers or (None,))[0]
-                if model is not None:  # the machine it ran on
-                    config["machine"] = machine_record(model)
+                if model is not None:  # the machine it ran on (rank 0's, and how many processes generated)
+                    config["machine"] = {**machine_record(model), "processes": run.ranks.size}
                     store.write(CONFIG, config)
             except BaseException:
                 if not store.has_samples():  # nothing generated: leave no metadata behind
@@ -339,6 +359,11 @@ def evaluate(
             if store.path.is_dir() and not any(store.path.iterdir()):
                 store.path.rmdir()
         raise
+
+
+def _failure(e: BaseException) -> str:
+    """One line for another process: what failed here."""
+    return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
 
 
 def _row_key(r: dict) -> tuple:
@@ -377,18 +402,20 @@ def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dic
     return results
 
 
-def _open(store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> list[dict]:
-    """Under the lock: check that the directory's samples may be reused, repair, write the metadata."""
+def _open(store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> tuple[list[dict], dict]:
+    """Under the lock: check that the directory's samples may be reused, repair, write the metadata;
+    return the rows and the directory's fingerprint from now on (`trlvr.eval.fingerprint.with_partner`)."""
     if fresh:
         store.clear()
     if store.has_samples():
         path = store.file(FINGERPRINT)
         old = read_json(path, "fingerprint") if path.exists() else None
         fpr.check_resumable(store.path, old, fingerprint)
+        fingerprint = fpr.with_partner(old, fingerprint)
         store.repair_tail()
     store.write(FINGERPRINT, fingerprint)
     store.write(CONFIG, config)
-    return store.rows()
+    return store.rows(), fingerprint
 
 
 def _grader_for(grading: str):
@@ -414,7 +441,11 @@ class _Run:
     """The generation half of `evaluate`: planned batches in, rows out, through one Pair."""
 
     def __init__(self, partners: Partners, benches: dict, protocols: list[str], spec: EvalSpec, score_fn,
-                 extract_fn, progress: bool):  # fmt: skip
+                 extract_fn, progress: bool, ranks: Ranks | None = None):  # fmt: skip
+        # several processes (a launch of N): rank 0 plans, writes and generates its share; the others
+        # generate theirs (`serve`) and hand the rows over through `ranks`
+        self.ranks = ranks or Ranks()
+        self._told: set[str] = set()  # what rank 0 has announced (so a failure reaches whoever still waits)
         self.partners, self.tokenizer, self.junior_tokenizer = partners, partners.tokenizer, partners.junior_tokenizer
         self.benches, self.protocols, self.spec = benches, protocols, spec
         self.score_fn, self.extract_fn, self.progress = score_fn, extract_fn, progress
@@ -466,23 +497,32 @@ class _Run:
 
     def generate(self, store: EvalDir, old_rows: list[dict]) -> list[dict]:
         """Generate every planned batch that lacks a row; return this plan's rows in plan order. Batches
-        run grouped by the engine they need (each engine built once, the last closed before the next)."""
-        have = {_row_key(r): r for r in old_rows}
-        in_file = len(old_rows)
+        run grouped by the engine they need (each engine built once, the last closed before the next).
+        Finished rows of another plan (another --limit, --n or --suite) are never dropped: they move to
+        samples-other-plans.jsonl, and a plan that asks for them again takes them back."""
+        other = store.other_rows()
+        have = {_row_key(r): r for r in other}
+        have.update((_row_key(r), r) for r in old_rows)
+        in_file = [_row_key(r) for r in old_rows]  # the keys samples.jsonl holds, in order
         total = sum(len(b.keys) for b in self.benches.values()) * len(self.protocols) * self.spec.n
         bar = tqdm(total=total, desc="eval", disable=not self.progress, leave=False)
         plan = list(self.planned())
         order = list(ENGINE_STACKS.values())
-        todo = sorted((t for t in plan if any(k not in have for k in t[2])),
-                      key=lambda t: order.index(self.stacks(t[1].protocol)))  # stable: plan order within an engine
+        todo = sorted((j for j, t in enumerate(plan) if any(k not in have for k in t[2])),
+                      key=lambda j: order.index(self.stacks(plan[j][1].protocol)))  # stable: plan order within an engine
+        self.announce(("todo", todo))
+        todo = [plan[j] for j in todo]
         bar.update(total - sum(len(batch.items) for _, batch, _ in todo))
-        for b, batch, keys in todo:
+        for i, (b, batch, keys) in enumerate(todo):
             # The whole batch, so a resumed batch has the same batch-mates (and the same
             # scoring padding) as the first time; only its missing rows are written.
-            new = self._batch_rows(self._pair(self.stacks(batch.protocol)), b, batch)
+            if self.ranks.owner(i) == self.ranks.rank:
+                new = self._batch_rows(self._pair(self.stacks(batch.protocol)), b, batch)
+            else:  # another process generated it (its share: every size-th batch of todo)
+                new = self.ranks.take(f"batch/{i}")
             new = [r for r, k in zip(new, keys, strict=True) if k not in have]
             store.append(new)
-            in_file += len(new)
+            in_file += [_row_key(r) for r in new]
             have.update((_row_key(r), r) for r in new)
             bar.set_postfix_str(f"{batch.benchmark}/{batch.protocol}", refresh=False)
             bar.update(len(batch.items))
@@ -491,9 +531,49 @@ class _Run:
         if self.score_later:
             self.close()  # generation is done: the engine goes before the scorers load
         rescored = self._rescore_missing(plan_rows) if self.want_scores else False
-        if rescored or in_file != len(plan_rows):
-            store.rewrite(plan_rows)  # drop rows of other plans (another --limit or --n), keep new scores
+        planned = {_row_key(r) for r in plan_rows}
+        others = [r for k, r in have.items() if k not in planned]
+        if rescored or len(in_file) != len(planned) or set(in_file) != planned or len(others) != len(other):
+            store.rewrite(plan_rows, others)  # samples.jsonl: this plan's rows (with new scores); the rest aside
+            moved = sum(_row_key(r) not in planned for r in old_rows)
+            if moved:
+                print(f"kept {moved} finished sample(s) of another plan (another --limit, --n or --suite) in "
+                      f"{store.other_samples}; a run that plans them again takes them back", file=sys.stderr)
         return plan_rows
+
+    def serve(self) -> dict:
+        """A process other than rank 0: generate this rank's share of the batches rank 0 planned (every
+        size-th one of its todo list, in its order), hand each batch's rows over, close the engine, and
+        return the results rank 0 wrote."""
+        kind, value = self.ranks.hear("start")
+        if kind == "done":
+            return value
+        plan = list(self.planned())
+        todo = [plan[j] for j in value]
+        try:
+            for i in range(self.ranks.rank, len(todo), self.ranks.size):
+                b, batch, _ = todo[i]
+                self.ranks.put(f"batch/{i}", self._batch_rows(self._pair(self.stacks(batch.protocol)), b, batch))
+        except BaseException as e:
+            self.ranks.fail(f"batch/{i}", _failure(e))
+            raise
+        finally:
+            self.close()
+        return self.ranks.hear("results")[1]
+
+    def announce(self, message: tuple, key: str = "start") -> None:
+        """Rank 0 tells the other processes (nothing to do for one process)."""
+        if self.ranks.size > 1 and key not in self._told:
+            self._told.add(key)
+            self.ranks.announce(key, message)
+
+    def announce_failure(self, e: BaseException) -> None:
+        """Rank 0 failed: every process still waiting for it hears why, instead of waiting."""
+        if self.ranks.size > 1:
+            for key in ("start", "results"):
+                if key not in self._told:
+                    self._told.add(key)
+                    self.ranks.fail(key, _failure(e), everyone=True)
 
     def _pair(self, stacks: tuple[str, ...] = ("senior", "junior")):
         """The Pair for `stacks`, built once per set (`Partners.build`; the previous one is closed first);

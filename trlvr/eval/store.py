@@ -1,6 +1,9 @@
 """The evaluation directory on disk: its sample store, its metadata files and its lock.
 
     DIR/samples.jsonl     one row per completion, appended and fsynced per finished batch
+    DIR/samples-other-plans.jsonl  finished rows of another plan (another --limit, --n or --suite),
+                          moved out of samples.jsonl when a run finishes and taken back by a run that
+                          plans them again (never read as the evaluation's samples)
     DIR/fingerprint.json  everything that determined the samples (see `trlvr.eval.fingerprint`)
     DIR/config.json       the run's settings, written once the run holds the lock
     DIR/per_problem.json  {benchmark: {metric: {problem_id: value}}}
@@ -27,7 +30,7 @@ from pathlib import Path
 from trlvr import rundir
 from trlvr.data import read_jsonl
 from trlvr.errors import UserError
-from trlvr.rundir import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, SAMPLES
+from trlvr.rundir import CONFIG, FINGERPRINT, OTHER_SAMPLES, PER_PROBLEM, RESULTS, SAMPLES
 from trlvr.rundir import write_record as write_json
 
 __all__ = ["CONFIG", "FINGERPRINT", "PER_PROBLEM", "RESULTS", "SAMPLES", "BY", "EvalDir", "read_json", "read_samples",
@@ -74,6 +77,14 @@ class EvalDir:
     def rows(self) -> list[dict]:
         return read_samples(self.samples)
 
+    @property
+    def other_samples(self) -> Path:
+        return self.path / OTHER_SAMPLES
+
+    def other_rows(self) -> list[dict]:
+        """Finished rows of other plans of this evaluation, kept aside (`rewrite`)."""
+        return read_samples(self.other_samples)
+
     def has_samples(self) -> bool:
         return self.samples.exists() and self.samples.stat().st_size > 0
 
@@ -114,16 +125,26 @@ class EvalDir:
             f.flush()
             os.fsync(f.fileno())
 
-    def rewrite(self, rows: list[dict]) -> None:
-        """Replace samples.jsonl with `rows` atomically."""
+    def rewrite(self, rows: list[dict], other: list[dict] | None = None) -> None:
+        """Replace samples.jsonl with `rows` atomically; `other` (rows of other plans) replaces
+        samples-other-plans.jsonl first, so a kill between the two leaves a row in both, never in neither."""
         self._need_lock()
-        tmp = self.path / (SAMPLES + ".tmp")
+        if other is not None:
+            if other:
+                self._replace(self.other_samples, other)
+            else:
+                self.other_samples.unlink(missing_ok=True)
+        self._replace(self.samples, rows)
+
+    @staticmethod
+    def _replace(path: Path, rows: list[dict]) -> None:
+        tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, self.samples)
+        os.replace(tmp, path)
 
     def write(self, name: str, obj: dict) -> None:
         self._need_lock()

@@ -25,6 +25,7 @@ from trlvr.errors import UserError
 from trlvr.eval.aggregate import metric_specs, problem_table
 from trlvr.eval.suite import protocol_of_metric, protocols_for
 from trlvr.provenance import path_for_record
+from trlvr.ranks import Ranks
 from trlvr.rundir import CHECKPOINT, FINAL, PREEMPT_MARK, SELECTED_FILE
 
 __all__ = ["Candidate", "Selection", "select_checkpoint", "list_checkpoints", "pick", "suite_for", "check_metric",
@@ -187,6 +188,8 @@ def select_checkpoint(
            "keys": sorted(problem_key(p) for p in val_problems)}  # fmt: skip
     sel = Selection(best["step"], best["path"], metric, direction, best["value"], best["ci_low"], best["ci_high"],
                     val, table)  # fmt: skip
+    if not Ranks.current().writer:  # several processes evaluated it; rank 0 alone records the choice
+        return sel
     out_root.mkdir(parents=True, exist_ok=True)
     (out_root / "selection.json").write_text(json.dumps(stored(sel, out_root), indent=2))
     (out_root / "table.md").write_text(format_table(sel))
