@@ -91,6 +91,19 @@ def row_metrics(eval_dir: Path, pattern: str) -> dict:
     return out
 
 
+def no_notation_reason(checks: dict[str, dict]) -> str:
+    """What the failure of every notation says: the junior reads them (no gap anywhere), or the SFT did not
+    make the senior the rule asks for (a notation with a gap failed on jargon or solo accuracy)."""
+    failed = {n: [c for c in ("gap", "jargon", "solo") if not ch[f"{c}_ok"]] for n, ch in checks.items()}
+    if all(f == ["gap"] for f in failed.values()):
+        return "every notation kept the jargon and the accuracy, and none lost the team 8 points: the junior reads them"
+    with_gap = [n for n, ch in checks.items() if ch["gap_ok"]]
+    parts = "; ".join(f"{n} fails {', '.join(f)}" for n, f in failed.items())
+    return (f"{parts}. The junior does not read every notation ({', '.join(with_gap) or 'none'} lost the team "
+            f">= {RULE['min_gap']} points), but no SFT'd senior kept the plain senior's accuracy with a jargon rate "
+            "inside the registered band: the pilot made no senior the study can start from")
+
+
 def decide(table: dict[str, dict]) -> dict:
     """The rule over {row: metrics}: the largest-gap notation, whether it qualifies, and which do."""
     plain = table.get("plain")
@@ -121,7 +134,7 @@ def decide(table: dict[str, dict]) -> dict:
         why = (f"the largest gap ({largest}) fails a condition; {decision} is the qualifying notation with the "
                "largest gap (the rule read as 'the largest gap among those that meet the conditions')")
     else:
-        decision, why = "none", "no notation meets the rule: stop and report it (the junior reads the notation)"
+        decision, why = "none", "no notation meets the rule: stop and report it; " + no_notation_reason(checks)
     return {"decision": decision, "largest_gap": largest, "qualifying": qualifying, "checks": checks, "why": why}
 
 

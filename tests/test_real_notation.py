@@ -293,7 +293,17 @@ def test_pilot_rule(tmp_path):
     dec = P.decide(table)
     assert dec["largest_gap"] == "cipher" and not dec["checks"]["cipher"]["qualifies"]  # solo and jargon fail
     assert dec["decision"] == "spaced" and dec["qualifying"] == ["spaced"]  # compact's gap is 5 < 8
-    assert P.decide({**table, "spaced": row(38, 26, 90)})["decision"] == "none"
+    none = P.decide({**table, "spaced": row(38, 26, 90)})
+    assert none["decision"] == "none" and "the junior reads them" not in none["why"]  # cipher lost 25 points
+    assert "cipher fails jargon, solo" in none["why"] and "cipher lost the team" in none["why"]
+    read = {"plain": row(40, 30, 0), **{n: row(40, 28, 80) for n in ("spaced", "compact", "cipher")}}
+    assert P.decide(read)["why"].endswith("none lost the team 8 points: the junior reads them")
+    # the pilot's own table (runs/notation-pilot, 2026-12-04): every notation at 100% jargon, solo down
+    pilot = {"plain": row(81.0, 37.5, 0.0), "spaced": row(71.5, 29.0, 100.0), "compact": row(61.5, 41.5, 100.0),
+             "cipher": row(4.5, 20.0, 100.0)}
+    dec = P.decide(pilot)
+    assert dec["decision"] == "none" and dec["largest_gap"] == "cipher"
+    assert "spaced fails jargon, solo; compact fails gap, jargon, solo; cipher fails jargon, solo" in dec["why"]
     assert P.decide({"plain": row(40, 30, 0)})["decision"] == "pending"
 
 

@@ -72,7 +72,7 @@ def _bad(tmp_path: Path, name: str) -> dict[str, tuple]:
         "split vs holdout": (('val: "split:20"', 'val: "split:80"'), "selection.val",
                              "--val split:80: the run held out 20 problems, not 80; use --val split:20"),
         "selection n 0": (("metric: handoff/pass@1, n: 2", "metric: handoff/pass@1, n: 0"), "selection.n",
-                          "--n: expected an integer in [1, 10000], got '0'"),
+                          "--n/--samples: expected an integer in [1, 10000], got '0'"),
         "dtype": (("limit: 30}", "limit: 30, dtype: fp16}"), "evaluation.dtype", "invalid choice: 'fp16'"),
         "missing evaluation file": (("data: test,", f"data: toy={missing},"), "evaluation.data", str(missing)),
         "unparseable gold": (("data: test,", f"data: toy={bad_gold},"), "evaluation.data", "row 3: answer not parseable"),

@@ -25,11 +25,12 @@ from typing import Any
 import yaml
 
 from trlvr import kinds as K
+from trlvr.engine.capabilities import Plan, check_capabilities
 from trlvr.engine.options import DECODE_MODES, check_decoding
 from trlvr.engine.schedules import SCHEDULES as ENGINE_SCHEDULES
 from trlvr.engine.schedules import schedule_fields, settings_for
 from trlvr.errors import UserError
-from trlvr.memory import parse_size
+from trlvr.memory import GPU_MEMORY
 from trlvr.models import DEVICE, check_device
 
 ARMS = ("tandem", "grpo")
@@ -114,22 +115,12 @@ class TandemConfig:
             bad("compile", "true needs decode: static or auto (the eager cache changes shape every step)")
         if self.pairing not in ("auto", "lockstep", "text"):
             bad("pairing", "must be auto, lockstep or text")
-        if self.pairing == "text" and self.junior == "self":
-            bad("pairing", "text needs a junior with its own tokenizer; junior: self shares the senior's")
-        if self.junior_device is not None and self.junior == "self":
-            bad("junior_device", "junior: self shares the senior's weights, so it runs on the senior's device")
         if self.backend not in ("hf", "vllm"):
             bad("backend", "must be hf or vllm")
-        if self.backend == "vllm":
-            if self.pairing == "text":
-                bad("backend", "vllm runs pairs with one shared vocabulary; text pairing runs on backend hf")
-            if self.junior_device is not None:
-                bad("backend", "vllm holds both models in one engine; junior_device is backend hf's")
-        if self.gpu_memory is not None:
-            try:
-                parse_size(self.gpu_memory)
-            except UserError as e:
-                bad("gpu_memory", str(e).split(": ", 1)[-1])
+        # what the pairing asked for and the backend can run together (the rest waits for the tokenizers:
+        # trlvr.training.build.check_pairing), judged where every run's capabilities are
+        check_capabilities(Plan("train", "self" if self.junior == "self" else None, self.backend,
+                                requested=self.pairing, junior_device=self.junior_device is not None))  # fmt: skip
         if self.holdout < 0:
             bad("holdout", "must be >= 0")
         if not self.preempt_grace_s > 0:
@@ -176,7 +167,7 @@ FIELD_KINDS = {
     "reward": K.TEXT, "max_prompt_length": K.COUNT, "nonfinite_patience": K.COUNT,
     "preempt_grace_s": K.POSITIVE_FLOAT,  # finite: the watchdog waits it out
     "refuse_lossy_prompts": K.SWITCH, "decode": K.choice(*DECODE_MODES), "compile": K.SWITCH_OR_AUTO,
-    "junior_device": DEVICE, "pairing": K.choice("auto", "lockstep", "text"), "gpu_memory": K.TEXT,
+    "junior_device": DEVICE, "pairing": K.choice("auto", "lockstep", "text"), "gpu_memory": GPU_MEMORY,
     "backend": K.choice("hf", "vllm"), "holdout": K.NONNEG,
     "holdout_seed": K.ANY_INT,  # seeds a content hash (trlvr.data.splits): any integer is one
     "use_peft": K.SWITCH, "lora_r": K.COUNT, "lora_alpha": K.COUNT, "lora_dropout": K.DROPOUT,

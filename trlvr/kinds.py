@@ -200,10 +200,13 @@ OUT_FILE = Kind("output file", "file", "a file to write (not a directory, nor un
                 check=_out_file)  # fmt: skip
 
 
-def text_kind(name: str, expected: str, check: Callable[[str], str | None]) -> Kind:
-    """A non-empty text that `check` judges (None: good; else why not, in one line). A layer that knows the
-    rule defines its own (`trlvr.models.DEVICE`: a device on this machine); this module imports no trlvr."""
-    return Kind(name, "text", expected, _text, _filled, check=check)
+def text_kind(name: str, expected: str, check: Callable[[str], str | None],
+              finish: Callable[[str], Any] | None = None) -> Kind:  # fmt: skip
+    """A non-empty text that `check` judges (None: good; else why not, in one line), handed on as `finish`
+    makes it (default: the text itself). A layer that knows the rule defines its own (`trlvr.models.DEVICE`:
+    a device on this machine; `trlvr.memory.GPU_MEMORY`: a memory size or a GPU name); this module imports
+    no trlvr."""
+    return Kind(name, "text", expected, _text, _filled, check=check, finish=finish)
 
 
 CONTEXT = Kind("context length", "int", "an integer in [0, 2**63 - 1] or 'auto'", lambda t: "auto" if t == "auto" else _int(t),

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from trlvr import kinds as K
 from trlvr.errors import UserError
 
 KNOWN_CONFIGS = Path(__file__).resolve().parent / "configs" / "models"
@@ -299,3 +300,18 @@ class MemoryPlan:
 
 def _gb(n: int | None) -> str:
     return "?" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def _size_problem(text: str) -> str | None:
+    try:
+        parse_size(text)
+    except UserError as e:  # "--gpu-memory 'x': expected a size ..." -> the rule alone
+        return str(e).split(": ", 1)[-1]
+    return None
+
+
+# A GPU's memory, as `--gpu-memory` and `gpu_memory:` take it (trlvr.memory.parse_size): a size such as 80GB or
+# 141GiB, or a GPU name such as H200. GPU_MEMORY keeps the text; GPU_BYTES hands on the bytes.
+_SIZE = "a size such as 80GB or 141GiB, or a GPU name such as H200"
+GPU_MEMORY = K.text_kind("memory size", _SIZE, _size_problem)
+GPU_BYTES = K.text_kind("memory size", _SIZE, _size_problem, finish=parse_size)

@@ -36,7 +36,9 @@ from trlvr.kinds import (
     UNIT,
     count,
 )
+from trlvr.memory import GPU_BYTES
 from trlvr.models import DEVICE
+from trlvr.ranks import Ranks
 
 SUITE_DEFAULT = ",".join(D.SUITE_NAMES)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
@@ -64,7 +66,8 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, type=TEXT, help="comma-separated benchmark sources, each [name=]source")
     p.add_argument("--split", type=TEXT, default=None, help="dataset split passed to load_problems")
     p.add_argument("--limit", type=COUNT, default=None, help="first N problems of each benchmark")
-    p.add_argument("--n", type=count(D.MAX_N), default=D.N, help="samples per problem and protocol")
+    p.add_argument("--n", "--samples", dest="n", type=count(D.MAX_N), default=D.N,
+                   help="samples per problem and protocol (--samples: the same, for a launcher whose own flags take --n)")
     p.add_argument("--k", type=COUNTS, default=list(D.KS), help="pass@k values, comma-separated (each <= n)")
     p.add_argument("--suite", type=TEXT, default=SUITE_DEFAULT, help=f"comma-separated subset of {SUITE_DEFAULT}")
     p.add_argument(
@@ -123,7 +126,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true", help="start over: what --out holds moves into --out/replaced-<time>/ (nothing is deleted)")
     p.add_argument("--dry-run", action="store_true",
                    help="check every setting and print the engine's memory plan, then exit (nothing loads or is written)")
-    p.add_argument("--gpu-memory", type=gpu_size, default=None,
+    p.add_argument("--gpu-memory", type=GPU_BYTES, default=None,
                    help="with --dry-run: plan for this GPU (a size such as 80GB, or a name such as H200); default: this machine's")
     return p
 
@@ -199,15 +202,6 @@ def check_out(out: str) -> None:
     check_dir_path(out, "--out")
 
 
-def gpu_size(text: str) -> int:
-    from trlvr.memory import parse_size
-
-    try:
-        return parse_size(text)
-    except UserError as e:
-        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[-1]) from None
-
-
 def dry_run(args, sources: dict) -> int:
     """Every check `trlvr eval` makes before a model loads, then the engine's `memory plan` (refused in one
     line when it cannot start on backend vllm); nothing is loaded or written."""
@@ -217,6 +211,7 @@ def dry_run(args, sources: dict) -> int:
     senior = args.senior.replace("{seed}", str(args.seeds[0])) if args.seeds else args.senior
     one, spec, senior_spec = checked(args, senior, args.out)
     benchmarks, _ = _benchmarks(one, sources)
+    check_run(one, spec, senior_spec, benchmarks, sources)
     models = ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, dtype=args.dtype, backend=args.backend)
     plan = eval_plan(models, benchmarks, spec, args.gpu_memory if args.gpu_memory is not None else device_memory())
     if args.backend == "vllm":
@@ -248,14 +243,21 @@ def main(args) -> int:
     check_out(group_dir)
     runs = {s: checked(args, template.replace("{seed}", str(s)), str(Path(group_dir) / f"seed-{s}")) for s in args.seeds}
     benchmarks = _benchmarks(args, sources)  # every seed's senior and settings, and the data, checked first
-    if args.fresh:  # start over: the whole group, so no seed folder of an earlier group stays beside it
+    for one, spec, senior_spec in runs.values():  # and what each seed's pair can run
+        check_run(one, spec, senior_spec, benchmarks[0], sources)
+    writer = Ranks.current().writer  # several processes of a launch: rank 0 alone writes the group's files
+    if args.fresh and writer:  # start over: the whole group, so no seed folder of an earlier group stays beside it
         from trlvr.rundir import set_aside
 
         set_aside(group_dir)
-    start_group(group_dir, args.seeds, template)  # the group is these seeds, whatever else OUT holds
+    if writer:
+        start_group(group_dir, args.seeds, template)  # the group is these seeds, whatever else OUT holds
     for s, run in runs.items():
-        print(f"== seed {s}")
+        if writer:
+            print(f"== seed {s}")
         evaluate_one(*run, sources, benchmarks)
+    if not writer:
+        return 0
     summary = write_group_summary(group_dir, args.seeds)
     print(format_group(summary))
     print(f"wrote {group_dir}/group.json")
@@ -285,16 +287,67 @@ def evaluate_one(args, spec: EvalSpec, senior_spec: str, sources: dict, benchmar
     from trlvr.eval.api import ModelSpec, evaluate_specs
     from trlvr.eval.format import format_summary
 
-    benchmarks, identities = benchmarks or _benchmarks(args, sources)
+    if benchmarks is None:  # a seed group loaded them, and checked every seed's run, before its first
+        benchmarks = _benchmarks(args, sources)
+        check_run(args, spec, senior_spec, benchmarks[0], sources)
+    benchmarks, identities = benchmarks
     models = ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, dtype=args.dtype, device=args.device,
                        junior_device=args.junior_device if spec.needs_junior else None,  # solo: no junior loads
                        pairing=args.pairing, backend=args.backend)  # fmt: skip
     res = evaluate_specs(models, benchmarks, spec, args.out, data_identities=identities, data_sources=sources,
                          progress=not args.no_progress, fresh=args.fresh, refuse_lossy=args.refuse_lossy_prompts)
+    if not Ranks.current().writer:  # another process of a launch: rank 0 reports what it wrote
+        return 0
     print(format_summary(res))
     print_notes(res)
     print(f"wrote {args.out}/{rundir.RESULTS} and {args.out}/{rundir.SAMPLES}")
     return 0
+
+
+def check_run(args, spec: EvalSpec, senior_spec: str, benchmarks: dict, sources: dict) -> dict[str, str]:
+    """The evaluation's capabilities (`trlvr.engine.capabilities`, the one place), before any model loads:
+    the suite's protocols and metrics against the pairing the tokenizers give (lockstep, text, self, or
+    none for `--suite solo`) and the backend, the chat prompts against the tokenizers' templates, the toy
+    worlds of the models and the data. One line naming the flag; returns {metric: why undefined}.
+    `args.senior` is the resolved senior (`checked`), `senior_spec` as given (RUN@selected)."""
+    from trlvr.engine.capabilities import (
+        Plan,
+        chat_prompt_of,
+        check_capabilities,
+        has_chat_template,
+        worlds_of,
+    )
+    from trlvr.eval.api import check_self_junior, resolve_senior
+    from trlvr.eval.suite import parse_protocol, protocols_for
+    from trlvr.models import SELF, choose_pairing, is_adapter_dir, load_tokenizer, load_tokenizer_for
+
+    senior, record = args.senior, resolve_senior(senior_spec)[1]
+    junior = args.junior if spec.needs_junior else None
+    if junior == SELF and not is_adapter_dir(senior) and record is not None and record["step"] == 0:
+        junior = senior  # a `junior: self` run's starting senior (the base itself) was selected: it pairs with itself
+    if junior == SELF:
+        check_self_junior(senior)
+    tok_flag = f"--tokenizer {args.tokenizer}" if args.tokenizer else f"--senior {senior}"
+    tok = load_tokenizer(args.tokenizer, "--tokenizer") if args.tokenizer else load_tokenizer_for(senior, "--senior")
+    junior_tok, pairing = None, "none" if junior is None else "self" if junior == SELF else None
+    if pairing is None:
+        junior_tok = load_tokenizer_for(junior, "--junior")
+        pairing = choose_pairing(tok, junior_tok, args.pairing, names=("--senior", "--junior"))
+    problems = [p for ps in benchmarks.values() for p in ps]
+    chat = chat_prompt_of(problems)
+    templates = ((tok_flag, has_chat_template(tok)),) if chat else ()
+    if chat and pairing == "text":  # the junior renders the same messages with its own template
+        templates += ((f"--junior {junior}", has_chat_template(junior_tok)),)
+    schedules = tuple(parse_protocol(name).schedule(spec.handoff_max_rounds)
+                      for name in protocols_for(spec.suite, spec.dose_shares))  # fmt: skip
+    paths = {"--senior": senior, "--junior": None if junior in (None, SELF) else junior,
+             **{f"--data {name}": source for name, source in sources.items()}}  # fmt: skip
+    return check_capabilities(Plan(
+        "eval", pairing, args.backend, requested=args.pairing, schedules=schedules, suite=spec.suite,
+        junior_device=bool(args.junior_device) and junior is not None,
+        senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
+        worlds=worlds_of(paths),
+    ))  # fmt: skip
 
 
 def print_notes(res: dict) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 
 from trlvr import rundir
+from trlvr.ranks import Ranks
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
@@ -32,7 +33,8 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--direction", choices=["max", "min"], default=None, help="default: min for legibility/drift")
     p.add_argument("--junior", type=TEXT, default=None, help="junior folder (default: the run's junior)")
     p.add_argument("--limit", type=COUNT, default=None, help="first N validation problems")
-    p.add_argument("--n", type=count(D.MAX_N), default=4, help="samples per problem")
+    p.add_argument("--n", "--samples", dest="n", type=count(D.MAX_N), default=4,
+                   help="samples per problem (--samples: the same, for a launcher whose own flags take --n)")
     p.add_argument("--max-new-tokens", type=COUNT, default=D.MAX_NEW_TOKENS)
     p.add_argument("--temperature", type=NONNEG_FLOAT, default=D.DEFAULT_DECODING["temperature"])
     p.add_argument("--top-p", type=UNIT, default=D.DEFAULT_DECODING["top_p"])
@@ -60,8 +62,63 @@ def main(args) -> int:
                           batch_size=args.batch_size)  # fmt: skip
     models = ModelSpec("", args.junior, dtype=args.dtype, device=args.device, junior_device=args.junior_device,
                        backend=args.backend)  # fmt: skip
+    check_run(args, spec)
     sel = run_selection(args.run, how, spec, models, progress=not args.no_progress, fresh=args.fresh)
+    if not Ranks.current().writer:  # another process of a launch: rank 0 reports what it wrote
+        return 0
     print(f"selected step {sel.step} ({sel.path}): {sel.metric} = {sel.value:.4f} "
           f"[{sel.ci_low:.4f}, {sel.ci_high:.4f}] on {sel.val['size']} validation problems")  # fmt: skip
     print(f"wrote {args.run}/{rundir.SELECTED_FILE} and {args.run}/select/{sel.val['name']}/table.md, curve.png")
     return 0
+
+
+def check_run(args, spec) -> None:
+    """The selection's capabilities (`trlvr.engine.capabilities`, the one place), before the first checkpoint
+    is evaluated: --metric and its protocols against the pairing the run's checkpoints and junior give (and
+    the run's own pairing setting) and --backend, the validation data's chat prompts against the
+    tokenizers' templates, the toy worlds of the run, the junior and the validation data. What is missing
+    (no run record, no junior, no checkpoint, no validation file) is left to `run_selection`'s own line."""
+    from pathlib import Path
+
+    from trlvr.data import load_problems
+    from trlvr.data.sources import is_local
+    from trlvr.engine.capabilities import (
+        Plan,
+        chat_prompt_of,
+        check_capabilities,
+        has_chat_template,
+        worlds_of,
+    )
+    from trlvr.eval.suite import parse_protocol, protocols_for
+    from trlvr.experiments.select_run import read_run, split_size
+    from trlvr.experiments.selection import list_checkpoints
+    from trlvr.models import SELF, choose_pairing, is_adapter_dir, load_tokenizer_for
+
+    tandem = read_run(args.run).get("tandem", {})
+    junior = args.junior or tandem.get("junior")
+    if not junior:
+        return
+    senior = list_checkpoints(args.run)[0].path  # every checkpoint has the run's tokenizer
+    needs_junior = bool(set(spec.suite) - {"solo"})
+    tok = load_tokenizer_for(senior, "--senior")
+    junior_tok, pairing = None, "none" if not needs_junior else "self" if junior == SELF else None
+    if pairing is None:
+        junior_tok = load_tokenizer_for(junior, "--junior")
+        pairing = choose_pairing(tok, junior_tok, tandem.get("pairing", "auto"), names=(senior, "--junior"))
+    val = Path(args.run) / rundir.HOLDOUT_FILE if split_size(args.val) is not None else Path(args.val)
+    problems = list(load_problems(str(val), limit=args.limit)) if is_local(str(val)) and val.is_file() else []
+    chat = chat_prompt_of(problems)
+    templates = ((f"the run's checkpoint {senior}", has_chat_template(tok)),) if chat else ()
+    if chat and pairing == "text":
+        templates += ((f"--junior {junior}", has_chat_template(junior_tok)),)
+    schedules = tuple(parse_protocol(name).schedule(spec.handoff_max_rounds)
+                      for name in protocols_for(spec.suite, spec.dose_shares))  # fmt: skip
+    paths = {f"{args.run} (its checkpoints)": senior, "--junior": None if junior == SELF or not needs_junior else junior,
+             "--val": str(val)}  # fmt: skip
+    check_capabilities(Plan(
+        "select", pairing, args.backend, requested=tandem.get("pairing", "auto"), schedules=schedules,
+        suite=spec.suite, metrics=(args.metric,),
+        junior_device=bool(args.junior_device) and needs_junior and junior != SELF,
+        senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
+        worlds=worlds_of(paths),
+    ))  # fmt: skip

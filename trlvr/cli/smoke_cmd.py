@@ -16,51 +16,66 @@ import argparse
 
 import yaml
 
-from trlvr.errors import UserError
+from trlvr.kinds import COUNT, OUT_DIR, TEXT, Kind
+from trlvr.memory import GPU_MEMORY
+
+SCALARS = int | float | str | bool
 
 
 def _key_value(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
-    return key.strip(), yaml.safe_load(value) if value.strip() else value
-
-
-def _positive(text: str) -> int:
+        raise ValueError(text)
     try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return n
+        return key.strip(), yaml.safe_load(value) if value.strip() else value
+    except yaml.YAMLError:
+        raise ValueError(text) from None
+
+
+def _scalar(pair: tuple[str, object]) -> str | None:
+    return None if isinstance(pair[1], SCALARS) else "only scalar values (put the rest in the config file)"
+
+
+# a run-config key for both arms: `--set max_completion_length=256`
+KEY_VALUE = Kind("key=value", "text", "KEY=VALUE (a run-config key and a scalar value)", _key_value, check=_scalar)
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("smoke", help="a few steps of both arms + select + eval on the run's models: checks on one screen",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("--config", required=True, help="a recipe or run config (or a shipped config name)")
-    p.add_argument("--out", default="runs/smoke", help="the smoke directory (DIR/smoke.json)")
-    p.add_argument("--steps", type=_positive, default=2, help="optimizer steps per arm")
-    p.add_argument("--problems", type=_positive, default=8, help="training problems held out, selected and evaluated on")
-    p.add_argument("--gpu-memory", default=None, help="plan for this GPU (e.g. 80GB, H200); default: this machine's")
-    p.add_argument("--set", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--config", required=True, type=TEXT, help="a recipe or run config (or a shipped config name)")
+    p.add_argument("--out", type=OUT_DIR, default="runs/smoke", help="the smoke directory (DIR/smoke.json)")
+    p.add_argument("--steps", type=COUNT, default=2, help="optimizer steps per arm")
+    p.add_argument("--problems", type=COUNT, default=8, help="training problems held out, selected and evaluated on")
+    p.add_argument("--gpu-memory", type=GPU_MEMORY, default=None,
+                   help="plan for this GPU (a size such as 80GB, or a name such as H200); default: this machine's")
+    p.add_argument("--set", type=KEY_VALUE, action="append", default=[], metavar="KEY=VALUE",
                    help="a run-config key for both arms (repeatable), e.g. --set max_completion_length=256")
     return p
+
+
+def check_arms(config: str, out: str, steps: int, problems: int, overrides: dict) -> None:
+    """Every check of both arms' runs that needs no model (`trlvr train --dry-run`'s, capabilities included:
+    `trlvr.cli.train_cmd.check_run`), with the keys the smoke trains them with: before the first step, and
+    before an earlier smoke in --out is set aside."""
+    from pathlib import Path
+
+    from trlvr.cli.train_cmd import check_run
+    from trlvr.config import load_run_config
+
+    for arm in ("tandem", "grpo"):  # the keys `trlvr.experiments.smoke.run_smoke` gives each arm
+        keys = {**overrides, "arm": arm, "max_steps": steps, "save_steps": steps, "logging_steps": 1,
+                "holdout": problems, "output_dir": str(Path(out) / f"train-{arm}"), "report_to": "none"}  # fmt: skip
+        check_run(*load_run_config(config, keys))
 
 
 def main(args) -> int:
     from trlvr.cli.main import main as command
     from trlvr.config import resolve_config_path
     from trlvr.experiments.smoke import SmokeOptions, run_smoke
-    from trlvr.memory import parse_size
 
-    if args.gpu_memory is not None:
-        parse_size(args.gpu_memory)
+    config = str(resolve_config_path(args.config))
     overrides = dict(args.set)
-    for key, value in overrides.items():
-        if not isinstance(value, int | float | str | bool):
-            raise UserError(f"--set {key}: only scalar values (put the rest in the config file)")
-    opts = SmokeOptions(str(resolve_config_path(args.config)), args.out, args.steps, args.problems, args.gpu_memory,
-                        overrides)  # fmt: skip
+    check_arms(config, args.out, args.steps, args.problems, overrides)
+    opts = SmokeOptions(config, args.out, args.steps, args.problems, args.gpu_memory, overrides)
     return 0 if run_smoke(opts, command)["passed"] else 1

@@ -185,7 +185,8 @@ def _study_key(study, stage, message: str) -> str:
         stage.kind, (f"variants.{stage.variant}", {}))  # fmt: skip
     for key in sorted(keys, key=len, reverse=True):
         flag = "--" + ("k" if key == "k" else key.replace("_", "-"))
-        if f"{flag} " in message + " " or f"{flag}:" in message or message.startswith((f"{key} ", f"{key}:")):
+        if (f"{flag} " in message + " " or f"{flag}:" in message or f"{flag}/" in message
+                or message.startswith((f"{key} ", f"{key}:"))):  # "argument --n/--samples: ..." names --n too
             return f"{section}.{key}"
     if stage.kind == "select" and "split:" in message:
         return "selection.val"

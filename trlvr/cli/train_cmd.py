@@ -71,23 +71,33 @@ def dry_run(argv: list[str]) -> str:
     from trlvr.training.run import check_start
 
     check_start(grpo.output_dir, resume=options.resume, force=options.force)
+    note += check_run(tandem, grpo)
+    head = (f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
+            f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, output_dir {grpo.output_dir}")
+    return f"{head}\n{memory_plan(tandem, grpo, argv)}"
+
+
+def check_run(tandem, grpo) -> str:
+    """Every check of a parsed run config that needs no model (what `--dry-run` and `trlvr smoke` check
+    before any work): the dataset (read as training reads it), the reward, the model paths, and the run's
+    capabilities (`trlvr.training.build.check_pairing`: schedule, KL reference, chat prompts and toy
+    worlds against the pairing the two tokenizers give and the backend). Returns what was not checked
+    because it is not there yet ("; dataset not checked (not there yet)"), or ""."""
     from trlvr.errors import UserError
     from trlvr.training.build import resolve_reward
 
     if not tandem.dataset.strip():  # as training says it when it loads the data
         raise UserError("dataset: a training data source is required")
     resolve_reward(tandem.reward)  # the reward function imports without a model
-    note += _check_dataset(tandem)
+    note, problems = _check_dataset(tandem)
     _check_model_paths(tandem)
     if all(p == "self" or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):
         from trlvr.training.build import check_pairing
 
-        check_pairing(tandem)  # the schedule against the pairing the two tokenizers give
+        check_pairing(tandem, beta=grpo.beta, problems=problems)  # the run's capabilities, before any model
     else:
         note += "; pairing not checked (a model folder is not there yet)"
-    head = (f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
-            f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, output_dir {grpo.output_dir}")
-    return f"{head}\n{memory_plan(tandem, grpo, argv)}"
+    return note
 
 
 def memory_plan(tandem, grpo, argv: list[str]) -> str:
@@ -120,16 +130,17 @@ def _check_model_paths(tandem) -> None:
             check_dir_path(p, role)
 
 
-_CHECKED_DATASETS: set[tuple] = set()
+_CHECKED_DATASETS: dict[tuple, list] = {}
 
 
-def _check_dataset(tandem) -> str:
-    """A local dataset that is there is loaded as training loads it (rows and golds checked); one that is
-    not there yet (a study's world makes it) is noted, unless a file above it means it never can be."""
+def _check_dataset(tandem) -> tuple[str, list | None]:
+    """A local dataset that is there is loaded as training loads it (rows and golds checked): ("", its
+    problems); one that is not there yet (a study's world makes it) is noted, unless a file above it
+    means it never can be: ("; dataset not checked (not there yet)", None); a hub dataset: ("", None)."""
     from trlvr.data.sources import is_local
 
     if not is_local(tandem.dataset):
-        return ""  # a hub name or reasoning-gym spec: read when the run starts
+        return "", None  # a hub name or reasoning-gym spec: read when the run starts
     path = Path(tandem.dataset).expanduser()
     if path.exists():
         from trlvr.training.build import load_training_problems
@@ -138,13 +149,13 @@ def _check_dataset(tandem) -> str:
         key = (str(path.resolve()), st.st_mtime_ns, st.st_size, tandem.dataset_split, tandem.dataset_limit,
                tandem.holdout, tandem.holdout_seed)  # fmt: skip
         if key not in _CHECKED_DATASETS:  # a study plans many runs on one file: it is read once
-            load_training_problems(tandem)
-            _CHECKED_DATASETS.add(key)
-        return ""
+            train, held = load_training_problems(tandem)
+            _CHECKED_DATASETS[key] = train + held
+        return "", _CHECKED_DATASETS[key]
     from trlvr.rundir import check_dir_path
 
     check_dir_path(path.parent, "dataset")  # under a file: it can never be made
-    return "; dataset not checked (not there yet)"
+    return "; dataset not checked (not there yet)", None
 
 
 def _has_config(path: str) -> bool:

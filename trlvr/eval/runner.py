@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 from trlvr.data import encode_prompt, prompt_for
 from trlvr.data.prompts import lossy_prompts, lost_characters
 from trlvr.data.schema import problem_key
-from trlvr.engine import make_pair
+from trlvr.engine import capabilities, make_pair
 from trlvr.engine.text_pair import text_nll
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
@@ -58,11 +58,8 @@ from trlvr.ranks import Ranks
 from trlvr.rewards import MathReward, extract_boxed, grading_mode, math_reward
 from trlvr.rewards.math_reward import default_reward
 
-UNDEFINED_FOR_TEXT_PAIRS = {
-    "drift/kl": "not defined for a text pair: KL(senior || junior) needs one vocabulary (the two models' "
-                "next-token distributions are over different ids)",
-    "loophole": "not computed for a text pair: the detector replays the lockstep word schedule on one vocabulary",
-}  # fmt: skip
+# what a text pair cannot define, and why (results.json's `undefined`): the capability check's own words
+UNDEFINED_FOR_TEXT_PAIRS = {m: why for m, (_, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()}
 RESULTS_VERSION = 3  # 3: per-sample `grading`; grading_stats counted from this run's samples
 GRADING_OUTCOMES = ("ok", "no_box", "timeout", "failure")
 __all__ = ["BUDGET_RULE", "Partners", "evaluate", "write_results", "grading_counts", "lossy_problems"]
@@ -266,7 +263,6 @@ def evaluate(
     `lossy_prompts` and warned about; `refuse_lossy` makes them an error.
     """
     protocols = protocols_for(spec.suite, spec.dose_shares)
-    suite = list(spec.suite)
     if score_fn is None:
         score_fn = _grader_for(spec.grading)
     grading = grading_name(score_fn)
@@ -350,8 +346,8 @@ def _evaluate_locked(run: _Run, store: EvalDir, fingerprint: dict, config: dict,
             extra = {"fingerprint": {k: v for k, v in fingerprint.items() if k != "problems"},
                      "grading_stats": grading_counts(rows), "loophole": loophole}  # fmt: skip
             if pairing == "text":
-                extra["undefined"] = {m: why for m, why in UNDEFINED_FOR_TEXT_PAIRS.items()
-                                      if m.split("/")[0] in suite or (m == "loophole" and "dose" in suite)}  # fmt: skip
+                extra["undefined"] = {m: why for m, (entry, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()
+                                      if entry in suite}  # fmt: skip
             return write_results(store.path, rows, config, num_resamples=spec.num_resamples, extra=extra)
     except BaseException:
         if created and not store.has_samples():

@@ -21,7 +21,15 @@ from trl import GRPOConfig
 
 from trlvr.config import TandemConfig
 from trlvr.data import encode_prompt, holdout_split, load_problems, prompt_for
-from trlvr.engine import Schedule, pair_class, unsupported_schedule
+from trlvr.engine import Schedule, pair_class
+from trlvr.engine.capabilities import (
+    KL_TO_JUNIOR,
+    Plan,
+    chat_prompt_of,
+    check_capabilities,
+    has_chat_template,
+    worlds_of,
+)
 from trlvr.errors import UserError
 from trlvr.models import choose_pairing, load_causal_lm, load_tokenizer
 from trlvr.rewards import check_golds, math_reward
@@ -83,32 +91,48 @@ def build_dataset(problems: list, tokenizer, max_prompt_length: int | None = Non
     return Dataset.from_list(rows)
 
 
-def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None) -> str | None:
-    """The run's pairing ("lockstep", "text"; None without a junior), after refusing in one line a
-    schedule that pairing cannot run on the run's backend, or a backend that is not installed
-    (`trlvr.engine.unsupported_schedule`): a run config is checked
-    before any model loads (`trlvr train --dry-run` too). Tokenizers load from the config's paths
-    when not given (cheap: no weights)."""
-    if tandem.backend != "hf":
-        pair_class(tandem.backend)  # installed? (one line when not)
+def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, beta: float = 0.0,
+                  problems: list | None = None) -> str | None:  # fmt: skip
+    """The run's pairing ("lockstep", "text"; None without a junior), after its capabilities are checked
+    (`trlvr.engine.capabilities`, the one place: the schedule, the KL reference and the chat prompts
+    against the pairing and the backend, the toy worlds of its models and data) and the backend is found
+    installed, in one line each. A run config is checked before any model loads (`trlvr train --dry-run`
+    too). Tokenizers load from the config's paths when not given (cheap: no weights); `beta` is the run's
+    KL coefficient (trl.GRPOConfig's), `problems` its training problems (None: not read yet)."""
+    kl_to_junior = beta > 0 and tandem.kl_ref == "junior"
+    uses_junior = bool(tandem.junior) and (tandem.arm == "tandem" or kl_to_junior)
     if not tandem.junior:
-        return None
-    if tandem.junior == SELF:
+        pairing = None
+    elif tandem.junior == SELF:
         pairing = "lockstep"
     else:
         senior_tok = senior_tok or load_tokenizer(tandem.senior, "senior")
         junior_tok = junior_tok or load_tokenizer(tandem.junior, "junior")
         pairing = choose_pairing(senior_tok, junior_tok, tandem.pairing)
-    if tandem.arm == "tandem":
-        name, settings = tandem.schedule_kwargs()
-        why = unsupported_schedule(Schedule.from_config(name, **settings), tandem.backend, pairing)
-        if why is not None:
-            raise UserError(f"schedule: {why}")
+    name, settings = tandem.schedule_kwargs()
+    templates = ()
+    if problems is not None and chat_prompt_of(problems) is not None:
+        senior_tok = senior_tok or load_tokenizer(tandem.senior, "senior")
+        templates = ((f"senior {tandem.senior}", has_chat_template(senior_tok)),)
+        if pairing == "text" and uses_junior:  # the junior renders the same messages with its own template
+            templates += ((f"junior {tandem.junior}", has_chat_template(junior_tok)),)
+    paths = {"senior": tandem.senior, "junior": tandem.junior if uses_junior and tandem.junior != SELF else None,
+             "dataset": tandem.dataset}  # fmt: skip
+    check_capabilities(Plan(
+        "train", ("self" if tandem.junior == SELF else pairing) if uses_junior else "none", tandem.backend,
+        requested=tandem.pairing, schedules=(Schedule.from_config(name, **settings),),
+        metrics=(KL_TO_JUNIOR,) if kl_to_junior else (), junior_device=tandem.junior_device is not None,
+        chat_prompt=None if problems is None else chat_prompt_of(problems), templates=templates,
+        worlds=worlds_of(paths),
+    ))  # fmt: skip
+    if tandem.backend != "hf":
+        pair_class(tandem.backend)  # installed? (one line when not)
     return pairing
 
 
-def load_models(tandem: TandemConfig, args):
-    """(senior, junior or None, tokenizer, pairing): the ONE place a run loads its models.
+def load_models(tandem: TandemConfig, args, problems: list | None = None):
+    """(senior, junior or None, tokenizer, pairing): the ONE place a run loads its models, after its
+    capabilities are checked (`check_pairing`, with `problems`: the run's training problems).
 
     The junior is loaded only when rollouts need it and it is not TRL's KL reference (TRL loads
     that one); `junior: self` is the LoRA senior's base with adapters off (set up by the trainer).
@@ -124,13 +148,11 @@ def load_models(tandem: TandemConfig, args):
     junior, junior_tok = None, None
     if tandem.junior and tandem.junior != SELF:
         junior_tok = load_tokenizer(tandem.junior, "junior")
-    pairing = check_pairing(tandem, tokenizer, junior_tok)
+    pairing = check_pairing(tandem, tokenizer, junior_tok, beta=args.beta, problems=problems)
     senior = load_causal_lm(tandem.senior, "senior", **init)
     if junior_tok is not None:
         if tandem.arm == "tandem":
             log(f"pairing: {pairing} ({'one shared vocabulary, token by token' if pairing == 'lockstep' else 'two tokenizers, one shared text'})")
-        if pairing == "text" and args.beta > 0 and tandem.kl_ref == "junior":
-            raise UserError("kl_ref: junior needs one shared vocabulary; this pair is text-paired (set kl_ref: initial)")
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
         if tandem.arm == "tandem" and not kl_to_junior and tandem.backend == "hf":  # vllm loads its own
             junior = load_causal_lm(tandem.junior, "junior", dtype=senior.dtype)
@@ -158,7 +180,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
     if isinstance(args, dict):  # a plain dict of GRPOConfig fields (library callers)
         args = GRPOConfig(**args)
     train, held = load_training_problems(tandem)
-    senior, junior, tokenizer, pairing = load_models(tandem, args)
+    senior, junior, tokenizer, pairing = load_models(tandem, args, problems=train + held)
     dataset = build_dataset(train, tokenizer, tandem.max_prompt_length)
     if tandem.holdout:
         write_holdout(args.output_dir, held)
