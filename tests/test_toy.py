@@ -250,6 +250,12 @@ def test_reusing_a_world_of_another_jargon_is_refused(tmp_path):
     with pytest.raises(UserError, match=r"card.json: this toy world has jargon 'spaced', not 'compact'"):
         prepare_world(out, seed=0, from_scratch=True, progress=False,
                       config=dataclasses.replace(MINI_CONFIG, jargon="compact"))  # fmt: skip
+    # another seed or another setting: another world (other problems, other models), never this one reused
+    with pytest.raises(UserError, match=r"card.json: this toy world was made with other settings \(seed: 0 -> 1\)"):
+        prepare_world(out, seed=1, from_scratch=True, progress=False, config=MINI_CONFIG)
+    with pytest.raises(UserError, match=r"other settings \(config.n_train: 400 -> 300\)"):
+        prepare_world(out, seed=0, from_scratch=True, progress=False, config=dataclasses.replace(MINI_CONFIG, n_train=300))
+    assert prepare_world(out, seed=0, from_scratch=True, progress=False, config=MINI_CONFIG) == card  # the same: reused
 
 
 def test_mini_world_compact_jargon(tmp_path):

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from trlvr import rundir
 from trlvr.errors import UserError
 from trlvr.models import load_causal_lm, load_tokenizer
 from trlvr.toy import measure
@@ -274,6 +275,13 @@ def prepare_world(
         want = (config or WorldConfig()).jargon
         if have != want:
             raise UserError(f"{out / 'card.json'}: this toy world has jargon {have!r}, not {want!r}; "
+                            "use another --out")  # fmt: skip
+        # a world is its seed and its settings: another seed draws other problems and trains other models
+        wanted = json.loads(json.dumps({"seed": seed, "config": (config or WorldConfig()).to_json()}))
+        stored = {"seed": card.get("seed"), "config": {**wanted["config"], **card.get("config", {})}}
+        diffs = rundir.differences(stored, wanted)
+        if diffs:
+            raise UserError(f"{out / 'card.json'}: this toy world was made with other settings ({'; '.join(diffs)}); "
                             "use another --out")  # fmt: skip
         print(f"toy world at {out} is complete; reusing it")
         return card
