@@ -10,7 +10,7 @@ export OMP_NUM_THREADS=1 TRL_EXPERIMENTAL_SILENCE=1 VLLM_ENABLE_V1_MULTIPROCESSI
 PY=.venv-vllm/bin/python
 S=trlvr/toy/assets/senior
 printf 'def varied_reward(completions, **kwargs):\n    return [len(set(c)) / 10 for c in completions]\n' > "$W/mp_reward.py"
-"$PY" -c "from trlvr.toy.task import make_splits; from trlvr.toy.world import _rows, _write_jsonl; _write_jsonl('$W/train.jsonl', _rows(make_splits(64, 4, seed=0)[0]))"
+"$PY" -c "from pathlib import Path; from trlvr.toy.task import make_splits; from trlvr.toy.world import _rows, _write_jsonl; _write_jsonl(Path('$W/train.jsonl'), _rows(make_splits(64, 4, seed=0)[0]))"
 A=(train --config toy --senior $S --junior $S --dataset "$W/train.jsonl" --reward mp_reward:varied_reward --backend vllm
    --max_steps 3 --num_generations 4 --max_completion_length 16 --vllm_max_model_length 192 --learning_rate 1e-3
    --use_cpu true --save_steps 100)
