@@ -434,6 +434,35 @@ def test_eval_refuses_models_and_data_of_two_worlds(tmp_path, capsys, no_models,
     assert not (tmp_path / "ev").exists()
 
 
+def test_eval_refuses_a_junior_device_on_backend_vllm(tmp_path, capsys, no_models):
+    data = plain_data(tmp_path / "d.jsonl")
+    said = one_line(capsys, eval_argv(tmp_path, ASSETS / "senior", ASSETS / "junior", data, "--backend", "vllm",
+                                      "--junior-device", "cpu"))  # fmt: skip
+    assert "--backend: vllm holds both models in one engine; --junior-device is backend hf's" in said
+    assert not (tmp_path / "ev").exists()
+
+
+@pytest.mark.parametrize("case", ["chat prompts", "text pair on vllm", "two worlds"])
+def test_evaluate_specs_checks_the_capabilities_itself(tmp_path, no_models, worlds, case):
+    """The library path (`trlvr.eval.api.evaluate_specs`, which the demo and the studies' stages call too), not
+    only the command: refused before any model loads and before the output folder is made."""
+    from trlvr.eval.api import EvalSpec, ModelSpec, evaluate_specs, load_benchmarks
+
+    senior, junior, data = {
+        "chat prompts": (ASSETS / "senior", ASSETS / "junior", chat_data(tmp_path / "chat.jsonl")),
+        "text pair on vllm": (ASSETS / "senior", ASSETS / "junior-cross", plain_data(tmp_path / "d.jsonl")),
+        "two worlds": (worlds["w0"] / "senior", worlds["w0"] / "junior", worlds["w1"] / "data" / "test.jsonl"),
+    }[case]
+    said = {"chat prompts": "has no chat template", "text pair on vllm": "vllm runs pairs with one shared vocabulary",
+            "two worlds": "from toy world"}[case]  # fmt: skip
+    benchmarks, ids = load_benchmarks({"toy": str(data)})
+    models = ModelSpec(str(senior), str(junior), backend="vllm" if case == "text pair on vllm" else "hf")
+    with pytest.raises(UserError, match=said):
+        evaluate_specs(models, benchmarks, EvalSpec(n=1, ks=(1,), suite=("solo", "handoff"), max_new_tokens=2),
+                       tmp_path / "ev", data_identities=ids, data_sources={"toy": str(data)}, progress=False)  # fmt: skip
+    assert not (tmp_path / "ev").exists()
+
+
 def test_select_refuses_a_drift_metric_on_a_text_pair_before_the_first_checkpoint(tmp_path, capsys, monkeypatch):
     """Before: the first checkpoint was evaluated, then 'drift/kl is not in the results'."""
     import trlvr.experiments.select_run as select_run

@@ -288,8 +288,7 @@ def evaluate_one(args, spec: EvalSpec, senior_spec: str, sources: dict, benchmar
     from trlvr.eval.format import format_summary
 
     if benchmarks is None:  # a seed group loaded them, and checked every seed's run, before its first
-        benchmarks = _benchmarks(args, sources)
-        check_run(args, spec, senior_spec, benchmarks[0], sources)
+        benchmarks = _benchmarks(args, sources)  # the capabilities: evaluate_specs checks them first
     benchmarks, identities = benchmarks
     models = ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, dtype=args.dtype, device=args.device,
                        junior_device=args.junior_device if spec.needs_junior else None,  # solo: no junior loads
@@ -305,49 +304,13 @@ def evaluate_one(args, spec: EvalSpec, senior_spec: str, sources: dict, benchmar
 
 
 def check_run(args, spec: EvalSpec, senior_spec: str, benchmarks: dict, sources: dict) -> dict[str, str]:
-    """The evaluation's capabilities (`trlvr.engine.capabilities`, the one place), before any model loads:
-    the suite's protocols and metrics against the pairing the tokenizers give (lockstep, text, self, or
-    none for `--suite solo`) and the backend, the chat prompts against the tokenizers' templates, the toy
-    worlds of the models and the data. One line naming the flag; returns {metric: why undefined}.
-    `args.senior` is the resolved senior (`checked`), `senior_spec` as given (RUN@selected)."""
-    from trlvr.engine.capabilities import (
-        Plan,
-        chat_prompt_of,
-        check_capabilities,
-        has_chat_template,
-        worlds_of,
-    )
-    from trlvr.eval.api import check_self_junior, resolve_senior
-    from trlvr.eval.suite import parse_protocol, protocols_for
-    from trlvr.models import SELF, choose_pairing, is_adapter_dir, load_tokenizer, load_tokenizer_for
+    """The evaluation's capabilities before any model loads (`trlvr.eval.api.check_eval`, which
+    `evaluate_specs` runs too): for the dry run and for every seed of a group before the first."""
+    from trlvr.eval.api import ModelSpec, check_eval
 
-    senior, record = args.senior, resolve_senior(senior_spec)[1]
-    junior = args.junior if spec.needs_junior else None
-    if junior == SELF and not is_adapter_dir(senior) and record is not None and record["step"] == 0:
-        junior = senior  # a `junior: self` run's starting senior (the base itself) was selected: it pairs with itself
-    if junior == SELF:
-        check_self_junior(senior)
-    tok_flag = f"--tokenizer {args.tokenizer}" if args.tokenizer else f"--senior {senior}"
-    tok = load_tokenizer(args.tokenizer, "--tokenizer") if args.tokenizer else load_tokenizer_for(senior, "--senior")
-    junior_tok, pairing = None, "none" if junior is None else "self" if junior == SELF else None
-    if pairing is None:
-        junior_tok = load_tokenizer_for(junior, "--junior")
-        pairing = choose_pairing(tok, junior_tok, args.pairing, names=("--senior", "--junior"))
-    problems = [p for ps in benchmarks.values() for p in ps]
-    chat = chat_prompt_of(problems)
-    templates = ((tok_flag, has_chat_template(tok)),) if chat else ()
-    if chat and pairing == "text":  # the junior renders the same messages with its own template
-        templates += ((f"--junior {junior}", has_chat_template(junior_tok)),)
-    schedules = tuple(parse_protocol(name).schedule(spec.handoff_max_rounds)
-                      for name in protocols_for(spec.suite, spec.dose_shares))  # fmt: skip
-    paths = {"--senior": senior, "--junior": None if junior in (None, SELF) else junior,
-             **{f"--data {name}": source for name, source in sources.items()}}  # fmt: skip
-    return check_capabilities(Plan(
-        "eval", pairing, args.backend, requested=args.pairing, schedules=schedules, suite=spec.suite,
-        junior_device=bool(args.junior_device) and junior is not None,
-        senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
-        worlds=worlds_of(paths),
-    ))  # fmt: skip
+    models = ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, junior_device=args.junior_device,
+                       pairing=args.pairing, backend=args.backend)  # fmt: skip
+    return check_eval(models, benchmarks, spec, sources)
 
 
 def print_notes(res: dict) -> None:

@@ -24,11 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trlvr.data import load_problems, problem_key
+from trlvr.engine.capabilities import Plan, chat_prompt_of, check_capabilities, has_chat_template, worlds_of
 from trlvr.engine.schedules import JUNIOR, SoloSchedule
 from trlvr.errors import UserError
 from trlvr.eval.fingerprint import file_digest
 from trlvr.eval.plan import completion_budget
 from trlvr.eval.spec import EvalSpec
+from trlvr.eval.suite import parse_protocol, protocols_for
 from trlvr.memory import MemoryPlan, Stack, read_config
 from trlvr.models import (
     SELF,
@@ -46,7 +48,7 @@ from trlvr.provenance import path_for_record, path_from_record
 from trlvr.rewards import check_golds
 from trlvr.rundir import SELECTED_FILE, read_record
 
-__all__ = ["EvalSpec", "ModelSpec", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
+__all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
 
 
@@ -111,14 +113,9 @@ def load_benchmarks(sources: dict[str, str], split: str | None = None, limit: in
 
 
 def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, junior_tok) -> None:
-    """What backend vllm cannot evaluate, in one line, before anything loads."""
+    """That the backend is installed (what it cannot run was refused by `check_eval`)."""
     from trlvr.engine import pair_class
     pair_class(models.backend, "text" if junior_tok is not None else "lockstep")  # installed; one vocabulary
-    if is_adapter_dir(senior_path) or junior == SELF:
-        raise UserError(f"--backend {models.backend}: {senior_path} is a LoRA adapter folder; the engine loads full "
-                        "model folders (evaluate adapters with --backend hf)")  # fmt: skip
-    if models.junior_device:
-        raise UserError(f"--junior-device: backend {models.backend} holds both models in one engine")
 
 
 EVAL_ENGINE_SHARE = 0.9  # evaluation's vLLM engine: the GPU is its alone while it generates
@@ -246,6 +243,41 @@ class ModelSpec:
     backend: str = "hf"
 
 
+def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, sources: dict | None = None) -> dict:
+    """The evaluation's capabilities (`trlvr.engine.capabilities`, the one place), before any model loads:
+    the suite's protocols and metrics against the pairing the tokenizers give (lockstep, text, self, or
+    none for `--suite solo`) and the backend, the chat prompts against the tokenizers' templates, the toy
+    worlds of the models and the data (`sources`: benchmark -> file). One line naming the flag; returns
+    {metric: why undefined}."""
+    senior, record = resolve_senior(models.senior)
+    junior = models.junior if spec.needs_junior else None
+    if junior == SELF and not is_adapter_dir(senior) and record is not None and record["step"] == 0:
+        junior = senior  # a `junior: self` run's starting senior (the base itself) was selected: it pairs with itself
+    if junior == SELF:
+        check_self_junior(senior)
+    tok_flag = f"--tokenizer {models.tokenizer}" if models.tokenizer else f"--senior {senior}"
+    tok = load_tokenizer(models.tokenizer, "--tokenizer") if models.tokenizer else load_tokenizer_for(senior, "--senior")
+    junior_tok, pairing = None, "none" if junior is None else "self" if junior == SELF else None
+    if pairing is None:
+        junior_tok = load_tokenizer_for(junior, "--junior")
+        pairing = choose_pairing(tok, junior_tok, models.pairing, names=("--senior", "--junior"))
+    problems = [p for ps in benchmarks.values() for p in ps]
+    chat = chat_prompt_of(problems)
+    templates = ((tok_flag, has_chat_template(tok)),) if chat else ()
+    if chat and pairing == "text":  # the junior renders the same messages with its own template
+        templates += ((f"--junior {junior}", has_chat_template(junior_tok)),)
+    schedules = tuple(parse_protocol(name).schedule(spec.handoff_max_rounds)
+                      for name in protocols_for(spec.suite, spec.dose_shares))  # fmt: skip
+    paths = {"--senior": senior, "--junior": None if junior in (None, SELF) else junior,
+             **{f"--data {name}": source for name, source in (sources or {}).items()}}  # fmt: skip
+    return check_capabilities(Plan(
+        "eval", pairing, models.backend, requested=models.pairing, schedules=schedules, suite=spec.suite,
+        junior_device=bool(models.junior_device) and junior is not None,
+        senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
+        worlds=worlds_of(paths),
+    ))  # fmt: skip
+
+
 def evaluate_specs(
     models: ModelSpec,
     benchmarks: dict[str, list],
@@ -263,8 +295,10 @@ def evaluate_specs(
 
     Returns results.json's dict; its config records the resolved models (and, for `RUN@selected`,
     how the checkpoint was chosen and its overlap with the data evaluated here), the pairing and
-    the backend.
+    the backend. What the pairing and backend cannot run is refused first (`check_eval`), before any
+    model loads.
     """
+    check_eval(models, benchmarks, spec, data_sources)
     senior, junior, tokenizer, pairing = models.senior, models.junior, models.tokenizer, models.pairing
     dtype, device, junior_device = models.dtype, models.device, models.junior_device
     senior_path, record = resolve_senior(senior)
