@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
@@ -20,6 +22,21 @@ CORPUS = [
 
 def tiny_tokenizer(vocab_size: int = 320):
     return train_bpe_tokenizer(CORPUS, vocab_size=vocab_size)
+
+
+def save_tiny_models(root: Path, seeds: dict[str, int], hidden: int = 16, layers: int = 1) -> None:
+    """root/<name> for each name -> seed: a tiny Qwen3 with the tiny tokenizer, as save_pretrained writes them."""
+    tok = tiny_tokenizer()
+    for name, seed in seeds.items():
+        tiny_model("qwen3", len(tok), seed, hidden=hidden, layers=layers).save_pretrained(root / name)
+        tok.save_pretrained(root / name)
+
+
+def write_sum_problems(path: Path, n: int) -> Path:
+    """`path` holding n problems "What is i plus i?" (answer 2i), one JSON row each."""
+    path.write_text("".join(json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
+                            for i in range(n)))  # fmt: skip
+    return path
 
 
 def tiny_model(arch: str, vocab_size: int, seed: int, hidden: int = 64, layers: int = 2):

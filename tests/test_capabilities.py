@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import write_sum_problems
 
 import trlvr.engine.capabilities as caps
 from trlvr.engine.capabilities import (
@@ -337,9 +338,7 @@ def chat_data(path: Path) -> Path:
 
 
 def plain_data(path: Path) -> Path:
-    path.write_text("".join(json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
-                            for i in range(3)))  # fmt: skip
-    return path
+    return write_sum_problems(path, 3)
 
 
 def train_argv(tmp_path, senior, junior, data, *extra, dry=True) -> list[str]:

@@ -174,15 +174,11 @@ variants:
 def world(tmp_path_factory):
     """Tiny seniors and a junior, a 3-problem file, two finished evaluations (A, B), a fake training run
     (two checkpoints and its record), a study file, and a read-only folder holding copies of the inputs."""
-    from helpers import tiny_model, tiny_tokenizer
+    from helpers import save_tiny_models, write_sum_problems
 
     tmp = tmp_path_factory.mktemp("battery")
-    tok = tiny_tokenizer()
-    for name, seed in (("senior", 0), ("other", 2), ("junior", 1)):
-        tiny_model("qwen3", len(tok), seed, hidden=16, layers=1).save_pretrained(tmp / name)
-        tok.save_pretrained(tmp / name)
-    (tmp / "d.jsonl").write_text("".join(json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
-                                         for i in range(3)))  # fmt: skip
+    save_tiny_models(tmp, {"senior": 0, "other": 2, "junior": 1})
+    write_sum_problems(tmp / "d.jsonl", 3)
     common = ["eval", "--junior", str(tmp / "junior"), "--data", f"toy={tmp / 'd.jsonl'}", "--n", "1", "--k", "1",
               "--suite", "solo,handoff", "--max-new-tokens", "2", "--no-progress"]  # fmt: skip
     for name, senior in (("A", "senior"), ("B", "other")):

@@ -59,15 +59,11 @@ def _rows(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    from helpers import tiny_model, tiny_tokenizer
+    from helpers import save_tiny_models, write_sum_problems
 
     tmp = tmp_path_factory.mktemp("state")
-    tok = tiny_tokenizer()
-    for name, seed in (("senior-0", 0), ("senior-1", 3), ("junior", 1)):
-        tiny_model("qwen3", len(tok), seed, hidden=16, layers=1).save_pretrained(tmp / name)
-        tok.save_pretrained(tmp / name)
-    (tmp / "d.jsonl").write_text("".join(json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
-                                         for i in range(PROBLEMS)))  # fmt: skip
+    save_tiny_models(tmp, {"senior-0": 0, "senior-1": 3, "junior": 1})
+    write_sum_problems(tmp / "d.jsonl", PROBLEMS)
     return tmp
 
 

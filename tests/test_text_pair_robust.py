@@ -8,7 +8,7 @@ import json
 
 import pytest
 import torch
-from helpers import CORPUS, PROMPTS, tiny_model
+from helpers import CORPUS, PROMPTS, tiny_model, write_sum_problems
 
 from trlvr.engine import ChunkSchedule, Sampling, SoloSchedule, StepSchedule, TokenSchedule, WordSchedule
 from trlvr.engine.output import FINISH_REASONS
@@ -207,9 +207,7 @@ def test_trlvr_eval_on_a_text_pair_that_writes_bytes_the_senior_cannot_spell(tmp
         model.generation_config.eos_token_id = tok.eos_token_id
         model.save_pretrained(tmp_path / name)
         tok.save_pretrained(tmp_path / name)
-    data = tmp_path / "d.jsonl"
-    data.write_text("".join(json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
-                            for i in range(4)))  # fmt: skip
+    data = write_sum_problems(tmp_path / "d.jsonl", 4)
     code = main(["eval", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
                  "--data", f"toy={data}", "--n", "4", "--k", "1", "--suite", "solo,handoff,junior",
                  "--max-new-tokens", "24", "--batch-size", "16", "--no-progress", "--out", str(tmp_path / "out")])  # fmt: skip

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import tiny_model, tiny_tokenizer
+from helpers import save_tiny_models, write_sum_problems
 
 from trlvr.cli.main import main as cli
 from trlvr.errors import UserError
@@ -158,14 +158,8 @@ def test_force_refuses_a_folder_with_a_run_being_trained(toy, monkeypatch):
 
 
 def _eval_world(tmp: Path) -> list[str]:
-    tok = tiny_tokenizer()
-    for name, seed in (("senior", 0), ("junior", 1), ("other", 2)):
-        model = tiny_model("qwen3", len(tok), seed, hidden=32, layers=1)
-        model.save_pretrained(tmp / name)
-        tok.save_pretrained(tmp / name)
-    data = tmp / "d.jsonl"
-    data.write_text("".join(json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
-                            for i in range(3)))  # fmt: skip
+    save_tiny_models(tmp, {"senior": 0, "junior": 1, "other": 2}, hidden=32)
+    data = write_sum_problems(tmp / "d.jsonl", 3)
     return ["eval", "--junior", str(tmp / "junior"), "--data", f"toy={data}", "--n", "2", "--k", "1",
             "--suite", "solo", "--max-new-tokens", "4", "--no-progress", "--out", str(tmp / "out")]  # fmt: skip
 

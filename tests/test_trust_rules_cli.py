@@ -6,13 +6,12 @@ exit when stdout is closed (`| head -1`); tracebacks only with --verbose (or --d
 from __future__ import annotations
 
 import errno
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import tiny_model, tiny_tokenizer
+from helpers import save_tiny_models, write_sum_problems
 
 from trlvr.cli.main import EXIT_INTERRUPTED, EXIT_REFUSED, main
 
@@ -23,14 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def world(tmp_path_factory):
     """Two finished evaluations A and B (two seniors, one junior, the same settings) and the eval argv."""
     tmp = tmp_path_factory.mktemp("world")
-    tok = tiny_tokenizer()
-    for name, seed in (("senior", 0), ("other", 2), ("junior", 1)):
-        model = tiny_model("qwen3", len(tok), seed, hidden=32, layers=1)
-        model.save_pretrained(tmp / name)
-        tok.save_pretrained(tmp / name)
-    data = tmp / "d.jsonl"
-    data.write_text("".join(json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
-                            for i in range(3)))  # fmt: skip
+    save_tiny_models(tmp, {"senior": 0, "other": 2, "junior": 1}, hidden=32)
+    data = write_sum_problems(tmp / "d.jsonl", 3)
     common = ["eval", "--junior", str(tmp / "junior"), "--data", f"toy={data}", "--n", "2", "--k", "1",
               "--suite", "solo,handoff", "--max-new-tokens", "4", "--no-progress"]  # fmt: skip
     for name, senior in (("A", "senior"), ("B", "other")):

@@ -205,14 +205,14 @@ def check_out(out: str) -> None:
 def dry_run(args, sources: dict) -> int:
     """Every check `trlvr eval` makes before a model loads, then the engine's `memory plan` (refused in one
     line when it cannot start on backend vllm); nothing is loaded or written."""
-    from trlvr.eval.api import ModelSpec, eval_plan
+    from trlvr.eval.api import check_eval, eval_plan
     from trlvr.training.memory_plan import device_memory
 
     senior = args.senior.replace("{seed}", str(args.seeds[0])) if args.seeds else args.senior
     one, spec, senior_spec = checked(args, senior, args.out)
     benchmarks, _ = _benchmarks(one, sources)
-    check_run(one, spec, senior_spec, benchmarks, sources)
-    models = ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, dtype=args.dtype, backend=args.backend)
+    models = model_spec(one, spec, senior_spec)
+    check_eval(models, benchmarks, spec, sources)
     plan = eval_plan(models, benchmarks, spec, args.gpu_memory if args.gpu_memory is not None else device_memory())
     if args.backend == "vllm":
         plan.check(f"--backend {args.backend}")
@@ -236,6 +236,7 @@ def main(args) -> int:
         raise UserError("--seeds: put {seed} in --senior, e.g. --senior 'runs/toy-tandem/seed-{seed}@selected'")
     if len(set(args.seeds)) < 2:
         raise UserError(f"--seeds: a seed group needs at least 2 distinct seeds, got {args.seeds}")
+    from trlvr.eval.api import check_eval
     from trlvr.eval.format import format_group
     from trlvr.eval.groups import start_group, write_group_summary
 
@@ -244,7 +245,7 @@ def main(args) -> int:
     runs = {s: checked(args, template.replace("{seed}", str(s)), str(Path(group_dir) / f"seed-{s}")) for s in args.seeds}
     benchmarks = _benchmarks(args, sources)  # every seed's senior and settings, and the data, checked first
     for one, spec, senior_spec in runs.values():  # and what each seed's pair can run
-        check_run(one, spec, senior_spec, benchmarks[0], sources)
+        check_eval(model_spec(one, spec, senior_spec), benchmarks[0], spec, sources)
     writer = Ranks.current().writer  # several processes of a launch: rank 0 alone writes the group's files
     if args.fresh and writer:  # start over: the whole group, so no seed folder of an earlier group stays beside it
         from trlvr.rundir import set_aside
@@ -284,17 +285,15 @@ def _benchmarks(args, sources: dict) -> tuple[dict, dict]:
 
 
 def evaluate_one(args, spec: EvalSpec, senior_spec: str, sources: dict, benchmarks: tuple | None = None) -> int:
-    from trlvr.eval.api import ModelSpec, evaluate_specs
+    from trlvr.eval.api import evaluate_specs
     from trlvr.eval.format import format_summary
 
     if benchmarks is None:  # a seed group loaded them, and checked every seed's run, before its first
         benchmarks = _benchmarks(args, sources)  # the capabilities: evaluate_specs checks them first
     benchmarks, identities = benchmarks
-    models = ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, dtype=args.dtype, device=args.device,
-                       junior_device=args.junior_device if spec.needs_junior else None,  # solo: no junior loads
-                       pairing=args.pairing, backend=args.backend)  # fmt: skip
-    res = evaluate_specs(models, benchmarks, spec, args.out, data_identities=identities, data_sources=sources,
-                         progress=not args.no_progress, fresh=args.fresh, refuse_lossy=args.refuse_lossy_prompts)
+    res = evaluate_specs(model_spec(args, spec, senior_spec), benchmarks, spec, args.out, data_identities=identities,
+                         data_sources=sources, progress=not args.no_progress, fresh=args.fresh,
+                         refuse_lossy=args.refuse_lossy_prompts)  # fmt: skip
     if not Ranks.current().writer:  # another process of a launch: rank 0 reports what it wrote
         return 0
     print(format_summary(res))
@@ -303,14 +302,14 @@ def evaluate_one(args, spec: EvalSpec, senior_spec: str, sources: dict, benchmar
     return 0
 
 
-def check_run(args, spec: EvalSpec, senior_spec: str, benchmarks: dict, sources: dict) -> dict[str, str]:
-    """The evaluation's capabilities before any model loads (`trlvr.eval.api.check_eval`, which
-    `evaluate_specs` runs too): for the dry run and for every seed of a group before the first."""
-    from trlvr.eval.api import ModelSpec, check_eval
+def model_spec(args, spec: EvalSpec, senior_spec: str):
+    """The models of one evaluation as its flags name them (`trlvr.eval.api.ModelSpec`); a suite without a
+    junior puts none on a device."""
+    from trlvr.eval.api import ModelSpec
 
-    models = ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, junior_device=args.junior_device,
-                       pairing=args.pairing, backend=args.backend)  # fmt: skip
-    return check_eval(models, benchmarks, spec, sources)
+    return ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, dtype=args.dtype, device=args.device,
+                     junior_device=args.junior_device if spec.needs_junior else None, pairing=args.pairing,
+                     backend=args.backend)  # fmt: skip
 
 
 def print_notes(res: dict) -> None:

@@ -5,8 +5,9 @@
     check_capabilities(Plan("eval", pairing="text", suite=("solo", "drift")))   # {"drift/kl": "not defined ..."}
 
 A `Plan` is the facts of one run, gathered by its command (`trlvr.training.build.check_pairing` for
-training and `trlvr train --dry-run`, `trlvr.cli.eval_cmd.check_run` for `trlvr eval` and `trlvr
-select`); `check_capabilities` is the one place they are judged. It is pure: no file, no model.
+training and `trlvr train --dry-run`, `trlvr.eval.api.check_eval` for every evaluation, the first step of
+`evaluate_specs`, `trlvr.cli.select_cmd.check_run` for `trlvr select`); `check_capabilities` is the one
+place they are judged. It is pure: no file, no model.
 
 Pairings: lockstep (one vocabulary, token by token), text (two vocabularies, `trlvr.engine.text_pair`),
 self (a LoRA senior's base with its adapters off: lockstep on one copy of the weights), none (a senior

@@ -547,8 +547,7 @@ class _Run:
         plan = list(self.planned())
         todo = [plan[j] for j in value]
         try:
-            for i in range(self.ranks.rank, len(todo), self.ranks.size):
-                b, batch, _ = todo[i]
+            for i, (b, batch, _) in self.ranks.share(list(enumerate(todo))):
                 self.ranks.put(f"batch/{i}", self._batch_rows(self._pair(self.stacks(batch.protocol)), b, batch))
         except BaseException as e:
             self.ranks.fail(f"batch/{i}", _failure(e))
