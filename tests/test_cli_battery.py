@@ -427,6 +427,7 @@ def run_case(world, tmp_path, monkeypatch, capsys, cmd, opt, kind, label, text) 
     monkeypatch.chdir(case_dir)  # "" and relative paths land here, never in the repository
     _stubs(monkeypatch)
     argv, value = _argv(world, case_dir, cmd, opt, text)
+    before = {root: tree(root) for root in (case_dir, world["tmp"])}
     capsys.readouterr()
     reached = None
     try:
@@ -444,7 +445,32 @@ def run_case(world, tmp_path, monkeypatch, capsys, cmd, opt, kind, label, text) 
     assert code in (2, 74), (argv, code, err)
     assert len(lines) == 1, (argv, err)
     assert lines[0].startswith("trlvr ") and ": error: " in lines[0], lines[0]
+    for root, was in before.items():  # check, then write: a refusal leaves every folder as it found it
+        now = tree(root)
+        changed = sorted(set(was) ^ set(now) | {k for k in set(was) & set(now) if was[k] != now[k]})
+        assert not changed, f"{argv}: refused ({lines[0]}) but changed {root}: {changed[:5]}"
     return False, lines[0]
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root` (itself included) -> its bytes (None: a folder; "<unreadable>": no read
+    access); mtimes are not compared. A refused case must leave this unchanged."""
+    root = Path(root)
+    if not root.exists():
+        return {}
+    out: dict[str, bytes | None] = {".": None}
+    for p in root.rglob("*"):
+        key = str(p.relative_to(root))
+        if p.is_symlink():
+            out[key] = b"-> " + os.readlink(p).encode()
+        elif p.is_dir():
+            out[key] = None
+        else:
+            try:
+                out[key] = p.read_bytes()
+            except OSError:
+                out[key] = b"<unreadable>"
+    return out
 
 
 def _progress(line: str) -> bool:

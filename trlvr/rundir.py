@@ -3,6 +3,8 @@
     RUN_FILE, FINAL, SELECTED_FILE, RESULTS, ...   every file and folder name of a run or evaluation
                                              directory (no other module spells them)
     checkpoints(run), checkpoint_step(path)  the `checkpoint-N` folders of a training run, newest first
+    train_state(run), resume_plan(run, max_steps)   where a training directory stands (new, started,
+                                             finished) and what `--resume` does to it (`TrainState`)
     with lock(path, by="trlvr train"):       a second holder (any process) is refused: one line with the
         ...                                  first holder's pid and the flag to choose another directory
     read_record(path), write_record(path, obj)   a JSON record: bad JSON is one line naming the file;
@@ -47,6 +49,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -114,6 +117,62 @@ def check_dir_path(path: str | Path, flag: str) -> None:
         if q.exists() and not q.is_dir():
             where = "" if q == p else f" ({q}, above {path})"
             raise UserError(f"{flag} {path}: a file{where} is in the way; pass a directory")
+
+
+# ---- where a training directory stands ---------------------------------------------------------------
+
+TRAINER_STATE = "trainer_state.json"  # the Trainer's step counter, in final/ and in each checkpoint
+
+
+@dataclass(frozen=True)
+class TrainState:
+    """Where a training directory stands, read from its files (the one description of its states):
+
+        new        nothing of a run: no record, no checkpoint, no final/
+        started    a record or checkpoints, no final/ (running, killed, pre-empted or refused mid-way)
+        finished   final/ is there: `step` (its trainer_state.json's global_step) of `target` (max_steps)
+
+    The transitions (`trlvr train`): new -> started -> finished by training; started -> finished by
+    `--resume`; finished stays finished, byte for byte, under every command but `--force` (everything
+    is set aside: new) and an explicit extension (`--resume` with a larger max_steps: started again
+    from its newest checkpoint, which is kept); `resume_plan` says which a `--resume` is."""
+
+    stage: str  # "new", "started" or "finished"
+    step: int | None = None  # finished: final's global_step; started: the newest checkpoint's step
+    target: int | None = None  # finished: the max_steps final/ was trained to
+
+
+def _trainer_step(folder: Path) -> tuple[int | None, int | None]:
+    try:
+        state = json.loads((folder / TRAINER_STATE).read_text())
+        return int(state["global_step"]), int(state.get("max_steps") or state["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, None
+
+
+def train_state(run: str | Path) -> TrainState:
+    """The state of the training directory `run` (see `TrainState`)."""
+    run = Path(run)
+    if final_dir(run).is_dir():
+        return TrainState("finished", *_trainer_step(final_dir(run)))
+    found = checkpoints(run)
+    if found or (run / RUN_FILE).is_file():
+        return TrainState("started", checkpoint_step(found[0]) if found else None)
+    return TrainState("new")
+
+
+def resume_plan(run: str | Path, max_steps: int) -> str:
+    """What `trlvr train --resume --max_steps N` does to `run` (N <= 0: the run's own target), before
+    anything is written: "continue" (train from the newest complete checkpoint) or "done" (finished at
+    that target: nothing to train, nothing written). UserError when N is below a step the run reached."""
+    state = train_state(run)
+    reached = state.step
+    if reached is not None and 0 < max_steps < reached:
+        raise UserError(f"--resume --max_steps {max_steps}: {run} already reached step {reached}; "
+                        f"pass --max_steps {reached} or more (or --force to start over)")  # fmt: skip
+    if state.stage == "finished" and (max_steps <= 0 or max_steps == reached or reached is None):
+        return "done"
+    return "continue"
 
 
 # ---- one lock -----------------------------------------------------------------------------------------

@@ -206,12 +206,11 @@ def main(args) -> int:
     for tandem, run_args, seed in runs:
         desc = f"train {tandem.arm}" + (f" seed {seed}" if seed is not None else "")
         try:
-            final = train_and_save(tandem, run_args, resume=options.resume, force=options.force, desc=desc,
-                                   verbose=options.verbose, resume_command=again)
+            train_and_save(tandem, run_args, resume=options.resume, force=options.force, desc=desc,
+                           verbose=options.verbose, resume_command=again)  # says what it wrote, or why nothing
         except Preempted as e:
             log(str(e))
             return e.exit_code
-        log(f"wrote {final}")
     return 0
 
 

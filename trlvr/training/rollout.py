@@ -79,6 +79,7 @@ class TandemRollout:
         self.pair: Pair | None = None  # built on the first rollout, kept for the run
         self._synced_step: int | None = None  # the optimizer step whose weights the pair generates with
         self._junior_ids: dict = {}  # text pairs: this call's senior prompt ids -> the junior's prompt ids
+        self.senior_tokens: list[int] = []  # senior tokens of each training rollout (all processes together)
 
     def _engine_options(self, trainer) -> dict:
         """decode / compile / junior_device for the engine; `compile` from the run config (`trainer.tandem`) when set."""
@@ -245,6 +246,8 @@ class TandemRollout:
             device=acc.device,
         )
         n, tokens, senior, junior, share, switches, eos_junior, eos = acc.gather(local[None]).sum(0).tolist()
+        if mode == "train":  # for the run's postcondition (`trlvr.training.run.check_trained`)
+            self.senior_tokens.append(int(senior))
         if self.check_junior_p is not None and mode == "train":
             check_has_junior_tokens(int(junior), int(tokens), self.check_junior_p, writers=self.schedule.writers)
         speed = acc.gather(

@@ -136,6 +136,11 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
     out = Path(args.output_dir)
     stored = read_record(out)
     last = None
+    if resume and rundir.resume_plan(out, args.max_steps) == "done":  # checked before anything is written
+        state = rundir.train_state(out)
+        log(f"{out} finished at step {state.step}: nothing to train, {FINAL}/ unchanged (a larger --max_steps "
+            "extends it)")  # fmt: skip
+        return rundir.final_dir(out)
     if resume:
         last, skipped = pick_checkpoint(out)
         for ckpt, why in skipped:
@@ -164,11 +169,32 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
                      else "no checkpoint saved (the step was not finite)")  # fmt: skip
             raise Preempted(f"{preemption.signal_name} at step {stop.stop_step} of {trainer.state.max_steps}: "
                             f"{saved}; {how}")  # fmt: skip
+        check_trained(trainer, out)
         if not weights_are_finite(trainer.model):
             raise UserError(f"{out}: the trained weights are not finite; {FINAL}/ was not written")
         final = rundir.final_dir(out)
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:
             trainer.processing_class.save_pretrained(str(final))
-            trainer.state.save_to_json(str(final / "trainer_state.json"))
+            trainer.state.save_to_json(str(final / rundir.TRAINER_STATE))
+    log(f"wrote {final} (step {trainer.state.global_step})")
     return final
+
+
+def check_trained(trainer, out: Path) -> None:
+    """What a training run promises, checked before `final/` is written (the one place): it reached the
+    step it was asked for (max_steps, or the resumed run's target), and its rollouts gave the senior
+    tokens to learn from. A run that broke either promise is one line and a non-zero exit, no final/;
+    some rollouts without a senior token (possible at small p) are one warning line."""
+    state = trainer.state
+    if state.global_step != state.max_steps:
+        raise UserError(f"{out}: training stopped at step {state.global_step} of {state.max_steps} (the trainer "
+                        f"ended its loop early); {FINAL}/ was not written")  # fmt: skip
+    counts = list(getattr(getattr(trainer, "rollout", None), "senior_tokens", None) or [])
+    empty = sum(c == 0 for c in counts)
+    if counts and empty == len(counts):
+        raise UserError(f"{out}: none of the {len(counts)} rollout(s) of this run gave the senior a token (schedule "
+                        f"{getattr(trainer.rollout.schedule, 'name', trainer.rollout.schedule)!r}); nothing was "
+                        f"learned and {FINAL}/ was not written: raise p or change the schedule")  # fmt: skip
+    if empty:
+        warn(f"{empty} of {len(counts)} rollout(s) gave the senior no token: their steps trained nothing")

@@ -1,0 +1,81 @@
+"""Issue 44, mechanism 1 for `trlvr train`: a run checks what it promises before it says done
+(`trlvr.training.run.check_trained`, `trlvr.rundir.resume_plan`): it reached its step target, its
+rollouts gave the senior tokens to learn from, and a `--resume` of a finished run changes nothing.
+Each test drives the command into a "did nothing" state."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+
+import pytest
+from transformers import TrainerCallback
+
+from trlvr.cli.main import main as cli
+from trlvr.toy.task import make_splits
+from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
+
+SMALL = ["--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8",
+         "--use_cpu", "true", "--save_steps", "1"]  # fmt: skip
+
+
+@pytest.fixture
+def toy(tmp_path):
+    shutil.copytree(ASSETS_DIR / "senior", tmp_path / "senior")
+    shutil.copytree(ASSETS_DIR / "junior", tmp_path / "junior")
+    _write_jsonl(tmp_path / "train.jsonl", _rows(make_splits(40, 4, seed=0)[0]))
+    return tmp_path
+
+
+def argv(toy, *extra):
+    return ["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+            "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), *SMALL, *extra]  # fmt: skip
+
+
+def tree(root) -> dict[str, str]:
+    """path -> sha256 of every file under root (the lock files aside: a command holds them while it runs)."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.name.startswith(".train.lock")}  # fmt: skip
+
+
+def errors(err: str) -> list[str]:
+    return [ln for ln in err.splitlines() if ": error: " in ln]
+
+
+def test_a_tandem_run_whose_senior_never_writes_is_refused_without_a_final_model(toy, capsys):
+    """p = 1e-300: the word schedule hands the junior every token; the run used to finish, write final/
+    (the untouched senior) and exit 0. Now: exit 2, one line, no final/."""
+    assert cli(argv(toy, "--max_steps", "1", "--p", "1e-300")) == 2
+    [line] = errors(capsys.readouterr().err)
+    assert "gave the senior a token" in line and "nothing was learned" in line, line
+    assert not (toy / "run" / "final").exists()
+
+
+def test_a_run_stopped_before_its_target_says_so_and_writes_no_final(toy, capsys):
+    """A callback ends the trainer's loop after step 1 of 2 (as an early-stopping callback would): the run
+    used to write final/ and exit 0 as if it had trained 2 steps."""
+    from trlvr.config import parse_run_args
+    from trlvr.errors import UserError
+    from trlvr.training.run import train_and_save
+
+    class StopAfterOne(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = True
+
+    tandem, grpo, _ = parse_run_args(argv(toy, "--max_steps", "2")[1:])
+    with pytest.raises(UserError, match=r"training stopped at step 1 of 2 .*final/ was not written"):
+        train_and_save(tandem, grpo, callbacks=[StopAfterOne()])
+    assert not (toy / "run" / "final").exists()
+
+
+def test_resume_of_a_finished_run_changes_nothing_and_a_smaller_target_is_refused(toy, capsys):
+    assert cli(argv(toy, "--max_steps", "1")) == 0
+    assert "wrote" in capsys.readouterr().err
+    before = tree(toy / "run")
+    assert cli(argv(toy, "--max_steps", "1", "--resume")) == 0  # used to retrain 0 steps and rewrite final/
+    err = capsys.readouterr().err
+    assert "finished at step 1: nothing to train" in err and "wrote" not in err, err
+    assert tree(toy / "run") == before
+    state = json.loads((toy / "run" / "final" / "trainer_state.json").read_text())
+    assert state["global_step"] == 1
