@@ -78,6 +78,9 @@ FINGERPRINT = "fingerprint.json"  # the evaluation's identity (trlvr.eval.finger
 CONFIG = "config.json"
 PER_PROBLEM = "per_problem.json"
 RESULTS = "results.json"
+# what a finished evaluation holds: every file its readers open (compare, report, groups, select,
+# sample metrics); `trlvr eval` checks them before it reports success, and reruns a folder lacking one
+EVAL_OUTPUTS = (SAMPLES, FINGERPRINT, CONFIG, PER_PROBLEM, RESULTS)
 # markers
 STUDY_DONE = ".study-done"  # an eval folder whose `trlvr eval` returned 0 inside a study
 ASIDE_PREFIX = "replaced-"  # an earlier run set aside by `set_aside`

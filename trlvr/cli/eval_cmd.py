@@ -204,7 +204,8 @@ def check_out(out: str) -> None:
 
 def dry_run(args, sources: dict) -> int:
     """Every check `trlvr eval` makes before a model loads, then the engine's `memory plan` (refused in one
-    line when it cannot start on backend vllm); nothing is loaded or written."""
+    line when it cannot start on backend vllm); nothing is loaded or written. Planned for this machine (no
+    --gpu-memory), backend vllm must be installed here; for another GPU (--gpu-memory) it need not be."""
     from trlvr.eval.api import check_eval, eval_plan
     from trlvr.training.memory_plan import device_memory
 
@@ -213,6 +214,10 @@ def dry_run(args, sources: dict) -> int:
     benchmarks, _ = _benchmarks(one, sources)
     models = model_spec(one, spec, senior_spec)
     check_eval(models, benchmarks, spec, sources)
+    if args.backend != "hf" and args.gpu_memory is None:  # a plan for this machine: its engine must be here
+        from trlvr.engine import pair_class
+
+        pair_class(args.backend)  # one line when it is not installed (as the run itself says it)
     plan = eval_plan(models, benchmarks, spec, args.gpu_memory if args.gpu_memory is not None else device_memory())
     if args.backend == "vllm":
         plan.check(f"--backend {args.backend}")

@@ -348,7 +348,11 @@ def _evaluate_locked(run: _Run, store: EvalDir, fingerprint: dict, config: dict,
             if pairing == "text":
                 extra["undefined"] = {m: why for m, (entry, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()
                                       if entry in suite}  # fmt: skip
-            return write_results(store.path, rows, config, num_resamples=spec.num_resamples, extra=extra)
+            results = write_results(store.path, rows, config, num_resamples=spec.num_resamples, extra=extra)
+            if missing := store.missing_outputs():  # the postcondition: every file a reader opens is there
+                raise UserError(f"{store.path}: the evaluation finished without {', '.join(missing)}; "
+                                "rerun the same command to write them")  # fmt: skip
+            return results
     except BaseException:
         if created and not store.has_samples():
             store.remove_lock_files()
@@ -377,7 +381,7 @@ def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dic
         return {k: v for k, v in c.items() if k != "machine"}
 
     names = (FINGERPRINT, CONFIG, RESULTS)
-    if not all(store.file(n).is_file() for n in names) or not store.has_samples():
+    if store.missing_outputs():  # a reader's file is gone (a deleted per_problem.json): written again
         return None
     try:
         old_fp, old_config, results = (read_json(store.file(n)) for n in names)

@@ -146,6 +146,10 @@ class EvalDir:
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
+    def missing_outputs(self) -> list[str]:
+        """The files of a finished evaluation (`trlvr.rundir.EVAL_OUTPUTS`) that DIR lacks or holds empty."""
+        return [n for n in rundir.EVAL_OUTPUTS if not self.file(n).is_file() or self.file(n).stat().st_size == 0]
+
     def write(self, name: str, obj: dict) -> None:
         self._need_lock()
         write_json(self.path / name, obj)

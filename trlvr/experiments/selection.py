@@ -58,6 +58,9 @@ class Selection:
 def suite_for(metric: str) -> list[str]:
     """The evaluation suite entry a metric name needs: "handoff/pass@1" -> ["handoff"]."""
     head = metric.split("/", 1)[0]
+    if head == "junior" and "/" in metric:
+        raise UserError(f"--metric {metric!r} measures the junior alone: it is the same for every checkpoint, "
+                        "so it cannot choose one; choose a solo/*, handoff/*, dose-*/*, legibility/* or drift/* metric")  # fmt: skip
     protocol = protocol_of_metric(metric)
     if protocol is not None and protocol.entry == "dose" and "/" in metric:
         return ["dose"]
@@ -117,6 +120,12 @@ def list_checkpoints(run_dir: str | Path) -> list[Candidate]:
         step = _final_step(run)
         if step is not None and step not in out:
             out[step] = Candidate(step, str(final))
+    from trlvr.training.checkpoints import weights_problem
+
+    for cand in out.values():  # every candidate loads, checked before the first is evaluated
+        if problem := weights_problem(cand.path):
+            raise UserError(f"{cand.path}: {problem} (a save cut short?); resume the run (trlvr train ... "
+                            "--resume) or move that folder out of the run before selecting")  # fmt: skip
     if not out and preempted:
         raise UserError(f"{run}: only pre-emption checkpoints ({', '.join(sorted(preempted))}); "
                         "resume the run (trlvr train ... --resume) before selecting")  # fmt: skip

@@ -17,7 +17,7 @@ from pathlib import Path
 # the layout (checkpoint-N/, the pre-emption mark) is trlvr.rundir's; re-exported for trlvr.training.preempt
 from trlvr.rundir import PREEMPT_MARK, checkpoints
 
-__all__ = ["PREEMPT_MARK", "WEIGHT_FILES", "checkpoint_problem", "checkpoints", "pick_checkpoint"]
+__all__ = ["PREEMPT_MARK", "WEIGHT_FILES", "checkpoint_problem", "checkpoints", "pick_checkpoint", "weights_problem"]
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model.bin")
 INDEX_FILES = ("model.safetensors.index.json",)
 
@@ -33,7 +33,10 @@ def _safetensors_problem(path: Path) -> str | None:
     return None
 
 
-def _weights_problem(ckpt: Path) -> str | None:
+def weights_problem(ckpt: str | Path) -> str | None:
+    """Why the weights in `ckpt` (a checkpoint or final/) do not load, or None (`trlvr select` asks it of
+    every candidate before it evaluates the first)."""
+    ckpt = Path(ckpt)
     for name in INDEX_FILES:
         index = ckpt / name
         if index.exists():
@@ -59,7 +62,7 @@ def _weights_problem(ckpt: Path) -> str | None:
 def checkpoint_problem(ckpt: str | Path) -> str | None:
     """Why `ckpt` cannot be resumed from, or None when it is complete."""
     ckpt = Path(ckpt)
-    if problem := _weights_problem(ckpt):
+    if problem := weights_problem(ckpt):
         return problem
     has_optimizer = (ckpt / "optimizer.pt").is_file() or any(ckpt.glob("global_step*"))
     if not has_optimizer:
