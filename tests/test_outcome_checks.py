@@ -102,6 +102,6 @@ def test_select_refuses_a_half_written_checkpoint_before_evaluating_any(toy, tmp
     weights = run / "checkpoint-2" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 3])
     assert main(select_argv(run, toy)) == 2
+    assert not (run / "select").exists() and not (run / "selected.json").exists()  # nothing evaluated first
     [line] = errors(capsys.readouterr().err)
     assert "checkpoint-2" in line and "does not load" in line, line
-    assert not (run / "select").exists() and not (run / "selected.json").exists()

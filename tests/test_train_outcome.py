@@ -79,3 +79,18 @@ def test_resume_of_a_finished_run_changes_nothing_and_a_smaller_target_is_refuse
     assert tree(toy / "run") == before
     state = json.loads((toy / "run" / "final" / "trainer_state.json").read_text())
     assert state["global_step"] == 1
+
+
+def test_resume_of_a_run_killed_after_its_last_checkpoint_writes_final_without_a_step_past_max_steps(toy, capsys):
+    """A kill after checkpoint-1 (max_steps 1) and before final/. Before: `--resume` trained a second
+    step (global_step 2 of max_steps 1) and wrote that as final/."""
+    assert cli(argv(toy, "--max_steps", "1")) == 0
+    run = toy / "run"
+    kept = tree(run / "checkpoint-1")
+    shutil.rmtree(run / "final")  # the kill
+    assert cli(argv(toy, "--max_steps", "1", "--resume")) == 0
+    state = json.loads((run / "final" / "trainer_state.json").read_text())
+    assert state["global_step"] == 1 and not (run / "checkpoint-2").exists()
+    assert tree(run / "checkpoint-1") == kept
+    assert (run / "final" / "model.safetensors").read_bytes() == (run / "checkpoint-1" / "model.safetensors").read_bytes()
+    assert not (run / "final" / "optimizer.pt").exists()

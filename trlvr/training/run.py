@@ -147,6 +147,8 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
             warn(f"--resume: skipping {ckpt.name} ({why})")
         if last is None:
             raise UserError(f"--resume: no complete checkpoint in {out}")
+        if rundir.checkpoint_step(last) == args.max_steps:  # killed after its last checkpoint, before final/
+            return _final_from_checkpoint(last, out)  # training it again would run a step past max_steps
         log(f"resuming from {last}")
     trainer = build_trainer(tandem, args, callbacks, desc=desc)
     if not verbose:  # the log dicts go to metrics.jsonl and trainer_state.json, not the console
@@ -181,6 +183,25 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
     return final
 
 
+RESUME_STATE = ("optimizer.pt", "scheduler.pt", "rng_state*.pth", "training_args.bin", "global_step*",
+                rundir.PREEMPT_MARK)  # what a checkpoint holds beyond the model final/ is
+
+
+def _final_from_checkpoint(ckpt: Path, out: Path) -> Path:
+    """final/ of a run whose newest complete checkpoint is at its target step: the checkpoint's model,
+    tokenizer and trainer state (what `save_model` wrote there), without its resume state; written
+    beside final/ and renamed, so a reader never sees half of it."""
+    import shutil
+
+    final = rundir.final_dir(out)
+    tmp = final.with_name(f".{rundir.FINAL}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(ckpt, tmp, ignore=shutil.ignore_patterns(*RESUME_STATE))
+    tmp.rename(final)
+    log(f"wrote {final} (step {rundir.checkpoint_step(ckpt)}: {ckpt.name} is at the target; nothing to train)")
+    return final
+
+
 def check_trained(trainer, out: Path) -> None:
     """What a training run promises, checked before `final/` is written (the one place): it reached the
     step it was asked for (max_steps, or the resumed run's target), and its rollouts gave the senior
@@ -188,8 +209,9 @@ def check_trained(trainer, out: Path) -> None:
     some rollouts without a senior token (possible at small p) are one warning line."""
     state = trainer.state
     if state.global_step != state.max_steps:
+        how = "ended its loop early" if state.global_step < state.max_steps else "ran past max_steps"
         raise UserError(f"{out}: training stopped at step {state.global_step} of {state.max_steps} (the trainer "
-                        f"ended its loop early); {FINAL}/ was not written")  # fmt: skip
+                        f"{how}); {FINAL}/ was not written")  # fmt: skip
     counts = list(getattr(getattr(trainer, "rollout", None), "senior_tokens", None) or [])
     empty = sum(c == 0 for c in counts)
     if counts and empty == len(counts):
