@@ -94,3 +94,20 @@ def test_resume_of_a_run_killed_after_its_last_checkpoint_writes_final_without_a
     assert tree(run / "checkpoint-1") == kept
     assert (run / "final" / "model.safetensors").read_bytes() == (run / "checkpoint-1" / "model.safetensors").read_bytes()
     assert not (run / "final" / "optimizer.pt").exists()
+
+
+def test_a_start_that_fails_before_its_first_checkpoint_leaves_no_record_behind(toy, capsys):
+    """max_steps -1 on a dataloader without a length: the trainer refuses at its start (TRL's ValueError),
+    after trlvr_run.json was written. The record of a run that never ran then made the next, valid,
+    command into that folder refuse ("holds a different run"). Now the folder is as it was: absent."""
+    two = argv(toy, "--max_steps", "-1", "--per_device_train_batch_size", "16")
+    _write_jsonl(toy / "two.jsonl", _rows(make_splits(40, 4, seed=0)[0])[:2])  # fewer rows than one batch
+    two[two.index("--dataset") + 1] = str(toy / "two.jsonl")
+    from trlvr.config import parse_run_args
+    from trlvr.training.run import train_and_save
+
+    tandem, grpo, _ = parse_run_args(two[1:])
+    with pytest.raises(ValueError, match="max_steps must be set to a positive value"):  # still TRL's words (a bug)
+        train_and_save(tandem, grpo)
+    assert not (toy / "run").exists()
+    assert cli(argv(toy, "--max_steps", "1", "--p", "0.3")) == 0, capsys.readouterr().err

@@ -178,6 +178,32 @@ def resume_plan(run: str | Path, max_steps: int) -> str:
     return "continue"
 
 
+@contextmanager
+def undone_unless_kept(path: str | Path, kept: Callable[[], bool], *, main_process: bool = True):
+    """Check, then write, for a command whose checks end inside its work (a trainer that refuses at its
+    first step): when the block fails and `kept()` says nothing worth keeping was made (no checkpoint),
+    remove every entry of `path` the block created (and `path` itself when the block created it, its
+    lock files included), so the refusal leaves the folder as it found it and no record of a run that
+    never ran makes a later command refuse. Entries that were there before are never touched."""
+    path = Path(path)
+    existed = path.is_dir()
+    before = {p.name for p in path.iterdir()} if existed else set()
+    try:
+        yield
+    except BaseException:
+        if main_process and path.is_dir() and not kept():
+            import shutil
+
+            for entry in path.iterdir():
+                if entry.name in before or is_aside(entry.name) or (  # an earlier run set aside stays
+                        existed and entry.name in {n for by in LOCKS for n in lock_files(by)}):  # fmt: skip
+                    continue
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
+            if not existed and not any(path.iterdir()):
+                path.rmdir()
+        raise
+
+
 # ---- one lock -----------------------------------------------------------------------------------------
 
 

@@ -67,7 +67,11 @@ def train_and_save(tandem: TandemConfig, args, *, resume: bool = False, force: b
     Raises `Preempted` (exit code 143) when a SIGTERM/SIGUSR1 stopped it after a checkpoint.
     """
     check_start(args.output_dir, resume=resume, force=force)
-    with training_lock(args.output_dir):
+    main = PartialState().is_main_process
+    # a start that fails before its first checkpoint (the trainer's own checks, a NaN at step 1, a kill)
+    # leaves output_dir as it found it: no record of a run that never ran
+    with rundir.undone_unless_kept(args.output_dir, lambda: bool(rundir.checkpoints(args.output_dir)),
+                                   main_process=main), training_lock(args.output_dir, main_process=main):  # fmt: skip
         record = run_record(tandem, args)
         forced = check_output_dir(args.output_dir, record, resume=resume, force=force)
         if force:

@@ -1,0 +1,225 @@
+"""Stateful property test over one training directory (issue 44, mechanism 2): Hypothesis drives
+`trlvr train` (new, `--resume`, `--force`, another max_steps), a kill mid-step or mid-save, a resume after
+a finished run, and `trlvr select` against one OUTPUT_DIR on the toy models. The states and transitions
+are `trlvr.rundir.TrainState` / `resume_plan`. After every step:
+    max_steps is never exceeded     no checkpoint-N past the largest accepted target; final/ is at the
+                                    target of the run that wrote it
+    a finished run stays            final/ and every checkpoint, byte for byte, unless --force set them
+                                    aside (into replaced-*) or --resume extended it to a larger target
+                                    (its checkpoints then stay byte for byte)
+    resume takes the newest intact  the line "resuming from X" names the newest complete checkpoint
+    one identity                    selected.json names a checkpoint of this run, present now
+A refusal is one line (exit 2) and changes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from transformers import TrainerCallback
+
+from trlvr import rundir
+from trlvr.cli.main import main as cli
+from trlvr.training.checkpoints import pick_checkpoint
+
+SMALL = ["--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "4",
+         "--use_cpu", "true", "--save_steps", "1", "--save_total_limit", "20"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    from trlvr.toy.task import make_splits
+    from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
+
+    tmp = tmp_path_factory.mktemp("train-state")
+    for name in ("senior", "junior"):
+        shutil.copytree(ASSETS_DIR / name, tmp / name)
+    _write_jsonl(tmp / "train.jsonl", _rows(make_splits(24, 4, seed=0)[0]))
+    _write_jsonl(tmp / "val.jsonl", _rows(make_splits(24, 4, seed=0)[1])[:1])
+    return tmp
+
+
+def tree(root: Path, under: str = "") -> dict[str, str]:
+    """path -> sha256 of the files under root/under (lock files aside)."""
+    base = root / under
+    if not base.exists():
+        return {}
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(base.rglob("*"))
+            if p.is_file() and not p.name.startswith(".train.lock")}  # fmt: skip
+
+
+class Killed(Exception):
+    pass
+
+
+class KillAt(TrainerCallback):
+    """A kill at `step`: mid-step (before that step's checkpoint) or mid-save (its weights cut short)."""
+
+    def __init__(self, step: int, where: str, out: Path):
+        self.step, self.where, self.out = step, where, out
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step and self.where == "mid-step":
+            raise Killed
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == self.step and self.where == "mid-save":
+            weights = rundir.checkpoint_dir(self.out, self.step) / "model.safetensors"
+            weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 3])
+            raise Killed
+
+
+class TrainDir(RuleBasedStateMachine):
+    toy: Path = None
+    capsys = None
+    counter = [0]
+
+    @initialize()
+    def start(self):
+        TrainDir.counter[0] += 1
+        self.out = self.toy / f"run-{TrainDir.counter[0]}"
+        self.target = None  # the target of the run final/ holds (or the killed run aimed at)
+        self.finished: dict | None = None  # tree of a finished run's final/ and checkpoints
+        self.max_target = 0  # the largest target accepted for this directory's current run
+
+    def argv(self, max_steps: int, *extra: str) -> list[str]:
+        t = self.toy
+        return ["train", "--config", "toy", "--senior", str(t / "senior"), "--junior", str(t / "junior"), "--dataset",
+                str(t / "train.jsonl"), "--output_dir", str(self.out), *SMALL, "--max_steps", str(max_steps), *extra]  # fmt: skip
+
+    def run(self, argv: list[str]) -> tuple[int, str]:
+        self.capsys.readouterr()
+        code = cli(argv)
+        err = self.capsys.readouterr().err
+        assert "Traceback" not in err, err
+        if code != 0:
+            assert code == 2 and len([ln for ln in err.splitlines() if ": error: " in ln]) == 1, (code, err)
+        return code, err
+
+    def state(self):
+        return rundir.train_state(self.out)
+
+    def finished_tree(self) -> dict:
+        out = tree(self.out, rundir.FINAL)
+        for c in rundir.checkpoints(self.out):
+            out.update(tree(self.out, c.name))
+        return out
+
+    # ---- rules ----
+
+    @rule(max_steps=st.integers(1, 3))
+    def train(self, max_steps):
+        before, new = tree(self.out), self.state().stage == "new"
+        code, err = self.run(self.argv(max_steps))
+        if new:
+            assert code == 0, err
+            self._finished(max_steps)
+        else:
+            assert code == 2 and tree(self.out) == before  # a run is there: --resume or --force
+
+    @rule(max_steps=st.integers(1, 3))
+    def force(self, max_steps):
+        code, err = self.run(self.argv(max_steps, "--force"))
+        assert code == 0, err
+        assert not rundir.checkpoints(self.out) or max(rundir.checkpoint_step(c) for c in rundir.checkpoints(self.out)) <= max_steps
+        self.max_target = 0
+        self._finished(max_steps)
+
+    @rule(max_steps=st.integers(1, 3))
+    def resume(self, max_steps):
+        state, before = self.state(), tree(self.out)
+        newest, _ = pick_checkpoint(self.out)
+        code, err = self.run(self.argv(max_steps, "--resume"))
+        if state.step is not None and max_steps < state.step:
+            assert code == 2 and "already reached step" in err and tree(self.out) == before
+            return
+        if state.stage == "finished" and max_steps == state.step:
+            assert code == 0 and "nothing to train" in err and tree(self.out) == before, err
+            return
+        if newest is None:
+            assert code == 2 and tree(self.out) == before, err
+            return
+        assert code == 0, err
+        if rundir.checkpoint_step(newest) < max_steps:  # resumed from the newest complete checkpoint
+            assert err.split("resuming from ")[1].split()[0] == str(newest), err
+        kept = {k: v for k, v in (self.finished or {}).items() if k.startswith(rundir.CHECKPOINT)}
+        now = self.finished_tree()
+        assert all(now.get(k) == v for k, v in kept.items()), "an extension changed a checkpoint of the finished run"
+        self._finished(max_steps)
+
+    @precondition(lambda self: self.state().stage != "finished")
+    @rule(step=st.integers(1, 2), where=st.sampled_from(["mid-step", "mid-save"]), resume=st.booleans())
+    def kill(self, step, where, resume):
+        """A run to 3 steps killed at `step`: a new one (or --force), or a resumed one."""
+        from trlvr.config import parse_run_args
+        from trlvr.training.run import train_and_save
+
+        reached = self.state().step
+        resume = resume and reached is not None and reached < step
+        tandem, grpo, _ = parse_run_args(self.argv(3)[1:])
+        try:
+            train_and_save(tandem, grpo, resume=resume, force=not resume, callbacks=[KillAt(step, where, self.out)])
+        except Killed:
+            pass
+        else:
+            raise AssertionError("the kill did not happen")
+        self.finished, self.target, self.max_target = None, 3, 3
+
+    @precondition(lambda self: self.state().stage == "finished")
+    @rule()
+    def select(self):
+        t = self.toy
+        code, err = self.run(["select", str(self.out), "--val", str(t / "val.jsonl"), "--metric", "solo/pass@1",
+                              "--n", "1", "--max-new-tokens", "2", "--no-progress"])  # fmt: skip
+        assert code == 0, err
+
+    def _finished(self, max_steps: int) -> None:
+        assert self.state().stage == "finished" and self.state().step == max_steps, self.state()
+        self.target, self.max_target = max_steps, max(self.max_target, max_steps)
+        self.finished = self.finished_tree()
+
+    # ---- invariants ----
+
+    @invariant()
+    def max_steps_never_exceeded(self):
+        steps = [rundir.checkpoint_step(c) for c in rundir.checkpoints(self.out)]
+        assert all(s <= self.max_target for s in steps), (steps, self.max_target)
+        state = self.state()
+        if state.stage == "finished":
+            assert state.step == self.target, (state, self.target)
+
+    @invariant()
+    def a_finished_run_is_unchanged(self):
+        if self.finished is not None:
+            assert self.finished_tree() == self.finished
+
+    @invariant()
+    def one_identity(self):
+        sel = self.out / rundir.SELECTED_FILE
+        if sel.is_file():
+            from trlvr.eval.api import resolve_senior
+
+            path, record = resolve_senior(f"{self.out}@selected")
+            assert Path(path).resolve().parent == self.out.resolve(), path  # this run's, not one set aside
+            assert (Path(path) / "model.safetensors").is_file()
+
+
+def _run(toy, capsys, **kw):
+    TrainDir.toy, TrainDir.capsys = toy, capsys
+    run = TrainDir.TestCase
+    run.settings = settings(deadline=None, suppress_health_check=list(HealthCheck), **kw)
+    run("runTest").runTest()
+
+
+def test_training_directory_state_machine(toy, capsys):
+    _run(toy, capsys, max_examples=2, stateful_step_count=4)
+
+
+@pytest.mark.slow
+def test_training_directory_state_machine_long(toy, capsys):
+    _run(toy, capsys, max_examples=25, stateful_step_count=8)
