@@ -120,12 +120,6 @@ def list_checkpoints(run_dir: str | Path) -> list[Candidate]:
         step = _final_step(run)
         if step is not None and step not in out:
             out[step] = Candidate(step, str(final))
-    from trlvr.training.checkpoints import weights_problem
-
-    for cand in out.values():  # every candidate loads, checked before the first is evaluated
-        if problem := weights_problem(cand.path):
-            raise UserError(f"{cand.path}: {problem} (a save cut short?); resume the run (trlvr train ... "
-                            "--resume) or move that folder out of the run before selecting")  # fmt: skip
     if not out and preempted:
         raise UserError(f"{run}: only pre-emption checkpoints ({', '.join(sorted(preempted))}); "
                         "resume the run (trlvr train ... --resume) before selecting")  # fmt: skip
