@@ -138,3 +138,23 @@ def test_pairs_that_cannot_share_a_tokenizer_are_refused_in_one_line_before_weig
     assert str(e.value) == (f"junior {short}: {len(tok) - 5} embedding rows for a {len(tok)}-token tokenizer; each "
                             "model of a pair needs a row for every token of the shared tokenizer")  # fmt: skip
     assert no_weights == []
+
+
+def test_eval_checks_the_pair_from_configs_before_weights_load(tmp_path, no_weights):
+    """`trlvr eval`'s check (`check_eval`, run before any model loads) accepts a Qwen-like pair and refuses
+    a model with fewer rows than the shared tokenizer in one line naming its flag."""
+    from trlvr.data import Problem
+    from trlvr.eval.api import ModelSpec, check_eval
+    from trlvr.eval.spec import EvalSpec
+
+    tok = tiny_tokenizer()
+    small, big = _save(tmp_path, "small", tok, len(tok) + 16), _save(tmp_path, "big", tok, len(tok) + 48, 1)
+    short = _save(tmp_path, "short", tok, len(tok) - 1, 2)
+    bench = {"b": [Problem("b:1", "What is 1+1?", "2", "b.jsonl")]}
+    spec = EvalSpec()
+    assert spec.needs_junior
+    check_eval(ModelSpec(senior=small, junior=big), bench, spec)
+    with pytest.raises(UserError) as e:
+        check_eval(ModelSpec(senior=small, junior=short), bench, spec)
+    assert str(e.value).startswith(f"--junior {short}: {len(tok) - 1} embedding rows for a {len(tok)}-token tokenizer")
+    assert no_weights == []
