@@ -73,7 +73,6 @@ from trlvr.engine.options import Sampling
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
 from trlvr.engine.sampling import sample_with_uniforms
 from trlvr.engine.schedules import JUNIOR, SCHEDULES, SENIOR, Schedule, TextRule
-from trlvr.engine.vocab import shared_ids
 
 UNREPRESENTABLE = "unrepresentable"  # the finish reason of a row a partner's tokenizer cannot spell
 _CONTEXT = 8  # tokens of left context a piece is decoded in (SentencePiece strips a leading space alone)
@@ -185,7 +184,7 @@ class _Side:
         cfg = getattr(model.config, "get_text_config", lambda: model.config)()
         sliding = set(getattr(cfg, "layer_types", None) or []) - {"full_attention"}
         self.window = getattr(cfg, "sliding_window", None) if sliding else None
-        self.n_ids = shared_ids(len(codec.tokenizer), model.get_output_embeddings().weight.shape[0])
+        self.n_ids = len(codec.tokenizer)  # logits are cut to it: rows past the tokenizer are padding
         self.cache = None
         self.seconds = {"prefill": 0.0, "catch_up": 0.0, "step": 0.0, "step_wide": 0.0}
         self.forwards = {"catch_up": 0, "step": 0, "step_wide": 0}
@@ -893,7 +892,7 @@ def text_nll(model, tokenizer, prompt_ids: list[list[int]], texts: list[str],
     vocabularies, unlike a per-token mean (a 49k-id and a 262k-id model cut a text into different
     numbers of tokens). Rows run `batch_size` at a time, right-padded (the padding is masked out)."""
     codec = Codec(tokenizer, "scored")
-    n_ids = shared_ids(len(tokenizer), model.get_output_embeddings().weight.shape[0])
+    n_ids = len(tokenizer)  # rows past the tokenizer are padding: not in the normaliser
     device = next(model.parameters()).device
     out: list[tuple[float, int, int] | None] = [None] * len(texts)
     todo = []
