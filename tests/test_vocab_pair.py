@@ -158,3 +158,24 @@ def test_eval_checks_the_pair_from_configs_before_weights_load(tmp_path, no_weig
         check_eval(ModelSpec(senior=small, junior=short), bench, spec)
     assert str(e.value).startswith(f"--junior {short}: {len(tok) - 1} embedding rows for a {len(tok)}-token tokenizer")
     assert no_weights == []
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+def test_teacher_forced_scores_of_a_qwen_like_pair_are_those_without_padding(arch):
+    """Evaluation's legibility/drift scores (`score_completions`): for one tokenizer with two paddings,
+    the log-probs and KL are those of the same weights without the padding rows (before: the KL of a
+    336-wide and a 368-wide logit row raised), even with the padded rows' logits huge."""
+    from trlvr.eval.scoring import score_completions
+
+    tok = tiny_tokenizer()
+    n = len(tok)
+    senior = padded(tiny_model(arch, n + 16, 0), n)
+    junior = padded(tiny_model(arch, n + 48, 1, hidden=32, layers=1), n)
+    prompts = [tok.encode(p) for p in PROMPTS[:3]]
+    completions = [tok.encode(" 12 and 5"), tok.encode(" so x"), tok.encode(" 7")]
+    got = score_completions(senior, junior, prompts, completions, n_ids=n)
+    want = score_completions(unpadded(senior, arch, n, 0), unpadded(junior, arch, n, 1, hidden=32, layers=1),
+                             prompts, completions)  # fmt: skip
+    for g, w in zip(got, want, strict=True):
+        for name in ("junior_logprobs", "senior_logprobs", "kl"):
+            assert getattr(g, name) == pytest.approx(getattr(w, name), abs=1e-5), name
