@@ -155,3 +155,12 @@ def test_data_check_flags_a_gold_that_reads_differently_raw(tmp_path, capsys):
     assert "reads nothing raw, -3 normalised" in flagged[2]
     assert cli_main(["data", "check", str(path), "--no-math-verify"]) == 0
     assert "read differently" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text, gold", [("The answer is \u22125.", "-5"), ("The answer is \u20135.", "-5"),
+                                        ("So it is 1\u2009234.", "1234"), ("The answer is \uff14\uff12.", "42")])
+def test_the_lenient_mode_reads_the_tail_through_the_same_normaliser(text, gold):
+    from trlvr.rewards import MathReward
+
+    lenient = MathReward(require_box=False, timeout=10.0)
+    assert [r.score for r in lenient.grade_many([text, text], [gold, "7"])] == [1.0, 0.0]
