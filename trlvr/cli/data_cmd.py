@@ -4,7 +4,10 @@
     trlvr data check problems.parquet --problem-field question --answer-field final
 
 Golds are parsed with math-verify here (the data package imports no grader; `--no-math-verify`
-skips it). Exit code 0 when every row is usable and nothing is duplicated, 1 when some rows are
+skips it). A gold whose reading changes once its Unicode forms are normalised (a thin space in
+``1 234``, a fraction slash, a middle dot; see ``trlvr.rewards.mathtext``) gets one line naming the file,
+row and field: it stays usable, graded by its normalised reading. Exit code 0 when every row is usable
+and nothing is duplicated, 1 when some rows are
 bad or duplicated, 2 when the source cannot be read at all (a UserError, printed by trlvr.cli.main).
 """
 
@@ -40,7 +43,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     from trlvr.data import check_source
-    from trlvr.rewards import check_golds
+    from trlvr.rewards import check_golds, gold_reading_changes
 
     report = check_source(
         args.source,
@@ -51,6 +54,7 @@ def main(args: argparse.Namespace) -> int:
         limit=args.limit,
         show=args.show,
         check_gold=None if args.no_math_verify else check_golds,
+        note_gold=None if args.no_math_verify else gold_reading_changes,
     )
     print(report.format(show=args.show))
     return 0 if report.clean else 1

@@ -65,7 +65,8 @@ def find_duplicates(problems: list[Problem]) -> list[Duplicate]:
 @dataclass(frozen=True)
 class CheckReport:
     """total/ok row counts, ``bad`` = {reason: count}, ``first`` = the first offending rows,
-    ``duplicates`` among the usable rows."""
+    ``duplicates`` among the usable rows, ``notes``: usable rows whose gold the grader's note check
+    flags (a gold that reads one way raw and another once its Unicode forms are normalised)."""
 
     source: str
     schema: str
@@ -74,6 +75,7 @@ class CheckReport:
     bad: dict[str, int] = field(default_factory=dict)
     first: list[BadRow] = field(default_factory=list)
     duplicates: list[Duplicate] = field(default_factory=list)
+    notes: list[BadRow] = field(default_factory=list)
 
     @property
     def n_bad(self) -> int:
@@ -81,7 +83,8 @@ class CheckReport:
 
     @property
     def clean(self) -> bool:
-        """Every row usable and no duplicates (`trlvr data check` exits 0 only then)."""
+        """Every row usable and no duplicates (`trlvr data check` exits 0 only then; notes are flags,
+        not faults: the row is graded by its normalised reading)."""
         return self.n_bad == 0 and not self.duplicates
 
     def format(self, show: int = 10) -> str:
@@ -100,6 +103,9 @@ class CheckReport:
             }
             lines.append("  duplicates: " + ", ".join(f"{kinds[k]} {names[k]}" for k in names if kinds[k]))
             lines += [f"  {d}" for d in self.duplicates[:show]]
+        if self.notes:
+            lines.append(f"  {len(self.notes)} gold(s) read differently raw and normalised (graded as normalised):")
+            lines += [f"  {self.source} {b}" for b in self.notes[:show]]
         return "\n".join(lines)
 
 
@@ -117,13 +123,20 @@ def check_source(
     limit=None,
     show: int = 10,
     check_gold: GoldCheck | None = None,
+    note_gold: GoldCheck | None = None,
 ) -> CheckReport:
     """Read every row of ``source`` and summarise; arguments as :func:`~trlvr.data.load_problems`.
+    ``note_gold`` (e.g. ``trlvr.rewards.gold_reading_changes``): golds -> None or a note, for usable rows.
 
     Raises DataError only when the source itself cannot be read (or has no rows).
     """
     probs = read_problems(source, split, limit, schema, problem_field, answer_field, check_gold)
     bad = Counter(_reason_key(b) for b in probs.skipped)
+    notes = []
+    if note_gold is not None and probs:
+        said = note_gold([p.answer for p in probs])
+        notes = [BadRow(p.row, probs.answer_field(p), why) for p, why in zip(probs, said, strict=True) if why]
     return CheckReport(
-        source, probs.schema, probs.total, len(probs), dict(bad), probs.skipped[:show], find_duplicates(probs)
+        source, probs.schema, probs.total, len(probs), dict(bad), probs.skipped[:show], find_duplicates(probs),
+        notes,
     )

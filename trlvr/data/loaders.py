@@ -32,8 +32,8 @@ GoldCheck = Callable[[Sequence[str]], Sequence["str | None"]]  # golds -> None (
 
 
 class ProblemList(list):
-    """``list[Problem]`` plus ``source``, ``schema`` name, the ``skipped`` rows (``list[BadRow]``)
-    and ``total`` rows read (after ``limit``)."""
+    """``list[Problem]`` plus ``source``, ``schema`` name, the ``skipped`` rows (``list[BadRow]``),
+    ``total`` rows read (after ``limit``) and the :class:`Schema` itself (``spec``, when known)."""
 
     def __init__(
         self,
@@ -42,10 +42,16 @@ class ProblemList(list):
         schema: str = "",
         skipped: list[BadRow] | None = None,
         total: int = 0,
+        spec: Schema | None = None,
     ):
         super().__init__(items)
         self.source, self.schema, self.skipped = source, schema, list(skipped or [])
         self.total = total or len(self) + len(self.skipped)
+        self.spec = spec
+
+    def answer_field(self, problem: Problem) -> str:
+        """The column ``problem``'s gold came from ("answer" when the schema is not known)."""
+        return (self.spec.pick(problem.fields, "answer") if self.spec else None) or "answer"
 
 
 def _choose_schema(source, rows, schema, problem_field, answer_field, hub_schema) -> Schema:
@@ -175,4 +181,4 @@ def read_problems(
         raise DataError(f"{source}: no rows (empty dataset); expected at least one problem")
     sch = _choose_schema(source, rows, schema, problem_field, answer_field, hub_schema)
     good, bad = rows_to_problems(rows, sch, source, check_gold)
-    return ProblemList(good, source=source, schema=sch.name, skipped=bad, total=len(rows))
+    return ProblemList(good, source=source, schema=sch.name, skipped=bad, total=len(rows), spec=sch)

@@ -32,6 +32,7 @@ from trlvr.engine.sampling import (
     token_logprob,
 )
 from trlvr.engine.schedules import JUNIOR, SENIOR, Schedule, VocabTables, vocab_tables
+from trlvr.engine.vocab import shared_ids
 
 _LENGTH, _EOS, _ROUNDS = (FINISH_REASONS.index(r) for r in ("length", "eos", "rounds"))
 
@@ -190,13 +191,9 @@ class TandemGenerator:
         self.senior, self.junior = senior, junior
         self.vocab_size = _vocab_size(senior)
         self.split_devices = False
+        dims = [self.vocab_size]
         if junior is not None:
-            jv = _vocab_size(junior)
-            if jv != self.vocab_size:
-                raise ValueError(
-                    f"senior and junior vocabularies differ: senior has {self.vocab_size} tokens, "
-                    f"junior has {jv}; tandem decoding needs one shared tokenizer"
-                )
+            dims.append(_vocab_size(junior))  # may differ: rows beyond the shared tokenizer are padding
             if junior_device is not None:
                 junior_device = torch.device(junior_device)
                 if not _same_device(junior_device, _device(junior)):
@@ -207,10 +204,13 @@ class TandemGenerator:
             self.split_devices = junior_device is not None or _device(junior) != _device(senior)
         elif junior_device is not None:
             raise ValueError("junior_device was given but there is no junior model")
-        if tokenizer is not None and len(tokenizer) > self.vocab_size:
+        if tokenizer is not None and len(tokenizer) > min(dims):
             raise ValueError(
-                f"tokenizer has {len(tokenizer)} tokens but the models' vocabulary has {self.vocab_size}"
+                f"tokenizer has {len(tokenizer)} tokens but the models' vocabulary has {min(dims)}"
             )
+        # the ids a token can be: the shared tokenizer's (embedding rows past it are padding, e.g.
+        # Qwen2.5-7B's 152,064 rows against 0.5B's 151,936 for one 151,665-token tokenizer)
+        self.n_ids = shared_ids(len(tokenizer) if tokenizer is not None else None, *dims)
         if tables is None:
             if tokenizer is None:
                 raise ValueError("pass a tokenizer (or explicit VocabTables) so schedules can find word starts")
@@ -364,7 +364,7 @@ class TandemGenerator:
         unique, inverse = _distinct(prompt_ids) if share_prompts else (list(range(B)), None)
         first = torch.tensor(unique)  # (U,) one row per distinct prompt
         rows_of = None if inverse is None else torch.tensor(inverse)  # (B,) distinct-prompt index of every row
-        logits = {name: r.prefill(input_ids, mask, positions, first, rows_of) for name, r in runners.items()}
+        logits = {name: r.prefill(input_ids, mask, positions, first, rows_of)[:, : self.n_ids] for name, r in runners.items()}
         # split: each model samples on its own device (see the class docstring)
         split = self.split_devices and JUNIOR in models
         tables = self.tables.to(device)
@@ -406,7 +406,7 @@ class TandemGenerator:
             # one decode forward per running model on the token just emitted; every model's input is
             # on its device before any forward is launched, so models on two devices run at once
             inputs = {name: tok.to(r.device, non_blocking=True) for name, r in run.runners.items()}
-            run.logits = {name: r.step(inputs[name], t) for name, r in run.runners.items()}
+            run.logits = {name: r.step(inputs[name], t)[:, : self.n_ids] for name, r in run.runners.items()}
 
     def _decode_one_token(self, run: _Run, t: int, schedule: Schedule, params: Sampling) -> torch.Tensor:
         """Sample token t of every running row from its author, record it, advance the schedule.

@@ -184,6 +184,7 @@ class _Side:
         cfg = getattr(model.config, "get_text_config", lambda: model.config)()
         sliding = set(getattr(cfg, "layer_types", None) or []) - {"full_attention"}
         self.window = getattr(cfg, "sliding_window", None) if sliding else None
+        self.n_ids = len(codec.tokenizer)  # logits are cut to it: rows past the tokenizer are padding
         self.cache = None
         self.seconds = {"prefill": 0.0, "catch_up": 0.0, "step": 0.0, "step_wide": 0.0}
         self.forwards = {"catch_up": 0, "step": 0, "step_wide": 0}
@@ -193,7 +194,7 @@ class _Side:
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                          use_cache=True, logits_to_keep=1, **{self.arg: self.cache})  # fmt: skip
         self.cache = out.cache if self.arg == "cache" else out.past_key_values
-        return out.logits[:, -1]
+        return out.logits[:, -1, : self.n_ids]  # rows past the tokenizer are padding: never sampled
 
     def prefill(self, prompts: list[list[int]]) -> None:
         t0 = time.perf_counter()
@@ -644,7 +645,7 @@ class TextPairGenerator:
                     for j, p in enumerate(pos_list):
                         st = side.streams[p]
                         ids = torch.tensor([st.prompt + st.ids], device=side.device)
-                        ref = side.model(input_ids=ids).logits[0, -1].float()
+                        ref = side.model(input_ids=ids).logits[0, -1, : side.n_ids].float()
                         self.logit_error = max(self.logit_error, (ref - logits[j].float()).abs().max().item())
                 u = torch.stack([u_tok[live[p], rows[live[p]].tdraw] for p in pos_list])[:, None]
                 tok = sample_with_uniforms(logits, u, sampling.temperature, sampling.top_k, sampling.top_p)
@@ -891,6 +892,7 @@ def text_nll(model, tokenizer, prompt_ids: list[list[int]], texts: list[str],
     vocabularies, unlike a per-token mean (a 49k-id and a 262k-id model cut a text into different
     numbers of tokens). Rows run `batch_size` at a time, right-padded (the padding is masked out)."""
     codec = Codec(tokenizer, "scored")
+    n_ids = len(tokenizer)  # rows past the tokenizer are padding: not in the normaliser
     device = next(model.parameters()).device
     out: list[tuple[float, int, int] | None] = [None] * len(texts)
     todo = []
@@ -910,7 +912,7 @@ def text_nll(model, tokenizer, prompt_ids: list[list[int]], texts: list[str],
             mask[r, : len(p) + len(ids)] = 1
         logits = model(input_ids=x.to(device), attention_mask=mask.to(device)).logits
         for r, (i, p, ids, n_bytes) in enumerate(part):
-            logp = torch.log_softmax(logits[r, len(p) - 1 : len(p) + len(ids) - 1].float(), dim=-1)
+            logp = torch.log_softmax(logits[r, len(p) - 1 : len(p) + len(ids) - 1, :n_ids].float(), dim=-1)
             nll = -logp.gather(1, torch.tensor(ids, device=device)[:, None]).sum().item()
             out[i] = (nll, n_bytes, len(ids))
     return out  # type: ignore[return-value]

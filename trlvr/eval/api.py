@@ -26,6 +26,7 @@ from pathlib import Path
 from trlvr.data import load_problems, problem_key
 from trlvr.engine.capabilities import Plan, chat_prompt_of, check_capabilities, has_chat_template, worlds_of
 from trlvr.engine.schedules import JUNIOR, SoloSchedule
+from trlvr.engine.vocab import check_pair_rows
 from trlvr.errors import UserError
 from trlvr.eval.fingerprint import file_digest
 from trlvr.eval.plan import completion_budget
@@ -261,6 +262,8 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
     if pairing is None:
         junior_tok = load_tokenizer_for(junior, "--junior")
         pairing = choose_pairing(tok, junior_tok, models.pairing, names=("--senior", "--junior"))
+        if pairing == "lockstep":  # one tokenizer: a row per token in each model (extra rows are padding)
+            check_pair_rows(len(tok), {"--senior": senior, "--junior": junior})
     problems = [p for ps in benchmarks.values() for p in ps]
     chat = chat_prompt_of(problems)
     templates = ((tok_flag, has_chat_template(tok)),) if chat else ()

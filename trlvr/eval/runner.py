@@ -651,7 +651,7 @@ class _Run:
         pad = tok.pad_token_id if tok.pad_token_id is not None else 0
         scores = score_completions(
             self.senior, self.junior, prompts, [r["token_ids"] for r in rows], pad_token_id=pad,
-            batch_size=self.spec.score_batch_size,
+            batch_size=self.spec.score_batch_size, n_ids=len(tok),
         )  # fmt: skip
         for r, sc in zip(rows, scores, strict=True):
             means = text_means(sc, ends_with_eos=r["finish_reason"] == "eos", include_eos=self.spec.include_eos)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from trlvr.engine.vocab import shared_ids
 from trlvr.eval.metrics import token_cross_entropy, token_kl
 
 
@@ -77,8 +78,13 @@ def score_completions(
     pad_token_id: int = 0,
     batch_size: int = 8,
     chunk_tokens: int = 1024,
+    n_ids: int | None = None,
 ) -> list[TokenScores]:
     """Teacher-forced per-token scores of each completion after its prompt, both models.
+
+    n_ids: the shared tokenizer's size; both models' logits are cut to it (and to the smaller of their
+    widths), so embedding rows past the tokenizer (padding: Qwen2.5-0.5B has 151,936 rows and 7B
+    152,064 for one tokenizer) are in no log-prob or KL, as in the engine that sampled the tokens.
 
     Sequences are right-padded (prompt + completion), so default position ids are right.
     """
@@ -115,7 +121,9 @@ def score_completions(
             j_lp, s_lp, kl = [], [], []
             for a in range(0, len(targets), chunk_tokens):
                 b = min(a + chunk_tokens, len(targets))
-                ls, lj = s_logits(a, b), j_logits(a, b)  # (n, V) each
+                ls, lj = s_logits(a, b), j_logits(a, b)  # (n, V_senior), (n, V_junior)
+                n = shared_ids(n_ids, ls.shape[-1], lj.shape[-1])
+                ls, lj = ls[:, :n], lj[:, :n]  # (n, V) each: the shared ids
                 s_lp.append(-token_cross_entropy(ls, tgt[a:b]))
                 j_lp.append(-token_cross_entropy(lj, tgt[a:b]))
                 kl.append(token_kl(ls, lj))

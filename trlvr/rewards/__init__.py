@@ -1,7 +1,8 @@
 """Verifiable math reward: boxed-answer extraction and math-verify grading under a hard timeout.
 
 ``math_reward`` is the TRL reward function (strict: no ``\\boxed{}`` scores 0); ``MathReward``
-configures it (``require_box=False`` for the lenient mode); ``grading_mode`` names the mode
+configures it (``require_box=False`` for the lenient mode); ``normalize_math`` is the one reading of
+Unicode/typographic math text (gold and answer alike); ``grading_mode`` names the mode
 for results files; ``check_golds`` / ``gold_parses`` let ``trlvr data check`` verify golds.
 """
 
@@ -13,11 +14,13 @@ from trlvr.rewards.math_reward import (
     MathReward,
     check_golds,
     gold_parses,
+    gold_reading_changes,
     grade,
     grading_mode,
     math_reward,
     reward_stats,
 )
+from trlvr.rewards.mathtext import normalize_math
 from trlvr.rewards.screen import screen
 
 __all__ = [
@@ -28,9 +31,11 @@ __all__ = [
     "check_golds",
     "extract_boxed",
     "gold_parses",
+    "gold_reading_changes",
     "grade",
     "grading_mode",
     "math_reward",
+    "normalize_math",
     "reward_stats",
     "screen",
 ]

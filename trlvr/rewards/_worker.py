@@ -74,7 +74,27 @@ def check_gold(gold: str) -> tuple[float, str]:
     return (1.0, "") if parse_gold(gold) else (0.0, "unparseable")
 
 
-OPS = {"grade": grade_pair, "check_gold": check_gold}
+def _shown(parsed: tuple) -> str:
+    if not parsed:
+        return "nothing"
+    try:
+        return str(parsed[0])[:60]
+    except ValueError:  # an integer too long to print
+        return "a number too long to print"
+
+
+def reading_change(raw: str, normalized: str) -> tuple[float, str]:
+    """(1.0, "") when the gold ``raw`` and its normalised text read as one value (or the normalised
+    text does not parse: `check_gold` says so), else (0.0, "reads X raw, Y normalised")."""
+    from math_verify import verify
+
+    r, n = parse_gold(raw), parse_gold(normalized)
+    if not n or (r and verify(list(n), list(r), timeout_seconds=None) and verify(list(r), list(n), timeout_seconds=None)):
+        return 1.0, ""
+    return 0.0, f"reads {_shown(r)} raw, {_shown(n)} normalised"
+
+
+OPS = {"grade": grade_pair, "check_gold": check_gold, "reading": reading_change}
 
 
 def warm_up() -> None:
@@ -117,7 +137,7 @@ def worker_main(conn_in, conn_out) -> None:
             return
         job_id, op, a, b = msg
         try:
-            score, info = OPS[op](a, b) if op == "grade" else OPS[op](a)
+            score, info = OPS[op](a) if op == "check_gold" else OPS[op](a, b)
             conn_out.send((job_id, "ok", score, info))
         except Exception as exc:  # reported and counted by the parent, never swallowed
             conn_out.send((job_id, "error", 0.0, f"{type(exc).__name__}: {exc}"[:_REPR_CHARS]))

@@ -1,6 +1,8 @@
 """The verifiable reward: 1.0 when the final boxed answer equals the gold answer, else 0.0.
 
-Flow per sample: take the completion's text; extract the last ``\\boxed{...}``; a completion
+Flow per sample: take the completion's text; extract the last ``\\boxed{...}``; read it, and the
+gold, through :func:`trlvr.rewards.mathtext.normalize_math` (Unicode minus signs, fraction slashes,
+spaces in numbers, middle dots, superscripts...: one reading everywhere); a completion
 without one scores 0.0 and is counted as ``no_box``, as in the paper and the authors' grader
 (the lenient mode, ``MathReward(require_box=False)``, grades the tail of the text instead);
 decide cheap cases in-process (exact match after trivial normalisation; two plain numbers -
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trlvr.rewards.boxed import exact_number, extract_boxed, fast_grade, normalize, tail
+from trlvr.rewards.mathtext import normalize_math
 from trlvr.rewards.pool import shared_pool
 from trlvr.rewards.screen import screen
 
@@ -143,9 +146,10 @@ class MathReward:
         where: list[tuple[int, str]] = []
         stats = Counter(graded=len(preds), timeouts=0, errors=0, no_box=0, fast=0, screened=0, cached=0)
         for i, (text, gold) in enumerate(zip(preds, golds, strict=True)):
-            gold = str(gold).strip()  # gold strings come parsed from trlvr.data (GSM8K's "####" removed)
+            gold = normalize_math(str(gold).strip())  # parsed by trlvr.data (GSM8K's "####" removed)
             boxed = extract_boxed(text)
             if boxed is not None:
+                boxed = normalize_math(boxed)
                 quick = fast_grade(boxed, gold)
                 if quick is not None:
                     out[i] = GradeResult(quick, boxed, False, "fast")
@@ -157,7 +161,8 @@ class MathReward:
                 if self.require_box:
                     out[i] = GradeResult(0.0, None, False, "no_box")
                     continue
-                candidate, shown, limit = tail(text), None, len(tail(text))
+                candidate = normalize_math(tail(text))
+                shown, limit = None, len(candidate)
                 if not candidate.strip():
                     out[i] = GradeResult(0.0, None, False, "no_answer")
                     continue
@@ -264,7 +269,7 @@ def check_golds(golds: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S) -> lis
     out: list[str | None] = [None] * len(golds)
     jobs, where = [], []
     for i, g in enumerate(golds):
-        g = str(g).strip()
+        g = normalize_math(str(g).strip())  # the reading the reward grades against
         if not g:
             out[i] = "empty"
         elif _PLAIN_NUMBER.fullmatch(g) or exact_number(normalize(g)) is not None:
@@ -275,6 +280,33 @@ def check_golds(golds: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S) -> lis
     for i, res in zip(where, shared_pool().run(jobs, timeout), strict=True):
         if res.status != "ok" or res.score != 1.0:
             out[i] = "unparseable" if res.status == "ok" else f"gold {res.status}: {res.info}"
+    return out
+
+
+def gold_reading_changes(golds: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S) -> list[str | None]:
+    """For each gold, None when it reads the same raw and after :func:`normalize_math`, else a note:
+    "reads differently once normalised (...)" with both readings. The grader reads the normalised
+    text; ``trlvr data check`` shows the note so a gold such as ``2·5`` (2.5 with an old decimal
+    point; normalised: 2 times 5) or ``1 234`` (math-verify alone: 234) is seen. A gold whose text
+    normalisation leaves unchanged is never noted.
+
+    >>> notes = gold_reading_changes(["18", "\\u22125", "1\\u2009234"])
+    >>> notes[:2], print(notes[2])
+    reads differently once normalised ('1\\u2009234' -> '1234'): reads 234 raw, 1234 normalised
+    ([None, None], None)
+    """
+    out: list[str | None] = [None] * len(golds)
+    jobs, where = [], []
+    for i, g in enumerate(golds):
+        raw = str(g).strip()
+        norm = normalize_math(raw)
+        if raw and norm != raw:
+            jobs.append(("reading", raw, norm))
+            where.append(i)
+    for i, job, res in zip(where, jobs, shared_pool().run(jobs, timeout), strict=True):
+        if res.status != "ok" or res.score != 1.0:
+            why = res.info if res.status == "ok" else f"{res.status}: {res.info}"
+            out[i] = f"reads differently once normalised ({job[1][:40]!r} -> {job[2][:40]!r}): {why}"
     return out
 
 

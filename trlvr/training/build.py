@@ -30,6 +30,7 @@ from trlvr.engine.capabilities import (
     has_chat_template,
     worlds_of,
 )
+from trlvr.engine.vocab import check_pair_rows
 from trlvr.errors import UserError
 from trlvr.models import choose_pairing, load_causal_lm, load_tokenizer
 from trlvr.rewards import check_golds, math_reward
@@ -109,6 +110,8 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, bet
         senior_tok = senior_tok or load_tokenizer(tandem.senior, "senior")
         junior_tok = junior_tok or load_tokenizer(tandem.junior, "junior")
         pairing = choose_pairing(senior_tok, junior_tok, tandem.pairing)
+        if pairing == "lockstep":  # one tokenizer: every model needs a row per token; extra rows are padding
+            check_pair_rows(len(senior_tok), {"senior": tandem.senior, "junior": tandem.junior})
     name, settings = tandem.schedule_kwargs()
     templates = ()
     if problems is not None and chat_prompt_of(problems) is not None:
