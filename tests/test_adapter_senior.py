@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -200,3 +201,35 @@ def test_smoke_takes_an_adapter_senior(toy):
                 "--set", "max_completion_length=12"])  # fmt: skip
     report = json.loads((out / "smoke.json").read_text())
     assert code == 0 and report["passed"], report["checks"]
+
+
+SMOLLM2 = Path(__file__).resolve().parents[1] / "models" / "smollm2-135m-instruct"  # `make real-models`
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SMOLLM2 / "config.json").is_file(), reason="SmolLM2 weights absent (make real-models)")
+def test_smollm2_continues_its_adapter_and_kl_to_the_junior_is_the_base(tmp_path):
+    """The same invariants on a real pretrained LM: one step at lr 1e-12 from a logit-changing adapter keeps
+    the adapter's model; with beta > 0 and kl_ref: junior, TRL's reference is the base with adapters off."""
+    from helpers import write_sum_problems
+
+    make_adapter(SMOLLM2, tmp_path / "sft", r=4, alpha=8)
+    write_sum_problems(tmp_path / "train.jsonl", 16)
+    out = tmp_path / "run"
+    assert cli(["train", "--config", "toy", "--senior", str(tmp_path / "sft"), "--junior", "self", "--arm", "tandem",
+                "--use_peft", "true", "--dataset", str(tmp_path / "train.jsonl"), "--output_dir", str(out),
+                "--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "8",
+                "--use_cpu", "true", "--max_steps", "1", "--learning_rate", "1e-12", "--beta", "0.04",
+                "--kl_ref", "junior"]) == 0  # fmt: skip
+    want = adapter_logits(tmp_path / "sft")
+    assert (want - base_logits(SMOLLM2)).abs().max() > 0.1
+    torch.testing.assert_close(adapter_logits(out / "final"), want, atol=1e-4, rtol=0)
+    from trlvr.config import load_run_config
+    from trlvr.training import build_trainer
+
+    tandem, args = load_run_config("toy", {"arm": "tandem", "senior": str(tmp_path / "sft"), "junior": "self",
+                                           "dataset": str(tmp_path / "train.jsonl"), "output_dir": str(tmp_path / "kl"),
+                                           "use_peft": True, "beta": 0.04, "kl_ref": "junior", "use_cpu": True,
+                                           "per_device_train_batch_size": 4, "num_generations": 4,
+                                           "max_completion_length": 8, "max_steps": 1})  # fmt: skip
+    torch.testing.assert_close(reference_logits(build_trainer(tandem, args)), base_logits(SMOLLM2), atol=1e-4, rtol=0)
