@@ -126,3 +126,13 @@ def test_the_answer_flag_on_hand_built_prefixes(text, gold, want):
 
 def test_numbers_are_read_exactly():
     assert [str(x) for x in numbers_in("a 10.0 b 007 c 1,2")] == ["10", "7", "1", "2"]
+
+
+def test_a_text_pair_is_refused_before_any_model_loads():
+    from trlvr.engine.capabilities import Plan, check_capabilities
+    from trlvr.errors import UserError
+
+    with pytest.raises(UserError, match=r"^--suite: prefix hands the junior the senior's own token ids"):
+        check_capabilities(Plan("eval", "text", suite=("solo", "prefix")))
+    assert check_capabilities(Plan("eval", "lockstep", suite=("solo", "prefix"))) == {}
+    assert check_capabilities(Plan("eval", "self", suite=("solo", "prefix"))) == {}
