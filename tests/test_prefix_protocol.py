@@ -42,6 +42,13 @@ def test_the_suite_runs_solo_first_and_names_its_protocols():
             parse_protocol(bad)
 
 
+def test_the_config_records_the_points_only_for_a_prefix_suite(evaluated):
+    from trlvr.eval.spec import EvalSpec
+
+    assert evaluated[0]["config"]["prefix_ks"] == [0, 50, 100]
+    assert "prefix_ks" not in EvalSpec(suite=("solo",)).config_part(None, None, "boxed")
+
+
 def test_k0_is_the_junior_alone_with_its_sampling(evaluated):
     _, rows = evaluated
     junior, k0 = by(rows, "junior"), by(rows, "prefix-0")

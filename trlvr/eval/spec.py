@@ -124,9 +124,11 @@ class EvalSpec:
             "max_new_tokens": self.max_new_tokens, "batch_size": self.batch_size,
             "score_batch_size": self.score_batch_size, "handoff_max_rounds": self.handoff_max_rounds,
             "handoff_round": "one senior step + one junior step", "suite": list(self.suite),
-            "dose_shares": list(self.dose_shares), "prefix_ks": list(self.prefix_ks), "num_resamples": self.num_resamples, "grading": grading,
+            "dose_shares": list(self.dose_shares), "num_resamples": self.num_resamples, "grading": grading,
             "budget": {"rule": BUDGET_RULE if context_length else "flat max_new_tokens",
                        "max_new_tokens": self.max_new_tokens, "context_length": context_length},
             "max_prompt_tokens": max_prompt_tokens, "legibility_drift": {"include_eos": self.include_eos},
             "decode": self.decode,
+            # only where asked for: a finished evaluation of another suite keeps the config it was written with
+            **({"prefix_ks": list(self.prefix_ks)} if "prefix" in self.suite else {}),
         }  # fmt: skip
