@@ -143,3 +143,13 @@ def test_a_text_pair_is_refused_before_any_model_loads():
         check_capabilities(Plan("eval", "text", suite=("solo", "prefix")))
     assert check_capabilities(Plan("eval", "lockstep", suite=("solo", "prefix"))) == {}
     assert check_capabilities(Plan("eval", "self", suite=("solo", "prefix"))) == {}
+
+
+@pytest.mark.parametrize("value, shown", [("0,abc", "[0, 'abc']"), ("0,150", "[0, 150]")])
+def test_bad_prefix_ks_are_one_line_naming_the_flag(tmp_path, capsys, value, shown):
+    assert cli(["eval", "--senior", str(ASSETS_DIR / "senior"), "--junior", str(ASSETS_DIR / "junior"),
+                "--data", f"x={tmp_path / 'none.jsonl'}", "--suite", "prefix", "--prefix-ks", value,
+                "--out", str(tmp_path / "out")]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert err == f"trlvr eval: error: --prefix-ks: expected integer percents in [0, 100], got {shown}"
+    assert not (tmp_path / "out").exists()
