@@ -1,5 +1,10 @@
 """The prefix-continuation curve: the junior continues the senior's solo trace after k% of it (k = 0 ... 100).
 
+Superseded by the evaluation protocols prefix-K (`trlvr eval --suite solo,prefix --prefix-ks 0,25,50,75,100`,
+`trlvr.eval.prefix`), which add the answer-availability control (prefix-K/pass@1|no-answer) and draw the
+junior's continuation through the evaluation engine. Kept only to reproduce the notation pilot's post-hoc
+curves (README), which this script produced (its own sampling: HF generate, seeded per k).
+
 As Legi-Val (arXiv 2603.20508) measures transfer: for every solo sample of a `trlvr eval` directory, the
 first k% of the senior's completion tokens (its final EOS left out) is kept, and the junior writes the
 rest from there in the same prompt and the same total token budget; the team text is graded as the

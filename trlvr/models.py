@@ -215,14 +215,16 @@ def model_folder(path: str | os.PathLike) -> str:
     return adapter_base(path) if is_adapter_dir(path) else str(path)
 
 
-def load_model_or_adapter(path: str | os.PathLike, role: str = "model", base: str | None = None, **kwargs) -> Any:
-    """A model folder as a causal LM; an adapter folder as a frozen `peft.PeftModel` on its base."""
+def load_model_or_adapter(path: str | os.PathLike, role: str = "model", base: str | None = None, *,
+                          trainable: bool = False, **kwargs) -> Any:  # fmt: skip
+    """A model folder as a causal LM; an adapter folder as a `peft.PeftModel` on its base, frozen (or with
+    its adapter trainable: `trainable`, how a run continues an adapter)."""
     if not is_adapter_dir(path):
         return load_causal_lm(path, role, **kwargs)
     from peft import PeftModel
 
     base_model = load_causal_lm(adapter_base(path, base), f"{role} (the adapter's base)", **kwargs)
-    return PeftModel.from_pretrained(base_model, str(path), is_trainable=False)
+    return PeftModel.from_pretrained(base_model, str(path), is_trainable=trainable)
 
 
 def load_tokenizer_for(path: str | os.PathLike, role: str = "model") -> Any:

@@ -40,7 +40,7 @@ from trlvr.memory import GPU_BYTES
 from trlvr.models import DEVICE
 from trlvr.ranks import Ranks
 
-SUITE_DEFAULT = ",".join(D.SUITE_NAMES)
+SUITE_DEFAULT = ",".join(D.DEFAULT_SUITE)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
 
 
@@ -69,11 +69,17 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--n", "--samples", dest="n", type=count(D.MAX_N), default=D.N,
                    help="samples per problem and protocol (--samples: the same, for a launcher whose own flags take --n)")
     p.add_argument("--k", type=COUNTS, default=list(D.KS), help="pass@k values, comma-separated (each <= n)")
-    p.add_argument("--suite", type=TEXT, default=SUITE_DEFAULT, help=f"comma-separated subset of {SUITE_DEFAULT}")
+    p.add_argument("--suite", type=TEXT, default=SUITE_DEFAULT, help=f"comma-separated subset of {','.join(D.SUITE_NAMES)} (default {SUITE_DEFAULT}; prefix = the "
+                   "prefix-continuation curve: the junior continues the senior's solo trace after K%% of it)")
     p.add_argument(
         "--dose-shares", type=SHARES, default=list(D.DEFAULT_DOSE_SHARES),
         help="junior shares of the dose protocols (suite entry dose), comma-separated; dose-0.5 = the word "
         f"schedule at p = 0.5 (default {','.join(f'{x:g}' for x in D.DEFAULT_DOSE_SHARES)})",
+    )  # fmt: skip
+    p.add_argument(
+        "--prefix-ks", type=TEXT, default=",".join(map(str, D.DEFAULT_PREFIX_KS)),
+        help="suite entry prefix: the shares K (integer percents in [0, 100]) of the senior's solo trace the "
+        "junior continues from, comma-separated (default %(default)s)",
     )  # fmt: skip
     p.add_argument(
         "--max-new-tokens", type=COUNT, default=D.MAX_NEW_TOKENS,
@@ -187,9 +193,17 @@ def settings_from_args(args) -> EvalSpec:
             handoff_max_rounds=args.handoff_max_rounds, include_eos=args.include_eos, batch_size=args.batch_size,
             score_batch_size=args.score_batch_size, grading=args.grading, decode=args.decode,
             dose_shares=tuple(getattr(args, "dose_shares", None) or D.DEFAULT_DOSE_SHARES),
+            prefix_ks=_percents(getattr(args, "prefix_ks", None)),
         )  # fmt: skip
     except SettingError as e:  # name the flag: --k for ks, --top-p for top_p, ...
         raise e.as_flag(FLAGS.get(e.field, "--" + e.field.replace("_", "-"))) from None
+
+
+def _percents(text: str | None) -> tuple:
+    """--prefix-ks "0,50,100" -> (0, 50, 100); a piece that is not an integer stays as text (EvalSpec names it)."""
+    if not text:
+        return D.DEFAULT_PREFIX_KS
+    return tuple(int(x) if x.strip().isdigit() else x.strip() for x in text.split(",") if x.strip())
 
 
 FLAGS = {"ks": "--k"}  # EvalSpec fields whose flag is not --<field with dashes>

@@ -112,7 +112,7 @@ def check_run(args, spec) -> None:
     if chat and pairing == "text":
         templates += ((f"--junior {junior}", has_chat_template(junior_tok)),)
     schedules = tuple(parse_protocol(name).schedule(spec.handoff_max_rounds)
-                      for name in protocols_for(spec.suite, spec.dose_shares))  # fmt: skip
+                      for name in protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks))  # fmt: skip
     paths = {f"{args.run} (its checkpoints)": senior, "--junior": None if junior == SELF or not needs_junior else junior,
              "--val": str(val)}  # fmt: skip
     check_capabilities(Plan(

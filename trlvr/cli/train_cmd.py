@@ -162,9 +162,10 @@ def _has_config(path: str) -> bool:
     """Whether a model's config can be read now (a folder, a cached hub model, a shipped config)."""
     from trlvr.errors import UserError
     from trlvr.memory import read_config
+    from trlvr.models import model_folder
 
     try:
-        read_config(path)
+        read_config(model_folder(path))  # an adapter folder: its base's config
     except UserError:
         return False
     return True

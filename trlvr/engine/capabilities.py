@@ -19,7 +19,8 @@ one vocabulary and full model folders). A run is refused, in one line naming its
   - a schedule needs what the pairing lacks: a token-id schedule (boundary) on a text pair, a schedule the
     junior writes in with no junior;
   - a metric needs what the pairing lacks: a suite entry that runs the junior with no junior; KL to the
-    junior (training's kl_ref: junior), or a drift metric chosen to select on, from a text pair;
+    junior (training's kl_ref: junior), a drift metric chosen to select on, or the prefix-continuation
+    protocols (the junior continues the senior's token ids), from a text pair;
   - a prompt that is chat messages meets a tokenizer without a chat template (it cannot be rendered);
   - its models and data come from toy worlds (`trlvr toy prepare`: DIR/card.json) made with other seeds or
     settings: a world draws its problems and trains its models with its seed, so another world's models
@@ -174,6 +175,9 @@ def _check_metrics(plan: Plan, name: dict) -> None:
                 raise UserError(f"{name['metric']}: {metric} needs a junior (only solo runs without one)")
     if not _text(plan):
         return
+    if "prefix" in plan.suite:
+        raise UserError(f"{name['suite']}: prefix hands the junior the senior's own token ids, so it needs one "
+                        "shared vocabulary; this senior and junior are text-paired (two tokenizers)")  # fmt: skip
     for metric in plan.metrics:
         if metric == KL_TO_JUNIOR:
             raise UserError(f"{name['metric']}: junior needs one shared vocabulary; this pair is text-paired "

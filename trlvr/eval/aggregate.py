@@ -9,6 +9,11 @@ Per-problem table: {benchmark: {metric: {problem_id: value}}}. Metric names:
                                                        spell the text (text pairs; `trlvr.engine.text_pair`);
                                                        a protocol has it once any of its rows ended so
     dose-J/pass@1, dose-J/senior_share                 at junior share J
+    prefix-K/pass@1                                    the junior continuing the first K% of the senior's
+                                                       solo trace (`trlvr.eval.prefix`)
+    prefix-K/answer_in_prefix                          share of those prefixes that already hold the gold
+    prefix-K/pass@1|no-answer                          pass@1 over the rows whose prefix does not (a problem
+                                                       all of whose prefixes hold it has no value)
     legibility/junior_ce                               junior's mean per-token CE (nats) on the text of
                                                        solo samples (final EOS left out unless include_eos);
                                                        text pairs: per token of the junior's own tokenization
@@ -62,6 +67,13 @@ def problem_table(rows: list[dict], ks: list[int]) -> Table:
         if (p := protocol_of_metric(proto)) is not None and p.entry == "dose":
             t[f"{proto}/pass@1"][pid] = float(np.mean(correct))
             t[f"{proto}/senior_share"][pid] = float(np.mean([r["senior_share"] for r in rs]))
+        if (p := protocol_of_metric(proto)) is not None and p.entry == "prefix":
+            flagged = [bool(r["answer_in_prefix"]) for r in rs]
+            t[f"{proto}/pass@1"][pid] = float(np.mean(correct))
+            t[f"{proto}/answer_in_prefix"][pid] = float(np.mean(flagged))
+            clean = [c for c, f in zip(correct, flagged, strict=True) if not f]
+            if clean:
+                t[f"{proto}/pass@1|no-answer"][pid] = float(np.mean(clean))
         if proto == "solo":
             ce = [r["legibility"] for r in rs if r.get("legibility") is not None]
             bpb = [r["legibility_bpb"] for r in rs if r.get("legibility_bpb") is not None]

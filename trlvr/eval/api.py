@@ -270,7 +270,7 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
     if chat and pairing == "text":  # the junior renders the same messages with its own template
         templates += ((f"--junior {junior}", has_chat_template(junior_tok)),)
     schedules = tuple(parse_protocol(name).schedule(spec.handoff_max_rounds)
-                      for name in protocols_for(spec.suite, spec.dose_shares))  # fmt: skip
+                      for name in protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks))  # fmt: skip
     paths = {"--senior": senior, "--junior": None if junior in (None, SELF) else junior,
              **{f"--data {name}": source for name, source in (sources or {}).items()}}  # fmt: skip
     return check_capabilities(Plan(

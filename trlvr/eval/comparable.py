@@ -37,6 +37,7 @@ NOT_COMPARED = {
     "protocols": "which metrics exist (as above)",
     "ks": "which pass@k exist (as above)",
     "dose_shares": "which dose points exist (as above)",
+    "prefix_ks": "which prefix-K points exist (as above)",
     "batch_size": "how generation was batched: each sample's randomness is keyed by its row, not its batch",
     "score_batch_size": "how scoring was batched (as above)",
     "decode": "the KV-cache path: outputs are equal across paths (tested)",

@@ -15,7 +15,7 @@ from trlvr.eval.sample_metrics import is_rate
 
 # An evaluation metric is a rate (printed x100) when its last component is one of these, or starts with
 # "pass@", or it is a registered per-sample rate; ratios of rates ("handoff_ratio/...") are not rates.
-RATE_SUFFIXES = ("senior_share", "truncated", "round_capped", "unrepresentable")
+RATE_SUFFIXES = ("senior_share", "truncated", "round_capped", "unrepresentable", "answer_in_prefix")
 RATIO_HEADS = ("handoff_ratio",)
 
 

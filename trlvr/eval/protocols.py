@@ -7,6 +7,9 @@
                step plus a junior step, as in the authors' code, so at most 300 steps).
 - "dose-J":    WordSchedule with junior share J, i.e. senior probability p = 1 - J.
 - "junior":    the junior alone, the floor.
+- "prefix-K":  the junior alone, continuing the first K% of the senior's solo trace of the same
+               (problem, sample), with an answer-availability flag per row (`trlvr.eval.prefix`;
+               run by `trlvr.eval.runner` after solo, whose rows it reads).
 
 `loophole_report(rows, tokenizer)`: the loophole statistics training logs (`trlvr.engine.loophole`)
 for each dose protocol (the word schedule), over its samples; results.json's "loophole".
@@ -29,10 +32,18 @@ from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import vocab_tables
 from trlvr.eval.defaults import HANDOFF_MAX_ROUNDS
 from trlvr.eval.plan import batch_seed
-from trlvr.eval.suite import Protocol, dose_protocol, parse_protocol, protocol_of_metric, protocols_for
+from trlvr.eval.prefix import answer_in_text, cut, trace_body
+from trlvr.eval.suite import (
+    Protocol,
+    dose_protocol,
+    parse_protocol,
+    prefix_protocol,
+    protocol_of_metric,
+    protocols_for,
+)
 
-__all__ = ["Protocol", "batch_seed", "dose_protocol", "loophole_report", "parse_protocol", "protocol_of_metric",
-           "protocols_for", "run_protocol", "schedule_for"]
+__all__ = ["Protocol", "answer_in_text", "batch_seed", "cut", "dose_protocol", "loophole_report", "parse_protocol",
+           "prefix_protocol", "protocol_of_metric", "protocols_for", "run_protocol", "schedule_for", "trace_body"]
 
 
 def schedule_for(protocol: str, handoff_max_rounds: int = HANDOFF_MAX_ROUNDS):

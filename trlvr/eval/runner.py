@@ -48,7 +48,16 @@ from trlvr.eval import defaults as D
 from trlvr.eval import fingerprint as fpr
 from trlvr.eval.aggregate import problem_table, summarize
 from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, plan_batches, split_by_prompt_length
-from trlvr.eval.protocols import eval_row_key, loophole_report, protocols_for, run_protocol
+from trlvr.eval.protocols import (
+    answer_in_text,
+    cut,
+    eval_row_key,
+    loophole_report,
+    parse_protocol,
+    protocols_for,
+    run_protocol,
+    trace_body,
+)
 from trlvr.eval.scoring import score_completions, text_means
 from trlvr.eval.spec import BUDGET_RULE, EvalSpec
 from trlvr.eval.store import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, EvalDir, read_json, write_json
@@ -262,7 +271,7 @@ def evaluate(
     prompt the tokenizer cannot spell (decode(encode(prompt)) differs) are listed in config.json's
     `lossy_prompts` and warned about; `refuse_lossy` makes them an error.
     """
-    protocols = protocols_for(spec.suite, spec.dose_shares)
+    protocols = protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks)
     if score_fn is None:
         score_fn = _grader_for(spec.grading)
     grading = grading_name(score_fn)
@@ -493,6 +502,8 @@ class _Run:
         needs one model runs one stack); an HF pair runs every protocol and skips an idle model itself."""
         if self.partners.backend != "vllm":
             return ENGINE_STACKS["pair"]
+        if parse_protocol(protocol).entry == "prefix":  # the junior alone, after solo (its engine comes later)
+            return ENGINE_STACKS["junior"]
         return ENGINE_STACKS.get(protocol, ENGINE_STACKS["pair"])
 
     def generate(self, store: EvalDir, old_rows: list[dict]) -> list[dict]:
@@ -513,6 +524,8 @@ class _Run:
         self.announce(("todo", todo))
         todo = [plan[j] for j in todo]
         bar.update(total - sum(len(batch.items) for _, batch, _ in todo))
+        self.solo_rows = {(r["benchmark"], str(r["problem_id"]), int(r["sample_idx"])): r
+                          for r in have.values() if r["protocol"] == "solo"}  # prefix-K continues these  # fmt: skip
         for i, (b, batch, keys) in enumerate(todo):
             # The whole batch, so a resumed batch has the same batch-mates (and the same
             # scoring padding) as the first time; only its missing rows are written.
@@ -521,6 +534,8 @@ class _Run:
             else:  # another process generated it (its share: every size-th batch of todo)
                 new = self.ranks.take(f"batch/{i}")
             new = [r for r, k in zip(new, keys, strict=True) if k not in have]
+            self.solo_rows.update(((r["benchmark"], str(r["problem_id"]), int(r["sample_idx"])), r)
+                                  for r in new if r["protocol"] == "solo")  # fmt: skip
             store.append(new)
             in_file += [_row_key(r) for r in new]
             have.update((_row_key(r), r) for r in new)
@@ -600,21 +615,53 @@ class _Run:
             for problem, ids in zip(b.problems, b.prompts, strict=True):
                 self.junior_prompts[tuple(ids)] = encode_prompt(prompt_for(problem, self.tokenizer), self.junior_tokenizer)
 
+    def _prefixes(self, b: Bench, batch) -> list[list[int]] | None:
+        """prefix-K: the first K% of the solo trace of each item's (problem, sample), None for other protocols."""
+        proto = parse_protocol(batch.protocol)
+        if proto.entry != "prefix":
+            return None
+        if self.junior_tokenizer is not None:
+            raise UserError(f"{batch.protocol}: the prefix protocols hand the junior the senior's tokens, so they "
+                            "need one vocabulary (lockstep); this pair is a text pair")  # fmt: skip
+        out = []
+        for i, s in batch.items:
+            solo = getattr(self, "solo_rows", {}).get((batch.benchmark, str(b.keys[i]), int(s)))
+            if solo is None:  # solo runs before prefix in every plan (protocols_for); a served rank has none
+                raise UserError(f"{batch.protocol}: no solo sample of problem {b.keys[i]} sample {s} to continue "
+                                "(the prefix protocols run in one process, after solo)")  # fmt: skip
+            out.append(cut(trace_body(solo), proto.prefix_percent))
+        return out
+
     def _batch_rows(self, pair, b: Bench, batch) -> list[dict]:
         problems, tok, spec = b.problems, self.tokenizer, self.spec
-        out = run_protocol(
-            pair, batch.protocol, [b.prompts[i] for i, _ in batch.items],
-            max_new_tokens=[b.budgets[i] for i, _ in batch.items], decoding=spec.decoding, seed=spec.seed,
-            handoff_max_rounds=spec.handoff_max_rounds,
-            row_keys=[eval_row_key(batch.benchmark, b.keys[i], s, batch.protocol) for i, s in batch.items],
-        )  # fmt: skip
-        ids_all = out.completion_ids
+        prefixes = self._prefixes(b, batch)
+        given = prefixes or [[] for _ in batch.items]
+        # prefix-K draws with the junior protocol's row keys: prefix-0 is the junior's samples, and every K
+        # shares the junior's random numbers (paired across K)
+        key_protocol = "junior" if prefixes is not None else batch.protocol
+        budgets = [b.budgets[i] - len(p) for (i, _), p in zip(batch.items, given, strict=True)]
+        if max(budgets) > 0:
+            out = run_protocol(
+                pair, batch.protocol, [b.prompts[i] + p for (i, _), p in zip(batch.items, given, strict=True)],
+                max_new_tokens=budgets, decoding=spec.decoding, seed=spec.seed,
+                handoff_max_rounds=spec.handoff_max_rounds,
+                row_keys=[eval_row_key(batch.benchmark, b.keys[i], s, key_protocol) for i, s in batch.items],
+            )  # fmt: skip
+            ids_all, authors, finish = out.completion_ids, out.authors, out.finish_reasons
+            share, switches = out.senior_share.tolist(), out.num_switches
+        else:  # every prefix fills its budget: nothing left to write
+            out, ids_all, authors = None, [[] for _ in batch.items], [[] for _ in batch.items]
+            finish, share, switches = ["length"] * len(budgets), [0.0] * len(budgets), [0] * len(budgets)
+        if prefixes is not None:  # the team text: the senior's prefix, then the junior's continuation
+            ids_all = [p + list(c) for p, c in zip(prefixes, ids_all, strict=True)]
+            authors = [[1] * len(p) + list(a) for p, a in zip(prefixes, authors, strict=True)]
+            share = [len(p) / max(1, len(ids)) for p, ids in zip(prefixes, ids_all, strict=True)]
+            switches = [int(bool(p) and len(ids) > len(p)) for p, ids in zip(prefixes, ids_all, strict=True)]
         texts = tok.batch_decode(ids_all, skip_special_tokens=True)
         answers = [str(problems[i].answer) for i, _ in batch.items]
         rewards, outcomes = grade(self.score_fn, texts, answers)
-        authors, finish = out.authors, out.finish_reasons
-        share, switches = out.senior_share.tolist(), out.num_switches
-        jlp = out.junior_logprobs if batch.protocol not in ("solo", "junior") else None
+        jlp = out.junior_logprobs if out is not None and batch.protocol not in ("solo", "junior") and \
+            prefixes is None else None  # fmt: skip
         rows = []
         for j, ((i, s), text, reward, gold, outcome) in enumerate(
             zip(batch.items, texts, rewards, answers, outcomes, strict=True)
@@ -632,6 +679,9 @@ class _Run:
             }  # fmt: skip
             if jlp is not None:
                 row["junior_logprobs"] = [round(x, 3) for x in jlp[j]]
+            if prefixes is not None:
+                row["prefix_tokens"] = len(prefixes[j])
+                row["answer_in_prefix"] = answer_in_text(tok.decode(prefixes[j], skip_special_tokens=True), gold)
             if self.junior_tokenizer is not None:
                 row["senior_char_share"] = round(pair.last.senior_char_share[j], 4)
             if s == 0:

@@ -41,7 +41,7 @@ class EvalSpec:
     """What to measure and how to sample it. `context_length` / `max_prompt_tokens`: "auto" = read
     from the models' configs / what the context leaves room for, None = unknown / no cap."""
 
-    suite: tuple[str, ...] = D.SUITE_NAMES
+    suite: tuple[str, ...] = D.DEFAULT_SUITE
     n: int = D.N
     ks: tuple[int, ...] = D.KS
     temperature: float = D.DEFAULT_DECODING["temperature"]
@@ -57,6 +57,7 @@ class EvalSpec:
     score_batch_size: int = D.SCORE_BATCH_SIZE
     grading: str = "boxed"
     dose_shares: tuple[float, ...] = D.DEFAULT_DOSE_SHARES
+    prefix_ks: tuple[int, ...] = D.DEFAULT_PREFIX_KS  # suite entry prefix: the prefix-K protocols (K in %)
     num_resamples: int = D.NUM_RESAMPLES
     decode: str = "auto"  # engine KV path; outputs are equal across paths (tested), so not fingerprinted
     extra: dict = field(default_factory=dict, compare=False)  # caller-named facts for config.json
@@ -65,6 +66,7 @@ class EvalSpec:
         object.__setattr__(self, "suite", tuple(self.suite))
         object.__setattr__(self, "ks", tuple(sorted({int(k) for k in self.ks})))
         object.__setattr__(self, "dose_shares", tuple(float(x) for x in self.dose_shares))
+        object.__setattr__(self, "prefix_ks", tuple(self.prefix_ks))
         self._check()
 
     @property
@@ -92,6 +94,9 @@ class EvalSpec:
             raise SettingError("n", f"n must be <= {D.MAX_N} samples per problem, got {self.n}")
         if not self.ks or self.ks[0] < 1 or self.ks[-1] > self.n:
             raise SettingError("ks", f"ks: every k must be in [1, n = {self.n}], got {list(self.ks)}")
+        if not self.prefix_ks or any(isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 100
+                                     for k in self.prefix_ks):  # fmt: skip
+            raise SettingError("prefix_ks", f"prefix_ks: expected integer percents in [0, 100], got {list(self.prefix_ks)}")
         if self.grading not in GRADINGS:
             raise SettingError("grading", f"grading: {self.grading!r}; choose from {', '.join(GRADINGS)}")
         try:
@@ -124,4 +129,6 @@ class EvalSpec:
                        "max_new_tokens": self.max_new_tokens, "context_length": context_length},
             "max_prompt_tokens": max_prompt_tokens, "legibility_drift": {"include_eos": self.include_eos},
             "decode": self.decode,
+            # only where asked for: a finished evaluation of another suite keeps the config it was written with
+            **({"prefix_ks": list(self.prefix_ks)} if "prefix" in self.suite else {}),
         }  # fmt: skip

@@ -32,9 +32,16 @@ from trlvr.engine.capabilities import (
 )
 from trlvr.engine.vocab import check_pair_rows
 from trlvr.errors import UserError
-from trlvr.models import choose_pairing, load_causal_lm, load_tokenizer
+from trlvr.models import (
+    choose_pairing,
+    load_causal_lm,
+    load_model_or_adapter,
+    load_tokenizer,
+    load_tokenizer_for,
+)
 from trlvr.rewards import check_golds, math_reward
 from trlvr.rundir import HOLDOUT_FILE
+from trlvr.training.peft_setup import check_lora_run, continues_adapter, describe_adapter, peft_config_for
 
 SELF = "self"
 
@@ -99,7 +106,9 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, bet
     against the pairing and the backend, the toy worlds of its models and data) and the backend is found
     installed, in one line each. A run config is checked before any model loads (`trlvr train --dry-run`
     too). Tokenizers load from the config's paths when not given (cheap: no weights); `beta` is the run's
-    KL coefficient (trl.GRPOConfig's), `problems` its training problems (None: not read yet)."""
+    KL coefficient (trl.GRPOConfig's), `problems` its training problems (None: not read yet). An adapter-folder
+    senior that cannot be continued is refused first (`trlvr.training.peft_setup.check_lora_run`)."""
+    check_lora_run(tandem)
     kl_to_junior = beta > 0 and tandem.kl_ref == "junior"
     uses_junior = bool(tandem.junior) and (tandem.arm == "tandem" or kl_to_junior)
     if not tandem.junior:
@@ -107,7 +116,7 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, bet
     elif tandem.junior == SELF:
         pairing = "lockstep"
     else:
-        senior_tok = senior_tok or load_tokenizer(tandem.senior, "senior")
+        senior_tok = senior_tok or load_tokenizer_for(tandem.senior, "senior")
         junior_tok = junior_tok or load_tokenizer(tandem.junior, "junior")
         pairing = choose_pairing(senior_tok, junior_tok, tandem.pairing)
         if pairing == "lockstep":  # one tokenizer: every model needs a row per token; extra rows are padding
@@ -115,7 +124,7 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, bet
     name, settings = tandem.schedule_kwargs()
     templates = ()
     if problems is not None and chat_prompt_of(problems) is not None:
-        senior_tok = senior_tok or load_tokenizer(tandem.senior, "senior")
+        senior_tok = senior_tok or load_tokenizer_for(tandem.senior, "senior")
         templates = ((f"senior {tandem.senior}", has_chat_template(senior_tok)),)
         if pairing == "text" and uses_junior:  # the junior renders the same messages with its own template
             templates += ((f"junior {tandem.junior}", has_chat_template(junior_tok)),)
@@ -138,21 +147,27 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None):
     capabilities are checked (`check_pairing`, with `problems`: the run's training problems).
 
     The junior is loaded only when rollouts need it and it is not TRL's KL reference (TRL loads
-    that one); `junior: self` is the LoRA senior's base with adapters off (set up by the trainer).
+    that one); `junior: self` is the LoRA senior's base with adapters off (set up by the trainer). A senior
+    that is an adapter folder (`use_peft`) loads as a `PeftModel` on its base with the adapter trainable:
+    RL continues it (`trlvr.training.peft_setup`).
     pairing: "lockstep" or "text" (`trlvr.models.choose_pairing`; self-pairing is lockstep), None
     without a junior.
     """
     from trlvr.training.console import log
 
     init = dict(args.model_init_kwargs or {})
-    tokenizer = load_tokenizer(tandem.senior, "senior")
+    tokenizer = load_tokenizer_for(tandem.senior, "senior")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     junior, junior_tok = None, None
     if tandem.junior and tandem.junior != SELF:
         junior_tok = load_tokenizer(tandem.junior, "junior")
     pairing = check_pairing(tandem, tokenizer, junior_tok, beta=args.beta, problems=problems)
-    senior = load_causal_lm(tandem.senior, "senior", **init)
+    if continues_adapter(tandem):
+        log(describe_adapter(tandem.senior))
+        senior = load_model_or_adapter(tandem.senior, "senior", trainable=True, **init)
+    else:
+        senior = load_causal_lm(tandem.senior, "senior", **init)
     if junior_tok is not None:
         if tandem.arm == "tandem":
             log(f"pairing: {pairing} ({'one shared vocabulary, token by token' if pairing == 'lockstep' else 'two tokenizers, one shared text'})")
@@ -162,16 +177,6 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None):
             if pairing == "text":  # the rollout decodes this pair at the text level, with the junior's own tokenizer
                 junior.text_pair_tokenizer = junior_tok
     return senior, junior, tokenizer, pairing
-
-
-def peft_config_for(tandem: TandemConfig):
-    if not tandem.use_peft:
-        return None
-    from trlvr.training.peft_setup import lora_config
-
-    targets = tandem.lora_target_modules
-    targets = targets if targets == "all-linear" else [t.strip() for t in targets.split(",") if t.strip()]
-    return lora_config(tandem.lora_r, tandem.lora_alpha, tandem.lora_dropout, targets)
 
 
 def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | None = None):

@@ -22,6 +22,7 @@ import torch
 from trlvr import rundir
 from trlvr.config import TandemConfig
 from trlvr.memory import MemoryPlan, Stack, derived_max_model_len, parse_size, read_config
+from trlvr.models import model_folder
 
 SELF = "self"
 
@@ -50,7 +51,7 @@ def run_plan(tandem: TandemConfig, grpo, *, gpu_memory: int | str | None = None,
     setting. backend hf: the shapes and lengths only (trlvr's engine sizes its sub-batches to the free
     memory at run time)."""
     dtype = run_dtype(grpo)
-    senior_cfg = read_config(tandem.senior)
+    senior_cfg = read_config(model_folder(tandem.senior))  # an adapter folder's shapes are its base's
     stacks = [Stack.from_config("senior", senior_cfg, dtype)]
     if tandem.arm == "tandem":
         junior_cfg = senior_cfg if tandem.junior == SELF else read_config(tandem.junior)

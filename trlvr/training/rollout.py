@@ -42,6 +42,7 @@ from trlvr.engine import Pair, Sampling, make_pair
 from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
+from trlvr.models import model_folder
 from trlvr.training.memory_plan import device_memory, engine_kv_tokens, run_plan, write_memory_record
 
 
@@ -201,8 +202,9 @@ class TandemRollout:
 
         tandem, args = trainer.tandem, trainer.args
         junior = tandem.junior if "junior" in self.schedule.writers else None
+        senior_dir = model_folder(tandem.senior)  # an adapter folder's base; TRL's sync pushes the merged weights
         if junior == "self":  # a LoRA senior's base: the senior's folder (TRL's sync pushes merged weights to the senior only)
-            junior = tandem.senior
+            junior = senior_dir
         plan = run_plan(tandem, args, gpu_memory=device_memory(), longest_prompt=getattr(trainer, "longest_prompt", None))
         plan.check("backend vllm")  # before vLLM allocates anything: one line naming the setting to change
         trainer.memory_plan = plan
@@ -210,7 +212,7 @@ class TandemRollout:
                                            plan.context, args.vllm_gpu_memory_utilization)  # fmt: skip
         engine = dataclasses.replace(engine, **engine_distribution(trainer.accelerator, args.vllm_tensor_parallel_size,
                                                                    args.seed))  # fmt: skip
-        pair = make_pair(tandem.senior, junior, tokenizer, backend="vllm", eos_token_ids=list(trainer.eos_token_ids),
+        pair = make_pair(senior_dir, junior, tokenizer, backend="vllm", eos_token_ids=list(trainer.eos_token_ids),
                          pad_token_id=tokenizer.pad_token_id, engine=engine)  # fmt: skip
         write_memory_record(args.output_dir, plan, engine_kv_tokens(pair.llm), trainer.accelerator.is_main_process)
         return pair

@@ -40,6 +40,7 @@ from trlvr.config import TandemConfig
 from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
 from trlvr.training.metrics import StepTimeCallback, with_share_split
+from trlvr.training.peft_setup import use_base_as_reference
 from trlvr.training.rollout import TandemRollout
 
 
@@ -58,6 +59,12 @@ def _reference_is(model, path: str):
         yield
     finally:
         model.config._name_or_path = original
+
+
+def _is_peft_model(model) -> bool:
+    from accelerate.utils import is_peft_model
+
+    return is_peft_model(model)
 
 
 def _plain_callable(f) -> bool:
@@ -91,15 +98,18 @@ class TandemGRPOTrainer(GRPOTrainer):
         self.tandem = tandem
         self.longest_prompt = longest_prompt  # backend vllm: the engine's context is this + max_completion_length
         self_paired = tandem.junior == "self"
-        if self_paired and kwargs.get("peft_config") is None:
-            raise ValueError("junior: 'self' needs a LoRA senior (use_peft: true, peft_config)")
+        passed_peft = _is_peft_model(model)  # an adapter folder the run continues (trlvr.training.peft_setup)
+        if self_paired and kwargs.get("peft_config") is None and not passed_peft:
+            raise ValueError("junior: 'self' needs a LoRA senior (use_peft: true, peft_config, or a peft.PeftModel)")
         check_p = tandem.p if tandem.expects_junior_tokens else None
         name, schedule_kwargs = tandem.schedule_kwargs()
         self.rollout = TandemRollout(Schedule.from_config(name, **schedule_kwargs), check_junior_p=check_p,
                                      decode=tandem.decode, junior_device=tandem.junior_device,
                                      backend=tandem.backend)  # fmt: skip
         # kl_ref=junior always has a junior path: TandemConfig refuses it without one. With PEFT, TRL's
-        # reference is the senior with adapters disabled: for `junior: self` that IS the junior.
+        # reference is the senior with adapters disabled: for `junior: self` that IS the junior. A passed
+        # PeftModel (a continued adapter) gets a frozen copy of its adapter as TRL's reference instead:
+        # removed below for kl_ref=junior, kept (= the starting senior) for kl_ref=initial.
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
         funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
@@ -107,6 +117,8 @@ class TandemGRPOTrainer(GRPOTrainer):
 
         with _reference_is(model, tandem.junior) if kl_to_junior and not self_paired else contextlib.nullcontext():
             super().__init__(model=model, reward_funcs=funcs, args=args, rollout_func=self.rollout, **kwargs)
+        if kl_to_junior and self_paired and passed_peft:
+            use_base_as_reference(self.accelerator.unwrap_model(self.model))
 
         if tandem.arm == "tandem" and tandem.backend == "hf":  # backend vllm: the engine holds the junior
             if self_paired:
