@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -192,8 +193,6 @@ def undone_unless_kept(path: str | Path, kept: Callable[[], bool], *, main_proce
         yield
     except BaseException:
         if main_process and path.is_dir() and not kept():
-            import shutil
-
             for entry in path.iterdir():
                 if entry.name in before or is_aside(entry.name) or (  # an earlier run set aside stays
                         existed and entry.name in {n for by in LOCKS for n in lock_files(by)}):  # fmt: skip

@@ -13,6 +13,7 @@ Pure: integers and config objects in, an integer or a one-line UserError out.
 from __future__ import annotations
 
 from trlvr.errors import UserError
+from trlvr.memory import read_config
 
 
 def shared_ids(tokenizer_size: int | None, *rows: int) -> int:
@@ -59,8 +60,6 @@ def check_pair_rows(tokenizer_size: int, paths: dict[str, str]) -> int:
     """:func:`check_vocab_rows` on the config.json of each model folder or hub id in ``paths`` (role ->
     path), read without loading weights (`trlvr.memory.read_config`). A path with no config.json to
     read (a LoRA adapter folder) is left to the engine's check once loaded."""
-    from trlvr.memory import read_config
-
     configs = {}
     for role, path in paths.items():
         try:

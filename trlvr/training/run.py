@@ -19,6 +19,7 @@ What this file does not know: the CLI or how the trainer is assembled (`build.py
 
 from __future__ import annotations
 
+import shutil
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -195,8 +196,6 @@ def _final_from_checkpoint(ckpt: Path, out: Path) -> Path:
     """final/ of a run whose newest complete checkpoint is at its target step: the checkpoint's model,
     tokenizer and trainer state (what `save_model` wrote there), without its resume state; written
     beside final/ and renamed, so a reader never sees half of it."""
-    import shutil
-
     final = rundir.final_dir(out)
     tmp = final.with_name(f".{rundir.FINAL}.partial")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 
+from accelerate.utils import is_peft_model
 from trl import GRPOTrainer
 
 from trlvr.algos import AuthorMaskError
@@ -62,8 +63,6 @@ def _reference_is(model, path: str):
 
 
 def _is_peft_model(model) -> bool:
-    from accelerate.utils import is_peft_model
-
     return is_peft_model(model)
 
 
