@@ -28,6 +28,7 @@ from transformers.trainer_callback import PrinterCallback
 from trlvr import rundir
 from trlvr.config import TandemConfig
 from trlvr.data.prompts import describe_lossy, lossy_prompts
+from trlvr.engine.release import free_memory
 from trlvr.errors import UserError
 from trlvr.provenance import machine
 from trlvr.rundir import FINAL, RUN_FILE, check_dir_path
@@ -171,4 +172,17 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
         if trainer.accelerator.is_main_process:
             trainer.processing_class.save_pretrained(str(final))
             trainer.state.save_to_json(str(final / "trainer_state.json"))
+    release_trainer(trainer)
+    del trainer
+    free_memory()  # the trainer (its model, optimizer state) is gone before the caller's next stage starts
     return final
+
+
+def release_trainer(trainer) -> None:
+    """After training: the trainer's vLLM engine shut down and dropped (backend vllm:
+    `TandemVLLMGeneration.close`), so that the next stage in this process (smoke's second arm, selection,
+    evaluation) finds the device memory free. The trainer itself goes once its holder drops it and calls
+    `trlvr.engine.release.free_memory` (its callbacks hold it in reference cycles)."""
+    generation = getattr(trainer, "vllm_generation", None)
+    if hasattr(generation, "close"):
+        generation.close()

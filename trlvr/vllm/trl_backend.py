@@ -92,11 +92,20 @@ class TandemVLLMGeneration(VLLMGeneration):
             os.environ["WORLD_SIZE"] = str(acc.num_processes)
             ensure_master_addr_port()
         self.pair = self._build_pair()
+        self._build_pair = None  # a closure over the trainer (a reference cycle): built once, not needed again
         self.llm = self.pair.llm
         if self.enable_sleep_mode:
             self.llm.sleep(level=SLEEP_LEVEL)
         self._llm_weights_sleeping = self._kv_sleeping = self.enable_sleep_mode
         self.accelerator.wait_for_everyone()
+
+    def close(self) -> None:
+        """Shut the engine down and drop every reference this object holds to it (TRL's `llm`, the pair, and
+        the builder, a closure over the trainer), so that the next stage's engine (smoke's second arm,
+        selection, evaluation) finds its memory free. The generation is unusable afterwards."""
+        pair, self.pair, self.llm, self._build_pair = self.pair, None, None, None
+        if pair is not None:
+            pair.close()
 
     def sync_weights(self):
         self.pair.begin_sync()
