@@ -77,3 +77,20 @@ def test_a_parity_difference_fails_in_one_line():
     line = render_parity(tokens)
     assert line == ("  parity: FAILED: greedy rollouts of the run's engine differ from enforce_eager's in 1 of 2 rows "
                     "(row 1 from token 1): its compiled / CUDA-graph forward is not the model's")  # fmt: skip
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_trainings_engine_is_closed_in_one_process_and_kept_over_a_launchers_group(processes, monkeypatch):
+    """vLLM's shutdown destroys the default process group: an engine over the launcher's (external_launcher,
+    several processes) stays until the process ends; in one process it is closed when training ends."""
+    from trlvr.vllm import trl_backend
+
+    closed = []
+    pair = SimpleNamespace(close=lambda: closed.append(True))
+    gen = trl_backend.TandemVLLMGeneration.__new__(trl_backend.TandemVLLMGeneration)
+    gen.pair, gen.llm, gen._build_pair = pair, object(), lambda: None
+    gen.accelerator = SimpleNamespace(num_processes=processes)
+    monkeypatch.setattr(trl_backend, "LAUNCHER_ENGINES", [])
+    gen.close()
+    assert (gen.pair, gen.llm, gen._build_pair) == (None, None, None)
+    assert closed == ([True] if processes == 1 else []) and trl_backend.LAUNCHER_ENGINES == ([] if processes == 1 else [pair])

@@ -47,6 +47,8 @@ from trl.trainer.utils import ensure_master_addr_port
 from trlvr.errors import UserError
 
 SLEEP_LEVEL = 1  # keeps the junior's weights (see the module docstring)
+# engines over a launcher's process group, kept until the process ends (`TandemVLLMGeneration.close`)
+LAUNCHER_ENGINES: list = []
 
 
 def engine_distribution(accelerator, tensor_parallel_size: int, seed: int) -> dict:
@@ -102,9 +104,18 @@ class TandemVLLMGeneration(VLLMGeneration):
     def close(self) -> None:
         """Shut the engine down and drop every reference this object holds to it (TRL's `llm`, the pair, and
         the builder, a closure over the trainer), so that the next stage's engine (smoke's second arm,
-        selection, evaluation) finds its memory free. The generation is unusable afterwards."""
+        selection, evaluation) finds its memory free. The generation is unusable afterwards.
+
+        Several processes: the engine runs over the launcher's process group (external_launcher), and vLLM's
+        shutdown destroys the default process group (vllm/distributed/parallel_state.py,
+        `destroy_distributed_environment`), which the launcher's later collectives need; such an engine is
+        kept (`LAUNCHER_ENGINES`) until the process ends."""
         pair, self.pair, self.llm, self._build_pair = self.pair, None, None, None
-        if pair is not None:
+        if pair is None:
+            return
+        if self.accelerator.num_processes > 1:
+            LAUNCHER_ENGINES.append(pair)
+        else:
             pair.close()
 
     def sync_weights(self):
