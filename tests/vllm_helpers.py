@@ -8,6 +8,7 @@ there: the tandem tests pair the toy senior (head_dim 32) with a random junior o
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 
 import torch
@@ -77,3 +78,34 @@ def hf(path: Path):
 def toy_prompts(tokenizer, n: int) -> list[list[int]]:
     texts = ["Q: 3 + 4 = ?\n\n", "Q: 12 - 5 = ?\n\n", "Q: 7 * 2 = ?\n\n", "Q: 9 + 9 = ?\n\n", "Q: 8 - 6 = ?\n\n"]
     return [tokenizer.encode(texts[i % len(texts)]) for i in range(n)]
+
+
+class EngineWatch:
+    """Every vLLM engine (its `LLM` and the model in it) and every trainer, weakly, as they are built
+    (`VLLMPair._build`, `trlvr.training.run.build_trainer` patched through `monkeypatch`); `overlaps`: each
+    engine built while an earlier engine or trainer was still alive, with what was."""
+
+    def __init__(self, monkeypatch):
+        import trlvr.training.run as run
+        from trlvr.vllm.pair import VLLMPair
+
+        self.engines, self.trainers, self.overlaps = [], [], []
+        build, build_trainer = VLLMPair._build, run.build_trainer
+
+        def watched_build(pair, cfg):
+            alive = [name for name, ref in self.engines + self.trainers if ref() is not None]
+            if alive:
+                self.overlaps.append((f"engine {len(self.engines) // 2}", alive))
+            llm = build(pair, cfg)
+            model = llm.llm_engine.model_executor.driver_worker.model_runner.model
+            n = len(self.engines) // 2
+            self.engines += [(f"LLM {n}", weakref.ref(llm)), (f"model {n}", weakref.ref(model))]
+            return llm
+
+        def watched_trainer(*args, **kw):
+            trainer = build_trainer(*args, **kw)
+            self.trainers.append((f"trainer {len(self.trainers)}", weakref.ref(trainer)))
+            return trainer
+
+        monkeypatch.setattr(VLLMPair, "_build", watched_build)
+        monkeypatch.setattr(run, "build_trainer", watched_trainer)

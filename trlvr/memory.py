@@ -38,7 +38,9 @@ DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "f
 GPUS_MIB = {"H200": 143771, "H100": 81559, "H100-80GB": 81559, "A100": 81920, "A100-80GB": 81920,
             "A100-40GB": 40960, "L40S": 46068, "A10G": 23028, "RTX4090": 24564, "A6000": 49140}  # fmt: skip
 OUTSIDE_TORCH_BYTES = 2 << 30  # estimate: CUDA context, NCCL, CUDA graphs' pools (vLLM reports its own)
-ACTIVATION_TOKENS = 8192  # estimate: tokens in vLLM's profiling forward (its max_num_batched_tokens)
+# vLLM's max_num_batched_tokens: every trlvr engine is built with it (`trlvr.vllm.pair.EngineOptions`), so the
+# plan's profiling forward (that many tokens) is the engine's (vLLM's own default is 16384 on an H100/H200)
+BATCHED_TOKENS = 8192
 SAFETY = 0.95  # a plan that needs more than this share of what it can have is refused as too tight
 
 
@@ -200,9 +202,9 @@ class MemoryPlan:
 
     @property
     def activation_bytes(self) -> int:
-        """Estimate of vLLM's profiling peak: one forward of ACTIVATION_TOKENS tokens through the largest
+        """Estimate of vLLM's profiling peak: one forward of BATCHED_TOKENS tokens through the largest
         stack, plus fp32 logits and sampler buffers for max_num_seqs rows of every stack's head."""
-        forward = max(s.activation_bytes(ACTIVATION_TOKENS) for s in self.stacks)
+        forward = max(s.activation_bytes(BATCHED_TOKENS) for s in self.stacks)
         logits = sum(self.max_num_seqs * s.vocab * 4 * 2 for s in self.stacks)
         return forward + logits
 

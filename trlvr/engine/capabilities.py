@@ -14,7 +14,7 @@ self (a LoRA senior's base with its adapters off: lockstep on one copy of the we
 alone: arm grpo, `--suite solo`). Backends: hf (every pairing), vllm (one engine holding both models:
 one vocabulary and full model folders). A run is refused, in one line naming its setting, when
   - the backend cannot hold the pair: vllm with a text pair, a junior device, or a LoRA adapter folder
-    as the senior it evaluates;
+    as the senior it evaluates; vllm under a training sharding its weight sync cannot read (ZeRO-3, FSDP1);
   - the pairing contradicts the one asked for (text with junior self) or a device (junior self on its own);
   - a schedule needs what the pairing lacks: a token-id schedule (boundary) on a text pair, a schedule the
     junior writes in with no junior;
@@ -42,6 +42,10 @@ from trlvr.provenance import path_from_record
 from trlvr.rundir import RUN_FILE, read_record
 
 PAIRINGS = ("lockstep", "text", "self", "none")
+# training shardings whose gathered parameters TRL's weight sync hands over only inside the gather (ZeRO-3: one
+# parameter at a time; FSDP1: one wrapped module at a time), while vLLM's layerwise reload keeps references
+# until a whole layer (q, k and v for qkv_proj) has arrived; FSDP2 hands over full_tensor() copies (kept alive)
+SYNC_UNSAFE_SHARDING = {"zero3": "DeepSpeed ZeRO-3", "fsdp1": "FSDP1"}
 BACKENDS = ("hf", "vllm")
 COMMANDS = ("train", "eval", "select")
 # how each command names a setting in its one line
@@ -80,7 +84,8 @@ class Plan:
     senior_adapter: the senior's path when it is a LoRA adapter folder; chat_prompt: where the first
     prompt made of chat messages is ("FILE row N"), None when every prompt is text; templates: (tokenizer
     named, whether it has a chat template) for every tokenizer that renders the prompts; worlds: (path
-    named, world record from `world_of`) for every model and data path that lies in a toy world.
+    named, world record from `world_of`) for every model and data path that lies in a toy world;
+    sharding: how training shards the senior's parameters (the launch's accelerate / DeepSpeed config).
     """
 
     command: str
@@ -95,6 +100,7 @@ class Plan:
     chat_prompt: str | None = None
     templates: tuple[tuple[str, bool], ...] = ()
     worlds: tuple[tuple[str, dict], ...] = ()
+    sharding: str | None = None  # training's parameter sharding: zero1/zero2/zero3 (DeepSpeed), fsdp1/fsdp2, None
 
 
 def check_capabilities(plan: Plan) -> dict[str, str]:
@@ -135,6 +141,11 @@ def _check_backend(plan: Plan, name: dict) -> None:
     if plan.senior_adapter is not None:
         raise UserError(f"{b} vllm: {plan.senior_adapter} is a LoRA adapter folder; the engine loads full model "
                         "folders (evaluate adapters with --backend hf)")  # fmt: skip
+    if plan.sharding in SYNC_UNSAFE_SHARDING:
+        raise UserError(f"{b} vllm: this launch shards the senior with {SYNC_UNSAFE_SHARDING[plan.sharding]}, which "
+                        "releases each gathered parameter before the engine's weight sync has copied it (vLLM "
+                        "reloads a layer once all its weights arrived); train backend vllm under DeepSpeed ZeRO-1/2, "
+                        "FSDP2 or DDP, or use backend hf")  # fmt: skip
 
 
 def _check_pairing(plan: Plan, name: dict) -> None:

@@ -2,6 +2,10 @@
 own models and lengths, then selection and evaluation on a handful of problems, on the configured
 backend; every check on one screen and in DIR/smoke.json.
 
+Each stage releases what it held before the next starts (a trainer and its engine, an evaluation's
+engines: `trlvr.engine.release`): vLLM refuses to start an engine while the device's free memory is below
+its share.
+
 Checks (each `ok`, `failed` with the reason, or `not measured` with why):
 - memory: the engine's memory plan (`trlvr.memory`), beside what the device reported (vLLM's KV
   tokens from the run's memory record; on CUDA the peak memory torch allocated);
@@ -10,6 +14,10 @@ Checks (each `ok`, `failed` with the reason, or `not measured` with why):
   loss; the grpo arm's share is exactly 1;
 - grader: math-verify imports, known equivalent and non-equivalent pairs grade right, and a
   pathological answer is cut at its timeout (a silently degraded grader cost the reproduction weeks);
+- parity (backend vllm): greedy rollouts of a few training prompts on the tandem arm's engine as the run
+  builds it (compiled, CUDA graphs) and on the same engine with enforce_eager give the same tokens and
+  authors, or the smoke fails (a compile or graph mode that corrupts the composite's activations shows
+  here; `not measured` where the run's engine is eager already, as on a CPU);
 - lengths: truncation rate and mean response length, in training and in the evaluation;
 - pre-emptions: requests the engine pre-empted (backend vllm);
 - speed: tandem / solo step time (and generation time) against the bound (S + J) / S, where S and J
@@ -42,6 +50,8 @@ LENGTH_TOL = 0.5  # tokens: TRL's mean completion length vs the senior's mean to
 # (prediction, gold, expected score): what any working math grader gets right
 GRADER_PAIRS = ((r"\boxed{\frac{1}{2}}", "0.5", 1.0), (r"\boxed{2}", "2.0", 1.0), (r"\boxed{0.5}", r"\frac{1}{2}", 1.0),
                 (r"\boxed{3}", "2", 0.0), (r"\boxed{x+1}", "x + 1", 1.0), (r"\boxed{12}", "21", 0.0))  # fmt: skip
+PARITY_PROMPTS = 8  # greedy rollouts compared between the run's engine and an eager one
+PARITY_TOKENS = 32  # new tokens per parity rollout (capped by the run's max_completion_length)
 STALL = r"\boxed{9^{9^{9^{9}}}}"  # unscreened: sympy sits in one huge integer operation
 STALL_TIMEOUT_S = 2.0
 
@@ -93,6 +103,68 @@ def grader_check() -> dict:
     timed_out = stalled.status == "timeout" and waited < STALL_TIMEOUT_S + 10
     return _check(not wrong and timed_out, pairs=len(GRADER_PAIRS), wrong=wrong, timeout_status=stalled.status,
                   timeout_s=round(waited, 2))  # fmt: skip
+
+
+def parity(configured, eager) -> dict:
+    """The `parity` check from two greedy `TandemOutput`s of the same rollouts: the run's engine's and the
+    enforce_eager engine's; a row differs when its tokens or its authors do."""
+    rows = [i for i, (a, b, x, y) in enumerate(zip(configured.completion_ids, eager.completion_ids, configured.authors,
+                                                   eager.authors, strict=True)) if a != b or x != y]  # fmt: skip
+    first = None
+    if rows:
+        a, b = configured.completion_ids[rows[0]], eager.completion_ids[rows[0]]
+        x, y = configured.authors[rows[0]], eager.authors[rows[0]]
+        first = next(k for k in range(max(len(a), len(b))) if k >= min(len(a), len(b)) or a[k] != b[k] or x[k] != y[k])
+    reason = None if not rows else (
+        f"greedy rollouts of the run's engine differ from enforce_eager's in {len(rows)} of {len(configured.completion_ids)} "
+        f"rows (row {rows[0]} from token {first}): its compiled / CUDA-graph forward is not the model's")  # fmt: skip
+    return _check(not rows, rows=len(configured.completion_ids), differing_rows=rows, first_difference=first,
+                  **({"reason": reason} if reason else {}))  # fmt: skip
+
+
+def parity_check(senior: str, junior: str | None, schedule, prompts: list[list[int]], engine, max_new_tokens: int,
+                 tokenizer=None, eos_token_ids=None) -> dict:  # fmt: skip
+    """backend vllm: greedy rollouts of `prompts` under `schedule` on the engine `engine` (the run's
+    `EngineOptions`) and on the same engine with enforce_eager, one engine at a time (each closed before
+    the next), compared by `parity`. Fewer sequences than prompts run at once (`max_num_seqs`: half of
+    them), so requests are admitted beside running decodes: the mixed prefill + decode steps vLLM runs
+    under piecewise CUDA graphs. Not measured when `engine` is eager already (nothing to compare)."""
+    from dataclasses import replace
+
+    from trlvr.engine import Sampling, make_pair
+
+    if engine.enforce_eager:
+        return _check(None, reason="the run's engine is enforce_eager on this machine: nothing to compare")
+    engine = replace(engine, max_num_seqs=max(1, len(prompts) // 2))
+    sampling = Sampling(max_new_tokens, temperature=0.0)
+    keys = list(range(len(prompts)))
+    outs = []
+    for options in (engine, replace(engine, enforce_eager=True)):
+        pair = make_pair(senior, junior, tokenizer, backend="vllm", engine=options, eos_token_ids=eos_token_ids)
+        try:
+            outs.append(pair.generate(prompts, schedule, sampling, keys))
+        finally:
+            pair.close()
+    return parity(*outs)
+
+
+def run_parity(tandem, grpo, gpu_memory) -> dict:
+    """`parity_check` for a run config's tandem arm: its engine as training builds it (`run_plan` +
+    `run_engine`; the context from these prompts when the run derives it from its data), its schedule,
+    the first PARITY_PROMPTS problems of its dataset as training renders them."""
+    from trlvr.engine.schedules import Schedule
+    from trlvr.training.memory_plan import run_dtype, run_plan
+    from trlvr.training.rollout import run_engine
+
+    tok = load_tokenizer(tandem.senior, "senior")
+    problems = list(load_problems(tandem.dataset, split=tandem.dataset_split, limit=PARITY_PROMPTS))
+    prompts = [encode_prompt(prompt_for(p, tok), tok) for p in problems]
+    name, settings = tandem.schedule_kwargs()
+    junior = tandem.senior if tandem.junior == "self" else tandem.junior
+    plan = run_plan(tandem, grpo, gpu_memory=gpu_memory, longest_prompt=max(map(len, prompts)))
+    engine = run_engine(plan, grpo, run_dtype(grpo) or "auto")
+    return parity_check(tandem.senior, junior, Schedule.from_config(name, **settings), prompts, engine,
+                        min(PARITY_TOKENS, grpo.max_completion_length), tokenizer=tok)  # fmt: skip
 
 
 def mask_check(tandem_rows: list[dict], grpo_rows: list[dict], p: float | None) -> dict:
@@ -185,6 +257,10 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
                     "overrides": opts.overrides, "code": git_commit(), "machine": machine(), "checks": {}}  # fmt: skip
     checks = report["checks"]
     arms, plans = {}, {}
+    tandem, grpo = load_run_config(opts.config, {**opts.overrides, "arm": "tandem"})
+    if tandem.backend == "vllm":  # first: a wrong forward makes every later number meaningless
+        checks["parity"] = run_parity(tandem, grpo, opts.gpu_memory if opts.gpu_memory else device_memory())
+        say(render_parity(checks["parity"]))
     for arm in ("tandem", "grpo"):
         keys = {**opts.overrides, "arm": arm, "max_steps": opts.steps, "save_steps": opts.steps, "logging_steps": 1,
                 "holdout": opts.problems, "output_dir": str(out / f"train-{arm}"), "report_to": "none"}  # fmt: skip
@@ -240,9 +316,19 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     return report
 
 
+def render_parity(check: dict) -> str:
+    if check["status"] == "failed":
+        return f"  parity: FAILED: {check['reason']}"
+    if check["status"] == "ok":
+        return f"  parity: ok: {check['rows']} greedy rollouts, the run's engine = enforce_eager (tokens and authors)"
+    return f"  parity: not measured ({check['reason']})"
+
+
 def render(report: dict) -> str:
     c = report["checks"]
     lines = [f"smoke {report['config']}: {'passed' if report['passed'] else 'FAILED'}"]
+    if "parity" in c:
+        lines.append(render_parity(c["parity"]))
     mem = c["memory"]
     lines.append(f"  memory: {mem['status']}: planned KV {mem['planned_kv_tokens']} tokens, engine KV "
                  f"{mem['engine_kv_tokens']}, device peak {mem['device_peak_bytes']}")  # fmt: skip

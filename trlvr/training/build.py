@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from pathlib import Path
 
 from accelerate import PartialState
@@ -99,8 +100,37 @@ def build_dataset(problems: list, tokenizer, max_prompt_length: int | None = Non
     return Dataset.from_list(rows)
 
 
+def launch_sharding(args=None) -> str | None:
+    """How this launch shards the trained parameters: "zero<stage>" (DeepSpeed), "fsdp<version>", or None.
+    Read from what `accelerate launch` exports (ACCELERATE_USE_DEEPSPEED + ACCELERATE_DEEPSPEED_ZERO_STAGE
+    or the DeepSpeed config file it names; ACCELERATE_USE_FSDP + FSDP_VERSION) and from the run's own
+    `deepspeed` (a config file or dict) / `fsdp` arguments when `args` is given. "zero?": DeepSpeed
+    with a stage this cannot read ("auto")."""
+    env = os.environ
+
+    def stage_of(config) -> str:
+        if isinstance(config, str | Path):
+            try:
+                config = json.loads(Path(config).read_text())
+            except (OSError, ValueError):
+                return "?"
+        stage = ((config or {}).get("zero_optimization") or {}).get("stage") if isinstance(config, dict) else None
+        return str(stage) if isinstance(stage, int) else "?"
+
+    if env.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
+        stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") or stage_of(env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE"))
+        return f"zero{stage}"
+    if args is not None and getattr(args, "deepspeed", None):
+        return f"zero{stage_of(args.deepspeed)}"
+    if env.get("ACCELERATE_USE_FSDP", "").lower() == "true":
+        return f"fsdp{env.get('FSDP_VERSION') or 1}"
+    if args is not None and getattr(args, "fsdp", None):
+        return f"fsdp{(getattr(args, 'fsdp_config', None) or {}).get('version', 1)}"
+    return None
+
+
 def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, beta: float = 0.0,
-                  problems: list | None = None) -> str | None:  # fmt: skip
+                  problems: list | None = None, sharding: str | None = None) -> str | None:  # fmt: skip
     """The run's pairing ("lockstep", "text"; None without a junior), after its capabilities are checked
     (`trlvr.engine.capabilities`, the one place: the schedule, the KL reference and the chat prompts
     against the pairing and the backend, the toy worlds of its models and data) and the backend is found
@@ -135,7 +165,7 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, bet
         requested=tandem.pairing, schedules=(Schedule.from_config(name, **settings),),
         metrics=(KL_TO_JUNIOR,) if kl_to_junior else (), junior_device=tandem.junior_device is not None,
         chat_prompt=None if problems is None else chat_prompt_of(problems), templates=templates,
-        worlds=worlds_of(paths),
+        worlds=worlds_of(paths), sharding=sharding or launch_sharding(),
     ))  # fmt: skip
     if tandem.backend != "hf":
         pair_class(tandem.backend)  # installed? (one line when not)
@@ -162,7 +192,8 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None):
     junior, junior_tok = None, None
     if tandem.junior and tandem.junior != SELF:
         junior_tok = load_tokenizer(tandem.junior, "junior")
-    pairing = check_pairing(tandem, tokenizer, junior_tok, beta=args.beta, problems=problems)
+    pairing = check_pairing(tandem, tokenizer, junior_tok, beta=args.beta, problems=problems,
+                            sharding=launch_sharding(args))  # fmt: skip
     if continues_adapter(tandem):
         log(describe_adapter(tandem.senior))
         senior = load_model_or_adapter(tandem.senior, "senior", trainable=True, **init)

@@ -59,13 +59,13 @@ def run_plan(tandem: TandemConfig, grpo, *, gpu_memory: int | str | None = None,
     memory = gpu_memory if gpu_memory is not None else tandem.gpu_memory
     if isinstance(memory, str):
         memory = parse_size(memory)
+    rows = grpo.per_device_train_batch_size * grpo.steps_per_generation * grpo.vllm_tensor_parallel_size
     return MemoryPlan(
         stacks=tuple(stacks), prompt_len=tandem.max_prompt_length or longest_prompt,
-        completion_len=grpo.max_completion_length, max_num_seqs=256, share=grpo.vllm_gpu_memory_utilization,
+        completion_len=grpo.max_completion_length, max_num_seqs=rows, share=grpo.vllm_gpu_memory_utilization,
         gpu_memory=memory if tandem.backend == "vllm" else None, max_model_len=grpo.vllm_max_model_length,
-        rows=grpo.per_device_train_batch_size * grpo.steps_per_generation * grpo.vllm_tensor_parallel_size,
-        tensor_parallel=grpo.vllm_tensor_parallel_size,
-    )  # fmt: skip
+        rows=rows, tensor_parallel=grpo.vllm_tensor_parallel_size,
+    )  # fmt: skip  (max_num_seqs: the rows a generate call sends, TRL's own rule for its colocated engine)
 
 
 def engine_kv_tokens(llm) -> int | None:

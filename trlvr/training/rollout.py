@@ -58,6 +58,20 @@ def rollout_row_keys(global_step: int, train: bool, process_index: int, local_ro
             for j in range(start, start + local_rows)]  # fmt: skip
 
 
+def run_engine(plan, args, dtype: str, distribution: dict | None = None):
+    """The `EngineOptions` of a training run's engine, from its memory plan (`run_plan`: one plan for both):
+    its context, its share of the GPU, `max_num_seqs` = the rows one generate call sends (TRL's rule:
+    per-device batch x steps_per_generation x TP), `max_num_batched_tokens` = the plan's
+    (`trlvr.memory.BATCHED_TOKENS`, EngineOptions' default); sleep mode as the run asks
+    (`vllm_enable_sleep_mode`); distribution: `trl_backend.engine_distribution`'s fields (default: the
+    run's seed, one process). `trlvr smoke`'s parity check builds the same engine."""
+    from trlvr.vllm.pair import EngineOptions  # the optional backend, loaded when asked
+
+    engine = EngineOptions.for_machine(dtype, args.seed, plan.context, plan.share, max_num_seqs=plan.max_num_seqs)
+    return dataclasses.replace(engine, enable_sleep_mode=bool(args.vllm_enable_sleep_mode),
+                               **(distribution or {"seed": args.seed}))  # fmt: skip
+
+
 class TandemRollout:
     """Callable passed to `GRPOTrainer(rollout_func=...)`.
 
@@ -197,8 +211,7 @@ class TandemRollout:
         before the first rollout (a resumed run's are not the folder's) and after every optimizer step.
         Several processes: one engine in each, TRL's colocate executor (external_launcher) and TP groups
         (`trlvr.vllm.trl_backend.engine_distribution`); the row keys stay global (`rollout_row_keys`)."""
-        from trlvr.vllm.pair import EngineOptions  # the optional backend, loaded when asked
-        from trlvr.vllm.trl_backend import engine_distribution
+        from trlvr.vllm.trl_backend import engine_distribution  # the optional backend, loaded when asked
 
         tandem, args = trainer.tandem, trainer.args
         junior = tandem.junior if "junior" in self.schedule.writers else None
@@ -208,10 +221,8 @@ class TandemRollout:
         plan = run_plan(tandem, args, gpu_memory=device_memory(), longest_prompt=getattr(trainer, "longest_prompt", None))
         plan.check("backend vllm")  # before vLLM allocates anything: one line naming the setting to change
         trainer.memory_plan = plan
-        engine = EngineOptions.for_machine(str(senior.dtype).removeprefix("torch."), args.seed,
-                                           plan.context, args.vllm_gpu_memory_utilization)  # fmt: skip
-        engine = dataclasses.replace(engine, **engine_distribution(trainer.accelerator, args.vllm_tensor_parallel_size,
-                                                                   args.seed))  # fmt: skip
+        engine = run_engine(plan, args, str(senior.dtype).removeprefix("torch."),
+                            engine_distribution(trainer.accelerator, args.vllm_tensor_parallel_size, args.seed))  # fmt: skip
         pair = make_pair(senior_dir, junior, tokenizer, backend="vllm", eos_token_ids=list(trainer.eos_token_ids),
                          pad_token_id=tokenizer.pad_token_id, engine=engine)  # fmt: skip
         write_memory_record(args.output_dir, plan, engine_kv_tokens(pair.llm), trainer.accelerator.is_main_process)

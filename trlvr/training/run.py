@@ -29,6 +29,7 @@ from transformers.trainer_callback import PrinterCallback
 from trlvr import rundir
 from trlvr.config import TandemConfig
 from trlvr.data.prompts import describe_lossy, lossy_prompts
+from trlvr.engine.release import free_memory
 from trlvr.errors import UserError
 from trlvr.provenance import machine
 from trlvr.rundir import FINAL, RUN_FILE, check_dir_path
@@ -184,7 +185,11 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
         if trainer.accelerator.is_main_process:
             trainer.processing_class.save_pretrained(str(final))
             trainer.state.save_to_json(str(final / rundir.TRAINER_STATE))
-    log(f"wrote {final} (step {trainer.state.global_step})")
+        step = trainer.state.global_step
+    release_trainer(trainer)
+    del trainer
+    free_memory()  # the trainer (its model, optimizer state) is gone before the caller's next stage starts
+    log(f"wrote {final} (step {step})")
     return final
 
 
@@ -223,3 +228,13 @@ def check_trained(trainer, out: Path) -> None:
                         f"learned and {FINAL}/ was not written: raise p or change the schedule")  # fmt: skip
     if empty:
         warn(f"{empty} of {len(counts)} rollout(s) gave the senior no token: their steps trained nothing")
+
+
+def release_trainer(trainer) -> None:
+    """After training: the trainer's vLLM engine shut down and dropped (backend vllm:
+    `TandemVLLMGeneration.close`), so that the next stage in this process (smoke's second arm, selection,
+    evaluation) finds the device memory free. The trainer itself goes once its holder drops it and calls
+    `trlvr.engine.release.free_memory` (its callbacks hold it in reference cycles)."""
+    generation = getattr(trainer, "vllm_generation", None)
+    if hasattr(generation, "close"):
+        generation.close()

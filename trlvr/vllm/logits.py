@@ -1,6 +1,6 @@
 """`TandemLogitsProcessor`: the author of every row, and the junior's logits where it is the junior.
 
-One class under both of vLLM 0.32's model runners: it subclasses the V1 interface (used on CPU, and
+One class under both of vLLM 0.31's model runners: it subclasses the V1 interface (used on CPU, and
 on CUDA with VLLM_USE_V2_MODEL_RUNNER=0) and the Model Runner V2 interface (the CUDA default), so
 either loader accepts it. Register it with `LLM(logits_processors=[TandemLogitsProcessor])`, never
 only through the `vllm.logits_processors` entry point: V1 under async scheduling then shows the
@@ -37,6 +37,7 @@ from operator import itemgetter
 import numpy as np
 import torch
 from transformers import AutoTokenizer
+from vllm.utils.platform_utils import is_pin_memory_available
 from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsProcessor as V2LogitsProcessor
@@ -105,7 +106,7 @@ class TandemLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
         if isinstance(state, LogitsProcRequestState):  # Model Runner V2
             self.req_states = state
             device, capacity = torch.device(state.device), state.max_num_reqs
-            pin = device.type == "cuda"
+            pin = is_pin_memory_available()  # vLLM's own answer (its MRV2 buffers pin by the same rule)
         elif isinstance(state, torch.device | str):  # V1: (device, is_pin_memory)
             device, self.req_states = torch.device(state), None
             capacity = vllm_config.scheduler_config.max_num_seqs

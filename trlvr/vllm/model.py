@@ -112,7 +112,10 @@ class TandemForCausalLM(nn.Module):
         if input_ids is None or intermediate_tensors is not None:
             raise ValueError("TandemForCausalLM reads token ids on one rank (no prompt embeddings, no pipeline "
                              "parallelism): the junior needs the ids to embed them itself")  # fmt: skip
-        senior = self.senior(input_ids, positions)
+        # the clone: under PIECEWISE CUDA graphs the senior unit's output is a weak reference into the graph
+        # pool (vLLM frees each unit's last piece's output: compilation/backends.py, weak_ref_output), which
+        # the junior unit's pieces then write over; vLLM's own two-unit models clone there (gemma3n, gemma4)
+        senior = self.senior(input_ids, positions).clone()
         junior = self.junior(input_ids, positions)
         return torch.cat([senior, junior.to(senior.dtype)], dim=-1)  # (T, Hs + Hj)
 

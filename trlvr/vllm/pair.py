@@ -31,8 +31,10 @@ from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 from trlvr.engine.options import Sampling
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
 from trlvr.engine.pair import Pair
+from trlvr.engine.release import free_memory
 from trlvr.engine.schedules import JUNIOR, Schedule, vocab_tables
 from trlvr.errors import UserError
+from trlvr.memory import BATCHED_TOKENS
 from trlvr.vllm.core import authors_from_tokens, engine_keys, tables_digest, tandem_args
 from trlvr.vllm.plugin import ARCHITECTURE, register
 
@@ -46,12 +48,17 @@ class EngineOptions:
 
     dtype: str = "auto"
     max_model_len: int | None = None
-    max_num_seqs: int = 256
+    max_num_seqs: int = 256  # the rows one generate call sends (training: TRL's per-device batch x steps_per_generation)
+    # tokens one engine step may hold; the memory plan's profiling forward assumes the same (trlvr.memory)
+    max_num_batched_tokens: int = BATCHED_TOKENS
     gpu_memory_utilization: float = 0.9
     kv_cache_memory_bytes: int | None = None  # set on CPU: vLLM's CPU KV budget
     block_size: int | None = None  # CPU attention needs a multiple of 32
     enforce_eager: bool = False
     enable_prefix_caching: bool = True
+    # vLLM's sleep mode (its CuMem pool): `LLM.sleep` frees device memory only in an engine built with it
+    # (TRL's vllm_enable_sleep_mode); vLLM has it on CUDA/ROCm/XPU only
+    enable_sleep_mode: bool = False
     seed: int = 0
     # the log-prob returned per token: the sampler's ("processed_logprobs", the default: what TRL's
     # importance-sampling correction compares with) or the senior's at temperature 1 ("raw_logprobs":
@@ -65,20 +72,22 @@ class EngineOptions:
 
     @classmethod
     def for_machine(cls, dtype: str = "auto", seed: int = 0, max_model_len: int | None = None,
-                    gpu_memory_utilization: float = 0.9) -> EngineOptions:  # fmt: skip
+                    gpu_memory_utilization: float = 0.9, max_num_seqs: int = 256) -> EngineOptions:  # fmt: skip
         """What training and evaluation build on this machine: on a GPU, vLLM's own defaults (CUDA graphs,
         `gpu_memory_utilization` of the device); without one, the CPU build's needs (a fixed KV budget,
         CPU_KV_CACHE_BYTES; blocks of 32 positions; eager)."""
         cpu = {} if torch.cuda.is_available() else {"kv_cache_memory_bytes": CPU_KV_CACHE_BYTES, "block_size": 32,
                                                     "enforce_eager": True}  # fmt: skip
         return cls(dtype=dtype, seed=seed, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-                   **cpu)  # fmt: skip
+                   max_num_seqs=max_num_seqs, **cpu)  # fmt: skip
 
     def llm_kwargs(self) -> dict:
         kw = dict(dtype=self.dtype, max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
-                  gpu_memory_utilization=self.gpu_memory_utilization, enforce_eager=self.enforce_eager,
+                  max_num_batched_tokens=self.max_num_batched_tokens, gpu_memory_utilization=self.gpu_memory_utilization, enforce_eager=self.enforce_eager,
                   enable_prefix_caching=self.enable_prefix_caching, seed=self.seed,
                   disable_log_stats=False, generation_config="vllm", logprobs_mode=self.logprobs_mode)  # fmt: skip
+        if self.enable_sleep_mode:
+            kw["enable_sleep_mode"] = True
         if self.kv_cache_memory_bytes is not None:
             kw["kv_cache_memory_bytes"] = self.kv_cache_memory_bytes
         if self.block_size is not None:
@@ -157,8 +166,12 @@ class VLLMPair(Pair):
 
     def _build(self, senior_cfg):
         from vllm import LLM, envs
+        from vllm.platforms import current_platform
 
         kw = self.options.llm_kwargs()
+        if kw.get("enable_sleep_mode") and not current_platform.is_sleep_mode_available():
+            raise UserError(f"vllm_enable_sleep_mode: vLLM has no sleep mode on this machine's platform "
+                            f"({current_platform.device_type}; CUDA, ROCm and XPU only): set it to false")  # fmt: skip
         # read by vLLM when the engine starts: with it on (vLLM's default), the engine core is another process;
         # external_launcher (a UniProc executor) always runs it in this one (vLLM turns the variable off for it);
         # any other executor with TP > 1 (mp, ray) runs the model in worker processes
@@ -239,10 +252,13 @@ class VLLMPair(Pair):
                             senior_logprob=lp, junior_logprob=None, finish_codes=finish)  # fmt: skip
 
     def close(self) -> None:
-        """Shut the engine down now (its memory is free for the next one)."""
+        """Shut the engine down now and give its memory back (collected, the CUDA cache emptied), so the next
+        engine's free-memory check finds it free. Whoever else holds this pair's `llm` must drop it too."""
         llm, self.llm = self.llm, None
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
+            del llm
+            free_memory()
 
     def _check_in_process(self, what: str) -> None:
         """Weight syncs run functions on the engine's model (`LLM.apply_model`); vLLM's multiprocess engine

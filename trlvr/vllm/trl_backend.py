@@ -47,6 +47,8 @@ from trl.trainer.utils import ensure_master_addr_port
 from trlvr.errors import UserError
 
 SLEEP_LEVEL = 1  # keeps the junior's weights (see the module docstring)
+# engines over a launcher's process group, kept until the process ends (`TandemVLLMGeneration.close`)
+LAUNCHER_ENGINES: list = []
 
 
 def engine_distribution(accelerator, tensor_parallel_size: int, seed: int) -> dict:
@@ -92,11 +94,29 @@ class TandemVLLMGeneration(VLLMGeneration):
             os.environ["WORLD_SIZE"] = str(acc.num_processes)
             ensure_master_addr_port()
         self.pair = self._build_pair()
+        self._build_pair = None  # a closure over the trainer (a reference cycle): built once, not needed again
         self.llm = self.pair.llm
         if self.enable_sleep_mode:
             self.llm.sleep(level=SLEEP_LEVEL)
         self._llm_weights_sleeping = self._kv_sleeping = self.enable_sleep_mode
         self.accelerator.wait_for_everyone()
+
+    def close(self) -> None:
+        """Shut the engine down and drop every reference this object holds to it (TRL's `llm`, the pair, and
+        the builder, a closure over the trainer), so that the next stage's engine (smoke's second arm,
+        selection, evaluation) finds its memory free. The generation is unusable afterwards.
+
+        Several processes: the engine runs over the launcher's process group (external_launcher), and vLLM's
+        shutdown destroys the default process group (vllm/distributed/parallel_state.py,
+        `destroy_distributed_environment`), which the launcher's later collectives need; such an engine is
+        kept (`LAUNCHER_ENGINES`) until the process ends."""
+        pair, self.pair, self.llm, self._build_pair = self.pair, None, None, None
+        if pair is None:
+            return
+        if self.accelerator.num_processes > 1:
+            LAUNCHER_ENGINES.append(pair)
+        else:
+            pair.close()
 
     def sync_weights(self):
         self.pair.begin_sync()
