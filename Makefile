@@ -47,9 +47,11 @@ test-vllm-slow: $(VSTAMP)
 # The one-call GPU check's bundle (bench/gpu/run.sh, backend hf): .gpu/ (gitignored) with the toy world, the random
 # Qwen3-0.6B-shaped pair's recipe and the wheels the lent image lacks, for its Python (GPU_PY); fails over 60 MiB.
 # Then, on the GPU machine, carrying .gpu: OUT=$$OUT bash bench/gpu/run.sh
+# (an sdist-only dependency, pycosat, is built with GPU_BUILDER, a Python of that version)
 GPU_PY ?= 3.12
+GPU_BUILDER ?= python$(GPU_PY)
 gpu-bundle: $(STAMP)
-	PYTHONPATH=. $(PY) bench/gpu/bundle.py --out .gpu --python-version $(GPU_PY) --limit-mib 60
+	PYTHONPATH=. $(PY) bench/gpu/bundle.py --out .gpu --python-version $(GPU_PY) --builder $(GPU_BUILDER) --limit-mib 60
 
 lint: $(STAMP)
 	.venv/bin/ruff check trlvr tests bench

@@ -85,7 +85,7 @@ def wanted(python_version: str) -> dict[str, str]:
     return {n: v for n, v in sorted(need.items()) if n not in have}
 
 
-def download(names: dict[str, str], dest: Path, python_version: str) -> None:
+def download(names: dict[str, str], dest: Path, python_version: str, builder: str | None = None) -> None:
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
            python_version, "--implementation", "cp", "-d", str(dest)]  # fmt: skip
     for p in PLATFORMS:
@@ -96,7 +96,7 @@ def download(names: dict[str, str], dest: Path, python_version: str) -> None:
             continue
         # no wheel on the index (an sdist only: cellpylib, pycosat): build one here with the target's Python when this
         # machine has it (a C extension then fits a machine with this glibc or newer), else only a pure-Python one
-        builder = shutil.which(f"python{python_version}") or sys.executable
+        builder = builder or shutil.which(f"python{python_version}") or sys.executable
         tag = "cp" + python_version.replace(".", "")
         built = Path(tempfile.mkdtemp())
         run = subprocess.run([builder, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(built), f"{name}=={version}"],
@@ -120,6 +120,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / ".gpu"))
     ap.add_argument("--python-version", default="3.12", help="the lent machine's Python (3.12)")
     ap.add_argument("--limit-mib", type=float, default=60.0)
+    ap.add_argument("--builder", help="the Python that builds a wheel the index lacks (default: python<version>)")
     a = ap.parse_args()
     out = Path(a.out)
     wheels = out / "wheels"
@@ -132,7 +133,7 @@ def main() -> None:
         if run.returncode != 0:
             raise SystemExit(f"gpu-bundle: trlvr toy prepare failed: {run.stderr.strip()[-500:]}")
     names = wanted(a.python_version)
-    download(names, wheels, a.python_version)
+    download(names, wheels, a.python_version, a.builder)
     (out / "wheels.txt").write_text("".join(f"{n}=={v}\n" for n, v in names.items()))
     (out / "pair.json").write_text(json.dumps(PAIR, indent=1) + "\n")
     total = size(out)
