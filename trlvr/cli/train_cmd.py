@@ -102,16 +102,28 @@ def check_run(tandem, grpo) -> str:
 
 def memory_plan(tandem, grpo, argv: list[str]) -> str:
     """The engine's memory plan (`trlvr.training.memory_plan`), refused in one line when it cannot start."""
-    from trlvr.training.memory_plan import device_memory, run_plan
+    import dataclasses
+
+    from trlvr.memory import parse_size
+    from trlvr.training.memory_plan import check_both, device_memory, launch_layout, run_plan, trainer_plan
 
     where = argv[argv.index("--config") + 1] if "--config" in argv else "command line"
     if not all(_has_config(p) for p in (tandem.senior, tandem.junior) if p and p != "self"):
         return "memory plan: not computed (a model folder is not there yet)"
-    plan = run_plan(tandem, grpo, gpu_memory=None if tandem.gpu_memory else device_memory())
+    memory = parse_size(tandem.gpu_memory) if tandem.gpu_memory else device_memory()
+    plan = run_plan(tandem, grpo, gpu_memory=memory)
+    zero, processes = launch_layout()
+    trainer = trainer_plan(tandem, grpo, zero_stage=zero, processes=processes)
+    check_both(dataclasses.replace(plan, gpu_memory=memory), trainer, where, tandem.backend)
+    text = plan.render() + "\n" + trainer.render()
+    if memory is not None:
+        room = trainer.room(memory, plan.share if tandem.backend == "vllm" else None)
+        text += f"\n  fits: trainer ~{trainer.total_bytes / 2**30:.1f} of the {room / 2**30:.1f} GiB left to it"
+    if zero == 0 and processes == 1:
+        text += "\n  (one process, no ZeRO: under `accelerate launch --config_file ...` the plan takes its ZeRO stage and processes)"
     if tandem.backend == "vllm":
-        plan.check(where)
-        return plan.render()
-    return plan.render() + "\n  backend hf: trlvr's engine sizes its decode sub-batches to the memory free at run time"
+        return text
+    return text + "\n  backend hf: trlvr's engine sizes its decode sub-batches to the memory free at run time"
 
 
 def _check_model_paths(tandem) -> None:

@@ -15,14 +15,17 @@ holds 1/t of the weights and of the KV).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import torch
 
 from trlvr import rundir
 from trlvr.config import TandemConfig
+from trlvr.errors import UserError
 from trlvr.memory import MemoryPlan, Stack, derived_max_model_len, parse_size, read_config
 from trlvr.models import model_folder
+from trlvr.trainer_memory import TrainerPlan, lora_params
 
 SELF = "self"
 
@@ -66,6 +69,45 @@ def run_plan(tandem: TandemConfig, grpo, *, gpu_memory: int | str | None = None,
         gpu_memory=memory if tandem.backend == "vllm" else None, max_model_len=grpo.vllm_max_model_length,
         rows=rows, tensor_parallel=grpo.vllm_tensor_parallel_size,
     )  # fmt: skip  (max_num_seqs: the rows a generate call sends, TRL's own rule for its colocated engine)
+
+
+def launch_layout(environ=None) -> tuple[int, int]:
+    """(ZeRO stage, processes) of this launch, as `accelerate launch` tells its processes (ACCELERATE_USE_DEEPSPEED,
+    ACCELERATE_DEEPSPEED_ZERO_STAGE, WORLD_SIZE); a plain `trlvr train`: (0, 1)."""
+    env = os.environ if environ is None else environ
+    deepspeed = env.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
+    return (int(env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") or 0) if deepspeed else 0), int(env.get("WORLD_SIZE") or 1)
+
+
+def trainer_plan(tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: int = 1,
+                 longest_prompt: int | None = None) -> TrainerPlan:  # fmt: skip
+    """The training process's own GPU memory (`trlvr.trainer_memory`): the senior in the run's dtype, full or
+    LoRA, under `zero_stage` over `processes`; frozen beside it: the junior on backend hf (the HF engine's) and
+    TRL's KL reference when beta > 0 (the junior when kl_ref is junior; none for LoRA: the base, adapters off)."""
+    dtype = run_dtype(grpo)
+    cfg = read_config(tandem.senior)
+    stack = Stack.from_config("senior", cfg, dtype)
+    frozen = 0
+    junior_model = tandem.arm == "tandem" and tandem.junior and tandem.junior != SELF
+    if grpo.beta > 0 and not tandem.use_peft:  # TRL's reference model: the junior (kl_ref junior) or the senior
+        ref = tandem.junior if tandem.kl_ref == "junior" and tandem.junior not in (None, SELF) else tandem.senior
+        frozen += Stack.from_config("reference", read_config(ref), dtype).weight_bytes
+        junior_model = junior_model and ref != tandem.junior  # the reference is the junior: held once
+    if junior_model and tandem.backend == "hf":
+        frozen += Stack.from_config("junior", read_config(tandem.junior), dtype).weight_bytes
+    sequence = engine_context(tandem, grpo, longest_prompt) or grpo.max_completion_length
+    return TrainerPlan(stack=stack, batch=grpo.per_device_train_batch_size, sequence=sequence, zero_stage=zero_stage,
+                       processes=processes, trainable=lora_params(cfg, tandem.lora_r, tandem.lora_target_modules)
+                       if tandem.use_peft else None, checkpointing=bool(grpo.gradient_checkpointing),
+                       frozen_bytes=frozen)  # fmt: skip
+
+
+def check_both(plan: MemoryPlan, trainer: TrainerPlan, where: str, backend: str) -> None:
+    """Refuse, in one line naming the setting, a run whose engine or trainer cannot fit on the stated GPU."""
+    found = (plan.problems(where) if backend == "vllm" else []) + trainer.problems(
+        where, plan.gpu_memory, plan.share if backend == "vllm" else None, plan.share_setting)  # fmt: skip
+    if found:
+        raise UserError(found[0])
 
 
 def engine_kv_tokens(llm) -> int | None:

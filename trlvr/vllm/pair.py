@@ -35,6 +35,7 @@ from trlvr.engine.release import free_memory
 from trlvr.engine.schedules import JUNIOR, Schedule, vocab_tables
 from trlvr.errors import UserError
 from trlvr.memory import BATCHED_TOKENS
+from trlvr.models import locate
 from trlvr.vllm.core import authors_from_tokens, engine_keys, tables_digest, tandem_args
 from trlvr.vllm.plugin import ARCHITECTURE, register
 
@@ -100,11 +101,13 @@ class EngineOptions:
 
 
 def model_dir(model) -> str:
-    """A model directory: a path, or an HF model's `name_or_path` when that is a directory."""
+    """A model directory: a folder or a hub id (its snapshot folder in the Hugging Face cache, downloaded when
+    online and not cached: `trlvr.models.locate`), or an HF model's `name_or_path`, one of those."""
     path = model if isinstance(model, str | Path) else getattr(model, "name_or_path", None)
-    if path is None or not (Path(path) / "config.json").is_file():
+    where = locate(path, "backend vllm", "model", fetch=True)[0] if path else None
+    if where is None or not (Path(where) / "config.json").is_file():
         raise UserError(f"backend vllm loads models from a directory with config.json; got {path or model!r}")
-    return str(path)
+    return where
 
 
 def check_cpu_head_dims(configs: dict) -> None:

@@ -1,0 +1,163 @@
+"""The trainer's side of a GPU, from the senior's config alone (no GPU, no weights): what `trlvr train
+--dry-run` prints beside the rollout engine's plan (`trlvr.memory.MemoryPlan`), and the check that both fit.
+
+    from trlvr.trainer_memory import TrainerPlan, lora_params
+    t = TrainerPlan(stack=Stack.from_config("senior", cfg, "bfloat16"), batch=4, sequence=4024,
+                    zero_stage=2, processes=2)
+    t.total_bytes; print(t.render()); t.problems("recipes/x.yaml", gpu_memory=80 << 30, engine_share=0.3)
+
+Accounting (per GPU; P the senior's parameters, T the trainable ones, N the processes):
+- full fine-tuning with ZeRO (DeepSpeed, mixed precision: the ZeRO paper's 2P + 2P + 12P): the model's
+  weights (its dtype), gradients (the same dtype), and the optimizer's fp32 master weights plus Adam's
+  two moments (12 bytes a parameter). Stage 1 shards the optimizer over N, stage 2 the gradients too,
+  stage 3 the weights too. Without ZeRO (one process or DDP): torch's AdamW on the model's own dtype,
+  no master copy: weights + gradients + two moments, each in the model's dtype.
+- LoRA: the frozen base in the model's dtype; the adapters in fp32 (PEFT upcasts them) with their
+  gradients and two fp32 moments (16 bytes a trainable parameter).
+- frozen models beside the senior (a junior for the HF engine, TRL's KL reference): their weights.
+- activations (an estimate): with activation checkpointing, every layer's input is kept (L x B x S x H)
+  and one layer's working set is recomputed (B x S x (2 I + 4 H)); without it, every layer keeps its
+  working set. logits: B x S x V in fp32 (the log-softmax's upcast), where B is
+  per_device_train_batch_size and S the longest sequence (prompt + completion).
+
+Pure arithmetic: no torch. What this file does not know: which run (callers build the plan).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trlvr.memory import SAFETY, Stack
+
+ADAM_FP32_BYTES = 12  # mixed-precision Adam under ZeRO: fp32 master weights + two fp32 moments
+LORA_BYTES = 16  # an fp32 adapter parameter: weight, gradient, two moments
+LOGIT_BYTES = 4  # logits upcast to fp32 for the log-softmax
+
+
+def lora_params(cfg: dict, rank: int, targets: str = "all-linear") -> int:
+    """Trainable parameters of LoRA rank `rank` on a decoder config: r x (in + out) per adapted linear layer.
+    targets: "all-linear" (q, k, v, o, gate, up, down) or comma-separated module names (q_proj, ...).
+
+    >>> lora_params({"hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1,
+    ...              "vocab_size": 10}, 1, "q_proj,down_proj")
+    40
+    """
+    c = cfg.get("text_config", cfg) if "num_hidden_layers" not in cfg else cfg
+    H, inter, L, hq = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["num_attention_heads"]
+    hkv = c.get("num_key_value_heads") or hq
+    D = c.get("head_dim") or H // hq
+    shapes = {"q_proj": (H, hq * D), "k_proj": (H, hkv * D), "v_proj": (H, hkv * D), "o_proj": (hq * D, H),
+              "gate_proj": (H, inter), "up_proj": (H, inter), "down_proj": (inter, H)}  # fmt: skip
+    names = list(shapes) if targets.strip() == "all-linear" else [t.strip() for t in targets.split(",") if t.strip()]
+    return L * rank * sum(sum(shapes[n]) for n in names if n in shapes)
+
+
+@dataclass(frozen=True)
+class TrainerPlan:
+    """One training process's GPU memory (module docstring). stack: the senior (`trlvr.memory.Stack`, its
+    dtype the training dtype); batch: per_device_train_batch_size; sequence: prompt + completion tokens;
+    trainable: None for full fine-tuning, else the LoRA parameters; frozen_bytes: other models' weights."""
+
+    stack: Stack
+    batch: int
+    sequence: int
+    zero_stage: int = 0
+    processes: int = 1
+    trainable: int | None = None
+    checkpointing: bool = True
+    frozen_bytes: int = 0
+
+    @property
+    def _shard(self) -> int:
+        return max(self.processes, 1)
+
+    @property
+    def weight_bytes(self) -> int:
+        w = self.stack.weight_bytes
+        return w // self._shard if self.zero_stage >= 3 and self.trainable is None else w
+
+    @property
+    def gradient_bytes(self) -> int:
+        if self.trainable is not None:
+            return 0  # counted in the adapters' LORA_BYTES
+        g = self.stack.weight_bytes
+        return g // self._shard if self.zero_stage >= 2 else g
+
+    @property
+    def optimizer_bytes(self) -> int:
+        if self.trainable is not None:
+            return self.trainable * LORA_BYTES // (self._shard if self.zero_stage >= 1 else 1)
+        if self.zero_stage == 0:  # torch AdamW on the model's dtype: two moments, no master copy
+            return 2 * self.stack.weight_bytes
+        return self.stack.params * ADAM_FP32_BYTES // self._shard
+
+    @property
+    def static_bytes(self) -> int:
+        return self.weight_bytes + self.gradient_bytes + self.optimizer_bytes + self.frozen_bytes
+
+    @property
+    def activation_bytes(self) -> int:
+        s, tokens = self.stack, self.batch * self.sequence
+        layer = s.activation_bytes(tokens)  # one layer's working set (trlvr.memory.Stack)
+        if self.checkpointing:
+            return s.layers * tokens * s.hidden * s.bytes_per_value + layer
+        return s.layers * layer
+
+    @property
+    def logit_bytes(self) -> int:
+        return self.batch * self.sequence * self.stack.vocab * LOGIT_BYTES
+
+    @property
+    def total_bytes(self) -> int:
+        return self.static_bytes + self.activation_bytes + self.logit_bytes
+
+    def room(self, gpu_memory: int, engine_share: float | None) -> int:
+        """What the trainer may use of a GPU of `gpu_memory` bytes beside an engine that takes `engine_share`
+        of it (vLLM reserves its share whole); None: no engine on this GPU beside it (backend hf)."""
+        return int(gpu_memory * (1 - (engine_share or 0.0)))
+
+    def problems(self, where: str, gpu_memory: int | None, engine_share: float | None,
+                 share_setting: str = "vllm_gpu_memory_utilization") -> list[str]:  # fmt: skip
+        """One line naming the setting to change when the trainer cannot fit beside the engine; [] when it can."""
+        if gpu_memory is None:
+            return []
+        room = self.room(gpu_memory, engine_share)
+        if self.total_bytes <= SAFETY * room:
+            return []
+        beside = f" beside the engine's {share_setting} {engine_share:g}" if engine_share else ""
+        if self.activation_bytes + self.logit_bytes >= self.static_bytes:
+            fix = "lower per_device_train_batch_size (or max_completion_length)"
+        elif self.trainable is None and (self.zero_stage < 2 or self._shard == 1):
+            fix = "shard it (DeepSpeed ZeRO-2/3 over more processes) or train LoRA (use_peft)"
+        else:
+            fix = "train on more GPUs or with LoRA (use_peft)"
+        if engine_share:
+            fix += f", or lower {share_setting}"
+        return [f"{where}: the trainer needs ~{_gib(self.total_bytes)} per GPU ({self.summary()}), more than the "
+                f"{_gib(room)} of {_gib(gpu_memory)}{beside}: {fix}"]  # fmt: skip
+
+    def summary(self) -> str:
+        return (f"weights {_gib(self.weight_bytes + self.frozen_bytes)}, gradients {_gib(self.gradient_bytes)}, "
+                f"optimizer {_gib(self.optimizer_bytes)}, activations ~{_gib(self.activation_bytes)}, "
+                f"logits ~{_gib(self.logit_bytes)}")  # fmt: skip
+
+    def render(self) -> str:
+        how = "LoRA" if self.trainable is not None else "full fine-tuning"
+        zero = f"ZeRO-{self.zero_stage} over {self.processes} processes" if self.zero_stage else (
+            f"{self.processes} process(es), no ZeRO")  # fmt: skip
+        return "\n".join([
+            f"trainer (per GPU; {how}, {zero}, {self.stack.bytes_per_value}-byte weights, batch {self.batch} x "
+            f"{self.sequence} tokens{', activation checkpointing' if self.checkpointing else ''})",
+            f"  {self.summary()}; total ~{_gib(self.total_bytes)} (activations and logits: estimates)",
+        ])  # fmt: skip
+
+    def as_dict(self) -> dict:
+        return {"weight_bytes": self.weight_bytes, "frozen_bytes": self.frozen_bytes,
+                "gradient_bytes": self.gradient_bytes, "optimizer_bytes": self.optimizer_bytes,
+                "activation_bytes_estimate": self.activation_bytes, "logit_bytes_estimate": self.logit_bytes,
+                "total_bytes": self.total_bytes, "zero_stage": self.zero_stage, "processes": self.processes,
+                "trainable": self.trainable, "batch": self.batch, "sequence": self.sequence}  # fmt: skip
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
