@@ -23,10 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from trlvr.data import load_problems, problem_key
 from trlvr.engine.capabilities import Plan, chat_prompt_of, check_capabilities, has_chat_template, worlds_of
 from trlvr.engine.release import free_memory
 from trlvr.engine.schedules import JUNIOR, SoloSchedule
+from trlvr.engine.self_pair import self_pair
 from trlvr.engine.vocab import check_pair_rows
 from trlvr.errors import UserError
 from trlvr.eval.fingerprint import file_digest
@@ -97,8 +100,6 @@ def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
     if junior != SELF:
         return senior, load_model_or_adapter(junior, "--junior", dtype=dtype)
     check_self_junior(senior_path)
-    from trlvr.engine.self_pair import self_pair
-
     return self_pair(senior)
 
 
@@ -170,8 +171,6 @@ class JuniorAlone:
 
 
 def _dtype(name):
-    import torch
-
     table = {"auto": "auto", "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
     if name not in table:
         raise UserError(f"dtype: {name!r}; choose from {', '.join(table)}")
@@ -344,8 +343,6 @@ def evaluate_specs(
              **({"senior_selection": selection} if selection else {}), **(extra_paths or {})}  # fmt: skip
 
     def hf_models():  # adapters load onto their base
-        import torch
-
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
         s, j = load_pair(senior_path, junior, dtype=_dtype(dtype))
         s = s.to(dev).eval()

@@ -31,12 +31,13 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from trlvr import rundir
 from trlvr.config import load_run_config
 from trlvr.data import encode_prompt, load_problems, prompt_for, read_jsonl
+from trlvr.engine.schedules import Schedule
 from trlvr.errors import UserError
 from trlvr.eval.store import read_samples
 from trlvr.memory import MemoryPlan
@@ -129,8 +130,6 @@ def parity_check(senior: str, junior: str | None, schedule, prompts: list[list[i
     the next), compared by `parity`. Fewer sequences than prompts run at once (`max_num_seqs`: half of
     them), so requests are admitted beside running decodes: the mixed prefill + decode steps vLLM runs
     under piecewise CUDA graphs. Not measured when `engine` is eager already (nothing to compare)."""
-    from dataclasses import replace
-
     from trlvr.engine import Sampling, make_pair
 
     if engine.enforce_eager:
@@ -152,7 +151,6 @@ def run_parity(tandem, grpo, gpu_memory) -> dict:
     """`parity_check` for a run config's tandem arm: its engine as training builds it (`run_plan` +
     `run_engine`; the context from these prompts when the run derives it from its data), its schedule,
     the first PARITY_PROMPTS problems of its dataset as training renders them."""
-    from trlvr.engine.schedules import Schedule
     from trlvr.training.memory_plan import run_dtype, run_plan
     from trlvr.training.rollout import run_engine
 

@@ -85,13 +85,13 @@ def trainer_plan(tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: 
     LoRA, under `zero_stage` over `processes`; frozen beside it: the junior on backend hf (the HF engine's) and
     TRL's KL reference when beta > 0 (the junior when kl_ref is junior; none for LoRA: the base, adapters off)."""
     dtype = run_dtype(grpo)
-    cfg = read_config(tandem.senior)
+    cfg = read_config(model_folder(tandem.senior))  # an adapter folder's shapes are its base's
     stack = Stack.from_config("senior", cfg, dtype)
     frozen = 0
     junior_model = tandem.arm == "tandem" and tandem.junior and tandem.junior != SELF
     if grpo.beta > 0 and not tandem.use_peft:  # TRL's reference model: the junior (kl_ref junior) or the senior
         ref = tandem.junior if tandem.kl_ref == "junior" and tandem.junior not in (None, SELF) else tandem.senior
-        frozen += Stack.from_config("reference", read_config(ref), dtype).weight_bytes
+        frozen += Stack.from_config("reference", read_config(model_folder(ref)), dtype).weight_bytes
         junior_model = junior_model and ref != tandem.junior  # the reference is the junior: held once
     if junior_model and tandem.backend == "hf":
         frozen += Stack.from_config("junior", read_config(tandem.junior), dtype).weight_bytes
