@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 STAMP   := .venv/.installed
 OUT     ?= runs/demo
 
-.PHONY: demo test test-slow test-vllm test-vllm-slow lint bench env clean real-models notation-seniors notation-pilot gpu-bundle
+.PHONY: demo test test-slow test-vllm test-vllm-slow lint bench env clean real-models notation-seniors notation-pilot notation-pilot-2 gpu-bundle
 
 $(STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -88,6 +88,10 @@ notation-seniors: real-models
 # The pilot that picks the notation by the rule fixed in advance (seniors + evaluations + decision; resumable)
 notation-pilot: real-models
 	OMP_NUM_THREADS=1 $(PY) bench/real_notation_pilot.py --models $(MODELS) --out runs/notation-pilot
+
+# the second pre-registration's pilot (docs/results/real-notation-2.md): four weaker spaced SFTs + the plain reference
+notation-pilot-2: real-models
+	OMP_NUM_THREADS=1 $(PY) bench/real_notation_pilot2.py --models $(MODELS) --out runs/notation-pilot-2
 
 clean:
 	rm -rf .venv .venv-vllm runs

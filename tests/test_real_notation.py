@@ -307,6 +307,39 @@ def test_pilot_rule(tmp_path):
     assert P.decide({"plain": row(40, 30, 0)})["decision"] == "pending"
 
 
+
+def test_second_pilot_rule_and_sft_settings(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import real_notation_pilot2 as P
+    finally:
+        sys.path.pop(0)
+
+    def row(solo, dose, jargon):
+        e = lambda v: {"value": v, "ci_low": v - 5, "ci_high": v + 5}  # noqa: E731
+        return {"solo/pass@1": e(solo), "dose-0.5/pass@1": e(dose), "regex_jargon_rate": e(jargon)}
+
+    table = {"plain": row(80, 40, 0), "spaced-50": row(78, 36, 55), "spaced-65": row(77, 34, 80),
+             "spaced-50-short": row(79, 34.5, 70), "spaced-65-short": row(70, 20, 90)}  # fmt: skip
+    dec = P.decide(table)
+    # the largest gap (65-short, 20 points) loses 10 solo points; 50 has 4 points and 55% jargon
+    assert dec["checks"]["spaced-65-short"]["qualifies"] is False and dec["checks"]["spaced-50"]["gap_ok"] is False
+    assert dec["qualifying"] == ["spaced-65", "spaced-50-short"] and dec["decision"] == "spaced-65"
+    tie = P.decide({**table, "spaced-50-short": row(79, 34, 70)})  # the same gap: the higher jargon rate
+    assert tie["qualifying"] == ["spaced-65", "spaced-50-short"]
+    at_the_edges = P.decide({**table, "spaced-65": row(75, 35, 95)})  # 5 points, 95%, -5 solo: inside
+    assert at_the_edges["checks"]["spaced-65"]["qualifies"]
+    none = P.decide({"plain": row(80, 40, 0), **{v: row(80, 38, 100) for v in P.CANDIDATES}})
+    assert none["decision"] == "none" and "spaced-50 fails gap, jargon" in none["why"]
+    assert P.decide({"plain": row(80, 40, 0), "spaced-50": row(80, 30, 70)})["decision"] == "pending"
+    P.write_decision(tmp_path, table, P.JARGON_REGEX, {"limit": 100, "n": 2})
+    assert "**Decision: spaced-65**" in (tmp_path / "decision.md").read_text()
+    # each variant's SFT command carries its share and length to bench/real_sft_notation.py
+    cmd = P.sft_command("py", "spaced-65-short", tmp_path / "s", tmp_path / "b", tmp_path / "d", 200, False)
+    assert cmd[cmd.index("--notation-share") + 1] == "0.65" and cmd[cmd.index("--problems") + 1] == "500"
+    assert cmd[cmd.index("--dialect") + 1] == "spaced" and "--max-steps" not in cmd
+
+
 # ---- bench/prefix_continuation.py ---------------------------------------------------------------------
 
 
