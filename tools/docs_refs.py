@@ -159,7 +159,7 @@ RESULT_METRICS = {
     "handoff/pass@{k}": "step handoff (senior first, steps alternate with the junior): pass@k of the team",
     "junior/pass@{k}": "the junior alone (the floor)",
     "handoff_ratio/pass@{k}": "handoff / solo pass@k (a ratio of means)",
-    "dose-{J}/pass@1": "word schedule at junior share J (p = 1 - J): the team's pass@1",
+    "dose-{J}/pass@{k}": "word schedule at junior share J (p = 1 - J): the team's pass@1",
     "dose-{J}/senior_share": "the senior's share of the tokens at that dose",
     "{protocol}/mean_tokens": "mean completion length (tokens) of that protocol",
     "{protocol}/truncated": "share of that protocol's samples cut by the token budget",
@@ -220,7 +220,7 @@ def render_outputs(results: dict) -> str:
            + ". Every metric below is a name `trlvr select --metric` and `trlvr compare` accept.\n\n",
            "Metrics of the default suite (from a real toy evaluation; `{k}` is each `--k`, `{J}` each dose share, "
            "`{protocol}` each protocol run):\n\n| metric | meaning |\n|---|---|\n"]
-    out += [f"| `{p}` | {RESULT_METRICS[p]} |\n" for p in patterns]
+    out += [f"| `{p}` | {_cell(RESULT_METRICS[p])} |\n" for p in patterns]
     rest = sorted(set(RESULT_METRICS) - set(patterns))
     out.append("\nOnly with some settings: " + "; ".join(f"`{p}` ({RESULT_METRICS[p]})" for p in rest) + ".\n\n"
                if rest else "\n")
