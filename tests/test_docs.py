@@ -40,7 +40,9 @@ def test_the_readme_is_short_and_holds_no_lab_notes():
     assert len(text.splitlines()) <= 250, len(text.splitlines())
     assert not re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b", text), "a commit hash"
     assert not re.search(r"\bissue \d+|#\d{2,}\b", text, re.I), "an issue number"
-    assert "this machine" not in text and not re.search(r"\b\d+(\.\d+)? ?s\b(?! of)", text), "a machine timing"
+    assert "this machine" not in text and not re.search(r"\b\d+(\.\d+)? ?s\b(?! of)", text), (
+        "a machine timing"
+    )
     assert "2606.28166" in text and "2510.13551" in text and "Jiao" in text
 
 
@@ -102,7 +104,9 @@ def test_every_trlvr_line_parses(where, argv):
             resolve_config_path(rest[rest.index("--config") + 1])
         keys = {a[2:].split("=")[0] for a in rest if a.startswith("--")}
         keys -= {"config", "resume", "force", "verbose", "seeds", "dry-run", "help"}
-        assert keys <= TANDEM_FIELDS | grpo_field_names(), f"{where}: {keys - TANDEM_FIELDS - grpo_field_names()}"
+        assert keys <= TANDEM_FIELDS | grpo_field_names(), (
+            f"{where}: {keys - TANDEM_FIELDS - grpo_field_names()}"
+        )
         return
     try:
         build_parser().parse_args(argv)
@@ -119,7 +123,9 @@ def test_every_path_a_command_names_exists():
     for where, _, code in [(w, None, c) for lang in ("bash", "text", "") for w, c in blocks(lang)]:
         if ROOT / where.split(":")[0] in GENERATED_HELP:
             continue
-        named |= {(where, p) for p in re.findall(r"(?<![\w/])((?:recipes|studies|bench)/[\w./-]+\.\w+)", code)}
+        named |= {
+            (where, p) for p in re.findall(r"(?<![\w/])((?:recipes|studies|bench)/[\w./-]+\.\w+)", code)
+        }
     assert named
     for where, path in sorted(named):
         assert (ROOT / path).exists(), f"{where}: {path} does not exist"
@@ -136,7 +142,9 @@ def test_every_study_and_recipe_ships_in_the_package(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     for study in sorted((ROOT / "studies").glob("*.yaml")):
-        assert (STUDIES_DIR / study.name).is_file(), f"{study.name}: link it: ln -s ../../studies/{study.name} trlvr/studies/"
+        assert (STUDIES_DIR / study.name).is_file(), (
+            f"{study.name}: link it: ln -s ../../studies/{study.name} trlvr/studies/"
+        )
         assert resolve_study(study.stem) == STUDIES_DIR / study.name
         assert resolve_study(f"studies/{study.name}") == STUDIES_DIR / study.name
     for recipe in sorted((ROOT / "recipes").glob("qwen*.yaml")):

@@ -1,7 +1,7 @@
 """`trlvr env`: the versions and the machine, for a bug report (paste its output into the issue).
 
-    trlvr env
-    trlvr env --json          # the same facts as JSON (what a run records in trlvr_run.json, `machine`)
+trlvr env
+trlvr env --json          # the same facts as JSON (what a run records in trlvr_run.json, `machine`)
 """
 
 from __future__ import annotations

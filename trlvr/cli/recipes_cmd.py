@@ -19,7 +19,9 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
     p = subparsers.add_parser("recipes", help="list the shipped run configs, GPU recipes and studies (names and paths)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("--path", type=TEXT, default=None, metavar="NAME", help="print only this shipped file's path")
+    p.add_argument(
+        "--path", type=TEXT, default=None, metavar="NAME", help="print only this shipped file's path"
+    )
     return p
 
 
@@ -43,7 +45,9 @@ def main(args) -> int:
     if args.path is not None:
         name = args.path.removesuffix(".yaml").split("/")[-1]
         if name not in found:
-            raise UserError(f"--path {args.path}: no shipped file of that name (shipped: {', '.join(sorted(found))})")
+            raise UserError(
+                f"--path {args.path}: no shipped file of that name (shipped: {', '.join(sorted(found))})"
+            )
         print(found[name][1])
         return 0
     width = max(map(len, found))
