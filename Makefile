@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 STAMP   := .venv/.installed
 OUT     ?= runs/demo
 
-.PHONY: demo test test-slow test-vllm test-vllm-slow lint bench env clean real-models notation-seniors notation-pilot notation-pilot-2 gpu-bundle
+.PHONY: demo test test-slow test-vllm test-vllm-slow lint bench env clean real-models notation-seniors notation-pilot notation-pilot-2 gpu-bundle docs docs-refs
 
 $(STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -54,8 +54,24 @@ GPU_BUILDER ?= python$(GPU_PY)
 gpu-bundle: $(STAMP)
 	PYTHONPATH=. $(PY) bench/gpu/bundle.py --out .gpu --python-version $(GPU_PY) --builder $(GPU_BUILDER) --limit-mib 60
 
+# The docs site, built strictly: a broken link or anchor, or a page missing from the nav, fails (never add -q:
+# mkdocs 1.6 then passes a broken link). Its tools live in .venv-docs (requirements-docs.txt), without torch.
+DSTAMP := .venv-docs/.installed
+$(DSTAMP): requirements-docs.txt
+	python3 -m venv .venv-docs
+	.venv-docs/bin/pip install -q -r requirements-docs.txt
+	touch $(DSTAMP)
+
+docs: $(DSTAMP)
+	NO_MKDOCS_2_WARNING=1 .venv-docs/bin/mkdocs build --strict --site-dir site
+
+# Regenerate docs/reference/ (configuration, cli, logged metrics, outputs) from the code; tests/test_docs_refs.py
+# fails until the committed pages equal what this writes
+docs-refs: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) tools/docs_refs.py
+
 lint: $(STAMP)
-	.venv/bin/ruff check trlvr tests bench
+	.venv/bin/ruff check trlvr tests bench tools
 
 bench: $(STAMP)
 	bash bench/run_all.sh
@@ -94,4 +110,4 @@ notation-pilot-2: real-models
 	OMP_NUM_THREADS=1 $(PY) bench/real_notation_pilot2.py --models $(MODELS) --out runs/notation-pilot-2
 
 clean:
-	rm -rf .venv .venv-vllm runs
+	rm -rf .venv .venv-vllm .venv-docs runs site

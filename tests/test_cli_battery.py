@@ -222,6 +222,8 @@ def _bases(tmp: Path) -> dict[str, list[str]]:
                   "--dataset", f"{t}/d.jsonl", "--output_dir", "{out}/train", "--dry-run"],
         "smoke": ["smoke", "--config", "toy", "--out", "{out}/smoke", "--problems", "1", "--set", f"senior={t}/senior",
                   "--set", f"junior={t}/junior", "--set", f"dataset={t}/d.jsonl"],
+        "recipes": ["recipes", "--path", "toy"],
+        "env": ["env"],
     }  # fmt: skip
 
 
@@ -244,7 +246,7 @@ def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 yield from _walk(sub, (*path, name))
-        elif not isinstance(action, argparse._HelpAction):
+        elif not isinstance(action, argparse._HelpAction | argparse._VersionAction):  # --version: no value
             yield " ".join(path), action
 
 

@@ -20,7 +20,9 @@ from trlvr.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted(p for p in (ROOT / "recipes").glob("*.yaml") if not p.name.startswith("accelerate"))
-RUN_CONFIGS = sorted(CONFIGS_DIR.glob("*.yaml")) + RECIPES
+# starter.yaml leaves the models and data to the user (test_the_starter_config_is_the_papers_on_a_gpu)
+RUN_CONFIGS = sorted(p for p in CONFIGS_DIR.glob("*.yaml") if p.stem != "starter") + RECIPES
+STARTER_PATHS = {"senior": "Qwen/Qwen3-1.7B", "junior": "Qwen/Qwen3-0.6B", "dataset": "problems.jsonl"}
 GPU_ON_CPU = {"bf16": False, "use_cpu": True}  # validate GPU recipes' fields on a CPU machine
 PROCESSES = yaml.safe_load((ROOT / "recipes/accelerate-zero2-2gpu.yaml").read_text())["num_processes"]
 
@@ -68,6 +70,21 @@ def test_recipes_match_the_papers_batch(path):
         assert tandem.kl_ref == "junior" and tandem.arm == "grpo"
 
 
+def test_the_starter_config_is_the_papers_on_a_gpu():
+    """`--config starter` (docs: training from the CLI) must not bring the toy's CPU settings to real models."""
+    raw = yaml.safe_load((CONFIGS_DIR / "starter.yaml").read_text())
+    assert "use_cpu" not in raw and raw["bf16"] is True
+    tandem, args = load_run_config(CONFIGS_DIR / "starter.yaml", {**GPU_ON_CPU, **STARTER_PATHS})
+    assert tandem.backend == "hf"
+    assert prompts_per(args, 1) == (16, 8)
+    assert (args.max_completion_length, args.learning_rate, args.temperature) == (3000, 1e-6, 0.6)
+    assert args.loss_type == "dapo" and tandem.schedule == "word" and tandem.holdout > 0
+    with pytest.raises(UserError, match=r"^senior: a senior model path is required"):
+        load_run_config(CONFIGS_DIR / "starter.yaml", GPU_ON_CPU)
+    with pytest.raises(UserError, match=r"^junior: arm=tandem needs a junior model path"):
+        load_run_config(CONFIGS_DIR / "starter.yaml", {**GPU_ON_CPU, "senior": "s", "dataset": "d.jsonl"})
+
+
 def test_ablation_arms_never_share_a_directory():
     dirs = {load_run_config(p, {**GPU_ON_CPU, "arm": arm})[1].output_dir for p in RECIPES for arm in ("grpo",)}
     dirs |= {load_run_config(RECIPES[0], {**GPU_ON_CPU, "arm": "tandem"})[1].output_dir}
@@ -113,7 +130,10 @@ def test_tandem_config_errors_name_the_field():
     with pytest.raises(UserError, match="^arm:"):
         TandemConfig(arm="ppo", senior="s")
     with pytest.raises(UserError, match="^junior: arm=tandem needs"):
-        TandemConfig(arm="tandem", senior="s")
+        TandemConfig(arm="tandem", senior="s").check_model_paths()  # what a run that loads models checks
+    with pytest.raises(UserError, match="^senior: a senior model path is required"):
+        TandemConfig(junior="j").check_model_paths()
+    assert TandemConfig(p=0.5).senior == ""  # model objects passed to TandemGRPOTrainer need no paths
     with pytest.raises(UserError, match="^p:"):
         TandemConfig(senior="s", junior="j", p=1.5)
     assert TandemConfig(arm="grpo", senior="s").schedule_kwargs() == ("solo", {"author": "senior"})

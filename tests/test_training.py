@@ -129,9 +129,9 @@ def check_metrics(trainer):
     for key in [
         "tandem/senior_share",
         "tandem/switches_per_seq",
-        "tandem/length_total",
-        "tandem/length_senior",
-        "tandem/length_junior",
+        "tandem/team_length/mean",
+        "tandem/senior_tokens/mean",
+        "tandem/junior_tokens/mean",
         "tandem/reward_low_junior_share",
         "tandem/reward_high_junior_share",
         "timing/rollout_tokens_per_s",
@@ -141,7 +141,8 @@ def check_metrics(trainer):
     ]:
         assert all(key in h for h in logs), key
     h = logs[-1]
-    assert h["tandem/length_senior"] + h["tandem/length_junior"] == pytest.approx(h["tandem/length_total"])
+    assert h["tandem/senior_tokens/mean"] + h["tandem/junior_tokens/mean"] == pytest.approx(h["tandem/team_length/mean"])
+    assert not any(k.startswith("tandem/length_") for k in h), "one name per logged quantity: team_length/*"
     assert 0.0 < h["tandem/senior_share"] < 1.0
 
 

@@ -38,6 +38,8 @@ ARMS = ("tandem", "grpo")
 SCHEDULES = tuple(name for name in ENGINE_SCHEDULES if name != "solo")
 KL_REFS = ("initial", "junior")
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
+# the GPU recipes, shipped in the package (in a clone, trlvr/recipes is a link to the top-level recipes/)
+RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 DEFAULT_OUTPUT_DIR = "runs/{arm}"
 
 
@@ -47,7 +49,14 @@ def _help(text: str, default: Any = dataclasses.MISSING):
 
 @dataclass
 class TandemConfig:
-    """What a tandem (or matched GRPO) run trains, with what, on what. Errors name the field."""
+    """What a tandem (or matched GRPO) run trains, with what, on what. Errors name the field.
+
+    `senior` and `junior` are paths or hub ids for runs that load their own models (`trlvr train`); a
+    script that passes model objects to `TandemGRPOTrainer` leaves them unset (`junior="self"` still
+    means the LoRA senior's base with its adapters off).
+    """
+
+    _argument_group_name = "trlvr run fields (TandemConfig)"  # `trlvr train --config X --help` groups
 
     arm: str = _help("tandem: senior and junior co-write every rollout; grpo: solo senior (the baseline)", "tandem")
     senior: str = _help("trainable senior: a local folder or hub id", "")
@@ -87,8 +96,6 @@ class TandemConfig:
 
         if self.arm not in ARMS:
             bad("arm", f"must be one of {ARMS}")
-        if not self.senior:
-            bad("senior", "a senior model path is required")
         if self.schedule not in SCHEDULES:
             bad("schedule", f"must be one of {SCHEDULES}")
         if not 0.0 <= self.p <= 1.0:
@@ -127,10 +134,6 @@ class TandemConfig:
             bad("preempt_grace_s", "must be > 0 seconds")
         if self.lora_r < 1:
             bad("lora_r", "must be >= 1")
-        if self.arm == "tandem" and not self.junior:
-            bad("junior", "arm=tandem needs a junior model path")
-        if self.kl_ref == "junior" and not self.junior:
-            bad("junior", "kl_ref=junior needs a junior model path")
         if self.kl_ref == "junior" and self.use_peft and self.junior != "self":
             # TRL's KL reference for a PEFT model is always the senior's base with adapters off
             bad("kl_ref", "with use_peft, TRL's KL reference is the senior's base with adapters off: "
@@ -142,6 +145,16 @@ class TandemConfig:
             value = getattr(self, name)
             if not (value == _FIELDS[name].default and value in (None, "")) and kind.rule(value):
                 bad(name, kind.rule(value))
+
+    def check_model_paths(self) -> None:
+        """The model paths a run that loads its own models needs (the CLI, a config file, backend vllm).
+        Not checked on construction: `TandemGRPOTrainer` takes model objects and needs no path."""
+        if not self.senior:
+            raise UserError(f"senior: a senior model path is required (got {self.senior!r})")
+        if self.arm == "tandem" and not self.junior:
+            raise UserError(f"junior: arm=tandem needs a junior model path (got {self.junior!r})")
+        if self.kl_ref == "junior" and not self.junior:
+            raise UserError(f"junior: kl_ref=junior needs a junior model path (got {self.junior!r})")
 
     @property
     def expects_junior_tokens(self) -> bool:
@@ -236,6 +249,8 @@ SCHEDULE_SETTINGS = ("p", "max_gap", "chunk_size", "first_author", "max_rounds")
 class RunOptions:
     """Switches of one `trlvr train` invocation (command line only: not part of the run's config)."""
 
+    _argument_group_name = "switches of this command (not config keys)"
+
     resume: bool = _help("continue from the newest complete checkpoint in output_dir", False)
     force: bool = _help("train into output_dir even if it holds a different run", False)
     verbose: bool = _help("print every log dict and the libraries' warnings and progress bars", False)
@@ -252,16 +267,26 @@ def grpo_field_names() -> set[str]:
     return {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
 
 
+def shipped_configs() -> dict[str, Path]:
+    """Every run config shipped in the package, by name: trlvr/configs/*.yaml and the recipes."""
+    found = {p.stem: p for p in sorted(RECIPES_DIR.glob("*.yaml")) if not p.stem.startswith("accelerate-")}
+    found.update({p.stem: p for p in sorted(CONFIGS_DIR.glob("*.yaml"))})
+    return found
+
+
 def resolve_config_path(name: str) -> Path:
-    """A config file path, or the name of a config shipped in the package (`toy` -> trlvr/configs/toy.yaml)."""
+    """A config file path, or the name of a config shipped in the package (`toy` -> trlvr/configs/toy.yaml,
+    `qwen3-4b-deepscaler` -> the recipe). `recipes/NAME.yaml`, a clone's path, names the shipped recipe
+    where no such file exists here (a pip install has no recipes/ folder)."""
     path = Path(name)
     if path.is_file():
         return path
-    shipped = CONFIGS_DIR / f"{name}.yaml"
-    if "/" not in name and shipped.is_file():
-        return shipped
-    known = sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml"))
-    raise UserError(f"--config {name}: no such file (shipped configs: {', '.join(known)})")
+    shipped = shipped_configs()
+    if "/" not in name and name in shipped:
+        return shipped[name]
+    if len(path.parts) == 2 and path.parts[0] == "recipes" and (RECIPES_DIR / path.name).is_file():
+        return RECIPES_DIR / path.name
+    raise UserError(f"--config {name}: no such file (shipped configs: {', '.join(sorted(shipped))})")
 
 
 def _make_parser():
@@ -356,6 +381,7 @@ def parse_run_args(argv: list[str]):
         where = str(config or "command line")
         raise UserError(_named_kind_error(argv, config, where) or f"{where}: {' '.join(str(e).split())}") from e
     tandem, grpo, options = configs
+    tandem.check_model_paths()
     from_file = _renamed(from_file, grpo, given=argv)  # the command line wins over the file
     from_args = _renamed(from_args, grpo)
     if from_file or from_args:

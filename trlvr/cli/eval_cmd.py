@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from trlvr import rundir
+from trlvr.cli.formatting import DefaultsFormatter
 from trlvr.engine.options import DECODE_MODES
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
@@ -46,7 +47,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (source
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "eval", help="evaluate a senior/junior pair; writes results.json and samples.jsonl"
+        "eval", help="evaluate a senior/junior pair; writes results.json and samples.jsonl",
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument(
         "--senior", required=True, type=TEXT,

@@ -40,6 +40,8 @@ COMMANDS = {
     "select": "select_cmd",
     "study": "study_cmd",
     "smoke": "smoke_cmd",
+    "recipes": "recipes_cmd",
+    "env": "env_cmd",
 }
 VERBOSE_FLAGS = ("--verbose", "--debug")  # --debug: the older name
 EXIT_REFUSED, EXIT_INTERRUPTED, EXIT_CLOSED_STDOUT = 74, 130, 1
@@ -77,7 +79,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="trlvr", description="Tandem RLVR: train and evaluate tandem seniors.")
+    import trlvr  # the package itself (its version), not a layer
+
+    parser = _Parser(
+        prog="trlvr", description="Tandem RLVR: train and evaluate tandem seniors.",
+        epilog="New here? `trlvr demo --out runs/demo` trains and evaluates the toy pair on a CPU (minutes). "
+               "`trlvr recipes` lists the shipped configs and studies; `trlvr env` prints versions for a bug report.",
+    )  # fmt: skip
+    parser.add_argument("--version", action="version", version=f"trlvr {trlvr.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS.values():
         importlib.import_module(f"trlvr.cli.{module}").make_parser(sub)

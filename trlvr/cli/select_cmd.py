@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 
 from trlvr import rundir
+from trlvr.cli.formatting import DefaultsFormatter
 from trlvr.ranks import Ranks
 
 
@@ -26,7 +27,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     from trlvr.kinds import COUNT, NONNEG, NONNEG_FLOAT, SEED, TEXT, UNIT, count
     from trlvr.models import DEVICE
 
-    p = subparsers.add_parser("select", help="choose a run's checkpoint on held-out validation data")
+    p = subparsers.add_parser("select", help="choose a run's checkpoint on held-out validation data", formatter_class=DefaultsFormatter)
     p.add_argument("run", type=TEXT, help="training run folder (output_dir)")
     p.add_argument("--val", required=True, type=TEXT, help="validation data: a problems file, or split:N (the run's holdout)")
     p.add_argument("--metric", type=TEXT, default="handoff/pass@1", help="a results.json metric, e.g. solo/pass@1")

@@ -6,8 +6,11 @@
     trlvr train --config toy --arm tandem --holdout 200   # 200 problems kept for `trlvr select --val split:200`
     trlvr train --config toy --arm tandem --resume        # continue from the newest complete checkpoint
     torchrun --nproc_per_node 2 -m trlvr.cli.main train --config toy --per_device_train_batch_size 64
-    accelerate launch --config_file recipes/accelerate-zero2-2gpu.yaml -m trlvr.cli.main train \\
-        --config recipes/qwen3-4b-deepscaler.yaml --arm tandem
+    trlvr train --config starter --senior PATH --junior PATH --dataset FILE --dry-run   # your own models, one GPU
+    accelerate launch --config_file "$(trlvr recipes --path accelerate-zero2-2gpu)" -m trlvr.cli.main train \\
+        --config qwen3-4b-deepscaler --arm tandem          # shipped recipes: `trlvr recipes` lists them
+
+`trlvr train --config NAME --help` lists every config field, grouped (trlvr's, TRL's, this command's switches).
 
 The config is one flat YAML of `trlvr.config.TandemConfig` and `trl.GRPOConfig` fields, read by
 TRL's own parser (`trl.TrlParser`); any field is also a `--key value` override, and a wrong key

@@ -21,9 +21,9 @@ CURVES = {
     "reward": "reward",
     "senior share": "tandem/senior_share",
     "switches / seq": "tandem/switches_per_seq",
-    "length (total)": "tandem/length_total",
-    "length (senior)": "tandem/length_senior",
-    "length (junior)": "tandem/length_junior",
+    "length (total)": "tandem/team_length/mean",
+    "length (senior)": "tandem/senior_tokens/mean",
+    "length (junior)": "tandem/junior_tokens/mean",
     "step time (s)": "timing/step_s",
     "KL": "kl",
 }

@@ -193,8 +193,13 @@ def _check_evaluation(path: Path, where: str, evaluation: dict, worlds: dict) ->
 
 def resolve_study(name: str | Path) -> Path:
     """A study file: the path given, else the study of that name shipped in the package (`demo` ->
-    trlvr/studies/demo.yaml); a UserError naming both when neither exists."""
+    trlvr/studies/demo.yaml; in a clone the other shipped studies are links to studies/); `studies/NAME.yaml`
+    where no such file exists here (a pip install) is the shipped copy; a UserError naming both when
+    neither exists."""
     path = Path(name)
+    if not path.is_file() and len(path.parts) == 2 and path.parts[0] == "studies" \
+            and (STUDIES_DIR / path.name).is_file():  # a clone's path, where there is no clone: the shipped copy
+        return STUDIES_DIR / path.name
     if path.is_file() or "/" in str(name) or path.suffix in (".yaml", ".yml"):
         return path
     shipped = STUDIES_DIR / f"{name}.yaml"

@@ -269,9 +269,8 @@ class TandemRollout:
         metrics = trainer._metrics[mode]  # the dict GRPOTrainer.log averages and writes to log_history
         metrics["tandem/senior_share"].append(share / n)
         metrics["tandem/switches_per_seq"].append(switches / n)
-        metrics["tandem/length_total"].append(tokens / n)
-        metrics["tandem/length_senior"].append(senior / n)
-        metrics["tandem/length_junior"].append(junior / n)
+        # the rollout lengths are logged once, by _log_team_and_loophole (tandem/team_length/*, senior_tokens/*,
+        # junior_tokens/mean): one name per quantity (docs/reference/logged-metrics.md)
         metrics["tandem/eos_by_junior"].append(eos_junior / max(eos, 1.0))
         metrics["timing/rollout_tokens_per_s"].append(speed.sum().item())  # all processes together
         preempted = (getattr(out, "plan", None) or {}).get("preemptions")

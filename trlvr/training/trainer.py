@@ -79,7 +79,11 @@ class TandemGRPOTrainer(GRPOTrainer):
     Models are loaded in one place, `trlvr.training.build.load_models`. `reward_funcs` follow TRL's
     signature; all other arguments (including `peft_config`) are GRPOTrainer's.
 
-    >>> trainer = TandemGRPOTrainer(senior, junior, tandem=TandemConfig(senior="s", junior="j"),
+    `tandem` needs no model paths when model objects are passed (`TandemConfig(schedule="word", p=0.5)`);
+    backend vllm and `kl_ref: junior` load from paths, so they need `senior` / `junior` set. A runnable
+    script on the shipped toy pair: docs/guides/trl-integration.md.
+
+    >>> trainer = TandemGRPOTrainer(senior, junior, tandem=TandemConfig(p=0.5),
     ...     args=GRPOConfig(...), reward_funcs=math_reward, train_dataset=ds,
     ...     processing_class=tokenizer)                                         # doctest: +SKIP
     >>> trainer.train()                                                         # doctest: +SKIP
@@ -97,6 +101,8 @@ class TandemGRPOTrainer(GRPOTrainer):
         self.tandem = tandem
         self.longest_prompt = longest_prompt  # backend vllm: the engine's context is this + max_completion_length
         self_paired = tandem.junior == "self"
+        if tandem.backend == "vllm":  # the engine loads the models from their paths
+            tandem.check_model_paths()
         passed_peft = _is_peft_model(model)  # an adapter folder the run continues (trlvr.training.peft_setup)
         if self_paired and kwargs.get("peft_config") is None and not passed_peft:
             raise ValueError("junior: 'self' needs a LoRA senior (use_peft: true, peft_config, or a peft.PeftModel)")
@@ -110,6 +116,8 @@ class TandemGRPOTrainer(GRPOTrainer):
         # PeftModel (a continued adapter) gets a frozen copy of its adapter as TRL's reference instead:
         # removed below for kl_ref=junior, kept (= the starting senior) for kl_ref=initial.
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
+        if kl_to_junior and not tandem.junior:  # TRL builds its reference model from a path
+            raise ValueError("kl_ref: junior needs TandemConfig(junior=<the junior's path or hub id>)")
         funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
         funcs = [with_share_split(f) if _plain_callable(f) else f for f in funcs]

@@ -1,0 +1,211 @@
+"""The README and docs/ as a user meets them: every Python block runs, every `trlvr ...` line parses with the
+real parser and every path it names exists, the README stays a README, and the package surface the docs
+promise (top-level names, --version, env, recipes by name from any folder) is there."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trlvr.cli.main import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+GENERATED_HELP = {ROOT / "docs" / "reference" / "cli.md"}  # `--help` output, compared by test_docs_refs.py
+FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
+
+
+def blocks(lang: str) -> list[tuple[str, str]]:
+    """(page:line, code) of every fenced block of `lang` in the README and docs/."""
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        for m in FENCE.finditer(text):
+            if m.group(1) == lang:
+                found.append((f"{page.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}", m.group(2)))
+    return found
+
+
+# ---- the README stays a README ---------------------------------------------------------------------------
+
+
+def test_the_readme_is_short_and_holds_no_lab_notes():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250, len(text.splitlines())
+    assert not re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b", text), "a commit hash"
+    assert not re.search(r"\bissue \d+|#\d{2,}\b", text, re.I), "an issue number"
+    assert "this machine" not in text and not re.search(r"\b\d+(\.\d+)? ?s\b(?! of)", text), (
+        "a machine timing"
+    )
+    assert "2606.28166" in text and "2510.13551" in text and "Jiao" in text
+
+
+# ---- Python blocks run ---------------------------------------------------------------------------------
+
+PYTHON = blocks("python")
+
+
+@pytest.mark.parametrize(("where", "code"), PYTHON, ids=[w for w, _ in PYTHON])
+def test_every_python_block_runs(where, code, tmp_path):
+    """Each block runs as a script in an empty folder outside the checkout (the installed code on PYTHONPATH)."""
+    (tmp_path / "block.py").write_text(code)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    done = subprocess.run([sys.executable, "block.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, f"{where}:\n{done.stderr[-3000:]}"
+
+
+def test_the_quickstart_is_among_them():
+    assert any("TandemGRPOTrainer(" in code and "trainer.train()" in code for _, code in PYTHON)
+
+
+# ---- trlvr lines parse, and the paths they name exist -----------------------------------------------------
+
+
+def trlvr_commands() -> list[tuple[str, list[str]]]:
+    """(page:line, argv after `trlvr`) of every trlvr command in a bash/text block (also `-m trlvr.cli.main`
+    and inside `$(...)`); lines with a `...` placeholder are skipped."""
+    found = []
+    for lang in ("bash", "text", ""):
+        for where, code in blocks(lang):
+            if ROOT / where.split(":")[0] in GENERATED_HELP:
+                continue
+            for line in code.replace("\\\n", " ").splitlines():
+                line = line.split(" #")[0].strip()
+                if line.startswith("$ "):
+                    line = line[2:]
+                parts = [m.group(1) for m in re.finditer(r"\$\((trlvr [^)]*)\)", line)]
+                line = re.sub(r"\"?\$\([^)]*\)\"?", "FILE", line)
+                m = re.search(r"(?:^|\s)(?:trlvr|-m trlvr\.cli\.main)\s+(.*)$", line)
+                if m and not line.startswith(("pip ", "git ", "cp ")):
+                    parts.append("trlvr " + m.group(1))
+                for cmd in parts:
+                    if "..." not in cmd:
+                        found.append((where, shlex.split(cmd)[1:]))
+    return found
+
+
+COMMANDS = trlvr_commands()
+
+
+@pytest.mark.parametrize(("where", "argv"), COMMANDS, ids=[f"{w} {' '.join(a)[:60]}" for w, a in COMMANDS])
+def test_every_trlvr_line_parses(where, argv):
+    from trlvr.config import TANDEM_FIELDS, grpo_field_names, resolve_config_path
+
+    if argv[:1] == ["train"]:  # TRL's parser reads the rest: the config must resolve and every key be a field
+        rest = argv[1:]
+        if "--config" in rest:
+            resolve_config_path(rest[rest.index("--config") + 1])
+        keys = {a[2:].split("=")[0] for a in rest if a.startswith("--")}
+        keys -= {"config", "resume", "force", "verbose", "seeds", "dry-run", "help"}
+        assert keys <= TANDEM_FIELDS | grpo_field_names(), (
+            f"{where}: {keys - TANDEM_FIELDS - grpo_field_names()}"
+        )
+        return
+    try:
+        build_parser().parse_args(argv)
+    except SystemExit as e:
+        assert e.code == 0, f"{where}: trlvr {shlex.join(argv)} does not parse"
+
+
+def test_every_path_a_command_names_exists():
+    """recipes/, studies/, bench/ paths exist in a clone, and recipes and studies also resolve in the package."""
+    from trlvr.config import resolve_config_path
+    from trlvr.experiments.study_spec import resolve_study
+
+    named = {(w, a) for w, argv in COMMANDS for a in argv if re.match(r"^(recipes|studies|bench)/", a)}
+    for where, _, code in [(w, None, c) for lang in ("bash", "text", "") for w, c in blocks(lang)]:
+        if ROOT / where.split(":")[0] in GENERATED_HELP:
+            continue
+        named |= {
+            (where, p) for p in re.findall(r"(?<![\w/])((?:recipes|studies|bench)/[\w./-]+\.\w+)", code)
+        }
+    assert named
+    for where, path in sorted(named):
+        assert (ROOT / path).exists(), f"{where}: {path} does not exist"
+        if path.startswith("recipes/") and "accelerate" not in path:
+            assert resolve_config_path(path).is_file()
+        if path.startswith("studies/") and path.count("/") == 1:
+            assert resolve_study(path).is_file()
+
+
+def test_every_study_and_recipe_ships_in_the_package(tmp_path, monkeypatch):
+    """From a folder with no clone in it, every shipped name resolves (the wheel has no recipes/ or studies/)."""
+    from trlvr.config import RECIPES_DIR, resolve_config_path
+    from trlvr.experiments.study_spec import STUDIES_DIR, resolve_study
+
+    monkeypatch.chdir(tmp_path)
+    for study in sorted((ROOT / "studies").glob("*.yaml")):
+        assert (STUDIES_DIR / study.name).is_file(), (
+            f"{study.name}: link it: ln -s ../../studies/{study.name} trlvr/studies/"
+        )
+        assert resolve_study(study.stem) == STUDIES_DIR / study.name
+        assert resolve_study(f"studies/{study.name}") == STUDIES_DIR / study.name
+    for recipe in sorted((ROOT / "recipes").glob("qwen*.yaml")):
+        assert resolve_config_path(recipe.stem) == RECIPES_DIR / recipe.name
+        assert resolve_config_path(f"recipes/{recipe.name}") == RECIPES_DIR / recipe.name
+
+
+# ---- the package surface the docs promise -----------------------------------------------------------------
+
+
+def test_import_trlvr_is_light_and_exports_the_three_names():
+    code = ("import sys, trlvr; heavy = [m for m in ('torch', 'trl', 'transformers', 'vllm') if m in sys.modules]; "
+            "assert not heavy, heavy; from trlvr import TandemConfig, TandemGRPOTrainer, make_pair; "
+            "assert TandemGRPOTrainer.__name__ == 'TandemGRPOTrainer' and callable(make_pair); "
+            "assert {'TandemConfig', 'TandemGRPOTrainer', 'make_pair'} <= set(dir(trlvr)); print('ok')")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    import trlvr
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        trlvr.nope  # noqa: B018
+
+
+def test_version_env_and_recipes(capsys):
+    import trlvr
+
+    assert main(["--version"]) == 0 and capsys.readouterr().out.strip() == f"trlvr {trlvr.__version__}"
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    for name in ("trlvr:", "torch:", "transformers:", "trl:", "vllm:", "cuda:", "python:", "platform:"):
+        assert name in out, name
+    assert main(["recipes", "--path", "starter"]) == 0
+    assert capsys.readouterr().out.strip().endswith("trlvr/configs/starter.yaml")
+    assert main(["recipes", "--path", "nope"]) == 2
+    assert "no shipped file of that name" in capsys.readouterr().err
+
+
+def test_train_help_groups_the_fields(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--config", "toy", "--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    assert "trlvr run fields (TandemConfig):" in out and "switches of this command (not config keys):" in out
+    assert out.index("\n  --schedule") > out.index("trlvr run fields (TandemConfig):")
+
+
+def test_eval_and_select_help_show_defaults():
+    from trlvr.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices
+    said = {name: " ".join(sub[name].format_help().split()) for name in ("eval", "select")}
+    assert "--temperature TEMPERATURE (default: 0.7)" in said["select"], said["select"]
+    assert "(default: handoff/pass@1)" in said["select"] and "--seed SEED (default: 0)" in said["select"]
+    assert "--samples N samples per problem and protocol" in said["eval"] and "(default: 8)" in said["eval"]
+    assert "(default: None)" not in said["eval"] + said["select"] and "(default: False)" not in said["eval"]
+
+
+def test_the_demo_table_is_the_same_in_the_readme_and_its_page():
+    """`.ci/demo-check` compares these with `make demo`'s summary.md; here, that both places agree."""
+    pattern = re.compile(r"<!-- demo-table:start[^>]*-->\n(.*?)<!-- demo-table:end -->", re.S)
+    readme = pattern.findall((ROOT / "README.md").read_text())
+    page = pattern.findall((ROOT / "docs" / "results" / "toy-demo.md").read_text())
+    assert len(readme) == len(page) == 1 and readme == page and readme[0].startswith("|")

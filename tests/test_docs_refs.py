@@ -1,0 +1,47 @@
+"""The generated reference pages (docs/reference/) equal what tools/docs_refs.py writes from the code now:
+a new config field, CLI option, logged key or results.json metric fails here until `make docs-refs` is run
+and its output committed (and a logged key or metric without a meaning fails the generator itself)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("docs_refs", ROOT / "tools" / "docs_refs.py")
+docs_refs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(docs_refs)
+
+
+def _same(name: str, text: str):
+    committed = (ROOT / "docs" / "reference" / name).read_text()
+    assert committed == text, f"docs/reference/{name} is stale: run `make docs-refs` and commit it"
+
+
+def test_configuration_reference_is_current():
+    _same("configuration.md", docs_refs.render_configuration())
+
+
+def test_cli_reference_is_current():
+    _same("cli.md", docs_refs.render_cli())
+
+
+def test_logged_metrics_reference_is_every_key_of_a_real_training_step(monkeypatch):
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    keys = docs_refs.toy_training_keys()
+    assert {"tandem/senior_share", "tandem/team_length/mean", "loss", "reward"} <= keys
+    assert not any(k.startswith("tandem/length_") for k in keys), "one name per logged quantity"
+    _same("logged-metrics.md", docs_refs.render_logged_metrics(keys))
+
+
+def test_outputs_reference_is_every_metric_of_a_real_evaluation():
+    _same("outputs.md", docs_refs.render_outputs(docs_refs.toy_results()))
+
+
+def test_the_generator_refuses_a_key_without_a_meaning():
+    with pytest.raises(SystemExit, match="without a meaning in LOGGED: tandem/new_thing"):
+        docs_refs.render_logged_metrics(set(docs_refs.LOGGED) | {"tandem/new_thing"})
+    with pytest.raises(SystemExit, match="no toy step logs any more: tandem/senior_share"):
+        docs_refs.render_logged_metrics(set(docs_refs.LOGGED) - {"tandem/senior_share"})

@@ -1,0 +1,56 @@
+"""`trlvr env`: the versions and the machine, for a bug report (paste its output into the issue).
+
+trlvr env
+trlvr env --json          # the same facts as JSON (what a run records in trlvr_run.json, `machine`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from importlib import metadata
+
+
+def make_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("env", help="versions of trlvr, torch, transformers, TRL, vLLM, CUDA; for bug reports",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the facts as one JSON object")
+    return p
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def facts() -> dict:
+    """trlvr's machine record (`trlvr.provenance.machine`) and the optional backend's version."""
+    from trlvr.provenance import machine
+
+    found = machine()
+    found["versions"]["vllm"] = _version("vllm")
+    return found
+
+
+def main(args) -> int:
+    found = facts()
+    if args.json:
+        print(json.dumps(found, indent=2, sort_keys=True))
+        return 0
+    versions = found["versions"]
+    git = found.get("git") or {}
+    lines = [f"{name}: {versions.get(name) or 'not installed'}" for name in
+             ("trlvr", "torch", "transformers", "trl", "peft", "accelerate", "vllm")]  # fmt: skip
+    lines += [
+        f"python: {found['python']} ({found['executable']})",
+        f"platform: {found['platform']}",
+        f"cuda: {found['cuda'] or 'none (a CPU build of torch)'}",
+        f"devices: {', '.join(found['devices'])}",
+        f"cpu: {found['cpu'] or 'unknown'}, {found['cpu_count']} cores; torch threads {found['torch_threads']}, "
+        f"OMP_NUM_THREADS {found['omp_num_threads'] or 'unset'}",
+        f"git: {git.get('commit', 'not a git checkout')}{' (dirty)' if git.get('dirty') else ''}",
+    ]
+    print("\n".join(lines))
+    return 0
