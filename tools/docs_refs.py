@@ -229,6 +229,13 @@ RESULT_METRICS = {
     "{protocol}/mean_tokens": "mean completion length (tokens) of that protocol",
     "{protocol}/truncated": "share of that protocol's samples cut by the token budget",
     "handoff/round_capped": "share of handoff samples ended by the round cap",
+    "{protocol}/unrepresentable": "text pairs: share of that protocol's samples ended because a partner's tokenizer "
+    "cannot spell the text (present once any of its rows ended so)",
+    "prefix-{K}/pass@1": "the junior alone continuing the first K% of the senior's solo trace (same problem, same "
+    "sample): the team's pass@1",
+    "prefix-{K}/answer_in_prefix": "share of those prefixes that already hold the gold answer",
+    "prefix-{K}/pass@1|no-answer": "pass@1 over the rows whose prefix does not hold the gold (none when every "
+    "prefix of a problem holds it)",
     "legibility/junior_ce": "the junior's mean per-token cross-entropy (nats) on the senior's solo text",
     "legibility/junior_bpb": "the same surprisal in bits per UTF-8 byte: comparable across tokenizers",
     "drift/kl": "mean per-token KL(senior || junior) on the same tokens",
@@ -237,16 +244,22 @@ RESULT_METRICS = {
 
 
 def _metric_pattern(name: str) -> str:
+    if name.endswith(("/mean_tokens", "/truncated", "/unrepresentable")):
+        return "{protocol}/" + name.split("/", 1)[1]
+    if re.match(r"^prefix-\d+/", name):  # prefix-K: pass@1 only
+        return re.sub(r"^prefix-\d+/", "prefix-{K}/", name)
     name = re.sub(r"pass@\d+$", "pass@{k}", name)
-    name = re.sub(r"^dose-[0-9.]+/", "dose-{J}/", name)
-    if name.endswith(("/mean_tokens", "/truncated")):
-        name = "{protocol}/" + name.split("/", 1)[1]
-    return name
+    return re.sub(r"^dose-[0-9.]+/", "dose-{J}/", name)
+
+
+TOY_PREFIX_KS = "0,50"  # the prefix-K points of the reference's toy evaluation
 
 
 def toy_results() -> dict:
-    """results.json of one real toy evaluation (4 problems x 2 samples, the default suite)."""
+    """results.json of one real toy evaluation (4 problems x 2 samples, every suite entry: the default suite
+    and prefix at TOY_PREFIX_KS)."""
     from trlvr.cli.main import main
+    from trlvr.eval.defaults import SUITE_NAMES
     from trlvr.toy.task import generate_problems
     from trlvr.toy.world import ASSETS_DIR
 
@@ -259,7 +272,8 @@ def toy_results() -> dict:
         with redirect_stdout(io.StringIO()):
             rc = main(["eval", "--senior", str(ASSETS_DIR / "senior"), "--junior", str(ASSETS_DIR / "junior"),
                        "--data", f"toy={data}", "--n", "2", "--k", "1,2", "--max-new-tokens", "24", "--dtype", "float32",
-                       "--no-progress", "--out", f"{tmp}/eval"])  # fmt: skip
+                       "--suite", ",".join(SUITE_NAMES), "--prefix-ks", TOY_PREFIX_KS, "--no-progress",
+                       "--out", f"{tmp}/eval"])  # fmt: skip
         if rc != 0:
             raise SystemExit(f"tools/docs_refs.py: the toy evaluation failed (exit {rc})")
         results = json.loads((Path(tmp) / "eval" / "results.json").read_text())
@@ -267,10 +281,32 @@ def toy_results() -> dict:
     return results
 
 
+# what a run-directory name holds, for the names trlvr/rundir.py defines without a comment on their line
+FILE_MEANINGS = {
+    "SAMPLES": "every generated sample, one JSON row each (tokens, authors, reward, grading, scores): what "
+    "resumes an interrupted evaluation",
+    "OTHER_SAMPLES": "finished samples of another plan of the same evaluation (another --limit, --n or --suite), "
+    "kept for a later run that asks for them again; never read as this evaluation's samples",
+    "CONFIG": "the evaluation's settings as run (models, data, suite, decoding, grading, backend) and its machine",
+    "PER_PROBLEM": "every metric per problem and benchmark (what compare and the seed groups pair and resample)",
+    "RESULTS": "the metrics with their bootstrap CIs, per benchmark and macro (this page's first section)",
+}
+
+
 def _rundir_names() -> list[tuple[str, str, str]]:
-    """(constant, file name, comment) for every name trlvr.rundir defines, read from its source."""
+    """(constant, file name, meaning) for every name trlvr.rundir defines: the comment on its line, else its
+    meaning in FILE_MEANINGS; a name with neither, or a meaning for a name rundir no longer defines, stops
+    the generator with one line naming it."""
     text = (ROOT / "trlvr" / "rundir.py").read_text()
-    return re.findall(r'^([A-Z_]+) = "([^"]+)"(?:\s*#\s*(.*))?$', text, flags=re.M)
+    found = re.findall(r'^([A-Z_]+) = "([^"]+)"(?:[ \t]*#[ \t]*(.*))?$', text, flags=re.M)
+    bare = [c for c, _, comment in found if not comment and c not in FILE_MEANINGS]
+    gone = sorted(set(FILE_MEANINGS) - {c for c, _, comment in found if not comment})
+    if bare or gone:
+        raise SystemExit(
+            f"tools/docs_refs.py: run-directory name(s) without a meaning (a comment in trlvr/rundir.py or "
+            f"FILE_MEANINGS): {bare}; meanings for names rundir does not define bare: {gone}"
+        )
+    return [(c, name, comment or FILE_MEANINGS[c]) for c, name, comment in found]
 
 
 def render_outputs(results: dict) -> str:
@@ -291,10 +327,11 @@ def render_outputs(results: dict) -> str:
         + ".\n\n`benchmarks.<name>.metrics.<metric>` holds: "
         + ", ".join(f"`{k}`" for k in sorted(one))
         + ". Every metric below is a name `trlvr select --metric` and `trlvr compare` accept.\n\n",
-        "Metrics of the default suite (from a real toy evaluation; `{k}` is each `--k`, `{J}` each dose share, "
-        "`{protocol}` each protocol run):\n\n| metric | meaning |\n|---|---|\n",
+        "Metrics of every suite entry (from a real toy evaluation of the whole suite; `prefix` is not in the "
+        "default suite: `--suite ...,prefix`). `{k}` is each `--k`, `{J}` each dose share, `{K}` each `--prefix-ks` "
+        "point, `{protocol}` each protocol run:\n\n| metric | meaning |\n|---|---|\n",
     ]
-    out += [f"| `{p}` | {_cell(RESULT_METRICS[p])} |\n" for p in patterns]
+    out += [f"| {_code_cell(p)} | {_cell(RESULT_METRICS[p])} |\n" for p in patterns]
     rest = sorted(set(RESULT_METRICS) - set(patterns))
     out.append(
         "\nOnly with some settings: " + "; ".join(f"`{p}` ({RESULT_METRICS[p]})" for p in rest) + ".\n\n"
@@ -310,10 +347,7 @@ def render_outputs(results: dict) -> str:
         "## Every file name a run directory can hold\n\nFrom `trlvr/rundir.py`, the one module that names them:\n\n"
         "| name | what it is |\n|---|---|\n"
     )
-    out += [
-        f"| `{name}` | {comment or const.lower().replace('_', ' ')} |\n"
-        for const, name, comment in _rundir_names()
-    ]
+    out += [f"| `{name}` | {_cell(meaning)} |\n" for _, name, meaning in _rundir_names()]
     return "".join(out)
 
 
@@ -324,6 +358,12 @@ REFUSED_TRL = {  # TandemGRPOTrainer.__init__ (trlvr/training/trainer.py)
     "use_transformers_continuous_batching": "as use_vllm",
     "off_policy_mask_threshold": "the tandem engine's log-probs are not TRL's",
 }
+
+
+def _code_cell(name: str) -> str:
+    """`name` as code in a table cell: a pipe in it as an HTML entity inside <code>, which GitHub and the site
+    both show as `|` (an escaped `\\|` inside backticks shows its backslash on the site)."""
+    return f"<code>{name.replace('|', '&#124;')}</code>" if "|" in name else f"`{name}`"
 
 
 def _cell(text) -> str:
