@@ -45,3 +45,21 @@ def test_the_generator_refuses_a_key_without_a_meaning():
         docs_refs.render_logged_metrics(set(docs_refs.LOGGED) | {"tandem/new_thing"})
     with pytest.raises(SystemExit, match="no toy step logs any more: tandem/senior_share"):
         docs_refs.render_logged_metrics(set(docs_refs.LOGGED) - {"tandem/senior_share"})
+
+
+def test_a_run_directory_name_is_described_by_its_own_line_only():
+    """A name without a comment on its line takes FILE_MEANINGS' meaning, never the comment of the line below
+    (results.json was described as 'markers', the next block's heading); a bare name without a meaning, or a
+    meaning for a name no longer bare, stops the generator."""
+    bare = "".join(f'{c} = "{c.lower()}.json"\n# the next block\n' for c in docs_refs.FILE_MEANINGS)
+    source = bare + 'STUDY_DONE = ".study-done"  # done\n'
+    names = docs_refs._rundir_names(source)
+    assert names == [(c, f"{c.lower()}.json", m) for c, m in docs_refs.FILE_MEANINGS.items()] + [
+        ("STUDY_DONE", ".study-done", "done")
+    ]
+    with pytest.raises(SystemExit, match=r"without a meaning .*\['NEW_THING'\]"):
+        docs_refs._rundir_names(source + 'NEW_THING = "new.json"\n')
+    with pytest.raises(SystemExit, match=r"does not define bare: \['RESULTS'\]"):
+        docs_refs._rundir_names(
+            source.replace('RESULTS = "results.json"', 'RESULTS = "results.json"  # now said')
+        )

@@ -293,11 +293,11 @@ FILE_MEANINGS = {
 }
 
 
-def _rundir_names() -> list[tuple[str, str, str]]:
+def _rundir_names(text: str | None = None) -> list[tuple[str, str, str]]:
     """(constant, file name, meaning) for every name trlvr.rundir defines: the comment on its line, else its
     meaning in FILE_MEANINGS; a name with neither, or a meaning for a name rundir no longer defines, stops
     the generator with one line naming it."""
-    text = (ROOT / "trlvr" / "rundir.py").read_text()
+    text = (ROOT / "trlvr" / "rundir.py").read_text() if text is None else text
     found = re.findall(r'^([A-Z_]+) = "([^"]+)"(?:[ \t]*#[ \t]*(.*))?$', text, flags=re.M)
     bare = [c for c, _, comment in found if not comment and c not in FILE_MEANINGS]
     gone = sorted(set(FILE_MEANINGS) - {c for c, _, comment in found if not comment})
