@@ -133,8 +133,9 @@ class TrainerPlan:
             fix = "train on more GPUs or with LoRA (use_peft)"
         if engine_share:
             fix += f", or lower {share_setting}"
-        return [f"{where}: the trainer needs ~{_gib(self.total_bytes)} per GPU ({self.summary()}), more than the "
-                f"{_gib(room)} of {_gib(gpu_memory)}{beside}: {fix}"]  # fmt: skip
+        return [f"{where}: the trainer needs ~{_gib(self.total_bytes)} per GPU ({self.summary()}), more than "
+                f"{SAFETY:.0%} of the {_gib(room)} left of {_gib(gpu_memory)}{beside} (the estimate's margin): "
+                f"{fix}"]  # fmt: skip
 
     def summary(self) -> str:
         return (f"weights {_gib(self.weight_bytes + self.frozen_bytes)}, gradients {_gib(self.gradient_bytes)}, "

@@ -90,9 +90,9 @@ import json, math, sys
 rows = [json.loads(x) for x in open(sys.argv[1] + "/metrics.jsonl") if x.strip()]
 row = next(r for r in rows if "tandem/senior_share" in r)
 share, loss = row["tandem/senior_share"], row.get("loss", float("nan"))
-junior = row.get("tandem/length_junior")
+junior = row["tandem/junior_tokens/mean"]
 print(f"senior_share {share:.3f}, junior tokens/seq {junior}, loss {loss}")
-sys.exit(0 if 0 < share < 1 and math.isfinite(loss) else 1)' "$OUT/train"
+sys.exit(0 if 0 < share < 1 and junior > 0 and math.isfinite(loss) else 1)' "$OUT/train"
 fi
 stage smoke 500 "${TRLVR[@]}" smoke --config toy --out "$OUT/smoke" "${SM[@]}" --set senior=$PAIR/senior \
   --set junior=$PAIR/junior "${COMMON[@]}" --set per_device_train_batch_size=$B --set max_completion_length=$C \
