@@ -159,7 +159,7 @@ def test_refusals_name_the_problem(tmp_path, junior_dir, tandem):
     with pytest.raises(UserError, match=r"toy/assets/junior: head_dim 16 does not run on vLLM's CPU attention"):
         VLLMPair(TOY_SENIOR, ASSETS_DIR / "junior", engine=engine_options())
     # embedding rows against the tokenizer (more rows are padding, fewer refused): tests/test_vllm_vocab_pair.py
-    with pytest.raises(UserError, match="a directory with config.json"):
+    with pytest.raises(UserError, match="nowhere: no such folder; expected a model folder"):
         VLLMPair(tmp_path / "nowhere", junior_dir)
 
 
