@@ -33,6 +33,7 @@ from trlvr.engine.output import FINISH_REASONS, TandemOutput
 from trlvr.engine.pair import Pair
 from trlvr.engine.release import free_memory
 from trlvr.engine.schedules import JUNIOR, Schedule, vocab_tables
+from trlvr.engine.vocab import check_vocab_rows
 from trlvr.errors import UserError
 from trlvr.memory import BATCHED_TOKENS
 from trlvr.models import locate
@@ -126,10 +127,8 @@ def check_cpu_head_dims(configs: dict) -> None:
                             f"{', '.join(map(str, sizes))}); use backend hf for this pair on a CPU")  # fmt: skip
 
 
-def check_same_vocabulary(senior_dir: str, junior_dir: str, senior_cfg, junior_cfg, tokenizer) -> None:
-    if junior_cfg.vocab_size != senior_cfg.vocab_size:
-        raise UserError(f"junior {junior_dir}: {junior_cfg.vocab_size} token ids against the senior's "
-                        f"{senior_cfg.vocab_size}; backend vllm needs one vocabulary: use text pairing on backend hf")
+def check_same_tokenizer(senior_dir: str, junior_dir: str, tokenizer) -> None:
+    """Backend vllm pairs over one tokenizer (the embedding row counts may differ: `trlvr.engine.vocab`)."""
     if any(Path(junior_dir).glob("tokenizer*")):
         junior_tok = AutoTokenizer.from_pretrained(junior_dir)
         if junior_tok.get_vocab() != tokenizer.get_vocab():
@@ -155,11 +154,14 @@ class VLLMPair(Pair):
         senior_cfg = AutoConfig.from_pretrained(self.senior_dir)
         configs = {f"senior {self.senior_dir}": senior_cfg}
         if self.junior_dir is not None:
-            junior_cfg = AutoConfig.from_pretrained(self.junior_dir)
-            check_same_vocabulary(self.senior_dir, self.junior_dir, senior_cfg, junior_cfg, self.tokenizer)
-            configs[f"junior {self.junior_dir}"] = junior_cfg
+            check_same_tokenizer(self.senior_dir, self.junior_dir, self.tokenizer)
+            configs[f"junior {self.junior_dir}"] = AutoConfig.from_pretrained(self.junior_dir)
+        # from the configs, before any weight loads: a row per token in each model (more rows are padding,
+        # which the engine's composite masks: `trlvr.vllm.model`)
+        self.n_ids = check_vocab_rows(len(self.tokenizer), configs)
         check_cpu_head_dims(configs)
-        self.vocab_size = senior_cfg.vocab_size
+        # the engine's logit width: a tandem engine's is the shared ids (`_build`), a plain one's the senior's rows
+        self.vocab_size = self.n_ids if self.junior_dir is not None else senior_cfg.vocab_size
         self.tables = vocab_tables(self.tokenizer, self.vocab_size)
         self.eos_token_ids = _eos_ids(eos_token_ids, self.tokenizer, self.senior_dir, senior_cfg)
         pad = pad_token_id if pad_token_id is not None else self.tokenizer.pad_token_id
@@ -188,8 +190,12 @@ class VLLMPair(Pair):
 
             register()
             spec = {"junior": self.junior_dir, "senior_architectures": list(senior_cfg.architectures or []),
-                    "tables": tables_digest(self.tables)}  # fmt: skip
-            kw.update(hf_overrides={"architectures": [ARCHITECTURE], "tandem": spec},
+                    "tables": tables_digest(self.tables), "ids": self.n_ids, "senior_rows": senior_cfg.vocab_size}  # fmt: skip
+            # the engine's vocabulary is the shared ids, not the senior's rows: vLLM's sampler draws one noise
+            # value per logit column from each request's generator (v1/sample/ops/topk_topp_sampler.py,
+            # `q[i].exponential_(generator=...)`), so only an engine of that width samples what an unpadded
+            # pair samples; the composite builds the senior stack with its real rows (`trlvr.vllm.model`)
+            kw.update(hf_overrides={"architectures": [ARCHITECTURE], "tandem": spec, "vocab_size": self.n_ids},
                       logits_processors=[TandemLogitsProcessor])  # fmt: skip
         return LLM(model=self.senior_dir, **kw)
 
