@@ -101,11 +101,12 @@ class EngineOptions:
         return {**kw, **self.extra}
 
 
-def model_dir(model) -> str:
+def model_dir(model, weights: bool = True) -> str:
     """A model directory: a folder or a hub id (its snapshot folder in the Hugging Face cache, downloaded when
-    online and not cached: `trlvr.models.locate`), or an HF model's `name_or_path`, one of those."""
+    online and not cached: `trlvr.models.locate`), or an HF model's `name_or_path`, one of those. `weights`
+    False: its config.json suffices (an engine with load_format "dummy" draws random weights)."""
     path = model if isinstance(model, str | Path) else getattr(model, "name_or_path", None)
-    where = locate(path, "backend vllm", "model", fetch=True)[0] if path else None
+    where = locate(path, "backend vllm", "model" if weights else "config", fetch=True)[0] if path else None
     if where is None or not (Path(where) / "config.json").is_file():
         raise UserError(f"backend vllm loads models from a directory with config.json; got {path or model!r}")
     return where
@@ -148,8 +149,10 @@ class VLLMPair(Pair):
 
     def __init__(self, senior, junior=None, tokenizer=None, *, eos_token_ids: list[int] | None = None,
                  pad_token_id: int | None = None, engine: EngineOptions | None = None):  # fmt: skip
-        self.senior_dir = model_dir(senior)
-        self.junior_dir = None if junior is None else model_dir(junior)
+        self.options = engine or EngineOptions()
+        weights = self.options.extra.get("load_format", "auto") != "dummy"  # dummy: vLLM draws random weights
+        self.senior_dir = model_dir(senior, weights)
+        self.junior_dir = None if junior is None else model_dir(junior, weights)
         self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(self.senior_dir)
         senior_cfg = AutoConfig.from_pretrained(self.senior_dir)
         configs = {f"senior {self.senior_dir}": senior_cfg}
@@ -166,7 +169,6 @@ class VLLMPair(Pair):
         self.eos_token_ids = _eos_ids(eos_token_ids, self.tokenizer, self.senior_dir, senior_cfg)
         pad = pad_token_id if pad_token_id is not None else self.tokenizer.pad_token_id
         self._pad = self.eos_token_ids[0] if pad is None else pad
-        self.options = engine or EngineOptions()
         self.llm = self._build(senior_cfg)
 
     def _build(self, senior_cfg):
