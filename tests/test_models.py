@@ -214,3 +214,17 @@ def test_fetch_downloads_an_uncached_hub_id_and_gives_its_folder(monkeypatch, sa
     assert locate("org/model", "--senior") == ("org/model", {})
     assert locate("org/model", "--senior", fetch=True) == (str(saved), {})
     assert calls[-1] == ("org/model", False, list(trlvr.models.HUB_FILES))
+
+
+def test_a_config_only_folder_is_a_config_not_a_model(tmp_path):
+    """vLLM's load_format "dummy" (the GPU bench) reads a config and draws random weights: `locate(.., "config")`
+    takes a folder with config.json alone, while a model still needs its weights."""
+    from trlvr.models import locate
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
+    assert locate(tmp_path, "senior", "config")[0] == str(tmp_path)
+    with pytest.raises(UserError, match=r"senior: .*: not a model folder \(no weights"):
+        locate(tmp_path, "senior", "model")
+    (tmp_path / "config.json").unlink()
+    with pytest.raises(UserError, match=r"not a config folder \(no config.json\)"):
+        locate(tmp_path, "senior", "config")

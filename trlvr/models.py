@@ -61,7 +61,10 @@ def looks_like_hub_id(path: str) -> bool:
 
 
 def _missing(folder: Path, what: str) -> str | None:
-    """What ``folder`` lacks to hold a ``what`` ("model" or "tokenizer"), or None."""
+    """What ``folder`` lacks to hold a ``what`` ("model", "config": a model's config without its weights,
+    as vLLM's load_format "dummy" reads, or "tokenizer"), or None."""
+    if what == "config":
+        return None if (folder / "config.json").is_file() else "no config.json"
     if what == "model":
         if (folder / "adapter_config.json").is_file():  # a LoRA adapter folder (loads onto its base)
             return None if next(folder.glob("adapter_model.*"), None) else "adapter_config.json but no adapter weights"
@@ -148,7 +151,7 @@ def offline_refusal(repo: str, role: str) -> UserError:
 def locate(path: str | os.PathLike, role: str, what: str = "model", *, fetch: bool = False) -> tuple[str, dict]:
     """(where to load from, extra from_pretrained kwargs) for ``path``; UserError when it cannot be found.
 
-    ``what``: "model" (config + weights) or "tokenizer". A local folder is itself; a hub id whose whole
+    ``what``: "model" (config + weights), "config" (config only) or "tokenizer". A local folder is itself; a hub id whose whole
     ``what`` is in the Hugging Face cache is its snapshot folder there (`hub_snapshot`: no network, so
     a cached model loads the same online, offline and with HF_HUB_OFFLINE). A hub id that is not cached:
     refused when offline; otherwise, if the Hub knows it, ``fetch`` downloads it (`_fetch`) and gives

@@ -3,13 +3,21 @@
 Built from the senior's and the junior's own configs: two vLLM stacks (the senior's architecture and
 the junior's, e.g. two `Qwen3ForCausalLM` of different sizes) under the prefixes `senior` and
 `junior`, each with its own compile tag, every attention layer of both with its paged KV cache in the
-one cache vLLM plans. The senior's config is the engine's: its vocabulary, length and tokenizer.
+one cache vLLM plans. The senior's config is the engine's (its length and tokenizer), but for its
+vocabulary: the shared ids (below).
 
-The engine sees an ordinary V-token model whose logits are the senior's: `compute_logits` returns
-the senior's (B, V) logits and keeps the junior's for the same rows (the stash), which the logits
-processor (`trlvr.vllm.logits`) takes to write the junior's rows wherever the junior is the author.
-So vLLM's raw log-probs (`logprobs_mode="raw_logprobs"`) are the senior's at temperature 1, and its
-processed ones (the pair's default) the author's at the sampling temperature.
+One tokenizer, two paddings: the two stacks may have different embedding row counts (Qwen2.5-0.5B
+has 151,936 rows, Qwen2.5-7B 152,064, for one 151,665-token tokenizer). Rows past the tokenizer are
+padding (`trlvr.engine.vocab`): only the N shared ids (`n_ids`, the pair's "ids") are tokens.
+
+The engine sees an ordinary N-token model (the pair overrides the engine config's `vocab_size` to N;
+the senior stack is built with its real rows, "senior_rows") whose logits are the senior's:
+`compute_logits` returns the senior's first N logit columns (B, N) and keeps the junior's first N
+for the same rows (the stash), which the logits processor (`trlvr.vllm.logits`) takes to write the
+junior's rows wherever the junior is the author. So no padded row of either model is ever sampled
+or counted in a log-prob, and vLLM's sampler, which draws a noise value per column, samples what an
+unpadded pair samples: vLLM's raw log-probs (`logprobs_mode="raw_logprobs"`) are the senior's at
+temperature 1, its processed ones (the pair's default) the author's at the sampling temperature.
 
 Selected without touching the checkpoint: `LLM(model=senior_dir, hf_overrides={"architectures":
 ["TandemForCausalLM"], "tandem": {"junior": junior_dir, "senior_architectures": [...]}})`.
@@ -26,12 +34,14 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoConfig
+from transformers import AutoConfig, AutoTokenizer
 from vllm.compilation.backends import set_model_tag
 from vllm.config import VllmConfig
 from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
 from vllm.model_executor.model_loader.weight_utils import safetensors_weights_iterator
 from vllm.model_executor.models.utils import init_vllm_registered_model, maybe_prefix
+
+from trlvr.engine.vocab import check_vocab_rows
 
 _MODELS: dict[str, weakref.ref] = {}  # vLLM instance id -> its composite, for the logits processor
 
@@ -86,11 +96,17 @@ class TandemForCausalLM(nn.Module):
         if not isinstance(spec, dict) or "junior" not in spec:
             raise ValueError('TandemForCausalLM needs hf_overrides={"tandem": {"junior": <junior model dir>}}')
         junior_config = AutoConfig.from_pretrained(spec["junior"])
-        if junior_config.vocab_size != config.vocab_size:
-            raise ValueError(f"tandem senior and junior vocabularies differ ({config.vocab_size} vs "
-                             f"{junior_config.vocab_size} ids): pair them on HF with text pairing")  # fmt: skip
+        tokens = spec.get("ids") or len(AutoTokenizer.from_pretrained(vllm_config.model_config.tokenizer))
+        # from the configs, before any weight loads: a model with fewer rows than tokens is refused
+        rows = {"vocab_size": spec.get("senior_rows") or config.vocab_size}
+        self.n_ids = check_vocab_rows(int(tokens), {f"tandem senior {vllm_config.model_config.model}": rows,
+                                                    f"tandem junior {spec['junior']}": junior_config})  # fmt: skip
+        if config.vocab_size not in (self.n_ids, rows["vocab_size"]):
+            raise ValueError(f"TandemForCausalLM: the engine's vocab_size {config.vocab_size} is neither the shared "
+                             f"ids ({self.n_ids}) nor the senior's rows ({rows['vocab_size']})")  # fmt: skip
         senior_config = copy.deepcopy(config)
         del senior_config.tandem
+        senior_config.vocab_size = spec.get("senior_rows") or config.vocab_size  # the engine's is N (the pair's)
         senior_arch = list(spec.get("senior_architectures") or ["Qwen3ForCausalLM"])
         with set_model_tag("tandem_senior"):
             self.senior = init_vllm_registered_model(vllm_config, prefix=maybe_prefix(prefix, "senior"),
@@ -120,13 +136,16 @@ class TandemForCausalLM(nn.Module):
         return torch.cat([senior, junior.to(senior.dtype)], dim=-1)  # (T, Hs + Hj)
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
+        """The senior's logits of the shared ids, (B, n_ids), and the junior's stashed: views of each
+        model's first `n_ids` columns (as vLLM's own LogitsProcessor cuts its head's padding), so no padded
+        row is read."""
         senior = self.senior.compute_logits(hidden_states[..., : self.senior_hidden])
-        self.stash = self.junior.compute_logits(hidden_states[..., self.senior_hidden :])
-        return senior
+        self.stash = self.junior.compute_logits(hidden_states[..., self.senior_hidden :])[..., : self.n_ids]
+        return senior[..., : self.n_ids]
 
     def take_stash(self, rows: int) -> torch.Tensor:
-        """The junior's logits of the rows the sampler is about to draw, once: a second take, or rows that
-        are not the last compute_logits call's, means vLLM broke the order this design relies on."""
+        """The junior's logits (rows, n_ids) of the rows the sampler is about to draw, once: a second take, or
+        rows that are not the last compute_logits call's, means vLLM broke the order this design relies on."""
         stash, self.stash = self.stash, None
         if stash is None or stash.shape[0] != rows:
             got = "none" if stash is None else f"{stash.shape[0]} rows"

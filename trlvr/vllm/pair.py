@@ -33,6 +33,7 @@ from trlvr.engine.output import FINISH_REASONS, TandemOutput
 from trlvr.engine.pair import Pair
 from trlvr.engine.release import free_memory
 from trlvr.engine.schedules import JUNIOR, Schedule, vocab_tables
+from trlvr.engine.vocab import check_vocab_rows
 from trlvr.errors import UserError
 from trlvr.memory import BATCHED_TOKENS
 from trlvr.models import locate
@@ -100,11 +101,12 @@ class EngineOptions:
         return {**kw, **self.extra}
 
 
-def model_dir(model) -> str:
+def model_dir(model, weights: bool = True) -> str:
     """A model directory: a folder or a hub id (its snapshot folder in the Hugging Face cache, downloaded when
-    online and not cached: `trlvr.models.locate`), or an HF model's `name_or_path`, one of those."""
+    online and not cached: `trlvr.models.locate`), or an HF model's `name_or_path`, one of those. `weights`
+    False: its config.json suffices (an engine with load_format "dummy" draws random weights)."""
     path = model if isinstance(model, str | Path) else getattr(model, "name_or_path", None)
-    where = locate(path, "backend vllm", "model", fetch=True)[0] if path else None
+    where = locate(path, "backend vllm", "model" if weights else "config", fetch=True)[0] if path else None
     if where is None or not (Path(where) / "config.json").is_file():
         raise UserError(f"backend vllm loads models from a directory with config.json; got {path or model!r}")
     return where
@@ -126,10 +128,8 @@ def check_cpu_head_dims(configs: dict) -> None:
                             f"{', '.join(map(str, sizes))}); use backend hf for this pair on a CPU")  # fmt: skip
 
 
-def check_same_vocabulary(senior_dir: str, junior_dir: str, senior_cfg, junior_cfg, tokenizer) -> None:
-    if junior_cfg.vocab_size != senior_cfg.vocab_size:
-        raise UserError(f"junior {junior_dir}: {junior_cfg.vocab_size} token ids against the senior's "
-                        f"{senior_cfg.vocab_size}; backend vllm needs one vocabulary: use text pairing on backend hf")
+def check_same_tokenizer(senior_dir: str, junior_dir: str, tokenizer) -> None:
+    """Backend vllm pairs over one tokenizer (the embedding row counts may differ: `trlvr.engine.vocab`)."""
     if any(Path(junior_dir).glob("tokenizer*")):
         junior_tok = AutoTokenizer.from_pretrained(junior_dir)
         if junior_tok.get_vocab() != tokenizer.get_vocab():
@@ -149,22 +149,26 @@ class VLLMPair(Pair):
 
     def __init__(self, senior, junior=None, tokenizer=None, *, eos_token_ids: list[int] | None = None,
                  pad_token_id: int | None = None, engine: EngineOptions | None = None):  # fmt: skip
-        self.senior_dir = model_dir(senior)
-        self.junior_dir = None if junior is None else model_dir(junior)
+        self.options = engine or EngineOptions()
+        weights = self.options.extra.get("load_format", "auto") != "dummy"  # dummy: vLLM draws random weights
+        self.senior_dir = model_dir(senior, weights)
+        self.junior_dir = None if junior is None else model_dir(junior, weights)
         self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(self.senior_dir)
         senior_cfg = AutoConfig.from_pretrained(self.senior_dir)
         configs = {f"senior {self.senior_dir}": senior_cfg}
         if self.junior_dir is not None:
-            junior_cfg = AutoConfig.from_pretrained(self.junior_dir)
-            check_same_vocabulary(self.senior_dir, self.junior_dir, senior_cfg, junior_cfg, self.tokenizer)
-            configs[f"junior {self.junior_dir}"] = junior_cfg
+            check_same_tokenizer(self.senior_dir, self.junior_dir, self.tokenizer)
+            configs[f"junior {self.junior_dir}"] = AutoConfig.from_pretrained(self.junior_dir)
+        # from the configs, before any weight loads: a row per token in each model (more rows are padding,
+        # which the engine's composite masks: `trlvr.vllm.model`)
+        self.n_ids = check_vocab_rows(len(self.tokenizer), configs)
         check_cpu_head_dims(configs)
-        self.vocab_size = senior_cfg.vocab_size
+        # the engine's logit width: a tandem engine's is the shared ids (`_build`), a plain one's the senior's rows
+        self.vocab_size = self.n_ids if self.junior_dir is not None else senior_cfg.vocab_size
         self.tables = vocab_tables(self.tokenizer, self.vocab_size)
         self.eos_token_ids = _eos_ids(eos_token_ids, self.tokenizer, self.senior_dir, senior_cfg)
         pad = pad_token_id if pad_token_id is not None else self.tokenizer.pad_token_id
         self._pad = self.eos_token_ids[0] if pad is None else pad
-        self.options = engine or EngineOptions()
         self.llm = self._build(senior_cfg)
 
     def _build(self, senior_cfg):
@@ -188,8 +192,12 @@ class VLLMPair(Pair):
 
             register()
             spec = {"junior": self.junior_dir, "senior_architectures": list(senior_cfg.architectures or []),
-                    "tables": tables_digest(self.tables)}  # fmt: skip
-            kw.update(hf_overrides={"architectures": [ARCHITECTURE], "tandem": spec},
+                    "tables": tables_digest(self.tables), "ids": self.n_ids, "senior_rows": senior_cfg.vocab_size}  # fmt: skip
+            # the engine's vocabulary is the shared ids, not the senior's rows: vLLM's sampler draws one noise
+            # value per logit column from each request's generator (v1/sample/ops/topk_topp_sampler.py,
+            # `q[i].exponential_(generator=...)`), so only an engine of that width samples what an unpadded
+            # pair samples; the composite builds the senior stack with its real rows (`trlvr.vllm.model`)
+            kw.update(hf_overrides={"architectures": [ARCHITECTURE], "tandem": spec, "vocab_size": self.n_ids},
                       logits_processors=[TandemLogitsProcessor])  # fmt: skip
         return LLM(model=self.senior_dir, **kw)
 
