@@ -81,6 +81,23 @@ def test_resume_of_a_finished_run_changes_nothing_and_a_smaller_target_is_refuse
     assert state["global_step"] == 1
 
 
+def test_resume_of_a_finished_run_to_another_target_is_refused_and_changes_nothing(toy, capsys):
+    """A finished run's final/ and checkpoints are never changed without --force (issue 44). Before:
+    `--resume --max_steps 2` on a run finished at step 1 trained on from checkpoint-1 and replaced final/
+    (a model of neither run: its learning-rate schedule was made for 1 step, then stretched to 2)."""
+    assert cli(argv(toy, "--max_steps", "1")) == 0
+    capsys.readouterr()
+    before = tree(toy / "run")
+    assert cli(argv(toy, "--max_steps", "2", "--resume")) == 2
+    [line] = errors(capsys.readouterr().err)
+    assert f"--resume --max_steps 2: {toy / 'run'} finished at step 1" in line, line
+    assert "new --output_dir" in line and "--force" in line, line
+    assert tree(toy / "run") == before
+    assert cli(argv(toy, "--max_steps", "2", "--force")) == 0  # the fix the line names
+    state = json.loads((toy / "run" / "final" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2
+
+
 def test_resume_of_a_run_killed_after_its_last_checkpoint_writes_final_without_a_step_past_max_steps(toy, capsys):
     """A kill after checkpoint-1 (max_steps 1) and before final/. Before: `--resume` trained a second
     step (global_step 2 of max_steps 1) and wrote that as final/."""
