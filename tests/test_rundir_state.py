@@ -13,6 +13,8 @@ missing a field) against one folder, with the toy world's tiny models. After eve
                                     missing key against None, and is one line
     damage is never trusted         a torn tail is repaired by the next run; a garbage or incomplete
                                     row is refused in one line (by the run and by every reader)
+    no silent regeneration          a finished sample made again (its batch has other batch-mates under
+                                    another --limit or --n) is said in one line, and only then
 Shrunk failures are kept below as explicit regression tests.
 """
 
@@ -115,6 +117,7 @@ class EvalFolder(RuleBasedStateMachine):
           seed=st.sampled_from([0, 1]), fresh=st.booleans())  # fmt: skip
     def evaluate(self, limit, n, suite, seed, fresh):
         argv = self._eval_argv(self.out, limit, n, suite, seed) + (["--fresh"] if fresh else [])
+        finished = _keys(_rows(self.out / "samples.jsonl")) | _keys(_rows(self.out / "samples-other-plans.jsonl"))
         code, out, err = self._run(argv)
         if self.identity == ("group",) and not fresh:
             assert "holds a seed group" in self._one_line(code, err)  # never a single evaluation beside a group
@@ -129,6 +132,10 @@ class EvalFolder(RuleBasedStateMachine):
             return
         assert code == 0, err
         now = _keys(_rows(self.out / "samples.jsonl"))
+        if not fresh:  # a finished sample made again (its batch changed) is said, in one line
+            made = {k[:4] + k[5:] for k in finished}
+            again = {k for k in now - finished if k[:4] + k[5:] in made}
+            assert bool(again) == ("generating again" in err), (sorted(again)[:2], err)
         lost = self.kept - now
         if fresh and lost:  # the console said where they went: --fresh moved them into replaced-<time>/
             assert "replaced-" in out + err, out + err
