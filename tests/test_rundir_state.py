@@ -256,6 +256,18 @@ def test_eval_folder_state_machine(toy, capsys):
     run("runTest").runTest()
 
 
+def test_a_finished_sample_made_again_under_a_larger_limit_is_said(toy, capsys):
+    """A fixed walk (the random ones may miss it): --limit 2, then --limit 3 in the same folder. The one
+    batch gains a batch-mate, so its finished samples are made again; before, without a word."""
+    EvalFolder.toy, EvalFolder.capsys = toy, capsys
+    machine = EvalFolder()
+    machine.start()
+    for limit in (2, 3):
+        machine.evaluate(limit=limit, n=1, suite="solo", seed=0, fresh=False)
+        machine.no_finished_sample_lost()
+    machine.teardown()
+
+
 def test_a_run_under_another_plan_keeps_the_samples_it_does_not_plan(toy, tmp_path, capsys):
     """Shrunk by the state machine: eval --n 1, then eval --n 2 into the same folder. Before, every n=1
     sample (made under batch signatures of the n=1 plan) was deleted from samples.jsonl when the n=2 run
