@@ -84,8 +84,8 @@ def test_a_larger_limit_says_which_finished_samples_it_generates_again_and_why(m
     old = {(r["problem_id"], r["sample_idx"]): r for r in read_samples(tmp_path / "d" / "samples.jsonl")}
     capsys.readouterr()
     run(models, tokenizer, tmp_path / "d", probs)
-    [line] = [ln for ln in capsys.readouterr().err.splitlines() if "generating again" in ln]
-    assert "generating again 2 finished sample(s) (alpha/solo 2)" in line and "batch-mates" in line, line
+    [line] = [ln for ln in capsys.readouterr().err.splitlines() if "generated again" in ln]
+    assert "generated again 2 finished sample(s) (alpha/solo 2)" in line and "batch-mates" in line, line
     assert "fresh run" in line and "samples-other-plans.jsonl" in line, line
     new = {(r["problem_id"], r["sample_idx"]): r for r in read_samples(tmp_path / "d" / "samples.jsonl")}
     keys = [problem_key(p) for p in probs]
@@ -94,7 +94,7 @@ def test_a_larger_limit_says_which_finished_samples_it_generates_again_and_why(m
     run(models, tokenizer, tmp_path / "e", probs[:4])
     capsys.readouterr()
     run(models, tokenizer, tmp_path / "e", probs)
-    assert "generating again" not in capsys.readouterr().err
+    assert "generated again" not in capsys.readouterr().err
 
 
 def test_smaller_limit_reports_exactly_the_subset(models, tokenizer, tmp_path):

@@ -135,7 +135,7 @@ class EvalFolder(RuleBasedStateMachine):
         if not fresh:  # a finished sample made again (its batch changed) is said, in one line
             made = {k[:4] + k[5:] for k in finished}
             again = {k for k in now - finished if k[:4] + k[5:] in made}
-            assert bool(again) == ("generating again" in err), (sorted(again)[:2], err)
+            assert bool(again) == ("generated again" in err), (sorted(again)[:2], err)
         lost = self.kept - now
         if fresh and lost:  # the console said where they went: --fresh moved them into replaced-<time>/
             assert "replaced-" in out + err, out + err
