@@ -139,8 +139,9 @@ class TrainState:
     The transitions (`trlvr train`): new -> started -> finished by training; started -> finished by
     `--resume`; finished stays finished, byte for byte, under every command but `--force` (everything
     is set aside: new). A `--resume` of a finished run at its own target does nothing; at another
-    max_steps it is refused (training on would replace final/ with a model of neither run: the
-    checkpoints' learning-rate schedule was made for the first target); `resume_plan` says which."""
+    max_steps it is refused: training on would replace final/ (and, under a decaying learning-rate
+    schedule, give a model of neither target: the checkpoints' schedule was made for the first one);
+    `resume_plan` says which."""
 
     stage: str  # "new", "started" or "finished"
     step: int | None = None  # finished: final's global_step; started: the newest checkpoint's step
