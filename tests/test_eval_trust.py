@@ -13,6 +13,7 @@ import textwrap
 import pytest
 from helpers import Problem, evaluate_models, last_word, parity_reward, tiny_model, toy_problems
 
+from trlvr.data.schema import problem_key
 from trlvr.engine import LockstepPair
 from trlvr.errors import UserError
 from trlvr.eval.protocols import cut_to_budgets, run_protocol
@@ -70,6 +71,30 @@ def test_larger_limit_extends_and_equals_a_fresh_run(models, tokenizer, tmp_path
     assert keyed(tmp_path / "d" / "samples.jsonl") == keyed(tmp_path / "f" / "samples.jsonl")
     # The full batch of the first run (problems 0-1 x 2 samples) was reused, not regenerated.
     assert first & {r["batch"] for r in read_samples(tmp_path / "d" / "samples.jsonl")}
+
+
+def test_a_larger_limit_says_which_finished_samples_it_generates_again_and_why(models, tokenizer, tmp_path, capsys):
+    """n 2, batch 4: --limit 3 plans batches [p0 p1] [p2]; --limit 5 plans [p0 p1] [p2 p3] [p4]. The whole
+    batch is kept row for row; p2's 2 finished samples are generated again beside their new batch-mates
+    (a sample's arithmetic depends on its batch: padding, kernel shapes, bf16 on a GPU), so the folder
+    equals a fresh run. Before: regenerated without a word (with --limit below one batch: every sample).
+    Now one line says how many, where, and why; an extension from whole batches says nothing."""
+    probs = toy_problems(5)
+    run(models, tokenizer, tmp_path / "d", probs[:3])
+    old = {(r["problem_id"], r["sample_idx"]): r for r in read_samples(tmp_path / "d" / "samples.jsonl")}
+    capsys.readouterr()
+    run(models, tokenizer, tmp_path / "d", probs)
+    [line] = [ln for ln in capsys.readouterr().err.splitlines() if "generated again" in ln]
+    assert "generated again 2 finished sample(s) (alpha/solo 2)" in line and "batch-mates" in line, line
+    assert "fresh run" in line and "samples-other-plans.jsonl" in line, line
+    new = {(r["problem_id"], r["sample_idx"]): r for r in read_samples(tmp_path / "d" / "samples.jsonl")}
+    keys = [problem_key(p) for p in probs]
+    assert all(new[k] == old[k] for k in old if k[0] in keys[:2])  # the whole batch: kept as it was
+    assert all(new[k]["batch"] != old[k]["batch"] for k in old if k[0] == keys[2])  # generated again
+    run(models, tokenizer, tmp_path / "e", probs[:4])
+    capsys.readouterr()
+    run(models, tokenizer, tmp_path / "e", probs)
+    assert "generated again" not in capsys.readouterr().err
 
 
 def test_smaller_limit_reports_exactly_the_subset(models, tokenizer, tmp_path):

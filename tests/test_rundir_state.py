@@ -13,6 +13,8 @@ missing a field) against one folder, with the toy world's tiny models. After eve
                                     missing key against None, and is one line
     damage is never trusted         a torn tail is repaired by the next run; a garbage or incomplete
                                     row is refused in one line (by the run and by every reader)
+    no silent regeneration          a finished sample made again (its batch has other batch-mates under
+                                    another --limit or --n) is said in one line, and only then
 Shrunk failures are kept below as explicit regression tests.
 """
 
@@ -115,6 +117,7 @@ class EvalFolder(RuleBasedStateMachine):
           seed=st.sampled_from([0, 1]), fresh=st.booleans())  # fmt: skip
     def evaluate(self, limit, n, suite, seed, fresh):
         argv = self._eval_argv(self.out, limit, n, suite, seed) + (["--fresh"] if fresh else [])
+        finished = _keys(_rows(self.out / "samples.jsonl")) | _keys(_rows(self.out / "samples-other-plans.jsonl"))
         code, out, err = self._run(argv)
         if self.identity == ("group",) and not fresh:
             assert "holds a seed group" in self._one_line(code, err)  # never a single evaluation beside a group
@@ -129,6 +132,10 @@ class EvalFolder(RuleBasedStateMachine):
             return
         assert code == 0, err
         now = _keys(_rows(self.out / "samples.jsonl"))
+        if not fresh:  # a finished sample made again (its batch changed) is said, in one line
+            made = {k[:4] + k[5:] for k in finished}
+            again = {k for k in now - finished if k[:4] + k[5:] in made}
+            assert bool(again) == ("generated again" in err), (sorted(again)[:2], err)
         lost = self.kept - now
         if fresh and lost:  # the console said where they went: --fresh moved them into replaced-<time>/
             assert "replaced-" in out + err, out + err
@@ -247,6 +254,18 @@ def test_eval_folder_state_machine(toy, capsys):
     run = EvalFolder.TestCase
     run.settings = settings(max_examples=5, stateful_step_count=5, deadline=None, suppress_health_check=list(HealthCheck))
     run("runTest").runTest()
+
+
+def test_a_finished_sample_made_again_under_a_larger_limit_is_said(toy, capsys):
+    """A fixed walk (the random ones may miss it): --limit 2, then --limit 3 in the same folder. The one
+    batch gains a batch-mate, so its finished samples are made again; before, without a word."""
+    EvalFolder.toy, EvalFolder.capsys = toy, capsys
+    machine = EvalFolder()
+    machine.start()
+    for limit in (2, 3):
+        machine.evaluate(limit=limit, n=1, suite="solo", seed=0, fresh=False)
+        machine.no_finished_sample_lost()
+    machine.teardown()
 
 
 def test_a_run_under_another_plan_keeps_the_samples_it_does_not_plan(toy, tmp_path, capsys):

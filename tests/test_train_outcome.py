@@ -81,6 +81,23 @@ def test_resume_of_a_finished_run_changes_nothing_and_a_smaller_target_is_refuse
     assert state["global_step"] == 1
 
 
+def test_resume_of_a_finished_run_to_another_target_is_refused_and_changes_nothing(toy, capsys):
+    """A finished run's final/ and checkpoints are never changed without --force (issue 44). Before:
+    `--resume --max_steps 2` on a run finished at step 1 trained on from checkpoint-1 and replaced final/
+    (a model of neither run: its learning-rate schedule was made for 1 step, then stretched to 2)."""
+    assert cli(argv(toy, "--max_steps", "1")) == 0
+    capsys.readouterr()
+    before = tree(toy / "run")
+    assert cli(argv(toy, "--max_steps", "2", "--resume")) == 2
+    [line] = errors(capsys.readouterr().err)
+    assert f"--resume --max_steps 2: {toy / 'run'} finished at step 1" in line, line
+    assert "new --output_dir" in line and "--force" in line, line
+    assert tree(toy / "run") == before
+    assert cli(argv(toy, "--max_steps", "2", "--force")) == 0  # the fix the line names
+    state = json.loads((toy / "run" / "final" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2
+
+
 def test_resume_of_a_run_killed_after_its_last_checkpoint_writes_final_without_a_step_past_max_steps(toy, capsys):
     """A kill after checkpoint-1 (max_steps 1) and before final/. Before: `--resume` trained a second
     step (global_step 2 of max_steps 1) and wrote that as final/."""
@@ -97,17 +114,46 @@ def test_resume_of_a_run_killed_after_its_last_checkpoint_writes_final_without_a
 
 
 def test_a_start_that_fails_before_its_first_checkpoint_leaves_no_record_behind(toy, capsys):
-    """max_steps -1 on a dataloader without a length: the trainer refuses at its start (TRL's ValueError),
-    after trlvr_run.json was written. The record of a run that never ran then made the next, valid,
-    command into that folder refuse ("holds a different run"). Now the folder is as it was: absent."""
-    two = argv(toy, "--max_steps", "-1", "--per_device_train_batch_size", "16")
-    _write_jsonl(toy / "two.jsonl", _rows(make_splits(40, 4, seed=0)[0])[:2])  # fewer rows than one batch
-    two[two.index("--dataset") + 1] = str(toy / "two.jsonl")
+    """The trainer fails at its start (here a callback at on_train_begin; first found as TRL's ValueError
+    for max_steps -1 on an epoch of no step, now refused before any model loads), after trlvr_run.json
+    was written. The record of a run that never ran then made the next, valid, command into that folder
+    refuse ("holds a different run"). Now the folder is as it was: absent."""
     from trlvr.config import parse_run_args
     from trlvr.training.run import train_and_save
 
-    tandem, grpo, _ = parse_run_args(two[1:])
-    with pytest.raises(ValueError, match="max_steps must be set to a positive value"):  # still TRL's words (a bug)
-        train_and_save(tandem, grpo)
+    class FailsAtStart(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            assert (toy / "run" / "trlvr_run.json").is_file()  # the record is written by now
+            raise RuntimeError("the trainer failed at its start")
+
+    tandem, grpo, _ = parse_run_args(argv(toy, "--max_steps", "2", "--arm", "grpo")[1:])
+    with pytest.raises(RuntimeError, match="failed at its start"):
+        train_and_save(tandem, grpo, callbacks=[FailsAtStart()])
     assert not (toy / "run").exists()
     assert cli(argv(toy, "--max_steps", "1", "--p", "0.3")) == 0, capsys.readouterr().err
+
+
+def test_an_epoch_that_holds_no_step_is_one_line_before_any_model_loads(toy, monkeypatch, capsys):
+    """2 training problems, and one step draws 4 distinct prompts (per_device_train_batch_size 16 /
+    num_generations 4): an epoch holds no step. Before: max_steps -1 was TRL's ValueError, a traceback
+    ("args.max_steps must be set to a positive value if dataloader does not have a length"); max_steps 2
+    loaded both models and ended with "training stopped at step 0 of 2". Now: one line naming the
+    dataset, the counts and the flags, before a model loads or a file is written."""
+    import trlvr.training.build as build
+
+    def no_model(*a, **k):
+        raise AssertionError("a model loaded before the dataset was checked")
+
+    monkeypatch.setattr(build, "load_causal_lm", no_model)
+    monkeypatch.setattr(build, "load_model_or_adapter", no_model)
+    _write_jsonl(toy / "two.jsonl", _rows(make_splits(40, 4, seed=0)[0])[:2])
+    for steps in ("-1", "2"):
+        two = argv(toy, "--max_steps", steps, "--per_device_train_batch_size", "16")
+        two[two.index("--dataset") + 1] = str(toy / "two.jsonl")
+        assert cli(two) == 2
+        err = capsys.readouterr().err
+        [line] = errors(err)
+        assert "Traceback" not in err and "AssertionError" not in err, err
+        assert f"dataset {toy / 'two.jsonl'}: 2 training problem(s), fewer than the 4 distinct prompts" in line, line
+        assert "an epoch holds no step" in line and "--per_device_train_batch_size" in line, line
+        assert not (toy / "run").exists()

@@ -97,6 +97,7 @@ def test_force_leaves_nothing_of_the_old_run_for_resume_or_select(toy, capsys):
     assert [c.step for c in list_checkpoints(run)] == [1]  # select sees the new run only
     assert json.loads((run / "trlvr_run.json").read_text())["tandem"]["arm"] == "tandem"
     assert pick_checkpoint(run)[0] == run / "checkpoint-1"
+    shutil.rmtree(run / "final")  # killed before final/ (a finished run is never resumed to more steps)
     assert train(toy, "--arm", "tandem", "--max_steps", "2", "--resume") == 0  # continues the tandem run
     err = capsys.readouterr().err
     assert "resuming from" in err and err.split("resuming from")[1].split()[0] == str(run / "checkpoint-1")

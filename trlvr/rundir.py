@@ -138,8 +138,10 @@ class TrainState:
 
     The transitions (`trlvr train`): new -> started -> finished by training; started -> finished by
     `--resume`; finished stays finished, byte for byte, under every command but `--force` (everything
-    is set aside: new) and an explicit extension (`--resume` with a larger max_steps: started again
-    from its newest checkpoint, which is kept); `resume_plan` says which a `--resume` is."""
+    is set aside: new). A `--resume` of a finished run at its own target does nothing; at another
+    max_steps it is refused: training on would replace final/ (and, under a decaying learning-rate
+    schedule, give a model of neither target: the checkpoints' schedule was made for the first one);
+    `resume_plan` says which."""
 
     stage: str  # "new", "started" or "finished"
     step: int | None = None  # finished: final's global_step; started: the newest checkpoint's step
@@ -168,9 +170,14 @@ def train_state(run: str | Path) -> TrainState:
 def resume_plan(run: str | Path, max_steps: int) -> str:
     """What `trlvr train --resume --max_steps N` does to `run` (N <= 0: the run's own target), before
     anything is written: "continue" (train from the newest complete checkpoint) or "done" (finished at
-    that target: nothing to train, nothing written). UserError when N is below a step the run reached."""
+    that target: nothing to train, nothing written). UserError when N is below a step the run reached,
+    or when the run finished and N is another target (a finished run is never changed without --force)."""
     state = train_state(run)
     reached = state.step
+    if state.stage == "finished" and reached is not None and max_steps > 0 and max_steps != reached:
+        raise UserError(f"--resume --max_steps {max_steps}: {run} finished at step {reached}, and a finished run's "
+                        f"{FINAL}/ and checkpoints are kept as they are; train {max_steps} steps into a new "
+                        f"--output_dir, or pass --force instead of --resume to set this run aside and start over")  # fmt: skip
     if reached is not None and 0 < max_steps < reached:
         raise UserError(f"--resume --max_steps {max_steps}: {run} already reached step {reached}; "
                         f"pass --max_steps {reached} or more (or --force to start over)")  # fmt: skip

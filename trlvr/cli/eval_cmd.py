@@ -7,7 +7,9 @@
 `name=source` (the name keys the benchmark in results.json; default: the source string).
 An interrupted run resumes from DIR/samples.jsonl when rerun with the same settings; other
 settings are refused with the list of differences (`--fresh` starts over). A larger `--limit`
-or `--n` extends the directory, a smaller one reports exactly what it asks for.
+or `--n` extends the directory (whole batches are kept; the samples of a batch whose batch-mates
+changed are made again, said in one line: `trlvr.eval.plan`), a smaller one reports exactly what
+it asks for.
 Every setting is checked before a model is loaded.
 """
 

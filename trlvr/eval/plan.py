@@ -1,11 +1,14 @@
 """What an evaluation generates: per-problem budgets, the prompt cap, and the fixed batches.
 
 Batches: the (problem, sample) items of one (benchmark, protocol) in problem-major order, cut
-into runs of `batch_size`. Batch b is generated with seed `batch_seed(seed, benchmark, protocol,
-b)` and carries a signature (its seed and its items' problem keys); a stored row counts for a
-batch only when its signature matches. A sample depends on its batch-mates, so a batch whose
-membership changed (the last, partial batch under a larger `--limit`, or every batch under
-another `--n`) is generated again, and a resumed or extended run equals a fresh one.
+into runs of `batch_size`. Batch b carries a signature (`batch_seed(seed, benchmark, protocol, b)`
+and its items' problem keys); a stored row counts for a batch only when its signature matches.
+A sample's random numbers are its own (`trlvr.eval.protocols.eval_row_key`), but its arithmetic
+follows its batch-mates (padding, kernel shapes, compaction as rows finish: on a GPU, in bf16
+above all, a token can flip), so a batch whose membership changed (the last, partial batch under
+a larger `--limit`, every batch under another `--n`) is generated again, said in one line
+(`trlvr.eval.runner`), and a resumed or extended run equals a fresh one. Under a larger `--limit`
+that is at most one batch per (benchmark, protocol): with `--limit` below one batch, every sample.
 
 What this file does not know: models, files, rows.
 """

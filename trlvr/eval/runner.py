@@ -379,6 +379,22 @@ def _row_key(r: dict) -> tuple:
     return (r["benchmark"], r["protocol"], str(r["problem_id"]), int(r["sample_idx"]), r.get("batch"))
 
 
+def _made_again(todo: list, have: dict) -> dict[str, int]:
+    """{"benchmark/protocol": count} of the planned samples in `todo` that are finished in another batch
+    and so are made again: their batch changed (the partial last batch under a larger --limit, every
+    batch under another --n). A sample's random numbers are its own (`eval_row_key`), but its arithmetic
+    is not: padding, kernel shapes and compaction follow its batch-mates, so on a GPU (bf16 above all) a
+    token can flip. Samples are reused only in the batch they were made in, so a folder equals a fresh run."""
+    made = {k[:4] for k in have}  # (benchmark, protocol, problem, sample) of every finished row
+    counts: dict[str, int] = {}
+    for _, batch, keys in todo:
+        again = sum(k not in have and k[:4] in made for k in keys)
+        if again:
+            where = f"{batch.benchmark}/{batch.protocol}"
+            counts[where] = counts.get(where, 0) + again
+    return counts
+
+
 def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dict | None:
     """results.json of a directory this evaluation would not change, read without the lock: the same
     fingerprint and settings (the machine aside), exactly the planned rows, each scored, a whole last
@@ -523,6 +539,7 @@ class _Run:
                       key=lambda j: order.index(self.stacks(plan[j][1].protocol)))  # stable: plan order within an engine
         self.announce(("todo", todo))
         todo = [plan[j] for j in todo]
+        again = _made_again(todo, have)  # said once the run is done (a refusal or Ctrl-C stays one line)
         bar.update(total - sum(len(batch.items) for _, batch, _ in todo))
         self.solo_rows = {(r["benchmark"], str(r["problem_id"]), int(r["sample_idx"])): r
                           for r in have.values() if r["protocol"] == "solo"}  # prefix-K continues these  # fmt: skip
@@ -554,6 +571,12 @@ class _Run:
             if moved:
                 print(f"kept {moved} finished sample(s) of another plan (another --limit, --n or --suite) in "
                       f"{store.other_samples}; a run that plans them again takes them back", file=sys.stderr)
+        if again:
+            each = ", ".join(f"{w} {c}" for w, c in again.items())
+            print(f"generated again {sum(again.values())} finished sample(s) ({each}): their batch has other "
+                  "batch-mates in this plan (another --limit or --n), and a sample's arithmetic follows its batch "
+                  "(padding, kernel shapes), so samples are reused only in their own batch and this folder equals "
+                  f"a fresh run; the earlier ones stay in {store.other_samples.name}", file=sys.stderr)  # fmt: skip
         return plan_rows
 
     def serve(self) -> dict:

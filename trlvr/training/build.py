@@ -69,6 +69,25 @@ def load_training_problems(tandem: TandemConfig) -> tuple[list, list]:
     return holdout_split(problems, tandem.holdout, tandem.holdout_seed)
 
 
+def check_steps_per_epoch(n_train: int, tandem: TandemConfig, args, *, after: str = "") -> None:
+    """UserError when an epoch of `n_train` training problems holds no step. TRL's sampler
+    (`RepeatSampler`) draws generation_batch_size / num_generations distinct prompts per generation
+    batch and drops an incomplete batch, so fewer problems than that give an empty epoch: max_steps -1
+    then fails inside TRL with a traceback, and max_steps N trains 0 steps. `after`: what already cut
+    the problems (", after max_prompt_length 512"). Checked before any model loads."""
+    per_batch = args.generation_batch_size // args.num_generations
+    if n_train >= per_batch:
+        return
+    spg = args.steps_per_generation
+    processes = args.generation_batch_size // (args.per_device_train_batch_size * spg)
+    held = f", after holding out {tandem.holdout}" if tandem.holdout else ""
+    raise UserError(
+        f"dataset {tandem.dataset}: {n_train} training problem(s){held}{after}, fewer than the {per_batch} distinct "
+        f"prompts one generation batch draws (--per_device_train_batch_size {args.per_device_train_batch_size} x "
+        f"{processes} process(es) x --steps_per_generation {spg} / --num_generations {args.num_generations}), so an "
+        "epoch holds no step: add problems, or lower --per_device_train_batch_size or --steps_per_generation")
+
+
 def write_holdout(output_dir: str | Path, held: list) -> None:
     """The held-out problems as a JSONL that `load_problems` reads back (problem, answer, prompt).
 
@@ -219,8 +238,11 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
     if isinstance(args, dict):  # a plain dict of GRPOConfig fields (library callers)
         args = GRPOConfig(**args)
     train, held = load_training_problems(tandem)
+    check_steps_per_epoch(len(train), tandem, args)  # before any model loads
     senior, junior, tokenizer, pairing = load_models(tandem, args, problems=train + held)
     dataset = build_dataset(train, tokenizer, tandem.max_prompt_length)
+    if len(dataset) < len(train):
+        check_steps_per_epoch(len(dataset), tandem, args, after=f", after max_prompt_length {tandem.max_prompt_length}")
     if tandem.holdout:
         write_holdout(args.output_dir, held)
     longest = None

@@ -144,8 +144,7 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
     last = None
     if resume and rundir.resume_plan(out, args.max_steps) == "done":  # checked before anything is written
         state = rundir.train_state(out)
-        log(f"{out} finished at step {state.step}: nothing to train, {FINAL}/ unchanged (a larger --max_steps "
-            "extends it)")  # fmt: skip
+        log(f"{out} finished at step {state.step}: nothing to train, {FINAL}/ unchanged")
         return rundir.final_dir(out)
     if resume:
         last, skipped = pick_checkpoint(out)

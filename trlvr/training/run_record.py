@@ -4,7 +4,8 @@ A record holds the TandemConfig (minus knobs that do not change what is trained)
 fields that decide the updates, and the training data's content hash. Training into a directory
 whose record differs (another arm, dataset, schedule, p, senior, junior, learning rate, ...) is
 refused unless `--force`, with the differences listed; so is starting over (no `--resume`) where
-checkpoints already are. `max_steps` is not part of the record: extending a run is a resume.
+checkpoints already are. `max_steps` is not part of the record: a run not yet finished is resumed to a
+larger max_steps; a finished one is never changed (`trlvr.rundir.resume_plan`).
 
 It also keeps facts that are recorded, never compared: `machine` (library versions, devices, dtype,
 threads: `trlvr.provenance.machine`; a resume on another machine is a warning, and the earlier one
