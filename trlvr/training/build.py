@@ -191,9 +191,10 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, bet
     return pairing
 
 
-def load_models(tandem: TandemConfig, args, problems: list | None = None):
+def load_models(tandem: TandemConfig, args, problems: list | None = None, n_train: int | None = None):
     """(senior, junior or None, tokenizer, pairing): the ONE place a run loads its models, after its
-    capabilities are checked (`check_pairing`, with `problems`: the run's training problems).
+    capabilities are checked (`check_pairing`, with `problems`: the run's training problems) and, given
+    `n_train` (the training problems' count), that an epoch holds a step (`check_steps_per_epoch`).
 
     The junior is loaded only when rollouts need it and it is not TRL's KL reference (TRL loads
     that one); `junior: self` is the LoRA senior's base with adapters off (set up by the trainer). A senior
@@ -213,6 +214,8 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None):
         junior_tok = load_tokenizer(tandem.junior, "junior")
     pairing = check_pairing(tandem, tokenizer, junior_tok, beta=args.beta, problems=problems,
                             sharding=launch_sharding(args))  # fmt: skip
+    if n_train is not None:  # after the paths and capabilities (what is wrong first), before any weights load
+        check_steps_per_epoch(n_train, tandem, args)
     if continues_adapter(tandem):
         log(describe_adapter(tandem.senior))
         senior = load_model_or_adapter(tandem.senior, "senior", trainable=True, **init)
@@ -238,8 +241,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
     if isinstance(args, dict):  # a plain dict of GRPOConfig fields (library callers)
         args = GRPOConfig(**args)
     train, held = load_training_problems(tandem)
-    check_steps_per_epoch(len(train), tandem, args)  # before any model loads
-    senior, junior, tokenizer, pairing = load_models(tandem, args, problems=train + held)
+    senior, junior, tokenizer, pairing = load_models(tandem, args, problems=train + held, n_train=len(train))
     dataset = build_dataset(train, tokenizer, tandem.max_prompt_length)
     if len(dataset) < len(train):
         check_steps_per_epoch(len(dataset), tandem, args, after=f", after max_prompt_length {tandem.max_prompt_length}")
