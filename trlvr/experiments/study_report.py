@@ -67,6 +67,9 @@ FLOOR = "junior/pass@1"  # the junior alone (suite entry `junior`): the floor a 
 # loophole-detector metrics in a run's metrics.jsonl (trlvr.training): key prefixes plotted over steps
 DETECTOR_PREFIXES = ("tandem/loophole/",)  # trlvr.training.console.LOOPHOLE_PREFIX
 
+# the heading of the summary's machine-specific part (stage seconds): what follows it is not a result
+TIMINGS_HEADING = "Median stage time per run (s; resumed stages left out):"
+
 
 def columns() -> list[tuple[str, str]]:
     return [*COLUMNS, *((m.name, m.title) for m in sample_metrics.registered())]
@@ -239,7 +242,7 @@ def markdown(study: Study, data: dict) -> str:
               for v, s in steps.items() if study.variants[v].trained]  # fmt: skip
     secs = data["stage_seconds"]
     if secs:
-        lines += ["", "Median stage time per run (s; resumed stages left out):", "", "| variant | train | select | eval |",
+        lines += ["", TIMINGS_HEADING, "", "| variant | train | select | eval |",
                   "|---|---|---|---|"]  # fmt: skip
         for v in study.variants:
             d = secs.get(v, {})
