@@ -91,6 +91,44 @@ def row_metrics(eval_dir: Path, pattern: str) -> dict:
     return out
 
 
+CONDITIONS = (("gap", "gap_ok"), ("jargon", "jargon_ok"), ("solo", "solo_ok"))  # (name, check key), in the table's order
+
+
+def row_lines(rows, cols, table: dict, checks: dict) -> list[str]:
+    """The decision table's body: per row its metrics (value [CI]) or "pending", its gap and whether it qualifies."""
+    lines = []
+    for row in rows:
+        m = table.get(row)
+        if not m:
+            lines.append(f"| {row} | " + " | ".join("pending" for _ in cols) + " | | |")
+            continue
+        cells = [f"{m[k]['value']:.1f} [{m[k]['ci_low']:.1f}, {m[k]['ci_high']:.1f}]" if k in m else "-" for k, _ in cols]
+        c = checks.get(row)
+        gap = f"{c['dose_gap']:+.1f}" if c else ""
+        ok = ("yes" if c["qualifies"] else "no (" + ", ".join(w for w, k in CONDITIONS if not c[k]) + ")") if c else ""
+        lines.append(f"| {row} | " + " | ".join(cells) + f" | {gap} | {ok} |")
+    return lines
+
+
+def evaluate_row(out: Path, row: str, senior: Path, junior: Path, held: Path, limit: int, n: int, suite: str) -> None:
+    """`trlvr eval` of one pilot row (skipped once OUT/eval/ROW/DONE exists): the held-out problems, 64 new tokens."""
+    ev = out / "eval" / row
+    if (ev / "DONE").is_file():
+        return
+    trlvr = str(Path(sys.executable).parent / "trlvr")
+    cmd = [trlvr, "eval", "--senior", str(senior), "--junior", str(junior), "--data", f"heldout={held}",
+           "--limit", str(limit), "--n", str(n), "--k", "1", "--suite", suite, "--dose-shares", "0.5",
+           "--max-new-tokens", "64", "--batch-size", "64", "--dtype", "float32", "--grading", "boxed",
+           "--out", str(ev), "--no-progress"]  # fmt: skip
+    _timed(out, f"eval {row}", cmd, out / "logs" / f"eval-{row}.log")
+    (ev / "DONE").touch()
+
+
+def finished_rows(out: Path, rows, pattern: str) -> dict:
+    """{row: metrics} of every row whose evaluation is DONE."""
+    return {r: row_metrics(out / "eval" / r, pattern) for r in rows if (out / "eval" / r / "DONE").is_file()}
+
+
 def no_notation_reason(checks: dict[str, dict]) -> str:
     """What the failure of every notation says: the junior reads them (no gap anywhere), or the SFT did not
     make the senior the rule asks for (a notation with a gap failed on jargon or solo accuracy)."""
@@ -147,17 +185,7 @@ def write_decision(out: Path, table: dict, pattern: str, settings: dict) -> dict
     lines = [f"# Notation pilot: {settings['limit']} held-out problems x {settings['n']} samples (% [95% CI])", "",
              "| senior | " + " | ".join(t for _, t in cols) + " | dose gap vs plain | qualifies |",
              "|---" * (len(cols) + 3) + "|"]  # fmt: skip
-    for row in (*ROWS, "base"):
-        m = table.get(row)
-        if not m:
-            lines.append(f"| {row} | " + " | ".join("pending" for _ in cols) + " | | |")
-            continue
-        cells = [f"{m[k]['value']:.1f} [{m[k]['ci_low']:.1f}, {m[k]['ci_high']:.1f}]" if k in m else "-" for k, _ in cols]
-        c = dec.get("checks", {}).get(row)
-        gap = f"{c['dose_gap']:+.1f}" if c else ""
-        ok = ("yes" if c["qualifies"] else "no (" + ", ".join(
-            w for w, f in (("gap", "gap_ok"), ("jargon", "jargon_ok"), ("solo", "solo_ok")) if not c[f]) + ")") if c else ""
-        lines.append(f"| {row} | " + " | ".join(cells) + f" | {gap} | {ok} |")
+    lines += row_lines((*ROWS, "base"), cols, table, dec.get("checks", {}))
     lines += ["", f"Rule (fixed before the pilot): the largest plain-minus-notation dose-0.5 gap, >= {RULE['min_gap']:g} "
               f"points, jargon rate {RULE['jargon'][0]:g}-{RULE['jargon'][1]:g}%, solo within {RULE['solo_within']:g} "
               f"points of the plain SFT. Jargon: solo samples matching `{pattern}`.", "",
@@ -185,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         if not p.exists():
             print(f"{p}: not found; prepare it with `make real-models`", file=sys.stderr)
             return 2
-    py, trlvr = sys.executable, str(Path(sys.executable).parent / "trlvr")
+    py = sys.executable
     limit, n = (4, 1) if args.smoke else (args.limit, args.n)
     settings = {"limit": limit, "n": n, "holdout": args.holdout, "smoke": args.smoke, "junior": str(base)}
     held = heldout_file(str(data / "train.jsonl"), args.holdout, 0, out / "data" / "heldout.jsonl")
@@ -193,7 +221,6 @@ def main(argv: list[str] | None = None) -> int:
     bad = sorted(set(rows) - {*ROWS, "base"})
     if bad:
         ap.error(f"--rows: unknown {bad}; choose from {', '.join((*ROWS, 'base'))}")
-    table = {}
     for row in rows:
         if row == "base":
             senior = base
@@ -207,17 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.smoke:
                     cmd += ["--problems", "48", "--max-steps", "3"]
                 _timed(out, f"sft {row}", cmd, out / "logs" / f"sft-{row}.log")
-        ev = out / "eval" / row
-        if not (ev / "DONE").is_file():
-            cmd = [trlvr, "eval", "--senior", str(senior), "--junior", str(base), "--data", f"heldout={held}",
-                   "--limit", str(limit), "--n", str(n), "--k", "1", "--suite", "solo,handoff,dose",
-                   "--dose-shares", "0.5", "--max-new-tokens", "64", "--batch-size", "64", "--dtype", "float32",
-                   "--grading", "boxed", "--out", str(ev), "--no-progress"]  # fmt: skip
-            _timed(out, f"eval {row}", cmd, out / "logs" / f"eval-{row}.log")
-            (ev / "DONE").touch()
-        for r in (*ROWS, "base"):
-            if (out / "eval" / r / "DONE").is_file():
-                table[r] = row_metrics(out / "eval" / r, args.jargon_regex)
+        evaluate_row(out, row, senior, base, held, limit, n, "solo,handoff,dose")
+        table = finished_rows(out, (*ROWS, "base"), args.jargon_regex)
         dec = write_decision(out, table, args.jargon_regex, settings)
         _say(f"{out}/decision.md: decision {dec['decision']}")
     return 0

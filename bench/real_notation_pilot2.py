@@ -37,12 +37,19 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from real_notation_pilot import _say, _timed, heldout_file, row_metrics  # noqa: E402  (the first pilot's stages)
+from real_notation_pilot import (  # noqa: E402  (the first pilot's stages)
+    CONDITIONS,
+    _say,
+    _timed,
+    evaluate_row,
+    finished_rows,
+    heldout_file,
+    row_lines,
+)
 
 VARIANTS = {  # name: the SFT (bench/real_sft_notation.py) settings
     "plain": {"dialect": "plain", "notation_share": 0.0, "problems": 1000},
@@ -55,7 +62,6 @@ ROWS = tuple(VARIANTS)  # the reference first: every gap needs it
 CANDIDATES = ROWS[1:]
 JARGON_REGEX = r"<<[^<>]*>>"
 RULE = {"min_gap": 5.0, "jargon": (60.0, 95.0), "solo_within": 5.0}
-CONDITIONS = (("gap", "gap_ok"), ("jargon", "jargon_ok"), ("solo", "solo_ok"))
 
 
 def check(plain: dict, m: dict) -> dict:
@@ -98,16 +104,7 @@ def write_decision(out: Path, table: dict, pattern: str, settings: dict) -> dict
     lines = [f"# Notation pilot 2: {settings['limit']} held-out problems x {settings['n']} samples (% [95% CI])", "",
              "| senior (SFT) | " + " | ".join(t for _, t in cols) + " | plain − it, dose-0.5 | qualifies |",
              "|---" * (len(cols) + 3) + "|"]  # fmt: skip
-    for row in ROWS:
-        m = table.get(row)
-        if not m:
-            lines.append(f"| {row} | " + " | ".join("pending" for _ in cols) + " | | |")
-            continue
-        cells = [f"{m[k]['value']:.1f} [{m[k]['ci_low']:.1f}, {m[k]['ci_high']:.1f}]" if k in m else "-" for k, _ in cols]
-        c = dec.get("checks", {}).get(row)
-        gap = f"{c['dose_gap']:+.1f}" if c else ""
-        ok = ("yes" if c["qualifies"] else "no (" + ", ".join(w for w, k in CONDITIONS if not c[k]) + ")") if c else ""
-        lines.append(f"| {row} | " + " | ".join(cells) + f" | {gap} | {ok} |")
+    lines += row_lines(ROWS, cols, table, dec.get("checks", {}))
     lines += ["", f"Rule (committed before the pilot): a variant qualifies with a plain-minus-variant dose-0.5 gap "
               f">= {RULE['min_gap']:g} points, a jargon rate of {RULE['jargon'][0]:g}-{RULE['jargon'][1]:g}% and solo "
               f"within {RULE['solo_within']:g} points of the plain SFT; the qualifying variant with the largest gap is "
@@ -147,27 +144,17 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    py, trlvr = sys.executable, str(Path(sys.executable).parent / "trlvr")
+    py = sys.executable
     limit, n = (4, 1) if args.smoke else (args.limit, args.n)
     settings = {"limit": limit, "n": n, "holdout": args.holdout, "smoke": args.smoke, "junior": str(base)}
     held = heldout_file(str(data / "train.jsonl"), args.holdout, 0, out / "data" / "heldout.jsonl")
-    table = {}
     for row in rows:
         sft = (out / "sft" if args.smoke else models) / f"smollm2-{row}"
         if not (sft / "merged" / "DONE").is_file() or not (sft / "adapter" / "DONE").is_file():
             cmd = sft_command(py, row, sft, base, data, args.holdout, args.smoke)
             _timed(out, f"sft {row}", cmd, out / "logs" / f"sft-{row}.log")
-        ev = out / "eval" / row
-        if not (ev / "DONE").is_file():
-            cmd = [trlvr, "eval", "--senior", str(sft / "merged"), "--junior", str(base), "--data", f"heldout={held}",
-                   "--limit", str(limit), "--n", str(n), "--k", "1", "--suite", "solo,dose", "--dose-shares", "0.5",
-                   "--max-new-tokens", "64", "--batch-size", "64", "--dtype", "float32", "--grading", "boxed",
-                   "--out", str(ev), "--no-progress"]  # fmt: skip
-            _timed(out, f"eval {row}", cmd, out / "logs" / f"eval-{row}.log")
-            (ev / "DONE").touch()
-        for r in ROWS:
-            if (out / "eval" / r / "DONE").is_file():
-                table[r] = row_metrics(out / "eval" / r, args.jargon_regex)
+        evaluate_row(out, row, sft / "merged", base, held, limit, n, "solo,dose")
+        table = finished_rows(out, ROWS, args.jargon_regex)
         dec = write_decision(out, table, args.jargon_regex, settings)
         _say(f"{out}/decision.md: decision {dec['decision']}")
     return 0

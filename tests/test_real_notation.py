@@ -4,6 +4,7 @@ bench/real_sft_notation.py (dialects, held-out and test problems kept out)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import sys
@@ -217,14 +218,24 @@ def test_dose_shares_flag_and_study_key():
 # ---- bench/real_sft_notation.py ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def sft():
+def bench_module(name: str):
+    """A script of bench/ as a module (bench/ is not a package)."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
-        import real_sft_notation
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
-    return real_sft_notation
+
+
+def pilot_row(solo, dose, jargon):
+    """A pilot row's metrics as `row_metrics` gives them (points, a +-5 CI)."""
+    e = lambda v: {"value": v, "ci_low": v - 5, "ci_high": v + 5}  # noqa: E731
+    return {"solo/pass@1": e(solo), "dose-0.5/pass@1": e(dose), "regex_jargon_rate": e(jargon)}
+
+
+@pytest.fixture(scope="module")
+def sft():
+    return bench_module("real_sft_notation")
 
 
 Q = "State the final answer to the following arithmetic problem: 4 - 1 - 7 ="
@@ -279,16 +290,9 @@ def test_shared_prefix_stops_before_the_first_labelled_token(sft):
 
 
 def test_pilot_rule(tmp_path):
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import real_notation_pilot as P
-    finally:
-        sys.path.pop(0)
+    P = bench_module("real_notation_pilot")
 
-    def row(solo, dose, jargon):
-        e = lambda v: {"value": v, "ci_low": v - 5, "ci_high": v + 5}  # noqa: E731
-        return {"solo/pass@1": e(solo), "dose-0.5/pass@1": e(dose), "regex_jargon_rate": e(jargon)}
-
+    row = pilot_row
     table = {"plain": row(40, 30, 0), "spaced": row(38, 20, 90), "compact": row(41, 25, 80), "cipher": row(20, 5, 99)}
     dec = P.decide(table)
     assert dec["largest_gap"] == "cipher" and not dec["checks"]["cipher"]["qualifies"]  # solo and jargon fail
@@ -309,16 +313,9 @@ def test_pilot_rule(tmp_path):
 
 
 def test_second_pilot_rule_and_sft_settings(tmp_path):
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import real_notation_pilot2 as P
-    finally:
-        sys.path.pop(0)
+    P = bench_module("real_notation_pilot2")
 
-    def row(solo, dose, jargon):
-        e = lambda v: {"value": v, "ci_low": v - 5, "ci_high": v + 5}  # noqa: E731
-        return {"solo/pass@1": e(solo), "dose-0.5/pass@1": e(dose), "regex_jargon_rate": e(jargon)}
-
+    row = pilot_row
     table = {"plain": row(80, 40, 0), "spaced-50": row(78, 36, 55), "spaced-65": row(77, 34, 80),
              "spaced-50-short": row(79, 34.5, 70), "spaced-65-short": row(70, 20, 90)}  # fmt: skip
     dec = P.decide(table)
@@ -344,11 +341,7 @@ def test_second_pilot_rule_and_sft_settings(tmp_path):
 
 
 def test_prefix_cut_and_a_data_file_that_does_not_hold_the_problems(tmp_path, capsys):
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import prefix_continuation as P
-    finally:
-        sys.path.pop(0)
+    P = bench_module("prefix_continuation")
     body = list(range(10))
     assert [len(P.cut(body, k)) for k in P.KS] == [0, 2, 5, 8, 10]
     ev = tmp_path / "eval"
