@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from trlvr.engine import ChunkSchedule, SoloSchedule, StepSchedule, TokenSchedule, WordSchedule
+from trlvr.toy.task import make_splits
 from trlvr.toy.tokenizer import train_bpe_tokenizer
+from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
 
 CORPUS = [
     "The cat sat on the mat.\n\nThen the dog ran to the park.\n\n",
@@ -30,6 +33,15 @@ def save_tiny_models(root: Path, seeds: dict[str, int], hidden: int = 16, layers
     for name, seed in seeds.items():
         tiny_model("qwen3", len(tok), seed, hidden=hidden, layers=layers).save_pretrained(root / name)
         tok.save_pretrained(root / name)
+
+
+def copy_toy_pair(root: Path, n_train: int) -> Path:
+    """The shipped toy senior and junior copied into ROOT/senior, ROOT/junior, and ROOT/train.jsonl with the
+    first `n_train` toy training problems (make_splits seed 0): what a CLI training test runs on."""
+    shutil.copytree(ASSETS_DIR / "senior", root / "senior")
+    shutil.copytree(ASSETS_DIR / "junior", root / "junior")
+    _write_jsonl(root / "train.jsonl", _rows(make_splits(n_train, 4, seed=0)[0]))
+    return root
 
 
 def write_sum_problems(path: Path, n: int) -> Path:

@@ -9,6 +9,7 @@ import random
 
 import pytest
 import torch
+from helpers import copy_toy_pair
 
 from trlvr.engine.loophole import (
     METRICS,
@@ -202,15 +203,8 @@ LOOPHOLE_KEYS = [f"tandem/loophole/{k}" for k in METRICS]
 
 @pytest.fixture
 def toy(tmp_path):
-    import shutil
 
-    from trlvr.toy.task import make_splits
-    from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
-
-    shutil.copytree(ASSETS_DIR / "senior", tmp_path / "senior")
-    shutil.copytree(ASSETS_DIR / "junior", tmp_path / "junior")
-    _write_jsonl(tmp_path / "train.jsonl", _rows(make_splits(120, 4, seed=0)[0]))
-    return tmp_path
+    return copy_toy_pair(tmp_path, 120)
 
 
 def test_a_tandem_run_logs_team_lengths_and_the_loophole_statistics(toy, monkeypatch):

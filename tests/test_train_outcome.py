@@ -10,11 +10,12 @@ import json
 import shutil
 
 import pytest
+from helpers import copy_toy_pair
 from transformers import TrainerCallback
 
 from trlvr.cli.main import main as cli
 from trlvr.toy.task import make_splits
-from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
+from trlvr.toy.world import _rows, _write_jsonl
 
 SMALL = ["--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8",
          "--use_cpu", "true", "--save_steps", "1"]  # fmt: skip
@@ -22,10 +23,7 @@ SMALL = ["--per_device_train_batch_size", "8", "--num_generations", "4", "--max_
 
 @pytest.fixture
 def toy(tmp_path):
-    shutil.copytree(ASSETS_DIR / "senior", tmp_path / "senior")
-    shutil.copytree(ASSETS_DIR / "junior", tmp_path / "junior")
-    _write_jsonl(tmp_path / "train.jsonl", _rows(make_splits(40, 4, seed=0)[0]))
-    return tmp_path
+    return copy_toy_pair(tmp_path, 40)
 
 
 def argv(toy, *extra):

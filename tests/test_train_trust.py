@@ -9,10 +9,9 @@ import shutil
 
 import pytest
 import torch
+from helpers import copy_toy_pair
 
 from trlvr.cli.main import main as cli
-from trlvr.toy.task import make_splits
-from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
 
 SMALL = ["--per_device_train_batch_size", "16", "--num_generations", "4", "--max_completion_length", "24",
          "--use_cpu", "true"]  # fmt: skip
@@ -20,10 +19,7 @@ SMALL = ["--per_device_train_batch_size", "16", "--num_generations", "4", "--max
 
 @pytest.fixture
 def toy(tmp_path):
-    shutil.copytree(ASSETS_DIR / "senior", tmp_path / "senior")
-    shutil.copytree(ASSETS_DIR / "junior", tmp_path / "junior")
-    _write_jsonl(tmp_path / "train.jsonl", _rows(make_splits(120, 4, seed=0)[0]))
-    return tmp_path
+    return copy_toy_pair(tmp_path, 120)
 
 
 def train(toy, *extra):

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import save_tiny_models, write_sum_problems
+from helpers import copy_toy_pair, save_tiny_models, write_sum_problems
 
 from trlvr.cli.main import main as cli
 from trlvr.errors import UserError
@@ -59,13 +59,7 @@ def test_set_aside_moves_everything_but_the_lock_and_earlier_runs_and_deletes_no
 
 @pytest.fixture
 def toy(tmp_path):
-    from trlvr.toy.task import make_splits
-    from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
-
-    shutil.copytree(ASSETS_DIR / "senior", tmp_path / "senior")
-    shutil.copytree(ASSETS_DIR / "junior", tmp_path / "junior")
-    _write_jsonl(tmp_path / "train.jsonl", _rows(make_splits(120, 4, seed=0)[0]))
-    return tmp_path
+    return copy_toy_pair(tmp_path, 120)
 
 
 def train(toy: Path, *extra: str, out: str = "run") -> int:
