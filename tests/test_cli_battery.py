@@ -108,11 +108,14 @@ OPTION_LEGIT = {
     ("train", "p", "zero"): None,  # tandem p = 0 lets the senior write nothing (TandemConfig's own rule)
     ("train", "temperature", "zero"): None,  # training divides the logits by it (trlvr.config.TRL_KINDS)
     ("demo", "--seeds", "one"): "one training seed (seed 1)",
-    ("train", "num_generations", "huge"): None,
+    ("train", "num_generations", "huge"): None,  # TRL: the generation batch must divide into groups
     ("smoke", "--problems", "huge"): None,  # held out of both arms' data: more than the data has is refused
-    ("train", "holdout", "huge"): None,
-    ("train", "vllm_tensor_parallel_size", "huge"): None,  # backend vllm's: refused on the base's backend hf  # the dry run reads the data: more held out than it has is refused
-    ("study plan", "--out", "read-only folder"): "plan prints the commands and writes nothing",  # TRL: the generation batch must divide into groups
+    ("train", "holdout", "huge"): None,  # the dry run reads the data: more held out than it has is refused
+    # the dry run reads the data: a generation batch of more prompts than it has leaves an epoch with no step
+    ("train", "per_device_train_batch_size", "huge"): None,
+    ("train", "gradient_accumulation_steps", "huge"): None,  # = steps_per_generation by default: as above
+    ("train", "vllm_tensor_parallel_size", "huge"): None,  # backend vllm's: refused on the base's backend hf
+    ("study plan", "--out", "read-only folder"): "plan prints the commands and writes nothing",
     ("train", "dataset", "missing path"): "the dry run plans runs whose data an earlier stage makes (it says "
                                           "'dataset not checked (not there yet)'); training refuses it in one line",
     **{("train", role, "missing path"): "as dataset: a study's world makes the models (the dry run says 'pairing "
@@ -161,7 +164,7 @@ def _writable(path: Path) -> None:
 TINY_STUDY = """
 name: battery
 base: toy
-train: {{max_steps: 2, save_steps: 1, senior: {tmp}/senior, junior: {tmp}/junior, dataset: {tmp}/d.jsonl}}
+train: {{max_steps: 2, save_steps: 1, senior: {tmp}/senior, junior: {tmp}/junior, dataset: {tmp}/train.jsonl}}
 seeds: [0]
 selection: {{val: {tmp}/d.jsonl, metric: solo/pass@1, n: 1}}
 evaluation: {{data: "toy={tmp}/d.jsonl", suite: [solo, handoff], n: 1, k: [1], limit: 1}}
@@ -172,13 +175,15 @@ variants:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """Tiny seniors and a junior, a 3-problem file, two finished evaluations (A, B), a fake training run
+    """Tiny seniors and a junior, a 3-problem file, a 20-problem training file (an epoch of the toy recipe
+    draws 16 prompts: `check_steps_per_epoch`), two finished evaluations (A, B), a fake training run
     (two checkpoints and its record), a study file, and a read-only folder holding copies of the inputs."""
     from helpers import save_tiny_models, write_sum_problems
 
     tmp = tmp_path_factory.mktemp("battery")
     save_tiny_models(tmp, {"senior": 0, "other": 2, "junior": 1})
     write_sum_problems(tmp / "d.jsonl", 3)
+    write_sum_problems(tmp / "train.jsonl", 20)
     common = ["eval", "--junior", str(tmp / "junior"), "--data", f"toy={tmp / 'd.jsonl'}", "--n", "1", "--k", "1",
               "--suite", "solo,handoff", "--max-new-tokens", "2", "--no-progress"]  # fmt: skip
     for name, senior in (("A", "senior"), ("B", "other")):
@@ -194,7 +199,7 @@ def world(tmp_path_factory):
     ro.mkdir()
     for name in ("senior", "junior", "A", "run"):
         shutil.copytree(tmp / name, ro / name)
-    for name in ("d.jsonl", "study.yaml"):
+    for name in ("d.jsonl", "train.jsonl", "study.yaml"):
         shutil.copy(tmp / name, ro / name)
     read_only = _read_only(ro)
     yield {"tmp": tmp, "ro": ro, "read_only": read_only}
@@ -219,9 +224,9 @@ def _bases(tmp: Path) -> dict[str, list[str]]:
         "study run": ["study", "run", f"{t}/study.yaml", "--out", "{out}/study", "--no-report"],
         "study report": ["study", "report", "{out}/study"],
         "train": ["train", "--config", "toy", "--senior", f"{t}/senior", "--junior", f"{t}/junior",
-                  "--dataset", f"{t}/d.jsonl", "--output_dir", "{out}/train", "--dry-run"],
+                  "--dataset", f"{t}/train.jsonl", "--output_dir", "{out}/train", "--dry-run"],
         "smoke": ["smoke", "--config", "toy", "--out", "{out}/smoke", "--problems", "1", "--set", f"senior={t}/senior",
-                  "--set", f"junior={t}/junior", "--set", f"dataset={t}/d.jsonl"],
+                  "--set", f"junior={t}/junior", "--set", f"dataset={t}/train.jsonl"],
         "recipes": ["recipes", "--path", "toy"],
         "env": ["env"],
     }  # fmt: skip
@@ -328,7 +333,7 @@ def _argv(world, case_dir: Path, cmd: str, opt: str, text: str) -> tuple[list[st
     ro_value = {"--senior": "senior", "--junior": "junior", "--tokenizer": "senior", "--data": "d.jsonl",
                 "dir_a": "A", "dir_b": "A", "dirs": "A", "--compare": "A", "source": "d.jsonl", "--val": "d.jsonl",
                 "study": "study.yaml", "run": "run", "senior": "senior", "junior": "junior",
-                "dataset": "d.jsonl"}.get(opt, "x")  # fmt: skip
+                "dataset": "train.jsonl"}.get(opt, "x")  # fmt: skip
     fill = {"{missing}": str(case_dir / "missing"), "{file}": str(case_dir / "file"), "{dir}": str(case_dir / "folder"),
             "{empty}": str(case_dir / "empty"), "{ro}/x": str(ro / ro_value), "{ro}": str(ro)}  # fmt: skip
     value = text

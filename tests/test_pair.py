@@ -93,7 +93,7 @@ def test_train_dry_run_refuses_boundary_on_a_text_pair(tmp_path, capsys):
     data = tmp_path / "train.jsonl"
     data.write_text('{"problem": "1 + 1", "answer": "2"}\n')
     common = ["train", "--config", "toy", "--senior", str(ASSETS / "senior"), "--dataset", str(data),
-              "--output_dir", str(tmp_path / "run"), "--dry-run"]  # fmt: skip
+              "--per_device_train_batch_size", "8", "--output_dir", str(tmp_path / "run"), "--dry-run"]  # fmt: skip
     assert cli([*common, "--junior", str(ASSETS / "junior-cross"), "--schedule", "word"]) == 0
     capsys.readouterr()
     assert cli([*common, "--junior", str(ASSETS / "junior-cross"), "--schedule", "boundary"]) == 2

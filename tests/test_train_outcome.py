@@ -136,7 +136,8 @@ def test_an_epoch_that_holds_no_step_is_one_line_before_any_model_loads(toy, mon
     num_generations 4): an epoch holds no step. Before: max_steps -1 was TRL's ValueError, a traceback
     ("args.max_steps must be set to a positive value if dataloader does not have a length"); max_steps 2
     loaded both models and ended with "training stopped at step 0 of 2". Now: one line naming the
-    dataset, the counts and the flags, before a model loads or a file is written."""
+    dataset, the counts and the flags, before a model loads or a file is written; and `--dry-run` says the
+    same line (before, it said "config ok" for a run that could not take a step)."""
     import trlvr.training.build as build
 
     def no_model(*a, **k):
@@ -145,8 +146,8 @@ def test_an_epoch_that_holds_no_step_is_one_line_before_any_model_loads(toy, mon
     monkeypatch.setattr(build, "load_causal_lm", no_model)
     monkeypatch.setattr(build, "load_model_or_adapter", no_model)
     _write_jsonl(toy / "two.jsonl", _rows(make_splits(40, 4, seed=0)[0])[:2])
-    for steps in ("-1", "2"):
-        two = argv(toy, "--max_steps", steps, "--per_device_train_batch_size", "16")
+    for steps, dry in (("-1", []), ("2", []), ("2", ["--dry-run"])):
+        two = argv(toy, "--max_steps", steps, "--per_device_train_batch_size", "16", *dry)
         two[two.index("--dataset") + 1] = str(toy / "two.jsonl")
         assert cli(two) == 2
         err = capsys.readouterr().err

@@ -84,7 +84,8 @@ def check_run(tandem, grpo) -> str:
     """Every check of a parsed run config that needs no model (what `--dry-run` and `trlvr smoke` check
     before any work): the dataset (read as training reads it), the reward, the model paths, and the run's
     capabilities (`trlvr.training.build.check_pairing`: schedule, KL reference, chat prompts and toy
-    worlds against the pairing the two tokenizers give and the backend). Returns what was not checked
+    worlds against the pairing the two tokenizers give and the backend), and that an epoch of the training
+    problems holds a step (`check_steps_per_epoch`, as training checks it). Returns what was not checked
     because it is not there yet ("; dataset not checked (not there yet)"), or ""."""
     from trlvr.errors import UserError
     from trlvr.training.build import resolve_reward
@@ -92,7 +93,7 @@ def check_run(tandem, grpo) -> str:
     if not tandem.dataset.strip():  # as training says it when it loads the data
         raise UserError("dataset: a training data source is required")
     resolve_reward(tandem.reward)  # the reward function imports without a model
-    note, problems = _check_dataset(tandem)
+    note, problems, n_train = _check_dataset(tandem)
     _check_model_paths(tandem)
     if all(p == "self" or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):
         from trlvr.training.build import check_pairing
@@ -100,6 +101,10 @@ def check_run(tandem, grpo) -> str:
         check_pairing(tandem, beta=grpo.beta, problems=problems)  # the run's capabilities, before any model
     else:
         note += "; pairing not checked (a model folder is not there yet)"
+    if n_train is not None:  # as training checks it: after the paths and capabilities, before any model
+        from trlvr.training.build import check_steps_per_epoch
+
+        check_steps_per_epoch(n_train, tandem, grpo)
     return note
 
 
@@ -145,17 +150,18 @@ def _check_model_paths(tandem) -> None:
             check_dir_path(p, role)
 
 
-_CHECKED_DATASETS: dict[tuple, list] = {}
+_CHECKED_DATASETS: dict[tuple, tuple[list, int]] = {}
 
 
-def _check_dataset(tandem) -> tuple[str, list | None]:
+def _check_dataset(tandem) -> tuple[str, list | None, int | None]:
     """A local dataset that is there is loaded as training loads it (rows and golds checked): ("", its
-    problems); one that is not there yet (a study's world makes it) is noted, unless a file above it
-    means it never can be: ("; dataset not checked (not there yet)", None); a hub dataset: ("", None)."""
+    problems, how many of them training gets after the holdout); one that is not there yet (a study's world
+    makes it) is noted, unless a file above it means it never can be: ("; dataset not checked (not there
+    yet)", None, None); a hub dataset: ("", None, None)."""
     from trlvr.data.sources import is_local
 
     if not is_local(tandem.dataset):
-        return "", None  # a hub name or reasoning-gym spec: read when the run starts
+        return "", None, None  # a hub name or reasoning-gym spec: read when the run starts
     path = Path(tandem.dataset).expanduser()
     if path.exists():
         from trlvr.training.build import load_training_problems
@@ -165,12 +171,12 @@ def _check_dataset(tandem) -> tuple[str, list | None]:
                tandem.holdout, tandem.holdout_seed)  # fmt: skip
         if key not in _CHECKED_DATASETS:  # a study plans many runs on one file: it is read once
             train, held = load_training_problems(tandem)
-            _CHECKED_DATASETS[key] = train + held
-        return "", _CHECKED_DATASETS[key]
+            _CHECKED_DATASETS[key] = (train + held, len(train))
+        return "", *_CHECKED_DATASETS[key]
     from trlvr.rundir import check_dir_path
 
     check_dir_path(path.parent, "dataset")  # under a file: it can never be made
-    return "; dataset not checked (not there yet)", None
+    return "; dataset not checked (not there yet)", None, None
 
 
 def _has_config(path: str) -> bool:
