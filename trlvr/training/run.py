@@ -23,7 +23,9 @@ import shutil
 from contextlib import ExitStack
 from pathlib import Path
 
+import transformers
 from accelerate import PartialState
+from packaging.version import Version
 from transformers.trainer_callback import PrinterCallback
 
 from trlvr import rundir
@@ -93,6 +95,24 @@ def training_lock(output_dir: str | Path, *, main_process: bool | None = None):
     return rundir.lock(output_dir, by=BY, main_process=main_process)
 
 
+# transformers before 5.18 restores a multi-process run's optimizer state to `args.device`, on the CPU "cpu:0",
+# which torch cannot restore ("don't know how to restore data location ... (tagged with cpu:0)"); 5.18 loads it to
+# "cpu". vllm 0.31 requires transformers < 5.18, so a multi-process CPU run on backend vllm cannot resume.
+RESUME_ON_CPU = "5.18.0"
+
+
+def check_resume_device(args) -> None:
+    """UserError, before any model loads, for a resume that transformers would fail after loading them: several
+    processes on the CPU with transformers older than RESUME_ON_CPU. A GPU run (device cuda:N) resumes."""
+    old = Version(transformers.__version__) < Version(RESUME_ON_CPU)
+    if args.world_size > 1 and args.device.type == "cpu" and old:
+        raise UserError(
+            f"--resume: a run of {args.world_size} processes on the CPU cannot resume with transformers "
+            f"{transformers.__version__} (it restores the optimizer state to 'cpu:0', which torch cannot load); "
+            f"transformers >= {RESUME_ON_CPU} can (vllm 0.31 allows < 5.18: on backend vllm, resume on a GPU)"
+        )
+
+
 def check_start(output_dir: str | Path, *, resume: bool, force: bool) -> None:
     """What needs no model: `output_dir` can be a directory, and not both --force and --resume."""
     check_dir_path(output_dir, "--output_dir")
@@ -154,6 +174,7 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
             raise UserError(f"--resume: no complete checkpoint in {out}")
         if rundir.checkpoint_step(last) == args.max_steps:  # killed after its last checkpoint, before final/
             return _final_from_checkpoint(last, out)  # training it again would run a step past max_steps
+        check_resume_device(args)
         log(f"resuming from {last}")
     trainer = build_trainer(tandem, args, callbacks, desc=desc)
     if not verbose:  # the log dicts go to metrics.jsonl and trainer_state.json, not the console
