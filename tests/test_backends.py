@@ -30,13 +30,20 @@ def _is_name(node, name: str) -> bool:
     return isinstance(node, ast.Constant) and node.value == name
 
 
+def _compares_backend(node: ast.Compare) -> bool:
+    sides = [node.left, *node.comparators]
+    return any(_is_name(n, "vllm") for n in sides) or (  # "hf": only where a backend is compared (a dtype is "hf" too)
+        any(_is_name(n, "hf") for n in sides) and "backend" in ast.unparse(node))
+
+
 def name_uses(source: str, filename: str = "<source>") -> list[tuple[int, str]]:
-    """(line, what) for each place `source` decides on a backend's name: a comparison with "vllm" (==, !=, in),
-    a `backend="vllm"` argument, or a literal list of the backends ("hf" beside "vllm")."""
+    """(line, what) for each place `source` decides on a backend's name: a comparison with "vllm" (==, !=, in)
+    or of a backend with "hf", a `backend="vllm"` argument, or a literal list of the backends ("hf" beside
+    "vllm")."""
     found = []
     for node in ast.walk(ast.parse(source, filename=filename)):
-        if isinstance(node, ast.Compare) and any(_is_name(n, "vllm") for n in [node.left, *node.comparators]):
-            found.append((node.lineno, "a comparison with 'vllm'"))
+        if isinstance(node, ast.Compare) and _compares_backend(node):
+            found.append((node.lineno, "a comparison with a backend's name"))
         elif isinstance(node, ast.keyword) and node.arg == "backend" and _is_name(node.value, "vllm"):
             found.append((node.value.lineno, "backend='vllm'"))
         elif isinstance(node, ast.Call) and any(_is_name(a, "vllm") for a in node.args) and \
@@ -61,7 +68,7 @@ def test_no_module_outside_the_backend_decides_on_its_name():
 
 
 @pytest.mark.parametrize("source", [
-    'if tandem.backend == "vllm":\n    pass\n', 'x = backend != "vllm"\n', 'ok = b in ("hf", "vllm")\n',
+    'if tandem.backend == "vllm":\n    pass\n', 'x = backend != "vllm"\n', 'x = models.backend != "hf"\n', 'ok = b in ("hf", "vllm")\n',
     'make_pair(s, j, tok, backend="vllm")\n', 'K.choice("hf", "vllm")\n', 'p.add_argument("--b", choices=["hf", "vllm"])\n',
     'BACKENDS = {"hf": None, "vllm": 1}\n',
 ])  # fmt: skip

@@ -402,11 +402,13 @@ def parse_run_args(argv: list[str]):
 def check_backend_settings(tandem: TandemConfig, grpo, given: set[str], where: str) -> None:
     """TRL's vLLM settings against the run's backend, in one line each. `given`: the keys the config
     file or the command line set (TRL's default for the IS correction is on, and means nothing on hf)."""
-    if tandem.backend == "hf" and grpo.vllm_importance_sampling_correction and \
+    engine = backend(tandem.backend)
+    if not engine.sampler_logprobs and grpo.vllm_importance_sampling_correction and \
             "vllm_importance_sampling_correction" in given:  # fmt: skip
-        raise UserError(f"{where}: vllm_importance_sampling_correction needs the sampler's log-probs: backend hf's "
-                        "engine returns the senior's at temperature 1 (use backend: vllm, or set it false)")  # fmt: skip
-    engine_options = backend(tandem.backend).engine_options  # the vllm_* settings are its engine's
+        raise UserError(f"{where}: vllm_importance_sampling_correction needs the sampler's log-probs: backend "
+                        f"{tandem.backend}'s engine returns the senior's at temperature 1 (use backend: vllm, or set "
+                        "it false)")  # fmt: skip
+    engine_options = engine.engine_options  # the vllm_* settings are its engine's
     if grpo.vllm_enable_sleep_mode and not engine_options:
         raise UserError(f"{where}: vllm_enable_sleep_mode is backend vllm's (this run's backend is {tandem.backend})")
     if grpo.vllm_enable_sleep_mode and (grpo.use_cpu or not _cuda()):

@@ -54,6 +54,10 @@ class Backend:
     # settings (`trlvr.config.check_backend_settings`), and the smoke check compares its engine with the
     # same engine in eager mode first (a wrong forward makes every later number meaningless)
     engine_options: bool = False
+    # the log-probs its rollouts return are the sampler's (after temperature, top-p, top-k), so TRL's
+    # importance-sampling correction means something (`trlvr.config.check_backend_settings`); hf's engine
+    # returns the senior's at temperature 1
+    sampler_logprobs: bool = False
     # an evaluation's fingerprint names it (two backends' samples never share a directory); hf's is not
     # named, so fingerprints written before backends existed still match (`trlvr.eval.runner`)
     fingerprinted: bool = False
@@ -62,7 +66,8 @@ class Backend:
 BACKENDS: dict[str, Backend] = {
     "hf": Backend("hf"),
     "vllm": Backend("vllm", pair="trlvr.vllm.pair:VLLMPair", package="vllm", one_vocabulary=True, own_engine=True,
-                    gpu_share=True, needs_context_length=True, engine_options=True, fingerprinted=True),
+                    gpu_share=True, needs_context_length=True, engine_options=True, sampler_logprobs=True,
+                    fingerprinted=True),
 }  # fmt: skip
 
 
