@@ -18,6 +18,7 @@ import pytest
 from helpers import write_sum_problems
 
 import trlvr.engine.capabilities as caps
+from trlvr.engine.backends import BACKENDS
 from trlvr.engine.capabilities import (
     KL_TO_JUNIOR,
     PAIRINGS,
@@ -32,7 +33,6 @@ from trlvr.engine.schedules import SCHEDULES, Schedule
 from trlvr.errors import UserError
 
 ASSETS = Path(__file__).resolve().parents[1] / "trlvr" / "toy" / "assets"
-BACKENDS = ("hf", "vllm")
 COMMANDS = ("train", "eval", "select")
 ALL_SUITE = ("solo", "handoff", "dose", "legibility", "drift", "junior")
 

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from trlvr import kinds as K
+from trlvr.engine.backends import BACKENDS, backend
 from trlvr.engine.capabilities import Plan, check_capabilities
 from trlvr.engine.options import DECODE_MODES, check_decoding
 from trlvr.engine.schedules import SCHEDULES as ENGINE_SCHEDULES
@@ -122,8 +123,8 @@ class TandemConfig:
             bad("compile", "true needs decode: static or auto (the eager cache changes shape every step)")
         if self.pairing not in ("auto", "lockstep", "text"):
             bad("pairing", "must be auto, lockstep or text")
-        if self.backend not in ("hf", "vllm"):
-            bad("backend", "must be hf or vllm")
+        if self.backend not in BACKENDS:
+            bad("backend", f"must be {' or '.join(BACKENDS)}")
         # what the pairing asked for and the backend can run together (the rest waits for the tokenizers:
         # trlvr.training.build.check_pairing), judged where every run's capabilities are
         check_capabilities(Plan("train", "self" if self.junior == "self" else None, self.backend,
@@ -181,7 +182,7 @@ FIELD_KINDS = {
     "preempt_grace_s": K.POSITIVE_FLOAT,  # finite: the watchdog waits it out
     "refuse_lossy_prompts": K.SWITCH, "decode": K.choice(*DECODE_MODES), "compile": K.SWITCH_OR_AUTO,
     "junior_device": DEVICE, "pairing": K.choice("auto", "lockstep", "text"), "gpu_memory": GPU_MEMORY,
-    "backend": K.choice("hf", "vllm"), "holdout": K.NONNEG,
+    "backend": K.choice(*BACKENDS), "holdout": K.NONNEG,
     "holdout_seed": K.ANY_INT,  # seeds a content hash (trlvr.data.splits): any integer is one
     "use_peft": K.SWITCH, "lora_r": K.COUNT, "lora_alpha": K.COUNT, "lora_dropout": K.DROPOUT,
     "lora_target_modules": K.TEXT,
@@ -401,15 +402,18 @@ def parse_run_args(argv: list[str]):
 def check_backend_settings(tandem: TandemConfig, grpo, given: set[str], where: str) -> None:
     """TRL's vLLM settings against the run's backend, in one line each. `given`: the keys the config
     file or the command line set (TRL's default for the IS correction is on, and means nothing on hf)."""
-    if tandem.backend == "hf" and grpo.vllm_importance_sampling_correction and \
+    engine = backend(tandem.backend)
+    if not engine.sampler_logprobs and grpo.vllm_importance_sampling_correction and \
             "vllm_importance_sampling_correction" in given:  # fmt: skip
-        raise UserError(f"{where}: vllm_importance_sampling_correction needs the sampler's log-probs: backend hf's "
-                        "engine returns the senior's at temperature 1 (use backend: vllm, or set it false)")  # fmt: skip
-    if grpo.vllm_enable_sleep_mode and tandem.backend != "vllm":
+        raise UserError(f"{where}: vllm_importance_sampling_correction needs the sampler's log-probs: backend "
+                        f"{tandem.backend}'s engine returns the senior's at temperature 1 (use backend: vllm, or set "
+                        "it false)")  # fmt: skip
+    engine_options = engine.engine_options  # the vllm_* settings are its engine's
+    if grpo.vllm_enable_sleep_mode and not engine_options:
         raise UserError(f"{where}: vllm_enable_sleep_mode is backend vllm's (this run's backend is {tandem.backend})")
     if grpo.vllm_enable_sleep_mode and (grpo.use_cpu or not _cuda()):
         raise UserError(f"{where}: vllm_enable_sleep_mode needs a GPU: vLLM's CPU build has no sleep mode")
-    if grpo.vllm_tensor_parallel_size != 1 and tandem.backend != "vllm":
+    if grpo.vllm_tensor_parallel_size != 1 and not engine_options:
         raise UserError(f"{where}: vllm_tensor_parallel_size is backend vllm's (this run's backend is {tandem.backend})")
 
 

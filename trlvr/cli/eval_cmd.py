@@ -21,6 +21,7 @@ from pathlib import Path
 
 from trlvr import rundir
 from trlvr.cli.formatting import DefaultsFormatter
+from trlvr.engine.backends import BACKENDS, backend
 from trlvr.engine.options import DECODE_MODES
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
@@ -125,7 +126,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--pairing", default="auto", choices=["auto", "lockstep", "text"],
                    help="auto: lockstep when the two tokenizers are identical, text pairing otherwise "
                         "(each model on its own tokens of one shared text); lockstep refuses different vocabularies")
-    p.add_argument("--backend", default="hf", choices=["hf", "vllm"],
+    p.add_argument("--backend", default="hf", choices=tuple(BACKENDS),
                    help="the engine that generates: hf (trlvr's, on the HF models) or vllm (one vLLM engine with "
                         "both models; needs vLLM: pip install 'trlvr[vllm]'); recorded in results.json, and two "
                         "backends' samples never share a directory")
@@ -232,12 +233,12 @@ def dry_run(args, sources: dict) -> int:
     benchmarks, _ = _benchmarks(one, sources)
     models = model_spec(one, spec, senior_spec)
     check_eval(models, benchmarks, spec, sources)
-    if args.backend != "hf" and args.gpu_memory is None:  # a plan for this machine: its engine must be here
+    if backend(args.backend).package is not None and args.gpu_memory is None:  # a plan for this machine: its engine must be here
         from trlvr.engine import pair_class
 
         pair_class(args.backend)  # one line when it is not installed (as the run itself says it)
     plan = eval_plan(models, benchmarks, spec, args.gpu_memory if args.gpu_memory is not None else device_memory())
-    if args.backend == "vllm":
+    if backend(args.backend).gpu_share:
         plan.check(f"--backend {args.backend}")
     print(f"config ok: senior {senior_spec}, junior {args.junior}, {sum(map(len, benchmarks.values()))} problems, "
           f"suite {','.join(spec.suite)}, backend {args.backend}, out {args.out}")  # fmt: skip

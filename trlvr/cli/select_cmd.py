@@ -19,6 +19,7 @@ import argparse
 
 from trlvr import rundir
 from trlvr.cli.formatting import DefaultsFormatter
+from trlvr.engine.backends import BACKENDS
 from trlvr.ranks import Ranks
 
 
@@ -45,7 +46,8 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
     p.add_argument("--device", type=DEVICE, default=None, help="default: cuda if available, else cpu")
     p.add_argument("--junior-device", type=DEVICE, default=None, help="put the junior on its own device (e.g. cuda:1)")
-    p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="the engine that generates (see trlvr eval)")
+    p.add_argument("--backend", default="hf", choices=tuple(BACKENDS),
+                   help="the engine that generates (see trlvr eval)")
     p.add_argument("--include-initial", action="store_true", help="also evaluate the run's starting senior (step 0)")
     p.add_argument("--fresh", action="store_true",
                    help="start every checkpoint's validation evaluation over (RUN/select/<val>/step-N/ made under other settings)")

@@ -32,6 +32,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from trlvr.engine.backends import backend
+
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
@@ -123,13 +125,14 @@ def memory_plan(tandem, grpo, argv: list[str]) -> str:
     zero, processes = launch_layout()
     trainer = trainer_plan(tandem, grpo, zero_stage=zero, processes=processes)
     check_both(dataclasses.replace(plan, gpu_memory=memory), trainer, where, tandem.backend)
+    engine = backend(tandem.backend)
     text = plan.render() + "\n" + trainer.render()
     if memory is not None:
-        room = trainer.room(memory, plan.share if tandem.backend == "vllm" else None)
+        room = trainer.room(memory, plan.share if engine.gpu_share else None)
         text += f"\n  fits: trainer ~{trainer.total_bytes / 2**30:.1f} of the {room / 2**30:.1f} GiB left to it"
     if zero == 0 and processes == 1:
         text += "\n  (one process, no ZeRO: under `accelerate launch --config_file ...` the plan takes its ZeRO stage and processes)"
-    if tandem.backend == "vllm":
+    if engine.gpu_share:
         return text
     return text + "\n  backend hf: trlvr's engine sizes its decode sub-batches to the memory free at run time"
 

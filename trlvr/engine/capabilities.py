@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from trlvr.engine.backends import BACKENDS, backend
 from trlvr.engine.schedules import JUNIOR, SCHEDULES, Schedule
 from trlvr.errors import UserError
 from trlvr.provenance import path_from_record
@@ -46,7 +47,6 @@ PAIRINGS = ("lockstep", "text", "self", "none")
 # parameter at a time; FSDP1: one wrapped module at a time), while vLLM's layerwise reload keeps references
 # until a whole layer (q, k and v for qkv_proj) has arrived; FSDP2 hands over full_tensor() copies (kept alive)
 SYNC_UNSAFE_SHARDING = {"zero3": "DeepSpeed ZeRO-3", "fsdp1": "FSDP1"}
-BACKENDS = ("hf", "vllm")
 COMMANDS = ("train", "eval", "select")
 # how each command names a setting in its one line
 NAMES = {
@@ -131,18 +131,19 @@ def _check_backend(plan: Plan, name: dict) -> None:
     b = name["backend"]
     if plan.backend not in BACKENDS:
         raise UserError(f"{b}: must be one of {', '.join(BACKENDS)}, got {plan.backend!r}")
-    if plan.backend == "hf":
-        return
-    if _text(plan):
-        raise UserError(f"{b}: vllm runs pairs with one shared vocabulary; this pair is text-paired (two "
+    spec = backend(plan.backend)
+    if spec.one_vocabulary and _text(plan):
+        raise UserError(f"{b}: {spec.name} runs pairs with one shared vocabulary; this pair is text-paired (two "
                         "tokenizers), and text pairing runs on backend hf")  # fmt: skip
+    if not spec.own_engine:
+        return
     if plan.junior_device:
-        raise UserError(f"{b}: vllm holds both models in one engine; {name['junior_device']} is backend hf's")
+        raise UserError(f"{b}: {spec.name} holds both models in one engine; {name['junior_device']} is backend hf's")
     if plan.senior_adapter is not None:
-        raise UserError(f"{b} vllm: {plan.senior_adapter} is a LoRA adapter folder; the engine loads full model "
+        raise UserError(f"{b} {spec.name}: {plan.senior_adapter} is a LoRA adapter folder; the engine loads full model "
                         "folders (evaluate adapters with --backend hf)")  # fmt: skip
     if plan.sharding in SYNC_UNSAFE_SHARDING:
-        raise UserError(f"{b} vllm: this launch shards the senior with {SYNC_UNSAFE_SHARDING[plan.sharding]}, which "
+        raise UserError(f"{b} {spec.name}: this launch shards the senior with {SYNC_UNSAFE_SHARDING[plan.sharding]}, which "
                         "releases each gathered parameter before the engine's weight sync has copied it (vLLM "
                         "reloads a layer once all its weights arrived); train backend vllm under DeepSpeed ZeRO-1/2, "
                         "FSDP2 or DDP, or use backend hf")  # fmt: skip

@@ -24,6 +24,7 @@ import importlib.util
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
+from trlvr.engine import backends
 from trlvr.engine.generator import DecodeOptions, TandemGenerator
 from trlvr.engine.options import Sampling
 from trlvr.engine.output import TandemOutput
@@ -32,15 +33,12 @@ from trlvr.engine.text_pair import TextPairGenerator, text_schedules
 from trlvr.errors import UserError
 
 PAIRINGS = ("lockstep", "text")  # how two models share a rollout (`trlvr.models.choose_pairing`)
-# which engine runs a pair: "hf" is this package; others are optional plugins, (the Pair as
-# "module:Class", the package it needs), imported only when asked for (the core never imports vLLM)
-BACKENDS = {"hf": None, "vllm": ("trlvr.vllm.pair:VLLMPair", "vllm")}
 
 
 class Pair(ABC):
     """A senior and a junior (or a senior alone) that generate together. See the module docstring."""
 
-    backend: ClassVar[str]  # "hf" | "vllm"
+    backend: ClassVar[str]  # its name in `trlvr.engine.backends.BACKENDS`
     pairing: ClassVar[str]  # "lockstep" | "text"
 
     senior = None  # the HF senior module (None where the engine holds the only copy)
@@ -158,24 +156,23 @@ class TextPair(Pair):
 
 def pair_class(backend: str = "hf", pairing: str = "lockstep") -> type[Pair]:
     """The Pair implementation for (backend, pairing); a combination that does not exist is a UserError."""
-    if backend not in BACKENDS:
-        raise UserError(f"backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    spec = backends.backend(backend)
     if pairing not in PAIRINGS:
         raise UserError(f"pairing: must be one of {', '.join(PAIRINGS)}, got {pairing!r}")
-    if backend == "vllm":
-        if pairing == "text":
-            raise UserError("backend vllm runs pairs with one shared vocabulary; this pair has two tokenizers "
-                            "(text pairing): use backend hf")  # fmt: skip
-        return _plugin(BACKENDS[backend], backend)
-    return TextPair if pairing == "text" else LockstepPair
+    if pairing == "text" and spec.one_vocabulary:
+        raise UserError(f"backend {backend} runs pairs with one shared vocabulary; this pair has two tokenizers "
+                        "(text pairing): use backend hf")  # fmt: skip
+    if spec.pair is None:  # this package's engine
+        return TextPair if pairing == "text" else LockstepPair
+    return _plugin(spec)
 
 
-def _plugin(plugin: tuple[str, str], backend: str) -> type[Pair]:
-    target, needs = plugin
-    if importlib.util.find_spec(needs) is None:
-        raise UserError(f"backend {backend} needs {needs}, which is not installed here (pip install "
-                        f"'trlvr[{backend}]'; on a CPU: see the README's vLLM section)")  # fmt: skip
-    module, _, name = target.partition(":")
+def _plugin(spec: backends.Backend) -> type[Pair]:
+    """An optional backend's Pair, imported only when asked for (the core never imports vLLM)."""
+    if spec.package is not None and importlib.util.find_spec(spec.package) is None:
+        raise UserError(f"backend {spec.name} needs {spec.package}, which is not installed here (pip install "
+                        f"'trlvr[{spec.name}]'; on a CPU: see the README's vLLM section)")  # fmt: skip
+    module, _, name = spec.pair.partition(":")
     return getattr(importlib.import_module(module), name)
 
 

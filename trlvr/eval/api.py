@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from trlvr.data import load_problems, problem_key
+from trlvr.engine.backends import backend
 from trlvr.engine.capabilities import Plan, chat_prompt_of, check_capabilities, has_chat_template, worlds_of
 from trlvr.engine.release import free_memory
 from trlvr.engine.schedules import JUNIOR, SoloSchedule
@@ -124,8 +125,8 @@ def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, juni
 EVAL_ENGINE_SHARE = 0.9  # evaluation's vLLM engine: the GPU is its alone while it generates
 
 
-def _vllm_pair(senior_path: str, junior: str | None, tok, dtype: str, seed: int, max_model_len: int | None = None,
-               eos_token_ids: list[int] | None = None, max_num_seqs: int = 256):  # fmt: skip
+def _vllm_pair(backend_name: str, senior_path: str, junior: str | None, tok, dtype: str, seed: int,
+               max_model_len: int | None = None, eos_token_ids: list[int] | None = None, max_num_seqs: int = 256):  # fmt: skip
     """An evaluation engine, its context the plan's longest prompt + budget (never the model's own limit), its
     `max_num_seqs` the rows one generate call sends (the evaluation's batch size, as `eval_plan` counts them)."""
     from trlvr.engine import make_pair
@@ -133,7 +134,7 @@ def _vllm_pair(senior_path: str, junior: str | None, tok, dtype: str, seed: int,
 
     engine = EngineOptions.for_machine("auto" if dtype == "auto" else dtype, seed, max_model_len, EVAL_ENGINE_SHARE,
                                        max_num_seqs=max_num_seqs)  # fmt: skip
-    return make_pair(senior_path, junior, tok, backend="vllm", engine=engine, eos_token_ids=eos_token_ids)
+    return make_pair(senior_path, junior, tok, backend=backend_name, engine=engine, eos_token_ids=eos_token_ids)
 
 
 def hf_eos_ids(senior_path: str, tokenizer) -> list[int]:
@@ -210,7 +211,7 @@ def eval_plan(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, gp
     context = context_length_of(senior_path, models.junior) if spec.context_length == "auto" else spec.context_length
     longest = max((p + completion_budget(p, spec.max_new_tokens, context) for p in prompts), default=0)  # the runner's
     return MemoryPlan(stacks=tuple(stacks), prompt_len=max(prompts, default=0), completion_len=spec.max_new_tokens,
-                      max_num_seqs=spec.batch_size, share=EVAL_ENGINE_SHARE, gpu_memory=gpu_memory if models.backend == "vllm" else None,
+                      max_num_seqs=spec.batch_size, share=EVAL_ENGINE_SHARE, gpu_memory=gpu_memory if backend(models.backend).gpu_share else None,
                       max_model_len=longest or None, share_setting="the engine's gpu_memory_utilization",
                       length_setting="--max-new-tokens", lengths_hint="--max-new-tokens")  # fmt: skip
 
@@ -304,6 +305,7 @@ def evaluate_specs(
     model loads.
     """
     check_eval(models, benchmarks, spec, data_sources)
+    engine = backend(models.backend)
     senior, junior, tokenizer, pairing = models.senior, models.junior, models.tokenizer, models.pairing
     dtype, device, junior_device = models.dtype, models.device, models.junior_device
     senior_path, record = resolve_senior(senior)
@@ -353,10 +355,10 @@ def evaluate_specs(
     def build(junior_prompts=None, max_model_len=None, stacks=("senior", "junior")):  # once `out` is resumable
         from trlvr.engine import make_pair
 
-        if models.backend == "vllm":  # an engine of the models `stacks` names; HF scorers load after it is closed
+        if engine.own_engine:  # an engine of the models `stacks` names; HF scorers load after it is closed
             first = senior_path if "senior" in stacks else (senior_path if junior == SELF else junior)
             second = (senior_path if junior == SELF else junior) if len(stacks) == 2 else None
-            pair = _vllm_pair(first, second, tok, dtype, spec.seed, max_model_len, hf_eos_ids(senior_path, tok),
+            pair = _vllm_pair(models.backend, first, second, tok, dtype, spec.seed, max_model_len, hf_eos_ids(senior_path, tok),
                               max_num_seqs=spec.batch_size)  # fmt: skip
             engines.append(pair)
             pair = pair if "senior" in stacks else JuniorAlone(pair)
@@ -370,10 +372,10 @@ def evaluate_specs(
     from trlvr.eval.runner import Partners, evaluate
 
     scores = bool({"legibility", "drift"} & set(spec.suite))
-    if models.backend != "hf":
+    if engine.package is not None:
         _check_backend(models, senior_path, junior, junior_tok)
     partners = Partners(tok, build, junior is not None, identities, junior_tok, paths, context, models.backend,
-                        scorers=hf_models if models.backend == "vllm" and scores else None)  # fmt: skip
+                        scorers=hf_models if engine.own_engine and scores else None)  # fmt: skip
     try:
         return evaluate(partners, benchmarks, spec, out, progress=progress, fresh=fresh, refuse_lossy=refuse_lossy)
     finally:  # the next stage in this process (selection's next checkpoint, smoke's next step) starts with the memory free

@@ -42,6 +42,7 @@ from trlvr.data import encode_prompt, prompt_for
 from trlvr.data.prompts import lossy_prompts, lost_characters
 from trlvr.data.schema import problem_key
 from trlvr.engine import capabilities, make_pair
+from trlvr.engine.backends import backend
 from trlvr.engine.text_pair import text_nll
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
@@ -299,7 +300,7 @@ def evaluate(
             "tokenizer": vocab_fingerprint(tokenizer)[:16],
             **({"junior_tokenizer": vocab_fingerprint(partners.junior_tokenizer)[:16], "pairing": "text"}
                if pairing == "text" else {}),  # fmt: skip
-            **({"backend": partners.backend} if partners.backend != "hf" else {}),
+            **({"backend": partners.backend} if backend(partners.backend).fingerprinted else {}),
         },
         "data": identities.get("data") or {},
         "problems": {b: x.keys for b, x in benches.items()},
@@ -516,7 +517,7 @@ class _Run:
     def stacks(self, protocol: str) -> tuple[str, ...]:
         """The models an engine needs for `protocol`: one engine per set (backend vllm: a protocol that
         needs one model runs one stack); an HF pair runs every protocol and skips an idle model itself."""
-        if self.partners.backend != "vllm":
+        if not backend(self.partners.backend).own_engine:
             return ENGINE_STACKS["pair"]
         if parse_protocol(protocol).entry == "prefix":  # the junior alone, after solo (its engine comes later)
             return ENGINE_STACKS["junior"]
@@ -622,7 +623,7 @@ class _Run:
             if self.junior_tokenizer is not None:
                 self._fill_junior_prompts()
                 self.pair = self.partners.build(junior_prompts=lambda ids: self.junior_prompts[tuple(ids)])
-            elif self.partners.backend == "vllm":
+            elif backend(self.partners.backend).needs_context_length:
                 self.pair = self.partners.build(max_model_len=self.longest(), stacks=stacks)
             else:
                 self.pair = self.partners.build()

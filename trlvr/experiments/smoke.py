@@ -37,6 +37,7 @@ from pathlib import Path
 from trlvr import rundir
 from trlvr.config import load_run_config
 from trlvr.data import encode_prompt, load_problems, prompt_for, read_jsonl
+from trlvr.engine.backends import backend
 from trlvr.engine.schedules import Schedule
 from trlvr.errors import UserError
 from trlvr.eval.store import read_samples
@@ -124,7 +125,7 @@ def parity(configured, eager) -> dict:
 
 
 def parity_check(senior: str, junior: str | None, schedule, prompts: list[list[int]], engine, max_new_tokens: int,
-                 tokenizer=None, eos_token_ids=None) -> dict:  # fmt: skip
+                 tokenizer=None, eos_token_ids=None, backend: str = "vllm") -> dict:  # fmt: skip
     """backend vllm: greedy rollouts of `prompts` under `schedule` on the engine `engine` (the run's
     `EngineOptions`) and on the same engine with enforce_eager, one engine at a time (each closed before
     the next), compared by `parity`. Fewer sequences than prompts run at once (`max_num_seqs`: half of
@@ -139,7 +140,7 @@ def parity_check(senior: str, junior: str | None, schedule, prompts: list[list[i
     keys = list(range(len(prompts)))
     outs = []
     for options in (engine, replace(engine, enforce_eager=True)):
-        pair = make_pair(senior, junior, tokenizer, backend="vllm", engine=options, eos_token_ids=eos_token_ids)
+        pair = make_pair(senior, junior, tokenizer, backend=backend, engine=options, eos_token_ids=eos_token_ids)
         try:
             outs.append(pair.generate(prompts, schedule, sampling, keys))
         finally:
@@ -162,7 +163,7 @@ def run_parity(tandem, grpo, gpu_memory) -> dict:
     plan = run_plan(tandem, grpo, gpu_memory=gpu_memory, longest_prompt=max(map(len, prompts)))
     engine = run_engine(plan, grpo, run_dtype(grpo) or "auto")
     return parity_check(tandem.senior, junior, Schedule.from_config(name, **settings), prompts, engine,
-                        min(PARITY_TOKENS, grpo.max_completion_length), tokenizer=tok)  # fmt: skip
+                        min(PARITY_TOKENS, grpo.max_completion_length), tokenizer=tok, backend=tandem.backend)  # fmt: skip
 
 
 def mask_check(tandem_rows: list[dict], grpo_rows: list[dict], p: float | None) -> dict:
@@ -256,7 +257,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     checks = report["checks"]
     arms, plans = {}, {}
     tandem, grpo = load_run_config(opts.config, {**opts.overrides, "arm": "tandem"})
-    if tandem.backend == "vllm":  # first: a wrong forward makes every later number meaningless
+    if backend(tandem.backend).engine_options:  # first: a wrong forward makes every later number meaningless
         checks["parity"] = run_parity(tandem, grpo, opts.gpu_memory if opts.gpu_memory else device_memory())
         say(render_parity(checks["parity"]))
     for arm in ("tandem", "grpo"):
@@ -264,7 +265,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
                 "holdout": opts.problems, "output_dir": str(out / f"train-{arm}"), "report_to": "none"}  # fmt: skip
         tandem, grpo = load_run_config(opts.config, keys)
         plan = run_plan(tandem, grpo, gpu_memory=opts.gpu_memory if opts.gpu_memory else device_memory())
-        if tandem.backend == "vllm" and plan.context is not None:  # else training derives it from the data, then checks
+        if backend(tandem.backend).gpu_share and plan.context is not None:  # else training derives it from the data, then checks
             plan.check(str(opts.config))
         plans[arm] = plan
         if arm == "tandem":
@@ -295,14 +296,14 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     # selection and evaluation, through the commands users run
     run = arms["tandem"]["dir"]
     n = str(opts.problems)
-    backend = ["--backend", tandem.backend]
+    backend_args = ["--backend", tandem.backend]
     code = command(["select", str(run), "--val", f"split:{n}", "--limit", n, "--n", "1", "--metric", "solo/pass@1",
-                "--no-progress", *backend])  # fmt: skip
+                "--no-progress", *backend_args])  # fmt: skip
     eval_dir = out / "eval-tandem"
     junior = tandem.junior or "self"
     code = code or command(["eval", "--senior", f"{run}@selected", "--junior", junior, "--data", str(run / rundir.HOLDOUT_FILE),
                         "--limit", n, "--n", "1", "--k", "1", "--suite", "solo,handoff", "--out", str(eval_dir),
-                        "--no-progress", *backend])  # fmt: skip
+                        "--no-progress", *backend_args])  # fmt: skip
     checks["select_eval"] = _check(code == 0, exit_code=code, eval_dir=str(eval_dir))
     checks["lengths"] = _check(None, train={a: lengths(v["rows"]) for a, v in arms.items()}, eval=_eval_lengths(eval_dir))
     report["arms"] = {a: {"seconds": v["seconds"], "model": v["model"], "steps": len(_series(v["rows"], "timing/step_s"))}

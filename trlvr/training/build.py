@@ -23,6 +23,7 @@ from trl import GRPOConfig
 from trlvr.config import TandemConfig
 from trlvr.data import encode_prompt, holdout_split, load_problems, prompt_for
 from trlvr.engine import Schedule, pair_class
+from trlvr.engine.backends import backend
 from trlvr.engine.capabilities import (
     KL_TO_JUNIOR,
     Plan,
@@ -186,7 +187,7 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, bet
         chat_prompt=None if problems is None else chat_prompt_of(problems), templates=templates,
         worlds=worlds_of(paths), sharding=sharding or launch_sharding(),
     ))  # fmt: skip
-    if tandem.backend != "hf":
+    if backend(tandem.backend).package is not None:
         pair_class(tandem.backend)  # installed? (one line when not)
     return pairing
 
@@ -225,7 +226,7 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
         if tandem.arm == "tandem":
             log(f"pairing: {pairing} ({'one shared vocabulary, token by token' if pairing == 'lockstep' else 'two tokenizers, one shared text'})")
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
-        if tandem.arm == "tandem" and not kl_to_junior and tandem.backend == "hf":  # vllm loads its own
+        if tandem.arm == "tandem" and not kl_to_junior and not backend(tandem.backend).own_engine:  # vllm loads its own
             junior = load_causal_lm(tandem.junior, "junior", dtype=senior.dtype)
             if pairing == "text":  # the rollout decodes this pair at the text level, with the junior's own tokenizer
                 junior.text_pair_tokenizer = junior_tok
@@ -248,7 +249,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
     if tandem.holdout:
         write_holdout(args.output_dir, held)
     longest = None
-    if tandem.backend == "vllm" and not (tandem.max_prompt_length or args.vllm_max_model_length):
+    if backend(tandem.backend).needs_context_length and not (tandem.max_prompt_length or args.vllm_max_model_length):
         # the engine (built inside the trainer) takes the longest prompt + the completion budget as its context
         longest = max(len(encode_prompt(p, tokenizer)) for p in dataset["prompt"])
     own = [NonFiniteGuard(tandem.nonfinite_patience), MetricsFile(args.output_dir),

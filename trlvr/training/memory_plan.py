@@ -22,6 +22,7 @@ import torch
 
 from trlvr import rundir
 from trlvr.config import TandemConfig
+from trlvr.engine.backends import backend
 from trlvr.errors import UserError
 from trlvr.memory import MemoryPlan, Stack, derived_max_model_len, parse_size, read_config
 from trlvr.models import model_folder
@@ -66,7 +67,7 @@ def run_plan(tandem: TandemConfig, grpo, *, gpu_memory: int | str | None = None,
     return MemoryPlan(
         stacks=tuple(stacks), prompt_len=tandem.max_prompt_length or longest_prompt,
         completion_len=grpo.max_completion_length, max_num_seqs=rows, share=grpo.vllm_gpu_memory_utilization,
-        gpu_memory=memory if tandem.backend == "vllm" else None, max_model_len=grpo.vllm_max_model_length,
+        gpu_memory=memory if backend(tandem.backend).gpu_share else None, max_model_len=grpo.vllm_max_model_length,
         rows=rows, tensor_parallel=grpo.vllm_tensor_parallel_size,
     )  # fmt: skip  (max_num_seqs: the rows a generate call sends, TRL's own rule for its colocated engine)
 
@@ -93,7 +94,7 @@ def trainer_plan(tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: 
         ref = tandem.junior if tandem.kl_ref == "junior" and tandem.junior not in (None, SELF) else tandem.senior
         frozen += Stack.from_config("reference", read_config(model_folder(ref)), dtype).weight_bytes
         junior_model = junior_model and ref != tandem.junior  # the reference is the junior: held once
-    if junior_model and tandem.backend == "hf":
+    if junior_model and not backend(tandem.backend).own_engine:
         frozen += Stack.from_config("junior", read_config(tandem.junior), dtype).weight_bytes
     sequence = engine_context(tandem, grpo, longest_prompt) or grpo.max_completion_length
     return TrainerPlan(stack=stack, batch=grpo.per_device_train_batch_size, sequence=sequence, zero_stage=zero_stage,
@@ -102,10 +103,11 @@ def trainer_plan(tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: 
                        frozen_bytes=frozen)  # fmt: skip
 
 
-def check_both(plan: MemoryPlan, trainer: TrainerPlan, where: str, backend: str) -> None:
+def check_both(plan: MemoryPlan, trainer: TrainerPlan, where: str, backend_name: str) -> None:
     """Refuse, in one line naming the setting, a run whose engine or trainer cannot fit on the stated GPU."""
-    found = (plan.problems(where) if backend == "vllm" else []) + trainer.problems(
-        where, plan.gpu_memory, plan.share if backend == "vllm" else None, plan.share_setting)  # fmt: skip
+    share = backend(backend_name).gpu_share  # the engine holds its share: the plan applies, the trainer has the rest
+    found = (plan.problems(where) if share else []) + trainer.problems(
+        where, plan.gpu_memory, plan.share if share else None, plan.share_setting)  # fmt: skip
     if found:
         raise UserError(found[0])
 

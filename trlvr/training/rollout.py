@@ -39,6 +39,7 @@ from trl.models import unwrap_model_for_generation
 from trlvr.algos import author_stats, check_author_mask, check_has_junior_tokens
 from trlvr.data import encode_prompt
 from trlvr.engine import Pair, Sampling, make_pair
+from trlvr.engine.backends import backend
 from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
@@ -145,7 +146,7 @@ class TandemRollout:
             if pair.pairing == "text":
                 self._junior_ids = {tuple(ids): encode_prompt(p, pair.junior_tokenizer)
                                     for ids, p in zip(prompt_ids, prompts, strict=True)}  # fmt: skip
-            if self.backend == "vllm":  # one engine per process; with TP, over its group's rows
+            if backend(self.backend).own_engine:  # one engine per process; with TP, over its group's rows
                 out = trainer.vllm_generation.generate_rows(prompt_ids, self.schedule, sampling, row_keys)
             else:
                 out = pair.generate(prompt_ids, self.schedule, sampling, row_keys)
@@ -175,7 +176,7 @@ class TandemRollout:
         junior has its own tokenizer (`trlvr.training.build.load_models` gave it one: `choose_pairing`
         decided); backend vllm: the trainer's engine (`vllm_pair`), synced by TRL."""
         step = trainer.state.global_step
-        if self.backend == "vllm":  # TRL's own vLLM machinery built the pair and syncs its weights
+        if backend(self.backend).own_engine:  # TRL's own vLLM machinery built the pair and syncs its weights
             generation = getattr(trainer, "vllm_generation", None)
             if getattr(generation, "pair", None) is None:
                 raise ValueError("backend vllm rollouts need TandemGRPOTrainer (its TRL vLLM generation holds the engine)")
@@ -223,7 +224,7 @@ class TandemRollout:
         trainer.memory_plan = plan
         engine = run_engine(plan, args, str(senior.dtype).removeprefix("torch."),
                             engine_distribution(trainer.accelerator, args.vllm_tensor_parallel_size, args.seed))  # fmt: skip
-        pair = make_pair(senior_dir, junior, tokenizer, backend="vllm", eos_token_ids=list(trainer.eos_token_ids),
+        pair = make_pair(senior_dir, junior, tokenizer, backend=tandem.backend, eos_token_ids=list(trainer.eos_token_ids),
                          pad_token_id=tokenizer.pad_token_id, engine=engine)  # fmt: skip
         write_memory_record(args.output_dir, plan, engine_kv_tokens(pair.llm), trainer.accelerator.is_main_process)
         return pair

@@ -38,6 +38,7 @@ from trl import GRPOTrainer
 
 from trlvr.algos import AuthorMaskError
 from trlvr.config import TandemConfig
+from trlvr.engine.backends import backend
 from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
 from trlvr.training.metrics import StepTimeCallback, with_share_split
@@ -101,7 +102,8 @@ class TandemGRPOTrainer(GRPOTrainer):
         self.tandem = tandem
         self.longest_prompt = longest_prompt  # backend vllm: the engine's context is this + max_completion_length
         self_paired = tandem.junior == "self"
-        if tandem.backend == "vllm":  # the engine loads the models from their paths
+        engine = backend(tandem.backend)
+        if engine.own_engine:  # the engine loads the models from their paths
             tandem.check_model_paths()
         passed_peft = _is_peft_model(model)  # an adapter folder the run continues (trlvr.training.peft_setup)
         if self_paired and kwargs.get("peft_config") is None and not passed_peft:
@@ -127,7 +129,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         if kl_to_junior and self_paired and passed_peft:
             use_base_as_reference(self.accelerator.unwrap_model(self.model))
 
-        if tandem.arm == "tandem" and tandem.backend == "hf":  # backend vllm: the engine holds the junior
+        if tandem.arm == "tandem" and not engine.own_engine:  # backend vllm: the engine holds the junior
             if self_paired:
                 junior = AdapterOffView(self.accelerator.unwrap_model(self.model))  # shares the base weights
             elif junior is None and kl_to_junior:
@@ -138,7 +140,7 @@ class TandemGRPOTrainer(GRPOTrainer):
             junior.eval()
             junior.requires_grad_(False)
             self.rollout.junior = junior
-        if tandem.backend == "vllm":
+        if engine.own_engine:  # training syncs the senior's weights into it: TRL's vLLM machinery
             self._attach_vllm(args)
         self.add_callback(StepTimeCallback(self, self.rollout))
 
