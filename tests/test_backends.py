@@ -165,3 +165,71 @@ def test_a_registered_backends_plugin_loads_when_asked(monkeypatch):
 def test_backend_is_a_dataclass_of_properties():
     assert {f.name for f in dataclasses.fields(Backend)} >= {"name", "pair", "package", "own_engine", "gpu_share"}
     assert backend("hf").pair is None and not backend("hf").own_engine
+
+
+def _imports(source: str, filename: str) -> list[int]:
+    """Lines that import the vLLM backend's package (`trlvr.vllm`) or vLLM itself."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []  # fmt: skip
+        if any(n == m or n.startswith(m + ".") for n in names for m in ("trlvr.vllm", "vllm")):
+            found.append(node.lineno)
+    return found
+
+
+def test_no_module_outside_the_backend_imports_it():
+    """The core reaches a backend's code only through its registry entry (`Backend.load`)."""
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith(EXEMPT):
+            bad += [f"trlvr/{rel}:{line}" for line in _imports(path.read_text(), str(path))]
+    assert bad == [], "load it through trlvr.engine.backends.backend(name).load(part):\n" + "\n".join(bad)
+    assert _imports("from trlvr.vllm.pair import EngineOptions\nimport vllm\n", "x") == [1, 2]
+
+
+PARTS = ("pair", "engine", "trl_generation", "distribution")
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_a_backends_parts_live_in_its_own_package(name):
+    spec = backend(name)
+    parts = [getattr(spec, part) for part in PARTS if getattr(spec, part) is not None]
+    assert len({p.split(":")[0].rsplit(".", 1)[0] for p in parts}) <= 1, parts  # one package
+    if spec.own_engine:  # what training and evaluation build it with
+        assert None not in (spec.pair, spec.engine, spec.trl_generation, spec.distribution)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    """A fake backend's engine options: what `for_machine` was asked."""
+
+    dtype: str
+    seed: int
+    context: int
+    share: float
+    max_num_seqs: int
+    enable_sleep_mode: bool = True
+
+    @classmethod
+    def for_machine(cls, dtype, seed, context, share, max_num_seqs):
+        return cls(dtype, seed, context, share, max_num_seqs)
+
+
+def test_training_builds_the_engine_its_backend_names(monkeypatch):
+    from trlvr.training.rollout import run_engine
+
+    _fake(monkeypatch, package=None, engine=f"{__name__}:_Options")
+    plan = SimpleNamespace(context=512, share=0.4, max_num_seqs=16)
+    args = SimpleNamespace(seed=3, vllm_enable_sleep_mode=False)
+    assert run_engine(backend("fake"), plan, args, "bfloat16", {"seed": 9}) == _Options("bfloat16", 9, 512, 0.4, 16, False)
+    assert run_engine(backend("fake"), plan, args, "bfloat16").seed == 3  # one process: the run's seed
+
+
+def test_loading_a_part_it_does_not_have_or_cannot_import(monkeypatch):
+    with pytest.raises(ValueError, match="backend hf has no engine"):
+        backend("hf").load("engine")
+    _fake(monkeypatch, package="trlvr_no_such_package")
+    with pytest.raises(UserError, match=r"^backend fake needs trlvr_no_such_package, which is not installed here"):
+        backend("fake").load("trl_generation")

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.vllm
 from vllm_helpers import TOY_SENIOR, engine_options, save_test_junior  # noqa: E402
 
 from trlvr.config import load_run_config  # noqa: E402
+from trlvr.engine.backends import backend  # noqa: E402
 from trlvr.errors import UserError  # noqa: E402
 from trlvr.memory import BATCHED_TOKENS  # noqa: E402
 from trlvr.training.memory_plan import run_plan  # noqa: E402
@@ -33,7 +34,7 @@ def test_the_engine_is_built_with_the_plans_numbers(batch, steps, sleep):
                               max_completion_length=48)  # fmt: skip
     grpo.vllm_enable_sleep_mode = sleep  # a GPU run's setting (the config check refuses it on this CPU machine)
     plan = run_plan(tandem, grpo, gpu_memory="H100", longest_prompt=100)
-    kw = run_engine(plan, grpo, "bfloat16").llm_kwargs()
+    kw = run_engine(backend(tandem.backend), plan, grpo, "bfloat16").llm_kwargs()
     assert plan.max_num_seqs == plan.rows == batch * steps  # TRL's rule for its colocated engine
     assert kw["max_num_seqs"] == plan.max_num_seqs
     assert kw["max_num_batched_tokens"] == BATCHED_TOKENS  # the plan's profiling forward (memory.py)

@@ -52,14 +52,14 @@ def test_parity_holds_between_a_compiled_and_an_eager_engine(watch, junior_dir, 
 
     tok = AutoTokenizer.from_pretrained(TOY_SENIOR)
     engine = engine_options(enforce_eager=False, extra={"compilation_config": {"mode": 2, "backend": backend}})
-    check = parity_check(str(TOY_SENIOR), str(junior_dir), WordSchedule(0.5, 4), toy_prompts(tok, 6), engine, 24)
+    check = parity_check(str(TOY_SENIOR), str(junior_dir), WordSchedule(0.5, 4), toy_prompts(tok, 6), engine, 24, backend="vllm")
     assert check["status"] == "ok" and check["rows"] == 6 and check["differing_rows"] == []
     assert len(watch.engines) == 4 and watch.overlaps == []  # the compiled engine is gone before the eager one starts
     assert render_parity(check).startswith("  parity: ok: 6 greedy rollouts")
 
 
 def test_parity_is_not_measured_for_an_engine_that_is_eager_already(watch, junior_dir):
-    check = parity_check(str(TOY_SENIOR), str(junior_dir), StepSchedule("senior", 1), [[5, 6]], engine_options(), 4)
+    check = parity_check(str(TOY_SENIOR), str(junior_dir), StepSchedule("senior", 1), [[5, 6]], engine_options(), 4, backend="vllm")
     assert check["status"] == "not measured" and "enforce_eager" in check["reason"] and watch.engines == []
 
 

@@ -12,6 +12,8 @@ vLLM, and neither does this module).
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from dataclasses import dataclass
 
 from trlvr.errors import UserError
@@ -29,6 +31,15 @@ class Backend:
     name: str
     pair: str | None = None
     package: str | None = None
+    # an own engine's parts, each "module:name" in the backend's package, imported only when asked for (`load`):
+    #  engine: its options, `for_machine(dtype, seed, context, share, max_num_seqs=)` (training's `run_engine`,
+    #  evaluation's engine, the smoke's parity check); trl_generation: what the trainer attaches as TRL's
+    #  `vllm_generation` (`TandemGRPOTrainer._attach_engine`: TRL's weight sync before each rollout);
+    #  distribution: `(accelerator, tensor_parallel_size, seed) -> dict` of engine options for one process of a
+    #  multi-process run (`TandemRollout.engine_pair`)
+    engine: str | None = None
+    trl_generation: str | None = None
+    distribution: str | None = None
     # it runs pairs with one shared vocabulary only: a text pair (two tokenizers) is refused
     # (`pair_class`, `trlvr.engine.capabilities`)
     one_vocabulary: bool = False
@@ -37,7 +48,7 @@ class Backend:
     #    (`TandemGRPOTrainer`; no junior device, no LoRA adapter folder: `trlvr.engine.capabilities`),
     #    the junior is not loaded as an HF model (`trlvr.training.build.load_models`, the trainer);
     #  - training syncs the senior's weights into it: TRL's own vLLM machinery built the pair and syncs
-    #    its weights (`TandemGRPOTrainer._attach_vllm`, `TandemRollout`: one engine per process; with TP,
+    #    its weights (`TandemGRPOTrainer._attach_engine`, `TandemRollout`: one engine per process; with TP,
     #    over its group's rows); shardings that release a gathered parameter before the sync has copied
     #    it are refused (`trlvr.engine.capabilities`);
     #  - evaluation builds one engine per set of models a protocol needs, and its HF scorers load after
@@ -62,10 +73,24 @@ class Backend:
     # named, so fingerprints written before backends existed still match (`trlvr.eval.runner`)
     fingerprinted: bool = False
 
+    def load(self, part: str):
+        """The object its field `part` ("pair", "engine", "trl_generation", "distribution") names, imported now;
+        a missing package is a UserError in one line."""
+        target = getattr(self, part)
+        if target is None:
+            raise ValueError(f"backend {self.name} has no {part}")
+        if self.package is not None and importlib.util.find_spec(self.package) is None:
+            raise UserError(f"backend {self.name} needs {self.package}, which is not installed here (pip install "
+                            f"'trlvr[{self.name}]'; on a CPU: see the README's vLLM section)")  # fmt: skip
+        module, _, name = target.partition(":")
+        return getattr(importlib.import_module(module), name)
+
 
 BACKENDS: dict[str, Backend] = {
     "hf": Backend("hf"),
-    "vllm": Backend("vllm", pair="trlvr.vllm.pair:VLLMPair", package="vllm", one_vocabulary=True, own_engine=True,
+    "vllm": Backend("vllm", pair="trlvr.vllm.pair:VLLMPair", package="vllm", engine="trlvr.vllm.pair:EngineOptions",
+                    trl_generation="trlvr.vllm.trl_backend:TandemVLLMGeneration",
+                    distribution="trlvr.vllm.trl_backend:engine_distribution", one_vocabulary=True, own_engine=True,
                     gpu_share=True, needs_context_length=True, engine_options=True, sampler_logprobs=True,
                     fingerprinted=True),
 }  # fmt: skip

@@ -19,8 +19,6 @@ never look at which one it is.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
@@ -164,16 +162,7 @@ def pair_class(backend: str = "hf", pairing: str = "lockstep") -> type[Pair]:
                         "(text pairing): use backend hf")  # fmt: skip
     if spec.pair is None:  # this package's engine
         return TextPair if pairing == "text" else LockstepPair
-    return _plugin(spec)
-
-
-def _plugin(spec: backends.Backend) -> type[Pair]:
-    """An optional backend's Pair, imported only when asked for (the core never imports vLLM)."""
-    if spec.package is not None and importlib.util.find_spec(spec.package) is None:
-        raise UserError(f"backend {spec.name} needs {spec.package}, which is not installed here (pip install "
-                        f"'trlvr[{spec.name}]'; on a CPU: see the README's vLLM section)")  # fmt: skip
-    module, _, name = spec.pair.partition(":")
-    return getattr(importlib.import_module(module), name)
+    return spec.load("pair")  # an optional backend's, imported only when asked for (the core never imports vLLM)
 
 
 def unsupported_schedule(schedule: Schedule, backend: str = "hf", pairing: str = "lockstep") -> str | None:

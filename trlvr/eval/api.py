@@ -125,14 +125,13 @@ def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, juni
 EVAL_ENGINE_SHARE = 0.9  # evaluation's vLLM engine: the GPU is its alone while it generates
 
 
-def _vllm_pair(backend_name: str, senior_path: str, junior: str | None, tok, dtype: str, seed: int,
-               max_model_len: int | None = None, eos_token_ids: list[int] | None = None, max_num_seqs: int = 256):  # fmt: skip
+def _engine_pair(backend_name: str, senior_path: str, junior: str | None, tok, dtype: str, seed: int,
+                 max_model_len: int | None = None, eos_token_ids: list[int] | None = None, max_num_seqs: int = 256):  # fmt: skip
     """An evaluation engine, its context the plan's longest prompt + budget (never the model's own limit), its
     `max_num_seqs` the rows one generate call sends (the evaluation's batch size, as `eval_plan` counts them)."""
     from trlvr.engine import make_pair
-    from trlvr.vllm.pair import EngineOptions
 
-    engine = EngineOptions.for_machine("auto" if dtype == "auto" else dtype, seed, max_model_len, EVAL_ENGINE_SHARE,
+    engine = backend(backend_name).load("engine").for_machine("auto" if dtype == "auto" else dtype, seed, max_model_len, EVAL_ENGINE_SHARE,
                                        max_num_seqs=max_num_seqs)  # fmt: skip
     return make_pair(senior_path, junior, tok, backend=backend_name, engine=engine, eos_token_ids=eos_token_ids)
 
@@ -358,7 +357,7 @@ def evaluate_specs(
         if engine.own_engine:  # an engine of the models `stacks` names; HF scorers load after it is closed
             first = senior_path if "senior" in stacks else (senior_path if junior == SELF else junior)
             second = (senior_path if junior == SELF else junior) if len(stacks) == 2 else None
-            pair = _vllm_pair(models.backend, first, second, tok, dtype, spec.seed, max_model_len, hf_eos_ids(senior_path, tok),
+            pair = _engine_pair(models.backend, first, second, tok, dtype, spec.seed, max_model_len, hf_eos_ids(senior_path, tok),
                               max_num_seqs=spec.batch_size)  # fmt: skip
             engines.append(pair)
             pair = pair if "senior" in stacks else JuniorAlone(pair)

@@ -125,7 +125,7 @@ def parity(configured, eager) -> dict:
 
 
 def parity_check(senior: str, junior: str | None, schedule, prompts: list[list[int]], engine, max_new_tokens: int,
-                 tokenizer=None, eos_token_ids=None, backend: str = "vllm") -> dict:  # fmt: skip
+                 tokenizer=None, eos_token_ids=None, *, backend: str) -> dict:  # fmt: skip
     """backend vllm: greedy rollouts of `prompts` under `schedule` on the engine `engine` (the run's
     `EngineOptions`) and on the same engine with enforce_eager, one engine at a time (each closed before
     the next), compared by `parity`. Fewer sequences than prompts run at once (`max_num_seqs`: half of
@@ -161,7 +161,7 @@ def run_parity(tandem, grpo, gpu_memory) -> dict:
     name, settings = tandem.schedule_kwargs()
     junior = tandem.senior if tandem.junior == "self" else tandem.junior
     plan = run_plan(tandem, grpo, gpu_memory=gpu_memory, longest_prompt=max(map(len, prompts)))
-    engine = run_engine(plan, grpo, run_dtype(grpo) or "auto")
+    engine = run_engine(backend(tandem.backend), plan, grpo, run_dtype(grpo) or "auto")
     return parity_check(tandem.senior, junior, Schedule.from_config(name, **settings), prompts, engine,
                         min(PARITY_TOKENS, grpo.max_completion_length), tokenizer=tok, backend=tandem.backend)  # fmt: skip
 

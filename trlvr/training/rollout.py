@@ -39,7 +39,7 @@ from trl.models import unwrap_model_for_generation
 from trlvr.algos import author_stats, check_author_mask, check_has_junior_tokens
 from trlvr.data import encode_prompt
 from trlvr.engine import Pair, Sampling, make_pair
-from trlvr.engine.backends import backend
+from trlvr.engine.backends import Backend, backend
 from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
@@ -59,16 +59,15 @@ def rollout_row_keys(global_step: int, train: bool, process_index: int, local_ro
             for j in range(start, start + local_rows)]  # fmt: skip
 
 
-def run_engine(plan, args, dtype: str, distribution: dict | None = None):
+def run_engine(spec: Backend, plan, args, dtype: str, distribution: dict | None = None):
     """The `EngineOptions` of a training run's engine, from its memory plan (`run_plan`: one plan for both):
     its context, its share of the GPU, `max_num_seqs` = the rows one generate call sends (TRL's rule:
     per-device batch x steps_per_generation x TP), `max_num_batched_tokens` = the plan's
     (`trlvr.memory.BATCHED_TOKENS`, EngineOptions' default); sleep mode as the run asks
     (`vllm_enable_sleep_mode`); distribution: `trl_backend.engine_distribution`'s fields (default: the
-    run's seed, one process). `trlvr smoke`'s parity check builds the same engine."""
-    from trlvr.vllm.pair import EngineOptions  # the optional backend, loaded when asked
-
-    engine = EngineOptions.for_machine(dtype, args.seed, plan.context, plan.share, max_num_seqs=plan.max_num_seqs)
+    run's seed, one process); spec: the run's backend (`Backend.engine`: its options class). `trlvr smoke`'s
+    parity check builds the same engine."""
+    engine = spec.load("engine").for_machine(dtype, args.seed, plan.context, plan.share, max_num_seqs=plan.max_num_seqs)
     return dataclasses.replace(engine, enable_sleep_mode=bool(args.vllm_enable_sleep_mode),
                                **(distribution or {"seed": args.seed}))  # fmt: skip
 
@@ -174,7 +173,7 @@ class TandemRollout:
         """The run's Pair, built on the first rollout (the senior as TRL unwraps it) and kept; after an
         optimizer step it is brought up to the trained weights (`Pair.sync_senior`). A text pair when the
         junior has its own tokenizer (`trlvr.training.build.load_models` gave it one: `choose_pairing`
-        decided); backend vllm: the trainer's engine (`vllm_pair`), synced by TRL."""
+        decided); backend vllm: the trainer's engine (`engine_pair`), synced by TRL."""
         step = trainer.state.global_step
         if backend(self.backend).own_engine:  # TRL's own vLLM machinery built the pair and syncs its weights
             generation = getattr(trainer, "vllm_generation", None)
@@ -205,16 +204,15 @@ class TandemRollout:
         generation = getattr(trainer, "vllm_generation", None)
         return generation.awake() if hasattr(generation, "awake") else contextlib.nullcontext()
 
-    def vllm_pair(self, senior, tokenizer, trainer) -> Pair:
+    def engine_pair(self, senior, tokenizer, trainer) -> Pair:
         """backend vllm: one engine from the run's model folders (the junior only when the schedule lets
         it write: the grpo arm runs the senior alone), sized for this machine. Built by the trainer's
         `TandemVLLMGeneration`, whose (TRL's) `sync_weights` brings its senior to the trained weights
         before the first rollout (a resumed run's are not the folder's) and after every optimizer step.
         Several processes: one engine in each, TRL's colocate executor (external_launcher) and TP groups
         (`trlvr.vllm.trl_backend.engine_distribution`); the row keys stay global (`rollout_row_keys`)."""
-        from trlvr.vllm.trl_backend import engine_distribution  # the optional backend, loaded when asked
-
         tandem, args = trainer.tandem, trainer.args
+        spec = backend(tandem.backend)
         junior = tandem.junior if "junior" in self.schedule.writers else None
         senior_dir = model_folder(tandem.senior)  # an adapter folder's base; TRL's sync pushes the merged weights
         if junior == "self":  # a LoRA senior's base: the senior's folder (TRL's sync pushes merged weights to the senior only)
@@ -222,8 +220,8 @@ class TandemRollout:
         plan = run_plan(tandem, args, gpu_memory=device_memory(), longest_prompt=getattr(trainer, "longest_prompt", None))
         plan.check("backend vllm")  # before vLLM allocates anything: one line naming the setting to change
         trainer.memory_plan = plan
-        engine = run_engine(plan, args, str(senior.dtype).removeprefix("torch."),
-                            engine_distribution(trainer.accelerator, args.vllm_tensor_parallel_size, args.seed))  # fmt: skip
+        engine = run_engine(spec, plan, args, str(senior.dtype).removeprefix("torch."),
+                            spec.load("distribution")(trainer.accelerator, args.vllm_tensor_parallel_size, args.seed))  # fmt: skip
         pair = make_pair(senior_dir, junior, tokenizer, backend=tandem.backend, eos_token_ids=list(trainer.eos_token_ids),
                          pad_token_id=tokenizer.pad_token_id, engine=engine)  # fmt: skip
         write_memory_record(args.output_dir, plan, engine_kv_tokens(pair.llm), trainer.accelerator.is_main_process)

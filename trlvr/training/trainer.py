@@ -23,7 +23,7 @@ Where TRL departs from the paper's numbers:
 3. backend hf: the engine's per-token log-probs are the senior's at temperature 1, not the sampler's,
    so TRL's importance-sampling (IS) correction cannot use them (`use_vllm` stays off: the correction
    is off). backend vllm: the log-probs are the sampler's (vLLM's processed log-probs) and TRL's own
-   vLLM machinery runs (`_attach_vllm`): its weight sync before each rollout and, with
+   vLLM machinery runs (`_attach_engine`): its weight sync before each rollout and, with
    `vllm_importance_sampling_correction` (TRL's default: on), its IS correction and
    `sampling/importance_sampling_ratio/*` metrics over senior tokens.
 """
@@ -141,10 +141,10 @@ class TandemGRPOTrainer(GRPOTrainer):
             junior.requires_grad_(False)
             self.rollout.junior = junior
         if engine.own_engine:  # training syncs the senior's weights into it: TRL's vLLM machinery
-            self._attach_vllm(args)
+            self._attach_engine(args)
         self.add_callback(StepTimeCallback(self, self.rollout))
 
-    def _attach_vllm(self, args) -> None:
+    def _attach_engine(self, args) -> None:
         """backend vllm: TRL's own vLLM machinery around the tandem engine (`trlvr.vllm.trl_backend`).
 
         Why setting `use_vllm` after `GRPOTrainer.__init__` is right, at every place TRL 1.16 reads it
@@ -158,12 +158,12 @@ class TandemGRPOTrainer(GRPOTrainer):
         (into the batch) and 3146 (into the loss) are TRL's correction on the sampler's log-probs.
         `vllm_mode` "colocate" is read at 1143 (server check, init), 2049 (not reached).
         """
-        from trlvr.vllm.trl_backend import TandemVLLMGeneration  # the optional backend, loaded when asked
+        generation = backend(self.tandem.backend).load("trl_generation")  # the optional backend's, loaded now
 
         senior = self.accelerator.unwrap_model(self.model)
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
-        self.vllm_generation = TandemVLLMGeneration(
-            lambda: self.rollout.vllm_pair(senior, tokenizer, self),
+        self.vllm_generation = generation(
+            lambda: self.rollout.engine_pair(senior, tokenizer, self),
             model=self.model,
             accelerator=self.accelerator,
             processing_class=self.processing_class,
