@@ -138,7 +138,8 @@ def test_the_memory_plan_follows_the_property_not_the_name(monkeypatch, gpu_shar
 
 @pytest.mark.parametrize("engine_options", [True, False])
 def test_the_engine_settings_follow_the_property_not_the_name(monkeypatch, engine_options):
-    _fake(monkeypatch, engine_options=engine_options)
+    _fake(monkeypatch, **({} if engine_options else {"engine": None}))  # engine_options: it has an options class
+    assert backend("fake").engine_options is engine_options
     tandem = SimpleNamespace(backend="fake")
     grpo = SimpleNamespace(vllm_importance_sampling_correction=False, vllm_enable_sleep_mode=False,
                            vllm_tensor_parallel_size=2)  # fmt: skip

@@ -408,12 +408,11 @@ def check_backend_settings(tandem: TandemConfig, grpo, given: set[str], where: s
         raise UserError(f"{where}: vllm_importance_sampling_correction needs the sampler's log-probs: backend "
                         f"{tandem.backend}'s engine returns the senior's at temperature 1 (use backend: vllm, or set "
                         "it false)")  # fmt: skip
-    engine_options = engine.engine_options  # the vllm_* settings are its engine's
-    if grpo.vllm_enable_sleep_mode and not engine_options:
+    if grpo.vllm_enable_sleep_mode and not engine.engine_options:  # the vllm_* settings are its engine's
         raise UserError(f"{where}: vllm_enable_sleep_mode is backend vllm's (this run's backend is {tandem.backend})")
     if grpo.vllm_enable_sleep_mode and (grpo.use_cpu or not _cuda()):
         raise UserError(f"{where}: vllm_enable_sleep_mode needs a GPU: vLLM's CPU build has no sleep mode")
-    if grpo.vllm_tensor_parallel_size != 1 and not engine_options:
+    if grpo.vllm_tensor_parallel_size != 1 and not engine.engine_options:
         raise UserError(f"{where}: vllm_tensor_parallel_size is backend vllm's (this run's backend is {tandem.backend})")
 
 

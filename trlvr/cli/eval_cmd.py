@@ -233,7 +233,7 @@ def dry_run(args, sources: dict) -> int:
     benchmarks, _ = _benchmarks(one, sources)
     models = model_spec(one, spec, senior_spec)
     check_eval(models, benchmarks, spec, sources)
-    if backend(args.backend).package is not None and args.gpu_memory is None:  # a plan for this machine: its engine must be here
+    if args.gpu_memory is None:  # a plan for this machine: its engine must be here
         from trlvr.engine import pair_class
 
         pair_class(args.backend)  # one line when it is not installed (as the run itself says it)

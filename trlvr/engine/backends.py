@@ -61,10 +61,6 @@ class Backend:
     # its engine is built with a context length (max_model_len): training derives it from the longest
     # prompt when the config sets none (`trlvr.training.build`), evaluation from its plan (`trlvr.eval.runner`)
     needs_context_length: bool = False
-    # its engine takes `EngineOptions`: TRL's vllm_enable_sleep_mode and vllm_tensor_parallel_size are its
-    # settings (`trlvr.config.check_backend_settings`), and the smoke check compares its engine with the
-    # same engine in eager mode first (a wrong forward makes every later number meaningless)
-    engine_options: bool = False
     # the log-probs its rollouts return are the sampler's (after temperature, top-p, top-k), so TRL's
     # importance-sampling correction means something (`trlvr.config.check_backend_settings`); hf's engine
     # returns the senior's at temperature 1
@@ -72,6 +68,13 @@ class Backend:
     # an evaluation's fingerprint names it (two backends' samples never share a directory); hf's is not
     # named, so fingerprints written before backends existed still match (`trlvr.eval.runner`)
     fingerprinted: bool = False
+
+    @property
+    def engine_options(self) -> bool:
+        """Its engine is built from options (`engine`): TRL's vllm_enable_sleep_mode and vllm_tensor_parallel_size
+        are its settings (`trlvr.config.check_backend_settings`), and the smoke check compares its engine with
+        the same engine in eager mode first (a wrong forward makes every later number meaningless)."""
+        return self.engine is not None
 
     def load(self, part: str):
         """The object its field `part` ("pair", "engine", "trl_generation", "distribution") names, imported now;
@@ -91,7 +94,7 @@ BACKENDS: dict[str, Backend] = {
     "vllm": Backend("vllm", pair="trlvr.vllm.pair:VLLMPair", package="vllm", engine="trlvr.vllm.pair:EngineOptions",
                     trl_generation="trlvr.vllm.trl_backend:TandemVLLMGeneration",
                     distribution="trlvr.vllm.trl_backend:engine_distribution", one_vocabulary=True, own_engine=True,
-                    gpu_share=True, needs_context_length=True, engine_options=True, sampler_logprobs=True,
+                    gpu_share=True, needs_context_length=True, sampler_logprobs=True,
                     fingerprinted=True),
 }  # fmt: skip
 

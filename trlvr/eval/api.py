@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from trlvr.data import load_problems, problem_key
-from trlvr.engine.backends import backend
+from trlvr.engine.backends import Backend, backend
 from trlvr.engine.capabilities import Plan, chat_prompt_of, check_capabilities, has_chat_template, worlds_of
 from trlvr.engine.release import free_memory
 from trlvr.engine.schedules import JUNIOR, SoloSchedule
@@ -125,15 +125,14 @@ def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, juni
 EVAL_ENGINE_SHARE = 0.9  # evaluation's vLLM engine: the GPU is its alone while it generates
 
 
-def _engine_pair(backend_name: str, senior_path: str, junior: str | None, tok, dtype: str, seed: int,
+def _engine_pair(spec: Backend, senior_path: str, junior: str | None, tok, dtype: str, seed: int,
                  max_model_len: int | None = None, eos_token_ids: list[int] | None = None, max_num_seqs: int = 256):  # fmt: skip
     """An evaluation engine, its context the plan's longest prompt + budget (never the model's own limit), its
     `max_num_seqs` the rows one generate call sends (the evaluation's batch size, as `eval_plan` counts them)."""
     from trlvr.engine import make_pair
 
-    engine = backend(backend_name).load("engine").for_machine("auto" if dtype == "auto" else dtype, seed, max_model_len, EVAL_ENGINE_SHARE,
-                                       max_num_seqs=max_num_seqs)  # fmt: skip
-    return make_pair(senior_path, junior, tok, backend=backend_name, engine=engine, eos_token_ids=eos_token_ids)
+    engine = spec.load("engine").for_machine(dtype, seed, max_model_len, EVAL_ENGINE_SHARE, max_num_seqs=max_num_seqs)
+    return make_pair(senior_path, junior, tok, backend=spec.name, engine=engine, eos_token_ids=eos_token_ids)
 
 
 def hf_eos_ids(senior_path: str, tokenizer) -> list[int]:
@@ -357,7 +356,7 @@ def evaluate_specs(
         if engine.own_engine:  # an engine of the models `stacks` names; HF scorers load after it is closed
             first = senior_path if "senior" in stacks else (senior_path if junior == SELF else junior)
             second = (senior_path if junior == SELF else junior) if len(stacks) == 2 else None
-            pair = _engine_pair(models.backend, first, second, tok, dtype, spec.seed, max_model_len, hf_eos_ids(senior_path, tok),
+            pair = _engine_pair(engine, first, second, tok, dtype, spec.seed, max_model_len, hf_eos_ids(senior_path, tok),
                               max_num_seqs=spec.batch_size)  # fmt: skip
             engines.append(pair)
             pair = pair if "senior" in stacks else JuniorAlone(pair)
@@ -371,8 +370,7 @@ def evaluate_specs(
     from trlvr.eval.runner import Partners, evaluate
 
     scores = bool({"legibility", "drift"} & set(spec.suite))
-    if engine.package is not None:
-        _check_backend(models, senior_path, junior, junior_tok)
+    _check_backend(models, senior_path, junior, junior_tok)
     partners = Partners(tok, build, junior is not None, identities, junior_tok, paths, context, models.backend,
                         scorers=hf_models if engine.own_engine and scores else None)  # fmt: skip
     try:

@@ -187,8 +187,7 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, bet
         chat_prompt=None if problems is None else chat_prompt_of(problems), templates=templates,
         worlds=worlds_of(paths), sharding=sharding or launch_sharding(),
     ))  # fmt: skip
-    if backend(tandem.backend).package is not None:
-        pair_class(tandem.backend)  # installed? (one line when not)
+    pair_class(tandem.backend)  # installed? (one line when not)
     return pairing
 
 

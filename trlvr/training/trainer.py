@@ -38,7 +38,7 @@ from trl import GRPOTrainer
 
 from trlvr.algos import AuthorMaskError
 from trlvr.config import TandemConfig
-from trlvr.engine.backends import backend
+from trlvr.engine.backends import Backend, backend
 from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
 from trlvr.training.metrics import StepTimeCallback, with_share_split
@@ -141,10 +141,10 @@ class TandemGRPOTrainer(GRPOTrainer):
             junior.requires_grad_(False)
             self.rollout.junior = junior
         if engine.own_engine:  # training syncs the senior's weights into it: TRL's vLLM machinery
-            self._attach_engine(args)
+            self._attach_engine(args, engine)
         self.add_callback(StepTimeCallback(self, self.rollout))
 
-    def _attach_engine(self, args) -> None:
+    def _attach_engine(self, args, engine: Backend) -> None:
         """backend vllm: TRL's own vLLM machinery around the tandem engine (`trlvr.vllm.trl_backend`).
 
         Why setting `use_vllm` after `GRPOTrainer.__init__` is right, at every place TRL 1.16 reads it
@@ -158,7 +158,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         (into the batch) and 3146 (into the loss) are TRL's correction on the sampler's log-probs.
         `vllm_mode` "colocate" is read at 1143 (server check, init), 2049 (not reached).
         """
-        generation = backend(self.tandem.backend).load("trl_generation")  # the optional backend's, loaded now
+        generation = engine.load("trl_generation")  # the optional backend's, loaded now
 
         senior = self.accelerator.unwrap_model(self.model)
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
