@@ -6,7 +6,7 @@ import each other unless listed in ALLOWED):
     0 errors, kinds                  (kinds: what a good option value is; imports nothing of trlvr)
     1 algos, data, rewards, models,  (maths, loading, grading, the machine's facts: know nothing of
       provenance, rundir, memory,     decoding; rundir: an output directory, set aside to start over;
-      ranks                           memory: an engine's memory plan from configs; ranks: the processes
+      ranks, gpu                      memory: an engine's memory plan from configs; ranks: the processes
                                       of one launch and the store they hand objects over through)
     2 engine, vllm                   (decoding: no tokenization, prompts or training; vllm: the optional backend)
     3 config, training, eval, toy    (what a run trains, how it is measured, the toy world)
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1] / "trlvr"
 LAYERS = {
     "errors": 0, "kinds": 0,
     "algos": 1, "data": 1, "rewards": 1, "models": 1, "provenance": 1, "rundir": 1, "memory": 1, "ranks": 1,
-    "trainer_memory": 1,
+    "trainer_memory": 1, "gpu": 1,
     "engine": 2, "vllm": 2,
     "config": 3, "training": 3, "eval": 3, "toy": 3,
     "experiments": 4, "demo": 4, "cli": 4,

@@ -27,14 +27,20 @@ def _version(name: str) -> str:
 
 def facts() -> dict:
     """trlvr's machine record (`trlvr.provenance.machine`) and the optional backend's version."""
+    from trlvr.gpu import driver_facts, driver_problem
     from trlvr.provenance import machine
 
     found = machine()
     found["versions"]["vllm"] = _version("vllm")
+    driver, driver_cuda = driver_facts()
+    found["driver"] = {"version": driver, "cuda": driver_cuda,
+                       "problem": driver_problem(found["cuda"], driver_cuda, driver)}  # fmt: skip
     return found
 
 
 def main(args) -> int:
+    from trlvr.gpu import cuda_line
+
     found = facts()
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))
@@ -46,7 +52,7 @@ def main(args) -> int:
     lines += [
         f"python: {found['python']} ({found['executable']})",
         f"platform: {found['platform']}",
-        f"cuda: {found['cuda'] or 'none (a CPU build of torch)'}",
+        f"cuda: {cuda_line(found['cuda'], found['driver']['cuda'], found['driver']['version'])}",
         f"devices: {', '.join(found['devices'])}",
         f"cpu: {found['cpu'] or 'unknown'}, {found['cpu_count']} cores; torch threads {found['torch_threads']}, "
         f"OMP_NUM_THREADS {found['omp_num_threads'] or 'unset'}",

@@ -354,6 +354,12 @@ def evaluate_specs(
         from trlvr.engine import make_pair
 
         if engine.own_engine:  # an engine of the models `stacks` names; HF scorers load after it is closed
+            if engine.gpu_share:  # the one before it closed: its memory is free, or this names it
+                from trlvr.gpu import free_memory_check
+
+                free_memory()
+                free_memory_check(f"eval: the {'+'.join(stacks)} engine", "this evaluation's previous engine"
+                                  if engines else None, EVAL_ENGINE_SHARE)  # fmt: skip
             first = senior_path if "senior" in stacks else (senior_path if junior == SELF else junior)
             second = (senior_path if junior == SELF else junior) if len(stacks) == 2 else None
             pair = _engine_pair(engine, first, second, tok, dtype, spec.seed, max_model_len, hf_eos_ids(senior_path, tok),

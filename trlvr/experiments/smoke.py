@@ -40,7 +40,9 @@ from trlvr.data import encode_prompt, load_problems, prompt_for, read_jsonl
 from trlvr.engine.backends import backend
 from trlvr.engine.schedules import Schedule
 from trlvr.errors import UserError
+from trlvr.eval.api import EVAL_ENGINE_SHARE
 from trlvr.eval.store import read_samples
+from trlvr.gpu import cuda_line, driver_facts
 from trlvr.memory import MemoryPlan
 from trlvr.models import load_tokenizer
 from trlvr.provenance import git_commit, machine
@@ -255,9 +257,14 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     report: dict = {"config": str(opts.config), "steps": opts.steps, "problems": opts.problems,
                     "overrides": opts.overrides, "code": git_commit(), "machine": machine(), "checks": {}}  # fmt: skip
     checks = report["checks"]
+    driver, driver_cuda = driver_facts()
+    report["cuda"] = cuda_line(report["machine"]["cuda"], driver_cuda, driver)
+    say(f"  cuda: {report['cuda']}")
     arms, plans = {}, {}
     tandem, grpo = load_run_config(opts.config, {**opts.overrides, "arm": "tandem"})
+    stages = _EngineStages(backend(tandem.backend).gpu_share)
     if backend(tandem.backend).engine_options:  # first: a wrong forward makes every later number meaningless
+        stages.before("parity", grpo.vllm_gpu_memory_utilization)
         checks["parity"] = run_parity(tandem, grpo, opts.gpu_memory if opts.gpu_memory else device_memory())
         say(render_parity(checks["parity"]))
     for arm in ("tandem", "grpo"):
@@ -270,6 +277,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
         plans[arm] = plan
         if arm == "tandem":
             say(plan.render())
+        stages.before(f"train {arm}", grpo.vllm_gpu_memory_utilization)
         t0 = time.perf_counter()
         final = train_and_save(tandem, grpo, desc=f"smoke {arm}")
         arms[arm] = {"rows": _metrics(Path(grpo.output_dir)), "seconds": round(time.perf_counter() - t0, 1),
@@ -297,11 +305,12 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     run = arms["tandem"]["dir"]
     n = str(opts.problems)
     backend_args = ["--backend", tandem.backend]
+    stages.before("select", EVAL_ENGINE_SHARE)
     code = command(["select", str(run), "--val", f"split:{n}", "--limit", n, "--n", "1", "--metric", "solo/pass@1",
                 "--no-progress", *backend_args])  # fmt: skip
     eval_dir = out / "eval-tandem"
     junior = tandem.junior or "self"
-    code = code or command(["eval", "--senior", f"{run}@selected", "--junior", junior, "--data", str(run / rundir.HOLDOUT_FILE),
+    code = code or stages.before("eval", EVAL_ENGINE_SHARE) or command(["eval", "--senior", f"{run}@selected", "--junior", junior, "--data", str(run / rundir.HOLDOUT_FILE),
                         "--limit", n, "--n", "1", "--k", "1", "--suite", "solo,handoff", "--out", str(eval_dir),
                         "--no-progress", *backend_args])  # fmt: skip
     checks["select_eval"] = _check(code == 0, exit_code=code, eval_dir=str(eval_dir))
@@ -315,6 +324,24 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     return report
 
 
+class _EngineStages:
+    """Before each stage that starts an engine (`gpu_share`: the backend's engine takes a share of the GPU):
+    release what the stage before it held, then refuse in one line naming that stage when the GPU's free memory
+    is below the share (`trlvr.gpu.free_memory_check`, vLLM's own start check, made before any work)."""
+
+    def __init__(self, gpu_share: bool):
+        self.gpu_share, self.previous = gpu_share, None
+
+    def before(self, stage: str, share: float) -> None:
+        if self.gpu_share:
+            from trlvr.engine.release import free_memory
+            from trlvr.gpu import free_memory_check
+
+            free_memory()
+            free_memory_check(f"smoke: {stage}", self.previous, share)
+        self.previous = stage
+
+
 def render_parity(check: dict) -> str:
     if check["status"] == "failed":
         return f"  parity: FAILED: {check['reason']}"
@@ -326,6 +353,8 @@ def render_parity(check: dict) -> str:
 def render(report: dict) -> str:
     c = report["checks"]
     lines = [f"smoke {report['config']}: {'passed' if report['passed'] else 'FAILED'}"]
+    if "cuda" in report:
+        lines.append(f"  cuda: {report['cuda']}")
     if "parity" in c:
         lines.append(render_parity(c["parity"]))
     mem = c["memory"]
