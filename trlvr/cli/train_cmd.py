@@ -61,6 +61,22 @@ def _pop_seeds(argv: list[str]) -> tuple[list[str], list[int] | None]:
     return argv[:i] + argv[i + 2 :], seeds
 
 
+def check_seeds(seeds: list[int] | None, backend_name: str, environ=None) -> None:
+    """Several seeds in one launch of several processes, on a backend that owns its engine, are refused in one
+    line: each process keeps its engine until it exits (vLLM's shutdown would end the launch's process group),
+    so the second seed would build a second engine beside the first and run out of memory."""
+    import os
+
+    from trlvr.errors import UserError
+
+    env = os.environ if environ is None else environ
+    processes = int(env.get("WORLD_SIZE") or 1)
+    if seeds and len(seeds) > 1 and processes > 1 and backend(backend_name).own_engine:
+        raise UserError(f"--seeds {','.join(map(str, seeds))} with {processes} processes and backend {backend_name}: "
+                        f"each process keeps its engine until it exits, so a second seed would not fit; launch one "
+                        f"run per seed (--seed N, or `trlvr study`, which does)")  # fmt: skip
+
+
 def dry_run(argv: list[str]) -> str:
     """Parse and validate a run's config (keys, types, TandemConfig and GRPOConfig checks) without
     loading a model; without a GPU, bf16/fp16 are checked off (their device check runs at launch)."""
@@ -223,6 +239,7 @@ def main(args) -> int:
     quiet_libraries(options.verbose)
     from trlvr.training.preempt import Preempted
 
+    check_seeds(seeds, tandem.backend)
     runs = [(tandem, grpo, None)]
     if seeds is not None:
         runs = [(*parse_run_args(argv + seed_flags(grpo, s))[:2], s) for s in seeds]
