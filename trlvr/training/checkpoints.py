@@ -6,7 +6,14 @@ its weights load (safetensors headers cover their files; every shard of an index
 optimizer state (`optimizer.pt`, or DeepSpeed's `global_step*/`), `scheduler.pt`, a parseable
 `trainer_state.json` and the RNG state files are present.
 
-What this file does not know: the Trainer. It reads folders.
+Only the newest complete checkpoint keeps the resume state (optimizer, scheduler, RNG, DeepSpeed's
+`global_step*/`): after each save, `prune_resume_state` removes it from the older ones and marks them
+"weights only" (`WEIGHTS_ONLY_MARK`, recording what was removed), so `--resume` skips them and selection
+(which needs only weights) still evaluates them. A 2-GPU ZeRO-2 run of a 4B model writes ~64 GB per
+checkpoint, ~8 GB of it weights.
+
+What this file does not know: the Trainer (`PruneResumeState` is the one callback that runs the pruning after
+each save). It reads folders.
 """
 
 from __future__ import annotations
@@ -14,12 +21,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from transformers import TrainerCallback
+
 # the layout (checkpoint-N/, the pre-emption mark) is trlvr.rundir's; re-exported for trlvr.training.preempt
 from trlvr.rundir import PREEMPT_MARK, checkpoints
 
-__all__ = ["PREEMPT_MARK", "WEIGHT_FILES", "checkpoint_problem", "checkpoints", "pick_checkpoint", "weights_problem"]
+__all__ = ["PREEMPT_MARK", "RESUME_STATE", "WEIGHTS_ONLY_MARK", "WEIGHT_FILES", "PruneResumeState", "checkpoint_problem",
+           "checkpoints", "is_weights_only", "pick_checkpoint", "prune_resume_state", "weights_problem"]
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model.bin")
 INDEX_FILES = ("model.safetensors.index.json",)
+# what only resuming needs (the HF Trainer's and DeepSpeed's names; `latest` names DeepSpeed's global_step folder)
+RESUME_STATE = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth", "global_step*", "latest")
+WEIGHTS_ONLY_MARK = "trlvr_weights_only.json"
 
 
 def _safetensors_problem(path: Path) -> str | None:
@@ -62,6 +75,8 @@ def weights_problem(ckpt: str | Path) -> str | None:
 def checkpoint_problem(ckpt: str | Path) -> str | None:
     """Why `ckpt` cannot be resumed from, or None when it is complete."""
     ckpt = Path(ckpt)
+    if is_weights_only(ckpt):
+        return "weights only (its resume state was removed: only the newest complete checkpoint keeps it)"
     if problem := weights_problem(ckpt):
         return problem
     has_optimizer = (ckpt / "optimizer.pt").is_file() or any(ckpt.glob("global_step*"))
@@ -89,3 +104,41 @@ def pick_checkpoint(output_dir: str | Path) -> tuple[Path | None, list[tuple[Pat
             return ckpt, skipped
         skipped.append((ckpt, problem))
     return None, skipped
+
+
+def is_weights_only(ckpt: str | Path) -> bool:
+    """Whether `prune_resume_state` removed `ckpt`'s resume state (selection may use it; resume may not)."""
+    return (Path(ckpt) / WEIGHTS_ONLY_MARK).is_file()
+
+
+def prune_resume_state(output_dir: str | Path) -> list[Path]:
+    """Remove the resume state (`RESUME_STATE`) from every checkpoint older than the newest complete one and
+    mark it weights only; returns those pruned now. Never touches the newest complete checkpoint, one newer
+    than it (a save in progress, or a broken one `--resume` reports), or one whose weights do not load.
+    The mark is written before anything is removed, so a kill in between leaves a checkpoint resume skips."""
+    import shutil
+
+    found = checkpoints(output_dir)
+    newest = next((i for i, ckpt in enumerate(found) if checkpoint_problem(ckpt) is None), None)
+    if newest is None:
+        return []
+    pruned = []
+    for ckpt in found[newest + 1 :]:
+        if is_weights_only(ckpt) or weights_problem(ckpt) is not None:
+            continue
+        doomed = sorted({p for pattern in RESUME_STATE for p in ckpt.glob(pattern)})
+        mark = {"weights_only": True, "removed": [p.name for p in doomed], "resume_state_in": found[newest].name}
+        (ckpt / WEIGHTS_ONLY_MARK).write_text(json.dumps(mark) + "\n")
+        for p in doomed:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        pruned.append(ckpt)
+    return pruned
+
+
+class PruneResumeState(TrainerCallback):
+    """After each save (on the main process: the others wait at the next save's barrier): `prune_resume_state`."""
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            prune_resume_state(args.output_dir)
+        return control

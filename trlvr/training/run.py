@@ -36,7 +36,7 @@ from trlvr.errors import UserError
 from trlvr.provenance import machine
 from trlvr.rundir import FINAL, RUN_FILE, check_dir_path
 from trlvr.training.build import build_trainer
-from trlvr.training.checkpoints import pick_checkpoint
+from trlvr.training.checkpoints import PruneResumeState, pick_checkpoint
 from trlvr.training.console import log, warn
 from trlvr.training.guard import weights_are_finite
 from trlvr.training.preempt import Preempted, Preemption
@@ -190,6 +190,7 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
     main = trainer.accelerator.is_main_process
     with Preemption(tandem.preempt_grace_s, exit_line=how, main_process=main) as preemption:
         trainer.add_callback(preemption.callback)
+        trainer.add_callback(PruneResumeState())  # resume state only in the newest complete checkpoint
         trainer.train(resume_from_checkpoint=str(last) if last else None)
         stop = preemption.callback
         if preemption.stopped_early and trainer.state.global_step < trainer.state.max_steps:
