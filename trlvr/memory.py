@@ -273,8 +273,9 @@ class MemoryPlan:
                 "kv_bytes_per_token": self.kv_bytes_per_token, "kv_tokens": self.kv_tokens,
                 "concurrency": self.concurrency, "rows": self.rows, "tensor_parallel": self.tensor_parallel}  # fmt: skip
 
-    def render(self) -> str:
-        """The plan under the heading `memory plan`, a few lines."""
+    def render(self, engine_share: bool = True) -> str:
+        """The plan under the heading `memory plan`, a few lines. engine_share False: the backend's engine takes
+        no share of the GPU (backend hf), so there is no budget to plan."""
         lines = ["memory plan"]
         for s in self.stacks:
             size = f"{s.params / 1e9:.2f}B" if s.params >= 1e8 else f"{s.params / 1e6:.2f}M"
@@ -285,6 +286,10 @@ class MemoryPlan:
         tp = f" per GPU (tensor parallel {self.tensor_parallel})" if self.tensor_parallel > 1 else ""
         lines.append(f"  longest sequence: {ctx if ctx else 'unknown'} tokens{how}; KV per token "
                      f"{self.kv_bytes_per_token:,} B{tp} (every stack keeps every token)")  # fmt: skip
+        if not engine_share:
+            lines.append("  no engine share (backend hf: trlvr's engine sizes its decode sub-batches to the memory free "
+                         "at run time)")  # fmt: skip
+            return "\n".join(lines)
         if self.budget_bytes is None:
             lines.append("  GPU memory: not given (--gpu-memory 80GB or a name such as H200 checks that it fits)")
             return "\n".join(lines)

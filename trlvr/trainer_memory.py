@@ -7,18 +7,26 @@
     t.total_bytes; print(t.render()); t.problems("recipes/x.yaml", gpu_memory=80 << 30, engine_share=0.3)
 
 Accounting (per GPU; P the senior's parameters, T the trainable ones, N the processes):
-- full fine-tuning with ZeRO (DeepSpeed, mixed precision: the ZeRO paper's 2P + 2P + 12P): the model's
-  weights (its dtype), gradients (the same dtype), and the optimizer's fp32 master weights plus Adam's
-  two moments (12 bytes a parameter). Stage 1 shards the optimizer over N, stage 2 the gradients too,
-  stage 3 the weights too. Without ZeRO (one process or DDP): torch's AdamW on the model's own dtype,
-  no master copy: weights + gradients + two moments, each in the model's dtype.
-- LoRA: the frozen base in the model's dtype; the adapters in fp32 (PEFT upcasts them) with their
-  gradients and two fp32 moments (16 bytes a trainable parameter).
-- frozen models beside the senior (a junior for the HF engine, TRL's KL reference): their weights.
-- activations (an estimate): with activation checkpointing, every layer's input is kept (L x B x S x H)
-  and one layer's working set is recomputed (B x S x (2 I + 4 H)); without it, every layer keeps its
-  working set. logits: B x S x V in fp32 (the log-softmax's upcast), where B is
-  per_device_train_batch_size and S the longest sequence (prompt + completion).
+- static, held all through: full fine-tuning with ZeRO (DeepSpeed, mixed precision: the ZeRO paper's
+  2P + 2P + 12P): the model's weights (its dtype), gradients (the same dtype), and the optimizer's fp32
+  master weights plus Adam's two moments (12 bytes a parameter). Stage 1 shards the optimizer over N,
+  stage 2 the gradients too, stage 3 the weights too. Without ZeRO (one process or DDP): torch's AdamW on
+  the model's own dtype: weights + gradients + two moments, each in the model's dtype. LoRA: the frozen
+  base in the model's dtype; the adapters in fp32 (PEFT upcasts them) with their gradients and two fp32
+  moments (16 bytes a trainable parameter). Frozen models beside the senior (a junior for the HF engine,
+  TRL's KL reference): their weights.
+- the backward peak: static + what the backward holds. With activation checkpointing every layer's
+  input is kept (L x B x S x H) and one layer is recomputed and differentiated at a time (about twice
+  its working set, B x S x (2 I + 4 H) each); without it every layer keeps its working set. TRL 1.16
+  never makes the B x S x V logits: its fused LM head (`trl.trainer.utils.add_fused_lm_head`,
+  `trl.kernels.chunked_logprob`) scores `HEAD_TOKENS` x `HEAD_VOCAB` tiles, and its backward holds an
+  fp32 gradient of the head's weight (V x H, when the head trains) and of its input (B x S x H) beside
+  one tile; the head's backward runs before any layer's, so the two transients are not summed.
+- the optimizer-step peak (activations are freed by then): static + DeepSpeed's fp32 copy of the
+  gradient partition (ZeRO-1/2, `stage_1_and_2.py`: 4P/N; up to 2P/N more for a flattened bf16 copy
+  when the partition is not pre-flattened, printed beside, not counted); torch's AdamW without ZeRO: one
+  temporary the size of the weights (its foreach maths).
+- the peak: max(backward, step). B is per_device_train_batch_size, S the longest sequence.
 
 Pure arithmetic: no torch. What this file does not know: which run (callers build the plan).
 """
@@ -31,7 +39,8 @@ from trlvr.memory import SAFETY, Stack
 
 ADAM_FP32_BYTES = 12  # mixed-precision Adam under ZeRO: fp32 master weights + two fp32 moments
 LORA_BYTES = 16  # an fp32 adapter parameter: weight, gradient, two moments
-LOGIT_BYTES = 4  # logits upcast to fp32 for the log-softmax
+GRAD_FP32_BYTES = 4  # DeepSpeed upcasts the gradient partition to fp32 for the step; TRL's head grads are fp32
+HEAD_TOKENS, HEAD_VOCAB = 4096, 32768  # TRL 1.16's fused LM head tile (TOKEN_CHUNK_SIZE x _CHUNKED_LOGPROB_CHUNK_SIZE)
 
 
 def lora_params(cfg: dict, rank: int, targets: str = "all-linear") -> int:
@@ -96,20 +105,88 @@ class TrainerPlan:
         return self.weight_bytes + self.gradient_bytes + self.optimizer_bytes + self.frozen_bytes
 
     @property
-    def activation_bytes(self) -> int:
-        s, tokens = self.stack, self.batch * self.sequence
-        layer = s.activation_bytes(tokens)  # one layer's working set (trlvr.memory.Stack)
-        if self.checkpointing:
-            return s.layers * tokens * s.hidden * s.bytes_per_value + layer
-        return s.layers * layer
+    def _tokens(self) -> int:
+        return self.batch * self.sequence
 
     @property
-    def logit_bytes(self) -> int:
-        return self.batch * self.sequence * self.stack.vocab * LOGIT_BYTES
+    def checkpoint_bytes(self) -> int:
+        """Activation checkpointing: every layer's input, kept from the forward to its layer's backward."""
+        s = self.stack
+        return s.layers * self._tokens * s.hidden * s.bytes_per_value if self.checkpointing else 0
+
+    @property
+    def layer_bytes(self) -> int:
+        """What the backward works on beside the kept inputs: one layer recomputed and differentiated (about
+        twice its working set) with checkpointing; every layer's working set without it."""
+        layer = self.stack.activation_bytes(self._tokens)  # one layer's working set (trlvr.memory.Stack)
+        return 2 * layer if self.checkpointing else self.stack.layers * layer
+
+    @property
+    def head_bytes(self) -> int:
+        """TRL's fused LM head in the backward: one tile, the fp32 gradient of its input and, when the head
+        trains (full fine-tuning), of its weight. No B x S x V tensor."""
+        s, tokens = self.stack, self._tokens
+        tile = min(tokens, HEAD_TOKENS) * min(s.vocab, HEAD_VOCAB) * s.bytes_per_value
+        weight_grad = s.vocab * s.hidden * GRAD_FP32_BYTES if self.trainable is None else 0
+        return tile + tokens * s.hidden * GRAD_FP32_BYTES + weight_grad
+
+    @property
+    def activation_bytes(self) -> int:
+        """The backward's own peak above static: the kept inputs plus the larger of the head's and a layer's
+        transients (the head's backward is over before the first layer's starts)."""
+        return self.checkpoint_bytes + max(self.layer_bytes, self.head_bytes)
+
+    @property
+    def backward_bytes(self) -> int:
+        return self.static_bytes + self.activation_bytes
+
+    @property
+    def step_transient_bytes(self) -> int:
+        """What the optimizer step adds to static: DeepSpeed's fp32 copy of this rank's gradient partition
+        (ZeRO); torch AdamW's one weights-sized temporary (no ZeRO); the adapters' fp32 temporary (LoRA)."""
+        if self.trainable is not None:
+            return self.trainable * GRAD_FP32_BYTES
+        if self.zero_stage == 0:
+            return self.stack.weight_bytes
+        return self.stack.params * GRAD_FP32_BYTES // self._shard
+
+    @property
+    def step_extra_bytes(self) -> int:
+        """Up to this much more at a ZeRO-1/2 step whose gradient partition is not pre-flattened (a flattened
+        copy in the model's dtype); printed, not counted in the peak."""
+        if self.trainable is not None or self.zero_stage not in (1, 2):
+            return 0
+        return self.stack.weight_bytes // self._shard
+
+    @property
+    def step_bytes(self) -> int:
+        return self.static_bytes + self.step_transient_bytes
 
     @property
     def total_bytes(self) -> int:
-        return self.static_bytes + self.activation_bytes + self.logit_bytes
+        """The peak: max(backward, optimizer step)."""
+        return max(self.backward_bytes, self.step_bytes)
+
+    @property
+    def saved_weight_bytes(self) -> int:
+        """One checkpoint's weights on disk: the senior in its dtype, or the fp32 adapters (LoRA)."""
+        return self.stack.weight_bytes if self.trainable is None else self.trainable * GRAD_FP32_BYTES
+
+    @property
+    def resume_state_bytes(self) -> int:
+        """One checkpoint's resume state on disk, all processes together: DeepSpeed's module states (the
+        weights again) and its optimizer partitions (fp32 master + two moments); torch AdamW's two moments
+        in the weights' dtype (no ZeRO); the adapters' two fp32 moments (LoRA)."""
+        if self.trainable is not None:
+            return 2 * self.trainable * GRAD_FP32_BYTES
+        if self.zero_stage == 0:
+            return 2 * self.stack.weight_bytes
+        return self.stack.weight_bytes + self.stack.params * ADAM_FP32_BYTES
+
+    def disk_bytes(self, checkpoints: int) -> int:
+        """A run's output on disk: `checkpoints` checkpoints' weights, the resume state in the newest only
+        (`trlvr.training.checkpoints.prune_resume_state`), and final/'s weights."""
+        return (checkpoints + 1) * self.saved_weight_bytes + (self.resume_state_bytes if checkpoints else 0)
 
     def room(self, gpu_memory: int, engine_share: float | None) -> int:
         """What the trainer may use of a GPU of `gpu_memory` bytes beside an engine that takes `engine_share`
@@ -125,7 +202,7 @@ class TrainerPlan:
         if self.total_bytes <= SAFETY * room:
             return []
         beside = f" beside the engine's {share_setting} {engine_share:g}" if engine_share else ""
-        if self.activation_bytes + self.logit_bytes >= self.static_bytes:
+        if self.backward_bytes >= self.step_bytes and self.activation_bytes >= self.static_bytes:
             fix = "lower per_device_train_batch_size (or max_completion_length)"
         elif self.trainable is None and (self.zero_stage < 2 or self._shard == 1):
             fix = "shard it (DeepSpeed ZeRO-2/3 over more processes) or train LoRA (use_peft)"
@@ -138,9 +215,13 @@ class TrainerPlan:
                 f"{fix}"]  # fmt: skip
 
     def summary(self) -> str:
-        return (f"weights {_gib(self.weight_bytes + self.frozen_bytes)}, gradients {_gib(self.gradient_bytes)}, "
-                f"optimizer {_gib(self.optimizer_bytes)}, activations ~{_gib(self.activation_bytes)}, "
-                f"logits ~{_gib(self.logit_bytes)}")  # fmt: skip
+        extra = f" (up to +{_gib(self.step_extra_bytes)} unflattened)" if self.step_extra_bytes else ""
+        return (f"static {_gib(self.static_bytes)}: weights {_gib(self.weight_bytes + self.frozen_bytes)}, gradients "
+                f"{_gib(self.gradient_bytes)}, optimizer {_gib(self.optimizer_bytes)}; backward peak "
+                f"{_gib(self.backward_bytes)} (+ checkpoints {_gib(self.checkpoint_bytes)}, + max(layer "
+                f"{_gib(self.layer_bytes)}, LM head {_gib(self.head_bytes)})); step peak {_gib(self.step_bytes)} "
+                f"(+ {'fp32 gradient partition' if self.zero_stage and self.trainable is None else 'step temporaries'} "
+                f"{_gib(self.step_transient_bytes)}{extra})")  # fmt: skip
 
     def render(self) -> str:
         how = "LoRA" if self.trainable is not None else "full fine-tuning"
@@ -149,15 +230,18 @@ class TrainerPlan:
         return "\n".join([
             f"trainer (per GPU; {how}, {zero}, {self.stack.bytes_per_value}-byte weights, batch {self.batch} x "
             f"{self.sequence} tokens{', activation checkpointing' if self.checkpointing else ''})",
-            f"  {self.summary()}; total ~{_gib(self.total_bytes)} (activations and logits: estimates)",
+            f"  {self.summary()}",
+            f"  peak ~{_gib(self.total_bytes)} = max(backward, step) (activations and transients: estimates)",
         ])  # fmt: skip
 
     def as_dict(self) -> dict:
         return {"weight_bytes": self.weight_bytes, "frozen_bytes": self.frozen_bytes,
                 "gradient_bytes": self.gradient_bytes, "optimizer_bytes": self.optimizer_bytes,
-                "activation_bytes_estimate": self.activation_bytes, "logit_bytes_estimate": self.logit_bytes,
-                "total_bytes": self.total_bytes, "zero_stage": self.zero_stage, "processes": self.processes,
-                "trainable": self.trainable, "batch": self.batch, "sequence": self.sequence}  # fmt: skip
+                "static_bytes": self.static_bytes, "activation_bytes_estimate": self.activation_bytes,
+                "backward_bytes": self.backward_bytes, "step_bytes": self.step_bytes,
+                "step_extra_bytes": self.step_extra_bytes, "total_bytes": self.total_bytes,
+                "zero_stage": self.zero_stage, "processes": self.processes, "trainable": self.trainable,
+                "batch": self.batch, "sequence": self.sequence}  # fmt: skip
 
 
 def _gib(n: int) -> str:

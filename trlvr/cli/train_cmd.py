@@ -7,6 +7,7 @@
     trlvr train --config toy --arm tandem --resume        # continue from the newest complete checkpoint
     torchrun --nproc_per_node 2 -m trlvr.cli.main train --config toy --per_device_train_batch_size 64
     trlvr train --config starter --senior PATH --junior PATH --dataset FILE --dry-run   # your own models, one GPU
+    trlvr train --config qwen3-4b-deepscaler --dry-run    # its 2-GPU ZeRO-2 plan and disk use, on any machine
     accelerate launch --config_file "$(trlvr recipes --path accelerate-zero2-2gpu)" -m trlvr.cli.main train \\
         --config qwen3-4b-deepscaler --arm tandem          # shipped recipes: `trlvr recipes` lists them
 
@@ -18,8 +19,10 @@ or type is one error line naming it. `{arm}` in output_dir becomes the arm. Swit
 `--force` (start over: the earlier run in output_dir is moved into output_dir/replaced-<time>/, so
 nothing of it is resumed or selected later; nothing is deleted), `--verbose` (also: tracebacks), `--seeds`,
 `--dry-run` (every config check that needs no model, then exit: `trlvr study plan` commands on a CPU;
-it prints the engine's `memory plan` and refuses one that cannot start: `--gpu-memory 80GB` or `H200`
-plans for a GPU this machine does not have).
+it prints the engine's `memory plan` and the trainer's, refuses one that cannot start, and prints the disk
+the run's checkpoints will use: `--gpu-memory 80GB` or `H200` plans for a GPU this machine does not have;
+`--processes N --zero-stage S`, or `--config_file FILE` (an `accelerate launch` config; by default the one
+the recipe's Launch line names), plans the trainer for that launch).
 
 A second `trlvr train` into a directory being trained into is refused (exit 2, naming the first's
 pid). On SIGTERM or SIGUSR1 (a cluster pre-empting the job) the run finishes its step, saves a
@@ -84,6 +87,7 @@ def dry_run(argv: list[str]) -> str:
 
     from trlvr.config import parse_run_args
 
+    argv, layout = _pop_layout(argv)
     note = ""
     if not torch.cuda.is_available():
         argv = [*argv, "--use_cpu", "true", "--bf16", "false", "--fp16", "false"]
@@ -95,7 +99,59 @@ def dry_run(argv: list[str]) -> str:
     note += check_run(tandem, grpo)
     head = (f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
             f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, output_dir {grpo.output_dir}")
-    return f"{head}\n{memory_plan(tandem, grpo, argv)}"
+    return f"{head}\n{memory_plan(tandem, grpo, argv, layout)}"
+
+
+LAYOUT_FLAGS = ("--processes", "--zero-stage", "--config_file")
+
+
+def _pop_layout(argv: list[str]) -> tuple[list[str], dict]:
+    """--dry-run's launch switches, taken out of the run's own keys: --processes N, --zero-stage S, and
+    --config_file FILE (an `accelerate launch` config, read for both)."""
+    from trlvr.errors import UserError
+
+    argv, found = list(argv), {}
+    for flag in LAYOUT_FLAGS:
+        if flag not in argv:
+            continue
+        i = argv.index(flag)
+        if i + 1 >= len(argv):
+            raise UserError(f"{flag} needs a value")
+        found[flag], argv = argv[i + 1], argv[:i] + argv[i + 2 :]
+    for flag, allowed in (("--processes", None), ("--zero-stage", (0, 1, 2, 3))):
+        if flag in found:
+            try:
+                value = int(found[flag])
+            except ValueError:
+                value = None
+            if value is None or value < 1 and flag == "--processes" or allowed and value not in allowed:
+                raise UserError(f"{flag} {found[flag]!r}: expected " + ("a positive integer" if allowed is None
+                                else "0, 1, 2 or 3"))  # fmt: skip
+            found[flag] = value
+    return argv, found
+
+
+def launch_of(argv: list[str], layout: dict) -> tuple[int, int, str]:
+    """(ZeRO stage, processes, where they came from) for the plan: this launch's own environment (under
+    `accelerate launch`), else --zero-stage / --processes, else --config_file, else the accelerate config
+    the recipe names on its Launch line, else one process without ZeRO."""
+    import os
+
+    from trlvr.training.memory_plan import accelerate_layout, launch_layout, recipe_launcher
+
+    if int(os.environ.get("WORLD_SIZE") or 1) > 1:
+        return (*launch_layout(), "this launch")
+    zero, processes, source = 0, 1, "one process, no ZeRO"
+    launcher = layout.get("--config_file")
+    if launcher is None and "--config" in argv and (named := recipe_launcher(argv[argv.index("--config") + 1])):
+        launcher = named
+    if launcher is not None:
+        zero, processes = accelerate_layout(launcher)
+        source = f"from {Path(launcher).name}"
+    if "--zero-stage" in layout or "--processes" in layout:
+        zero, processes = layout.get("--zero-stage", zero), layout.get("--processes", processes)
+        source = "from --zero-stage/--processes"
+    return zero, processes, source
 
 
 def check_run(tandem, grpo) -> str:
@@ -126,31 +182,40 @@ def check_run(tandem, grpo) -> str:
     return note
 
 
-def memory_plan(tandem, grpo, argv: list[str]) -> str:
+def memory_plan(tandem, grpo, argv: list[str], layout: dict | None = None) -> str:
     """The engine's memory plan (`trlvr.training.memory_plan`), refused in one line when it cannot start."""
     import dataclasses
 
     from trlvr.memory import parse_size
-    from trlvr.training.memory_plan import check_both, device_memory, launch_layout, run_plan, trainer_plan
+    from trlvr.training.memory_plan import check_both, checkpoint_count, device_memory, run_plan, trainer_plan
 
     where = argv[argv.index("--config") + 1] if "--config" in argv else "command line"
     if not all(_has_config(p) for p in (tandem.senior, tandem.junior) if p and p != "self"):
         return "memory plan: not computed (a model folder is not there yet)"
     memory = parse_size(tandem.gpu_memory) if tandem.gpu_memory else device_memory()
     plan = run_plan(tandem, grpo, gpu_memory=memory)
-    zero, processes = launch_layout()
+    zero, processes, source = launch_of(argv, layout or {})
     trainer = trainer_plan(tandem, grpo, zero_stage=zero, processes=processes)
     check_both(dataclasses.replace(plan, gpu_memory=memory), trainer, where, tandem.backend)
     engine = backend(tandem.backend)
-    text = plan.render() + "\n" + trainer.render()
+    text = plan.render(engine_share=engine.gpu_share) + "\n" + trainer.render()
     if memory is not None:
         room = trainer.room(memory, plan.share if engine.gpu_share else None)
         text += f"\n  fits: trainer ~{trainer.total_bytes / 2**30:.1f} of the {room / 2**30:.1f} GiB left to it"
-    if zero == 0 and processes == 1:
-        text += "\n  (one process, no ZeRO: under `accelerate launch --config_file ...` the plan takes its ZeRO stage and processes)"
-    if engine.gpu_share:
-        return text
-    return text + "\n  backend hf: trlvr's engine sizes its decode sub-batches to the memory free at run time"
+    text += f"\n  launch: {source}" + (" (--config_file FILE, or --processes N --zero-stage S, plans another)"
+                                       if source != "this launch" else "")  # fmt: skip
+    saved = checkpoint_count(grpo)
+    every = trainer.saved_weight_bytes + trainer.resume_state_bytes
+    text += (f"\ndisk: ~{_gib(trainer.disk_bytes(saved))} in {grpo.output_dir}: {saved} checkpoint(s) x "
+             f"{_gib(trainer.saved_weight_bytes)} of weights, the resume state ({_gib(trainer.resume_state_bytes)}) "
+             f"in the newest only, final/ {_gib(trainer.saved_weight_bytes)}"
+             + (f" (resume state in every checkpoint would be ~{_gib(saved * every + trainer.saved_weight_bytes)})"
+                if saved > 1 else ""))  # fmt: skip
+    return text
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**40:.2f} TiB" if n >= 2**40 else f"{n / 2**30:.1f} GiB"
 
 
 def _check_model_paths(tandem) -> None:

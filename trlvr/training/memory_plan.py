@@ -15,7 +15,9 @@ holds 1/t of the weights and of the KV).
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -78,6 +80,70 @@ def launch_layout(environ=None) -> tuple[int, int]:
     env = os.environ if environ is None else environ
     deepspeed = env.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
     return (int(env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") or 0) if deepspeed else 0), int(env.get("WORLD_SIZE") or 1)
+
+
+def accelerate_layout(path: str | Path) -> tuple[int, int]:
+    """(ZeRO stage, processes) an `accelerate launch --config_file` YAML asks for: `num_processes` (x
+    `num_machines`), and `deepspeed_config.zero_stage` (or `zero_optimization.stage` of the DeepSpeed JSON it
+    names) when `distributed_type` is DEEPSPEED; a file that says neither clearly is one line naming it."""
+    import yaml
+
+    p = Path(path)
+    try:
+        cfg = yaml.safe_load(p.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise UserError(f"--config_file {path}: not a readable accelerate config ({' '.join(str(e).split())})") from None
+    if not isinstance(cfg, dict):
+        raise UserError(f"--config_file {path}: not an accelerate config (a YAML mapping)")
+    try:
+        processes = int(cfg.get("num_processes") or 1)
+    except (TypeError, ValueError):
+        raise UserError(f"--config_file {path}: num_processes {cfg.get('num_processes')!r} is not a number") from None
+    if str(cfg.get("distributed_type", "")).upper() != "DEEPSPEED":
+        return 0, processes
+    ds = cfg.get("deepspeed_config") or {}
+    stage = ds.get("zero_stage")
+    if stage is None and ds.get("deepspeed_config_file"):
+        ds_file = (p.parent / ds["deepspeed_config_file"]) if not Path(ds["deepspeed_config_file"]).is_absolute() else (
+            Path(ds["deepspeed_config_file"]))  # fmt: skip
+        try:
+            stage = (json.loads(ds_file.read_text()).get("zero_optimization") or {}).get("stage")
+        except (OSError, json.JSONDecodeError):
+            stage = None
+    if stage not in (0, 1, 2, 3):
+        raise UserError(f"--config_file {path}: deepspeed_config.zero_stage {stage!r} is not 0, 1, 2 or 3; pass "
+                        f"--zero-stage to plan it")  # fmt: skip
+    return int(stage), processes
+
+
+def recipe_launcher(config: str | Path) -> Path | None:
+    """The accelerate config a recipe names on its `# Launch: accelerate launch --config_file FILE` line (a
+    shipped recipe's `recipes/NAME.yaml` resolves to the package's copy), or None."""
+    from trlvr.config import resolve_config_path
+
+    try:
+        text = resolve_config_path(str(config)).read_text()
+    except (OSError, UserError):
+        return None
+    for line in text.splitlines():
+        if line.lstrip().startswith("#") and "accelerate launch" in line and (m := re.search(r"--config_file\s+(\S+)", line)):
+            name = m.group(1).strip("\"'")
+            try:
+                return resolve_config_path(name)
+            except UserError:
+                return None
+    return None
+
+
+def checkpoint_count(grpo) -> int:
+    """How many checkpoints a run keeps on disk: one every `save_steps` optimizer steps (a fraction < 1: of
+    max_steps) up to max_steps, at most `save_total_limit`; none with save_strategy "no"."""
+    strategy = str(getattr(grpo.save_strategy, "value", grpo.save_strategy))
+    if strategy == "no" or grpo.max_steps is None or grpo.max_steps <= 0:
+        return 0
+    every = grpo.save_steps if grpo.save_steps >= 1 else math.ceil(grpo.max_steps * grpo.save_steps)
+    count = int(grpo.max_steps // max(int(every), 1)) if strategy == "steps" else 1
+    return min(count, grpo.save_total_limit) if grpo.save_total_limit else count
 
 
 def trainer_plan(tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: int = 1,
