@@ -40,6 +40,7 @@ from trlvr.memory import SAFETY, Stack
 ADAM_FP32_BYTES = 12  # mixed-precision Adam under ZeRO: fp32 master weights + two fp32 moments
 LORA_BYTES = 16  # an fp32 adapter parameter: weight, gradient, two moments
 GRAD_FP32_BYTES = 4  # DeepSpeed upcasts the gradient partition to fp32 for the step; TRL's head grads are fp32
+ASLEEP_BYTES = 1 << 30  # a sleeping vLLM engine's CUDA-graph pools, outside its sleep allocator (~0.5-1 GiB)
 HEAD_TOKENS, HEAD_VOCAB = 4096, 32768  # TRL 1.16's fused LM head tile (TOKEN_CHUNK_SIZE x _CHUNKED_LOGPROB_CHUNK_SIZE)
 
 
@@ -188,28 +189,40 @@ class TrainerPlan:
         (`trlvr.training.checkpoints.prune_resume_state`), and final/'s weights."""
         return (checkpoints + 1) * self.saved_weight_bytes + (self.resume_state_bytes if checkpoints else 0)
 
-    def room(self, gpu_memory: int, engine_share: float | None) -> int:
+    def room(self, gpu_memory: int, engine_share: float | None, sleep: bool = False) -> int:
         """What the trainer may use of a GPU of `gpu_memory` bytes beside an engine that takes `engine_share`
-        of it (vLLM reserves its share whole); None: no engine on this GPU beside it (backend hf)."""
+        of it (vLLM reserves its share whole); None: no engine on this GPU beside it (backend hf). sleep: the
+        engine sleeps while the trainer works (vLLM's sleep mode, level 1: weights to the host, KV dropped),
+        leaving only its CUDA-graph pools (`ASLEEP_BYTES`)."""
+        if sleep and engine_share:
+            return gpu_memory - ASLEEP_BYTES
         return int(gpu_memory * (1 - (engine_share or 0.0)))
 
     def problems(self, where: str, gpu_memory: int | None, engine_share: float | None,
-                 share_setting: str = "vllm_gpu_memory_utilization") -> list[str]:  # fmt: skip
-        """One line naming the setting to change when the trainer cannot fit beside the engine; [] when it can."""
+                 share_setting: str = "vllm_gpu_memory_utilization", sleep: bool = False) -> list[str]:  # fmt: skip
+        """One line naming the setting to change when the trainer cannot fit beside the engine; [] when it can.
+        With sleep mode both phases count: generating (the trainer's static state beside the engine's whole
+        share) and training (the trainer's peak beside the sleeping engine)."""
         if gpu_memory is None:
             return []
-        room = self.room(gpu_memory, engine_share)
+        if sleep and engine_share and self.static_bytes + engine_share * gpu_memory > SAFETY * gpu_memory:
+            return [f"{where}: while the engine generates, the trainer's static {_gib(self.static_bytes)} (weights, "
+                    f"gradients, optimizer) and the engine's {share_setting} {engine_share:g} x {_gib(gpu_memory)} "
+                    f"need more than {SAFETY:.0%} of {_gib(gpu_memory)} (the estimate's margin): lower "
+                    f"{share_setting}"]  # fmt: skip
+        room = self.room(gpu_memory, engine_share, sleep)
         if self.total_bytes <= SAFETY * room:
             return []
-        beside = f" beside the engine's {share_setting} {engine_share:g}" if engine_share else ""
-        if self.backward_bytes >= self.step_bytes and self.activation_bytes >= self.static_bytes:
+        beside = (f" beside the {'sleeping ' if sleep else ''}engine's {share_setting} {engine_share:g}"
+                  if engine_share else "")  # fmt: skip
+        if self.backward_bytes > self.step_bytes:
             fix = "lower per_device_train_batch_size (or max_completion_length)"
         elif self.trainable is None and (self.zero_stage < 2 or self._shard == 1):
             fix = "shard it (DeepSpeed ZeRO-2/3 over more processes) or train LoRA (use_peft)"
         else:
             fix = "train on more GPUs or with LoRA (use_peft)"
-        if engine_share:
-            fix += f", or lower {share_setting}"
+        if engine_share and not sleep:
+            fix += f", or lower {share_setting} (or turn on vllm_enable_sleep_mode)"
         return [f"{where}: the trainer needs ~{_gib(self.total_bytes)} per GPU ({self.summary()}), more than "
                 f"{SAFETY:.0%} of the {_gib(room)} left of {_gib(gpu_memory)}{beside} (the estimate's margin): "
                 f"{fix}"]  # fmt: skip

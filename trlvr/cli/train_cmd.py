@@ -89,9 +89,14 @@ def dry_run(argv: list[str]) -> str:
 
     argv, layout = _pop_layout(argv)
     note = ""
+    layout["sleep"] = _asks_sleep(argv)
     if not torch.cuda.is_available():
         argv = [*argv, "--use_cpu", "true", "--bf16", "false", "--fp16", "false"]
-        note = " (no GPU here: checked with use_cpu on and bf16/fp16 off)"
+        note = " (no GPU here: checked with use_cpu on and bf16/fp16 off"
+        if layout["sleep"]:  # vLLM's CPU build has no sleep mode; the plan still counts it
+            argv += ["--vllm_enable_sleep_mode", "false"]
+            note += ", sleep mode off"
+        note += ")"
     tandem, grpo, options = parse_run_args(argv)
     from trlvr.training.run import check_start
 
@@ -103,6 +108,25 @@ def dry_run(argv: list[str]) -> str:
 
 
 LAYOUT_FLAGS = ("--processes", "--zero-stage", "--config_file")
+
+
+def _asks_sleep(argv: list[str]) -> bool:
+    """Whether the run asks for vLLM's sleep mode (its config file's `vllm_enable_sleep_mode`, or the command
+    line's, which wins), read before a machine without a GPU checks the config with it off."""
+    import yaml
+
+    from trlvr.config import resolve_config_path
+
+    asked = False
+    if "--config" in argv and argv.index("--config") + 1 < len(argv):
+        try:
+            asked = bool((yaml.safe_load(resolve_config_path(argv[argv.index("--config") + 1]).read_text()) or {})
+                         .get("vllm_enable_sleep_mode", False))  # fmt: skip
+        except Exception:  # an unreadable config: parse_run_args says why, in one line
+            asked = False
+    if "--vllm_enable_sleep_mode" in argv and (i := argv.index("--vllm_enable_sleep_mode")) + 1 < len(argv):
+        asked = argv[i + 1].strip().lower() in ("true", "1", "yes")
+    return asked
 
 
 def _pop_layout(argv: list[str]) -> tuple[list[str], dict]:
@@ -196,12 +220,17 @@ def memory_plan(tandem, grpo, argv: list[str], layout: dict | None = None) -> st
     plan = run_plan(tandem, grpo, gpu_memory=memory)
     zero, processes, source = launch_of(argv, layout or {})
     trainer = trainer_plan(tandem, grpo, zero_stage=zero, processes=processes)
-    check_both(dataclasses.replace(plan, gpu_memory=memory), trainer, where, tandem.backend)
+    sleep = bool((layout or {}).get("sleep")) or bool(grpo.vllm_enable_sleep_mode)
+    check_both(dataclasses.replace(plan, gpu_memory=memory), trainer, where, tandem.backend, sleep=sleep)
     engine = backend(tandem.backend)
     text = plan.render(engine_share=engine.gpu_share) + "\n" + trainer.render()
     if memory is not None:
-        room = trainer.room(memory, plan.share if engine.gpu_share else None)
+        share = plan.share if engine.gpu_share else None
+        room = trainer.room(memory, share, sleep)
         text += f"\n  fits: trainer ~{trainer.total_bytes / 2**30:.1f} of the {room / 2**30:.1f} GiB left to it"
+        if sleep and share:
+            text += (f" (the engine asleep); while it generates: the trainer's static {_gib(trainer.static_bytes)} + "
+                     f"the engine's {_gib(int(share * memory))} of {_gib(memory)}")  # fmt: skip
     text += f"\n  launch: {source}" + (" (--config_file FILE, or --processes N --zero-stage S, plans another)"
                                        if source != "this launch" else "")  # fmt: skip
     saved = checkpoint_count(grpo)

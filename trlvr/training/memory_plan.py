@@ -169,11 +169,12 @@ def trainer_plan(tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: 
                        frozen_bytes=frozen)  # fmt: skip
 
 
-def check_both(plan: MemoryPlan, trainer: TrainerPlan, where: str, backend_name: str) -> None:
-    """Refuse, in one line naming the setting, a run whose engine or trainer cannot fit on the stated GPU."""
+def check_both(plan: MemoryPlan, trainer: TrainerPlan, where: str, backend_name: str, sleep: bool = False) -> None:
+    """Refuse, in one line naming the setting, a run whose engine or trainer cannot fit on the stated GPU (sleep:
+    the engine sleeps while the trainer works, `vllm_enable_sleep_mode`)."""
     share = backend(backend_name).gpu_share  # the engine holds its share: the plan applies, the trainer has the rest
     found = (plan.problems(where) if share else []) + trainer.problems(
-        where, plan.gpu_memory, plan.share if share else None, plan.share_setting)  # fmt: skip
+        where, plan.gpu_memory, plan.share if share else None, plan.share_setting, sleep=sleep)  # fmt: skip
     if found:
         raise UserError(found[0])
 
