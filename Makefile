@@ -48,11 +48,12 @@ test-vllm-slow: $(VSTAMP)
 # The one-call GPU check's bundle (bench/gpu/run.sh, backend hf): .gpu/ (gitignored) with the toy world, the random
 # Qwen3-0.6B-shaped pair's recipe and the wheels the lent image lacks, for its Python (GPU_PY); fails over 60 MiB.
 # Then, on the GPU machine, carrying .gpu: OUT=$$OUT bash bench/gpu/run.sh
-# (an sdist-only dependency, pycosat, is built with GPU_BUILDER, a Python of that version)
+# (the check needs no sdist; should a dependency have none, it is built with GPU_BUILDER, a Python of GPU_PY, or
+# one found here: python$(GPU_PY) on PATH, pyenv, uv)
 GPU_PY ?= 3.12
-GPU_BUILDER ?= python$(GPU_PY)
+GPU_BUILDER ?=
 gpu-bundle: $(STAMP)
-	PYTHONPATH=. $(PY) bench/gpu/bundle.py --out .gpu --python-version $(GPU_PY) --builder $(GPU_BUILDER) --limit-mib 60
+	PYTHONPATH=. $(PY) bench/gpu/bundle.py --out .gpu --python-version $(GPU_PY) $(if $(GPU_BUILDER),--builder $(GPU_BUILDER)) --limit-mib 60
 
 # The docs site, built strictly: a broken link or anchor, or a page missing from the nav, fails (never add -q:
 # mkdocs 1.6 then passes a broken link). Its tools live in .venv-docs (requirements-docs.txt), without torch.

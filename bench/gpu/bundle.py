@@ -7,13 +7,19 @@ that has torch, transformers, accelerate, peft and its image's other packages bu
 .gpu/pair.json  the recipe of the random-weight pair of Qwen3-0.6B's shapes (shape, tokenizer, seeds): its
                 1.2 GB of weights are built on the device by bench/gpu/random_pair.py, not carried
 .gpu/wheels     the wheels of trlvr's dependency closure that the image lacks: the closure (read from this
-                environment's installed metadata, starting at pyproject's dependencies) less the closure of
-                torch, transformers, accelerate and peft, less the packages bench/gpu/image-packages.txt lists
-                (the lent image's, from the device notes); pinned to this environment's versions, binary only,
-                for the target Python (3.12 on the lent machine) on manylinux x86_64
+                environment's installed metadata, starting at pyproject's dependencies less those the check
+                never imports, `NOT_IMPORTED`) less the closure of torch, transformers, accelerate and peft,
+                less the packages bench/gpu/image-packages.txt lists (the lent image's, from the device notes);
+                pinned to this environment's versions, binary only, for the target Python (3.12 on the lent
+                machine) on manylinux x86_64
 .gpu/wheels.txt the names and versions, one a line (run.sh checks every one is installed)
 
-Fails (exit 1, one line) when a wheel cannot be fetched or `.gpu/` is over the limit (one run call carries 64 MiB).
+A dependency with no wheel on the index (an sdist only) is built here: with --builder (make's GPU_BUILDER), else
+a Python of the target version this machine really runs (`python3.12` on PATH, pyenv's or uv's; a pyenv shim not
+enabled for this folder does not count), else this Python when the build is pure Python.
+
+Fails (exit 1, one line) when a wheel cannot be fetched or built (naming GPU_BUILDER), or `.gpu/` is over the limit
+(one run call carries 64 MiB).
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 BASE = ("torch", "transformers", "accelerate", "peft")  # what the lent image is known to hold (the issue's words)
+# trlvr's dependencies that the check (backend hf on the toy world and a random pair: run.sh) never imports:
+# reasoning-gym is imported only for reasoning-gym datasets (trlvr.data.sources), and its closure holds sdist-only
+# packages (cellpylib, pycosat) that would need a build for the target Python
+NOT_IMPORTED = ("reasoning-gym",)
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux1_x86_64", "manylinux_2_24_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64")  # fmt: skip
 PAIR = {"shape": "Qwen/Qwen3-0.6B", "tokenizer": "toy/senior", "seeds": {"senior": 0, "junior": 1},
@@ -80,9 +90,40 @@ def image_packages() -> set[str]:
 
 def wanted(python_version: str) -> dict[str, str]:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps = [d for d in deps if norm(Requirement(d).name) not in NOT_IMPORTED]
     need = closure(deps, python_version)
     have = set(closure(list(BASE), python_version)) | image_packages()
     return {n: v for n, v in sorted(need.items()) if n not in have}
+
+
+def python_of(candidate: str, run=subprocess.run) -> str | None:
+    """The "3.12" version `candidate` (a path or a name on PATH) really runs, or None (absent, or a pyenv shim
+    that is not enabled for this folder: it exits non-zero)."""
+    try:
+        out = run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
+                  text=True, timeout=60)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def find_builder(python_version: str, given: str | None, run=subprocess.run, home: Path | None = None) -> str | None:
+    """A Python of `python_version` to build wheels with: `given` (GPU_BUILDER; refused in one line when it is
+    not that version), else python<version> on PATH, pyenv's installed versions, uv's managed Pythons; None."""
+    if given:
+        found = python_of(given, run)
+        if found != python_version:
+            raise SystemExit(f"gpu-bundle: GPU_BUILDER={given} runs Python {found or 'nothing (it does not start)'}, "
+                             f"not {python_version}: point GPU_BUILDER at a Python {python_version} interpreter")  # fmt: skip
+        return given
+    home = Path.home() if home is None else home
+    candidates = [f"python{python_version}"]
+    candidates += sorted(str(p) for p in (home / ".pyenv" / "versions").glob(f"{python_version}*/bin/python{python_version}"))
+    candidates += sorted(str(p) for p in (home / ".local" / "share" / "uv" / "python").glob(
+        f"cpython-{python_version}*/bin/python{python_version}"))  # fmt: skip
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == python_version:
+        candidates.append(sys.executable)
+    return next((c for c in candidates if python_of(c, run) == python_version), None)
 
 
 def download(names: dict[str, str], dest: Path, python_version: str, builder: str | None = None) -> None:
@@ -90,24 +131,30 @@ def download(names: dict[str, str], dest: Path, python_version: str, builder: st
            python_version, "--implementation", "cp", "-d", str(dest)]  # fmt: skip
     for p in PLATFORMS:
         cmd += ["--platform", p]
+    found_builder: str | None = None
     for name, version in names.items():
         run = subprocess.run([*cmd, f"{name}=={version}"], capture_output=True, text=True)
         if run.returncode == 0:
             continue
-        # no wheel on the index (an sdist only: cellpylib, pycosat): build one here with the target's Python when this
-        # machine has it (a C extension then fits a machine with this glibc or newer), else only a pure-Python one
-        builder = builder or shutil.which(f"python{python_version}") or sys.executable
+        # no wheel on the index (an sdist only): build one with a Python of the target version (a C extension then
+        # fits a machine with this glibc or newer), else with this Python, which only a pure-Python build passes
+        found_builder = found_builder or find_builder(python_version, builder)
+        use = found_builder or sys.executable
         tag = "cp" + python_version.replace(".", "")
         built = Path(tempfile.mkdtemp())
-        run = subprocess.run([builder, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(built), f"{name}=={version}"],
+        run = subprocess.run([use, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(built), f"{name}=={version}"],
                              capture_output=True, text=True)  # fmt: skip
         wheels = list(built.glob("*.whl"))
         if run.returncode != 0 or len(wheels) != 1 or not (
                 wheels[0].name.endswith("-none-any.whl") or f"-{tag}-" in wheels[0].name):  # fmt: skip
             last = ([x for x in run.stderr.strip().splitlines() if not x.startswith("WARNING: Location")]
                     or [w.name for w in wheels] or ["?"])[-1]  # fmt: skip
+            how = (f"built with {use}: {last}" if found_builder else
+                   f"no Python {python_version} found to build it (python{python_version} on PATH, pyenv, uv), and "
+                   f"this Python's build is not pure Python ({last})")  # fmt: skip
             raise SystemExit(f"gpu-bundle: no wheel of {name}=={version} for Python {python_version} on manylinux "
-                             f"x86_64, and none built from its source with {builder}: {last}")  # fmt: skip
+                             f"x86_64; {how}: set GPU_BUILDER to a Python {python_version} interpreter "
+                             f"(make gpu-bundle GPU_BUILDER=/path/to/python{python_version})")  # fmt: skip
         shutil.move(str(wheels[0]), dest / wheels[0].name)
 
 
@@ -120,7 +167,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / ".gpu"))
     ap.add_argument("--python-version", default="3.12", help="the lent machine's Python (3.12)")
     ap.add_argument("--limit-mib", type=float, default=60.0)
-    ap.add_argument("--builder", help="the Python that builds a wheel the index lacks (default: python<version>)")
+    ap.add_argument("--builder", default=None,
+                    help="the Python that builds a wheel the index lacks (default: one of the target version found here)")
     a = ap.parse_args()
     out = Path(a.out)
     wheels = out / "wheels"

@@ -41,7 +41,7 @@ for line in open(sys.argv[1]):
     except PackageNotFoundError:
         missing.append(f"wheel {name}=={want}")
 for module in ("torch", "transformers", "accelerate", "peft", "trl", "datasets", "pyarrow", "math_verify",
-               "reasoning_gym", "yaml", "jinja2", "matplotlib", "filelock", "tqdm", "trlvr.cli.main"):
+               "yaml", "jinja2", "matplotlib", "filelock", "tqdm", "trlvr.cli.main"):
     try:
         m = importlib.import_module(module)
         print(module, getattr(m, "__version__", ""))
