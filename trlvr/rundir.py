@@ -64,6 +64,7 @@ RUN_FILE = "trlvr_run.json"  # the run's identity (trlvr.training.run_record)
 FINAL = "final"  # the trained model
 CHECKPOINT = "checkpoint-"  # checkpoint-<step>/
 PREEMPT_MARK = "preempted.json"  # in a checkpoint saved only because of a signal (trlvr.training.preempt)
+WEIGHTS_ONLY_MARK = "trlvr_weights_only.json"  # in an older checkpoint: weights only (trlvr.training.checkpoints)
 HOLDOUT_FILE = "holdout.jsonl"  # training problems held out for selection
 METRICS_FILE = "metrics.jsonl"  # the training log, one row per logged step
 SELECTED_FILE = "selected.json"  # the checkpoint `trlvr select` chose

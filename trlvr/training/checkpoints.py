@@ -24,7 +24,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 # the layout (checkpoint-N/, the pre-emption mark) is trlvr.rundir's; re-exported for trlvr.training.preempt
-from trlvr.rundir import PREEMPT_MARK, checkpoints
+from trlvr.rundir import PREEMPT_MARK, WEIGHTS_ONLY_MARK, checkpoints
 
 __all__ = ["PREEMPT_MARK", "RESUME_STATE", "WEIGHTS_ONLY_MARK", "WEIGHT_FILES", "PruneResumeState", "checkpoint_problem",
            "checkpoints", "is_weights_only", "pick_checkpoint", "prune_resume_state", "weights_problem"]
@@ -32,7 +32,6 @@ WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model
 INDEX_FILES = ("model.safetensors.index.json",)
 # what only resuming needs (the HF Trainer's and DeepSpeed's names; `latest` names DeepSpeed's global_step folder)
 RESUME_STATE = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth", "global_step*", "latest")
-WEIGHTS_ONLY_MARK = "trlvr_weights_only.json"
 
 
 def _safetensors_problem(path: Path) -> str | None:
