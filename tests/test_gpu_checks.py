@@ -74,3 +74,24 @@ def test_free_memory_check_refuses_on_a_short_gpu(monkeypatch):
     with pytest.raises(UserError, match=r"^smoke: train grpo: 30.0 GiB .*\(left behind by train tandem"):
         free_memory_check("smoke: train grpo", "train tandem", 0.5)
     free_memory_check("smoke: train grpo", "train tandem", 0.3)  # 24 GiB needed, 30 free: starts
+
+
+def test_the_smoke_names_the_stage_that_left_memory_behind(monkeypatch):
+    """The smoke checks before each stage that starts an engine; the line names the stage before it."""
+    import torch
+
+    from trlvr.experiments.smoke import _EngineStages
+
+    free = {"bytes": 79 * GIB}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (free["bytes"], 80 * GIB))
+    stages = _EngineStages(gpu_share=True)
+    stages.before("parity", 0.35)
+    stages.before("train tandem", 0.35)
+    free["bytes"] = 40 * GIB  # the tandem arm's engine was not released
+    stages.before("train grpo", 0.35)  # 28 GiB needed: starts
+    with pytest.raises(UserError, match=r"^smoke: eval: 40.0 GiB .*\(left behind by train grpo, or held by another"):
+        stages.before("eval", 0.9)
+    hf = _EngineStages(gpu_share=False)  # backend hf: no share to check
+    hf.before("eval", 0.9)
