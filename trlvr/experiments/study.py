@@ -44,11 +44,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import yaml
-
 import trlvr
 from trlvr import rundir
-from trlvr.config import override_flags, resolve_config_path
+from trlvr.config import override_flags, read_yaml, resolve_config_path
 from trlvr.errors import UserError
 from trlvr.experiments.study_spec import Study, Variant
 from trlvr.provenance import git_commit
@@ -167,7 +165,7 @@ def _model_of(study: Study, v: Variant, out: Path, role: str) -> str:
         return str(v.overrides[role])
     if v.world is not None:
         return str(world_dir(out, v.world) / role)
-    model = (yaml.safe_load(resolve_config_path(v.config).read_text()) or {}).get(role)
+    model = (read_yaml(resolve_config_path(v.config)) or {}).get(role)
     if not model:
         fix = "set evaluation.junior" if role == "junior" else "set its senior"
         raise UserError(f"study {study.path}: variants.{v.name}: no {role} to evaluate with; {fix}")
