@@ -193,5 +193,6 @@ if __name__ == "__main__":
     # Started by trlvr.rewards.pool as `python -m trlvr.rewards._worker READ_FD WRITE_FD PARENT_PID`.
     from multiprocessing.connection import Connection
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the command's to report (trlvr.rewards.pool)
     die_with_parent(int(sys.argv[3]))
     worker_main(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False))
