@@ -42,11 +42,11 @@ from trlvr.models import (
     SELF,
     adapter_base,
     choose_pairing,
+    context_length,
     is_adapter_dir,
     load_model_or_adapter,
     load_tokenizer,
     load_tokenizer_for,
-    locate,
     model_fingerprint,
     model_folder,
 )
@@ -177,18 +177,39 @@ def _dtype(name):
 
 
 def context_length_of(*paths: str) -> int | None:
-    """The smallest `max_position_embeddings` of the models' configs (read without the weights)."""
-    from transformers import AutoConfig
-
-
-    found = []
-    for path in paths:
-        if path is None or path == SELF:
-            continue
-        where, extra = locate(model_folder(path), "model", "model")
-        found.append(getattr(AutoConfig.from_pretrained(where, **extra), "max_position_embeddings", None))
-    found = [int(c) for c in found if isinstance(c, int) and c > 0]
+    """The smallest context of the models (`trlvr.models.context_length`, read without the weights)."""
+    found = [context_length(p) for p in paths if p is not None and p != SELF]
+    found = [c for c in found if c is not None]
     return min(found) if found else None
+
+
+def eval_contexts(spec: EvalSpec, problems: list, models: list[tuple[str, str, object]]) -> tuple:
+    """`Plan.contexts` of an evaluation: for each (name, model path, tokenizer) whose config states its
+    context, the longest prompt (in that tokenizer's tokens) plus its completion budget among the prompts
+    the runner keeps, under the runner's budget rule (`--context-length`, `--max-prompt-tokens`). A
+    context of "auto" is the models' own: nothing can pass it."""
+    from trlvr.eval.plan import default_max_prompt_tokens, split_by_prompt_length
+    from trlvr.eval.runner import prompt_ids_for
+
+    if spec.context_length == "auto" or not problems:
+        return ()
+    context = spec.context_length or None
+    cap = default_max_prompt_tokens(context) if spec.max_prompt_tokens == "auto" else spec.max_prompt_tokens
+    senior_tok = models[0][2]
+    lens = {id(senior_tok): [len(prompt_ids_for(p, senior_tok)) for p in problems]}
+    first = lens[id(senior_tok)]
+    kept, _ = split_by_prompt_length(first, cap, spec.max_new_tokens, context)  # the runner keeps by the senior's
+    budget = {j: completion_budget(first[j], spec.max_new_tokens, context) for j in kept}
+    out = []
+    for name, path, tok in models if kept else ():  # nothing kept: the runner says so in its own line
+        positions = context_length(path, name)
+        if positions is None:
+            continue
+        if id(tok) not in lens:
+            lens[id(tok)] = [len(prompt_ids_for(p, tok)) for p in problems]
+        i = max(kept, key=lambda j: lens[id(tok)][j] + budget[j])
+        out.append((f"{name} {path}", positions, lens[id(tok)][i], budget[i]))
+    return tuple(out)
 
 
 def eval_plan(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, gpu_memory: int | None = None):
@@ -274,11 +295,13 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
                       for name in protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks))  # fmt: skip
     paths = {"--senior": senior, "--junior": None if junior in (None, SELF) else junior,
              **{f"--data {name}": source for name, source in (sources or {}).items()}}  # fmt: skip
+    readers = [("--senior", senior, tok)] + ([("--junior", junior, junior_tok or tok)] if paths["--junior"] else [])
+    contexts = eval_contexts(spec, problems, readers) if all(ok for _, ok in templates) else ()
     return check_capabilities(Plan(
         "eval", pairing, models.backend, requested=models.pairing, schedules=schedules, suite=spec.suite,
         junior_device=bool(models.junior_device) and junior is not None,
         senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
-        worlds=worlds_of(paths),
+        worlds=worlds_of(paths), contexts=contexts,
     ))  # fmt: skip
 
 
