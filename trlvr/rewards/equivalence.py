@@ -37,9 +37,11 @@ PLAIN_DIGITS = 30  # a decimal within 10^-30..10^30 is written out in full for m
 
 # A number as written in running text: \frac{p}{q}, or digits (thousands commas, a decimal part) with an
 # exponent (e-notation or \times10^{e}), a ratio /q and a percent sign; a sign where one can stand.
+# Linear: possessive runs, and no match starts at a group of three digits inside a run of thousands groups
+# (1,234,567 is read once, from its first digit; "1,2" is two numbers).
 NUMBER_TOKEN = re.compile(
-    r"(?<![\w.])-?(?:\\frac\{-?\d+\}\{-?\d+\}"
-    r"|(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(?:\.\d+)?"
+    r"(?<![\w.])(?:(?<!\d,)|(?!\d{3}(?!\d)))-?(?:\\frac\{-?\d+\}\{-?\d+\}"
+    r"|(?:\d{1,3}(?:,\d{3})++(?![\d,])|\d++)(?:\.\d++)?"
     r"(?:[eE][+-]?\d+(?!\w)|\s*\\(?:times|cdot)\s*10\^(?:\{[+-]?\d+\}|\d))?"
     r"(?:/\d+(?!\d|[.,]\d))?(?:\\?%)?)(?!\d)"
 )
