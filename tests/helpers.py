@@ -44,6 +44,17 @@ def copy_toy_pair(root: Path, n_train: int) -> Path:
     return root
 
 
+def fake_model_folder(folder: Path, tag: str = "x") -> Path:
+    """A folder a reader takes for a complete model (`trlvr.artifacts.WEIGHTS`): config.json (naming `tag`)
+    and a one-tensor model.safetensors; not a model that loads into transformers."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"tag": tag}))
+    save_file({"w": torch.zeros(2)}, str(folder / "model.safetensors"))
+    return folder
+
+
 def write_sum_problems(path: Path, n: int) -> Path:
     """`path` holding n problems "What is i plus i?" (answer 2i), one JSON row each."""
     path.write_text("".join(json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
