@@ -15,7 +15,8 @@ Kinds (an `Artifact`: the files a reader needs, and what may be missing without 
 
 A file "loads" when: a .safetensors header parses and covers the file's size (safetensors checks both);
 a torch state (.pt/.pth/.bin, a zip archive) has its central directory (a cut file loses it); a .json
-parses; a .jsonl ends with a whole line; any other file is not empty. Writers add a manifest
+parses; a .jsonl ends with a whole line; any other file is not empty. Every file the manifest lists and
+every file at the folder's top is checked, whichever of them a reader opens. Writers add a manifest
 (MANIFEST: each file's size and sha256, written last, atomically): a listed file missing or of another
 size is torn, whatever its format. A folder without a manifest (written by an older trlvr, or a kill
 between the save and the manifest) is judged by the format checks alone. Cheap by default (headers,
@@ -212,7 +213,8 @@ def problem(folder: str | Path, kind: Artifact, *, deep: bool = False) -> str | 
     for rel in needed:
         if not (folder / rel).exists():
             return f"{rel} is missing"
-    for rel in dict.fromkeys([*needed, *(listed or {})]):
+    present = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    for rel in dict.fromkeys([*needed, *(listed or {}), *present]):  # torn is torn, whoever reads which file
         if (folder / rel).is_file() and (why := file_problem(folder / rel)):
             return why
     return None
