@@ -167,12 +167,12 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
         log(f"{out} finished at step {state.step}: nothing to train, {FINAL}/ unchanged")
         return rundir.final_dir(out)
     if resume:
-        _set_aside_torn_final(out)
         last, skipped = pick_checkpoint(out)
         for ckpt, why in skipped:
             warn(f"--resume: skipping {ckpt.name} ({why})")
         if last is None:
             raise UserError(f"--resume: no complete checkpoint in {out}")
+        _set_aside_torn_final(out)  # checked, then moved: a refusal above leaves the folder as it was
         if rundir.checkpoint_step(last) == args.max_steps:  # killed after its last checkpoint, before final/
             return _final_from_checkpoint(last, out)  # training it again would run a step past max_steps
         check_resume_device(args)
