@@ -200,6 +200,13 @@ def problem(folder: str | Path, kind: Artifact, *, deep: bool = False) -> str | 
         if why:
             return why
         needed += weights
+    for rel in needed:
+        if not (folder / rel).exists():
+            return f"{rel} is missing"
+    present = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    for rel in dict.fromkeys([*needed, *(listed or {}), *present]):  # torn is torn, whoever reads which file
+        if (folder / rel).is_file() and (why := file_problem(folder / rel)):
+            return why
     for rel, rec in (listed or {}).items():
         path = folder / rel
         if not path.is_file():
@@ -210,13 +217,6 @@ def problem(folder: str | Path, kind: Artifact, *, deep: bool = False) -> str | 
             return f"{rel} is cut short or changed ({path.stat().st_size} bytes, {rec['size']} recorded)"
         if deep and rec.get("sha256") and sha256(path) != rec["sha256"]:
             return f"{rel} changed since it was written (sha256 differs from {MANIFEST})"
-    for rel in needed:
-        if not (folder / rel).exists():
-            return f"{rel} is missing"
-    present = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
-    for rel in dict.fromkeys([*needed, *(listed or {}), *present]):  # torn is torn, whoever reads which file
-        if (folder / rel).is_file() and (why := file_problem(folder / rel)):
-            return why
     return None
 
 
