@@ -35,13 +35,13 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MANIFEST = "trlvr_manifest.json"
+MANIFEST = "trlvr_manifest.json"  # in a checkpoint, final/ and a finished evaluation: every file's size and sha256
 FORMAT = 1
 # model files, as transformers / peft name them
 CONFIGS = ("config.json", "adapter_config.json")
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model.bin", "adapter_model.bin")
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
-TRAINER_STATE = "trainer_state.json"
+TRAINER_STATE = "trainer_state.json"  # the Trainer's step counter, in final/ and in each checkpoint
 # what a checkpoint holds for resuming and the model does not (a "weights only" checkpoint lacks them)
 RESUME_STATE = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth", "training_args.bin", "global_step*",
                 "global_step*/*", "latest", "zero_to_fp32.py")  # fmt: skip
