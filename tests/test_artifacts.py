@@ -276,3 +276,18 @@ def test_a_cut_evaluation_is_not_done_and_a_rerun_makes_it_whole(made, tmp_path,
         assert name in err
         return
     assert artifacts.problem(run / ev, rundir.EVALUATION, deep=True) is None and stage_done(Stage("eval", "v", 0, [], run / ev))
+
+
+def test_resume_goes_on_from_the_last_complete_checkpoint_when_the_newest_optimizer_state_is_cut(made, capsys):
+    """Before: a cut optimizer.pt counted as present, so `--resume` chose that checkpoint and crashed in
+    torch.load. Now it is skipped with one warning line, and the run goes on from checkpoint-1."""
+    run = _torn_copy(made, "checkpoint-2/optimizer.pt")
+    shutil.rmtree(run / rundir.FINAL)  # killed before final/: a run to go on with
+    capsys.readouterr()
+    assert cli(train_argv(made, run, 3, "--resume")) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "skipping checkpoint-2 (optimizer.pt" in err, err
+    assert err.split("resuming from ")[1].split()[0] == str(run / "checkpoint-1"), err
+    assert rundir.train_state(run) == rundir.TrainState("finished", 3, 3)
+    for c in rundir.checkpoints(run):  # checkpoint-2 saved again, whole
+        assert artifacts.problem(c, artifacts.CHECKPOINT, deep=True) is None, c
