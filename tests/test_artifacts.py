@@ -2,9 +2,9 @@
 
 A real toy run is made once (train 2 steps with a checkpoint each step, `trlvr select`): checkpoint-N/,
 final/, selected.json and the selection's evaluation folders. Then each file of each artifact is cut
-short in turn, in a copy, and every reader of that artifact is driven: resume's choice and `trlvr train
---resume`, `trlvr select`, `RUN@selected` (`trlvr eval`), a study's stage check, a rerun of the
-evaluation. Each skips the torn artifact or refuses in one line naming it; none trusts it."""
+short in turn (the run restored as made before each cut), and every reader of that artifact is driven:
+resume's choice and `trlvr train --resume`, `trlvr select`, `RUN@selected` and a checkpoint named as
+`--senior` (`trlvr eval`), a study's stage check, a rerun of the evaluation. Each skips the torn artifact or refuses in one line naming it; none trusts it."""
 
 from __future__ import annotations
 
@@ -210,6 +210,7 @@ def test_a_cut_checkpoint_file_is_skipped_or_refused_by_every_reader(made, tmp_p
     assert newest != torn and torn in [c for c, _ in skipped] + list(rundir.checkpoints(run))[1:]
     assert newest == (run / "checkpoint-1" if torn.name == "checkpoint-2" else run / "checkpoint-2")
     _refused(lambda: list_checkpoints(run), str(torn))  # select, before it evaluates anything
+    _refused(lambda: resolve_senior(str(torn)), str(torn))  # `trlvr eval --senior RUN/checkpoint-N`
     capsys.readouterr()
     one_line_refusal(cli(select_argv(made, run)), capsys.readouterr().err)
     stage = Stage("select", "v", 0, [], run)
@@ -234,6 +235,7 @@ def test_a_cut_final_is_never_a_finished_run(made, tmp_path, rel, capsys):
     assert rundir.train_state(run).stage == "started"
     assert not stage_done(Stage("train", "v", 0, [], run))
     _refused(lambda: list_checkpoints(run), str(final))
+    _refused(lambda: resolve_senior(str(final)), str(final))  # `trlvr eval --senior RUN/final`
     capsys.readouterr()
     one_line_refusal(cli(select_argv(made, run)), capsys.readouterr().err)
     assert cli(train_argv(made, run, 2, "--resume")) == 0  # final/ again, from checkpoint-2 (at the target)

@@ -191,7 +191,9 @@ class TrainDir(RuleBasedStateMachine):
     @rule(data=st.data(), keep=st.floats(0.0, 0.99))
     def tear(self, data, keep):
         """A file of a checkpoint or final/ cut short (a kill mid-write, a full disk, a bad copy)."""
-        rel = data.draw(st.sampled_from(self.artifact_files()))
+        self.cut(data.draw(st.sampled_from(self.artifact_files())), keep)
+
+    def cut(self, rel: str, keep: float) -> None:
         path = self.out / rel
         path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
         if rel.startswith(f"{rundir.FINAL}/"):
@@ -267,6 +269,28 @@ def test_a_finished_run_resumed_to_another_target_stays_as_it_was(toy, capsys):
         machine.max_steps_never_exceeded()
         machine.a_finished_run_is_unchanged()
         machine.one_identity()
+    machine.teardown()
+
+
+def test_torn_artifacts_walked_every_time(toy, capsys):
+    """The tears the random walks below may miss: final/'s weights cut (the run is no longer finished;
+    --resume makes final/ again from the checkpoint at the target), then the newest checkpoint's
+    optimizer state cut (select refuses it in one line; a resume to a larger target goes on from the one
+    before); every invariant after each step. Before: --resume said "nothing to train" over the torn
+    final/, and went on from the torn checkpoint into torch.load."""
+    TrainDir.toy, TrainDir.capsys = toy, capsys
+    machine = TrainDir()
+    machine.start()
+    for step in (lambda: machine.train(2), lambda: machine.cut("final/model.safetensors", 0.5),
+                 lambda: machine.resume(2), lambda: machine.select(),
+                 lambda: machine.cut("checkpoint-2/optimizer.pt", 0.3), lambda: machine.select(),
+                 lambda: machine.cut("final/trlvr_manifest.json", 0.0), lambda: machine.resume(3)):  # fmt: skip
+        step()
+        machine.max_steps_never_exceeded()
+        machine.a_finished_run_is_unchanged()
+        machine.one_identity()
+        machine.a_torn_artifact_is_not_trusted()
+    assert rundir.train_state(machine.out) == rundir.TrainState("finished", 3, 3)
     machine.teardown()
 
 

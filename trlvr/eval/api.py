@@ -76,8 +76,12 @@ def read_selection(run_dir: str | Path) -> dict:
 def resolve_senior(spec: str) -> tuple[str, dict | None]:
     """"RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None).
     A selected checkpoint that is not complete (`trlvr.artifacts.WEIGHTS`: a save cut short, a file
-    truncated since) is refused in one line, never loaded."""
+    truncated since) is refused in one line, never loaded; so is a checkpoint or final/ named as a path
+    (one holding trlvr's manifest: other model folders are the loader's to judge)."""
     if not spec.endswith("@selected"):
+        written = Path(spec) / artifacts.MANIFEST  # a checkpoint or final/ trlvr wrote: it says what whole is
+        if written.is_file() and (why := artifacts.problem(spec, artifacts.WEIGHTS)):
+            raise UserError(f"--senior {spec}: not complete ({why}); a save cut short, or a file changed since")
         return spec, None
     run = spec.removesuffix("@selected")
     sel = read_selection(run)
