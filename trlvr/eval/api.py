@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from trlvr import artifacts
 from trlvr.data import load_problems, problem_key
 from trlvr.engine.backends import Backend, backend
 from trlvr.engine.capabilities import Plan, chat_prompt_of, check_capabilities, has_chat_template, worlds_of
@@ -52,23 +53,35 @@ from trlvr.models import (
 )
 from trlvr.provenance import path_for_record, path_from_record
 from trlvr.rewards import check_golds
-from trlvr.rundir import SELECTED_FILE, read_record
+from trlvr.rundir import SELECTED_FILE, SELECTION, read_record
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
 
 
 def read_selection(run_dir: str | Path) -> dict:
-    """RUN/selected.json, as `trlvr select` wrote it."""
+    """RUN/selected.json, as `trlvr select` wrote it: a complete selection (`trlvr.artifacts`) naming a path."""
     path = Path(run_dir) / SELECTED_FILE
     if not path.is_file():
         raise UserError(f"{path}: no selection recorded; run `trlvr select {run_dir} --val ...` first")
-    return read_record(path)
+    fix = f"; run `trlvr select {run_dir} --val ...` again"
+    if why := artifacts.problem(run_dir, SELECTION):
+        raise UserError(f"{path}: {why}{fix}")
+    record = read_record(path, hint=fix)
+    if not isinstance(record.get("path"), str) or not record["path"]:
+        raise UserError(f"{path}: names no selected checkpoint (no 'path'){fix}")
+    return record
 
 
 def resolve_senior(spec: str) -> tuple[str, dict | None]:
-    """"RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None)."""
+    """"RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None).
+    A selected checkpoint that is not complete (`trlvr.artifacts.WEIGHTS`: a save cut short, a file
+    truncated since) is refused in one line, never loaded; so is a checkpoint or final/ named as a path
+    (one holding trlvr's manifest: other model folders are the loader's to judge)."""
     if not spec.endswith("@selected"):
+        written = Path(spec) / artifacts.MANIFEST  # a checkpoint or final/ trlvr wrote: it says what whole is
+        if written.is_file() and (why := artifacts.problem(spec, artifacts.WEIGHTS)):
+            raise UserError(f"--senior {spec}: not complete ({why}); a save cut short, or a file changed since")
         return spec, None
     run = spec.removesuffix("@selected")
     sel = read_selection(run)
@@ -77,6 +90,9 @@ def resolve_senior(spec: str) -> tuple[str, dict | None]:
         path = str(Path(run) / Path(path).name)  # an older record (relative to its writer's cwd): the run's checkpoint
     if not Path(path).is_dir():
         raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {sel['path']} no longer exists")
+    if why := artifacts.problem(path, artifacts.WEIGHTS):
+        raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {path} is not complete ({why}); "
+                        "resume the run or select again")  # fmt: skip
     return path, sel
 
 

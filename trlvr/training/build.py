@@ -266,6 +266,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
     """TandemConfig + trl.GRPOConfig -> TandemGRPOTrainer (not yet trained), with trlvr's callbacks."""
     from trlvr.training.console import MetricsFile, ProgressBar
     from trlvr.training.guard import NonFiniteGuard
+    from trlvr.training.manifest import ManifestCallback
     from trlvr.training.trainer import TandemGRPOTrainer
 
     if isinstance(args, dict):  # a plain dict of GRPOConfig fields (library callers)
@@ -282,7 +283,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
         # the engine (built inside the trainer) takes the longest prompt + the completion budget as its context
         longest = max(len(encode_prompt(p, tokenizer)) for p in dataset["prompt"])
     own = [NonFiniteGuard(tandem.nonfinite_patience), MetricsFile(args.output_dir),
-           ProgressBar(desc or f"train {tandem.arm}")]  # fmt: skip
+           ProgressBar(desc or f"train {tandem.arm}"), ManifestCallback()]  # fmt: skip
     trainer = TandemGRPOTrainer(
         senior,
         junior,
