@@ -44,6 +44,42 @@ def copy_toy_pair(root: Path, n_train: int) -> Path:
     return root
 
 
+def fake_model_folder(folder: Path, tag: str = "x") -> Path:
+    """A folder a reader takes for a complete model (`trlvr.artifacts.WEIGHTS`): config.json (naming `tag`)
+    and a one-tensor model.safetensors; not a model that loads into transformers."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"tag": tag}))
+    save_file({"w": torch.zeros(2)}, str(folder / "model.safetensors"))
+    return folder
+
+
+def fake_train_output(run: Path, step: int = 2) -> Path:
+    """What a finished `trlvr train` leaves its readers: a complete final/ at `step` (`trlvr.artifacts.FINAL`)."""
+    final = fake_model_folder(run / "final")
+    (final / "trainer_state.json").write_text(json.dumps({"global_step": step, "max_steps": step}))
+    return final
+
+
+def fake_select_output(run: Path, step: int = 2) -> Path:
+    """What `trlvr select` leaves: selected.json naming the run's final/ (made by `fake_train_output`)."""
+    path = run / "selected.json"
+    path.write_text(json.dumps({"step": step, "path": "final", "metric": "solo/pass@1"}))
+    return path
+
+
+def fake_eval_outputs(out: Path) -> Path:
+    """Every file of a finished evaluation (`trlvr.rundir.EVAL_OUTPUTS`) that `out` lacks, as a placeholder."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("fingerprint.json", "config.json", "per_problem.json", "results.json"):
+        if not (out / name).exists():
+            (out / name).write_text("{}\n")
+    if not (out / "samples.jsonl").exists():
+        (out / "samples.jsonl").write_text("{}\n")
+    return out
+
+
 def write_sum_problems(path: Path, n: int) -> Path:
     """`path` holding n problems "What is i plus i?" (answer 2i), one JSON row each."""
     path.write_text("".join(json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"

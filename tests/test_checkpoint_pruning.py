@@ -24,12 +24,13 @@ def fake_checkpoint(run, step, deepspeed=True, complete=True):
     ckpt = run / f"checkpoint-{step}"
     ckpt.mkdir(parents=True)
     save_file({"w": torch.ones(2)}, str(ckpt / "model.safetensors"))
+    (ckpt / "config.json").write_text("{}")
     for name in ("scheduler.pt", "rng_state_0.pth", "rng_state_1.pth", "optimizer.pt"):
-        (ckpt / name).write_bytes(b"x" * 8)
+        torch.save({"x": step}, ckpt / name)
     if deepspeed:
         (ckpt / "latest").write_text(f"global_step{step}")
         (ckpt / f"global_step{step}").mkdir()
-        (ckpt / f"global_step{step}" / "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt").write_bytes(b"x" * 64)
+        torch.save({"x": step}, ckpt / f"global_step{step}" / "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt")
     if complete:
         (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}))
     return ckpt
@@ -47,7 +48,7 @@ def test_only_the_newest_complete_keeps_resume_state(tmp_path):
     assert prune_resume_state(run) == [old[1], old[0]]
     assert names(newest) == before  # untouched
     for ckpt in old:
-        assert names(ckpt) == {"model.safetensors", "trainer_state.json", WEIGHTS_ONLY_MARK}
+        assert names(ckpt) == {"config.json", "model.safetensors", "trainer_state.json", WEIGHTS_ONLY_MARK}
         assert is_weights_only(ckpt) and weights_problem(ckpt) is None  # selection accepts it
         assert checkpoint_problem(ckpt).startswith("weights only")  # resume does not
         mark = json.loads((ckpt / WEIGHTS_ONLY_MARK).read_text())

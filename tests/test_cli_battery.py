@@ -114,6 +114,7 @@ OPTION_LEGIT = {
     # the dry run reads the data: a generation batch of more prompts than it has leaves an epoch with no step
     ("train", "per_device_train_batch_size", "huge"): None,
     ("train", "gradient_accumulation_steps", "huge"): None,  # = steps_per_generation by default: as above
+    ("train", "max_completion_length", "huge"): None,  # the longest prompt plus it passes the models' context
     ("train", "vllm_tensor_parallel_size", "huge"): None,  # backend vllm's: refused on the base's backend hf
     ("study plan", "--out", "read-only folder"): "plan prints the commands and writes nothing",
     ("train", "dataset", "missing path"): "the dry run plans runs whose data an earlier stage makes (it says "

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import fake_eval_outputs, fake_select_output, fake_train_output
 
 from trlvr.cli.main import main as cli
 from trlvr.errors import UserError
@@ -132,12 +133,12 @@ class FakeStages:
         if argv[0] == "toy":
             (out / "data").mkdir(parents=True, exist_ok=True)
         elif argv[0] == "train":
-            (out / "final").mkdir(parents=True, exist_ok=True)
-            (out / "final" / "config.json").write_text("{}")
+            fake_train_output(out, 50)
         elif argv[0] == "select":
-            (out / "selected.json").write_text(json.dumps({"step": 50}))
+            fake_select_output(out, 50)
         else:
             fake_eval(out, out.parent.name, argv[argv.index("--suite") + 1].split(","))
+            fake_eval_outputs(out)
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ LAYERS = {
     "engine": 2, "vllm": 2,
     "config": 3, "training": 3, "eval": 3, "toy": 3,
     "experiments": 4, "demo": 4, "cli": 4,
+    "artifacts": 0,  # one definition of a complete artifact (a checkpoint, final/, ...): imports nothing of trlvr
 }  # fmt: skip
 # Layer-4 peers: the CLI runs the demo and the experiments; the demo is a recipe of experiments (and of
 # `trlvr.eval.api`, the one path `trlvr eval` takes too: no exception for the demo).

@@ -64,7 +64,7 @@ def test_an_evaluation_that_did_not_write_a_readers_file_fails_in_one_line(toy, 
     out = tmp_path / "e"
     assert main(eval_argv(toy, out)) == 2
     [line] = errors(capsys.readouterr().err)
-    assert "finished without per_problem.json" in line, line
+    assert "finished incomplete (no per_problem.json)" in line, line
 
 
 def test_eval_dry_run_for_this_machine_refuses_a_backend_that_is_not_installed(toy, tmp_path, capsys):

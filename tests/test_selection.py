@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import fake_model_folder
 
 from trlvr.cli.main import main as cli
 from trlvr.data import holdout_split, load_problems
@@ -44,7 +45,7 @@ def test_candidates_skip_checkpoints_without_weights(tmp_path):
         d = tmp_path / f"checkpoint-{step}"
         d.mkdir()
         if weights:
-            (d / "model.safetensors").write_bytes(b"x")
+            fake_model_folder(d)
     (tmp_path / "checkpoint-junk").mkdir()
     assert [c.step for c in list_checkpoints(tmp_path)] == [5, 15]
     with pytest.raises(UserError, match="no checkpoint with weights"):
@@ -53,8 +54,7 @@ def test_candidates_skip_checkpoints_without_weights(tmp_path):
 
 def test_preemption_checkpoints_are_resume_points_not_candidates(tmp_path):
     for step in (16, 50, 100):
-        (tmp_path / f"checkpoint-{step}").mkdir()
-        (tmp_path / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"x")
+        fake_model_folder(tmp_path / f"checkpoint-{step}")
     (tmp_path / "checkpoint-16" / "preempted.json").write_text('{"signal": "SIGTERM", "step": 16}')
     assert [c.step for c in list_checkpoints(tmp_path)] == [50, 100]
     for step in (50, 100):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import fake_eval_outputs, fake_select_output, fake_train_output
 
 from trlvr.cli.main import main as cli
 from trlvr.errors import UserError
@@ -161,15 +162,11 @@ class FakeStages:
             out = Path(argv[argv.index("--out") + 1])
             (out / "data").mkdir(parents=True, exist_ok=True)
         elif kind == "train":
-            out = Path(argv[argv.index("--output_dir") + 1])
-            (out / "final").mkdir(parents=True, exist_ok=True)
-            (out / "final" / "config.json").write_text("{}")
+            fake_train_output(Path(argv[argv.index("--output_dir") + 1]))
         elif kind == "select":
-            (Path(argv[1]) / "selected.json").write_text(json.dumps({"step": 2}))
+            fake_select_output(Path(argv[1]))
         elif kind == "eval":
-            out = Path(argv[argv.index("--out") + 1])
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "results.json").write_text("{}")
+            fake_eval_outputs(Path(argv[argv.index("--out") + 1]))
 
 
 @pytest.fixture

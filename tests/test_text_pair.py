@@ -278,6 +278,8 @@ def test_trlvr_train_runs_two_steps_on_a_text_pair(tmp_path, monkeypatch, capfd)
     steps = [r for r in rows if "loss" in r]
     assert [r["step"] for r in steps] == [1, 2]
     assert all("tandem/text/withdrawn_per_seq" in r for r in steps)
+    # the loophole detector is undefined for a text pair (as evaluation's results.json says): never logged
+    assert not [k for r in rows for k in r if k.startswith("tandem/loophole/")]
     record = json.loads((toy / "run" / "trlvr_run.json").read_text())
     assert record["pairing"] == "text" and record["tandem"]["pairing"] == "auto"  # chosen, and asked
     assert len(seen) == 2

@@ -8,11 +8,15 @@ are `trlvr.rundir.TrainState` / `resume_plan`. After every step:
                                     aside (into replaced-*); a --resume to another target is refused
     resume takes the newest intact  the line "resuming from X" names the newest complete checkpoint
     one identity                    selected.json names a checkpoint of this run, present now
+    a torn artifact is not trusted  any file of any checkpoint or final/ cut short (`tear`): the run is not
+                                    finished while final/ is torn, resume never starts from a torn
+                                    checkpoint, select and RUN@selected refuse a torn one in one line
 A refusal is one line (exit 2) and changes nothing."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -22,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from transformers import TrainerCallback
 
-from trlvr import rundir
+from trlvr import artifacts, rundir
 from trlvr.cli.main import main as cli
 from trlvr.training.checkpoints import pick_checkpoint
 
@@ -159,8 +163,8 @@ class TrainDir(RuleBasedStateMachine):
         from trlvr.config import parse_run_args
         from trlvr.training.run import train_and_save
 
-        reached = self.state().step
-        resume = resume and reached is not None and reached < step
+        newest, _ = pick_checkpoint(self.out)  # a resume starts from the newest complete checkpoint
+        resume = resume and newest is not None and rundir.checkpoint_step(newest) < step
         tandem, grpo, _ = parse_run_args(self.argv(3)[1:])
         try:
             train_and_save(tandem, grpo, resume=resume, force=not resume, callbacks=[KillAt(step, where, self.out)])
@@ -174,9 +178,33 @@ class TrainDir(RuleBasedStateMachine):
     @rule()
     def select(self):
         t = self.toy
+        torn = [c for c in rundir.checkpoints(self.out) if not artifacts.is_complete(c, artifacts.WEIGHTS)]
+        before = tree(self.out)
         code, err = self.run(["select", str(self.out), "--val", str(t / "val.jsonl"), "--metric", "solo/pass@1",
                               "--n", "1", "--max-new-tokens", "2", "--no-progress"])  # fmt: skip
+        if torn:  # refused before any checkpoint is evaluated, naming one
+            assert code == 2 and any(str(c) in err for c in torn) and tree(self.out) == before, err
+            return
         assert code == 0, err
+
+    @precondition(lambda self: bool(self.artifact_files()))
+    @rule(data=st.data(), keep=st.floats(0.0, 0.99))
+    def tear(self, data, keep):
+        """A file of a checkpoint or final/ cut short (a kill mid-write, a full disk, a bad copy)."""
+        self.cut(data.draw(st.sampled_from(self.artifact_files())), keep)
+
+    def cut(self, rel: str, keep: float) -> None:
+        path = self.out / rel
+        path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
+        if rel.startswith(f"{rundir.FINAL}/"):
+            self.finished = None  # no finished run any more: a --resume writes final/ again
+        elif self.finished is not None:
+            self.finished = self.finished_tree()  # the finished run, as it is now, stays so
+
+    def artifact_files(self) -> list[str]:
+        folders = [*rundir.checkpoints(self.out), rundir.final_dir(self.out)]
+        return sorted(str(p.relative_to(self.out)) for d in folders if d.is_dir() for p in d.iterdir()
+                      if p.is_file() and p.stat().st_size > 0)  # fmt: skip
 
     def _finished(self, max_steps: int) -> None:
         assert self.state().stage == "finished" and self.state().step == max_steps, self.state()
@@ -202,11 +230,29 @@ class TrainDir(RuleBasedStateMachine):
     def one_identity(self):
         sel = self.out / rundir.SELECTED_FILE
         if sel.is_file():
+            from trlvr.errors import UserError
             from trlvr.eval.api import resolve_senior
 
+            chosen = self.out / json.loads(sel.read_text())["path"]
+            if chosen.is_dir() and not artifacts.is_complete(chosen, artifacts.WEIGHTS):  # torn: refused, one line
+                with pytest.raises(UserError, match="is not complete") as e:
+                    resolve_senior(f"{self.out}@selected")
+                assert "\n" not in str(e.value)
+                return
             path, record = resolve_senior(f"{self.out}@selected")
             assert Path(path).resolve().parent == self.out.resolve(), path  # this run's, not one set aside
             assert (Path(path) / "model.safetensors").is_file()
+
+    @invariant()
+    def a_torn_artifact_is_not_trusted(self):
+        final = rundir.final_dir(self.out)
+        if self.state().stage == "finished":
+            assert artifacts.is_complete(final, artifacts.FINAL)
+        elif final.exists():
+            assert not artifacts.is_complete(final, artifacts.FINAL)
+        newest, skipped = pick_checkpoint(self.out)
+        assert newest is None or artifacts.is_complete(newest, artifacts.CHECKPOINT)
+        assert all(not artifacts.is_complete(c, artifacts.CHECKPOINT) for c, _ in skipped)
 
 
 def test_a_finished_run_resumed_to_another_target_stays_as_it_was(toy, capsys):
@@ -223,6 +269,28 @@ def test_a_finished_run_resumed_to_another_target_stays_as_it_was(toy, capsys):
         machine.max_steps_never_exceeded()
         machine.a_finished_run_is_unchanged()
         machine.one_identity()
+    machine.teardown()
+
+
+def test_torn_artifacts_walked_every_time(toy, capsys):
+    """The tears the random walks below may miss: final/'s weights cut (the run is no longer finished;
+    --resume makes final/ again from the checkpoint at the target), then the newest checkpoint's
+    optimizer state cut (select refuses it in one line; a resume to a larger target goes on from the one
+    before); every invariant after each step. Before: --resume said "nothing to train" over the torn
+    final/, and went on from the torn checkpoint into torch.load."""
+    TrainDir.toy, TrainDir.capsys = toy, capsys
+    machine = TrainDir()
+    machine.start()
+    for step in (lambda: machine.train(2), lambda: machine.cut("final/model.safetensors", 0.5),
+                 lambda: machine.resume(2), lambda: machine.select(),
+                 lambda: machine.cut("checkpoint-2/optimizer.pt", 0.3), lambda: machine.select(),
+                 lambda: machine.cut("final/trlvr_manifest.json", 0.0), lambda: machine.resume(3)):  # fmt: skip
+        step()
+        machine.max_steps_never_exceeded()
+        machine.a_finished_run_is_unchanged()
+        machine.one_identity()
+        machine.a_torn_artifact_is_not_trusted()
+    assert rundir.train_state(machine.out) == rundir.TrainState("finished", 3, 3)
     machine.teardown()
 
 

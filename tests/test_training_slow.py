@@ -101,6 +101,11 @@ def test_torchrun_two_processes(tmp_path, tokenizer):
     logs = [h for h in state["log_history"] if "loss" in h]
     assert len(logs) == 2 and all("tandem/senior_share" in h for h in logs)
     assert (out / "final" / "model.safetensors").exists()
+    from trlvr import artifacts  # each rank's files in the manifest, written once all had saved
+
+    assert artifacts.problem(out / "checkpoint-2", artifacts.CHECKPOINT, deep=True) is None
+    assert {"rng_state_0.pth", "rng_state_1.pth"} <= set(artifacts.read_manifest(out / "checkpoint-2")[0])
+    assert artifacts.problem(out / "final", artifacts.FINAL, deep=True) is None
 
 
 def test_sigkill_then_resume_matches_uninterrupted(tmp_path, tokenizer):

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from helpers import fake_model_folder
 
 from trlvr.cli.main import main as cli
 from trlvr.errors import UserError
@@ -104,8 +105,7 @@ def _fake_selection(run: Path):
 def _run_with_checkpoints(root: Path, name: str = "run") -> Path:
     run = root / name
     for step in (10, 20):
-        (run / f"checkpoint-{step}").mkdir(parents=True)
-        (run / f"checkpoint-{step}" / "model.safetensors").write_bytes(f"{root.name}-{step}".encode())
+        fake_model_folder(run / f"checkpoint-{step}", f"{root.name}-{step}")
     return run
 
 
@@ -123,7 +123,7 @@ def test_select_records_the_checkpoint_relative_to_the_run_and_resolves_it_from_
     monkeypatch.chdir(other)
     path, _ = resolve_senior(f"{proj / 'run'}@selected")
     assert Path(path).resolve() == (proj / "run" / "checkpoint-20").resolve()
-    assert (Path(path) / "model.safetensors").read_bytes() == b"proj-20"
+    assert json.loads((Path(path) / "config.json").read_text())["tag"] == "proj-20"
     # selected from another cwd by an absolute path: the same record
     _fake_selection(proj / "run")
     assert json.loads((proj / "run" / "selected.json").read_text())["path"] == "checkpoint-20"

@@ -297,7 +297,8 @@ def _rundir_names(text: str | None = None) -> list[tuple[str, str, str]]:
     """(constant, file name, meaning) for every name trlvr.rundir defines: the comment on its line, else its
     meaning in FILE_MEANINGS; a name with neither, or a meaning for a name rundir no longer defines, stops
     the generator with one line naming it."""
-    text = (ROOT / "trlvr" / "rundir.py").read_text() if text is None else text
+    if text is None:  # the layout's names, and the names trlvr.artifacts gives the files it checks
+        text = "".join((ROOT / "trlvr" / name).read_text() for name in ("rundir.py", "artifacts.py"))
     found = re.findall(r'^([A-Z_]+) = "([^"]+)"(?:[ \t]*#[ \t]*(.*))?$', text, flags=re.M)
     bare = [c for c, _, comment in found if not comment and c not in FILE_MEANINGS]
     gone = sorted(set(FILE_MEANINGS) - {c for c, _, comment in found if not comment})
@@ -344,7 +345,8 @@ def render_outputs(results: dict) -> str:
         + ".\n\n"
     )
     out.append(
-        "## Every file name a run directory can hold\n\nFrom `trlvr/rundir.py`, the one module that names them:\n\n"
+        "## Every file name a run directory can hold\n\nFrom `trlvr/rundir.py`, the one module that names them "
+        "(and `trlvr/artifacts.py`, for the files of a complete artifact):\n\n"
         "| name | what it is |\n|---|---|\n"
     )
     out += [f"| `{name}` | {_cell(meaning)} |\n" for _, name, meaning in _rundir_names()]

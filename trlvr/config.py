@@ -204,12 +204,53 @@ TRL_KINDS = {
 }  # fmt: skip
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a mapping with one key written twice is an error (PyYAML keeps
+    the last value silently)."""
+
+
+class DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: object, first: int, again: int) -> None:
+        super().__init__(f"key {key!r} is written twice (lines {first} and {again}); keep one")
+
+
+def _strict_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
+    seen: dict[object, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may be overridden key by key: not a duplicate
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: PyYAML refuses it below
+            continue
+        if first is not None:
+            raise DuplicateKey(key, first, key_node.start_mark.line + 1)
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+
+
+def read_yaml(path: str | Path, what: str = "config") -> Any:
+    """The YAML file at ``path``, parsed: the one loader of run configs, recipes and studies. A file that
+    cannot be read or parsed, or a mapping with a key written twice, is one line naming ``what`` and the file.
+    """
+    try:
+        return yaml.load(Path(path).read_bytes(), Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
+    except DuplicateKey as e:
+        raise UserError(f"{what} {path}: {e}") from e
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise UserError(f"{what} {path}: not a readable YAML file ({' '.join(str(e).split())})") from e
+
+
 def _named_kind_error(argv: list[str], config: Path | None, where: str) -> str | None:
     """When TRL's own checks fail on a value (its message may not name it: "integer modulo by zero"),
     the first given TRL_KINDS key whose value its kind refuses, named; None if none is."""
     given: dict[str, object] = {}
     if config is not None:
-        raw = yaml.safe_load(config.read_text())
+        raw = read_yaml(config)
         given.update(raw if isinstance(raw, dict) else {})
     for i, a in enumerate(argv[:-1]):
         if a.startswith("--"):
@@ -340,10 +381,7 @@ def _renamed(strings: list[str], grpo, given: list[str] = ()) -> list[str]:
 
 def _check_keys(path: Path) -> set[str]:
     """Unknown YAML keys fail first, before any field's own validation runs."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise UserError(f"config {path}: not a readable YAML file ({' '.join(str(e).split())})") from e
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise UserError(f"config {path}: expected a mapping of keys to values, got {type(raw).__name__}")
     unknown = [k for k in raw if k not in TANDEM_FIELDS | grpo_field_names() | {"env"} | set(RENAMED)]

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from trlvr.config import read_yaml
 from trlvr.errors import UserError
 from trlvr.experiments.study import STUDY_FILE, stale_stages, units, world_stages
 from trlvr.experiments.study_spec import STUDIES_DIR
@@ -45,7 +46,7 @@ PUBLISHED = {"table.md": "summary.md", "figure.png": "summary.png", "report.html
 def demo_study(seeds: list[int] | None = None, steps: int | None = None, limit: int | None = None,
                n: int | None = None, jargon: str = "spaced", lora: bool = False) -> tuple[dict, list[str]]:  # fmt: skip
     """The shipped demo study with the options applied, and one line per option that changed it."""
-    raw = yaml.safe_load(DEMO_STUDY.read_text())
+    raw = read_yaml(DEMO_STUDY, "study")
     changed = []
     if seeds is not None:
         raw["seeds"] = list(seeds)

@@ -270,6 +270,27 @@ def model_folder(path: str | os.PathLike) -> str:
     return adapter_base(path) if is_adapter_dir(path) else str(path)
 
 
+# where a model's config states the most positions it reads (GPT-2's n_positions, ...); nested configs
+# (a multimodal model's text_config) are looked into too
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
+
+
+def context_length(path: str | os.PathLike, role: str = "model") -> int | None:
+    """The most positions the model at ``path`` reads (an adapter folder: its base's), from its config alone
+    (no weights): ``max_position_embeddings`` or its equivalent (`CONTEXT_KEYS`); None when the config
+    states none."""
+    from transformers import AutoConfig
+
+    where, extra = locate(model_folder(path), role, "config")
+    config = AutoConfig.from_pretrained(where, **extra)
+    for c in (config, getattr(config, "text_config", None)):
+        for key in CONTEXT_KEYS:
+            value = getattr(c, key, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
+
+
 def load_model_or_adapter(path: str | os.PathLike, role: str = "model", base: str | None = None, *,
                           trainable: bool = False, **kwargs) -> Any:  # fmt: skip
     """A model folder as a causal LM; an adapter folder as a `peft.PeftModel` on its base, frozen (or with

@@ -3,6 +3,8 @@
     RUN_FILE, FINAL, SELECTED_FILE, RESULTS, ...   every file and folder name of a run or evaluation
                                              directory (no other module spells them)
     checkpoints(run), checkpoint_step(path)  the `checkpoint-N` folders of a training run, newest first
+    EVALUATION, SELECTION                    the kinds of artifact these layouts hold, for
+                                             `trlvr.artifacts.is_complete` (a checkpoint's and final/'s are its own)
     train_state(run), resume_plan(run, max_steps)   where a training directory stands (new, started,
                                              finished) and what `--resume` does to it (`TrainState`)
     with lock(path, by="trlvr train"):       a second holder (any process) is refused: one line with the
@@ -55,6 +57,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from trlvr.artifacts import FINAL as FINAL_MODEL
+from trlvr.artifacts import TRAINER_STATE, Artifact, is_complete
 from trlvr.errors import UserError
 
 # ---- layout -----------------------------------------------------------------------------------------
@@ -83,6 +87,10 @@ RESULTS = "results.json"
 # what a finished evaluation holds: every file its readers open (compare, report, groups, select,
 # sample metrics); `trlvr eval` checks them before it reports success, and reruns a folder lacking one
 EVAL_OUTPUTS = (SAMPLES, FINGERPRINT, CONFIG, PER_PROBLEM, RESULTS)
+# the kinds of artifact these layouts hold, for `trlvr.artifacts.is_complete` (the models' kinds are its own):
+# a finished evaluation (every file its readers open), a run's selection (selected.json, in the run folder)
+EVALUATION = Artifact("evaluation", need=tuple((name,) for name in EVAL_OUTPUTS))
+SELECTION = Artifact("selection", need=((SELECTED_FILE,),))
 # markers
 STUDY_DONE = ".study-done"  # an eval folder whose `trlvr eval` returned 0 inside a study
 ASIDE_PREFIX = "replaced-"  # an earlier run set aside by `set_aside`
@@ -126,16 +134,15 @@ def check_dir_path(path: str | Path, flag: str) -> None:
 
 # ---- where a training directory stands ---------------------------------------------------------------
 
-TRAINER_STATE = "trainer_state.json"  # the Trainer's step counter, in final/ and in each checkpoint
-
 
 @dataclass(frozen=True)
 class TrainState:
     """Where a training directory stands, read from its files (the one description of its states):
 
         new        nothing of a run: no record, no checkpoint, no final/
-        started    a record or checkpoints, no final/ (running, killed, pre-empted or refused mid-way)
-        finished   final/ is there: `step` (its trainer_state.json's global_step) of `target` (max_steps)
+        started    a record or checkpoints, no complete final/ (running, killed, pre-empted or refused
+                   mid-way, or killed while final/ was written: `trlvr.artifacts.is_complete`)
+        finished   a complete final/: `step` (its trainer_state.json's global_step) of `target` (max_steps)
 
     The transitions (`trlvr train`): new -> started -> finished by training; started -> finished by
     `--resume`; finished stays finished, byte for byte, under every command but `--force` (everything
@@ -160,10 +167,10 @@ def _trainer_step(folder: Path) -> tuple[int | None, int | None]:
 def train_state(run: str | Path) -> TrainState:
     """The state of the training directory `run` (see `TrainState`)."""
     run = Path(run)
-    if final_dir(run).is_dir():
+    if is_complete(final_dir(run), FINAL_MODEL):
         return TrainState("finished", *_trainer_step(final_dir(run)))
     found = checkpoints(run)
-    if found or (run / RUN_FILE).is_file():
+    if found or (run / RUN_FILE).is_file() or final_dir(run).exists():
         return TrainState("started", checkpoint_step(found[0]) if found else None)
     return TrainState("new")
 

@@ -196,7 +196,8 @@ def check_run(tandem, grpo) -> str:
     if all(p == "self" or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):
         from trlvr.training.build import check_pairing
 
-        check_pairing(tandem, beta=grpo.beta, problems=problems)  # the run's capabilities, before any model
+        check_pairing(tandem, beta=grpo.beta, problems=problems,  # the run's capabilities, before any model
+                      max_completion_length=grpo.max_completion_length)
     else:
         note += "; pairing not checked (a model folder is not there yet)"
     if n_train is not None:  # as training checks it: after the paths and capabilities, before any model

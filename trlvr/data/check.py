@@ -93,7 +93,7 @@ class CheckReport:
             f"{self.source}: {self.total} rows, {self.ok} usable, {self.n_bad} unusable (schema {self.schema})"
         ]
         lines += [f"  {n:6d} x {reason}" for reason, n in sorted(self.bad.items())]
-        lines += [f"  {b}" for b in self.first]
+        lines += [f"  {self.source} {b}" for b in self.first]  # each offending row names its file
         if self.duplicates:
             kinds = Counter(d.kind for d in self.duplicates)
             names = {

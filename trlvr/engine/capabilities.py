@@ -22,6 +22,8 @@ one vocabulary and full model folders). A run is refused, in one line naming its
     junior (training's kl_ref: junior), a drift metric chosen to select on, or the prefix-continuation
     protocols (the junior continues the senior's token ids), from a text pair;
   - a prompt that is chat messages meets a tokenizer without a chat template (it cannot be rendered);
+  - the longest prompt plus the completion budget is more than a model reads (its config's
+    max_position_embeddings): refused before the rollout would pass it mid-run;
   - its models and data come from toy worlds (`trlvr toy prepare`: DIR/card.json) made with other seeds or
     settings: a world draws its problems and trains its models with its seed, so another world's models
     may have trained on these problems.
@@ -52,13 +54,13 @@ COMMANDS = ("train", "eval", "select")
 NAMES = {
     "train": {"backend": "backend", "pairing": "pairing", "schedule": "schedule", "suite": "suite",
               "metric": "kl_ref", "junior": "junior", "self": "junior: self", "junior_device": "junior_device",
-              "data": "dataset"},
+              "data": "dataset", "length": "max_completion_length"},
     "eval": {"backend": "--backend", "pairing": "--pairing", "schedule": "--suite", "suite": "--suite",
              "metric": "--suite", "junior": "--junior", "self": "--junior self", "junior_device": "--junior-device",
-             "data": "--data"},
+             "data": "--data", "length": "--max-new-tokens"},
     "select": {"backend": "--backend", "pairing": "pairing (the run's)", "schedule": "--metric", "suite": "--metric",
                "metric": "--metric", "junior": "--junior", "self": "junior self", "junior_device": "--junior-device",
-               "data": "--val"},
+               "data": "--val", "length": "--max-new-tokens"},
 }  # fmt: skip
 # metrics a text pair cannot define: the suite entry that asks for each, and why (results.json records it)
 UNDEFINED_FOR_TEXT_PAIRS = {
@@ -101,6 +103,9 @@ class Plan:
     templates: tuple[tuple[str, bool], ...] = ()
     worlds: tuple[tuple[str, dict], ...] = ()
     sharding: str | None = None  # training's parameter sharding: zero1/zero2/zero3 (DeepSpeed), fsdp1/fsdp2, None
+    # (model named, the positions its config says it reads, the run's longest prompt in its tokens, the
+    # completion budget): every model that reads the run's sequences, from its config (`trlvr.models.context_length`)
+    contexts: tuple[tuple[str, int, int, int], ...] = ()
 
 
 def check_capabilities(plan: Plan) -> dict[str, str]:
@@ -117,6 +122,7 @@ def check_capabilities(plan: Plan) -> dict[str, str]:
         _check_schedule(plan, name, schedule)
     _check_metrics(plan, name)
     _check_prompts(plan, name)
+    _check_contexts(plan, name)
     _check_worlds(plan.worlds)
     if plan.pairing != "text":
         return {}
@@ -173,6 +179,15 @@ def _check_schedule(plan: Plan, name: dict, schedule: Schedule) -> None:
         raise UserError(f"{s}: schedule {schedule.name!r} needs one shared vocabulary (it reads token ids); this "
                         "senior and junior are text-paired (two tokenizers), which runs the schedules "
                         f"{', '.join(text_schedules())}")  # fmt: skip
+
+
+def _check_contexts(plan: Plan, name: dict) -> None:
+    for model, positions, prompt, completion in plan.contexts:
+        if prompt + completion > positions:
+            raise UserError(f"{name['length']}: {model} reads at most {positions} positions (max_position_embeddings "
+                            f"in its config), and the longest prompt ({prompt} tokens) plus the completion budget "
+                            f"({completion} tokens) is {prompt + completion}; lower {name['length']} or drop the "
+                            "longest prompts")  # fmt: skip
 
 
 def _check_metrics(plan: Plan, name: dict) -> None:

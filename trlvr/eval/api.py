@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from trlvr import artifacts
 from trlvr.data import load_problems, problem_key
 from trlvr.engine.backends import Backend, backend
 from trlvr.engine.capabilities import Plan, chat_prompt_of, check_capabilities, has_chat_template, worlds_of
@@ -42,33 +43,45 @@ from trlvr.models import (
     SELF,
     adapter_base,
     choose_pairing,
+    context_length,
     is_adapter_dir,
     load_model_or_adapter,
     load_tokenizer,
     load_tokenizer_for,
-    locate,
     model_fingerprint,
     model_folder,
 )
 from trlvr.provenance import path_for_record, path_from_record
 from trlvr.rewards import check_golds
-from trlvr.rundir import SELECTED_FILE, read_record
+from trlvr.rundir import SELECTED_FILE, SELECTION, read_record
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
 
 
 def read_selection(run_dir: str | Path) -> dict:
-    """RUN/selected.json, as `trlvr select` wrote it."""
+    """RUN/selected.json, as `trlvr select` wrote it: a complete selection (`trlvr.artifacts`) naming a path."""
     path = Path(run_dir) / SELECTED_FILE
     if not path.is_file():
         raise UserError(f"{path}: no selection recorded; run `trlvr select {run_dir} --val ...` first")
-    return read_record(path)
+    fix = f"; run `trlvr select {run_dir} --val ...` again"
+    if why := artifacts.problem(run_dir, SELECTION):
+        raise UserError(f"{path}: {why}{fix}")
+    record = read_record(path, hint=fix)
+    if not isinstance(record.get("path"), str) or not record["path"]:
+        raise UserError(f"{path}: names no selected checkpoint (no 'path'){fix}")
+    return record
 
 
 def resolve_senior(spec: str) -> tuple[str, dict | None]:
-    """"RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None)."""
+    """"RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None).
+    A selected checkpoint that is not complete (`trlvr.artifacts.WEIGHTS`: a save cut short, a file
+    truncated since) is refused in one line, never loaded; so is a checkpoint or final/ named as a path
+    (one holding trlvr's manifest: other model folders are the loader's to judge)."""
     if not spec.endswith("@selected"):
+        written = Path(spec) / artifacts.MANIFEST  # a checkpoint or final/ trlvr wrote: it says what whole is
+        if written.is_file() and (why := artifacts.problem(spec, artifacts.WEIGHTS)):
+            raise UserError(f"--senior {spec}: not complete ({why}); a save cut short, or a file changed since")
         return spec, None
     run = spec.removesuffix("@selected")
     sel = read_selection(run)
@@ -77,6 +90,9 @@ def resolve_senior(spec: str) -> tuple[str, dict | None]:
         path = str(Path(run) / Path(path).name)  # an older record (relative to its writer's cwd): the run's checkpoint
     if not Path(path).is_dir():
         raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {sel['path']} no longer exists")
+    if why := artifacts.problem(path, artifacts.WEIGHTS):
+        raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {path} is not complete ({why}); "
+                        "resume the run or select again")  # fmt: skip
     return path, sel
 
 
@@ -177,18 +193,39 @@ def _dtype(name):
 
 
 def context_length_of(*paths: str) -> int | None:
-    """The smallest `max_position_embeddings` of the models' configs (read without the weights)."""
-    from transformers import AutoConfig
-
-
-    found = []
-    for path in paths:
-        if path is None or path == SELF:
-            continue
-        where, extra = locate(model_folder(path), "model", "model")
-        found.append(getattr(AutoConfig.from_pretrained(where, **extra), "max_position_embeddings", None))
-    found = [int(c) for c in found if isinstance(c, int) and c > 0]
+    """The smallest context of the models (`trlvr.models.context_length`, read without the weights)."""
+    found = [context_length(p) for p in paths if p is not None and p != SELF]
+    found = [c for c in found if c is not None]
     return min(found) if found else None
+
+
+def eval_contexts(spec: EvalSpec, problems: list, models: list[tuple[str, str, object]]) -> tuple:
+    """`Plan.contexts` of an evaluation: for each (name, model path, tokenizer) whose config states its
+    context, the longest prompt (in that tokenizer's tokens) plus its completion budget among the prompts
+    the runner keeps, under the runner's budget rule (`--context-length`, `--max-prompt-tokens`). A
+    context of "auto" is the models' own: nothing can pass it."""
+    from trlvr.eval.plan import default_max_prompt_tokens, split_by_prompt_length
+    from trlvr.eval.runner import prompt_ids_for
+
+    if spec.context_length == "auto" or not problems:
+        return ()
+    context = spec.context_length or None
+    cap = default_max_prompt_tokens(context) if spec.max_prompt_tokens == "auto" else spec.max_prompt_tokens
+    senior_tok = models[0][2]
+    lens = {id(senior_tok): [len(prompt_ids_for(p, senior_tok)) for p in problems]}
+    first = lens[id(senior_tok)]
+    kept, _ = split_by_prompt_length(first, cap, spec.max_new_tokens, context)  # the runner keeps by the senior's
+    budget = {j: completion_budget(first[j], spec.max_new_tokens, context) for j in kept}
+    out = []
+    for name, path, tok in models if kept else ():  # nothing kept: the runner says so in its own line
+        positions = context_length(path, name)
+        if positions is None:
+            continue
+        if id(tok) not in lens:
+            lens[id(tok)] = [len(prompt_ids_for(p, tok)) for p in problems]
+        i = max(kept, key=lambda j: lens[id(tok)][j] + budget[j])
+        out.append((f"{name} {path}", positions, lens[id(tok)][i], budget[i]))
+    return tuple(out)
 
 
 def eval_plan(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, gpu_memory: int | None = None):
@@ -274,11 +311,13 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
                       for name in protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks))  # fmt: skip
     paths = {"--senior": senior, "--junior": None if junior in (None, SELF) else junior,
              **{f"--data {name}": source for name, source in (sources or {}).items()}}  # fmt: skip
+    readers = [("--senior", senior, tok)] + ([("--junior", junior, junior_tok or tok)] if paths["--junior"] else [])
+    contexts = eval_contexts(spec, problems, readers) if all(ok for _, ok in templates) else ()
     return check_capabilities(Plan(
         "eval", pairing, models.backend, requested=models.pairing, schedules=schedules, suite=spec.suite,
         junior_device=bool(models.junior_device) and junior is not None,
         senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
-        worlds=worlds_of(paths),
+        worlds=worlds_of(paths), contexts=contexts,
     ))  # fmt: skip
 
 

@@ -9,9 +9,11 @@ junior the senior's whole trace, and it writes only the ending (its EOS, or what
 
 Answer availability: transfer can come from the answer already being in the prefix. A row is flagged
 `answer_in_prefix` when the gold answer appears as a number in the prefix's text: every number in it
-(integers, decimals, thousands separators, a sign after a space or an opening bracket) is read with the
-grader's exact number reader (`trlvr.rewards.boxed.exact_number`) and compared exactly; a gold that is
-not a plain number (an expression, a word) is looked for as text. The gold, not the senior's own final
+(integers, decimals, thousands separators, scientific notation, ratios, \\frac, percentages, a sign after a
+space or an opening bracket) is read by the grader's one rule (`trlvr.rewards.equivalence`: the gold as
+an answer is read, and compared exactly), so the flag says "the gold is in the prefix" exactly where the
+grader would score that number right; a gold that is not a number (an expression, a word) is looked for
+as text. The gold, not the senior's own final
 answer: a flagged prefix hands the junior the right answer, whoever would have found it.
 
 What this file does not know: models, engines, files.
@@ -19,12 +21,10 @@ What this file does not know: models, engines, files.
 
 from __future__ import annotations
 
-import re
-from fractions import Fraction
+from trlvr.rewards.equivalence import answer_form, fraction_of, numbers_in
+from trlvr.rewards.mathtext import normalize_math
 
-from trlvr.rewards.boxed import exact_number, normalize
-
-_NUMBER = re.compile(r"(?<![\w.])(-?)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\d])")
+__all__ = ["answer_in_text", "cut", "numbers_in", "trace_body"]
 
 
 def cut(body: list[int], percent: int) -> list[int]:
@@ -42,41 +42,16 @@ def trace_body(row: dict) -> list[int]:
     return ids[:-1] if ids and row.get("finish_reason") == "eos" else ids
 
 
-def _value(text: str):
-    v = exact_number(text)
-    try:
-        return None if v is None else Fraction(v)
-    except (ValueError, OverflowError):  # inf / nan spelt as a Decimal
-        return None
-
-
-def numbers_in(text: str) -> list[Fraction]:
-    """Every plain number written in `text`, exactly.
-
-    >>> [str(x) for x in numbers_in("4 + 3 = 7, so 1,200 (-2) and 2.50; x3 3-5")]
-    ['4', '3', '7', '1200', '-2', '5/2', '3', '5']
-    """
-    out = []
-    for m in _NUMBER.finditer(text):
-        sign, whole, frac = m.groups()
-        if sign and m.start() > 0 and (text[m.start() - 1].isalnum() or text[m.start() - 1] == ")"):
-            sign = ""  # "3-5": a minus between operands, not a sign
-        v = _value(f"{sign}{whole.replace(',', '')}{frac or ''}")
-        if v is not None:
-            out.append(v)
-    return out
-
-
 def answer_in_text(text: str, gold: str) -> bool:
     """Whether the gold answer already appears in `text` (as a number when it is one, else as text).
 
     >>> answer_in_text("so 4 + 3 = 7 and", "7"), answer_in_text("so 4 + 3 = 17", "7"), answer_in_text("x", "")
     (True, False, False)
     """
-    g = normalize(str(gold))
+    g = answer_form(gold)
     if not g:
         return False
-    value = _value(g)
+    value = fraction_of(g)
     if value is None:
-        return g in text
+        return g in normalize_math(text)
     return value in numbers_in(text)

@@ -359,9 +359,10 @@ def _evaluate_locked(run: _Run, store: EvalDir, fingerprint: dict, config: dict,
                 extra["undefined"] = {m: why for m, (entry, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()
                                       if entry in suite}  # fmt: skip
             results = write_results(store.path, rows, config, num_resamples=spec.num_resamples, extra=extra)
-            if missing := store.missing_outputs():  # the postcondition: every file a reader opens is there
-                raise UserError(f"{store.path}: the evaluation finished without {', '.join(missing)}; "
-                                "rerun the same command to write them")  # fmt: skip
+            store.seal()
+            if why := store.problem():  # the postcondition: every file a reader opens is there, whole
+                raise UserError(f"{store.path}: the evaluation finished incomplete ({why}); "
+                                "rerun the same command to write it again")  # fmt: skip
             return results
     except BaseException:
         if created and not store.has_samples():
@@ -407,7 +408,7 @@ def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dic
         return {k: v for k, v in c.items() if k != "machine"}
 
     names = (FINGERPRINT, CONFIG, RESULTS)
-    if store.missing_outputs():  # a reader's file is gone (a deleted per_problem.json): written again
+    if store.problem():  # a reader's file is gone or torn (a deleted per_problem.json): written again
         return None
     try:
         old_fp, old_config, results = (read_json(store.file(n)) for n in names)

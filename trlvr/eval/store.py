@@ -8,6 +8,8 @@
     DIR/config.json       the run's settings, written once the run holds the lock
     DIR/per_problem.json  {benchmark: {metric: {problem_id: value}}}
     DIR/results.json      metrics with CIs (see `trlvr.eval.runner.write_results`)
+    DIR/trlvr_manifest.json   every file's size and sha256, written last by a finished run (`seal`):
+                          `problem()` is `trlvr.artifacts`' check of a finished evaluation
     DIR/.lock, .lock.pid  the exclusive lock of the run writing DIR, and its holder's pid
     DIR/replaced-<time>/  an earlier run set aside by `--fresh` (`EvalDir.clear`)
 
@@ -27,7 +29,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from trlvr import rundir
+from trlvr import artifacts, rundir
 from trlvr.data import read_jsonl
 from trlvr.errors import UserError
 from trlvr.rundir import CONFIG, FINGERPRINT, OTHER_SAMPLES, PER_PROBLEM, RESULTS, SAMPLES
@@ -146,9 +148,16 @@ class EvalDir:
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    def missing_outputs(self) -> list[str]:
-        """The files of a finished evaluation (`trlvr.rundir.EVAL_OUTPUTS`) that DIR lacks or holds empty."""
-        return [n for n in rundir.EVAL_OUTPUTS if not self.file(n).is_file() or self.file(n).stat().st_size == 0]
+    def problem(self) -> str | None:
+        """Why DIR is not a finished evaluation (`trlvr.artifacts.problem` of `trlvr.rundir.EVALUATION`: a
+        file a reader opens is missing, cut short or does not parse), or None."""
+        return artifacts.problem(self.path, rundir.EVALUATION)
+
+    def seal(self) -> None:
+        """After the last write of a run (lock owner only): every file's size and sha256 into DIR's manifest
+        (`trlvr.artifacts.write_manifest`; earlier runs set aside are not this evaluation's)."""
+        self._need_lock()
+        artifacts.write_manifest(self.path, skip=(f"{rundir.ASIDE_PREFIX}*",))
 
     def write(self, name: str, obj: dict) -> None:
         self._need_lock()

@@ -86,18 +86,6 @@ def _resolved(source: str) -> str:
     return str(Path(source).resolve()) if Path(source).is_file() else source
 
 
-def check_candidates(candidates: list[Candidate]) -> None:
-    """Every candidate's weights load (`trlvr.training.checkpoints.weights_problem`), checked before the
-    first is evaluated: a checkpoint whose save a kill cut short is one line, not a failure after the
-    earlier checkpoints' evaluations were written."""
-    from trlvr.training.checkpoints import weights_problem
-
-    for cand in candidates:
-        if Path(cand.path).is_dir() and (problem := weights_problem(cand.path)):
-            raise UserError(f"{cand.path}: {problem} (a save cut short?); resume the run (trlvr train ... "
-                            "--resume) or move that folder out of the run before selecting")  # fmt: skip
-
-
 @dataclass(frozen=True)
 class SelectSpec:
     """What a selection chooses by: the validation data (`split:N` = the run's holdout, or a problems
@@ -131,7 +119,6 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
     if how.include_initial:
         candidates = [Candidate(0, record["tandem"]["senior"]), *candidates]
     val = how.val
-    check_candidates(candidates)
 
     def evaluate_checkpoint(cand: Candidate, problems, out_dir: Path, suite):
         # `junior: self` pairs a LoRA checkpoint with its base; the starting senior (step 0) is that base

@@ -19,7 +19,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from trlvr import rundir
+from trlvr import artifacts, rundir
 from trlvr.data import problem_key
 from trlvr.errors import UserError
 from trlvr.eval.aggregate import metric_specs, problem_table
@@ -30,7 +30,7 @@ from trlvr.rundir import CHECKPOINT, FINAL, PREEMPT_MARK, SELECTED_FILE
 
 __all__ = ["Candidate", "Selection", "select_checkpoint", "list_checkpoints", "pick", "suite_for", "check_metric",
            "default_direction", "problems_fingerprint", "SELECTED_FILE"]
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
+WEIGHT_FILES = artifacts.WEIGHT_FILES + artifacts.INDEX_FILES  # a folder holding one is a candidate
 # metric-name prefix -> the suite entry that produces it
 _SUITE_OF = {"solo": "solo", "handoff": "handoff", "legibility": "legibility", "drift": "drift", "junior": "junior"}
 _LOWER_IS_BETTER = ("legibility/", "drift/")
@@ -103,6 +103,8 @@ def list_checkpoints(run_dir: str | Path) -> list[Candidate]:
 
     A checkpoint saved only because the run was pre-empted (marked `preempted.json`) is a resume
     point, not a candidate: a killed and resumed run offers the same checkpoints as an unbroken one.
+    A candidate (or final/) that is not complete (`trlvr.artifacts`: a save cut short) is refused in
+    one line naming it, before anything is evaluated.
     """
     run = Path(run_dir)
     if not run.is_dir():
@@ -116,7 +118,8 @@ def list_checkpoints(run_dir: str | Path) -> list[Candidate]:
             step = rundir.checkpoint_step(d)
             out[step] = Candidate(step, str(d))
     final = rundir.final_dir(run)
-    if final.is_dir() and any((final / f).is_file() for f in WEIGHT_FILES):
+    if final.exists():
+        refuse_torn(final, artifacts.FINAL)
         step = _final_step(run)
         if step is not None and step not in out:
             out[step] = Candidate(step, str(final))
@@ -125,15 +128,21 @@ def list_checkpoints(run_dir: str | Path) -> list[Candidate]:
                         "resume the run (trlvr train ... --resume) before selecting")  # fmt: skip
     if not out:
         raise UserError(f"{run}: no checkpoint with weights ({CHECKPOINT}N/ or {FINAL}/)")
+    for cand in out.values():
+        refuse_torn(cand.path, artifacts.WEIGHTS)
     return [out[s] for s in sorted(out)]
 
 
+def refuse_torn(path: str | Path, kind: artifacts.Artifact) -> None:
+    """UserError (one line) when `path` is not a complete `kind` (`trlvr.artifacts`): never evaluated."""
+    if why := artifacts.problem(path, kind):
+        raise UserError(f"{path}: {why} (a save cut short?); resume the run (trlvr train ... --resume) or move "
+                        "that folder out of the run before selecting")  # fmt: skip
+
+
 def _final_step(run: Path) -> int | None:
-    for state in (rundir.final_dir(run) / "trainer_state.json", run / "trainer_state.json"):
-        if state.is_file():
-            return int(json.loads(state.read_text()).get("global_step", 0))
-    ckpts = rundir.checkpoints(run)
-    return rundir.checkpoint_step(ckpts[0]) + 1 if ckpts else 0
+    """final/'s step (a complete final/ holds its trainer_state.json: `trlvr.rundir.train_state`)."""
+    return rundir.train_state(run).step
 
 
 def problems_fingerprint(problems) -> str:

@@ -15,8 +15,8 @@
                                          with those of the stages it depends on); .failed: why it failed
 
 `plan` prints the same commands that `run` executes, so a user can launch each run on their own
-cluster. A stage is skipped when its output is complete (train: final/; select: selected.json; eval:
-results.json written by a finished run) and its recorded settings are the study's (`stage_state`),
+cluster. A stage is skipped when its output is complete (`trlvr.artifacts`: train: a complete final/; select:
+selected.json naming a complete checkpoint; eval: a finished evaluation, every file whole) and its recorded settings are the study's (`stage_state`),
 and resumed when interrupted (train from its newest checkpoint, select and eval from the samples
 they wrote). A stage whose settings changed (the study file was edited) is redone: select and eval
 start over (`--fresh`); a world or train stage is never thrown away: `run` refuses, naming it,
@@ -44,15 +44,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import yaml
-
 import trlvr
-from trlvr import rundir
-from trlvr.config import override_flags, resolve_config_path
+from trlvr import artifacts, rundir
+from trlvr.config import override_flags, read_yaml, resolve_config_path
 from trlvr.errors import UserError
 from trlvr.experiments.study_spec import Study, Variant
 from trlvr.provenance import git_commit
-from trlvr.rundir import FINAL, RESULTS, SELECTED_FILE
+from trlvr.rundir import FINAL
 
 STUDY_FILE = "study.json"
 STUDY_COPY = "study.yaml"  # the study file itself, kept beside its record (the original may move)
@@ -167,7 +165,7 @@ def _model_of(study: Study, v: Variant, out: Path, role: str) -> str:
         return str(v.overrides[role])
     if v.world is not None:
         return str(world_dir(out, v.world) / role)
-    model = (yaml.safe_load(resolve_config_path(v.config).read_text()) or {}).get(role)
+    model = (read_yaml(resolve_config_path(v.config)) or {}).get(role)
     if not model:
         fix = "set evaluation.junior" if role == "junior" else "set its senior"
         raise UserError(f"study {study.path}: variants.{v.name}: no {role} to evaluate with; {fix}")
@@ -278,12 +276,17 @@ def stage_done(stage: Stage) -> bool:
         from trlvr.toy.world import is_complete
 
         return is_complete(stage.out)
-    if stage.kind == "train":
-        final = stage.out / FINAL
-        return (final / "config.json").is_file() or (final / "adapter_config.json").is_file()
-    if stage.kind == "select":
-        return (stage.out / SELECTED_FILE).is_file()
-    return (stage.out / DONE).is_file() and (stage.out / RESULTS).is_file()
+    if stage.kind == "train":  # a torn final/ (a kill while it was written) is not done: the stage resumes
+        return artifacts.is_complete(stage.out / FINAL, artifacts.FINAL)
+    if stage.kind == "select":  # a complete selection naming a complete checkpoint, as `eval RUN@selected` reads it
+        from trlvr.eval.api import resolve_senior
+
+        try:
+            resolve_senior(f"{stage.out}@selected")
+        except UserError:
+            return False
+        return True
+    return (stage.out / DONE).is_file() and artifacts.is_complete(stage.out, rundir.EVALUATION)
 
 
 def read_stage_record(out: Path, stage: Stage) -> dict | None:

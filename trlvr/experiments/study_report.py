@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trlvr import artifacts
 from trlvr.data.jsonl import read_jsonl
 from trlvr.errors import UserError
 from trlvr.eval import sample_metrics
@@ -33,7 +34,6 @@ from trlvr.eval.comparable import warning_text
 from trlvr.eval.format import diff_text, entry_text, scale, unit
 from trlvr.eval.groups import seed_dirs
 from trlvr.eval.report import _png
-from trlvr.eval.store import RESULTS
 from trlvr.experiments import multi_report
 from trlvr.experiments.curves import Curve, plot_curves
 from trlvr.experiments.multi_report import Page, write_multi_report
@@ -48,7 +48,7 @@ from trlvr.experiments.study import (
     units,
 )
 from trlvr.experiments.study_spec import Study
-from trlvr.rundir import METRICS_FILE
+from trlvr.rundir import METRICS_FILE, RESULTS, SELECTION
 
 # the evaluation's own metrics; every registered per-sample metric (trlvr.eval.sample_metrics, e.g. one
 # of the toy world's) follows in each list (`columns`, `diff_columns`, `figure_panels`)
@@ -126,9 +126,11 @@ def selected_steps(study: Study, out: Path) -> dict[str, dict[int, int]]:
     for v in study.variants:
         steps = {}
         for s in study.seeds:
-            p = train_dir(out, v, s) / SELECTED_FILE
-            if p.is_file():
-                steps[s] = int(json.loads(p.read_text())["step"])
+            run = train_dir(out, v, s)
+            if artifacts.is_complete(run, SELECTION):  # a torn selected.json is no selection
+                step = json.loads((run / SELECTED_FILE).read_text()).get("step")
+                if isinstance(step, int):
+                    steps[s] = step
         res[v] = steps
     return res
 

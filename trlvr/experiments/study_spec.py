@@ -49,9 +49,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from trlvr.config import CONFIGS_DIR, OPTION_FIELDS, TANDEM_FIELDS, grpo_field_names
+from trlvr.config import CONFIGS_DIR, OPTION_FIELDS, TANDEM_FIELDS, grpo_field_names, read_yaml
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 from trlvr.eval.regex_jargon import compile_pattern
@@ -212,11 +210,7 @@ def resolve_study(name: str | Path) -> Path:
 def load_study(path: str | Path) -> Study:
     """The study file at `path` (or the shipped study named so: `resolve_study`), checked."""
     path = resolve_study(path)
-    try:
-        text = path.read_bytes()
-        raw = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise UserError(f"study {path}: not a readable YAML file ({' '.join(str(e).split())})") from e
+    raw = read_yaml(path, "study")
     raw = _mapping(path, "top level", raw)
     for key in raw:
         if key not in TOP_KEYS:

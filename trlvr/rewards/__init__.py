@@ -3,7 +3,7 @@
 ``math_reward`` is the TRL reward function (strict: no ``\\boxed{}`` scores 0); ``MathReward``
 configures it (``require_box=False`` for the lenient mode); ``normalize_math`` is the one reading of
 Unicode/typographic math text (gold and answer alike); ``grading_mode`` names the mode
-for results files; ``check_golds`` / ``gold_parses`` let ``trlvr data check`` verify golds.
+for results files; ``equivalent`` is the one equality of answers (`trlvr.rewards.equivalence`); ``check_golds`` / ``gold_parses`` let ``trlvr data check`` verify golds.
 """
 
 from trlvr.rewards.boxed import extract_boxed
@@ -13,6 +13,7 @@ from trlvr.rewards.math_reward import (
     GradeResult,
     MathReward,
     check_golds,
+    equivalent,
     gold_parses,
     gold_reading_changes,
     grade,
@@ -29,6 +30,7 @@ __all__ = [
     "GradeResult",
     "MathReward",
     "check_golds",
+    "equivalent",
     "extract_boxed",
     "gold_parses",
     "gold_reading_changes",

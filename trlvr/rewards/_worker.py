@@ -16,11 +16,15 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import math
 import os
 import signal
 import sys
 import threading
 import time
+from fractions import Fraction
+
+from trlvr.rewards.equivalence import exact_verdict, mark_numbers, number_of, symbolic_form
 
 _REPR_CHARS = 200
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -50,28 +54,69 @@ def parse_gold(gold: str) -> tuple:
     return ()
 
 
-def grade_pair(pred: str, gold: str) -> tuple[float, str]:
-    """(score, extracted prediction) for a prediction string against a gold answer string.
-
-    ``pred`` is either the content of the final box (already wrapped as \\boxed{...} by the
-    caller) or the tail of a box-less completion.
-    """
-    from math_verify import verify
-
-    g = parse_gold(gold)
+def _gold(gold: str) -> tuple:
+    g = parse_gold(symbolic_form(gold))
     if not g:
         raise ValueError(f"gold answer not parseable by math-verify: {gold[:80]!r}")
-    p = _parse(pred)
+    return g
+
+
+def grade_pair(answer: str, gold: str) -> tuple[float, str]:
+    """(score, answer shown) for a boxed answer's content against a gold: the one rule
+    (`trlvr.rewards.equivalence`), math-verify comparing the two :func:`symbolic_form` texts."""
+    from math_verify import verify
+
+    quick = exact_verdict(answer, gold)
+    if quick is not None:
+        return float(quick), answer[:_REPR_CHARS]
+    g = _gold(gold)
+    p = _parse(f"\\boxed{{{symbolic_form(answer)}}}")
     if not p:
         return 0.0, ""
-    shown = str(p[-1]) if isinstance(p[-1], str) else ""
-    ok = verify(list(g), p, timeout_seconds=None)
-    return float(bool(ok)), shown[:_REPR_CHARS]
+    return float(bool(verify(list(g), p, timeout_seconds=None))), answer[:_REPR_CHARS]
+
+
+def _reads_as(parsed, value) -> bool:
+    """Whether math-verify's value ``parsed`` is the exact number ``value`` (to float precision)."""
+    try:
+        a, b = float(parsed), float(Fraction(value))
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+        return False
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0) or a == b
+
+
+def grade_tail(text: str, gold: str) -> tuple[float, str]:
+    """(score, extracted answer) for the tail of a box-less completion: math-verify finds its final
+    answer (numbers first rewritten by :func:`mark_numbers`, so ``1.0e3`` is read whole), then the
+    one rule decides: exactly where the answer it found and the gold are both numbers."""
+    from math_verify import verify
+
+    g = _gold(gold)
+    p = _parse(mark_numbers(text))
+    if not p:
+        return 0.0, ""
+    shown = p[-1] if isinstance(p[-1], str) else ""
+    value = number_of(shown) if shown else None
+    if shown and (value is None or _reads_as(p[0], value)):
+        quick = exact_verdict(shown, gold)
+        if quick is not None:
+            return float(quick), shown[:_REPR_CHARS]
+    return float(bool(verify(list(g), p, timeout_seconds=None))), shown[:_REPR_CHARS]
 
 
 def check_gold(gold: str) -> tuple[float, str]:
-    """(1.0, "") when math-verify can parse ``gold``, (0.0, reason) otherwise."""
-    return (1.0, "") if parse_gold(gold) else (0.0, "unparseable")
+    """(1.0, "") when the grader can read ``gold``: math-verify parses its :func:`symbolic_form`, and the
+    gold written as an answer grades equal to itself; (0.0, reason) otherwise."""
+    from math_verify import verify
+
+    form = symbolic_form(gold)
+    g = parse_gold(form)
+    if not g:
+        return 0.0, "unparseable"
+    p = _parse(f"\\boxed{{{form}}}")
+    if not p or not verify(list(g), p, timeout_seconds=None):
+        return 0.0, "not equal to itself when graded"
+    return 1.0, ""
 
 
 def _shown(parsed: tuple) -> str:
@@ -94,14 +139,15 @@ def reading_change(raw: str, normalized: str) -> tuple[float, str]:
     return 0.0, f"reads {_shown(r)} raw, {_shown(n)} normalised"
 
 
-OPS = {"grade": grade_pair, "check_gold": check_gold, "reading": reading_change}
+OPS = {"grade": grade_pair, "tail": grade_tail, "check_gold": check_gold, "reading": reading_change}
 
 
 def warm_up() -> None:
     """Import and exercise math-verify once (first calls build grammars and caches: ~1 s)."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled" warning
-    grade_pair("\\boxed{\\frac{1}{2}}", "0.5")
-    grade_pair("\\boxed{[1,2)}", "[1,2]")
+    grade_pair("\\frac{x}{2}", "0.5x")
+    grade_pair("[1,2)", "[1,2]")
+    grade_tail("The answer is 1.0e3.", "1000")
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -147,5 +193,6 @@ if __name__ == "__main__":
     # Started by trlvr.rewards.pool as `python -m trlvr.rewards._worker READ_FD WRITE_FD PARENT_PID`.
     from multiprocessing.connection import Connection
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the command's to report (trlvr.rewards.pool)
     die_with_parent(int(sys.argv[3]))
     worker_main(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False))

@@ -1,5 +1,6 @@
-"""Pure string helpers for answer grading: boxed-answer extraction, cheap normalisation and
-the exact-match fast path (the pre-screen for inputs that stall sympy is in ``screen.py``).
+"""Pure string helpers for answer grading: boxed-answer extraction, cheap normalisation and the exact
+reading of numbers (the one equality of answers that uses them is ``equivalence.py``; the pre-screen for
+inputs that stall sympy is in ``screen.py``).
 
 Nothing here parses mathematics or evaluates anything; every function is linear time in
 its input (single passes, ``str.find`` jumps, no backtracking regexes), so it is safe to
@@ -104,44 +105,37 @@ def normalize(s: str) -> str:
     return s.rstrip(".")
 
 
-def fast_grade(pred: str, gold: str) -> float | None:
-    """1.0/0.0 when decidable without math-verify, else None.
-
-    Decides exact matches after :func:`normalize`, and integer-vs-integer comparisons
-    (where math-verify could only agree).
-
-    >>> fast_grade(r"\\dfrac{1}{2}", r"\\frac{1}{2}"), fast_grade("17", "18"), fast_grade("0.5", "1/2")
-    (1.0, 0.0, 1.0)
-    >>> fast_grade("0.1234567", "0.1234568"), fast_grade("x^2", "4") is None
-    (0.0, True)
-    """
-    p, g = normalize(pred), normalize(gold)
-    if p == g and p:
-        return 1.0
-    if _INT.fullmatch(p) and _INT.fullmatch(g):
-        return float(int(p) == int(g))
-    x, y = exact_number(p), exact_number(g)
-    if x is not None and y is not None:  # two numbers: compared exactly (math-verify rounds floats to 6
-        return float(_same(x, y))  # places, so 0.1234567 would equal 0.1234568, and misreads 1.5e10)
-    return None
-
-
 _DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 1,234,567.5 (math-verify reads it so too)
+# LaTeX scientific notation after normalize (spaces gone): 1.5\times10^{10}, 2\cdot10^-3, 3*10^{4}
+_LATEX_SCI = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(?:\\times|\\cdot|\*)10\^(?:\{([+-]?\d+)\}|([+-]?\d))")
 _RATIO = re.compile(r"([+-]?\d+)/([+-]?\d+)")
 _FRAC = re.compile(r"(-?)\\frac\{(-?\d+)\}\{(-?\d+)\}")
 MAX_EXPONENT = 10_000  # beyond it an exact fraction would be a number of that many digits: Decimals only
 
 
 def exact_number(s: str):
-    """The exact value of a plain number: an integer, a decimal, scientific notation ("1.5e-300"), a
-    ratio "p/q" or "\\frac{p}{q}" (after :func:`normalize`); a Decimal or a Fraction, None for anything
-    else (math-verify's). Linear in the text; never rounds.
+    """The exact value of a plain number: an integer, a decimal, scientific notation ("1.5e-300",
+    "1.5\\times10^{-300}"), thousands commas ("1,234"), a ratio "p/q" or "\\frac{p}{q}", any of them
+    as a percentage ("5%", "5\\%": a hundredth of it), after :func:`normalize`; a Decimal or a Fraction,
+    None for anything else (math-verify's). Linear in the text; never rounds.
 
     >>> exact_number("1.50") == exact_number("3/2") == exact_number(r"\\frac{3}{2}") == exact_number("15e-1")
     True
+    >>> exact_number(r"150\\%") == exact_number("1.5") == exact_number(r"0.15\\times10^{1}"), exact_number("5%")
+    (True, Fraction(1, 20))
     """
     if len(s) > 1000:
         return None
+    for pct in ("\\%", "%"):
+        if s.endswith(pct) and s != pct:
+            inner = s[: -len(pct)]
+            v = None if inner.endswith("%") else exact_number(inner)
+            return None if v is None else Fraction(v) / 100 if _small(v) else None
+    if m := _LATEX_SCI.fullmatch(s):
+        s = f"{m.group(1)}e{m.group(2) or m.group(3)}"
+    elif _THOUSANDS.fullmatch(s):
+        s = s.replace(",", "")
     if _DECIMAL.fullmatch(s):
         try:
             return Decimal(s)
@@ -156,6 +150,11 @@ def exact_number(s: str):
     if int(den) == 0:
         return None
     return Fraction(int(num), int(den)) * (-1 if sign else 1)
+
+
+def _small(v) -> bool:
+    """Whether ``v`` can be made an exact Fraction without expanding a huge power of ten."""
+    return not (isinstance(v, Decimal) and (not v.is_finite() or abs(v.adjusted()) > MAX_EXPONENT))
 
 
 def _same(x, y) -> bool:

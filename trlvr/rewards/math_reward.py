@@ -5,8 +5,9 @@ gold, through :func:`trlvr.rewards.mathtext.normalize_math` (Unicode minus signs
 spaces in numbers, middle dots, superscripts...: one reading everywhere); a completion
 without one scores 0.0 and is counted as ``no_box``, as in the paper and the authors' grader
 (the lenient mode, ``MathReward(require_box=False)``, grades the tail of the text instead);
-decide cheap cases in-process (exact match after trivial normalisation; two plain numbers -
-integers, decimals, scientific notation, p/q, \\frac{p}{q} - compared exactly, never through a float);
+decide by the one equality of answers (:mod:`trlvr.rewards.equivalence`: equal forms, or two numbers -
+integers, decimals, scientific notation, p/q, \\frac{p}{q}, percentages - compared exactly, never through a
+float) in-process where it can;
 refuse answers that are known to stall sympy; send the rest, all at once, to the worker pool,
 where math-verify parses and compares under a hard wall-clock timeout. A timed-out or failed
 sample scores 0.0 and is counted in the stats, so a wave of timeouts shows up in the training
@@ -17,21 +18,20 @@ Model output is never executed or evaluated; only math-verify's parser reads it.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trlvr.rewards.boxed import exact_number, extract_boxed, fast_grade, normalize, tail
+from trlvr.rewards.boxed import extract_boxed, tail
+from trlvr.rewards.equivalence import exact_verdict, number_of
 from trlvr.rewards.mathtext import normalize_math
 from trlvr.rewards.pool import shared_pool
 from trlvr.rewards.screen import screen
 
 DEFAULT_TIMEOUT_S = 2.0
 BOXED, BOXED_OR_TAIL = "boxed", "boxed_or_tail"  # the two grading modes, as results files name them
-_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)")
 CACHE_SIZE = 16_384  # (answer, gold) -> score; the 8 rollouts of a prompt often share an answer
 
 
@@ -41,14 +41,14 @@ class _ScoreCache:
     def __init__(self, size: int = CACHE_SIZE) -> None:
         self.size, self._d, self._lock = size, OrderedDict(), threading.Lock()
 
-    def get(self, key: tuple[str, str]) -> float | None:
+    def get(self, key: tuple[str, str, str]) -> float | None:
         with self._lock:
             if key in self._d:
                 self._d.move_to_end(key)
                 return self._d[key]
         return None
 
-    def put(self, key: tuple[str, str], score: float) -> None:
+    def put(self, key: tuple[str, str, str], score: float) -> None:
         with self._lock:
             self._d[key] = score
             if len(self._d) > self.size:
@@ -150,18 +150,18 @@ class MathReward:
             boxed = extract_boxed(text)
             if boxed is not None:
                 boxed = normalize_math(boxed)
-                quick = fast_grade(boxed, gold)
+                quick = exact_verdict(boxed, gold)  # the one rule's in-process part (trlvr.rewards.equivalence)
                 if quick is not None:
-                    out[i] = GradeResult(quick, boxed, False, "fast")
+                    out[i] = GradeResult(float(quick), boxed, False, "fast")
                     stats["fast"] += 1
                     continue
-                candidate, shown, limit = f"\\boxed{{{boxed}}}", boxed, self.max_answer_chars
+                op, candidate, shown, limit = "grade", boxed, boxed, self.max_answer_chars
             else:
                 stats["no_box"] += 1
                 if self.require_box:
                     out[i] = GradeResult(0.0, None, False, "no_box")
                     continue
-                candidate = normalize_math(tail(text))
+                op, candidate = "tail", normalize_math(tail(text))  # the worker extracts, then the one rule
                 shown, limit = None, len(candidate)
                 if not candidate.strip():
                     out[i] = GradeResult(0.0, None, False, "no_answer")
@@ -175,12 +175,12 @@ class MathReward:
                 out[i] = GradeResult(0.0, shown[:200] if shown else None, False, f"screened:{reason}")
                 stats["screened"] += 1
                 continue
-            cached = _CACHE.get((candidate, gold))
+            cached = _CACHE.get((op, candidate, gold))
             if cached is not None:
                 out[i] = GradeResult(cached, shown, False, "cached")
                 stats["cached"] += 1
                 continue
-            jobs.append(("grade", candidate, gold))
+            jobs.append((op, candidate, gold))
             where.append((i, shown))
         # identical (answer, gold) pairs in one batch are graded once
         unique = list(dict.fromkeys(jobs))
@@ -188,7 +188,7 @@ class MathReward:
         for job, (i, shown) in zip(jobs, where, strict=True):
             res = results[job]
             if res.status == "ok":
-                _CACHE.put(job[1:], res.score)
+                _CACHE.put(job, res.score)
                 out[i] = GradeResult(res.score, shown if shown is not None else (res.info or None), False)
             elif res.status == "timeout":
                 out[i] = GradeResult(0.0, shown, True, "timeout")
@@ -257,6 +257,20 @@ def grade(pred_text: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S) -> Grad
     return rew.grade_many([pred_text], [gold])[0]
 
 
+def equivalent(answer: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S) -> bool:
+    """Whether ``answer`` equals ``gold`` under the one rule (`trlvr.rewards.equivalence`): exactly where
+    both are numbers, else math-verify in the grading pool. The reward grades a boxed answer by it.
+
+    >>> equivalent("1.0e3", "1000"), equivalent("0.333", "\\\\frac{1}{3}"), equivalent("\\\\frac{x}{2}", "0.5x")
+    (True, False, True)
+    """
+    quick = exact_verdict(answer, gold)
+    if quick is not None:
+        return quick
+    res = shared_pool().run([("grade", normalize_math(str(answer)), normalize_math(str(gold).strip()))], timeout)[0]
+    return res.status == "ok" and res.score == 1.0
+
+
 def check_golds(golds: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S) -> list[str | None]:
     """For each gold string, None if math-verify can parse it, else the reason it cannot.
 
@@ -272,8 +286,8 @@ def check_golds(golds: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S) -> lis
         g = normalize_math(str(g).strip())  # the reading the reward grades against
         if not g:
             out[i] = "empty"
-        elif _PLAIN_NUMBER.fullmatch(g) or exact_number(normalize(g)) is not None:
-            continue  # a number the grader compares exactly (boxed.fast_grade), math-verify or not
+        elif number_of(g) is not None:
+            continue  # a number: the one rule compares it exactly (trlvr.rewards.equivalence), math-verify or not
         else:
             jobs.append(("check_gold", g, ""))
             where.append(i)

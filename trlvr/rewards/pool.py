@@ -18,8 +18,9 @@ exits, so they must not be started by a short-lived caller thread.
 Workers are fresh interpreters (`python -m trlvr.rewards._worker`) talking over pipes, not
 multiprocessing children: fork is unsafe once torch has started threads, and spawn/forkserver
 re-run the caller's __main__ script in every worker (slow with torch imports, a fork bomb
-without a main guard). This module knows nothing about answers; jobs are opaque
-``(op, a, b)`` tuples.
+without a main guard). Each worker runs in its own process group and ignores SIGINT, so Ctrl-C
+interrupts only the command (one line: ``trlvr.cli.main``), never a worker. This module knows nothing
+about answers; jobs are opaque ``(op, a, b)`` tuples.
 """
 
 from __future__ import annotations
@@ -97,6 +98,10 @@ class _Slot:
             pass_fds=(to_child_r, from_child_w),
             stdin=subprocess.DEVNULL,
             env=_worker_env(),
+            # its own process group: a terminal's Ctrl-C (SIGINT to the foreground group) reaches the
+            # command, which ends in one line, and never a worker (which would print a traceback); the
+            # worker still dies with the command (`_worker.die_with_parent`) or is stopped at its exit
+            process_group=0,
         )
         os.close(to_child_r)
         os.close(from_child_w)

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from trlvr import rundir
+from trlvr import artifacts, rundir
 from trlvr.errors import UserError
 from trlvr.models import load_causal_lm, load_tokenizer
 from trlvr.toy import measure
@@ -100,16 +100,11 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def is_complete(out_dir: str | Path) -> bool:
+    """A prepared world: its card and data whole, both models complete (`trlvr.artifacts.WEIGHTS`)."""
     d = Path(out_dir)
-    need = [
-        d / "card.json",
-        d / "data" / "train.jsonl",
-        d / "data" / "test.jsonl",
-        d / "senior" / "config.json",
-        d / "junior" / "config.json",
-        d / "senior" / "tokenizer.json",
-    ]
-    return all(p.exists() for p in need)
+    need = [d / "card.json", d / "data" / "train.jsonl", d / "data" / "test.jsonl", d / "senior" / "tokenizer.json"]
+    return (all(p.is_file() and artifacts.file_problem(p) is None for p in need)
+            and all(artifacts.is_complete(d / m, artifacts.WEIGHTS) for m in ("senior", "junior")))  # fmt: skip
 
 
 def load_world(out_dir: str | Path):

@@ -36,6 +36,7 @@ from trlvr.engine.vocab import check_pair_rows
 from trlvr.errors import UserError
 from trlvr.models import (
     choose_pairing,
+    context_length,
     load_causal_lm,
     load_model_or_adapter,
     load_tokenizer,
@@ -149,15 +150,39 @@ def launch_sharding(args=None) -> str | None:
     return None
 
 
+def run_contexts(tandem: TandemConfig, problems: list, completion: int, senior_tok, junior_tok=None,
+                 junior_reads: bool = True) -> tuple[tuple[str, int, int, int], ...]:
+    """`Plan.contexts` of a training run: for the senior, and the junior when it reads the rollouts, the
+    positions its config says it reads (`trlvr.models.context_length`), the longest prompt in its tokens (a
+    text pair's junior: its own tokenizer's; over max_prompt_length: dropped, as `build_dataset` does) and the
+    completion budget. Prompts are tokenized only when max_prompt_length alone does not already fit."""
+    models = [("senior", tandem.senior, senior_tok)]
+    if junior_reads and tandem.junior and tandem.junior != SELF:
+        models.append(("junior", tandem.junior, junior_tok or senior_tok))
+    bound, longest, out = tandem.max_prompt_length, {}, []
+    for role, path, tok in models:
+        positions = context_length(path, role)
+        if positions is None or (bound is not None and bound + completion <= positions):
+            continue
+        if id(tok) not in longest:
+            lens = (len(encode_prompt(prompt_for(p, tok), tok)) for p in problems)
+            longest[id(tok)] = max((n for n in lens if bound is None or n <= bound), default=0)
+        out.append((f"{role} {path}", positions, longest[id(tok)], completion))
+    return tuple(out)
+
+
 def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, beta: float = 0.0,
-                  problems: list | None = None, sharding: str | None = None) -> str | None:  # fmt: skip
+                  problems: list | None = None, sharding: str | None = None,
+                  max_completion_length: int | None = None) -> str | None:  # fmt: skip
     """The run's pairing ("lockstep", "text"; None without a junior), after its capabilities are checked
     (`trlvr.engine.capabilities`, the one place: the schedule, the KL reference and the chat prompts
     against the pairing and the backend, the toy worlds of its models and data) and the backend is found
     installed, in one line each. A run config is checked before any model loads (`trlvr train --dry-run`
     too). Tokenizers load from the config's paths when not given (cheap: no weights); `beta` is the run's
     KL coefficient (trl.GRPOConfig's), `problems` its training problems (None: not read yet). An adapter-folder
-    senior that cannot be continued is refused first (`trlvr.training.peft_setup.check_lora_run`)."""
+    senior that cannot be continued is refused first (`trlvr.training.peft_setup.check_lora_run`). Given
+    `max_completion_length` and `problems`, the models' context lengths are checked against the longest
+    prompt plus it (`run_contexts`)."""
     check_lora_run(tandem)
     kl_to_junior = beta > 0 and tandem.kl_ref == "junior"
     uses_junior = bool(tandem.junior) and (tandem.arm == "tandem" or kl_to_junior)
@@ -180,12 +205,17 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, bet
             templates += ((f"junior {tandem.junior}", has_chat_template(junior_tok)),)
     paths = {"senior": tandem.senior, "junior": tandem.junior if uses_junior and tandem.junior != SELF else None,
              "dataset": tandem.dataset}  # fmt: skip
+    contexts = ()
+    if problems and max_completion_length and all(ok for _, ok in templates):  # (no template: refused below)
+        senior_tok = senior_tok or load_tokenizer_for(tandem.senior, "senior")
+        contexts = run_contexts(tandem, problems, max_completion_length, senior_tok,
+                                junior_tok if pairing == "text" else None, junior_reads=uses_junior)  # fmt: skip
     check_capabilities(Plan(
         "train", ("self" if tandem.junior == SELF else pairing) if uses_junior else "none", tandem.backend,
         requested=tandem.pairing, schedules=(Schedule.from_config(name, **settings),),
         metrics=(KL_TO_JUNIOR,) if kl_to_junior else (), junior_device=tandem.junior_device is not None,
         chat_prompt=None if problems is None else chat_prompt_of(problems), templates=templates,
-        worlds=worlds_of(paths), sharding=sharding or launch_sharding(),
+        worlds=worlds_of(paths), sharding=sharding or launch_sharding(), contexts=contexts,
     ))  # fmt: skip
     pair_class(tandem.backend)  # installed? (one line when not)
     return pairing
@@ -213,7 +243,7 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
     if tandem.junior and tandem.junior != SELF:
         junior_tok = load_tokenizer(tandem.junior, "junior")
     pairing = check_pairing(tandem, tokenizer, junior_tok, beta=args.beta, problems=problems,
-                            sharding=launch_sharding(args))  # fmt: skip
+                            sharding=launch_sharding(args), max_completion_length=args.max_completion_length)  # fmt: skip
     if n_train is not None:  # after the paths and capabilities (what is wrong first), before any weights load
         check_steps_per_epoch(n_train, tandem, args)
     if continues_adapter(tandem):
@@ -236,6 +266,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
     """TandemConfig + trl.GRPOConfig -> TandemGRPOTrainer (not yet trained), with trlvr's callbacks."""
     from trlvr.training.console import MetricsFile, ProgressBar
     from trlvr.training.guard import NonFiniteGuard
+    from trlvr.training.manifest import ManifestCallback
     from trlvr.training.trainer import TandemGRPOTrainer
 
     if isinstance(args, dict):  # a plain dict of GRPOConfig fields (library callers)
@@ -252,7 +283,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
         # the engine (built inside the trainer) takes the longest prompt + the completion budget as its context
         longest = max(len(encode_prompt(p, tokenizer)) for p in dataset["prompt"])
     own = [NonFiniteGuard(tandem.nonfinite_patience), MetricsFile(args.output_dir),
-           ProgressBar(desc or f"train {tandem.arm}")]  # fmt: skip
+           ProgressBar(desc or f"train {tandem.arm}"), ManifestCallback()]  # fmt: skip
     trainer = TandemGRPOTrainer(
         senior,
         junior,

@@ -1,10 +1,9 @@
 """Which checkpoint `--resume` continues from: the newest COMPLETE one.
 
 A kill during a save leaves a half-written `checkpoint-N/` (the Trainer writes weights, then
-optimizer, scheduler and RNG state, and `trainer_state.json` last). A checkpoint is complete when
-its weights load (safetensors headers cover their files; every shard of an index is there), the
-optimizer state (`optimizer.pt`, or DeepSpeed's `global_step*/`), `scheduler.pt`, a parseable
-`trainer_state.json` and the RNG state files are present.
+optimizer, scheduler and RNG state, and `trainer_state.json` last). What complete means (every file
+resume reads is there and loads; sizes as the save recorded them) is `trlvr.artifacts`' one definition
+(`CHECKPOINT` to resume from, `WEIGHTS` to read a model from); this file asks it.
 
 Only the newest complete checkpoint keeps the resume state (optimizer, scheduler, RNG, DeepSpeed's
 `global_step*/`): after each save, `prune_resume_state` removes it from the older ones and marks them
@@ -23,75 +22,28 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-# the layout (checkpoint-N/, the pre-emption mark) is trlvr.rundir's; re-exported for trlvr.training.preempt
+from trlvr import artifacts
+
+# the layout (checkpoint-N/, the pre-emption and weights-only marks) is trlvr.rundir's; re-exported for
+# trlvr.training.preempt
 from trlvr.rundir import PREEMPT_MARK, WEIGHTS_ONLY_MARK, checkpoints
 
-__all__ = ["PREEMPT_MARK", "RESUME_STATE", "WEIGHTS_ONLY_MARK", "WEIGHT_FILES", "PruneResumeState", "checkpoint_problem",
-           "checkpoints", "is_weights_only", "pick_checkpoint", "prune_resume_state", "weights_problem"]
-WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model.bin")
-INDEX_FILES = ("model.safetensors.index.json",)
-# what only resuming needs (the HF Trainer's and DeepSpeed's names; `latest` names DeepSpeed's global_step folder)
-RESUME_STATE = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth", "global_step*", "latest")
-
-
-def _safetensors_problem(path: Path) -> str | None:
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            f.keys()
-    except Exception as e:  # safetensors raises its own error type for truncated or corrupt files
-        return f"{path.name} does not load ({' '.join(str(e).split())})"
-    return None
+__all__ = ["PREEMPT_MARK", "WEIGHTS_ONLY_MARK", "WEIGHT_FILES", "PruneResumeState", "checkpoint_problem", "checkpoints",
+           "is_weights_only", "pick_checkpoint", "prune_resume_state", "weights_problem"]
+WEIGHT_FILES = artifacts.WEIGHT_FILES
 
 
 def weights_problem(ckpt: str | Path) -> str | None:
-    """Why the weights in `ckpt` (a checkpoint or final/) do not load, or None (`trlvr select` asks it of
-    every candidate before it evaluates the first)."""
-    ckpt = Path(ckpt)
-    for name in INDEX_FILES:
-        index = ckpt / name
-        if index.exists():
-            try:
-                shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-            except (json.JSONDecodeError, KeyError, TypeError):
-                return f"{name} is not a valid weight index"
-            for shard in shards:
-                if not (ckpt / shard).exists():
-                    return f"weight shard {shard} is missing"
-                if problem := _safetensors_problem(ckpt / shard):
-                    return problem
-            return None
-    for name in WEIGHT_FILES:
-        path = ckpt / name
-        if path.exists():
-            if name.endswith(".safetensors"):
-                return _safetensors_problem(path)
-            return None if path.stat().st_size > 0 else f"{name} is empty"
-    return "no weights file"
+    """Why the model in `ckpt` (a checkpoint or final/) does not load, or None (`trlvr.artifacts.WEIGHTS`)."""
+    return artifacts.problem(ckpt, artifacts.WEIGHTS)
 
 
 def checkpoint_problem(ckpt: str | Path) -> str | None:
-    """Why `ckpt` cannot be resumed from, or None when it is complete."""
-    ckpt = Path(ckpt)
+    """Why `ckpt` cannot be resumed from, or None when it is complete (`trlvr.artifacts.CHECKPOINT`); a
+    checkpoint pruned to its weights says so."""
     if is_weights_only(ckpt):
         return "weights only (its resume state was removed: only the newest complete checkpoint keeps it)"
-    if problem := weights_problem(ckpt):
-        return problem
-    has_optimizer = (ckpt / "optimizer.pt").is_file() or any(ckpt.glob("global_step*"))
-    if not has_optimizer:
-        return "no optimizer state (optimizer.pt)"
-    if not (ckpt / "scheduler.pt").is_file():
-        return "no scheduler.pt"
-    try:
-        json.loads((ckpt / "trainer_state.json").read_text())
-    except FileNotFoundError:
-        return "no trainer_state.json"
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return "trainer_state.json does not parse"
-    if not ((ckpt / "rng_state.pth").is_file() or any(ckpt.glob("rng_state_*.pth"))):
-        return "no RNG state (rng_state*.pth)"
-    return None
+    return artifacts.problem(ckpt, artifacts.CHECKPOINT)
 
 
 def pick_checkpoint(output_dir: str | Path) -> tuple[Path | None, list[tuple[Path, str]]]:
@@ -111,7 +63,7 @@ def is_weights_only(ckpt: str | Path) -> bool:
 
 
 def prune_resume_state(output_dir: str | Path) -> list[Path]:
-    """Remove the resume state (`RESUME_STATE`) from every checkpoint older than the newest complete one and
+    """Remove the resume state (`trlvr.artifacts.RESUME_STATE`) from every checkpoint older than the newest complete one and
     mark it weights only; returns those pruned now. Never touches the newest complete checkpoint, one newer
     than it (a save in progress, or a broken one `--resume` reports), or one whose weights do not load.
     The mark is written before anything is removed, so a kill in between leaves a checkpoint resume skips."""
@@ -125,7 +77,7 @@ def prune_resume_state(output_dir: str | Path) -> list[Path]:
     for ckpt in found[newest + 1 :]:
         if is_weights_only(ckpt) or weights_problem(ckpt) is not None:
             continue
-        doomed = sorted({p for pattern in RESUME_STATE for p in ckpt.glob(pattern)})
+        doomed = sorted({p for pattern in artifacts.RESUME_STATE if "/" not in pattern for p in ckpt.glob(pattern)})
         mark = {"weights_only": True, "removed": [p.name for p in doomed], "resume_state_in": found[newest].name}
         (ckpt / WEIGHTS_ONLY_MARK).write_text(json.dumps(mark) + "\n")
         for p in doomed:

@@ -40,6 +40,7 @@ from trlvr.algos import author_stats, check_author_mask, check_has_junior_tokens
 from trlvr.data import encode_prompt
 from trlvr.engine import Pair, Sampling, make_pair
 from trlvr.engine.backends import Backend, backend
+from trlvr.engine.capabilities import UNDEFINED_FOR_TEXT_PAIRS
 from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
@@ -156,7 +157,7 @@ class TandemRollout:
         check_author_mask(env_mask, completion_ids)
         stats = author_stats(out.senior_authored, out.completion_mask)  # each (B,)
         mode = "train" if train else "eval"
-        self._log(trainer, stats, out, seconds, mode)
+        self._log(trainer, stats, out, seconds, mode, pair.pairing)
         if pair.pairing == "text":
             self._log_text(trainer, pair.last, mode)
         return {
@@ -235,7 +236,7 @@ class TandemRollout:
         metrics["tandem/text/catch_up_tokens_per_seq"].append(sum(map(sum, text.catch_up_tokens.values())) / n)
         metrics["tandem/text/senior_char_share"].append(sum(text.senior_char_share) / n)
 
-    def _log(self, trainer, stats: dict, out, seconds: float, mode: str) -> None:
+    def _log(self, trainer, stats: dict, out, seconds: float, mode: str, pairing: str | None = None) -> None:
         """Gather batch sums over processes, run the junior-token check, append TRL-style metrics."""
         acc = trainer.accelerator
         ends_eos = torch.tensor([r == "eos" for r in out.finish_reasons], dtype=torch.bool)
@@ -275,20 +276,23 @@ class TandemRollout:
         preempted = (getattr(out, "plan", None) or {}).get("preemptions")
         if preempted is not None:  # backend vllm: requests the engine pre-empted during this rollout
             metrics["tandem/preemptions"].append(float(acc.gather(torch.tensor([float(preempted)], device=acc.device)).sum()))
-        self._log_team_and_loophole(trainer, stats, out, mode)
+        self._log_team_and_loophole(trainer, stats, out, mode, pairing)
 
-    def _log_team_and_loophole(self, trainer, stats: dict, out, mode: str) -> None:
+    def _log_team_and_loophole(self, trainer, stats: dict, out, mode: str, pairing: str | None = None) -> None:
         """Rollout lengths of the team beside TRL's senior-only `completions/*_length` (with env_mask TRL
         counts senior tokens only), and the loophole statistics (`trlvr.engine.loophole`) of tandem batches.
 
         tandem/team_length/{mean,min,max}: completion tokens written by both authors (the rollout's length);
         tandem/senior_tokens/{mean,min,max}, tandem/junior_tokens/mean: each author's share of them;
         tandem/loophole/<stat>: backstop_share, longest_run_p50 / _p95, redraws_per_100,
-        senior_share_spaceless, spaceless_per_100 (only when both authors can write).
+        senior_share_spaceless, spaceless_per_100 (only when both authors can write, and never for a text
+        pair: the detector replays the lockstep schedule on one vocabulary, so it is undefined there, as
+        evaluation says: `trlvr.engine.capabilities.UNDEFINED_FOR_TEXT_PAIRS`).
         """
         acc = trainer.accelerator
         length, senior = stats["length"], stats["senior_tokens"]
-        tandem = len(self.schedule.writers) == 2
+        undefined = pairing == "text" and "loophole" in UNDEFINED_FOR_TEXT_PAIRS
+        tandem = len(self.schedule.writers) == 2 and not undefined
         counts, runs = (loophole_counts(self.schedule, out.tokens, out.senior_authored, out.completion_mask,
                                         self._tables) if tandem else ({k: 0.0 for k in COUNT_KEYS}, None))  # fmt: skip
         local = torch.tensor([[len(length), length.sum(), length.min(), length.max(), senior.sum(), senior.min(),

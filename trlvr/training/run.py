@@ -28,7 +28,7 @@ from accelerate import PartialState
 from packaging.version import Version
 from transformers.trainer_callback import PrinterCallback
 
-from trlvr import rundir
+from trlvr import artifacts, rundir
 from trlvr.config import TandemConfig
 from trlvr.data.prompts import describe_lossy, lossy_prompts
 from trlvr.engine.release import free_memory
@@ -172,6 +172,7 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
             warn(f"--resume: skipping {ckpt.name} ({why})")
         if last is None:
             raise UserError(f"--resume: no complete checkpoint in {out}")
+        _set_aside_torn_final(out)  # checked, then moved: a refusal above leaves the folder as it was
         if rundir.checkpoint_step(last) == args.max_steps:  # killed after its last checkpoint, before final/
             return _final_from_checkpoint(last, out)  # training it again would run a step past max_steps
         check_resume_device(args)
@@ -203,9 +204,11 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
             raise UserError(f"{out}: the trained weights are not finite; {FINAL}/ was not written")
         final = rundir.final_dir(out)
         trainer.save_model(str(final))
+        trainer.accelerator.wait_for_everyone()
         if trainer.accelerator.is_main_process:
             trainer.processing_class.save_pretrained(str(final))
             trainer.state.save_to_json(str(final / rundir.TRAINER_STATE))
+            artifacts.write_manifest(final)  # last: sizes and hashes of what a reader of final/ opens
         step = trainer.state.global_step
     release_trainer(trainer)
     del trainer
@@ -214,8 +217,17 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
     return final
 
 
-RESUME_STATE = ("optimizer.pt", "scheduler.pt", "rng_state*.pth", "training_args.bin", "global_step*",
-                rundir.PREEMPT_MARK)  # what a checkpoint holds beyond the model final/ is
+RESUME_STATE = (*artifacts.RESUME_STATE, rundir.PREEMPT_MARK, artifacts.MANIFEST)  # a checkpoint's, not final/'s
+
+
+def _set_aside_torn_final(out: Path) -> None:
+    """A final/ that is not complete (a kill while it was written: `trlvr.artifacts.FINAL`) is no result: it
+    moves into OUTPUT_DIR/replaced-<time>/ (nothing deleted), and the resume writes final/ again."""
+    final, state = rundir.final_dir(out), PartialState()
+    if state.is_main_process and final.exists() and (why := artifacts.problem(final, artifacts.FINAL)):
+        moved = rundir.set_aside(out, keep=[p.name for p in out.iterdir() if p.name != rundir.FINAL], say=False)
+        warn(f"--resume: {final} is torn ({why}); moved into {moved} (nothing deleted), written again at the end")
+    state.wait_for_everyone()
 
 
 def _final_from_checkpoint(ckpt: Path, out: Path) -> Path:
@@ -226,6 +238,7 @@ def _final_from_checkpoint(ckpt: Path, out: Path) -> Path:
     tmp = final.with_name(f".{rundir.FINAL}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(ckpt, tmp, ignore=shutil.ignore_patterns(*RESUME_STATE))
+    artifacts.write_manifest(tmp)
     tmp.rename(final)
     log(f"wrote {final} (step {rundir.checkpoint_step(ckpt)}: {ckpt.name} is at the target; nothing to train)")
     return final
