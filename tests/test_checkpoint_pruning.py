@@ -1,5 +1,6 @@
-"""Only the newest complete checkpoint keeps the resume state; older ones keep their weights, marked weights
-only: `--resume` skips them, selection accepts them (`trlvr.training.checkpoints.prune_resume_state`)."""
+"""Only the two newest complete checkpoints keep the resume state (the newest, and one to fall back on); older
+ones keep their weights, marked weights only: `--resume` skips them, selection accepts them
+(`trlvr.training.checkpoints.prune_resume_state`)."""
 
 from __future__ import annotations
 
@@ -40,40 +41,41 @@ def names(ckpt):
     return {p.name for p in ckpt.iterdir()}
 
 
-def test_only_the_newest_complete_keeps_resume_state(tmp_path):
+def test_only_the_two_newest_complete_keep_resume_state(tmp_path):
     run = tmp_path / "run"
     old = [fake_checkpoint(run, s) for s in (10, 20)]
-    newest = fake_checkpoint(run, 30)
-    before = names(newest)
+    fallback, newest = fake_checkpoint(run, 30), fake_checkpoint(run, 40)
+    before = names(fallback), names(newest)
     assert prune_resume_state(run) == [old[1], old[0]]
-    assert names(newest) == before  # untouched
+    assert (names(fallback), names(newest)) == before  # untouched
     for ckpt in old:
         assert names(ckpt) == {"config.json", "model.safetensors", "trainer_state.json", WEIGHTS_ONLY_MARK}
         assert is_weights_only(ckpt) and weights_problem(ckpt) is None  # selection accepts it
         assert checkpoint_problem(ckpt).startswith("weights only")  # resume does not
         mark = json.loads((ckpt / WEIGHTS_ONLY_MARK).read_text())
         assert set(mark["removed"]) == RESUME | {f"global_step{ckpt.name.split('-')[1]}"}
-        assert mark["resume_state_in"] == "checkpoint-30"
+        assert mark["resume_state_in"] == "checkpoint-40"
     assert pick_checkpoint(run) == (newest, [])
     assert prune_resume_state(run) == []  # idempotent
 
 
 def test_a_newer_incomplete_checkpoint_is_left_and_the_newest_complete_kept(tmp_path):
-    """A save in progress (no trainer_state.json yet) is newer than the newest complete one: neither is pruned,
-    so a kill now still resumes from the complete one."""
+    """A save in progress (no trainer_state.json yet) is newer than the newest complete ones: none of them is
+    pruned, so a kill now still resumes from a complete one."""
     run = tmp_path / "run"
     older = fake_checkpoint(run, 10, deepspeed=False)
+    fallback = fake_checkpoint(run, 15, deepspeed=False)
     complete = fake_checkpoint(run, 20, deepspeed=False)
     writing = fake_checkpoint(run, 30, deepspeed=False, complete=False)
-    before_complete, before_writing = names(complete), names(writing)
+    before = names(fallback), names(complete), names(writing)
     assert prune_resume_state(run) == [older]
-    assert names(complete) == before_complete and names(writing) == before_writing
+    assert (names(fallback), names(complete), names(writing)) == before
     assert pick_checkpoint(run)[0] == complete
 
 
-def test_nothing_complete_nothing_pruned(tmp_path):
+def test_one_complete_nothing_pruned(tmp_path):
     run = tmp_path / "run"
-    a = fake_checkpoint(run, 10, complete=False)
+    a = fake_checkpoint(run, 10)
     b = fake_checkpoint(run, 20, complete=False)
     before = (names(a), names(b))
     assert prune_resume_state(run) == [] and (names(a), names(b)) == before
@@ -81,8 +83,8 @@ def test_nothing_complete_nothing_pruned(tmp_path):
 
 
 def test_training_keeps_resume_state_only_in_the_newest_checkpoint(tmp_path):
-    """The real Trainer, 3 steps, a checkpoint each (toy keeps save_total_limit 2): the older one is weights
-    only, the newest is the one --resume picks."""
+    """The real Trainer, 3 steps, a checkpoint each: the oldest is weights only, the two newest keep their resume
+    state, the newest is the one --resume picks."""
     from helpers import copy_toy_pair
 
     from trlvr.cli.main import main as cli
@@ -90,11 +92,13 @@ def test_training_keeps_resume_state_only_in_the_newest_checkpoint(tmp_path):
     toy = copy_toy_pair(tmp_path, 40)
     argv = ["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
             "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), "--per_device_train_batch_size",
-            "8", "--num_generations", "4", "--max_completion_length", "8", "--use_cpu", "true", "--save_steps", "1"]  # fmt: skip
+            "8", "--num_generations", "4", "--max_completion_length", "8", "--use_cpu", "true", "--save_steps", "1",
+            "--save_total_limit", "5"]  # fmt: skip
     assert cli([*argv, "--max_steps", "3"]) == 0
     run = toy / "run"
-    assert not (run / "checkpoint-1").exists()  # save_total_limit 2 removed it
-    assert is_weights_only(run / "checkpoint-2") and not (run / "checkpoint-2" / "optimizer.pt").exists()
-    assert weights_problem(run / "checkpoint-2") is None
-    assert checkpoint_problem(run / "checkpoint-3") is None and (run / "checkpoint-3" / "optimizer.pt").is_file()
+    assert is_weights_only(run / "checkpoint-1") and not (run / "checkpoint-1" / "optimizer.pt").exists()
+    assert weights_problem(run / "checkpoint-1") is None
+    for step in (2, 3):
+        assert checkpoint_problem(run / f"checkpoint-{step}") is None
+        assert (run / f"checkpoint-{step}" / "optimizer.pt").is_file()
     assert pick_checkpoint(run) == (run / "checkpoint-3", [])

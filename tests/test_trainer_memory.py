@@ -147,9 +147,10 @@ def test_dry_run_plans_the_recipe_s_2_gpu_launch_and_its_disk_on_a_cpu_box(capsy
     out = capsys.readouterr().out
     assert "trainer (per GPU; full fine-tuning, ZeRO-2 over 2 processes" in out, out
     assert "launch: from accelerate-zero2-2gpu.yaml" in out and "peak ~41.2 GiB" in out
-    # 400 steps, a checkpoint every 20, all kept: 20 x 7.5 GiB weights + 52.4 GiB resume state (newest) + final/
+    # 400 steps, a checkpoint every 20, all kept: 20 x 7.5 GiB weights + 52.4 GiB resume state (the newest two)
+    # + final/
     w, resume = 2 * P_4B, 2 * P_4B + 12 * P_4B
-    assert f"disk: ~{(21 * w + resume) / GIB:.1f} GiB in {tmp_path / 'run'}: 20 checkpoint(s) x 7.5 GiB" in out
+    assert f"disk: ~{(21 * w + 2 * resume) / GIB:.1f} GiB in {tmp_path / 'run'}: 20 checkpoint(s) x 7.5 GiB" in out
     assert f"would be ~{(20 * (w + resume) + w) / 2**40:.2f} TiB" in out  # the review's ~1.3 TB
     assert main(["train", "--config", "qwen3-4b-deepscaler", "--dry-run", "--processes", "4", "--zero-stage", "3",
                  *out_dir]) == 0  # fmt: skip

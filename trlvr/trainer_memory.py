@@ -184,10 +184,10 @@ class TrainerPlan:
             return 2 * self.stack.weight_bytes
         return self.stack.weight_bytes + self.stack.params * ADAM_FP32_BYTES
 
-    def disk_bytes(self, checkpoints: int) -> int:
-        """A run's output on disk: `checkpoints` checkpoints' weights, the resume state in the newest only
-        (`trlvr.training.checkpoints.prune_resume_state`), and final/'s weights."""
-        return (checkpoints + 1) * self.saved_weight_bytes + (self.resume_state_bytes if checkpoints else 0)
+    def disk_bytes(self, checkpoints: int, keep_resume: int = 2) -> int:
+        """A run's output on disk: `checkpoints` checkpoints' weights, the resume state in the `keep_resume`
+        newest only (`trlvr.training.checkpoints.prune_resume_state`), and final/'s weights."""
+        return (checkpoints + 1) * self.saved_weight_bytes + min(checkpoints, keep_resume) * self.resume_state_bytes
 
     def room(self, gpu_memory: int, engine_share: float | None, sleep: bool = False) -> int:
         """What the trainer may use of a GPU of `gpu_memory` bytes beside an engine that takes `engine_share`

@@ -234,13 +234,15 @@ def memory_plan(tandem, grpo, argv: list[str], layout: dict | None = None) -> st
                      f"the engine's {_gib(int(share * memory))} of {_gib(memory)}")  # fmt: skip
     text += f"\n  launch: {source}" + (" (--config_file FILE, or --processes N --zero-stage S, plans another)"
                                        if source != "this launch" else "")  # fmt: skip
+    from trlvr.training.checkpoints import KEEP_RESUME
+
     saved = checkpoint_count(grpo)
     every = trainer.saved_weight_bytes + trainer.resume_state_bytes
-    text += (f"\ndisk: ~{_gib(trainer.disk_bytes(saved))} in {grpo.output_dir}: {saved} checkpoint(s) x "
+    text += (f"\ndisk: ~{_gib(trainer.disk_bytes(saved, KEEP_RESUME))} in {grpo.output_dir}: {saved} checkpoint(s) x "
              f"{_gib(trainer.saved_weight_bytes)} of weights, the resume state ({_gib(trainer.resume_state_bytes)}) "
-             f"in the newest only, final/ {_gib(trainer.saved_weight_bytes)}"
+             f"in the newest {KEEP_RESUME} only, final/ {_gib(trainer.saved_weight_bytes)}"
              + (f" (resume state in every checkpoint would be ~{_gib(saved * every + trainer.saved_weight_bytes)})"
-                if saved > 1 else ""))  # fmt: skip
+                if saved > KEEP_RESUME else ""))  # fmt: skip
     return text
 
 

@@ -5,10 +5,11 @@ optimizer, scheduler and RNG state, and `trainer_state.json` last). What complet
 resume reads is there and loads; sizes as the save recorded them) is `trlvr.artifacts`' one definition
 (`CHECKPOINT` to resume from, `WEIGHTS` to read a model from); this file asks it.
 
-Only the newest complete checkpoint keeps the resume state (optimizer, scheduler, RNG, DeepSpeed's
-`global_step*/`): after each save, `prune_resume_state` removes it from the older ones and marks them
-"weights only" (`WEIGHTS_ONLY_MARK`, recording what was removed), so `--resume` skips them and selection
-(which needs only weights) still evaluates them. A 2-GPU ZeRO-2 run of a 4B model writes ~64 GB per
+Only the `KEEP_RESUME` newest complete checkpoints keep the resume state (optimizer, scheduler, RNG,
+DeepSpeed's `global_step*/`): the newest, and one to fall back on should the newest be found torn later.
+After each save, `prune_resume_state` removes it from the older ones and marks them "weights only"
+(`WEIGHTS_ONLY_MARK`, recording what was removed), so `--resume` skips them and selection (which needs only
+weights) still evaluates them. A 2-GPU ZeRO-2 run of a 4B model writes ~64 GB per
 checkpoint, ~8 GB of it weights.
 
 What this file does not know: the Trainer (`PruneResumeState` is the one callback that runs the pruning after
@@ -31,6 +32,7 @@ from trlvr.rundir import PREEMPT_MARK, WEIGHTS_ONLY_MARK, checkpoints
 __all__ = ["PREEMPT_MARK", "WEIGHTS_ONLY_MARK", "WEIGHT_FILES", "PruneResumeState", "checkpoint_problem", "checkpoints",
            "is_weights_only", "pick_checkpoint", "prune_resume_state", "weights_problem"]
 WEIGHT_FILES = artifacts.WEIGHT_FILES
+KEEP_RESUME = 2  # complete checkpoints that keep their resume state: the newest and one to fall back on
 
 
 def weights_problem(ckpt: str | Path) -> str | None:
@@ -63,18 +65,19 @@ def is_weights_only(ckpt: str | Path) -> bool:
 
 
 def prune_resume_state(output_dir: str | Path) -> list[Path]:
-    """Remove the resume state (`trlvr.artifacts.RESUME_STATE`) from every checkpoint older than the newest complete one and
-    mark it weights only; returns those pruned now. Never touches the newest complete checkpoint, one newer
-    than it (a save in progress, or a broken one `--resume` reports), or one whose weights do not load.
+    """Remove the resume state (`trlvr.artifacts.RESUME_STATE`) from every checkpoint older than the
+    `KEEP_RESUME` newest complete ones and mark it weights only; returns those pruned now. Never touches those,
+    one newer than them (a save in progress, or a broken one `--resume` reports), or one whose weights do not load.
     The mark is written before anything is removed, so a kill in between leaves a checkpoint resume skips."""
     import shutil
 
     found = checkpoints(output_dir)
-    newest = next((i for i, ckpt in enumerate(found) if checkpoint_problem(ckpt) is None), None)
-    if newest is None:
+    kept = [i for i, ckpt in enumerate(found) if checkpoint_problem(ckpt) is None][:KEEP_RESUME]
+    if len(kept) < KEEP_RESUME:
         return []
+    newest, last = kept[0], kept[-1]
     pruned = []
-    for ckpt in found[newest + 1 :]:
+    for ckpt in found[last + 1 :]:
         if is_weights_only(ckpt) or weights_problem(ckpt) is not None:
             continue
         doomed = sorted({p for pattern in artifacts.RESUME_STATE if "/" not in pattern for p in ckpt.glob(pattern)})
