@@ -291,5 +291,8 @@ def test_resume_goes_on_from_the_last_complete_checkpoint_when_the_newest_optimi
     assert "Traceback" not in err and "skipping checkpoint-2 (optimizer.pt" in err, err
     assert err.split("resuming from ")[1].split()[0] == str(run / "checkpoint-1"), err
     assert rundir.train_state(run) == rundir.TrainState("finished", 3, 3)
-    for c in rundir.checkpoints(run):  # checkpoint-2 saved again, whole
+    newest_two, older = rundir.checkpoints(run)[:2], rundir.checkpoints(run)[2:]
+    for c in newest_two:  # checkpoint-2 saved again, whole; the two newest keep their resume state
         assert artifacts.problem(c, artifacts.CHECKPOINT, deep=True) is None, c
+    for c in older:  # pruned to their weights (trlvr.training.checkpoints.prune_resume_state)
+        assert artifacts.problem(c, artifacts.WEIGHTS, deep=True) is None, c
