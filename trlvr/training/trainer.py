@@ -36,11 +36,12 @@ import inspect
 from accelerate.utils import is_peft_model
 from trl import GRPOTrainer
 
-from trlvr.algos import AuthorMaskError
+from trlvr.algos import AuthorMaskError, junior_tokens_in_loss
 from trlvr.config import TandemConfig
 from trlvr.engine.backends import Backend, backend
 from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
+from trlvr.errors import UserError
 from trlvr.training.metrics import StepTimeCallback, with_share_split
 from trlvr.training.peft_setup import use_base_as_reference
 from trlvr.training.rollout import TandemRollout
@@ -99,6 +100,11 @@ class TandemGRPOTrainer(GRPOTrainer):
             )
         if args.off_policy_mask_threshold is not None:
             raise ValueError("off_policy_mask_threshold must be off: the tandem engine's log-probs are not TRL's")
+        if kwargs.get("tools") or kwargs.get("environment_factory"):
+            raise UserError(
+                "TandemGRPOTrainer does not take tools or environment_factory: TRL's tool loop replaces the author "
+                "mask and continues rollouts with the senior alone, so junior tokens would be trained as the senior's"
+            )
         self.tandem = tandem
         self.longest_prompt = longest_prompt  # backend vllm: the engine's context is this + max_completion_length
         self_paired = tandem.junior == "self"
@@ -195,12 +201,22 @@ class TandemGRPOTrainer(GRPOTrainer):
     def junior(self):
         return self.rollout.junior
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        # Loud failure: a tandem batch without its author mask would train every junior token as the
-        # senior's -- plain GRPO on someone else's text. TRL names the mask `tool_mask` once inside.
-        if self.tandem.arm == "tandem" and inputs.get("tool_mask") is None:
-            raise AuthorMaskError(
-                "tandem batch reached the loss without an author mask (inputs['tool_mask'] from env_mask); "
-                "refusing to train it as plain GRPO"
-            )
-        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+    def _generate_and_score_completions(self, inputs):
+        # Loud failure, on what reaches the loss: TRL multiplies completion_mask * tool_mask into it (tool_mask
+        # is the rollout's env_mask, unless something such as TRL's tool loop replaced it). Any junior token
+        # left in that product would be trained as the senior's -- plain GRPO on someone else's text.
+        output = super()._generate_and_score_completions(inputs)
+        if self.tandem.arm == "tandem":
+            mask = output.get("tool_mask")
+            if mask is None:
+                raise AuthorMaskError(
+                    "tandem batch reached the loss without an author mask (inputs['tool_mask'] from env_mask); "
+                    "refusing to train it as plain GRPO"
+                )
+            junior = junior_tokens_in_loss(self.rollout.last_authors, output["completion_mask"] * mask)
+            if junior:
+                raise AuthorMaskError(
+                    f"{junior} junior tokens reached the loss (the mask TRL applies is not the author mask); "
+                    "refusing to train them as the senior's"
+                )
+        return output
