@@ -31,10 +31,13 @@ Where TRL departs from the paper's numbers:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 
 from accelerate.utils import is_peft_model
-from trl import GRPOTrainer
+from transformers import PreTrainedModel
+from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import create_model_from_path
 
 from trlvr.algos import AuthorMaskError, junior_tokens_in_loss
 from trlvr.config import TandemConfig
@@ -42,6 +45,8 @@ from trlvr.engine.backends import Backend, backend
 from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
 from trlvr.errors import UserError
+from trlvr.models import choose_pairing, load_tokenizer
+from trlvr.training.build import load_junior
 from trlvr.training.metrics import StepTimeCallback, with_share_split
 from trlvr.training.peft_setup import use_base_as_reference
 from trlvr.training.rollout import TandemRollout
@@ -68,6 +73,14 @@ def _is_peft_model(model) -> bool:
     return is_peft_model(model)
 
 
+def _with_model_ids(tandem: TandemConfig, senior, junior) -> TandemConfig:
+    """`tandem` with the senior's and junior's ids filled in from model id strings (or local paths) passed
+    to the trainer, as TRL takes `model="Qwen/..."`; fields already set are kept."""
+    ids = {name: value for name, value in (("senior", senior), ("junior", junior))
+           if isinstance(value, str) and not getattr(tandem, name)}  # fmt: skip
+    return dataclasses.replace(tandem, **ids) if ids else tandem
+
+
 def _plain_callable(f) -> bool:
     return callable(f) and not hasattr(f, "forward") and not inspect.iscoroutinefunction(f)
 
@@ -75,15 +88,21 @@ def _plain_callable(f) -> bool:
 class TandemGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose rollouts come from `TandemGenerator`.
 
-    model: the senior (a PreTrainedModel). junior: the frozen junior (a PreTrainedModel), or None when
-    rollouts do not need one, when it is TRL's KL reference (`kl_ref: junior`, reused), or when
-    `junior: self` (the LoRA senior's base with its adapters off: `trlvr.engine.self_pair`).
-    Models are loaded in one place, `trlvr.training.build.load_models`. `reward_funcs` follow TRL's
-    signature; all other arguments (including `peft_config`) are GRPOTrainer's.
+    model: the senior, a PreTrainedModel or, as in TRL, a hub id or local folder that GRPOTrainer loads
+    with `args.model_init_kwargs`. junior: the frozen junior (a PreTrainedModel, or a hub id or folder,
+    loaded at the senior's dtype), or None when rollouts do not need one, when it is TRL's KL reference
+    (`kl_ref: junior`, reused), or when `junior: self` (the LoRA senior's base with its adapters off:
+    `trlvr.engine.self_pair`). `trlvr train` loads its models in `trlvr.training.build.load_models`.
+    `tandem`: None is `TandemConfig()` (arm tandem, word schedule, p = 0.5); ids passed as strings fill
+    its `senior` / `junior` when unset. `args=None` and `reward_funcs=None` behave as in GRPOTrainer
+    (`GRPOConfig("<model>-GRPO")`; TRL's "No reward source provided"). `reward_funcs` follow TRL's
+    signature; all other arguments (including `peft_config`) are GRPOTrainer's, but `tools` and
+    `environment_factory`, which are refused: TRL's tool loop would replace the author mask.
 
     `tandem` needs no model paths when model objects are passed (`TandemConfig(schedule="word", p=0.5)`);
-    backend vllm and `kl_ref: junior` load from paths, so they need `senior` / `junior` set. A runnable
-    script on the shipped toy pair: docs/guides/trl-integration.md.
+    backend vllm and `kl_ref: junior` load from paths, so they need `senior` / `junior` set (or passed as
+    strings). A runnable script on the shipped toy pair: examples/tandem_grpo.py and
+    docs/guides/trl-integration.md.
 
     >>> trainer = TandemGRPOTrainer(senior, junior, tandem=TandemConfig(p=0.5),
     ...     args=GRPOConfig(...), reward_funcs=math_reward, train_dataset=ds,
@@ -91,8 +110,13 @@ class TandemGRPOTrainer(GRPOTrainer):
     >>> trainer.train()                                                         # doctest: +SKIP
     """
 
-    def __init__(self, model, junior=None, *, tandem: TandemConfig, args, reward_funcs, longest_prompt: int | None = None,
-                 **kwargs):  # fmt: skip
+    def __init__(self, model: str | PreTrainedModel, junior: str | PreTrainedModel | None = None, *,
+                 tandem: TandemConfig | None = None, args: GRPOConfig | None = None, reward_funcs=None,
+                 longest_prompt: int | None = None, **kwargs):  # fmt: skip
+        if args is None:  # as GRPOTrainer: the default GRPOConfig, its output_dir named after the model
+            name = model if isinstance(model, str) else model.config._name_or_path
+            args = GRPOConfig(f"{str(name).split('/')[-1]}-GRPO")
+        tandem = _with_model_ids(tandem or TandemConfig(), model, junior)
         if args.use_vllm or args.use_transformers_continuous_batching:
             raise ValueError(
                 "TandemGRPOTrainer generates with the tandem engine: use_vllm and use_transformers_continuous_batching "
@@ -111,7 +135,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         engine = backend(tandem.backend)
         if engine.own_engine:  # the engine loads the models from their paths
             tandem.check_model_paths()
-        passed_peft = _is_peft_model(model)  # an adapter folder the run continues (trlvr.training.peft_setup)
+        passed_peft = not isinstance(model, str) and _is_peft_model(model)  # an adapter folder the run continues (trlvr.training.peft_setup)
         if self_paired and kwargs.get("peft_config") is None and not passed_peft:
             raise ValueError("junior: 'self' needs a LoRA senior (use_peft: true, peft_config, or a peft.PeftModel)")
         check_p = tandem.p if tandem.expects_junior_tokens else None
@@ -126,9 +150,11 @@ class TandemGRPOTrainer(GRPOTrainer):
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
         if kl_to_junior and not tandem.junior:  # TRL builds its reference model from a path
             raise ValueError("kl_ref: junior needs TandemConfig(junior=<the junior's path or hub id>)")
-        funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
+        funcs = [] if reward_funcs is None else reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
-        funcs = [with_share_split(f) if _plain_callable(f) else f for f in funcs]
+        funcs = [with_share_split(f) if _plain_callable(f) else f for f in funcs] or None  # None: TRL's refusal
+        if isinstance(model, str) and kl_to_junior and not self_paired:  # its config is pointed at the junior below
+            model = create_model_from_path(model, **dict(args.model_init_kwargs or {}))
 
         with _reference_is(model, tandem.junior) if kl_to_junior and not self_paired else contextlib.nullcontext():
             super().__init__(model=model, reward_funcs=funcs, args=args, rollout_func=self.rollout, **kwargs)
@@ -138,10 +164,15 @@ class TandemGRPOTrainer(GRPOTrainer):
         if tandem.arm == "tandem" and not engine.own_engine:  # backend vllm: the engine holds the junior
             if self_paired:
                 junior = AdapterOffView(self.accelerator.unwrap_model(self.model))  # shares the base weights
-            elif junior is None and kl_to_junior:
+            elif (junior is None or isinstance(junior, str)) and kl_to_junior:
                 junior = self.accelerator.unwrap_model(self.ref_model)  # already the junior: reuse, don't reload
             elif junior is None:
                 raise ValueError("arm=tandem needs the junior model (trlvr.training.build.load_models loads it)")
+            elif isinstance(junior, str):  # a hub id or folder, beside the senior TRL loaded from its own
+                senior = self.accelerator.unwrap_model(self.model)
+                junior_tok = load_tokenizer(junior, "junior")
+                junior = load_junior(junior, junior_tok, choose_pairing(self._tokenizer, junior_tok, tandem.pairing),
+                                     senior.dtype)  # fmt: skip
             junior.to(tandem.junior_device or self.accelerator.device)
             junior.eval()
             junior.requires_grad_(False)
