@@ -71,7 +71,7 @@ docs-refs: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) tools/docs_refs.py
 
 lint: $(STAMP)
-	.venv/bin/ruff check trlvr tests bench tools
+	.venv/bin/ruff check trlvr tests bench tools examples
 
 bench: $(STAMP)
 	bash bench/run_all.sh
