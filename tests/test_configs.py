@@ -104,6 +104,12 @@ def test_toy_config_arm_on_the_command_line():
         (["--config", "toy", "--p", "high"], "argument --p: invalid float value: 'high'"),
         (["--config", "toy", "--learning_rate", "abc"], "invalid float value: 'abc'"),
         (["--config", "toy", "--bogus", "1"], "unknown key(s) bogus"),
+        (["--config", "toy", "--max_step", "3"], "unknown key(s) max_step (did you mean max_steps?)"),
+        # TRL's script names, named before the missing senior they stand for
+        (["--config", "starter", "--model_name_or_path", "Qwen/Qwen3-0.6B", "--dataset_name", "openai/gsm8k",
+          "--dry-run"],
+         "unknown key(s) model_name_or_path (TRL's script name; trlvr's field is senior), dataset_name (TRL's "
+         "script name; trlvr's field is dataset)"),
         (["--config", "toy", "--arm", "ppo"], "arm: must be one of"),
         (["--config", "nope.yaml"], "--config nope.yaml: no such file"),
         (["--config", "toy", "--junior", "self"], "'self' needs use_peft: true"),
@@ -113,6 +119,19 @@ def test_bad_train_input_is_one_line_naming_the_key(argv, fragment, capsys):
     assert cli(["train", *argv]) == 2
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["eval", "--senoir", "s", "--data", "a=b"], "unrecognized arguments: --senoir (did you mean --senior?)"),
+        (["toy", "prepare", "--outt", "x"], "unrecognized arguments: --outt (did you mean --out?)"),
+    ],
+)
+def test_an_unknown_flag_is_named_before_a_missing_one(argv, fragment, capsys):
+    assert cli(argv) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1 and "required" not in err
 
 
 def test_unknown_yaml_key_is_named(tmp_path):

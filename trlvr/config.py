@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -310,10 +311,24 @@ def _make_parser():
     return parser
 
 
+# TRL's script arguments (trl.ScriptArguments, trl.ModelConfig) whose trlvr field has another name
+TRL_SCRIPT_NAMES = {"model_name_or_path": "senior", "dataset_name": "dataset", "dataset_train_split": "dataset_split"}
+
+
 def _unknown(strings: list[str], where: str) -> UserError:
+    """One line naming every unknown key, each with TRL's name mapped to trlvr's or the closest field."""
     keys = [s[2:].split("=")[0] for s in strings if s.startswith("--")] or strings
     hint = " (configs are flat now: drop the tandem:/grpo: sections)" if {"tandem", "grpo"} & set(keys) else ""
-    return UserError(f"{where}: unknown key(s) {', '.join(keys)}: not TandemConfig or trl.GRPOConfig fields{hint}")
+    fields = sorted(TANDEM_FIELDS | grpo_field_names())
+
+    def named(key: str) -> str:
+        if key in TRL_SCRIPT_NAMES:
+            return f"{key} (TRL's script name; trlvr's field is {TRL_SCRIPT_NAMES[key]})"
+        close = difflib.get_close_matches(key, fields, n=1)
+        return f"{key} (did you mean {close[0]}?)" if close else key
+
+    return UserError(f"{where}: unknown key(s) {', '.join(map(named, keys))}: not TandemConfig or trl.GRPOConfig "
+                     f"fields{hint}")  # fmt: skip
 
 
 # transformers renamed TrainingArguments fields between the releases trlvr runs on (vllm 0.32 pins
@@ -382,11 +397,11 @@ def parse_run_args(argv: list[str]):
         where = str(config or "command line")
         raise UserError(_named_kind_error(argv, config, where) or f"{where}: {' '.join(str(e).split())}") from e
     tandem, grpo, options = configs
-    tandem.check_model_paths()
     from_file = _renamed(from_file, grpo, given=argv)  # the command line wins over the file
     from_args = _renamed(from_args, grpo)
-    if from_file or from_args:
+    if from_file or from_args:  # before the missing ones: a misspelt --senior is named as such
         raise _unknown(from_file + from_args, "command line")
+    tandem.check_model_paths()
     if tandem.junior_device is not None:
         check_device(tandem.junior_device, "junior_device")
     given |= {a[2:].split("=")[0] for a in argv if a.startswith("--")}
