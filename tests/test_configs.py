@@ -134,6 +134,38 @@ def test_an_unknown_flag_is_named_before_a_missing_one(argv, fragment, capsys):
     assert fragment in err and err.count("\n") == 1 and "required" not in err
 
 
+@pytest.fixture
+def no_loggers(monkeypatch):
+    """A machine where no logger package (wandb, trackio, ...) is installed."""
+    from transformers.integrations import integration_utils
+
+    monkeypatch.setattr(integration_utils, "get_available_reporting_integrations", lambda: [])
+
+
+@pytest.mark.parametrize(
+    "flags, fragment",
+    [
+        (["--report_to", "wandb"], "report_to wandb: its package is not installed (pip install wandb)"),
+        (["--report_to", "comet_ml"], "report_to comet_ml: its package is not installed (pip install comet-ml)"),
+        (["--report_to", "wand"], "report_to wand: not a logger transformers knows (did you mean wandb?"),
+    ],
+)
+def test_a_missing_logger_is_one_line_at_dry_run(no_loggers, flags, fragment, capsys):
+    assert cli(["train", "--config", "toy", *flags, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1
+
+
+def test_a_missing_logger_is_refused_before_the_trainer_loads_a_model(no_loggers, tmp_path):
+    from trl import GRPOConfig
+
+    from trlvr.training import TandemGRPOTrainer
+
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="trackio")
+    with pytest.raises(UserError, match=r"^GRPOConfig: report_to trackio: its package is not installed"):
+        TandemGRPOTrainer("no-such-org/no-such-model", "no-such-org/junior", args=args, reward_funcs=len)
+
+
 def test_unknown_yaml_key_is_named(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("senior: s\ntandem:\n  p: 0.3\n")

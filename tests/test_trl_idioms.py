@@ -114,3 +114,18 @@ def test_hub_ids_from_the_local_cache_offline(tmp_path):
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "trlvr-test/junior" in done.stdout.splitlines()[-1]
+
+
+def test_checkpoints_and_saved_models_carry_the_tandem_model_card(tmp_path):
+    trainer = TandemGRPOTrainer(SENIOR, JUNIOR, tandem=TandemConfig(p=0.7), args=args(tmp_path, save_strategy="steps",
+                                save_steps=1), reward_funcs=reward, train_dataset=toy_dataset())  # fmt: skip
+    trainer.train()
+    trainer.save_model(str(tmp_path / "final"))
+    for folder in (tmp_path / "out" / "checkpoint-1", tmp_path / "final"):
+        card = (folder / "README.md").read_text()
+        assert "tandem-rlvr" in card.split("---")[1]  # a tag in the card's metadata
+        for needed in (f"| junior (frozen co-writer) | {JUNIOR} |", f"| base model (the senior before training) | {SENIOR} |",
+                       "| arm | tandem |", "| schedule | word (p=0.7, max_gap=32) |", "| steps | 1 |", "2606.28166",
+                       "@article{jiao2026tandemrlvr"):  # fmt: skip
+            assert needed in card, needed
+        assert "[None]" not in card and "base_model:" not in card  # a local folder is no hub id for the metadata

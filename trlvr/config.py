@@ -243,6 +243,33 @@ def check_trl_kinds(grpo, where: str) -> None:
             raise UserError(f"{where}: {name}: {rule} (got {value!r})")
 
 
+# report_to integrations whose pip package has another name (transformers' INTEGRATION_TO_CALLBACK names)
+REPORT_TO_PACKAGES = {"azure_ml": "azureml-core", "comet_ml": "comet-ml", "flyte": "flytekit"}
+
+
+def check_report_to(report_to, where: str) -> None:
+    """Every logger in `report_to` (GRPOConfig's, a list after its __post_init__) is one transformers knows and
+    finds installed: one line naming the package to install, before any model loads (transformers itself
+    fails only when the trainer starts, after the weights have loaded)."""
+    from transformers.integrations import integration_utils
+
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    installed = set(integration_utils.get_available_reporting_integrations())
+    for name in names:
+        if name in ("none", "all"):
+            continue
+        if name not in integration_utils.INTEGRATION_TO_CALLBACK:
+            known = sorted(integration_utils.INTEGRATION_TO_CALLBACK)
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise UserError(f"{where}: report_to {name}: not a logger transformers knows ({hint}one of: none, "
+                            f"{', '.join(known)})")  # fmt: skip
+        if name not in installed:
+            package = REPORT_TO_PACKAGES.get(name, name)
+            raise UserError(f"{where}: report_to {name}: its package is not installed (pip install {package}), "
+                            "or set --report_to none")  # fmt: skip
+
+
 # Every run-config field a schedule can take (schedule fields carry the same names; tested).
 SCHEDULE_SETTINGS = ("p", "max_gap", "chunk_size", "first_author", "max_rounds")
 
@@ -411,6 +438,7 @@ def parse_run_args(argv: list[str]):
     except ValueError as e:
         raise UserError(f"{config or 'command line'}: {e}") from None
     check_trl_kinds(grpo, str(config or "command line"))
+    check_report_to(grpo.report_to, str(config or "command line"))
     return tandem, grpo, options
 
 

@@ -33,6 +33,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import os
+from pathlib import Path
 
 from accelerate.utils import is_peft_model
 from transformers import PreTrainedModel
@@ -40,14 +42,16 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import create_model_from_path
 
 from trlvr.algos import AuthorMaskError, junior_tokens_in_loss
-from trlvr.config import TandemConfig
+from trlvr.config import TandemConfig, check_report_to
 from trlvr.engine.backends import Backend, backend
 from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
 from trlvr.errors import UserError
 from trlvr.models import choose_pairing, load_tokenizer
+from trlvr.rundir import MODEL_CARD
 from trlvr.training.build import load_junior
 from trlvr.training.metrics import StepTimeCallback, with_share_split
+from trlvr.training.model_card import tandem_model_card
 from trlvr.training.peft_setup import use_base_as_reference
 from trlvr.training.rollout import TandemRollout
 
@@ -129,6 +133,7 @@ class TandemGRPOTrainer(GRPOTrainer):
                 "TandemGRPOTrainer does not take tools or environment_factory: TRL's tool loop replaces the author "
                 "mask and continues rollouts with the senior alone, so junior tokens would be trained as the senior's"
             )
+        check_report_to(args.report_to, "GRPOConfig")  # before TRL loads a model given by its id
         self.tandem = tandem
         self.longest_prompt = longest_prompt  # backend vllm: the engine's context is this + max_completion_length
         self_paired = tandem.junior == "self"
@@ -231,6 +236,33 @@ class TandemGRPOTrainer(GRPOTrainer):
     @property
     def junior(self):
         return self.rollout.junior
+
+    def _model_card(self, model_name: str | None = None, dataset_name: str | None = None, tags=None):
+        tandem, args = self.tandem, self.args
+        if model_name is None:  # as TRL names it on a checkpoint
+            model_name = args.hub_model_id.split("/")[-1] if args.hub_model_id else Path(args.output_dir).name
+        senior = tandem.senior or getattr(self.accelerator.unwrap_model(self.model).config, "_name_or_path", None)
+        junior = tandem.junior or getattr(getattr(self.junior, "config", None), "_name_or_path", None)
+        if junior == "self":
+            junior = "self: the senior's base model with its LoRA adapters off"
+        name, settings = tandem.schedule_kwargs()
+        schedule = f"{name} ({', '.join(f'{k}={v}' for k, v in settings.items())})" if settings else name
+        return tandem_model_card(model_name=model_name, senior=senior, junior=junior, arm=tandem.arm,
+                                 schedule=schedule, data=dataset_name or tandem.dataset or None,
+                                 steps=self.state.global_step, hub_model_id=args.hub_model_id,
+                                 tags=[tags] if isinstance(tags, str) else tags)  # fmt: skip
+
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, tags=None):
+        """TRL's hook (each checkpoint, `push_to_hub`): the tandem card (`trlvr.training.model_card`) in
+        output_dir/README.md, in place of GRPOTrainer's generic one."""
+        if self.is_world_process_zero():
+            self._model_card(model_name, dataset_name, tags).save(os.path.join(self.args.output_dir, MODEL_CARD))
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        """Trainer's save_model (each checkpoint-N, final/), with the tandem card beside the weights."""
+        super().save_model(output_dir, _internal_call)
+        if self.is_world_process_zero():
+            self._model_card().save(os.path.join(output_dir or self.args.output_dir, MODEL_CARD))
 
     def _generate_and_score_completions(self, inputs):
         # Loud failure, on what reaches the loss: TRL multiplies completion_mask * tool_mask into it (tool_mask
