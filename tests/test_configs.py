@@ -188,3 +188,11 @@ def test_tandem_config_errors_name_the_field():
     with pytest.raises(UserError, match="^p:"):
         TandemConfig(senior="s", junior="j", p=1.5)
     assert TandemConfig(arm="grpo", senior="s").schedule_kwargs() == ("solo", {"author": "senior"})
+
+
+def test_the_toy_config_in_a_fresh_folder_names_the_command_that_makes_its_world(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli(["train", "--config", "toy", "--arm", "tandem", "--max_steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "run `trlvr toy prepare --out runs/toy` first" in err
+    assert "runs/toy/senior, runs/toy/data/train.jsonl are not here" in err
