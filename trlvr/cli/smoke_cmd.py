@@ -79,7 +79,12 @@ def check_device(name: str, config: str, overrides: dict) -> None:
 
     if torch.cuda.is_available():
         return
-    raw = yaml.safe_load(Path(config).read_text()) or {}  # its keys are checked by check_arms
+    try:
+        raw = yaml.safe_load(Path(config).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return  # not a readable config: check_arms says so in its one line
+    if not isinstance(raw, dict):
+        return
     if str(overrides.get("use_cpu", raw.get("use_cpu", False))).lower() in ("true", "1", "yes"):
         return
     raise UserError(f"smoke trains {name} on its GPU, and this machine has no CUDA device: here check the config "

@@ -201,9 +201,14 @@ def _check_toy_world(argv: list[str], tandem) -> None:
     from trlvr.config import resolve_config_path, shipped_configs
     from trlvr.errors import UserError
 
-    if "--config" not in argv or resolve_config_path(argv[argv.index("--config") + 1]) != shipped_configs()["toy"]:
+    toy = shipped_configs()["toy"]
+    if "--config" not in argv or resolve_config_path(argv[argv.index("--config") + 1]) != toy:
         return
-    missing = [p for p in (tandem.senior, tandem.dataset) if p and not Path(p).exists()]
+    import yaml
+
+    world = yaml.safe_load(toy.read_text())  # its own paths; one given on the command line is checked as any other
+    missing = [p for p in (tandem.senior, tandem.dataset) if p in (world["senior"], world["dataset"])
+               and not Path(p).exists()]  # fmt: skip
     if missing:
         raise UserError(f"--config toy reads the toy world, and {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not here: run "
                         "`trlvr toy prepare --out runs/toy` first")  # fmt: skip
