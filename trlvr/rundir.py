@@ -72,6 +72,7 @@ HOLDOUT_FILE = "holdout.jsonl"  # training problems held out for selection
 METRICS_FILE = "metrics.jsonl"  # the training log, one row per logged step
 SELECTED_FILE = "selected.json"  # the checkpoint `trlvr select` chose
 MEMORY_FILE = "memory_plan.json"  # backend vllm: the engine's memory plan beside vLLM's own KV report
+MODEL_CARD = "README.md"  # the tandem model card, in final/, each checkpoint and the run (trlvr.training.model_card)
 # a smoke directory (`trlvr smoke --out DIR`)
 SMOKE_FILE = "smoke.json"  # what `trlvr smoke` checked and measured
 # an evaluation directory (`trlvr eval --out DIR`)

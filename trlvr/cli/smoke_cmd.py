@@ -13,6 +13,7 @@ in DIR is set aside into DIR/replaced-<time>/ (nothing is deleted).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import yaml
 
@@ -69,6 +70,28 @@ def check_arms(config: str, out: str, steps: int, problems: int, overrides: dict
         check_run(*load_run_config(config, keys))
 
 
+def check_device(name: str, config: str, overrides: dict) -> None:
+    """A GPU config (no `use_cpu: true`) on a machine without CUDA: one line naming what to run here instead,
+    before transformers refuses its bf16 with its own wording."""
+    import torch
+
+    from trlvr.errors import UserError
+
+    if torch.cuda.is_available():
+        return
+    try:
+        raw = yaml.safe_load(Path(config).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return  # not a readable config: check_arms says so in its one line
+    if not isinstance(raw, dict):
+        return
+    if str(overrides.get("use_cpu", raw.get("use_cpu", False))).lower() in ("true", "1", "yes"):
+        return
+    raise UserError(f"smoke trains {name} on its GPU, and this machine has no CUDA device: here check the config "
+                    f"with `trlvr train --config {name} --dry-run`, or smoke the toy pair on the CPU with "
+                    "`trlvr smoke --config toy` (after `trlvr toy prepare --out runs/toy`)")  # fmt: skip
+
+
 def main(args) -> int:
     from trlvr.cli.main import main as command
     from trlvr.config import resolve_config_path
@@ -76,6 +99,7 @@ def main(args) -> int:
 
     config = str(resolve_config_path(args.config))
     overrides = dict(args.set)
+    check_device(args.config, config, overrides)
     check_arms(config, args.out, args.steps, args.problems, overrides)
     opts = SmokeOptions(config, args.out, args.steps, args.problems, args.gpu_memory, overrides)
     return 0 if run_smoke(opts, command)["passed"] else 1

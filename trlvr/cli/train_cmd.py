@@ -1,5 +1,6 @@
 """`trlvr train --config FILE|NAME [--key value ...]`: GRPO-train a tandem senior (or its baseline).
 
+    trlvr toy prepare --out runs/toy                      # first: the toy world that `--config toy` reads
     trlvr train --config toy --arm tandem                 # `toy` = trlvr/configs/toy.yaml, in the package
     trlvr train --config toy --arm grpo --max_steps 20 --output_dir runs/grpo20
     trlvr train --config toy --arm tandem --seeds 0,1,2   # runs/toy-tandem/seed-0, seed-1, seed-2
@@ -196,6 +197,24 @@ def _has_config(path: str) -> bool:
     return True
 
 
+def _check_toy_world(argv: list[str], tandem) -> None:
+    """`--config toy` where its toy world is not: one line naming the command that makes it."""
+    from trlvr.config import resolve_config_path, shipped_configs
+    from trlvr.errors import UserError
+
+    toy = shipped_configs()["toy"]
+    if "--config" not in argv or resolve_config_path(argv[argv.index("--config") + 1]) != toy:
+        return
+    import yaml
+
+    world = yaml.safe_load(toy.read_text())  # its own paths; one given on the command line is checked as any other
+    missing = [p for p in (tandem.senior, tandem.dataset) if p in (world["senior"], world["dataset"])
+               and not Path(p).exists()]  # fmt: skip
+    if missing:
+        raise UserError(f"--config toy reads the toy world, and {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not here: run "
+                        "`trlvr toy prepare --out runs/toy` first")  # fmt: skip
+
+
 def resume_command(argv: list[str]) -> str:
     """The `trlvr train` command line that continues a run started with `argv` (shell-quoted)."""
     import shlex
@@ -218,6 +237,7 @@ def main(args) -> int:
     from trlvr.training.console import log, quiet_libraries
 
     tandem, grpo, options = parse_run_args(argv)
+    _check_toy_world(argv, tandem)
     from trlvr.training.run import check_start, seed_flags, start_over, train_and_save
 
     check_start(grpo.output_dir, resume=options.resume, force=options.force)

@@ -323,25 +323,33 @@ def render_parity(check: dict) -> str:
     return f"  parity: not measured ({check['reason']})"
 
 
+def _na(value) -> str:
+    """A value for the screen: "n/a" where it was not measured."""
+    return "n/a" if value is None else str(value)
+
+
 def render(report: dict) -> str:
     c = report["checks"]
     lines = [f"smoke {report['config']}: {'passed' if report['passed'] else 'FAILED'}"]
     if "parity" in c:
         lines.append(render_parity(c["parity"]))
     mem = c["memory"]
-    lines.append(f"  memory: {mem['status']}: planned KV {mem['planned_kv_tokens']} tokens, engine KV "
-                 f"{mem['engine_kv_tokens']}, device peak {mem['device_peak_bytes']}")  # fmt: skip
+    lines.append(f"  memory: {mem['status']}: planned KV {_na(mem['planned_kv_tokens'])} tokens, engine KV "
+                 f"{_na(mem['engine_kv_tokens'])}, device peak {_na(mem['device_peak_bytes'])}")  # fmt: skip
     m = c["author_mask"]
     lines.append(f"  author mask: {m['status']}" + (f": senior share {[round(x, 3) for x in m['senior_share']]} in "
                  f"{m['band']}, TRL length {m['trl_completion_length']} = senior tokens {m['senior_tokens']}"
                  if "senior_share" in m else f": {m.get('reason')}"))  # fmt: skip
     g = c["grader"]
-    lines.append(f"  grader: {g['status']}" + (f": {g['pairs']} pairs, wrong {g['wrong']}, timeout {g['timeout_status']} "
-                 f"after {g['timeout_s']} s" if "pairs" in g else f": {g.get('reason')}"))  # fmt: skip
+    wrong = f" (wrong: {'; '.join(g['wrong'])})" if g.get("wrong") else ""
+    lines.append(f"  grader: {g['status']}" + (f": {g['pairs'] - len(g['wrong'])} of {g['pairs']} known pairs graded "
+                 f"right{wrong}; a stalled answer ended as {g['timeout_status']} after {g['timeout_s']} s"
+                 if "pairs" in g else f": {g.get('reason')}"))  # fmt: skip
     s = c["speed"]
     if "step" in s:
-        lines.append(f"  speed: tandem/solo step {s['step']}, generation {s['generation']}; bound (S+J)/S "
-                     f"{s.get('bound')} (weights only {s.get('weights_only')}) at context {s.get('context')}")  # fmt: skip
+        lines.append(f"  speed: tandem/solo step {_na(s['step'])}, generation {_na(s['generation'])}; bound (S+J)/S "
+                     f"{_na(s.get('bound'))} (weights only {_na(s.get('weights_only'))}) at context "
+                     f"{_na(s.get('context'))}")  # fmt: skip
     lines.append(f"  lengths: {c['lengths']['train']}, eval {c['lengths']['eval']}")
     lines.append(f"  pre-emptions: {c['preemptions']['count']} ({c['preemptions']['note']})")
     lines.append(f"  select + eval: {c['select_eval']['status']} ({c['select_eval']['eval_dir']})")

@@ -256,10 +256,17 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
             log(f"pairing: {pairing} ({'one shared vocabulary, token by token' if pairing == 'lockstep' else 'two tokenizers, one shared text'})")
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
         if tandem.arm == "tandem" and not kl_to_junior and not backend(tandem.backend).own_engine:  # vllm loads its own
-            junior = load_causal_lm(tandem.junior, "junior", dtype=senior.dtype)
-            if pairing == "text":  # the rollout decodes this pair at the text level, with the junior's own tokenizer
-                junior.text_pair_tokenizer = junior_tok
+            junior = load_junior(tandem.junior, junior_tok, pairing, senior.dtype)
     return senior, junior, tokenizer, pairing
+
+
+def load_junior(path: str, junior_tok, pairing: str, dtype):
+    """The frozen junior at the senior's dtype; a text pair's junior carries its own tokenizer (the rollout
+    decodes that pair at the text level with it)."""
+    junior = load_causal_lm(path, "junior", dtype=dtype)
+    if pairing == "text":
+        junior.text_pair_tokenizer = junior_tok
+    return junior
 
 
 def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | None = None):
