@@ -41,7 +41,10 @@ from trlvr.config import TandemConfig
 from trlvr.engine.backends import Backend, backend
 from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
-from trlvr.training.metrics import StepTimeCallback, with_share_split
+from trlvr.errors import UserError
+from trlvr.training.build import launch_sharding
+from trlvr.training.learning import FIXES, WeightsMoved, low_precision_problem
+from trlvr.training.metrics import ISCorrectionMeter, StepTimeCallback, with_share_split
 from trlvr.training.peft_setup import use_base_as_reference
 from trlvr.training.rollout import TandemRollout
 
@@ -108,6 +111,14 @@ class TandemGRPOTrainer(GRPOTrainer):
         passed_peft = _is_peft_model(model)  # an adapter folder the run continues (trlvr.training.peft_setup)
         if self_paired and kwargs.get("peft_config") is None and not passed_peft:
             raise ValueError("junior: 'self' needs a LoRA senior (use_peft: true, peft_config, or a peft.PeftModel)")
+        trainable = next((p for p in model.parameters() if p.requires_grad), None) if hasattr(model, "parameters") else None
+        problem = low_precision_problem(
+            dtype=None if trainable is None else trainable.dtype,
+            use_peft=passed_peft or kwargs.get("peft_config") is not None, sharding=launch_sharding(args),
+            optim=args.optim, optim_args=args.optim_args, learning_rate=args.learning_rate,
+        )  # the loaded senior's own dtype (`trlvr.training.learning`; `load_models` checked its config's before)
+        if problem:
+            raise UserError(f"senior {tandem.senior or type(model).__name__}: {problem}; {FIXES}")
         check_p = tandem.p if tandem.expects_junior_tokens else None
         name, schedule_kwargs = tandem.schedule_kwargs()
         self.rollout = TandemRollout(Schedule.from_config(name, **schedule_kwargs), check_junior_p=check_p,
@@ -143,6 +154,9 @@ class TandemGRPOTrainer(GRPOTrainer):
         if engine.own_engine:  # training syncs the senior's weights into it: TRL's vLLM machinery
             self._attach_engine(args, engine)
         self.add_callback(StepTimeCallback(self, self.rollout))
+        self.is_meter = ISCorrectionMeter(self)  # tandem/is/*: what TRL's IS correction zeroed or clipped, per step
+        self.add_callback(self.is_meter)
+        self.add_callback(WeightsMoved(self))  # the first step's postcondition: the trainable weights moved
 
     def _attach_engine(self, args, engine: Backend) -> None:
         """backend vllm: TRL's own vLLM machinery around the tandem engine (`trlvr.vllm.trl_backend`).
@@ -203,4 +217,5 @@ class TandemGRPOTrainer(GRPOTrainer):
                 "tandem batch reached the loss without an author mask (inputs['tool_mask'] from env_mask); "
                 "refusing to train it as plain GRPO"
             )
+        self.is_meter.add(inputs)
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
