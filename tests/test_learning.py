@@ -252,3 +252,16 @@ def test_is_corrected_counts_sequence_mask_zeroes_whole_rows_by_their_loss_token
                                clip_max=3.0) == (1, 2, 1, 1)  # fmt: skip
     with pytest.raises(ValueError, match="unknown importance-sampling mode"):
         is_corrected_counts(ratio, mask, mode="sequence", clip_min=None, clip_max=3.0)
+
+
+def test_the_smoke_check_is_ok_when_every_arm_moved_and_not_measured_when_an_arm_had_no_gradient():
+    from trlvr.experiments.smoke import weights_moved_check
+
+    arms = {"tandem": {"rows": [{"step": 1, WEIGHTS_MOVED: 0.97, "tandem/is/corrected_tokens": 0.01,
+                                 "tandem/is/corrected_rows": 0.25}, {"step": 2}]},
+            "grpo": {"rows": [{"step": 1, WEIGHTS_MOVED: 1.0}]}}  # fmt: skip
+    check = weights_moved_check(arms)
+    assert check["status"] == "ok" and check["fraction"] == {"tandem": 0.97, "grpo": 1.0}
+    assert check["is_corrected"] == {"tandem": {"corrected_tokens": 0.01, "corrected_rows": 0.25}, "grpo": {}}
+    arms["grpo"]["rows"] = [{"step": 1}]  # every step's gradient was zero: nothing to judge
+    assert weights_moved_check(arms)["status"] == "not measured"
