@@ -216,6 +216,12 @@ def test_steps_with_a_zero_gradient_are_waited_out_and_a_later_move_is_recorded(
     assert check.result["step"] == 3 and check.result["fraction"] == pytest.approx(64 / 72)
     assert trainer._metrics["train"][WEIGHTS_MOVED] == [pytest.approx(64 / 72)]
 
+    frozen = WeightsMoved(_Trainer())  # nothing trainable held in this process (ZeRO-3's partitions): not measured
+    frozen.on_step_begin(_Args, state, None, model=nn.Linear(8, 8).requires_grad_(False))
+    frozen.on_step_end(_Args, state, None, model=model)
+    frozen.on_log(_Args, state, None, logs={"grad_norm": 0.5})
+    assert frozen.result == {"step": None, "fraction": None, "elements": 0}
+
     stuck = WeightsMoved(_Trainer())
     stuck.on_step_begin(_Args, state, None, model=model)
     stuck.on_step_end(_Args, state, None, model=model)

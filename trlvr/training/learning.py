@@ -138,7 +138,7 @@ class WeightsMoved(TrainerCallback):
     def __init__(self, trainer):
         self.trainer = trainer
         self.before: list[torch.Tensor] | None = None
-        self.pending: tuple[int, float] | None = None  # (step, fraction) awaiting its grad norm
+        self.pending: int | None = None  # the step that moved nothing, awaiting its logged gradient norm
         self.result: dict | None = None  # {"step", "fraction", "elements"} once measured
 
     def _trainable(self, model):
@@ -147,6 +147,8 @@ class WeightsMoved(TrainerCallback):
     def on_step_begin(self, args, state, control, model=None, **kwargs):
         if self.before is None and self.result is None and model is not None:
             self.before = [_sample(p) for p in self._trainable(model)]
+            if not self.before:  # nothing trainable held here (ZeRO-3 partitions): not measured
+                self.before, self.result = None, {"step": None, "fraction": None, "elements": 0}
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if self.before is None or self.result is not None or model is None:
@@ -156,19 +158,17 @@ class WeightsMoved(TrainerCallback):
             self.before = None  # the trainable set changed under us (not expected): nothing to compare
             return
         fraction = moved_fraction(self.before, after)
-        self.pending = (state.global_step, fraction)
-        if fraction > 0:  # logged with this step's row
+        if fraction > 0:  # measured: logged once, with this step's row
+            self.result = {"step": state.global_step, "fraction": fraction, "elements": sum(b.numel() for b in after)}
             self.trainer._metrics["train"][WEIGHTS_MOVED].append(fraction)
+            self.before = self.pending = None
+        else:  # judged by this step's gradient norm, when it is logged
+            self.pending = state.global_step
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.pending is None or self.result is not None:
             return
-        step, fraction = self.pending
-        grad_norm = (logs or {}).get("grad_norm")
-        if fraction > 0:
-            self.result = {"step": step, "fraction": fraction, "elements": sum(b.numel() for b in self.before)}
-            self.before = self.pending = None
-            return
+        step, grad_norm = self.pending, (logs or {}).get("grad_norm")
         if grad_norm is None or not math.isfinite(float(grad_norm)):
             return  # not a logged step, or a non-finite one (NonFiniteGuard's)
         if float(grad_norm) == 0.0:
