@@ -25,7 +25,13 @@ Where TRL departs from the paper's numbers:
    is off). backend vllm: the log-probs are the sampler's (vLLM's processed log-probs) and TRL's own
    vLLM machinery runs (`_attach_engine`): its weight sync before each rollout and, with
    `vllm_importance_sampling_correction` (TRL's default: on), its IS correction and
-   `sampling/importance_sampling_ratio/*` metrics over senior tokens.
+   `sampling/importance_sampling_ratio/*` metrics over senior tokens, in the mode the config chose
+   (trlvr's parser default: per-token truncation, `trlvr.config.IS_MODE`, the same for both arms);
+   `ISCorrectionMeter` logs the share of loss tokens and rows it zeroed or clipped (`tandem/is/*`).
+
+Its own checks that the run learns (`trlvr.training.learning`): a senior whose optimizer updates would
+round away (bf16 weights, full fine-tuning, no ZeRO) is refused at construction, and `WeightsMoved`
+stops the run when its first optimizer step with a gradient changed no trainable weight.
 """
 
 from __future__ import annotations
