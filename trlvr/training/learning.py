@@ -31,6 +31,8 @@ import torch
 from transformers import TrainerCallback
 
 from trlvr.errors import UserError
+from trlvr.memory import read_config
+from trlvr.models import model_folder
 
 LOW_PRECISION = ("bfloat16", "float16")
 # transformers `optim` values whose optimizer keeps bf16 updates: torch-optimi's StableAdamW applies Kahan
@@ -90,9 +92,6 @@ FIXES = ("load the senior in float32 (model_init_kwargs: {dtype: float32}; bf16:
 def senior_dtype(tandem, args) -> str | None:
     """The dtype the senior's weights load in: `model_init_kwargs`' dtype, else ("auto", transformers' default)
     the dtype its config.json records; None when neither says (a hub id not downloaded yet)."""
-    from trlvr.memory import read_config
-    from trlvr.models import model_folder
-
     init = dict(getattr(args, "model_init_kwargs", None) or {})
     given = init.get("dtype", init.get("torch_dtype"))
     if given not in (None, "auto"):
