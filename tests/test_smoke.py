@@ -36,7 +36,9 @@ def test_smoke_runs_both_arms_and_records_every_check(tmp_path, toy_data, capsys
     assert checks["select_eval"]["status"] == "ok"
     assert checks["lengths"]["eval"]["samples"] == 2 * 2  # 2 problems x (solo, handoff) x n 1
     assert checks["memory"]["status"] == "not measured"  # backend hf on a CPU: no engine KV report
-    assert "smoke" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "smoke" in printed and "  weights moved: " in printed  # beside the other checks
+    assert checks["weights_moved"]["status"] in ("ok", "not measured"), checks["weights_moved"]  # never failed: training stops first
     # a second smoke into the same folder sets the first aside (nothing deleted)
     assert main(argv[:-2] + ["--set", "max_completion_length=40"]) == 0
     assert [p.name.startswith("replaced-") for p in out.iterdir()].count(True) == 1

@@ -43,6 +43,10 @@ CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 # the GPU recipes, shipped in the package (in a clone, trlvr/recipes is a link to the top-level recipes/)
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 DEFAULT_OUTPUT_DIR = "runs/{arm}"
+# TRL's importance-sampling correction (backend vllm), trlvr's default for both arms: per-token truncation (verl's
+# truncated IS), not TRL's `sequence_mask`, which multiplies a row's token ratios and so zeroes more of the GRPO arm's
+# rows (about twice the senior tokens of a tandem row) than of the tandem arm's (docs/reproducing-the-paper.md)
+IS_MODE = "token_truncate"
 
 
 def _help(text: str, default: Any = dataclasses.MISSING):
@@ -375,7 +379,7 @@ def _make_parser():
             return ns, rest
 
     parser = RunParser((TandemConfig, GRPOConfig, RunOptions), prog="trlvr train", allow_abbrev=False)
-    parser.set_defaults_with_config(output_dir=DEFAULT_OUTPUT_DIR)
+    parser.set_defaults_with_config(output_dir=DEFAULT_OUTPUT_DIR, vllm_importance_sampling_mode=IS_MODE)
     return parser
 
 

@@ -210,6 +210,23 @@ def speed_check(arms: dict, plan: MemoryPlan, prompt_len: float) -> dict:
                   note="a ratio to compare, not a pass/fail: the bound holds for decode-bound steps on a GPU")  # fmt: skip
 
 
+def weights_moved_check(arms: dict) -> dict:
+    """Each arm's first optimizer step with a non-zero gradient changed its trainable weights
+    (`trlvr.training.learning.WeightsMoved`, which stops a run where none moved), and the share of loss
+    tokens and rows TRL's importance-sampling correction zeroed or clipped (backend vllm)."""
+    from trlvr.training.learning import WEIGHTS_MOVED
+    from trlvr.training.metrics import IS_ROWS, IS_TOKENS
+
+    moved = {a: (_series(v["rows"], WEIGHTS_MOVED) or [None])[0] for a, v in arms.items()}
+    corrected = {a: {k.rsplit("/", 1)[1]: round(statistics.mean(xs), 4) for k in (IS_TOKENS, IS_ROWS)
+                     if (xs := _series(v["rows"], k))} for a, v in arms.items()}  # fmt: skip
+    ok = None if None in moved.values() else all(x > 0 for x in moved.values())
+    return _check(ok, fraction={a: None if x is None else round(x, 4) for a, x in moved.items()},
+                  is_corrected=corrected if any(corrected.values()) else None,
+                  note="fraction of sampled trainable elements the first step changed; None: every step's gradient "
+                       "was zero")  # fmt: skip
+
+
 def lengths(rows: list[dict]) -> dict:
     clipped, mean = _series(rows, "completions/clipped_ratio"), _series(rows, "tandem/team_length/mean")
     return {"truncated": round(statistics.mean(clipped), 4) if clipped else None,
@@ -287,6 +304,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     )  # fmt: skip
     checks["author_mask"] = mask_check(arms["tandem"]["rows"], arms["grpo"]["rows"],
                                        tandem.p if tandem.expects_junior_tokens else None)  # fmt: skip
+    checks["weights_moved"] = weights_moved_check(arms)
     checks["grader"] = grader_check()
     prompt_len = _prompt_len(arms["tandem"]["dir"], tandem.senior)
     checks["speed"] = speed_check(arms, plan, prompt_len)
@@ -340,6 +358,10 @@ def render(report: dict) -> str:
     lines.append(f"  author mask: {m['status']}" + (f": senior share {[round(x, 3) for x in m['senior_share']]} in "
                  f"{m['band']}, TRL length {m['trl_completion_length']} = senior tokens {m['senior_tokens']}"
                  if "senior_share" in m else f": {m.get('reason')}"))  # fmt: skip
+    if "weights_moved" in c:
+        w = c["weights_moved"]
+        lines.append(f"  weights moved: {w['status']}: first step changed {w['fraction']} of the trainable weights"
+                     + (f"; IS zeroed/clipped {w['is_corrected']}" if w.get("is_corrected") else ""))  # fmt: skip
     g = c["grader"]
     wrong = f" (wrong: {'; '.join(g['wrong'])})" if g.get("wrong") else ""
     lines.append(f"  grader: {g['status']}" + (f": {g['pairs'] - len(g['wrong'])} of {g['pairs']} known pairs graded "

@@ -44,6 +44,7 @@ from trlvr.models import (
 )
 from trlvr.rewards import check_golds, math_reward
 from trlvr.rundir import HOLDOUT_FILE
+from trlvr.training.learning import check_updates_land
 from trlvr.training.peft_setup import check_lora_run, continues_adapter, describe_adapter, peft_config_for
 
 SELF = "self"
@@ -246,6 +247,7 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
                             sharding=launch_sharding(args), max_completion_length=args.max_completion_length)  # fmt: skip
     if n_train is not None:  # after the paths and capabilities (what is wrong first), before any weights load
         check_steps_per_epoch(n_train, tandem, args)
+    check_updates_land(tandem, args, launch_sharding(args), where=f"senior {tandem.senior}")  # bf16 AdamW, no ZeRO
     if continues_adapter(tandem):
         log(describe_adapter(tandem.senior))
         senior = load_model_or_adapter(tandem.senior, "senior", trainable=True, **init)

@@ -46,6 +46,8 @@ GRPO_IDENTITY = (
     "gradient_accumulation_steps", "steps_per_generation", "generation_batch_size", "max_completion_length",
     "loss_type", "epsilon", "epsilon_high", "beta", "scale_rewards", "num_iterations", "temperature", "top_p",
     "top_k", "min_p", "repetition_penalty", "mask_truncated_completions", "model_init_kwargs", "bf16", "seed",
+    "optim_args", "vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
+    "vllm_importance_sampling_clip_min", "vllm_importance_sampling_clip_max",
 )  # fmt: skip
 
 

@@ -25,7 +25,13 @@ Where TRL departs from the paper's numbers:
    is off). backend vllm: the log-probs are the sampler's (vLLM's processed log-probs) and TRL's own
    vLLM machinery runs (`_attach_engine`): its weight sync before each rollout and, with
    `vllm_importance_sampling_correction` (TRL's default: on), its IS correction and
-   `sampling/importance_sampling_ratio/*` metrics over senior tokens.
+   `sampling/importance_sampling_ratio/*` metrics over senior tokens, in the mode the config chose
+   (trlvr's parser default: per-token truncation, `trlvr.config.IS_MODE`, the same for both arms);
+   `ISCorrectionMeter` logs the share of loss tokens and rows it zeroed or clipped (`tandem/is/*`).
+
+Its own checks that the run learns (`trlvr.training.learning`): a senior whose optimizer updates would
+round away (bf16 weights, full fine-tuning, no ZeRO) is refused at construction, and `WeightsMoved`
+stops the run when its first optimizer step with a gradient changed no trainable weight.
 """
 
 from __future__ import annotations
@@ -49,8 +55,9 @@ from trlvr.engine.self_pair import AdapterOffView
 from trlvr.errors import UserError
 from trlvr.models import choose_pairing, load_tokenizer
 from trlvr.rundir import MODEL_CARD
-from trlvr.training.build import load_junior
-from trlvr.training.metrics import StepTimeCallback, with_share_split
+from trlvr.training.build import launch_sharding, load_junior
+from trlvr.training.learning import FIXES, WeightsMoved, low_precision_problem
+from trlvr.training.metrics import ISCorrectionMeter, StepTimeCallback, with_share_split
 from trlvr.training.model_card import tandem_model_card
 from trlvr.training.peft_setup import use_base_as_reference
 from trlvr.training.rollout import TandemRollout
@@ -163,6 +170,16 @@ class TandemGRPOTrainer(GRPOTrainer):
 
         with _reference_is(model, tandem.junior) if kl_to_junior and not self_paired else contextlib.nullcontext():
             super().__init__(model=model, reward_funcs=funcs, args=args, rollout_func=self.rollout, **kwargs)
+        # the loaded senior's own dtype, after TRL loaded a model given by its id (`trlvr.training.learning`;
+        # `load_models` checked its config's before any weights loaded)
+        trainable = next((p for p in self.model.parameters() if p.requires_grad), None)
+        problem = low_precision_problem(
+            dtype=None if trainable is None else trainable.dtype,
+            use_peft=passed_peft or kwargs.get("peft_config") is not None, sharding=launch_sharding(args),
+            optim=args.optim, optim_args=args.optim_args, learning_rate=args.learning_rate,
+        )
+        if problem:
+            raise UserError(f"senior {tandem.senior or type(model).__name__}: {problem}; {FIXES}")
         if kl_to_junior and self_paired and passed_peft:
             use_base_as_reference(self.accelerator.unwrap_model(self.model))
 
@@ -185,6 +202,9 @@ class TandemGRPOTrainer(GRPOTrainer):
         if engine.own_engine:  # training syncs the senior's weights into it: TRL's vLLM machinery
             self._attach_engine(args, engine)
         self.add_callback(StepTimeCallback(self, self.rollout))
+        self.is_meter = ISCorrectionMeter(self)  # tandem/is/*: what TRL's IS correction zeroed or clipped, per step
+        self.add_callback(self.is_meter)
+        self.add_callback(WeightsMoved(self))  # the first step's postcondition: the trainable weights moved
 
     def _attach_engine(self, args, engine: Backend) -> None:
         """backend vllm: TRL's own vLLM machinery around the tandem engine (`trlvr.vllm.trl_backend`).
@@ -283,3 +303,14 @@ class TandemGRPOTrainer(GRPOTrainer):
                     "refusing to train them as the senior's"
                 )
         return output
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        # Loud failure: a tandem batch without its author mask would train every junior token as the
+        # senior's -- plain GRPO on someone else's text. TRL names the mask `tool_mask` once inside.
+        if self.tandem.arm == "tandem" and inputs.get("tool_mask") is None:
+            raise AuthorMaskError(
+                "tandem batch reached the loss without an author mask (inputs['tool_mask'] from env_mask); "
+                "refusing to train it as plain GRPO"
+            )
+        self.is_meter.add(inputs)
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
