@@ -221,6 +221,17 @@ def check_out(out: str) -> None:
     check_dir_path(out, "--out")
 
 
+def check_out_folder(args) -> None:
+    """--out as `trlvr eval` writes it (`trlvr.rundir.prepare_output`, what --dry-run checks too): a folder
+    that holds an evaluation, a seed group of them, or nothing of trlvr's (never a training run, a study, a
+    smoke or a model, --fresh or not); and a group and a single evaluation never share it (`refuse_mixing`,
+    unless --fresh sets the other aside, which the evaluation does once every check passed)."""
+    from trlvr.eval.groups import refuse_mixing
+
+    checks = [] if args.fresh else [lambda: refuse_mixing(args.out, group=bool(args.seeds))]
+    rundir.prepare_output(args.out, (rundir.EVALUATION, rundir.EVALUATION_SEEDS), flag="--out", checks=checks)
+
+
 def dry_run(args, sources: dict) -> int:
     """Every check `trlvr eval` makes before a model loads, then the engine's `memory plan` (refused in one
     line when it cannot start on backend vllm); nothing is loaded or written. Planned for this machine (no
@@ -228,6 +239,7 @@ def dry_run(args, sources: dict) -> int:
     from trlvr.eval.api import check_eval, eval_plan
     from trlvr.training.memory_plan import device_memory
 
+    check_out_folder(args)
     senior = args.senior.replace("{seed}", str(args.seeds[0])) if args.seeds else args.senior
     one, spec, senior_spec = checked(args, senior, args.out)
     benchmarks, _ = _benchmarks(one, sources)
@@ -250,10 +262,7 @@ def main(args) -> int:
     sources = parse_sources(args.data)
     if args.dry_run:
         return dry_run(args, sources)
-    from trlvr.eval.groups import refuse_mixing
-
-    if not args.fresh:  # a group and a single evaluation never share a folder
-        refuse_mixing(args.out, group=bool(args.seeds))
+    check_out_folder(args)  # a group and a single evaluation never share a folder, nor another command's
     if not args.seeds:
         return evaluate_one(*checked(args, args.senior, args.out), sources)
     if "{seed}" not in args.senior:
@@ -271,10 +280,9 @@ def main(args) -> int:
     for one, spec, senior_spec in runs.values():  # and what each seed's pair can run
         check_eval(model_spec(one, spec, senior_spec), benchmarks[0], spec, sources)
     writer = Ranks.current().writer  # several processes of a launch: rank 0 alone writes the group's files
-    if args.fresh and writer:  # start over: the whole group, so no seed folder of an earlier group stays beside it
-        from trlvr.rundir import set_aside
-
-        set_aside(group_dir)
+    # every check passed: start over (--fresh) with the whole group, so no seed folder of an earlier one stays
+    rundir.prepare_output(group_dir, (rundir.EVALUATION_SEEDS, rundir.EVALUATION), flag="--out",
+                          start_over=args.fresh and writer)  # fmt: skip
     if writer:
         start_group(group_dir, args.seeds, template)  # the group is these seeds, whatever else OUT holds
     for s, run in runs.items():

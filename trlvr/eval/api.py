@@ -77,7 +77,23 @@ def resolve_senior(spec: str) -> tuple[str, dict | None]:
         path = str(Path(run) / Path(path).name)  # an older record (relative to its writer's cwd): the run's checkpoint
     if not Path(path).is_dir():
         raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {sel['path']} no longer exists")
+    check_selection_current(run, sel)
     return path, sel
+
+
+def check_selection_current(run: str | Path, sel: dict) -> None:
+    """A selection covers the checkpoints the run had when it was made: one made before the run trained on
+    (a resume saved newer checkpoints) is refused in one line. Its newest step is `newest_step` (a record
+    from before that field: its table's newest candidate)."""
+    from trlvr.rundir import newest_step
+
+    covered = sel.get("newest_step")
+    if covered is None:
+        covered = max((r.get("step", 0) for r in sel.get("table") or () if isinstance(r, dict)), default=None)
+    now = newest_step(run)
+    if covered is not None and now is not None and now > covered:
+        raise UserError(f"{run}/{SELECTED_FILE}: the selection covers the run's checkpoints up to step {covered}, "
+                        f"but the run has trained on to step {now}; select again (trlvr select {run} --val ...)")  # fmt: skip
 
 
 def check_self_junior(senior_path: str) -> None:

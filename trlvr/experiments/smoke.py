@@ -249,8 +249,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     if opts.steps < 1 or opts.problems < 1:
         raise UserError(f"--steps and --problems must be >= 1 (got {opts.steps}, {opts.problems})")
     out = Path(opts.out)
-    if out.is_dir() and any(p for p in out.iterdir() if not p.name.startswith(rundir.ASIDE_PREFIX)):
-        rundir.set_aside(out)
+    rundir.prepare_output(out, rundir.SMOKE, flag="--out", start_over=True)  # an earlier smoke: set aside
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {"config": str(opts.config), "steps": opts.steps, "problems": opts.problems,
                     "overrides": opts.overrides, "code": git_commit(), "machine": machine(), "checks": {}}  # fmt: skip

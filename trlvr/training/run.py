@@ -36,18 +36,10 @@ from trlvr.errors import UserError
 from trlvr.provenance import machine
 from trlvr.rundir import FINAL, RUN_FILE, check_dir_path
 from trlvr.training.build import build_trainer
-from trlvr.training.checkpoints import pick_checkpoint
 from trlvr.training.console import log, warn
 from trlvr.training.guard import weights_are_finite
 from trlvr.training.preempt import Preempted, Preemption
-from trlvr.training.run_record import (
-    add_machine,
-    check_output_dir,
-    lossy_section,
-    read_record,
-    run_record,
-    write_record,
-)
+from trlvr.training.run_record import add_machine, lossy_section, read_record, write_record
 
 BY = "trlvr train"  # who locks a training run's directory (trlvr.rundir.LOCKS)
 
@@ -76,14 +68,25 @@ def train_and_save(tandem: TandemConfig, args, *, resume: bool = False, force: b
     # leaves output_dir as it found it: no record of a run that never ran
     with rundir.undone_unless_kept(args.output_dir, lambda: bool(rundir.checkpoints(args.output_dir)),
                                    main_process=main), training_lock(args.output_dir, main_process=main):  # fmt: skip
-        record = run_record(tandem, args)
-        forced = check_output_dir(args.output_dir, record, resume=resume, force=force)
-        if force:
-            _set_aside_locked(args.output_dir)
-        for diff in forced:
+        start = prepare_run(tandem, args, resume=resume, force=force)
+        for diff in start.forced:
             warn(f"--force: training into {args.output_dir} although {diff}")
-        return _train_and_save(tandem, args, record=record, resume=resume, desc=desc, callbacks=callbacks,
+        return _train_and_save(tandem, args, start=start, resume=resume, desc=desc, callbacks=callbacks,
                                verbose=verbose, resume_command=resume_command)  # fmt: skip
+
+
+def prepare_run(tandem: TandemConfig, args, *, resume: bool, force: bool):
+    """`trlvr.rundir.prepare_output` for a training run (its lock held by the caller): every check the run
+    makes before its first weight load (`trlvr.training.preflight.check_run_start`, what `--dry-run`
+    runs), and only when all passed, with --force, the earlier run set aside. Returns the checks' RunStart."""
+    from trlvr.training.preflight import check_run_start
+
+    found = []
+    rundir.prepare_output(
+        args.output_dir, rundir.TRAINING, flag="--output_dir", start_over=force, set_aside_with=_set_aside_locked,
+        checks=[lambda: found.append(check_run_start(tandem, args, resume=resume, force=force))],
+    )  # fmt: skip
+    return found[0]
 
 
 def training_lock(output_dir: str | Path, *, main_process: bool | None = None):
@@ -121,13 +124,20 @@ def check_start(output_dir: str | Path, *, resume: bool, force: bool) -> None:
                         "pass one of them")  # fmt: skip
 
 
-def start_over(output_dir: str | Path) -> Path | None:
-    """`--force` over a whole folder of runs (`--seeds`: OUTPUT_DIR/seed-<s>/...): under its lock and
-    the locks of the runs in it, move everything in it aside; return where it went (None: was empty)."""
+def start_over(output_dir: str | Path, runs: list | None = None) -> Path | None:
+    """`--force` over a whole folder of runs (`--seeds`: OUTPUT_DIR/seed-<s>/...): every seed run's checks
+    first (`runs`: [(tandem, args)], as `--force` checks each), then, under its lock and the locks of the
+    runs in it, everything in it moved aside (`trlvr.rundir.prepare_output`); return where it went (None:
+    nothing moved)."""
+    from trlvr.training.preflight import check_run_start
+
+    checks = [lambda t=t, a=a: check_run_start(t, a, resume=False, force=True) for t, a in runs or ()]
     if not Path(output_dir).is_dir():
+        rundir.prepare_output(output_dir, rundir.TRAINING_SEEDS, flag="--output_dir", checks=checks)
         return None
     with training_lock(output_dir):
-        return _set_aside_locked(output_dir)
+        return rundir.prepare_output(output_dir, rundir.TRAINING_SEEDS, flag="--output_dir", checks=checks,
+                                     start_over=True, set_aside_with=_set_aside_locked)  # fmt: skip
 
 
 def _set_aside_locked(output_dir: str | Path) -> Path | None:
@@ -158,23 +168,21 @@ def _check_prompts(trainer, tandem: TandemConfig, out: Path) -> dict:
     return lossy_section(lossy, len(prompts))
 
 
-def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verbose, resume_command) -> Path:
+def _train_and_save(tandem, args, *, start, resume, desc, callbacks, verbose, resume_command) -> Path:
     out = Path(args.output_dir)
+    record = start.record
     stored = read_record(out)
     last = None
-    if resume and rundir.resume_plan(out, args.max_steps) == "done":  # checked before anything is written
+    if start.plan == "done":  # checked before anything is written
         state = rundir.train_state(out)
         log(f"{out} finished at step {state.step}: nothing to train, {FINAL}/ unchanged")
         return rundir.final_dir(out)
     if resume:
-        last, skipped = pick_checkpoint(out)
-        for ckpt, why in skipped:
+        last = start.last
+        for ckpt, why in start.skipped:
             warn(f"--resume: skipping {ckpt.name} ({why})")
-        if last is None:
-            raise UserError(f"--resume: no complete checkpoint in {out}")
         if rundir.checkpoint_step(last) == args.max_steps:  # killed after its last checkpoint, before final/
             return _final_from_checkpoint(last, out)  # training it again would run a step past max_steps
-        check_resume_device(args)
         log(f"resuming from {last}")
     trainer = build_trainer(tandem, args, callbacks, desc=desc)
     if not verbose:  # the log dicts go to metrics.jsonl and trainer_state.json, not the console
