@@ -574,3 +574,57 @@ def test_a_junior_device_for_a_suite_without_a_junior_is_not_a_traceback(world, 
         argv = ["select", str(tmp_path / "run"), "--val", f"{tmp}/d.jsonl", "--metric", "solo/pass@1", "--n", "1",
                 "--limit", "1", "--max-new-tokens", "2", "--no-progress", "--junior-device", "cpu"]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
+
+
+# ---- the dry run is the run's check list --------------------------------------------------------------
+
+# Where `trlvr train --dry-run` says "config ok" and the run itself refuses, by design: a dry run plans runs
+# whose data and models an earlier study stage makes (it says so), and the machine's refusals (exit 74: a
+# read-only folder) come when the run writes, which a dry run never does.
+NOT_THERE_YET = "not there yet"
+
+
+def _train_outcome(world, case_dir, monkeypatch, capsys, argv) -> tuple[str, str]:
+    """("ok" | "refused" | "machine", the output line) of one `trlvr train` command line."""
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except Reached:
+        code = 0
+    out, err = capsys.readouterr()
+    if code == 0:
+        return "ok", out.splitlines()[0] if out.strip() else ""
+    lines = [ln for ln in err.splitlines() if ln.strip() and not _progress(ln)]
+    assert len(lines) == 1 and "Traceback" not in err, (argv, err)
+    return ("machine" if code == 74 else "refused"), lines[0]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] == "train"], ids=[_id(c) for c in CASES if c[0] == "train"])
+def test_dry_run_agrees_with_the_run(world, tmp_path, monkeypatch, capsys, case):
+    """Over the battery's `trlvr train` cases: --dry-run says "config ok" iff the run itself gets past its
+    checks (to its first weight load: the model loaders, stubbed here), and where the run refuses, the dry
+    run refuses with the same line (`trlvr.training.preflight.check_run_start`, one check list)."""
+    import trlvr.training.build as build
+
+    cmd, opt, kind, label, text = case
+    if label == "read-only folder" and not world["read_only"]:
+        pytest.skip("this machine cannot make a read-only folder")
+    case_dir = tmp_path / "case"
+    case_dir.mkdir()
+    monkeypatch.chdir(case_dir)
+
+    def first_weights(*args, **kw):
+        raise Reached(args, kw)
+
+    for loader in ("load_causal_lm", "load_model_or_adapter"):
+        monkeypatch.setattr(build, loader, first_weights)
+    argv, _ = _argv(world, case_dir, cmd, opt, text)
+    before = tree(case_dir)
+    dry = _train_outcome(world, case_dir, monkeypatch, capsys, argv)
+    assert tree(case_dir) == before, "the dry run wrote"
+    real = _train_outcome(world, case_dir, monkeypatch, capsys, [a for a in argv if a != "--dry-run"])
+    if dry[0] == "ok" and (NOT_THERE_YET in dry[1] or real[0] == "machine"):
+        return  # by design (NOT_THERE_YET's comment)
+    assert dry[0] == real[0], f"dry run {dry}, run {real}"
+    if real[0] == "refused":
+        assert dry[1] == real[1]

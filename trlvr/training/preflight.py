@@ -112,10 +112,12 @@ def _check_model_paths(tandem, planning: bool) -> None:
             continue
         p = Path(path).expanduser()
         is_path = p.is_absolute() or path.startswith(".") or path.count("/") > 1  # not a hub id
-        if p.exists() or (is_path and not planning):
-            locate(path, role, "model")  # missing, a file, or a folder without config and weights: one line
+        if p.exists():
+            locate(path, role, "model")  # a file, or a folder without config and weights: one line
         elif is_path:
-            rundir.check_dir_path(p, role)
+            rundir.check_dir_path(p, role)  # under a file: it can never be made
+            if not planning:
+                locate(path, role, "model")  # not there: one line
 
 
 _CHECKED_DATASETS: dict[tuple, tuple[list, int]] = {}
@@ -131,9 +133,14 @@ def _check_dataset(tandem, planning: bool) -> tuple[str, list | None, int | None
     if not is_local(tandem.dataset):
         return "", None, None  # a hub name or reasoning-gym spec: read when the run starts
     path = Path(tandem.dataset).expanduser()
-    if path.exists() or not planning:  # not there and not planning: the loader's own line
-        from trlvr.training.build import load_training_problems
+    from trlvr.training.build import load_training_problems
 
+    if not path.exists():
+        rundir.check_dir_path(path.parent, "dataset")  # under a file: it can never be made
+        if planning:
+            return "; dataset not checked (not there yet)", None, None
+        load_training_problems(tandem)  # not there: the loader's own line
+    if path.exists():
         st = path.stat()
         key = (str(path.resolve()), st.st_mtime_ns, st.st_size, tandem.dataset_split, tandem.dataset_limit,
                tandem.holdout, tandem.holdout_seed)  # fmt: skip
@@ -141,5 +148,4 @@ def _check_dataset(tandem, planning: bool) -> tuple[str, list | None, int | None
             train, held = load_training_problems(tandem)
             _CHECKED_DATASETS[key] = (train + held, len(train))
         return "", *_CHECKED_DATASETS[key]
-    rundir.check_dir_path(path.parent, "dataset")  # under a file: it can never be made
-    return "; dataset not checked (not there yet)", None, None
+    raise UserError(f"dataset {tandem.dataset}: no such file")  # the loader refused it above

@@ -62,8 +62,11 @@ def train_and_save(tandem: TandemConfig, args, *, resume: bool = False, force: b
     force: start over (the earlier run is set aside, see the module docstring); refused with `resume`.
     Raises `Preempted` (exit code 143) when a SIGTERM/SIGUSR1 stopped it after a checkpoint.
     """
-    check_start(args.output_dir, resume=resume, force=force)
+    from trlvr.training.preflight import check_run_start
+
     main = PartialState().is_main_process
+    if main:  # the run's check list before the lock's files are made: a refusal leaves the folder byte for byte
+        check_run_start(tandem, args, resume=resume, force=force)
     # a start that fails before its first checkpoint (the trainer's own checks, a NaN at step 1, a kill)
     # leaves output_dir as it found it: no record of a run that never ran
     with rundir.undone_unless_kept(args.output_dir, lambda: bool(rundir.checkpoints(args.output_dir)),
