@@ -146,7 +146,8 @@ def main(args) -> int:
     from trlvr.training.console import log, quiet_libraries
 
     tandem, grpo, options = parse_run_args(argv)
-    from trlvr.training.run import check_start, seed_flags, start_over, train_and_save
+    from trlvr.training.preflight import check_start
+    from trlvr.training.run import seed_flags, start_over, train_and_save
 
     check_start(grpo.output_dir, resume=options.resume, force=options.force)
     quiet_libraries(options.verbose)

@@ -52,7 +52,7 @@ from trlvr.models import (
 )
 from trlvr.provenance import path_for_record, path_from_record
 from trlvr.rewards import check_golds
-from trlvr.rundir import SELECTED_FILE, read_record
+from trlvr.rundir import SELECTED_FILE, newest_step, read_record
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
@@ -85,8 +85,6 @@ def check_selection_current(run: str | Path, sel: dict) -> None:
     """A selection covers the checkpoints the run had when it was made: one made before the run trained on
     (a resume saved newer checkpoints) is refused in one line. Its newest step is `newest_step` (a record
     from before that field: its table's newest candidate)."""
-    from trlvr.rundir import newest_step
-
     covered = sel.get("newest_step")
     if covered is None:
         covered = max((r.get("step", 0) for r in sel.get("table") or () if isinstance(r, dict)), default=None)

@@ -26,8 +26,44 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import transformers
+from packaging.version import Version
+
 from trlvr import rundir
+from trlvr.data.sources import is_local
 from trlvr.errors import UserError
+from trlvr.models import locate
+from trlvr.training.build import check_pairing, check_steps_per_epoch, load_training_problems, resolve_reward
+from trlvr.training.checkpoints import pick_checkpoint
+from trlvr.training.run_record import check_output_dir, run_record
+
+__all__ = ["RESUME_ON_CPU", "RunStart", "check_config", "check_resume_device", "check_run_start", "check_start"]
+
+
+# transformers before 5.18 restores a multi-process run's optimizer state to `args.device`, on the CPU "cpu:0",
+# which torch cannot restore ("don't know how to restore data location ... (tagged with cpu:0)"); 5.18 loads it to
+# "cpu". vllm 0.31 requires transformers < 5.18, so a multi-process CPU run on backend vllm cannot resume.
+RESUME_ON_CPU = "5.18.0"
+
+
+def check_resume_device(args) -> None:
+    """UserError, before any model loads, for a resume that transformers would fail after loading them: several
+    processes on the CPU with transformers older than RESUME_ON_CPU. A GPU run (device cuda:N) resumes."""
+    old = Version(transformers.__version__) < Version(RESUME_ON_CPU)
+    if args.world_size > 1 and args.device.type == "cpu" and old:
+        raise UserError(
+            f"--resume: a run of {args.world_size} processes on the CPU cannot resume with transformers "
+            f"{transformers.__version__} (it restores the optimizer state to 'cpu:0', which torch cannot load); "
+            f"transformers >= {RESUME_ON_CPU} can (vllm 0.31 allows < 5.18: on backend vllm, resume on a GPU)"
+        )
+
+
+def check_start(output_dir: str | Path, *, resume: bool, force: bool) -> None:
+    """What needs no model: `output_dir` can be a directory, and not both --force and --resume."""
+    rundir.check_dir_path(output_dir, "--output_dir")
+    if force and resume:
+        raise UserError(f"--force starts over in {output_dir} and --resume continues the run there: "
+                        "pass one of them")  # fmt: skip
 
 
 @dataclass
@@ -50,8 +86,6 @@ def check_run_start(tandem, args, *, resume: bool, force: bool, planning: bool =
     earlier stage makes it) is noted, not refused; the run itself refuses it here, in the loader's line.
     folder False (a study's plan of a stage it will skip as done, or refuse as made otherwise): the output
     folder's kind and state are not checked."""
-    from trlvr.training.run import check_resume_device, check_start
-    from trlvr.training.run_record import check_output_dir, run_record
 
     out = Path(args.output_dir)
     check_start(out, resume=resume, force=force)
@@ -64,8 +98,6 @@ def check_run_start(tandem, args, *, resume: bool, force: bool, planning: bool =
     if resume:
         start.plan = rundir.resume_plan(out, args.max_steps)
         if start.plan == "continue":
-            from trlvr.training.checkpoints import pick_checkpoint
-
             start.last, start.skipped = pick_checkpoint(out)
             if start.last is None:
                 raise UserError(f"--resume: no complete checkpoint in {out}")
@@ -82,22 +114,16 @@ def check_config(tandem, grpo, *, planning: bool = True) -> str:
     pairing the two tokenizers give and the backend), and that an epoch of the training problems holds a
     step (`check_steps_per_epoch`, as training checks it). Returns what was not checked because it is not
     there yet ("; dataset not checked (not there yet)"), or "" (planning False: refused instead)."""
-    from trlvr.training.build import resolve_reward
-
     if not tandem.dataset.strip():  # as training says it when it loads the data
         raise UserError("dataset: a training data source is required")
     resolve_reward(tandem.reward)  # the reward function imports without a model
     note, problems, n_train = _check_dataset(tandem, planning)
     _check_model_paths(tandem, planning)
     if all(p == "self" or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):
-        from trlvr.training.build import check_pairing
-
         check_pairing(tandem, beta=grpo.beta, problems=problems)  # the run's capabilities, before any model
     else:
         note += "; pairing not checked (a model folder is not there yet)"
     if n_train is not None:  # as training checks it: after the paths and capabilities, before any model
-        from trlvr.training.build import check_steps_per_epoch
-
         check_steps_per_epoch(n_train, tandem, grpo)
     return note
 
@@ -105,8 +131,6 @@ def check_config(tandem, grpo, *, planning: bool = True) -> str:
 def _check_model_paths(tandem, planning: bool) -> None:
     """A model path that is there must be a model folder; one that is not there yet (a study stage makes
     it) may be when planning, unless a file is at it or above it."""
-    from trlvr.models import locate
-
     for role, path in (("senior", tandem.senior), ("junior", tandem.junior)):
         if not path or path == "self":
             continue
@@ -128,13 +152,9 @@ def _check_dataset(tandem, planning: bool) -> tuple[str, list | None, int | None
     problems, how many of them training gets after the holdout); one that is not there yet (a study's world
     makes it) is noted, unless a file above it means it never can be: ("; dataset not checked (not there
     yet)", None, None); a hub dataset: ("", None, None)."""
-    from trlvr.data.sources import is_local
-
     if not is_local(tandem.dataset):
         return "", None, None  # a hub name or reasoning-gym spec: read when the run starts
     path = Path(tandem.dataset).expanduser()
-    from trlvr.training.build import load_training_problems
-
     if not path.exists():
         rundir.check_dir_path(path.parent, "dataset")  # under a file: it can never be made
         if planning:

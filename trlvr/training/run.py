@@ -23,9 +23,7 @@ import shutil
 from contextlib import ExitStack
 from pathlib import Path
 
-import transformers
 from accelerate import PartialState
-from packaging.version import Version
 from transformers.trainer_callback import PrinterCallback
 
 from trlvr import rundir
@@ -34,11 +32,12 @@ from trlvr.data.prompts import describe_lossy, lossy_prompts
 from trlvr.engine.release import free_memory
 from trlvr.errors import UserError
 from trlvr.provenance import machine
-from trlvr.rundir import FINAL, RUN_FILE, check_dir_path
+from trlvr.rundir import FINAL, RUN_FILE
 from trlvr.training.build import build_trainer
 from trlvr.training.console import log, warn
 from trlvr.training.guard import weights_are_finite
 from trlvr.training.preempt import Preempted, Preemption
+from trlvr.training.preflight import check_run_start
 from trlvr.training.run_record import add_machine, lossy_section, read_record, write_record
 
 BY = "trlvr train"  # who locks a training run's directory (trlvr.rundir.LOCKS)
@@ -62,8 +61,6 @@ def train_and_save(tandem: TandemConfig, args, *, resume: bool = False, force: b
     force: start over (the earlier run is set aside, see the module docstring); refused with `resume`.
     Raises `Preempted` (exit code 143) when a SIGTERM/SIGUSR1 stopped it after a checkpoint.
     """
-    from trlvr.training.preflight import check_run_start
-
     main = PartialState().is_main_process
     if main:  # the run's check list before the lock's files are made: a refusal leaves the folder byte for byte
         check_run_start(tandem, args, resume=resume, force=force)
@@ -82,8 +79,6 @@ def prepare_run(tandem: TandemConfig, args, *, resume: bool, force: bool):
     """`trlvr.rundir.prepare_output` for a training run (its lock held by the caller): every check the run
     makes before its first weight load (`trlvr.training.preflight.check_run_start`, what `--dry-run`
     runs), and only when all passed, with --force, the earlier run set aside. Returns the checks' RunStart."""
-    from trlvr.training.preflight import check_run_start
-
     found = []
     rundir.prepare_output(
         args.output_dir, rundir.TRAINING, flag="--output_dir", start_over=force, set_aside_with=_set_aside_locked,
@@ -101,39 +96,11 @@ def training_lock(output_dir: str | Path, *, main_process: bool | None = None):
     return rundir.lock(output_dir, by=BY, main_process=main_process)
 
 
-# transformers before 5.18 restores a multi-process run's optimizer state to `args.device`, on the CPU "cpu:0",
-# which torch cannot restore ("don't know how to restore data location ... (tagged with cpu:0)"); 5.18 loads it to
-# "cpu". vllm 0.31 requires transformers < 5.18, so a multi-process CPU run on backend vllm cannot resume.
-RESUME_ON_CPU = "5.18.0"
-
-
-def check_resume_device(args) -> None:
-    """UserError, before any model loads, for a resume that transformers would fail after loading them: several
-    processes on the CPU with transformers older than RESUME_ON_CPU. A GPU run (device cuda:N) resumes."""
-    old = Version(transformers.__version__) < Version(RESUME_ON_CPU)
-    if args.world_size > 1 and args.device.type == "cpu" and old:
-        raise UserError(
-            f"--resume: a run of {args.world_size} processes on the CPU cannot resume with transformers "
-            f"{transformers.__version__} (it restores the optimizer state to 'cpu:0', which torch cannot load); "
-            f"transformers >= {RESUME_ON_CPU} can (vllm 0.31 allows < 5.18: on backend vllm, resume on a GPU)"
-        )
-
-
-def check_start(output_dir: str | Path, *, resume: bool, force: bool) -> None:
-    """What needs no model: `output_dir` can be a directory, and not both --force and --resume."""
-    check_dir_path(output_dir, "--output_dir")
-    if force and resume:
-        raise UserError(f"--force starts over in {output_dir} and --resume continues the run there: "
-                        "pass one of them")  # fmt: skip
-
-
 def start_over(output_dir: str | Path, runs: list | None = None) -> Path | None:
     """`--force` over a whole folder of runs (`--seeds`: OUTPUT_DIR/seed-<s>/...): every seed run's checks
     first (`runs`: [(tandem, args)], as `--force` checks each), then, under its lock and the locks of the
     runs in it, everything in it moved aside (`trlvr.rundir.prepare_output`); return where it went (None:
     nothing moved)."""
-    from trlvr.training.preflight import check_run_start
-
     checks = [lambda t=t, a=a: check_run_start(t, a, resume=False, force=True) for t, a in runs or ()]
     if not Path(output_dir).is_dir():
         rundir.prepare_output(output_dir, rundir.TRAINING_SEEDS, flag="--output_dir", checks=checks)
