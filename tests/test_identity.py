@@ -146,3 +146,21 @@ def test_an_older_selection_without_newest_step_is_judged_by_its_table(tmp_path)
     shutil.copytree(tmp_path / "senior", run / "checkpoint-5")
     with pytest.raises(Exception, match="up to step 2, but the run has trained on to step 5"):
         resolve_senior(f"{run}@selected")
+
+
+@pytest.mark.parametrize("key", ["max_steps", "holdout", "output_dir", "report_to"])
+def test_smoke_refuses_a_set_key_it_would_override_and_so_never_records_it(tmp_path, monkeypatch, capsys, key):
+    """Before: `trlvr smoke --set max_steps=50` trained --steps steps and recorded max_steps 50 in smoke.json
+    (a setting it did not use). Now one line, before anything is written."""
+    import trlvr.experiments.smoke as smoke
+
+    monkeypatch.chdir(tmp_path)
+    argv = _world(tmp_path)
+    monkeypatch.setattr(smoke, "run_smoke", lambda *a, **k: pytest.fail("the smoke started"))
+    value = {"max_steps": "50", "holdout": "3", "output_dir": "elsewhere", "report_to": "tensorboard"}[key]
+    code = main(["smoke", "--config", "toy", "--out", str(tmp_path / "smoke"), "--set", f"senior={argv[4]}",
+                 "--set", f"junior={argv[6]}", "--set", f"dataset={argv[8]}", "--set", f"{key}={value}"])  # fmt: skip
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert code == 2 and err == [f"trlvr smoke: error: --set {key}={value}: the smoke sets {key} itself "
+                                 f"({smoke.OWN_KEYS[key]}) and would not use this value; drop it"], err  # fmt: skip
+    assert not (tmp_path / "smoke").exists()

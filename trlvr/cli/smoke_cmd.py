@@ -58,15 +58,12 @@ def check_arms(config: str, out: str, steps: int, problems: int, overrides: dict
     """Every check of both arms' runs that needs no model (`trlvr train --dry-run`'s, capabilities included:
     `trlvr.training.preflight.check_config`), with the keys the smoke trains them with: before the first step, and
     before an earlier smoke in --out is set aside."""
-    from pathlib import Path
-
     from trlvr.config import load_run_config
+    from trlvr.experiments.smoke import arm_keys
     from trlvr.training.preflight import check_config
 
     for arm in ("tandem", "grpo"):  # the keys `trlvr.experiments.smoke.run_smoke` gives each arm
-        keys = {**overrides, "arm": arm, "max_steps": steps, "save_steps": steps, "logging_steps": 1,
-                "holdout": problems, "output_dir": str(Path(out) / f"train-{arm}"), "report_to": "none"}  # fmt: skip
-        check_config(*load_run_config(config, keys))
+        check_config(*load_run_config(config, arm_keys(out, arm, steps, problems, overrides)))
 
 
 def main(args) -> int:

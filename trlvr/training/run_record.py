@@ -40,8 +40,9 @@ from trlvr.rundir import RUN_FILE
 
 FORMAT = 3  # 3: every GRPOConfig field but NOT_IDENTITY_GRPO; 2: paths relative to the record's directory
 # TandemConfig fields that do not change what is trained: when a run gives up on non-finite steps, how long
-# a pre-empted run has to save, and whether lossy prompts are refused (the run trains the same prompts or none)
-NOT_IDENTITY = {"nonfinite_patience", "preempt_grace_s", "refuse_lossy_prompts"}
+# a pre-empted run has to save, whether lossy prompts are refused (the run trains the same prompts or none),
+# and the GPU the dry run plans for (a plan, not a setting of the run: on a GPU its own memory is used)
+NOT_IDENTITY = {"nonfinite_patience", "preempt_grace_s", "refuse_lossy_prompts", "gpu_memory"}
 LOSSY_LISTED = 100  # lossy prompts listed in the record (all are counted)
 # The GRPOConfig fields that cannot change what is trained; every other field is the run's identity.
 NOT_IDENTITY_GRPO = frozenset({
