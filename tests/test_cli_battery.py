@@ -585,7 +585,7 @@ NOT_THERE_YET = "not there yet"
 
 
 def _train_outcome(world, case_dir, monkeypatch, capsys, argv) -> tuple[str, str]:
-    """("ok" | "refused" | "machine", the output line) of one `trlvr train` command line."""
+    """("ok" | "refused" | "machine", the output line) of one `trlvr train` or `trlvr eval` command line."""
     capsys.readouterr()
     try:
         code = main(argv)
@@ -599,11 +599,16 @@ def _train_outcome(world, case_dir, monkeypatch, capsys, argv) -> tuple[str, str
     return ("machine" if code == 74 else "refused"), lines[0]
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[0] == "train"], ids=[_id(c) for c in CASES if c[0] == "train"])
+DRY_RUN_CASES = [c for c in CASES if c[0] in ("train", "eval")]
+
+
+@pytest.mark.parametrize("case", DRY_RUN_CASES, ids=[_id(c) for c in DRY_RUN_CASES])
 def test_dry_run_agrees_with_the_run(world, tmp_path, monkeypatch, capsys, case):
-    """Over the battery's `trlvr train` cases: --dry-run says "config ok" iff the run itself gets past its
-    checks (to its first weight load: the model loaders, stubbed here), and where the run refuses, the dry
-    run refuses with the same line (`trlvr.training.preflight.check_run_start`, one check list)."""
+    """Over the battery's `trlvr train` and `trlvr eval` cases: --dry-run says "config ok" iff the run itself
+    gets past its checks (to its first weight load: the model loaders, stubbed here), and where the run
+    refuses, the dry run refuses with the same line (one check list: `trlvr.training.preflight.check_run_start`;
+    `trlvr.eval.api.evaluate_specs(check_only=True)`)."""
+    import trlvr.eval.api as eval_api
     import trlvr.training.build as build
 
     cmd, opt, kind, label, text = case
@@ -618,11 +623,13 @@ def test_dry_run_agrees_with_the_run(world, tmp_path, monkeypatch, capsys, case)
 
     for loader in ("load_causal_lm", "load_model_or_adapter"):
         monkeypatch.setattr(build, loader, first_weights)
+    monkeypatch.setattr(eval_api, "load_pair", first_weights)
     argv, _ = _argv(world, case_dir, cmd, opt, text)
+    real_argv = [a for a in argv if a != "--dry-run"]
     before = tree(case_dir)
-    dry = _train_outcome(world, case_dir, monkeypatch, capsys, argv)
+    dry = _train_outcome(world, case_dir, monkeypatch, capsys, [*real_argv, "--dry-run"])
     assert tree(case_dir) == before, "the dry run wrote"
-    real = _train_outcome(world, case_dir, monkeypatch, capsys, [a for a in argv if a != "--dry-run"])
+    real = _train_outcome(world, case_dir, monkeypatch, capsys, real_argv)
     if dry[0] == "ok" and (NOT_THERE_YET in dry[1] or real[0] == "machine"):
         return  # by design (NOT_THERE_YET's comment)
     assert dry[0] == real[0], f"dry run {dry}, run {real}"

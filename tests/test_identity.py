@@ -164,3 +164,50 @@ def test_smoke_refuses_a_set_key_it_would_override_and_so_never_records_it(tmp_p
     assert code == 2 and err == [f"trlvr smoke: error: --set {key}={value}: the smoke sets {key} itself "
                                  f"({smoke.OWN_KEYS[key]}) and would not use this value; drop it"], err  # fmt: skip
     assert not (tmp_path / "smoke").exists()
+
+
+def _refusal(capsys, argv) -> str:
+    capsys.readouterr()
+    code = main(argv)
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and "it/s]" not in ln and "%|" not in ln]
+    assert code == 2 and len(err) == 1, (code, err)
+    return err[0]
+
+
+def test_eval_dry_run_checks_the_folder_s_samples_as_the_run_does(tmp_path, monkeypatch, capsys):
+    """Before: `eval --dry-run` said "config ok" into a folder whose samples were made under other settings,
+    which the run refuses; now both refuse with the same line, and --fresh passes both."""
+    from helpers import save_tiny_models, write_sum_problems
+
+    monkeypatch.chdir(tmp_path)
+    save_tiny_models(tmp_path, {"senior": 0, "junior": 1})
+    write_sum_problems(tmp_path / "d.jsonl", 2)
+    argv = ["eval", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"), "--data",
+            f"toy={tmp_path / 'd.jsonl'}", "--suite", "solo", "--n", "1", "--k", "1", "--max-new-tokens", "2",
+            "--no-progress", "--out", str(tmp_path / "e")]  # fmt: skip
+    assert main(argv) == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "e").iterdir() if p.is_file()}
+    other = [*argv, "--temperature", "0.5"]
+    dry, real = _refusal(capsys, [*other, "--dry-run"]), _refusal(capsys, other)
+    assert dry == real and "holds samples of another evaluation" in real, (dry, real)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "e").iterdir() if p.is_file()} == before
+    capsys.readouterr()
+    assert main([*other, "--fresh", "--dry-run"]) == 0 and capsys.readouterr().out.startswith("config ok")
+
+
+def test_train_dry_run_checks_the_output_folder_s_state_as_the_run_does(tmp_path, monkeypatch, capsys):
+    """Before: `train --dry-run` into a folder holding this run without --resume (or a finished run with another
+    --max_steps under --resume) said "config ok"; the run refused. Now the same line from both."""
+    import trlvr.training.run as run_module
+    from trlvr.config import parse_run_args
+    from trlvr.training.run_record import run_record, write_record
+
+    monkeypatch.chdir(tmp_path)
+    argv = [*_world(tmp_path), "--use_cpu", "true", "--bf16", "false"]
+    tandem, grpo, _ = parse_run_args(argv[1:])
+    run = tmp_path / "run"
+    write_record(run, run_record(tandem, grpo))
+    shutil.copytree(tmp_path / "senior", run / "checkpoint-2")
+    monkeypatch.setattr(run_module, "build_trainer", lambda *a, **k: pytest.fail("the run got past its checks"))
+    dry, real = _refusal(capsys, [*argv, "--dry-run"]), _refusal(capsys, argv)
+    assert dry == real and "already holds this run (checkpoint-2): pass --resume" in real, (dry, real)

@@ -232,19 +232,32 @@ def check_out_folder(args) -> None:
     rundir.prepare_output(args.out, (rundir.EVALUATION, rundir.EVALUATION_SEEDS), flag="--out", checks=checks)
 
 
+def check_group(args) -> None:
+    """--seeds: the senior names {seed}, and the group has two seeds or more (the run's checks and --dry-run's)."""
+    if "{seed}" not in args.senior:
+        raise UserError("--seeds: put {seed} in --senior, e.g. --senior 'runs/toy-tandem/seed-{seed}@selected'")
+    if len(set(args.seeds)) < 2:
+        raise UserError(f"--seeds: a seed group needs at least 2 distinct seeds, got {args.seeds}")
+
+
 def dry_run(args, sources: dict) -> int:
     """Every check `trlvr eval` makes before a model loads, then the engine's `memory plan` (refused in one
     line when it cannot start on backend vllm); nothing is loaded or written. Planned for this machine (no
     --gpu-memory), backend vllm must be installed here; for another GPU (--gpu-memory) it need not be."""
-    from trlvr.eval.api import check_eval, eval_plan
+    from trlvr.eval.api import eval_plan, evaluate_specs
     from trlvr.training.memory_plan import device_memory
 
     check_out_folder(args)
+    if args.seeds:
+        check_group(args)
     senior = args.senior.replace("{seed}", str(args.seeds[0])) if args.seeds else args.senior
-    one, spec, senior_spec = checked(args, senior, args.out)
-    benchmarks, _ = _benchmarks(one, sources)
+    out = str(Path(args.out) / f"seed-{args.seeds[0]}") if args.seeds else args.out
+    one, spec, senior_spec = checked(args, senior, out)
+    benchmarks, identities = _benchmarks(one, sources)
     models = model_spec(one, spec, senior_spec)
-    check_eval(models, benchmarks, spec, sources)
+    # the run's own checks up to its first weight load, the folder's samples included; nothing is written
+    evaluate_specs(models, benchmarks, spec, out, data_identities=identities, data_sources=sources, fresh=args.fresh,
+                   refuse_lossy=args.refuse_lossy_prompts, check_only=True)  # fmt: skip
     if args.gpu_memory is None:  # a plan for this machine: its engine must be here
         from trlvr.engine import pair_class
 
@@ -265,10 +278,7 @@ def main(args) -> int:
     check_out_folder(args)  # a group and a single evaluation never share a folder, nor another command's
     if not args.seeds:
         return evaluate_one(*checked(args, args.senior, args.out), sources)
-    if "{seed}" not in args.senior:
-        raise UserError("--seeds: put {seed} in --senior, e.g. --senior 'runs/toy-tandem/seed-{seed}@selected'")
-    if len(set(args.seeds)) < 2:
-        raise UserError(f"--seeds: a seed group needs at least 2 distinct seeds, got {args.seeds}")
+    check_group(args)
     from trlvr.eval.api import check_eval
     from trlvr.eval.format import format_group
     from trlvr.eval.groups import start_group, write_group_summary

@@ -308,13 +308,15 @@ def evaluate_specs(
     fresh: bool = False,
     refuse_lossy: bool = False,
     extra_paths: dict | None = None,
-) -> dict:
+    check_only: bool = False,
+) -> dict | None:
     """Evaluate `models` on `benchmarks` under `spec` into `out`.
 
     Returns results.json's dict; its config records the resolved models (and, for `RUN@selected`,
     how the checkpoint was chosen and its overlap with the data evaluated here), the pairing and
     the backend. What the pairing and backend cannot run is refused first (`check_eval`), before any
-    model loads.
+    model loads. check_only (`trlvr eval --dry-run`): every check the evaluation makes before its first
+    weight load, the folder's samples included (`trlvr.eval.runner.check_samples`), then None.
     """
     check_eval(models, benchmarks, spec, data_sources)
     engine = backend(models.backend)
@@ -388,7 +390,8 @@ def evaluate_specs(
     partners = Partners(tok, build, junior is not None, identities, junior_tok, paths, context, models.backend,
                         scorers=hf_models if engine.own_engine and scores else None)  # fmt: skip
     try:
-        return evaluate(partners, benchmarks, spec, out, progress=progress, fresh=fresh, refuse_lossy=refuse_lossy)
+        return evaluate(partners, benchmarks, spec, out, progress=progress, fresh=fresh, refuse_lossy=refuse_lossy,
+                        check_only=check_only)  # fmt: skip
     finally:  # the next stage in this process (selection's next checkpoint, smoke's next step) starts with the memory free
         for pair in engines:
             pair.close()  # idempotent: the runner closed most of them already
