@@ -4,15 +4,16 @@
     start_over(output_dir)                                      # --force over a folder of runs (--seeds)
     seed_flags(args, seed)                                      # argv flags: the same run for another seed
 
-Order: take the directory's lock (`trlvr.rundir.lock`: a second run into it is refused); refuse to
-mix runs (`run_record`: the stored record differs, unless `force`; with `force` the differences are
-warned about); with `force`, start over: the earlier run is moved into OUTPUT_DIR/replaced-<time>/
-(`trlvr.rundir.set_aside`: nothing is deleted, and no checkpoint-*, final/, selected.json, metrics
-or eval folder of it stays where a later `--resume`, `select` or `eval RUN@selected` would find it);
-pick the newest complete checkpoint when resuming (`checkpoints`), build the
-trainer, check the prompts survive the tokenizer, write the run record (with the machine), train
-(the NonFiniteGuard stops on NaN; SIGTERM/SIGUSR1 checkpoint and stop: `preempt`), refuse to
-save a non-finite model, save `final/` with its tokenizer.
+Order: the run's check list (`trlvr.training.preflight.check_run_start`, what `--dry-run` runs: the
+folder's kind and state, the run's identity against the stored record (`run_record`: another run is
+refused unless `force`, its differences warned about), what `--resume` does, the config), before the
+lock's files are made; then under the directory's lock (`trlvr.rundir.lock`: a second run into it is
+refused) the same checks again and, only when all passed, with `force`, the earlier run moved into
+OUTPUT_DIR/replaced-<time>/ (`trlvr.rundir.prepare_output`: nothing is deleted, and no checkpoint-*,
+final/, selected.json, metrics or eval folder of it stays where a later `--resume`, `select` or `eval
+RUN@selected` would find it); build the trainer, check the prompts survive the tokenizer, write the run
+record (with the machine), train (the NonFiniteGuard stops on NaN; SIGTERM/SIGUSR1 checkpoint and stop:
+`preempt`), refuse to save a non-finite model, save `final/` with its tokenizer.
 
 What this file does not know: the CLI or how the trainer is assembled (`build.py`).
 """
