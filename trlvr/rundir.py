@@ -81,7 +81,7 @@ SMOKE_ARMS = ("train-tandem", "train-grpo")  # the smoke's two training runs
 STUDY_FILE = "study.json"  # the study's claim on the folder (trlvr.experiments.study)
 OLD_DEMO_FILE = "demo.json"  # a demo from before it was a study (another layout; `trlvr demo` refuses it)
 # a seed group of evaluations (`trlvr eval --seeds`)
-GROUP_FILE = "group.json"
+GROUP_FILE = "group.json"  # the seeds of a `trlvr eval --seeds` group, and whether it finished
 # an evaluation directory (`trlvr eval --out DIR`)
 SAMPLES = "samples.jsonl"
 # finished samples of another plan of the same evaluation (another --limit, --n or --suite), kept for a
