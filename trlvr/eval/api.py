@@ -386,7 +386,8 @@ def evaluate_specs(
     from trlvr.eval.runner import Partners, evaluate
 
     scores = bool({"legibility", "drift"} & set(spec.suite))
-    _check_backend(models, senior_path, junior, junior_tok)
+    if not check_only:  # the dry run asks it itself: a plan for another GPU (--gpu-memory) needs no engine here
+        _check_backend(models, senior_path, junior, junior_tok)
     partners = Partners(tok, build, junior is not None, identities, junior_tok, paths, context, models.backend,
                         scorers=hf_models if engine.own_engine and scores else None)  # fmt: skip
     try:
