@@ -57,17 +57,14 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
 def check_arms(config: str, out: str, steps: int, problems: int, overrides: dict) -> None:
     """Every check of both arms' runs that needs no model (`trlvr train --dry-run`'s, capabilities included:
-    `trlvr.cli.train_cmd.check_run`), with the keys the smoke trains them with: before the first step, and
+    `trlvr.training.preflight.check_config`), with the keys the smoke trains them with: before the first step, and
     before an earlier smoke in --out is set aside."""
-    from pathlib import Path
-
-    from trlvr.cli.train_cmd import check_run
     from trlvr.config import load_run_config
+    from trlvr.experiments.smoke import arm_keys
+    from trlvr.training.preflight import check_config
 
     for arm in ("tandem", "grpo"):  # the keys `trlvr.experiments.smoke.run_smoke` gives each arm
-        keys = {**overrides, "arm": arm, "max_steps": steps, "save_steps": steps, "logging_steps": 1,
-                "holdout": problems, "output_dir": str(Path(out) / f"train-{arm}"), "report_to": "none"}  # fmt: skip
-        check_run(*load_run_config(config, keys))
+        check_config(*load_run_config(config, arm_keys(out, arm, steps, problems, overrides)))
 
 
 def check_device(name: str, config: str, overrides: dict) -> None:
@@ -93,6 +90,7 @@ def check_device(name: str, config: str, overrides: dict) -> None:
 
 
 def main(args) -> int:
+    from trlvr import rundir
     from trlvr.cli.main import main as command
     from trlvr.config import resolve_config_path
     from trlvr.experiments.smoke import SmokeOptions, run_smoke
@@ -100,6 +98,8 @@ def main(args) -> int:
     config = str(resolve_config_path(args.config))
     overrides = dict(args.set)
     check_device(args.config, config, overrides)
-    check_arms(config, args.out, args.steps, args.problems, overrides)
+    # --out holds no other command's work, and both arms' configs check, before anything is written or moved
+    rundir.prepare_output(args.out, rundir.SMOKE, flag="--out",
+                          checks=[lambda: check_arms(config, args.out, args.steps, args.problems, overrides)])  # fmt: skip
     opts = SmokeOptions(config, args.out, args.steps, args.problems, args.gpu_memory, overrides)
     return 0 if run_smoke(opts, command)["passed"] else 1

@@ -255,6 +255,23 @@ def _device_peak() -> int | None:
     return int(torch.cuda.max_memory_allocated()) if torch.cuda.is_available() else None
 
 
+# the run-config keys the smoke sets itself for each arm, and the option that sets it
+OWN_KEYS = {"arm": "both arms are trained", "max_steps": "--steps", "save_steps": "--steps", "logging_steps": "1",
+            "holdout": "--problems", "output_dir": "--out", "report_to": "none"}  # fmt: skip
+
+
+def arm_keys(out: str | Path, arm: str, steps: int, problems: int, overrides: dict) -> dict:
+    """The run-config keys the smoke trains `arm` with: the --set overrides and its own (OWN_KEYS). An
+    override of one of its own is refused in one line: the smoke would not use it, and smoke.json records
+    only the values it used."""
+    if taken := sorted(set(overrides) & set(OWN_KEYS)):
+        key = taken[0]
+        raise UserError(f"--set {key}={overrides[key]}: the smoke sets {key} itself ({OWN_KEYS[key]}) and would "
+                        "not use this value; drop it")  # fmt: skip
+    return {**overrides, "arm": arm, "max_steps": steps, "save_steps": steps, "logging_steps": 1,
+            "holdout": problems, "output_dir": str(Path(out) / f"train-{arm}"), "report_to": "none"}  # fmt: skip
+
+
 def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print) -> dict:
     """Train both arms `opts.steps` steps, select and evaluate on `opts.problems` held-out problems; write
     and return DIR/smoke.json's dict. An earlier smoke in DIR is set aside first (nothing is deleted).
@@ -266,8 +283,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     if opts.steps < 1 or opts.problems < 1:
         raise UserError(f"--steps and --problems must be >= 1 (got {opts.steps}, {opts.problems})")
     out = Path(opts.out)
-    if out.is_dir() and any(p for p in out.iterdir() if not p.name.startswith(rundir.ASIDE_PREFIX)):
-        rundir.set_aside(out)
+    rundir.prepare_output(out, rundir.SMOKE, flag="--out", start_over=True)  # an earlier smoke: set aside
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {"config": str(opts.config), "steps": opts.steps, "problems": opts.problems,
                     "overrides": opts.overrides, "code": git_commit(), "machine": machine(), "checks": {}}  # fmt: skip
@@ -278,8 +294,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
         checks["parity"] = run_parity(tandem, grpo, opts.gpu_memory if opts.gpu_memory else device_memory())
         say(render_parity(checks["parity"]))
     for arm in ("tandem", "grpo"):
-        keys = {**opts.overrides, "arm": arm, "max_steps": opts.steps, "save_steps": opts.steps, "logging_steps": 1,
-                "holdout": opts.problems, "output_dir": str(out / f"train-{arm}"), "report_to": "none"}  # fmt: skip
+        keys = arm_keys(out, arm, opts.steps, opts.problems, opts.overrides)
         tandem, grpo = load_run_config(opts.config, keys)
         plan = run_plan(tandem, grpo, gpu_memory=opts.gpu_memory if opts.gpu_memory else device_memory())
         if backend(tandem.backend).gpu_share and plan.context is not None:  # else training derives it from the data, then checks
