@@ -264,7 +264,7 @@ class VLLMPair(Pair):
         out = self._output(rows, row_keys, schedule, sampling.seed)
         out.plan = {"backend": "vllm", "preemptions": self.preemptions() - before}
         if top_logprobs:
-            lengths = out.lengths().tolist()
+            lengths = out.lengths.tolist()
             out.plan["top_logprobs"] = [[_top(step, top_logprobs) for step in r.logprobs[:n]]
                                         for r, n in zip(rows, lengths, strict=True)]  # fmt: skip
         return out
