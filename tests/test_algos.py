@@ -50,3 +50,12 @@ def test_split_by_share():
     rewards = torch.tensor([1.0, 0.0, 1.0, float("nan")])
     junior_share = torch.tensor([0.1, 0.9, 0.2, 0.8])
     assert split_by_share(rewards, junior_share) == (1.0, 0.0)
+
+
+def test_doctests():
+    import doctest
+
+    import trlvr.algos
+
+    result = doctest.testmod(trlvr.algos)
+    assert result.failed == 0 and result.attempted > 0

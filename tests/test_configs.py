@@ -104,6 +104,12 @@ def test_toy_config_arm_on_the_command_line():
         (["--config", "toy", "--p", "high"], "argument --p: invalid float value: 'high'"),
         (["--config", "toy", "--learning_rate", "abc"], "invalid float value: 'abc'"),
         (["--config", "toy", "--bogus", "1"], "unknown key(s) bogus"),
+        (["--config", "toy", "--max_step", "3"], "unknown key(s) max_step (did you mean max_steps?)"),
+        # TRL's script names, named before the missing senior they stand for
+        (["--config", "starter", "--model_name_or_path", "Qwen/Qwen3-0.6B", "--dataset_name", "openai/gsm8k",
+          "--dry-run"],
+         "unknown key(s) model_name_or_path (TRL's script name; trlvr's field is senior), dataset_name (TRL's "
+         "script name; trlvr's field is dataset)"),
         (["--config", "toy", "--arm", "ppo"], "arm: must be one of"),
         (["--config", "nope.yaml"], "--config nope.yaml: no such file"),
         (["--config", "toy", "--junior", "self"], "'self' needs use_peft: true"),
@@ -113,6 +119,51 @@ def test_bad_train_input_is_one_line_naming_the_key(argv, fragment, capsys):
     assert cli(["train", *argv]) == 2
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["eval", "--senoir", "s", "--data", "a=b"], "unrecognized arguments: --senoir (did you mean --senior?)"),
+        (["toy", "prepare", "--outt", "x"], "unrecognized arguments: --outt (did you mean --out?)"),
+    ],
+)
+def test_an_unknown_flag_is_named_before_a_missing_one(argv, fragment, capsys):
+    assert cli(argv) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1 and "required" not in err
+
+
+@pytest.fixture
+def no_loggers(monkeypatch):
+    """A machine where no logger package (wandb, trackio, ...) is installed."""
+    from transformers.integrations import integration_utils
+
+    monkeypatch.setattr(integration_utils, "get_available_reporting_integrations", lambda: [])
+
+
+@pytest.mark.parametrize(
+    "flags, fragment",
+    [
+        (["--report_to", "wandb"], "report_to wandb: its package is not installed (pip install wandb)"),
+        (["--report_to", "comet_ml"], "report_to comet_ml: its package is not installed (pip install comet-ml)"),
+        (["--report_to", "wand"], "report_to wand: not a logger transformers knows (did you mean wandb?"),
+    ],
+)
+def test_a_missing_logger_is_one_line_at_dry_run(no_loggers, flags, fragment, capsys):
+    assert cli(["train", "--config", "toy", *flags, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1
+
+
+def test_a_missing_logger_is_refused_before_the_trainer_loads_a_model(no_loggers, tmp_path):
+    from trl import GRPOConfig
+
+    from trlvr.training import TandemGRPOTrainer
+
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="trackio")
+    with pytest.raises(UserError, match=r"^GRPOConfig: report_to trackio: its package is not installed"):
+        TandemGRPOTrainer("no-such-org/no-such-model", "no-such-org/junior", args=args, reward_funcs=len)
 
 
 def test_unknown_yaml_key_is_named(tmp_path):
@@ -137,3 +188,11 @@ def test_tandem_config_errors_name_the_field():
     with pytest.raises(UserError, match="^p:"):
         TandemConfig(senior="s", junior="j", p=1.5)
     assert TandemConfig(arm="grpo", senior="s").schedule_kwargs() == ("solo", {"author": "senior"})
+
+
+def test_the_toy_config_in_a_fresh_folder_names_the_command_that_makes_its_world(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli(["train", "--config", "toy", "--arm", "tandem", "--max_steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "run `trlvr toy prepare --out runs/toy` first" in err
+    assert "runs/toy/senior, runs/toy/data/train.jsonl are not here" in err

@@ -228,11 +228,13 @@ def test_force_lists_what_differed_before_setting_the_run_aside(tmp_path, monkey
 
     for name in ("senior", "junior"):
         shutil.copytree(ASSETS_DIR / name, tmp_path / name)
-    (tmp_path / "train.jsonl").write_text(json.dumps({"problem": "1+1", "answer": "2"}) + "\n")
+    # an epoch of the toy recipe draws 16 prompts: the run's own checks (`check_run_start`) pass before --force
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"problem": f"{i}+1", "answer": str(i + 1)}) + "\n"
+                                                  for i in range(20)))  # fmt: skip
     run = tmp_path / "run"
     rundir.write_record(run / rundir.RUN_FILE, {"format": 2, "tandem": {"arm": "grpo"}})
     seen = []
-    monkeypatch.setattr(run_module, "_train_and_save", lambda tandem, args, **kw: seen.append(kw["record"]))
+    monkeypatch.setattr(run_module, "_train_and_save", lambda tandem, args, **kw: seen.append(kw["start"].record))
     argv = ["train", "--config", "toy", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
             "--dataset", str(tmp_path / "train.jsonl"), "--output_dir", str(run), "--arm", "tandem"]  # fmt: skip
     assert cli(argv) == 2

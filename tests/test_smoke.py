@@ -36,7 +36,9 @@ def test_smoke_runs_both_arms_and_records_every_check(tmp_path, toy_data, capsys
     assert checks["select_eval"]["status"] == "ok"
     assert checks["lengths"]["eval"]["samples"] == 2 * 2  # 2 problems x (solo, handoff) x n 1
     assert checks["memory"]["status"] == "not measured"  # backend hf on a CPU: no engine KV report
-    assert "smoke" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "smoke" in printed and "  weights moved: " in printed  # beside the other checks
+    assert checks["weights_moved"]["status"] in ("ok", "not measured"), checks["weights_moved"]  # never failed: training stops first
     # a second smoke into the same folder sets the first aside (nothing deleted)
     assert main(argv[:-2] + ["--set", "max_completion_length=40"]) == 0
     assert [p.name.startswith("replaced-") for p in out.iterdir()].count(True) == 1
@@ -95,3 +97,32 @@ def test_smoke_on_tiny_random_qwen3_shapes_made_by_the_gpu_script(tmp_path, toy_
     plan = report["checks"]["memory"]["plan"]
     assert plan["stacks"]["senior"]["kv_bytes_per_token"] == 2 * 2 * 2 * 16 * 4  # K+V x layers x KV heads x dim x fp32
     assert report["checks"]["lengths"]["train"]["tandem"]["truncated"] > 0.5  # random weights run to the budget
+
+
+def test_the_screen_says_n_a_for_what_was_not_measured():
+    from trlvr.experiments.smoke import render
+
+    report = {"config": "toy", "passed": True, "checks": {
+        "memory": {"status": "not measured", "planned_kv_tokens": None, "engine_kv_tokens": None,
+                   "device_peak_bytes": None},
+        "author_mask": {"status": "ok", "reason": "x"},
+        "grader": {"status": "ok", "pairs": 6, "wrong": [], "timeout_status": "timeout", "timeout_s": 2.02},
+        "speed": {"step": 1.5, "generation": None},
+        "lengths": {"train": "t", "eval": "e"}, "preemptions": {"count": 0, "note": "none"},
+        "select_eval": {"status": "ok", "eval_dir": "d"}}}  # fmt: skip
+    screen = render(report)
+    assert "None" not in screen and "planned KV n/a tokens, engine KV n/a, device peak n/a" in screen
+    assert "grader: ok: 6 of 6 known pairs graded right; a stalled answer ended as timeout after 2.02 s" in screen
+
+
+def test_a_gpu_config_without_cuda_is_one_line_naming_what_to_run(tmp_path, capsys):
+    import torch
+
+    from trlvr.cli.main import main as cli
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here")
+    assert cli(["smoke", "--config", "qwen3-4b-lora-self-1gpu", "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no CUDA device" in err and "`trlvr train --config qwen3-4b-lora-self-1gpu --dry-run`" in err
+    assert not (tmp_path / "s").exists()

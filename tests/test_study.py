@@ -507,3 +507,18 @@ def test_an_untrained_variant_is_evaluated_with_its_own_junior_and_self_on_a_pla
     assert cli(["study", "plan", str(p), "--out", str(tmp_path / "b")]) == 0
     (evaluate,) = [shlex.split(ln) for ln in capsys.readouterr().out.splitlines() if ln.startswith("trlvr eval")]
     assert evaluate[evaluate.index("--junior") + 1] == str(senior) == evaluate[evaluate.index("--senior") + 1]
+
+
+def test_paper_table2_plan_works_from_any_folder(tmp_path, monkeypatch, capsys):
+    """The printed launch names the shipped accelerate config through `trlvr recipes --path`, not a clone's path."""
+    monkeypatch.chdir(tmp_path)
+    assert cli(["study", "plan", "paper-table2", "--out", "runs/paper-table2"]) == 0
+    out = capsys.readouterr().out
+    trains = [ln for ln in out.splitlines() if " train --config " in ln]
+    assert trains and all(ln.startswith('accelerate launch --config_file "$(trlvr recipes --path accelerate-zero2-2gpu)"')
+                          for ln in trains)  # fmt: skip
+    assert "recipes/" not in out.replace("trlvr/recipes/", "")
+    from trlvr.cli.main import main as trlvr
+
+    assert trlvr(["recipes", "--path", "accelerate-zero2-2gpu"]) == 0
+    assert Path(capsys.readouterr().out.strip()).is_file()

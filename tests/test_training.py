@@ -15,6 +15,7 @@ from trl import GRPOConfig
 from trlvr.algos import AuthorMaskError
 from trlvr.config import TandemConfig
 from trlvr.engine.schedules import ChunkSchedule, SoloSchedule
+from trlvr.errors import UserError
 from trlvr.training import TandemGRPOTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -316,6 +317,42 @@ def test_all_senior_batch_at_half_p_raises(tmp_path, tokenizer, pair):
     trainer.rollout.schedule = SoloSchedule("senior")  # a broken engine: the junior never writes
     with pytest.raises(AuthorMaskError, match="the junior never ran"):
         trainer.train()
+
+
+def test_tools_and_environments_are_refused_in_one_line(tmp_path, tokenizer, pair):
+    def calculator(a: int, b: int) -> int:
+        """Add two numbers.
+
+        Args:
+            a: the first number
+            b: the second number
+        """
+        return a + b
+
+    ds = Dataset.from_list([{"prompt": p, "answer": "1"} for p in PROMPTS])
+    common = dict(tandem=TandemConfig(senior="senior", junior="junior"), args=grpo_args(tmp_path),
+                  reward_funcs=length_reward, train_dataset=ds, processing_class=tokenizer)  # fmt: skip
+    for extra in ({"tools": [calculator]}, {"environment_factory": object}):
+        with pytest.raises(UserError, match="does not take tools or environment_factory") as info:
+            TandemGRPOTrainer(*pair, **common, **extra)
+        assert "\n" not in str(info.value)
+
+
+def test_junior_tokens_in_the_loss_stop_training(tmp_path, tokenizer, pair):
+    # With tools, TRL 1.16's `_generate` drops the rollout's env_mask and uses its tool loop's mask, all
+    # ones where no tool was called (`_tool_call_loop`). The guard looks at what reaches the loss, so it
+    # fires although a mask exists. (Tools are refused at __init__; this forces TRL's branch after it.)
+    trainer = make_trainer(tmp_path, tokenizer, *pair, max_steps=1)
+    trainer.tools = [len]
+
+    def no_tool_called(prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields):
+        ones = [[1] * len(ids) for ids in completion_ids]  # TRL's mask when no completion calls a tool
+        return ones, completions, completion_ids, logprobs, 0, 0, [[] for _ in completion_ids]
+
+    trainer._tool_call_loop = no_tool_called
+    with pytest.raises(AuthorMaskError, match=r"^\d+ junior tokens reached the loss"):
+        trainer.train()
+    assert trainer.state.global_step == 0
 
 
 class EosLover(torch.nn.Module):

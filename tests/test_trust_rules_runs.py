@@ -143,9 +143,7 @@ def test_an_older_selection_record_relative_to_its_writers_cwd_names_the_runs_ow
 
 
 def _args(output_dir: str):
-    from trlvr.training.run_record import GRPO_IDENTITY
-
-    return SimpleNamespace(output_dir=output_dir, **{k: None for k in GRPO_IDENTITY})
+    return SimpleNamespace(output_dir=output_dir, learning_rate=None)
 
 
 def test_run_records_store_senior_junior_and_data_so_they_resolve_from_any_cwd(tmp_path, monkeypatch):
@@ -177,7 +175,7 @@ def test_run_records_store_senior_junior_and_data_so_they_resolve_from_any_cwd(t
     inside = run_record(TandemConfig(senior=str(proj / "runs/a/base"), junior="self", use_peft=True,
                                      dataset=str(proj / "train.jsonl")), _args(str(proj / "runs/a")))  # fmt: skip
     assert inside["tandem"]["senior"] == "base" and inside["tandem"]["junior"] == "self"
-    assert read_record(proj / "runs/a")["format"] == 2
+    assert read_record(proj / "runs/a")["format"] == 3
 
 
 def test_an_older_run_record_with_paths_as_typed_is_still_read_and_resumable(tmp_path, monkeypatch):

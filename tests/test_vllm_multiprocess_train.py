@@ -200,7 +200,7 @@ def test_two_processes_one_engine_each_match_one_process_and_resume(world, one):
     import transformers
     from packaging.version import Version
 
-    from trlvr.training.run import RESUME_ON_CPU
+    from trlvr.training.preflight import RESUME_ON_CPU
 
     if Version(transformers.__version__) < Version(RESUME_ON_CPU):  # vllm 0.31 pins transformers < 5.18
         said = _run(world, out, 2, resume=True, refused=True)["stderr"]

@@ -147,6 +147,26 @@ LOGGED = {
     "epoch": ("transformers: epochs done", "grows"),
     "step": ("the optimizer step (metrics.jsonl only)", "grows by logging_steps"),
 }
+# keys only some runs log (the toy step above may not): key -> (what it is, what healthy looks like, when logged)
+SOMETIMES = {
+    "train/weights_moved": (
+        "share of sampled trainable weights (up to 4,096 per tensor) that the first optimizer step with a non-zero "
+        "gradient changed; a step with a gradient that changes none stops the run",
+        "> 0 (about 1 with fp32 weights or LoRA's B; a few % for ZeRO's bf16 copy at lr 1e-6)",
+        "once, at that step",
+    ),
+    "tandem/is/corrected_tokens": (
+        "share of the loss's tokens (the senior's) whose importance-sampling ratio TRL's correction zeroed "
+        "(`*_mask` modes) or clipped to a bound (`*_truncate` modes) in the step's micro-batches, all processes",
+        "near 0; compare the arms: trlvr's default token_truncate treats a token the same in both",
+        "backend vllm with `vllm_importance_sampling_correction` (TRL's default: on), every step",
+    ),
+    "tandem/is/corrected_rows": (
+        "share of rows with a loss token that had at least one such token",
+        "near 0; under `sequence_mask` it grows with the senior tokens per row (more for arm grpo)",
+        "as above",
+    ),
+}
 # the trainer's end-of-training summary row (transformers), not a per-step row
 SUMMARY = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos")
 
@@ -183,7 +203,7 @@ def toy_training_keys() -> set[str]:
 
 
 def render_logged_metrics(keys: set[str]) -> str:
-    missing = sorted(keys - set(LOGGED))
+    missing = sorted(keys - set(LOGGED) - set(SOMETIMES))
     stale = sorted(set(LOGGED) - keys)
     if missing:
         raise SystemExit(
@@ -209,10 +229,12 @@ def render_logged_metrics(keys: set[str]) -> str:
     ]
     done = set()
     for title, prefix in groups:
-        rows = [k for k in sorted(keys) if k.startswith(prefix) and k not in done]
+        rows = [k for k in sorted(keys) if k.startswith(prefix) and k not in done and k not in SOMETIMES]
         done |= set(rows)
         out.append(f"\n## {title}\n\n| key | what it is | healthy |\n|---|---|---|\n")
         out += [f"| `{k}` | {LOGGED[k][0]} | {LOGGED[k][1]} |\n" for k in rows]
+    out.append("\n## Only in some runs\n\n| key | what it is | healthy | logged |\n|---|---|---|---|\n")
+    out += [f"| `{k}` | {what} | {healthy} | {when} |\n" for k, (what, healthy, when) in SOMETIMES.items()]
     out.append("\nThe end of training adds one summary row: " + ", ".join(f"`{k}`" for k in SUMMARY) + ".\n")
     return "".join(out)
 
@@ -376,7 +398,7 @@ def render_configuration() -> str:
     import yaml
     from trl import GRPOConfig
 
-    from trlvr.config import CONFIGS_DIR, RECIPES_DIR, TRL_KINDS, RunOptions, TandemConfig
+    from trlvr.config import CONFIGS_DIR, IS_MODE, RECIPES_DIR, TRL_KINDS, RunOptions, TandemConfig
 
     out = [
         HEADER,
@@ -402,6 +424,7 @@ def render_configuration() -> str:
         "no model, and the memory plan; then exit |\n"
     )
     grpo = {f.name: f for f in dataclasses.fields(GRPOConfig)}
+    trlvr_defaults = {"vllm_importance_sampling_mode": IS_MODE}
     shipped = sorted(
         list(CONFIGS_DIR.glob("*.yaml")) + list(RECIPES_DIR.glob("qwen*.yaml")), key=lambda p: p.name
     )
@@ -424,9 +447,10 @@ def render_configuration() -> str:
             else (f.default_factory() if f.default_factory is not dataclasses.MISSING else "")
         )
         helptext = _cell(f.metadata.get("help", "")).split(". ")[0][:220]
-        out.append(
-            f"| `{key}` | `{default}` | {', '.join(set_by.get(key, [])) or 'checked only'} | {helptext} |\n"
-        )
+        cell = f"`{default}`"
+        if key in trlvr_defaults:  # the parser's own default (trlvr.config), where a config does not set the key
+            cell += f" (trlvr: `{trlvr_defaults[key]}`)"
+        out.append(f"| `{key}` | {cell} | {', '.join(set_by.get(key, [])) or 'checked only'} | {helptext} |\n")
     out.append("\n## TRL fields TandemGRPOTrainer refuses\n\n| field | why |\n|---|---|\n")
     out += [f"| `{k}` | {v} |\n" for k, v in REFUSED_TRL.items()]
     return "".join(out)

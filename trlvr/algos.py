@@ -46,6 +46,32 @@ def check_author_mask(
             raise AuthorMaskError(f"completion {i}: author mask entries must be 0 (junior) or 1 (senior)")
 
 
+def junior_tokens_in_loss(senior_authored: list[list[int]], loss_mask: torch.Tensor | None) -> int:
+    """How many junior-written tokens the loss would train: the rollout's author mask against the mask
+    TRL multiplies into the loss (`completion_mask * tool_mask`, (B, T), rows in rollout order).
+
+    `loss_mask` None means TRL got no mask at all (every completion token is trained). A tandem step
+    must count 0; anything else trains the junior's text as the senior's.
+
+    >>> junior_tokens_in_loss([[1, 0, 1], [0]], torch.tensor([[1, 0, 1], [0, 0, 0]]))
+    0
+    >>> junior_tokens_in_loss([[1, 0, 1], [0]], torch.tensor([[1, 1, 1], [1, 0, 0]]))  # TRL's all-ones tool mask
+    2
+    >>> junior_tokens_in_loss([[1, 0, 1], [0]], None)
+    2
+    """
+    junior = 0
+    for i, authors in enumerate(senior_authored):
+        who = torch.tensor(authors, dtype=torch.bool)
+        trained = (
+            torch.ones(len(authors), dtype=torch.bool)
+            if loss_mask is None
+            else loss_mask[i, : len(authors)].detach().cpu().bool()
+        )
+        junior += int((~who & trained).sum())
+    return junior
+
+
 def check_has_junior_tokens(junior_tokens: int, total_tokens: int, p: float, writers=None) -> None:
     """Raise AuthorMaskError when a tandem step's author counts are impossible, never when merely unlikely.
 

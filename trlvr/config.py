@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,10 @@ CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 # the GPU recipes, shipped in the package (in a clone, trlvr/recipes is a link to the top-level recipes/)
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 DEFAULT_OUTPUT_DIR = "runs/{arm}"
+# TRL's importance-sampling correction (backend vllm), trlvr's default for both arms: per-token truncation (verl's
+# truncated IS), not TRL's `sequence_mask`, which multiplies a row's token ratios and so zeroes more of the GRPO arm's
+# rows (about twice the senior tokens of a tandem row) than of the tandem arm's (docs/reproducing-the-paper.md)
+IS_MODE = "token_truncate"
 
 
 def _help(text: str, default: Any = dataclasses.MISSING):
@@ -283,6 +288,33 @@ def check_trl_kinds(grpo, where: str) -> None:
             raise UserError(f"{where}: {name}: {rule} (got {value!r})")
 
 
+# report_to integrations whose pip package has another name (transformers' INTEGRATION_TO_CALLBACK names)
+REPORT_TO_PACKAGES = {"azure_ml": "azureml-core", "comet_ml": "comet-ml", "flyte": "flytekit"}
+
+
+def check_report_to(report_to, where: str) -> None:
+    """Every logger in `report_to` (GRPOConfig's, a list after its __post_init__) is one transformers knows and
+    finds installed: one line naming the package to install, before any model loads (transformers itself
+    fails only when the trainer starts, after the weights have loaded)."""
+    from transformers.integrations import integration_utils
+
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    installed = set(integration_utils.get_available_reporting_integrations())
+    for name in names:
+        if name in ("none", "all"):
+            continue
+        if name not in integration_utils.INTEGRATION_TO_CALLBACK:
+            known = sorted(integration_utils.INTEGRATION_TO_CALLBACK)
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise UserError(f"{where}: report_to {name}: not a logger transformers knows ({hint}one of: none, "
+                            f"{', '.join(known)})")  # fmt: skip
+        if name not in installed:
+            package = REPORT_TO_PACKAGES.get(name, name)
+            raise UserError(f"{where}: report_to {name}: its package is not installed (pip install {package}), "
+                            "or set --report_to none")  # fmt: skip
+
+
 # Every run-config field a schedule can take (schedule fields carry the same names; tested).
 SCHEDULE_SETTINGS = ("p", "max_gap", "chunk_size", "first_author", "max_rounds")
 
@@ -347,14 +379,28 @@ def _make_parser():
             return ns, rest
 
     parser = RunParser((TandemConfig, GRPOConfig, RunOptions), prog="trlvr train", allow_abbrev=False)
-    parser.set_defaults_with_config(output_dir=DEFAULT_OUTPUT_DIR)
+    parser.set_defaults_with_config(output_dir=DEFAULT_OUTPUT_DIR, vllm_importance_sampling_mode=IS_MODE)
     return parser
 
 
+# TRL's script arguments (trl.ScriptArguments, trl.ModelConfig) whose trlvr field has another name
+TRL_SCRIPT_NAMES = {"model_name_or_path": "senior", "dataset_name": "dataset", "dataset_train_split": "dataset_split"}
+
+
 def _unknown(strings: list[str], where: str) -> UserError:
+    """One line naming every unknown key, each with TRL's name mapped to trlvr's or the closest field."""
     keys = [s[2:].split("=")[0] for s in strings if s.startswith("--")] or strings
     hint = " (configs are flat now: drop the tandem:/grpo: sections)" if {"tandem", "grpo"} & set(keys) else ""
-    return UserError(f"{where}: unknown key(s) {', '.join(keys)}: not TandemConfig or trl.GRPOConfig fields{hint}")
+    fields = sorted(TANDEM_FIELDS | grpo_field_names())
+
+    def named(key: str) -> str:
+        if key in TRL_SCRIPT_NAMES:
+            return f"{key} (TRL's script name; trlvr's field is {TRL_SCRIPT_NAMES[key]})"
+        close = difflib.get_close_matches(key, fields, n=1)
+        return f"{key} (did you mean {close[0]}?)" if close else key
+
+    return UserError(f"{where}: unknown key(s) {', '.join(map(named, keys))}: not TandemConfig or trl.GRPOConfig "
+                     f"fields{hint}")  # fmt: skip
 
 
 # transformers renamed TrainingArguments fields between the releases trlvr runs on (vllm 0.32 pins
@@ -420,11 +466,11 @@ def parse_run_args(argv: list[str]):
         where = str(config or "command line")
         raise UserError(_named_kind_error(argv, config, where) or f"{where}: {' '.join(str(e).split())}") from e
     tandem, grpo, options = configs
-    tandem.check_model_paths()
     from_file = _renamed(from_file, grpo, given=argv)  # the command line wins over the file
     from_args = _renamed(from_args, grpo)
-    if from_file or from_args:
+    if from_file or from_args:  # before the missing ones: a misspelt --senior is named as such
         raise _unknown(from_file + from_args, "command line")
+    tandem.check_model_paths()
     if tandem.junior_device is not None:
         check_device(tandem.junior_device, "junior_device")
     given |= {a[2:].split("=")[0] for a in argv if a.startswith("--")}
@@ -434,6 +480,7 @@ def parse_run_args(argv: list[str]):
     except ValueError as e:
         raise UserError(f"{config or 'command line'}: {e}") from None
     check_trl_kinds(grpo, str(config or "command line"))
+    check_report_to(grpo.report_to, str(config or "command line"))
     return tandem, grpo, options
 
 

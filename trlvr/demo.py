@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from trlvr import rundir
 from trlvr.config import read_yaml
 from trlvr.errors import UserError
 from trlvr.experiments.study import STUDY_FILE, stale_stages, units, world_stages
@@ -36,7 +37,7 @@ from trlvr.experiments.study_spec import STUDIES_DIR
 
 DEMO_STUDY = STUDIES_DIR / "demo.yaml"
 DEMO_FILE = "demo.yaml"  # the study the demo ran, in its directory
-OLD_DEMO_FILE = "demo.json"  # the record of a demo from before it was a study (another layout)
+OLD_DEMO_FILE = rundir.OLD_DEMO_FILE  # the record of a demo from before it was a study (another layout)
 LORA = {"use_peft": True, "lora_r": 16, "learning_rate": 2e-3}  # ~10x the toy's full fine-tuning lr
 KS = (1, 2, 4, 8)
 # what the user reads, published from the study report (DIR/report/) under the demo's names

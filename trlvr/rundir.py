@@ -7,6 +7,7 @@
                                              `trlvr.artifacts.is_complete` (a checkpoint's and final/'s are its own)
     train_state(run), resume_plan(run, max_steps)   where a training directory stands (new, started,
                                              finished) and what `--resume` does to it (`TrainState`)
+    newest_step(run)                         the newest checkpoint's (or final/'s) step
     with lock(path, by="trlvr train"):       a second holder (any process) is refused: one line with the
         ...                                  first holder's pid and the flag to choose another directory
     read_record(path), write_record(path, obj)   a JSON record: bad JSON is one line naming the file;
@@ -17,6 +18,11 @@
                                              make it now, refuse (one line, differences listed) unless forced
     set_aside(path, keep=lock_files("trlvr train"))   start over: move everything into path/replaced-<time>/
     check_dir_path(path, "--out")            UserError when a file is the path, or sits above it
+    folder_kind(path)                        what a folder holds: "training run", "evaluation", "study", ...
+    prepare_output(path, KIND, flag="--out", checks=[...], start_over=fresh)
+                                             the one way a command readies the folder it writes: every
+                                             check first (the folder's kind, then the command's own),
+                                             and only then the earlier work set aside (--force, --fresh)
 
 Layouts (what each command writes; the constants below name them):
     a training run, `trlvr train --output_dir RUN`:  RUN/trlvr_run.json (its identity:
@@ -73,8 +79,15 @@ HOLDOUT_FILE = "holdout.jsonl"  # training problems held out for selection
 METRICS_FILE = "metrics.jsonl"  # the training log, one row per logged step
 SELECTED_FILE = "selected.json"  # the checkpoint `trlvr select` chose
 MEMORY_FILE = "memory_plan.json"  # backend vllm: the engine's memory plan beside vLLM's own KV report
+MODEL_CARD = "README.md"  # the tandem model card, in final/, each checkpoint and the run (trlvr.training.model_card)
 # a smoke directory (`trlvr smoke --out DIR`)
 SMOKE_FILE = "smoke.json"  # what `trlvr smoke` checked and measured
+SMOKE_ARMS = ("train-tandem", "train-grpo")  # the smoke's two training runs
+# a study directory (`trlvr study run`, `trlvr demo`)
+STUDY_FILE = "study.json"  # the study's claim on the folder (trlvr.experiments.study)
+OLD_DEMO_FILE = "demo.json"  # a demo from before it was a study (another layout; `trlvr demo` refuses it)
+# a seed group of evaluations (`trlvr eval --seeds`)
+GROUP_FILE = "group.json"  # the seeds of a `trlvr eval --seeds` group, and whether it finished
 # an evaluation directory (`trlvr eval --out DIR`)
 SAMPLES = "samples.jsonl"
 # finished samples of another plan of the same evaluation (another --limit, --n or --suite), kept for a
@@ -132,6 +145,92 @@ def check_dir_path(path: str | Path, flag: str) -> None:
             raise UserError(f"{flag} {path}: a file{where} is in the way; pass a directory")
 
 
+# ---- what a folder is, and readying one to write --------------------------------------------------------
+
+TRAINING, EVALUATION, STUDY, SMOKE, MODEL = "training run", "evaluation", "study", "smoke", "model"
+TRAINING_SEEDS, EVALUATION_SEEDS = "training seed group", "evaluation seed group"
+_MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors", "pytorch_model.bin")
+_SEED_RE = re.compile(r"^seed-\d+$")
+
+
+def _marker(path: Path) -> tuple[str, str] | None:
+    """(kind, the entry that shows it) of a folder that one command made, None for any other folder."""
+    for name in (STUDY_FILE, OLD_DEMO_FILE):  # a study (or demo) holds training runs and evaluations of its own
+        if (path / name).is_file():
+            return STUDY, name
+    if (path / SMOKE_FILE).is_file() or any((path / arm).is_dir() for arm in SMOKE_ARMS):
+        return SMOKE, SMOKE_FILE if (path / SMOKE_FILE).is_file() else next(a for a in SMOKE_ARMS if (path / a).is_dir())
+    for name in (RUN_FILE, FINAL):
+        if (path / name).exists():
+            return TRAINING, name
+    if found := checkpoints(path):
+        return TRAINING, found[0].name
+    for name in (FINGERPRINT, SAMPLES, RESULTS, PER_PROBLEM):
+        if (path / name).is_file():
+            return EVALUATION, name
+    if (path / GROUP_FILE).is_file():
+        return EVALUATION_SEEDS, GROUP_FILE
+    for name in _MODEL_FILES:
+        if (path / name).is_file():
+            return MODEL, name
+    return None
+
+
+def folder_kind(path: str | Path) -> tuple[str, str] | None:
+    """(kind, the entry that shows it) of what `path` holds: a training run, an evaluation, a study (or
+    demo), a smoke, a model folder, or a seed group (`seed-<s>/` folders of training runs or evaluations);
+    None for a folder no trlvr command made (empty, missing, or a user's own files). Earlier work set
+    aside (`replaced-*`) is not looked at."""
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    if (found := _marker(path)) is not None:
+        return found
+    for seed in sorted(p for p in path.iterdir() if _SEED_RE.match(p.name) and p.is_dir()):
+        inner = _marker(seed)
+        if inner is not None and inner[0] in (TRAINING, EVALUATION):
+            return (TRAINING_SEEDS if inner[0] == TRAINING else EVALUATION_SEEDS), f"{seed.name}/{inner[1]}"
+    return None
+
+
+def _a(kind: str) -> str:
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
+
+
+def check_kind(path: str | Path, kinds: str | Iterable[str], flag: str) -> str | None:
+    """UserError (one line naming `flag`, the folder and what shows its kind) when `path` holds work of
+    another kind than `kinds` (one kind, or those a command may write into); return the kind found."""
+    kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+    found = folder_kind(path)
+    if found is None or found[0] in kinds:
+        return None if found is None else found[0]
+    kind, shown = found
+    raise UserError(f"{flag} {path} holds {_a(kind)} ({shown}), not {_a(kinds[0])}: nothing was written or moved; "
+                    f"choose another {flag} (--force and --fresh set aside only {_a(kinds[0])})")  # fmt: skip
+
+
+def prepare_output(path: str | Path, kind: str | Iterable[str], *, flag: str,
+                   checks: Iterable[Callable[[], object]] = (), start_over: bool = False, keep: Iterable[str] = (),
+                   say=None, set_aside_with: Callable[[Path], Path | None] | None = None) -> Path | None:  # fmt: skip
+    """The one way a command readies the folder it writes (check, then write): `path` can be a directory
+    (`check_dir_path`), it holds nothing of another kind (`check_kind`: an evaluation is never written into
+    a training run, nor a training run into a study), then the command's own `checks` run in order
+    (each raises UserError to refuse). Only when all passed, and `start_over` (--force, --fresh), is the
+    earlier work set aside into path/replaced-<time>/ (`set_aside`, `keep`: the held lock files); a refusal
+    leaves the folder byte for byte as it was. Returns where the earlier work went (None: nothing moved).
+    `set_aside_with(path)`: the owner's own move (training's holds the lock of each run inside), instead of
+    `set_aside(path, keep, say)`. Writes nothing else: the command makes the folder when its work starts."""
+    check_dir_path(path, flag)
+    check_kind(path, kind, flag)
+    for check in checks:
+        check()
+    if not start_over:
+        return None
+    if set_aside_with is not None:
+        return set_aside_with(Path(path))
+    return set_aside(path, keep=keep, say=say)
+
+
 # ---- where a training directory stands ---------------------------------------------------------------
 
 
@@ -173,6 +272,17 @@ def train_state(run: str | Path) -> TrainState:
     if found or (run / RUN_FILE).is_file() or final_dir(run).exists():
         return TrainState("started", checkpoint_step(found[0]) if found else None)
     return TrainState("new")
+
+
+def newest_step(run: str | Path) -> int | None:
+    """The newest step `run` holds: its largest `checkpoint-N` (pre-emption checkpoints included) or its
+    final/'s step, whichever is larger; None when it holds neither. A selection records it (`trlvr select`),
+    and `RUN@selected` refuses a selection made before the run trained on."""
+    steps = [checkpoint_step(p) for p in checkpoints(run)]
+    if final_dir(run).is_dir():
+        steps.append(_trainer_step(final_dir(run))[0])
+    steps = [s for s in steps if s is not None]
+    return max(steps) if steps else None
 
 
 def resume_plan(run: str | Path, max_steps: int) -> str:

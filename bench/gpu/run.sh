@@ -8,7 +8,8 @@
 #            imports: a missing one is exit 2 and one line naming it
 #   pair     a random-weight senior/junior of Qwen3-0.6B's shapes (bench/gpu/random_pair.py), built here
 #   train    `trlvr train`, one optimizer step on the pair with the author-mask check, then the run's own
-#            metrics: both authors wrote (0 < tandem/senior_share < 1) and the loss is finite
+#            metrics: both authors wrote (0 < tandem/senior_share < 1) and the loss is finite; the pair is
+#            float32 (fp32 master weights, bf16 autocast), and the run stops if its first step moved no weight
 #   smoke    `trlvr smoke` on the pair (both arms, selection, evaluation)
 #   bench    the decode bench (bench/gpu/bench_gpu.py)
 # Exit: 0 when every stage passed, 1 when any failed (all stages still run), 2 on a missing wheel or module.
@@ -74,7 +75,8 @@ if [ -n "${SMALL:-}" ]; then  # CPU rehearsal: a 2-layer model of 0.6B's kind, t
          --set num_key_value_heads=1 --set head_dim=32)
   B=8; C=8; DT=float32; CPU=true; BF=false; SM=(--steps 1 --problems 2); BENCH=(--tiny)
 else
-  SHAPE=(); B=${B:-64}; C=${C:-384}; DT=bfloat16; CPU=false; BF=true; SM=(--steps ${STEPS:-2} --problems 8)
+  # float32 weights, bf16 autocast: fp32 master weights for AdamW in one process (bf16 weights without ZeRO are refused)
+  SHAPE=(); B=${B:-64}; C=${C:-384}; DT=float32; CPU=false; BF=true; SM=(--steps ${STEPS:-2} --problems 8)
   BENCH=(--size 0.6B --budget ${BENCH_BUDGET:-150})
 fi
 PAIR=$OUT/pair
@@ -91,7 +93,8 @@ rows = [json.loads(x) for x in open(sys.argv[1] + "/metrics.jsonl") if x.strip()
 row = next(r for r in rows if "tandem/senior_share" in r)
 share, loss = row["tandem/senior_share"], row.get("loss", float("nan"))
 junior = row["tandem/junior_tokens/mean"]
-print(f"senior_share {share:.3f}, junior tokens/seq {junior}, loss {loss}")
+moved = next((r["train/weights_moved"] for r in rows if "train/weights_moved" in r), None)
+print(f"senior_share {share:.3f}, junior tokens/seq {junior}, loss {loss}, weights moved {moved}")
 sys.exit(0 if 0 < share < 1 and junior > 0 and math.isfinite(loss) else 1)' "$OUT/train"
 fi
 stage smoke 500 "${TRLVR[@]}" smoke --config toy --out "$OUT/smoke" "${SM[@]}" --set senior=$PAIR/senior \

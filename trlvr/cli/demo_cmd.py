@@ -14,6 +14,7 @@ DIR/summary.md, DIR/summary.png and DIR/report.html (trlvr.demo).
 from __future__ import annotations
 
 import argparse
+import shutil
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
@@ -39,30 +40,32 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def main(args) -> int:
+    import tempfile
     import time
     from pathlib import Path
 
-    from trlvr import demo
+    from trlvr import demo, rundir
     from trlvr.cli import study_cmd
     from trlvr.experiments.study_spec import load_study
-    from trlvr.rundir import check_dir_path, set_aside
 
     t0 = time.perf_counter()
     seeds = args.seeds  # distinct seeds, and every count >= 1: the parser's kinds (trlvr.kinds)
     out = Path(args.out).resolve()
-    check_dir_path(out, "--out")
-    if args.fresh:  # start over: the earlier demo moves into OUT/replaced-<time>/ (nothing is deleted)
-        set_aside(out)
-    demo.refuse_old_layout(out)
-    out.mkdir(parents=True, exist_ok=True)
     raw, changed = demo.demo_study(seeds, args.steps, args.limit, args.n, args.jargon, args.lora)
-    candidate = demo.write_demo_study(out / f".{demo.DEMO_FILE}.new", raw, changed)
-    try:
-        demo.refuse_other_options(load_study(candidate), out)
-    except BaseException:
-        candidate.unlink()
-        raise
-    path = candidate.replace(out / demo.DEMO_FILE)  # DIR/demo.yaml: what this demo runs
+    with tempfile.TemporaryDirectory() as tmp:  # the study this demo runs, checked before DIR is touched
+        candidate = demo.write_demo_study(Path(tmp) / demo.DEMO_FILE, raw, changed)
+        study = load_study(candidate)
+
+        def check() -> None:  # what `study run` checks first; an earlier demo made otherwise is --fresh's to set aside
+            if not args.fresh:
+                demo.refuse_old_layout(out)
+                demo.refuse_other_options(study, out)
+            study_cmd.validate(study, out)
+
+        # every check first; only then (--fresh) the earlier demo moves into OUT/replaced-<time>/ (nothing deleted)
+        rundir.prepare_output(out, rundir.STUDY, flag="--out", checks=[check], start_over=args.fresh)
+        out.mkdir(parents=True, exist_ok=True)
+        path = Path(shutil.copyfile(candidate, out / demo.DEMO_FILE))  # DIR/demo.yaml: what this demo runs
     print(f"[demo] the study {path} ({', '.join(changed) or 'as shipped'}), {args.jobs} job(s)", flush=True)
     run = argparse.Namespace(study=str(path), out=str(out), only=None, jobs=args.jobs, no_report=False)
     code = study_cmd.run(run)

@@ -221,18 +221,43 @@ def check_out(out: str) -> None:
     check_dir_path(out, "--out")
 
 
+def check_out_folder(args) -> None:
+    """--out as `trlvr eval` writes it (`trlvr.rundir.prepare_output`, what --dry-run checks too): a folder
+    that holds an evaluation, a seed group of them, or nothing of trlvr's (never a training run, a study, a
+    smoke or a model, --fresh or not); and a group and a single evaluation never share it (`refuse_mixing`,
+    unless --fresh sets the other aside, which the evaluation does once every check passed)."""
+    from trlvr.eval.groups import refuse_mixing
+
+    checks = [] if args.fresh else [lambda: refuse_mixing(args.out, group=bool(args.seeds))]
+    rundir.prepare_output(args.out, (rundir.EVALUATION, rundir.EVALUATION_SEEDS), flag="--out", checks=checks)
+
+
+def check_group(args) -> None:
+    """--seeds: the senior names {seed}, and the group has two seeds or more (the run's checks and --dry-run's)."""
+    if "{seed}" not in args.senior:
+        raise UserError("--seeds: put {seed} in --senior, e.g. --senior 'runs/toy-tandem/seed-{seed}@selected'")
+    if len(set(args.seeds)) < 2:
+        raise UserError(f"--seeds: a seed group needs at least 2 distinct seeds, got {args.seeds}")
+
+
 def dry_run(args, sources: dict) -> int:
     """Every check `trlvr eval` makes before a model loads, then the engine's `memory plan` (refused in one
     line when it cannot start on backend vllm); nothing is loaded or written. Planned for this machine (no
     --gpu-memory), backend vllm must be installed here; for another GPU (--gpu-memory) it need not be."""
-    from trlvr.eval.api import check_eval, eval_plan
+    from trlvr.eval.api import eval_plan, evaluate_specs
     from trlvr.training.memory_plan import device_memory
 
+    check_out_folder(args)
+    if args.seeds:
+        check_group(args)
     senior = args.senior.replace("{seed}", str(args.seeds[0])) if args.seeds else args.senior
-    one, spec, senior_spec = checked(args, senior, args.out)
-    benchmarks, _ = _benchmarks(one, sources)
+    out = str(Path(args.out) / f"seed-{args.seeds[0]}") if args.seeds else args.out
+    one, spec, senior_spec = checked(args, senior, out)
+    benchmarks, identities = _benchmarks(one, sources)
     models = model_spec(one, spec, senior_spec)
-    check_eval(models, benchmarks, spec, sources)
+    # the run's own checks up to its first weight load, the folder's samples included; nothing is written
+    evaluate_specs(models, benchmarks, spec, out, data_identities=identities, data_sources=sources, fresh=args.fresh,
+                   refuse_lossy=args.refuse_lossy_prompts, check_only=True)  # fmt: skip
     if args.gpu_memory is None:  # a plan for this machine: its engine must be here
         from trlvr.engine import pair_class
 
@@ -250,16 +275,10 @@ def main(args) -> int:
     sources = parse_sources(args.data)
     if args.dry_run:
         return dry_run(args, sources)
-    from trlvr.eval.groups import refuse_mixing
-
-    if not args.fresh:  # a group and a single evaluation never share a folder
-        refuse_mixing(args.out, group=bool(args.seeds))
+    check_out_folder(args)  # a group and a single evaluation never share a folder, nor another command's
     if not args.seeds:
         return evaluate_one(*checked(args, args.senior, args.out), sources)
-    if "{seed}" not in args.senior:
-        raise UserError("--seeds: put {seed} in --senior, e.g. --senior 'runs/toy-tandem/seed-{seed}@selected'")
-    if len(set(args.seeds)) < 2:
-        raise UserError(f"--seeds: a seed group needs at least 2 distinct seeds, got {args.seeds}")
+    check_group(args)
     from trlvr.eval.api import check_eval
     from trlvr.eval.format import format_group
     from trlvr.eval.groups import start_group, write_group_summary
@@ -271,10 +290,9 @@ def main(args) -> int:
     for one, spec, senior_spec in runs.values():  # and what each seed's pair can run
         check_eval(model_spec(one, spec, senior_spec), benchmarks[0], spec, sources)
     writer = Ranks.current().writer  # several processes of a launch: rank 0 alone writes the group's files
-    if args.fresh and writer:  # start over: the whole group, so no seed folder of an earlier group stays beside it
-        from trlvr.rundir import set_aside
-
-        set_aside(group_dir)
+    # every check passed: start over (--fresh) with the whole group, so no seed folder of an earlier one stays
+    rundir.prepare_output(group_dir, (rundir.EVALUATION_SEEDS, rundir.EVALUATION), flag="--out",
+                          start_over=args.fresh and writer)  # fmt: skip
     if writer:
         start_group(group_dir, args.seeds, template)  # the group is these seeds, whatever else OUT holds
     for s, run in runs.items():

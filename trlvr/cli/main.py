@@ -22,6 +22,7 @@ Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import importlib
 import os
@@ -72,10 +73,27 @@ _RUST_OS_ERROR = re.compile(r"os error (\d+)|Os \{ code: (\d+)")  # std::io::Err
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad flag in one line (and the command's --help), exit 2."""
+    """argparse that reports a bad flag in one line (and the command's --help), exit 2; an unknown flag
+    before a missing one (a misspelt `--senior` is named, not reported as missing), with a "did you mean"."""
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        if args is not None and not self._subparsers and not any(a.nargs == argparse.REMAINDER for a in self._actions):
+            known = [o for o in self._option_string_actions if o.startswith("--")]
+            unknown = []
+            for arg in args:
+                if arg == "--":
+                    break
+                flag = arg.split("=")[0]
+                if flag.startswith("--") and not any(o == flag or (self.allow_abbrev and o.startswith(flag))
+                                                     for o in known):  # fmt: skip
+                    close = difflib.get_close_matches(flag, known, n=1)
+                    unknown.append(f"{flag} (did you mean {close[0]}?)" if close else flag)
+            if unknown:
+                self.error(f"unrecognized arguments: {', '.join(unknown)}")
+        return super().parse_known_args(args, namespace)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ in DIR is set aside into DIR/replaced-<time>/ (nothing is deleted).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import yaml
 
@@ -56,26 +57,49 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
 def check_arms(config: str, out: str, steps: int, problems: int, overrides: dict) -> None:
     """Every check of both arms' runs that needs no model (`trlvr train --dry-run`'s, capabilities included:
-    `trlvr.cli.train_cmd.check_run`), with the keys the smoke trains them with: before the first step, and
+    `trlvr.training.preflight.check_config`), with the keys the smoke trains them with: before the first step, and
     before an earlier smoke in --out is set aside."""
-    from pathlib import Path
-
-    from trlvr.cli.train_cmd import check_run
     from trlvr.config import load_run_config
+    from trlvr.experiments.smoke import arm_keys
+    from trlvr.training.preflight import check_config
 
     for arm in ("tandem", "grpo"):  # the keys `trlvr.experiments.smoke.run_smoke` gives each arm
-        keys = {**overrides, "arm": arm, "max_steps": steps, "save_steps": steps, "logging_steps": 1,
-                "holdout": problems, "output_dir": str(Path(out) / f"train-{arm}"), "report_to": "none"}  # fmt: skip
-        check_run(*load_run_config(config, keys))
+        check_config(*load_run_config(config, arm_keys(out, arm, steps, problems, overrides)))
+
+
+def check_device(name: str, config: str, overrides: dict) -> None:
+    """A GPU config (no `use_cpu: true`) on a machine without CUDA: one line naming what to run here instead,
+    before transformers refuses its bf16 with its own wording."""
+    import torch
+
+    from trlvr.errors import UserError
+
+    if torch.cuda.is_available():
+        return
+    try:
+        raw = yaml.safe_load(Path(config).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return  # not a readable config: check_arms says so in its one line
+    if not isinstance(raw, dict):
+        return
+    if str(overrides.get("use_cpu", raw.get("use_cpu", False))).lower() in ("true", "1", "yes"):
+        return
+    raise UserError(f"smoke trains {name} on its GPU, and this machine has no CUDA device: here check the config "
+                    f"with `trlvr train --config {name} --dry-run`, or smoke the toy pair on the CPU with "
+                    "`trlvr smoke --config toy` (after `trlvr toy prepare --out runs/toy`)")  # fmt: skip
 
 
 def main(args) -> int:
+    from trlvr import rundir
     from trlvr.cli.main import main as command
     from trlvr.config import resolve_config_path
     from trlvr.experiments.smoke import SmokeOptions, run_smoke
 
     config = str(resolve_config_path(args.config))
     overrides = dict(args.set)
-    check_arms(config, args.out, args.steps, args.problems, overrides)
+    check_device(args.config, config, overrides)
+    # --out holds no other command's work, and both arms' configs check, before anything is written or moved
+    rundir.prepare_output(args.out, rundir.SMOKE, flag="--out",
+                          checks=[lambda: check_arms(config, args.out, args.steps, args.problems, overrides)])  # fmt: skip
     opts = SmokeOptions(config, args.out, args.steps, args.problems, args.gpu_memory, overrides)
     return 0 if run_smoke(opts, command)["passed"] else 1

@@ -116,13 +116,16 @@ def _naming(flag: str, fn, *args, **kw):
 
 
 def _check_train(stage, out: Path, checked: set):
-    """The train stage's config as `trlvr train --dry-run` checks it, and its local dataset as training
-    loads it (golds included); returns the TandemConfig."""
+    """The train stage as `trlvr train --dry-run` checks it (the run's own check list), run as the study runs
+    it (`with_resume`), its folder included unless the study skips it (done) or refuses it (made under other
+    settings: `stale_stages` says so); its local dataset as training loads it (golds included); returns
+    the TandemConfig."""
     from trlvr.cli.train_cmd import dry_run
     from trlvr.config import parse_run_args
     from trlvr.data.sources import is_local
+    from trlvr.experiments.study import stage_state, with_resume
 
-    dry_run(stage.argv[1:])
+    dry_run(with_resume(stage).argv[1:], folder=stage_state(out, stage) == "todo")
     tandem = parse_run_args([*stage.argv[1:], "--use_cpu", "true", "--bf16", "false", "--fp16", "false"])[0]
     key = ("train", tandem.dataset, tandem.dataset_split, tandem.dataset_limit)
     if tandem.dataset and is_local(tandem.dataset) and not _inside(tandem.dataset, out) and key not in checked:
@@ -243,6 +246,14 @@ def check_prepared(study, out: Path) -> None:
         others = f" (and {more} more input{'s' if more > 1 else ''})" if more else ""
         raise UserError(f"study {study.path}: {path} ({what}) is missing{others}; prepare the study's models and "
                         f"data with `{study.prepare}` (its prepare: command; relative paths are read from {Path.cwd()})")  # fmt: skip
+
+
+def check_out_folder(study, out: Path) -> None:
+    """The study's folder (`trlvr.rundir.prepare_output`: a study's, or nothing of trlvr's; never a
+    training run or an evaluation) and then every stage (`validate`): what `run` and `plan` check first."""
+    from trlvr import rundir
+
+    rundir.prepare_output(out, rundir.STUDY, flag="--out", checks=[lambda: validate(study, out)])
 
 
 def validate(study, out: Path) -> None:
@@ -379,7 +390,7 @@ def run(args) -> int:
     study = load_study(args.study)
     out = Path(args.out).resolve()  # the stages' commands and fingerprints hold the same paths from any cwd
     only = parse_only(study, args.only) if args.only else None
-    validate(study, out)  # the whole study, before any stage runs
+    check_out_folder(study, out)  # the folder's kind and the whole study, before any stage runs
     todo = units(study, out, only)
     needed = {study.variants[u[0].variant].world for u in todo} - {None}
     worlds = world_stages(study, out, needed)
@@ -426,7 +437,7 @@ def plan(args) -> int:
 
     study = load_study(args.study)
     out = Path(args.out) if args.out else Path("runs") / study.name
-    validate(study, out.resolve())
+    check_out_folder(study, out.resolve())  # what `run` checks before its first stage
     print("\n".join(plan_lines(study, out)))
     return 0
 

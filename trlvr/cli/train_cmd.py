@@ -1,5 +1,6 @@
 """`trlvr train --config FILE|NAME [--key value ...]`: GRPO-train a tandem senior (or its baseline).
 
+    trlvr toy prepare --out runs/toy                      # first: the toy world that `--config toy` reads
     trlvr train --config toy --arm tandem                 # `toy` = trlvr/configs/toy.yaml, in the package
     trlvr train --config toy --arm grpo --max_steps 20 --output_dir runs/grpo20
     trlvr train --config toy --arm tandem --seeds 0,1,2   # runs/toy-tandem/seed-0, seed-1, seed-2
@@ -33,7 +34,6 @@ checkpoint, prints one line with the command that resumes it and exits 143, with
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from trlvr.engine.backends import backend
 
@@ -80,9 +80,12 @@ def check_seeds(seeds: list[int] | None, backend_name: str, environ=None) -> Non
                         f"run per seed (--seed N, or `trlvr study`, which does)")  # fmt: skip
 
 
-def dry_run(argv: list[str]) -> str:
-    """Parse and validate a run's config (keys, types, TandemConfig and GRPOConfig checks) without
-    loading a model; without a GPU, bf16/fp16 are checked off (their device check runs at launch)."""
+def dry_run(argv: list[str], *, folder: bool = True) -> str:
+    """The run's own check list without loading a model (`trlvr.training.preflight.check_run_start`, what
+    `trlvr train` calls before its first weight load: the output folder's kind and state, the run's
+    identity, --resume, the config); without a GPU, bf16/fp16 are checked off (their device check runs at
+    launch). A dataset or model folder not there yet (an earlier study stage makes it) is noted. folder
+    False: the output folder's kind and state are left out (`check_run_start`)."""
     import torch
 
     from trlvr.config import parse_run_args
@@ -98,10 +101,10 @@ def dry_run(argv: list[str]) -> str:
             note += ", sleep mode off"
         note += ")"
     tandem, grpo, options = parse_run_args(argv)
-    from trlvr.training.run import check_start
+    from trlvr.training.preflight import check_run_start
 
-    check_start(grpo.output_dir, resume=options.resume, force=options.force)
-    note += check_run(tandem, grpo)
+    note += check_run_start(tandem, grpo, resume=options.resume, force=options.force, planning=True,
+                            folder=folder).note  # fmt: skip
     head = (f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
             f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, output_dir {grpo.output_dir}")
     return f"{head}\n{memory_plan(tandem, grpo, argv, layout)}"
@@ -171,40 +174,11 @@ def launch_of(argv: list[str], layout: dict) -> tuple[int, int, str]:
         launcher = named
     if launcher is not None:
         zero, processes = accelerate_layout(launcher)
-        source = f"from {Path(launcher).name}"
+        source = f"from {os.path.basename(str(launcher))}"
     if "--zero-stage" in layout or "--processes" in layout:
         zero, processes = layout.get("--zero-stage", zero), layout.get("--processes", processes)
         source = "from --zero-stage/--processes"
     return zero, processes, source
-
-
-def check_run(tandem, grpo) -> str:
-    """Every check of a parsed run config that needs no model (what `--dry-run` and `trlvr smoke` check
-    before any work): the dataset (read as training reads it), the reward, the model paths, and the run's
-    capabilities (`trlvr.training.build.check_pairing`: schedule, KL reference, chat prompts and toy
-    worlds against the pairing the two tokenizers give and the backend), and that an epoch of the training
-    problems holds a step (`check_steps_per_epoch`, as training checks it). Returns what was not checked
-    because it is not there yet ("; dataset not checked (not there yet)"), or ""."""
-    from trlvr.errors import UserError
-    from trlvr.training.build import resolve_reward
-
-    if not tandem.dataset.strip():  # as training says it when it loads the data
-        raise UserError("dataset: a training data source is required")
-    resolve_reward(tandem.reward)  # the reward function imports without a model
-    note, problems, n_train = _check_dataset(tandem)
-    _check_model_paths(tandem)
-    if all(p == "self" or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):
-        from trlvr.training.build import check_pairing
-
-        check_pairing(tandem, beta=grpo.beta, problems=problems,  # the run's capabilities, before any model
-                      max_completion_length=grpo.max_completion_length)
-    else:
-        note += "; pairing not checked (a model folder is not there yet)"
-    if n_train is not None:  # as training checks it: after the paths and capabilities, before any model
-        from trlvr.training.build import check_steps_per_epoch
-
-        check_steps_per_epoch(n_train, tandem, grpo)
-    return note
 
 
 def memory_plan(tandem, grpo, argv: list[str], layout: dict | None = None) -> str:
@@ -250,51 +224,6 @@ def _gib(n: int) -> str:
     return f"{n / 2**40:.2f} TiB" if n >= 2**40 else f"{n / 2**30:.1f} GiB"
 
 
-def _check_model_paths(tandem) -> None:
-    """A model path that is there must be a model folder; one that is not there yet (a study stage makes
-    it) may be, unless a file is at it or above it."""
-    from trlvr.models import locate
-    from trlvr.rundir import check_dir_path
-
-    for role, path in (("senior", tandem.senior), ("junior", tandem.junior)):
-        if not path or path == "self":
-            continue
-        p = Path(path).expanduser()
-        if p.exists():
-            locate(path, role, "model")  # a file, or a folder without config and weights: one line
-        elif p.is_absolute() or path.startswith(".") or path.count("/") > 1:  # a path, not a hub id
-            check_dir_path(p, role)
-
-
-_CHECKED_DATASETS: dict[tuple, tuple[list, int]] = {}
-
-
-def _check_dataset(tandem) -> tuple[str, list | None, int | None]:
-    """A local dataset that is there is loaded as training loads it (rows and golds checked): ("", its
-    problems, how many of them training gets after the holdout); one that is not there yet (a study's world
-    makes it) is noted, unless a file above it means it never can be: ("; dataset not checked (not there
-    yet)", None, None); a hub dataset: ("", None, None)."""
-    from trlvr.data.sources import is_local
-
-    if not is_local(tandem.dataset):
-        return "", None, None  # a hub name or reasoning-gym spec: read when the run starts
-    path = Path(tandem.dataset).expanduser()
-    if path.exists():
-        from trlvr.training.build import load_training_problems
-
-        st = path.stat()
-        key = (str(path.resolve()), st.st_mtime_ns, st.st_size, tandem.dataset_split, tandem.dataset_limit,
-               tandem.holdout, tandem.holdout_seed)  # fmt: skip
-        if key not in _CHECKED_DATASETS:  # a study plans many runs on one file: it is read once
-            train, held = load_training_problems(tandem)
-            _CHECKED_DATASETS[key] = (train + held, len(train))
-        return "", *_CHECKED_DATASETS[key]
-    from trlvr.rundir import check_dir_path
-
-    check_dir_path(path.parent, "dataset")  # under a file: it can never be made
-    return "; dataset not checked (not there yet)", None, None
-
-
 def _has_config(path: str) -> bool:
     """Whether a model's config can be read now (a folder, a cached hub model, a shipped config)."""
     from trlvr.errors import UserError
@@ -306,6 +235,26 @@ def _has_config(path: str) -> bool:
     except UserError:
         return False
     return True
+
+
+def _check_toy_world(argv: list[str], tandem) -> None:
+    """`--config toy` where its toy world is not: one line naming the command that makes it."""
+    from trlvr.config import resolve_config_path, shipped_configs
+    from trlvr.errors import UserError
+
+    toy = shipped_configs()["toy"]
+    if "--config" not in argv or resolve_config_path(argv[argv.index("--config") + 1]) != toy:
+        return
+    from pathlib import Path
+
+    import yaml
+
+    world = yaml.safe_load(toy.read_text())  # its own paths; one given on the command line is checked as any other
+    missing = [p for p in (tandem.senior, tandem.dataset) if p in (world["senior"], world["dataset"])
+               and not Path(p).exists()]  # fmt: skip
+    if missing:
+        raise UserError(f"--config toy reads the toy world, and {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not here: run "
+                        "`trlvr toy prepare --out runs/toy` first")  # fmt: skip
 
 
 def resume_command(argv: list[str]) -> str:
@@ -330,18 +279,20 @@ def main(args) -> int:
     from trlvr.training.console import log, quiet_libraries
 
     tandem, grpo, options = parse_run_args(argv)
-    from trlvr.training.run import check_start, seed_flags, start_over, train_and_save
+    check_seeds(seeds, tandem.backend)
+    _check_toy_world(argv, tandem)
+    from trlvr.training.preflight import check_start
+    from trlvr.training.run import seed_flags, start_over, train_and_save
 
     check_start(grpo.output_dir, resume=options.resume, force=options.force)
     quiet_libraries(options.verbose)
     from trlvr.training.preempt import Preempted
 
-    check_seeds(seeds, tandem.backend)
     runs = [(tandem, grpo, None)]
     if seeds is not None:
         runs = [(*parse_run_args(argv + seed_flags(grpo, s))[:2], s) for s in seeds]
-        if options.force:  # start over in OUTPUT_DIR as a whole: no seed-<s>/ of the earlier runs stays
-            start_over(grpo.output_dir)
+        if options.force:  # start over in OUTPUT_DIR as a whole (every seed's checks first): no seed-<s>/ stays
+            start_over(grpo.output_dir, [(t, a) for t, a, _ in runs])
     for tandem, run_args, seed in runs:
         desc = f"train {tandem.arm}" + (f" seed {seed}" if seed is not None else "")
         try:

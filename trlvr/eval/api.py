@@ -53,7 +53,7 @@ from trlvr.models import (
 )
 from trlvr.provenance import path_for_record, path_from_record
 from trlvr.rewards import check_golds
-from trlvr.rundir import SELECTED_FILE, SELECTION, read_record
+from trlvr.rundir import SELECTED_FILE, SELECTION, newest_step, read_record
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
@@ -93,7 +93,21 @@ def resolve_senior(spec: str) -> tuple[str, dict | None]:
     if why := artifacts.problem(path, artifacts.WEIGHTS):
         raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {path} is not complete ({why}); "
                         "resume the run or select again")  # fmt: skip
+    check_selection_current(run, sel)
     return path, sel
+
+
+def check_selection_current(run: str | Path, sel: dict) -> None:
+    """A selection covers the checkpoints the run had when it was made: one made before the run trained on
+    (a resume saved newer checkpoints) is refused in one line. Its newest step is `newest_step` (a record
+    from before that field: its table's newest candidate)."""
+    covered = sel.get("newest_step")
+    if covered is None:
+        covered = max((r.get("step", 0) for r in sel.get("table") or () if isinstance(r, dict)), default=None)
+    now = newest_step(run)
+    if covered is not None and now is not None and now > covered:
+        raise UserError(f"{run}/{SELECTED_FILE}: the selection covers the run's checkpoints up to step {covered}, "
+                        f"but the run has trained on to step {now}; select again (trlvr select {run} --val ...)")  # fmt: skip
 
 
 def check_self_junior(senior_path: str) -> None:
@@ -333,13 +347,15 @@ def evaluate_specs(
     fresh: bool = False,
     refuse_lossy: bool = False,
     extra_paths: dict | None = None,
-) -> dict:
+    check_only: bool = False,
+) -> dict | None:
     """Evaluate `models` on `benchmarks` under `spec` into `out`.
 
     Returns results.json's dict; its config records the resolved models (and, for `RUN@selected`,
     how the checkpoint was chosen and its overlap with the data evaluated here), the pairing and
     the backend. What the pairing and backend cannot run is refused first (`check_eval`), before any
-    model loads.
+    model loads. check_only (`trlvr eval --dry-run`): every check the evaluation makes before its first
+    weight load, the folder's samples included (`trlvr.eval.runner.check_samples`), then None.
     """
     check_eval(models, benchmarks, spec, data_sources)
     engine = backend(models.backend)
@@ -415,11 +431,13 @@ def evaluate_specs(
     from trlvr.eval.runner import Partners, evaluate
 
     scores = bool({"legibility", "drift"} & set(spec.suite))
-    _check_backend(models, senior_path, junior, junior_tok)
+    if not check_only:  # the dry run asks it itself: a plan for another GPU (--gpu-memory) needs no engine here
+        _check_backend(models, senior_path, junior, junior_tok)
     partners = Partners(tok, build, junior is not None, identities, junior_tok, paths, context, models.backend,
                         scorers=hf_models if engine.own_engine and scores else None)  # fmt: skip
     try:
-        return evaluate(partners, benchmarks, spec, out, progress=progress, fresh=fresh, refuse_lossy=refuse_lossy)
+        return evaluate(partners, benchmarks, spec, out, progress=progress, fresh=fresh, refuse_lossy=refuse_lossy,
+                        check_only=check_only)  # fmt: skip
     finally:  # the next stage in this process (selection's next checkpoint, smoke's next step) starts with the memory free
         for pair in engines:
             pair.close()  # idempotent: the runner closed most of them already

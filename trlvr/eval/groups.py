@@ -27,9 +27,7 @@ from trlvr.errors import UserError
 from trlvr.eval.aggregate import Table, _matrix, _problem_ids, _statistic, check_shared_problems, metric_specs
 from trlvr.eval.hierarchical import paired_seed_bootstrap, seed_bootstrap_ci
 from trlvr.eval.store import read_json, write_json
-from trlvr.rundir import PER_PROBLEM, SAMPLES
-
-GROUP_FILE = "group.json"
+from trlvr.rundir import GROUP_FILE, PER_PROBLEM, SAMPLES
 
 
 def read_group(group_dir: str | Path) -> dict | None:

@@ -258,7 +258,8 @@ def evaluate(
     progress: bool = True,
     fresh: bool = False,
     refuse_lossy: bool = False,
-) -> dict:
+    check_only: bool = False,
+) -> dict | None:
     """Evaluate `partners` (the senior, with its junior as partner, scorer and floor) on `benchmarks`
     under `spec` into `out_dir`; return results.json's dict.
 
@@ -270,7 +271,8 @@ def evaluate(
     min(max_new_tokens, context - prompt - 8). `spec.max_prompt_tokens` "auto" = the longest prompt
     that leaves room to generate. `fresh` deletes the directory's earlier samples. Problems whose
     prompt the tokenizer cannot spell (decode(encode(prompt)) differs) are listed in config.json's
-    `lossy_prompts` and warned about; `refuse_lossy` makes them an error.
+    `lossy_prompts` and warned about; `refuse_lossy` makes them an error. `check_only` (`trlvr eval
+    --dry-run`): every check up to the folder's samples (`check_samples`), then None; nothing is written.
     """
     protocols = protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks)
     if score_fn is None:
@@ -313,6 +315,9 @@ def evaluate(
         "dropped_problems": dropped, "lossy_prompts": lossy, "machine": machine_record(None),
         "pairing": pairing, "backend": partners.backend,
     }  # fmt: skip
+    if check_only:  # the dry run: the folder's samples checked as the run checks them, nothing written
+        check_samples(EvalDir(out_dir), fingerprint, fresh)
+        return None
     ranks = Ranks.current().session("eval")
     run = _Run(partners, benches, protocols, spec, score_fn, extract_fn or _default_extract_fn(),
                progress and ranks.writer, ranks)  # fmt: skip
@@ -429,15 +434,25 @@ def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dic
     return results
 
 
+def check_samples(store: EvalDir, fingerprint: dict, fresh: bool) -> dict | None:
+    """The folder's samples may be reused by an evaluation of `fingerprint` (refused in one line when they were
+    made under other settings, `trlvr.eval.fingerprint.check_resumable`); returns their fingerprint (None:
+    no samples, or `fresh`: they are set aside). What the run checks under its lock and --dry-run checks."""
+    if fresh or not store.has_samples():
+        return None
+    path = store.file(FINGERPRINT)
+    old = read_json(path, "fingerprint") if path.exists() else None
+    fpr.check_resumable(store.path, old, fingerprint)
+    return old
+
+
 def _open(store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> tuple[list[dict], dict]:
     """Under the lock: check that the directory's samples may be reused, repair, write the metadata;
     return the rows and the directory's fingerprint from now on (`trlvr.eval.fingerprint.with_partner`)."""
     if fresh:
         store.clear()
     if store.has_samples():
-        path = store.file(FINGERPRINT)
-        old = read_json(path, "fingerprint") if path.exists() else None
-        fpr.check_resumable(store.path, old, fingerprint)
+        old = check_samples(store, fingerprint, fresh=False)
         fingerprint = fpr.with_partner(old, fingerprint)
         store.repair_tail()
     store.write(FINGERPRINT, fingerprint)

@@ -3,7 +3,8 @@
     select_checkpoint(run_dir, val_problems, metric="handoff/pass@1", ...)   # -> Selection
     RUN/select/<val>/step-<N>/      one evaluation directory per checkpoint (resumable)
     RUN/select/<val>/table.md, curve.png, selection.json   every checkpoint's value with its CI
-    RUN/selected.json               the chosen checkpoint: step, path, metric, value, CI, val fingerprint
+    RUN/selected.json               the chosen checkpoint: step, path, metric, value, CI, val fingerprint,
+                                    the checkpoints it covered (table) and the run's newest step then
                                     (paths relative to RUN when inside it, else absolute: the same from any cwd)
 
 `trlvr.eval.api.resolve_senior("RUN@selected")` turns that record back into a model path for `trlvr eval`.
@@ -53,6 +54,7 @@ class Selection:
     ci_high: float
     val: dict  # what the validation data was: name, size, content fingerprint, problem keys
     table: list  # [{step, path, value, ci_low, ci_high}] for every candidate, by step
+    newest_step: int | None = None  # the run's newest step when it was selected (`trlvr.rundir.newest_step`)
 
 
 def suite_for(metric: str) -> list[str]:
@@ -199,7 +201,7 @@ def select_checkpoint(
     val = {"name": val_name, "size": len(val_problems), "fingerprint": problems_fingerprint(val_problems),
            "keys": sorted(problem_key(p) for p in val_problems)}  # fmt: skip
     sel = Selection(best["step"], best["path"], metric, direction, best["value"], best["ci_low"], best["ci_high"],
-                    val, table)  # fmt: skip
+                    val, table, rundir.newest_step(run))  # fmt: skip
     if not Ranks.current().writer:  # several processes evaluated it; rank 0 alone records the choice
         return sel
     out_root.mkdir(parents=True, exist_ok=True)

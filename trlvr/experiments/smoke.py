@@ -14,10 +14,13 @@ Checks (each `ok`, `failed` with the reason, or `not measured` with why):
   loss; the grpo arm's share is exactly 1;
 - grader: math-verify imports, known equivalent and non-equivalent pairs grade right, and a
   pathological answer is cut at its timeout (a silently degraded grader cost the reproduction weeks);
-- parity (backend vllm): greedy rollouts of a few training prompts on the tandem arm's engine as the run
-  builds it (compiled, CUDA graphs) and on the same engine with enforce_eager give the same tokens and
-  authors, or the smoke fails (a compile or graph mode that corrupts the composite's activations shows
-  here; `not measured` where the run's engine is eager already, as on a CPU);
+- parity (backend vllm): greedy rollouts of a few training prompts on the tandem arm's engine three ways
+  (`EngineOptions.parity_variants`): as the run builds it (compiled, CUDA graphs), compiled without graphs,
+  and enforce_eager, sized so that mixed prefill + decode steps run as PIECEWISE graphs. Graphs vs no graphs,
+  then no graphs vs eager (`parity`): each row is compared up to its first difference, which passes when
+  it is a near-tie (either engine's top-1 minus top-2 log-prob there under PARITY_MARGIN) and fails
+  otherwise, naming the graphs or the compilation (a mode that corrupts the composite's activations
+  shows here; `not measured` where the run's engine is eager already, as on a CPU);
 - lengths: truncation rate and mean response length, in training and in the evaluation;
 - pre-emptions: requests the engine pre-empted (backend vllm);
 - speed: tandem / solo step time (and generation time) against the bound (S + J) / S, where S and J
@@ -31,7 +34,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trlvr import rundir
@@ -54,8 +57,14 @@ LENGTH_TOL = 0.5  # tokens: TRL's mean completion length vs the senior's mean to
 # (prediction, gold, expected score): what any working math grader gets right
 GRADER_PAIRS = ((r"\boxed{\frac{1}{2}}", "0.5", 1.0), (r"\boxed{2}", "2.0", 1.0), (r"\boxed{0.5}", r"\frac{1}{2}", 1.0),
                 (r"\boxed{3}", "2", 0.0), (r"\boxed{x+1}", "x + 1", 1.0), (r"\boxed{12}", "21", 0.0))  # fmt: skip
-PARITY_PROMPTS = 8  # greedy rollouts compared between the run's engine and an eager one
-PARITY_TOKENS = 32  # new tokens per parity rollout (capped by the run's max_completion_length)
+PARITY_PROMPTS = 24  # greedy rollouts compared between the engine variants (more than their PARITY_SEQS rows)
+PARITY_TOKENS = 48  # new tokens per parity rollout (capped by the run's max_completion_length)
+# nat: greedy decoding under different kernels (eager, inductor, CUDA graphs) parts where the top two
+# log-probs nearly tie; vLLM's modes flip tokens at top-1 minus top-2 gaps under about 0.7 nat (reported
+# upstream on A100). A first difference at a gap under this in either engine is a near-tie; above it, the
+# forwards differ
+PARITY_MARGIN = 0.5
+PARITY_TOP = 2  # log-probs asked for per position: the top two, for the gap
 STALL = r"\boxed{9^{9^{9^{9}}}}"  # unscreened: sympy sits in one huge integer operation
 STALL_TIMEOUT_S = 2.0
 
@@ -109,45 +118,93 @@ def grader_check() -> dict:
                   timeout_s=round(waited, 2))  # fmt: skip
 
 
-def parity(configured, eager) -> dict:
-    """The `parity` check from two greedy `TandemOutput`s of the same rollouts: the run's engine's and the
-    enforce_eager engine's; a row differs when its tokens or its authors do."""
-    rows = [i for i, (a, b, x, y) in enumerate(zip(configured.completion_ids, eager.completion_ids, configured.authors,
-                                                   eager.authors, strict=True)) if a != b or x != y]  # fmt: skip
-    first = None
-    if rows:
-        a, b = configured.completion_ids[rows[0]], eager.completion_ids[rows[0]]
-        x, y = configured.authors[rows[0]], eager.authors[rows[0]]
-        first = next(k for k in range(max(len(a), len(b))) if k >= min(len(a), len(b)) or a[k] != b[k] or x[k] != y[k])
-    reason = None if not rows else (
-        f"greedy rollouts of the run's engine differ from enforce_eager's in {len(rows)} of {len(configured.completion_ids)} "
-        f"rows (row {rows[0]} from token {first}): its compiled / CUDA-graph forward is not the model's")  # fmt: skip
-    return _check(not rows, rows=len(configured.completion_ids), differing_rows=rows, first_difference=first,
-                  **({"reason": reason} if reason else {}))  # fmt: skip
+@dataclass
+class Greedy:
+    """One engine's greedy rollouts of the parity prompts: per row its tokens, their authors and, per
+    position, the top log-probs in descending order (at least the top two)."""
+
+    completion_ids: list[list[int]]
+    authors: list[list[int]]
+    top_logprobs: list[list[list[float]]]
+
+
+def _gap(top: list[list[float]], k: int) -> float | None:
+    """Top-1 minus top-2 log-prob at position k of one row (None: the row has no position k)."""
+    return top[k][0] - top[k][1] if k < len(top) and len(top[k]) >= 2 else None
+
+
+def parity(a: Greedy, b: Greedy, margin: float = PARITY_MARGIN) -> dict:
+    """Two engines' greedy rollouts of the same prompts, compared row by row up to each row's first
+    difference (what follows it is another context: not compared). A first difference where the tokens
+    differ passes as a near-tie when either engine's top-1 minus top-2 log-prob gap there is under
+    `margin` (nat) and fails otherwise; one where only the authors differ (a pure function of the tokens
+    before), or one row ends where the other goes on with the same tokens, fails. `max_logprob_delta`:
+    the largest difference of the chosen token's log-prob over the rows' shared prefixes (not a gate)."""
+    near, failed, delta = [], [], 0.0
+    for i, (x, y, ax, ay) in enumerate(zip(a.completion_ids, b.completion_ids, a.authors, b.authors, strict=True)):
+        shared = min(len(x), len(y))
+        k = next((j for j in range(shared) if x[j] != y[j] or ax[j] != ay[j]), None)
+        if k is None and len(x) != len(y):
+            k = shared
+        for j in range(shared if k is None else k):
+            delta = max(delta, abs(a.top_logprobs[i][j][0] - b.top_logprobs[i][j][0]))
+        if k is None:
+            continue
+        gaps = [_gap(a.top_logprobs[i], k), _gap(b.top_logprobs[i], k)]
+        flip = k < shared and x[k] != y[k]
+        entry = {"row": i, "token": k, "kind": "token" if flip else "author" if k < shared else "length",
+                 "gaps": [None if g is None else round(g, 4) for g in gaps]}  # fmt: skip
+        (near if flip and any(g is not None and g < margin for g in gaps) else failed).append(entry)
+    check = _check(not failed, rows=len(a.completion_ids), margin=margin, near_ties=near, failures=failed,
+                   max_logprob_delta=round(delta, 4))  # fmt: skip
+    if failed:
+        f = failed[0]
+        what = {"token": f"tokens part at a top-1/top-2 gap of {f['gaps'][0]} / {f['gaps'][1]} nat (margin {margin})",
+                "author": "the authors differ where the tokens agree",
+                "length": "one row ends where the other goes on"}[f["kind"]]  # fmt: skip
+        check["reason"] = f"{len(failed)} of {len(a.completion_ids)} rows differ; row {f['row']} from token {f['token']}: {what}"
+    return check
+
+
+# what a failed comparison blames: graphs vs no graphs, then no graphs vs eager
+PARITY_PAIRS = {"graphs": ("graphs", "no_graphs", "its CUDA graphs change the forward"),
+                "compile": ("no_graphs", "eager", "its compiled forward is not the model's")}  # fmt: skip
 
 
 def parity_check(senior: str, junior: str | None, schedule, prompts: list[list[int]], engine, max_new_tokens: int,
                  tokenizer=None, eos_token_ids=None, *, backend: str) -> dict:  # fmt: skip
     """backend vllm: greedy rollouts of `prompts` under `schedule` on the engine `engine` (the run's
-    `EngineOptions`) and on the same engine with enforce_eager, one engine at a time (each closed before
-    the next), compared by `parity`. Fewer sequences than prompts run at once (`max_num_seqs`: half of
-    them), so requests are admitted beside running decodes: the mixed prefill + decode steps vLLM runs
-    under piecewise CUDA graphs. Not measured when `engine` is eager already (nothing to compare)."""
+    `EngineOptions`) three ways (`engine.parity_variants()`: compiled with CUDA graphs, compiled without,
+    enforce_eager), one engine at a time (each closed before the next), with the top PARITY_TOP log-probs
+    of every position; compared by `parity`, graphs vs no graphs ("graphs") and no graphs vs eager
+    ("compile"). The variants hold fewer rows than `prompts` and few tokens a step, so requests are
+    admitted and prefilled in chunks beside running decodes: mixed steps under the capture ceiling, which
+    vLLM runs as PIECEWISE graphs. Not measured when `engine` is eager already (nothing to compare)."""
     from trlvr.engine import Sampling, make_pair
 
     if engine.enforce_eager:
         return _check(None, reason="the run's engine is enforce_eager on this machine: nothing to compare")
-    engine = replace(engine, max_num_seqs=max(1, len(prompts) // 2))
+    variants = engine.parity_variants()
     sampling = Sampling(max_new_tokens, temperature=0.0)
     keys = list(range(len(prompts)))
-    outs = []
-    for options in (engine, replace(engine, enforce_eager=True)):
+    runs = {}
+    for name, options in variants.items():
         pair = make_pair(senior, junior, tokenizer, backend=backend, engine=options, eos_token_ids=eos_token_ids)
         try:
-            outs.append(pair.generate(prompts, schedule, sampling, keys))
+            out = pair.generate(prompts, schedule, sampling, keys, top_logprobs=PARITY_TOP)
         finally:
             pair.close()
-    return parity(*outs)
+        runs[name] = Greedy(out.completion_ids, out.authors, out.plan["top_logprobs"])
+    found = {key: parity(runs[a], runs[b]) for key, (a, b, _) in PARITY_PAIRS.items()}
+    sized = variants["graphs"]
+    check = _check(all(c["status"] == "ok" for c in found.values()), rows=len(prompts), margin=PARITY_MARGIN,
+                   max_num_seqs=sized.max_num_seqs, max_num_batched_tokens=sized.max_num_batched_tokens, **found)  # fmt: skip
+    bad = [key for key, c in found.items() if c["status"] == "failed"]
+    if bad:
+        key = bad[0]
+        a, b, blame = PARITY_PAIRS[key]
+        check["reason"] = f"greedy rollouts, {a} vs {b}: {found[key]['reason']}: {blame}"
+    return check
 
 
 def run_parity(tandem, grpo, gpu_memory) -> dict:
@@ -212,6 +269,23 @@ def speed_check(arms: dict, plan: MemoryPlan, prompt_len: float) -> dict:
                   note="a ratio to compare, not a pass/fail: the bound holds for decode-bound steps on a GPU")  # fmt: skip
 
 
+def weights_moved_check(arms: dict) -> dict:
+    """Each arm's first optimizer step with a non-zero gradient changed its trainable weights
+    (`trlvr.training.learning.WeightsMoved`, which stops a run where none moved), and the share of loss
+    tokens and rows TRL's importance-sampling correction zeroed or clipped (backend vllm)."""
+    from trlvr.training.learning import WEIGHTS_MOVED
+    from trlvr.training.metrics import IS_ROWS, IS_TOKENS
+
+    moved = {a: (_series(v["rows"], WEIGHTS_MOVED) or [None])[0] for a, v in arms.items()}
+    corrected = {a: {k.rsplit("/", 1)[1]: round(statistics.mean(xs), 4) for k in (IS_TOKENS, IS_ROWS)
+                     if (xs := _series(v["rows"], k))} for a, v in arms.items()}  # fmt: skip
+    ok = None if None in moved.values() else all(x > 0 for x in moved.values())
+    return _check(ok, fraction={a: None if x is None else round(x, 4) for a, x in moved.items()},
+                  is_corrected=corrected if any(corrected.values()) else None,
+                  note="fraction of sampled trainable elements the first step changed; None: every step's gradient "
+                       "was zero")  # fmt: skip
+
+
 def lengths(rows: list[dict]) -> dict:
     clipped, mean = _series(rows, "completions/clipped_ratio"), _series(rows, "tandem/team_length/mean")
     return {"truncated": round(statistics.mean(clipped), 4) if clipped else None,
@@ -240,6 +314,23 @@ def _device_peak() -> int | None:
     return int(torch.cuda.max_memory_allocated()) if torch.cuda.is_available() else None
 
 
+# the run-config keys the smoke sets itself for each arm, and the option that sets it
+OWN_KEYS = {"arm": "both arms are trained", "max_steps": "--steps", "save_steps": "--steps", "logging_steps": "1",
+            "holdout": "--problems", "output_dir": "--out", "report_to": "none"}  # fmt: skip
+
+
+def arm_keys(out: str | Path, arm: str, steps: int, problems: int, overrides: dict) -> dict:
+    """The run-config keys the smoke trains `arm` with: the --set overrides and its own (OWN_KEYS). An
+    override of one of its own is refused in one line: the smoke would not use it, and smoke.json records
+    only the values it used."""
+    if taken := sorted(set(overrides) & set(OWN_KEYS)):
+        key = taken[0]
+        raise UserError(f"--set {key}={overrides[key]}: the smoke sets {key} itself ({OWN_KEYS[key]}) and would "
+                        "not use this value; drop it")  # fmt: skip
+    return {**overrides, "arm": arm, "max_steps": steps, "save_steps": steps, "logging_steps": 1,
+            "holdout": problems, "output_dir": str(Path(out) / f"train-{arm}"), "report_to": "none"}  # fmt: skip
+
+
 def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print) -> dict:
     """Train both arms `opts.steps` steps, select and evaluate on `opts.problems` held-out problems; write
     and return DIR/smoke.json's dict. An earlier smoke in DIR is set aside first (nothing is deleted).
@@ -251,8 +342,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     if opts.steps < 1 or opts.problems < 1:
         raise UserError(f"--steps and --problems must be >= 1 (got {opts.steps}, {opts.problems})")
     out = Path(opts.out)
-    if out.is_dir() and any(p for p in out.iterdir() if not p.name.startswith(rundir.ASIDE_PREFIX)):
-        rundir.set_aside(out)
+    rundir.prepare_output(out, rundir.SMOKE, flag="--out", start_over=True)  # an earlier smoke: set aside
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {"config": str(opts.config), "steps": opts.steps, "problems": opts.problems,
                     "overrides": opts.overrides, "code": git_commit(), "machine": machine(), "checks": {}}  # fmt: skip
@@ -268,8 +358,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
         checks["parity"] = run_parity(tandem, grpo, opts.gpu_memory if opts.gpu_memory else device_memory())
         say(render_parity(checks["parity"]))
     for arm in ("tandem", "grpo"):
-        keys = {**opts.overrides, "arm": arm, "max_steps": opts.steps, "save_steps": opts.steps, "logging_steps": 1,
-                "holdout": opts.problems, "output_dir": str(out / f"train-{arm}"), "report_to": "none"}  # fmt: skip
+        keys = arm_keys(out, arm, opts.steps, opts.problems, opts.overrides)
         tandem, grpo = load_run_config(opts.config, keys)
         plan = run_plan(tandem, grpo, gpu_memory=opts.gpu_memory if opts.gpu_memory else device_memory())
         if backend(tandem.backend).gpu_share and plan.context is not None:  # else training derives it from the data, then checks
@@ -295,6 +384,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     )  # fmt: skip
     checks["author_mask"] = mask_check(arms["tandem"]["rows"], arms["grpo"]["rows"],
                                        tandem.p if tandem.expects_junior_tokens else None)  # fmt: skip
+    checks["weights_moved"] = weights_moved_check(arms)
     checks["grader"] = grader_check()
     prompt_len = _prompt_len(arms["tandem"]["dir"], tandem.senior)
     checks["speed"] = speed_check(arms, plan, prompt_len)
@@ -346,8 +436,16 @@ def render_parity(check: dict) -> str:
     if check["status"] == "failed":
         return f"  parity: FAILED: {check['reason']}"
     if check["status"] == "ok":
-        return f"  parity: ok: {check['rows']} greedy rollouts, the run's engine = enforce_eager (tokens and authors)"
+        ties = sum(len(check[key]["near_ties"]) for key in PARITY_PAIRS)
+        return (f"  parity: ok: {check['rows']} greedy rollouts agree, CUDA graphs = compiled = enforce_eager "
+                f"({ties} near-tie flips under {check['margin']} nat; {check['max_num_seqs']} rows, "
+                f"{check['max_num_batched_tokens']} tokens a step)")  # fmt: skip
     return f"  parity: not measured ({check['reason']})"
+
+
+def _na(value) -> str:
+    """A value for the screen: "n/a" where it was not measured."""
+    return "n/a" if value is None else str(value)
 
 
 def render(report: dict) -> str:
@@ -358,19 +456,26 @@ def render(report: dict) -> str:
     if "parity" in c:
         lines.append(render_parity(c["parity"]))
     mem = c["memory"]
-    lines.append(f"  memory: {mem['status']}: planned KV {mem['planned_kv_tokens']} tokens, engine KV "
-                 f"{mem['engine_kv_tokens']}, device peak {mem['device_peak_bytes']}")  # fmt: skip
+    lines.append(f"  memory: {mem['status']}: planned KV {_na(mem['planned_kv_tokens'])} tokens, engine KV "
+                 f"{_na(mem['engine_kv_tokens'])}, device peak {_na(mem['device_peak_bytes'])}")  # fmt: skip
     m = c["author_mask"]
     lines.append(f"  author mask: {m['status']}" + (f": senior share {[round(x, 3) for x in m['senior_share']]} in "
                  f"{m['band']}, TRL length {m['trl_completion_length']} = senior tokens {m['senior_tokens']}"
                  if "senior_share" in m else f": {m.get('reason')}"))  # fmt: skip
+    if "weights_moved" in c:
+        w = c["weights_moved"]
+        lines.append(f"  weights moved: {w['status']}: first step changed {w['fraction']} of the trainable weights"
+                     + (f"; IS zeroed/clipped {w['is_corrected']}" if w.get("is_corrected") else ""))  # fmt: skip
     g = c["grader"]
-    lines.append(f"  grader: {g['status']}" + (f": {g['pairs']} pairs, wrong {g['wrong']}, timeout {g['timeout_status']} "
-                 f"after {g['timeout_s']} s" if "pairs" in g else f": {g.get('reason')}"))  # fmt: skip
+    wrong = f" (wrong: {'; '.join(g['wrong'])})" if g.get("wrong") else ""
+    lines.append(f"  grader: {g['status']}" + (f": {g['pairs'] - len(g['wrong'])} of {g['pairs']} known pairs graded "
+                 f"right{wrong}; a stalled answer ended as {g['timeout_status']} after {g['timeout_s']} s"
+                 if "pairs" in g else f": {g.get('reason')}"))  # fmt: skip
     s = c["speed"]
     if "step" in s:
-        lines.append(f"  speed: tandem/solo step {s['step']}, generation {s['generation']}; bound (S+J)/S "
-                     f"{s.get('bound')} (weights only {s.get('weights_only')}) at context {s.get('context')}")  # fmt: skip
+        lines.append(f"  speed: tandem/solo step {_na(s['step'])}, generation {_na(s['generation'])}; bound (S+J)/S "
+                     f"{_na(s.get('bound'))} (weights only {_na(s.get('weights_only'))}) at context "
+                     f"{_na(s.get('context'))}")  # fmt: skip
     lines.append(f"  lengths: {c['lengths']['train']}, eval {c['lengths']['eval']}")
     lines.append(f"  pre-emptions: {c['preemptions']['count']} ({c['preemptions']['note']})")
     lines.append(f"  select + eval: {c['select_eval']['status']} ({c['select_eval']['eval_dir']})")

@@ -52,7 +52,7 @@ from trlvr.experiments.study_spec import Study, Variant
 from trlvr.provenance import git_commit
 from trlvr.rundir import FINAL
 
-STUDY_FILE = "study.json"
+STUDY_FILE = rundir.STUDY_FILE
 STUDY_COPY = "study.yaml"  # the study file itself, kept beside its record (the original may move)
 TIMINGS_FILE = "timings.jsonl"
 DONE = rundir.STUDY_DONE  # written into an eval folder once its `trlvr eval` returned 0

@@ -44,6 +44,7 @@ from trlvr.models import (
 )
 from trlvr.rewards import check_golds, math_reward
 from trlvr.rundir import HOLDOUT_FILE
+from trlvr.training.learning import check_updates_land
 from trlvr.training.peft_setup import check_lora_run, continues_adapter, describe_adapter, peft_config_for
 
 SELF = "self"
@@ -246,6 +247,7 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
                             sharding=launch_sharding(args), max_completion_length=args.max_completion_length)  # fmt: skip
     if n_train is not None:  # after the paths and capabilities (what is wrong first), before any weights load
         check_steps_per_epoch(n_train, tandem, args)
+    check_updates_land(tandem, args, launch_sharding(args), where=f"senior {tandem.senior}")  # bf16 AdamW, no ZeRO
     if continues_adapter(tandem):
         log(describe_adapter(tandem.senior))
         senior = load_model_or_adapter(tandem.senior, "senior", trainable=True, **init)
@@ -256,10 +258,17 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
             log(f"pairing: {pairing} ({'one shared vocabulary, token by token' if pairing == 'lockstep' else 'two tokenizers, one shared text'})")
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
         if tandem.arm == "tandem" and not kl_to_junior and not backend(tandem.backend).own_engine:  # vllm loads its own
-            junior = load_causal_lm(tandem.junior, "junior", dtype=senior.dtype)
-            if pairing == "text":  # the rollout decodes this pair at the text level, with the junior's own tokenizer
-                junior.text_pair_tokenizer = junior_tok
+            junior = load_junior(tandem.junior, junior_tok, pairing, senior.dtype)
     return senior, junior, tokenizer, pairing
+
+
+def load_junior(path: str, junior_tok, pairing: str, dtype):
+    """The frozen junior at the senior's dtype; a text pair's junior carries its own tokenizer (the rollout
+    decodes that pair at the text level with it)."""
+    junior = load_causal_lm(path, "junior", dtype=dtype)
+    if pairing == "text":
+        junior.text_pair_tokenizer = junior_tok
+    return junior
 
 
 def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | None = None):

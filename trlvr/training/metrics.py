@@ -63,3 +63,70 @@ def with_share_split(reward_func):
         return rewards
 
     return reward
+
+
+# --- the importance-sampling correction: how much of each arm's loss it zeroed or clipped ----------------------------
+
+IS_TOKENS = "tandem/is/corrected_tokens"  # fraction of loss tokens whose IS ratio was zeroed or clipped
+IS_ROWS = "tandem/is/corrected_rows"  # fraction of rows (with a loss token) with at least one such token
+
+
+def is_corrected_counts(ratio: torch.Tensor, loss_mask: torch.Tensor, *, mode: str, clip_min: float | None,
+                        clip_max: float | None) -> tuple[int, int, int, int]:  # fmt: skip
+    """(corrected loss tokens, loss tokens, corrected rows, rows with a loss token) of one batch of TRL's
+    `importance_sampling_ratio` as the loss receives it (after TRL's clamp or mask).
+
+    ratio: (B, T) for TRL's token_* modes, (B, 1) for its sequence_* modes (one ratio for the row's tokens);
+    loss_mask: (B, T), 1 on the tokens the loss sees (completion_mask x tool_mask: the senior's tokens).
+    A ratio is corrected when the *_mask modes set it to 0, or the *_truncate modes clamped it to a bound
+    (it equals clip_max or clip_min; a ratio exactly at a bound counts, a measure-zero event)."""
+    mask = loss_mask.bool()
+    r = ratio.detach().float().expand_as(mask)
+    if mode.endswith("_mask"):
+        hit = r == 0
+    elif mode.endswith("_truncate"):
+        hit = torch.zeros_like(mask)
+        if clip_max is not None:
+            hit |= r >= clip_max
+        if clip_min is not None:
+            hit |= r <= clip_min
+    else:
+        raise ValueError(f"unknown importance-sampling mode {mode!r}")
+    hit &= mask
+    rows = mask.any(dim=-1)
+    return int(hit.sum()), int(mask.sum()), int((hit.any(dim=-1) & rows).sum()), int(rows.sum())
+
+
+class ISCorrectionMeter(TrainerCallback):
+    """IS_TOKENS and IS_ROWS for every optimizer step: `add` is called with each micro-batch the loss sees
+    (`TandemGRPOTrainer.compute_loss`); at the step's end the counts of all its micro-batches, summed over
+    the processes, become one value of each metric in the step's logged row. Steps without the correction
+    (backend hf; `vllm_importance_sampling_correction: false`) log neither."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.counts = torch.zeros(4, dtype=torch.float64)
+
+    def add(self, inputs: dict) -> None:
+        ratio = inputs.get("importance_sampling_ratio")
+        if ratio is None:
+            return
+        mask = inputs["completion_mask"]
+        if inputs.get("tool_mask") is not None:
+            mask = mask * inputs["tool_mask"]
+        t = self.trainer
+        self.counts += torch.tensor(is_corrected_counts(ratio, mask, mode=t.vllm_importance_sampling_mode,
+                                                        clip_min=t.vllm_importance_sampling_clip_min,
+                                                        clip_max=t.vllm_importance_sampling_clip_max),
+                                    dtype=torch.float64)  # fmt: skip
+
+    def on_step_end(self, args, state, control, **kwargs):
+        t = self.trainer
+        if not (getattr(t, "use_vllm", False) and getattr(t, "vllm_importance_sampling_correction", False)):
+            return
+        counts = t.accelerator.reduce(self.counts.to(t.accelerator.device), reduction="sum").cpu()
+        self.counts.zero_()
+        tokens_hit, tokens, rows_hit, rows = counts.tolist()
+        if tokens:
+            t._metrics["train"][IS_TOKENS].append(tokens_hit / tokens)
+            t._metrics["train"][IS_ROWS].append(rows_hit / rows)

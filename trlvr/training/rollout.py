@@ -155,6 +155,7 @@ class TandemRollout:
 
         completion_ids, env_mask = out.completion_ids, out.authors
         check_author_mask(env_mask, completion_ids)
+        self.last_authors = env_mask  # the trainer checks it against what reaches the loss
         stats = author_stats(out.senior_authored, out.completion_mask)  # each (B,)
         mode = "train" if train else "eval"
         self._log(trainer, stats, out, seconds, mode, pair.pairing)
@@ -168,6 +169,7 @@ class TandemRollout:
             "senior_share": stats["senior_share"].tolist(),
         }
 
+    last_authors: list[list[int]] | None = None  # the last rollout's env_mask (1 = senior token)
     junior_tokenizer = None  # text pairing: the junior's own tokenizer (library callers may set it)
 
     def _pair(self, senior, tokenizer, trainer) -> Pair:

@@ -4,15 +4,16 @@
     start_over(output_dir)                                      # --force over a folder of runs (--seeds)
     seed_flags(args, seed)                                      # argv flags: the same run for another seed
 
-Order: take the directory's lock (`trlvr.rundir.lock`: a second run into it is refused); refuse to
-mix runs (`run_record`: the stored record differs, unless `force`; with `force` the differences are
-warned about); with `force`, start over: the earlier run is moved into OUTPUT_DIR/replaced-<time>/
-(`trlvr.rundir.set_aside`: nothing is deleted, and no checkpoint-*, final/, selected.json, metrics
-or eval folder of it stays where a later `--resume`, `select` or `eval RUN@selected` would find it);
-pick the newest complete checkpoint when resuming (`checkpoints`), build the
-trainer, check the prompts survive the tokenizer, write the run record (with the machine), train
-(the NonFiniteGuard stops on NaN; SIGTERM/SIGUSR1 checkpoint and stop: `preempt`), refuse to
-save a non-finite model, save `final/` with its tokenizer.
+Order: the run's check list (`trlvr.training.preflight.check_run_start`, what `--dry-run` runs: the
+folder's kind and state, the run's identity against the stored record (`run_record`: another run is
+refused unless `force`, its differences warned about), what `--resume` does, the config), before the
+lock's files are made; then under the directory's lock (`trlvr.rundir.lock`: a second run into it is
+refused) the same checks again and, only when all passed, with `force`, the earlier run moved into
+OUTPUT_DIR/replaced-<time>/ (`trlvr.rundir.prepare_output`: nothing is deleted, and no checkpoint-*,
+final/, selected.json, metrics or eval folder of it stays where a later `--resume`, `select` or `eval
+RUN@selected` would find it); build the trainer, check the prompts survive the tokenizer, write the run
+record (with the machine), train (the NonFiniteGuard stops on NaN; SIGTERM/SIGUSR1 checkpoint and stop:
+`preempt`), refuse to save a non-finite model, save `final/` with its tokenizer.
 
 What this file does not know: the CLI or how the trainer is assembled (`build.py`).
 """
@@ -23,9 +24,7 @@ import shutil
 from contextlib import ExitStack
 from pathlib import Path
 
-import transformers
 from accelerate import PartialState
-from packaging.version import Version
 from transformers.trainer_callback import PrinterCallback
 
 from trlvr import artifacts, rundir
@@ -34,20 +33,14 @@ from trlvr.data.prompts import describe_lossy, lossy_prompts
 from trlvr.engine.release import free_memory
 from trlvr.errors import UserError
 from trlvr.provenance import machine
-from trlvr.rundir import FINAL, RUN_FILE, check_dir_path
+from trlvr.rundir import FINAL, RUN_FILE
 from trlvr.training.build import build_trainer
-from trlvr.training.checkpoints import PruneResumeState, pick_checkpoint
+from trlvr.training.checkpoints import PruneResumeState
 from trlvr.training.console import log, warn
 from trlvr.training.guard import weights_are_finite
 from trlvr.training.preempt import Preempted, Preemption
-from trlvr.training.run_record import (
-    add_machine,
-    check_output_dir,
-    lossy_section,
-    read_record,
-    run_record,
-    write_record,
-)
+from trlvr.training.preflight import check_run_start
+from trlvr.training.run_record import add_machine, lossy_section, read_record, write_record
 
 BY = "trlvr train"  # who locks a training run's directory (trlvr.rundir.LOCKS)
 
@@ -70,20 +63,30 @@ def train_and_save(tandem: TandemConfig, args, *, resume: bool = False, force: b
     force: start over (the earlier run is set aside, see the module docstring); refused with `resume`.
     Raises `Preempted` (exit code 143) when a SIGTERM/SIGUSR1 stopped it after a checkpoint.
     """
-    check_start(args.output_dir, resume=resume, force=force)
     main = PartialState().is_main_process
+    if main:  # the run's check list before the lock's files are made: a refusal leaves the folder byte for byte
+        check_run_start(tandem, args, resume=resume, force=force)
     # a start that fails before its first checkpoint (the trainer's own checks, a NaN at step 1, a kill)
     # leaves output_dir as it found it: no record of a run that never ran
     with rundir.undone_unless_kept(args.output_dir, lambda: bool(rundir.checkpoints(args.output_dir)),
                                    main_process=main), training_lock(args.output_dir, main_process=main):  # fmt: skip
-        record = run_record(tandem, args)
-        forced = check_output_dir(args.output_dir, record, resume=resume, force=force)
-        if force:
-            _set_aside_locked(args.output_dir)
-        for diff in forced:
+        start = prepare_run(tandem, args, resume=resume, force=force)
+        for diff in start.forced:
             warn(f"--force: training into {args.output_dir} although {diff}")
-        return _train_and_save(tandem, args, record=record, resume=resume, desc=desc, callbacks=callbacks,
+        return _train_and_save(tandem, args, start=start, resume=resume, desc=desc, callbacks=callbacks,
                                verbose=verbose, resume_command=resume_command)  # fmt: skip
+
+
+def prepare_run(tandem: TandemConfig, args, *, resume: bool, force: bool):
+    """`trlvr.rundir.prepare_output` for a training run (its lock held by the caller): every check the run
+    makes before its first weight load (`trlvr.training.preflight.check_run_start`, what `--dry-run`
+    runs), and only when all passed, with --force, the earlier run set aside. Returns the checks' RunStart."""
+    found = []
+    rundir.prepare_output(
+        args.output_dir, rundir.TRAINING, flag="--output_dir", start_over=force, set_aside_with=_set_aside_locked,
+        checks=[lambda: found.append(check_run_start(tandem, args, resume=resume, force=force))],
+    )  # fmt: skip
+    return found[0]
 
 
 def training_lock(output_dir: str | Path, *, main_process: bool | None = None):
@@ -95,39 +98,18 @@ def training_lock(output_dir: str | Path, *, main_process: bool | None = None):
     return rundir.lock(output_dir, by=BY, main_process=main_process)
 
 
-# transformers before 5.18 restores a multi-process run's optimizer state to `args.device`, on the CPU "cpu:0",
-# which torch cannot restore ("don't know how to restore data location ... (tagged with cpu:0)"); 5.18 loads it to
-# "cpu". vllm 0.31 requires transformers < 5.18, so a multi-process CPU run on backend vllm cannot resume.
-RESUME_ON_CPU = "5.18.0"
-
-
-def check_resume_device(args) -> None:
-    """UserError, before any model loads, for a resume that transformers would fail after loading them: several
-    processes on the CPU with transformers older than RESUME_ON_CPU. A GPU run (device cuda:N) resumes."""
-    old = Version(transformers.__version__) < Version(RESUME_ON_CPU)
-    if args.world_size > 1 and args.device.type == "cpu" and old:
-        raise UserError(
-            f"--resume: a run of {args.world_size} processes on the CPU cannot resume with transformers "
-            f"{transformers.__version__} (it restores the optimizer state to 'cpu:0', which torch cannot load); "
-            f"transformers >= {RESUME_ON_CPU} can (vllm 0.31 allows < 5.18: on backend vllm, resume on a GPU)"
-        )
-
-
-def check_start(output_dir: str | Path, *, resume: bool, force: bool) -> None:
-    """What needs no model: `output_dir` can be a directory, and not both --force and --resume."""
-    check_dir_path(output_dir, "--output_dir")
-    if force and resume:
-        raise UserError(f"--force starts over in {output_dir} and --resume continues the run there: "
-                        "pass one of them")  # fmt: skip
-
-
-def start_over(output_dir: str | Path) -> Path | None:
-    """`--force` over a whole folder of runs (`--seeds`: OUTPUT_DIR/seed-<s>/...): under its lock and
-    the locks of the runs in it, move everything in it aside; return where it went (None: was empty)."""
+def start_over(output_dir: str | Path, runs: list | None = None) -> Path | None:
+    """`--force` over a whole folder of runs (`--seeds`: OUTPUT_DIR/seed-<s>/...): every seed run's checks
+    first (`runs`: [(tandem, args)], as `--force` checks each), then, under its lock and the locks of the
+    runs in it, everything in it moved aside (`trlvr.rundir.prepare_output`); return where it went (None:
+    nothing moved)."""
+    checks = [lambda t=t, a=a: check_run_start(t, a, resume=False, force=True) for t, a in runs or ()]
     if not Path(output_dir).is_dir():
+        rundir.prepare_output(output_dir, rundir.TRAINING_SEEDS, flag="--output_dir", checks=checks)
         return None
     with training_lock(output_dir):
-        return _set_aside_locked(output_dir)
+        return rundir.prepare_output(output_dir, rundir.TRAINING_SEEDS, flag="--output_dir", checks=checks,
+                                     start_over=True, set_aside_with=_set_aside_locked)  # fmt: skip
 
 
 def _set_aside_locked(output_dir: str | Path) -> Path | None:
@@ -158,24 +140,24 @@ def _check_prompts(trainer, tandem: TandemConfig, out: Path) -> dict:
     return lossy_section(lossy, len(prompts))
 
 
-def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verbose, resume_command) -> Path:
+def _train_and_save(tandem, args, *, start, resume, desc, callbacks, verbose, resume_command) -> Path:
     out = Path(args.output_dir)
+    record = start.record
     stored = read_record(out)
     last = None
-    if resume and rundir.resume_plan(out, args.max_steps) == "done":  # checked before anything is written
+    if start.plan == "done":  # checked before anything is written
         state = rundir.train_state(out)
         log(f"{out} finished at step {state.step}: nothing to train, {FINAL}/ unchanged")
         return rundir.final_dir(out)
     if resume:
-        last, skipped = pick_checkpoint(out)
-        for ckpt, why in skipped:
+        last = start.last
+        for ckpt, why in start.skipped:
             warn(f"--resume: skipping {ckpt.name} ({why})")
         if last is None:
             raise UserError(f"--resume: no complete checkpoint in {out}")
         _set_aside_torn_final(out)  # checked, then moved: a refusal above leaves the folder as it was
         if rundir.checkpoint_step(last) == args.max_steps:  # killed after its last checkpoint, before final/
             return _final_from_checkpoint(last, out)  # training it again would run a step past max_steps
-        check_resume_device(args)
         log(f"resuming from {last}")
     trainer = build_trainer(tandem, args, callbacks, desc=desc)
     if not verbose:  # the log dicts go to metrics.jsonl and trainer_state.json, not the console
@@ -191,7 +173,7 @@ def _train_and_save(tandem, args, *, record: dict, resume, desc, callbacks, verb
     main = trainer.accelerator.is_main_process
     with Preemption(tandem.preempt_grace_s, exit_line=how, main_process=main) as preemption:
         trainer.add_callback(preemption.callback)
-        trainer.add_callback(PruneResumeState())  # resume state only in the newest complete checkpoint
+        trainer.add_callback(PruneResumeState())  # resume state only in the two newest complete checkpoints
         trainer.train(resume_from_checkpoint=str(last) if last else None)
         stop = preemption.callback
         if preemption.stopped_early and trainer.state.global_step < trainer.state.max_steps:

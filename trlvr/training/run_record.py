@@ -1,7 +1,10 @@
 """The run's identity, stored beside its checkpoints as `output_dir/trlvr_run.json`.
 
-A record holds the TandemConfig (minus knobs that do not change what is trained), the GRPOConfig
-fields that decide the updates, and the training data's content hash. Training into a directory
+A record holds the run's whole resolved configuration: every TandemConfig field and every GRPOConfig
+field, minus the short lists of those that cannot change what is trained (NOT_IDENTITY: when to give
+up on non-finite steps, the pre-emption grace, the lossy-prompt switch; NOT_IDENTITY_GRPO: output and
+logging, save and eval cadence, publishing, and where and how fast it runs), and the training data's
+content hash. A resume compares all of them and refuses any difference, naming the field. Training into a directory
 whose record differs (another arm, dataset, schedule, p, senior, junior, learning rate, ...) is
 refused unless `--force`, with the differences listed; so is starting over (no `--resume`) where
 checkpoints already are. `max_steps` is not part of the record: a run not yet finished is resumed to a
@@ -35,18 +38,50 @@ from trlvr.errors import UserError
 from trlvr.provenance import DETERMINISM_KEYS, path_for_record, path_from_record
 from trlvr.rundir import RUN_FILE
 
-FORMAT = 2  # 2: paths relative to the record's directory or absolute (1: as typed)
-# TandemConfig fields that do not change what is trained
-NOT_IDENTITY = {"nonfinite_patience", "preempt_grace_s", "refuse_lossy_prompts"}
+FORMAT = 3  # 3: every GRPOConfig field but NOT_IDENTITY_GRPO; 2: paths relative to the record's directory
+# TandemConfig fields that do not change what is trained: when a run gives up on non-finite steps, how long
+# a pre-empted run has to save, whether lossy prompts are refused (the run trains the same prompts or none),
+# and the GPU the dry run plans for (a plan, not a setting of the run: on a GPU its own memory is used)
+NOT_IDENTITY = {"nonfinite_patience", "preempt_grace_s", "refuse_lossy_prompts", "gpu_memory"}
 LOSSY_LISTED = 100  # lossy prompts listed in the record (all are counted)
-# GRPOConfig fields that decide the updates
-GRPO_IDENTITY = (
-    "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "weight_decay", "max_grad_norm",
-    "optim", "adam_beta1", "adam_beta2", "adam_epsilon", "num_generations", "per_device_train_batch_size",
-    "gradient_accumulation_steps", "steps_per_generation", "generation_batch_size", "max_completion_length",
-    "loss_type", "epsilon", "epsilon_high", "beta", "scale_rewards", "num_iterations", "temperature", "top_p",
-    "top_k", "min_p", "repetition_penalty", "mask_truncated_completions", "model_init_kwargs", "bf16", "seed",
-)  # fmt: skip
+# The GRPOConfig fields that cannot change what is trained; every other field is the run's identity.
+NOT_IDENTITY_GRPO = frozenset({
+    # where it writes, and the target (a resume may raise max_steps: `trlvr.rundir.resume_plan` decides)
+    "output_dir", "max_steps", "num_train_epochs", "resume_from_checkpoint", "overwrite_output_dir",
+    # what it logs, and where to
+    "logging_dir", "logging_strategy", "logging_steps", "logging_first_step", "log_on_each_node",
+    "logging_nan_inf_filter", "include_num_input_tokens_seen", "log_level", "log_level_replica", "disable_tqdm",
+    "report_to", "run_name", "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id",
+    "log_completions", "log_multimodal", "num_completions_to_print", "log_unique_prompts", "log_completions_hub_repo",
+    "skip_memory_metrics", "debug",
+    # when it saves and evaluates (a checkpoint holds the same state whenever it is saved)
+    "save_strategy", "save_steps", "save_total_limit", "save_on_each_node", "save_only_model", "enable_jit_checkpoint",
+    "eval_strategy", "eval_steps", "eval_delay", "per_device_eval_batch_size", "prediction_loss_only",
+    "eval_on_start", "eval_do_concat_batches", "eval_use_gather_object", "eval_accumulation_steps",
+    "include_for_metrics", "batch_eval_metrics", "num_generations_eval", "bf16_full_eval", "fp16_full_eval",
+    "load_best_model_at_end", "metric_for_best_model", "greater_is_better", "do_train", "do_eval", "do_predict",
+    # publishing
+    "push_to_hub", "hub_token", "hub_private_repo", "hub_model_id", "hub_strategy", "hub_always_push", "hub_revision",
+    # where and how fast it runs, not what it computes (the record's `machine` keeps the machine; a resume on
+    # another one is warned about): device, process layout, data-loader workers, memory savers, server address
+    "use_cpu", "local_rank", "ddp_find_unused_parameters", "ddp_bucket_cap_mb", "ddp_broadcast_buffers",
+    "ddp_static_graph", "ddp_backend", "ddp_timeout", "dataloader_num_workers", "dataloader_pin_memory",
+    "dataloader_persistent_workers", "dataloader_prefetch_factor", "dataloader_multiprocessing_context",
+    "torch_empty_cache_steps", "gradient_checkpointing", "gradient_checkpointing_kwargs", "activation_checkpointing",
+    "activation_checkpointing_kwargs", "torch_compile", "torch_compile_backend", "torch_compile_mode",
+    "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "vllm_server_base_url", "vllm_server_host",
+    "vllm_server_port", "vllm_server_timeout", "vllm_group_port",
+})  # fmt: skip
+
+
+def grpo_identity(args) -> dict:
+    """Every field of the run's GRPOConfig (`args`) that can change what is trained (all but
+    NOT_IDENTITY_GRPO), with the value the run uses."""
+    if dataclasses.is_dataclass(args):
+        names = [f.name for f in dataclasses.fields(args)]
+    else:  # a plain namespace (library callers, tests): what it holds
+        names = list(vars(args))
+    return {k: getattr(args, k, None) for k in sorted(names) if k not in NOT_IDENTITY_GRPO and not k.startswith("_")}
 
 
 def data_fingerprint(source: str, split: str | None = None) -> dict:
@@ -70,7 +105,7 @@ def run_record(tandem: TandemConfig, args) -> dict:
     record = {
         "format": FORMAT,
         "tandem": {k: v for k, v in dataclasses.asdict(tandem).items() if k not in NOT_IDENTITY},
-        "grpo": {k: getattr(args, k, None) for k in GRPO_IDENTITY},
+        "grpo": grpo_identity(args),
         "data": data_fingerprint(tandem.dataset, tandem.dataset_split),
     }
     record = _stored_paths(record, args.output_dir)
@@ -158,9 +193,14 @@ def write_record(output_dir: str | Path, record: dict) -> None:
 
 
 def _compare_stored(output_dir: str | Path, old: dict, new: dict) -> list[str]:
-    """`differences` with a format-1 record's paths read as `read_record` reads them."""
-    if old.get("format", 1) < 2:
+    """`differences` with a format-1 record's paths read as `read_record` reads them; a record written
+    before format 3 (a hand-picked list of GRPOConfig fields) is compared on the fields it holds."""
+    fmt = old.get("format", 1)
+    if fmt < 2:
         old = {**_stored_paths(old, output_dir), "format": FORMAT}
+    if fmt < 3:
+        kept = set(old.get("grpo") or {})
+        new = {**new, "grpo": {k: v for k, v in (new.get("grpo") or {}).items() if k in kept}}
     return differences(old, new)
 
 

@@ -25,23 +25,40 @@ Where TRL departs from the paper's numbers:
    is off). backend vllm: the log-probs are the sampler's (vLLM's processed log-probs) and TRL's own
    vLLM machinery runs (`_attach_engine`): its weight sync before each rollout and, with
    `vllm_importance_sampling_correction` (TRL's default: on), its IS correction and
-   `sampling/importance_sampling_ratio/*` metrics over senior tokens.
+   `sampling/importance_sampling_ratio/*` metrics over senior tokens, in the mode the config chose
+   (trlvr's parser default: per-token truncation, `trlvr.config.IS_MODE`, the same for both arms);
+   `ISCorrectionMeter` logs the share of loss tokens and rows it zeroed or clipped (`tandem/is/*`).
+
+Its own checks that the run learns (`trlvr.training.learning`): a senior whose optimizer updates would
+round away (bf16 weights, full fine-tuning, no ZeRO) is refused at construction, and `WeightsMoved`
+stops the run when its first optimizer step with a gradient changed no trainable weight.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
+import os
+from pathlib import Path
 
 from accelerate.utils import is_peft_model
-from trl import GRPOTrainer
+from transformers import PreTrainedModel
+from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import create_model_from_path
 
-from trlvr.algos import AuthorMaskError
-from trlvr.config import TandemConfig
+from trlvr.algos import AuthorMaskError, junior_tokens_in_loss
+from trlvr.config import TandemConfig, check_report_to
 from trlvr.engine.backends import Backend, backend
 from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
-from trlvr.training.metrics import StepTimeCallback, with_share_split
+from trlvr.errors import UserError
+from trlvr.models import choose_pairing, load_tokenizer
+from trlvr.rundir import MODEL_CARD
+from trlvr.training.build import launch_sharding, load_junior
+from trlvr.training.learning import FIXES, WeightsMoved, low_precision_problem
+from trlvr.training.metrics import ISCorrectionMeter, StepTimeCallback, with_share_split
+from trlvr.training.model_card import tandem_model_card
 from trlvr.training.peft_setup import use_base_as_reference
 from trlvr.training.rollout import TandemRollout
 
@@ -67,6 +84,14 @@ def _is_peft_model(model) -> bool:
     return is_peft_model(model)
 
 
+def _with_model_ids(tandem: TandemConfig, senior, junior) -> TandemConfig:
+    """`tandem` with the senior's and junior's ids filled in from model id strings (or local paths) passed
+    to the trainer, as TRL takes `model="Qwen/..."`; fields already set are kept."""
+    ids = {name: value for name, value in (("senior", senior), ("junior", junior))
+           if isinstance(value, str) and not getattr(tandem, name)}  # fmt: skip
+    return dataclasses.replace(tandem, **ids) if ids else tandem
+
+
 def _plain_callable(f) -> bool:
     return callable(f) and not hasattr(f, "forward") and not inspect.iscoroutinefunction(f)
 
@@ -74,15 +99,21 @@ def _plain_callable(f) -> bool:
 class TandemGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose rollouts come from `TandemGenerator`.
 
-    model: the senior (a PreTrainedModel). junior: the frozen junior (a PreTrainedModel), or None when
-    rollouts do not need one, when it is TRL's KL reference (`kl_ref: junior`, reused), or when
-    `junior: self` (the LoRA senior's base with its adapters off: `trlvr.engine.self_pair`).
-    Models are loaded in one place, `trlvr.training.build.load_models`. `reward_funcs` follow TRL's
-    signature; all other arguments (including `peft_config`) are GRPOTrainer's.
+    model: the senior, a PreTrainedModel or, as in TRL, a hub id or local folder that GRPOTrainer loads
+    with `args.model_init_kwargs`. junior: the frozen junior (a PreTrainedModel, or a hub id or folder,
+    loaded at the senior's dtype), or None when rollouts do not need one, when it is TRL's KL reference
+    (`kl_ref: junior`, reused), or when `junior: self` (the LoRA senior's base with its adapters off:
+    `trlvr.engine.self_pair`). `trlvr train` loads its models in `trlvr.training.build.load_models`.
+    `tandem`: None is `TandemConfig()` (arm tandem, word schedule, p = 0.5); ids passed as strings fill
+    its `senior` / `junior` when unset. `args=None` and `reward_funcs=None` behave as in GRPOTrainer
+    (`GRPOConfig("<model>-GRPO")`; TRL's "No reward source provided"). `reward_funcs` follow TRL's
+    signature; all other arguments (including `peft_config`) are GRPOTrainer's, but `tools` and
+    `environment_factory`, which are refused: TRL's tool loop would replace the author mask.
 
     `tandem` needs no model paths when model objects are passed (`TandemConfig(schedule="word", p=0.5)`);
-    backend vllm and `kl_ref: junior` load from paths, so they need `senior` / `junior` set. A runnable
-    script on the shipped toy pair: docs/guides/trl-integration.md.
+    backend vllm and `kl_ref: junior` load from paths, so they need `senior` / `junior` set (or passed as
+    strings). A runnable script on the shipped toy pair: examples/tandem_grpo.py and
+    docs/guides/trl-integration.md.
 
     >>> trainer = TandemGRPOTrainer(senior, junior, tandem=TandemConfig(p=0.5),
     ...     args=GRPOConfig(...), reward_funcs=math_reward, train_dataset=ds,
@@ -90,8 +121,13 @@ class TandemGRPOTrainer(GRPOTrainer):
     >>> trainer.train()                                                         # doctest: +SKIP
     """
 
-    def __init__(self, model, junior=None, *, tandem: TandemConfig, args, reward_funcs, longest_prompt: int | None = None,
-                 **kwargs):  # fmt: skip
+    def __init__(self, model: str | PreTrainedModel, junior: str | PreTrainedModel | None = None, *,
+                 tandem: TandemConfig | None = None, args: GRPOConfig | None = None, reward_funcs=None,
+                 longest_prompt: int | None = None, **kwargs):  # fmt: skip
+        if args is None:  # as GRPOTrainer: the default GRPOConfig, its output_dir named after the model
+            name = model if isinstance(model, str) else model.config._name_or_path
+            args = GRPOConfig(f"{str(name).split('/')[-1]}-GRPO")
+        tandem = _with_model_ids(tandem or TandemConfig(), model, junior)
         if args.use_vllm or args.use_transformers_continuous_batching:
             raise ValueError(
                 "TandemGRPOTrainer generates with the tandem engine: use_vllm and use_transformers_continuous_batching "
@@ -99,13 +135,19 @@ class TandemGRPOTrainer(GRPOTrainer):
             )
         if args.off_policy_mask_threshold is not None:
             raise ValueError("off_policy_mask_threshold must be off: the tandem engine's log-probs are not TRL's")
+        if kwargs.get("tools") or kwargs.get("environment_factory"):
+            raise UserError(
+                "TandemGRPOTrainer does not take tools or environment_factory: TRL's tool loop replaces the author "
+                "mask and continues rollouts with the senior alone, so junior tokens would be trained as the senior's"
+            )
+        check_report_to(args.report_to, "GRPOConfig")  # before TRL loads a model given by its id
         self.tandem = tandem
         self.longest_prompt = longest_prompt  # backend vllm: the engine's context is this + max_completion_length
         self_paired = tandem.junior == "self"
         engine = backend(tandem.backend)
         if engine.own_engine:  # the engine loads the models from their paths
             tandem.check_model_paths()
-        passed_peft = _is_peft_model(model)  # an adapter folder the run continues (trlvr.training.peft_setup)
+        passed_peft = not isinstance(model, str) and _is_peft_model(model)  # an adapter folder the run continues (trlvr.training.peft_setup)
         if self_paired and kwargs.get("peft_config") is None and not passed_peft:
             raise ValueError("junior: 'self' needs a LoRA senior (use_peft: true, peft_config, or a peft.PeftModel)")
         check_p = tandem.p if tandem.expects_junior_tokens else None
@@ -120,22 +162,39 @@ class TandemGRPOTrainer(GRPOTrainer):
         kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
         if kl_to_junior and not tandem.junior:  # TRL builds its reference model from a path
             raise ValueError("kl_ref: junior needs TandemConfig(junior=<the junior's path or hub id>)")
-        funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
+        funcs = [] if reward_funcs is None else reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
-        funcs = [with_share_split(f) if _plain_callable(f) else f for f in funcs]
+        funcs = [with_share_split(f) if _plain_callable(f) else f for f in funcs] or None  # None: TRL's refusal
+        if isinstance(model, str) and kl_to_junior and not self_paired:  # its config is pointed at the junior below
+            model = create_model_from_path(model, **dict(args.model_init_kwargs or {}))
 
         with _reference_is(model, tandem.junior) if kl_to_junior and not self_paired else contextlib.nullcontext():
             super().__init__(model=model, reward_funcs=funcs, args=args, rollout_func=self.rollout, **kwargs)
+        # the loaded senior's own dtype, after TRL loaded a model given by its id (`trlvr.training.learning`;
+        # `load_models` checked its config's before any weights loaded)
+        trainable = next((p for p in self.model.parameters() if p.requires_grad), None)
+        problem = low_precision_problem(
+            dtype=None if trainable is None else trainable.dtype,
+            use_peft=passed_peft or kwargs.get("peft_config") is not None, sharding=launch_sharding(args),
+            optim=args.optim, optim_args=args.optim_args, learning_rate=args.learning_rate,
+        )
+        if problem:
+            raise UserError(f"senior {tandem.senior or type(model).__name__}: {problem}; {FIXES}")
         if kl_to_junior and self_paired and passed_peft:
             use_base_as_reference(self.accelerator.unwrap_model(self.model))
 
         if tandem.arm == "tandem" and not engine.own_engine:  # backend vllm: the engine holds the junior
             if self_paired:
                 junior = AdapterOffView(self.accelerator.unwrap_model(self.model))  # shares the base weights
-            elif junior is None and kl_to_junior:
+            elif (junior is None or isinstance(junior, str)) and kl_to_junior:
                 junior = self.accelerator.unwrap_model(self.ref_model)  # already the junior: reuse, don't reload
             elif junior is None:
                 raise ValueError("arm=tandem needs the junior model (trlvr.training.build.load_models loads it)")
+            elif isinstance(junior, str):  # a hub id or folder, beside the senior TRL loaded from its own
+                senior = self.accelerator.unwrap_model(self.model)
+                junior_tok = load_tokenizer(junior, "junior")
+                junior = load_junior(junior, junior_tok, choose_pairing(self._tokenizer, junior_tok, tandem.pairing),
+                                     senior.dtype)  # fmt: skip
             junior.to(tandem.junior_device or self.accelerator.device)
             junior.eval()
             junior.requires_grad_(False)
@@ -143,6 +202,9 @@ class TandemGRPOTrainer(GRPOTrainer):
         if engine.own_engine:  # training syncs the senior's weights into it: TRL's vLLM machinery
             self._attach_engine(args, engine)
         self.add_callback(StepTimeCallback(self, self.rollout))
+        self.is_meter = ISCorrectionMeter(self)  # tandem/is/*: what TRL's IS correction zeroed or clipped, per step
+        self.add_callback(self.is_meter)
+        self.add_callback(WeightsMoved(self))  # the first step's postcondition: the trainable weights moved
 
     def _attach_engine(self, args, engine: Backend) -> None:
         """backend vllm: TRL's own vLLM machinery around the tandem engine (`trlvr.vllm.trl_backend`).
@@ -195,6 +257,53 @@ class TandemGRPOTrainer(GRPOTrainer):
     def junior(self):
         return self.rollout.junior
 
+    def _model_card(self, model_name: str | None = None, dataset_name: str | None = None, tags=None):
+        tandem, args = self.tandem, self.args
+        if model_name is None:  # as TRL names it on a checkpoint
+            model_name = args.hub_model_id.split("/")[-1] if args.hub_model_id else Path(args.output_dir).name
+        senior = tandem.senior or getattr(self.accelerator.unwrap_model(self.model).config, "_name_or_path", None)
+        junior = tandem.junior or getattr(getattr(self.junior, "config", None), "_name_or_path", None)
+        if junior == "self":
+            junior = "self: the senior's base model with its LoRA adapters off"
+        name, settings = tandem.schedule_kwargs()
+        schedule = f"{name} ({', '.join(f'{k}={v}' for k, v in settings.items())})" if settings else name
+        return tandem_model_card(model_name=model_name, senior=senior, junior=junior, arm=tandem.arm,
+                                 schedule=schedule, data=dataset_name or tandem.dataset or None,
+                                 steps=self.state.global_step, hub_model_id=args.hub_model_id,
+                                 tags=[tags] if isinstance(tags, str) else tags)  # fmt: skip
+
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, tags=None):
+        """TRL's hook (each checkpoint, `push_to_hub`): the tandem card (`trlvr.training.model_card`) in
+        output_dir/README.md, in place of GRPOTrainer's generic one."""
+        if self.is_world_process_zero():
+            self._model_card(model_name, dataset_name, tags).save(os.path.join(self.args.output_dir, MODEL_CARD))
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        """Trainer's save_model (each checkpoint-N, final/), with the tandem card beside the weights."""
+        super().save_model(output_dir, _internal_call)
+        if self.is_world_process_zero():
+            self._model_card().save(os.path.join(output_dir or self.args.output_dir, MODEL_CARD))
+
+    def _generate_and_score_completions(self, inputs):
+        # Loud failure, on what reaches the loss: TRL multiplies completion_mask * tool_mask into it (tool_mask
+        # is the rollout's env_mask, unless something such as TRL's tool loop replaced it). Any junior token
+        # left in that product would be trained as the senior's -- plain GRPO on someone else's text.
+        output = super()._generate_and_score_completions(inputs)
+        if self.tandem.arm == "tandem":
+            mask = output.get("tool_mask")
+            if mask is None:
+                raise AuthorMaskError(
+                    "tandem batch reached the loss without an author mask (inputs['tool_mask'] from env_mask); "
+                    "refusing to train it as plain GRPO"
+                )
+            junior = junior_tokens_in_loss(self.rollout.last_authors, output["completion_mask"] * mask)
+            if junior:
+                raise AuthorMaskError(
+                    f"{junior} junior tokens reached the loss (the mask TRL applies is not the author mask); "
+                    "refusing to train them as the senior's"
+                )
+        return output
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         # Loud failure: a tandem batch without its author mask would train every junior token as the
         # senior's -- plain GRPO on someone else's text. TRL names the mask `tool_mask` once inside.
@@ -203,4 +312,5 @@ class TandemGRPOTrainer(GRPOTrainer):
                 "tandem batch reached the loss without an author mask (inputs['tool_mask'] from env_mask); "
                 "refusing to train it as plain GRPO"
             )
+        self.is_meter.add(inputs)
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)

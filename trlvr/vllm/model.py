@@ -86,6 +86,26 @@ def _junior_weights(junior_dir: str) -> Iterable[tuple[str, torch.Tensor]]:
     return safetensors_weights_iterator(files, False)
 
 
+UNIT_KEY = "tandem_unit"  # the config attribute that names a compile unit: "senior" or "junior"
+
+
+def unit_configs(config, junior_config):
+    """The two compile units' HF configs, from the engine's (`config`: the senior's, with the pair's "tandem"
+    spec and its vocabulary of the shared ids) and the junior's own: the senior's with its real rows and no
+    spec; each marked with its unit (UNIT_KEY). vLLM's AOT compile cache key hashes the unit's hf_config
+    (`compilation/caching.py:aot_compile_hash_factors`: `vllm_config.compute_hash()`, whose model config
+    hashes `hf_config.to_json_string()`) but not the compile tag, so without the mark a self-pair's two units
+    (same config) would share one AOT artifact: the junior would load the senior's compiled forward."""
+    spec = config.tandem
+    senior_config = copy.deepcopy(config)
+    del senior_config.tandem
+    senior_config.vocab_size = spec.get("senior_rows") or config.vocab_size  # the engine's is N (the pair's)
+    junior_config = copy.deepcopy(junior_config)
+    setattr(senior_config, UNIT_KEY, "senior")
+    setattr(junior_config, UNIT_KEY, "junior")
+    return senior_config, junior_config
+
+
 class TandemForCausalLM(nn.Module):
     """A senior stack and a junior stack over one token stream; the senior's logits, the junior's stashed."""
 
@@ -104,9 +124,7 @@ class TandemForCausalLM(nn.Module):
         if config.vocab_size not in (self.n_ids, rows["vocab_size"]):
             raise ValueError(f"TandemForCausalLM: the engine's vocab_size {config.vocab_size} is neither the shared "
                              f"ids ({self.n_ids}) nor the senior's rows ({rows['vocab_size']})")  # fmt: skip
-        senior_config = copy.deepcopy(config)
-        del senior_config.tandem
-        senior_config.vocab_size = spec.get("senior_rows") or config.vocab_size  # the engine's is N (the pair's)
+        senior_config, junior_config = unit_configs(config, junior_config)
         senior_arch = list(spec.get("senior_architectures") or ["Qwen3ForCausalLM"])
         with set_model_tag("tandem_senior"):
             self.senior = init_vllm_registered_model(vllm_config, prefix=maybe_prefix(prefix, "senior"),

