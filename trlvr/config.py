@@ -33,6 +33,7 @@ from trlvr.engine.schedules import schedule_fields, settings_for
 from trlvr.errors import UserError
 from trlvr.memory import GPU_MEMORY
 from trlvr.models import DEVICE, check_device
+from trlvr.rewards.length import LENGTH_PENALTIES
 
 ARMS = ("tandem", "grpo")
 # the engine's registered schedules a tandem run can train with ("solo" is what arm=grpo uses)
@@ -73,6 +74,8 @@ class TandemConfig:
     dataset_split: str | None = _help("dataset split (default: the loader's)", None)
     dataset_limit: int | None = _help("use only the first N problems", None)
     reward: str = _help("reward: math (trlvr.rewards.math_reward) or package.module:function", "math")
+    length_penalty: str = _help("a length penalty added to the reward, the same for both arms (trlvr.rewards.length): none, kimi (Kimi k1.5's group length reward, arXiv 2501.12599) or overlong (DAPO's soft overlong punishment, arXiv 2503.14476)", "none")
+    length_penalty_weight: float = _help("weight of the length penalty (Kimi k1.5 and DAPO add it with weight 1)", 1.0)
     max_prompt_length: int | None = _help("drop problems whose prompt has more tokens than this", None)
     nonfinite_patience: int = _help("stop after this many consecutive non-finite losses or grad norms", 1)
     preempt_grace_s: float = _help("on SIGTERM/SIGUSR1: finish the step, checkpoint and exit within this many seconds", 120.0)
@@ -108,6 +111,8 @@ class TandemConfig:
                 bad(name, "must be >= 1")
         if self.first_author not in ("senior", "junior"):
             bad("first_author", "must be 'senior' or 'junior'")
+        if self.length_penalty not in LENGTH_PENALTIES:
+            bad("length_penalty", f"must be one of {LENGTH_PENALTIES}")
         if self.kl_ref not in KL_REFS:
             bad("kl_ref", f"must be one of {KL_REFS}")
         if self.junior == "self" and not self.use_peft:
@@ -178,7 +183,8 @@ FIELD_KINDS = {
     "arm": K.choice(*ARMS), "senior": K.TEXT, "junior": K.TEXT, "schedule": K.choice(*SCHEDULES), "p": K.SHARE,
     "max_gap": K.COUNT, "chunk_size": K.COUNT, "first_author": K.choice("senior", "junior"), "max_rounds": K.COUNT,
     "kl_ref": K.choice(*KL_REFS), "dataset": K.TEXT, "dataset_split": K.TEXT, "dataset_limit": K.COUNT,
-    "reward": K.TEXT, "max_prompt_length": K.COUNT, "nonfinite_patience": K.COUNT,
+    "reward": K.TEXT, "length_penalty": K.choice(*LENGTH_PENALTIES), "length_penalty_weight": K.NONNEG_FLOAT,
+    "max_prompt_length": K.COUNT, "nonfinite_patience": K.COUNT,
     "preempt_grace_s": K.POSITIVE_FLOAT,  # finite: the watchdog waits it out
     "refuse_lossy_prompts": K.SWITCH, "decode": K.choice(*DECODE_MODES), "compile": K.SWITCH_OR_AUTO,
     "junior_device": DEVICE, "pairing": K.choice("auto", "lockstep", "text"), "gpu_memory": GPU_MEMORY,

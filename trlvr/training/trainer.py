@@ -41,6 +41,7 @@ from trlvr.config import TandemConfig
 from trlvr.engine.backends import Backend, backend
 from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
+from trlvr.rewards.length import with_length_penalty
 from trlvr.training.metrics import StepTimeCallback, with_share_split
 from trlvr.training.peft_setup import use_base_as_reference
 from trlvr.training.rollout import TandemRollout
@@ -123,6 +124,12 @@ class TandemGRPOTrainer(GRPOTrainer):
         funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
         funcs = [with_share_split(f) if _plain_callable(f) else f for f in funcs]
+        # the length penalty (both arms alike, trlvr.rewards.length) rides on the first reward function
+        if not _plain_callable(funcs[0]) and tandem.length_penalty != "none":
+            raise ValueError("length_penalty needs a plain reward function first in reward_funcs (not a model)")
+        if _plain_callable(funcs[0]):
+            funcs[0] = with_length_penalty(funcs[0], tandem.length_penalty, tandem.length_penalty_weight,
+                                           args.max_completion_length)  # fmt: skip
 
         with _reference_is(model, tandem.junior) if kl_to_junior and not self_paired else contextlib.nullcontext():
             super().__init__(model=model, reward_funcs=funcs, args=args, rollout_func=self.rollout, **kwargs)
