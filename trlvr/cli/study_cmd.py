@@ -30,7 +30,8 @@ from pathlib import Path
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
-    from trlvr.kinds import COUNT, OUT_DIR, POSITIVE_FLOAT, TEXT
+    from trlvr.experiments.power import GPU_CHOICES
+    from trlvr.kinds import COUNT, COUNTS, OUT_DIR, POSITIVE_FLOAT, TEXT, choice
 
     p = subparsers.add_parser("study", help="a grid of runs from one YAML file: run, plan or report",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -47,16 +48,16 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     plan.add_argument("--out", type=OUT_DIR, default=None, help="study directory (default: runs/<study name>)")
     plan.add_argument("--power", action="store_true",
                       help="also print the study's power (minimal detectable effect, seeds needed) and GPU-hours per arm")
-    plan.add_argument("--effect", type=POSITIVE_FLOAT, default=2.3,
+    plan.add_argument("--effect", type=POSITIVE_FLOAT, default=None,
                       help="--power: the target paired difference in points (default 2.3: the paper's handoff gain)")
-    plan.add_argument("--problems", type=TEXT, default=None,
+    plan.add_argument("--problems", type=COUNTS, default=None,
                       help="--power: benchmark sizes, comma-separated (default: the paper's AMC 121, AIME 90, "
                            "Minerva 272, OlympiadBench 581)")
     plan.add_argument("--components-from", type=TEXT, default=None, metavar="DIR",
                       help="--power: estimate the variance components from a `trlvr study run` folder (>= 2 seeds) "
                            "instead of the stated defaults")
-    plan.add_argument("--gpu", type=TEXT, default=None,
-                      help="--power: the GPU to cost (A100-80GB, H100, H200; default: the config's gpu_memory)")
+    plan.add_argument("--gpu", type=choice(*GPU_CHOICES), default=None,
+                      help="--power: the GPU to cost (default: the config's gpu_memory)")
     rep = sub.add_parser("report", help="DIR/report/: the table, the figure and report.html")
     rep.add_argument("dir", type=TEXT, help="a `trlvr study run` directory")
     rep.add_argument("--study", type=TEXT, default=None, help="the study YAML (default: DIR/study.yaml, the copy kept by `run`)")
@@ -440,8 +441,8 @@ def plan(args) -> int:
     out = Path(args.out) if args.out else Path("runs") / study.name
     validate(study, out.resolve())
     print("\n".join(plan_lines(study, out)))
-    if args.power:
-        print("\n".join(power_plan(study, out, args)))
+    if args.power or any(getattr(args, k) is not None for k in ("effect", "problems", "components_from", "gpu")):
+        print("\n".join(power_plan(study, out, args)))  # a power option alone asks for the power block too
     return 0
 
 
@@ -455,28 +456,23 @@ def power_plan(study, out: Path, args) -> list[str]:
     from trlvr.experiments.study import units
     from trlvr.memory import Stack, read_config
 
-    if args.problems:
-        try:
-            problems = [int(x) for x in args.problems.split(",")]
-        except ValueError:
-            problems = []
-        if not problems or min(problems) < 1:
-            raise UserError(f"--problems {args.problems!r}: expected benchmark sizes such as 121,90,272,581")
-    else:
-        problems = list(P.PAPER_BENCHMARKS.values())
+    problems = list(args.problems) if args.problems else list(P.PAPER_BENCHMARKS.values())
+    effect = args.effect if args.effect is not None else P.TARGET_EFFECT
     headline = ["handoff/pass@1", "solo/pass@1"]
     if args.components_from:
-        base = study.baseline
-        trained = [v for v in study.variants if v != base and study.variants[v].train][:1]
+        pair = next(((v.baseline, v.name) for v in study.variants.values() if v.baseline and v.trained), None)
+        if pair is None:
+            raise UserError(f"--components-from {args.components_from}: study {study.name} pairs no trained variant "
+                            "with a baseline")  # fmt: skip
         try:
-            comps = [(m, P.components_from_study(args.components_from, base, trained[0], m)) for m in headline]
-        except (ValueError, IndexError) as e:
+            comps = [(m, P.components_from_study(args.components_from, *pair, m)) for m in headline]
+        except ValueError as e:
             raise UserError(f"--components-from {args.components_from}: {e}") from None
         lines = []
         for m, c in comps:
-            lines += P.power_lines(c, len(study.seeds), problems, args.effect, [m])
+            lines += P.power_lines(c, len(study.seeds), problems, effect, [m])
     else:
-        lines = P.power_lines(P.DEFAULT_COMPONENTS, len(study.seeds), problems, args.effect, headline)
+        lines = P.power_lines(P.DEFAULT_COMPONENTS, len(study.seeds), problems, effect, headline)
     gpus = 1
     launch = (study.launch or {}).get("train", "")
     if "--config_file" in launch:
