@@ -30,6 +30,37 @@ def curves(out: Path) -> dict:
     return res
 
 
+VARIANTS = ("initial", "grpo-kimi", "tandem-kimi")
+ROW_METRICS = ("solo/pass@1", "handoff/pass@1", "jargon_rate", "legibility/junior_ce")
+DIFF_METRICS = ("handoff/pass@1", "solo/pass@1", "jargon_rate")
+
+
+def table(summary: dict) -> str:
+    """The page's results tables, from the study report's summary.json (the test recomputes them)."""
+    from trlvr.eval.format import diff_text, entry_text, unit
+
+    rows, lines = summary["rows"], []
+    lines += ["| variant | seeds | " + " | ".join(m + unit(m) for m in ROW_METRICS) + " |",
+              "|---|---|" + "---|" * len(ROW_METRICS)]  # fmt: skip
+    for v in VARIANTS:
+        r = rows[v]
+        lines.append(f"| {v} | {len(r['seeds']) or 'none'} | "
+                     + " | ".join(entry_text(r["metrics"].get(m), m) for m in ROW_METRICS) + " |")  # fmt: skip
+    lines += ["", "Paired differences (variant - grpo-kimi, by seed and problem; * = CI excludes 0):", "",
+              "| variant | seeds | " + " | ".join(f"Δ {m}{unit(m)}" for m in DIFF_METRICS) + " |",
+              "|---|---|" + "---|" * len(DIFF_METRICS)]  # fmt: skip
+    for v in ("tandem-kimi", "initial"):
+        p = summary["paired"][v]
+        cells = ["–" if p["metrics"].get(m) is None else diff_text(p["metrics"][m], m, digits=1)
+                 + (" *" if p["metrics"][m]["excludes_zero"] else "") for m in DIFF_METRICS]  # fmt: skip
+        lines.append(f"| {v} | {len(p['seeds']) or 'none'} | " + " | ".join(cells) + " |")
+    steps = summary["selected_steps"]
+    lines += ["", "Selected checkpoint step per seed: " + "; ".join(
+        f"{v}: " + ", ".join(f"seed {s} step {n}" for s, n in sorted(steps.get(v, {}).items()))
+        for v in ("grpo-kimi", "tandem-kimi"))]  # fmt: skip
+    return "\n".join(lines)
+
+
 def main(out: str) -> None:
     from trlvr.experiments.study import read_claim, refuse_another_study, study_file
     from trlvr.experiments.study_report import write_study_report
@@ -43,6 +74,7 @@ def main(out: str) -> None:
     for name in ("summary.json", "table.md"):
         shutil.copy(out_dir / "report" / name, DEST / name)
     (DEST / "curves.json").write_text(json.dumps(curves(out_dir), indent=1))
+    print(table(json.loads((DEST / "summary.json").read_text())))
     print(f"wrote {DEST}")
 
 

@@ -4,7 +4,7 @@ punishment as pure functions, the reward wrapper both arms get, and the config f
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trlvr.config import TandemConfig
@@ -25,6 +25,7 @@ def test_kimi_formula_by_hand():
     assert kimi_length_reward([7, 7, 7], [True, False, True]) == [0.0, 0.0, 0.0]  # no spread: no penalty
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(1, 3000), st.booleans()), min_size=1, max_size=16))
 def test_kimi_invariants(rows):
     lengths, correct = [r[0] for r in rows], [r[1] for r in rows]

@@ -88,3 +88,24 @@ def test_step_model_bandwidth_arithmetic():
     assert both.generation_s("H100") == pytest.approx((2 * 2e9 * 100 + kv) / (3.35e12 * 0.75))
     assert both.kind == "tandem" and m.kind == "grpo"
     assert P.gpu_hours(3600.0, 10, 2, 3) == 60.0
+
+
+def test_plan_power_prints_the_mde_and_gpu_hours(capsys):
+    from trlvr.cli.main import main
+
+    assert main(["study", "plan", "paper-table2", "--power"]) == 0
+    out = capsys.readouterr().out
+    want = P.mde(P.DEFAULT_COMPONENTS, 3, list(P.PAPER_BENCHMARKS.values()))
+    assert f"handoff/pass@1 (paired difference): SE {P.standard_error(P.DEFAULT_COMPONENTS, 3, [121, 90, 272, 581]):.2f}" \
+        f" points, minimal detectable effect {want:.2f} points at 3 seeds" in out  # fmt: skip
+    for arm in ("tandem", "grpo", "grpo-kl-junior", "grpo-g16"):
+        assert f"#   {arm}: 64 rollouts" in out or f"#   {arm}: 128 rollouts" in out
+    assert out.count("GPU-hours per arm") == 4 and "tandem 33.5 s per step, grpo 18.6 s per step" in out
+
+
+def test_plan_power_components_from_a_folder_without_seeds_is_one_line(tmp_path, capsys):
+    from trlvr.cli.main import main
+
+    assert main(["study", "plan", "paper-table2", "--components-from", str(tmp_path / "none")]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "none" in err[0] and "Traceback" not in err[0], err
