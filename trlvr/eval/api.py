@@ -53,7 +53,7 @@ from trlvr.models import (
 )
 from trlvr.provenance import path_for_record, path_from_record
 from trlvr.rewards import check_golds
-from trlvr.rundir import SELECTED_FILE, SELECTION, newest_step, read_record
+from trlvr.rundir import SELECTED_FILE, SELECTION_ARTIFACT, newest_step, read_record
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
@@ -65,7 +65,7 @@ def read_selection(run_dir: str | Path) -> dict:
     if not path.is_file():
         raise UserError(f"{path}: no selection recorded; run `trlvr select {run_dir} --val ...` first")
     fix = f"; run `trlvr select {run_dir} --val ...` again"
-    if why := artifacts.problem(run_dir, SELECTION):
+    if why := artifacts.problem(run_dir, SELECTION_ARTIFACT):
         raise UserError(f"{path}: {why}{fix}")
     record = read_record(path, hint=fix)
     if not isinstance(record.get("path"), str) or not record["path"]:
