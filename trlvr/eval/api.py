@@ -35,7 +35,7 @@ from trlvr.engine.self_pair import self_pair
 from trlvr.engine.vocab import check_pair_rows
 from trlvr.errors import UserError
 from trlvr.eval.fingerprint import file_digest
-from trlvr.eval.plan import completion_budget
+from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, split_by_prompt_length
 from trlvr.eval.spec import EvalSpec
 from trlvr.eval.suite import parse_protocol, protocols_for
 from trlvr.memory import MemoryPlan, Stack, read_config
@@ -218,7 +218,6 @@ def eval_contexts(spec: EvalSpec, problems: list, models: list[tuple[str, str, o
     context, the longest prompt (in that tokenizer's tokens) plus its completion budget among the prompts
     the runner keeps, under the runner's budget rule (`--context-length`, `--max-prompt-tokens`). A
     context of "auto" is the models' own: nothing can pass it."""
-    from trlvr.eval.plan import default_max_prompt_tokens, split_by_prompt_length
     from trlvr.eval.runner import prompt_ids_for
 
     if spec.context_length == "auto" or not problems:
