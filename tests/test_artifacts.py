@@ -109,12 +109,12 @@ def test_an_evaluation_needs_every_file_its_readers_open(tmp_path):
     d.mkdir()
     for name in rundir.EVAL_OUTPUTS:
         (d / name).write_text('{"a": 1}\n')
-    assert artifacts.problem(d, rundir.EVALUATION) is None
+    assert artifacts.problem(d, rundir.EVALUATION_ARTIFACT) is None
     (d / rundir.SAMPLES).write_text('{"a": 1}\n{"a"')  # a kill mid-line
-    assert artifacts.problem(d, rundir.EVALUATION) == f"{rundir.SAMPLES} ends in a cut line"
+    assert artifacts.problem(d, rundir.EVALUATION_ARTIFACT) == f"{rundir.SAMPLES} ends in a cut line"
     (d / rundir.SAMPLES).write_text('{"a": 1}\n')
     (d / rundir.PER_PROBLEM).unlink()
-    assert artifacts.problem(d, rundir.EVALUATION) == f"no {rundir.PER_PROBLEM}"
+    assert artifacts.problem(d, rundir.EVALUATION_ARTIFACT) == f"no {rundir.PER_PROBLEM}"
 
 
 # ---- a real run, every file of every artifact cut in turn, every reader driven ------------------------------
@@ -161,12 +161,12 @@ def test_every_artifact_a_run_writes_is_complete_and_records_every_file(made):
     run = made / "pristine"
     assert [c.name for c in rundir.checkpoints(run)] == ["checkpoint-2", "checkpoint-1"]
     for folder, kind in [*((c, artifacts.CHECKPOINT) for c in rundir.checkpoints(run)), (run / rundir.FINAL, artifacts.FINAL),
-                         *((e, rundir.EVALUATION) for e in eval_dirs(run))]:  # fmt: skip
+                         *((e, rundir.EVALUATION_ARTIFACT) for e in eval_dirs(run))]:  # fmt: skip
         assert artifacts.problem(folder, kind, deep=True) is None, folder
         listed, _ = artifacts.read_manifest(folder)
         assert set(listed) == {p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
                                and p.name != artifacts.MANIFEST}, folder  # fmt: skip
-    assert eval_dirs(run) and artifacts.problem(run, rundir.SELECTION) is None
+    assert eval_dirs(run) and artifacts.problem(run, rundir.SELECTION_ARTIFACT) is None
     # the cuts below cover every file of every artifact kind
     assert {f"{c.name}/{n}" for c in rundir.checkpoints(run) for n in _files(c)} == set(CHECKPOINT_FILES)
     assert {f"{rundir.FINAL}/{n}" for n in _files(run / rundir.FINAL)} == set(FINAL_FILES)
@@ -248,7 +248,7 @@ def test_a_cut_final_is_never_a_finished_run(made, tmp_path, rel, capsys):
 
 def test_a_cut_selection_is_refused_by_eval_and_the_study(made, tmp_path, capsys):
     run = _torn_copy(made, rundir.SELECTED_FILE)
-    assert not artifacts.is_complete(run, rundir.SELECTION)
+    assert not artifacts.is_complete(run, rundir.SELECTION_ARTIFACT)
     _refused(lambda: resolve_senior(f"{run}@selected"), rundir.SELECTED_FILE)
     assert not stage_done(Stage("select", "v", 0, [], run))
     capsys.readouterr()
@@ -277,7 +277,7 @@ def test_a_cut_evaluation_is_not_done_and_a_rerun_makes_it_whole(made, tmp_path,
         one_line_refusal(code, err)
         assert name in err
         return
-    assert artifacts.problem(run / ev, rundir.EVALUATION, deep=True) is None and stage_done(Stage("eval", "v", 0, [], run / ev))
+    assert artifacts.problem(run / ev, rundir.EVALUATION_ARTIFACT, deep=True) is None and stage_done(Stage("eval", "v", 0, [], run / ev))
 
 
 def test_resume_goes_on_from_the_last_complete_checkpoint_when_the_newest_optimizer_state_is_cut(made, capsys):

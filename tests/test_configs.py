@@ -31,7 +31,7 @@ def test_configs_exist_and_ship_in_the_package():
     assert (CONFIGS_DIR / "toy.yaml").is_file() and CONFIGS_DIR.parent.name == "trlvr"
     assert {p.name for p in RECIPES} == {
         "qwen3-4b-deepscaler.yaml", "qwen3-4b-grpo-g16-deepscaler.yaml", "qwen3-4b-grpo-kl-junior-deepscaler.yaml",
-        "qwen3-4b-lora-self-1gpu.yaml",
+        "qwen3-4b-lora-self-1gpu.yaml", "qwen3-4b-junior-0.6b-deepscaler.yaml",
     }  # fmt: skip
 
 

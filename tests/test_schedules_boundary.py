@@ -53,7 +53,7 @@ def marks(schedule, tokenizer, text: str) -> list[tuple[str, bool]]:
 def test_from_config_rejects_an_unknown_setting_naming_it_and_the_valid_ones():
     with pytest.raises(ValueError) as e:
         Schedule.from_config("word", p=0.3, max_gaps=8)
-    assert str(e.value) == "schedule 'word': unknown setting 'max_gaps'; valid settings: p, max_gap"
+    assert str(e.value) == "schedule 'word': unknown setting 'max_gaps'; valid settings: p, max_gap, handoff"
     with pytest.raises(ValueError) as e:  # the old spellings are gone
         Schedule.from_config("chunk", size=4, first="junior")
     assert str(e.value) == ("schedule 'chunk': unknown settings 'size', 'first'; "

@@ -60,6 +60,11 @@ LOGGED = {
         "the junior's tokens per rollout",
         "about (1 - p) x team length; 0 for grpo",
     ),
+    "reward/length_penalty": (
+        "the length penalty added to the first reward function this step (`length_penalty`, "
+        "trlvr.rewards.length; the same for both arms), mean over the step's rollouts; included in `reward`",
+        "0.0 with length_penalty: none; kimi: between -0.5 and +0.5 x the weight; overlong: <= 0",
+    ),
     "tandem/reward_low_junior_share": (
         "mean reward of the rollouts whose junior share is at or below the step's median",
         "informative only: compare with the high half",

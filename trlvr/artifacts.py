@@ -11,7 +11,7 @@ Kinds (an `Artifact`: the files a reader needs, and what may be missing without 
     WEIGHTS      a checkpoint a model is read from (selection, evaluation): config + weights; a checkpoint
                  whose resume state was pruned ("weights only") is complete as WEIGHTS, not as CHECKPOINT
     FINAL        `final/`: config + weights + trainer_state.json (where the run stands)
-    the layouts' own kinds (an evaluation folder, a selection) are `trlvr.rundir`'s: EVALUATION, SELECTION
+    the layouts' own kinds (an evaluation folder, a selection) are `trlvr.rundir`'s: EVALUATION_ARTIFACT, SELECTION_ARTIFACT
 
 A file "loads" when: a .safetensors header parses and covers the file's size (safetensors checks both);
 a torch state (.pt/.pth/.bin, a zip archive) has its central directory (a cut file loses it); a .json

@@ -30,10 +30,11 @@ from trlvr.engine.backends import BACKENDS, backend
 from trlvr.engine.capabilities import Plan, check_capabilities
 from trlvr.engine.options import DECODE_MODES, check_decoding
 from trlvr.engine.schedules import SCHEDULES as ENGINE_SCHEDULES
-from trlvr.engine.schedules import schedule_fields, settings_for
+from trlvr.engine.schedules import WORD_HANDOFFS, schedule_fields, settings_for
 from trlvr.errors import UserError
 from trlvr.memory import GPU_MEMORY
 from trlvr.models import DEVICE, check_device
+from trlvr.rewards.length import LENGTH_PENALTIES
 
 ARMS = ("tandem", "grpo")
 # the engine's registered schedules a tandem run can train with ("solo" is what arm=grpo uses)
@@ -70,6 +71,7 @@ class TandemConfig:
     schedule: str = _help(f"who writes the next token (arm=tandem): one of {SCHEDULES}", "word")
     p: float = _help("probability that a redraw picks the senior (word/boundary/token schedules)", 0.5)
     max_gap: int = _help("word/boundary schedules: force a redraw after this many tokens without one", 32)
+    handoff: str = _help("word/boundary schedules, at a word start or the backstop: bernoulli (redraw with p: the paper's rule) or toggle (the other author takes over: the authors' sampler before 2026-05-05, trlvr.engine.schedules.WORD_HANDOFFS)", "bernoulli")
     chunk_size: int = _help("chunk schedule: tokens per turn", 16)
     first_author: str = _help("step/chunk schedules: who writes first, senior or junior", "senior")
     max_rounds: int = _help("step schedule: the rollout ends after this many rounds (senior + junior step)", 150)
@@ -78,6 +80,8 @@ class TandemConfig:
     dataset_split: str | None = _help("dataset split (default: the loader's)", None)
     dataset_limit: int | None = _help("use only the first N problems", None)
     reward: str = _help("reward: math (trlvr.rewards.math_reward) or package.module:function", "math")
+    length_penalty: str = _help("a length penalty added to the reward, the same for both arms (trlvr.rewards.length): none, kimi (Kimi k1.5's group length reward, arXiv 2501.12599) or overlong (DAPO's soft overlong punishment, arXiv 2503.14476)", "none")
+    length_penalty_weight: float = _help("weight of the length penalty (Kimi k1.5 and DAPO add it with weight 1)", 1.0)
     max_prompt_length: int | None = _help("drop problems whose prompt has more tokens than this", None)
     nonfinite_patience: int = _help("stop after this many consecutive non-finite losses or grad norms", 1)
     preempt_grace_s: float = _help("on SIGTERM/SIGUSR1: finish the step, checkpoint and exit within this many seconds", 120.0)
@@ -111,8 +115,12 @@ class TandemConfig:
         for name in ("max_gap", "chunk_size", "max_rounds", "nonfinite_patience"):
             if getattr(self, name) < 1:
                 bad(name, "must be >= 1")
+        if self.handoff not in WORD_HANDOFFS:
+            bad("handoff", f"must be one of {WORD_HANDOFFS}")
         if self.first_author not in ("senior", "junior"):
             bad("first_author", "must be 'senior' or 'junior'")
+        if self.length_penalty not in LENGTH_PENALTIES:
+            bad("length_penalty", f"must be one of {LENGTH_PENALTIES}")
         if self.kl_ref not in KL_REFS:
             bad("kl_ref", f"must be one of {KL_REFS}")
         if self.junior == "self" and not self.use_peft:
@@ -181,9 +189,10 @@ class TandemConfig:
 # checked here: what needs it says so (senior above; dataset: the train command).
 FIELD_KINDS = {
     "arm": K.choice(*ARMS), "senior": K.TEXT, "junior": K.TEXT, "schedule": K.choice(*SCHEDULES), "p": K.SHARE,
-    "max_gap": K.COUNT, "chunk_size": K.COUNT, "first_author": K.choice("senior", "junior"), "max_rounds": K.COUNT,
+    "max_gap": K.COUNT, "handoff": K.choice(*WORD_HANDOFFS), "chunk_size": K.COUNT, "first_author": K.choice("senior", "junior"), "max_rounds": K.COUNT,
     "kl_ref": K.choice(*KL_REFS), "dataset": K.TEXT, "dataset_split": K.TEXT, "dataset_limit": K.COUNT,
-    "reward": K.TEXT, "max_prompt_length": K.COUNT, "nonfinite_patience": K.COUNT,
+    "reward": K.TEXT, "length_penalty": K.choice(*LENGTH_PENALTIES), "length_penalty_weight": K.NONNEG_FLOAT,
+    "max_prompt_length": K.COUNT, "nonfinite_patience": K.COUNT,
     "preempt_grace_s": K.POSITIVE_FLOAT,  # finite: the watchdog waits it out
     "refuse_lossy_prompts": K.SWITCH, "decode": K.choice(*DECODE_MODES), "compile": K.SWITCH_OR_AUTO,
     "junior_device": DEVICE, "pairing": K.choice("auto", "lockstep", "text"), "gpu_memory": GPU_MEMORY,
@@ -316,7 +325,7 @@ def check_report_to(report_to, where: str) -> None:
 
 
 # Every run-config field a schedule can take (schedule fields carry the same names; tested).
-SCHEDULE_SETTINGS = ("p", "max_gap", "chunk_size", "first_author", "max_rounds")
+SCHEDULE_SETTINGS = ("p", "max_gap", "handoff", "chunk_size", "first_author", "max_rounds")
 
 
 @dataclass

@@ -3,7 +3,7 @@
     RUN_FILE, FINAL, SELECTED_FILE, RESULTS, ...   every file and folder name of a run or evaluation
                                              directory (no other module spells them)
     checkpoints(run), checkpoint_step(path)  the `checkpoint-N` folders of a training run, newest first
-    EVALUATION, SELECTION                    the kinds of artifact these layouts hold, for
+    EVALUATION_ARTIFACT, SELECTION_ARTIFACT  the kinds of artifact these layouts hold, for
                                              `trlvr.artifacts.is_complete` (a checkpoint's and final/'s are its own)
     train_state(run), resume_plan(run, max_steps)   where a training directory stands (new, started,
                                              finished) and what `--resume` does to it (`TrainState`)
@@ -102,8 +102,8 @@ RESULTS = "results.json"
 EVAL_OUTPUTS = (SAMPLES, FINGERPRINT, CONFIG, PER_PROBLEM, RESULTS)
 # the kinds of artifact these layouts hold, for `trlvr.artifacts.is_complete` (the models' kinds are its own):
 # a finished evaluation (every file its readers open), a run's selection (selected.json, in the run folder)
-EVALUATION = Artifact("evaluation", need=tuple((name,) for name in EVAL_OUTPUTS))
-SELECTION = Artifact("selection", need=((SELECTED_FILE,),))
+EVALUATION_ARTIFACT = Artifact("evaluation", need=tuple((name,) for name in EVAL_OUTPUTS))
+SELECTION_ARTIFACT = Artifact("selection", need=((SELECTED_FILE,),))
 # markers
 STUDY_DONE = ".study-done"  # an eval folder whose `trlvr eval` returned 0 inside a study
 ASIDE_PREFIX = "replaced-"  # an earlier run set aside by `set_aside`

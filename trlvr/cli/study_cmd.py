@@ -30,7 +30,8 @@ from pathlib import Path
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
-    from trlvr.kinds import COUNT, OUT_DIR, TEXT
+    from trlvr.experiments.power import GPU_CHOICES
+    from trlvr.kinds import COUNT, COUNTS, OUT_DIR, POSITIVE_FLOAT, TEXT, choice
 
     p = subparsers.add_parser("study", help="a grid of runs from one YAML file: run, plan or report",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -45,6 +46,18 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="print one shell command per stage (train, select, eval)")
     plan.add_argument("study", type=TEXT, help="study YAML")
     plan.add_argument("--out", type=OUT_DIR, default=None, help="study directory (default: runs/<study name>)")
+    plan.add_argument("--power", action="store_true",
+                      help="also print the study's power (minimal detectable effect, seeds needed) and GPU-hours per arm")
+    plan.add_argument("--effect", type=POSITIVE_FLOAT, default=None,
+                      help="--power: the target paired difference in points (default 2.3: the paper's handoff gain)")
+    plan.add_argument("--problems", type=COUNTS, default=None,
+                      help="--power: benchmark sizes, comma-separated (default: the paper's AMC 121, AIME 90, "
+                           "Minerva 272, OlympiadBench 581)")
+    plan.add_argument("--components-from", type=TEXT, default=None, metavar="DIR",
+                      help="--power: estimate the variance components from a `trlvr study run` folder (>= 2 seeds) "
+                           "instead of the stated defaults")
+    plan.add_argument("--gpu", type=choice(*GPU_CHOICES), default=None,
+                      help="--power: the GPU to cost (default: the config's gpu_memory)")
     rep = sub.add_parser("report", help="DIR/report/: the table, the figure and report.html")
     rep.add_argument("dir", type=TEXT, help="a `trlvr study run` directory")
     rep.add_argument("--study", type=TEXT, default=None, help="the study YAML (default: DIR/study.yaml, the copy kept by `run`)")
@@ -439,7 +452,76 @@ def plan(args) -> int:
     out = Path(args.out) if args.out else Path("runs") / study.name
     check_out_folder(study, out.resolve())  # what `run` checks before its first stage
     print("\n".join(plan_lines(study, out)))
+    if args.power or any(getattr(args, k) is not None for k in ("effect", "problems", "components_from", "gpu")):
+        print("\n".join(power_plan(study, out, args)))  # a power option alone asks for the power block too
     return 0
+
+
+def power_plan(study, out: Path, args) -> list[str]:
+    """`plan --power`: the power block (trlvr.experiments.power) and the cost of every trained variant."""
+    import yaml
+
+    from trlvr.config import parse_run_args
+    from trlvr.errors import UserError
+    from trlvr.experiments import power as P
+    from trlvr.experiments.study import units
+    from trlvr.memory import Stack, read_config
+
+    problems = list(args.problems) if args.problems else list(P.PAPER_BENCHMARKS.values())
+    effect = args.effect if args.effect is not None else P.TARGET_EFFECT
+    headline = ["handoff/pass@1", "solo/pass@1"]
+    if args.components_from:
+        pair = next(((v.baseline, v.name) for v in study.variants.values() if v.baseline and v.trained), None)
+        if pair is None:
+            raise UserError(f"--components-from {args.components_from}: study {study.name} pairs no trained variant "
+                            "with a baseline")  # fmt: skip
+        try:
+            comps = [(m, P.components_from_study(args.components_from, *pair, m)) for m in headline]
+        except ValueError as e:
+            raise UserError(f"--components-from {args.components_from}: {e}") from None
+        lines = []
+        for m, c in comps:
+            lines += P.power_lines(c, len(study.seeds), problems, effect, [m])
+    else:
+        lines = P.power_lines(P.DEFAULT_COMPONENTS, len(study.seeds), problems, effect, headline)
+    gpus = 1
+    launch = (study.launch or {}).get("train", "")
+    if "--config_file" in launch:
+        cfg = Path(launch.split("--config_file")[1].split()[0])
+        cfg = cfg if cfg.is_file() else (study.path.parent / ".." / cfg)
+        if cfg.is_file():
+            gpus = int((yaml.safe_load(cfg.read_text()) or {}).get("num_processes", 1))
+    models, steps, gpu, skipped = {}, 0, args.gpu, []
+    for unit in units(study, out):
+        train = next((st for st in unit if st.kind == "train"), None)
+        if train is None or train.seed != study.seeds[0]:
+            continue
+        tandem, grpo, _ = parse_run_args([*train.argv[1:], "--use_cpu", "true", "--bf16", "false", "--fp16", "false"])
+        try:
+            senior = Stack.from_config("senior", read_config(tandem.senior), "bfloat16")
+            junior = None
+            if tandem.arm == "tandem":
+                junior = senior if tandem.junior == "self" else Stack.from_config(
+                    "junior", read_config(tandem.junior), "bfloat16")  # fmt: skip
+        except UserError:  # a model an earlier stage makes (a toy world): no config to cost yet
+            skipped.append(train.variant)
+            continue
+        per_gen = grpo.steps_per_generation or grpo.gradient_accumulation_steps
+        steps = max(steps, int(grpo.max_steps * grpo.gradient_accumulation_steps / per_gen))
+        gpu = gpu or tandem.gpu_memory
+        models[train.variant] = P.StepModel(
+            senior.params, senior.kv_bytes_per_token, junior.params if junior else 0,
+            junior.kv_bytes_per_token if junior else 0, rows=grpo.per_device_train_batch_size * per_gen,
+            completion=min(P.MEAN_COMPLETION[tandem.arm], grpo.max_completion_length),
+            cap=grpo.max_completion_length)  # fmt: skip
+    try:
+        gpu = P.gpu_name(gpu)
+    except ValueError as e:
+        raise UserError(f"--gpu: {e}") from None
+    paper = Stack.from_config("senior", read_config("Qwen/Qwen3-4B-Instruct-2507"), "bfloat16")
+    calibration = P.paper_calibration(paper.params, paper.kv_bytes_per_token)
+    lines += P.cost_lines(models, gpu, steps, gpus, len(study.seeds), calibration)
+    return lines + [f"#   {v}: not costed (its models are made by an earlier stage)" for v in skipped]
 
 
 def report(args) -> int:

@@ -16,9 +16,11 @@ token *ids* only; which ids start a word or end a step comes from `VocabTables`,
 from a tokenizer's vocabulary by `vocab_tables` (or given explicitly).
 
 Schedules (method-notes, "Tandem rollout"):
-- WordSchedule(p, max_gap): first author ~ Bernoulli(p); redraw right after every emitted
+- WordSchedule(p, max_gap, handoff): first author ~ Bernoulli(p); redraw right after every emitted
   word-start token, and after `max_gap` tokens without a redraw (the backstop). A redraw may keep
-  the author. This is the paper's schedule and stays its default (`word`, max_gap 32).
+  the author. This is the paper's schedule and stays its default (`word`, max_gap 32). With
+  handoff="toggle" the other author takes over at each of those points instead: the authors'
+  sampler before 2026-05-05 (WORD_HANDOFFS, below).
 - BoundarySchedule(p, max_gap) (`boundary`): the word schedule with a wider boundary set that
   also reaches inside spaceless notation (below).
 - TokenSchedule(p): redraw before every token.
@@ -252,7 +254,7 @@ class Schedule:
         WordSchedule(p=0.3, max_gap=32)
         >>> Schedule.from_config("word", p=0.3, max_gaps=8)
         Traceback (most recent call last):
-        ValueError: schedule 'word': unknown setting 'max_gaps'; valid settings: p, max_gap
+        ValueError: schedule 'word': unknown setting 'max_gaps'; valid settings: p, max_gap, handoff
         """
         fields = schedule_fields(name)
         unknown = [k for k in settings if k not in fields]
@@ -306,28 +308,58 @@ def _writers_for_p(p: float) -> frozenset[str]:
     return frozenset({SENIOR} if p == 1.0 else {JUNIOR} if p == 0.0 else {SENIOR, JUNIOR})
 
 
+# How a word schedule hands off at a boundary (a word start, or the backstop):
+#   bernoulli  redraw: senior with probability p, else junior; the author may stay (the paper's rule, and the
+#              authors' sampler since 2026-05-05)
+#   toggle     the other author takes over: a strict toggle, the authors' rule before 2026-05-05. Their
+#              research fork's sampler says so at its `_word_select` (CSSLab/Tandem-RLVR,
+#              vllm_source/vllm/v1/sample/tandem_sampler.py, line 86 of the version at commit 64dfae7: "[MODIFIED
+#              2026-05-05 per-boundary Bernoulli(p) handoffs (was strict toggle)]"). The toggle version itself
+#              is not among the versions of that file we could read (64dfae7 has the Bernoulli loop, 9c93814
+#              has no word strategy yet), so the toggle here is that loop (lines 84-108) with the redraw at a
+#              boundary (line 104, `is_senior = self._draw_active(...)`) replaced by the other author, as the
+#              comment and issue 53 describe it. Kept from the loop: the boundary is the token just emitted
+#              (lines 101-103), the gap counts tokens since the last handoff, the boundary token included, and
+#              forces one at max_gap (lines 102-105), and the first author is drawn with p (line 96). Not
+#              known: which rule the paper's runs used.
+WORD_HANDOFFS = ("bernoulli", "toggle")
+
+
 @register_schedule("word")
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class WordSchedule(Schedule):
-    """Redraw the author (senior with probability p) after each word-start token."""
+    """Hand the author over after each word-start token: a redraw (senior with probability p), or with
+    handoff="toggle" the other author (the authors' earlier rule; see WORD_HANDOFFS above)."""
 
     p: float = 0.5
     max_gap: int = 32
+    handoff: str = "bernoulli"
 
     def __post_init__(self):
         _check_p(self.p)
         if self.max_gap < 1:
             raise ValueError(f"max_gap must be >= 1, got {self.max_gap}")
+        if self.handoff not in WORD_HANDOFFS:
+            raise ValueError(f"handoff must be one of {WORD_HANDOFFS}, got {self.handoff!r}")
+
+    def __repr__(self) -> str:  # the paper's rule prints as before: WordSchedule(p=0.5, max_gap=32)
+        shown = [f"p={self.p!r}", f"max_gap={self.max_gap!r}"]
+        if self.handoff != "bernoulli":
+            shown.append(f"handoff={self.handoff!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
 
     @property
     def writers(self) -> frozenset[str]:
-        return _writers_for_p(self.p)
+        # a toggle hands over whatever p is (p only draws the first author)
+        return frozenset((SENIOR, JUNIOR)) if self.handoff == "toggle" else _writers_for_p(self.p)
 
     @property
     def backstop(self) -> int:
         return self.max_gap
 
     def text_rule(self) -> TextRule | None:
+        if self.handoff == "toggle":
+            return None  # the text engine redraws; a toggle there is not built (token-id pairing only)
         return TextRule(p=self.p, redraw_before_word=True, backstop=self.max_gap)
 
     def boundaries(self, tokens: torch.Tensor, tables: VocabTables, prev_ends_digit=None) -> torch.Tensor:
@@ -339,16 +371,18 @@ class WordSchedule(Schedule):
     def advance(self, state: ScheduleState, tokens: torch.Tensor, tables: VocabTables, rng) -> ScheduleState:
         since = state.since_redraw + 1
         redraw = self.boundaries(tokens[:, None], tables, state.prev_ends_digit)[:, 0] | (since >= self.max_gap)
-        # Draw for every row so the random stream does not depend on which rows redraw.
-        draw = _bernoulli(self.p, tokens.shape[0], rng, tokens.device)
-        author = torch.where(redraw, draw, state.author)
+        if self.handoff == "toggle":
+            author = state.author ^ redraw
+        else:  # draw for every row so the random stream does not depend on which rows redraw
+            draw = _bernoulli(self.p, tokens.shape[0], rng, tokens.device)
+            author = torch.where(redraw, draw, state.author)
         since = torch.where(redraw, torch.zeros_like(since), since)
         ends_digit = tables.ends_digit[tokens] if tables.ends_digit is not None else state.prev_ends_digit
         return state._replace(author=author, since_redraw=since, prev_ends_digit=ends_digit)
 
 
 @register_schedule("boundary")
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class BoundarySchedule(WordSchedule):
     """The word schedule whose boundary set also holds symbol pieces and digit-run starts
     (module docstring): it hands off inside "<<47+18=65>>" and LaTeX as it does in prose."""

@@ -35,7 +35,7 @@ from trlvr.engine.self_pair import self_pair
 from trlvr.engine.vocab import check_pair_rows
 from trlvr.errors import UserError
 from trlvr.eval.fingerprint import file_digest
-from trlvr.eval.plan import completion_budget
+from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, split_by_prompt_length
 from trlvr.eval.spec import EvalSpec
 from trlvr.eval.suite import parse_protocol, protocols_for
 from trlvr.memory import MemoryPlan, Stack, read_config
@@ -53,7 +53,7 @@ from trlvr.models import (
 )
 from trlvr.provenance import path_for_record, path_from_record
 from trlvr.rewards import check_golds
-from trlvr.rundir import SELECTED_FILE, SELECTION, newest_step, read_record
+from trlvr.rundir import SELECTED_FILE, SELECTION_ARTIFACT, newest_step, read_record
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
@@ -65,7 +65,7 @@ def read_selection(run_dir: str | Path) -> dict:
     if not path.is_file():
         raise UserError(f"{path}: no selection recorded; run `trlvr select {run_dir} --val ...` first")
     fix = f"; run `trlvr select {run_dir} --val ...` again"
-    if why := artifacts.problem(run_dir, SELECTION):
+    if why := artifacts.problem(run_dir, SELECTION_ARTIFACT):
         raise UserError(f"{path}: {why}{fix}")
     record = read_record(path, hint=fix)
     if not isinstance(record.get("path"), str) or not record["path"]:
@@ -218,7 +218,6 @@ def eval_contexts(spec: EvalSpec, problems: list, models: list[tuple[str, str, o
     context, the longest prompt (in that tokenizer's tokens) plus its completion budget among the prompts
     the runner keeps, under the runner's budget rule (`--context-length`, `--max-prompt-tokens`). A
     context of "auto" is the models' own: nothing can pass it."""
-    from trlvr.eval.plan import default_max_prompt_tokens, split_by_prompt_length
     from trlvr.eval.runner import prompt_ids_for
 
     if spec.context_length == "auto" or not problems:

@@ -149,9 +149,9 @@ class EvalDir:
         os.replace(tmp, path)
 
     def problem(self) -> str | None:
-        """Why DIR is not a finished evaluation (`trlvr.artifacts.problem` of `trlvr.rundir.EVALUATION`: a
+        """Why DIR is not a finished evaluation (`trlvr.artifacts.problem` of `trlvr.rundir.EVALUATION_ARTIFACT`: a
         file a reader opens is missing, cut short or does not parse), or None."""
-        return artifacts.problem(self.path, rundir.EVALUATION)
+        return artifacts.problem(self.path, rundir.EVALUATION_ARTIFACT)
 
     def seal(self) -> None:
         """After the last write of a run (lock owner only): every file's size and sha256 into DIR's manifest

@@ -286,7 +286,7 @@ def stage_done(stage: Stage) -> bool:
         except UserError:
             return False
         return True
-    return (stage.out / DONE).is_file() and artifacts.is_complete(stage.out, rundir.EVALUATION)
+    return (stage.out / DONE).is_file() and artifacts.is_complete(stage.out, rundir.EVALUATION_ARTIFACT)
 
 
 def read_stage_record(out: Path, stage: Stage) -> dict | None:

@@ -48,7 +48,7 @@ from trlvr.experiments.study import (
     units,
 )
 from trlvr.experiments.study_spec import Study
-from trlvr.rundir import METRICS_FILE, RESULTS, SELECTION
+from trlvr.rundir import METRICS_FILE, RESULTS, SELECTION_ARTIFACT
 
 # the evaluation's own metrics; every registered per-sample metric (trlvr.eval.sample_metrics, e.g. one
 # of the toy world's) follows in each list (`columns`, `diff_columns`, `figure_panels`)
@@ -127,7 +127,7 @@ def selected_steps(study: Study, out: Path) -> dict[str, dict[int, int]]:
         steps = {}
         for s in study.seeds:
             run = train_dir(out, v, s)
-            if artifacts.is_complete(run, SELECTION):  # a torn selected.json is no selection
+            if artifacts.is_complete(run, SELECTION_ARTIFACT):  # a torn selected.json is no selection
                 step = json.loads((run / SELECTED_FILE).read_text()).get("step")
                 if isinstance(step, int):
                     steps[s] = step

@@ -14,6 +14,8 @@ from importlib.metadata import version
 
 from huggingface_hub import ModelCard, ModelCardData
 
+import trlvr
+
 PAPER_ID = "2606.28166"
 PAPER_TITLE = "Tandem Reinforcement Learning with Verifiable Rewards"
 PAPER_CITATION = """@article{jiao2026tandemrlvr,
@@ -81,8 +83,6 @@ def tandem_model_card(*, model_name: str, senior: str | None, junior: str | None
                       data: str | None, steps: int, hub_model_id: str | None = None,
                       tags: list[str] | None = None) -> ModelCard:  # fmt: skip
     """The card: metadata (base_model and datasets when they are hub ids, the tags) and the run's table."""
-    import trlvr
-
     card_data = ModelCardData(base_model=_hub_id(senior), datasets=_hub_id(data), library_name="transformers",
                               model_name=model_name, tags=["generated_from_trainer", *TAGS,
                                                            *[t for t in tags or [] if t not in TAGS]])  # fmt: skip

@@ -54,6 +54,7 @@ from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
 from trlvr.errors import UserError
 from trlvr.models import choose_pairing, load_tokenizer
+from trlvr.rewards.length import with_length_penalty
 from trlvr.rundir import MODEL_CARD
 from trlvr.training.build import launch_sharding, load_junior
 from trlvr.training.learning import FIXES, WeightsMoved, low_precision_problem
@@ -164,7 +165,14 @@ class TandemGRPOTrainer(GRPOTrainer):
             raise ValueError("kl_ref: junior needs TandemConfig(junior=<the junior's path or hub id>)")
         funcs = [] if reward_funcs is None else reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
-        funcs = [with_share_split(f) if _plain_callable(f) else f for f in funcs] or None  # None: TRL's refusal
+        funcs = [with_share_split(f) if _plain_callable(f) else f for f in funcs]
+        # the length penalty (both arms alike, trlvr.rewards.length) rides on the first reward function
+        if funcs and not _plain_callable(funcs[0]) and tandem.length_penalty != "none":
+            raise ValueError("length_penalty needs a plain reward function first in reward_funcs (not a model)")
+        if funcs and _plain_callable(funcs[0]):
+            funcs[0] = with_length_penalty(funcs[0], tandem.length_penalty, tandem.length_penalty_weight,
+                                           args.max_completion_length)  # fmt: skip
+        funcs = funcs or None  # None: TRL's refusal ("no reward source")
         if isinstance(model, str) and kl_to_junior and not self_paired:  # its config is pointed at the junior below
             model = create_model_from_path(model, **dict(args.model_init_kwargs or {}))
 
