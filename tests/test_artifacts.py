@@ -198,7 +198,7 @@ def _refused(fn, *names: str) -> None:
 
 CHECKPOINT_FILES = [f"checkpoint-{s}/{n}" for s in (1, 2) for n in ("model.safetensors", "config.json", "generation_config.json",
                     "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", "training_args.bin",
-                    "tokenizer.json", "tokenizer_config.json", artifacts.MANIFEST)]  # fmt: skip
+                    "tokenizer.json", "tokenizer_config.json", rundir.MODEL_CARD, artifacts.MANIFEST)]  # fmt: skip
 
 
 @pytest.mark.parametrize("rel", CHECKPOINT_FILES)
@@ -223,7 +223,7 @@ def test_a_cut_checkpoint_file_is_skipped_or_refused_by_every_reader(made, tmp_p
 
 FINAL_FILES = [f"{rundir.FINAL}/{n}" for n in ("model.safetensors", "config.json", "trainer_state.json",
                "tokenizer.json", "tokenizer_config.json", "generation_config.json", "training_args.bin",
-               artifacts.MANIFEST)]  # fmt: skip
+               rundir.MODEL_CARD, artifacts.MANIFEST)]  # fmt: skip
 
 
 @pytest.mark.parametrize("rel", FINAL_FILES)
