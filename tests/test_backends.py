@@ -116,7 +116,7 @@ class _Recorded:
     def __init__(self):
         self.share = "not asked"
 
-    def problems(self, where, gpu_memory, share, share_setting):
+    def problems(self, where, gpu_memory, share, share_setting, sleep=False):
         self.share = share
         return []
 

@@ -84,7 +84,8 @@ def test_a_bad_untrained_variant_is_one_line_naming_the_key(tmp_path, capsys, va
 def test_a_study_name_that_is_neither_a_file_nor_shipped_is_one_line(capsys):
     assert cli(["study", "plan", "no-such-study"]) == 2
     err = capsys.readouterr().err.strip()
-    shipped = "demo, paper-table2, real-notation, real-smollm2, toy-cross, toy-granularity, toy-seeds"  # every study ships
+    shipped = ("demo, paper-table2, qwen3-4b-junior-0.6b, real-notation, real-smollm2, toy-cross, toy-granularity, "
+               "toy-length-penalty, toy-seeds")  # every study ships
     assert err == f"trlvr study: error: study no-such-study: no such file, and no shipped study of that name (shipped: {shipped})"
 
 

@@ -33,5 +33,5 @@ def test_every_torch_install_line_is_pinned_inside_the_projects_range():
     assert version in spec and "torch==$(TORCH_VERSION)" in makefile
     for page in (ROOT / "README.md", *(ROOT / "docs").rglob("*.md")):
         for line in re.findall(r"pip install [^\n`#]*", page.read_text()):  # the command, not its comment
-            if re.search(r"\btorch\b", line):
+            if re.search(r"(?<![-\w])torch(?![-\w])", line):  # torch itself, not uv's --torch-backend
                 assert f"torch=={version} " in line, f"{page.relative_to(ROOT)}: {line}"

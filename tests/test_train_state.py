@@ -239,6 +239,12 @@ class TrainDir(RuleBasedStateMachine):
                     resolve_senior(f"{self.out}@selected")
                 assert "\n" not in str(e.value)
                 return
+            covered, now = json.loads(sel.read_text()).get("newest_step"), rundir.newest_step(self.out)
+            if covered is not None and now is not None and now > covered:  # made before a resume trained on
+                with pytest.raises(UserError, match="select again") as e:
+                    resolve_senior(f"{self.out}@selected")
+                assert "\n" not in str(e.value)
+                return
             path, record = resolve_senior(f"{self.out}@selected")
             assert Path(path).resolve().parent == self.out.resolve(), path  # this run's, not one set aside
             assert (Path(path) / "model.safetensors").is_file()

@@ -126,7 +126,7 @@ def test_a_qwen_like_pair_is_accepted_from_configs_and_tokenizers(tmp_path, no_w
 def test_pairs_that_cannot_share_a_tokenizer_are_refused_in_one_line_before_weights_load(tmp_path, no_weights):
     tok, other = tiny_tokenizer(), train_bpe_tokenizer(CORPUS, vocab_size=290, split_digits=True)
     senior = _save(tmp_path, "senior", tok, len(tok) + 16)
-    args = SimpleNamespace(model_init_kwargs=None, beta=0.0)
+    args = SimpleNamespace(model_init_kwargs=None, beta=0.0, max_completion_length=16)
     # different tokenizers, lockstep asked for
     with pytest.raises(UserError) as e:
         load_models(_config(senior, _save(tmp_path, "other", other, len(other), 1), pairing="lockstep"), args)

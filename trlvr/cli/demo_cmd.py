@@ -60,7 +60,8 @@ def main(args) -> int:
             if not args.fresh:
                 demo.refuse_old_layout(out)
                 demo.refuse_other_options(study, out)
-            study_cmd.validate(study, out)
+            # with --fresh the stages start in an empty DIR: checked as such, not against what is set aside
+            study_cmd.validate(study, Path(tmp) / "fresh" if args.fresh else out)
 
         # every check first; only then (--fresh) the earlier demo moves into OUT/replaced-<time>/ (nothing deleted)
         rundir.prepare_output(out, rundir.STUDY, flag="--out", checks=[check], start_over=args.fresh)

@@ -113,23 +113,34 @@ def dry_run(argv: list[str], *, folder: bool = True) -> str:
 LAYOUT_FLAGS = ("--processes", "--zero-stage", "--config_file")
 
 
-def _asks_sleep(argv: list[str]) -> bool:
-    """Whether the run asks for vLLM's sleep mode (its config file's `vllm_enable_sleep_mode`, or the command
-    line's, which wins), read before a machine without a GPU checks the config with it off."""
+def _setting(argv: list[str], key: str, default=None):
+    """A run setting as given: the command line's `--key value`, else its config file's (read before a machine
+    without a GPU checks the config with its own overrides); `default` when neither sets it."""
     import yaml
 
     from trlvr.config import resolve_config_path
 
-    asked = False
+    value = default
     if "--config" in argv and argv.index("--config") + 1 < len(argv):
         try:
-            asked = bool((yaml.safe_load(resolve_config_path(argv[argv.index("--config") + 1]).read_text()) or {})
-                         .get("vllm_enable_sleep_mode", False))  # fmt: skip
+            value = (yaml.safe_load(resolve_config_path(argv[argv.index("--config") + 1]).read_text()) or {}).get(
+                key, default)
         except Exception:  # an unreadable config: parse_run_args says why, in one line
-            asked = False
-    if "--vllm_enable_sleep_mode" in argv and (i := argv.index("--vllm_enable_sleep_mode")) + 1 < len(argv):
-        asked = argv[i + 1].strip().lower() in ("true", "1", "yes")
-    return asked
+            value = default
+    if f"--{key}" in argv and (i := argv.index(f"--{key}")) + 1 < len(argv):
+        value = argv[i + 1]
+    return value
+
+
+def _true(value) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
+def _asks_sleep(argv: list[str]) -> bool:
+    """Whether the run asks for vLLM's sleep mode on a GPU: backend vllm, `vllm_enable_sleep_mode` on and
+    `use_cpu` off (a run that asks for it on the CPU, or on backend hf, is refused by the config check)."""
+    return (_true(_setting(argv, "vllm_enable_sleep_mode", False)) and not _true(_setting(argv, "use_cpu", False))
+            and str(_setting(argv, "backend", "hf")) == "vllm")
 
 
 def _pop_layout(argv: list[str]) -> tuple[list[str], dict]:

@@ -38,6 +38,7 @@ from trlvr.eval.fingerprint import file_digest
 from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, split_by_prompt_length
 from trlvr.eval.spec import EvalSpec
 from trlvr.eval.suite import parse_protocol, protocols_for
+from trlvr.gpu import free_memory_check
 from trlvr.memory import MemoryPlan, Stack, read_config
 from trlvr.models import (
     SELF,
@@ -409,8 +410,6 @@ def evaluate_specs(
 
         if engine.own_engine:  # an engine of the models `stacks` names; HF scorers load after it is closed
             if engine.gpu_share:  # the one before it closed: its memory is free, or this names it
-                from trlvr.gpu import free_memory_check
-
                 free_memory()
                 free_memory_check(f"eval: the {'+'.join(stacks)} engine", "this evaluation's previous engine"
                                   if engines else None, EVAL_ENGINE_SHARE)  # fmt: skip

@@ -33,7 +33,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from statistics import NormalDist
+
+import numpy as np
+
+from trlvr.eval.aggregate import metric_specs
+from trlvr.eval.groups import _per_seed_groups, load_tables
 
 # ---- power -------------------------------------------------------------------------------------------
 
@@ -116,8 +122,6 @@ def problems_scale_needed(c: Components, seeds: int, problems: Sequence[int], ef
 def components_from_matrices(diffs: Sequence[Sequence[Sequence[float]]], source: str) -> Components:
     """Method-of-moments components from paired differences d[s][g][i] (points; >= 2 seeds): the two-way
     ANOVA of each benchmark (seeds x problems, one value per cell), pooled over benchmarks."""
-    import numpy as np
-
     S = len(diffs)
     if S < 2:
         raise ValueError(f"variance components need >= 2 seeds, got {S}")
@@ -147,11 +151,6 @@ def components_from_matrices(diffs: Sequence[Sequence[Sequence[float]]], source:
 def components_from_study(out, baseline: str, variant: str, metric: str) -> Components:
     """Components of `metric` (e.g. handoff/pass@1) for variant - baseline from a `trlvr study run` folder
     (the seeds both finished, >= 2), in points."""
-    from pathlib import Path
-
-    from trlvr.eval.aggregate import metric_specs
-    from trlvr.eval.groups import _per_seed_groups, load_tables
-
     out = Path(out)
     ta, tb = load_tables(out / "eval" / baseline), load_tables(out / "eval" / variant)
     seeds = sorted(set(ta) & set(tb))

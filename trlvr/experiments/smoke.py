@@ -37,15 +37,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from trlvr import rundir
 from trlvr.config import load_run_config
 from trlvr.data import encode_prompt, load_problems, prompt_for, read_jsonl
 from trlvr.engine.backends import backend
+from trlvr.engine.release import free_memory
 from trlvr.engine.schedules import Schedule
 from trlvr.errors import UserError
 from trlvr.eval.api import EVAL_ENGINE_SHARE
 from trlvr.eval.store import read_samples
-from trlvr.gpu import cuda_line, driver_facts
+from trlvr.gpu import cuda_line, driver_facts, free_memory_check
 from trlvr.memory import MemoryPlan
 from trlvr.models import load_tokenizer
 from trlvr.provenance import git_commit, machine
@@ -309,8 +312,6 @@ def _prompt_len(run_dir: Path, tokenizer_path: str) -> float:
 
 
 def _device_peak() -> int | None:
-    import torch
-
     return int(torch.cuda.max_memory_allocated()) if torch.cuda.is_available() else None
 
 
@@ -424,9 +425,6 @@ class _EngineStages:
 
     def before(self, stage: str, share: float) -> None:
         if self.gpu_share:
-            from trlvr.engine.release import free_memory
-            from trlvr.gpu import free_memory_check
-
             free_memory()
             free_memory_check(f"smoke: {stage}", self.previous, share)
         self.previous = stage

@@ -19,6 +19,7 @@ each save). It reads folders.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -69,8 +70,6 @@ def prune_resume_state(output_dir: str | Path) -> list[Path]:
     `KEEP_RESUME` newest complete ones and mark it weights only; returns those pruned now. Never touches those,
     one newer than them (a save in progress, or a broken one `--resume` reports), or one whose weights do not load.
     The mark is written before anything is removed, so a kill in between leaves a checkpoint resume skips."""
-    import shutil
-
     found = checkpoints(output_dir)
     kept = [i for i, ckpt in enumerate(found) if checkpoint_problem(ckpt) is None][:KEEP_RESUME]
     if len(kept) < KEEP_RESUME:

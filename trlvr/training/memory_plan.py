@@ -21,9 +21,10 @@ import re
 from pathlib import Path
 
 import torch
+import yaml
 
 from trlvr import rundir
-from trlvr.config import TandemConfig
+from trlvr.config import TandemConfig, resolve_config_path
 from trlvr.engine.backends import backend
 from trlvr.errors import UserError
 from trlvr.memory import MemoryPlan, Stack, derived_max_model_len, parse_size, read_config
@@ -86,8 +87,6 @@ def accelerate_layout(path: str | Path) -> tuple[int, int]:
     """(ZeRO stage, processes) an `accelerate launch --config_file` YAML asks for: `num_processes` (x
     `num_machines`), and `deepspeed_config.zero_stage` (or `zero_optimization.stage` of the DeepSpeed JSON it
     names) when `distributed_type` is DEEPSPEED; a file that says neither clearly is one line naming it."""
-    import yaml
-
     p = Path(path)
     try:
         cfg = yaml.safe_load(p.read_text())
@@ -119,8 +118,6 @@ def accelerate_layout(path: str | Path) -> tuple[int, int]:
 def recipe_launcher(config: str | Path) -> Path | None:
     """The accelerate config a recipe names on its `# Launch: accelerate launch --config_file FILE` line (a
     shipped recipe's `recipes/NAME.yaml` resolves to the package's copy), or None."""
-    from trlvr.config import resolve_config_path
-
     try:
         text = resolve_config_path(str(config)).read_text()
     except (OSError, UserError):
