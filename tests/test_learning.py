@@ -115,6 +115,23 @@ def test_a_bf16_full_fine_tuning_run_without_zero_is_refused_in_one_line_before_
     assert not (toy / "run").exists() or not any((toy / "run").iterdir())
 
 
+def test_the_dry_run_refuses_bf16_full_fine_tuning_in_the_run_s_line_and_passes_it_under_zero(toy, capsys):
+    """`trlvr train --dry-run` is the run's check list: the same line as the run for bf16 weights without
+    ZeRO (its CPU overrides, bf16 false and use_cpu, leave the weights' dtype as the run loads them); a
+    launch planned with ZeRO (--zero-stage) passes."""
+    bf16 = argv(toy, "--model_init_kwargs", '{"dtype": "bfloat16"}')
+    assert cli([*bf16, "--dry-run"]) == 2
+    [dry] = errors(capsys.readouterr().err)
+    assert cli(bf16) == 2
+    [run] = errors(capsys.readouterr().err)
+    assert dry == run and "full fine-tuning of bfloat16 weights" in dry, (dry, run)
+    assert cli([*bf16, "--dry-run", "--zero-stage", "2"]) == 0
+    assert capsys.readouterr().out.startswith("config ok")
+    assert cli([*bf16, "--dry-run", "--zero-stage", "0"]) == 2
+    assert errors(capsys.readouterr().err) == [run]
+    assert not (toy / "run").exists() or not any((toy / "run").iterdir())
+
+
 def test_a_checkpoint_saved_in_bf16_is_judged_by_its_own_dtype(toy):
     """transformers 5 loads dtype "auto" (the checkpoint's): a bf16 checkpoint with no model_init_kwargs is
     the same run, refused the same way."""

@@ -101,13 +101,25 @@ def dry_run(argv: list[str], *, folder: bool = True) -> str:
             note += ", sleep mode off"
         note += ")"
     tandem, grpo, options = parse_run_args(argv)
+    from trlvr.training.learning import check_updates_land
     from trlvr.training.preflight import check_run_start
 
     note += check_run_start(tandem, grpo, resume=options.resume, force=options.force, planning=True,
                             folder=folder).note  # fmt: skip
+    check_updates_land(tandem, grpo, dry_run_sharding(grpo, argv, layout), where=f"senior {tandem.senior}")
     head = (f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
             f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, output_dir {grpo.output_dir}")
     return f"{head}\n{memory_plan(tandem, grpo, argv, layout)}"
+
+
+def dry_run_sharding(grpo, argv: list[str], layout: dict) -> str | None:
+    """The sharding the launch would give the run (`trlvr.training.build.launch_sharding`'s answer): this
+    launch's own environment or the run's `deepspeed` argument, else the ZeRO stage of the planned launch
+    (`launch_of`: --zero-stage, --config_file, the recipe's Launch line), "zero<stage>" for stage 1 to 3."""
+    from trlvr.training.build import launch_sharding
+
+    zero = launch_of(argv, layout)[0]
+    return launch_sharding(grpo) or (f"zero{zero}" if zero >= 1 else None)
 
 
 LAYOUT_FLAGS = ("--processes", "--zero-stage", "--config_file")
