@@ -157,7 +157,11 @@ def test_dry_run_plans_the_recipe_s_2_gpu_launch_and_its_disk_on_a_cpu_box(capsy
     assert "ZeRO-3 over 4 processes" in capsys.readouterr().out
     one = tmp_path / "one.yaml"
     one.write_text("distributed_type: 'NO'\nnum_processes: 1\n")
-    assert main(["train", "--config", "qwen3-4b-deepscaler", "--dry-run", "--config_file", str(one), *out_dir]) == 0
+    assert main(["train", "--config", "qwen3-4b-deepscaler", "--dry-run", "--config_file", str(one), *out_dir]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()  # the recipe's bf16 weights need ZeRO's fp32 master copy
+    assert "full fine-tuning of bfloat16 weights" in line and "with no DeepSpeed ZeRO" in line, line
+    assert main(["train", "--config", "qwen3-4b-deepscaler", "--dry-run", "--config_file", str(one), *out_dir,
+                 "--optim", "stable_adamw"]) == 0  # a bf16-safe optimizer (Kahan summation)  # fmt: skip
     assert "1 process(es), no ZeRO" in capsys.readouterr().out
     bad = tmp_path / "bad.yaml"
     bad.write_text("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config: {zero_stage: x}\n")
