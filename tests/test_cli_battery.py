@@ -744,7 +744,37 @@ FAILING_START_OVER = [
     ("eval", "evaluation", ["--fresh", "--junior", "{missing}"]),
     ("eval --seeds", "evaluation seed group", ["--fresh", "--seeds", "0,1"]),  # no senior0/, senior1/
     ("smoke", "smoke", ["--problems", "1000"]),  # an earlier smoke is always set aside: after the checks
+    ("select", "training run", ["--fresh", "--junior", "{missing}"]),
+    # checkpoint-2 lost its tokenizer: refused before step-1's folder is set aside (before: step-1 moved, then
+    # step-2 refused)
+    ("select", "training run", ["--fresh", "{checkpoint-2 without tokenizer}"]),
 ]
+
+
+def _selected_run(world, case_dir: Path) -> Path:
+    """A copy of the world's training run whose checkpoints were evaluated for selection (RUN/select/d/step-N/,
+    copies of the evaluations A and B): what `trlvr select --fresh` sets aside."""
+    run = case_dir / "run"
+    shutil.copytree(world["tmp"] / "run", run)
+    for step, name in ((1, "A"), (2, "B")):
+        shutil.copytree(world["tmp"] / name, run / "select" / "d" / f"step-{step}")
+    return run
+
+
+def _start_over_argv(world, case_dir: Path, writer: str, kind: str, extra: list[str]) -> tuple[Path, list[str]]:
+    """(the folder of earlier work, the command line that starts over in it)."""
+    if writer == "select":
+        target = _selected_run(world, case_dir)
+        if "{checkpoint-2 without tokenizer}" in extra:
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                (target / "checkpoint-2" / name).unlink()
+        argv = [a.replace("{out}", str(case_dir)) for a in _bases(world["tmp"])["select"]]
+        return target, argv + [e for e in extra if e != "{checkpoint-2 without tokenizer}"]
+    target = _group(world, case_dir) if kind == "evaluation seed group" else _kind_folder(world, case_dir, kind)
+    argv = _writer_argv(world, case_dir, writer.removesuffix(" --seeds"), target, extra)
+    if writer == "eval --seeds":
+        argv[argv.index("--senior") + 1] = str(world["tmp"] / "senior") + "{seed}"
+    return target, argv
 
 
 @pytest.mark.parametrize(("writer", "kind", "extra"), FAILING_START_OVER,
@@ -757,9 +787,25 @@ def test_start_over_with_an_input_that_fails_a_check_moves_nothing(world, tmp_pa
     case_dir = tmp_path / "case"
     case_dir.mkdir()
     monkeypatch.chdir(case_dir)
-    target = _group(world, case_dir) if kind == "evaluation seed group" else _kind_folder(world, case_dir, kind)
     extra = [e.replace("{missing}", str(case_dir / "missing")) for e in extra]
-    argv = _writer_argv(world, case_dir, writer.removesuffix(" --seeds"), target, extra)
-    if writer == "eval --seeds":
-        argv[argv.index("--senior") + 1] = str(world["tmp"] / "senior") + "{seed}"
+    _, argv = _start_over_argv(world, case_dir, writer, kind, extra)
     _refused_untouched(world, case_dir, monkeypatch, capsys, argv)
+
+
+@pytest.mark.parametrize("writer", ["eval", "select"])
+def test_start_over_that_passes_every_check_sets_the_earlier_work_aside(world, tmp_path, monkeypatch, capsys, writer):
+    """`eval --fresh` and `select --fresh` whose every check passes: each evaluation folder's earlier work is
+    now in its replaced-<time>/, byte for byte (nothing deleted), and a new evaluation stands in its place."""
+    case_dir = tmp_path / "case"
+    case_dir.mkdir()
+    monkeypatch.chdir(case_dir)
+    target, argv = _start_over_argv(world, case_dir, writer, "evaluation", ["--fresh"])
+    folders = [target / "select" / "d" / f"step-{s}" for s in (1, 2)] if writer == "select" else [target]
+    locks = {".lock", ".lock.pid"}  # the held lock stays (`trlvr.rundir.set_aside`'s keep)
+    before = {f: {k: v for k, v in tree(f).items() if k not in locks} for f in folders}
+    assert main(argv) == 0, capsys.readouterr().err[-500:]
+    for folder, was in before.items():
+        aside = [p for p in folder.iterdir() if p.name.startswith("replaced-")]
+        assert len(aside) == 1, (folder, sorted(p.name for p in folder.iterdir()))
+        assert tree(aside[0]) == was, folder
+        assert (folder / "results.json").is_file() and (folder / "samples.jsonl").is_file()

@@ -264,3 +264,18 @@ def test_cli_refuses_another_senior_and_fresh_starts_over(models, tokenizer, tmp
     assert res["fingerprint"]["models"]["senior"]["path"] == str((tmp_path / "other").resolve())
     assert res["benchmarks"]["toy"]["num_problems"] == 3
     assert res["fingerprint"]["data"]["toy"]["sha256"]
+
+
+def test_fresh_into_a_folder_of_another_kind_is_refused_and_moves_nothing(models, tokenizer, tmp_path):
+    """`fresh` (the library's --fresh) sets aside only an earlier evaluation (`trlvr.rundir.prepare_output`):
+    a training run is refused in one line, byte for byte as it was, no lock file left. Before: the run's
+    record and checkpoints moved into replaced-<time>/ and an evaluation was written in their place."""
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoint-1").mkdir(parents=True)
+    (run_dir / "trlvr_run.json").write_text('{"tandem": {}}\n')
+    (run_dir / "checkpoint-1" / "config.json").write_text("{}\n")
+    before = {p.relative_to(run_dir): p.read_bytes() if p.is_file() else None for p in run_dir.rglob("*")}
+    with pytest.raises(UserError, match=r"holds a training run \(trlvr_run.json\), not an evaluation") as err:
+        run(models, tokenizer, run_dir, toy_problems(2), fresh=True)
+    assert "\n" not in str(err.value)
+    assert {p.relative_to(run_dir): p.read_bytes() if p.is_file() else None for p in run_dir.rglob("*")} == before

@@ -38,6 +38,7 @@ from typing import NamedTuple
 
 from tqdm.auto import tqdm
 
+from trlvr import rundir
 from trlvr.data import encode_prompt, prompt_for
 from trlvr.data.prompts import lossy_prompts, lost_characters
 from trlvr.data.schema import problem_key
@@ -247,6 +248,10 @@ class Partners:
         return None if not self.has_junior else "text" if self.junior_tokenizer is not None else "lockstep"
 
 
+# what an evaluation's folder may hold (--fresh sets aside an earlier evaluation, or a seed group of them)
+_KINDS = (rundir.EVALUATION, rundir.EVALUATION_SEEDS)
+
+
 def evaluate(
     partners: Partners,
     benchmarks: dict[str, list],
@@ -269,7 +274,7 @@ def evaluate(
     `trlvr.rewards.extract_boxed`). `spec.context_length` "auto" takes `partners.context_length`
     (None = unknown: a flat budget of `max_new_tokens`); the budget of a problem is then
     min(max_new_tokens, context - prompt - 8). `spec.max_prompt_tokens` "auto" = the longest prompt
-    that leaves room to generate. `fresh` deletes the directory's earlier samples. Problems whose
+    that leaves room to generate. `fresh` sets the directory's earlier work aside (replaced-<time>/). Problems whose
     prompt the tokenizer cannot spell (decode(encode(prompt)) differs) are listed in config.json's
     `lossy_prompts` and warned about; `refuse_lossy` makes them an error. `check_only` (`trlvr eval
     --dry-run`): every check up to the folder's samples (`check_samples`), then None; nothing is written.
@@ -315,6 +320,8 @@ def evaluate(
         "dropped_problems": dropped, "lossy_prompts": lossy, "machine": machine_record(None),
         "pairing": pairing, "backend": partners.backend,
     }  # fmt: skip
+    if fresh:  # the folder's kind before anything is written (its lock file too) or set aside; a refusal moves nothing
+        rundir.prepare_output(out_dir, _KINDS, flag="--out")
     if check_only:  # the dry run: the folder's samples checked as the run checks them, nothing written
         check_samples(EvalDir(out_dir), fingerprint, fresh)
         return None
@@ -449,8 +456,8 @@ def check_samples(store: EvalDir, fingerprint: dict, fresh: bool) -> dict | None
 def _open(store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> tuple[list[dict], dict]:
     """Under the lock: check that the directory's samples may be reused, repair, write the metadata;
     return the rows and the directory's fingerprint from now on (`trlvr.eval.fingerprint.with_partner`)."""
-    if fresh:
-        store.clear()
+    if fresh:  # every check passed: start over through the one way a folder is readied (`trlvr.rundir`)
+        rundir.prepare_output(store.path, _KINDS, flag="--out", start_over=True, set_aside_with=lambda _: store.clear())
     if store.has_samples():
         old = check_samples(store, fingerprint, fresh=False)
         fingerprint = fpr.with_partner(old, fingerprint)

@@ -107,7 +107,7 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
     spec: the EvalSpec every checkpoint is evaluated under (`selection_spec`); models: the junior and
     how to load (its `senior` is ignored: each checkpoint in turn; junior None = the run's own, pairing =
     the run's own setting). fresh: start each checkpoint's evaluation over (its folder was made under
-    other settings)."""
+    other settings): every checkpoint's checks first, then each folder set aside as it is evaluated."""
     record = read_run(run_dir)
     models = models or ModelSpec("")
     junior = models.junior or record.get("tandem", {}).get("junior")
@@ -120,7 +120,7 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
         candidates = [Candidate(0, record["tandem"]["senior"]), *candidates]
     val = how.val
 
-    def evaluate_checkpoint(cand: Candidate, problems, out_dir: Path, suite):
+    def evaluate_checkpoint(cand: Candidate, problems, out_dir: Path, suite, check_only: bool = False):
         # `junior: self` pairs a LoRA checkpoint with its base; the starting senior (step 0) is that base
         partner = cand.path if junior == SELF and not is_adapter_dir(cand.path) else junior
         runs_junior = bool(set(suite) - {"solo"})  # solo/* metrics load no junior: nothing to put on its device
@@ -129,8 +129,12 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
         return evaluate_specs(
             these, {name: problems}, spec.replace(suite=tuple(suite)), out_dir,
             data_identities={name: {"validation": _resolved(val), "run": str(Path(run_dir).resolve())}},
-            data_sources={name: val}, progress=progress, fresh=fresh,
+            data_sources={name: val}, progress=progress, fresh=fresh, check_only=check_only,
         )  # fmt: skip
 
+    def check_checkpoint(cand: Candidate, problems, out_dir: Path, suite):  # --fresh: each folder's checks first
+        evaluate_checkpoint(cand, problems, out_dir, suite, check_only=True)
+
     return select_checkpoint(run_dir, problems, metric=how.metric, evaluate_checkpoint=evaluate_checkpoint,
-                             val_name=name, direction=how.direction, candidates=candidates)  # fmt: skip
+                             val_name=name, direction=how.direction, candidates=candidates,
+                             check_checkpoint=check_checkpoint if fresh else None)  # fmt: skip

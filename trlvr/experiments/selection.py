@@ -175,11 +175,14 @@ def select_checkpoint(
     val_name: str = "val",
     direction: str | None = None,
     candidates: list[Candidate] | None = None,
+    check_checkpoint=None,
 ) -> Selection:
     """Evaluate every candidate on `val_problems` and record the best.
 
     `evaluate_checkpoint(candidate, problems, out_dir, suite) -> results.json dict` runs one
     evaluation (`select_run.run_selection` passes a closure over `trlvr.eval.api.evaluate_specs`).
+    `check_checkpoint` (same arguments; `trlvr select --fresh`): every candidate's checks, run for all of
+    them before the first evaluation sets any folder aside.
     """
     suite = suite_for(metric)
     direction = direction or default_direction(metric)
@@ -189,6 +192,8 @@ def select_checkpoint(
     candidates = candidates or list_checkpoints(run)
     out_root = run / "select" / val_name
     table = []
+    for cand in candidates if check_checkpoint is not None else ():
+        check_checkpoint(cand, val_problems, out_root / f"step-{cand.step}", suite)
     for cand in candidates:
         res = evaluate_checkpoint(cand, val_problems, out_root / f"step-{cand.step}", suite)
         metrics = res["macro"]["metrics"]
