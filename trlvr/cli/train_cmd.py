@@ -151,8 +151,14 @@ def _true(value) -> bool:
 def _asks_sleep(argv: list[str]) -> bool:
     """Whether the run asks for vLLM's sleep mode on a GPU: backend vllm, `vllm_enable_sleep_mode` on and
     `use_cpu` off (a run that asks for it on the CPU, or on backend hf, is refused by the config check)."""
-    return (_true(_setting(argv, "vllm_enable_sleep_mode", False)) and not _true(_setting(argv, "use_cpu", False))
-            and str(_setting(argv, "backend", "hf")) == "vllm")
+    from trlvr.errors import UserError
+
+    if not _true(_setting(argv, "vllm_enable_sleep_mode", False)) or _true(_setting(argv, "use_cpu", False)):
+        return False
+    try:  # sleep mode is a setting of a backend with engine options (the config check refuses it elsewhere)
+        return backend(str(_setting(argv, "backend", "hf"))).engine_options
+    except UserError:  # an unknown backend: the config check says so in one line
+        return False
 
 
 def _pop_layout(argv: list[str]) -> tuple[list[str], dict]:
