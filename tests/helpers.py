@@ -44,6 +44,17 @@ def copy_toy_pair(root: Path, n_train: int) -> Path:
     return root
 
 
+def toy_train_argv(toy: Path, *extra: str) -> list[str]:
+    """`trlvr train` on `copy_toy_pair`'s folder: the toy config, its pair and training file, output in TOY/run."""
+    return ["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+            "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), *extra]  # fmt: skip
+
+
+def cli_errors(err: str) -> list[str]:
+    """The `trlvr <command>: error: ...` lines of a command's stderr."""
+    return [ln for ln in err.splitlines() if ": error: " in ln]
+
+
 def fake_model_folder(folder: Path, tag: str = "x") -> Path:
     """A folder a reader takes for a complete model (`trlvr.artifacts.WEIGHTS`): config.json (naming `tag`)
     and a one-tensor model.safetensors; not a model that loads into transformers."""

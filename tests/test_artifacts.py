@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import copy_toy_pair
 
 from trlvr import artifacts, rundir
 from trlvr.cli.main import main as cli
@@ -124,12 +125,9 @@ def test_an_evaluation_needs_every_file_its_readers_open(tmp_path):
 def made(tmp_path_factory):
     """A finished toy run: checkpoint-1, checkpoint-2, final/, a selection and its evaluation folders."""
     from trlvr.toy.task import make_splits
-    from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
+    from trlvr.toy.world import _rows, _write_jsonl
 
-    tmp = tmp_path_factory.mktemp("artifacts")
-    for name in ("senior", "junior"):
-        shutil.copytree(ASSETS_DIR / name, tmp / name)
-    _write_jsonl(tmp / "train.jsonl", _rows(make_splits(24, 4, seed=0)[0]))
+    tmp = copy_toy_pair(tmp_path_factory.mktemp("artifacts"), 24)
     _write_jsonl(tmp / "val.jsonl", _rows(make_splits(24, 4, seed=0)[1])[:1])
     run = tmp / "run"
     assert cli(train_argv(tmp, run, 2)) == 0

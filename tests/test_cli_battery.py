@@ -585,17 +585,23 @@ def test_a_junior_device_for_a_suite_without_a_junior_is_not_a_traceback(world, 
 NOT_THERE_YET = "not there yet"
 
 
-def _train_outcome(world, case_dir, monkeypatch, capsys, argv) -> tuple[str, str]:
-    """("ok" | "refused" | "machine", the output line) of one `trlvr train` or `trlvr eval` command line."""
+def _run_to_first_weights(argv, capsys) -> tuple[int, str, str, list[str]]:
+    """(exit code, stdout, stderr, stderr's lines but progress bars) of one command line; reaching the first
+    weight load (a stubbed loader raises Reached) counts as exit 0."""
     capsys.readouterr()
     try:
         code = main(argv)
     except Reached:
         code = 0
     out, err = capsys.readouterr()
+    return code, out, err, [ln for ln in err.splitlines() if ln.strip() and not _progress(ln)]
+
+
+def _train_outcome(world, case_dir, monkeypatch, capsys, argv) -> tuple[str, str]:
+    """("ok" | "refused" | "machine", the output line) of one `trlvr train` or `trlvr eval` command line."""
+    code, out, err, lines = _run_to_first_weights(argv, capsys)
     if code == 0:
         return "ok", out.splitlines()[0] if out.strip() else ""
-    lines = [ln for ln in err.splitlines() if ln.strip() and not _progress(ln)]
     assert len(lines) == 1 and "Traceback" not in err, (argv, err)
     return ("machine" if code == 74 else "refused"), lines[0]
 
@@ -690,13 +696,7 @@ def _refused_untouched(world, case_dir, monkeypatch, capsys, argv) -> str:
     for loader in ("load_causal_lm", "load_model_or_adapter"):
         monkeypatch.setattr(build, loader, first_weights)
     before = {root: tree(root) for root in (case_dir, world["tmp"])}
-    capsys.readouterr()
-    try:
-        code = main(argv)
-    except Reached:
-        code = 0
-    out, err = capsys.readouterr()
-    lines = [ln for ln in err.splitlines() if ln.strip() and not _progress(ln)]
+    code, out, err, lines = _run_to_first_weights(argv, capsys)
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, (argv, code, out[-500:], err)
     for root, was in before.items():
         now = tree(root)

@@ -11,7 +11,7 @@ import re
 
 import pytest
 import torch
-from helpers import copy_toy_pair
+from helpers import cli_errors, copy_toy_pair, toy_train_argv
 from torch import nn
 
 from trlvr.cli.main import main as cli
@@ -45,12 +45,10 @@ def toy(tmp_path):
 
 
 def argv(toy, *extra):
-    return ["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
-            "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), *SMALL, *extra]  # fmt: skip
+    return toy_train_argv(toy, *SMALL, *extra)
 
 
-def errors(err: str) -> list[str]:
-    return [ln for ln in err.splitlines() if ": error: " in ln]
+errors = cli_errors
 
 
 # --- the measurement behind the refusal ------------------------------------------------------------------------------

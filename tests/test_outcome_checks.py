@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import cli_errors
 
 from trlvr.cli.main import main
 
@@ -33,8 +34,7 @@ def eval_argv(t: Path, out: Path, *extra: str) -> list[str]:
             "--k", "1", "--suite", "solo,handoff", "--max-new-tokens", "2", "--no-progress", "--out", str(out), *extra]  # fmt: skip
 
 
-def errors(err: str) -> list[str]:
-    return [ln for ln in err.splitlines() if ": error: " in ln]
+errors = cli_errors
 
 
 def test_a_deleted_per_problem_table_is_written_again_by_a_rerun(toy, tmp_path, capsys):

@@ -10,7 +10,7 @@ import json
 import shutil
 
 import pytest
-from helpers import copy_toy_pair
+from helpers import cli_errors, copy_toy_pair, toy_train_argv
 from transformers import TrainerCallback
 
 from trlvr.cli.main import main as cli
@@ -27,8 +27,7 @@ def toy(tmp_path):
 
 
 def argv(toy, *extra):
-    return ["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
-            "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), *SMALL, *extra]  # fmt: skip
+    return toy_train_argv(toy, *SMALL, *extra)
 
 
 def tree(root) -> dict[str, str]:
@@ -37,8 +36,7 @@ def tree(root) -> dict[str, str]:
             if p.is_file() and not p.name.startswith(".train.lock")}  # fmt: skip
 
 
-def errors(err: str) -> list[str]:
-    return [ln for ln in err.splitlines() if ": error: " in ln]
+errors = cli_errors
 
 
 def test_a_tandem_run_whose_senior_never_writes_is_refused_without_a_final_model(toy, capsys):

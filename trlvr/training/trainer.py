@@ -313,12 +313,6 @@ class TandemGRPOTrainer(GRPOTrainer):
         return output
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        # Loud failure: a tandem batch without its author mask would train every junior token as the
-        # senior's -- plain GRPO on someone else's text. TRL names the mask `tool_mask` once inside.
-        if self.tandem.arm == "tandem" and inputs.get("tool_mask") is None:
-            raise AuthorMaskError(
-                "tandem batch reached the loss without an author mask (inputs['tool_mask'] from env_mask); "
-                "refusing to train it as plain GRPO"
-            )
+        # the author mask was checked where TRL builds the batch (`_generate_and_score_completions`)
         self.is_meter.add(inputs)
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
