@@ -28,7 +28,7 @@ from pathlib import Path
 
 LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "trlvr")
 # the facts that decide whether a rerun reproduces a number bit for bit
-DETERMINISM_KEYS = ("versions", "python", "devices", "dtype", "torch_threads", "omp_num_threads")
+DETERMINISM_KEYS = ("versions", "python", "devices", "dtype", "cpu_capability", "torch_threads", "omp_num_threads")
 _GIT_TIMEOUT_S = 5.0
 
 
@@ -94,6 +94,8 @@ def machine(dtype: str | None = None, device: str | None = None) -> dict:
         "devices": _devices(),
         "device": None if device is None else str(device),
         "dtype": None if dtype is None else str(dtype),
+        # the CPU kernels torch dispatches to (AVX2, AVX512, ...): one seed's last digits move with it
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch_threads": torch.get_num_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "cpu": _cpu_model(),
@@ -102,6 +104,19 @@ def machine(dtype: str | None = None, device: str | None = None) -> dict:
         "executable": sys.executable,
         "git": git_commit(),
     }
+
+
+def numeric_kind(facts: dict) -> str:
+    """The machine kind a CPU run's numbers are exact on, in words, from `machine()`'s facts: the CPU, the
+    kernels torch dispatched to, the thread count and torch's version (what moves a seed's last digits).
+
+    >>> numeric_kind({"cpu": "AMD EPYC", "cpu_capability": "AVX512", "torch_threads": 1,
+    ...               "versions": {"torch": "2.13.0+cpu"}})
+    'AMD EPYC (AVX512), 1 thread(s), torch 2.13.0+cpu'
+    """
+    capability = facts.get("cpu_capability") or "kernels not recorded"
+    torch_version = (facts.get("versions") or {}).get("torch")
+    return f"{facts.get('cpu')} ({capability}), {facts.get('torch_threads')} thread(s), torch {torch_version}"
 
 
 def path_for_record(path: str | Path, record_dir: str | Path) -> str:
