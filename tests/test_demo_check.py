@@ -3,6 +3,7 @@ machine (the handoff gain's CI excludes 0; tandem's solo accuracy within the sta
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -15,7 +16,13 @@ BLOCK = re.compile(r"<!-- demo-table:start[^>]*-->\n(.*?)<!-- demo-table:end -->
 
 
 def committed_table() -> list[str]:
-    return [line for line in BLOCK.findall((ROOT / "README.md").read_text())[0].splitlines() if line.startswith("|")]
+    page = (ROOT / "docs" / "results" / "toy-demo.md").read_text()
+    return [line for line in BLOCK.findall(page)[0].splitlines() if line.startswith("|")]
+
+
+def committed_kind() -> str:
+    return re.search(r"<!-- demo-table:start[^>]*machine kind: (.*?) -->", (ROOT / "docs" / "results" / "toy-demo.md")
+                     .read_text())[1]  # fmt: skip
 
 
 def paired(lines: list[str], column: str, cell: str) -> list[str]:
@@ -30,6 +37,16 @@ def paired(lines: list[str], column: str, cell: str) -> list[str]:
             line = "|" + "|".join(cells) + "|"
         out.append(line)
     return out
+
+
+def record(tmp_path, variant: str, **machine) -> None:
+    """A demo training record beside the summary, as `trlvr demo` leaves it, with these machine facts."""
+    folder = tmp_path / "train" / variant / "seed-0"
+    folder.mkdir(parents=True)
+    (folder / "trlvr_run.json").write_text(json.dumps({"machine": machine}))
+
+
+KIND = {"cpu": "AMD EPYC", "cpu_capability": "AVX512", "torch_threads": 1, "versions": {"torch": "2.13.0+cpu"}}
 
 
 def check(tmp_path, lines: list[str], *flags: str) -> subprocess.CompletedProcess:
@@ -63,3 +80,43 @@ def test_other_digits_with_the_same_conclusions_fail_only_the_exact_check(tmp_pa
 def test_a_broken_conclusion_fails_on_any_machine(tmp_path, column, cell, why):
     done = check(tmp_path, paired(committed_table(), column, cell), "--conclusions-only")
     assert done.returncode == 1 and why in done.stderr
+
+
+def test_the_committed_table_records_the_machine_kind_it_was_made_on():
+    from trlvr.provenance import numeric_kind
+
+    kind = committed_kind()
+    assert re.fullmatch(r".+ \((AVX2|AVX512|AVX512_BF16|DEFAULT|[A-Z0-9_]+)\), \d+ thread\(s\), torch .+", kind), kind
+    assert numeric_kind(KIND) == "AMD EPYC (AVX512), 1 thread(s), torch 2.13.0+cpu"
+
+
+def test_on_another_machine_kind_the_exact_check_is_skipped_and_the_conclusions_decide(tmp_path):
+    moved = paired(committed_table(), "Δ solo/pass@1 (%)", "-2.0 [-4.0, -0.5] *")
+    other = dict(KIND, cpu="Some Other CPU", cpu_capability="AVX2")
+    record(tmp_path, "grpo", **other)
+    record(tmp_path, "tandem", **other)
+    done = check(tmp_path, moved)
+    assert done.returncode == 0, done.stderr
+    assert "the exact check of docs/results/toy-demo.md is skipped" in done.stdout and "Some Other CPU (AVX2)" in done.stdout
+    # ... and a broken conclusion still fails there
+    broken = paired(committed_table(), "Δ handoff/pass@1 (%)", "+4.0 [-1.5, +9.0]")
+    assert check(tmp_path, broken).returncode == 1
+
+
+def test_on_the_committed_machine_kind_the_exact_check_runs(tmp_path):
+    cpu, rest = committed_kind().split(" (", 1)
+    capability, rest = rest.split("), ", 1)
+    threads = int(rest.split(" thread")[0])
+    torch_version = rest.split("torch ", 1)[1]
+    same = {"cpu": cpu, "cpu_capability": capability, "torch_threads": threads, "versions": {"torch": torch_version}}
+    for variant in ("grpo", "tandem"):
+        record(tmp_path, variant, **same)
+    assert check(tmp_path, committed_table()).returncode == 0
+    moved = paired(committed_table(), "Δ solo/pass@1 (%)", "-2.0 [-4.0, -0.5] *")
+    done = check(tmp_path, moved)
+    assert done.returncode == 1 and "differs" in done.stderr
+
+
+def test_write_needs_the_runs_records(tmp_path):
+    done = check(tmp_path, committed_table(), "--write")
+    assert done.returncode == 1 and "--write needs the demo's training records beside it" in done.stderr
