@@ -46,6 +46,39 @@ def test_the_readme_is_short_and_holds_no_lab_notes():
     assert "2606.28166" in text and "2510.13551" in text and "Jiao" in text
 
 
+# ---- user pages speak to any reader ----------------------------------------------------------------------
+
+# an issue number, or the machine the project was built on named as "ours"/"this"; state the hardware instead
+# ("on a 2-core x86 CPU (AVX-512), one thread"). `&#124;` (an escaped | in a generated table) is not an issue.
+PRIVATE = re.compile(
+    r"\bissues? #?\d+|(?<![&\w])#\d{2,}\b|\bthis (?:\d+-core |project's (?:\d+-core )?)?(?:machine|CPU|box)\b"
+    r"|\bour (?:own )?(?:machines?|CPUs?|hardware|box)\b|\b\d+-core machine\b",
+    re.I,
+)
+NOTEBOOK = ROOT / "docs" / "lab-notes.md"  # a dated lab notebook: it keeps its own words
+LEAD_REWRITES = {ROOT / "docs" / "results" / "toy-seeds.md"}  # re-run and rewritten as a whole; xfail until then
+USER_PAGES = [
+    pytest.param(page, id=str(page.relative_to(ROOT)),
+                 marks=[pytest.mark.xfail(strict=True, reason="rewritten with its study")] if page in LEAD_REWRITES else [])
+    for page in PAGES if page != NOTEBOOK
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("page", USER_PAGES)
+def test_user_pages_hold_no_issue_numbers_and_no_word_of_our_machines(page):
+    found = [f"{page.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}: {m.group(0)!r}"
+             for text in [page.read_text()] for m in PRIVATE.finditer(text)]  # fmt: skip
+    assert not found, found
+
+
+def test_the_private_pattern_finds_what_it_is_for():
+    said = ["as issue 45 asked", "see #123", "on this 2-core machine", "this machine's", "our machines",
+            "On this project's 2-core CPU", "on this CPU"]  # fmt: skip
+    fine = ["on a 2-core x86 CPU (AVX-512)", "a&#124;b", "the local machine's", "#SBATCH --signal", "[x](a.md#L12)"]
+    assert all(PRIVATE.search(s) for s in said), [s for s in said if not PRIVATE.search(s)]
+    assert not any(PRIVATE.search(s) for s in fine), [s for s in fine if PRIVATE.search(s)]
+
+
 # ---- Python blocks run ---------------------------------------------------------------------------------
 
 PYTHON = blocks("python")
