@@ -79,6 +79,73 @@ def test_the_private_pattern_finds_what_it_is_for():
     assert not any(PRIVATE.search(s) for s in fine), [s for s in fine if PRIVATE.search(s)]
 
 
+# ---- the API page: what it renders has a typed signature ----------------------------------------------
+
+API_PAGE = ROOT / "docs" / "reference" / "python-api.md"
+REQUIRED_ARGS = {"trlvr.training.trainer.TandemGRPOTrainer", "trlvr.engine.pair.make_pair"}  # constructors
+
+
+def _api_entries() -> list[tuple[str, object]]:
+    """(dotted path, object) of every `::: path` on the API page and of the members it lists by name."""
+    import importlib
+    import inspect
+
+    text = API_PAGE.read_text()
+    found = []
+    for m in re.finditer(r"^::: ([\w.]+)\n((?:    .*\n)*)", text, re.M):
+        path, options = m.group(1), m.group(2)
+        module, _, name = path.rpartition(".")
+        try:
+            obj = getattr(importlib.import_module(module), name)
+        except (ModuleNotFoundError, AttributeError):
+            obj = importlib.import_module(path)
+        if not inspect.ismodule(obj):
+            found.append((path, obj))
+        members = re.search(r"members: \[([^\]]*)\]", options)
+        for member in members.group(1).split(", ") if members else []:
+            found.append((f"{path}.{member}", getattr(obj, member)))
+    return found
+
+
+def test_every_callable_on_the_api_page_has_a_typed_signature():
+    """mkdocstrings renders the signature as written: a parameter without an annotation shows no type."""
+    import inspect
+
+    entries = _api_entries()
+    assert {"trlvr.training.trainer.TandemGRPOTrainer", "trlvr.rewards.math_reward.math_reward",
+            "trlvr.data.loaders.load_problems", "trlvr.eval.spec.EvalSpec", "trlvr.eval.api.ModelSpec",
+            "trlvr.engine.output.TandemOutput", "trlvr.engine.schedules.WordSchedule"} <= {p for p, _ in entries}  # fmt: skip
+    untyped = []
+    for path, obj in entries:
+        if isinstance(obj, property) or not callable(obj):
+            continue
+        function = obj.__init__ if inspect.isclass(obj) else obj
+        sig = inspect.signature(function)
+        untyped += [f"{path}({name})" for name, param in sig.parameters.items()
+                    if name not in ("self", "cls") and param.annotation is inspect.Parameter.empty]  # fmt: skip
+        if not inspect.isclass(obj) and sig.return_annotation is inspect.Signature.empty:
+            untyped.append(f"{path} -> ?")
+    assert not untyped, untyped
+
+
+def test_the_constructors_document_every_argument():
+    """TandemGRPOTrainer's and make_pair's docstrings hold an Args section naming each parameter (the table
+    the API page shows), and nothing that is not one."""
+    import inspect
+
+    for path, obj in _api_entries():
+        if path not in REQUIRED_ARGS:
+            continue
+        doc = inspect.getdoc(obj) or ""
+        assert "\nArgs:\n" in doc, f"{path}: no Args section"
+        section = doc.split("\nArgs:\n", 1)[1].split("\n\n", 1)[0]
+        named = re.findall(r"^    (\**\w+):", section, re.M)
+        sig = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj)
+        wanted = [("**" if p.kind is p.VAR_KEYWORD else "") + name for name, p in sig.parameters.items()
+                  if name != "self"]  # fmt: skip
+        assert named == wanted, (path, named, wanted)
+
+
 # ---- Python blocks run ---------------------------------------------------------------------------------
 
 PYTHON = blocks("python")

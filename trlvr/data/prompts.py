@@ -36,7 +36,7 @@ def prompt_for(
     problem: Problem, tokenizer: Any = None, template: str = DEFAULT_TEMPLATE, use_chat_template: bool = True
 ) -> str | list[dict]:
     """A row's own ``prompt`` verbatim when it has one (text, or chat messages for
-    :func:`encode_prompt`), else :func:`build_prompt` of its problem."""
+    `encode_prompt`), else `build_prompt` of its problem."""
     if problem.prompt is not None:
         return problem.prompt
     return build_prompt(problem.problem, tokenizer, template, use_chat_template)
