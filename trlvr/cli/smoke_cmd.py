@@ -49,7 +49,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=COUNT, default=2, help="optimizer steps per arm")
     p.add_argument("--problems", type=COUNT, default=8, help="training problems held out, selected and evaluated on")
     p.add_argument("--gpu-memory", type=GPU_MEMORY, default=None,
-                   help="plan for this GPU (a size such as 80GB, or a name such as H200); default: this machine's")
+                   help="plan for this GPU (a size such as 80GB, or a name such as H200); default: the local machine's")
     p.add_argument("--set", type=KEY_VALUE, action="append", default=[], metavar="KEY=VALUE",
                    help="a run-config key for both arms (repeatable), e.g. --set max_completion_length=256")
     return p

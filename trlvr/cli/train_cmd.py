@@ -21,7 +21,7 @@ or type is one error line naming it. `{arm}` in output_dir becomes the arm. Swit
 nothing of it is resumed or selected later; nothing is deleted), `--verbose` (also: tracebacks), `--seeds`,
 `--dry-run` (every config check that needs no model, then exit: `trlvr study plan` commands on a CPU;
 it prints the engine's `memory plan` and the trainer's, refuses one that cannot start, and prints the disk
-the run's checkpoints will use: `--gpu-memory 80GB` or `H200` plans for a GPU this machine does not have;
+the run's checkpoints will use: `--gpu-memory 80GB` or `H200` plans for a GPU the local machine does not have;
 `--processes N --zero-stage S`, or `--config_file FILE` (an `accelerate launch` config; by default the one
 the recipe's Launch line names), plans the trainer for that launch).
 
