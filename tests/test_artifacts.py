@@ -4,7 +4,7 @@ A real toy run is made once (train 2 steps with a checkpoint each step, `trlvr s
 final/, selected.json and the selection's evaluation folders. Then each file of each artifact is cut
 short in turn (the run restored as made before each cut), and every reader of that artifact is driven:
 resume's choice and `trlvr train --resume`, `trlvr select`, `RUN@selected` and a checkpoint named as
-`--senior` (`trlvr eval`), a study's stage check, a rerun of the evaluation. Each skips the torn artifact or refuses in one line naming it; none trusts it."""
+`--senior` (`trlvr eval`), a study's stage check, `trlvr report` and `trlvr compare`, a rerun of the evaluation. Each skips the torn artifact or refuses in one line naming it; none trusts it."""
 
 from __future__ import annotations
 
@@ -269,6 +269,10 @@ def test_a_cut_evaluation_is_not_done_and_a_rerun_makes_it_whole(made, tmp_path,
     assert EvalDir(run / ev).problem() is not None
     assert not stage_done(Stage("eval", "v", 0, [], run / ev))
     capsys.readouterr()
+    for argv, wrote in ((["report", str(run / ev), "--out", str(tmp_path / "r.html")], tmp_path / "r.html"),
+                        (["compare", str(run / ev), str(run / ev), "--out", str(tmp_path / "c")], tmp_path / "c")):
+        one_line_refusal(cli(argv), err := capsys.readouterr().err)  # the readers of a finished evaluation
+        assert name in err and "not a finished evaluation" in err and not wrote.exists(), err
     code = cli(select_argv(made, run))
     err = capsys.readouterr().err
     if code != 0:  # a file its resume must read (fingerprint.json) is refused, naming it

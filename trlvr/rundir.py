@@ -3,7 +3,7 @@
     RUN_FILE, FINAL, SELECTED_FILE, RESULTS, ...   every file and folder name of a run or evaluation
                                              directory (no other module spells them)
     checkpoints(run), checkpoint_step(path)  the `checkpoint-N` folders of a training run, newest first
-    EVALUATION_ARTIFACT, SELECTION_ARTIFACT  the kinds of artifact these layouts hold, for
+    EVALUATION_ARTIFACT, SELECTION_ARTIFACT, EVALUATION_RESULTS   the kinds of artifact these layouts hold, for
                                              `trlvr.artifacts.is_complete` (a checkpoint's and final/'s are its own)
     train_state(run), resume_plan(run, max_steps)   where a training directory stands (new, started,
                                              finished) and what `--resume` does to it (`TrainState`)
@@ -20,6 +20,7 @@
                                              in one rename (`finish_swap(path)` completes one cut off)
     check_dir_path(path, "--out")            UserError when a file is the path, or sits above it
     folder_kind(path)                        what a folder holds: "training run", "evaluation", "study", ...
+    check_report_path(path, "--out")         a report's file: never over a file that is not a report
     prepare_output(path, KIND, flag="--out", checks=[...], start_over=fresh)
                                              the one way a command readies the folder it writes: every
                                              check first (the folder's kind, then the command's own),
@@ -107,7 +108,11 @@ EVAL_OUTPUTS = (SAMPLES, FINGERPRINT, CONFIG, PER_PROBLEM, RESULTS)
 # a finished evaluation (every file its readers open), a run's selection (selected.json, in the run folder)
 EVALUATION_ARTIFACT = Artifact("evaluation", need=tuple((name,) for name in EVAL_OUTPUTS))
 SELECTION_ARTIFACT = Artifact("selection", need=((SELECTED_FILE,),))
+# an evaluation as `trlvr report` and `trlvr compare` read it: its tables, every file whole (a finished
+# evaluation's manifest lists the rest: one missing or cut short is refused as well)
+EVALUATION_RESULTS = Artifact("evaluation", need=((RESULTS,), (PER_PROBLEM,)))
 # markers
+COMPARE_FILE = "compare.json"  # `trlvr compare --out DIR`: DIR/compare.json beside DIR/report.html
 STUDY_DONE = ".study-done"  # an eval folder whose `trlvr eval` returned 0 inside a study
 ASIDE_PREFIX = "replaced-"  # an earlier run set aside by `set_aside`
 _SWAP_SUFFIX = ".trlvr-swap"  # set_aside's fresh folder, beside the one it replaces, for one rename
@@ -152,6 +157,8 @@ def check_dir_path(path: str | Path, flag: str) -> None:
 # ---- what a folder is, and readying one to write --------------------------------------------------------
 
 TRAINING, EVALUATION, STUDY, SMOKE, MODEL = "training run", "evaluation", "study", "smoke", "model"
+COMPARISON, TOY_WORLD = "comparison", "toy world"
+TOY_CARD = "card.json"  # `trlvr toy prepare --out DIR`: DIR/card.json beside senior/, junior/, data/ (trlvr.toy.world)
 TRAINING_SEEDS, EVALUATION_SEEDS = "training seed group", "evaluation seed group"
 _MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors", "pytorch_model.bin")
 _SEED_RE = re.compile(r"^seed-\d+$")
@@ -174,6 +181,10 @@ def _marker(path: Path) -> tuple[str, str] | None:
             return EVALUATION, name
     if (path / GROUP_FILE).is_file():
         return EVALUATION_SEEDS, GROUP_FILE
+    if (path / COMPARE_FILE).is_file():
+        return COMPARISON, COMPARE_FILE
+    if (path / TOY_CARD).is_file() and any((path / d).is_dir() for d in ("senior", "junior", "data")):
+        return TOY_WORLD, TOY_CARD
     for name in _MODEL_FILES:
         if (path / name).is_file():
             return MODEL, name
@@ -211,6 +222,22 @@ def check_kind(path: str | Path, kinds: str | Iterable[str], flag: str) -> str |
     kind, shown = found
     raise UserError(f"{flag} {path} holds {_a(kind)} ({shown}), not {_a(kinds[0])}: nothing was written or moved; "
                     f"choose another {flag} (--force and --fresh set aside only {_a(kinds[0])})")  # fmt: skip
+
+
+_REPORT_SUFFIXES = (".html", ".htm")
+
+
+def check_report_path(path: str | Path, flag: str) -> None:
+    """UserError (one line naming `flag`) before a report is written to `path` over a file of trlvr's work
+    (an evaluation's results.json, a run's trlvr_run.json: a file that is not an HTML page, in a folder
+    `folder_kind` names): a report replaces a report, or a file of the user's own, never an artifact's."""
+    p = Path(path)
+    check_dir_path(p.parent, flag)
+    if p.is_dir():
+        raise UserError(f"{flag} {path}: a directory is in the way; pass a file name")
+    if p.exists() and p.suffix.lower() not in _REPORT_SUFFIXES and (found := folder_kind(p.parent)):
+        raise UserError(f"{flag} {path} is a file of {_a(found[0])} ({p.parent}), not a report: nothing was "
+                        f"written; choose another {flag}")  # fmt: skip
 
 
 def prepare_output(path: str | Path, kind: str | Iterable[str], *, flag: str,
