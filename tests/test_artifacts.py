@@ -298,3 +298,14 @@ def test_resume_goes_on_from_the_last_complete_checkpoint_when_the_newest_optimi
         assert artifacts.problem(c, artifacts.CHECKPOINT, deep=True) is None, c
     for c in older:  # pruned to their weights (trlvr.training.checkpoints.prune_resume_state)
         assert artifacts.problem(c, artifacts.WEIGHTS, deep=True) is None, c
+
+
+@pytest.mark.parametrize("rel", ["checkpoint-2/model.safetensors", f"{rundir.FINAL}/model.safetensors"])
+def test_a_cut_model_of_a_run_without_its_manifest_is_refused_as_senior(made, rel):
+    """A kill after the weights were cut short and before the manifest was written: `trlvr eval --senior
+    RUN/checkpoint-N` (or RUN/final) judges the folder by its formats and refuses it in one line. Before: no
+    manifest, no check, and the loader met the cut file."""
+    run = _torn_copy(made, rel)
+    folder = (run / rel).parent
+    (folder / artifacts.MANIFEST).unlink()
+    _refused(lambda: resolve_senior(str(folder)), str(folder), "model.safetensors")

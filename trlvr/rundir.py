@@ -108,14 +108,15 @@ EVAL_OUTPUTS = (SAMPLES, FINGERPRINT, CONFIG, PER_PROBLEM, RESULTS)
 # a finished evaluation (every file its readers open), a run's selection (selected.json, in the run folder)
 EVALUATION_ARTIFACT = Artifact("evaluation", need=tuple((name,) for name in EVAL_OUTPUTS))
 SELECTION_ARTIFACT = Artifact("selection", need=((SELECTED_FILE,),))
-# an evaluation as `trlvr report` and `trlvr compare` read it: its tables, every file whole (a finished
-# evaluation's manifest lists the rest: one missing or cut short is refused as well)
-EVALUATION_RESULTS = Artifact("evaluation", need=((RESULTS,), (PER_PROBLEM,)))
+# an evaluation as `trlvr report`, `trlvr compare` and the seed-group readers read it: every file there
+# whole, none that its manifest lists missing or of another size (each reader names the file it needs
+# when that is not there at all)
+EVALUATION_RESULTS = Artifact("evaluation")
 # markers
 COMPARE_FILE = "compare.json"  # `trlvr compare --out DIR`: DIR/compare.json beside DIR/report.html
 STUDY_DONE = ".study-done"  # an eval folder whose `trlvr eval` returned 0 inside a study
 ASIDE_PREFIX = "replaced-"  # an earlier run set aside by `set_aside`
-_SWAP_SUFFIX = ".trlvr-swap"  # set_aside's fresh folder, beside the one it replaces, for one rename
+_SWAP_SUFFIX = ".trlvr-swap"  # beside a folder, .NAME.replaced-<time>.trlvr-swap/: a start over cut off by a kill (the next command on NAME completes it)
 # locks: who writes a directory -> (its lock file, the flag that chooses another directory)
 TRAIN_LOCK, EVAL_LOCK = ".train.lock", ".lock"
 LOCKS = {"trlvr train": (TRAIN_LOCK, "--output_dir"), "trlvr eval": (EVAL_LOCK, "--out")}
