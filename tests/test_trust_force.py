@@ -121,6 +121,19 @@ def test_the_one_rename_keeps_a_held_lock_held_and_earlier_asides_beside_the_new
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
+@pytest.mark.parametrize("where", [".", "absolute"])
+def test_a_folder_this_process_works_in_is_set_aside_in_place(tmp_path, monkeypatch, where):
+    """`--out .` (or the working directory named in full): renaming the folder itself would leave the
+    command working inside the aside, so its entries move instead; the working directory stays the folder."""
+    run = tmp_path / "run"
+    before = _a_run_with_an_earlier_aside(run)
+    monkeypatch.chdir(run)
+    moved = set_aside(Path(".") if where == "." else run, keep=(".train.lock", ".train.lock.pid"), say=False)
+    assert Path.cwd().resolve() == run.resolve() and (run / ".train.lock").is_file()
+    kept = {k: v for k, v in before.items() if not k.startswith((".train", "replaced-"))}
+    assert tree(run / moved.name) == kept and sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
 def test_a_kill_between_the_two_renames_is_completed_by_the_next_command(tmp_path):
     """A kill (no `finally`, no undo) right after the earlier run moved whole into the fresh folder beside
     it: the folder is missing and the run waits, whole, in the hidden sibling; the next lock or

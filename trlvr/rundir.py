@@ -553,7 +553,8 @@ def set_aside(directory: str | Path, keep=(), say=None) -> Path | None:
     earlier run whole in the hidden sibling, which `finish_swap` (called by `lock` and `prepare_output`)
     renames into place. Earlier `replaced-*` folders are then moved back up beside the new one (a kill
     there leaves one inside it: still kept). One entry to move is one rename in place; a folder that is a
-    symlink, or whose parent cannot be written, falls back to moving entry by entry (undone on a failure).
+    symlink, holds this process's working directory, or whose parent cannot be written, falls back to
+    moving entry by entry (undone on a failure).
     `say(line)` reports where the earlier run went (default: one line on stderr); `say=False` for silence.
     """
     directory = Path(directory)
@@ -565,7 +566,10 @@ def set_aside(directory: str | Path, keep=(), say=None) -> Path | None:
     if not entries:
         return None
     target = _aside_name(directory)
-    if len(entries) == 1 or directory.is_symlink() or not _swap(directory, target, keep):
+    real = Path(os.path.abspath(directory))
+    cwd = Path(os.getcwd())
+    here = cwd == real or real in cwd.parents  # the swap would leave this process working in the aside
+    if len(entries) == 1 or directory.is_symlink() or here or not _swap(real, real / target.name, keep):
         _move_each(entries, target)
     if say is not False:
         line = f"started over in {directory}: the earlier run is now in {target} (nothing was deleted)"
