@@ -582,8 +582,13 @@ def _swap(directory: Path, target: Path, keep: set[str]) -> bool:
     built beside `directory` (the caller then moves entry by entry)."""
     fresh = _swap_name(directory, target)
     try:
-        fresh.mkdir()
+        fresh.mkdir()  # never an existing one (it may hold a run a kill left there)
     except OSError:
+        return False
+    try:
+        os.chmod(fresh, directory.stat().st_mode & 0o7777)  # the folder keeps its permissions
+    except OSError:
+        fresh.rmdir()
         return False
     kept = [directory / name for name in sorted(keep) if (directory / name).exists()]
     try:
