@@ -213,6 +213,9 @@ def _a(kind: str) -> str:
     return ("an " if kind[0] in "aeiou" else "a ") + kind
 
 
+_NO_START_OVER = (COMPARISON, TOY_WORLD, SMOKE)  # kinds whose commands have no --force / --fresh
+
+
 def check_kind(path: str | Path, kinds: str | Iterable[str], flag: str) -> str | None:
     """UserError (one line naming `flag`, the folder and what shows its kind) when `path` holds work of
     another kind than `kinds` (one kind, or those a command may write into); return the kind found."""
@@ -221,8 +224,9 @@ def check_kind(path: str | Path, kinds: str | Iterable[str], flag: str) -> str |
     if found is None or found[0] in kinds:
         return None if found is None else found[0]
     kind, shown = found
+    again = "" if kinds[0] in _NO_START_OVER else f" (--force and --fresh set aside only {_a(kinds[0])})"
     raise UserError(f"{flag} {path} holds {_a(kind)} ({shown}), not {_a(kinds[0])}: nothing was written or moved; "
-                    f"choose another {flag} (--force and --fresh set aside only {_a(kinds[0])})")  # fmt: skip
+                    f"choose another {flag}{again}")  # fmt: skip
 
 
 _REPORT_SUFFIXES = (".html", ".htm")
