@@ -672,6 +672,8 @@ WRITERS = {
     "study plan": ("study", "--out", None),
     "smoke": ("smoke", "--out", None),
     "demo": ("study", "--out", "--fresh"),
+    "compare": ("comparison", "--out", None),
+    "toy prepare": ("toy world", "--out", None),
 }
 
 
@@ -724,6 +726,22 @@ def test_a_folder_of_another_kind_is_refused_before_anything_is_written_or_moved
     extra = [WRITERS[writer][2]] if again else []
     line = _refused_untouched(world, case_dir, monkeypatch, capsys, _writer_argv(world, case_dir, writer, target, extra))
     assert f"{target} holds a{'n' if kind[0] in 'aeiou' else ''} {kind} (" in line, line
+
+
+@pytest.mark.parametrize(("kind", "name"), [("evaluation", "results.json"), ("evaluation", "per_problem.json"),
+                                          ("training run", "trlvr_run.json")])  # fmt: skip
+def test_a_report_over_a_file_of_trlvr_work_is_refused_and_changes_nothing(world, tmp_path, monkeypatch, capsys,
+                                                                          kind, name):  # fmt: skip
+    """`trlvr report --out` naming a file of an evaluation or a run (not a report): one line, every folder byte
+    for byte as it was. Before: the report's HTML replaced the evaluation's results.json."""
+    case_dir = tmp_path / "case"
+    case_dir.mkdir()
+    monkeypatch.chdir(case_dir)
+    target = _kind_folder(world, case_dir, kind)
+    argv = [a.replace("{out}", str(case_dir)) for a in _bases(world["tmp"])["report"]]
+    argv[argv.index("--out") + 1] = str(target / name)
+    line = _refused_untouched(world, case_dir, monkeypatch, capsys, argv)
+    assert f"--out {target / name} is a file of a{'n' if kind[0] in 'aeiou' else ''} {kind}" in line, line
 
 
 def _group(world, case_dir: Path) -> Path:
