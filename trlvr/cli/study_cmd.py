@@ -257,8 +257,11 @@ def check_prepared(study, out: Path) -> None:
     if missing:
         (path, what), more = missing[0], len(missing) - 1
         others = f" (and {more} more input{'s' if more > 1 else ''})" if more else ""
+        where = (", from the root of a clone of the repository (a Makefile target)"
+                 if study.prepare.startswith("make ") and not Path("Makefile").is_file() else "")  # fmt: skip
         raise UserError(f"study {study.path}: {path} ({what}) is missing{others}; prepare the study's models and "
-                        f"data with `{study.prepare}` (its prepare: command; relative paths are read from {Path.cwd()})")  # fmt: skip
+                        f"data with `{study.prepare}`{where} (its prepare: command; relative paths are read from "
+                        f"{Path.cwd()})")  # fmt: skip
 
 
 def check_out_folder(study, out: Path) -> None:
