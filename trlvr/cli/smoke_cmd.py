@@ -7,8 +7,10 @@ command on a new machine (see `trlvr.experiments.smoke`).
 
 Both arms train `--steps` optimizer steps on the config's own models, lengths and backend, then the
 tandem run is selected and evaluated on `--problems` held-out problems. Every check is printed on
-one screen and written to DIR/smoke.json; exit 0 when none failed, 1 when one did. An earlier smoke
-in DIR is set aside into DIR/replaced-<time>/ (nothing is deleted).
+one screen and written to DIR/smoke.json; exit 0 when none failed, 1 when one did. What the stages
+print themselves (the libraries' warnings, progress bars, select's and eval's tables) goes to DIR/smoke.log,
+or to the screen with --verbose. An earlier smoke in DIR is set aside into DIR/replaced-<time>/ (nothing is
+deleted).
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
                    help="plan for this GPU (a size such as 80GB, or a name such as H200); default: this machine's")
     p.add_argument("--set", type=KEY_VALUE, action="append", default=[], metavar="KEY=VALUE",
                    help="a run-config key for both arms (repeatable), e.g. --set max_completion_length=256")
+    p.add_argument("--verbose", action="store_true",
+                   help="print the stages' own output (the libraries' warnings, progress bars; default: DIR/smoke.log) "
+                        "and keep tracebacks")  # fmt: skip
     return p
 
 
@@ -84,6 +89,10 @@ def check_device(name: str, config: str, overrides: dict) -> None:
     if not isinstance(raw, dict):
         return
     if str(overrides.get("use_cpu", raw.get("use_cpu", False))).lower() in ("true", "1", "yes"):
+        half = [k for k in ("bf16", "fp16") if str(overrides.get(k, raw.get(k, False))).lower() in ("true", "1", "yes")]
+        if half:  # a CPU rehearsal of a GPU recipe: said here, not in transformers' words about bf16/gpu
+            raise UserError(f"smoke of {name} with use_cpu on a machine without CUDA: {half[0]} needs a GPU here; "
+                            f"add --set {half[0]}=false for the CPU rehearsal")  # fmt: skip
         return
     raise UserError(f"smoke trains {name} on its GPU, and this machine has no CUDA device: here check the config "
                     f"with `trlvr train --config {name} --dry-run`, or smoke the toy pair on the CPU with "
@@ -102,5 +111,5 @@ def main(args) -> int:
     # --out holds no other command's work, and both arms' configs check, before anything is written or moved
     rundir.prepare_output(args.out, rundir.SMOKE, flag="--out",
                           checks=[lambda: check_arms(config, args.out, args.steps, args.problems, overrides)])  # fmt: skip
-    opts = SmokeOptions(config, args.out, args.steps, args.problems, args.gpu_memory, overrides)
+    opts = SmokeOptions(config, args.out, args.steps, args.problems, args.gpu_memory, overrides, args.verbose)
     return 0 if run_smoke(opts, command)["passed"] else 1
