@@ -224,3 +224,30 @@ def test_the_toy_train_line_without_the_world_is_caught(tmp_path, monkeypatch):
     said = check_line("trlvr train --config toy --arm tandem", set())
     assert said == "reads runs/toy/senior, runs/toy/junior, runs/toy/data/train.jsonl: not here, and no earlier line makes it"
     assert check_line("trlvr train --config toy --arm tandem --resume", set()).startswith("--resume: nothing earlier")
+
+
+def guide_toy_chain() -> list[str]:
+    """The training guide's toy block, one stage at a time: prepare, the tandem run, its select and its eval."""
+    text = (ROOT / "docs" / "guides" / "training-cli.md").read_text()
+    block = text.split("## The toy world, one stage at a time")[1].split("```bash")[1].split("```")[0]
+    lines = [" ".join(part.split()) for part in block.replace("\\\n", " ").splitlines() if part.strip()]
+    wanted = ("trlvr toy prepare", "trlvr train --config toy --arm tandem", "trlvr select runs/toy-tandem ",
+              "trlvr eval --senior runs/toy-tandem@selected")  # fmt: skip
+    return [next(ln for ln in lines if ln.startswith(w)) for w in wanted]
+
+
+def test_the_guides_toy_chain_train_select_eval_runs_in_a_fresh_folder(tmp_path, monkeypatch):
+    """As written, but smaller (two steps, a few problems): the train line holds out what select's split:200 reads,
+    because the toy config holds out 200 problems."""
+    monkeypatch.chdir(tmp_path)
+    smaller = {"train": ["--max_steps", "2", "--save_steps", "1", "--per_device_train_batch_size", "16",
+                         "--max_completion_length", "48"],
+               "select": ["--limit", "4", "--n", "1", "--max-new-tokens", "48"],
+               "eval": ["--limit", "4", "--n", "1", "--k", "1", "--max-new-tokens", "48"]}  # fmt: skip
+    for line in guide_toy_chain():
+        argv = split(line)[0][1:]
+        assert "--holdout" not in argv, line  # the config's own holdout is what chains
+        code, _, err = run([*argv, *smaller.get(argv[0], [])])
+        assert code == 0, f"{line}\n{err[-2000:]}"
+    assert (tmp_path / "runs" / "toy-tandem" / "holdout.jsonl").read_text().count("\n") == 200
+    assert (tmp_path / "runs" / "eval-tandem" / "results.json").is_file()

@@ -139,7 +139,7 @@ def test_paper_table2_plan_every_train_command_passes_the_config_checks(capsys):
 
 
 def test_dry_run_still_refuses_a_bad_key(capsys):
-    assert cli(["train", "--config", "toy", "--max_gapp", "3", "--dry-run"]) == 2
+    assert cli(["train", "--config", "toy", "--holdout", "0", "--max_gapp", "3", "--dry-run"]) == 2
     assert "max_gapp" in capsys.readouterr().err
 
 
