@@ -194,3 +194,23 @@ def test_a_cpu_rehearsal_of_a_bf16_recipe_is_one_line_naming_the_override(tmp_pa
     assert err == ("trlvr smoke: error: smoke of qwen3-4b-lora-self-1gpu with use_cpu on a machine without CUDA: bf16 "
                    "needs a GPU here; add --set bf16=false for the CPU rehearsal\n")  # fmt: skip
     assert not (tmp_path / "s").exists()
+
+
+def test_the_screen_says_n_a_inside_nested_values_and_names_a_failed_stages_error():
+    from trlvr.experiments.smoke import render
+
+    report = {"config": "toy", "passed": False, "log": "s/smoke.log", "checks": {
+        "memory": {"status": "not measured", "planned_kv_tokens": None, "engine_kv_tokens": None,
+                   "device_peak_bytes": None},
+        "author_mask": {"status": "ok", "reason": "x"},
+        "weights_moved": {"status": "not measured", "fraction": {"tandem": 1.0, "grpo": None}},
+        "grader": {"status": "ok", "pairs": 6, "wrong": [], "timeout_status": "timeout", "timeout_s": 2.0},
+        "speed": {}, "lengths": {"train": {"tandem": {"truncated": None}}, "eval": None},
+        "preemptions": {"count": None, "note": "backend vllm only"},
+        "select_eval": {"status": "failed", "exit_code": 2, "eval_dir": "d", "error": "trlvr select: error: x"}}}  # fmt: skip
+    screen = render(report)
+    assert "None" not in screen
+    assert "first step changed {tandem: 1.0, grpo: n/a} of the trainable weights" in screen
+    assert "  lengths: {tandem: {truncated: n/a}}, eval n/a" in screen and "  pre-emptions: n/a (backend" in screen
+    assert "  select + eval: failed (trlvr select: error: x)" in screen
+    assert screen.endswith("  log: s/smoke.log (the stages' own output; --verbose prints it here)")

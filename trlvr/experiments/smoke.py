@@ -445,7 +445,9 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
             code = command(["eval", "--senior", f"{run}@selected", "--junior", junior, "--data",
                             str(run / rundir.HOLDOUT_FILE), "--limit", n, "--n", "1", "--k", "1", "--suite",
                             "solo,handoff", "--out", str(eval_dir), "--no-progress", *backend_args])  # fmt: skip
-    checks["select_eval"] = _check(code == 0, exit_code=code, eval_dir=str(eval_dir))
+    said = [ln for ln in quiet.read_text(errors="replace").splitlines() if ": error: " in ln] if quiet and code else []
+    checks["select_eval"] = _check(code == 0, exit_code=code, eval_dir=str(eval_dir),
+                                   **({"error": said[-1]} if said else {}))  # fmt: skip
     checks["lengths"] = _check(None, train={a: lengths(v["rows"]) for a, v in arms.items()}, eval=_eval_lengths(eval_dir))
     report["arms"] = {a: {"seconds": v["seconds"], "model": v["model"], "steps": len(_series(v["rows"], "timing/step_s"))}
                       for a, v in arms.items()}  # fmt: skip
@@ -521,7 +523,7 @@ def render(report: dict) -> str:
                      f"{_na(s.get('context'))}")  # fmt: skip
     lines.append(f"  lengths: {_na(c['lengths']['train'])}, eval {_na(c['lengths']['eval'])}")
     lines.append(f"  pre-emptions: {_na(c['preemptions']['count'])} ({c['preemptions']['note']})")
-    lines.append(f"  select + eval: {c['select_eval']['status']} ({c['select_eval']['eval_dir']})")
+    lines.append(f"  select + eval: {c['select_eval']['status']} ({c['select_eval'].get('error') or c['select_eval']['eval_dir']})")
     if report.get("log"):
         lines.append(f"  log: {report['log']} (the stages' own output; --verbose prints it here)")
     return "\n".join(lines)
