@@ -137,7 +137,7 @@ def made(tmp_path_factory):
 
 
 def train_argv(tmp: Path, run: Path, max_steps: int, *extra: str) -> list[str]:
-    return ["train", "--config", "toy", "--senior", str(tmp / "senior"), "--junior", str(tmp / "junior"), "--dataset",
+    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp / "senior"), "--junior", str(tmp / "junior"), "--dataset",
             str(tmp / "train.jsonl"), "--output_dir", str(run), *SMALL, "--max_steps", str(max_steps), *extra]  # fmt: skip
 
 

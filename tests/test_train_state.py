@@ -99,7 +99,7 @@ class TrainDir(RuleBasedStateMachine):
 
     def argv(self, max_steps: int, *extra: str) -> list[str]:
         t = self.toy
-        return ["train", "--config", "toy", "--senior", str(t / "senior"), "--junior", str(t / "junior"), "--dataset",
+        return ["train", "--config", "toy", "--holdout", "0", "--senior", str(t / "senior"), "--junior", str(t / "junior"), "--dataset",
                 str(t / "train.jsonl"), "--output_dir", str(self.out), *SMALL, "--max_steps", str(max_steps), *extra]  # fmt: skip
 
     def run(self, argv: list[str]) -> tuple[int, str]:
