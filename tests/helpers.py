@@ -46,7 +46,7 @@ def copy_toy_pair(root: Path, n_train: int) -> Path:
 
 def toy_train_argv(toy: Path, *extra: str) -> list[str]:
     """`trlvr train` on `copy_toy_pair`'s folder: the toy config, its pair and training file, output in TOY/run."""
-    return ["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
             "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), *extra]  # fmt: skip
 
 

@@ -74,7 +74,7 @@ def toy(tmp_path_factory):
 
 
 def train(toy, out, *extra):
-    return cli(["train", "--config", "toy", "--senior", str(toy / "sft"), "--junior", "self", "--use_peft", "true",
+    return cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "sft"), "--junior", "self", "--use_peft", "true",
                 "--dataset", str(toy / "train.jsonl"), "--output_dir", str(out), *SMALL, *extra])  # fmt: skip
 
 
@@ -104,7 +104,7 @@ def kl_trainer(toy, kl_ref: str):
     from trlvr.config import load_run_config
     from trlvr.training import build_trainer
 
-    tandem, args = load_run_config("toy", {"arm": "tandem", "senior": str(toy / "sft"), "junior": "self",
+    tandem, args = load_run_config("toy", {"arm": "tandem", "senior": str(toy / "sft"), "junior": "self", "holdout": 0,
                                            "dataset": str(toy / "train.jsonl"), "output_dir": str(toy / f"kl-{kl_ref}"),
                                            "use_peft": True, "beta": 0.1, "kl_ref": kl_ref, "use_cpu": True,
                                            "per_device_train_batch_size": 8, "num_generations": 4,
@@ -152,7 +152,7 @@ def test_kl_to_the_initial_senior_is_the_adapter(toy):
      "lora_target_modules: 'q_proj,v_proj' differs from the adapter's target_modules"),
 ])  # fmt: skip
 def test_adapter_runs_that_cannot_work_are_refused_before_weights_load(toy, capsys, flags, message):
-    argv = ["train", "--config", "toy", "--senior", str(toy / "sft"), "--dataset", str(toy / "train.jsonl"),
+    argv = ["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "sft"), "--dataset", str(toy / "train.jsonl"),
             "--output_dir", str(toy / "refused"), *SMALL, "--max_steps", "1", *flags]  # fmt: skip
     assert cli([*argv, "--dry-run"]) == 2
     err = capsys.readouterr().err
@@ -162,7 +162,7 @@ def test_adapter_runs_that_cannot_work_are_refused_before_weights_load(toy, caps
 
 
 def test_settings_equal_to_the_adapters_are_accepted(toy, capsys):
-    argv = ["train", "--config", "toy", "--senior", str(toy / "sft"), "--junior", "self", "--use_peft", "true",
+    argv = ["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "sft"), "--junior", "self", "--use_peft", "true",
             "--lora_r", "4", "--lora_alpha", "8", "--dataset", str(toy / "train.jsonl"),
             "--output_dir", str(toy / "dry"), *SMALL, "--dry-run"]  # fmt: skip
     assert cli(argv) == 0
@@ -172,7 +172,7 @@ def test_settings_equal_to_the_adapters_are_accepted(toy, capsys):
 def test_an_adapter_without_its_own_tokenizer_uses_its_bases(toy):
     make_adapter(toy / "senior", toy / "sft-notok", seed=1, tokenizer=False)
     out = toy / "run-notok"
-    assert cli(["train", "--config", "toy", "--senior", str(toy / "sft-notok"), "--junior", "self", "--arm", "grpo",
+    assert cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "sft-notok"), "--junior", "self", "--arm", "grpo",
                 "--use_peft", "true", "--dataset", str(toy / "train.jsonl"), "--output_dir", str(out), *SMALL,
                 "--max_steps", "1", "--learning_rate", "1e-12"]) == 0  # fmt: skip
     torch.testing.assert_close(adapter_logits(out / "final"), adapter_logits(toy / "sft-notok"), atol=1e-5, rtol=0)
@@ -216,7 +216,7 @@ def test_smollm2_continues_its_adapter_and_kl_to_the_junior_is_the_base(tmp_path
     make_adapter(SMOLLM2, tmp_path / "sft", r=4, alpha=8)
     write_sum_problems(tmp_path / "train.jsonl", 16)
     out = tmp_path / "run"
-    assert cli(["train", "--config", "toy", "--senior", str(tmp_path / "sft"), "--junior", "self", "--arm", "tandem",
+    assert cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp_path / "sft"), "--junior", "self", "--arm", "tandem",
                 "--use_peft", "true", "--dataset", str(tmp_path / "train.jsonl"), "--output_dir", str(out),
                 "--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "8",
                 "--use_cpu", "true", "--max_steps", "1", "--learning_rate", "1e-12", "--beta", "0.04",
@@ -227,7 +227,7 @@ def test_smollm2_continues_its_adapter_and_kl_to_the_junior_is_the_base(tmp_path
     from trlvr.config import load_run_config
     from trlvr.training import build_trainer
 
-    tandem, args = load_run_config("toy", {"arm": "tandem", "senior": str(tmp_path / "sft"), "junior": "self",
+    tandem, args = load_run_config("toy", {"arm": "tandem", "senior": str(tmp_path / "sft"), "junior": "self", "holdout": 0,
                                            "dataset": str(tmp_path / "train.jsonl"), "output_dir": str(tmp_path / "kl"),
                                            "use_peft": True, "beta": 0.04, "kl_ref": "junior", "use_cpu": True,
                                            "per_device_train_batch_size": 4, "num_generations": 4,

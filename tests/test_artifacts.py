@@ -4,7 +4,7 @@ A real toy run is made once (train 2 steps with a checkpoint each step, `trlvr s
 final/, selected.json and the selection's evaluation folders. Then each file of each artifact is cut
 short in turn (the run restored as made before each cut), and every reader of that artifact is driven:
 resume's choice and `trlvr train --resume`, `trlvr select`, `RUN@selected` and a checkpoint named as
-`--senior` (`trlvr eval`), a study's stage check, a rerun of the evaluation. Each skips the torn artifact or refuses in one line naming it; none trusts it."""
+`--senior` (`trlvr eval`), a study's stage check, `trlvr report` and `trlvr compare`, a rerun of the evaluation. Each skips the torn artifact or refuses in one line naming it; none trusts it."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def made(tmp_path_factory):
 
 
 def train_argv(tmp: Path, run: Path, max_steps: int, *extra: str) -> list[str]:
-    return ["train", "--config", "toy", "--senior", str(tmp / "senior"), "--junior", str(tmp / "junior"), "--dataset",
+    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp / "senior"), "--junior", str(tmp / "junior"), "--dataset",
             str(tmp / "train.jsonl"), "--output_dir", str(run), *SMALL, "--max_steps", str(max_steps), *extra]  # fmt: skip
 
 
@@ -269,6 +269,10 @@ def test_a_cut_evaluation_is_not_done_and_a_rerun_makes_it_whole(made, tmp_path,
     assert EvalDir(run / ev).problem() is not None
     assert not stage_done(Stage("eval", "v", 0, [], run / ev))
     capsys.readouterr()
+    for argv, wrote in ((["report", str(run / ev), "--out", str(tmp_path / "r.html")], tmp_path / "r.html"),
+                        (["compare", str(run / ev), str(run / ev), "--out", str(tmp_path / "c")], tmp_path / "c")):
+        one_line_refusal(cli(argv), err := capsys.readouterr().err)  # the readers of a finished evaluation
+        assert name in err and "not a finished evaluation" in err and not wrote.exists(), err
     code = cli(select_argv(made, run))
     err = capsys.readouterr().err
     if code != 0:  # a file its resume must read (fingerprint.json) is refused, naming it
@@ -294,3 +298,14 @@ def test_resume_goes_on_from_the_last_complete_checkpoint_when_the_newest_optimi
         assert artifacts.problem(c, artifacts.CHECKPOINT, deep=True) is None, c
     for c in older:  # pruned to their weights (trlvr.training.checkpoints.prune_resume_state)
         assert artifacts.problem(c, artifacts.WEIGHTS, deep=True) is None, c
+
+
+@pytest.mark.parametrize("rel", ["checkpoint-2/model.safetensors", f"{rundir.FINAL}/model.safetensors"])
+def test_a_cut_model_of_a_run_without_its_manifest_is_refused_as_senior(made, rel):
+    """A kill after the weights were cut short and before the manifest was written: `trlvr eval --senior
+    RUN/checkpoint-N` (or RUN/final) judges the folder by its formats and refuses it in one line. Before: no
+    manifest, no check, and the loader met the cut file."""
+    run = _torn_copy(made, rel)
+    folder = (run / rel).parent
+    (folder / artifacts.MANIFEST).unlink()
+    _refused(lambda: resolve_senior(str(folder)), str(folder), "model.safetensors")

@@ -277,13 +277,13 @@ CLI_CASES = [
     # --- trlvr train: the same checks, before any model is loaded or any step is taken ------------
     Case(
         "train-top-p-zero",
-        ["train", "--config", "toy", "--top_p", "0"],
+        ["train", "--config", "toy", "--holdout", "0", "--top_p", "0"],
         2,
         "top_p must be in (0, 1], got 0.0",
     ),
     Case(
         "train-empty-dataset",
-        ["train", "--config", "toy", "--senior", "{tmp}/s", "--junior", "{tmp}/s", "--dataset", "{tmp}/empty.jsonl",
+        ["train", "--config", "toy", "--holdout", "0", "--senior", "{tmp}/s", "--junior", "{tmp}/s", "--dataset", "{tmp}/empty.jsonl",
          "--output_dir", "{tmp}/o"],
         2,
         "empty.jsonl: no rows (empty dataset); expected at least one problem",
@@ -292,7 +292,7 @@ CLI_CASES = [
     ),
     Case(
         "train-missing-senior",
-        ["train", "--config", "toy", "--senior", "{tmp}/runs/nothing", "--junior", "{tmp}/runs/nothing",
+        ["train", "--config", "toy", "--holdout", "0", "--senior", "{tmp}/runs/nothing", "--junior", "{tmp}/runs/nothing",
          "--dataset", "{tmp}/d.jsonl", "--output_dir", "{tmp}/o"],
         2,
         "runs/nothing: no such folder; expected a model folder",
@@ -300,7 +300,7 @@ CLI_CASES = [
     ),
     Case(
         "train-prompt-row-null-gold",
-        ["train", "--config", "toy", "--senior", "{tmp}/s", "--junior", "{tmp}/s", "--dataset", "{tmp}/p.jsonl",
+        ["train", "--config", "toy", "--holdout", "0", "--senior", "{tmp}/s", "--junior", "{tmp}/s", "--dataset", "{tmp}/p.jsonl",
          "--output_dir", "{tmp}/o"],
         2,
         "p.jsonl: 1 of 2 rows unusable (schema deepscaler): row 2: answer is null",
@@ -317,7 +317,7 @@ CLI_CASES = [
     ),
     Case(
         "train-bad-decode",
-        ["train", "--config", "toy", "--decode", "paged"],
+        ["train", "--config", "toy", "--holdout", "0", "--decode", "paged"],
         2,
         "decode: must be one of ('auto', 'eager', 'static')",
     ),
@@ -337,7 +337,7 @@ CLI_CASES = [
     ),
     Case(
         "train-junior-device-missing",
-        ["train", "--config", "toy", "--junior_device", "cuda:99"],
+        ["train", "--config", "toy", "--holdout", "0", "--junior_device", "cuda:99"],
         2,
         "junior_device: cuda:99 is not on this machine",
     ),

@@ -343,7 +343,7 @@ def plain_data(path: Path) -> Path:
 
 def train_argv(tmp_path, senior, junior, data, *extra, dry=True) -> list[str]:
     """A toy run on `data`; 8 completions per generation batch (one prompt) so that a 3-problem file holds steps."""
-    return ["train", "--config", "toy", "--senior", str(senior), "--junior", str(junior), "--dataset", str(data),
+    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(senior), "--junior", str(junior), "--dataset", str(data),
             "--per_device_train_batch_size", "8", "--output_dir", str(tmp_path / "run"), *extra,
             *(["--dry-run"] if dry else [])]  # fmt: skip
 

@@ -90,7 +90,7 @@ def test_training_keeps_resume_state_only_in_the_newest_checkpoint(tmp_path):
     from trlvr.cli.main import main as cli
 
     toy = copy_toy_pair(tmp_path, 40)
-    argv = ["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+    argv = ["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
             "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), "--per_device_train_batch_size",
             "8", "--num_generations", "4", "--max_completion_length", "8", "--use_cpu", "true", "--save_steps", "1",
             "--save_total_limit", "5"]  # fmt: skip

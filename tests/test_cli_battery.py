@@ -165,7 +165,7 @@ def _writable(path: Path) -> None:
 TINY_STUDY = """
 name: battery
 base: toy
-train: {{max_steps: 2, save_steps: 1, senior: {tmp}/senior, junior: {tmp}/junior, dataset: {tmp}/train.jsonl}}
+train: {{max_steps: 2, save_steps: 1, holdout: 0, senior: {tmp}/senior, junior: {tmp}/junior, dataset: {tmp}/train.jsonl}}
 seeds: [0]
 selection: {{val: {tmp}/d.jsonl, metric: solo/pass@1, n: 1}}
 evaluation: {{data: "toy={tmp}/d.jsonl", suite: [solo, handoff], n: 1, k: [1], limit: 1}}
@@ -224,7 +224,7 @@ def _bases(tmp: Path) -> dict[str, list[str]]:
         "study plan": ["study", "plan", f"{t}/study.yaml", "--out", "{out}/study"],
         "study run": ["study", "run", f"{t}/study.yaml", "--out", "{out}/study", "--no-report"],
         "study report": ["study", "report", "{out}/study"],
-        "train": ["train", "--config", "toy", "--senior", f"{t}/senior", "--junior", f"{t}/junior",
+        "train": ["train", "--config", "toy", "--holdout", "0", "--senior", f"{t}/senior", "--junior", f"{t}/junior",
                   "--dataset", f"{t}/train.jsonl", "--output_dir", "{out}/train", "--dry-run"],
         "smoke": ["smoke", "--config", "toy", "--out", "{out}/smoke", "--problems", "1", "--set", f"senior={t}/senior",
                   "--set", f"junior={t}/junior", "--set", f"dataset={t}/train.jsonl"],
@@ -543,11 +543,11 @@ def test_machine_memory_error_is_one_line(monkeypatch, capsys):
         (["select", "run", "--val", "v", "--device", "gpu0"], "argument --device: 'gpu0' is not a device name"),
         (["data", "check", "d.jsonl", "--show=-1"], "argument --show: expected an integer in [0, 2**63 - 1]"),
         (["report", "A", "--max-problems=-1"], "argument --max-problems: expected an integer in [0, 2**63 - 1]"),
-        (["train", "--config", "toy", "--num_generations", "0", "--dry-run"],
+        (["train", "--config", "toy", "--holdout", "0", "--num_generations", "0", "--dry-run"],
          "num_generations: must be an integer in [1, 2**63 - 1] (got '0')"),  # ZeroDivisionError inside TRL before
-        (["train", "--config", "toy", "--lora_dropout", "nan", "--dry-run"], "lora_dropout: must be a number in [0, 1)"),
-        (["train", "--config", "toy", "--temperature", "0", "--dry-run"], "temperature: must be a finite number > 0"),
-        (["train", "--config", "toy", "--seed=-1", "--dry-run"], "seed: must be an integer seed in [0, 4294967295]"),
+        (["train", "--config", "toy", "--holdout", "0", "--lora_dropout", "nan", "--dry-run"], "lora_dropout: must be a number in [0, 1)"),
+        (["train", "--config", "toy", "--holdout", "0", "--temperature", "0", "--dry-run"], "temperature: must be a finite number > 0"),
+        (["train", "--config", "toy", "--holdout", "0", "--seed=-1", "--dry-run"], "seed: must be an integer seed in [0, 4294967295]"),
     ],
     ids=lambda v: " ".join(v[:3]) if isinstance(v, list) else None,
 )
@@ -672,6 +672,8 @@ WRITERS = {
     "study plan": ("study", "--out", None),
     "smoke": ("smoke", "--out", None),
     "demo": ("study", "--out", "--fresh"),
+    "compare": ("comparison", "--out", None),
+    "toy prepare": ("toy world", "--out", None),
 }
 
 
@@ -724,6 +726,22 @@ def test_a_folder_of_another_kind_is_refused_before_anything_is_written_or_moved
     extra = [WRITERS[writer][2]] if again else []
     line = _refused_untouched(world, case_dir, monkeypatch, capsys, _writer_argv(world, case_dir, writer, target, extra))
     assert f"{target} holds a{'n' if kind[0] in 'aeiou' else ''} {kind} (" in line, line
+
+
+@pytest.mark.parametrize(("kind", "name"), [("evaluation", "results.json"), ("evaluation", "per_problem.json"),
+                                          ("training run", "trlvr_run.json")])  # fmt: skip
+def test_a_report_over_a_file_of_trlvr_work_is_refused_and_changes_nothing(world, tmp_path, monkeypatch, capsys,
+                                                                          kind, name):  # fmt: skip
+    """`trlvr report --out` naming a file of an evaluation or a run (not a report): one line, every folder byte
+    for byte as it was. Before: the report's HTML replaced the evaluation's results.json."""
+    case_dir = tmp_path / "case"
+    case_dir.mkdir()
+    monkeypatch.chdir(case_dir)
+    target = _kind_folder(world, case_dir, kind)
+    argv = [a.replace("{out}", str(case_dir)) for a in _bases(world["tmp"])["report"]]
+    argv[argv.index("--out") + 1] = str(target / name)
+    line = _refused_untouched(world, case_dir, monkeypatch, capsys, argv)
+    assert f"--out {target / name} is a file of a{'n' if kind[0] in 'aeiou' else ''} {kind}" in line, line
 
 
 def _group(world, case_dir: Path) -> Path:

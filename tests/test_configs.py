@@ -151,7 +151,7 @@ def no_loggers(monkeypatch):
     ],
 )
 def test_a_missing_logger_is_one_line_at_dry_run(no_loggers, flags, fragment, capsys):
-    assert cli(["train", "--config", "toy", *flags, "--dry-run"]) == 2
+    assert cli(["train", "--config", "toy", "--holdout", "0", *flags, "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1
 
@@ -196,3 +196,21 @@ def test_the_toy_config_in_a_fresh_folder_names_the_command_that_makes_its_world
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "run `trlvr toy prepare --out runs/toy` first" in err
     assert "runs/toy/senior, runs/toy/data/train.jsonl are not here" in err
+
+
+def test_the_toy_config_holds_out_200_and_a_small_file_is_one_line_naming_the_override(tmp_path, capsys):
+    """toy.yaml holds out 200 problems (what `trlvr select RUN --val split:200` reads); a training file that cannot
+    spare them is refused before any model loads, naming --holdout 0."""
+    from trlvr.toy.task import generate_problems
+    from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
+
+    assert parse_run_args(["--config", "toy"])[0].holdout == 200
+    _write_jsonl(tmp_path / "small.jsonl", _rows(generate_problems(32, "train", seed=0)))
+    argv = ["train", "--config", "toy", "--senior", str(ASSETS_DIR / "senior"), "--junior", str(ASSETS_DIR / "junior"),
+            "--dataset", str(tmp_path / "small.jsonl"), "--output_dir", str(tmp_path / "run"), "--dry-run"]  # fmt: skip
+    assert cli(argv) == 2
+    err = capsys.readouterr().err
+    assert err == ("trlvr train: error: holdout: cannot hold out 200 of 32 problems and still train on some; hold out "
+                   "fewer (--holdout 0: none)\n")  # fmt: skip
+    assert cli([*argv, "--holdout", "0"]) == 0
+    assert not (tmp_path / "run").exists()

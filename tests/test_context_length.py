@@ -56,7 +56,7 @@ def data(tmp_path):
 
 
 def _train(tmp_path, data, budget, *extra):
-    return ["train", "--config", "toy", "--senior", str(SENIOR), "--junior", str(JUNIOR), "--dataset", str(data),
+    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(SENIOR), "--junior", str(JUNIOR), "--dataset", str(data),
             "--max_steps", "1", "--per_device_train_batch_size", "8", "--num_generations", "4",
             "--max_completion_length", str(budget), "--use_cpu", "true", "--output_dir", str(tmp_path / "run"),
             *extra]  # fmt: skip

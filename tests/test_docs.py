@@ -46,6 +46,110 @@ def test_the_readme_is_short_and_holds_no_lab_notes():
     assert "2606.28166" in text and "2510.13551" in text and "Jiao" in text
 
 
+# ---- user pages speak to any reader ----------------------------------------------------------------------
+
+# an issue number, or the machine the project was built on named as "ours"/"this"; state the hardware instead
+# ("on a 2-core x86 CPU (AVX-512), one thread"). `&#124;` (an escaped | in a generated table) is not an issue.
+PRIVATE = re.compile(
+    r"\bissues? #?\d+|(?<![&\w])#\d{2,}\b|\bthis (?:\d+-core |project's (?:\d+-core )?)?(?:machine|CPU|box)\b"
+    r"|\bour (?:own )?(?:machines?|CPUs?|hardware|box)\b|\b\d+-core machine\b",
+    re.I,
+)
+NOTEBOOK = ROOT / "docs" / "lab-notes.md"  # a dated lab notebook: it keeps its own words
+LEAD_REWRITES = {ROOT / "docs" / "results" / "toy-seeds.md"}  # re-run and rewritten as a whole; xfail until then
+USER_PAGES = [
+    pytest.param(page, id=str(page.relative_to(ROOT)),
+                 marks=[pytest.mark.xfail(strict=True, reason="rewritten with its study")] if page in LEAD_REWRITES else [])
+    for page in PAGES if page != NOTEBOOK
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("page", USER_PAGES)
+def test_user_pages_hold_no_issue_numbers_and_no_word_of_our_machines(page):
+    found = [f"{page.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}: {m.group(0)!r}"
+             for text in [page.read_text()] for m in PRIVATE.finditer(text)]  # fmt: skip
+    assert not found, found
+
+
+def test_the_private_pattern_finds_what_it_is_for():
+    said = ["as issue 45 asked", "see #123", "on this 2-core machine", "this machine's", "our machines",
+            "On this project's 2-core CPU", "on this CPU"]  # fmt: skip
+    fine = ["on a 2-core x86 CPU (AVX-512)", "a&#124;b", "the local machine's", "#SBATCH --signal", "[x](a.md#L12)"]
+    assert all(PRIVATE.search(s) for s in said), [s for s in said if not PRIVATE.search(s)]
+    assert not any(PRIVATE.search(s) for s in fine), [s for s in fine if PRIVATE.search(s)]
+
+
+# ---- the API page: what it renders has a typed signature ----------------------------------------------
+
+API_PAGE = ROOT / "docs" / "reference" / "python-api.md"
+REQUIRED_ARGS = {"trlvr.training.trainer.TandemGRPOTrainer", "trlvr.engine.pair.make_pair"}  # constructors
+
+
+def _api_entries() -> list[tuple[str, object]]:
+    """(dotted path, object) of every `::: path` on the API page and of the members it lists by name."""
+    import importlib
+    import inspect
+
+    text = API_PAGE.read_text()
+    found = []
+    for m in re.finditer(r"^::: ([\w.]+)\n((?:    .*\n)*)", text, re.M):
+        path, options = m.group(1), m.group(2)
+        module, _, name = path.rpartition(".")
+        try:
+            obj = getattr(importlib.import_module(module), name)
+        except (ModuleNotFoundError, AttributeError):
+            obj = importlib.import_module(path)
+        if not inspect.ismodule(obj):
+            found.append((path, obj))
+        members = re.search(r"members: \[([^\]]*)\]", options)
+        for member in members.group(1).split(", ") if members else []:
+            found.append((f"{path}.{member}", getattr(obj, member)))
+    return found
+
+
+def test_every_callable_on_the_api_page_has_a_typed_signature():
+    """mkdocstrings renders the signature as written: a parameter without an annotation shows no type."""
+    import inspect
+
+    entries = _api_entries()
+    assert {"trlvr.training.trainer.TandemGRPOTrainer", "trlvr.rewards.math_reward.math_reward",
+            "trlvr.data.loaders.load_problems", "trlvr.eval.spec.EvalSpec", "trlvr.eval.api.ModelSpec",
+            "trlvr.engine.output.TandemOutput", "trlvr.engine.schedules.WordSchedule"} <= {p for p, _ in entries}  # fmt: skip
+    untyped = []
+    for path, obj in entries:
+        if isinstance(obj, property) or not callable(obj):
+            continue
+        function = obj.__init__ if inspect.isclass(obj) else obj
+        sig = inspect.signature(function)
+        untyped += [f"{path}({name})" for name, param in sig.parameters.items()
+                    if name not in ("self", "cls") and param.annotation is inspect.Parameter.empty]  # fmt: skip
+        if not inspect.isclass(obj) and sig.return_annotation is inspect.Signature.empty:
+            untyped.append(f"{path} -> ?")
+    assert not untyped, untyped
+    # the page renders docstrings as Markdown (Google style): a Sphinx role shows as its literal text
+    roles = [(path, role) for path, obj in entries
+             for role in re.findall(r":(?:func|class|data|meth|attr|mod):`", inspect.getdoc(obj) or "")]  # fmt: skip
+    assert not roles, roles
+
+
+def test_the_constructors_document_every_argument():
+    """TandemGRPOTrainer's and make_pair's docstrings hold an Args section naming each parameter (the table
+    the API page shows), and nothing that is not one."""
+    import inspect
+
+    for path, obj in _api_entries():
+        if path not in REQUIRED_ARGS:
+            continue
+        doc = inspect.getdoc(obj) or ""
+        assert "\nArgs:\n" in doc, f"{path}: no Args section"
+        section = doc.split("\nArgs:\n", 1)[1].split("\n\n", 1)[0]
+        named = re.findall(r"^    (\**\w+):", section, re.M)
+        sig = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj)
+        wanted = [("**" if p.kind is p.VAR_KEYWORD else "") + name for name, p in sig.parameters.items()
+                  if name != "self"]  # fmt: skip
+        assert named == wanted, (path, named, wanted)
+
+
 # ---- Python blocks run ---------------------------------------------------------------------------------
 
 PYTHON = blocks("python")

@@ -36,6 +36,13 @@ def test_logged_metrics_reference_is_every_key_of_a_real_training_step(monkeypat
     _same("logged-metrics.md", docs_refs.render_logged_metrics(keys))
 
 
+def test_data_reference_is_what_the_loader_does_with_each_example_row():
+    page = docs_refs.render_data()
+    assert "| `prompt` | `prompt` | `answer` |" in page  # the conversational schema's row of the registry
+    assert "prompt: 2 chat message(s)" in page and "refused: `answer` is null" in page
+    _same("data.md", page)
+
+
 def test_outputs_reference_is_every_metric_of_a_real_evaluation():
     _same("outputs.md", docs_refs.render_outputs(docs_refs.toy_results()))
 

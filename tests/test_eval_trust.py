@@ -13,6 +13,7 @@ import textwrap
 import pytest
 from helpers import Problem, evaluate_models, last_word, parity_reward, tiny_model, toy_problems
 
+from trlvr import artifacts
 from trlvr.data.schema import problem_key
 from trlvr.engine import LockstepPair
 from trlvr.errors import UserError
@@ -214,6 +215,7 @@ def test_report_escapes_tampered_metadata(models, tokenizer, tmp_path):
     rows[0].update(num_tokens=evil, finish_reason=evil, reward=evil, senior_share=evil, parsed_answer=evil)
     rows[0].update(piece_lens=[1, "<b>"], prompt=evil)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    artifacts.write_manifest(tmp_path)  # written so (model text is untrusted), not a file changed since
     page = build_report(tmp_path)
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
 

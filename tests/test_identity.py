@@ -24,7 +24,7 @@ def _world(tmp_path):
 
     save_tiny_models(tmp_path, {"senior": 0, "junior": 1})
     write_sum_problems(tmp_path / "train.jsonl", 20)
-    return ["train", "--config", "toy", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
+    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
             "--dataset", str(tmp_path / "train.jsonl"), "--output_dir", str(tmp_path / "run"), "--max_steps", "4"]  # fmt: skip
 
 

@@ -225,7 +225,7 @@ def test_a_tandem_run_logs_team_lengths_and_the_loophole_statistics(toy, monkeyp
         return out
 
     monkeypatch.setattr(TandemRollout, "__call__", recording)
-    code = cli(["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+    code = cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
                 "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), "--max_steps", "2",
                 "--per_device_train_batch_size", "16", "--num_generations", "4", "--max_completion_length", "24",
                 "--schedule", "boundary", "--use_cpu", "true"])  # fmt: skip

@@ -29,7 +29,7 @@ def toy(tmp_path):
 
 
 def train(toy, *extra):
-    return cli(["train", "--config", "toy", "--senior", str(toy / "senior"), "--dataset", str(toy / "train.jsonl"),
+    return cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--dataset", str(toy / "train.jsonl"),
                 "--output_dir", str(toy / "run"), *SMALL, *extra])  # fmt: skip
 
 
@@ -76,7 +76,7 @@ def test_lora_kl_reference_is_the_adapters_off_base(toy):
     from trlvr.config import load_run_config
     from trlvr.training import build_trainer
 
-    tandem, args = load_run_config("toy", {"arm": "tandem", "senior": str(toy / "senior"), "junior": "self",
+    tandem, args = load_run_config("toy", {"arm": "tandem", "senior": str(toy / "senior"), "junior": "self", "holdout": 0,
                                            "dataset": str(toy / "train.jsonl"), "output_dir": str(toy / "kl"),
                                            "use_peft": True, "lora_r": 4, "beta": 0.1, "kl_ref": "junior",
                                            "per_device_train_batch_size": 16, "num_generations": 4,

@@ -92,7 +92,7 @@ def test_train_dry_run_refuses_boundary_on_a_text_pair(tmp_path, capsys):
 
     data = tmp_path / "train.jsonl"
     data.write_text('{"problem": "1 + 1", "answer": "2"}\n')
-    common = ["train", "--config", "toy", "--senior", str(ASSETS / "senior"), "--dataset", str(data),
+    common = ["train", "--config", "toy", "--holdout", "0", "--senior", str(ASSETS / "senior"), "--dataset", str(data),
               "--per_device_train_batch_size", "8", "--output_dir", str(tmp_path / "run"), "--dry-run"]  # fmt: skip
     assert cli([*common, "--junior", str(ASSETS / "junior-cross"), "--schedule", "word"]) == 0
     capsys.readouterr()
@@ -126,7 +126,7 @@ def test_backend_vllm_without_vllm_is_one_line(tmp_path, capsys):
 
     data = tmp_path / "train.jsonl"
     data.write_text('{"problem": "1 + 1", "answer": "2"}\n')
-    assert cli(["train", "--config", "toy", "--senior", str(ASSETS / "senior"), "--junior", str(ASSETS / "junior"),
+    assert cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(ASSETS / "senior"), "--junior", str(ASSETS / "junior"),
                 "--dataset", str(data), "--output_dir", str(tmp_path / "run"), "--backend", "vllm", "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "backend vllm needs vllm, which is not installed here" in err[0]
@@ -151,7 +151,7 @@ def test_backend_settings_it_cannot_run_are_refused_by_the_config(tmp_path, caps
 
     data = tmp_path / "train.jsonl"
     data.write_text('{"problem": "1 + 1", "answer": "2"}\n')
-    argv = ["train", "--config", "toy", "--senior", str(ASSETS / "senior"), "--junior", str(ASSETS / "junior"),
+    argv = ["train", "--config", "toy", "--holdout", "0", "--senior", str(ASSETS / "senior"), "--junior", str(ASSETS / "junior"),
             "--dataset", str(data), "--output_dir", str(tmp_path / "run"), "--backend", "vllm", *extra, "--dry-run"]
     assert cli(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -62,7 +62,7 @@ def _toy_run(tmp_path):
     rows = [{"problem": CHINESE, "answer": "7"}, {"problem": "what is 3 + 4?", "answer": "7", "prompt": "what is 3 + 4?"},
             {"problem": "what is 5 + 1?", "answer": "6", "prompt": "what is 5 + 1?"}]  # fmt: skip
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return ["train", "--config", "toy", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
+    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
             "--dataset", str(tmp_path / "train.jsonl"), "--output_dir", str(tmp_path / "run"), "--max_steps", "1",
             "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8"]  # fmt: skip
 

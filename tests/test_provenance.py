@@ -72,7 +72,7 @@ def test_training_records_the_machine_and_a_resume_elsewhere_only_warns(tmp_path
     shutil.copytree(ASSETS_DIR / "senior", tmp_path / "senior")
     shutil.copytree(ASSETS_DIR / "junior", tmp_path / "junior")
     _write_jsonl(tmp_path / "train.jsonl", _rows(make_splits(16, 4, seed=0)[0]))
-    argv = ["train", "--config", "toy", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
+    argv = ["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
             "--dataset", str(tmp_path / "train.jsonl"), "--output_dir", str(tmp_path / "run"),
             "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8",
             "--save_steps", "1"]  # fmt: skip

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import evaluate_models, last_word, parity_reward, tiny_model, toy_problems
 
+from trlvr import artifacts
 from trlvr.cli import eval_cmd
 from trlvr.cli.main import main
 from trlvr.errors import UserError
@@ -42,6 +43,7 @@ def runs(tokenizer, tmp_path_factory):
     rows[0]["text"] = "<script>alert('x')</script>" + rows[0]["text"]
     rows[0]["piece_lens"] = None
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    artifacts.write_manifest(root / "B")  # as if the model wrote it: the evaluation is whole, not torn
     return root / "A", root / "B"
 
 
@@ -79,6 +81,9 @@ def test_bad_inputs_name_the_file_or_field(runs, tmp_path, capsys):
     res = json.loads((bad / "results.json").read_text())
     del res["benchmarks"]["alpha"]["metrics"]["solo/pass@1"]["ci_low"]
     (bad / "results.json").write_text(json.dumps(res))
+    with pytest.raises(UserError, match=r"bad is not a finished evaluation \(results.json is cut short or changed"):
+        load_results(bad)  # changed since the evaluation wrote it (its manifest): refused before it is read
+    artifacts.write_manifest(bad)  # as if written so: its fields are checked
     with pytest.raises(
         UserError, match=r"results.json: metric 'solo/pass@1' of benchmark 'alpha' lacks field 'ci_low'"
     ):

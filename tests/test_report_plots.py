@@ -33,8 +33,7 @@ def _eval_dir(d: Path, benchmarks: tuple[str, ...] = ("toy",)) -> Path:
     d.mkdir(parents=True)
     res = {"config": {"models": {}, "n": 2}, "macro": {"metrics": METRICS},
            "benchmarks": {b: {"metrics": METRICS} for b in benchmarks}}  # fmt: skip
-    (d / "results.json").write_text(json.dumps(res))
-    (d / "samples.jsonl").write_text("")
+    (d / "results.json").write_text(json.dumps(res))  # no samples.jsonl: no rollouts to show
     return d
 
 

@@ -235,7 +235,7 @@ def test_force_lists_what_differed_before_setting_the_run_aside(tmp_path, monkey
     rundir.write_record(run / rundir.RUN_FILE, {"format": 2, "tandem": {"arm": "grpo"}})
     seen = []
     monkeypatch.setattr(run_module, "_train_and_save", lambda tandem, args, **kw: seen.append(kw["start"].record))
-    argv = ["train", "--config", "toy", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
+    argv = ["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
             "--dataset", str(tmp_path / "train.jsonl"), "--output_dir", str(run), "--arm", "tandem"]  # fmt: skip
     assert cli(argv) == 2
     assert f"{run} holds a different run (arm: 'grpo' -> 'tandem'; " in capsys.readouterr().err

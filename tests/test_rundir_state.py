@@ -12,7 +12,9 @@ missing a field) against one folder, with the toy world's tiny models. After eve
     a refusal names a real change   a refused run names the setting that differs (seed), never a
                                     missing key against None, and is one line
     damage is never trusted         a torn tail is repaired by the next run; a garbage or incomplete
-                                    row is refused in one line (by the run and by every reader)
+                                    row is refused in one line (by the run and by every reader); a
+                                    folder cut short or damaged since its run is no finished
+                                    evaluation: compare and report refuse it in one line
     no silent regeneration          a finished sample made again (its batch has other batch-mates under
                                     another --limit or --n) is said in one line, and only then
 Shrunk failures are kept below as explicit regression tests.
@@ -86,6 +88,7 @@ class EvalFolder(RuleBasedStateMachine):
         self.last = None  # the last accepted single evaluation's settings
         self.kept: set = set()  # every finished sample row, by key, the console has not said it moved
         self.damaged = None  # "torn" / "garbage" / "incomplete" since the last accepted run
+        self.whole = False  # the folder is a finished evaluation, as its last accepted run left it
 
     # ---- running a command ----
 
@@ -145,7 +148,7 @@ class EvalFolder(RuleBasedStateMachine):
             assert "samples-other-plans.jsonl" in err, err  # ... and says where
             aside = _keys(_rows(self.out / "samples-other-plans.jsonl"))
             assert lost <= aside, f"{len(lost - aside)} sample(s) neither kept nor set aside"
-        self.identity, self.last, self.damaged = ("single", seed), (limit, n, suite, seed), None
+        self.identity, self.last, self.damaged, self.whole = ("single", seed), (limit, n, suite, seed), None, True
         self.kept = now
 
     @precondition(lambda self: self.identity is None)
@@ -173,6 +176,7 @@ class EvalFolder(RuleBasedStateMachine):
             return real(d, rows)
 
         limit, n, suite, seed = self.last
+        samples_before = (self.out / "samples.jsonl").read_bytes()
         store.EvalDir.append = append
         try:
             code, out, err = self._run(self._eval_argv(self.out, PROBLEMS, 2, "solo,handoff", seed))
@@ -181,7 +185,10 @@ class EvalFolder(RuleBasedStateMachine):
         now = _keys(_rows(self.out / "samples.jsonl"))
         if code == 0:  # everything was there already, or fewer batches than `after` were missing
             self.last, self.kept = (PROBLEMS, 2, "solo,handoff", seed), now  # (a completed run: see evaluate)
+            self.whole = True
         else:
+            if (self.out / "samples.jsonl").read_bytes() != samples_before:  # a run cut short: not finished
+                self.whole = False
             assert self._one_line(code, err).endswith("interrupted") and code == 130, err
             assert self.kept <= now, "an interrupted run lost finished samples"
             self.kept = now
@@ -203,17 +210,27 @@ class EvalFolder(RuleBasedStateMachine):
             row = json.loads(text.splitlines()[0])
             del row["reward"]
             path.write_text(text + json.dumps(row) + "\n")
-        self.damaged = how
+        self.damaged, self.whole = how, False
         if how == "torn":
             self.damaged = None  # a torn tail is what a kill leaves: the next run repairs it (not an error)
 
     @precondition(lambda self: self.identity is not None and self.identity[0] == "single")
     @rule()
     def read(self):
-        """The readers: compare the folder with itself and a report; numbers from the current identity."""
-        code, out, err = self._run(["compare", str(self.out), str(self.out), "--out", str(self.root / "cmp"),
-                                    "--resamples", "20"])  # fmt: skip
-        assert code == 0, err  # compare reads results and per-problem tables, never samples.jsonl
+        """The readers: compare the folder with itself and a report; numbers from the current identity. A
+        folder that is no finished evaluation (a run cut short, a file damaged since) is refused by both
+        in one line naming the file (`trlvr.artifacts`), never read."""
+        compare = ["compare", str(self.out), str(self.out), "--out", str(self.root / "cmp"), "--resamples", "20"]
+        report = ["report", str(self.out), "--out", str(self.root / "r.html"), "--max-problems", "1"]
+        if not self.whole:
+            for argv in (compare, report):
+                code, out, err = self._run(argv)
+                line = self._one_line(code, err)
+                assert "is not a finished evaluation (samples.jsonl" in line or (
+                    self.damaged in ("garbage", "incomplete") and "samples.jsonl" in line), line  # fmt: skip
+            return
+        code, out, err = self._run(compare)
+        assert code == 0, err
         res = json.loads((self.out / "results.json").read_text())
         cmp = json.loads((self.root / "cmp" / "compare.json").read_text())
         limit, n, suite, seed = self.last
@@ -224,11 +241,8 @@ class EvalFolder(RuleBasedStateMachine):
             for metric, m in bench["metrics"].items():
                 if isinstance(m, dict) and "num_problems" in m:
                     assert m["num_problems"] == limit, (metric, m, self.last)
-        code, out, err = self._run(["report", str(self.out), "--out", str(self.root / "r.html"), "--max-problems", "1"])
-        if self.damaged in ("garbage", "incomplete"):  # its rollout viewer reads samples.jsonl: refused, not trusted
-            assert "samples.jsonl" in self._one_line(code, err)
-        else:
-            assert code == 0, err
+        code, out, err = self._run(report)
+        assert code == 0, err
 
     # ---- invariants ----
 

@@ -4,6 +4,7 @@ the checks are computed from the runs' own logs, and smoke.json records them."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +127,90 @@ def test_a_gpu_config_without_cuda_is_one_line_naming_what_to_run(tmp_path, caps
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no CUDA device" in err and "`trlvr train --config qwen3-4b-lora-self-1gpu --dry-run`" in err
     assert not (tmp_path / "s").exists()
+
+
+def test_the_smoke_screen_fits_one_screen_and_the_libraries_output_goes_to_its_log(tmp_path, toy_data):
+    """A real terminal's view (a child process, so native and library output count too): the checks, no "None",
+    no upstream warning or progress bar; those are in DIR/smoke.log."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRL_EXPERIMENTAL_SILENCE"}
+    env.update(PYTHONPATH=str(root), OMP_NUM_THREADS="1")
+    out = tmp_path / "smoke"
+    done = subprocess.run([sys.executable, "-m", "trlvr.cli.main", "smoke", "--config", "toy", "--out", str(out),
+                           "--steps", "1", "--problems", "2", "--set", f"senior={ASSETS_DIR / 'senior'}",
+                           "--set", f"junior={ASSETS_DIR / 'junior'}", "--set", f"dataset={toy_data}",
+                           "--set", "per_device_train_batch_size=16", "--set", "max_completion_length=48"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    screen = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 0, "\n".join(screen[-30:])
+    assert len(screen) <= 40, "\n".join(screen)
+    assert not [ln for ln in screen if "None" in ln or "warning" in ln.lower() or "it/s]" in ln], "\n".join(screen)
+    assert any(ln.startswith("smoke ") and ln.endswith(": passed") for ln in screen)
+    assert f"  log: {out / 'smoke.log'} (the stages' own output; --verbose prints it here)" in screen
+    log = (out / "smoke.log").read_text()
+    assert "Warning" in log and "wrote " in log  # the libraries' warnings and the stages' own lines, kept
+
+
+def test_console_to_takes_python_and_native_output_and_none_leaves_it(tmp_path, capfd):
+    import os
+    import sys
+
+    from trlvr.experiments.smoke import console_to
+
+    log = tmp_path / "smoke.log"
+    with console_to(log):
+        print("from python")
+        os.write(2, b"from native code\n")
+        print("a library's warning", file=sys.stderr)  # (the warnings module writes there; pytest records them)
+    with console_to(None):
+        print("on the screen")
+    screen = capfd.readouterr()
+    assert screen.out == "on the screen\n" and screen.err == ""
+    text = log.read_text()
+    assert "from python" in text and "from native code" in text and "a library's warning" in text
+
+
+def test_smoke_keeps_its_verbose_flag():
+    from trlvr.cli.main import _split_verbose, build_parser
+
+    argv, verbose = _split_verbose(["smoke", "--config", "toy", "--verbose"])
+    assert verbose and build_parser().parse_args(argv).verbose
+    assert not build_parser().parse_args(["smoke", "--config", "toy"]).verbose
+
+
+def test_a_cpu_rehearsal_of_a_bf16_recipe_is_one_line_naming_the_override(tmp_path, capsys):
+    import torch
+
+    from trlvr.cli.main import main as cli
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here")
+    assert cli(["smoke", "--config", "qwen3-4b-lora-self-1gpu", "--out", str(tmp_path / "s"), "--set", "use_cpu=true"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("trlvr smoke: error: smoke of qwen3-4b-lora-self-1gpu with use_cpu on a machine without CUDA: bf16 "
+                   "needs a GPU here; add --set bf16=false for the CPU rehearsal\n")  # fmt: skip
+    assert not (tmp_path / "s").exists()
+
+
+def test_the_screen_says_n_a_inside_nested_values_and_names_a_failed_stages_error():
+    from trlvr.experiments.smoke import render
+
+    report = {"config": "toy", "passed": False, "log": "s/smoke.log", "checks": {
+        "memory": {"status": "not measured", "planned_kv_tokens": None, "engine_kv_tokens": None,
+                   "device_peak_bytes": None},
+        "author_mask": {"status": "ok", "reason": "x"},
+        "weights_moved": {"status": "not measured", "fraction": {"tandem": 1.0, "grpo": None}},
+        "grader": {"status": "ok", "pairs": 6, "wrong": [], "timeout_status": "timeout", "timeout_s": 2.0},
+        "speed": {}, "lengths": {"train": {"tandem": {"truncated": None}}, "eval": None},
+        "preemptions": {"count": None, "note": "backend vllm only"},
+        "select_eval": {"status": "failed", "exit_code": 2, "eval_dir": "d", "error": "trlvr select: error: x"}}}  # fmt: skip
+    screen = render(report)
+    assert "None" not in screen
+    assert "first step changed {tandem: 1.0, grpo: n/a} of the trainable weights" in screen
+    assert "  lengths: {tandem: {truncated: n/a}}, eval n/a" in screen and "  pre-emptions: n/a (backend" in screen
+    assert "  select + eval: failed (trlvr select: error: x)" in screen
+    assert screen.endswith("  log: s/smoke.log (the stages' own output; --verbose prints it here)")

@@ -59,3 +59,20 @@ def test_every_shipped_yaml_reads_strictly():
     for folder in (CONFIGS_DIR, RECIPES_DIR, STUDIES_DIR, STUDIES_DIR / "configs"):
         for path in folder.glob("*.yaml"):
             read_yaml(path)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_a_data_row_with_a_key_twice_is_refused_naming_file_row_and_key(tmp_path, capsys, suffix):
+    """A problem file whose row writes "answer" twice: `data check` and the training dry run refuse it in
+    one line naming the file (the row) and the key. Before: json kept the last value, a gold silently."""
+    row = '{"problem": "What is 1 plus 1?", "answer": "2", "answer": "3"}'
+    path = tmp_path / f"d{suffix}"
+    path.write_text(row + "\n" if suffix == ".jsonl" else f"[{row}]")
+    where = f"{path}:1" if suffix == ".jsonl" else str(path)
+    for argv in (["data", "check", str(path)],
+                 ["train", "--config", "toy", "--dataset", str(path), "--output_dir", str(tmp_path / "r"), "--dry-run"]):
+        assert cli(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"{where}: key 'answer' is written twice in one object" in err, err
+        assert err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "r").exists()

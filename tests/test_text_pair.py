@@ -268,7 +268,7 @@ def test_trlvr_train_runs_two_steps_on_a_text_pair(tmp_path, monkeypatch, capfd)
         return out
 
     monkeypatch.setattr(TandemRollout, "__call__", recording)
-    common = ["--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+    common = ["--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
               "--dataset", str(toy / "train.jsonl"), "--max_steps", "2", "--per_device_train_batch_size", "8",
               "--num_generations", "4", "--max_completion_length", "16", "--use_cpu", "true"]  # fmt: skip
     code = cli(["train", *common, "--output_dir", str(toy / "run")])

@@ -256,7 +256,7 @@ def test_trlvr_train_goes_on_when_the_junior_writes_bytes_the_senior_cannot_spel
         return out
 
     monkeypatch.setattr(TextPairGenerator, "generate", recording)
-    code = main(["train", "--config", "toy", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
+    code = main(["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
                  "--dataset", str(tmp_path / "train.jsonl"), "--max_steps", "2", "--per_device_train_batch_size", "8",
                  "--num_generations", "4", "--max_completion_length", "24", "--schedule", "token", "--use_cpu", "true",
                  "--output_dir", str(tmp_path / "run")])  # fmt: skip

@@ -60,7 +60,7 @@ def world(tmp_path, tokenizer, monkeypatch):
 
 
 def argv(world: Path, out: str, *extra: str) -> list[str]:
-    return ["--config", "toy", "--senior", str(world / "senior"), "--junior", str(world / "junior"),
+    return ["--config", "toy", "--holdout", "0", "--senior", str(world / "senior"), "--junior", str(world / "junior"),
             "--dataset", str(world / "train.jsonl"), "--reward", "own_reward:reward", "--output_dir", out,
             "--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "8",
             "--learning_rate", "1e-2", *extra]  # fmt: skip

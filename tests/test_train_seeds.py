@@ -35,7 +35,7 @@ def test_train_refuses_before_training(monkeypatch, tmp_path):
     import trlvr.training.run as run
 
     monkeypatch.setattr(run, "train_and_save", lambda *a, **k: pytest.fail("trained"))
-    args = argparse.Namespace(rest=["--config", "toy", "--backend", "vllm", "--seeds", "0,1",
+    args = argparse.Namespace(rest=["--config", "toy", "--holdout", "0", "--backend", "vllm", "--seeds", "0,1",
                                     "--output_dir", str(tmp_path / "out")])  # fmt: skip
     with pytest.raises(UserError, match="^--seeds 0,1 with 2 processes and backend vllm"):
         train_cmd.main(args)

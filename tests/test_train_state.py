@@ -8,6 +8,8 @@ are `trlvr.rundir.TrainState` / `resume_plan`. After every step:
                                     aside (into replaced-*); a --resume to another target is refused
     resume takes the newest intact  the line "resuming from X" names the newest complete checkpoint
     one identity                    selected.json names a checkpoint of this run, present now
+    resumes under changed settings  `--resume` with a TandemConfig field or a flag-only GRPOConfig field changed
+                                    (`resume_changed`): refused in one line naming it, nothing changed
     a torn artifact is not trusted  any file of any checkpoint or final/ cut short (`tear`): the run is not
                                     finished while final/ is torn, resume never starts from a torn
                                     checkpoint, select and RUN@selected refuse a torn one in one line
@@ -77,6 +79,11 @@ class KillAt(TrainerCallback):
             raise Killed
 
 
+# settings of a run's identity, changed on a resume: a TandemConfig field, and GRPOConfig fields the toy
+# config does not set (given only as a flag)
+CHANGED = [("--p", "0.3"), ("--learning_rate", "0.001"), ("--adam_beta2", "0.9"), ("--max_grad_norm", "0.5")]
+
+
 class TrainDir(RuleBasedStateMachine):
     toy: Path = None
     capsys = None
@@ -92,7 +99,7 @@ class TrainDir(RuleBasedStateMachine):
 
     def argv(self, max_steps: int, *extra: str) -> list[str]:
         t = self.toy
-        return ["train", "--config", "toy", "--senior", str(t / "senior"), "--junior", str(t / "junior"), "--dataset",
+        return ["train", "--config", "toy", "--holdout", "0", "--senior", str(t / "senior"), "--junior", str(t / "junior"), "--dataset",
                 str(t / "train.jsonl"), "--output_dir", str(self.out), *SMALL, "--max_steps", str(max_steps), *extra]  # fmt: skip
 
     def run(self, argv: list[str]) -> tuple[int, str]:
@@ -155,6 +162,18 @@ class TrainDir(RuleBasedStateMachine):
         if rundir.checkpoint_step(newest) < max_steps:  # resumed from the newest complete checkpoint
             assert err.split("resuming from ")[1].split()[0] == str(newest), err
         self._finished(max_steps)
+
+    @rule(max_steps=st.integers(1, 3), change=st.sampled_from(CHANGED))
+    def resume_changed(self, max_steps, change):
+        """`--resume` with one setting of the run's identity changed (a TandemConfig field, or a GRPOConfig
+        field given only as a flag): refused in one line naming the field, and nothing changes; with no
+        run recorded there is nothing to resume (refused too)."""
+        before, recorded = tree(self.out), (self.out / rundir.RUN_FILE).is_file()
+        code, err = self.run(self.argv(max_steps, "--resume", *change))
+        assert code == 2 and tree(self.out) == before, err
+        if recorded:
+            field = change[0].removeprefix("--")
+            assert f"{field}: " in err or f"finished at step {self.state().step}" in err, err
 
     @precondition(lambda self: self.state().stage != "finished")
     @rule(step=st.integers(1, 2), where=st.sampled_from(["mid-step", "mid-save"]), resume=st.booleans())
@@ -288,7 +307,8 @@ def test_torn_artifacts_walked_every_time(toy, capsys):
     machine = TrainDir()
     machine.start()
     for step in (lambda: machine.train(2), lambda: machine.cut("final/model.safetensors", 0.5),
-                 lambda: machine.resume(2), lambda: machine.select(),
+                 lambda: machine.resume_changed(2, ("--max_grad_norm", "0.5")), lambda: machine.resume(2),
+                 lambda: machine.select(), lambda: machine.resume_changed(3, ("--p", "0.3")),
                  lambda: machine.cut("checkpoint-2/optimizer.pt", 0.3), lambda: machine.select(),
                  lambda: machine.cut("final/trlvr_manifest.json", 0.0), lambda: machine.resume(3)):  # fmt: skip
         step()

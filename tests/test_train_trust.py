@@ -23,7 +23,7 @@ def toy(tmp_path):
 
 
 def train(toy, *extra):
-    return cli(["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+    return cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
                 "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), *SMALL, *extra])  # fmt: skip
 
 

@@ -101,15 +101,23 @@ print("share", trainer.state.log_history[0]["tandem/senior_share"], trainer.juni
 """
 
 
-def test_hub_ids_from_the_local_cache_offline(tmp_path):
+@pytest.mark.parametrize("where", ["HF_HUB_CACHE", "HF_HOME"])
+def test_hub_ids_from_the_local_cache_offline(tmp_path, where):
+    """Model ids from the cache a download leaves (HF_HOME/hub, or HF_HUB_CACHE), with HF_HUB_OFFLINE=1."""
     from helpers import lay_out_hub_cache
+    from huggingface_hub import scan_cache_dir
 
-    cache = tmp_path / "hub"
+    home = tmp_path / "home"
+    cache = home / "hub" if where == "HF_HOME" else tmp_path / "hub"
     lay_out_hub_cache(cache, "trlvr-test/senior", ASSETS_DIR / "senior")
     lay_out_hub_cache(cache, "trlvr-test/junior", ASSETS_DIR / "junior")
+    assert {r.repo_id for r in scan_cache_dir(cache).repos} == {"trlvr-test/senior", "trlvr-test/junior"}  # hub's view
     (tmp_path / "run.py").write_text(textwrap.dedent(SCRIPT))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1",
-           "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "HF_HOME": str(tmp_path / "home")}  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_CACHE", "HF_HOME", "TRANSFORMERS_CACHE")}
+    env.update({"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1", "HF_HUB_OFFLINE": "1",
+                "HF_HOME": str(home)})  # fmt: skip
+    if where == "HF_HUB_CACHE":
+        env["HF_HUB_CACHE"] = str(cache)
     done = subprocess.run([sys.executable, "run.py", str(tmp_path / "out")], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

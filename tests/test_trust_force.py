@@ -54,6 +54,123 @@ def test_set_aside_moves_everything_but_the_lock_and_earlier_runs_and_deletes_no
     assert set_aside(tmp_path / "never-made") is None
 
 
+def _a_run_with_an_earlier_aside(run: Path) -> dict[str, bytes]:
+    for name, text in {"checkpoint-1/model.safetensors": "w1", "checkpoint-2/model.safetensors": "w2",
+                       "final/config.json": "{}", "metrics.jsonl": "{}\n", "selected.json": "{}",
+                       "replaced-20200101-000000/final/config.json": "old", ".train.lock": "",
+                       ".train.lock.pid": "7"}.items():  # fmt: skip
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_text(text)
+    return tree(run)
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 3])
+def test_a_failure_between_the_moves_leaves_every_finished_file_where_it_was(tmp_path, monkeypatch, fail_at):
+    """The earlier run moves in one rename (`set_aside`): a rename that fails at any point (the first, the
+    second, the third) leaves the folder byte for byte as it was, no half-made replaced-*, no hidden
+    folder beside it. Before, entries moved one `os.replace` each: a failure on the second left
+    checkpoint-1 aside and checkpoint-2, final/ and metrics where `--resume` and `select` read them."""
+    import os
+
+    run = tmp_path / "run"
+    before = _a_run_with_an_earlier_aside(run)
+    calls, real_rename, real_replace = [], os.rename, os.replace
+
+    def flaky(real):
+        def move(src, dst, *a, **k):
+            calls.append((src, dst))
+            if len(calls) == fail_at:
+                raise OSError(28, "No space left on device")
+            return real(src, dst, *a, **k)
+        return move
+
+    monkeypatch.setattr(os, "rename", flaky(real_rename))
+    monkeypatch.setattr(os, "replace", flaky(real_replace))
+    try:
+        moved = set_aside(run, keep=(".train.lock", ".train.lock.pid"), say=False)
+    except OSError:
+        moved = None
+    monkeypatch.undo()
+    if moved is None:  # the move failed: nothing of it shows
+        assert tree(run) == before
+        assert sorted(p.name for p in asides(run)) == ["replaced-20200101-000000"]
+    else:  # it finished before the failing call (only the earlier aside's move back can fail after)
+        assert {k: v for k, v in before.items() if not k.startswith((".train", "replaced-"))}.items() <= {
+            k.split("/", 1)[1]: v for k, v in tree(run).items() if k.startswith(moved.name)}.items()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no hidden fresh folder left beside it
+
+
+def test_the_one_rename_keeps_a_held_lock_held_and_earlier_asides_beside_the_new_one(tmp_path):
+    from filelock import FileLock, Timeout
+
+    run = tmp_path / "run"
+    before = _a_run_with_an_earlier_aside(run)
+    held = FileLock(str(run / ".train.lock"), timeout=0)
+    held.acquire()
+    try:
+        moved = set_aside(run, keep=(".train.lock", ".train.lock.pid"), say=False)
+        with pytest.raises(Timeout):  # the lock file in place is the held one (a link, not a copy)
+            FileLock(str(run / ".train.lock"), timeout=0).acquire()
+    finally:
+        held.release()
+    assert sorted(p.name for p in run.iterdir()) == sorted([".train.lock", ".train.lock.pid", moved.name,
+                                                             "replaced-20200101-000000"])  # fmt: skip
+    assert tree(moved) == {k: v for k, v in before.items() if not k.startswith((".train", "replaced-"))}
+    assert tree(run / "replaced-20200101-000000") == {"final/config.json": b"old"}
+    assert (run / ".train.lock.pid").read_text() == "7"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("where", [".", "absolute"])
+def test_a_folder_this_process_works_in_is_set_aside_in_place(tmp_path, monkeypatch, where):
+    """`--out .` (or the working directory named in full): renaming the folder itself would leave the
+    command working inside the aside, so its entries move instead; the working directory stays the folder."""
+    run = tmp_path / "run"
+    before = _a_run_with_an_earlier_aside(run)
+    monkeypatch.chdir(run)
+    moved = set_aside(Path(".") if where == "." else run, keep=(".train.lock", ".train.lock.pid"), say=False)
+    assert Path.cwd().resolve() == run.resolve() and (run / ".train.lock").is_file()
+    kept = {k: v for k, v in before.items() if not k.startswith((".train", "replaced-"))}
+    assert tree(run / moved.name) == kept and sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_a_kill_between_the_two_renames_is_completed_by_the_next_command(tmp_path):
+    """A kill (no `finally`, no undo) right after the earlier run moved whole into the fresh folder beside
+    it: the folder is missing and the run waits, whole, in the hidden sibling; the next lock or
+    prepare_output of the folder renames it into place (`rundir.finish_swap`)."""
+    import os
+
+    from trlvr import rundir
+
+    run = tmp_path / "run"
+    before = _a_run_with_an_earlier_aside(run)
+    pid = os.fork()
+    if pid == 0:  # the child is killed at its second rename
+        calls = []
+        real = os.rename
+
+        def killed(src, dst, *a, **k):
+            calls.append(src)
+            if len(calls) == 2:
+                os._exit(9)
+            return real(src, dst, *a, **k)
+
+        os.rename = killed
+        set_aside(run, keep=(".train.lock", ".train.lock.pid"), say=False)
+        os._exit(0)
+    assert os.waitpid(pid, 0)[1] >> 8 == 9
+    assert not run.exists()
+    [waiting] = list(tmp_path.iterdir())
+    assert waiting.name.startswith(".run.replaced-")
+    rundir.prepare_output(run, rundir.TRAINING, flag="--output_dir")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    [new, earlier] = sorted(asides(run), reverse=True)
+    assert earlier.name == "replaced-20200101-000000"
+    moved = {k.split("/", 1)[1]: v for k, v in tree(run).items() if k.startswith(new.name + "/")}
+    assert {k: v for k, v in before.items() if not k.startswith((".train", "replaced-"))}.items() <= moved.items()
+    assert (run / ".train.lock.pid").read_text() == "7"
+
+
 # ---- trlvr train --force -----------------------------------------------------------------------------
 
 
@@ -63,7 +180,7 @@ def toy(tmp_path):
 
 
 def train(toy: Path, *extra: str, out: str = "run") -> int:
-    return cli(["train", "--config", "toy", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+    return cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
                 "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / out), *SMALL, *extra])  # fmt: skip
 
 

@@ -54,8 +54,8 @@ OUT_AT_A_FILE = [
     ("study", ["study", "run", str(ROOT / "studies" / "toy-seeds.yaml"), "--out", "{file}"]),
     ("toy", ["toy", "prepare", "--out", "{file}"]),
     ("demo", ["demo", "--out", "{file}"]),
-    ("train", ["train", "--config", "toy", "--output_dir", "{file}"]),
-    ("train", ["train", "--config", "toy", "--output_dir", "{file}/run", "--dry-run"]),
+    ("train", ["train", "--config", "toy", "--holdout", "0", "--output_dir", "{file}"]),
+    ("train", ["train", "--config", "toy", "--holdout", "0", "--output_dir", "{file}/run", "--dry-run"]),
     ("eval", ["{eval}", "--senior", "{tmp}/senior", "--out", "{file}"]),
     ("select", ["select", "{file}", "--val", "split:20", "--metric", "solo/pass@1"]),
 ]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from trlvr import artifacts
 from trlvr.cli.main import main as cli
 from trlvr.toy.task import make_splits
 from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
@@ -67,6 +68,7 @@ def _variant(base: Path, out: Path, edit) -> Path:
     res = json.loads((out / "results.json").read_text())
     edit(res)
     (out / "results.json").write_text(json.dumps(res))
+    artifacts.write_manifest(out)  # as that evaluation would have recorded it (not a file changed since)
     return out
 
 

@@ -23,7 +23,7 @@ def test_backend_vllm_samples_from_the_continued_adapter(tmp_path, capfd):
     make_adapter(TOY_SENIOR, tmp_path / "sft", r=4, alpha=8)
     _write_jsonl(tmp_path / "train.jsonl", _rows(make_splits(64, 16, seed=0)[0]))
     out = tmp_path / "run"
-    code = cli(["train", "--config", "toy", "--senior", str(tmp_path / "sft"), "--junior", "self", "--use_peft", "true",
+    code = cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp_path / "sft"), "--junior", "self", "--use_peft", "true",
                 "--dataset", str(tmp_path / "train.jsonl"), "--backend", "vllm", "--max_steps", "1",
                 "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "16",
                 "--use_cpu", "true", "--output_dir", str(out), "--save_steps", "100", "--temperature", "0.7",

@@ -103,7 +103,7 @@ def world(tmp_path_factory):
 
 
 def _argv(world: Path, out: Path, per_device: int, *extra: str) -> list[str]:
-    return ["train", "--config", "toy", "--senior", str(TOY_SENIOR), "--junior", str(TOY_SENIOR), "--dataset",
+    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(TOY_SENIOR), "--junior", str(TOY_SENIOR), "--dataset",
             str(world / "train.jsonl"), "--reward", "mp_reward:varied_reward", "--backend", "vllm", "--max_steps",
             "2", "--per_device_train_batch_size", str(per_device), "--num_generations", "4",
             "--max_completion_length", "16", "--vllm_max_model_length", "192", "--temperature", "1.0", "--learning_rate",

@@ -28,7 +28,7 @@ def world(tmp_path_factory):
 
 
 def _train(root, junior, out, *extra):
-    return cli(["train", "--config", "toy", "--senior", str(TOY_SENIOR), "--junior", str(junior), "--dataset",
+    return cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(TOY_SENIOR), "--junior", str(junior), "--dataset",
                 str(root / "train.jsonl"), "--backend", "vllm", "--max_steps", "2", "--per_device_train_batch_size",
                 "8", "--num_generations", "4", "--max_completion_length", "16", "--use_cpu", "true",
                 "--output_dir", str(out), "--save_steps", "100", *extra])  # fmt: skip

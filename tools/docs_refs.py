@@ -1,10 +1,11 @@
 """Generate the reference pages in docs/reference/ from the code, or check that they are current.
 
-    python tools/docs_refs.py            # rewrite docs/reference/{configuration,cli,logged-metrics,outputs}.md
+    python tools/docs_refs.py            # rewrite docs/reference/{configuration,cli,logged-metrics,outputs,data}.md
     python tools/docs_refs.py --check    # exit 1 naming each page that differs (what tests/test_docs_refs.py runs)
     make docs-refs                       # the same as the first line
 
-configuration.md and cli.md come from the config dataclasses and the argparse parsers (seconds).
+configuration.md and cli.md come from the config dataclasses and the argparse parsers (seconds), data.md from
+the schema registry and from what the row validator makes of example rows (trlvr.data).
 logged-metrics.md comes from one real toy training step (every key TRL and trlvr log) and outputs.md
 from one real toy evaluation (every results.json metric) plus trlvr.rundir's file names; each key's
 meaning is written once, below (LOGGED, RESULT_METRICS): a key the code logs without a meaning here,
@@ -497,6 +498,122 @@ def render_cli() -> str:
     return re.sub(r"[ \t]+\n", "\n", text)
 
 
+# ---- data schemas ---------------------------------------------------------------------------------------
+
+# Example rows, as a JSONL file holds them, each with what it shows. The page's "read as" column is what
+# `trlvr.data.read_problems` (the path `load_problems`, `trlvr train`, `trlvr eval` and `trlvr data check` take)
+# makes of each, with training's gold check: the validator speaks, not this file.
+DATA_EXAMPLES = {
+    "problem": [
+        ('{"problem": "What is 12 plus 30?", "answer": "42"}', "text"),
+        ('{"problem": 7, "answer": "7"}', "a number is its text"),
+        ('{"problem": [{"role": "user", "content": "What is 12 plus 30?"}], "answer": "42"}',
+         "chat messages: the problem text is the last user turn"),
+        ('{"problem": "", "answer": "42"}', "empty"),
+        ('{"problem": {"text": "What is 12 plus 30?"}, "answer": "42"}', "an object"),
+        ('{"question": "What is 12 plus 30?", "answer": "42"}', "another schema's columns"),
+        ('{"text": "What is 12 plus 30?", "answer": "42"}', "no schema's columns"),
+    ],
+    "answer": [
+        ('{"problem": "Half of 1?", "answer": "\\\\frac{1}{2}"}', "LaTeX"),
+        ('{"problem": "What is 12 plus 30?", "answer": 42}', "a number"),
+        ('{"problem": "Tenth of 1?", "answer": 0.10}', "a number keeps its written digits"),
+        ('{"problem": "What is 12 plus 30?", "answer": null}', "null"),
+        ('{"problem": "What is 12 plus 30?", "answer": "None"}', "the text None"),
+        ('{"problem": "What is 12 plus 30?", "answer": true}', "a boolean"),
+        ('{"problem": "What is 12 plus 30?", "answer": ["42"]}', "a list"),
+        ('{"problem": "Half of 1?", "answer": "\\\\frac{1}{2"}', "unbalanced braces"),
+        ('{"problem": "What is 12 plus 30?", "answer": "forty-two?!"}', "not a number math-verify can read"),
+    ],
+    "prompt": [
+        ('{"problem": "What is 12 plus 30?", "answer": "42"}', "no prompt: one is built from the problem"),
+        ('{"problem": "What is 12 plus 30?", "answer": "42", "prompt": "Q: What is 12 plus 30?\\nA:"}',
+         "text, used verbatim"),
+        ('{"prompt": [{"role": "system", "content": "Put the answer in \\\\boxed{}."}, '
+         '{"role": "user", "content": "What is 12 plus 30?"}], "answer": "42"}',
+         "conversational: chat messages, rendered with the model's chat template"),
+        ('{"problem": "What is 12 plus 30?", "answer": "42", "prompt": "  "}', "blank"),
+        ('{"problem": "What is 12 plus 30?", "answer": "42", "prompt": [{"role": "user"}]}',
+         "a message without content"),
+        ('{"problem": "What is 12 plus 30?", "answer": "42", "prompt": 5}', "a number"),
+    ],
+}
+
+
+def _read_as(row: str) -> str:
+    """What the loader makes of one JSONL row: the problem, gold and prompt it keeps, or its one-line refusal."""
+    from trlvr.data.loaders import read_problems
+    from trlvr.data.schema import DataError
+    from trlvr.rewards import check_golds
+
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)  # the refusal names the file as a user's relative path would
+        try:
+            Path("rows.jsonl").write_text(row + "\n")
+            probs = read_problems("rows.jsonl", check_gold=check_golds)
+        except DataError as e:
+            return f"refused: {_cell(e)}"
+        finally:
+            os.chdir(here)
+    if probs.skipped:
+        bad = probs.skipped[0]
+        return f"refused: `{bad.field}` {_cell(bad.reason)}"
+    (p,) = probs
+    prompt = (
+        "built from the problem" if p.prompt is None
+        else f"{len(p.prompt)} chat message(s)" if isinstance(p.prompt, list) else "text"
+    )
+    return f"schema `{probs.schema}`; problem {_code_cell(p.problem)}; gold {_code_cell(p.answer)}; prompt: {prompt}"
+
+
+def render_data() -> str:
+    from trlvr.data import SCHEMAS
+    from trlvr.data.schema import Schema
+
+    out = [
+        HEADER,
+        "# Data schemas\n\n",
+        "What a row of a data source may hold. `trlvr train` (`dataset`), `trlvr eval` (`--data`), `trlvr select` "
+        "and `trlvr data check` read every source through `trlvr.data.load_problems`, so they accept the same "
+        "rows and refuse the same ones, each refusal one line naming the file, row and column (`trlvr data check` "
+        "lists them all). Guide: [data](../guides/data.md).\n\n"
+        "## Built-in schemas\n\n"
+        "A file's schema is detected from its columns (`trlvr.data.detect_schema`), a hub dataset's from its name; "
+        "`--schema NAME` picks one, `--problem-field` / `--answer-field` name the columns of any other table. "
+        "The first candidate column present in a row is used.\n\n"
+        "| schema | problem column | answer column | gold | hub datasets | default split |\n"
+        "|---|---|---|---|---|---|\n",
+    ]
+    default_answer = Schema("x", (), ()).answer
+    for s in SCHEMAS.values():
+        gold = (s.answer.__doc__ or "").strip().split("\n\n")[0]
+        gold = "the cell as text" if s.answer is default_answer else _cell(gold).replace("``", "`")
+        hubs = ", ".join(f"`{h}`" for h in s.hub_names) or "–"
+        out.append(
+            f"| `{s.name}` | {' or '.join(f'`{c}`' for c in s.problem_fields)} | "
+            f"{' or '.join(f'`{c}`' for c in s.answer_fields)} | {gold} | {hubs} | "
+            f"{s.split if s.hub_names else '–'} |\n"
+        )
+    ids = {s.id_fields for s in SCHEMAS.values()}
+    assert len(ids) == 1, ids  # one id rule for every schema: said once below
+    out.append(
+        f"\nA row's id is its first non-empty {' / '.join(f'`{c}`' for c in ids.pop())} column, else "
+        "`<file name>:<row>`. Other columns are kept with the row and ignored.\n\n"
+        "## What a row may hold\n\n"
+        "Each example is one line of a `.jsonl` file, read by the loader with the gold check training and "
+        "evaluation make (math-verify must read the gold). A `prompt` column, text or TRL's conversational "
+        "chat messages, is the prompt the model sees, verbatim; without one, the prompt is built from the "
+        "problem (`trlvr.data.prompt_for`).\n"
+    )
+    for column, examples in DATA_EXAMPLES.items():
+        out.append(f"\n### `{column}`\n\n| row | shows | read as |\n|---|---|---|\n")
+        for row, shows in examples:
+            json.loads(row)  # an example is valid JSON
+            out.append(f"| {_code_cell(row)} | {shows} | {_read_as(row)} |\n")
+    return "".join(out)
+
+
 # ---- entry point ----------------------------------------------------------------------------------------
 
 PAGES = {
@@ -504,6 +621,7 @@ PAGES = {
     "cli.md": lambda: render_cli(),
     "logged-metrics.md": lambda: render_logged_metrics(toy_training_keys()),
     "outputs.md": lambda: render_outputs(toy_results()),
+    "data.md": lambda: render_data(),
 }
 
 

@@ -3,7 +3,7 @@
     RUN_FILE, FINAL, SELECTED_FILE, RESULTS, ...   every file and folder name of a run or evaluation
                                              directory (no other module spells them)
     checkpoints(run), checkpoint_step(path)  the `checkpoint-N` folders of a training run, newest first
-    EVALUATION_ARTIFACT, SELECTION_ARTIFACT  the kinds of artifact these layouts hold, for
+    EVALUATION_ARTIFACT, SELECTION_ARTIFACT, EVALUATION_RESULTS   the kinds of artifact these layouts hold, for
                                              `trlvr.artifacts.is_complete` (a checkpoint's and final/'s are its own)
     train_state(run), resume_plan(run, max_steps)   where a training directory stands (new, started,
                                              finished) and what `--resume` does to it (`TrainState`)
@@ -17,8 +17,10 @@
                                              read what made the directory, compare it with what would
                                              make it now, refuse (one line, differences listed) unless forced
     set_aside(path, keep=lock_files("trlvr train"))   start over: move everything into path/replaced-<time>/
+                                             in one rename (`finish_swap(path)` completes one cut off)
     check_dir_path(path, "--out")            UserError when a file is the path, or sits above it
     folder_kind(path)                        what a folder holds: "training run", "evaluation", "study", ...
+    check_report_path(path, "--out")         a report's file: never over a file that is not a report
     prepare_output(path, KIND, flag="--out", checks=[...], start_over=fresh)
                                              the one way a command readies the folder it writes: every
                                              check first (the folder's kind, then the command's own),
@@ -41,8 +43,9 @@ locks (`main_process=False`: the other ranks share the directory by design and n
 Starting over (`trlvr train --force`, `trlvr eval --fresh`, `trlvr demo --fresh`, a study stage run
 again) moves every entry but the held lock files into `replaced-<UTC time>/`: nothing is deleted,
 and no file of the earlier run (checkpoint-*, final/, selected.json, metrics, eval folders,
-markers) stays where a later command would pick it up. No scan (`checkpoint-*`, `seed-*`) matches
-`replaced-*`.
+markers) stays where a later command would pick it up. The earlier run moves in one rename (a fresh
+folder is built beside it and swapped in: `set_aside`), so a failure or a kill never leaves it half
+moved. No scan (`checkpoint-*`, `seed-*`) matches `replaced-*`.
 
 What this file does not know: what a run is, what a record holds or which of its keys matter (each
 owner passes its `compare`). It names files, locks folders, compares and moves them.
@@ -50,6 +53,7 @@ owner passes its `compare`). It names files, locks folders, compares and moves t
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -104,9 +108,15 @@ EVAL_OUTPUTS = (SAMPLES, FINGERPRINT, CONFIG, PER_PROBLEM, RESULTS)
 # a finished evaluation (every file its readers open), a run's selection (selected.json, in the run folder)
 EVALUATION_ARTIFACT = Artifact("evaluation", need=tuple((name,) for name in EVAL_OUTPUTS))
 SELECTION_ARTIFACT = Artifact("selection", need=((SELECTED_FILE,),))
+# an evaluation as `trlvr report`, `trlvr compare` and the seed-group readers read it: every file there
+# whole, none that its manifest lists missing or of another size (each reader names the file it needs
+# when that is not there at all)
+EVALUATION_RESULTS = Artifact("evaluation")
 # markers
+COMPARE_FILE = "compare.json"  # `trlvr compare --out DIR`: DIR/compare.json beside DIR/report.html
 STUDY_DONE = ".study-done"  # an eval folder whose `trlvr eval` returned 0 inside a study
 ASIDE_PREFIX = "replaced-"  # an earlier run set aside by `set_aside`
+_SWAP_SUFFIX = ".trlvr-swap"  # beside a folder, .NAME.replaced-<time>.trlvr-swap/: a start over cut off by a kill (the next command on NAME completes it)
 # locks: who writes a directory -> (its lock file, the flag that chooses another directory)
 TRAIN_LOCK, EVAL_LOCK = ".train.lock", ".lock"
 LOCKS = {"trlvr train": (TRAIN_LOCK, "--output_dir"), "trlvr eval": (EVAL_LOCK, "--out")}
@@ -148,6 +158,8 @@ def check_dir_path(path: str | Path, flag: str) -> None:
 # ---- what a folder is, and readying one to write --------------------------------------------------------
 
 TRAINING, EVALUATION, STUDY, SMOKE, MODEL = "training run", "evaluation", "study", "smoke", "model"
+COMPARISON, TOY_WORLD = "comparison", "toy world"
+TOY_CARD = "card.json"  # `trlvr toy prepare --out DIR`: DIR/card.json beside senior/, junior/, data/ (trlvr.toy.world)
 TRAINING_SEEDS, EVALUATION_SEEDS = "training seed group", "evaluation seed group"
 _MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors", "pytorch_model.bin")
 _SEED_RE = re.compile(r"^seed-\d+$")
@@ -170,6 +182,10 @@ def _marker(path: Path) -> tuple[str, str] | None:
             return EVALUATION, name
     if (path / GROUP_FILE).is_file():
         return EVALUATION_SEEDS, GROUP_FILE
+    if (path / COMPARE_FILE).is_file():
+        return COMPARISON, COMPARE_FILE
+    if (path / TOY_CARD).is_file() and any((path / d).is_dir() for d in ("senior", "junior", "data")):
+        return TOY_WORLD, TOY_CARD
     for name in _MODEL_FILES:
         if (path / name).is_file():
             return MODEL, name
@@ -197,6 +213,9 @@ def _a(kind: str) -> str:
     return ("an " if kind[0] in "aeiou" else "a ") + kind
 
 
+_NO_START_OVER = (COMPARISON, TOY_WORLD, SMOKE)  # kinds whose commands have no --force / --fresh
+
+
 def check_kind(path: str | Path, kinds: str | Iterable[str], flag: str) -> str | None:
     """UserError (one line naming `flag`, the folder and what shows its kind) when `path` holds work of
     another kind than `kinds` (one kind, or those a command may write into); return the kind found."""
@@ -205,8 +224,25 @@ def check_kind(path: str | Path, kinds: str | Iterable[str], flag: str) -> str |
     if found is None or found[0] in kinds:
         return None if found is None else found[0]
     kind, shown = found
+    again = "" if kinds[0] in _NO_START_OVER else f" (--force and --fresh set aside only {_a(kinds[0])})"
     raise UserError(f"{flag} {path} holds {_a(kind)} ({shown}), not {_a(kinds[0])}: nothing was written or moved; "
-                    f"choose another {flag} (--force and --fresh set aside only {_a(kinds[0])})")  # fmt: skip
+                    f"choose another {flag}{again}")  # fmt: skip
+
+
+_REPORT_SUFFIXES = (".html", ".htm")
+
+
+def check_report_path(path: str | Path, flag: str) -> None:
+    """UserError (one line naming `flag`) before a report is written to `path` over a file of trlvr's work
+    (an evaluation's results.json, a run's trlvr_run.json: a file that is not an HTML page, in a folder
+    `folder_kind` names): a report replaces a report, or a file of the user's own, never an artifact's."""
+    p = Path(path)
+    check_dir_path(p.parent, flag)
+    if p.is_dir():
+        raise UserError(f"{flag} {path}: a directory is in the way; pass a file name")
+    if p.exists() and p.suffix.lower() not in _REPORT_SUFFIXES and (found := folder_kind(p.parent)):
+        raise UserError(f"{flag} {path} is a file of {_a(found[0])} ({p.parent}), not a report: nothing was "
+                        f"written; choose another {flag}")  # fmt: skip
 
 
 def prepare_output(path: str | Path, kind: str | Iterable[str], *, flag: str,
@@ -220,6 +256,7 @@ def prepare_output(path: str | Path, kind: str | Iterable[str], *, flag: str,
     leaves the folder byte for byte as it was. Returns where the earlier work went (None: nothing moved).
     `set_aside_with(path)`: the owner's own move (training's holds the lock of each run inside), instead of
     `set_aside(path, keep, say)`. Writes nothing else: the command makes the folder when its work starts."""
+    finish_swap(path)  # a set-aside cut off between its two renames is completed first
     check_dir_path(path, flag)
     check_kind(path, kind, flag)
     for check in checks:
@@ -354,6 +391,7 @@ def lock(path: str | Path, *, by: str, main_process: bool = True):
         return
     path = Path(path)
     name, pid_name = lock_files(by)
+    finish_swap(path)  # a set-aside cut off between its two renames: completed before a fresh folder is made
     path.mkdir(parents=True, exist_ok=True)
     held = FileLock(str(path / name), timeout=0)
     try:
@@ -487,14 +525,44 @@ def _aside_name(directory: Path) -> Path:
     return target
 
 
+def _swap_name(directory: Path, aside: Path) -> Path:
+    """The hidden folder beside `directory` where its fresh layout is built before the swap."""
+    return directory.parent / f".{directory.name}.{aside.name}{_SWAP_SUFFIX}"
+
+
+def finish_swap(directory: str | Path) -> None:
+    """Complete a `set_aside` cut off between its two renames (a kill, a power cut): `directory` is missing
+    and its fresh layout, the earlier run inside it whole, waits beside it under a hidden name; rename it
+    into place. Called before anything looks at or locks `directory`; does nothing otherwise."""
+    directory = Path(directory)
+    if directory.exists() or not directory.parent.is_dir():
+        return
+    waiting = sorted(directory.parent.glob(f".{glob.escape(directory.name)}.{ASIDE_PREFIX}*{_SWAP_SUFFIX}"))
+    if waiting:
+        os.rename(waiting[-1], directory)
+        aside = directory / waiting[-1].name[len(directory.name) + 2:-len(_SWAP_SUFFIX)]
+        if aside.is_dir():
+            _tidy(directory, aside)
+
+
 def set_aside(directory: str | Path, keep=(), say=None) -> Path | None:
     """Move every entry of `directory` except `keep` (names) and earlier set-aside folders into a new
     `directory/replaced-<UTC time>/`; return it, or None when there was nothing to move.
 
-    Renames within one directory: atomic per entry, no copy, on any file system. `say(line)` reports
-    where the earlier run went (default: one line on stderr); pass `say=False` for silence.
+    The earlier run moves in ONE rename, so no failure or kill leaves it half moved (some of its files
+    where a later command picks them up, some aside): a fresh `directory` is built beside it (a hidden
+    sibling holding the `keep` files, hard links to the same files, so a held lock stays held), the
+    whole old folder is renamed into it as `replaced-<time>/`, and the fresh folder is renamed to
+    `directory`. A failure in between undoes what was done; a kill between the two renames leaves the
+    earlier run whole in the hidden sibling, which `finish_swap` (called by `lock` and `prepare_output`)
+    renames into place. Earlier `replaced-*` folders are then moved back up beside the new one (a kill
+    there leaves one inside it: still kept). One entry to move is one rename in place; a folder that is a
+    symlink, holds this process's working directory, or whose parent cannot be written, falls back to
+    moving entry by entry (undone on a failure).
+    `say(line)` reports where the earlier run went (default: one line on stderr); `say=False` for silence.
     """
     directory = Path(directory)
+    finish_swap(directory)
     if not directory.is_dir():
         return None
     keep = set(keep)
@@ -502,13 +570,85 @@ def set_aside(directory: str | Path, keep=(), say=None) -> Path | None:
     if not entries:
         return None
     target = _aside_name(directory)
-    target.mkdir()
-    for entry in entries:
-        os.replace(entry, target / entry.name)
+    real = Path(os.path.abspath(directory))
+    cwd = Path(os.getcwd())
+    here = cwd == real or real in cwd.parents  # the swap would leave this process working in the aside
+    if len(entries) == 1 or directory.is_symlink() or here or not _swap(real, real / target.name, keep):
+        _move_each(entries, target)
     if say is not False:
         line = f"started over in {directory}: the earlier run is now in {target} (nothing was deleted)"
         (say or _stderr)(line)
     return target
+
+
+def _swap(directory: Path, target: Path, keep: set[str]) -> bool:
+    """`set_aside`'s one rename (see there); False, with nothing changed, when the fresh folder cannot be
+    built beside `directory` (the caller then moves entry by entry)."""
+    fresh = _swap_name(directory, target)
+    try:
+        fresh.mkdir()  # never an existing one (it may hold a run a kill left there)
+    except OSError:
+        return False
+    try:
+        os.chmod(fresh, directory.stat().st_mode & 0o7777)  # the folder keeps its permissions
+    except OSError:
+        fresh.rmdir()
+        return False
+    kept = [directory / name for name in sorted(keep) if (directory / name).exists()]
+    try:
+        for path in kept:
+            if path.is_dir() and not path.is_symlink():
+                raise OSError(f"{path}: a folder cannot be kept by a link")
+            try:
+                os.link(path, fresh / path.name, follow_symlinks=False)  # the same file: a held lock stays held
+            except OSError:
+                shutil.copy2(path, fresh / path.name, follow_symlinks=False)
+    except OSError:
+        shutil.rmtree(fresh, ignore_errors=True)
+        return False
+    try:
+        os.rename(directory, fresh / target.name)  # the one rename: the earlier run moves whole
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)  # only the links and copies of the kept files
+        raise
+    try:
+        os.rename(fresh, directory)
+    except BaseException:
+        os.rename(fresh / target.name, directory)  # undone: everything where it was
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    _tidy(directory, target)
+    return True
+
+
+def _tidy(directory: Path, target: Path) -> None:
+    """After the swap: the kept files stayed in place (links), so their other name in the aside goes; the
+    earlier set-asides move back up beside the new one (a failure leaves one inside it: kept, reachable)."""
+    for path in directory.iterdir():
+        twin = target / path.name
+        if path.is_file() and twin.is_file() and os.path.samefile(path, twin):
+            twin.unlink()
+    try:
+        for earlier in sorted(p for p in target.iterdir() if is_aside(p.name)):
+            os.rename(earlier, directory / earlier.name)
+    except OSError:
+        pass
+
+
+def _move_each(entries: list[Path], target: Path) -> None:
+    """Move `entries` into a new `target` one rename each; a failure moves back what had moved."""
+    target.mkdir()
+    moved = []
+    try:
+        for entry in entries:
+            os.rename(entry, target / entry.name)
+            moved.append(entry)
+    except BaseException:
+        for entry in reversed(moved):
+            os.rename(target / entry.name, entry)
+        if not any(target.iterdir()):
+            target.rmdir()
+        raise
 
 
 def _stderr(line: str) -> None:

@@ -56,12 +56,15 @@ def main(args) -> int:
     import json
     from pathlib import Path
 
+    from trlvr import rundir
     from trlvr.errors import UserError
     from trlvr.eval.aggregate import compare_tables
     from trlvr.eval.comparable import check_comparable
     from trlvr.eval.groups import compare_groups, is_group, load_tables
     from trlvr.eval.report import comparison_view, load_results, load_table, render
 
+    out = Path(args.out) if args.out else Path(args.dir_b) / "compare"
+    rundir.prepare_output(out, rundir.COMPARISON, flag="--out")  # never into a run, an evaluation, a study
     groups = [is_group(d) for d in (args.dir_a, args.dir_b)]
     if any(groups) and not all(groups):
         raise UserError("compare: one directory is a seed group and the other a single evaluation; compare like with like")
@@ -78,9 +81,8 @@ def main(args) -> int:
             load_table(args.dir_a), load_table(args.dir_b), num_resamples=args.resamples, seed=args.seed
         )
     cmp = {**cmp, "mismatch": mismatch}
-    out = Path(args.out) if args.out else Path(args.dir_b) / "compare"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.json").write_text(json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))
+    (out / rundir.COMPARE_FILE).write_text(json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))
     intro = (
         f"B − A over shared problems; 95% percentile bootstrap CI ({args.resamples} resamples); "
         "p = two-sided bootstrap p-value."
@@ -88,5 +90,5 @@ def main(args) -> int:
     view = comparison_view(cmp, args.dir_a, args.dir_b, f"B = {args.dir_b} vs A = {args.dir_a}")
     (out / "report.html").write_text(render("Paired comparison", [], [view], intro=intro), encoding="utf-8")
     print(format_table(cmp))
-    print(f"wrote {out}/report.html and {out}/compare.json")
+    print(f"wrote {out}/report.html and {out}/{rundir.COMPARE_FILE}")
     return 0

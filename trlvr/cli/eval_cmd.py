@@ -138,7 +138,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true",
                    help="check every setting and print the engine's memory plan, then exit (nothing loads or is written)")
     p.add_argument("--gpu-memory", type=GPU_BYTES, default=None,
-                   help="with --dry-run: plan for this GPU (a size such as 80GB, or a name such as H200); default: this machine's")
+                   help="with --dry-run: plan for this GPU (a size such as 80GB, or a name such as H200); default: the local machine's")
     return p
 
 

@@ -191,10 +191,10 @@ def _say(line: str) -> None:
 
 
 def _split_verbose(argv: list[str]) -> tuple[list[str], bool]:
-    """(argv without the traceback switches, verbose). `train` keeps --verbose: it is also its own
-    option (the libraries' console output), read by TRL's parser."""
+    """(argv without the traceback switches, verbose). `train` and `smoke` keep --verbose: it is also their
+    own option (the libraries' console output; train's is read by TRL's parser)."""
     verbose = any(a in VERBOSE_FLAGS for a in argv)
-    keep = ("--verbose",) if argv[:1] == ["train"] else ()
+    keep = ("--verbose",) if argv[:1] in (["train"], ["smoke"]) else ()
     return [a for a in argv if a not in VERBOSE_FLAGS or a in keep], verbose
 
 

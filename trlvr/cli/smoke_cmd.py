@@ -1,13 +1,16 @@
 """`trlvr smoke --config FILE|NAME [--out DIR] [--steps N] [--problems N] [--set key=value ...]`: the first
 command on a new machine (see `trlvr.experiments.smoke`).
 
-    trlvr smoke --config recipes/qwen3-4b-lora-self-1gpu.yaml --out runs/smoke      # on the GPU it will train on
-    trlvr smoke --config toy --set senior=runs/toy/senior --set junior=runs/toy/junior --set dataset=runs/toy/data/train.jsonl
+    trlvr smoke --config qwen3-4b-lora-self-1gpu --out runs/smoke   # on the GPU it will train on
+    trlvr toy prepare --out runs/toy                                  # first, for a rehearsal on a CPU: the toy pair
+    trlvr smoke --config toy --out runs/smoke-toy                     # the toy config reads runs/toy (minutes)
 
 Both arms train `--steps` optimizer steps on the config's own models, lengths and backend, then the
 tandem run is selected and evaluated on `--problems` held-out problems. Every check is printed on
-one screen and written to DIR/smoke.json; exit 0 when none failed, 1 when one did. An earlier smoke
-in DIR is set aside into DIR/replaced-<time>/ (nothing is deleted).
+one screen and written to DIR/smoke.json; exit 0 when none failed, 1 when one did. What the stages
+print themselves (the libraries' warnings, progress bars, select's and eval's tables) goes to DIR/smoke.log,
+or to the screen with --verbose. An earlier smoke in DIR is set aside into DIR/replaced-<time>/ (nothing is
+deleted).
 """
 
 from __future__ import annotations
@@ -49,9 +52,12 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=COUNT, default=2, help="optimizer steps per arm")
     p.add_argument("--problems", type=COUNT, default=8, help="training problems held out, selected and evaluated on")
     p.add_argument("--gpu-memory", type=GPU_MEMORY, default=None,
-                   help="plan for this GPU (a size such as 80GB, or a name such as H200); default: this machine's")
+                   help="plan for this GPU (a size such as 80GB, or a name such as H200); default: the local machine's")
     p.add_argument("--set", type=KEY_VALUE, action="append", default=[], metavar="KEY=VALUE",
                    help="a run-config key for both arms (repeatable), e.g. --set max_completion_length=256")
+    p.add_argument("--verbose", action="store_true",
+                   help="print the stages' own output (the libraries' warnings, progress bars; default: DIR/smoke.log) "
+                        "and keep tracebacks")  # fmt: skip
     return p
 
 
@@ -83,6 +89,10 @@ def check_device(name: str, config: str, overrides: dict) -> None:
     if not isinstance(raw, dict):
         return
     if str(overrides.get("use_cpu", raw.get("use_cpu", False))).lower() in ("true", "1", "yes"):
+        half = [k for k in ("bf16", "fp16") if str(overrides.get(k, raw.get(k, False))).lower() in ("true", "1", "yes")]
+        if half:  # a CPU rehearsal of a GPU recipe: said here, not in transformers' words about bf16/gpu
+            raise UserError(f"smoke of {name} with use_cpu on a machine without CUDA: {half[0]} needs a GPU here; "
+                            f"add --set {half[0]}=false for the CPU rehearsal")  # fmt: skip
         return
     raise UserError(f"smoke trains {name} on its GPU, and this machine has no CUDA device: here check the config "
                     f"with `trlvr train --config {name} --dry-run`, or smoke the toy pair on the CPU with "
@@ -101,5 +111,5 @@ def main(args) -> int:
     # --out holds no other command's work, and both arms' configs check, before anything is written or moved
     rundir.prepare_output(args.out, rundir.SMOKE, flag="--out",
                           checks=[lambda: check_arms(config, args.out, args.steps, args.problems, overrides)])  # fmt: skip
-    opts = SmokeOptions(config, args.out, args.steps, args.problems, args.gpu_memory, overrides)
+    opts = SmokeOptions(config, args.out, args.steps, args.problems, args.gpu_memory, overrides, args.verbose)
     return 0 if run_smoke(opts, command)["passed"] else 1

@@ -1,9 +1,9 @@
 """`trlvr study run|plan|report`: a grid of runs (variants x seeds) described by one YAML file.
 
-    trlvr study plan studies/toy-granularity.yaml              # one shell command per stage, to launch anywhere
-    trlvr study run studies/toy-granularity.yaml --out runs/toy-granularity [--jobs 2]
-    trlvr study run STUDY --out DIR --only word4-compact:1     # one (variant, seed), or every seed of a variant
-    trlvr study report runs/toy-granularity                    # DIR/report/: table.md, figure.png, report.html
+    trlvr study plan toy-granularity                           # one shell command per stage, to launch anywhere
+    trlvr study run toy-granularity --out runs/toy-granularity --jobs 2
+    trlvr study run toy-granularity --out runs/toy-granularity --only word4-compact:1   # one (variant, seed)
+    trlvr study report runs/toy-granularity                    # after `run`: DIR/report/ (table, figure, html)
 
 `plan` and `run` first check the whole study: the file (trlvr.experiments.study_spec), then every
 stage's command line by the command's own checks (`validate`: the train config as `trlvr train
@@ -257,8 +257,11 @@ def check_prepared(study, out: Path) -> None:
     if missing:
         (path, what), more = missing[0], len(missing) - 1
         others = f" (and {more} more input{'s' if more > 1 else ''})" if more else ""
+        where = (", from the root of a clone of the repository (a Makefile target)"
+                 if study.prepare.startswith("make ") and not Path("Makefile").is_file() else "")  # fmt: skip
         raise UserError(f"study {study.path}: {path} ({what}) is missing{others}; prepare the study's models and "
-                        f"data with `{study.prepare}` (its prepare: command; relative paths are read from {Path.cwd()})")  # fmt: skip
+                        f"data with `{study.prepare}`{where} (its prepare: command; relative paths are read from "
+                        f"{Path.cwd()})")  # fmt: skip
 
 
 def check_out_folder(study, out: Path) -> None:

@@ -41,9 +41,9 @@ def main(args) -> int:
 
     if args.toy_command != "prepare":  # argparse already enforces the choice
         raise SystemExit(f"unknown toy command {args.toy_command!r}")
-    from trlvr.rundir import check_dir_path
+    from trlvr import rundir
 
-    check_dir_path(args.out, "--out")
+    rundir.prepare_output(args.out, rundir.TOY_WORLD, flag="--out")  # checked first (prepare_world does too)
     seed = args.seed
     from_scratch = args.from_scratch
     if seed != 0 and not from_scratch:

@@ -1,11 +1,11 @@
 """`trlvr train --config FILE|NAME [--key value ...]`: GRPO-train a tandem senior (or its baseline).
 
     trlvr toy prepare --out runs/toy                      # first: the toy world that `--config toy` reads
-    trlvr train --config toy --arm tandem                 # `toy` = trlvr/configs/toy.yaml, in the package
+    trlvr train --config toy --arm tandem                 # `toy` = trlvr/configs/toy.yaml; 200 problems held out
+    trlvr train --config toy --arm tandem --resume        # continue from the newest complete checkpoint
     trlvr train --config toy --arm grpo --max_steps 20 --output_dir runs/grpo20
     trlvr train --config toy --arm tandem --seeds 0,1,2   # runs/toy-tandem/seed-0, seed-1, seed-2
-    trlvr train --config toy --arm tandem --holdout 200   # 200 problems kept for `trlvr select --val split:200`
-    trlvr train --config toy --arm tandem --resume        # continue from the newest complete checkpoint
+    trlvr train --config toy --arm grpo --holdout 0 --output_dir runs/grpo-all   # trains on every problem
     torchrun --nproc_per_node 2 -m trlvr.cli.main train --config toy --per_device_train_batch_size 64
     trlvr train --config starter --senior PATH --junior PATH --dataset FILE --dry-run   # your own models, one GPU
     trlvr train --config qwen3-4b-deepscaler --dry-run    # its 2-GPU ZeRO-2 plan and disk use, on any machine
@@ -21,7 +21,7 @@ or type is one error line naming it. `{arm}` in output_dir becomes the arm. Swit
 nothing of it is resumed or selected later; nothing is deleted), `--verbose` (also: tracebacks), `--seeds`,
 `--dry-run` (every config check that needs no model, then exit: `trlvr study plan` commands on a CPU;
 it prints the engine's `memory plan` and the trainer's, refuses one that cannot start, and prints the disk
-the run's checkpoints will use: `--gpu-memory 80GB` or `H200` plans for a GPU this machine does not have;
+the run's checkpoints will use: `--gpu-memory 80GB` or `H200` plans for a GPU the local machine does not have;
 `--processes N --zero-stage S`, or `--config_file FILE` (an `accelerate launch` config; by default the one
 the recipe's Launch line names), plans the trainer for that launch).
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from trlvr.data.loaders import GoldCheck, read_problems
 from trlvr.data.rows import BadRow
-from trlvr.data.schema import Problem, problem_key
+from trlvr.data.schema import Problem, Schema, problem_key
 
 
 @dataclass(frozen=True)
@@ -116,16 +116,16 @@ def _reason_key(b: BadRow) -> str:
 
 def check_source(
     source: str,
-    split=None,
-    schema=None,
-    problem_field=None,
-    answer_field=None,
-    limit=None,
+    split: str | None = None,
+    schema: str | Schema | None = None,
+    problem_field: str | None = None,
+    answer_field: str | None = None,
+    limit: int | None = None,
     show: int = 10,
     check_gold: GoldCheck | None = None,
     note_gold: GoldCheck | None = None,
 ) -> CheckReport:
-    """Read every row of ``source`` and summarise; arguments as :func:`~trlvr.data.load_problems`.
+    """Read every row of ``source`` and summarise; arguments as `trlvr.data.load_problems`.
     ``note_gold`` (e.g. ``trlvr.rewards.gold_reading_changes``): golds -> None or a note, for usable rows.
 
     Raises DataError only when the source itself cannot be read (or has no rows).

@@ -33,12 +33,31 @@ def json_type(value: Any) -> str:
     return type(value).__name__
 
 
+class DuplicateKey(ValueError):
+    """A JSON object with a key written twice (the last value would win silently)."""
+
+    def __init__(self, key: str):
+        super().__init__(f"key {key!r} is written twice in one object; keep one")
+        self.key = key
+
+
+def strict_object(pairs: list[tuple[str, Any]]) -> dict:
+    """`json.loads(..., object_pairs_hook=strict_object)`: an object, or DuplicateKey for a key written twice
+    (the YAML loader's rule, `trlvr.config.read_yaml`, for JSON data: a gold written twice is refused)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int | None = None) -> list[dict]:
     """Rows of a JSONL file, each a JSON object. Blank lines are skipped.
 
     tolerate_torn_tail: a last line that does not parse and has no trailing newline (a write cut
     short by a kill) is ignored instead of raising. Any other bad line raises DataError naming
-    `path:line`. Never writes.
+    `path:line` (an object with a key written twice too: `strict_object`). Never writes.
     """
     path = Path(path)
     try:
@@ -60,7 +79,9 @@ def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int
         if not line.strip():
             continue
         try:
-            row = json.loads(line, parse_float=JsonNumber)  # a number's literal is kept (a gold's digits)
+            row = json.loads(line, parse_float=JsonNumber, object_pairs_hook=strict_object)  # literals kept
+        except DuplicateKey as e:
+            raise DataError(f"{path}:{i}: {e}") from None
         except json.JSONDecodeError as e:
             if tolerate_torn_tail and i == len(lines) and not text.endswith("\n"):
                 break

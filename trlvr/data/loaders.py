@@ -136,7 +136,7 @@ def load_problems(
 ) -> ProblemList:
     """Load problems from a local file, a hub dataset name or ``reasoning-gym:TASK?size=N&seed=S``.
 
-    The schema comes from ``schema`` (a :data:`SCHEMAS` key), else the hub name, else the
+    The schema comes from ``schema`` (a `trlvr.data.SCHEMAS` key), else the hub name, else the
     columns; ``problem_field``/``answer_field`` override the columns. ``limit`` keeps the
     first N rows (before validation). ``on_bad``: "raise" (default) or "skip". ``check_gold``:
     a grader's gold check (``trlvr.rewards.check_golds``), golds -> None or why it cannot parse.

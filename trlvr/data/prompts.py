@@ -36,7 +36,7 @@ def prompt_for(
     problem: Problem, tokenizer: Any = None, template: str = DEFAULT_TEMPLATE, use_chat_template: bool = True
 ) -> str | list[dict]:
     """A row's own ``prompt`` verbatim when it has one (text, or chat messages for
-    :func:`encode_prompt`), else :func:`build_prompt` of its problem."""
+    `encode_prompt`), else `build_prompt` of its problem."""
     if problem.prompt is not None:
         return problem.prompt
     return build_prompt(problem.problem, tokenizer, template, use_chat_template)
@@ -45,7 +45,7 @@ def prompt_for(
 def encode_prompt(prompt: str | list[dict], tokenizer: Any) -> list[int]:
     """Prompt token ids: the ONE place a prompt becomes ids (training, eval and the toy world call it).
 
-    ``prompt`` is rendered text (from :func:`prompt_for`) or a list of chat messages. Text gets the
+    ``prompt`` is rendered text (from `prompt_for`) or a list of chat messages. Text gets the
     tokenizer's special tokens (e.g. a Llama BOS) unless it already starts with the BOS text, which a
     chat template writes itself; messages go through the chat template with a generation prompt.
     """

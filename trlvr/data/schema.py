@@ -25,7 +25,7 @@ class DataError(UserError):
 class Problem:
     """One problem. ``fields`` keeps every original column; ``prompt`` is set only when the
     row carries a ready-made ``prompt`` (a string or a list of chat messages, used verbatim, see
-    :func:`trlvr.data.prompt_for`); ``row`` is its 1-based row in the source (None when built by hand).
+    `trlvr.data.prompt_for`); ``row`` is its 1-based row in the source (None when built by hand).
 
     >>> Problem("gsm8k:1", "What is 2+2?", "4", "gsm8k-test.jsonl", {"question": "What is 2+2?"}).answer
     '4'

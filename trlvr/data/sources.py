@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import unquote, urlparse
 
-from trlvr.data.jsonl import json_type, read_jsonl
+from trlvr.data.jsonl import DuplicateKey, json_type, read_jsonl, strict_object
 from trlvr.data.rg_config import RESERVED, task_config
 from trlvr.data.schema import DataError, JsonNumber
 
@@ -65,7 +65,9 @@ def read_local(path: str | Path) -> list[dict]:
         raise DataError(f"{path}: unsupported file type {path.suffix or '(no suffix)'!r}; {_EXPECTED}")
     raw = path.read_bytes()
     try:
-        data = json.loads(raw.decode("utf-8"), parse_float=JsonNumber)  # literals kept, as trlvr.data.jsonl
+        data = json.loads(raw.decode("utf-8"), parse_float=JsonNumber, object_pairs_hook=strict_object)  # as jsonl
+    except DuplicateKey as e:
+        raise DataError(f"{path}: {e}") from None
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not valid UTF-8 (byte {e.start}); save the file as UTF-8") from None
     except json.JSONDecodeError as e:

@@ -20,7 +20,7 @@ never look at which one it is.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from trlvr.engine import backends
 from trlvr.engine.generator import DecodeOptions, TandemGenerator
@@ -29,6 +29,9 @@ from trlvr.engine.output import TandemOutput
 from trlvr.engine.schedules import SENIOR, Schedule
 from trlvr.engine.text_pair import TextPairGenerator, text_schedules
 from trlvr.errors import UserError
+
+if TYPE_CHECKING:  # annotations only
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 PAIRINGS = ("lockstep", "text")  # how two models share a rollout (`trlvr.models.choose_pairing`)
 
@@ -170,11 +173,24 @@ def unsupported_schedule(schedule: Schedule, backend: str = "hf", pairing: str =
     return pair_class(backend, pairing).unsupported(schedule)
 
 
-def make_pair(senior, junior=None, tokenizer=None, *, junior_tokenizer=None, backend: str = "hf",
-              **options) -> Pair:  # fmt: skip
+def make_pair(senior: PreTrainedModel | str, junior: PreTrainedModel | str | None = None,
+              tokenizer: PreTrainedTokenizerBase | None = None, *,
+              junior_tokenizer: PreTrainedTokenizerBase | None = None, backend: str = "hf",
+              **options: Any) -> Pair:  # fmt: skip
     """The one constructor: a text pair when `junior_tokenizer` is given (the junior has its own
-    vocabulary), else lockstep; `options` are the implementation's own (engine options, EOS ids,
-    junior_prompts for a text pair)."""
+    vocabulary), else lockstep.
+
+    Args:
+        senior: The senior: a model (backend hf), or a model or its folder (backend vllm).
+        junior: The junior, as the senior; None: the senior generates alone.
+        tokenizer: The senior's tokenizer (backend vllm: None reads the senior's folder).
+        junior_tokenizer: The junior's own tokenizer, for a junior on another vocabulary (a text pair).
+        backend: "hf" (trlvr's engine on transformers models) or "vllm" (one vLLM engine for both).
+        **options: The implementation's own (engine options, EOS ids, `junior_prompts` for a text pair).
+
+    Returns:
+        The `Pair` whose `generate(prompt_ids, schedule, sampling, row_keys)` returns a `TandemOutput`.
+    """
     pairing = "text" if junior is not None and junior_tokenizer is not None else "lockstep"
     cls = pair_class(backend, pairing)
     if cls is TextPair:

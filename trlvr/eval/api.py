@@ -54,7 +54,7 @@ from trlvr.models import (
 )
 from trlvr.provenance import path_for_record, path_from_record
 from trlvr.rewards import check_golds
-from trlvr.rundir import SELECTED_FILE, SELECTION_ARTIFACT, newest_step, read_record
+from trlvr.rundir import FINAL, SELECTED_FILE, SELECTION_ARTIFACT, checkpoint_step, newest_step, read_record
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
@@ -78,10 +78,13 @@ def resolve_senior(spec: str) -> tuple[str, dict | None]:
     """"RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None).
     A selected checkpoint that is not complete (`trlvr.artifacts.WEIGHTS`: a save cut short, a file
     truncated since) is refused in one line, never loaded; so is a checkpoint or final/ named as a path
-    (one holding trlvr's manifest: other model folders are the loader's to judge)."""
+    (one holding trlvr's manifest, or named as a run's checkpoint-N/ or final/, its manifest lost to a kill
+    before it was written: other model folders are the loader's to judge)."""
     if not spec.endswith("@selected"):
-        written = Path(spec) / artifacts.MANIFEST  # a checkpoint or final/ trlvr wrote: it says what whole is
-        if written.is_file() and (why := artifacts.problem(spec, artifacts.WEIGHTS)):
+        folder = Path(spec)
+        ours = (folder / artifacts.MANIFEST).is_file() or (folder.is_dir() and (
+            checkpoint_step(folder) is not None or folder.name == FINAL))  # fmt: skip
+        if ours and (why := artifacts.problem(spec, artifacts.WEIGHTS)):
             raise UserError(f"--senior {spec}: not complete ({why}); a save cut short, or a file changed since")
         return spec, None
     run = spec.removesuffix("@selected")

@@ -26,7 +26,7 @@ import numpy as np
 from trlvr.errors import UserError
 from trlvr.eval.aggregate import Table, _matrix, _problem_ids, _statistic, check_shared_problems, metric_specs
 from trlvr.eval.hierarchical import paired_seed_bootstrap, seed_bootstrap_ci
-from trlvr.eval.store import read_json, write_json
+from trlvr.eval.store import check_finished, read_json, write_json
 from trlvr.rundir import GROUP_FILE, PER_PROBLEM, SAMPLES
 
 
@@ -106,6 +106,8 @@ def load_tables(group_dir: str | Path, seeds: list[int] | None = None) -> dict[i
         raise UserError(f"{group_dir}: seed(s) {missing} of {sorted(set(seeds))} have no finished evaluation ({PER_PROBLEM})")
     if len(dirs) < 2:
         raise UserError(f"{group_dir}: a seed group needs at least 2 seed-<s>/ evaluation folders, found {len(dirs)}")
+    for d in dirs.values():
+        check_finished(d)
     return {s: read_json(d / PER_PROBLEM, "per-problem table") for s, d in dirs.items()}
 
 

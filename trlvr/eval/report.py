@@ -20,7 +20,7 @@ from trlvr.errors import UserError
 from trlvr.eval.aggregate import compare_tables
 from trlvr.eval.comparable import check_comparable, warning_text
 from trlvr.eval.format import diff_text, entry_text, number, unit
-from trlvr.eval.store import PER_PROBLEM, RESULTS, SAMPLES, read_json, read_samples
+from trlvr.eval.store import PER_PROBLEM, RESULTS, SAMPLES, check_finished, read_json, read_samples
 from trlvr.eval.suite import dose_points
 
 SENIOR_COLOUR, JUNIOR_COLOUR = "#1f5fbf", "#c2410c"
@@ -29,10 +29,11 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def load_results(run_dir: str | Path) -> dict:
-    """results.json of an evaluation directory, with its fields checked."""
+    """results.json of an evaluation directory (a finished one: `check_finished`), with its fields checked."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"evaluation directory not found: {run_dir}")
+    check_finished(run_dir)
     path = run_dir / RESULTS
     res = read_json(path, "results file")
     for key in REQUIRED_RESULT_FIELDS:
@@ -51,7 +52,8 @@ def load_results(run_dir: str | Path) -> dict:
 
 
 def load_table(run_dir: str | Path) -> dict:
-    """per_problem.json of an evaluation directory."""
+    """per_problem.json of an evaluation directory (a finished one: `check_finished`)."""
+    check_finished(run_dir)
     path = Path(run_dir) / PER_PROBLEM
     table = read_json(path, "per-problem metrics file")
     if not all(isinstance(v, dict) for v in table.values()):
@@ -375,7 +377,10 @@ def write_report(run_dir: str | Path, out_path: str | Path | None = None, compar
     import matplotlib
 
     matplotlib.use("Agg")
+    from trlvr.rundir import check_report_path
+
     out_path = Path(out_path) if out_path else Path(run_dir) / "report.html"
+    check_report_path(out_path, "--out")  # checked before anything is read or written
     html = build_report(run_dir, list(compare_dirs), **kw)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(html, encoding="utf-8")

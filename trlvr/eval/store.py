@@ -62,6 +62,15 @@ def read_json(path: str | Path, what: str = "file") -> dict:
     return obj
 
 
+
+def check_finished(path: str | Path) -> None:
+    """UserError (one line) unless `path` is an evaluation a reader can trust (`trlvr.artifacts.problem` of
+    `trlvr.rundir.EVALUATION_RESULTS`: its tables there, every file whole, none its manifest lists missing
+    or cut short): `trlvr report`, `trlvr compare` and the seed-group readers call it before reading."""
+    if why := artifacts.problem(path, rundir.EVALUATION_RESULTS):
+        raise UserError(f"{path} is not a finished evaluation ({why}): nothing was read; "
+                        f"run `trlvr eval` into it again (--fresh starts over)")  # fmt: skip
+
 class EvalDir:
     """One evaluation directory. Writing methods need the lock (`with d.lock(): ...`)."""
 

@@ -251,8 +251,11 @@ def build_multi_report(paths: list[str | Path], baseline: str | Path | None = No
 
 
 def write_multi_report(paths, out_path, baseline=None, max_problems: int = 8, **kw) -> Path:
-    html = build_multi_report(paths, baseline, max_problems, **kw)
+    from trlvr.rundir import check_report_path
+
     out_path = Path(out_path)
+    check_report_path(out_path, "--out")  # checked before anything is read or written
+    html = build_multi_report(paths, baseline, max_problems, **kw)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(html, encoding="utf-8")
     return out_path

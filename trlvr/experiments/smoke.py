@@ -30,8 +30,11 @@ Checks (each `ok`, `failed` with the reason, or `not measured` with why):
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,6 +86,7 @@ class SmokeOptions:
     problems: int = 8
     gpu_memory: str | None = None
     overrides: dict = field(default_factory=dict)
+    verbose: bool = False  # the stages' own console output (libraries' warnings, progress bars) on the screen
 
 
 def _check(ok: bool | None, **found) -> dict:
@@ -332,6 +336,32 @@ def arm_keys(out: str | Path, arm: str, steps: int, problems: int, overrides: di
             "holdout": problems, "output_dir": str(Path(out) / f"train-{arm}"), "report_to": "none"}  # fmt: skip
 
 
+LOG_FILE = "smoke.log"  # the stages' own console output, unless --verbose prints it
+
+
+@contextlib.contextmanager
+def console_to(log: Path | None):
+    """Everything the stages print (trlvr's stage lines, the libraries' warnings and progress bars, from Python
+    or from native code) appended to `log` instead of the screen; None: left on the screen."""
+    if log is None:
+        yield
+        return
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    with open(log, "a") as f:
+        saved = {fd: os.dup(fd) for fd in (1, 2)}
+        try:
+            for fd in saved:
+                os.dup2(f.fileno(), fd)
+            with contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+                yield
+        finally:
+            f.flush()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+
+
 def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print) -> dict:
     """Train both arms `opts.steps` steps, select and evaluate on `opts.problems` held-out problems; write
     and return DIR/smoke.json's dict. An earlier smoke in DIR is set aside first (nothing is deleted).
@@ -345,8 +375,11 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     out = Path(opts.out)
     rundir.prepare_output(out, rundir.SMOKE, flag="--out", start_over=True)  # an earlier smoke: set aside
     out.mkdir(parents=True, exist_ok=True)
+    quiet = None if opts.verbose else out / LOG_FILE
     report: dict = {"config": str(opts.config), "steps": opts.steps, "problems": opts.problems,
                     "overrides": opts.overrides, "code": git_commit(), "machine": machine(), "checks": {}}  # fmt: skip
+    if quiet is not None:
+        report["log"] = str(quiet)
     checks = report["checks"]
     driver, driver_cuda = driver_facts()
     report["cuda"] = cuda_line(report["machine"]["cuda"], driver_cuda, driver)
@@ -356,7 +389,8 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     stages = _EngineStages(backend(tandem.backend).gpu_share)
     if backend(tandem.backend).engine_options:  # first: a wrong forward makes every later number meaningless
         stages.before("parity", grpo.vllm_gpu_memory_utilization)
-        checks["parity"] = run_parity(tandem, grpo, opts.gpu_memory if opts.gpu_memory else device_memory())
+        with console_to(quiet):
+            checks["parity"] = run_parity(tandem, grpo, opts.gpu_memory if opts.gpu_memory else device_memory())
         say(render_parity(checks["parity"]))
     for arm in ("tandem", "grpo"):
         keys = arm_keys(out, arm, opts.steps, opts.problems, opts.overrides)
@@ -369,7 +403,9 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
             say(plan.render())
         stages.before(f"train {arm}", grpo.vllm_gpu_memory_utilization)
         t0 = time.perf_counter()
-        final = train_and_save(tandem, grpo, desc=f"smoke {arm}")
+        say(f"  training {arm}: {opts.steps} step(s)")
+        with console_to(quiet):
+            final = train_and_save(tandem, grpo, desc=f"smoke {arm}")
         arms[arm] = {"rows": _metrics(Path(grpo.output_dir)), "seconds": round(time.perf_counter() - t0, 1),
                      "model": str(final), "tandem": tandem, "dir": Path(grpo.output_dir)}  # fmt: skip
     tandem = arms["tandem"]["tandem"]
@@ -397,14 +433,21 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     n = str(opts.problems)
     backend_args = ["--backend", tandem.backend]
     stages.before("select", EVAL_ENGINE_SHARE)
-    code = command(["select", str(run), "--val", f"split:{n}", "--limit", n, "--n", "1", "--metric", "solo/pass@1",
-                "--no-progress", *backend_args])  # fmt: skip
+    say(f"  select + eval: {n} held-out problem(s)")
+    with console_to(quiet):
+        code = command(["select", str(run), "--val", f"split:{n}", "--limit", n, "--n", "1", "--metric", "solo/pass@1",
+                        "--no-progress", *backend_args])  # fmt: skip
     eval_dir = out / "eval-tandem"
     junior = tandem.junior or "self"
-    code = code or stages.before("eval", EVAL_ENGINE_SHARE) or command(["eval", "--senior", f"{run}@selected", "--junior", junior, "--data", str(run / rundir.HOLDOUT_FILE),
-                        "--limit", n, "--n", "1", "--k", "1", "--suite", "solo,handoff", "--out", str(eval_dir),
-                        "--no-progress", *backend_args])  # fmt: skip
-    checks["select_eval"] = _check(code == 0, exit_code=code, eval_dir=str(eval_dir))
+    if code == 0:
+        stages.before("eval", EVAL_ENGINE_SHARE)
+        with console_to(quiet):
+            code = command(["eval", "--senior", f"{run}@selected", "--junior", junior, "--data",
+                            str(run / rundir.HOLDOUT_FILE), "--limit", n, "--n", "1", "--k", "1", "--suite",
+                            "solo,handoff", "--out", str(eval_dir), "--no-progress", *backend_args])  # fmt: skip
+    said = [ln for ln in quiet.read_text(errors="replace").splitlines() if ": error: " in ln] if quiet and code else []
+    checks["select_eval"] = _check(code == 0, exit_code=code, eval_dir=str(eval_dir),
+                                   **({"error": said[-1]} if said else {}))  # fmt: skip
     checks["lengths"] = _check(None, train={a: lengths(v["rows"]) for a, v in arms.items()}, eval=_eval_lengths(eval_dir))
     report["arms"] = {a: {"seconds": v["seconds"], "model": v["model"], "steps": len(_series(v["rows"], "timing/step_s"))}
                       for a, v in arms.items()}  # fmt: skip
@@ -442,7 +485,11 @@ def render_parity(check: dict) -> str:
 
 
 def _na(value) -> str:
-    """A value for the screen: "n/a" where it was not measured."""
+    """A value for the screen: "n/a" where it was not measured (also inside a mapping or a list)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_na(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(map(_na, value)) + "]"
     return "n/a" if value is None else str(value)
 
 
@@ -458,11 +505,11 @@ def render(report: dict) -> str:
                  f"{_na(mem['engine_kv_tokens'])}, device peak {_na(mem['device_peak_bytes'])}")  # fmt: skip
     m = c["author_mask"]
     lines.append(f"  author mask: {m['status']}" + (f": senior share {[round(x, 3) for x in m['senior_share']]} in "
-                 f"{m['band']}, TRL length {m['trl_completion_length']} = senior tokens {m['senior_tokens']}"
+                 f"{m['band']}, TRL length {_na(m['trl_completion_length'])} = senior tokens {_na(m['senior_tokens'])}"
                  if "senior_share" in m else f": {m.get('reason')}"))  # fmt: skip
     if "weights_moved" in c:
         w = c["weights_moved"]
-        lines.append(f"  weights moved: {w['status']}: first step changed {w['fraction']} of the trainable weights"
+        lines.append(f"  weights moved: {w['status']}: first step changed {_na(w['fraction'])} of the trainable weights"
                      + (f"; IS zeroed/clipped {w['is_corrected']}" if w.get("is_corrected") else ""))  # fmt: skip
     g = c["grader"]
     wrong = f" (wrong: {'; '.join(g['wrong'])})" if g.get("wrong") else ""
@@ -474,7 +521,9 @@ def render(report: dict) -> str:
         lines.append(f"  speed: tandem/solo step {_na(s['step'])}, generation {_na(s['generation'])}; bound (S+J)/S "
                      f"{_na(s.get('bound'))} (weights only {_na(s.get('weights_only'))}) at context "
                      f"{_na(s.get('context'))}")  # fmt: skip
-    lines.append(f"  lengths: {c['lengths']['train']}, eval {c['lengths']['eval']}")
-    lines.append(f"  pre-emptions: {c['preemptions']['count']} ({c['preemptions']['note']})")
-    lines.append(f"  select + eval: {c['select_eval']['status']} ({c['select_eval']['eval_dir']})")
+    lines.append(f"  lengths: {_na(c['lengths']['train'])}, eval {_na(c['lengths']['eval'])}")
+    lines.append(f"  pre-emptions: {_na(c['preemptions']['count'])} ({c['preemptions']['note']})")
+    lines.append(f"  select + eval: {c['select_eval']['status']} ({c['select_eval'].get('error') or c['select_eval']['eval_dir']})")
+    if report.get("log"):
+        lines.append(f"  log: {report['log']} (the stages' own output; --verbose prints it here)")
     return "\n".join(lines)

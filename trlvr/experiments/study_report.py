@@ -48,7 +48,7 @@ from trlvr.experiments.study import (
     units,
 )
 from trlvr.experiments.study_spec import Study
-from trlvr.rundir import METRICS_FILE, RESULTS, SELECTION_ARTIFACT
+from trlvr.rundir import EVALUATION_RESULTS, METRICS_FILE, SELECTION_ARTIFACT
 
 # the evaluation's own metrics; every registered per-sample metric (trlvr.eval.sample_metrics, e.g. one
 # of the toy world's) follows in each list (`columns`, `diff_columns`, `figure_panels`)
@@ -90,10 +90,11 @@ def all_zero(data: dict) -> list[str]:
 
 def finished_seeds(study: Study, out: Path, variant: str) -> dict[int, Path]:
     """{seed: eval dir} of the variant's finished evaluations of the study's seeds, under the study's
-    current settings (an evaluation recorded under other settings, not yet redone, is left out)."""
+    current settings (an evaluation recorded under other settings, not yet redone, is left out, and so is
+    one torn: `trlvr.artifacts.is_complete` of `trlvr.rundir.EVALUATION_RESULTS`)."""
     current = {u[-1].seed for u in units(study, out, [(variant, None)]) if stage_state(out, u[-1]) != "stale"}
     return {s: d for s, d in seed_dirs(eval_group(out, variant), list(study.seeds)).items()
-            if (d / RESULTS).is_file() and s in current}  # fmt: skip
+            if s in current and artifacts.is_complete(d, EVALUATION_RESULTS)}  # fmt: skip
 
 
 def _run(study: Study, out: Path, variant: str, seeds: list[int]) -> multi_report.Run:

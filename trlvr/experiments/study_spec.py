@@ -49,7 +49,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trlvr.config import CONFIGS_DIR, OPTION_FIELDS, TANDEM_FIELDS, grpo_field_names, read_yaml
+from trlvr.config import (
+    CONFIGS_DIR,
+    OPTION_FIELDS,
+    TANDEM_FIELDS,
+    grpo_field_names,
+    read_yaml,
+    shipped_configs,
+)
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 from trlvr.eval.regex_jargon import compile_pattern
@@ -138,13 +145,33 @@ def _typed(path: Path, section: str, raw, schema: dict[str, type]) -> dict:
 
 
 def resolve_base(path: Path, base: str) -> str:
-    """A config named in a study: a shipped name (`toy`), else a path relative to the study file or the cwd."""
+    """A config named in a study: a shipped name (`toy`), else a path relative to the study file or the cwd.
+    A path to a config shipped in the package (a shipped study's `../recipes/NAME.yaml`) becomes its name, so
+    the stages' command lines work from any folder and on any machine with trlvr installed."""
     if "/" not in base and not base.endswith((".yaml", ".yml")) and (CONFIGS_DIR / f"{base}.yaml").is_file():
         return base
     for cand in (path.parent / base, Path(base)):
         if cand.is_file():
-            return os.path.normpath(cand)
+            return next((name for name, shipped in shipped_configs().items() if shipped.samefile(cand)),
+                        os.path.normpath(cand))  # fmt: skip
     raise _fail(path, "base/config", f"{base!r} is neither a shipped config nor a file (relative to the study file or the cwd)")
+
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the installed trlvr package
+
+
+def shipped_model(value):
+    """A clone's path to a model shipped in the package (`trlvr/toy/assets/junior-cross`) names the installed
+    copy where no such folder is here (outside a clone), so a shipped study plans from any folder."""
+    if isinstance(value, str) and value.startswith("trlvr/") and not Path(value).exists():
+        packaged = PACKAGE_DIR.parent / value
+        if packaged.exists():
+            return str(packaged)
+    return value
+
+
+def _models_shipped(mapping: dict) -> dict:
+    return {k: shipped_model(v) if k in ("senior", "junior") else v for k, v in mapping.items()}
 
 
 def _check_fields(path: Path, where: str, overrides: dict) -> None:
@@ -246,6 +273,7 @@ def load_study(path: str | Path) -> Study:
         spec = dict(_mapping(path, where, spec or {}))
         study_keys = {k: spec.pop(k) for k in list(spec) if k in VARIANT_KEYS}
         _check_fields(path, where, spec)
+        spec = _models_shipped(spec)
         trained = _trained(path, where, study_keys.get("train", True), spec)
         world = study_keys.get("world")
         if world is not None and world not in worlds:
@@ -253,7 +281,8 @@ def load_study(path: str | Path) -> Study:
         if worlds and world is None:
             raise _fail(path, f"{where}.world", f"missing: this study defines worlds {sorted(worlds)}")
         config = resolve_base(path, str(study_keys["config"])) if "config" in study_keys else base
-        evaluation = _typed(path, f"{where}.evaluation", study_keys.get("evaluation") or {}, EVALUATION_KEYS)
+        evaluation = _models_shipped(_typed(path, f"{where}.evaluation", study_keys.get("evaluation") or {},
+                                            EVALUATION_KEYS))  # fmt: skip
         variants[vname] = Variant(vname, config, {**train, **spec} if trained else spec, world,
                                   study_keys.get("baseline"), str(study_keys.get("label", vname)), evaluation,
                                   trained)  # fmt: skip
@@ -278,7 +307,7 @@ def load_study(path: str | Path) -> Study:
     for key in ("val", "metric"):
         if key not in selection:
             raise _fail(path, f"selection.{key}", "missing")
-    evaluation = _typed(path, "evaluation", raw["evaluation"], EVALUATION_KEYS)
+    evaluation = _models_shipped(_typed(path, "evaluation", raw["evaluation"], EVALUATION_KEYS))
     if "data" not in evaluation:
         raise _fail(path, "evaluation.data", "missing")
     _check_evaluation(path, "evaluation", evaluation, worlds)

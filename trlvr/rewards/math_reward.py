@@ -99,7 +99,7 @@ class MathReward:
         timeout: hard wall-clock seconds per sample inside the pool.
         workers: pool size (default min(4, cpu_count)); pools are shared per size.
         screen: refuse power towers, nested factorials etc. before math-verify (see
-            :func:`trlvr.rewards.screen.screen`); the timeout bounds them anyway.
+            `trlvr.rewards.screen.screen`); the timeout bounds them anyway.
         max_answer_chars: longest boxed answer that is graded.
         require_box: True (default, mode "boxed"): a completion without ``\\boxed{}`` scores 0.
             False (mode "boxed_or_tail"): its last 2,000 characters go to math-verify, which
@@ -215,7 +215,7 @@ def math_reward(completions: Sequence[Any], answer: Sequence[str] | str, **kwarg
 
     ``completions`` are strings or chat-message lists; ``answer`` holds one gold string per
     completion (TRL passes the dataset's ``answer`` column). Extra kwargs are ignored.
-    Uses the shared default :class:`MathReward`; see :func:`reward_stats` for its counters.
+    Uses the shared default `MathReward`; see `trlvr.rewards.reward_stats` for its counters.
 
     >>> math_reward(["so \\\\boxed{\\\\dfrac{1}{2}}", "\\\\boxed{3}"], answer=["\\\\frac{1}{2}", "4"])
     [1.0, 0.0]

@@ -264,6 +264,7 @@ def prepare_world(
     otherwise the tokenizer and both models are trained here from the train split.
     """
     out = Path(out_dir)
+    rundir.prepare_output(out, rundir.TOY_WORLD, flag="--out")  # never into a run, an evaluation, a study, ...
     if is_complete(out):
         card = json.loads((out / "card.json").read_text())
         have = card.get("config", {}).get("jargon", "spaced")

@@ -16,6 +16,7 @@ import importlib
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from accelerate import PartialState
 from trl import GRPOConfig
@@ -46,6 +47,11 @@ from trlvr.rewards import check_golds, math_reward
 from trlvr.rundir import HOLDOUT_FILE
 from trlvr.training.learning import check_updates_land
 from trlvr.training.peft_setup import check_lora_run, continues_adapter, describe_adapter, peft_config_for
+
+if TYPE_CHECKING:  # annotations only
+    from datasets import Dataset
+
+    from trlvr.data import Problem
 
 SELF = "self"
 
@@ -107,7 +113,10 @@ def write_holdout(output_dir: str | Path, held: list) -> None:
     tmp.replace(path)
 
 
-def build_dataset(problems: list, tokenizer, max_prompt_length: int | None = None):
+def build_dataset(problems: list[Problem], tokenizer: Any, max_prompt_length: int | None = None) -> Dataset:
+    """The dataset `trlvr train` gives TRL: one row per problem, `prompt` (the row's own prompt verbatim,
+    text or chat messages, else one built from the problem: `trlvr.data.prompt_for`) and `answer` (the gold,
+    for the reward). `max_prompt_length`: drop the problems whose prompt is longer in tokens."""
     from datasets import Dataset
 
     from trlvr.training.console import log

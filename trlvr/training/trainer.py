@@ -41,10 +41,12 @@ import dataclasses
 import inspect
 import os
 from pathlib import Path
+from typing import Any
 
 from accelerate.utils import is_peft_model
 from transformers import PreTrainedModel
 from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.grpo_trainer import RewardFunc
 from trl.trainer.utils import create_model_from_path
 
 from trlvr.algos import AuthorMaskError, junior_tokens_in_loss
@@ -98,33 +100,52 @@ def _plain_callable(f) -> bool:
 
 
 class TandemGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer whose rollouts come from `TandemGenerator`.
+    """GRPOTrainer whose rollouts come from `TandemGenerator`: the senior and the frozen junior co-write
+    every rollout, and the loss covers the senior's tokens only.
 
-    model: the senior, a PreTrainedModel or, as in TRL, a hub id or local folder that GRPOTrainer loads
-    with `args.model_init_kwargs`. junior: the frozen junior (a PreTrainedModel, or a hub id or folder,
-    loaded at the senior's dtype), or None when rollouts do not need one, when it is TRL's KL reference
-    (`kl_ref: junior`, reused), or when `junior: self` (the LoRA senior's base with its adapters off:
-    `trlvr.engine.self_pair`). `trlvr train` loads its models in `trlvr.training.build.load_models`.
-    `tandem`: None is `TandemConfig()` (arm tandem, word schedule, p = 0.5); ids passed as strings fill
-    its `senior` / `junior` when unset. `args=None` and `reward_funcs=None` behave as in GRPOTrainer
-    (`GRPOConfig("<model>-GRPO")`; TRL's "No reward source provided"). `reward_funcs` follow TRL's
-    signature; all other arguments (including `peft_config`) are GRPOTrainer's, but `tools` and
-    `environment_factory`, which are refused: TRL's tool loop would replace the author mask.
+    Everything but the rollout is TRL's: pass what `GRPOTrainer` takes (a `GRPOConfig`, reward functions
+    with TRL's signature, a dataset with a `prompt` column, text or chat messages, a tokenizer,
+    optionally a `peft_config`). A runnable script on the shipped toy pair: examples/tandem_grpo.py and
+    docs/guides/trl-integration.md; `trlvr train` loads its models in `trlvr.training.build.load_models`.
 
-    `tandem` needs no model paths when model objects are passed (`TandemConfig(schedule="word", p=0.5)`);
-    backend vllm and `kl_ref: junior` load from paths, so they need `senior` / `junior` set (or passed as
-    strings). A runnable script on the shipped toy pair: examples/tandem_grpo.py and
-    docs/guides/trl-integration.md.
+    Args:
+        model: The trainable senior: a `PreTrainedModel` (with `peft_config`, a LoRA senior; a
+            `peft.PeftModel` continues its adapter) or, as in TRL, a hub id or local folder that
+            GRPOTrainer loads with `args.model_init_kwargs`.
+        junior: The frozen junior: a `PreTrainedModel`, or a hub id or folder (loaded at the senior's
+            dtype). None for arm grpo, when it is TRL's KL reference (`kl_ref: junior`, reused), or with
+            `TandemConfig(junior="self")` and a LoRA senior (its base with the adapters off).
+        tandem: The schedule, p, arm and backend (`trlvr.config.TandemConfig`; fields in
+            docs/reference/configuration.md). None is `TandemConfig()`: arm tandem, word schedule,
+            p = 0.5. Model paths are needed only by backend vllm and `kl_ref: junior` (they load from
+            paths); ids passed as strings fill its `senior` / `junior` when unset.
+        args: TRL's `GRPOConfig`. None is, as in GRPOTrainer, `GRPOConfig("<model>-GRPO")`.
+            `use_vllm`, `use_transformers_continuous_batching` (use `TandemConfig(backend="vllm")`) and
+            `off_policy_mask_threshold` are refused with a `ValueError`.
+        reward_funcs: TRL's reward functions (callables with TRL's signature, reward models or their
+            ids). Each plain synchronous function also logs the reward by junior share; the first carries
+            the length penalty (`TandemConfig.length_penalty`). None gives TRL's "No reward source
+            provided".
+        longest_prompt: Backend vllm only: the longest prompt in tokens, so the engine's context is
+            this + `max_completion_length`.
+        **kwargs: The rest of GRPOTrainer's arguments (`train_dataset`, `eval_dataset`,
+            `processing_class`, `peft_config`, `callbacks`, ...). `tools` and `environment_factory` are
+            refused in one line: TRL's tool loop would replace the author mask and train the junior's
+            tokens as the senior's.
 
-    >>> trainer = TandemGRPOTrainer(senior, junior, tandem=TandemConfig(p=0.5),
-    ...     args=GRPOConfig(...), reward_funcs=math_reward, train_dataset=ds,
-    ...     processing_class=tokenizer)                                         # doctest: +SKIP
-    >>> trainer.train()                                                         # doctest: +SKIP
+    Example:
+        ```python
+        trainer = TandemGRPOTrainer(senior, junior, tandem=TandemConfig(p=0.5),
+                                    args=GRPOConfig(...), reward_funcs=math_reward,
+                                    train_dataset=ds, processing_class=tokenizer)
+        trainer.train()
+        ```
     """
 
     def __init__(self, model: str | PreTrainedModel, junior: str | PreTrainedModel | None = None, *,
-                 tandem: TandemConfig | None = None, args: GRPOConfig | None = None, reward_funcs=None,
-                 longest_prompt: int | None = None, **kwargs):  # fmt: skip
+                 tandem: TandemConfig | None = None, args: GRPOConfig | None = None,
+                 reward_funcs: RewardFunc | list[RewardFunc] | None = None, longest_prompt: int | None = None,
+                 **kwargs: Any) -> None:  # fmt: skip
         if args is None:  # as GRPOTrainer: the default GRPOConfig, its output_dir named after the model
             name = model if isinstance(model, str) else model.config._name_or_path
             args = GRPOConfig(f"{str(name).split('/')[-1]}-GRPO")
