@@ -34,7 +34,23 @@ def table(results: Path = RESULTS) -> str:
 
     study = load_study(results / "study.yaml")
     text = markdown(study, json.loads((results / "summary.json").read_text())).split(TIMINGS_HEADING)[0]
-    return "".join(line.rstrip() + "\n" for line in text.splitlines() if line.startswith("|"))
+    return tables_of(text)
+
+
+def tables_of(text: str) -> str:
+    """The Markdown tables of `text`, one blank line between two tables (so each renders as its own)."""
+    out, gap = [], False
+    for line in text.splitlines():
+        if line.startswith("|"):
+            out.append(("\n" if gap and out else "") + line.rstrip() + "\n")
+            gap = False
+        else:
+            gap = True
+    return "".join(out)
+
+
+def rows(block: str) -> str:
+    return "".join(line + "\n" for line in block.splitlines() if line.startswith("|"))
 
 
 def blocks(place: Path) -> list[str]:
@@ -44,9 +60,12 @@ def blocks(place: Path) -> list[str]:
 def copy_outputs(out: Path) -> None:
     """The study's own outputs, as its report wrote them, into bench/results/toy-seeds."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    for src, name in ((out / "study.yaml", "study.yaml"), (out / "report" / "summary.json", "summary.json"),
-                      (out / "report" / "table.md", "table.md")):  # fmt: skip
+    for src, name in ((out / "report" / "summary.json", "summary.json"), (out / "report" / "table.md", "table.md")):
         shutil.copyfile(src, RESULTS / name)
+    # the study as it ran, without its first comment (it names the folder the package was installed in)
+    body = [line for line in (out / "study.yaml").read_text().splitlines() if not line.startswith("#")]
+    (RESULTS / "study.yaml").write_text("# the study `trlvr demo --seeds 0,1,2 --steps 150` ran (the shipped demo.yaml,"
+                                        " with those overrides)\n" + "\n".join(body) + "\n")
     shutil.copyfile(out / "report" / "figure.png", FIGURE)
 
 
@@ -67,7 +86,7 @@ def main() -> int:
             block = want + f"\n![the three-seed toy study: the study report's figure]({link})\n"
             place.write_text(BLOCK.sub(lambda m, block=block: m.group(1) + block + m.group(3), place.read_text()))
             print(f"wrote the seeds table into {place.relative_to(ROOT)}")
-        elif "".join(line + "\n" for line in found[0].splitlines() if line.startswith("|")) != want:
+        elif rows(found[0]) != rows(want):
             differ.append(str(place.relative_to(ROOT)))
     if differ:
         print(f"seeds-table: {', '.join(differ)} differ from {RESULTS.relative_to(ROOT)} "
