@@ -140,9 +140,10 @@ def test_readers_never_write_and_the_lock_owner_repairs(models, tokenizer, tmp_p
     path = tmp_path / "samples.jsonl"
     torn = path.read_bytes() + b'{"benchmark": "alpha", "protocol": "so'
     path.write_bytes(torn)
-    assert len(read_samples(path)) == 3 * 2  # the torn line is skipped...
-    build_report(tmp_path)
-    assert path.read_bytes() == torn  # ...and never cut by a reader
+    assert len(read_samples(path)) == 3 * 2  # the torn line is skipped by the resume reader...
+    with pytest.raises(UserError, match=r"is not a finished evaluation \(samples.jsonl ends in a cut line\)"):
+        build_report(tmp_path)  # ...a report refuses the torn folder in one line...
+    assert path.read_bytes() == torn  # ...and never cuts it
     run(models, tokenizer, tmp_path, toy_problems(3))
     assert path.read_bytes().endswith(b"\n") and b'"protocol": "so\n' not in path.read_bytes()
     assert len(read_samples(path)) == 3 * 2

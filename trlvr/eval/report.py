@@ -22,6 +22,7 @@ from trlvr.eval.comparable import check_comparable, warning_text
 from trlvr.eval.format import diff_text, entry_text, number, unit
 from trlvr.eval.store import PER_PROBLEM, RESULTS, SAMPLES, check_finished, read_json, read_samples
 from trlvr.eval.suite import dose_points
+from trlvr.rundir import check_report_path
 
 SENIOR_COLOUR, JUNIOR_COLOUR = "#1f5fbf", "#c2410c"
 REQUIRED_RESULT_FIELDS = ("config", "benchmarks", "macro")
@@ -377,7 +378,6 @@ def write_report(run_dir: str | Path, out_path: str | Path | None = None, compar
     import matplotlib
 
     matplotlib.use("Agg")
-    from trlvr.rundir import check_report_path
 
     out_path = Path(out_path) if out_path else Path(run_dir) / "report.html"
     check_report_path(out_path, "--out")  # checked before anything is read or written
