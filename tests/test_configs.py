@@ -214,3 +214,19 @@ def test_the_toy_config_holds_out_200_and_a_small_file_is_one_line_naming_the_ov
                    "fewer (--holdout 0: none)\n")  # fmt: skip
     assert cli([*argv, "--holdout", "0"]) == 0
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_a_recipes_launch_line_works_from_any_folder(path):
+    """accelerate reads --config_file itself: a clone path (`recipes/...`) fails in an installed package, so the
+    Launch line names the shipped file through `trlvr recipes --path`, which the dry run's plan reads too."""
+    from trlvr.config import RECIPES_DIR
+    from trlvr.training.memory_plan import recipe_launcher
+
+    launch = [line for line in path.read_text().splitlines()[:6] if "accelerate launch" in line]
+    assert all("--config_file recipes/" not in line for line in launch), launch
+    if launch:
+        assert '--config_file "$(trlvr recipes --path accelerate-zero2-2gpu)"' in launch[0]
+        assert recipe_launcher(path) == RECIPES_DIR / "accelerate-zero2-2gpu.yaml"
+    else:
+        assert recipe_launcher(path) is None

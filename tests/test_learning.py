@@ -157,12 +157,14 @@ def test_under_an_accelerate_deepspeed_launch_bf16_weights_pass(toy, monkeypatch
 def test_every_shipped_config_learns_as_it_is_launched():
     """One process (`trlvr train`, `trlvr smoke`) unless the config's header launches it under DeepSpeed ZeRO;
     the one-GPU starter trains fp32 master weights in bf16 autocast."""
-    zero_launch = "accelerate launch --config_file recipes/accelerate-zero2-2gpu.yaml"
+    from trlvr.training.memory_plan import recipe_launcher
+
     for name, path in shipped_configs().items():
         tandem, grpo, _ = parse_run_args(["--config", str(path), "--senior", tandem_senior(path), "--junior", "j",
                                           "--dataset", "d", "--use_cpu", "true"])  # fmt: skip
         dtype = senior_dtype(tandem, grpo)
-        sharding = "zero2" if zero_launch in path.read_text() else None
+        launcher = recipe_launcher(path)
+        sharding = "zero2" if launcher is not None and launcher.name == "accelerate-zero2-2gpu.yaml" else None
         problem = low_precision_problem(dtype=dtype, use_peft=tandem.use_peft, sharding=sharding, optim=grpo.optim,
                                         optim_args=grpo.optim_args, learning_rate=grpo.learning_rate)  # fmt: skip
         assert problem is None, (name, problem)

@@ -85,7 +85,7 @@ def low_precision_problem(*, dtype, use_peft: bool, sharding: str | None, optim:
 
 FIXES = ("load the senior in float32 (model_init_kwargs: {dtype: float32}; bf16: true then trains in bf16 autocast "
          "on fp32 master weights), set use_peft: true (LoRA), launch with DeepSpeed ZeRO (accelerate launch "
-         "--config_file recipes/accelerate-zero2-2gpu.yaml), or set optim: stable_adamw (torch-optimi, Kahan "
+         "--config_file \"$(trlvr recipes --path accelerate-zero2-2gpu)\"), or set optim: stable_adamw (torch-optimi, Kahan "
          "summation)")  # fmt: skip
 
 

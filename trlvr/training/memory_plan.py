@@ -24,7 +24,7 @@ import torch
 import yaml
 
 from trlvr import rundir
-from trlvr.config import TandemConfig, resolve_config_path
+from trlvr.config import RECIPES_DIR, TandemConfig, resolve_config_path
 from trlvr.engine.backends import backend
 from trlvr.errors import UserError
 from trlvr.memory import MemoryPlan, Stack, derived_max_model_len, parse_size, read_config
@@ -115,16 +115,24 @@ def accelerate_layout(path: str | Path) -> tuple[int, int]:
     return int(stage), processes
 
 
+# `--config_file "$(trlvr recipes --path NAME)"` (works from any folder) or `--config_file FILE`
+LAUNCH_CONFIG = re.compile(r"--config_file\s+(?:\"\$\(trlvr recipes --path (\S+?)\)\"|(\S+))")
+
+
 def recipe_launcher(config: str | Path) -> Path | None:
-    """The accelerate config a recipe names on its `# Launch: accelerate launch --config_file FILE` line (a
-    shipped recipe's `recipes/NAME.yaml` resolves to the package's copy), or None."""
+    """The accelerate config a recipe names on its `# Launch: accelerate launch --config_file ...` line: a
+    `"$(trlvr recipes --path NAME)"` or a FILE (a shipped recipe's `recipes/NAME.yaml` resolves to the
+    package's copy); None when it names none."""
     try:
         text = resolve_config_path(str(config)).read_text()
     except (OSError, UserError):
         return None
     for line in text.splitlines():
-        if line.lstrip().startswith("#") and "accelerate launch" in line and (m := re.search(r"--config_file\s+(\S+)", line)):
-            name = m.group(1).strip("\"'")
+        if line.lstrip().startswith("#") and "accelerate launch" in line and (m := re.search(LAUNCH_CONFIG, line)):
+            if m.group(1):  # a shipped accelerate config by name
+                path = RECIPES_DIR / f"{m.group(1)}.yaml"
+                return path if path.is_file() else None
+            name = m.group(2).strip("\"'")
             try:
                 return resolve_config_path(name)
             except UserError:
