@@ -32,10 +32,11 @@ test-slow: $(STAMP)
 # TRL's own GRPO trainer tests (tests/test_grpo_trainer.py of the TRL version tests/upstream/fetch.py pins; fetched
 # into tests/upstream/trl_tests/, never committed), offline (stand-ins for its Hub models and data set), first on
 # GRPOTrainer, then on TandemGRPOTrainer (tests/upstream/adapter.py): every test passes on both, but those listed in
-# tests/upstream/differences.py, with their reasons. TRL_GIT=<a TRL git directory>: read the files from it, not GitHub.
+# tests/upstream/differences.py, with their reasons; its slow (GPU) class included. TRL_GIT=<a TRL git directory>: read
+# the files from it, not GitHub.
 TRL_GIT ?=
 TRL_TESTS := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_CACHE=$(CURDIR)/tests/upstream/trl_tests/hub \
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest tests/upstream -p no:cacheprovider
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest tests/upstream -p no:cacheprovider -m ''
 test-trl: $(STAMP)
 	$(PY) tests/upstream/fetch.py $(if $(TRL_GIT),--git $(TRL_GIT))
 	TRLVR_TRL_TESTS=grpo $(TRL_TESTS)
