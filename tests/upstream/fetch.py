@@ -31,6 +31,7 @@ FILES = {  # path in TRL's repository: sha256 at REF; each is written to DEST/<i
     "scripts/generate_zen_dataset.py": "3381062a9f572a20179d17a3821613ae44c4a0f4aada764c0473fd6624ad16bb",
 }
 DEST = Path(__file__).resolve().parent / "trl_tests"
+UNREACHABLE = 3  # the exit status when a file cannot be had (no route to GitHub, no such commit); 1: a wrong hash
 
 
 def _sha(data: bytes) -> str:
@@ -62,7 +63,8 @@ def fetch(git: str | None = None) -> None:
             data = _read(name, git)
         except (OSError, subprocess.CalledProcessError) as e:
             detail = e.stderr.decode().strip() if isinstance(e, subprocess.CalledProcessError) else e
-            raise SystemExit(f"fetch.py: cannot read {name} of {REPO} at {REF}: {detail}") from None
+            print(f"fetch.py: cannot read {name} of {REPO} at {REF}: {detail}", file=sys.stderr)
+            raise SystemExit(UNREACHABLE) from None
         if _sha(data) != want:
             raise SystemExit(f"fetch.py: {name} of {REPO} at {REF} has sha256 {_sha(data)}, expected {want}")
         path.write_bytes(data)
