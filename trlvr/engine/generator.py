@@ -23,7 +23,7 @@ import torch
 from trlvr.engine.kv import batch_bucket
 from trlvr.engine.options import DecodeOptions, Sampling, check_decode
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
-from trlvr.engine.runners import EagerRunner, StaticRunner, fp32_logits
+from trlvr.engine.runners import EagerRunner, StaticRunner, fp32_logits, no_router_logits
 from trlvr.engine.sampling import (
     TOKEN_STREAM,
     RowStreams,
@@ -325,7 +325,8 @@ class TandemGenerator:
         for m in models.values():
             m.eval()
         try:
-            with fp32_logits(models.values()):  # log-probs and sampling from fp32 logits, never bf16-rounded
+            # log-probs and sampling from fp32 logits, never bf16-rounded; no MoE router loss in generation
+            with fp32_logits(models.values()), no_router_logits(models.values()):
                 run = self._prefill(prompt_ids, models, mode, compiled, max_new_tokens, options.share_prompts,
                                     schedule, streams)  # fmt: skip
                 self._decode_n_tokens(run, schedule, sampling)

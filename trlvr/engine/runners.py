@@ -88,6 +88,27 @@ def _fp32_head_hook(module, inputs, output):
     return flat.reshape(*hidden.shape[:-1], weight.shape[0])
 
 
+def _text_config(model):
+    config = getattr(model, "config", None)
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+@contextlib.contextmanager
+def no_router_logits(models):
+    """Inside this block Mixture-of-Experts models do not return router logits. A model loaded with
+    `output_router_logits=True` (TRL's MoE recipes: its load-balancing loss in training) would otherwise add that
+    loss to every forward, which no generation needs and which fails on a cached decode step (the router sees
+    the new tokens, the attention mask every position). Models without the setting are untouched."""
+    configs = [c for c in (_text_config(m) for m in models) if getattr(c, "output_router_logits", False)]
+    for c in configs:
+        c.output_router_logits = False
+    try:
+        yield
+    finally:
+        for c in configs:
+            c.output_router_logits = True
+
+
 @contextlib.contextmanager
 def fp32_logits(models):
     """Inside this block the models' output layers return fp32 logits (a hook registered once per

@@ -71,6 +71,7 @@ import torch
 
 from trlvr.engine.options import Sampling
 from trlvr.engine.output import FINISH_REASONS, TandemOutput
+from trlvr.engine.runners import no_router_logits
 from trlvr.engine.sampling import sample_with_uniforms
 from trlvr.engine.schedules import JUNIOR, SCHEDULES, SENIOR, Schedule, TextRule
 
@@ -561,13 +562,14 @@ class TextPairGenerator:
             pad = tok.pad_token_id if tok.pad_token_id is not None else self.eos[name][0]
             sides[name] = _Side(name, model, self.codecs[name], pad)
         try:
-            for name, side in sides.items():
-                side.prefill(prompts[name])
-            if row_keys is not None and len(row_keys) != B:
-                raise ValueError(f"row_keys has {len(row_keys)} keys for {B} rows")
-            self._check_logits = check if check_logits is None else check_logits
-            keys = B if row_keys is None else row_keys
-            out = self._decode(sides, prompts, keys, rule, sampling, check)
+            with no_router_logits([self.models[name] for name in sides]):  # no MoE router loss in generation
+                for name, side in sides.items():
+                    side.prefill(prompts[name])
+                if row_keys is not None and len(row_keys) != B:
+                    raise ValueError(f"row_keys has {len(row_keys)} keys for {B} rows")
+                self._check_logits = check if check_logits is None else check_logits
+                keys = B if row_keys is None else row_keys
+                out = self._decode(sides, prompts, keys, rule, sampling, check)
         finally:
             for name, training in was_training.items():
                 self.models[name].train(training)

@@ -43,18 +43,20 @@ class StepTimeCallback(TrainerCallback):
         metrics["timing/step_s"].append(total)
 
 
-def with_share_split(reward_func):
+def with_share_split(reward_func, senior_share):
     """Wrap a TRL reward function so it also logs its mean reward over the low / high junior-share
     half of each batch (`tandem/reward_low_junior_share`, `tandem/reward_high_junior_share`).
 
-    Uses the per-completion `senior_share` column that `TandemRollout` returns and the `log_metric`
-    callable TRL passes to reward functions. The rewards themselves are returned unchanged.
+    senior_share: a callable giving the per-completion senior share of the rollout being scored
+    (`TandemRollout.last_senior_share`; TRL scores a rollout right after generating it, on the same
+    process); uses the `log_metric` callable TRL passes to reward functions. The rewards themselves are
+    returned unchanged, and the reward function receives exactly TRL's arguments.
     """
 
     @functools.wraps(reward_func)
     def reward(*args, **kwargs):
         rewards = reward_func(*args, **kwargs)
-        share, log_metric = kwargs.get("senior_share"), kwargs.get("log_metric")
+        share, log_metric = senior_share(), kwargs.get("log_metric")
         if share is not None and log_metric is not None and len(share) == len(rewards):
             values = torch.tensor([float("nan") if r is None else float(r) for r in rewards])
             low, high = split_by_share(values, 1.0 - torch.tensor(share, dtype=torch.float32))

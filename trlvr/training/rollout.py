@@ -17,7 +17,8 @@ What TRL does with our return value:
   importance-sampling correction compares with its own over senior tokens (`TandemGRPOTrainer`).
 - `env_mask` (1 = senior token): becomes `tool_mask`; TRL multiplies it into `completion_mask`, so
   junior tokens leave both the loss and the token-mean normaliser (`num_items_in_batch`).
-- anything else (`senior_share` here): forwarded per completion to the reward functions.
+- nothing else: TRL writes any further key into the caller's input rows (one value per row, in place), so
+  the per-completion senior share is kept here (`last_senior_share`) for the reward-split metric instead.
 
 Seeding: every row's randomness is a function of (args.seed, row key), the row key being
 (global step, mode, prompt index, generation index) with indices counted over the whole generation
@@ -157,6 +158,7 @@ class TandemRollout:
         check_author_mask(env_mask, completion_ids)
         self.last_authors = env_mask  # the trainer checks it against what reaches the loss
         stats = author_stats(out.senior_authored, out.completion_mask)  # each (B,)
+        self.last_senior_share = stats["senior_share"].tolist()  # this process's rows, for `with_share_split`
         mode = "train" if train else "eval"
         self._log(trainer, stats, out, seconds, mode, pair.pairing)
         if pair.pairing == "text":
@@ -166,10 +168,10 @@ class TandemRollout:
             "completion_ids": completion_ids,
             "logprobs": out.senior_logprobs,
             "env_mask": env_mask,
-            "senior_share": stats["senior_share"].tolist(),
         }
 
     last_authors: list[list[int]] | None = None  # the last rollout's env_mask (1 = senior token)
+    last_senior_share: list[float] | None = None  # the last rollout's senior share per completion
     junior_tokenizer = None  # text pairing: the junior's own tokenizer (library callers may set it)
 
     def _pair(self, senior, tokenizer, trainer) -> Pair:

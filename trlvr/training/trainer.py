@@ -186,7 +186,8 @@ class TandemGRPOTrainer(GRPOTrainer):
             raise ValueError("kl_ref: junior needs TandemConfig(junior=<the junior's path or hub id>)")
         funcs = [] if reward_funcs is None else reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
-        funcs = [with_share_split(f) if _plain_callable(f) else f for f in funcs]
+        funcs = [with_share_split(f, lambda: self.rollout.last_senior_share) if _plain_callable(f) else f
+                 for f in funcs]  # fmt: skip
         # the length penalty (both arms alike, trlvr.rewards.length) rides on the first reward function
         if funcs and not _plain_callable(funcs[0]) and tandem.length_penalty != "none":
             raise ValueError("length_penalty needs a plain reward function first in reward_funcs (not a model)")
