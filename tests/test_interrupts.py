@@ -42,8 +42,11 @@ def _ctrl_c(argv: list[str], tmp_path: Path) -> tuple[int, str, list[int]]:
     """Run `trlvr ARGV` as a terminal would (its own process group), send the group SIGINT once its grading
     workers run; (exit code, stderr, the workers still alive 5 s after the command ended)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    # Ctrl-C's default action in the command, as a terminal gives it: a test run started in the background by a
+    # shell (`pytest &`) inherits SIGINT ignored, and an ignored signal stays ignored across exec
     proc = subprocess.Popen([sys.executable, "-m", "trlvr.cli.main", *argv], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     try:
         deadline = time.monotonic() + 300
         while not (workers := _workers_of(proc.pid)):
