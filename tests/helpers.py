@@ -247,3 +247,13 @@ def lay_out_hub_cache(hub_cache: Path, repo: str, folder: Path, revision: str = 
     (root / "refs").mkdir(exist_ok=True)
     (root / "refs" / "main").write_text(revision)
     return snap
+
+
+def load_script(path: Path, name: str):
+    """A script of the checkout that is no package module (tools/, bench/), imported from its path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

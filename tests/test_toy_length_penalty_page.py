@@ -6,12 +6,12 @@ study file registers, the study file it cites registers what the page says, and 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
 from pathlib import Path
 
 import yaml
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "results" / "toy-length-penalty.md"
@@ -20,10 +20,7 @@ STUDY = ROOT / "studies" / "toy-length-penalty.yaml"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("toy_length_penalty", ROOT / "bench" / "toy_length_penalty.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "bench" / "toy_length_penalty.py", "toy_length_penalty")
 
 
 def test_the_tables_are_the_committed_summary():

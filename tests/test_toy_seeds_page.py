@@ -4,12 +4,12 @@ answer quotes the paired row it holds, and the study file it ran registers what 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import yaml
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "toy-seeds"
@@ -17,10 +17,7 @@ PAGE = ROOT / "docs" / "results" / "toy-seeds.md"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("seeds_table", ROOT / "tools" / "seeds_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "tools" / "seeds_table.py", "seeds_table")
 
 
 def test_the_tables_are_the_committed_outputs_in_both_places():

@@ -29,24 +29,11 @@ BLOCK = re.compile(r"(<!-- seeds-table:start[^>]*-->\n)(.*?)(<!-- seeds-table:en
 def table(results: Path = RESULTS) -> str:
     """The result tables of the committed study outputs: every table line of the study report before its timings."""
     sys.path.insert(0, str(ROOT))
-    from trlvr.experiments.study_report import TIMINGS_HEADING, markdown
+    from trlvr.experiments.study_report import markdown, result_tables
     from trlvr.experiments.study_spec import load_study
 
     study = load_study(results / "study.yaml")
-    text = markdown(study, json.loads((results / "summary.json").read_text())).split(TIMINGS_HEADING)[0]
-    return tables_of(text)
-
-
-def tables_of(text: str) -> str:
-    """The Markdown tables of `text`, one blank line between two tables (so each renders as its own)."""
-    out, gap = [], False
-    for line in text.splitlines():
-        if line.startswith("|"):
-            out.append(("\n" if gap and out else "") + line.rstrip() + "\n")
-            gap = False
-        else:
-            gap = True
-    return "".join(out)
+    return result_tables(markdown(study, json.loads((results / "summary.json").read_text())))
 
 
 def rows(block: str) -> str:

@@ -71,6 +71,19 @@ DETECTOR_PREFIXES = ("tandem/loophole/",)  # trlvr.training.console.LOOPHOLE_PRE
 TIMINGS_HEADING = "Median stage time per run (s; resumed stages left out):"
 
 
+def result_tables(text: str) -> str:
+    """The Markdown tables of a study report's `text` before its stage timings (seconds differ by machine), one
+    blank line between two tables so that each renders as its own; "" when there is none."""
+    out, gap = [], False
+    for line in text.split(TIMINGS_HEADING)[0].splitlines():
+        if line.startswith("|"):
+            out.append(("\n" if gap and out else "") + line.rstrip() + "\n")
+            gap = False
+        else:
+            gap = True
+    return "".join(out)
+
+
 def columns() -> list[tuple[str, str]]:
     return [*COLUMNS, *((m.name, m.title) for m in sample_metrics.registered())]
 
