@@ -86,3 +86,43 @@ def test_the_cpu_rehearsal_runs_every_stage(tmp_path):
     assert stages["parity"]["status"] == "ok" and stages["parity"]["rows"] > stages["parity"]["max_num_seqs"]
     assert stages["aot"]["status"] == "ok" and len(stages["aot"]["aot_keys"]) == 2  # a self-pair: one key per unit
     assert stages["train"]["status"] == "ok" and stages["train"]["is"]
+
+
+# --- issue 59: the train stage trains on the GPU ------------------------------------------------------------------
+
+
+def _args(tmp_path, small):
+    import argparse
+
+    return argparse.Namespace(out=str(tmp_path), small=small, senior="S", junior="J", data="D", share=0.3,
+                              limit=10, max_model_len=512)  # fmt: skip
+
+
+@pytest.mark.parametrize("small", [False, True])
+def test_the_train_stage_sets_use_cpu_false_on_the_gpu(fs, tmp_path, monkeypatch, small):
+    seen = []
+    monkeypatch.setattr(fs, "_run", lambda cmd, *a, **k: seen.append(cmd) or 1)
+    assert fs.train_stage(_args(tmp_path, small))["status"] == "failed"  # exit 1
+    cmd = seen[0]
+    i = cmd.index("--use_cpu")
+    assert cmd[i + 1] == ("true" if small else "false") and cmd.count("--use_cpu") == 1
+
+
+def _record(run, device):
+    from trlvr.rundir import RUN_FILE
+
+    run.mkdir(parents=True, exist_ok=True)
+    (run / RUN_FILE).write_text(json.dumps({"machine": {"device": device}}))
+    (run / "metrics.jsonl").write_text(json.dumps({"sampling/importance_sampling_ratio/mean": 1.0}) + "\n")
+
+
+def test_the_train_stage_fails_unless_the_trainer_was_on_cuda(fs, tmp_path):
+    _record(tmp_path / "a", "cpu")
+    check = fs.train_verdict(tmp_path / "a", 0, tmp_path / "train.log", cuda=True)
+    assert check["status"] == "failed" and check["device"] == "cpu"
+    assert check["reason"].startswith("the trainer trained on cpu, not CUDA (") and "machine.device" in check["reason"]
+    _record(tmp_path / "b", "cuda:0")
+    assert fs.train_verdict(tmp_path / "b", 0, tmp_path / "train.log", cuda=True)["status"] == "ok"
+    assert fs.train_verdict(tmp_path / "a", 0, tmp_path / "train.log", cuda=False)["status"] == "ok"  # --small
+    missing = fs.train_verdict(tmp_path / "none", 0, tmp_path / "train.log", cuda=True)
+    assert missing["status"] == "failed" and "an unrecorded device" in missing["reason"]

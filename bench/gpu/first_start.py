@@ -18,7 +18,8 @@ in its own process (a fresh engine, fresh vLLM environment), each logged to OUT/
             on torch >= 2.10) in a fresh compile cache: the two units must compile separately (one cache
             key per unit; no artifact loaded: vLLM's `num_aot_artifacts_loaded` 0), then its greedy
             rollouts against the same engine with VLLM_USE_AOT_COMPILE=0 (margin-aware parity).
-  train     one training step of the toy recipe on the pair, backend vllm, LoRA; from the run's log:
+  train     one training step of the toy recipe on the pair, backend vllm, LoRA, the trainer on the GPU
+            (use_cpu false; it fails unless the run's record names a CUDA device); from the run's log:
             the importance-sampling ratio and the fraction of rows / tokens its correction zeroed
             (`tandem/is/*` where the run logs it, TRL's `sampling/importance_sampling_ratio/*`).
 
@@ -250,10 +251,9 @@ def prepare(a) -> dict:
 
 
 def train_stage(a) -> dict:
-    from trlvr.data import read_jsonl
-
     out = Path(a.out) / "train"
-    cpu = ["--use_cpu", "true", "--bf16", "false"] if a.small else ["--bf16", "true"]
+    # the toy config sets use_cpu: true; on the GPU the trainer must train there, beside the engine
+    cpu = ["--use_cpu", "true", "--bf16", "false"] if a.small else ["--use_cpu", "false", "--bf16", "true"]
     cmd = [sys.executable, "-m", "trlvr.cli.main", "train", "--config", "toy", "--arm", "tandem", "--backend", "vllm",
            "--senior", a.senior, "--junior", a.junior, "--dataset", a.data, "--use_peft", "true", *cpu,
            "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "32",
@@ -262,11 +262,34 @@ def train_stage(a) -> dict:
     if not a.small:
         cmd += ["--vllm_gpu_memory_utilization", str(a.share)]
     code = _run(cmd, Path(a.out) / "train.log", {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, a.limit)
+    return train_verdict(out, code, Path(a.out) / "train.log", cuda=not a.small)
+
+
+def trained_on(run_dir: Path) -> str | None:
+    """The device the run's trainer trained on, as its record keeps it (trlvr_run.json: machine.device)."""
+    from trlvr.rundir import RUN_FILE
+
+    record = run_dir / RUN_FILE
+    try:
+        return (json.loads(record.read_text()).get("machine") or {}).get("device")
+    except (OSError, ValueError):
+        return None
+
+
+def train_verdict(out: Path, code: int, log: Path, cuda: bool) -> dict:
+    """The train stage's result from its run folder: exit 0, the trainer on CUDA (`cuda`: the GPU stage;
+    the run's record names its device), and importance-sampling figures logged."""
+    from trlvr.data import read_jsonl
+    from trlvr.rundir import RUN_FILE
+
     metrics = out / "metrics.jsonl"
     rows = read_jsonl(metrics, tolerate_torn_tail=True) if metrics.is_file() else []
-    found = {"exit_code": code, "is": is_metrics(rows)}
+    found = {"exit_code": code, "device": trained_on(out), "is": is_metrics(rows)}
     if code != 0:
-        return _status(False, **found, reason=f"trlvr train exit {code} (see {Path(a.out) / 'train.log'})")
+        return _status(False, **found, reason=f"trlvr train exit {code} (see {log})")
+    if cuda and not str(found["device"] or "").startswith("cuda"):
+        return _status(False, **found, reason=f"the trainer trained on {found['device'] or 'an unrecorded device'}, "
+                                              f"not CUDA ({out / RUN_FILE}: machine.device)")  # fmt: skip
     if not found["is"]:
         return _status(False, **found, reason="the run logged no importance-sampling figure (tandem/is/*, sampling/importance_sampling_ratio/*)")
     zeroed = {k: v for k, v in found["is"].items() if k.startswith("tandem/is/")}
