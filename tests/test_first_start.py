@@ -46,7 +46,9 @@ def test_a_shared_aot_artifact_fails_in_one_line(fs, keys, loaded):
 def test_aot_on_and_off_must_agree_up_to_near_ties(fs):
     off = greedy(aot=False, keys=(), compiles=0, ids=((5, 9, 7),))
     assert fs.compare_aot(greedy(), off)["status"] == "failed"  # parted at a 3-nat gap
-    assert fs.compare_aot(greedy(gaps=(3.0, 0.1, 3.0)), off)["status"] == "ok"  # at a near-tie
+    tie = greedy(aot=False, keys=(), compiles=0, ids=((5, 9, 7),), gaps=(3.0, 0.1, 3.0))
+    assert fs.compare_aot(greedy(gaps=(3.0, 0.1, 3.0)), tie)["status"] == "ok"  # at a near-tie in both
+    assert fs.compare_aot(greedy(gaps=(3.0, 0.1, 3.0)), off)["status"] == "failed"  # a tie in one engine only
 
 
 def test_aot_off_is_not_measured_unless_the_rollouts_differ(fs):
@@ -126,3 +128,63 @@ def test_the_train_stage_fails_unless_the_trainer_was_on_cuda(fs, tmp_path):
     assert fs.train_verdict(tmp_path / "a", 0, tmp_path / "train.log", cuda=False)["status"] == "ok"  # --small
     missing = fs.train_verdict(tmp_path / "none", 0, tmp_path / "train.log", cuda=True)
     assert missing["status"] == "failed" and "an unrecorded device" in missing["reason"]
+
+
+# --- issue 59: the environment stage, and the driver named ----------------------------------------------------
+
+
+def _found(gpus=2, reduce="ok", deepspeed="0.19.8", free_gib=300.0):
+    found = {"recipe": "qwen3-4b-deepscaler", "gpus": gpus, "deepspeed": deepspeed,
+             "all_reduce": {"status": reduce, **({"reason": "nccl all-reduce over 2 processes failed: rank 1 read 1.0 for 3.0"}
+                                                 if reduce == "failed" else {})},
+             "disk": {"runs": {"path": "runs", "free_gib": free_gib}}}  # fmt: skip
+    if deepspeed is None:
+        found["deepspeed_error"] = "ModuleNotFoundError: No module named 'deepspeed'"
+    return found
+
+
+def test_the_environment_stage_names_each_thing_the_2gpu_launch_lacks(fs):
+    need = 262 * 2**30
+    assert fs.environment_verdict(_found(), need_gpus=2, need_disk=need, small=False)["status"] == "ok"
+    check = fs.environment_verdict(_found(gpus=1, deepspeed=None, free_gib=100.0, reduce="failed"), need_gpus=2,
+                                   need_disk=need, small=False)  # fmt: skip
+    assert check["status"] == "failed"
+    assert check["reason"] == ("1 visible GPU(s) for the recipe's 2 processes; nccl all-reduce over 2 processes failed: "
+                               "rank 1 read 1.0 for 3.0; DeepSpeed does not import (ModuleNotFoundError: No module "
+                               "named 'deepspeed'): the recipe's ZeRO-2 launch needs it; the recipe's checkpoints need "
+                               "~262.0 GiB in runs and 100.0 GiB is free there")  # fmt: skip
+    assert fs.environment_verdict(_found(gpus=0), need_gpus=2, need_disk=None, small=True)["status"] == "ok"  # CPU
+
+
+def test_the_recipe_layout_and_disk_are_the_dry_runs(fs, tmp_path):
+    assert fs.recipe_layout("qwen3-4b-deepscaler") == (2, 2)  # recipes/accelerate-zero2-2gpu.yaml
+    assert 250 * 2**30 < fs.recipe_disk("qwen3-4b-deepscaler", str(tmp_path)) < 280 * 2**30
+
+
+def test_all_reduce_verdict_fails_on_a_wrong_sum_or_a_dead_rank(fs, tmp_path):
+    ok = [{"rank": 0, "sum": 3.0, "expected": 3.0}, {"rank": 1, "sum": 3.0, "expected": 3.0}]
+    assert fs.all_reduce_verdict(ok, "nccl", tmp_path)["status"] == "ok"
+    wrong = fs.all_reduce_verdict([ok[0], {"rank": 1, "sum": 1.0, "expected": 3.0}], "nccl", tmp_path)
+    assert wrong["reason"] == "nccl all-reduce over 2 processes failed: rank 1 read 1.0 for 3.0"
+    dead = fs.all_reduce_verdict([ok[0], {"rank": 1, "exit": 1}], "nccl", tmp_path)
+    assert dead["reason"] == f"nccl all-reduce over 2 processes failed: rank 1 exited 1 (see {tmp_path / 'allreduce-1.log'})"
+
+
+@pytest.mark.slow
+def test_the_all_reduce_runs_between_two_processes_on_gloo(fs, tmp_path):
+    """The check's own processes, on a CPU (gloo; NCCL on the GPU machine)."""
+    a = _args(tmp_path, small=True)
+    a.senior = a.junior = a.data = None
+    a.limit = 300  # seconds: two processes importing torch on a shared CPU
+    assert fs.all_reduce(a, 2) == {"status": "ok", "backend": "gloo", "ranks": 2}
+
+
+def test_an_old_driver_is_named_when_torch_sees_no_gpu(fs):
+    found = {"nvidia_smi": "570.124.06, NVIDIA A100-SXM4-80GB, 81920 MiB", "driver_cuda": "12.8", "torch_cuda": "13.0"}
+    line = fs.no_cuda_problem(found, "The NVIDIA driver on your system is too old (found version 12080)")
+    assert line.startswith("the NVIDIA driver 570.124.06 (CUDA 12.8) is too old for torch built for CUDA 13.0")
+    newer = {**found, "driver_cuda": "13.0", "nvidia_smi": "580.65.06, NVIDIA A100-SXM4-80GB, 81920 MiB"}
+    assert fs.no_cuda_problem(newer, "no CUDA-capable device is detected") == (
+        "nvidia-smi sees 580.65.06, NVIDIA A100-SXM4-80GB, 81920 MiB but torch (CUDA 13.0) sees no GPU: no CUDA-capable "
+        "device is detected")  # fmt: skip
+    assert fs.no_cuda_problem({"nvidia_smi": None, "torch_cuda": None}, None) is None  # a CPU machine

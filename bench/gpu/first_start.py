@@ -105,6 +105,30 @@ def _driver() -> dict:
     return {"nvidia_smi": q, "driver_cuda": cuda.group(1) if cuda else None}
 
 
+def cuda_error() -> str | None:
+    """torch's own reason for seeing no GPU (`torch.cuda.init()`'s error: an old driver, no device), or None."""
+    import torch
+
+    try:
+        torch.cuda.init()
+    except Exception as e:  # noqa: BLE001 - its text is the finding
+        return " ".join(str(e).split())[:300]
+    return None
+
+
+def no_cuda_problem(found: dict, torch_error: str | None) -> str | None:
+    """Where nvidia-smi sees a driver but torch no GPU: the driver named (`trlvr.gpu.driver_problem`: too old for
+    torch's CUDA build), else torch's own reason; None on a machine without an NVIDIA driver (a CPU rehearsal)."""
+    from trlvr.gpu import driver_problem
+
+    if not found.get("nvidia_smi"):
+        return None
+    driver = str(found["nvidia_smi"]).split(",")[0].strip() or None
+    line = driver_problem(found.get("torch_cuda"), found.get("driver_cuda"), driver)
+    return line or (f"nvidia-smi sees {found['nvidia_smi']} but torch (CUDA {found.get('torch_cuda')}) sees no GPU: "
+                    f"{torch_error or 'torch.cuda.is_available() is False'}")  # fmt: skip
+
+
 def stage_versions(a) -> dict:
     """Versions, the driver, and the vLLM config the parity engine ("graphs") resolves to here."""
     import torch
@@ -136,6 +160,8 @@ def stage_versions(a) -> dict:
                 "expected_capture_ceiling": capture_ceiling(sc.max_num_seqs, sc.max_num_batched_tokens)}  # fmt: skip
     found["vllm_config"] = resolved
     if not torch.cuda.is_available():
+        if why := no_cuda_problem(found, cuda_error()):
+            return _status(False, **found, reason=why)
         return _status(None, **found, reason="no CUDA here: no CUDA graphs to size (the config is the CPU build's)")
     piecewise = cc.cudagraph_mode.has_piecewise_cudagraphs()
     fits = sc.max_num_batched_tokens <= (cc.max_cudagraph_capture_size or 0)
@@ -145,6 +171,144 @@ def stage_versions(a) -> dict:
                            f"{cc.max_cudagraph_capture_size} tokens for {sc.max_num_batched_tokens} tokens a step: "
                            "its mixed steps would not run as PIECEWISE graphs")  # fmt: skip
     return check
+
+
+def recipe_layout(recipe: str) -> tuple[int, int]:
+    """(ZeRO stage, processes) of the accelerate config `recipe`'s Launch line names (one process without one)."""
+    from trlvr.training.memory_plan import accelerate_layout, recipe_launcher
+
+    launcher = recipe_launcher(recipe)
+    return accelerate_layout(launcher) if launcher else (0, 1)
+
+
+def recipe_disk(recipe: str, runs: str) -> int | None:
+    """The disk one run of `recipe` writes (the dry run's `disk:` figure) with its output under `runs`."""
+    from trlvr.config import load_run_config
+    from trlvr.training.memory_plan import run_disk_bytes
+
+    zero, processes = recipe_layout(recipe)
+    tandem, grpo = load_run_config(recipe, {"use_cpu": True, "bf16": False, "output_dir": str(Path(runs) / "x")})
+    return run_disk_bytes(tandem, grpo, zero, processes)
+
+
+def all_reduce_rank(a) -> dict:
+    """One rank of the all-reduce check (RANK, WORLD_SIZE, MASTER_ADDR/PORT in the environment): NCCL between
+    the GPUs (gloo on a CPU: --small), each rank adds rank + 1; every rank must read the sum."""
+    import torch
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    nccl = not a.small
+    if nccl:
+        torch.cuda.set_device(rank)
+    dist.init_process_group("nccl" if nccl else "gloo", rank=rank, world_size=world)
+    try:
+        x = torch.full((1024,), float(rank + 1), device=f"cuda:{rank}" if nccl else "cpu")
+        dist.all_reduce(x)
+        got = float(x[0])
+    finally:
+        dist.destroy_process_group()
+    return {"rank": rank, "sum": got, "expected": world * (world + 1) / 2}
+
+
+def all_reduce(a, processes: int) -> dict:
+    """`processes` ranks of `all_reduce_rank`, each in its own process (as the launch runs them): ok when every
+    rank read the expected sum."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = Path(a.out)
+    procs, results = [], []
+    for rank in range(processes):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(processes), "LOCAL_RANK": str(rank),
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}  # fmt: skip
+        log = (out / f"allreduce-{rank}.log").open("w")
+        procs.append((subprocess.Popen(_stage_cmd(a, "allreduce", out / f"allreduce-{rank}.result.json"),
+                                       stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT), log))  # fmt: skip
+    for rank, (proc, log) in enumerate(procs):
+        try:
+            code = proc.wait(timeout=a.limit)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = 124
+        log.close()
+        result = out / f"allreduce-{rank}.result.json"
+        results.append(json.loads(result.read_text()) if code == 0 and result.is_file() else {"rank": rank, "exit": code})
+    return all_reduce_verdict(results, "gloo" if a.small else "nccl", out)
+
+
+def all_reduce_verdict(results: list[dict], backend: str, out: Path) -> dict:
+    bad = [r for r in results if r.get("sum") is None or r["sum"] != r.get("expected")]
+    if not bad:
+        return _status(True, backend=backend, ranks=len(results))
+    r = bad[0]
+    log = out / f"allreduce-{r['rank']}.log"
+    why = (f"rank {r['rank']} exited {r['exit']} (see {log})" if "exit" in r
+           else f"rank {r['rank']} read {r['sum']} for {r['expected']}")  # fmt: skip
+    return _status(False, backend=backend, ranks=len(results), reason=f"{backend} all-reduce over {len(results)} "
+                   f"processes failed: {why}")  # fmt: skip
+
+
+def deepspeed_facts() -> dict:
+    """DeepSpeed's import and version (what the recipe's ZeRO-2 launch needs), or why it does not import."""
+    try:
+        import deepspeed
+    except Exception as e:  # noqa: BLE001 - an ImportError, or its op builder's own failure at import
+        return {"deepspeed": None, "deepspeed_error": " ".join(f"{type(e).__name__}: {e}".split())[:300]}
+    return {"deepspeed": deepspeed.__version__}
+
+
+def disk_facts(paths: dict[str, str]) -> dict[str, dict]:
+    """The free bytes of the nearest existing folder of each path (the run's output, the HF and vLLM caches)."""
+    from trlvr.training.memory_plan import nearest_existing
+
+    found = {}
+    for name, path in paths.items():
+        where = nearest_existing(path)
+        found[name] = {"path": str(path), "free_gib": round(shutil.disk_usage(where).free / 2**30, 1)}
+    return found
+
+
+def environment_verdict(found: dict, *, need_gpus: int, need_disk: int | None, small: bool) -> dict:
+    """The environment stage's verdict from what it found: the GPUs the recipe's launch needs (`need_gpus`;
+    --small: the CPU, not judged), the all-reduce between them, DeepSpeed imported, and the run folder's disk
+    against `need_disk` bytes (the recipe's checkpoints)."""
+    problems = []
+    if not small and found["gpus"] < need_gpus:
+        problems.append(f"{found['gpus']} visible GPU(s) for the recipe's {need_gpus} processes")
+    if found["all_reduce"]["status"] == "failed":
+        problems.append(found["all_reduce"]["reason"])
+    if found.get("deepspeed") is None:
+        problems.append(f"DeepSpeed does not import ({found.get('deepspeed_error')}): the recipe's ZeRO-2 launch needs it")
+    runs = found["disk"]["runs"]
+    if need_disk is not None and runs["free_gib"] * 2**30 < need_disk:
+        problems.append(f"the recipe's checkpoints need ~{need_disk / 2**30:.1f} GiB in {runs['path']} and "
+                        f"{runs['free_gib']} GiB is free there")  # fmt: skip
+    check = _status(not problems, **found, need_gpus=need_gpus,
+                    need_disk_gib=None if need_disk is None else round(need_disk / 2**30, 1))  # fmt: skip
+    if problems:
+        check["reason"] = "; ".join(problems)
+    return check
+
+
+def environment_stage(a) -> dict:
+    """What the recipe's 2-GPU launch needs of this machine, before anything is built: the GPU count for its
+    accelerate config, an NCCL all-reduce between them (gloo with --small), DeepSpeed, and free disk for the
+    run folder (against the recipe's checkpoints), the HF cache and vLLM's compile cache."""
+    import torch
+
+    _, processes = recipe_layout(a.recipe)
+    found = {"recipe": a.recipe, "gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0}
+    ranks = 2 if a.small else max(min(processes, found["gpus"]), 1)
+    found["all_reduce"] = (all_reduce(a, ranks) if a.small or found["gpus"] >= 2
+                           else _status(None, reason=f"{found['gpus']} GPU(s): nothing to reduce between"))  # fmt: skip
+    found.update(deepspeed_facts())
+    hf = os.environ.get("HF_HOME") or str(Path.home() / ".cache" / "huggingface")
+    vllm_cache = os.environ.get("VLLM_CACHE_ROOT") or str(Path.home() / ".cache" / "vllm")
+    found["disk"] = disk_facts({"runs": a.runs, "hf_home": hf, "vllm_cache": vllm_cache})
+    return environment_verdict(found, need_gpus=processes, need_disk=recipe_disk(a.recipe, a.runs), small=a.small)
 
 
 def stage_parity(a) -> dict:
@@ -219,8 +383,9 @@ def is_metrics(rows: list[dict]) -> dict:
 
 def _stage_cmd(a, name: str, out: Path) -> list[str]:
     cmd = [sys.executable, str(HERE / "first_start.py"), "--stage", name, "--stage-out", str(out), "--out", str(a.out),
-           "--senior", a.senior, "--junior", a.junior, "--data", a.data, "--share", str(a.share),
-           "--max-model-len", str(a.max_model_len)]  # fmt: skip
+           "--share", str(a.share), "--max-model-len", str(a.max_model_len)]  # fmt: skip
+    for flag, value in (("--senior", a.senior), ("--junior", a.junior), ("--data", a.data)):
+        cmd += [flag, value] if value else []  # the pair and data once prepared (not for the environment stage)
     return cmd + (["--small"] if a.small else [])
 
 
@@ -302,6 +467,7 @@ def drive(a) -> int:
     report: dict = {"small": a.small, "stages": {}}
     stages = report["stages"]
     t0 = time.perf_counter()
+    stages["environment"] = environment_stage(a)
     stages["prepare"] = prepare(a)
     if stages["prepare"]["status"] == "ok":
         stages["versions"] = _in_process(a, "versions")
@@ -328,7 +494,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--share", type=float, default=0.3, help="the engine's share of the GPU (default 0.3)")
     ap.add_argument("--max-model-len", type=int, default=512, help="the engine's context (default 512)")
     ap.add_argument("--limit", type=int, default=900, help="seconds each stage may run (default 900)")
-    ap.add_argument("--stage", choices=["versions", "parity", "greedy"], help=argparse.SUPPRESS)
+    ap.add_argument("--recipe", default="qwen3-4b-deepscaler",
+                    help="the recipe whose launch the environment stage checks for (default qwen3-4b-deepscaler)")
+    ap.add_argument("--runs", default="runs", help="the folder the real runs will write into (its free disk; default runs)")
+    ap.add_argument("--stage", choices=["versions", "parity", "greedy", "allreduce"], help=argparse.SUPPRESS)
     ap.add_argument("--stage-out", help=argparse.SUPPRESS)
     for name in ("--senior", "--junior", "--data"):
         ap.add_argument(name, help=argparse.SUPPRESS)
@@ -336,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.stage is None:
         return drive(a)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process (its counters)
-    fn = {"versions": stage_versions, "parity": stage_parity, "greedy": stage_greedy}[a.stage]
+    fn = {"versions": stage_versions, "parity": stage_parity, "greedy": stage_greedy, "allreduce": all_reduce_rank}[a.stage]
     Path(a.stage_out).write_text(json.dumps(fn(a), default=str))
     return 0
 
