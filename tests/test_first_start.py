@@ -153,7 +153,9 @@ def test_the_environment_stage_names_each_thing_the_2gpu_launch_lacks(fs):
                                "rank 1 read 1.0 for 3.0; DeepSpeed does not import (ModuleNotFoundError: No module "
                                "named 'deepspeed'): the recipe's ZeRO-2 launch needs it; the recipe's checkpoints need "
                                "~262.0 GiB in runs and 100.0 GiB is free there")  # fmt: skip
-    assert fs.environment_verdict(_found(gpus=0), need_gpus=2, need_disk=None, small=True)["status"] == "ok"  # CPU
+    cpu = _found(gpus=0, deepspeed=None, free_gib=10.0)  # --small: the all-reduce judged (gloo), the rest reported
+    assert fs.environment_verdict(cpu, need_gpus=2, need_disk=need, small=True)["status"] == "ok"
+    assert fs.environment_verdict(_found(gpus=0, reduce="failed"), need_gpus=2, need_disk=need, small=True)["status"] == "failed"
 
 
 def test_the_recipe_layout_and_disk_are_the_dry_runs(fs, tmp_path):

@@ -7,10 +7,14 @@ Nothing is downloaded: the toy world (`trlvr toy prepare`, its tokenizer and dat
 of Qwen3-0.6B's shapes, senior and junior with different weights (bench/gpu/random_pair.py). Stages, each
 in its own process (a fresh engine, fresh vLLM environment), each logged to OUT/<stage>.log:
 
+  environment  what the recipe's launch needs (--recipe: its accelerate config's processes): that many GPUs,
+            an NCCL all-reduce between them (gloo with --small), DeepSpeed's import and version, free disk
+            in --runs against the recipe's checkpoints (the HF and vLLM caches reported)
   versions  torch (and the CUDA it was built for), the driver (nvidia-smi: its version and CUDA), vLLM,
             transformers, TRL; the vLLM config the smoke's parity engine resolves to: compilation mode,
             cudagraph mode, capture sizes, max_num_batched_tokens, the runner, AOT compile. On CUDA it
-            fails unless every step fits under the capture ceiling with PIECEWISE graphs on.
+            fails unless every step fits under the capture ceiling with PIECEWISE graphs on; where
+            nvidia-smi sees a GPU and torch does not, it fails naming the driver (or torch's reason).
   parity    the smoke's parity check on the pair (`trlvr.experiments.smoke.parity_check`): greedy
             rollouts with the top two log-probs on the engine with CUDA graphs, compiled without graphs,
             and eager; a first difference passes only at a near-tie (PARITY_MARGIN).
@@ -274,16 +278,17 @@ def disk_facts(paths: dict[str, str]) -> dict[str, dict]:
 def environment_verdict(found: dict, *, need_gpus: int, need_disk: int | None, small: bool) -> dict:
     """The environment stage's verdict from what it found: the GPUs the recipe's launch needs (`need_gpus`;
     --small: the CPU, not judged), the all-reduce between them, DeepSpeed imported, and the run folder's disk
-    against `need_disk` bytes (the recipe's checkpoints)."""
+    against `need_disk` bytes (the recipe's checkpoints). --small (a CPU rehearsal) judges the all-reduce only
+    (gloo between two processes) and reports the rest."""
     problems = []
     if not small and found["gpus"] < need_gpus:
         problems.append(f"{found['gpus']} visible GPU(s) for the recipe's {need_gpus} processes")
     if found["all_reduce"]["status"] == "failed":
         problems.append(found["all_reduce"]["reason"])
-    if found.get("deepspeed") is None:
+    if not small and found.get("deepspeed") is None:
         problems.append(f"DeepSpeed does not import ({found.get('deepspeed_error')}): the recipe's ZeRO-2 launch needs it")
     runs = found["disk"]["runs"]
-    if need_disk is not None and runs["free_gib"] * 2**30 < need_disk:
+    if not small and need_disk is not None and runs["free_gib"] * 2**30 < need_disk:
         problems.append(f"the recipe's checkpoints need ~{need_disk / 2**30:.1f} GiB in {runs['path']} and "
                         f"{runs['free_gib']} GiB is free there")  # fmt: skip
     check = _status(not problems, **found, need_gpus=need_gpus,
