@@ -139,7 +139,7 @@ def test_a_recipe_whose_checkpoints_do_not_fit_the_disk_is_refused_at_dry_run(tm
     monkeypatch.setattr(shutil, "disk_usage", lambda p: seen.append(Path(p)) or _free(100 * 2**30)(p))
     assert main(argv) == 0  # planned on a machine without a GPU (for another one): said, not refused
     said = capsys.readouterr().out
-    assert f"disk: the run's checkpoints need ~" in said and f"{tmp_path} has 100.0 GiB free (planned for another" in said
+    assert "disk: the run's checkpoints need ~" in said and f"{tmp_path} has 100.0 GiB free (planned for another" in said
     monkeypatch.setattr(memory_plan, "device_memory", lambda: 80 * 2**30)  # this machine's own GPU: the run's
     assert main(argv) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ": error: " in ln]

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from trlvr.experiments.smoke import PARITY_MARGIN, PARITY_PROMPTS, PARITY_TOLERANCE, Greedy, parity, render_parity
+from trlvr.experiments.smoke import (
+    PARITY_MARGIN,
+    PARITY_PROMPTS,
+    PARITY_TOLERANCE,
+    Greedy,
+    parity,
+    render_parity,
+)
 from trlvr.vllm.pair import PARITY_BATCHED_TOKENS, PARITY_SEQS, EngineOptions, capture_ceiling
 
 

@@ -23,7 +23,6 @@ from transformers import TrainerCallback
 from trlvr import artifacts
 from trlvr.rundir import PREEMPT_MARK, checkpoint_dir
 
-
 # a checkpoint's files recorded by size alone: the optimizer state (torch's, DeepSpeed's partitions and module states)
 SIZE_ONLY = ("optimizer.pt", "global_step*/*")
 
