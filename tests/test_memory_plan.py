@@ -172,8 +172,11 @@ def test_a_run_start_without_the_disk_is_refused_before_anything_is_written(tmp_
 
     from helpers import copy_toy_pair, toy_train_argv
 
+    from trlvr.training import run
+
     toy = copy_toy_pair(tmp_path, 40)
     monkeypatch.setattr(shutil, "disk_usage", _free(1000))  # bytes: less than one toy checkpoint
+    monkeypatch.setattr(run, "build_trainer", lambda *a, **k: pytest.fail("a trainer was built before the disk check"))
     assert main(toy_train_argv(toy, "--use_cpu", "true", "--max_steps", "2", "--save_steps", "1")) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ": error: " in ln]
     assert len(err) == 1 and f"in {toy / 'run'} and {toy} has 0.0 GiB free" in err[0], err
