@@ -264,3 +264,36 @@ def test_launch_needs_the_pair_named(fs, capsys):
     with pytest.raises(SystemExit):
         fs.main(["--out", "x", "--launch"])
     assert "--launch needs --launch-senior and --launch-junior" in capsys.readouterr().err
+
+
+def test_the_random_pair_is_sharpened_so_that_few_positions_are_near_ties():
+    """random_pair.py --sharpen (first-start's SHARPEN) scales the logits exactly: every top-1/top-2 gap x5, and
+    on the CPU rehearsal's shape the share of positions under the parity's near-tie margin drops to a few %."""
+    import importlib.util
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from trlvr.experiments.smoke import PARITY_MARGIN
+    from trlvr.memory import read_config
+
+    spec = importlib.util.spec_from_file_location("random_pair", ROOT / "bench" / "gpu" / "random_pair.py")
+    random_pair = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(random_pair)
+    cfg = read_config("Qwen/Qwen3-0.6B")
+    cfg.update(vocab_size=215, bos_token_id=None, eos_token_id=None, num_hidden_layers=2, hidden_size=64,
+               intermediate_size=128, num_attention_heads=2, num_key_value_heads=1, head_dim=32)  # fmt: skip
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg), dtype=torch.float32)
+    ids = torch.randint(0, 215, (4, 32))
+
+    def gaps():
+        with torch.no_grad():
+            top = model(ids).logits.log_softmax(-1).topk(2, -1).values
+        return (top[..., 0] - top[..., 1]).flatten()
+
+    before = gaps()
+    random_pair.sharpen(model, 5.0)
+    after = gaps()
+    assert torch.allclose(after, 5 * before, rtol=1e-3, atol=1e-4)
+    assert (before < PARITY_MARGIN).float().mean() > 0.3 and (after < PARITY_MARGIN).float().mean() < 0.05
