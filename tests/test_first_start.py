@@ -297,3 +297,24 @@ def test_the_random_pair_is_sharpened_so_that_few_positions_are_near_ties():
     after = gaps()
     assert torch.allclose(after, 5 * before, rtol=1e-3, atol=1e-4)
     assert (before < PARITY_MARGIN).float().mean() > 0.3 and (after < PARITY_MARGIN).float().mean() < 0.05
+
+
+@pytest.mark.parametrize("launch", [False, True])
+def test_the_driver_checks_the_environment_first_and_launch_runs_on_its_own(fs, tmp_path, monkeypatch, launch):
+    ran = []
+
+    def stage(name, status="ok"):
+        return lambda *a, **k: ran.append(name) or {"status": status}
+
+    monkeypatch.setattr(fs, "environment_stage", lambda a: (_ for _ in ()).throw(OSError("no disk")))
+    monkeypatch.setattr(fs, "prepare", stage("prepare"))
+    monkeypatch.setattr(fs, "_in_process", lambda a, name, *x, **k: ran.append(name) or {"status": "ok"})
+    monkeypatch.setattr(fs, "compare_aot", stage("aot"))
+    monkeypatch.setattr(fs, "train_stage", stage("train"))
+    monkeypatch.setattr(fs, "launch_stage", stage("launch"))
+    a = _args(tmp_path, small=False)
+    a.launch = launch
+    assert fs.drive(a) == 1  # the environment check could not run: a failed stage, the others still ran
+    report = json.loads((tmp_path / "first-start.json").read_text())
+    assert report["stages"]["environment"]["reason"] == "the environment check did not run: OSError: no disk"
+    assert ran == (["prepare", "launch"] if launch else ["prepare", "versions", "parity", "greedy", "greedy", "aot", "train"])

@@ -548,7 +548,10 @@ def drive(a) -> int:
     report: dict = {"small": a.small, "stages": {}}
     stages = report["stages"]
     t0 = time.perf_counter()
-    stages["environment"] = environment_stage(a)
+    try:
+        stages["environment"] = environment_stage(a)
+    except Exception as e:  # noqa: BLE001 - a check that could not run is a failed stage, the others still run
+        stages["environment"] = _status(False, reason=f"the environment check did not run: {type(e).__name__}: {e}"[:400])
     stages["prepare"] = prepare(a)
     if a.launch and stages["prepare"]["status"] == "ok":  # the rehearsal of the real launch, on its own
         stages["launch"] = launch_stage(a)
