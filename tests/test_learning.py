@@ -288,3 +288,76 @@ def test_the_smoke_check_is_ok_when_every_arm_moved_and_not_measured_when_an_arm
     assert check["is_corrected"] == {"tandem": {"corrected_tokens": 0.01, "corrected_rows": 0.25}, "grpo": {}}
     arms["grpo"]["rows"] = [{"step": 1}]  # every step's gradient was zero: nothing to judge
     assert weights_moved_check(arms)["status"] == "not measured"
+
+
+# --- issue 59: at the first step, the optimizer's master weights are fp32 (structural) ----------------------------
+
+
+class _Wrapper:
+    """accelerate's AcceleratedOptimizer / DeepSpeedOptimizerWrapper: the optimizer it wraps as `.optimizer`."""
+
+    def __init__(self, inner):
+        self.optimizer = inner
+
+
+class _FakeZero:
+    """DeepSpeed ZeRO-1/2's optimizer (deepspeed 0.19.8 `zero/stage_1_and_2.py:344,577`): its fp32 partition of the
+    bf16 weights in `single_partition_of_fp32_groups`, which its inner torch optimizer updates."""
+
+    def __init__(self, master_dtype):
+        bf16 = [torch.randn(64, dtype=torch.bfloat16)]
+        self.single_partition_of_fp32_groups = [bf16[0].clone().to(master_dtype).requires_grad_()]
+        self.low_precision_master_weights_and_grads = master_dtype != torch.float32
+        self.optimizer = torch.optim.AdamW(self.single_partition_of_fp32_groups, lr=1e-6)
+
+
+def _step_begin(optimizer, optim="adamw_torch", optim_args=None):
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl, TrainerState
+
+    trainer = SimpleNamespace(_metrics={"train": {}})
+    args = SimpleNamespace(optim=optim, optim_args=optim_args, learning_rate=1e-6)
+    model = nn.Linear(4, 4)
+    WeightsMoved(trainer).on_step_begin(args, TrainerState(), TrainerControl(), model=model, optimizer=optimizer)
+
+
+def test_a_torch_optimizer_over_bf16_weights_is_refused_at_the_first_step():
+    from trlvr.training.learning import UpdatesRoundAway
+
+    params = [nn.Parameter(torch.randn(8, 8, dtype=torch.bfloat16)), nn.Parameter(torch.randn(8))]
+    with pytest.raises(UpdatesRoundAway) as e:
+        _step_begin(_Wrapper(torch.optim.AdamW(params, lr=1e-6)))
+    line = str(e.value)
+    assert "\n" not in line and line.startswith("step 1: the optimizer (AdamW, optim adamw_torch) updates 1 of its 2 "
+                                                "tensors in bfloat16 with no fp32 master copy")  # fmt: skip
+    _step_begin(_Wrapper(torch.optim.AdamW([nn.Parameter(torch.randn(8, 8))], lr=1e-6)))  # fp32 weights: passes
+    _step_begin(_Wrapper(torch.optim.AdamW(params, lr=1e-6)), optim="stable_adamw")  # Kahan summation: passes
+
+
+def test_deepspeeds_fp32_master_partition_passes_and_a_bf16_one_is_refused():
+    from trlvr.training.learning import UpdatesRoundAway, master_weights_problem
+
+    assert master_weights_problem(_Wrapper(_FakeZero(torch.float32))) is None
+    _step_begin(_Wrapper(_FakeZero(torch.float32)))
+    with pytest.raises(UpdatesRoundAway, match="bf16_master_weights_and_grads: true"):
+        _step_begin(_Wrapper(_FakeZero(torch.bfloat16)))
+    zero = _FakeZero(torch.bfloat16)
+    del zero.low_precision_master_weights_and_grads  # a DeepSpeed without the flag: its partitions' dtype tells
+    assert "updates 1 of its 1 tensors in bfloat16" in master_weights_problem(_Wrapper(zero))
+
+
+def test_the_measured_moved_share_cannot_tell_bf16_from_fp32_masters_after_one_step():
+    """Why the check above is structural: one AdamW step at lr 1e-6 changes about the same share of bf16
+    elements whether the update is applied to the bf16 weights or to an fp32 master rounded to bf16."""
+    torch.manual_seed(0)
+    w = torch.randn(256, 256) * 0.02
+    grad = torch.randn(256, 256) + 0.5
+    pure = w.to(torch.bfloat16).clone().requires_grad_()
+    master = w.to(torch.bfloat16).float().requires_grad_()
+    start = pure.detach().clone()
+    for p in (pure, master):
+        p.grad = grad.to(p.dtype)
+        torch.optim.AdamW([p], lr=1e-6, weight_decay=0.0).step()
+    a, b = moved_fraction([start], [pure.detach()]), moved_fraction([start], [master.detach().to(torch.bfloat16)])
+    assert abs(a - b) < 0.01 and 0 < a < 0.1, (a, b)

@@ -115,3 +115,69 @@ def test_tensor_parallel_plans_one_gpus_share():
     one, two = _pair_4b(), _pair_4b(tensor_parallel=2)
     assert two.weight_bytes == one.weight_bytes // 2 and two.kv_bytes_per_token == one.kv_bytes_per_token // 2
     assert two.kv_tokens > 2 * one.kv_tokens  # half the weights leave more of the share for KV, at half the bytes
+
+
+# --- issue 59: the checkpoints' disk against the output folder's free space ------------------------------------
+
+
+def _free(n):
+    import shutil
+
+    return lambda path: shutil._ntuple_diskusage(10 * n + 1, 0, n)
+
+
+def test_a_recipe_whose_checkpoints_do_not_fit_the_disk_is_refused_at_dry_run(tmp_path, monkeypatch, capsys):
+    """The main recipe's ~262 GiB against 100 GiB free where its output_dir would be made: one line naming the
+    folder (its nearest existing parent) and both figures; 300 GiB free passes."""
+    import shutil
+
+    from trlvr.training import memory_plan
+
+    out = tmp_path / "runs" / "q"  # not made yet: its nearest existing parent's disk is asked
+    argv = ["train", "--config", "qwen3-4b-deepscaler", "--output_dir", str(out), "--dry-run"]
+    seen = []
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: seen.append(Path(p)) or _free(100 * 2**30)(p))
+    assert main(argv) == 0  # planned on a machine without a GPU (for another one): said, not refused
+    said = capsys.readouterr().out
+    assert "disk: the run's checkpoints need ~" in said and f"{tmp_path} has 100.0 GiB free (planned for another" in said
+    monkeypatch.setattr(memory_plan, "device_memory", lambda: 80 * 2**30)  # this machine's own GPU: the run's
+    assert main(argv) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ": error: " in ln]
+    assert len(err) == 1 and err[0].startswith("trlvr train: error: disk: the run's checkpoints need ~")
+    need = float(err[0].split("need ~")[1].split(" GiB")[0])
+    assert 200 < need < 300, err
+    assert f"in {out} and {tmp_path} has 100.0 GiB free" in err[0] and seen[-1] == tmp_path
+    monkeypatch.setattr(shutil, "disk_usage", _free(300 * 2**30))
+    assert main(argv) == 0
+
+
+def test_disk_problem_is_none_when_it_fits_and_a_resume_counts_what_is_there(tmp_path):
+    from trlvr.training.memory_plan import check_disk, disk_problem, nearest_existing, run_disk_bytes
+
+    assert nearest_existing(tmp_path / "a" / "b") == tmp_path
+    assert disk_problem(tmp_path / "a", 10, _free(10)) is None
+    line = disk_problem(tmp_path / "a", 11 * 2**30, _free(2**30))
+    assert line.startswith(f"disk: the run's checkpoints need ~11.0 GiB in {tmp_path / 'a'} and {tmp_path} has 1.0 GiB free")
+    tandem, grpo = load_run_config("qwen3-4b-deepscaler", {"output_dir": str(tmp_path), "bf16": False, "use_cpu": True})
+    need = run_disk_bytes(tandem, grpo, zero_stage=2, processes=2)
+    with pytest.raises(UserError, match="^disk: "):
+        check_disk(tandem, grpo, zero_stage=2, processes=2, disk_usage=_free(need - 1))
+    check_disk(tandem, grpo, zero_stage=2, processes=2, disk_usage=_free(need))
+    (tmp_path / "blob").write_bytes(b"x" * 4096)  # a resumed run's own files are part of what it needs
+    check_disk(tandem, grpo, zero_stage=2, processes=2, resume=True, disk_usage=_free(need - 4096))
+
+
+def test_a_run_start_without_the_disk_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from helpers import copy_toy_pair, toy_train_argv
+
+    from trlvr.training import run
+
+    toy = copy_toy_pair(tmp_path, 40)
+    monkeypatch.setattr(shutil, "disk_usage", _free(1000))  # bytes: less than one toy checkpoint
+    monkeypatch.setattr(run, "build_trainer", lambda *a, **k: pytest.fail("a trainer was built before the disk check"))
+    assert main(toy_train_argv(toy, "--use_cpu", "true", "--max_steps", "2", "--save_steps", "1")) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ": error: " in ln]
+    assert len(err) == 1 and f"in {toy / 'run'} and {toy} has 0.0 GiB free" in err[0], err
+    assert not (toy / "run").exists()

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from trlvr.experiments.smoke import PARITY_MARGIN, PARITY_PROMPTS, Greedy, parity, render_parity
+from trlvr.experiments.smoke import (
+    PARITY_MARGIN,
+    PARITY_PROMPTS,
+    PARITY_TOLERANCE,
+    Greedy,
+    parity,
+    render_parity,
+)
 from trlvr.vllm.pair import PARITY_BATCHED_TOKENS, PARITY_SEQS, EngineOptions, capture_ceiling
 
 
@@ -34,18 +41,52 @@ def test_identical_rollouts_pass_with_no_near_ties():
 def test_a_flip_at_a_near_tie_passes_and_the_row_is_not_compared_after_it():
     # row 0 parts at token 2, where A's gap is 0.2 nat; after it the rows are different contexts: wildly
     # different tokens, authors and log-probs there do not count
-    b = run([[5, 6, 4, 1], [9, 10, 11]], [[1, 1, 1, 1], [1, 0, 1]], [top(3, 3, 2.0, 9), top(3, 3, 3)])
+    b = run([[5, 6, 4, 1], [9, 10, 11]], [[1, 1, 1, 1], [1, 0, 1]], [top(3, 3, 0.3, 9), top(3, 3, 3)])
     check = parity(A, b)
     assert check["status"] == "ok"
-    assert check["near_ties"] == [{"row": 0, "token": 2, "kind": "token", "gaps": [0.2, 2.0]}]
+    assert check["near_ties"] == [{"row": 0, "token": 2, "kind": "token", "gaps": [0.2, 0.3]}]
     assert check["failures"] == []
 
 
-def test_either_engines_gap_under_the_margin_makes_a_near_tie():
+def test_either_engines_gap_under_the_margin_makes_a_near_tie_when_their_log_probs_agree():
     b = run([[5, 6, 4, 8], [9, 10, 11]], A.authors, [top(3, 3, 0.3, 3), top(3, 3, 3)])
-    wide = run(A.completion_ids, A.authors, [top(3, 3, 4.0, 3), top(3, 3, 3)])  # A's tie is gone
-    assert parity(wide, b)["status"] == "ok"  # b's own gap 0.3 < 0.5
-    assert parity(b, wide)["status"] == "ok"
+    wider = run(A.completion_ids, A.authors, [top(3, 3, 0.6, 3), top(3, 3, 3)])  # 0.6 > margin, 0.3 under it
+    assert parity(wider, b)["status"] == "ok"  # b's own gap 0.3 < 0.5, top two within 0.3 nat of each other
+    assert parity(b, wider)["status"] == "ok"
+
+
+def test_a_near_tie_in_one_engine_only_fails():
+    """Where one engine is sure of its token (a 4-nat gap) the other's near tie is a different forward: the
+    engines' top two log-probs there are nats apart."""
+    b = run([[5, 6, 4, 8], [9, 10, 11]], A.authors, [top(3, 3, 0.3, 3), top(3, 3, 3)])
+    sure = run(A.completion_ids, A.authors, [top(3, 3, 4.0, 3), top(3, 3, 3)])
+    check = parity(sure, b)
+    assert check["status"] == "failed" and check["failures"][0]["top_two"] == [[-0.1, -4.1], [-0.1, -0.4]]
+    assert check["reason"] == ("1 of 2 rows differ; row 0 from token 2: tokens part where the engines' top two "
+                               "log-probs differ ([-0.1, -4.1] vs [-0.1, -0.4] nat, tolerance 0.4): a near tie in "
+                               "one engine only")  # fmt: skip
+
+
+def test_the_same_tokens_with_log_probs_two_nats_apart_fail():
+    """A corruption that moves the forward without flipping an argmax: the tokens agree, the log-probs do not."""
+    shifted = run(A.completion_ids, A.authors, [[[v - 2.0 for v in pos] for pos in row] for row in A.top_logprobs])
+    check = parity(A, shifted)
+    assert check["status"] == "failed" and check["max_logprob_delta"] == 2.0
+    assert check["failures"][0] == {"row": 0, "token": 0, "kind": "logprob", "delta": 2.0}
+    assert check["reason"] == ("2 of 2 rows differ; row 0 from token 0: the same tokens with log-probs 2.0 nat apart "
+                               f"(tolerance {PARITY_TOLERANCE})")  # fmt: skip
+    noise = run(A.completion_ids, A.authors, [[[v - 0.05 for v in pos] for pos in row] for row in A.top_logprobs])
+    assert parity(A, noise)["status"] == "ok"  # rounding-sized differences pass
+
+
+def test_a_real_near_tie_passes():
+    """Kernel rounding at a near tie: the two engines pick different tokens of nearly equal log-probs, and
+    each gives both about the same log-probs (swapped)."""
+    a = run([[5, 6, 7]], [[1, 1, 1]], [[[-0.1, -3.1], [-0.69, -0.70], [-0.2, -2.0]]])
+    b = run([[5, 8, 9]], [[1, 1, 1]], [[[-0.1, -3.1], [-0.68, -0.71], [-1.0, -1.5]]])
+    check = parity(a, b)
+    assert check["status"] == "ok" and check["near_ties"] == [{"row": 0, "token": 1, "kind": "token",
+                                                                "gaps": [0.01, 0.03]}]  # fmt: skip
 
 
 def test_a_flip_at_a_wide_gap_fails_in_one_line():
@@ -88,7 +129,8 @@ def test_render_names_what_was_compared():
     check = {"status": "ok", "rows": 2, "margin": PARITY_MARGIN, "max_num_seqs": 16, "max_num_batched_tokens": 32,
              "graphs": same, "compile": parity(A, run([[5, 6, 4], [9, 10, 11]], [[1, 1, 1], [1, 0, 1]], A.top_logprobs))}
     assert render_parity(check) == ("  parity: ok: 2 greedy rollouts agree, CUDA graphs = compiled = enforce_eager "
-                                    "(1 near-tie flips under 0.5 nat; 16 rows, 32 tokens a step)")  # fmt: skip
+                                    "(1 near-tie flips under 0.5 nat, log-probs within 0.0 nat; 16 rows, 32 tokens "
+                                    "a step)")  # fmt: skip
 
 
 @pytest.mark.parametrize("base", [EngineOptions(), EngineOptions(max_num_seqs=1, max_num_batched_tokens=64),

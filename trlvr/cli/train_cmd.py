@@ -246,6 +246,15 @@ def memory_plan(tandem, grpo, argv: list[str], layout: dict | None = None) -> st
              f"in the newest {KEEP_RESUME} only, final/ {_gib(trainer.saved_weight_bytes)}"
              + (f" (resume state in every checkpoint would be ~{_gib(saved * every + trainer.saved_weight_bytes)})"
                 if saved > KEEP_RESUME else ""))  # fmt: skip
+    from trlvr.errors import UserError
+    from trlvr.training.memory_plan import disk_problem
+
+    # the output folder's free space: refused on a GPU machine (the run's own, as the run refuses at its start);
+    # a plan made without a GPU (for another machine) says it and goes on
+    if problem := disk_problem(grpo.output_dir, trainer.disk_bytes(saved, KEEP_RESUME)):
+        if device_memory() is not None:
+            raise UserError(problem)
+        text += f"\n  {problem.split('; ')[0]} (planned for another machine: `trlvr train` refuses it at its start)"
     return text
 
 

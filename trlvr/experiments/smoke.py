@@ -17,9 +17,10 @@ Checks (each `ok`, `failed` with the reason, or `not measured` with why):
 - parity (backend vllm): greedy rollouts of a few training prompts on the tandem arm's engine three ways
   (`EngineOptions.parity_variants`): as the run builds it (compiled, CUDA graphs), compiled without graphs,
   and enforce_eager, sized so that mixed prefill + decode steps run as PIECEWISE graphs. Graphs vs no graphs,
-  then no graphs vs eager (`parity`): each row is compared up to its first difference, which passes when
-  it is a near-tie (either engine's top-1 minus top-2 log-prob there under PARITY_MARGIN) and fails
-  otherwise, naming the graphs or the compilation (a mode that corrupts the composite's activations
+  then no graphs vs eager (`parity`): each row is compared up to its first difference, its chosen
+  tokens' log-probs within PARITY_TOLERANCE of each other; the difference passes when it is a near-tie in
+  both engines (a top-1 minus top-2 gap under PARITY_MARGIN, and the engines' top two log-probs there
+  within PARITY_TOLERANCE) and fails otherwise, naming the graphs or the compilation (a mode that corrupts the composite's activations
   shows here; `not measured` where the run's engine is eager already, as on a CPU);
 - lengths: truncation rate and mean response length, in training and in the evaluation;
 - pre-emptions: requests the engine pre-empted (backend vllm);
@@ -71,6 +72,11 @@ PARITY_TOKENS = 48  # new tokens per parity rollout (capped by the run's max_com
 # forwards differ
 PARITY_MARGIN = 0.5
 PARITY_TOP = 2  # log-probs asked for per position: the top two, for the gap
+# nat: how far two engines' log-probs of the same token in the same context may differ (the chosen token's over
+# each row's shared prefix, and the top two at a near-tie flip). bf16 logits of magnitude ~30 are spaced 0.125
+# apart, so kernel rounding moves a log-prob by a few tenths at most; corrupted activations move it by nats
+# (a first GPU run records `max_logprob_delta` per comparison: the figure to tighten this from)
+PARITY_TOLERANCE = 0.4
 STALL = r"\boxed{9^{9^{9^{9}}}}"  # unscreened: sympy sits in one huge integer operation
 STALL_TIMEOUT_S = 2.0
 
@@ -140,35 +146,61 @@ def _gap(top: list[list[float]], k: int) -> float | None:
     return top[k][0] - top[k][1] if k < len(top) and len(top[k]) >= 2 else None
 
 
-def parity(a: Greedy, b: Greedy, margin: float = PARITY_MARGIN) -> dict:
+def _top_two(top: list[list[float]], k: int) -> list[float] | None:
+    return sorted(top[k][:2], reverse=True) if k < len(top) and len(top[k]) >= 2 else None
+
+
+def parity(a: Greedy, b: Greedy, margin: float = PARITY_MARGIN, tolerance: float = PARITY_TOLERANCE) -> dict:
     """Two engines' greedy rollouts of the same prompts, compared row by row up to each row's first
-    difference (what follows it is another context: not compared). A first difference where the tokens
-    differ passes as a near-tie when either engine's top-1 minus top-2 log-prob gap there is under
-    `margin` (nat) and fails otherwise; one where only the authors differ (a pure function of the tokens
-    before), or one row ends where the other goes on with the same tokens, fails. `max_logprob_delta`:
-    the largest difference of the chosen token's log-prob over the rows' shared prefixes (not a gate)."""
+    difference (what follows it is another context: not compared), then by log-prob there:
+    - over the shared prefix, the chosen token's log-prob may differ by at most `tolerance` (nat) between
+      the engines (`max_logprob_delta`): a row whose tokens agree but whose log-probs do not fails ("logprob");
+    - a first difference where the tokens differ passes as a near-tie only when it is one in both engines:
+      either engine's top-1 minus top-2 gap under `margin` and the two engines' top two log-probs there (the
+      same two tokens, swapped) within `tolerance` of each other; else it fails ("token"). A near tie in one
+      engine where the other is sure of its token is a different forward, not rounding;
+    - one where only the authors differ (a pure function of the tokens before), or one row ends where the
+      other goes on with the same tokens, fails."""
     near, failed, delta = [], [], 0.0
     for i, (x, y, ax, ay) in enumerate(zip(a.completion_ids, b.completion_ids, a.authors, b.authors, strict=True)):
         shared = min(len(x), len(y))
         k = next((j for j in range(shared) if x[j] != y[j] or ax[j] != ay[j]), None)
         if k is None and len(x) != len(y):
             k = shared
+        row_delta, at = 0.0, None
         for j in range(shared if k is None else k):
-            delta = max(delta, abs(a.top_logprobs[i][j][0] - b.top_logprobs[i][j][0]))
+            d = abs(a.top_logprobs[i][j][0] - b.top_logprobs[i][j][0])
+            if d > row_delta:
+                row_delta, at = d, j
+        delta = max(delta, row_delta)
+        if row_delta > tolerance:
+            failed.append({"row": i, "token": at, "kind": "logprob", "delta": round(row_delta, 4)})
+            continue
         if k is None:
             continue
         gaps = [_gap(a.top_logprobs[i], k), _gap(b.top_logprobs[i], k)]
         flip = k < shared and x[k] != y[k]
         entry = {"row": i, "token": k, "kind": "token" if flip else "author" if k < shared else "length",
                  "gaps": [None if g is None else round(g, 4) for g in gaps]}  # fmt: skip
-        (near if flip and any(g is not None and g < margin for g in gaps) else failed).append(entry)
-    check = _check(not failed, rows=len(a.completion_ids), margin=margin, near_ties=near, failures=failed,
-                   max_logprob_delta=round(delta, 4))  # fmt: skip
+        tie = flip and any(g is not None and g < margin for g in gaps)
+        tops = [_top_two(a.top_logprobs[i], k), _top_two(b.top_logprobs[i], k)]
+        if tie and None not in tops and max(abs(u - v) for u, v in zip(*tops, strict=True)) > tolerance:
+            tie = False
+            entry["top_two"] = [[round(v, 4) for v in t] for t in tops]
+        (near if tie else failed).append(entry)
+    check = _check(not failed, rows=len(a.completion_ids), margin=margin, tolerance=tolerance, near_ties=near,
+                   failures=failed, max_logprob_delta=round(delta, 4))  # fmt: skip
     if failed:
         f = failed[0]
-        what = {"token": f"tokens part at a top-1/top-2 gap of {f['gaps'][0]} / {f['gaps'][1]} nat (margin {margin})",
-                "author": "the authors differ where the tokens agree",
-                "length": "one row ends where the other goes on"}[f["kind"]]  # fmt: skip
+        if f["kind"] == "token" and "top_two" in f:
+            what = (f"tokens part where the engines' top two log-probs differ ({f['top_two'][0]} vs {f['top_two'][1]} "
+                    f"nat, tolerance {tolerance}): a near tie in one engine only")  # fmt: skip
+        elif f["kind"] == "logprob":
+            what = f"the same tokens with log-probs {f['delta']} nat apart (tolerance {tolerance})"
+        else:
+            what = {"token": f"tokens part at a top-1/top-2 gap of {f['gaps'][0]} / {f['gaps'][1]} nat (margin {margin})",
+                    "author": "the authors differ where the tokens agree",
+                    "length": "one row ends where the other goes on"}[f["kind"]]  # fmt: skip
         check["reason"] = f"{len(failed)} of {len(a.completion_ids)} rows differ; row {f['row']} from token {f['token']}: {what}"
     return check
 
@@ -205,6 +237,7 @@ def parity_check(senior: str, junior: str | None, schedule, prompts: list[list[i
     found = {key: parity(runs[a], runs[b]) for key, (a, b, _) in PARITY_PAIRS.items()}
     sized = variants["graphs"]
     check = _check(all(c["status"] == "ok" for c in found.values()), rows=len(prompts), margin=PARITY_MARGIN,
+                   tolerance=PARITY_TOLERANCE,
                    max_num_seqs=sized.max_num_seqs, max_num_batched_tokens=sized.max_num_batched_tokens, **found)  # fmt: skip
     bad = [key for key, c in found.items() if c["status"] == "failed"]
     if bad:
@@ -230,6 +263,25 @@ def run_parity(tandem, grpo, gpu_memory) -> dict:
     engine = run_engine(backend(tandem.backend), plan, grpo, run_dtype(grpo) or "auto")
     return parity_check(tandem.senior, junior, Schedule.from_config(name, **settings), prompts, engine,
                         min(PARITY_TOKENS, grpo.max_completion_length), tokenizer=tok, backend=tandem.backend)  # fmt: skip
+
+
+def self_paired(tandem) -> bool:
+    """The junior is the senior's own starting weights (`junior: self`, or the same model named twice)."""
+    return tandem.junior == "self" or bool(tandem.junior) and tandem.junior == tandem.senior
+
+
+def trained_parity(tandem, grpo, trained: str, gpu_memory) -> dict:
+    """A self-paired run's parity again after its training steps, the trained senior beside the untrained
+    junior (`run_parity`): at step 0 both units compute one function, so a junior that reads the senior's
+    weights, KV cache or compiled artifact gives the same tokens there; once the senior trained, it does not.
+    Not measured for a LoRA senior (its trained model is an adapter folder, which the engine does not load)."""
+    from dataclasses import replace
+
+    from trlvr.models import is_adapter_dir
+
+    if tandem.junior == "self" or is_adapter_dir(trained):
+        return _check(None, reason="the trained senior is a LoRA adapter folder: the engine loads full model folders")
+    return run_parity(replace(tandem, senior=trained), grpo, gpu_memory)  # the junior: the starting weights
 
 
 def mask_check(tandem_rows: list[dict], grpo_rows: list[dict], p: float | None) -> dict:
@@ -336,6 +388,29 @@ def arm_keys(out: str | Path, arm: str, steps: int, problems: int, overrides: di
             "holdout": problems, "output_dir": str(Path(out) / f"train-{arm}"), "report_to": "none"}  # fmt: skip
 
 
+def check_arms(config: str | Path, out: str | Path, steps: int, problems: int, overrides: dict) -> None:
+    """Every check of both arms' runs that needs no GPU and no model, with the keys the smoke trains them with,
+    before any engine is built (the parity's three engines come first, and take minutes on a real pair): the
+    config as `trlvr train --dry-run` checks it (`trlvr.training.preflight.check_config`: the dataset, the
+    capabilities, the models' context lengths), the bf16 guard for this launch
+    (`trlvr.training.learning.check_updates_land`), and the disk the arm's checkpoints need
+    (`trlvr.training.memory_plan.check_disk`)."""
+    from trlvr.training.build import launch_sharding
+    from trlvr.training.learning import check_updates_land
+    from trlvr.training.memory_plan import check_disk, launch_layout
+    from trlvr.training.preflight import check_config
+
+    for arm in ("tandem", "grpo"):  # the keys `run_smoke` gives each arm
+        tandem, grpo = load_run_config(config, arm_keys(out, arm, steps, problems, overrides))
+        check_config(tandem, grpo)
+        try:
+            check_updates_land(tandem, grpo, launch_sharding(grpo), where=f"smoke of {config}, arm {arm}")
+        except UserError as e:
+            raise UserError(f"{e}; for a one-GPU smoke of a recipe planned for ZeRO: --set use_peft=true") from None
+        zero, processes = launch_layout()
+        check_disk(tandem, grpo, zero_stage=zero, processes=processes)
+
+
 LOG_FILE = "smoke.log"  # the stages' own console output, unless --verbose prints it
 
 
@@ -372,6 +447,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
 
     if opts.steps < 1 or opts.problems < 1:
         raise UserError(f"--steps and --problems must be >= 1 (got {opts.steps}, {opts.problems})")
+    check_arms(opts.config, opts.out, opts.steps, opts.problems, opts.overrides)  # before any engine is built
     out = Path(opts.out)
     rundir.prepare_output(out, rundir.SMOKE, flag="--out", start_over=True)  # an earlier smoke: set aside
     out.mkdir(parents=True, exist_ok=True)
@@ -407,7 +483,13 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
         with console_to(quiet):
             final = train_and_save(tandem, grpo, desc=f"smoke {arm}")
         arms[arm] = {"rows": _metrics(Path(grpo.output_dir)), "seconds": round(time.perf_counter() - t0, 1),
-                     "model": str(final), "tandem": tandem, "dir": Path(grpo.output_dir)}  # fmt: skip
+                     "model": str(final), "tandem": tandem, "grpo": grpo, "dir": Path(grpo.output_dir)}  # fmt: skip
+    if "parity" in checks and self_paired(arms["tandem"]["tandem"]):  # at step 0 both units were one function
+        stages.before("parity after training", grpo.vllm_gpu_memory_utilization)
+        with console_to(quiet):
+            checks["parity_trained"] = trained_parity(arms["tandem"]["tandem"], arms["tandem"]["grpo"],
+                                                      arms["tandem"]["model"], opts.gpu_memory or device_memory())  # fmt: skip
+        say(render_parity(checks["parity_trained"], "parity after training"))
     tandem = arms["tandem"]["tandem"]
     record_path = arms["tandem"]["dir"] / rundir.MEMORY_FILE
     # backend vllm: the plan the run itself made (its context derived from the data) beside vLLM's own KV report
@@ -473,15 +555,16 @@ class _EngineStages:
         self.previous = stage
 
 
-def render_parity(check: dict) -> str:
+def render_parity(check: dict, label: str = "parity") -> str:
     if check["status"] == "failed":
-        return f"  parity: FAILED: {check['reason']}"
+        return f"  {label}: FAILED: {check['reason']}"
     if check["status"] == "ok":
         ties = sum(len(check[key]["near_ties"]) for key in PARITY_PAIRS)
-        return (f"  parity: ok: {check['rows']} greedy rollouts agree, CUDA graphs = compiled = enforce_eager "
-                f"({ties} near-tie flips under {check['margin']} nat; {check['max_num_seqs']} rows, "
+        return (f"  {label}: ok: {check['rows']} greedy rollouts agree, CUDA graphs = compiled = enforce_eager "
+                f"({ties} near-tie flips under {check['margin']} nat, log-probs within "
+                f"{max(check[key]['max_logprob_delta'] for key in PARITY_PAIRS)} nat; {check['max_num_seqs']} rows, "
                 f"{check['max_num_batched_tokens']} tokens a step)")  # fmt: skip
-    return f"  parity: not measured ({check['reason']})"
+    return f"  {label}: not measured ({check['reason']})"
 
 
 def _na(value) -> str:
@@ -500,6 +583,8 @@ def render(report: dict) -> str:
         lines.append(f"  cuda: {report['cuda']}")
     if "parity" in c:
         lines.append(render_parity(c["parity"]))
+    if "parity_trained" in c:
+        lines.append(render_parity(c["parity_trained"], "parity after training"))
     mem = c["memory"]
     lines.append(f"  memory: {mem['status']}: planned KV {_na(mem['planned_kv_tokens'])} tokens, engine KV "
                  f"{_na(mem['engine_kv_tokens'])}, device peak {_na(mem['device_peak_bytes'])}")  # fmt: skip

@@ -1,7 +1,7 @@
 """Does the run learn? The two checks that keep a run from silently training nothing.
 
     check_updates_land(tandem, args, sharding)   # before any model loads: refuse a precision that rounds updates away
-    WeightsMoved(trainer)                          # after the first optimizer step: the trainable weights changed
+    WeightsMoved(trainer)                          # at the first step: fp32 masters; after it: the weights changed
 
 1. Before: torch's AdamW (the Trainer's default optimizer) updates a parameter in the parameter's own
    dtype. Full fine-tuning of bf16 (or fp16) weights, without DeepSpeed ZeRO (which keeps fp32 master
@@ -12,7 +12,14 @@
    fp32 weights (`model_init_kwargs: {dtype: float32}` with `bf16: true` trains in bf16 autocast on fp32
    master weights), LoRA (`use_peft: true`: PEFT keeps the adapters in fp32), DeepSpeed ZeRO, or an
    optimizer made for low-precision weights (`BF16_SAFE_OPTIMS`, through transformers' `optim`).
-2. After: `WeightsMoved` samples every trainable tensor (a fixed strided subset, at most SAMPLE elements
+2. At the first step, structurally: `WeightsMoved` reads the optimizer the Trainer built (through
+   accelerate's and DeepSpeed's wrappers, `master_weights_problem`): the tensors its innermost optimizer
+   updates must be fp32 (a torch optimizer's: the model's parameters; ZeRO-1/2's: its fp32 partitions),
+   and no DeepSpeed layer may keep bf16 masters (`bf16_master_weights_and_grads: true`, which the
+   settings check above lets through as "zero2"). Else the run stops before its first update
+   (`UpdatesRoundAway`, one line). The measurement below cannot see this: after one AdamW step at lr 1e-6,
+   pure-bf16 weights and an fp32 master rounded to bf16 change the same share of elements (~2%).
+3. After: `WeightsMoved` samples every trainable tensor (a fixed strided subset, at most SAMPLE elements
    each) before the first optimizer step and compares it after each step until one with a non-zero
    gradient norm. The fraction of sampled elements that changed is logged once as WEIGHTS_MOVED
    (metrics.jsonl, trainer_state.json); none changed after a non-zero gradient is one line and a
@@ -113,6 +120,52 @@ def check_updates_land(tandem, args, sharding: str | None, where: str = "run con
         raise UserError(f"{where}: {problem}; {FIXES}")
 
 
+# --- at the first step: what the optimizer updates ------------------------------------------------------------------
+
+
+class UpdatesRoundAway(UserError):
+    """At the first optimizer step, the optimizer updates low-precision tensors with no fp32 master copy."""
+
+
+def _optimizer_layers(optimizer) -> list:
+    """`optimizer` and every optimizer it wraps (`.optimizer`: accelerate's AcceleratedOptimizer and
+    DeepSpeedOptimizerWrapper, DeepSpeed's ZeRO / BF16 optimizers, whose innermost torch optimizer updates the
+    fp32 partitions), outermost first."""
+    layers, seen = [], set()
+    while optimizer is not None and id(optimizer) not in seen:
+        layers.append(optimizer)
+        seen.add(id(optimizer))
+        optimizer = getattr(optimizer, "optimizer", None)
+    return layers
+
+
+def master_weights_problem(optimizer, *, optim="adamw_torch", optim_args: str | None = None) -> str | None:
+    """Why the optimizer's updates would round away, read from the optimizer itself (module doc, 1, checked
+    structurally), or None: the innermost optimizer's parameter groups (a torch optimizer's: the model's
+    parameters; DeepSpeed ZeRO-1/2's and BF16_Optimizer's: their fp32 partitions) must hold no bf16 / fp16
+    tensor, and no DeepSpeed layer may keep low-precision masters (`bf16_master_weights_and_grads: true`).
+    An optimizer made for low-precision weights (`BF16_SAFE_OPTIMS`, as `low_precision_problem` allows it)
+    passes."""
+    optim = str(getattr(optim, "value", optim))
+    stochastic = _optim_args(optim_args).get("bf16_stochastic_round", "").lower() in ("true", "1", "yes")
+    if optim in KAHAN_OPTIMS or optim in STOCHASTIC_ROUND_OPTIMS and stochastic:
+        return None
+    layers = _optimizer_layers(optimizer)
+    if any(getattr(layer, "low_precision_master_weights_and_grads", False) is True for layer in layers):
+        return ("DeepSpeed keeps its master weights in low precision (bf16.bf16_master_weights_and_grads: true): "
+                "its optimizer updates them with no fp32 copy")  # fmt: skip
+    inner = next((layer for layer in reversed(layers) if hasattr(layer, "param_groups")), None)
+    if inner is None:
+        return None  # not an optimizer this can read: not judged
+    tensors = [p for group in inner.param_groups for p in group["params"] if isinstance(p, torch.Tensor)]
+    low = [p for p in tensors if _dtype_name(p.dtype) in LOW_PRECISION]
+    if not low:
+        return None
+    name = _dtype_name(low[0].dtype)
+    return (f"the optimizer ({type(inner).__name__}, optim {optim}) updates {len(low)} of its {len(tensors)} tensors "
+            f"in {name} with no fp32 master copy, so most updates round away")  # fmt: skip
+
+
 # --- after the first step ------------------------------------------------------------------------------------------
 
 
@@ -139,11 +192,17 @@ class WeightsMoved(TrainerCallback):
         self.before: list[torch.Tensor] | None = None
         self.pending: int | None = None  # the step that moved nothing, awaiting its logged gradient norm
         self.result: dict | None = None  # {"step", "fraction", "elements"} once measured
+        self.checked = False  # the optimizer's master weights checked (`master_weights_problem`)
 
     def _trainable(self, model):
         return [p for p in model.parameters() if p.requires_grad and p.numel() > 0]
 
-    def on_step_begin(self, args, state, control, model=None, **kwargs):
+    def on_step_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
+        if not self.checked and optimizer is not None:  # the first step's precondition, read from the optimizer
+            self.checked = True
+            if problem := master_weights_problem(optimizer, optim=args.optim, optim_args=args.optim_args):
+                raise UpdatesRoundAway(f"step {state.global_step + 1}: {problem}; the run would barely learn: stopped "
+                                       f"before its first update; {FIXES}")  # fmt: skip
         if self.before is None and self.result is None and model is not None:
             self.before = [_sample(p) for p in self._trainable(model)]
             if not self.before:  # nothing trainable held here (ZeRO-3 partitions): not measured

@@ -200,3 +200,63 @@ def write_memory_record(output_dir, plan: MemoryPlan, kv_tokens: int | None, mai
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"plan": plan.as_dict(), "engine_kv_tokens": kv_tokens}, indent=1))
     tmp.replace(path)
+
+
+# --- the disk the run's checkpoints need, against what is free where they go --------------------------------------
+
+
+def nearest_existing(path: str | Path) -> Path:
+    """`path`, or its nearest parent that exists (an output folder not made yet is made under it)."""
+    p = Path(path).expanduser().absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def _folder_bytes(folder: Path) -> int:
+    """The bytes already under `folder` (a resumed run's own checkpoints count toward its need)."""
+    if not folder.is_dir():
+        return 0
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def disk_problem(folder: str | Path, need: int, disk_usage=None) -> str | None:
+    """One line when the nearest existing folder of `folder` has less free space than `need` bytes, else None.
+    disk_usage: `shutil.disk_usage` (a seam for tests)."""
+    import shutil
+
+    where = nearest_existing(folder)
+    free = (disk_usage or shutil.disk_usage)(where).free
+    if free >= need:
+        return None
+    return (f"disk: the run's checkpoints need ~{_gib(need)} in {folder} and {where} has {_gib(free)} free; free "
+            f"space there, set output_dir to a larger disk, or lower save_total_limit / raise save_steps")  # fmt: skip
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def run_disk_bytes(tandem: TandemConfig, grpo, zero_stage: int = 0, processes: int = 1) -> int | None:
+    """The disk the run's output takes (`TrainerPlan.disk_bytes`: its checkpoints' weights, the resume state in
+    the newest KEEP_RESUME, final/), or None when a model's config cannot be read here (a hub id not cached)."""
+    from trlvr.training.checkpoints import KEEP_RESUME
+
+    try:
+        trainer = trainer_plan(tandem, grpo, zero_stage=zero_stage, processes=processes)
+    except (UserError, OSError, ValueError):
+        return None
+    return trainer.disk_bytes(checkpoint_count(grpo), KEEP_RESUME)
+
+
+def check_disk(tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: int = 1, resume: bool = False,
+               disk_usage=None) -> None:  # fmt: skip
+    """UserError (one line naming the folder and both figures) when the run's output folder's disk has less free
+    space than the run will write (`run_disk_bytes`; with `resume`, less what its folder already holds)."""
+    need = run_disk_bytes(tandem, grpo, zero_stage, processes)
+    if need is None:
+        return
+    if resume:
+        need = max(need - _folder_bytes(Path(grpo.output_dir)), 0)
+    if problem := disk_problem(grpo.output_dir, need, disk_usage):
+        raise UserError(problem)

@@ -31,13 +31,14 @@ from packaging.version import Version
 
 from trlvr import rundir
 from trlvr.data.sources import is_local
+from trlvr.engine.backends import backend
 from trlvr.errors import UserError
 from trlvr.models import locate
 from trlvr.training.build import check_pairing, check_steps_per_epoch, load_training_problems, resolve_reward
 from trlvr.training.checkpoints import pick_checkpoint
 from trlvr.training.run_record import check_output_dir, run_record
 
-__all__ = ["RESUME_ON_CPU", "RunStart", "check_config", "check_resume_device", "check_run_start", "check_start"]
+__all__ = ["RESUME_ON_CPU", "RunStart", "check_config", "check_resume_device", "check_trainer_device", "check_run_start", "check_start"]
 
 
 # transformers before 5.18 restores a multi-process run's optimizer state to `args.device`, on the CPU "cpu:0",
@@ -116,6 +117,7 @@ def check_config(tandem, grpo, *, planning: bool = True) -> str:
     there yet ("; dataset not checked (not there yet)"), or "" (planning False: refused instead)."""
     if not tandem.dataset.strip():  # as training says it when it loads the data
         raise UserError("dataset: a training data source is required")
+    check_trainer_device(tandem, grpo)
     resolve_reward(tandem.reward)  # the reward function imports without a model
     note, problems, n_train = _check_dataset(tandem, planning)
     _check_model_paths(tandem, planning)
@@ -127,6 +129,27 @@ def check_config(tandem, grpo, *, planning: bool = True) -> str:
     if n_train is not None:  # as training checks it: after the paths and capabilities, before any model
         check_steps_per_epoch(n_train, tandem, grpo)
     return note
+
+
+def cuda_available() -> bool:
+    """torch's answer: whether this machine has a CUDA device (one seam for the checks, and for tests)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def check_trainer_device(tandem, grpo, cuda: bool | None = None) -> None:
+    """use_cpu with a backend that builds its own engine (vllm) on a machine with CUDA: one line. The engine
+    takes the GPU whatever use_cpu says (`EngineOptions.for_machine` asks torch), so the trainer would train
+    on the CPU beside it and the importance-sampling ratios would compare a CPU trainer with a CUDA engine.
+    cuda: whether this machine has CUDA (None: torch's answer)."""
+    if not getattr(grpo, "use_cpu", False) or not backend(tandem.backend).own_engine:
+        return
+    if cuda is None:
+        cuda = cuda_available()
+    if cuda:
+        raise UserError(f"use_cpu: true with backend {tandem.backend} on a machine with CUDA: the engine runs on the "
+                        "GPU and the trainer would train on the CPU beside it; set use_cpu: false (--use_cpu false)")  # fmt: skip
 
 
 def _check_model_paths(tandem, planning: bool) -> None:

@@ -38,6 +38,7 @@ from trlvr.training.build import build_trainer
 from trlvr.training.checkpoints import PruneResumeState
 from trlvr.training.console import log, warn
 from trlvr.training.guard import weights_are_finite
+from trlvr.training.memory_plan import check_disk, launch_layout
 from trlvr.training.preempt import Preempted, Preemption
 from trlvr.training.preflight import check_run_start
 from trlvr.training.run_record import add_machine, lossy_section, read_record, write_record
@@ -66,6 +67,8 @@ def train_and_save(tandem: TandemConfig, args, *, resume: bool = False, force: b
     main = PartialState().is_main_process
     if main:  # the run's check list before the lock's files are made: a refusal leaves the folder byte for byte
         check_run_start(tandem, args, resume=resume, force=force)
+        zero, processes = launch_layout()
+        check_disk(tandem, args, zero_stage=zero, processes=processes, resume=resume)  # before hours are spent
     # a start that fails before its first checkpoint (the trainer's own checks, a NaN at step 1, a kill)
     # leaves output_dir as it found it: no record of a run that never ran
     with rundir.undone_unless_kept(args.output_dir, lambda: bool(rundir.checkpoints(args.output_dir)),

@@ -30,8 +30,10 @@ Where TRL departs from the paper's numbers:
    `ISCorrectionMeter` logs the share of loss tokens and rows it zeroed or clipped (`tandem/is/*`).
 
 Its own checks that the run learns (`trlvr.training.learning`): a senior whose optimizer updates would
-round away (bf16 weights, full fine-tuning, no ZeRO) is refused at construction, and `WeightsMoved`
-stops the run when its first optimizer step with a gradient changed no trainable weight.
+round away (bf16 weights, full fine-tuning, no ZeRO) is refused at construction; `WeightsMoved` stops the
+run before its first update when the optimizer the Trainer built updates bf16 tensors with no fp32 master
+(read through accelerate's and DeepSpeed's wrappers: DeepSpeed's bf16 masters too), and when its first
+optimizer step with a gradient changed no trainable weight.
 """
 
 from __future__ import annotations
