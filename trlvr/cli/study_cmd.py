@@ -455,9 +455,31 @@ def plan(args) -> int:
     out = Path(args.out) if args.out else Path("runs") / study.name
     check_out_folder(study, out.resolve())  # what `run` checks before its first stage
     print("\n".join(plan_lines(study, out)))
+    print(benchmarks_line(study))
     if args.power or any(getattr(args, k) is not None for k in ("effect", "problems", "components_from", "gpu")):
         print("\n".join(power_plan(study, out, args)))  # a power option alone asks for the power block too
     return 0
+
+
+def study_benchmarks(study) -> list[tuple[str, str, int | None]]:
+    """(name, source, problems or None when unknown before it is read) of the benchmarks the study evaluates
+    (the first variant's evaluation: the macro is over these); `paper:NAME` panels have registered sizes."""
+    from trlvr.cli.eval_cmd import parse_sources
+    from trlvr.data.evalsets import panel_rows
+
+    data = study.evaluation_of(next(iter(study.variants)))["data"]
+    if data == "test":  # a toy world's test split: made by a stage
+        return [("toy", "test", None)]
+    return [(name, src, panel_rows(src)) for name, src in parse_sources(data).items()]
+
+
+def benchmarks_line(study) -> str:
+    """`# benchmarks (macro = their mean): amc23_25 121, ...`: what the study's macro averages."""
+    benches = study_benchmarks(study)
+    sizes = [n for _, _, n in benches]
+    total = f"; {sum(sizes)} problems" if None not in sizes else ""
+    return (f"# benchmarks (the macro is their mean, each weighs 1/{len(benches)}): "
+            + ", ".join(f"{name} {n if n is not None else '?'} ({src})" for name, src, n in benches) + total)
 
 
 def power_plan(study, out: Path, args) -> list[str]:
