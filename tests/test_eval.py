@@ -143,3 +143,18 @@ def test_evaluate_adds_scores_to_earlier_solo_rows(models, tokenizer, tmp_path):
     assert "drift/kl" not in res["macro"]["metrics"]
     res = run_eval(models, tokenizer, tmp_path, suite=["solo", "drift"], n=2, ks=[1, 2])
     assert "drift/kl" in res["macro"]["metrics"] and "legibility/junior_ce" in res["macro"]["metrics"]
+
+
+def test_handoff_paper_runs_its_own_n_and_decoding_and_records_them(models, tokenizer, tmp_path):
+    """handoff-paper beside solo: 4 samples per problem at T 0.6 / top_p 0.95 whatever the run's n and decoding;
+    pass@k up to its n; config.json records its settings."""
+    res = run_eval(models, tokenizer, tmp_path / "run", suite=["solo", "handoff-paper"], n=8, ks=[1, 4, 8])
+    rows = load_samples(tmp_path / "run" / "samples.jsonl")
+    per = {p: sum(r["protocol"] == p for r in rows) for p in ("solo", "handoff-paper")}
+    assert per == {"solo": 5 * 8, "handoff-paper": 5 * 4}
+    metrics = res["macro"]["metrics"]
+    assert {"handoff-paper/pass@1", "handoff-paper/pass@4", "solo/pass@8"} <= set(metrics)
+    assert "handoff-paper/pass@8" not in metrics and "handoff/round_capped" not in metrics
+    assert res["config"]["handoff_paper"] == {"decoding": {"temperature": 0.6, "top_p": 0.95, "top_k": 0}, "n": 4,
+                                              "max_rounds": None}  # fmt: skip
+    assert all(r["finish_reason"] != "rounds" for r in rows)

@@ -534,7 +534,8 @@ class _Run:
         spec = self.spec
         for bench, b in self.benches.items():
             for proto in self.protocols:
-                for batch in plan_batches(bench, proto, b.keys, spec.n, spec.batch_size, spec.seed):
+                n = parse_protocol(proto).samples(spec.n)  # handoff-paper: its own n
+                for batch in plan_batches(bench, proto, b.keys, n, spec.batch_size, spec.seed):
                     yield b, batch, [(bench, proto, b.keys[i], s, batch.signature) for i, s in batch.items]
 
     def stacks(self, protocol: str) -> tuple[str, ...]:
@@ -555,7 +556,8 @@ class _Run:
         have = {_row_key(r): r for r in other}
         have.update((_row_key(r), r) for r in old_rows)
         in_file = [_row_key(r) for r in old_rows]  # the keys samples.jsonl holds, in order
-        total = sum(len(b.keys) for b in self.benches.values()) * len(self.protocols) * self.spec.n
+        total = sum(len(b.keys) for b in self.benches.values()) * sum(
+            parse_protocol(p).samples(self.spec.n) for p in self.protocols)
         bar = tqdm(total=total, desc="eval", disable=not self.progress, leave=False)
         plan = list(self.planned())
         order = list(ENGINE_STACKS.values())
@@ -690,7 +692,7 @@ class _Run:
         if max(budgets) > 0:
             out = run_protocol(
                 pair, batch.protocol, [b.prompts[i] + p for (i, _), p in zip(batch.items, given, strict=True)],
-                max_new_tokens=budgets, decoding=spec.decoding, seed=spec.seed,
+                max_new_tokens=budgets, decoding=parse_protocol(batch.protocol).decoding(spec.decoding), seed=spec.seed,
                 handoff_max_rounds=spec.handoff_max_rounds,
                 row_keys=[eval_row_key(batch.benchmark, b.keys[i], s, key_protocol) for i, s in batch.items],
             )  # fmt: skip

@@ -131,4 +131,6 @@ class EvalSpec:
             "decode": self.decode,
             # only where asked for: a finished evaluation of another suite keeps the config it was written with
             **({"prefix_ks": list(self.prefix_ks)} if "prefix" in self.suite else {}),
+            **({"handoff_paper": {**D.PAPER_HANDOFF, "decoding": dict(D.PAPER_HANDOFF["decoding"])}}
+               if "handoff-paper" in self.suite else {}),
         }  # fmt: skip
