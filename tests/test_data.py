@@ -363,6 +363,46 @@ def test_build_prompt_plain_and_chat():
     assert build_prompt("Q", template="Solve: {problem}") == "Solve: Q"
 
 
+# The Qwen3 chat template's shape for one user message (ChatML; the hybrid models' enable_thinking=False writes an
+# empty think block). No Qwen tokenizer is available offline: this stands in for it, so the test checks trlvr's
+# construction against the authors' string construction under one template, not against Qwen's own file.
+QWEN_LIKE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+             "{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is defined and "
+             "enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
+# The authors' instruction as their code spells it (data/build_deepscaler.py BOXED_INSTR, commit 7ba85e0f6cee)
+AUTHORS_BOXED_INSTR = (
+    " Solve the following math problem step by step. Put your final answer "
+    "inside \\boxed{}, like \\boxed{42} or \\boxed{\\frac{1}{2}}."
+)
+
+
+def test_the_authors_prompt_is_byte_identical_to_their_construction():
+    """A DeepScaleR row (problem, answer) under prompt_template authors: their make_row content (problem +
+    BOXED_INSTR) as one user message, rendered by eval/common.chat_prefix (enable_thinking=False)."""
+    row = {"problem": "Let $a_n = n^2$. Find $\\sum_{n=1}^{10} a_n$ {mod 7}.", "answer": "0"}  # braces, $, backslashes
+    tok = _tiny_tokenizer(QWEN_LIKE)
+    theirs = tok.apply_chat_template([{"role": "user", "content": row["problem"] + AUTHORS_BOXED_INSTR}],
+                                     enable_thinking=False, tokenize=False, add_generation_prompt=True)  # fmt: skip
+    ours = prompt_for(Problem("deepscaler:1", row["problem"], row["answer"], "deepscaler"), tok, template="authors")
+    assert ours.encode("utf-8") == theirs.encode("utf-8")
+    assert theirs.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # the argument reached the template
+    assert build_prompt(row["problem"], template="authors") == row["problem"] + AUTHORS_BOXED_INSTR
+    # trlvr's own instruction is unchanged, and gets no template arguments
+    assert prompt_for(Problem("deepscaler:1", row["problem"], "0", "deepscaler"), tok).endswith("\\boxed{}.<|im_end|>\n<|im_start|>assistant\n")
+    # a tokenizer that rejects the argument (TypeError/ValueError): the plain rendering, as the authors' fallback
+    class Strict:
+        chat_template = "x"
+
+        def apply_chat_template(self, messages, **kw):
+            if "enable_thinking" in kw:
+                raise TypeError("unexpected keyword argument 'enable_thinking'")
+            return "[" + messages[0]["content"] + "]"
+
+    assert build_prompt("Q", Strict(), template="authors") == "[Q" + AUTHORS_BOXED_INSTR + "]"
+    with pytest.raises(ValueError, match="unknown prompt template 'paper': one of trlvr, authors"):
+        build_prompt("Q", template="paper")
+
+
 def test_training_and_eval_prompts_are_the_same_ids_with_a_bos_tokenizer():
     """Training (dataset prompt text -> rollout ids) and eval (problem -> ids) give identical prompt ids,
     with exactly one BOS, for a tokenizer that prepends BOS (the Llama case) and one that does not."""

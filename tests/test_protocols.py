@@ -96,3 +96,16 @@ def test_an_uncapped_step_schedule_never_stops_a_row_a_capped_one_does():
         else:
             assert stops_at is None and state.steps.item() == 20
         assert authors[:6] == [True, True, False, False, True, True]  # senior first, strict alternation
+
+
+def test_the_prompt_template_is_a_setting_of_the_evaluation_recorded_where_it_changes_samples():
+    from trlvr.eval.spec import EvalSpec, SettingError
+
+    with pytest.raises(SettingError, match="^prompt_template: 'paper'; choose from trlvr, authors") as e:
+        EvalSpec(prompt_template="paper")
+    assert e.value.field == "prompt_template"
+    ours, theirs = EvalSpec(), EvalSpec(prompt_template="authors")
+    assert "prompt_template" not in ours.fingerprint_part(None, None, "boxed")["generation"]  # old runs keep theirs
+    assert theirs.fingerprint_part(None, None, "boxed")["generation"]["prompt_template"] == "authors"
+    assert (ours.config_part(None, None, "boxed")["prompt_template"],
+            theirs.config_part(None, None, "boxed")["prompt_template"]) == ("trlvr", "authors")  # fmt: skip

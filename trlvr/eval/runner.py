@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 
 from trlvr import rundir
 from trlvr.data import encode_prompt, prompt_for
+from trlvr.data.prompts import DEFAULT_PROMPT_TEMPLATE
 from trlvr.data.prompts import lossy_prompts, lost_characters
 from trlvr.data.schema import problem_key
 from trlvr.engine import capabilities, make_pair
@@ -85,9 +86,10 @@ class Bench(NamedTuple):
     budgets: list[int]  # completion budget of each problem
 
 
-def prompt_ids_for(problem, tokenizer) -> list[int]:
-    """A problem's prompt token ids, through the one shared prompt path of `trlvr.data`."""
-    return encode_prompt(prompt_for(problem, tokenizer), tokenizer)
+def prompt_ids_for(problem, tokenizer, template: str = DEFAULT_PROMPT_TEMPLATE) -> list[int]:
+    """A problem's prompt token ids, through the one shared prompt path of `trlvr.data` (`template`: a
+    `trlvr.data.prompts.PROMPT_TEMPLATES` name)."""
+    return encode_prompt(prompt_for(problem, tokenizer, template), tokenizer)
 
 
 def model_context_length(*models) -> int | None:
@@ -106,7 +108,8 @@ def grading_name(score_fn) -> str:
     return mode if mode is not None else "custom:" + getattr(score_fn, "__name__", type(score_fn).__name__)
 
 
-def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens, context_length):
+def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens, context_length,
+                       template: str = DEFAULT_PROMPT_TEMPLATE):
     """(name -> Bench, name -> dropped problems): prompts encoded once, over-long ones dropped up front."""
     if not benchmarks:
         raise UserError("no benchmarks to evaluate")
@@ -123,7 +126,7 @@ def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens,
                     "answer; remove the duplicate (`trlvr data check` lists them)"
                 )
             first[k] = p.id
-        prompts = [prompt_ids_for(p, tokenizer) for p in problems]
+        prompts = [prompt_ids_for(p, tokenizer, template) for p in problems]
         kept, cut = split_by_prompt_length(
             [len(x) for x in prompts], max_prompt_tokens, max_new_tokens, context_length
         )
@@ -145,12 +148,12 @@ def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens,
     return out, dropped
 
 
-def lossy_problems(benchmarks: dict[str, list], tokenizer) -> dict[str, list[dict]]:
+def lossy_problems(benchmarks: dict[str, list], tokenizer, template: str = DEFAULT_PROMPT_TEMPLATE) -> dict[str, list[dict]]:
     """{benchmark: [{problem_id, source_id, lost, roundtrip}]} for problems whose prompt the tokenizer
     cannot spell (`trlvr.data.prompts.lossy_prompts`, once per problem); benchmarks with none are left out."""
     out = {}
     for name, problems in benchmarks.items():
-        bad = lossy_prompts(tokenizer, [prompt_for(p, tokenizer) for p in problems])
+        bad = lossy_prompts(tokenizer, [prompt_for(p, tokenizer, template) for p in problems])
         if bad:
             out[name] = [{"problem_id": problem_key(problems[x.index]), "source_id": str(problems[x.index].id),
                           "lost": lost_characters(x.original, x.roundtrip), "roundtrip": x.roundtrip}
@@ -288,9 +291,9 @@ def evaluate(
     max_prompt_tokens = (default_max_prompt_tokens(context_length) if spec.max_prompt_tokens == "auto"
                          else spec.max_prompt_tokens)  # fmt: skip
     benches, dropped = prepare_benchmarks(
-        benchmarks, tokenizer, max_prompt_tokens, spec.max_new_tokens, context_length
+        benchmarks, tokenizer, max_prompt_tokens, spec.max_new_tokens, context_length, spec.prompt_template
     )
-    lossy = lossy_problems(benchmarks, tokenizer)
+    lossy = lossy_problems(benchmarks, tokenizer, spec.prompt_template)
     if lossy and refuse_lossy:
         bench, first = next((b, v[0]) for b, v in lossy.items())
         raise UserError(
@@ -662,7 +665,8 @@ class _Run:
     def _fill_junior_prompts(self) -> None:
         for b in self.benches.values():
             for problem, ids in zip(b.problems, b.prompts, strict=True):
-                self.junior_prompts[tuple(ids)] = encode_prompt(prompt_for(problem, self.tokenizer), self.junior_tokenizer)
+                self.junior_prompts[tuple(ids)] = encode_prompt(
+                    prompt_for(problem, self.tokenizer, self.spec.prompt_template), self.junior_tokenizer)
 
     def _prefixes(self, b: Bench, batch) -> list[list[int]] | None:
         """prefix-K: the first K% of the solo trace of each item's (problem, sample), None for other protocols."""
