@@ -121,7 +121,7 @@ def _olympiad(load: Loader, olympiad_src) -> list[dict]:
     return [_row(r["problem"], r["reward_model"]["ground_truth"]) for r in read_local(olympiad_src)]
 
 
-BUILDERS: dict[str, Callable[[Loader, "Path | None"], list[dict]]] = {
+BUILDERS: dict[str, Callable[[Loader, Path | None], list[dict]]] = {
     "amc23_25": _amc23_25, "aime24_26": _aime24_26, "minerva": _minerva, "olympiad": _olympiad}  # fmt: skip
 
 

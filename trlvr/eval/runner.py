@@ -40,8 +40,7 @@ from tqdm.auto import tqdm
 
 from trlvr import rundir
 from trlvr.data import encode_prompt, prompt_for
-from trlvr.data.prompts import DEFAULT_PROMPT_TEMPLATE
-from trlvr.data.prompts import lossy_prompts, lost_characters
+from trlvr.data.prompts import DEFAULT_PROMPT_TEMPLATE, lossy_prompts, lost_characters
 from trlvr.data.schema import problem_key
 from trlvr.engine import capabilities, make_pair
 from trlvr.engine.backends import backend

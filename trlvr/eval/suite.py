@@ -11,7 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trlvr.engine.schedules import Schedule
-from trlvr.eval.defaults import DEFAULT_DOSE_SHARES, DEFAULT_PREFIX_KS, HANDOFF_MAX_ROUNDS, PAPER_HANDOFF, SUITE_NAMES
+from trlvr.eval.defaults import (
+    DEFAULT_DOSE_SHARES,
+    DEFAULT_PREFIX_KS,
+    HANDOFF_MAX_ROUNDS,
+    PAPER_HANDOFF,
+    SUITE_NAMES,
+)
 
 __all__ = ["DOSE_PREFIX", "PREFIX_PREFIX", "Protocol", "prefix_protocol", "dose_points", "dose_protocol", "parse_protocol", "protocol_of_metric",
            "protocols_for"]

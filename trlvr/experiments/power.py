@@ -59,7 +59,6 @@ class Components:
 
 
 # The stated defaults for the paper-scale studies (points of pass@1), and where each comes from:
-PAPER_BENCHMARKS = {"amc": 121, "aime": 90, "minerva": 272, "olympiad": 581}  # method-notes (the paper's sets)
 DEFAULT_COMPONENTS = Components(
     seed_sd=1.5,
     problem_sd=34.0,
