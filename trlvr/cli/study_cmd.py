@@ -509,6 +509,19 @@ def launch_gpus(study) -> int:
     return int((yaml.safe_load(Path(cfg).read_text()) or {}).get("num_processes", 1))
 
 
+def _local_rows(source: str) -> int | None:
+    """Rows of a local data file (read: cheap), None for a source read later (a hub dataset)."""
+    from trlvr.data.sources import is_local, read_local
+    from trlvr.errors import UserError
+
+    if not is_local(source):
+        return None
+    try:
+        return len(read_local(source))
+    except UserError:
+        return None
+
+
 def power_plan(study, out: Path, args) -> list[str]:
     """`plan --power`: the power of the study's own benchmarks and macro for the metric its effect is in
     (pass@4: Table 2), then the cost of every trained variant: training, selection and evaluation."""
@@ -521,21 +534,22 @@ def power_plan(study, out: Path, args) -> list[str]:
     benches = study_benchmarks(study)
     if args.problems:
         problems = list(args.problems)
-    elif None in (n for _, _, n in benches):
+    elif None in (n for _, _, n in benches) and not all(n or _local_rows(src) for _, src, n in benches):
         unknown = ", ".join(f"{name}={src}" for name, src, n in benches if n is None)
         raise UserError(f"--power: the sizes of {unknown} are not known before the data is read; pass --problems "
                         "with every benchmark's size, comma-separated")  # fmt: skip
     else:
-        problems = [n for _, _, n in benches]
+        problems = [n or _local_rows(src) for _, src, n in benches]
     effect = args.effect if args.effect is not None else P.TARGET_EFFECT
     first_eval = parse_stage(units(study, out)[0][-1].argv)
     n_eval = first_eval.n
-    target = args.metric or P.TARGET_METRIC
+    # Table 2's pass@4, or pass@n where the study draws fewer samples
+    target = args.metric or f"pass@{min(P.metric_k(P.TARGET_METRIC), n_eval)}"
     k = P.metric_k(target)
     if k is None or "/" in target or k > n_eval:
         raise UserError(f"--metric {target}: expected pass@K with K in [1, evaluation.n = {n_eval}], e.g. pass@4")
     headline = [f"handoff/{target}", f"solo/{target}"]
-    lines = [f"# power of {headline[0]} (the metric of the {effect:g}-point effect{', Table 2' if not args.metric else ''}"
+    lines = [f"# power of {headline[0]} (the metric of the {effect:g}-point effect{', Table 2' if target == P.TARGET_METRIC else ''}"
              f") and {headline[1]}, on the study's {len(problems)} benchmarks, the macro their mean"]  # fmt: skip
     if args.components_from:
         pair = next(((v.baseline, v.name) for v in study.variants.values() if v.baseline and v.trained), None)
@@ -585,7 +599,7 @@ def power_plan(study, out: Path, args) -> list[str]:
             (ev_junior.params, ev_junior.kv_bytes_per_token) if ev_junior else None)
         mean = P.MEAN_COMPLETION[tandem.arm]
         checkpoints = grpo.max_steps // grpo.save_steps if grpo.save_steps else 1
-        val = int(sel.val.split(":", 1)[1]) if sel.val.startswith("split:") else tandem.holdout or 500
+        val = int(sel.val.split(":", 1)[1]) if sel.val.startswith("split:") else _local_rows(sel.val) or 0
         val = min(val, sel.limit or val)
         proto = sel.metric.split("/", 1)[0]
         select_h[train.variant] = len(study.seeds) * checkpoints * P.generation_hours(
