@@ -158,3 +158,21 @@ def test_handoff_paper_runs_its_own_n_and_decoding_and_records_them(models, toke
     assert res["config"]["handoff_paper"] == {"decoding": {"temperature": 0.6, "top_p": 0.95, "top_k": 0}, "n": 4,
                                               "max_rounds": None}  # fmt: skip
     assert all(r["finish_reason"] != "rounds" for r in rows)
+
+
+@pytest.mark.parametrize("arch", ["qwen3"], indirect=True)
+def test_the_prompt_template_reaches_the_evaluated_prompts(models, tokenizer, tmp_path):
+    """prompt_template authors: every problem without its own prompt is asked with the authors' instruction."""
+    from trlvr.data import Problem
+    from trlvr.data.prompts import AUTHORS_INSTRUCTION
+
+    senior, junior = models
+    benches = {"plain": [Problem(f"q{i}", f"What is {i} plus {i}?", str(2 * i), "t") for i in range(2)]}
+    common = dict(suite=["solo"], n=1, ks=[1], max_new_tokens=4, progress=False, score_fn=parity_reward,
+                  extract_fn=last_word, num_resamples=20)  # fmt: skip
+    evaluate_models(senior, junior, tokenizer, benches, tmp_path / "a", prompt_template="authors", **common)
+    evaluate_models(senior, junior, tokenizer, benches, tmp_path / "t", **common)
+    theirs, ours = (load_samples(tmp_path / d / "samples.jsonl") for d in ("a", "t"))
+    assert [r["prompt"] for r in theirs] == [f"What is {i} plus {i}?" + AUTHORS_INSTRUCTION for i in range(2)]
+    assert all("Let's think step by step" in r["prompt"] for r in ours)
+    assert json.loads((tmp_path / "a" / "config.json").read_text())["prompt_template"] == "authors"
