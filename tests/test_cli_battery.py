@@ -241,6 +241,8 @@ NOT_FED = {
     ("study report", "dir"): "needs a finished study directory: tests/test_study.py",
     ("study report", "--study"): "as dir",
     ("train", "rest"): "the run config: fed field by field below (FIELD_KINDS, TRL_KINDS)",
+    **{("data build-evals", o): "reads the hub (unreachable here): tests/test_data.py builds the panels from "
+       "fixtures, and its offline refusal is one line" for o in ("--out", "--sets", "--olympiad-src")},
 }
 
 

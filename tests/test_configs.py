@@ -68,6 +68,33 @@ def test_recipes_match_the_papers_batch(path):
     assert args.beta == (0.001 if "kl-junior" in path.name else 0.0)
     if "kl-junior" in path.name:
         assert tandem.kl_ref == "junior" and tandem.arm == "grpo"
+    if "lora" not in path.name:  # the paper's recipes train as the authors did (issue 57)
+        assert tandem.prompt_template == "authors"
+        assert args.weight_decay == 0.01  # verl's actor AdamW default (ppo_trainer.yaml actor.optim.weight_decay)
+        assert args.vllm_importance_sampling_correction is False  # verl: no rollout IS correction
+
+
+def test_a_training_prompt_is_built_with_the_runs_template():
+    from helpers import tiny_tokenizer
+
+    from trlvr.data import Problem
+    from trlvr.data.prompts import AUTHORS_INSTRUCTION
+    from trlvr.training.build import build_dataset
+
+    probs = [Problem("p:1", "What is 1+1?", "2", "p")]
+    assert build_dataset(probs, tiny_tokenizer(), template="authors")[0]["prompt"] == "What is 1+1?" + AUTHORS_INSTRUCTION
+    assert "Let's think step by step" in build_dataset(probs, tiny_tokenizer())[0]["prompt"]
+    with pytest.raises(UserError, match="^prompt_template: must be one of"):
+        load_run_config(CONFIGS_DIR / "toy.yaml", {"prompt_template": "paper"})
+
+
+def test_the_is_correction_switch_is_the_recipes_key_and_a_flag():
+    """Off in the paper's recipes; on again from the command line, in trlvr's mode (token_truncate)."""
+    path = ROOT / "recipes" / "qwen3-4b-deepscaler.yaml"
+    _, off = load_run_config(path, GPU_ON_CPU)
+    _, on = load_run_config(path, {**GPU_ON_CPU, "vllm_importance_sampling_correction": True})
+    assert (off.vllm_importance_sampling_correction, on.vllm_importance_sampling_correction) == (False, True)
+    assert on.vllm_importance_sampling_mode == "token_truncate"
 
 
 def test_the_starter_config_is_the_papers_on_a_gpu():

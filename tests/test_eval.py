@@ -143,3 +143,36 @@ def test_evaluate_adds_scores_to_earlier_solo_rows(models, tokenizer, tmp_path):
     assert "drift/kl" not in res["macro"]["metrics"]
     res = run_eval(models, tokenizer, tmp_path, suite=["solo", "drift"], n=2, ks=[1, 2])
     assert "drift/kl" in res["macro"]["metrics"] and "legibility/junior_ce" in res["macro"]["metrics"]
+
+
+def test_handoff_paper_runs_its_own_n_and_decoding_and_records_them(models, tokenizer, tmp_path):
+    """handoff-paper beside solo: 4 samples per problem at T 0.6 / top_p 0.95 whatever the run's n and decoding;
+    pass@k up to its n; config.json records its settings."""
+    res = run_eval(models, tokenizer, tmp_path / "run", suite=["solo", "handoff-paper"], n=8, ks=[1, 4, 8])
+    rows = load_samples(tmp_path / "run" / "samples.jsonl")
+    per = {p: sum(r["protocol"] == p for r in rows) for p in ("solo", "handoff-paper")}
+    assert per == {"solo": 5 * 8, "handoff-paper": 5 * 4}
+    metrics = res["macro"]["metrics"]
+    assert {"handoff-paper/pass@1", "handoff-paper/pass@4", "solo/pass@8"} <= set(metrics)
+    assert "handoff-paper/pass@8" not in metrics and "handoff/round_capped" not in metrics
+    assert res["config"]["handoff_paper"] == {"decoding": {"temperature": 0.6, "top_p": 0.95, "top_k": 0}, "n": 4,
+                                              "max_rounds": None}  # fmt: skip
+    assert all(r["finish_reason"] != "rounds" for r in rows)
+
+
+@pytest.mark.parametrize("arch", ["qwen3"], indirect=True)
+def test_the_prompt_template_reaches_the_evaluated_prompts(models, tokenizer, tmp_path):
+    """prompt_template authors: every problem without its own prompt is asked with the authors' instruction."""
+    from trlvr.data import Problem
+    from trlvr.data.prompts import AUTHORS_INSTRUCTION
+
+    senior, junior = models
+    benches = {"plain": [Problem(f"q{i}", f"What is {i} plus {i}?", str(2 * i), "t") for i in range(2)]}
+    common = dict(suite=["solo"], n=1, ks=[1], max_new_tokens=4, progress=False, score_fn=parity_reward,
+                  extract_fn=last_word, num_resamples=20)  # fmt: skip
+    evaluate_models(senior, junior, tokenizer, benches, tmp_path / "a", prompt_template="authors", **common)
+    evaluate_models(senior, junior, tokenizer, benches, tmp_path / "t", **common)
+    theirs, ours = (load_samples(tmp_path / d / "samples.jsonl") for d in ("a", "t"))
+    assert [r["prompt"] for r in theirs] == [f"What is {i} plus {i}?" + AUTHORS_INSTRUCTION for i in range(2)]
+    assert all("Let's think step by step" in r["prompt"] for r in ours)
+    assert json.loads((tmp_path / "a" / "config.json").read_text())["prompt_template"] == "authors"

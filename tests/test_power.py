@@ -90,17 +90,58 @@ def test_step_model_bandwidth_arithmetic():
     assert P.gpu_hours(3600.0, 10, 2, 3) == 60.0
 
 
-def test_plan_power_prints_the_mde_and_gpu_hours(capsys):
+def test_pass_at_k_components_follow_the_estimates_variance():
+    """pass@4's per-problem SD from the pass@k estimate's exact variance (Beta-binomial): between pass@1's and
+    pass@8's (the measured one), insensitive to the assumed pass@1 level, and 1 at the measured k."""
+    a, b = P.rate_distribution()
+    assert 1 - math.exp(P._lbeta(a, b + 4) - P._lbeta(a, b)) == pytest.approx(P.PASS4_LEVEL, abs=1e-9)
+    assert a / (a + b) == pytest.approx(P.PASS1_LEVEL)
+    sds = {k: P.components_for(f"handoff/pass@{k}", 8).problem_sd for k in (1, 4, 8)}
+    assert sds[8] == pytest.approx(P.DEFAULT_COMPONENTS.problem_sd) and sds[1] < sds[4] < sds[8]
+    for pass1 in (0.35, 0.45):  # the stated insensitivity
+        a2, b2 = P.rate_distribution(pass1)
+        assert 31.4 <= 34 * math.sqrt(P.passk_variance(4, 8, a2, b2) / P.passk_variance(8, 8, a2, b2)) <= 32.8
+    # the estimate's variance, by simulation: rates ~ Beta(a, b), c ~ Binomial(8, p)
+    rng = np.random.default_rng(0)
+    c = rng.binomial(8, rng.beta(a, b, size=200_000))
+    est = 1 - np.array([math.comb(8 - x, 4) / math.comb(8, 4) for x in range(9)])[c]
+    assert est.var() == pytest.approx(P.passk_variance(4, 8, a, b), rel=0.02)
+    with pytest.raises(ValueError, match="pass@k with k <= n = 4"):
+        P.components_for("handoff/pass@8", 4)
+
+
+def test_plan_power_is_the_studys_pass4_with_its_gpus_selection_and_evaluation(capsys):
+    """Issue 57: the study's own panels and macro, pass@4 (Table 2's metric), the recipe's 2 GPUs, selection and
+    evaluation beside training, the floor and a one-sentence verdict."""
     from trlvr.cli.main import main
 
     assert main(["study", "plan", "paper-table2", "--power"]) == 0
     out = capsys.readouterr().out
-    want = P.mde(P.DEFAULT_COMPONENTS, 3, list(P.PAPER_BENCHMARKS.values()))
-    assert f"handoff/pass@1 (paired difference): SE {P.standard_error(P.DEFAULT_COMPONENTS, 3, [121, 90, 272, 581]):.2f}" \
-        f" points, minimal detectable effect {want:.2f} points at 3 seeds" in out  # fmt: skip
+    c = P.components_for("handoff/pass@4", 8)
+    panels = [121, 90, 272, 581]
+    assert "3 seeds x 1064 problems in 4 benchmarks (121, 90, 272, 581)" in out
+    assert f"handoff/pass@4 (paired difference): SE {P.standard_error(c, 3, panels):.2f} points, minimal detectable " \
+        f"effect {P.mde(c, 3, panels):.2f} points at 3 seeds" in out  # fmt: skip
+    assert "handoff/pass@1 (paired" not in out
+    floor = P.floor(c, panels)
+    assert f"#   floor: {floor:.2f} points" in out and P.seeds_needed(c, panels, floor * 0.99) is None
+    (verdict,) = [ln for ln in out.splitlines() if ln.startswith("# Verdict: ")]
+    assert verdict.count(". ") == 0 and verdict.endswith(".") and f"floor is {floor:.2f} points" in verdict
     for arm in ("tandem", "grpo", "grpo-kl-junior", "grpo-g16"):
         assert f"#   {arm}: 64 rollouts" in out or f"#   {arm}: 128 rollouts" in out
-    assert out.count("GPU-hours per arm") == 4 and "tandem 33.5 s per step, grpo 18.6 s per step" in out
+        assert f"#   {arm}: training " in out and "+ selection " in out and "+ evaluation " in out
+    assert "2 GPU(s) per run" in out and out.count("GPU-hours per arm") == 4
+    assert "x2.97 (the paper's measured / model) = 94 GPU-hours" in out  # 282 s per step x 200 x 2 GPUs x 3 seeds / 3600
+    assert "tandem 33.5 s per step, grpo 18.6 s per step" in out
+
+
+def test_the_docs_state_the_floor_the_planner_prints():
+    from pathlib import Path
+
+    floor = f"{P.floor(P.components_for('handoff/pass@4', 8), [121, 90, 272, 581]):.2f}-point floor"
+    root = Path(__file__).resolve().parents[1]
+    for page in ("docs/reproducing-the-paper.md", "studies/paper-table2.yaml"):
+        assert floor in (root / page).read_text(), page
 
 
 def test_plan_power_components_from_a_folder_without_seeds_is_one_line(tmp_path, capsys):

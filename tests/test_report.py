@@ -63,6 +63,22 @@ def test_compare_cli_writes_paired_table(runs, tmp_path, capsys):
     assert all(e["diff"] == 0 and not e["excludes_zero"] for e in same["macro"].values())
 
 
+def test_compare_benchmarks_takes_the_macro_over_the_named_ones(runs, tmp_path, capsys):
+    """--benchmarks: the paper era's three-set macro beside the four-panel one: the macro of one benchmark is it."""
+    a, b = runs
+    assert cli(["compare", str(a), str(b), "--out", str(tmp_path / "all"), "--resamples", "50"]) == 0
+    assert cli(["compare", str(a), str(b), "--out", str(tmp_path / "one"), "--resamples", "50",
+                "--benchmarks", "beta"]) == 0  # fmt: skip
+    capsys.readouterr()
+    full, one = (json.loads((tmp_path / d / "compare.json").read_text()) for d in ("all", "one"))
+    assert set(one["benchmarks"]) == {"beta"} and one["macro"]["solo/pass@1"]["num_problems"] == 3
+    assert one["macro"]["solo/pass@1"]["diff"] == pytest.approx(full["benchmarks"]["beta"]["solo/pass@1"]["diff"])
+    assert cli(["compare", str(a), str(b), "--out", str(tmp_path / "x"), "--benchmarks", "alpha,gamma"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--benchmarks: 'gamma' is not a benchmark both evaluations have" in err
+    assert "(they share: alpha, beta)" in err
+
+
 def test_report_escapes_text_and_has_all_sections(runs, tmp_path):
     a, b = runs
     assert cli(["report", str(b), "--compare", str(a), "--out", str(tmp_path / "r.html")]) == 0

@@ -554,3 +554,16 @@ def test_every_shipped_study_plans_from_any_folder(name, tmp_path, monkeypatch, 
             assert tokens[tokens.index("--config") + 1] in shipped_configs(), line
         if "--config_file" in tokens:
             assert tokens[tokens.index("--config_file") + 1] == "$(trlvr recipes --path accelerate-zero2-2gpu)", line
+
+
+def test_paper_table2_plan_lists_the_four_panels_and_their_sizes(capsys):
+    """Issue 57: the study evaluates the authors' panels (AIME 2024-2026 one set), the macro over those four."""
+    assert cli(["study", "plan", "paper-table2", "--out", "runs/paper-table2"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("# benchmarks")]
+    assert line == ("# benchmarks (the macro is their mean, each weighs 1/4): amc23_25 121 (paper:amc23_25), "
+                    "aime24_26 90 (paper:aime24_26), minerva 272 (paper:minerva), olympiad 581 (paper:olympiad); "
+                    "1064 problems")  # fmt: skip
+    evals = [ln for ln in out.splitlines() if ln.startswith("trlvr eval ")]
+    assert evals and all("--data amc23_25=paper:amc23_25,aime24_26=paper:aime24_26,minerva=paper:minerva,"
+                         "olympiad=paper:olympiad " in ln for ln in evals)  # fmt: skip

@@ -252,6 +252,7 @@ RESULT_METRICS = {
     "handoff/pass@{k}": "step handoff (senior first, steps alternate with the junior): pass@k of the team",
     "junior/pass@{k}": "the junior alone (the floor)",
     "handoff_ratio/pass@{k}": "handoff / solo pass@k (a ratio of means)",
+    "handoff-paper/pass@{k}": "the paper-era handoff (the handoff schedule, no round cap, T 0.6, top_p 0.95, its own 4 samples): pass@k, k <= 4",
     "dose-{J}/pass@{k}": "word schedule at junior share J (p = 1 - J): the team's pass@1",
     "dose-{J}/senior_share": "the senior's share of the tokens at that dose",
     "{protocol}/mean_tokens": "mean completion length (tokens) of that protocol",

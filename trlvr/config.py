@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from trlvr import kinds as K
+from trlvr.data.prompts import PROMPT_TEMPLATES
 from trlvr.engine.backends import BACKENDS, backend
 from trlvr.engine.capabilities import Plan, check_capabilities
 from trlvr.engine.options import DECODE_MODES, check_decoding
@@ -83,6 +84,7 @@ class TandemConfig:
     length_penalty: str = _help("a length penalty added to the reward, the same for both arms (trlvr.rewards.length): none, kimi (Kimi k1.5's group length reward, arXiv 2501.12599) or overlong (DAPO's soft overlong punishment, arXiv 2503.14476)", "none")
     length_penalty_weight: float = _help("weight of the length penalty (Kimi k1.5 and DAPO add it with weight 1)", 1.0)
     max_prompt_length: int | None = _help("drop problems whose prompt has more tokens than this", None)
+    prompt_template: str = _help("the instruction after each problem (trlvr.data.prompts.PROMPT_TEMPLATES): trlvr (\"Let's think step by step ...\") or authors (the paper's release, enable_thinking=False); select and eval with the same (--prompt-template)", "trlvr")
     nonfinite_patience: int = _help("stop after this many consecutive non-finite losses or grad norms", 1)
     preempt_grace_s: float = _help("on SIGTERM/SIGUSR1: finish the step, checkpoint and exit within this many seconds", 120.0)
     refuse_lossy_prompts: bool = _help("refuse training prompts the tokenizer cannot spell (default: count, list, warn)", False)
@@ -192,7 +194,7 @@ FIELD_KINDS = {
     "max_gap": K.COUNT, "handoff": K.choice(*WORD_HANDOFFS), "chunk_size": K.COUNT, "first_author": K.choice("senior", "junior"), "max_rounds": K.COUNT,
     "kl_ref": K.choice(*KL_REFS), "dataset": K.TEXT, "dataset_split": K.TEXT, "dataset_limit": K.COUNT,
     "reward": K.TEXT, "length_penalty": K.choice(*LENGTH_PENALTIES), "length_penalty_weight": K.NONNEG_FLOAT,
-    "max_prompt_length": K.COUNT, "nonfinite_patience": K.COUNT,
+    "max_prompt_length": K.COUNT, "nonfinite_patience": K.COUNT, "prompt_template": K.choice(*PROMPT_TEMPLATES),
     "preempt_grace_s": K.POSITIVE_FLOAT,  # finite: the watchdog waits it out
     "refuse_lossy_prompts": K.SWITCH, "decode": K.choice(*DECODE_MODES), "compile": K.SWITCH_OR_AUTO,
     "junior_device": DEVICE, "pairing": K.choice("auto", "lockstep", "text"), "gpu_memory": GPU_MEMORY,

@@ -2,6 +2,7 @@
 
     trlvr compare runs/grpo/eval runs/tandem/eval --out runs/compare
     trlvr compare runs/eval-grpo runs/eval-tandem      # seed groups (OUT/seed-<s>/ from `trlvr eval --seeds`)
+    trlvr compare A B --benchmarks amc23_25,aime24_26,minerva   # the macro over these (the paper era's three sets)
 
 Two seed groups are paired by seed and problem, with the two-level (seeds, then problems) bootstrap.
 Only evaluations made alike are paired: settings that change the numbers (token budget, decoding,
@@ -27,6 +28,9 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", type=OUT_DIR, default=None, help="output directory (default: DIR_B/compare)")
     p.add_argument("--resamples", type=count(MAX_RESAMPLES), default=2000, help="bootstrap resamples")
     p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--benchmarks", type=TEXT, default=None, metavar="NAMES",
+                   help="compare only these benchmarks, comma-separated: the macro is their mean (e.g. the paper "
+                        "era's amc23_25,aime24_26,minerva; default: every benchmark both have)")
     p.add_argument("--allow-mismatch", action="store_true",
                    help="pair evaluations whose settings differ, with a warning naming the differences")
     return p
@@ -52,6 +56,24 @@ def format_table(cmp: dict) -> str:
     return "\n".join(lines)
 
 
+def only_benchmarks(tables: list[dict], spec: str | None) -> list[dict]:
+    """Each per-problem table cut to the benchmarks `spec` names (None: unchanged); a name no table has, or
+    an empty list, is one line naming --benchmarks."""
+    from trlvr.errors import UserError
+
+    if spec is None:
+        return tables
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise UserError("--benchmarks is empty; expected comma-separated benchmark names")
+    have = set.intersection(*(set(t) for t in tables))
+    missing = [n for n in names if n not in have]
+    if missing:
+        raise UserError(f"--benchmarks: {missing[0]!r} is not a benchmark both evaluations have "
+                        f"(they share: {', '.join(sorted(have)) or 'none'})")  # fmt: skip
+    return [{n: t[n] for n in names} for t in tables]
+
+
 def main(args) -> int:
     import json
     from pathlib import Path
@@ -73,13 +95,13 @@ def main(args) -> int:
             load_results(d)
     mismatch = check_comparable(args.dir_a, args.dir_b, allow_mismatch=args.allow_mismatch)
     if all(groups):
-        cmp = compare_groups(
-            load_tables(args.dir_a), load_tables(args.dir_b), num_resamples=args.resamples, seed=args.seed
-        )
+        ga, gb = load_tables(args.dir_a), load_tables(args.dir_b)
+        cut = only_benchmarks([*ga.values(), *gb.values()], args.benchmarks)
+        ga, gb = dict(zip(ga, cut[: len(ga)], strict=True)), dict(zip(gb, cut[len(ga):], strict=True))
+        cmp = compare_groups(ga, gb, num_resamples=args.resamples, seed=args.seed)
     else:
-        cmp = compare_tables(
-            load_table(args.dir_a), load_table(args.dir_b), num_resamples=args.resamples, seed=args.seed
-        )
+        ta, tb = only_benchmarks([load_table(args.dir_a), load_table(args.dir_b)], args.benchmarks)
+        cmp = compare_tables(ta, tb, num_resamples=args.resamples, seed=args.seed)
     cmp = {**cmp, "mismatch": mismatch}
     out.mkdir(parents=True, exist_ok=True)
     (out / rundir.COMPARE_FILE).write_text(json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))

@@ -38,10 +38,38 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         action="store_true",
         help="skip parsing golds with math-verify (structural checks only)",
     )
+    b = sub.add_parser(
+        "build-evals",
+        help="build the paper's evaluation panels (AMC 2023-2025, AIME 2024-2026, Minerva, OlympiadBench) from "
+        "their hub sources as the authors do; check each set's row count and gold checksum",
+    )
+    b.add_argument("--out", type=TEXT, default=None,
+                   help="folder for NAME.jsonl (default: $TRLVR_PAPER_EVALS or ~/.cache/trlvr/paper-evals, where "
+                        "`paper:NAME` sources are read from)")  # fmt: skip
+    b.add_argument("--sets", type=TEXT, default=None,
+                   help="comma-separated panels (default: amc23_25,aime24_26,minerva,olympiad)")
+    b.add_argument("--olympiad-src", type=TEXT, default=None,
+                   help="the authors' data/eval/olympiad/test.parquet (their OlympiadBench source is private)")
     return p
 
 
+def build_evals(args: argparse.Namespace) -> int:
+    from trlvr.data import evalsets as E
+
+    names = tuple(s.strip() for s in args.sets.split(",") if s.strip()) if args.sets else E.PAPER_PANELS
+    out = args.out or E.panels_dir()
+    digests = E.build(out, names, olympiad_src=args.olympiad_src)
+    for name, digest in digests.items():
+        panel = E.PANELS[name]
+        state = "matches the recorded checksum" if panel.gold_sha256 else "no checksum recorded yet: compare it"
+        print(f"{name}: {panel.rows} rows ({panel.label}), gold sha256 {digest} ({state})")
+    print(f"wrote {len(digests)} panel(s) to {out}; evaluate them as " + ",".join(f"{n}=paper:{n}" for n in digests))
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.data_command == "build-evals":
+        return build_evals(args)
     from trlvr.data import check_source
     from trlvr.rewards import check_golds, gold_reading_changes
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from trlvr import rundir
 from trlvr.cli.formatting import DefaultsFormatter
+from trlvr.data.prompts import PROMPT_TEMPLATES
 from trlvr.engine.backends import BACKENDS, backend
 from trlvr.engine.options import DECODE_MODES
 from trlvr.errors import UserError
@@ -121,6 +122,10 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--grading", default="boxed", choices=["boxed", "boxed_or_tail"],
                    help="boxed (the paper's: no \\boxed{} scores 0) or boxed_or_tail (a box-less answer is "
                         "graded from the text's tail); named in results.json")
+    p.add_argument("--prompt-template", default="trlvr", choices=list(PROMPT_TEMPLATES),
+                   help="the instruction after each problem: trlvr (\"Let's think step by step ...\") or authors (the "
+                        "paper's release: \"Solve the following math problem step by step ...\", enable_thinking=False); "
+                        "the one the senior was trained with")
     p.add_argument("--decode", default="auto", choices=list(DECODE_MODES),
                    help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)")
     p.add_argument("--pairing", default="auto", choices=["auto", "lockstep", "text"],
@@ -197,6 +202,7 @@ def settings_from_args(args) -> EvalSpec:
             max_prompt_tokens="auto" if args.max_prompt_tokens is None else args.max_prompt_tokens,
             handoff_max_rounds=args.handoff_max_rounds, include_eos=args.include_eos, batch_size=args.batch_size,
             score_batch_size=args.score_batch_size, grading=args.grading, decode=args.decode,
+            prompt_template=args.prompt_template,
             dose_shares=tuple(getattr(args, "dose_shares", None) or D.DEFAULT_DOSE_SHARES),
             prefix_ks=_percents(getattr(args, "prefix_ks", None)),
         )  # fmt: skip

@@ -24,6 +24,7 @@ from trlvr.ranks import Ranks
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
+    from trlvr.data.prompts import PROMPT_TEMPLATES
     from trlvr.eval import defaults as D
     from trlvr.kinds import COUNT, NONNEG, NONNEG_FLOAT, SEED, TEXT, UNIT, count
     from trlvr.models import DEVICE
@@ -42,6 +43,8 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--top-p", type=UNIT, default=D.DEFAULT_DECODING["top_p"])
     p.add_argument("--top-k", type=NONNEG, default=D.DEFAULT_DECODING["top_k"])
     p.add_argument("--seed", type=SEED, default=D.SEED)
+    p.add_argument("--prompt-template", default="trlvr", choices=list(PROMPT_TEMPLATES),
+                   help="the instruction after each problem (see trlvr eval): the one the run trained with")
     p.add_argument("--batch-size", type=COUNT, default=D.BATCH_SIZE)
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
     p.add_argument("--device", type=DEVICE, default=None, help="default: cuda if available, else cpu")
@@ -64,7 +67,7 @@ def main(args) -> int:
     how = SelectSpec(args.val, args.metric, args.direction, args.limit, args.include_initial)
     spec = selection_spec(args.metric, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed,
                           decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
-                          batch_size=args.batch_size)  # fmt: skip
+                          batch_size=args.batch_size, prompt_template=args.prompt_template)  # fmt: skip
     models = ModelSpec("", args.junior, dtype=args.dtype, device=args.device, junior_device=args.junior_device,
                        backend=args.backend)  # fmt: skip
     check_run(args, spec)

@@ -50,9 +50,11 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
                       help="also print the study's power (minimal detectable effect, seeds needed) and GPU-hours per arm")
     plan.add_argument("--effect", type=POSITIVE_FLOAT, default=None,
                       help="--power: the target paired difference in points (default 2.3: the paper's handoff gain)")
+    plan.add_argument("--metric", type=TEXT, default=None, metavar="pass@K",
+                      help="--power: the pass@k the effect is in (default pass@4: Table 2's metric)")
     plan.add_argument("--problems", type=COUNTS, default=None,
-                      help="--power: benchmark sizes, comma-separated (default: the paper's AMC 121, AIME 90, "
-                           "Minerva 272, OlympiadBench 581)")
+                      help="--power: benchmark sizes, comma-separated (default: the study's own: the paper's panels "
+                           "have known sizes)")
     plan.add_argument("--components-from", type=TEXT, default=None, metavar="DIR",
                       help="--power: estimate the variance components from a `trlvr study run` folder (>= 2 seeds) "
                            "instead of the stated defaults")
@@ -157,7 +159,7 @@ def _check_select(stage, tandem, out: Path, checked: set) -> None:
 
     args = parse_stage(stage.argv)
     selection_spec(args.metric, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed,
-                   batch_size=args.batch_size,
+                   batch_size=args.batch_size, prompt_template=args.prompt_template,
                    decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k})  # fmt: skip
     check_split(args.val, tandem.holdout, args.run)
     if not args.val.startswith("split:") and is_local(args.val) and not _inside(args.val, out):
@@ -455,24 +457,100 @@ def plan(args) -> int:
     out = Path(args.out) if args.out else Path("runs") / study.name
     check_out_folder(study, out.resolve())  # what `run` checks before its first stage
     print("\n".join(plan_lines(study, out)))
-    if args.power or any(getattr(args, k) is not None for k in ("effect", "problems", "components_from", "gpu")):
+    print(benchmarks_line(study))
+    if args.power or any(getattr(args, k) is not None for k in ("effect", "metric", "problems", "components_from", "gpu")):
         print("\n".join(power_plan(study, out, args)))  # a power option alone asks for the power block too
     return 0
 
 
-def power_plan(study, out: Path, args) -> list[str]:
-    """`plan --power`: the power block (trlvr.experiments.power) and the cost of every trained variant."""
+def study_benchmarks(study) -> list[tuple[str, str, int | None]]:
+    """(name, source, problems or None when unknown before it is read) of the benchmarks the study evaluates
+    (the first variant's evaluation: the macro is over these); `paper:NAME` panels have registered sizes."""
+    from trlvr.cli.eval_cmd import parse_sources
+    from trlvr.data.evalsets import panel_rows
+
+    data = study.evaluation_of(next(iter(study.variants)))["data"]
+    if data == "test":  # a toy world's test split: made by a stage
+        return [("toy", "test", None)]
+    return [(name, src, panel_rows(src)) for name, src in parse_sources(data).items()]
+
+
+def benchmarks_line(study) -> str:
+    """`# benchmarks (macro = their mean): amc23_25 121, ...`: what the study's macro averages."""
+    benches = study_benchmarks(study)
+    sizes = [n for _, _, n in benches]
+    total = f"; {sum(sizes)} problems" if None not in sizes else ""
+    return (f"# benchmarks (the macro is their mean, each weighs 1/{len(benches)}): "
+            + ", ".join(f"{name} {n if n is not None else '?'} ({src})" for name, src, n in benches) + total)
+
+
+def launch_gpus(study) -> int:
+    """Processes (GPUs) per training run: the launcher config's num_processes (`--config_file PATH` or the shipped
+    `"$(trlvr recipes --path NAME)"`), 1 without one."""
+    import shlex
+
     import yaml
 
+    from trlvr.cli.recipes_cmd import shipped
+
+    launch = (study.launch or {}).get("train", "")
+    if "--config_file" not in launch:
+        return 1
+    words = shlex.split(launch.split("--config_file", 1)[1])
+    if not words:
+        return 1
+    ref = words[0]
+    if ref.startswith("$(trlvr recipes --path ") and ref.endswith(")"):
+        cfg = shipped().get(ref[len("$(trlvr recipes --path "):-1].strip(), (None, None))[1]
+    else:
+        cfg = Path(ref) if Path(ref).is_file() else study.path.parent / ".." / ref
+    if cfg is None or not Path(cfg).is_file():
+        return 1
+    return int((yaml.safe_load(Path(cfg).read_text()) or {}).get("num_processes", 1))
+
+
+def _local_rows(source: str) -> int | None:
+    """Rows of a local data file (read: cheap), None for a source read later (a hub dataset)."""
+    from trlvr.data.sources import is_local, read_local
+    from trlvr.errors import UserError
+
+    if not is_local(source):
+        return None
+    try:
+        return len(read_local(source))
+    except UserError:
+        return None
+
+
+def power_plan(study, out: Path, args) -> list[str]:
+    """`plan --power`: the power of the study's own benchmarks and macro for the metric its effect is in
+    (pass@4: Table 2), then the cost of every trained variant: training, selection and evaluation."""
     from trlvr.config import parse_run_args
     from trlvr.errors import UserError
     from trlvr.experiments import power as P
     from trlvr.experiments.study import units
     from trlvr.memory import Stack, read_config
 
-    problems = list(args.problems) if args.problems else list(P.PAPER_BENCHMARKS.values())
+    benches = study_benchmarks(study)
+    if args.problems:
+        problems = list(args.problems)
+    elif None in (n for _, _, n in benches) and not all(n or _local_rows(src) for _, src, n in benches):
+        unknown = ", ".join(f"{name}={src}" for name, src, n in benches if n is None)
+        raise UserError(f"--power: the sizes of {unknown} are not known before the data is read; pass --problems "
+                        "with every benchmark's size, comma-separated")  # fmt: skip
+    else:
+        problems = [n or _local_rows(src) for _, src, n in benches]
     effect = args.effect if args.effect is not None else P.TARGET_EFFECT
-    headline = ["handoff/pass@1", "solo/pass@1"]
+    first_eval = parse_stage(units(study, out)[0][-1].argv)
+    n_eval = first_eval.n
+    # Table 2's pass@4, or pass@n where the study draws fewer samples
+    target = args.metric or f"pass@{min(P.metric_k(P.TARGET_METRIC), n_eval)}"
+    k = P.metric_k(target)
+    if k is None or "/" in target or k > n_eval:
+        raise UserError(f"--metric {target}: expected pass@K with K in [1, evaluation.n = {n_eval}], e.g. pass@4")
+    headline = [f"handoff/{target}", f"solo/{target}"]
+    lines = [f"# power of {headline[0]} (the metric of the {effect:g}-point effect{', Table 2' if target == P.TARGET_METRIC else ''}"
+             f") and {headline[1]}, on the study's {len(problems)} benchmarks, the macro their mean"]  # fmt: skip
     if args.components_from:
         pair = next(((v.baseline, v.name) for v in study.variants.values() if v.baseline and v.trained), None)
         if pair is None:
@@ -482,19 +560,17 @@ def power_plan(study, out: Path, args) -> list[str]:
             comps = [(m, P.components_from_study(args.components_from, *pair, m)) for m in headline]
         except ValueError as e:
             raise UserError(f"--components-from {args.components_from}: {e}") from None
-        lines = []
         for m, c in comps:
             lines += P.power_lines(c, len(study.seeds), problems, effect, [m])
     else:
-        lines = P.power_lines(P.DEFAULT_COMPONENTS, len(study.seeds), problems, effect, headline)
-    gpus = 1
-    launch = (study.launch or {}).get("train", "")
-    if "--config_file" in launch:
-        cfg = Path(launch.split("--config_file")[1].split()[0])
-        cfg = cfg if cfg.is_file() else (study.path.parent / ".." / cfg)
-        if cfg.is_file():
-            gpus = int((yaml.safe_load(cfg.read_text()) or {}).get("num_processes", 1))
+        try:
+            c = P.components_for(headline[0], n_eval)
+        except ValueError as e:
+            raise UserError(f"--power: {e} (evaluation.n)") from None
+        lines += P.power_lines(c, len(study.seeds), problems, effect, headline)
+    gpus = launch_gpus(study)
     models, steps, gpu, skipped = {}, 0, args.gpu, []
+    select_h, eval_h, what = {}, {}, ("", "")
     for unit in units(study, out):
         train = next((st for st in unit if st.kind == "train"), None)
         if train is None or train.seed != study.seeds[0]:
@@ -506,6 +582,8 @@ def power_plan(study, out: Path, args) -> list[str]:
             if tandem.arm == "tandem":
                 junior = senior if tandem.junior == "self" else Stack.from_config(
                     "junior", read_config(tandem.junior), "bfloat16")  # fmt: skip
+            sel, ev = (parse_stage(st.argv) for st in unit if st.kind in ("select", "eval"))
+            ev_junior = Stack.from_config("junior", read_config(ev.junior), "bfloat16") if ev.junior else None
         except UserError:  # a model an earlier stage makes (a toy world): no config to cost yet
             skipped.append(train.variant)
             continue
@@ -517,6 +595,30 @@ def power_plan(study, out: Path, args) -> list[str]:
             junior.kv_bytes_per_token if junior else 0, rows=grpo.per_device_train_batch_size * per_gen,
             completion=min(P.MEAN_COMPLETION[tandem.arm], grpo.max_completion_length),
             cap=grpo.max_completion_length)  # fmt: skip
+        s_kv, j_kv = (senior.params, senior.kv_bytes_per_token), (
+            (ev_junior.params, ev_junior.kv_bytes_per_token) if ev_junior else None)
+        mean = P.MEAN_COMPLETION[tandem.arm]
+        checkpoints = grpo.max_steps // grpo.save_steps if grpo.save_steps else 1
+        val = int(sel.val.split(":", 1)[1]) if sel.val.startswith("split:") else _local_rows(sel.val) or 0
+        val = min(val, sel.limit or val)
+        proto = sel.metric.split("/", 1)[0]
+        select_h[train.variant] = len(study.seeds) * checkpoints * P.generation_hours(
+            s_kv, j_kv if proto not in ("solo",) else None, val * sel.n, sel.batch_size, min(mean, sel.max_new_tokens),
+            sel.max_new_tokens, P.gpu_name(gpu))  # fmt: skip
+        from trlvr.eval import defaults as D
+        from trlvr.eval.suite import parse_protocol, protocols_for
+
+        suite = [x for x in ev.suite.split(",") if x]
+        eval_rows = 0.0
+        for name in protocols_for(suite, tuple(ev.dose_shares) if ev.dose_shares else D.DEFAULT_DOSE_SHARES):
+            pr = parse_protocol(name)
+            eval_rows += P.generation_hours(s_kv, j_kv if pr.needs_junior else None, sum(problems) * pr.samples(ev.n),
+                                            ev.batch_size, min(mean, ev.max_new_tokens), ev.max_new_tokens,
+                                            P.gpu_name(gpu), senior_decodes=pr.entry != "junior")  # fmt: skip
+        eval_h[train.variant] = len(study.seeds) * eval_rows
+        what = (f"selection: {checkpoints} checkpoints x {val} problems x {sel.n} samples of {proto}",
+                f"evaluation: {sum(problems)} problems x {ev.n} samples x the suite {ev.suite}'s generation protocols; "
+                "teacher-forced scoring not counted")  # fmt: skip
     try:
         gpu = P.gpu_name(gpu)
     except ValueError as e:
@@ -524,6 +626,10 @@ def power_plan(study, out: Path, args) -> list[str]:
     paper = Stack.from_config("senior", read_config("Qwen/Qwen3-4B-Instruct-2507"), "bfloat16")
     calibration = P.paper_calibration(paper.params, paper.kv_bytes_per_token)
     lines += P.cost_lines(models, gpu, steps, gpus, len(study.seeds), calibration)
+    train_h = {name: P.gpu_hours(m.step_s(gpu) * calibration[m.kind], steps, gpus, len(study.seeds))
+               for name, m in models.items()}  # fmt: skip
+    if models:
+        lines += P.stage_cost_lines(select_h, eval_h, train_h, len(study.seeds), what)
     return lines + [f"#   {v}: not costed (its models are made by an earlier stage)" for v in skipped]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from trlvr.data.evalsets import is_panel, read_panel
 from trlvr.data.rows import BadRow, row_to_problem
 from trlvr.data.schema import (
     SCHEMAS,
@@ -116,6 +117,8 @@ def read_rows(source: str, split: str | None = None, schema=None) -> tuple[list[
     """Raw rows of ``source`` and the schema its hub name implies (None for files)."""
     if source.startswith(RG_PREFIX):
         return read_reasoning_gym(*parse_rg_source(source)), SCHEMAS["minerva"]  # question/answer
+    if is_panel(source):  # the paper's panels, as `trlvr data build-evals` wrote them
+        return read_panel(source), None
     if is_local(source):
         return read_local(source), None
     hub_schema = schema_for_hub(source)

@@ -10,6 +10,29 @@ from typing import Any, NamedTuple
 from trlvr.data.schema import Problem
 
 DEFAULT_TEMPLATE = "{problem} Let's think step by step and output the final answer within \\boxed{{}}."
+# The authors' instruction, byte for byte (CSSLab/Tandem-RLVR data/build_deepscaler.py and data/build_evals.py,
+# BOXED_INSTR, appended to the problem in training and evaluation alike; commit 7ba85e0f6cee)
+AUTHORS_INSTRUCTION = (
+    " Solve the following math problem step by step. Put your final answer "
+    "inside \\boxed{}, like \\boxed{42} or \\boxed{\\frac{1}{2}}."
+)
+# name -> (str.format pattern with {problem}, chat-template keyword arguments)
+PROMPT_TEMPLATES: dict[str, tuple[str, dict]] = {
+    "trlvr": (DEFAULT_TEMPLATE, {}),
+    # the release's one prompt route (eval/common.chat_prefix): enable_thinking=False (inert for Instruct-2507,
+    # keeps a hybrid Qwen3 out of thinking mode), the plain call for a template that rejects the argument
+    "authors": ("{problem}" + AUTHORS_INSTRUCTION.replace("{", "{{").replace("}", "}}"), {"enable_thinking": False}),
+}
+DEFAULT_PROMPT_TEMPLATE = "trlvr"
+
+
+def template_of(name: str) -> tuple[str, dict]:
+    """(pattern, chat keyword arguments) of a template name, or of a pattern given as is (it holds ``{problem}``)."""
+    if name in PROMPT_TEMPLATES:
+        return PROMPT_TEMPLATES[name]
+    if "{problem}" in name:
+        return name, {}
+    raise ValueError(f"unknown prompt template {name!r}: one of {', '.join(PROMPT_TEMPLATES)}")
 
 
 def build_prompt(
@@ -17,18 +40,26 @@ def build_prompt(
 ) -> str:
     """The prompt string for ``problem_text``.
 
-    ``template`` is a str.format pattern with ``{problem}``. When ``tokenizer`` has a chat
-    template (and ``use_chat_template``), the text becomes one user message rendered with
-    ``add_generation_prompt=True``; otherwise the plain text is returned.
+    ``template`` is a name in ``PROMPT_TEMPLATES`` ("trlvr", "authors") or a str.format pattern with
+    ``{problem}``. When ``tokenizer`` has a chat template (and ``use_chat_template``), the text becomes one
+    user message rendered with ``add_generation_prompt=True`` (and the template's keyword arguments: "authors"
+    passes ``enable_thinking=False``, as the authors' code does); otherwise the plain text is returned.
 
     >>> build_prompt("What is 2+2?")
     "What is 2+2? Let's think step by step and output the final answer within \\\\boxed{}."
+    >>> build_prompt("What is 2+2?", template="authors")[12:45]
+    ' Solve the following math problem'
     """
-    text = template.format(problem=problem_text)
+    pattern, chat_kwargs = template_of(template)
+    text = pattern.format(problem=problem_text)
     if use_chat_template and tokenizer is not None and getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-        )
+        messages = [{"role": "user", "content": text}]
+        try:
+            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **chat_kwargs)
+        except (TypeError, ValueError):  # a template that rejects the argument has no thinking mode to turn off
+            if not chat_kwargs:
+                raise
+            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return text
 
 

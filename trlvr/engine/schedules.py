@@ -433,19 +433,21 @@ class StepSchedule(Schedule):
     """Strict alternation one reasoning step each; a step ends with a blank line ("\\n\\n").
 
     A round is a pair of steps, one by each author (the authors' definition: a senior turn plus a
-    junior turn); the sequence ends once `max_rounds` rounds, i.e. 2 x max_rounds steps, are complete.
+    junior turn); the sequence ends once `max_rounds` rounds, i.e. 2 x max_rounds steps, are complete
+    (None: no cap, as the paper-era handoff evaluation; only EOS or the token budget end it).
     """
 
     first_author: str = SENIOR
-    max_rounds: int = 150
+    max_rounds: int | None = 150
 
     def __post_init__(self):
         _check_author(self.first_author, "StepSchedule.first_author")
-        if self.max_rounds < 1:
-            raise ValueError(f"max_rounds must be >= 1, got {self.max_rounds}")
+        if self.max_rounds is not None and self.max_rounds < 1:
+            raise ValueError(f"max_rounds must be >= 1 (or None: no cap), got {self.max_rounds}")
 
     def text_rule(self) -> TextRule | None:
-        return TextRule(first=self.first_author, alternate_at_step_end=True, max_steps=2 * self.max_rounds)
+        cap = None if self.max_rounds is None else 2 * self.max_rounds
+        return TextRule(first=self.first_author, alternate_at_step_end=True, max_steps=cap)
 
     def start(self, batch_size: int, tables: VocabTables, rng: torch.Generator) -> ScheduleState:
         author = torch.full((batch_size,), self.first_author == SENIOR, dtype=torch.bool, device=rng.device)
@@ -461,7 +463,7 @@ class StepSchedule(Schedule):
             author=state.author ^ ended,
             steps=steps,
             prev_ends_newline=prev_nl,
-            stop=steps >= 2 * self.max_rounds,
+            stop=steps >= 2 * self.max_rounds if self.max_rounds is not None else torch.zeros_like(ended),
         )
 
 

@@ -1,7 +1,8 @@
 """From sample rows to per-problem metrics, then to results with bootstrap CIs and paired comparisons.
 
 Per-problem table: {benchmark: {metric: {problem_id: value}}}. Metric names:
-    solo/pass@k, handoff/pass@k, junior/pass@k        unbiased pass@k (correct = reward > 0.5)
+    solo/pass@k, handoff/pass@k, junior/pass@k        unbiased pass@k (correct = reward > 0.5); also
+    handoff-paper/pass@k                               (k <= its own n = 4)
     <protocol>/mean_tokens, <protocol>/truncated      completion length, share cut by the budget
     handoff/round_capped                               share ended by the round cap (a round = one
                                                        senior step + one junior step)
@@ -37,7 +38,7 @@ from trlvr.errors import UserError
 from trlvr.eval.stats import bootstrap_ci, mean_stat, paired_bootstrap, pass_at_k, ratio_stat
 from trlvr.eval.suite import protocol_of_metric
 
-PASS_PROTOCOLS = ("solo", "handoff", "junior")
+PASS_PROTOCOLS = ("solo", "handoff", "handoff-paper", "junior")
 UNREPRESENTABLE = "unrepresentable"  # the finish reason (trlvr.engine.output.FINISH_REASONS) counted per protocol
 CORRECT_THRESHOLD = 0.5
 
@@ -99,7 +100,7 @@ def metric_specs(table: Table) -> dict[str, tuple[str, ...]]:
 
 def _metric_order(name: str):
     head, _, tail = name.partition("/")
-    order = ["solo", "handoff", "handoff_ratio", "junior", "legibility", "drift"]
+    order = ["solo", "handoff", "handoff_ratio", "handoff-paper", "junior", "legibility", "drift"]
     rank = order.index(head) if head in order else len(order)
     k = int(tail.split("@")[1]) if "@" in tail and tail.split("@")[1].isdigit() else 0
     return (rank, head, tail.split("@")[0], k, tail)

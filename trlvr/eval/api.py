@@ -229,7 +229,7 @@ def eval_contexts(spec: EvalSpec, problems: list, models: list[tuple[str, str, o
     context = spec.context_length or None
     cap = default_max_prompt_tokens(context) if spec.max_prompt_tokens == "auto" else spec.max_prompt_tokens
     senior_tok = models[0][2]
-    lens = {id(senior_tok): [len(prompt_ids_for(p, senior_tok)) for p in problems]}
+    lens = {id(senior_tok): [len(prompt_ids_for(p, senior_tok, spec.prompt_template)) for p in problems]}
     first = lens[id(senior_tok)]
     kept, _ = split_by_prompt_length(first, cap, spec.max_new_tokens, context)  # the runner keeps by the senior's
     budget = {j: completion_budget(first[j], spec.max_new_tokens, context) for j in kept}
@@ -239,7 +239,7 @@ def eval_contexts(spec: EvalSpec, problems: list, models: list[tuple[str, str, o
         if positions is None:
             continue
         if id(tok) not in lens:
-            lens[id(tok)] = [len(prompt_ids_for(p, tok)) for p in problems]
+            lens[id(tok)] = [len(prompt_ids_for(p, tok, spec.prompt_template)) for p in problems]
         i = max(kept, key=lambda j: lens[id(tok)][j] + budget[j])
         out.append((f"{name} {path}", positions, lens[id(tok)][i], budget[i]))
     return tuple(out)
@@ -259,7 +259,7 @@ def eval_plan(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, gp
     if spec.needs_junior and models.junior is not None:
         stacks.append(Stack.from_config("junior", read_config(base if models.junior == SELF else models.junior), dtype))
     tok = load_tokenizer(models.tokenizer, "--tokenizer") if models.tokenizer else load_tokenizer_for(senior_path, "--senior")
-    prompts = [len(prompt_ids_for(p, tok)) for ps in benchmarks.values() for p in ps]
+    prompts = [len(prompt_ids_for(p, tok, spec.prompt_template)) for ps in benchmarks.values() for p in ps]
     context = context_length_of(senior_path, models.junior) if spec.context_length == "auto" else spec.context_length
     longest = max((p + completion_budget(p, spec.max_new_tokens, context) for p in prompts), default=0)  # the runner's
     return MemoryPlan(stacks=tuple(stacks), prompt_len=max(prompts, default=0), completion_len=spec.max_new_tokens,

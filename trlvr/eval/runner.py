@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from trlvr import rundir
 from trlvr.data import encode_prompt, prompt_for
-from trlvr.data.prompts import lossy_prompts, lost_characters
+from trlvr.data.prompts import DEFAULT_PROMPT_TEMPLATE, lossy_prompts, lost_characters
 from trlvr.data.schema import problem_key
 from trlvr.engine import capabilities, make_pair
 from trlvr.engine.backends import backend
@@ -85,9 +85,10 @@ class Bench(NamedTuple):
     budgets: list[int]  # completion budget of each problem
 
 
-def prompt_ids_for(problem, tokenizer) -> list[int]:
-    """A problem's prompt token ids, through the one shared prompt path of `trlvr.data`."""
-    return encode_prompt(prompt_for(problem, tokenizer), tokenizer)
+def prompt_ids_for(problem, tokenizer, template: str = DEFAULT_PROMPT_TEMPLATE) -> list[int]:
+    """A problem's prompt token ids, through the one shared prompt path of `trlvr.data` (`template`: a
+    `trlvr.data.prompts.PROMPT_TEMPLATES` name)."""
+    return encode_prompt(prompt_for(problem, tokenizer, template), tokenizer)
 
 
 def model_context_length(*models) -> int | None:
@@ -106,7 +107,8 @@ def grading_name(score_fn) -> str:
     return mode if mode is not None else "custom:" + getattr(score_fn, "__name__", type(score_fn).__name__)
 
 
-def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens, context_length):
+def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens, context_length,
+                       template: str = DEFAULT_PROMPT_TEMPLATE):
     """(name -> Bench, name -> dropped problems): prompts encoded once, over-long ones dropped up front."""
     if not benchmarks:
         raise UserError("no benchmarks to evaluate")
@@ -123,7 +125,7 @@ def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens,
                     "answer; remove the duplicate (`trlvr data check` lists them)"
                 )
             first[k] = p.id
-        prompts = [prompt_ids_for(p, tokenizer) for p in problems]
+        prompts = [prompt_ids_for(p, tokenizer, template) for p in problems]
         kept, cut = split_by_prompt_length(
             [len(x) for x in prompts], max_prompt_tokens, max_new_tokens, context_length
         )
@@ -145,12 +147,12 @@ def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens,
     return out, dropped
 
 
-def lossy_problems(benchmarks: dict[str, list], tokenizer) -> dict[str, list[dict]]:
+def lossy_problems(benchmarks: dict[str, list], tokenizer, template: str = DEFAULT_PROMPT_TEMPLATE) -> dict[str, list[dict]]:
     """{benchmark: [{problem_id, source_id, lost, roundtrip}]} for problems whose prompt the tokenizer
     cannot spell (`trlvr.data.prompts.lossy_prompts`, once per problem); benchmarks with none are left out."""
     out = {}
     for name, problems in benchmarks.items():
-        bad = lossy_prompts(tokenizer, [prompt_for(p, tokenizer) for p in problems])
+        bad = lossy_prompts(tokenizer, [prompt_for(p, tokenizer, template) for p in problems])
         if bad:
             out[name] = [{"problem_id": problem_key(problems[x.index]), "source_id": str(problems[x.index].id),
                           "lost": lost_characters(x.original, x.roundtrip), "roundtrip": x.roundtrip}
@@ -288,9 +290,9 @@ def evaluate(
     max_prompt_tokens = (default_max_prompt_tokens(context_length) if spec.max_prompt_tokens == "auto"
                          else spec.max_prompt_tokens)  # fmt: skip
     benches, dropped = prepare_benchmarks(
-        benchmarks, tokenizer, max_prompt_tokens, spec.max_new_tokens, context_length
+        benchmarks, tokenizer, max_prompt_tokens, spec.max_new_tokens, context_length, spec.prompt_template
     )
-    lossy = lossy_problems(benchmarks, tokenizer)
+    lossy = lossy_problems(benchmarks, tokenizer, spec.prompt_template)
     if lossy and refuse_lossy:
         bench, first = next((b, v[0]) for b, v in lossy.items())
         raise UserError(
@@ -534,7 +536,8 @@ class _Run:
         spec = self.spec
         for bench, b in self.benches.items():
             for proto in self.protocols:
-                for batch in plan_batches(bench, proto, b.keys, spec.n, spec.batch_size, spec.seed):
+                n = parse_protocol(proto).samples(spec.n)  # handoff-paper: its own n
+                for batch in plan_batches(bench, proto, b.keys, n, spec.batch_size, spec.seed):
                     yield b, batch, [(bench, proto, b.keys[i], s, batch.signature) for i, s in batch.items]
 
     def stacks(self, protocol: str) -> tuple[str, ...]:
@@ -555,7 +558,8 @@ class _Run:
         have = {_row_key(r): r for r in other}
         have.update((_row_key(r), r) for r in old_rows)
         in_file = [_row_key(r) for r in old_rows]  # the keys samples.jsonl holds, in order
-        total = sum(len(b.keys) for b in self.benches.values()) * len(self.protocols) * self.spec.n
+        total = sum(len(b.keys) for b in self.benches.values()) * sum(
+            parse_protocol(p).samples(self.spec.n) for p in self.protocols)
         bar = tqdm(total=total, desc="eval", disable=not self.progress, leave=False)
         plan = list(self.planned())
         order = list(ENGINE_STACKS.values())
@@ -660,7 +664,8 @@ class _Run:
     def _fill_junior_prompts(self) -> None:
         for b in self.benches.values():
             for problem, ids in zip(b.problems, b.prompts, strict=True):
-                self.junior_prompts[tuple(ids)] = encode_prompt(prompt_for(problem, self.tokenizer), self.junior_tokenizer)
+                self.junior_prompts[tuple(ids)] = encode_prompt(
+                    prompt_for(problem, self.tokenizer, self.spec.prompt_template), self.junior_tokenizer)
 
     def _prefixes(self, b: Bench, batch) -> list[list[int]] | None:
         """prefix-K: the first K% of the solo trace of each item's (problem, sample), None for other protocols."""
@@ -690,7 +695,7 @@ class _Run:
         if max(budgets) > 0:
             out = run_protocol(
                 pair, batch.protocol, [b.prompts[i] + p for (i, _), p in zip(batch.items, given, strict=True)],
-                max_new_tokens=budgets, decoding=spec.decoding, seed=spec.seed,
+                max_new_tokens=budgets, decoding=parse_protocol(batch.protocol).decoding(spec.decoding), seed=spec.seed,
                 handoff_max_rounds=spec.handoff_max_rounds,
                 row_keys=[eval_row_key(batch.benchmark, b.keys[i], s, key_protocol) for i, s in batch.items],
             )  # fmt: skip

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from trlvr.data.prompts import PROMPT_TEMPLATES
 from trlvr.engine.options import check_decoding
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
@@ -56,6 +57,7 @@ class EvalSpec:
     batch_size: int = D.BATCH_SIZE
     score_batch_size: int = D.SCORE_BATCH_SIZE
     grading: str = "boxed"
+    prompt_template: str = "trlvr"  # trlvr.data.prompts.PROMPT_TEMPLATES: trlvr's instruction or the authors'
     dose_shares: tuple[float, ...] = D.DEFAULT_DOSE_SHARES
     prefix_ks: tuple[int, ...] = D.DEFAULT_PREFIX_KS  # suite entry prefix: the prefix-K protocols (K in %)
     num_resamples: int = D.NUM_RESAMPLES
@@ -97,6 +99,9 @@ class EvalSpec:
         if not self.prefix_ks or any(isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 100
                                      for k in self.prefix_ks):  # fmt: skip
             raise SettingError("prefix_ks", f"prefix_ks: expected integer percents in [0, 100], got {list(self.prefix_ks)}")
+        if self.prompt_template not in PROMPT_TEMPLATES:
+            raise SettingError("prompt_template", f"prompt_template: {self.prompt_template!r}; choose from "
+                               f"{', '.join(PROMPT_TEMPLATES)}")  # fmt: skip
         if self.grading not in GRADINGS:
             raise SettingError("grading", f"grading: {self.grading!r}; choose from {', '.join(GRADINGS)}")
         try:
@@ -112,6 +117,8 @@ class EvalSpec:
                 "decoding": self.decoding, "seed": self.seed, "batch_size": self.batch_size,
                 "max_new_tokens": self.max_new_tokens, "context_length": context_length,
                 "max_prompt_tokens": max_prompt_tokens, "handoff_max_rounds": self.handoff_max_rounds,
+                # only where not trlvr's: an evaluation written before the setting keeps its fingerprint
+                **({"prompt_template": self.prompt_template} if self.prompt_template != "trlvr" else {}),
             },
             "scoring": {"grading": grading, "include_eos": self.include_eos,
                         "score_batch_size": self.score_batch_size},
@@ -125,10 +132,13 @@ class EvalSpec:
             "score_batch_size": self.score_batch_size, "handoff_max_rounds": self.handoff_max_rounds,
             "handoff_round": "one senior step + one junior step", "suite": list(self.suite),
             "dose_shares": list(self.dose_shares), "num_resamples": self.num_resamples, "grading": grading,
+            "prompt_template": self.prompt_template,
             "budget": {"rule": BUDGET_RULE if context_length else "flat max_new_tokens",
                        "max_new_tokens": self.max_new_tokens, "context_length": context_length},
             "max_prompt_tokens": max_prompt_tokens, "legibility_drift": {"include_eos": self.include_eos},
             "decode": self.decode,
             # only where asked for: a finished evaluation of another suite keeps the config it was written with
             **({"prefix_ks": list(self.prefix_ks)} if "prefix" in self.suite else {}),
+            **({"handoff_paper": {**D.PAPER_HANDOFF, "decoding": dict(D.PAPER_HANDOFF["decoding"])}}
+               if "handoff-paper" in self.suite else {}),
         }  # fmt: skip

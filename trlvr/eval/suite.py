@@ -11,7 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trlvr.engine.schedules import Schedule
-from trlvr.eval.defaults import DEFAULT_DOSE_SHARES, DEFAULT_PREFIX_KS, HANDOFF_MAX_ROUNDS, SUITE_NAMES
+from trlvr.eval.defaults import (
+    DEFAULT_DOSE_SHARES,
+    DEFAULT_PREFIX_KS,
+    HANDOFF_MAX_ROUNDS,
+    PAPER_HANDOFF,
+    SUITE_NAMES,
+)
 
 __all__ = ["DOSE_PREFIX", "PREFIX_PREFIX", "Protocol", "prefix_protocol", "dose_points", "dose_protocol", "parse_protocol", "protocol_of_metric",
            "protocols_for"]
@@ -23,14 +29,22 @@ class Protocol:
     it, whether it needs the junior, and (dose) the junior's share. `parse_protocol` is the one place
     a protocol name is read."""
 
-    name: str  # solo, handoff, dose-0.25, junior, prefix-50
-    entry: str  # the suite entry: solo, handoff, dose, junior, prefix
+    name: str  # solo, handoff, handoff-paper, dose-0.25, junior, prefix-50
+    entry: str  # the suite entry: solo, handoff, handoff-paper, dose, junior, prefix
     junior_share: float | None = None  # dose-J: J
     prefix_percent: int | None = None  # prefix-K: K, the share (%) of the senior's solo trace kept
 
     @property
     def needs_junior(self) -> bool:
         return self.entry != "solo"
+
+    def decoding(self, run_decoding: dict) -> dict:
+        """The decoding this protocol samples with: its own (handoff-paper: the paper era's), else the run's."""
+        return dict(PAPER_HANDOFF["decoding"]) if self.entry == "handoff-paper" else run_decoding
+
+    def samples(self, run_n: int) -> int:
+        """Samples per problem: its own (handoff-paper: 4), else the run's n."""
+        return PAPER_HANDOFF["n"] if self.entry == "handoff-paper" else run_n
 
     def schedule(self, handoff_max_rounds: int = HANDOFF_MAX_ROUNDS):
         """Who writes each token, a `trlvr.engine.Schedule` (a round of the handoff cap = one senior + one
@@ -39,6 +53,8 @@ class Protocol:
             return Schedule.from_config("solo", author="senior" if self.entry == "solo" else "junior")
         if self.entry == "handoff":
             return Schedule.from_config("step", first_author="senior", max_rounds=handoff_max_rounds)
+        if self.entry == "handoff-paper":  # the same schedule, no round cap
+            return Schedule.from_config("step", first_author="senior", max_rounds=PAPER_HANDOFF["max_rounds"])
         return Schedule.from_config("word", p=1.0 - self.junior_share)
 
 
@@ -57,7 +73,7 @@ def dose_protocol(junior_share: float) -> str:
 def parse_protocol(name: str) -> Protocol:
     """A protocol name as a `Protocol` ("dose-0.25" -> the word schedule with junior share 0.25);
     ValueError for a name that is none."""
-    if name in ("solo", "handoff", "junior"):
+    if name in ("solo", "handoff", "handoff-paper", "junior"):
         return Protocol(name, name)
     if name.startswith(DOSE_PREFIX):
         try:
@@ -70,7 +86,7 @@ def parse_protocol(name: str) -> Protocol:
         k = name.removeprefix(PREFIX_PREFIX)
         if k.isdigit() and 0 <= int(k) <= 100 and str(int(k)) == k:
             return Protocol(name, "prefix", prefix_percent=int(k))
-    raise ValueError(f"unknown protocol {name!r}: expected solo, handoff, junior, dose-J with J in [0, 1] "
+    raise ValueError(f"unknown protocol {name!r}: expected solo, handoff, handoff-paper, junior, dose-J with J in [0, 1] "
                      "or prefix-K with K an integer percent in [0, 100]")
 
 
@@ -96,6 +112,8 @@ def protocols_for(suite: list[str] | tuple[str, ...], dose_shares=DEFAULT_DOSE_S
         out.append("solo")
     if "handoff" in suite:
         out.append("handoff")
+    if "handoff-paper" in suite:
+        out.append("handoff-paper")
     if "dose" in suite:
         out += [dose_protocol(s) for s in dose_shares]
     if "junior" in suite:

@@ -59,7 +59,6 @@ class Components:
 
 
 # The stated defaults for the paper-scale studies (points of pass@1), and where each comes from:
-PAPER_BENCHMARKS = {"amc": 121, "aime": 90, "minerva": 272, "olympiad": 581}  # method-notes (the paper's sets)
 DEFAULT_COMPONENTS = Components(
     seed_sd=1.5,
     problem_sd=34.0,
@@ -70,6 +69,73 @@ DEFAULT_COMPONENTS = Components(
             "handoff difference); shared 0.5: an assumption (sampling noise at n = 8 alone is 17-25 points "
             "of the 34, and it does not repeat across seeds)"),
 )
+
+
+# ---- the metric's own variance: pass@k ----------------------------------------------------------------------
+# DEFAULT_COMPONENTS' problem_sd is the reproduction's pass@8 (n = 8). Another pass@k varies otherwise over problems:
+# its per-problem SD is problem_sd x sqrt(V_k / V_8), V_k the variance over problems and samples of one problem's
+# unbiased pass@k estimate from n samples, with problems' success rates Beta(a, b) fitted to a mean pass@1 of
+# PASS1_LEVEL (an assumption) and a mean pass@4 of PASS4_LEVEL (Table 2's four macro pass@4 values, 52.40-55.56,
+# averaged). Within 31.4-32.8 points for pass@4 whatever the pass@1 level from 0.35 to 0.45 (tests/test_power.py).
+PASS1_LEVEL = 0.40
+PASS4_LEVEL = 0.544
+MEASURED_K, MEASURED_N = 8, 8  # what DEFAULT_COMPONENTS.problem_sd was measured on
+
+
+def _lbeta(a: float, b: float) -> float:
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+def rate_distribution(pass1: float = PASS1_LEVEL, pass4: float = PASS4_LEVEL) -> tuple[float, float]:
+    """(a, b) of the Beta distribution of per-problem success rates with mean `pass1` and mean pass@4 `pass4`
+    (E[1 - (1 - p)^4] = 1 - B(a, b + 4) / B(a, b)); more dispersion (smaller a) lowers pass@4."""
+    if not 0 < pass1 < pass4 < 1 - (1 - pass1) ** 4:
+        raise ValueError(f"need 0 < pass@1 < pass@4 < 1 - (1 - pass@1)^4, got {pass1}, {pass4}")
+    lo, hi = 1e-4, 1e4
+    for _ in range(200):
+        a = math.sqrt(lo * hi)
+        b = a * (1 - pass1) / pass1
+        lo, hi = (lo, a) if 1 - math.exp(_lbeta(a, b + 4) - _lbeta(a, b)) > pass4 else (a, hi)
+    return a, b
+
+
+def passk_variance(k: int, n: int, a: float, b: float) -> float:
+    """Variance (fraction^2) over problems (rates ~ Beta(a, b)) and their n samples of the unbiased pass@k
+    estimate 1 - C(n - c, k) / C(n, k), c ~ BetaBinomial(n, a, b): exact."""
+    if not 1 <= k <= n:
+        raise ValueError(f"pass@{k} needs 1 <= k <= n = {n}")
+    e = e2 = 0.0
+    for c in range(n + 1):
+        prob = math.comb(n, c) * math.exp(_lbeta(c + a, n - c + b) - _lbeta(a, b))
+        est = 1.0 - math.comb(n - c, k) / math.comb(n, k)
+        e, e2 = e + prob * est, e2 + prob * est * est
+    return e2 - e * e
+
+
+def metric_k(metric: str) -> int | None:
+    """k of a pass@k metric name ("handoff/pass@4" -> 4), None for any other metric."""
+    tail = metric.rsplit("/", 1)[-1]
+    return int(tail[len("pass@"):]) if tail.startswith("pass@") and tail[len("pass@"):].isdigit() else None
+
+
+def components_for(metric: str, n: int, base: Components | None = None) -> Components:
+    """The stated components scaled to `metric` (pass@k from n samples per problem; see PASS1_LEVEL)."""
+    base = base or DEFAULT_COMPONENTS
+    k = metric_k(metric)
+    if k is None or k > n:
+        raise ValueError(f"{metric}: the planner's components are for pass@k with k <= n = {n}")
+    a, b = rate_distribution()
+    scale = math.sqrt(passk_variance(k, n, a, b) / passk_variance(MEASURED_K, MEASURED_N, a, b))
+    return Components(base.seed_sd, base.problem_sd * scale, base.shared,
+                      f"{base.source}; scaled to pass@{k} at n = {n} by the pass@k estimate's variance "
+                      f"(x{scale:.3f}: problems' rates Beta({a:.2f}, {b:.2f}), mean pass@1 {PASS1_LEVEL:g} assumed, "
+                      f"pass@4 {PASS4_LEVEL:g} from Table 2)")  # fmt: skip
+
+
+def floor(c: Components, problems: Sequence[int], alpha: float = 0.05, power: float = 0.8) -> float:
+    """The MDE with infinitely many seeds: the problem variance every seed shares, alone (points)."""
+    shared = sum(c.shared * c.problem_sd**2 / p for p in problems) / len(problems) ** 2
+    return (z(1 - alpha / 2) + z(power)) * math.sqrt(shared)
 
 
 def z(q: float) -> float:
@@ -172,6 +238,7 @@ GPUS = {"A100-80GB": (2.039e12, 312e12), "H100": (3.35e12, 989e12), "H200": (4.8
 GPU_ALIASES = {"A100": "A100-80GB", "H100-80GB": "H100"}
 GPU_CHOICES = (*GPUS, *GPU_ALIASES)
 TARGET_EFFECT = 2.3  # points: the paper's handoff gain (macro pass@4 handoff 54.74 vs 52.40, as the reproduction quotes it)
+TARGET_METRIC = "pass@4"  # the metric that gain is in (Table 2)
 BANDWIDTH_SHARE = 0.75  # real decode kernels reach ~70-85% of peak bandwidth (docs, "GPUs and vLLM")
 COMPUTE_SHARE = 0.40  # an assumption: the update's share of peak FLOP/s (model FLOPs utilisation)
 UPDATE_FLOPS_PER_PARAM_TOKEN = 10  # forward 2 + backward 4 + recompute 2 + the log-prob pass 2
@@ -248,8 +315,24 @@ def _fmt_scale(x: float | None) -> str:
     return "more seeds needed whatever the problems" if x is None else f"x{x:.1f} the problems"
 
 
+def verdict(c: Components, seeds: int, problems: Sequence[int], effect: float, metric: str) -> str:
+    """One plain sentence: is the study powered for `effect` on `metric`, and if not, what would be."""
+    m, lowest = mde(c, seeds, problems), floor(c, problems)
+    if m <= effect:
+        return (f"Verdict: powered: {seeds} seeds detect a {effect:g}-point {metric} difference with probability "
+                f"{detection_rate(effect, standard_error(c, seeds, problems)):.2f} (>= 0.80).")
+    if lowest >= effect:
+        return (f"Verdict: underpowered: {seeds} seeds detect a {effect:g}-point {metric} difference with probability "
+                f"{detection_rate(effect, standard_error(c, seeds, problems)):.2f}, and no number of seeds reaches "
+                f"0.80 on these problems (their floor is {lowest:.2f} points): add problems.")
+    need = seeds_needed(c, problems, effect)
+    return (f"Verdict: underpowered: {seeds} seeds detect a {effect:g}-point {metric} difference with probability "
+            f"{detection_rate(effect, standard_error(c, seeds, problems)):.2f}; {need} seeds would reach 0.80.")
+
+
 def power_lines(c: Components, seeds: int, problems: Sequence[int], effect: float, metrics: Sequence[str]) -> list[str]:
-    """The power block: MDE at the registered seeds, and what a target effect needs."""
+    """The power block: MDE at the registered seeds, the floor no number of seeds passes, what a target effect
+    needs."""
     lines = [f"# power (two-level model: seeds, then problems; alpha 0.05 two-sided, power 0.80): {seeds} seeds x "
              f"{sum(problems)} problems in {len(problems)} benchmarks ({', '.join(map(str, problems))})",
              f"#   variance components: seed_sd {c.seed_sd:.2f}, problem_sd {c.problem_sd:.2f} points, shared "
@@ -263,6 +346,8 @@ def power_lines(c: Components, seeds: int, problems: Sequence[int], effect: floa
                      + (f"{need} seeds" if need else "more problems (the shared problem variance alone is too large)")
                      + f" at these problems, or {_fmt_scale(problems_scale_needed(c, seeds, problems, effect))} at "
                      f"{seeds} seeds")  # fmt: skip
+    lines.append(f"#   floor: {floor(c, problems):.2f} points, the minimal detectable effect with unlimited seeds (the "
+                 "problem variance every seed shares); below it only more problems help")  # fmt: skip
     grid = []
     for seed_sd in (0.75, c.seed_sd, 2 * c.seed_sd):
         for shared in (0.0, c.shared, 1.0):
@@ -271,6 +356,7 @@ def power_lines(c: Components, seeds: int, problems: Sequence[int], effect: floa
             grid.append(f"seed_sd {seed_sd:g}, shared {shared:g}: MDE {mde(alt, seeds, problems):.1f}, "
                         f"{need or 'no number of'} seeds for {effect:g}")  # fmt: skip
     lines.append("#   sensitivity (problem_sd fixed): " + "; ".join(grid))
+    lines.append("# " + verdict(c, seeds, problems, effect, metrics[0]))
     return lines
 
 
@@ -291,4 +377,28 @@ def cost_lines(models: dict[str, StepModel], gpu: str, steps: int, gpus: int, se
                         if calibration else ""))  # fmt: skip
     for label, secs in ANCHORS:
         lines.append("#   measured: " + label + ": " + ", ".join(f"{k} {v:.1f} s per step" for k, v in secs.items()))
+    return lines
+
+
+def generation_hours(senior: tuple[int, int], junior: tuple[int, int] | None, rows: int, batch: int, completion: int,
+                     cap: int, gpu: str, senior_decodes: bool = True) -> float:  # fmt: skip
+    """GPU-hours to generate `rows` completions in batches of `batch` on one GPU (the step model's decode part):
+    (params, KV bytes per token) of each model that decodes; `senior_decodes` False: the junior alone."""
+    sp, skv = senior if senior_decodes else (0, 0)
+    jp, jkv = junior or (0, 0)
+    m = StepModel(sp, skv, jp, jkv, rows=min(rows, batch), completion=completion, cap=cap)
+    return math.ceil(rows / batch) * m.generation_s(gpu) / 3600.0
+
+
+def stage_cost_lines(select_h: dict[str, float], eval_h: dict[str, float], train_h: dict[str, float], seeds: int,
+                     what: tuple[str, str]) -> list[str]:  # fmt: skip
+    """Selection and evaluation GPU-hours beside training's, per arm (all seeds), and the study's total."""
+    lines = [f"# selection and evaluation (the decode model above, a lower bound not scaled by the paper's ratio; 1 GPU "
+             f"each; {what[0]}; {what[1]}):"]
+    for name in train_h:
+        s, e = select_h.get(name, 0.0), eval_h.get(name, 0.0)
+        lines.append(f"#   {name}: training {train_h[name]:.0f} + selection {s:.0f} + evaluation {e:.0f} = "
+                     f"{train_h[name] + s + e:.0f} GPU-hours ({seeds} seeds)")
+    total = sum(train_h.values()) + sum(select_h.values()) + sum(eval_h.values())
+    lines.append(f"#   study total: {total:.0f} GPU-hours (training at the paper's measured / model ratio)")
     return lines

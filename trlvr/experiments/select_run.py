@@ -72,12 +72,12 @@ def validation_problems(run_dir: str | Path, val: str, limit: int | None = None)
 
 
 def selection_spec(metric: str, *, n: int = 4, max_new_tokens: int = 3000, decoding: dict | None = None,
-                   seed: int = 0, batch_size: int = 64):  # fmt: skip
+                   seed: int = 0, batch_size: int = 64, prompt_template: str = "trlvr"):  # fmt: skip
     """The EvalSpec every checkpoint is evaluated under, checked (n, budget, decoding, the metric's name)."""
     if n < 1:
         raise UserError(f"--n must be >= 1, got {n}")
     spec = EvalSpec(n=n, ks=tuple(k for k in (1, 2, 4, 8) if k <= n), seed=seed, max_new_tokens=max_new_tokens,
-                    batch_size=batch_size, **(decoding or {}))  # fmt: skip
+                    batch_size=batch_size, prompt_template=prompt_template, **(decoding or {}))  # fmt: skip
     return spec.replace(suite=tuple(check_metric(metric, spec.ks)))
 
 

@@ -68,10 +68,10 @@ VARIANT_KEYS = {"config", "world", "baseline", "label", "evaluation", "train"}
 UNTRAINED_FIELDS = {"senior", "junior"}  # what a `train: false` variant may set (it only evaluates)
 STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"  # the study files shipped in the package
 SELECTION_KEYS = {"backend": str, "val": str, "metric": str, "direction": str, "n": int, "limit": int, "max_new_tokens": int,
-                  "batch_size": int, "seed": int, "dtype": str}  # fmt: skip
+                  "batch_size": int, "seed": int, "dtype": str, "prompt_template": str}  # fmt: skip
 EVALUATION_KEYS = {"backend": str, "data": str, "split": str, "junior": str, "suite": list, "n": int, "k": list, "limit": int,
                    "max_new_tokens": int, "batch_size": int, "dtype": str, "seed": int, "grading": str,
-                   "context_length": int, "dose_shares": list, "jargon_regex": str}  # fmt: skip
+                   "context_length": int, "dose_shares": list, "jargon_regex": str, "prompt_template": str}  # fmt: skip
 LAUNCH_KEYS = {"train": str, "select": str, "eval": str}
 WORLD_KEYS = {"jargon", "seed"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")  # variant and world names become folder names

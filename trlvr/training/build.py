@@ -113,15 +113,17 @@ def write_holdout(output_dir: str | Path, held: list) -> None:
     tmp.replace(path)
 
 
-def build_dataset(problems: list[Problem], tokenizer: Any, max_prompt_length: int | None = None) -> Dataset:
+def build_dataset(problems: list[Problem], tokenizer: Any, max_prompt_length: int | None = None,
+                  template: str = "trlvr") -> Dataset:
     """The dataset `trlvr train` gives TRL: one row per problem, `prompt` (the row's own prompt verbatim,
     text or chat messages, else one built from the problem: `trlvr.data.prompt_for`) and `answer` (the gold,
-    for the reward). `max_prompt_length`: drop the problems whose prompt is longer in tokens."""
+    for the reward). `max_prompt_length`: drop the problems whose prompt is longer in tokens; `template`: the
+    instruction (`trlvr.data.prompts.PROMPT_TEMPLATES`, the run's `prompt_template`)."""
     from datasets import Dataset
 
     from trlvr.training.console import log
 
-    rows = [{"prompt": prompt_for(p, tokenizer), "answer": str(p.answer)} for p in problems]
+    rows = [{"prompt": prompt_for(p, tokenizer, template), "answer": str(p.answer)} for p in problems]
     if max_prompt_length is not None:
         kept = [r for r in rows if len(encode_prompt(r["prompt"], tokenizer)) <= max_prompt_length]
         log(f"max_prompt_length={max_prompt_length}: kept {len(kept)} of {len(rows)} problems")
@@ -175,7 +177,7 @@ def run_contexts(tandem: TandemConfig, problems: list, completion: int, senior_t
         if positions is None or (bound is not None and bound + completion <= positions):
             continue
         if id(tok) not in longest:
-            lens = (len(encode_prompt(prompt_for(p, tok), tok)) for p in problems)
+            lens = (len(encode_prompt(prompt_for(p, tok, tandem.prompt_template), tok)) for p in problems)
             longest[id(tok)] = max((n for n in lens if bound is None or n <= bound), default=0)
         out.append((f"{role} {path}", positions, longest[id(tok)], completion))
     return tuple(out)
@@ -291,7 +293,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
         args = GRPOConfig(**args)
     train, held = load_training_problems(tandem)
     senior, junior, tokenizer, pairing = load_models(tandem, args, problems=train + held, n_train=len(train))
-    dataset = build_dataset(train, tokenizer, tandem.max_prompt_length)
+    dataset = build_dataset(train, tokenizer, tandem.max_prompt_length, tandem.prompt_template)
     if len(dataset) < len(train):
         check_steps_per_epoch(len(dataset), tandem, args, after=f", after max_prompt_length {tandem.max_prompt_length}")
     if tandem.holdout:
