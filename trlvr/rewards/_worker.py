@@ -139,7 +139,17 @@ def reading_change(raw: str, normalized: str) -> tuple[float, str]:
     return 0.0, f"reads {_shown(r)} raw, {_shown(n)} normalised"
 
 
-OPS = {"grade": grade_pair, "tail": grade_tail, "check_gold": check_gold, "reading": reading_change}
+def grade_authors(text: str, gold: str) -> tuple[float, str]:
+    """(score, extracted answer or "no_box"): the ``authors`` grader (`trlvr.rewards.authors`) on a whole
+    completion; its own sympy and math-verify calls run here, under the pool's watchdog."""
+    from trlvr.rewards import authors
+
+    return authors.score(text, gold)
+
+
+# The op names the grader: "authors" is the authors' release grader; the others are the trlvr grader's.
+OPS = {"grade": grade_pair, "tail": grade_tail, "check_gold": check_gold, "reading": reading_change,
+       "authors": grade_authors}  # fmt: skip
 
 
 def warm_up() -> None:
