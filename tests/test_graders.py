@@ -216,3 +216,48 @@ def test_the_prefix_leakage_control_reads_a_gold_as_the_reward_does():
 )
 def test_authors_paper_grader(text, gold, score):
     assert grade(text, gold, grader="authors-paper").score == score
+
+
+# -- the authors' release grader ---------------------------------------------------------------------
+
+needs_authors = pytest.mark.skipif(
+    missing_for("authors") is not None, reason=f"grader 'authors': {missing_for('authors')} (pip install '.[authors]')"
+)
+
+# (completion, gold, the release's verdict): the disagreements with trlvr that ../design/authors-measurement.md
+# §1b lists for the release grader, and its follow-up probe
+RELEASE = [
+    ("\\boxed{20\\%}", "20", 1.0), ("\\boxed{20%}", "20", 1.0), ("\\boxed{20 \\%}", "20", 1.0),
+    ("\\boxed{20}", "20\\%", 1.0), ("\\boxed{30°}", "30", 1.0), ("\\boxed{30\\degree}", "30", 1.0),
+    ("\\boxed{18.90}", "\\$18.90", 1.0), ("\\boxed{18.9}", "\\$18.90", 1.0),
+    ("\\boxed{4.5\\times10^{33}}", "4.5e33", 0.0), ("\\boxed{4.5 \\times 10^{33}}", "4.5e33", 0.0),
+    ("\\boxed{1\\times10^{-8}}", "1e-8", 0.0), ("\\boxed{10^{-8}}", "1e-8", 0.0),
+    ("\\boxed{2.55e-10}", "2.55\\times10^{-10}", 0.0), ("\\boxed{10\\,080}", "10080", 0.0),
+    ("\\fbox{42}", "42", 0.0), ("\\boxed {42}", "42", 0.0), ("\\boxed{10^{-7}}", "1e-8", 0.0),
+    ("\\boxed{12 \\text{ cm}^3 x}", "12", 1.0), ("\\boxed{\\frac{6}{8}}", "\\frac{3}{4}", 1.0),
+    ("\\boxed{b = m}", "m", 0.0), ("\\boxed{b=m}", "m", 1.0), ("\\boxed{10^{-9}}", "0.0000001", 1.0),
+    ("\\boxed{\\frac{x}{2}}", "0.5x", 1.0), ("\\boxed{41.8^\\circ}", "41.8", 1.0), ("no box 42", "42", 0.0),
+    ("\\boxed{\\text{(C)}}", "C", 1.0),  # sympy path: a one-element "tuple" (c) against c, element-wise
+    ("\\boxed{(C)}", "\\text{(C)}", 1.0), ("\\boxed{1}", "\\boxed{1}", 1.0),
+]  # fmt: skip
+
+
+@needs_authors
+def test_the_release_grader_gives_the_release_verdicts():
+    reward = MathReward(grader="authors")
+    got = reward([t for t, _, _ in RELEASE], [g for _, g, _ in RELEASE])
+    assert reward.last_stats["timeouts"] == reward.last_stats["errors"] == 0
+    wrong = [(t, g, want, s) for (t, g, want), s in zip(RELEASE, got, strict=True) if s != want]
+    assert not wrong, wrong
+    assert equivalent("20\\%", "20", grader="authors") and not equivalent("4.5e33", "4.5\\times10^{33}", grader="authors")
+
+
+@needs_authors
+def test_the_release_grader_in_process_parts():
+    from trlvr.rewards import authors
+
+    assert authors.extract("\\boxed{a} then \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
+    assert authors.mathd_normalize("5 \\text{ apples}") == "5" and authors.mathd_normalize("\\frac12") == "\\frac{1}{2}"
+    assert authors.sympy_equal("(1, 2)", "(1,2)") and not authors.sympy_equal("(1,2)", "[1,2]")
+    assert not authors.sympy_equal("3/6", "1/2")  # unreduced fractions must match literally
+    assert authors.repetitive("1+" * 80) and not authors.repetitive("The sum of 3 and 4 is 7, " * 1 + "so x = 12.")
