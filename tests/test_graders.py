@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -42,7 +43,7 @@ def trlvr_verdicts(answer: str, gold: str) -> dict[str, float]:
 
 def test_the_graders_and_one_line_refusals():
     assert GRADERS == ("trlvr", "authors", "authors-paper")
-    assert MathReward().grader == "trlvr" and MathReward(grader="authors-paper").grader == "authors-paper"
+    assert MathReward().grader == "trlvr"
     with pytest.raises(UserError, match=r"^unknown grader 'verl': expected one of trlvr, authors, authors-paper$"):
         MathReward(grader="verl")
     with pytest.raises(UserError, match="unknown grader"):
@@ -62,7 +63,9 @@ def test_a_missing_dependency_of_the_authors_grader_is_one_line(monkeypatch):
     assert str(err.value) == "grader 'authors' needs pylatexenc, which is not installed: pip install 'trlvr[authors]'"
     with pytest.raises(UserError):
         MathReward(grader="authors")  # never a silent weaker fallback
-    assert require_grader("authors-paper") == "authors-paper"  # pure strings: nothing to install
+    with pytest.raises(UserError, match="^grader 'authors-paper' needs pylatexenc, which is not installed"):
+        grade("\\boxed{1}", "1", grader="authors-paper")  # its sympy path reads LaTeX with pylatexenc
+    assert require_grader("trlvr") == "trlvr"
 
 
 # -- no false positive in trlvr -------------------------------------------------------------------
@@ -198,24 +201,71 @@ def test_the_prefix_leakage_control_reads_a_gold_as_the_reward_does():
 
 # -- the authors' paper-era grader ------------------------------------------------------------------
 
+needs_paper = pytest.mark.skipif(
+    missing_for("authors-paper") is not None,
+    reason=f"grader 'authors-paper': {missing_for('authors-paper')} (pip install '.[authors]')",
+)
+PUBLISHED = Path(__file__).parent / "data" / "authors_sample_scores.jsonl"
 
+
+@needs_paper
 @pytest.mark.parametrize(
     ("text", "gold", "score"),
     [
         ("so \\boxed{4.5 \\times 10^{33}}", "4.5e33", 0.0),  # what the published sample_scores say
+        ("so \\boxed{6 \\times 10^{-3}}", "0.006", 1.0),  # ... and this (a value comparison)
+        ("so \\boxed{6 \\times 10^{-3} \\, \\mathrm{m/s^2}}", "0.006", 0.0),  # ... and this (not math-verify)
         ("so \\boxed{41.8^\\circ}", "41.8", 1.0),
         ("so \\boxed{\\dfrac12}", "0.5", 1.0),
-        ("so \\boxed{42.0}", "42", 0.0),  # nothing numeric
+        ("so \\boxed{42.0}", "42", 1.0),  # the sympy path's integer reading
+        ("so \\boxed{\\frac{6}{8}}", "\\frac{3}{4}", 0.0),  # unreduced fractions must match literally
         ("so \\boxed{20\\%}", "20", 1.0),
         ("\\fbox{42}", "42", 0.0),  # remove_boxed's assertion
-        ("\\boxed 42$ and", "42", 1.0),  # "\boxed " with a space: up to the next $
+        ("\\boxed 42$ and", "42", 1.0),  # "\\boxed " with a space: up to the next $
         ("no box 42", "42", 0.0),
-        ("\\boxed{12 \\text{ cm}^3 x}", "12", 1.0),  # the "\text{ " cut
-        ("\\boxed{1\\text{ a}\\text{ b}}", "1", 0.0),  # two "\text{ ": raw strings compared
+        ("\\boxed{12 \\text{ cm}^3 x}", "12", 1.0),  # the "\\text{ " cut
+        ("\\boxed{1\\text{ a}\\text{ b}}", "1", 0.0),  # two "\\text{ ": the normaliser gives up
     ],
 )
 def test_authors_paper_grader(text, gold, score):
     assert grade(text, gold, grader="authors-paper").score == score
+
+
+def published_scores() -> list[dict]:
+    return [json.loads(line) for line in PUBLISHED.read_text().splitlines()]
+
+
+def test_the_published_scores_file_holds_each_sample_once_with_its_last_box():
+    rows = published_scores()
+    assert len(rows) >= 27 and {r["score"] for r in rows} == {0.0, 1.0}
+    assert len({(r["path"], r["idx"], r["sample"]) for r in rows}) == len(rows)
+    assert PUBLISHED.stat().st_size < 2_000_000
+    for r in rows:  # both authors' extractions read a text from its last \\boxed on: the tail holds it whole
+        tail = r["response_tail"]
+        assert "\\boxed " not in tail and tail.count("\\boxed{") >= 1, r
+
+
+@needs_paper
+def test_authors_paper_reproduces_every_published_score():
+    rows = published_scores()
+    reward = MathReward(grader="authors-paper")
+    got = reward([r["response_tail"] for r in rows], [r["ground_truth"] for r in rows])
+    wrong = [(r["path"], r["idx"], r["sample"], r["score"], s) for r, s in zip(rows, got, strict=True) if s != r["score"]]
+    assert not wrong, wrong
+
+
+@needs_paper
+def test_why_the_paper_era_grader_is_neither_string_equality_nor_math_verify():
+    """The two published verdicts that separate the candidates (minerva idx 4, gold 0.006)."""
+    from trlvr.rewards import authors_paper
+
+    rows = {(r["idx"], r["sample"]): r for r in published_scores() if "minerva" in r["path"]}
+    one, zero = rows[(4, 1)], rows[(4, 3)]
+    assert (one["score"], zero["score"]) == (1.0, 0.0)
+    hendrycks = [float(authors_paper.strip_string(authors_paper.last_box(r["response_tail"])) == "0.006") for r in (one, zero)]
+    assert hendrycks == [0.0, 0.0]  # string equality misses the 1
+    if missing_for("authors") is None:
+        assert MathReward(grader="authors")([one["response_tail"], zero["response_tail"]], ["0.006"] * 2) == [1.0, 1.0]
 
 
 # -- the authors' release grader ---------------------------------------------------------------------

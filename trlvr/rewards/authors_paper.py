@@ -1,26 +1,36 @@
-"""The ``authors-paper`` grader: the Hendrycks MATH answer check, as the Tandem RLVR paper-era scripts graded.
+"""The ``authors-paper`` grader: the Tandem RLVR paper-era scripts' grader, as their published scores show it.
 
 The paper-era scripts of CSSLab/Tandem-RLVR (``verl/run_*_deepscaler.sh``, ``tandem_eval/grader.py``:
 ``load_grader('math')``) score with ``verl.utils.reward_score.math_dataset.compute_score``, a file the
-authors did not publish. It behaves as verl's Hendrycks grader (volcengine/verl
-``verl/utils/reward_score/math.py``, adapted from EleutherAI lm-evaluation-harness
-``lm_eval/tasks/hendrycks_math``, itself the MATH paper's ``math_equivalence.is_equiv``) on every published
-``sample_scores`` entry read (``tests/data/authors_minerva_scores.jsonl``): this module is that behaviour,
-written from its published description:
+authors did not publish. Its published verdicts (``tandem_eval/MATH/generations/*.jsonl``, kept in
+``tests/data/authors_sample_scores.jsonl``) rule out two readings and fit a third:
 
-- extraction (:func:`last_box`): when the text holds ``"\\boxed "`` (with a space) anywhere, the answer is
-  what follows the last ``"\\boxed "`` up to the next ``$``; else the last ``\\boxed`` (or, only without any
-  ``\\boxed``, the last ``\\fbox``) with its braces counted from the command; the span must then start
-  with ``\\boxed{`` (an ``\\fbox{..}`` fails: score 0). No box, or an unclosed one: score 0. The gold is
-  used as written.
-- :func:`strip_string` on both sides, then string equality (:func:`is_equiv`); a side whose stripping
-  fails (two ``"\\text{ "``, a ``\\sqrt`` at the very end) compares raw. Nothing is numeric: ``42.0`` is not
-  ``42``, ``4.5\\times10^{33}`` is not ``4.5e33``.
+- not Hendrycks ``strip_string`` and string equality (verl's ``verl/utils/reward_score/math.py``, from
+  EleutherAI lm-evaluation-harness ``hendrycks_math``): minerva idx 4 sample 1, final box
+  ``6 \\times 10^{-3}`` against the gold ``0.006``, is scored 1, a value comparison;
+- not math-verify (nor the release grader, `trlvr.rewards.authors`, which ends in math-verify): minerva idx 4
+  sample 3, final box ``6 \\times 10^{-3} \\, \\mathrm{m/s^2}``, is scored 0, where math-verify reads 6/1000;
+- the DeepScaleR / PRM800K grader (agentica-project/deepscaler ``deepscaler/rewards/math_reward.py``:
+  ``grade_answer_mathd(answer, gold) or grade_answer_sympy(answer, gold)``, the release grader's
+  ``fast=True`` path) reproduces every published score read.
 
-Pure string functions; no sympy, no math-verify.
+So this module is: the last box as verl's Hendrycks extraction reads it (:func:`last_box`), then equal when
+the MATH normaliser's strings are equal (:func:`mathd_normalize`: a whole-answer ``\\text{..}`` unwrapped,
+then Hendrycks :func:`strip_string`), or the sympy path finds them equal (`trlvr.rewards.authors.sympy_equal`:
+the second normaliser, element-wise tuples, literal fractions, integer golds need integer answers,
+``sympy.simplify``). Nothing reads ``4.5e33`` as the value of ``4.5\\times10^{33}``: the gold normalises to an
+integer and the answer is not one. Needs pylatexenc (the ``[authors]`` extra), as the sympy path reads LaTeX
+with it.
+
+Extraction (:func:`last_box`): when the text holds ``"\\boxed "`` (with a space) anywhere, the answer is what
+follows the last ``"\\boxed "`` up to the next ``$``; else the last ``\\boxed`` (or, only without any
+``\\boxed``, the last ``\\fbox``) with its braces counted from the command; the span must then start with
+``\\boxed{`` (an ``\\fbox{..}`` fails: score 0). No box, or an unclosed one: score 0.
 """
 
 from __future__ import annotations
+
+import re
 
 
 def last_box(text: str) -> str | None:
@@ -133,18 +143,34 @@ def strip_string(s: str) -> str:
     return _fix_a_slash_b(s)
 
 
-def is_equiv(answer: str | None, gold: str | None) -> bool:
-    """Equal stripped strings (raw equality where stripping fails).
+def mathd_normalize(answer: str) -> str:
+    """PRM800K's ``normalize_answer``: a whole-answer ``\\text{..}`` unwrapped, then :func:`strip_string`; where
+    that raises, the unwrapped text.
 
-    >>> is_equiv("4.5\\\\times10^{33}", "4.5e33"), is_equiv("\\\\dfrac{1}{2}", "0.5"), is_equiv("42.0", "42")
-    (False, True, False)
+    >>> mathd_normalize("\\\\text{(C)}"), mathd_normalize("\\\\sqrt"), mathd_normalize("\\\\dfrac12")
+    ('(C)', '\\\\sqrt', '\\\\frac{1}{2}')
+    """
+    answer = answer.strip()
+    m = re.search(r"^\\text\{(?P<text>.+?)\}$", answer)
+    if m is not None:
+        answer = m.group("text").strip()
+    try:
+        return strip_string(answer)
+    except (ValueError, IndexError):
+        return answer
+
+
+def is_equiv(answer: str | None, gold: str | None) -> bool:
+    """Equal MATH-normalised strings, or equal under the sympy path.
+
+    >>> is_equiv("4.5\\\\times10^{33}", "4.5e33"), is_equiv("6 \\\\times 10^{-3}", "0.006"), is_equiv("42.0", "42")
+    (False, True, True)
     """
     if answer is None or gold is None:
-        return answer is None and gold is None
-    try:
-        return strip_string(answer) == strip_string(gold)
-    except (ValueError, IndexError):
-        return answer == gold
+        return False
+    from trlvr.rewards.authors import sympy_equal
+
+    return mathd_normalize(answer) == mathd_normalize(gold) or sympy_equal(answer, gold)
 
 
 def score(text: str, gold: str) -> tuple[float, str | None]:
@@ -156,4 +182,7 @@ def score(text: str, gold: str) -> tuple[float, str | None]:
     answer = last_box(text)
     if answer is None:
         return 0.0, None
-    return float(is_equiv(answer, str(gold))), answer
+    try:
+        return float(is_equiv(answer, str(gold))), answer
+    except Exception:  # the grader's own guard: 0
+        return 0.0, answer

@@ -132,12 +132,12 @@ class MathReward:
         require_box: bool = True,
         grader: str = DEFAULT_GRADER,
     ) -> None:
-        self.grader = require_grader(grader)
-        if grader != TRLVR and not require_box:
+        if check_grader(grader) != TRLVR and not require_box:
             raise UserError(
                 f"grader {grader!r} reads the last \\boxed{{}} only (the authors' extraction): "
                 "the boxed_or_tail grading mode is the trlvr grader's"
             )
+        self.grader = require_grader(grader)
         self.timeout = timeout
         self.require_box = require_box
         self.workers = workers
