@@ -311,3 +311,16 @@ def test_the_release_grader_in_process_parts():
     assert authors.sympy_equal("(1, 2)", "(1,2)") and not authors.sympy_equal("(1,2)", "[1,2]")
     assert not authors.sympy_equal("3/6", "1/2")  # unreduced fractions must match literally
     assert authors.repetitive("1+" * 80) and not authors.repetitive("The sum of 3 and 4 is 7, " * 1 + "so x = 12.")
+
+
+# -- the differential table in the docs ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@needs_authors
+def test_the_docs_grader_table_is_current():
+    """docs/guides/evaluation.md's table is what tools/grader_table.py computes now (about 15 s)."""
+    from helpers import load_script
+
+    tool = load_script(Path(__file__).parents[1] / "tools" / "grader_table.py", "grader_table")
+    assert tool.main(["--check"]) == 0
