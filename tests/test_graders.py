@@ -221,7 +221,9 @@ PUBLISHED = Path(__file__).parent / "data" / "authors_sample_scores.jsonl"
         ("so \\boxed{\\frac{6}{8}}", "\\frac{3}{4}", 0.0),  # unreduced fractions must match literally
         ("so \\boxed{20\\%}", "20", 1.0),
         ("\\fbox{42}", "42", 0.0),  # remove_boxed's assertion
-        ("\\boxed 42$ and", "42", 1.0),  # "\\boxed " with a space: up to the next $
+        ("\\boxed {42}", "42", 0.0),
+        ("\\boxed 42$ and", "42", 0.0),
+        ("so \\boxed{5}", "\\boxed{5}", 1.0),  # a boxed gold is extracted
         ("no box 42", "42", 0.0),
         ("\\boxed{12 \\text{ cm}^3 x}", "12", 1.0),  # the "\\text{ " cut
         ("\\boxed{1\\text{ a}\\text{ b}}", "1", 0.0),  # two "\\text{ ": the normaliser gives up
@@ -240,9 +242,8 @@ def test_the_published_scores_file_holds_each_sample_once_with_its_last_box():
     assert len(rows) >= 27 and {r["score"] for r in rows} == {0.0, 1.0}
     assert len({(r["path"], r["idx"], r["sample"]) for r in rows}) == len(rows)
     assert PUBLISHED.stat().st_size < 2_000_000
-    for r in rows:  # both authors' extractions read a text from its last \\boxed on: the tail holds it whole
-        tail = r["response_tail"]
-        assert "\\boxed " not in tail and tail.count("\\boxed{") >= 1, r
+    for r in rows:  # both authors' graders read a text from its last \\boxed on: the tail holds it whole
+        assert r["response_tail"].count("\\boxed{") >= 1, r
 
 
 @needs_paper
@@ -262,7 +263,9 @@ def test_why_the_paper_era_grader_is_neither_string_equality_nor_math_verify():
     rows = {(r["idx"], r["sample"]): r for r in published_scores() if "minerva" in r["path"]}
     one, zero = rows[(4, 1)], rows[(4, 3)]
     assert (one["score"], zero["score"]) == (1.0, 0.0)
-    hendrycks = [float(authors_paper.strip_string(authors_paper.last_box(r["response_tail"])) == "0.006") for r in (one, zero)]
+    from trlvr.rewards.authors import extract
+
+    hendrycks = [float(authors_paper.strip_string(extract(r["response_tail"])) == "0.006") for r in (one, zero)]
     assert hendrycks == [0.0, 0.0]  # string equality misses the 1
     if missing_for("authors") is None:
         assert MathReward(grader="authors")([one["response_tail"], zero["response_tail"]], ["0.006"] * 2) == [1.0, 1.0]
