@@ -24,8 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trlvr.errors import UserError
 from trlvr.rewards.boxed import extract_boxed, tail
 from trlvr.rewards.equivalence import exact_verdict, number_of
+from trlvr.rewards.graders import AUTHORS, AUTHORS_PAPER, DEFAULT_GRADER, TRLVR, check_grader, require_grader
 from trlvr.rewards.mathtext import normalize_math
 from trlvr.rewards.pool import shared_pool
 from trlvr.rewards.screen import screen
@@ -104,6 +106,12 @@ class MathReward:
         require_box: True (default, mode "boxed"): a completion without ``\\boxed{}`` scores 0.
             False (mode "boxed_or_tail"): its last 2,000 characters go to math-verify, which
             finds a final answer in them if it can ("The answer is 42." then scores 1 for 42).
+            Only the ``trlvr`` grader has this mode (the authors' graders read the last box only).
+        grader: "trlvr" (the default: `trlvr.rewards.equivalence`), "authors" (the Tandem RLVR release's
+            grader, `trlvr.rewards.authors`) or "authors-paper" (the paper era's, as its published scores
+            show it: MATH normaliser or sympy, `trlvr.rewards.authors_paper`); see `trlvr.rewards.graders`.
+            A grader whose dependencies are missing is refused in one line. The authors' graders run
+            in the grading pool, under ``timeout``, as trlvr's math-verify step does.
 
     ``last_stats`` / ``total_stats`` count "graded", "timeouts", "errors", "no_box" (completions
     without a box, in either mode), and how samples were decided: "fast" (in-process
@@ -122,7 +130,14 @@ class MathReward:
         screen: bool = True,
         max_answer_chars: int = 1000,
         require_box: bool = True,
+        grader: str = DEFAULT_GRADER,
     ) -> None:
+        if check_grader(grader) != TRLVR and not require_box:
+            raise UserError(
+                f"grader {grader!r} reads the last \\boxed{{}} only (the authors' extraction): "
+                "the boxed_or_tail grading mode is the trlvr grader's"
+            )
+        self.grader = require_grader(grader)
         self.timeout = timeout
         self.require_box = require_box
         self.workers = workers
@@ -146,6 +161,16 @@ class MathReward:
         where: list[tuple[int, str]] = []
         stats = Counter(graded=len(preds), timeouts=0, errors=0, no_box=0, fast=0, screened=0, cached=0)
         for i, (text, gold) in enumerate(zip(preds, golds, strict=True)):
+            if self.grader in (AUTHORS, AUTHORS_PAPER):  # sympy (and math-verify): in the pool, under the timeout
+                job = (self.grader, str(text), str(gold))
+                cached = _CACHE.get(job)
+                if cached is not None:
+                    out[i] = GradeResult(cached, None, False, "cached")
+                    stats["cached"] += 1
+                else:
+                    jobs.append(job)
+                    where.append((i, None))
+                continue
             gold = normalize_math(str(gold).strip())  # parsed by trlvr.data (GSM8K's "####" removed)
             boxed = extract_boxed(text)
             if boxed is not None:
@@ -187,7 +212,11 @@ class MathReward:
         results = dict(zip(unique, shared_pool(self.workers).run(unique, self.timeout), strict=True))
         for job, (i, shown) in zip(jobs, where, strict=True):
             res = results[job]
-            if res.status == "ok":
+            if res.status == "ok" and job[0] in (AUTHORS, AUTHORS_PAPER) and res.info == "no_box":
+                _CACHE.put(job, res.score)
+                out[i] = GradeResult(0.0, None, False, "no_box")
+                stats["no_box"] += 1
+            elif res.status == "ok":
                 _CACHE.put(job, res.score)
                 out[i] = GradeResult(res.score, shown if shown is not None else (res.info or None), False)
             elif res.status == "timeout":
@@ -247,23 +276,42 @@ def grading_mode(reward: Any = None) -> str | None:
     return reward.grading_mode if isinstance(reward, MathReward) else None
 
 
-def grade(pred_text: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S) -> GradeResult:
-    """Grade one completion text against one gold answer with the default (strict) reward.
+def grade(pred_text: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S, grader: str = DEFAULT_GRADER) -> GradeResult:
+    """Grade one completion text against one gold answer with the strict reward of ``grader``.
 
     >>> grade("The answer is \\\\boxed{0.5}.", "\\\\frac{1}{2}").score
     1.0
     """
-    rew = _DEFAULT if timeout == _DEFAULT.timeout else MathReward(timeout=timeout)
+    if grader == DEFAULT_GRADER and timeout == _DEFAULT.timeout:
+        rew = _DEFAULT
+    else:
+        rew = MathReward(timeout=timeout, grader=grader)
     return rew.grade_many([pred_text], [gold])[0]
 
 
-def equivalent(answer: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S) -> bool:
-    """Whether ``answer`` equals ``gold`` under the one rule (`trlvr.rewards.equivalence`): exactly where
-    both are numbers, else math-verify in the grading pool. The reward grades a boxed answer by it.
+def grader_of(reward: Any = None) -> str | None:
+    """The grader of ``reward`` (:func:`math_reward`, the default, or a :class:`MathReward`), for results
+    files; None for any other callable.
+
+    >>> grader_of(), grader_of(MathReward(timeout=5.0)), grader_of(len)
+    ('trlvr', 'trlvr', None)
+    """
+    if reward is None or reward is math_reward:
+        reward = _DEFAULT
+    return reward.grader if isinstance(reward, MathReward) else None
+
+
+def equivalent(answer: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S, grader: str = DEFAULT_GRADER) -> bool:
+    """Whether ``answer`` equals ``gold`` under ``grader``: for ``trlvr`` the one rule
+    (`trlvr.rewards.equivalence`: exactly where both are numbers, else math-verify in the grading pool), for
+    the authors' graders their verdict on the answer written as ``\\boxed{answer}``. The reward grades a
+    boxed answer by it.
 
     >>> equivalent("1.0e3", "1000"), equivalent("0.333", "\\\\frac{1}{3}"), equivalent("\\\\frac{x}{2}", "0.5x")
     (True, False, True)
     """
+    if check_grader(grader) != TRLVR:
+        return grade(f"\\boxed{{{answer}}}", gold, timeout, grader).score == 1.0
     quick = exact_verdict(answer, gold)
     if quick is not None:
         return quick
