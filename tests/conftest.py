@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import tiny_model, tiny_tokenizer
+from helpers import TOY_RUN_PROBLEMS, copy_toy_pair, copy_toy_run, tiny_model, tiny_tokenizer, toy_run_argv
 
 # One thread: tiny models gain nothing from more, and parallel test jobs would oversubscribe 2 cores.
 torch.set_num_threads(1)
@@ -29,3 +29,22 @@ def models(tokenizer, arch):
     senior = tiny_model(arch, len(tokenizer), seed=0, hidden=64, layers=2)
     junior = tiny_model(arch, len(tokenizer), seed=1, hidden=32, layers=1)
     return senior, junior
+
+
+@pytest.fixture(scope="session")
+def trained_toy(tmp_path_factory):
+    """The shipped toy pair trained once per session, 2 steps, a checkpoint each (`helpers.toy_run_argv`): the
+    folder holding senior/, junior/, train.jsonl and run/. Read-only to tests: take `toy_run` (a copy)."""
+    from trlvr.cli.main import main
+
+    root = copy_toy_pair(tmp_path_factory.mktemp("toy-run"), TOY_RUN_PROBLEMS)
+    assert main(toy_run_argv(root, "--max_steps", "2")) == 0
+    return root
+
+
+@pytest.fixture
+def toy_run(trained_toy, tmp_path):
+    """A finished 2-step toy run of one's own (tmp_path/run: checkpoint-1, checkpoint-2, final/; beside it the
+    senior/, junior/ and train.jsonl it was trained on): resume, force, tear or select it with
+    `helpers.toy_run_argv(tmp_path, ...)` instead of training one from scratch."""
+    return copy_toy_run(trained_toy, tmp_path)
