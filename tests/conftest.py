@@ -18,7 +18,21 @@ def tokenizer():
     return tiny_tokenizer()
 
 
-@pytest.fixture(scope="session", params=["qwen3", "llama"])
+# Both architectures where their KV-cache layouts matter (the engine: tests/test_engine*.py); elsewhere qwen3 alone.
+# A test's own `@pytest.mark.parametrize("arch", ..., indirect=True)` chooses for itself.
+BOTH_ARCHS = ("test_engine",)
+
+
+def pytest_generate_tests(metafunc):
+    if "arch" not in metafunc.fixturenames:
+        return
+    if any("arch" in m.args[0] for m in metafunc.definition.iter_markers("parametrize")):
+        return
+    both = metafunc.module.__name__.startswith(BOTH_ARCHS)
+    metafunc.parametrize("arch", ["qwen3", "llama"] if both else ["qwen3"], indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
 def arch(request):
     return request.param
 
