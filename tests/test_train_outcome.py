@@ -152,3 +152,20 @@ def test_an_epoch_that_holds_no_step_is_one_line_before_any_model_loads(toy, mon
         assert f"dataset {toy / 'two.jsonl'}: 2 training problem(s), fewer than the 4 distinct prompts" in line, line
         assert "an epoch holds no step" in line and "--per_device_train_batch_size" in line, line
         assert not (toy / "run").exists()
+
+
+def test_a_training_step_through_the_library_warns_nothing_of_trlvr_s_own_making(toy_run):
+    """Newcomer walk 3, finding 13: each step of the README's Python block warned "`is_gradient_checkpointing` is
+    deprecated" (TRL's unwrap_model_for_generation, which the rollout calls, reads transformers' deprecated alias).
+    One step of the library's training (conftest's toy run, resumed to step 3) now raises no FutureWarning."""
+    import warnings
+
+    from trlvr.config import parse_run_args
+    from trlvr.training.run import train_and_save
+
+    shutil.rmtree(toy_run / "run" / "final")  # killed before final/: a run to go on with
+    tandem, grpo, _ = parse_run_args(toy_run_argv(toy_run, "--max_steps", "3")[1:])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train_and_save(tandem, grpo, resume=True)
+    assert not [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
