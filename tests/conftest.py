@@ -26,8 +26,10 @@ BOTH_ARCHS = ("test_engine",)
 def pytest_generate_tests(metafunc):
     if "arch" not in metafunc.fixturenames:
         return
-    if any("arch" in m.args[0] for m in metafunc.definition.iter_markers("parametrize")):
-        return
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0].split(",") if isinstance(mark.args[0], str) else mark.args[0]
+        if "arch" in [n.strip() for n in names]:
+            return
     both = metafunc.module.__name__.startswith(BOTH_ARCHS)
     metafunc.parametrize("arch", ["qwen3", "llama"] if both else ["qwen3"], indirect=True, scope="session")
 
