@@ -342,11 +342,13 @@ def _end_to_end_ids(cases) -> set[str]:
         kind = option_kind(cmd, opt)
         base = "choice" if kind == "choice" else kind.base
         config_key = cmd == "train" and (cmd, opt) not in argparse_options
-        if (base in PATH_BASES or expected_accepted(cmd, opt, kind_name, label) is not None
-                or (cmd, opt, label) in OPTION_LEGIT or (kind != "choice" and kind_takes(kind, text))
-                or (cmd, opt) not in refused_once or (config_key and (kind_name, label) not in config_once)):  # fmt: skip
+        refused = expected_accepted(cmd, opt, kind_name, label) is None
+        if (base in PATH_BASES or not refused or (cmd, opt, label) in OPTION_LEGIT
+                or (kind != "choice" and kind_takes(kind, text)) or (cmd, opt) not in refused_once
+                or (config_key and (kind_name, label) not in config_once)):  # fmt: skip
             keep.add(_id(case))
-            refused_once.add((cmd, opt))
+            if refused:
+                refused_once.add((cmd, opt))
             if config_key:
                 config_once.add((kind_name, label))
     return keep
@@ -368,6 +370,17 @@ def test_the_battery_is_generated_from_every_command():
     assert commands >= {"eval", "compare", "report", "data check", "select", "demo", "toy prepare", "study plan",
                         "study run", "train", "smoke"}, commands  # fmt: skip
     assert len(CASES) > 1000, len(CASES)
+
+
+def test_the_default_suite_runs_every_accepted_value_and_a_refused_one_per_option_end_to_end():
+    """`make test`'s share of the battery (`_end_to_end_ids`): every value accepted by design and every path
+    value, and at least one refused value of each option; the rest are left to the kinds' tests and `make test-slow`."""
+    refused_run = {(c, o) for c, o, k, label, _ in CASES if expected_accepted(c, o, k, label) is None
+                   and _id((c, o, k, label, _)) in END_TO_END}  # fmt: skip
+    assert refused_run == {(c, o) for c, o, *_ in CASES}
+    must = [_id(c) for c in CASES if expected_accepted(*c[:4]) is not None or c[2] != "choice" and
+            option_kind(c[0], c[1]) != "choice" and option_kind(c[0], c[1]).base in PATH_BASES]  # fmt: skip
+    assert set(must) <= END_TO_END and len(END_TO_END) < len(CASES)
 
 
 # ---- one case --------------------------------------------------------------------------------------
