@@ -50,6 +50,29 @@ def toy_train_argv(toy: Path, *extra: str) -> list[str]:
             "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), *extra]  # fmt: skip
 
 
+# The toy run every test that needs a finished run starts from (conftest's `toy_run`): trained once per pytest
+# session on `copy_toy_pair(root, TOY_RUN_PROBLEMS)` by `toy_run_argv(root, "--max_steps", "2")`, giving
+# run/checkpoint-1, run/checkpoint-2 and run/final.
+TOY_RUN_PROBLEMS = 40
+TOY_RUN_SETTINGS = ("--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8",
+                    "--use_cpu", "true", "--save_steps", "1")  # fmt: skip
+
+
+def toy_run_argv(toy: Path, *extra: str) -> list[str]:
+    """`toy_train_argv` with the shared toy run's settings: the command line that trained it (or resumes it)."""
+    return toy_train_argv(toy, *TOY_RUN_SETTINGS, *extra)
+
+
+def copy_toy_run(src: Path, dst: Path) -> Path:
+    """The trained toy at `src` (senior/, junior/, train.jsonl, run/) copied into `dst`, as if trained there:
+    its run record names dst's models and data (a record keeps paths outside the run absolute:
+    `trlvr.provenance.path_for_record`). Every other file is copied byte for byte."""
+    shutil.copytree(src, dst, dirs_exist_ok=True)
+    record = dst / "run" / "trlvr_run.json"
+    record.write_text(record.read_text().replace(json.dumps(str(src))[1:-1] + "/", json.dumps(str(dst))[1:-1] + "/"))
+    return dst
+
+
 def cli_errors(err: str) -> list[str]:
     """The `trlvr <command>: error: ...` lines of a command's stderr."""
     return [ln for ln in err.splitlines() if ": error: " in ln]

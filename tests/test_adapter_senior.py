@@ -193,7 +193,8 @@ def test_eval_and_select_take_a_continued_adapter_run(toy, run):
     assert step0["junior"] == "self" and step0["senior"].endswith("sft")  # the starting adapter, with its base
 
 
-def test_smoke_takes_an_adapter_senior(toy):
+@pytest.mark.slow  # a full smoke (both arms, a selection, an evaluation); its parts on an adapter senior run here:
+def test_smoke_takes_an_adapter_senior(toy):  # training, eval and select above, smoke's own checks in test_smoke.py
     out = toy / "smoke"
     code = cli(["smoke", "--config", "toy", "--out", str(out), "--steps", "1", "--problems", "2",
                 "--set", f"senior={toy / 'sft'}", "--set", "junior=self", "--set", "use_peft=true",

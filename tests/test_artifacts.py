@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import copy_toy_pair
+from helpers import copy_toy_run, toy_run_argv
 
 from trlvr import artifacts, rundir
 from trlvr.cli.main import main as cli
@@ -24,10 +24,6 @@ from trlvr.eval.store import EvalDir
 from trlvr.experiments.selection import list_checkpoints
 from trlvr.experiments.study import DONE, Stage, stage_done
 from trlvr.training.checkpoints import pick_checkpoint
-
-SMALL = ["--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "4",
-         "--use_cpu", "true", "--save_steps", "1", "--save_total_limit", "20"]  # fmt: skip
-
 
 # ---- the definition, on folders made here -------------------------------------------------------------
 
@@ -122,23 +118,25 @@ def test_an_evaluation_needs_every_file_its_readers_open(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """A finished toy run: checkpoint-1, checkpoint-2, final/, a selection and its evaluation folders."""
+def made(tmp_path_factory, trained_toy):
+    """A finished toy run: checkpoint-1, checkpoint-2, final/ (conftest's toy run), a selection and its
+    evaluation folders."""
     from trlvr.toy.task import make_splits
     from trlvr.toy.world import _rows, _write_jsonl
 
-    tmp = copy_toy_pair(tmp_path_factory.mktemp("artifacts"), 24)
+    tmp = copy_toy_run(trained_toy, tmp_path_factory.mktemp("artifacts"))
     _write_jsonl(tmp / "val.jsonl", _rows(make_splits(24, 4, seed=0)[1])[:1])
     run = tmp / "run"
-    assert cli(train_argv(tmp, run, 2)) == 0
     assert cli(select_argv(tmp, run)) == 0
     shutil.copytree(run, tmp / "pristine", ignore=shutil.ignore_patterns(".*lock*"))
     return tmp
 
 
 def train_argv(tmp: Path, run: Path, max_steps: int, *extra: str) -> list[str]:
-    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp / "senior"), "--junior", str(tmp / "junior"), "--dataset",
-            str(tmp / "train.jsonl"), "--output_dir", str(run), *SMALL, "--max_steps", str(max_steps), *extra]  # fmt: skip
+    """The command line of the made run (conftest's toy run), into `run`, to `max_steps`; every checkpoint kept."""
+    argv = toy_run_argv(tmp, "--save_total_limit", "20", "--max_steps", str(max_steps), *extra)
+    argv[argv.index("--output_dir") + 1] = str(run)
+    return argv
 
 
 def select_argv(tmp: Path, run: Path) -> list[str]:

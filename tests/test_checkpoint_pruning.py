@@ -5,6 +5,7 @@ ones keep their weights, marked weights only: `--resume` skips them, selection a
 from __future__ import annotations
 
 import json
+import shutil
 
 import torch
 from safetensors.torch import save_file
@@ -82,19 +83,17 @@ def test_one_complete_nothing_pruned(tmp_path):
     assert prune_resume_state(tmp_path / "none") == []
 
 
-def test_training_keeps_resume_state_only_in_the_newest_checkpoint(tmp_path):
-    """The real Trainer, 3 steps, a checkpoint each: the oldest is weights only, the two newest keep their resume
-    state, the newest is the one --resume picks."""
-    from helpers import copy_toy_pair
+def test_training_keeps_resume_state_only_in_the_newest_checkpoint(toy_run):
+    """The real Trainer, 3 steps, a checkpoint each (conftest's 2-step toy run, killed before final/ and resumed
+    to step 3): the oldest is weights only, the two newest keep their resume state, the newest is the one
+    --resume picks."""
+    from helpers import toy_run_argv
 
     from trlvr.cli.main import main as cli
 
-    toy = copy_toy_pair(tmp_path, 40)
-    argv = ["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
-            "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), "--per_device_train_batch_size",
-            "8", "--num_generations", "4", "--max_completion_length", "8", "--use_cpu", "true", "--save_steps", "1",
-            "--save_total_limit", "5"]  # fmt: skip
-    assert cli([*argv, "--max_steps", "3"]) == 0
+    toy = toy_run
+    shutil.rmtree(toy / "run" / "final")  # killed before final/: a run to go on with
+    assert cli(toy_run_argv(toy, "--save_total_limit", "5", "--max_steps", "3", "--resume")) == 0
     run = toy / "run"
     assert is_weights_only(run / "checkpoint-1") and not (run / "checkpoint-1" / "optimizer.pt").exists()
     assert weights_problem(run / "checkpoint-1") is None

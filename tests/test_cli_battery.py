@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -304,6 +305,57 @@ def expected_accepted(cmd: str, opt: str, kind: str, label: str) -> str | None:
     return LEGIT.get((kind, label))
 
 
+# ---- what the default suite runs end to end ------------------------------------------------------------
+# Every case runs under `make test-slow`. The default suite (`make test`) runs a case end to end where no faster
+# test decides its outcome: every value of a path kind (text, dir, file: each command's own checks decide), every
+# value accepted by design (LEGIT, OPTION_LEGIT: its result is verified), every refusal that is the option's own
+# rule rather than its kind's, and one refused value per option (its wiring, end to end). For the other refused
+# numbers and choices, the kind decides: `test_every_kind_takes_exactly_its_legit_values` feeds every kind
+# every value of its base, and `test_every_option_refuses_what_its_kind_refuses` runs each option's parser on
+# each of them. A run-config key of `trlvr train` reaches its kind through TRL's parser and the config's own
+# conversion, not argparse's `type=`: each (kind, value) runs end to end there once more.
+PATH_BASES = ("text", "dir", "file")
+
+
+@functools.cache
+def _option_kinds() -> dict[tuple[str, str], K.Kind | str | None]:
+    return {**{(c, o): k for c, o, k in config_options()}, **{(c, o): K.kind_of(a) for c, o, a in parser_options()}}
+
+
+def option_kind(cmd: str, opt: str) -> K.Kind | str | None:
+    """The kind an option or run-config key declares (`K.kind_of`; "choice" for argparse's choices=)."""
+    return _option_kinds()[(cmd, opt)]
+
+
+def kind_takes(kind: K.Kind, text: str) -> bool:
+    try:
+        kind(text)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
+
+
+def _end_to_end_ids(cases) -> set[str]:
+    """The ids of the cases the default suite runs end to end (the comment above says which)."""
+    keep, refused_once, config_once = set(), set(), set()
+    argparse_options = {(c, o) for c, o, _ in parser_options()}
+    for case in cases:
+        cmd, opt, kind_name, label, text = case
+        kind = option_kind(cmd, opt)
+        base = "choice" if kind == "choice" else kind.base
+        config_key = cmd == "train" and (cmd, opt) not in argparse_options
+        refused = expected_accepted(cmd, opt, kind_name, label) is None
+        if (base in PATH_BASES or not refused or (cmd, opt, label) in OPTION_LEGIT
+                or (kind != "choice" and kind_takes(kind, text)) or (cmd, opt) not in refused_once
+                or (config_key and (kind_name, label) not in config_once)):  # fmt: skip
+            keep.add(_id(case))
+            if refused:
+                refused_once.add((cmd, opt))
+            if config_key:
+                config_once.add((kind_name, label))
+    return keep
+
+
 def test_every_option_declares_a_kind():
     """The battery can only check what an option declares: a new option without a kind fails here."""
     from trlvr.config import FIELD_KINDS, TandemConfig
@@ -320,6 +372,17 @@ def test_the_battery_is_generated_from_every_command():
     assert commands >= {"eval", "compare", "report", "data check", "select", "demo", "toy prepare", "study plan",
                         "study run", "train", "smoke"}, commands  # fmt: skip
     assert len(CASES) > 1000, len(CASES)
+
+
+def test_the_default_suite_runs_every_accepted_value_and_a_refused_one_per_option_end_to_end():
+    """`make test`'s share of the battery (`_end_to_end_ids`): every value accepted by design and every path
+    value, and at least one refused value of each option; the rest are left to the kinds' tests and `make test-slow`."""
+    refused_run = {(c, o) for c, o, k, label, _ in CASES if expected_accepted(c, o, k, label) is None
+                   and _id((c, o, k, label, _)) in END_TO_END}  # fmt: skip
+    assert refused_run == {(c, o) for c, o, *_ in CASES}
+    must = [_id(c) for c in CASES if expected_accepted(*c[:4]) is not None or c[2] != "choice" and
+            option_kind(c[0], c[1]) != "choice" and option_kind(c[0], c[1]).base in PATH_BASES]  # fmt: skip
+    assert set(must) <= END_TO_END and len(END_TO_END) < len(CASES)
 
 
 # ---- one case --------------------------------------------------------------------------------------
@@ -494,10 +557,14 @@ def _id(case) -> str:
 
 
 def _slow(case) -> bool:
-    """Accepted selections (two checkpoints evaluated each) and the full-budget generation: seconds each."""
+    """Accepted selections (two checkpoints evaluated each) and the full-budget generation: seconds each; and
+    the refused values whose outcome the kind decides (not in `_end_to_end_ids`)."""
     cmd, opt, kind, label, _ = case
     accepted = expected_accepted(cmd, opt, kind, label) is not None
-    return accepted and (cmd == "select" or (cmd, opt) == ("eval", "--max-new-tokens"))
+    return (accepted and (cmd == "select" or (cmd, opt) == ("eval", "--max-new-tokens"))) or _id(case) not in END_TO_END
+
+
+END_TO_END = _end_to_end_ids(CASES)
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if _slow(c) else c for c in CASES],
@@ -512,6 +579,45 @@ def test_battery(world, tmp_path, monkeypatch, capsys, case):
         assert not accepted, f"accepted a value that must be refused: {said[:300]}"
     else:
         assert accepted, f"refused a legitimate value ({why}): {said}"
+
+
+def test_every_kind_takes_exactly_its_legit_values():
+    """Each kind any option or run-config key declares, fed every value of its base (numbers, lists, choices,
+    switches; the path kinds are judged by each command end to end): it takes a value iff LEGIT lists it for
+    the kind. One exception, decided per option: a single seed (demo takes one; eval's group needs two)."""
+    by_option = {"seeds one": "demo --seeds takes one seed, eval --seeds refuses it (OPTION_LEGIT; the group's check)"}
+    kinds = {id(k): k for k in [K.kind_of(a) for _, _, a in parser_options()] + [k for *_, k in config_options()]
+             if isinstance(k, K.Kind) and k.base not in PATH_BASES}  # fmt: skip
+    assert len(kinds) > 15, kinds
+    wrong = [f"{k.name} {label}={text!r}: {'takes' if kind_takes(k, text) else 'refuses'} it"
+             for k in kinds.values() for label, text in VALUES[k.base].items()
+             if kind_takes(k, text) != ((k.name, label) in LEGIT) and f"{k.name} {label}" not in by_option]  # fmt: skip
+    assert not wrong, wrong
+
+
+def test_every_option_refuses_what_its_kind_refuses(tmp_path, capsys):
+    """The wiring of every command-line option to its kind, for every value the battery feeds it that its kind
+    refuses (the cases the default suite leaves to `make test-slow` included): the command's parser refuses it
+    with exit 2 and one line naming the option and the kind's rule, before the command starts."""
+    checked, actions, parser, bases = 0, {(c, o): a for c, o, a in parser_options()}, build_parser(), _bases(tmp_path)
+    for cmd, opt, _kind, label, text in CASES:
+        kind, action = option_kind(cmd, opt), actions.get((cmd, opt))
+        if action is None or kind == "choice" and text in action.choices or kind != "choice" and (
+                kind.base in PATH_BASES or kind_takes(kind, text)):  # fmt: skip
+            continue  # a run-config key (end to end), a value the kind takes, or a path (end to end)
+        argv = [a.replace("{out}", str(tmp_path)) for a in bases[cmd]]  # as `_argv` makes it, without the files
+        if action.option_strings:
+            argv = [a for i, a in enumerate(argv) if opt not in (a, argv[i - 1] if i else None)] + [f"{opt}={text}"]
+        else:
+            argv[len(cmd.split()) + [o for c, o in actions if c == cmd and not actions[c, o].option_strings].index(opt)] = text
+        with pytest.raises(SystemExit) as stop:
+            parser.parse_args(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        rule = f"invalid choice: {text!r}" if kind == "choice" else f"expected {kind.expected}"
+        assert stop.value.code == 2 and f"error: argument {opt if action.option_strings else action.dest}" in err[-1] \
+            and rule in err[-1], (cmd, opt, label, err)  # fmt: skip
+        checked += 1
+    assert checked > 250, checked
 
 
 # ---- regressions the battery found, kept explicit ----------------------------------------------------
@@ -609,9 +715,14 @@ def _train_outcome(world, case_dir, monkeypatch, capsys, argv) -> tuple[str, str
 
 
 DRY_RUN_CASES = [c for c in CASES if c[0] in ("train", "eval")]
+# The agreement is structural (one check list for both), so the default suite runs it on the first case of each
+# (command, kind, accepted or refused by design); the full cross product runs under `make test-slow`.
+DRY_RUN_DEFAULT = {_id(c) for c in {(c[0], c[2], expected_accepted(*c[:4]) is None): c
+                                    for c in reversed(DRY_RUN_CASES)}.values()}  # fmt: skip
 
 
-@pytest.mark.parametrize("case", DRY_RUN_CASES, ids=[_id(c) for c in DRY_RUN_CASES])
+@pytest.mark.parametrize("case", [c if _id(c) in DRY_RUN_DEFAULT else pytest.param(c, marks=pytest.mark.slow)
+                                  for c in DRY_RUN_CASES], ids=[_id(c) for c in DRY_RUN_CASES])  # fmt: skip
 def test_dry_run_agrees_with_the_run(world, tmp_path, monkeypatch, capsys, case):
     """Over the battery's `trlvr train` and `trlvr eval` cases: --dry-run says "config ok" iff the run itself
     gets past its checks (to its first weight load: the model loaders, stubbed here), and where the run

@@ -43,10 +43,28 @@ def adapter_weights(final) -> dict:
     return load_file(final / "adapter_model.safetensors")
 
 
+@pytest.fixture(scope="module")
+def lora_runs(tmp_path_factory):
+    """arm -> a toy folder whose run/ is that arm's 2-step LoRA run (`junior: self`), trained once per module."""
+    runs = {}
+
+    def trained(arm: str):
+        if arm not in runs:
+            root = tmp_path_factory.mktemp(f"lora-{arm}")
+            shutil.copytree(ASSETS_DIR / "senior", root / "senior")
+            _write_jsonl(root / "train.jsonl", _rows(make_splits(64, 8, seed=0)[0]))
+            _write_jsonl(root / "test.jsonl", _rows(make_splits(64, 8, seed=0)[1]))
+            assert train(root, "--arm", arm, "--junior", "self", "--max_steps", "2") == 0
+            runs[arm] = root
+        return runs[arm]
+
+    return trained
+
+
 @pytest.mark.parametrize("arm", ["tandem", "grpo"])
-def test_lora_arms_train_adapters_only_and_save_them(toy, arm):
-    base_before = digest(toy / "senior" / "model.safetensors")
-    assert train(toy, "--arm", arm, "--junior", "self", "--max_steps", "2") == 0
+def test_lora_arms_train_adapters_only_and_save_them(lora_runs, arm):
+    base_before = digest(ASSETS_DIR / "senior" / "model.safetensors")  # what the run's senior/ was copied from
+    toy = lora_runs(arm)
     final = toy / "run" / "final"
     assert (final / "adapter_config.json").is_file() and not (final / "model.safetensors").exists()
     lora_b = [v for k, v in adapter_weights(final).items() if "lora_B" in k]
@@ -55,9 +73,9 @@ def test_lora_arms_train_adapters_only_and_save_them(toy, arm):
     assert json.loads((final / "adapter_config.json").read_text())["r"] == 4
 
 
-def test_lora_run_evaluates_against_its_base_with_junior_self(toy):
-    assert train(toy, "--arm", "tandem", "--junior", "self", "--max_steps", "1") == 0
-    out = toy / "eval"
+def test_lora_run_evaluates_against_its_base_with_junior_self(lora_runs, tmp_path):
+    toy = lora_runs("tandem")  # the tandem arm's LoRA run above
+    out = tmp_path / "eval"
     argv = ["eval", "--senior", str(toy / "run" / "final"), "--junior", "self", "--data", f"toy={toy / 'test.jsonl'}",
             "--limit", "4", "--n", "1", "--k", "1", "--suite", "solo,handoff", "--max-new-tokens", "24",
             "--dtype", "float32", "--out", str(out), "--no-progress"]  # fmt: skip

@@ -64,19 +64,12 @@ def test_git_commit_of_a_checkout_and_none_elsewhere(tmp_path):
     assert git_commit(repo)["dirty"] is True
 
 
-def test_training_records_the_machine_and_a_resume_elsewhere_only_warns(tmp_path, capsys):
-    from trlvr.cli.main import main as cli
-    from trlvr.toy.task import make_splits
-    from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
+def test_training_records_the_machine_and_a_resume_elsewhere_only_warns(toy_run, capsys):
+    from helpers import toy_run_argv
 
-    shutil.copytree(ASSETS_DIR / "senior", tmp_path / "senior")
-    shutil.copytree(ASSETS_DIR / "junior", tmp_path / "junior")
-    _write_jsonl(tmp_path / "train.jsonl", _rows(make_splits(16, 4, seed=0)[0]))
-    argv = ["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
-            "--dataset", str(tmp_path / "train.jsonl"), "--output_dir", str(tmp_path / "run"),
-            "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8",
-            "--save_steps", "1"]  # fmt: skip
-    assert cli([*argv, "--max_steps", "1"]) == 0
+    from trlvr.cli.main import main as cli
+
+    tmp_path, argv = toy_run, toy_run_argv(toy_run)  # a finished 2-step toy run (conftest)
     record = json.loads((tmp_path / "run" / "trlvr_run.json").read_text())
     first = record["machine"]
     assert record["pairing"] == "lockstep"  # one vocabulary: the mode `pairing: auto` chose is recorded
@@ -87,7 +80,7 @@ def test_training_records_the_machine_and_a_resume_elsewhere_only_warns(tmp_path
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(before + 1)
-        assert cli([*argv, "--max_steps", "2", "--resume"]) == 0  # recorded, not compared: no refusal
+        assert cli([*argv, "--max_steps", "3", "--resume"]) == 0  # recorded, not compared: no refusal
     finally:
         torch.set_num_threads(before)
     warned = [line for line in capsys.readouterr().err.splitlines() if "another machine" in line]

@@ -22,12 +22,37 @@ def toy_data(tmp_path_factory):
     return path
 
 
-def test_smoke_runs_both_arms_and_records_every_check(tmp_path, toy_data, capsys):
-    out = tmp_path / "smoke"
-    argv = ["smoke", "--config", "toy", "--out", str(out), "--steps", "1", "--problems", "2",
+def smoke_argv(out: Path, toy_data: Path) -> list[str]:
+    return ["smoke", "--config", "toy", "--out", str(out), "--steps", "1", "--problems", "2",
             "--set", f"senior={ASSETS_DIR / 'senior'}", "--set", f"junior={ASSETS_DIR / 'junior'}",
             "--set", f"dataset={toy_data}", "--set", "per_device_train_batch_size=16", "--set", "max_completion_length=48"]  # fmt: skip
-    assert main(argv) == 0
+
+
+@pytest.fixture(scope="module")
+def screen_smoke(tmp_path_factory, toy_data):
+    """(out, what a terminal showed, exit code) of one `trlvr smoke` in a child process (native and library
+    output count too): the screen test reads its screen, the checks test its smoke.json."""
+    import os
+    import subprocess
+    import sys
+
+    root, cwd = Path(__file__).resolve().parents[1], tmp_path_factory.mktemp("screen")
+    env = {k: v for k, v in os.environ.items() if k != "TRL_EXPERIMENTAL_SILENCE"}
+    env.update(PYTHONPATH=str(root), OMP_NUM_THREADS="1")
+    out = cwd / "smoke"
+    done = subprocess.run([sys.executable, "-m", "trlvr.cli.main", *smoke_argv(out, toy_data)],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    return out, (done.stdout + done.stderr).splitlines(), done.returncode
+
+
+def test_smoke_runs_both_arms_and_records_every_check(tmp_path, toy_data, screen_smoke):
+    import shutil
+
+    first, screen, code = screen_smoke
+    assert code == 0, "\n".join(screen[-30:])
+    out = tmp_path / "smoke"
+    shutil.copytree(first, out)  # the screen test's smoke (its own folder stays as it ran)
+    argv = smoke_argv(out, toy_data)
     report = json.loads((out / "smoke.json").read_text())
     checks = report["checks"]
     assert report["passed"] and report["code"] is not None
@@ -37,7 +62,7 @@ def test_smoke_runs_both_arms_and_records_every_check(tmp_path, toy_data, capsys
     assert checks["select_eval"]["status"] == "ok"
     assert checks["lengths"]["eval"]["samples"] == 2 * 2  # 2 problems x (solo, handoff) x n 1
     assert checks["memory"]["status"] == "not measured"  # backend hf on a CPU: no engine KV report
-    printed = capsys.readouterr().out
+    printed = "\n".join(screen)
     assert "smoke" in printed and "  weights moved: " in printed  # beside the other checks
     assert checks["weights_moved"]["status"] in ("ok", "not measured"), checks["weights_moved"]  # never failed: training stops first
     # a second smoke into the same folder sets the first aside (nothing deleted)
@@ -129,24 +154,11 @@ def test_a_gpu_config_without_cuda_is_one_line_naming_what_to_run(tmp_path, caps
     assert not (tmp_path / "s").exists()
 
 
-def test_the_smoke_screen_fits_one_screen_and_the_libraries_output_goes_to_its_log(tmp_path, toy_data):
+def test_the_smoke_screen_fits_one_screen_and_the_libraries_output_goes_to_its_log(screen_smoke):
     """A real terminal's view (a child process, so native and library output count too): the checks, no "None",
     no upstream warning or progress bar; those are in DIR/smoke.log."""
-    import os
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if k != "TRL_EXPERIMENTAL_SILENCE"}
-    env.update(PYTHONPATH=str(root), OMP_NUM_THREADS="1")
-    out = tmp_path / "smoke"
-    done = subprocess.run([sys.executable, "-m", "trlvr.cli.main", "smoke", "--config", "toy", "--out", str(out),
-                           "--steps", "1", "--problems", "2", "--set", f"senior={ASSETS_DIR / 'senior'}",
-                           "--set", f"junior={ASSETS_DIR / 'junior'}", "--set", f"dataset={toy_data}",
-                           "--set", "per_device_train_batch_size=16", "--set", "max_completion_length=48"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
-    screen = (done.stdout + done.stderr).splitlines()
-    assert done.returncode == 0, "\n".join(screen[-30:])
+    out, screen, code = screen_smoke
+    assert code == 0, "\n".join(screen[-30:])
     assert len(screen) <= 40, "\n".join(screen)
     assert not [ln for ln in screen if "None" in ln or "warning" in ln.lower() or "it/s]" in ln], "\n".join(screen)
     assert any(ln.startswith("smoke ") and ln.endswith(": passed") for ln in screen)

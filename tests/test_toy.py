@@ -317,3 +317,27 @@ def test_sft_autocasts_to_bf16_only_where_the_cpu_computes_it(monkeypatch):
         model = models.build_model(tok, models.JUNIOR_SIZE, seed=0)
         stats = models.sft(model, batch, models.SFTSettings(1, batch_size=2, pad_id=0, bf16=asked))
         assert stats["bf16"] is expect and seen[-1] is expect
+
+
+@pytest.mark.parametrize("complete", [True, False])
+def test_toy_prepare_prints_its_card_once_and_one_line_when_it_reuses_a_world(tmp_path, monkeypatch, capsys, complete):
+    """Newcomer walk 3, finding 13: a rerun of `trlvr toy prepare` printed the 100-line card again after
+    "reusing it". Now a reused world is that one line; a world made now prints its card (JSON)."""
+    import trlvr.toy.world as world
+    from trlvr.cli.main import main as cli
+
+    out = tmp_path / "toy"
+
+    def prepare(out_dir, **kw):  # the world's own line on reuse; a made world's card either way
+        if complete:
+            print(f"toy world at {out_dir} is complete; reusing it")
+        return {"seed": 0, "senior_params": 10, "config": {"jargon": "spaced"}}
+
+    monkeypatch.setattr(world, "is_complete", lambda path: complete)
+    monkeypatch.setattr(world, "prepare_world", prepare)
+    assert cli(["toy", "prepare", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    if complete:
+        assert printed == f"toy world at {out} is complete; reusing it\n"
+    else:
+        assert json.loads(printed) == {"seed": 0, "senior_params": 10}

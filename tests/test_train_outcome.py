@@ -10,7 +10,7 @@ import json
 import shutil
 
 import pytest
-from helpers import cli_errors, copy_toy_pair, toy_train_argv
+from helpers import cli_errors, copy_toy_pair, toy_run_argv, toy_train_argv
 from transformers import TrainerCallback
 
 from trlvr.cli.main import main as cli
@@ -65,47 +65,45 @@ def test_a_run_stopped_before_its_target_says_so_and_writes_no_final(toy, capsys
     assert not (toy / "run" / "final").exists()
 
 
-def test_resume_of_a_finished_run_changes_nothing_and_a_smaller_target_is_refused(toy, capsys):
-    assert cli(argv(toy, "--max_steps", "1")) == 0
-    assert "wrote" in capsys.readouterr().err
+def test_resume_of_a_finished_run_changes_nothing_and_a_smaller_target_is_refused(toy_run, capsys):
+    toy = toy_run  # a finished 2-step run (conftest)
     before = tree(toy / "run")
-    assert cli(argv(toy, "--max_steps", "1", "--resume")) == 0  # used to retrain 0 steps and rewrite final/
+    assert cli(toy_run_argv(toy, "--max_steps", "2", "--resume")) == 0  # used to retrain 0 steps and rewrite final/
     err = capsys.readouterr().err
-    assert "finished at step 1: nothing to train" in err and "wrote" not in err, err
+    assert "finished at step 2: nothing to train" in err and "wrote" not in err, err
     assert tree(toy / "run") == before
-    state = json.loads((toy / "run" / "final" / "trainer_state.json").read_text())
-    assert state["global_step"] == 1
-
-
-def test_resume_of_a_finished_run_to_another_target_is_refused_and_changes_nothing(toy, capsys):
-    """A finished run's final/ and checkpoints are never changed without --force (issue 44). Before:
-    `--resume --max_steps 2` on a run finished at step 1 trained on from checkpoint-1 and replaced final/
-    (a model of neither run: its learning-rate schedule was made for 1 step, then stretched to 2)."""
-    assert cli(argv(toy, "--max_steps", "1")) == 0
-    capsys.readouterr()
-    before = tree(toy / "run")
-    assert cli(argv(toy, "--max_steps", "2", "--resume")) == 2
-    [line] = errors(capsys.readouterr().err)
-    assert f"--resume --max_steps 2: {toy / 'run'} finished at step 1" in line, line
-    assert "new --output_dir" in line and "--force" in line, line
-    assert tree(toy / "run") == before
-    assert cli(argv(toy, "--max_steps", "2", "--force")) == 0  # the fix the line names
     state = json.loads((toy / "run" / "final" / "trainer_state.json").read_text())
     assert state["global_step"] == 2
 
 
-def test_resume_of_a_run_killed_after_its_last_checkpoint_writes_final_without_a_step_past_max_steps(toy, capsys):
-    """A kill after checkpoint-1 (max_steps 1) and before final/. Before: `--resume` trained a second
-    step (global_step 2 of max_steps 1) and wrote that as final/."""
-    assert cli(argv(toy, "--max_steps", "1")) == 0
-    run = toy / "run"
-    kept = tree(run / "checkpoint-1")
+def test_resume_of_a_finished_run_to_another_target_is_refused_and_changes_nothing(toy_run, capsys):
+    """A finished run's final/ and checkpoints are never changed without --force (issue 44). Before:
+    `--resume --max_steps 2` on a run finished at step 1 trained on from checkpoint-1 and replaced final/
+    (a model of neither run: its learning-rate schedule was made for 1 step, then stretched to 2).
+    Here the run finished at step 2 (conftest's `toy_run`) and is resumed to 3."""
+    toy = toy_run
+    before = tree(toy / "run")
+    assert cli(toy_run_argv(toy, "--max_steps", "3", "--resume")) == 2
+    [line] = errors(capsys.readouterr().err)
+    assert f"--resume --max_steps 3: {toy / 'run'} finished at step 2" in line, line
+    assert "new --output_dir" in line and "--force" in line, line
+    assert tree(toy / "run") == before
+    assert cli(toy_run_argv(toy, "--max_steps", "1", "--force")) == 0  # the fix the line names
+    state = json.loads((toy / "run" / "final" / "trainer_state.json").read_text())
+    assert state["global_step"] == 1
+
+
+def test_resume_of_a_run_killed_after_its_last_checkpoint_writes_final_without_a_step_past_max_steps(toy_run, capsys):
+    """A kill after checkpoint-2 (max_steps 2) and before final/. Before: `--resume` trained a third
+    step (global_step 3 of max_steps 2) and wrote that as final/."""
+    toy, run = toy_run, toy_run / "run"
+    kept = tree(run / "checkpoint-2")
     shutil.rmtree(run / "final")  # the kill
-    assert cli(argv(toy, "--max_steps", "1", "--resume")) == 0
+    assert cli(toy_run_argv(toy, "--max_steps", "2", "--resume")) == 0
     state = json.loads((run / "final" / "trainer_state.json").read_text())
-    assert state["global_step"] == 1 and not (run / "checkpoint-2").exists()
-    assert tree(run / "checkpoint-1") == kept
-    assert (run / "final" / "model.safetensors").read_bytes() == (run / "checkpoint-1" / "model.safetensors").read_bytes()
+    assert state["global_step"] == 2 and not (run / "checkpoint-3").exists()
+    assert tree(run / "checkpoint-2") == kept
+    assert (run / "final" / "model.safetensors").read_bytes() == (run / "checkpoint-2" / "model.safetensors").read_bytes()
     assert not (run / "final" / "optimizer.pt").exists()
 
 
@@ -154,3 +152,20 @@ def test_an_epoch_that_holds_no_step_is_one_line_before_any_model_loads(toy, mon
         assert f"dataset {toy / 'two.jsonl'}: 2 training problem(s), fewer than the 4 distinct prompts" in line, line
         assert "an epoch holds no step" in line and "--per_device_train_batch_size" in line, line
         assert not (toy / "run").exists()
+
+
+def test_a_training_step_through_the_library_warns_nothing_of_trlvr_s_own_making(toy_run):
+    """Newcomer walk 3, finding 13: each step of the README's Python block warned "`is_gradient_checkpointing` is
+    deprecated" (TRL's unwrap_model_for_generation, which the rollout calls, reads transformers' deprecated alias).
+    One step of the library's training (conftest's toy run, resumed to step 3) now raises no FutureWarning."""
+    import warnings
+
+    from trlvr.config import parse_run_args
+    from trlvr.training.run import train_and_save
+
+    shutil.rmtree(toy_run / "run" / "final")  # killed before final/: a run to go on with
+    tandem, grpo, _ = parse_run_args(toy_run_argv(toy_run, "--max_steps", "3")[1:])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train_and_save(tandem, grpo, resume=True)
+    assert not [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]

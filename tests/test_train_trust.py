@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 import torch
-from helpers import copy_toy_pair
+from helpers import copy_toy_pair, toy_run_argv
 
 from trlvr.cli.main import main as cli
 
@@ -41,28 +41,27 @@ def test_nan_weights_stop_the_run_without_a_final_model(toy, capsys):
     assert not (toy / "run" / "final").exists() and not list((toy / "run").glob("checkpoint-*"))
 
 
-def test_resume_with_other_settings_is_refused_listing_the_differences(toy, capsys):
-    assert train(toy, "--max_steps", "1") == 0
-    capsys.readouterr()
-    assert train(toy, "--max_steps", "2", "--resume", "--p", "0.3", "--arm", "grpo") == 2
+def test_resume_with_other_settings_is_refused_listing_the_differences(toy_run, capsys):
+    # toy_run: a run finished at step 2 (conftest)
+    assert cli(toy_run_argv(toy_run, "--max_steps", "3", "--resume", "--p", "0.3", "--arm", "grpo")) == 2
     err = capsys.readouterr().err
     assert "holds a different run" in err and "p: 0.5 -> 0.3" in err and "arm: 'tandem' -> 'grpo'" in err
-    assert train(toy, "--max_steps", "2") == 2  # same run without --resume: refused, would overwrite
+    assert cli(toy_run_argv(toy_run, "--max_steps", "3")) == 2  # same run without --resume: refused, would overwrite
     assert "pass --resume to continue it" in capsys.readouterr().err
 
 
-def test_resume_skips_a_half_written_checkpoint(toy, capsys):
-    assert train(toy, "--max_steps", "3", "--save_steps", "1", "--save_total_limit", "5") == 0
-    newest = toy / "run" / "checkpoint-3" / "model.safetensors"
+def test_resume_skips_a_half_written_checkpoint(toy_run, capsys):
+    toy = toy_run  # a finished 2-step run, a checkpoint each step (conftest)
+    newest = toy / "run" / "checkpoint-2" / "model.safetensors"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 3])  # a kill during the save...
     shutil.rmtree(toy / "run" / "final")  # ...so final/ was never written
     capsys.readouterr()
-    assert train(toy, "--max_steps", "3", "--save_steps", "1", "--save_total_limit", "5", "--resume") == 0
+    assert cli(toy_run_argv(toy, "--max_steps", "2", "--resume")) == 0
     err = capsys.readouterr().err
-    assert "skipping checkpoint-3 (model.safetensors does not load" in err
-    assert "resuming from" in err and err.split("resuming from")[1].split()[0].endswith("checkpoint-2")
+    assert "skipping checkpoint-2 (model.safetensors does not load" in err
+    assert "resuming from" in err and err.split("resuming from")[1].split()[0].endswith("checkpoint-1")
     state = json.loads((toy / "run" / "final" / "trainer_state.json").read_text())
-    assert state["global_step"] == 3
+    assert state["global_step"] == 2
 
 
 def test_holdout_problems_never_reach_training(toy):

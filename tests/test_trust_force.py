@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import copy_toy_pair, save_tiny_models, write_sum_problems
+from helpers import copy_toy_pair, save_tiny_models, toy_run_argv, write_sum_problems
 
 from trlvr.cli.main import main as cli
 from trlvr.errors import UserError
@@ -184,21 +184,21 @@ def train(toy: Path, *extra: str, out: str = "run") -> int:
                 "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / out), *SMALL, *extra])  # fmt: skip
 
 
-def test_force_leaves_nothing_of_the_old_run_for_resume_or_select(toy, capsys):
-    """The issue's case: a grpo run (checkpoints 1 and 2, final, selected.json, a selection folder), then
-    `--force` a tandem run of one step. Before, checkpoint-2, final/ and selected.json of the grpo run
-    stayed: `--resume` continued the tandem run from the grpo checkpoint and `select` offered both."""
+def test_force_leaves_nothing_of_the_old_run_for_resume_or_select(toy_run, capsys):
+    """The issue's case: a run of one arm (checkpoints 1 and 2, final, selected.json, a selection folder), then
+    `--force` a run of the other arm, one step. Before, checkpoint-2, final/ and selected.json of the earlier
+    run stayed: `--resume` continued the new run from the earlier run's checkpoint and `select` offered both.
+    (The issue's earlier run was grpo, the new one tandem; here conftest's tandem toy run is the earlier one.)"""
     from trlvr.experiments.selection import list_checkpoints
     from trlvr.training.checkpoints import pick_checkpoint
 
-    run = toy / "run"
-    assert train(toy, "--arm", "grpo", "--max_steps", "2") == 0
+    toy, run = toy_run, toy_run / "run"
     (run / "selected.json").write_text(json.dumps({"step": 2, "path": str(run / "checkpoint-2")}))
     (run / "select" / "holdout20").mkdir(parents=True)
     (run / "select" / "holdout20" / "table.md").write_text("| step |\n")
     old = tree(run)
     capsys.readouterr()
-    assert train(toy, "--arm", "tandem", "--max_steps", "1", "--force") == 0
+    assert cli(toy_run_argv(toy, "--arm", "grpo", "--max_steps", "1", "--force")) == 0
     err = capsys.readouterr().err
     [aside] = asides(run)
     assert f"--force: started over in {run}: the earlier run is now in {aside}" in err
@@ -206,21 +206,21 @@ def test_force_leaves_nothing_of_the_old_run_for_resume_or_select(toy, capsys):
     top = {p.name for p in run.iterdir()} - {aside.name}
     assert "selected.json" not in top and "select" not in top and "checkpoint-2" not in top
     assert [c.step for c in list_checkpoints(run)] == [1]  # select sees the new run only
-    assert json.loads((run / "trlvr_run.json").read_text())["tandem"]["arm"] == "tandem"
+    assert json.loads((run / "trlvr_run.json").read_text())["tandem"]["arm"] == "grpo"
     assert pick_checkpoint(run)[0] == run / "checkpoint-1"
     shutil.rmtree(run / "final")  # killed before final/ (a finished run is never resumed to more steps)
-    assert train(toy, "--arm", "tandem", "--max_steps", "2", "--resume") == 0  # continues the tandem run
+    assert cli(toy_run_argv(toy, "--arm", "grpo", "--max_steps", "2", "--resume")) == 0  # continues the new run
     err = capsys.readouterr().err
     assert "resuming from" in err and err.split("resuming from")[1].split()[0] == str(run / "checkpoint-1")
     state = json.loads((run / "final" / "trainer_state.json").read_text())
     assert state["global_step"] == 2
 
 
-def test_force_and_resume_together_are_refused_before_anything_moves(toy, capsys):
-    assert train(toy, "--arm", "grpo", "--max_steps", "1") == 0
+def test_force_and_resume_together_are_refused_before_anything_moves(toy_run, capsys):
+    toy = toy_run  # a finished 2-step run (conftest)
     before = tree(toy / "run")
     capsys.readouterr()
-    assert train(toy, "--max_steps", "2", "--force", "--resume") == 2
+    assert cli(toy_run_argv(toy, "--max_steps", "3", "--force", "--resume")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--force starts over" in err[0] and "--resume continues" in err[0]
     assert tree(toy / "run") == before

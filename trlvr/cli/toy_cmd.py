@@ -37,7 +37,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def main(args) -> int:
-    from trlvr.toy.world import prepare_world
+    from trlvr.toy.world import is_complete, prepare_world
 
     if args.toy_command != "prepare":  # argparse already enforces the choice
         raise SystemExit(f"unknown toy command {args.toy_command!r}")
@@ -54,8 +54,10 @@ def main(args) -> int:
 
     if args.jargon != "spaced" and not from_scratch:
         raise UserError("--jargon compact: no compact checkpoints are shipped; add --from-scratch (about 5 minutes)")
+    reused = is_complete(args.out)  # then prepare_world says so in one line; its card was printed when it was made
     card = prepare_world(args.out, seed=seed, from_scratch=from_scratch, progress=not args.no_progress,
                          config=WorldConfig(jargon=args.jargon))  # fmt: skip
-    shown = {k: v for k, v in card.items() if k not in ("config", "assets_train_card")}
-    print(json.dumps(shown, indent=2))
+    if not reused:
+        shown = {k: v for k, v in card.items() if k not in ("config", "assets_train_card")}
+        print(json.dumps(shown, indent=2))
     return 0

@@ -42,6 +42,7 @@ import contextlib
 import dataclasses
 import inspect
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -315,6 +316,13 @@ class TandemGRPOTrainer(GRPOTrainer):
         super().save_model(output_dir, _internal_call)
         if self.is_world_process_zero():
             self._model_card().save(os.path.join(output_dir or self.args.output_dir, MODEL_CARD))
+
+    def train(self, *args, **kwargs):
+        """Trainer's train. TRL reads transformers' deprecated `is_gradient_checkpointing` at each generation
+        and scoring; that FutureWarning is no user's to fix, so a run does not print it."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+            return super().train(*args, **kwargs)
 
     def _generate_and_score_completions(self, inputs):
         # Loud failure, on what reaches the loss: TRL multiplies completion_mask * tool_mask into it (tool_mask
