@@ -68,7 +68,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from trlvr.artifacts import FINAL as FINAL_MODEL
-from trlvr.artifacts import TRAINER_STATE, Artifact, is_complete
+from trlvr.artifacts import TRAINER_STATE, Artifact, Changed, is_complete, read_checked
 from trlvr.errors import UserError
 
 # ---- layout -----------------------------------------------------------------------------------------
@@ -409,17 +409,26 @@ def lock(path: str | Path, *, by: str, main_process: bool = True):
 
 # ---- one identity ---------------------------------------------------------------------------------------
 
+def changed_error(path: str | Path, why: object, hint: str = "") -> UserError:
+    """The one line for a file that is not what its folder's manifest recorded (`trlvr.artifacts.Changed`)."""
+    fix = hint or "; run the command that wrote it again (--fresh / --force start over)"
+    return UserError(f"{Path(path).parent}: {why}: nothing was read{fix}")
+
+
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
-def read_record(path: str | Path, hint: str = "") -> dict | None:
+def read_record(path: str | Path, hint: str = "", *, checked: bool = False) -> dict | None:
     """The JSON object in `path`, None when there is none; a file that is not one is a UserError naming
-    it, with `hint` (e.g. "; remove it or pass --force") appended."""
+    it, with `hint` (e.g. "; remove it or pass --force") appended. `checked`: the bytes read are the ones
+    the folder's manifest recorded (`trlvr.artifacts.read_checked`, one read), or a UserError naming the file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = (read_checked(path) if checked else path.read_bytes()).decode("utf-8")
     except FileNotFoundError:
         return None
+    except Changed as e:
+        raise changed_error(path, e, hint) from None
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: cannot read ({e}){hint}") from None
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from trlvr.data.schema import DataError, JsonNumber
@@ -52,16 +53,18 @@ def strict_object(pairs: list[tuple[str, Any]]) -> dict:
     return out
 
 
-def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int | None = None) -> list[dict]:
+def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int | None = None,
+               read: Callable[[Path], bytes] | None = None) -> list[dict]:
     """Rows of a JSONL file, each a JSON object. Blank lines are skipped.
 
     tolerate_torn_tail: a last line that does not parse and has no trailing newline (a write cut
     short by a kill) is ignored instead of raising. Any other bad line raises DataError naming
     `path:line` (an object with a key written twice too: `strict_object`). Never writes.
+    `read(path) -> bytes`: how the file is read (default: as is; `trlvr.artifacts.read_checked`: against a manifest).
     """
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = (read or Path.read_bytes)(path)
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
     except IsADirectoryError:

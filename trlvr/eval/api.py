@@ -84,7 +84,7 @@ def resolve_senior(spec: str) -> tuple[str, dict | None]:
         folder = Path(spec)
         ours = (folder / artifacts.MANIFEST).is_file() or (folder.is_dir() and (
             checkpoint_step(folder) is not None or folder.name == FINAL))  # fmt: skip
-        if ours and (why := artifacts.problem(spec, artifacts.WEIGHTS)):
+        if ours and (why := artifacts.problem(spec, artifacts.WEIGHTS, deep=True)):  # hashed just before the load
             raise UserError(f"--senior {spec}: not complete ({why}); a save cut short, or a file changed since")
         return spec, None
     run = spec.removesuffix("@selected")
@@ -94,7 +94,7 @@ def resolve_senior(spec: str) -> tuple[str, dict | None]:
         path = str(Path(run) / Path(path).name)  # an older record (relative to its writer's cwd): the run's checkpoint
     if not Path(path).is_dir():
         raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {sel['path']} no longer exists")
-    if why := artifacts.problem(path, artifacts.WEIGHTS):
+    if why := artifacts.problem(path, artifacts.WEIGHTS, deep=True):  # every file the load reads, hashed just before it
         raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {path} is not complete ({why}); "
                         "resume the run or select again")  # fmt: skip
     check_selection_current(run, sel)

@@ -76,7 +76,7 @@ class Run:
         if self._tables is None:
             if self.group:
                 dirs = seed_dirs(self.path, self.seeds)
-                self._tables = {s: sample_metrics.with_sample_metrics(t, read_samples(dirs[s] / SAMPLES), self.settings)
+                self._tables = {s: sample_metrics.with_sample_metrics(t, read_samples(dirs[s] / SAMPLES, checked=True), self.settings)
                                 for s, t in load_tables(self.path, self.seeds).items()}  # fmt: skip
             else:
                 self._tables = sample_metrics.load_table(self.path, self.settings)
@@ -160,7 +160,7 @@ def paired(baseline: Run, r: Run, allow_mismatch: bool = False) -> dict:
 
 def side_by_side(runs: list[Run], max_problems: int = 8, protocols=("solo", "handoff")) -> list[dict]:
     """The same problems across runs (first seed of each group): one column per run, sample 0 per protocol."""
-    rows = {r.label: read_samples(r.eval_dirs[0] / SAMPLES) for r in runs}
+    rows = {r.label: read_samples(r.eval_dirs[0] / SAMPLES, checked=True) for r in runs}
     by_run = {label: {(str(x["problem_id"]), x["protocol"]): x for x in rs if x.get("sample_idx") == 0}
               for label, rs in rows.items()}  # fmt: skip
     shared = None

@@ -29,7 +29,7 @@ from pathlib import Path
 import transformers
 from packaging.version import Version
 
-from trlvr import rundir
+from trlvr import artifacts, rundir
 from trlvr.data.sources import is_local
 from trlvr.errors import UserError
 from trlvr.models import locate
@@ -101,6 +101,8 @@ def check_run_start(tandem, args, *, resume: bool, force: bool, planning: bool =
             start.last, start.skipped = pick_checkpoint(out)
             if start.last is None:
                 raise UserError(f"--resume: no complete checkpoint in {out}")
+            if why := artifacts.problem(start.last, artifacts.CHECKPOINT, deep=True):  # what the resume loads, hashed
+                raise UserError(f"--resume: {start.last} is not what was saved ({why}); nothing was loaded or written")
             if rundir.checkpoint_step(start.last) != args.max_steps:  # else: final/ from it, nothing trained
                 check_resume_device(args)
     start.note = check_config(tandem, args, planning=planning)
