@@ -20,7 +20,10 @@
                                              in one rename (`finish_swap(path)` completes one cut off)
     check_dir_path(path, "--out")            UserError when a file is the path, or sits above it
     folder_kind(path)                        what a folder holds: "training run", "evaluation", "study", ...
-    check_report_path(path, "--out")         a report's file: never over a file that is not a report
+    check_report_path(path, "--out")         a report's file, resolved (symlinks followed): never over a file that
+                                             is not a report
+    resolve_output(path, flag)               where a write lands (symlinks followed) for the record checks
+    write_file(path, text)                   every command's file write: temp file in the real folder + rename
     prepare_output(path, KIND, flag="--out", checks=[...], start_over=fresh)
                                              the one way a command readies the folder it writes: every
                                              check first (the folder's kind, then the command's own),
@@ -232,17 +235,53 @@ def check_kind(path: str | Path, kinds: str | Iterable[str], flag: str) -> str |
 _REPORT_SUFFIXES = (".html", ".htm")
 
 
-def check_report_path(path: str | Path, flag: str) -> None:
+def resolve_output(path: str | Path, flag: str) -> Path:
+    """Where a write to `path` lands: every symlink followed (the real folder and file), so a command's record
+    checks look at the file written, not at the name given. A symlink to nothing is refused in one line
+    (the write would make a file where the link points, unseen)."""
+    p = Path(path)
+    if p.is_symlink() and not p.exists():
+        raise UserError(f"{flag} {path} is a symlink to {os.readlink(p)}, which is not there: nothing was written; "
+                        f"pass the path itself")  # fmt: skip
+    return Path(os.path.realpath(p))
+
+
+def check_report_path(path: str | Path, flag: str) -> Path:
     """UserError (one line naming `flag`) before a report is written to `path` over a file of trlvr's work
     (an evaluation's results.json, a run's trlvr_run.json: a file that is not an HTML page, in a folder
-    `folder_kind` names): a report replaces a report, or a file of the user's own, never an artifact's."""
-    p = Path(path)
-    check_dir_path(p.parent, flag)
+    `folder_kind` names), the path resolved first (`resolve_output`: a symlink named link.html onto a
+    results.json is that results.json): a report replaces a report, or a file of the user's own, never an
+    artifact's. Returns the resolved path, for `write_file`."""
+    check_dir_path(Path(path).parent, flag)
+    p = resolve_output(path, flag)
+    shown = str(path) if str(p) == os.path.abspath(path) else f"{path} (a symlink to {p})"
     if p.is_dir():
-        raise UserError(f"{flag} {path}: a directory is in the way; pass a file name")
+        raise UserError(f"{flag} {shown}: a directory is in the way; pass a file name")
     if p.exists() and p.suffix.lower() not in _REPORT_SUFFIXES and (found := folder_kind(p.parent)):
-        raise UserError(f"{flag} {path} is a file of {_a(found[0])} ({p.parent}), not a report: nothing was "
+        raise UserError(f"{flag} {shown} is a file of {_a(found[0])} ({p.parent}), not a report: nothing was "
                         f"written; choose another {flag}")  # fmt: skip
+    return p
+
+
+def write_file(path: str | Path, data: str | bytes) -> Path:
+    """The one way a command writes a file: into a temporary file in the real folder of `path` (its folder's
+    symlinks followed), renamed over `path`'s name there. A symlink at `path` itself is replaced, never written
+    through, so no write reaches another command's file by a link; a reader sees the old file or the new."""
+    path = Path(path)
+    folder = Path(os.path.realpath(path.parent))
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / path.name
+    tmp = folder / f".{path.name}.{os.getpid()}.tmp"
+    try:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data, encoding="utf-8")
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
 
 
 def prepare_output(path: str | Path, kind: str | Iterable[str], *, flag: str,
@@ -258,6 +297,7 @@ def prepare_output(path: str | Path, kind: str | Iterable[str], *, flag: str,
     `set_aside(path, keep, say)`. Writes nothing else: the command makes the folder when its work starts."""
     finish_swap(path)  # a set-aside cut off between its two renames is completed first
     check_dir_path(path, flag)
+    resolve_output(path, flag)  # a symlink to nothing is refused; a linked folder is checked where it points
     check_kind(path, kind, flag)
     for check in checks:
         check()
@@ -442,11 +482,7 @@ def read_record(path: str | Path, hint: str = "", *, checked: bool = False) -> d
 
 def write_record(path: str | Path, obj: dict, *, sort_keys: bool = False) -> None:
     """Write `obj` as JSON atomically (temp file beside it + rename): a reader sees the old file or the new."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=sort_keys) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_file(path, json.dumps(obj, indent=2, sort_keys=sort_keys) + "\n")
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, object]:

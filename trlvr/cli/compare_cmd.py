@@ -82,13 +82,13 @@ def main(args) -> int:
         )
     cmp = {**cmp, "mismatch": mismatch}
     out.mkdir(parents=True, exist_ok=True)
-    (out / rundir.COMPARE_FILE).write_text(json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))
+    rundir.write_file(out / rundir.COMPARE_FILE, json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))
     intro = (
         f"B − A over shared problems; 95% percentile bootstrap CI ({args.resamples} resamples); "
         "p = two-sided bootstrap p-value."
     )
     view = comparison_view(cmp, args.dir_a, args.dir_b, f"B = {args.dir_b} vs A = {args.dir_a}")
-    (out / "report.html").write_text(render("Paired comparison", [], [view], intro=intro), encoding="utf-8")
+    rundir.write_file(out / "report.html", render("Paired comparison", [], [view], intro=intro))
     print(format_table(cmp))
     print(f"wrote {out}/report.html and {out}/{rundir.COMPARE_FILE}")
     return 0

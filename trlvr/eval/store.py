@@ -117,6 +117,10 @@ class EvalDir:
         """Hold DIR's exclusive lock (`trlvr.rundir.lock`); a second holder (any process) is refused
         with the holder's pid."""
         with rundir.lock(self.path, by=BY) as held:
+            for name in (*rundir.EVAL_OUTPUTS, OTHER_SAMPLES):  # appended to in place: never through a link
+                if (self.path / name).is_symlink():
+                    raise UserError(f"--out {self.path}: {name} is a symlink (to {os.readlink(self.path / name)}); "
+                                    "an evaluation writes its own files, never through a link: nothing was written")  # fmt: skip
             self._lock = held
             try:
                 yield self

@@ -46,7 +46,7 @@ from trlvr.eval.report import (
 from trlvr.eval.store import SAMPLES, read_samples
 from trlvr.experiments.curves import CURVES, SELECTION, load_curves, plot_curves
 from trlvr.provenance import path_from_record
-from trlvr.rundir import FINAL, check_report_path, checkpoint_step
+from trlvr.rundir import FINAL, check_report_path, checkpoint_step, write_file
 
 # the evaluation's own headline metrics; then every registered per-sample metric (`headline_metrics`)
 HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility/junior_ce", "legibility/junior_bpb",
@@ -253,8 +253,7 @@ def build_multi_report(paths: list[str | Path], baseline: str | Path | None = No
 def write_multi_report(paths, out_path, baseline=None, max_problems: int = 8, **kw) -> Path:
 
     out_path = Path(out_path)
-    check_report_path(out_path, "--out")  # checked before anything is read or written
+    real = check_report_path(out_path, "--out")  # checked (where the write lands) before anything is read or written
     html = build_multi_report(paths, baseline, max_problems, **kw)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(html, encoding="utf-8")
+    write_file(real, html)
     return out_path

@@ -210,8 +210,8 @@ def select_checkpoint(
     if not Ranks.current().writer:  # several processes evaluated it; rank 0 alone records the choice
         return sel
     out_root.mkdir(parents=True, exist_ok=True)
-    (out_root / "selection.json").write_text(json.dumps(stored(sel, out_root), indent=2))
-    (out_root / "table.md").write_text(format_table(sel))
+    rundir.write_file(out_root / "selection.json", json.dumps(stored(sel, out_root), indent=2))
+    rundir.write_file(out_root / "table.md", format_table(sel))
     plot_selection(sel, out_root / "curve.png")
     rundir.write_record(run / SELECTED_FILE, stored(sel, run))  # atomic: a reader sees the old or the new record
     return sel

@@ -453,7 +453,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
                       for a, v in arms.items()}  # fmt: skip
     failed = [k for k, c in checks.items() if c["status"] == "failed"]
     report["passed"] = not failed
-    (out / rundir.SMOKE_FILE).write_text(json.dumps(report, indent=1, default=str))
+    rundir.write_file(out / rundir.SMOKE_FILE, json.dumps(report, indent=1, default=str))
     say(render(report))
     return report
 

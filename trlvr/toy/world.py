@@ -331,5 +331,5 @@ def prepare_world(
     if use_assets and (ASSETS_DIR / "train_card.json").exists():
         card["assets_train_card"] = json.loads((ASSETS_DIR / "train_card.json").read_text())
     # card.json is written last: its presence marks the directory complete.
-    (out / "card.json").write_text(json.dumps(card, indent=2) + "\n")
+    rundir.write_file(out / "card.json", json.dumps(card, indent=2) + "\n")
     return card
