@@ -126,7 +126,7 @@ def test_a_busy_directory_is_refused_and_a_signal_mid_step_leaves_a_complete_che
     first = start(world, argv(world, str(out), *args), HOLD_UNTIL=str(gate))
     try:
         wait_for(out / PID, first)
-        assert (out / PID).read_text().strip() == str(first.pid)
+        assert (out / PID).read_text().split() == [str(first.pid), "trlvr", "train"]
         assert cli(["train", *argv(world, str(out), *args)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert err[-1] == (f"trlvr train: error: {out} is being written by another trlvr train "

@@ -8,8 +8,10 @@
     train_state(run), resume_plan(run, max_steps)   where a training directory stands (new, started,
                                              finished) and what `--resume` does to it (`TrainState`)
     newest_step(run)                         the newest checkpoint's (or final/'s) step
-    with lock(path, by="trlvr train"):       a second holder (any process) is refused: one line with the
-        ...                                  first holder's pid and the flag to choose another directory
+    with lock(path, by="trlvr train"):       a second holder (any process, any command of `LOCKS` on the same
+        ...                                  lock file) is refused: one line with the first holder's pid and
+                                             command and the flag to choose another directory
+    check_unlocked(run, "trlvr train", flag) a reader refused while a writer holds the folder
     read_record(path), write_record(path, obj)   a JSON record: bad JSON is one line naming the file;
                                              written atomically (temp file + rename)
     differences(old, new, ignore=("problems",))  ["key: old -> new", ...] over nested keys
@@ -64,7 +66,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,7 +124,12 @@ ASIDE_PREFIX = "replaced-"  # an earlier run set aside by `set_aside`
 _SWAP_SUFFIX = ".trlvr-swap"  # beside a folder, .NAME.replaced-<time>.trlvr-swap/: a start over cut off by a kill (the next command on NAME completes it)
 # locks: who writes a directory -> (its lock file, the flag that chooses another directory)
 TRAIN_LOCK, EVAL_LOCK = ".train.lock", ".lock"
-LOCKS = {"trlvr train": (TRAIN_LOCK, "--output_dir"), "trlvr eval": (EVAL_LOCK, "--out")}
+# every command that writes a folder holds its lock; those that write into a training run (select: selected.json,
+# select/) hold the run's own, so a run being trained refuses them and they refuse a training into it
+LOCKS = {"trlvr train": (TRAIN_LOCK, "--output_dir"), "trlvr eval": (EVAL_LOCK, "--out"),
+         "trlvr select": (TRAIN_LOCK, "RUN"), "trlvr compare": (EVAL_LOCK, "--out"), "trlvr report": (EVAL_LOCK, "--out"),
+         "trlvr toy prepare": (EVAL_LOCK, "--out"), "trlvr study run": (EVAL_LOCK, "--out"),
+         "trlvr smoke": (EVAL_LOCK, "--out")}  # fmt: skip
 _CHECKPOINT_RE = re.compile(rf"^{re.escape(CHECKPOINT)}(\d+)$")
 
 
@@ -261,6 +268,16 @@ def check_report_path(path: str | Path, flag: str) -> Path:
         raise UserError(f"{flag} {shown} is a file of {_a(found[0])} ({p.parent}), not a report: nothing was "
                         f"written; choose another {flag}")  # fmt: skip
     return p
+
+
+def report_lock(real: Path):
+    """A report written into an evaluation (or a seed group of them) holds that folder's lock (`trlvr eval`'s):
+    refused at once while an evaluation writes there, and an evaluation waits for it. A report anywhere
+    else holds nothing (its file is written whole by one rename)."""
+    found = folder_kind(real.parent)
+    if found is not None and found[0] in (EVALUATION, EVALUATION_SEEDS):
+        return lock(real.parent, by="trlvr report")
+    return nullcontext()
 
 
 def write_file(path: str | Path, data: str | bytes) -> Path:
@@ -414,37 +431,79 @@ def lock_files(by: str) -> tuple[str, str]:
     return name, name + ".pid"
 
 
+def holder(path: str | Path, by: str) -> tuple[str, str]:
+    """(pid, command) the lock's holder wrote in its pid file ("unknown" for what cannot be read; an older
+    trlvr wrote the pid alone: the command is then `by`'s own)."""
+    try:
+        lines = (Path(path) / lock_files(by)[1]).read_text().split("\n")
+    except OSError:
+        return "unknown", by
+    return lines[0].strip() or "unknown", (lines[1].strip() if len(lines) > 1 and lines[1].strip() else by)
+
+
 def holder_pid(path: str | Path, by: str) -> str:
     """The pid the lock's holder wrote ("unknown" when it cannot be read)."""
-    try:
-        return (Path(path) / lock_files(by)[1]).read_text().strip() or "unknown"
-    except OSError:
-        return "unknown"
+    return holder(path, by)[0]
+
+
+def _busy(path: Path, by: str) -> UserError:
+    pid, command = holder(path, by)
+    return UserError(f"{path} is being written by another {command} (pid {pid}); "
+                     f"wait for it to finish or choose another {LOCKS[by][1]}")  # fmt: skip
 
 
 @contextmanager
 def lock(path: str | Path, *, by: str, main_process: bool = True):
-    """Hold `path`'s exclusive lock for the block (made if missing); a second holder is refused with
-    one line naming the first's pid. main_process False (another rank of the holder's job): pass through."""
+    """Hold `path`'s exclusive lock for the block (made if missing); a second holder (any command that
+    locks the same file, `LOCKS`) is refused at once with one line naming the first's pid and command.
+    The OS drops a dead holder's lock: a stale pid file is taken over. A folder the lock made and the block
+    left with nothing but the lock's files is removed again (a refusal leaves no folder behind).
+    main_process False (another rank of the holder's job): pass through."""
     if not main_process:
         yield None
         return
     path = Path(path)
     name, pid_name = lock_files(by)
     finish_swap(path)  # a set-aside cut off between its two renames: completed before a fresh folder is made
+    made = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
     held = FileLock(str(path / name), timeout=0)
     try:
         held.acquire()
     except Timeout:
-        raise UserError(f"{path} is being written by another {by} (pid {holder_pid(path, by)}); "
-                        f"wait for it to finish or choose another {LOCKS[by][1]}") from None  # fmt: skip
-    (path / pid_name).write_text(str(os.getpid()))
+        raise _busy(path, by) from None
+    (path / pid_name).write_text(f"{os.getpid()}\n{by}\n")
     try:
         yield held
+    except BaseException:
+        if made and path.is_dir() and {p.name for p in path.iterdir()} <= {name, pid_name}:
+            (path / pid_name).unlink(missing_ok=True)
+            held.release()
+            (path / name).unlink(missing_ok=True)
+            path.rmdir()
+        raise
     finally:
         (path / pid_name).unlink(missing_ok=True)
-        held.release()
+        if held.is_locked:
+            held.release()
+
+
+def check_unlocked(path: str | Path, by: str, flag: str) -> None:
+    """UserError (one line: the holder's pid and command) when `path`'s lock of `by` is held now, e.g. a
+    training run being trained when `trlvr eval --senior RUN@selected` reads it. Makes no file."""
+    path = Path(path)
+    if not (path / lock_files(by)[0]).exists():
+        return
+    probe = FileLock(str(path / lock_files(by)[0]), timeout=0)
+    try:
+        probe.acquire()
+    except Timeout:
+        pid, command = holder(path, by)
+        raise UserError(f"{flag}: {path} is being written by another {command} (pid {pid}); nothing was read "
+                        "or written: wait for it to finish") from None  # fmt: skip
+    except OSError:  # a read-only copy of a run: nobody writes it
+        return
+    probe.release()
 
 
 # ---- one identity ---------------------------------------------------------------------------------------

@@ -53,8 +53,18 @@ def format_table(cmp: dict) -> str:
 
 
 def main(args) -> int:
-    import json
     from pathlib import Path
+
+    from trlvr import rundir
+
+    out = Path(args.out) if args.out else Path(args.dir_b) / "compare"
+    rundir.prepare_output(out, rundir.COMPARISON, flag="--out")  # never into a run, an evaluation, a study
+    with rundir.lock(out, by="trlvr compare"):  # a second compare into --out is refused at once
+        return _compare(args, out)
+
+
+def _compare(args, out) -> int:
+    import json
 
     from trlvr import rundir
     from trlvr.errors import UserError
@@ -63,8 +73,6 @@ def main(args) -> int:
     from trlvr.eval.groups import compare_groups, is_group, load_tables
     from trlvr.eval.report import comparison_view, load_results, load_table, render
 
-    out = Path(args.out) if args.out else Path(args.dir_b) / "compare"
-    rundir.prepare_output(out, rundir.COMPARISON, flag="--out")  # never into a run, an evaluation, a study
     groups = [is_group(d) for d in (args.dir_a, args.dir_b)]
     if any(groups) and not all(groups):
         raise UserError("compare: one directory is a seed group and the other a single evaluation; compare like with like")

@@ -102,6 +102,14 @@ def check_device(name: str, config: str, overrides: dict) -> None:
 def main(args) -> int:
     from trlvr import rundir
     from trlvr.cli.main import main as command
+
+    rundir.check_dir_path(args.out, "--out")
+    with rundir.lock(args.out, by="trlvr smoke"):  # a second smoke into --out is refused at once
+        return _smoke(args, command)
+
+
+def _smoke(args, command) -> int:
+    from trlvr import rundir
     from trlvr.config import resolve_config_path
     from trlvr.experiments.smoke import SmokeOptions, run_smoke
 

@@ -43,6 +43,15 @@ def main(args) -> int:
         raise SystemExit(f"unknown toy command {args.toy_command!r}")
     from trlvr import rundir
 
+    rundir.check_dir_path(args.out, "--out")
+    with rundir.lock(args.out, by="trlvr toy prepare"):  # a second prepare into it is refused at once
+        return _prepare(args)
+
+
+def _prepare(args) -> int:
+    from trlvr import rundir
+    from trlvr.toy.world import prepare_world
+
     rundir.prepare_output(args.out, rundir.TOY_WORLD, flag="--out")  # checked first (prepare_world does too)
     seed = args.seed
     from_scratch = args.from_scratch

@@ -54,7 +54,7 @@ from trlvr.models import (
 )
 from trlvr.provenance import path_for_record, path_from_record
 from trlvr.rewards import check_golds
-from trlvr.rundir import FINAL, SELECTED_FILE, SELECTION_ARTIFACT, checkpoint_step, newest_step, read_record
+from trlvr.rundir import FINAL, SELECTED_FILE, SELECTION_ARTIFACT, check_unlocked, checkpoint_step, newest_step, read_record
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
@@ -88,6 +88,7 @@ def resolve_senior(spec: str) -> tuple[str, dict | None]:
             raise UserError(f"--senior {spec}: not complete ({why}); a save cut short, or a file changed since")
         return spec, None
     run = spec.removesuffix("@selected")
+    check_unlocked(run, "trlvr train", f"--senior {spec}")  # a run being trained (or selected) is read when it stands still
     sel = read_selection(run)
     path = path_from_record(sel["path"], run)
     if path == sel["path"] and not Path(path).is_absolute() and sel.get("step"):
@@ -360,6 +361,7 @@ def evaluate_specs(
     model loads. check_only (`trlvr eval --dry-run`): every check the evaluation makes before its first
     weight load, the folder's samples included (`trlvr.eval.runner.check_samples`), then None.
     """
+    check_unlocked(out, "trlvr eval", "--out")  # a folder another evaluation writes: refused at once, before any load
     check_eval(models, benchmarks, spec, data_sources)
     engine = backend(models.backend)
     senior, junior, tokenizer, pairing = models.senior, models.junior, models.tokenizer, models.pairing

@@ -22,7 +22,7 @@ from trlvr.eval.comparable import check_comparable, warning_text
 from trlvr.eval.format import diff_text, entry_text, is_percent, number, unit
 from trlvr.eval.store import PER_PROBLEM, RESULTS, SAMPLES, check_finished, read_json, read_samples
 from trlvr.eval.suite import dose_points
-from trlvr.rundir import check_report_path, write_file
+from trlvr.rundir import check_report_path, report_lock, write_file
 
 SENIOR_COLOUR, JUNIOR_COLOUR = "#1f5fbf", "#c2410c"
 REQUIRED_RESULT_FIELDS = ("config", "benchmarks", "macro")
@@ -406,6 +406,6 @@ def write_report(run_dir: str | Path, out_path: str | Path | None = None, compar
 
     out_path = Path(out_path) if out_path else Path(run_dir) / "report.html"
     real = check_report_path(out_path, "--out")  # checked (where the write lands) before anything is read or written
-    html = build_report(run_dir, list(compare_dirs), **kw)
-    write_file(real, html)
+    with report_lock(real):
+        write_file(real, build_report(run_dir, list(compare_dirs), **kw))
     return out_path

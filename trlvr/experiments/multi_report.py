@@ -46,7 +46,7 @@ from trlvr.eval.report import (
 from trlvr.eval.store import SAMPLES, read_samples
 from trlvr.experiments.curves import CURVES, SELECTION, load_curves, plot_curves
 from trlvr.provenance import path_from_record
-from trlvr.rundir import FINAL, check_report_path, checkpoint_step, write_file
+from trlvr.rundir import FINAL, check_report_path, checkpoint_step, report_lock, write_file
 
 # the evaluation's own headline metrics; then every registered per-sample metric (`headline_metrics`)
 HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility/junior_ce", "legibility/junior_bpb",
@@ -254,6 +254,6 @@ def write_multi_report(paths, out_path, baseline=None, max_problems: int = 8, **
 
     out_path = Path(out_path)
     real = check_report_path(out_path, "--out")  # checked (where the write lands) before anything is read or written
-    html = build_multi_report(paths, baseline, max_problems, **kw)
-    write_file(real, html)
+    with report_lock(real):
+        write_file(real, build_multi_report(paths, baseline, max_problems, **kw))
     return out_path

@@ -12,12 +12,14 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from trlvr import rundir
 from trlvr.data import load_problems
 from trlvr.errors import UserError
 from trlvr.eval.api import ModelSpec, evaluate_specs
 from trlvr.eval.spec import EvalSpec
 from trlvr.experiments.selection import Candidate, check_metric, list_checkpoints, select_checkpoint
 from trlvr.models import SELF, is_adapter_dir
+from trlvr.ranks import Ranks
 from trlvr.rewards import check_golds
 from trlvr.rundir import HOLDOUT_FILE, RUN_FILE
 
@@ -107,7 +109,14 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
     spec: the EvalSpec every checkpoint is evaluated under (`selection_spec`); models: the junior and
     how to load (its `senior` is ignored: each checkpoint in turn; junior None = the run's own, pairing =
     the run's own setting). fresh: start each checkpoint's evaluation over (its folder was made under
-    other settings): every checkpoint's checks first, then each folder set aside as it is evaluated."""
+    other settings): every checkpoint's checks first, then each folder set aside as it is evaluated.
+    The run's lock is held throughout (`trlvr.rundir.LOCKS`: a run being trained is refused at once, and a
+    training into it waits for the selection)."""
+    with rundir.lock(run_dir, by="trlvr select", main_process=Ranks.current().writer):
+        return _run_selection(run_dir, how, spec, models, progress=progress, fresh=fresh)
+
+
+def _run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None, *, progress: bool, fresh: bool):
     record = read_run(run_dir)
     models = models or ModelSpec("")
     junior = models.junior or record.get("tandem", {}).get("junior")

@@ -373,7 +373,8 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     if opts.steps < 1 or opts.problems < 1:
         raise UserError(f"--steps and --problems must be >= 1 (got {opts.steps}, {opts.problems})")
     out = Path(opts.out)
-    rundir.prepare_output(out, rundir.SMOKE, flag="--out", start_over=True)  # an earlier smoke: set aside
+    rundir.prepare_output(out, rundir.SMOKE, flag="--out", start_over=True,  # an earlier smoke: set aside
+                          keep=rundir.lock_files("trlvr smoke"))  # (`trlvr smoke` holds its lock)
     out.mkdir(parents=True, exist_ok=True)
     quiet = None if opts.verbose else out / LOG_FILE
     report: dict = {"config": str(opts.config), "steps": opts.steps, "problems": opts.problems,
