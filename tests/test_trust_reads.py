@@ -155,3 +155,16 @@ def test_an_eval_into_a_sealed_folder_whose_samples_were_edited_reuses_none_of_t
                         max_new_tokens=6, batch_size=4, progress=False, score_fn=parity_reward, extract_fn=last_word,
                         num_resamples=50)  # fmt: skip
     assert (a / "samples.jsonl").read_bytes() == before
+
+
+def test_a_report_of_several_evaluations_has_a_name_of_its_own(evals, tmp_path, capsys):
+    """`trlvr report A B` never replaces the report of another set of evaluations next to A."""
+    a, b = copied(evals, tmp_path)
+    shutil.copytree(a, a.parent / "C")
+    assert main(["report", str(a), str(b)]) == 0
+    assert main(["report", str(a), str(a.parent / "C")]) == 0
+    written = sorted(p.name for p in a.parent.glob("*.html"))
+    assert len(written) == 2 and all(n.startswith("report-A+") for n in written), written
+    assert not (a.parent / "report.html").exists()
+    out = capsys.readouterr().out
+    assert all(f"wrote {a.parent / n}" in out for n in written)
