@@ -53,6 +53,12 @@ def strict_object(pairs: list[tuple[str, Any]]) -> dict:
     return out
 
 
+def loads_strict(text: str) -> Any:
+    """The one strict JSON loader of a value given as text (a JSON argument on the command line or in a config):
+    `json.loads` with `strict_object` (DuplicateKey for a key written twice, at any depth)."""
+    return json.loads(text, object_pairs_hook=strict_object)
+
+
 def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int | None = None,
                read: Callable[[Path], bytes] | None = None) -> list[dict]:
     """Rows of a JSONL file, each a JSON object. Blank lines are skipped.
