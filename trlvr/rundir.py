@@ -271,12 +271,14 @@ def check_report_path(path: str | Path, flag: str) -> Path:
 
 
 def report_lock(real: Path):
-    """A report written into an evaluation (or a seed group of them) holds that folder's lock (`trlvr eval`'s):
-    refused at once while an evaluation writes there, and an evaluation waits for it. A report anywhere
-    else holds nothing (its file is written whole by one rename)."""
+    """A report written into an evaluation (or a seed group of them) holds that folder's lock (`trlvr eval`'s,
+    when its lock file is there: a finished evaluation's is; none is made for a report): refused at once
+    while an evaluation writes there, and an evaluation is refused while the report is written. A report
+    anywhere else holds nothing (its file is written whole by one rename)."""
     found = folder_kind(real.parent)
     if found is not None and found[0] in (EVALUATION, EVALUATION_SEEDS):
-        return lock(real.parent, by="trlvr report")
+        if (real.parent / lock_files("trlvr report")[0]).exists():
+            return lock(real.parent, by="trlvr report")
     return nullcontext()
 
 

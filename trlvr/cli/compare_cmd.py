@@ -59,8 +59,8 @@ def main(args) -> int:
 
     out = Path(args.out) if args.out else Path(args.dir_b) / "compare"
     rundir.prepare_output(out, rundir.COMPARISON, flag="--out")  # never into a run, an evaluation, a study
-    with rundir.lock(out, by="trlvr compare"):  # a second compare into --out is refused at once
-        return _compare(args, out)
+    rundir.check_unlocked(out, "trlvr compare", "--out")  # a second compare into --out: refused at once
+    return _compare(args, out)
 
 
 def _compare(args, out) -> int:
@@ -89,14 +89,14 @@ def _compare(args, out) -> int:
             load_table(args.dir_a), load_table(args.dir_b), num_resamples=args.resamples, seed=args.seed
         )
     cmp = {**cmp, "mismatch": mismatch}
-    out.mkdir(parents=True, exist_ok=True)
-    rundir.write_file(out / rundir.COMPARE_FILE, json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))
     intro = (
         f"B − A over shared problems; 95% percentile bootstrap CI ({args.resamples} resamples); "
         "p = two-sided bootstrap p-value."
     )
     view = comparison_view(cmp, args.dir_a, args.dir_b, f"B = {args.dir_b} vs A = {args.dir_a}")
-    rundir.write_file(out / "report.html", render("Paired comparison", [], [view], intro=intro))
+    with rundir.lock(out, by="trlvr compare"):  # its two files written under the folder's lock
+        rundir.write_file(out / rundir.COMPARE_FILE, json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))
+        rundir.write_file(out / "report.html", render("Paired comparison", [], [view], intro=intro))
     print(format_table(cmp))
     print(f"wrote {out}/report.html and {out}/{rundir.COMPARE_FILE}")
     return 0

@@ -393,16 +393,15 @@ def run(args) -> int:
     from trlvr import rundir
 
     out = Path(args.out).resolve()
-    if os.environ.get(WORKER_OF) == str(out):
-        held = contextlib.nullcontext()
-    else:
+    worker = os.environ.get(WORKER_OF) == str(out)
+    if not worker:
         rundir.check_dir_path(out, "--out")
-        held = rundir.lock(out, by="trlvr study run")
-    with held:
-        return _run(args)
+        rundir.check_unlocked(out, "trlvr study run", "--out")  # a second study run into it: refused at once
+    with contextlib.ExitStack() as held:  # the lock, from the first write on (every check passed)
+        return _run(args, lambda: None if worker else held.enter_context(rundir.lock(out, by="trlvr study run")))
 
 
-def _run(args) -> int:
+def _run(args, take_lock) -> int:
     from trlvr.errors import UserError
     from trlvr.experiments.study import (
         StageFailed,
@@ -437,6 +436,7 @@ def _run(args) -> int:
     if stale:
         raise UserError(f"{out}: {len(stale)} stage(s) ran under other settings and are not redone by `run`: "
                         + " | ".join(stale) + " (or choose another --out)")  # fmt: skip
+    take_lock()
     claim_dir(study, out)
     broken = set()
     for st in worlds:

@@ -44,14 +44,7 @@ def main(args) -> int:
     from trlvr import rundir
 
     rundir.check_dir_path(args.out, "--out")
-    with rundir.lock(args.out, by="trlvr toy prepare"):  # a second prepare into it is refused at once
-        return _prepare(args)
-
-
-def _prepare(args) -> int:
-    from trlvr import rundir
-    from trlvr.toy.world import prepare_world
-
+    rundir.check_unlocked(args.out, "trlvr toy prepare", "--out")  # a second prepare into it: refused at once
     rundir.prepare_output(args.out, rundir.TOY_WORLD, flag="--out")  # checked first (prepare_world does too)
     seed = args.seed
     from_scratch = args.from_scratch
@@ -63,8 +56,9 @@ def _prepare(args) -> int:
 
     if args.jargon != "spaced" and not from_scratch:
         raise UserError("--jargon compact: no compact checkpoints are shipped; add --from-scratch (about 5 minutes)")
-    card = prepare_world(args.out, seed=seed, from_scratch=from_scratch, progress=not args.no_progress,
-                         config=WorldConfig(jargon=args.jargon))  # fmt: skip
+    with rundir.lock(args.out, by="trlvr toy prepare"):  # every check passed: held from the first write on
+        card = prepare_world(args.out, seed=seed, from_scratch=from_scratch, progress=not args.no_progress,
+                             config=WorldConfig(jargon=args.jargon))  # fmt: skip
     shown = {k: v for k, v in card.items() if k not in ("config", "assets_train_card")}
     print(json.dumps(shown, indent=2))
     return 0

@@ -406,6 +406,7 @@ def write_report(run_dir: str | Path, out_path: str | Path | None = None, compar
 
     out_path = Path(out_path) if out_path else Path(run_dir) / "report.html"
     real = check_report_path(out_path, "--out")  # checked (where the write lands) before anything is read or written
-    with report_lock(real):
-        write_file(real, build_report(run_dir, list(compare_dirs), **kw))
+    with report_lock(real):  # refused at once while an evaluation writes that folder
+        html = build_report(run_dir, list(compare_dirs), **kw)
+        write_file(real, html)
     return out_path

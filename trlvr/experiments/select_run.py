@@ -110,13 +110,9 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
     how to load (its `senior` is ignored: each checkpoint in turn; junior None = the run's own, pairing =
     the run's own setting). fresh: start each checkpoint's evaluation over (its folder was made under
     other settings): every checkpoint's checks first, then each folder set aside as it is evaluated.
-    The run's lock is held throughout (`trlvr.rundir.LOCKS`: a run being trained is refused at once, and a
-    training into it waits for the selection)."""
-    with rundir.lock(run_dir, by="trlvr select", main_process=Ranks.current().writer):
-        return _run_selection(run_dir, how, spec, models, progress=progress, fresh=fresh)
-
-
-def _run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None, *, progress: bool, fresh: bool):
+    The run's lock is held from its first write on (`trlvr.rundir.LOCKS`: a run being trained is refused, and
+    a training into it is refused while the selection runs); every check before it writes nothing."""
+    rundir.check_unlocked(run_dir, "trlvr train", "RUN")  # a run being trained: refused at once
     record = read_run(run_dir)
     models = models or ModelSpec("")
     junior = models.junior or record.get("tandem", {}).get("junior")
@@ -144,6 +140,7 @@ def _run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None, *, 
     def check_checkpoint(cand: Candidate, problems, out_dir: Path, suite):  # --fresh: each folder's checks first
         evaluate_checkpoint(cand, problems, out_dir, suite, check_only=True)
 
-    return select_checkpoint(run_dir, problems, metric=how.metric, evaluate_checkpoint=evaluate_checkpoint,
-                             val_name=name, direction=how.direction, candidates=candidates,
-                             check_checkpoint=check_checkpoint if fresh else None)  # fmt: skip
+    with rundir.lock(run_dir, by="trlvr select", main_process=Ranks.current().writer):
+        return select_checkpoint(run_dir, problems, metric=how.metric, evaluate_checkpoint=evaluate_checkpoint,
+                                 val_name=name, direction=how.direction, candidates=candidates,
+                                 check_checkpoint=check_checkpoint if fresh else None)  # fmt: skip
