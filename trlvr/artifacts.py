@@ -206,6 +206,18 @@ def _model_files(folder: Path) -> tuple[list[str], str | None]:
     return [], "no weights file"
 
 
+def weights_problem(folder: str | Path) -> str | None:
+    """Why the weights of any model folder (trlvr's or not) do not load by their format (a safetensors header
+    against the file's size, a torch archive's directory: `file_problem`), or None; cheap, reads no tensor.
+    A folder without weights files is the loader's to judge (None)."""
+    folder = Path(folder)
+    weights, why = _model_files(folder)
+    for rel in weights if not why else ():
+        if (folder / rel).is_file() and (why := file_problem(folder / rel)):
+            return why
+    return None
+
+
 def problem(folder: str | Path, kind: Artifact, *, deep: bool = False) -> str | None:
     """Why `folder` is not a complete `kind`, in a few words ("optimizer.pt is cut short ..."), or None.
     `deep`: also compare the sha256 of every listed file a reader of `kind` opens (all but `kind.optional`:

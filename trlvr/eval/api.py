@@ -331,12 +331,17 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
              **{f"--data {name}": source for name, source in (sources or {}).items()}}  # fmt: skip
     readers = [("--senior", senior, tok)] + ([("--junior", junior, junior_tok or tok)] if paths["--junior"] else [])
     contexts = eval_contexts(spec, problems, readers) if all(ok for _, ok in templates) else ()
-    return check_capabilities(Plan(
+    for flag, path in (("--senior", senior), ("--junior", paths["--junior"])):  # before --fresh sets anything aside
+        if path and Path(path).is_dir() and (why := artifacts.weights_problem(path)):
+            raise UserError(f"{flag} {path}: its weights do not load ({why}); nothing was loaded, written or set aside")
+    undefined = check_capabilities(Plan(
         "eval", pairing, models.backend, requested=models.pairing, schedules=schedules, suite=spec.suite,
         junior_device=bool(models.junior_device) and junior is not None,
         senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
         worlds=worlds_of(paths), contexts=contexts,
     ))  # fmt: skip
+    _check_backend(models, senior, junior, junior_tok if pairing == "text" else None)  # installed: before a group.json
+    return undefined
 
 
 def evaluate_specs(

@@ -33,7 +33,14 @@ from trlvr import artifacts, rundir
 from trlvr.data.sources import is_local
 from trlvr.errors import UserError
 from trlvr.models import locate
-from trlvr.training.build import check_pairing, check_steps_per_epoch, load_training_problems, resolve_reward
+from trlvr.training.build import (
+    NONE_LEFT,
+    check_pairing,
+    check_steps_per_epoch,
+    load_training_problems,
+    problems_within,
+    resolve_reward,
+)
 from trlvr.training.checkpoints import pick_checkpoint
 from trlvr.training.run_record import check_output_dir, run_record
 
@@ -127,8 +134,28 @@ def check_config(tandem, grpo, *, planning: bool = True) -> str:
     else:
         note += "; pairing not checked (a model folder is not there yet)"
     if n_train is not None:  # as training checks it: after the paths and capabilities, before any model
-        check_steps_per_epoch(n_train, tandem, grpo)
+        after = ""
+        if tandem.max_prompt_length is not None and problems is not None and Path(tandem.senior).is_dir():
+            n_train = _within(tandem, problems[:n_train])  # what build_dataset keeps, before --force sets aside
+            after = f", after max_prompt_length {tandem.max_prompt_length}"
+            if n_train == 0:
+                raise UserError(NONE_LEFT)
+        check_steps_per_epoch(n_train, tandem, grpo, after=after)
     return note
+
+
+_WITHIN: dict[tuple, int] = {}
+
+
+def _within(tandem, train: list) -> int:
+    """The training problems whose prompt fits max_prompt_length in the senior's tokens (`problems_within`;
+    a study plans many runs on one file and one senior: counted once)."""
+    key = (str(Path(tandem.senior).resolve()), tandem.max_prompt_length, id(train[0]) if train else None, len(train))
+    if key not in _WITHIN:
+        from trlvr.models import load_tokenizer_for
+
+        _WITHIN[key] = problems_within(train, load_tokenizer_for(tandem.senior, "senior"), tandem.max_prompt_length)
+    return _WITHIN[key]
 
 
 def _check_model_paths(tandem, planning: bool) -> None:
