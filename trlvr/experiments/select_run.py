@@ -17,7 +17,14 @@ from trlvr.data import load_problems
 from trlvr.errors import UserError
 from trlvr.eval.api import ModelSpec, evaluate_specs
 from trlvr.eval.spec import EvalSpec
-from trlvr.experiments.selection import Candidate, check_metric, list_checkpoints, select_checkpoint
+from trlvr.experiments.selection import (
+    Candidate,
+    check_metric,
+    list_checkpoints,
+    select_checkpoint,
+    selection_folder,
+    suite_for,
+)
 from trlvr.models import SELF, is_adapter_dir
 from trlvr.ranks import Ranks
 from trlvr.rewards import check_golds
@@ -140,7 +147,9 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
     def check_checkpoint(cand: Candidate, problems, out_dir: Path, suite):  # --fresh: each folder's checks first
         evaluate_checkpoint(cand, problems, out_dir, suite, check_only=True)
 
+    if fresh:  # every checkpoint's checks before the first folder is set aside, and before the lock is taken
+        for cand in candidates:
+            check_checkpoint(cand, problems, selection_folder(run_dir, name) / f"step-{cand.step}", suite_for(how.metric))
     with rundir.lock(run_dir, by="trlvr select", main_process=Ranks.current().writer):
         return select_checkpoint(run_dir, problems, metric=how.metric, evaluate_checkpoint=evaluate_checkpoint,
-                                 val_name=name, direction=how.direction, candidates=candidates,
-                                 check_checkpoint=check_checkpoint if fresh else None)  # fmt: skip
+                                 val_name=name, direction=how.direction, candidates=candidates)  # fmt: skip

@@ -166,6 +166,11 @@ def pick(table: list[dict], direction: str) -> dict:
     return max(table, key=lambda r: (sign * r["value"], -r["step"]))
 
 
+def selection_folder(run_dir: str | Path, val_name: str) -> Path:
+    """RUN/select/<val>/: the validation evaluations of one selection (step-N/ each)."""
+    return Path(run_dir) / "select" / val_name
+
+
 def select_checkpoint(
     run_dir: str | Path,
     val_problems: list,
@@ -190,7 +195,7 @@ def select_checkpoint(
         raise UserError("validation set is empty")
     run = Path(run_dir)
     candidates = candidates or list_checkpoints(run)
-    out_root = run / "select" / val_name
+    out_root = selection_folder(run, val_name)
     table = []
     for cand in candidates if check_checkpoint is not None else ():
         check_checkpoint(cand, val_problems, out_root / f"step-{cand.step}", suite)
