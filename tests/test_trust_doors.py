@@ -4,12 +4,20 @@ short partner's positions a one-line refusal, not an IndexError."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import cli_errors, copy_toy_pair, fake_eval_outputs, fake_train_output, save_tiny_models, tiny_tokenizer
-from helpers import write_sum_problems
+from helpers import (
+    cli_errors,
+    copy_toy_pair,
+    fake_eval_outputs,
+    fake_train_output,
+    save_tiny_models,
+    tiny_tokenizer,
+    write_sum_problems,
+)
 
 from trlvr.cli.main import main
 
@@ -103,3 +111,25 @@ def test_a_text_partner_shorter_than_the_rows_is_one_line_not_an_index_error(tmp
     assert main(argv) == 2
     line = one_line(capsys)
     assert "reads at most 48 positions" in line and "lower --max-new-tokens" in line
+
+
+@pytest.mark.slow  # a real two-step toy training
+def test_resume_from_a_checkpoint_changed_since_its_save_is_refused_before_anything_loads(tmp_path, capsys):
+    toy = copy_toy_pair(tmp_path, 120)
+    run = toy / "run"
+    argv = ["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
+            "--dataset", str(toy / "train.jsonl"), "--output_dir", str(run), "--per_device_train_batch_size", "8",
+            "--num_generations", "4", "--max_completion_length", "16", "--save_steps", "1"]  # fmt: skip
+    assert main([*argv, "--max_steps", "2"]) == 0
+    for name in ("final", "checkpoint-1"):  # killed before final/ (only checkpoint-2 to resume from)
+        shutil.rmtree(run / name)
+    weights = run / "checkpoint-2" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-5] ^= 0xFF  # the size and header intact: only the sha256 sees it
+    weights.write_bytes(bytes(data))
+    capsys.readouterr()
+    before = tree(run)
+    assert main([*argv, "--max_steps", "3", "--resume"]) == 2
+    line = one_line(capsys)
+    assert f"--resume: {run / 'checkpoint-2'} is not what was saved (model.safetensors changed since it was written" in line
+    assert tree(run) == before

@@ -13,8 +13,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import cli_errors, fake_eval_outputs, fake_select_output, fake_train_output, save_tiny_models
-from helpers import write_sum_problems
+from helpers import (
+    cli_errors,
+    fake_eval_outputs,
+    fake_select_output,
+    fake_train_output,
+    save_tiny_models,
+    write_sum_problems,
+)
 
 from trlvr import rundir
 from trlvr.cli.main import main

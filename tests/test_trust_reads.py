@@ -8,7 +8,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import cli_errors, evaluate_models, fake_model_folder, last_word, parity_reward, tiny_model, toy_problems
+from helpers import (
+    cli_errors,
+    evaluate_models,
+    fake_model_folder,
+    last_word,
+    parity_reward,
+    tiny_model,
+    toy_problems,
+)
 
 from trlvr import artifacts
 from trlvr.cli.main import main

@@ -102,7 +102,6 @@ def check_device(name: str, config: str, overrides: dict) -> None:
 def main(args) -> int:
     from trlvr import rundir
     from trlvr.cli.main import main as command
-
     from trlvr.config import resolve_config_path
     from trlvr.experiments.smoke import SmokeOptions, run_smoke
 

@@ -6,8 +6,8 @@ What it does not know: schemas (see `trlvr.data.schema`) or samples (see `trlvr.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from trlvr.data.schema import DataError, JsonNumber

@@ -54,7 +54,15 @@ from trlvr.models import (
 )
 from trlvr.provenance import path_for_record, path_from_record
 from trlvr.rewards import check_golds
-from trlvr.rundir import FINAL, SELECTED_FILE, SELECTION_ARTIFACT, check_unlocked, checkpoint_step, newest_step, read_record
+from trlvr.rundir import (
+    FINAL,
+    SELECTED_FILE,
+    SELECTION_ARTIFACT,
+    check_unlocked,
+    checkpoint_step,
+    newest_step,
+    read_record,
+)
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
