@@ -93,10 +93,7 @@ def _rows(problems) -> list[dict]:
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
+    rundir.write_file(path, "".join(json.dumps(r) + "\n" for r in rows))  # never through a link at `path`
 
 
 def is_complete(out_dir: str | Path) -> bool:
