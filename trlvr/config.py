@@ -27,6 +27,8 @@ from typing import Any
 import yaml
 
 from trlvr import kinds as K
+from trlvr.data.jsonl import DuplicateKey as DuplicateJsonKey
+from trlvr.data.jsonl import loads_strict
 from trlvr.engine.backends import BACKENDS, backend
 from trlvr.engine.capabilities import Plan, check_capabilities
 from trlvr.engine.options import DECODE_MODES, check_decoding
@@ -456,8 +458,6 @@ def check_json_arguments(argv: list[str], config: Path | None) -> None:
     is not JSON, is one line naming the field and the key, as `read_yaml` names a YAML key written twice."""
     from trl import GRPOConfig
 
-    from trlvr.data.jsonl import DuplicateKey, loads_strict
-
     fields = set(getattr(GRPOConfig, "_VALID_DICT_FIELDS", ()))
     given: list[tuple[str, str, object]] = []
     if config is not None:
@@ -471,7 +471,7 @@ def check_json_arguments(argv: list[str], config: Path | None) -> None:
         if isinstance(value, str) and value.startswith("{"):  # as transformers tells a JSON object from a file path
             try:
                 loads_strict(value)
-            except DuplicateKey as e:
+            except DuplicateJsonKey as e:
                 raise UserError(f"{where}: {key}: {e}") from None
             except json.JSONDecodeError as e:
                 raise UserError(f"{where}: {key}: not valid JSON ({e.msg} at column {e.colno})") from None

@@ -32,7 +32,7 @@ from packaging.version import Version
 from trlvr import artifacts, rundir
 from trlvr.data.sources import is_local
 from trlvr.errors import UserError
-from trlvr.models import locate
+from trlvr.models import load_tokenizer_for, locate
 from trlvr.training.build import (
     NONE_LEFT,
     check_pairing,
@@ -152,8 +152,6 @@ def _within(tandem, train: list) -> int:
     a study plans many runs on one file and one senior: counted once)."""
     key = (str(Path(tandem.senior).resolve()), tandem.max_prompt_length, id(train[0]) if train else None, len(train))
     if key not in _WITHIN:
-        from trlvr.models import load_tokenizer_for
-
         _WITHIN[key] = problems_within(train, load_tokenizer_for(tandem.senior, "senior"), tandem.max_prompt_length)
     return _WITHIN[key]
 
