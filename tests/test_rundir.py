@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # ---- one lock ------------------------------------------------------------------------------------------
 
 # the flag that chooses another directory, as each command names it
-FLAGS = {"trlvr train": "--output_dir", "trlvr eval": "--out"}
+FLAGS = {by: flag for by, (_, flag) in rundir.LOCKS.items()}  # every command that writes a folder
 
 
 def locked(by: str, path: Path):
@@ -39,7 +39,9 @@ def locked(by: str, path: Path):
         from trlvr.training.run import training_lock
 
         return training_lock(path, main_process=True)
-    return EvalDir(path).lock()
+    if by == "trlvr eval":
+        return EvalDir(path).lock()
+    return rundir.lock(path, by=by)
 
 
 def hold(by: str, path: Path) -> subprocess.Popen:
@@ -63,7 +65,7 @@ def test_a_second_locker_is_refused_with_the_first_ones_pid_and_a_killed_holder_
     lock_file, pid_file = rundir.lock_files(by)
     holder = hold(by, run)
     try:
-        assert (run / pid_file).read_text() == str(holder.pid)
+        assert rundir.holder(run, by) == (str(holder.pid), by)
         with pytest.raises(UserError) as e:
             with locked(by, run):
                 pass
@@ -72,9 +74,9 @@ def test_a_second_locker_is_refused_with_the_first_ones_pid_and_a_killed_holder_
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
-    assert (run / pid_file).read_text() == str(holder.pid)  # stale: the holder died without cleaning up
+    assert rundir.holder_pid(run, by) == str(holder.pid)  # stale: the holder died without cleaning up
     with locked(by, run):
-        assert (run / pid_file).read_text() == str(os.getpid())
+        assert rundir.holder(run, by) == (str(os.getpid()), by)
     assert not (run / pid_file).exists() and (run / lock_file).exists()
 
 

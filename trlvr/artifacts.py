@@ -3,7 +3,11 @@
     write_manifest(folder)                   after a save: every file's size and sha256 in folder/MANIFEST
     problem(folder, CHECKPOINT)              why `folder` is not a complete artifact of that kind, or None
     is_complete(folder, FINAL)               problem(...) is None
-    problem(folder, WEIGHTS, deep=True)      also every recorded sha256 (reads every byte)
+    problem(folder, WEIGHTS, deep=True)      also the recorded sha256 of every file a reader of that kind
+                                             opens (reads every byte of them; a WEIGHTS reader's: not the
+                                             resume state)
+    read_checked(path)                       a file's bytes, checked in the same read against the sha256
+                                             its folder's manifest records (Changed when they differ)
 
 Kinds (an `Artifact`: the files a reader needs, and what may be missing without harm):
     CHECKPOINT   a `checkpoint-N/` to resume from: the model (config + weights) and the resume state
@@ -89,6 +93,28 @@ def sha256(path: str | Path) -> str:
         for block in iter(lambda: f.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()
+
+
+class Changed(ValueError):
+    """A file whose bytes are not those its folder's manifest recorded (edited, or changed, since it was written)."""
+
+
+def changed_line(rel: str) -> str:
+    return f"{rel} changed since it was written (sha256 differs from {MANIFEST})"
+
+
+def read_checked(path: str | Path) -> bytes:
+    """The bytes of `path`, hashed as they are read and compared with the sha256 the manifest beside it
+    (path.parent/MANIFEST) records for it: one read, so what is checked is what the caller parses.
+    Changed (naming the file) when they differ; a file no manifest lists, or a folder without one, reads as is.
+    OSError as `open` raises it."""
+    path = Path(path)
+    data = path.read_bytes()
+    listed, _ = read_manifest(path.parent)
+    rec = (listed or {}).get(path.name)
+    if rec and rec.get("sha256") and hashlib.sha256(data).hexdigest() != rec["sha256"]:
+        raise Changed(changed_line(path.name))
+    return data
 
 
 def write_manifest(folder: str | Path, skip=(), size_only=()) -> dict:
@@ -182,9 +208,23 @@ def _model_files(folder: Path) -> tuple[list[str], str | None]:
     return [], "no weights file"
 
 
+def weights_problem(folder: str | Path) -> str | None:
+    """Why the weights of any model folder (trlvr's or not) do not load by their format (a safetensors header
+    against the file's size, a torch archive's directory: `file_problem`), or None; cheap, reads no tensor.
+    A folder without weights files is the loader's to judge (None)."""
+    folder = Path(folder)
+    weights, why = _model_files(folder)
+    for rel in weights if not why else ():
+        if (folder / rel).is_file() and (why := file_problem(folder / rel)):
+            return why
+    return None
+
+
 def problem(folder: str | Path, kind: Artifact, *, deep: bool = False) -> str | None:
     """Why `folder` is not a complete `kind`, in a few words ("optimizer.pt is cut short ..."), or None.
-    `deep`: also compare every file's sha256 with the manifest's."""
+    `deep`: also compare the sha256 of every listed file a reader of `kind` opens (all but `kind.optional`:
+    a WEIGHTS reader never opens the resume state) with the manifest's: one streaming read of each, done
+    just before the reader loads it (the bytes are then in the page cache: the load reads no disk twice)."""
     folder = Path(folder)
     if not folder.is_dir():
         return "not a folder"
@@ -217,8 +257,8 @@ def problem(folder: str | Path, kind: Artifact, *, deep: bool = False) -> str | 
             return f"{rel} is missing (listed in {MANIFEST})"
         if path.stat().st_size != rec["size"]:
             return f"{rel} is cut short or changed ({path.stat().st_size} bytes, {rec['size']} recorded)"
-        if deep and rec.get("sha256") and sha256(path) != rec["sha256"]:
-            return f"{rel} changed since it was written (sha256 differs from {MANIFEST})"
+        if deep and rec.get("sha256") and not _matches(rel, kind.optional) and sha256(path) != rec["sha256"]:
+            return changed_line(rel)
     return None
 
 

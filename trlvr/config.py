@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from typing import Any
 import yaml
 
 from trlvr import kinds as K
+from trlvr.data.jsonl import DuplicateKey as DuplicateJsonKey
+from trlvr.data.jsonl import loads_strict
 from trlvr.data.prompts import PROMPT_TEMPLATES
 from trlvr.engine.backends import BACKENDS, backend
 from trlvr.engine.capabilities import Plan, check_capabilities
@@ -449,6 +452,33 @@ def _check_keys(path: Path) -> set[str]:
     return set(raw)
 
 
+def check_json_arguments(argv: list[str], config: Path | None) -> None:
+    """Every JSON object given as text for a dict field (`model_init_kwargs`, `generation_kwargs`,
+    `lr_scheduler_kwargs`, ...: trl.GRPOConfig's `_VALID_DICT_FIELDS`, which transformers reads with a plain
+    `json.loads`, the last of a key written twice winning), on the command line or as a string in the config,
+    read first by the one strict loader (`trlvr.data.jsonl.loads_strict`): a key written twice, or text that
+    is not JSON, is one line naming the field and the key, as `read_yaml` names a YAML key written twice."""
+    from trl import GRPOConfig
+
+    fields = set(getattr(GRPOConfig, "_VALID_DICT_FIELDS", ()))
+    given: list[tuple[str, str, object]] = []
+    if config is not None:
+        raw = read_yaml(config)
+        given += [(f"config {config}", k, v) for k, v in raw.items() if k in fields] if isinstance(raw, dict) else []
+    for i, arg in enumerate(argv):
+        key, eq, value = arg[2:].partition("=") if arg.startswith("--") else ("", "", "")
+        if key in fields:
+            given.append(("command line", key, value if eq else argv[i + 1] if i + 1 < len(argv) else None))
+    for where, key, value in given:
+        if isinstance(value, str) and value.startswith("{"):  # as transformers tells a JSON object from a file path
+            try:
+                loads_strict(value)
+            except DuplicateJsonKey as e:
+                raise UserError(f"{where}: {key}: {e}") from None
+            except json.JSONDecodeError as e:
+                raise UserError(f"{where}: {key}: not valid JSON ({e.msg} at column {e.colno})") from None
+
+
 def parse_run_args(argv: list[str]):
     """`["--config", FILE, "--key", "value", ...]` -> (TandemConfig, trl.GRPOConfig, RunOptions).
 
@@ -465,6 +495,7 @@ def parse_run_args(argv: list[str]):
         given = _check_keys(config)
     else:
         given = set()
+    check_json_arguments(argv, config)
     parser = _make_parser()
     try:
         *configs, from_file, from_args = parser.parse_args_and_config(

@@ -282,7 +282,11 @@ def context_length(path: str | os.PathLike, role: str = "model") -> int | None:
     from transformers import AutoConfig
 
     where, extra = locate(model_folder(path), role, "config")
-    config = AutoConfig.from_pretrained(where, **extra)
+    return config_positions(AutoConfig.from_pretrained(where, **extra))
+
+
+def config_positions(config) -> int | None:
+    """The most positions a model of `config` (a loaded model's `.config`) reads (`CONTEXT_KEYS`), or None."""
     for c in (config, getattr(config, "text_config", None)):
         for key in CONTEXT_KEYS:
             value = getattr(c, key, None)

@@ -8,8 +8,10 @@
     train_state(run), resume_plan(run, max_steps)   where a training directory stands (new, started,
                                              finished) and what `--resume` does to it (`TrainState`)
     newest_step(run)                         the newest checkpoint's (or final/'s) step
-    with lock(path, by="trlvr train"):       a second holder (any process) is refused: one line with the
-        ...                                  first holder's pid and the flag to choose another directory
+    with lock(path, by="trlvr train"):       a second holder (any process, any command of `LOCKS` on the same
+        ...                                  lock file) is refused: one line with the first holder's pid and
+                                             command and the flag to choose another directory
+    check_unlocked(run, "trlvr train", flag) a reader refused while a writer holds the folder
     read_record(path), write_record(path, obj)   a JSON record: bad JSON is one line naming the file;
                                              written atomically (temp file + rename)
     differences(old, new, ignore=("problems",))  ["key: old -> new", ...] over nested keys
@@ -20,7 +22,10 @@
                                              in one rename (`finish_swap(path)` completes one cut off)
     check_dir_path(path, "--out")            UserError when a file is the path, or sits above it
     folder_kind(path)                        what a folder holds: "training run", "evaluation", "study", ...
-    check_report_path(path, "--out")         a report's file: never over a file that is not a report
+    check_report_path(path, "--out")         a report's file, resolved (symlinks followed): never over a file that
+                                             is not a report
+    resolve_output(path, flag)               where a write lands (symlinks followed) for the record checks
+    write_file(path, text)                   every command's file write: temp file in the real folder + rename
     prepare_output(path, KIND, flag="--out", checks=[...], start_over=fresh)
                                              the one way a command readies the folder it writes: every
                                              check first (the folder's kind, then the command's own),
@@ -61,14 +66,14 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
 from trlvr.artifacts import FINAL as FINAL_MODEL
-from trlvr.artifacts import TRAINER_STATE, Artifact, is_complete
+from trlvr.artifacts import TRAINER_STATE, Artifact, Changed, is_complete, read_checked
 from trlvr.errors import UserError
 
 # ---- layout -----------------------------------------------------------------------------------------
@@ -119,7 +124,12 @@ ASIDE_PREFIX = "replaced-"  # an earlier run set aside by `set_aside`
 _SWAP_SUFFIX = ".trlvr-swap"  # beside a folder, .NAME.replaced-<time>.trlvr-swap/: a start over cut off by a kill (the next command on NAME completes it)
 # locks: who writes a directory -> (its lock file, the flag that chooses another directory)
 TRAIN_LOCK, EVAL_LOCK = ".train.lock", ".lock"
-LOCKS = {"trlvr train": (TRAIN_LOCK, "--output_dir"), "trlvr eval": (EVAL_LOCK, "--out")}
+# every command that writes a folder holds its lock; those that write into a training run (select: selected.json,
+# select/) hold the run's own, so a run being trained refuses them and they refuse a training into it
+LOCKS = {"trlvr train": (TRAIN_LOCK, "--output_dir"), "trlvr eval": (EVAL_LOCK, "--out"),
+         "trlvr select": (TRAIN_LOCK, "RUN"), "trlvr compare": (EVAL_LOCK, "--out"), "trlvr report": (EVAL_LOCK, "--out"),
+         "trlvr toy prepare": (EVAL_LOCK, "--out"), "trlvr study run": (EVAL_LOCK, "--out"),
+         "trlvr smoke": (EVAL_LOCK, "--out")}  # fmt: skip
 _CHECKPOINT_RE = re.compile(rf"^{re.escape(CHECKPOINT)}(\d+)$")
 
 
@@ -232,17 +242,65 @@ def check_kind(path: str | Path, kinds: str | Iterable[str], flag: str) -> str |
 _REPORT_SUFFIXES = (".html", ".htm")
 
 
-def check_report_path(path: str | Path, flag: str) -> None:
+def resolve_output(path: str | Path, flag: str) -> Path:
+    """Where a write to `path` lands: every symlink followed (the real folder and file), so a command's record
+    checks look at the file written, not at the name given. A symlink to nothing is refused in one line
+    (the write would make a file where the link points, unseen)."""
+    p = Path(path)
+    if p.is_symlink() and not p.exists():
+        raise UserError(f"{flag} {path} is a symlink to {os.readlink(p)}, which is not there: nothing was written; "
+                        f"pass the path itself")  # fmt: skip
+    return Path(os.path.realpath(p))
+
+
+def check_report_path(path: str | Path, flag: str) -> Path:
     """UserError (one line naming `flag`) before a report is written to `path` over a file of trlvr's work
     (an evaluation's results.json, a run's trlvr_run.json: a file that is not an HTML page, in a folder
-    `folder_kind` names): a report replaces a report, or a file of the user's own, never an artifact's."""
-    p = Path(path)
-    check_dir_path(p.parent, flag)
+    `folder_kind` names), the path resolved first (`resolve_output`: a symlink named link.html onto a
+    results.json is that results.json): a report replaces a report, or a file of the user's own, never an
+    artifact's. Returns the resolved path, for `write_file`."""
+    check_dir_path(Path(path).parent, flag)
+    p = resolve_output(path, flag)
+    shown = str(path) if str(p) == os.path.abspath(path) else f"{path} (a symlink to {p})"
     if p.is_dir():
-        raise UserError(f"{flag} {path}: a directory is in the way; pass a file name")
+        raise UserError(f"{flag} {shown}: a directory is in the way; pass a file name")
     if p.exists() and p.suffix.lower() not in _REPORT_SUFFIXES and (found := folder_kind(p.parent)):
-        raise UserError(f"{flag} {path} is a file of {_a(found[0])} ({p.parent}), not a report: nothing was "
+        raise UserError(f"{flag} {shown} is a file of {_a(found[0])} ({p.parent}), not a report: nothing was "
                         f"written; choose another {flag}")  # fmt: skip
+    return p
+
+
+def report_lock(real: Path):
+    """A report written into an evaluation (or a seed group of them) holds that folder's lock (`trlvr eval`'s,
+    when its lock file is there: a finished evaluation's is; none is made for a report): refused at once
+    while an evaluation writes there, and an evaluation is refused while the report is written. A report
+    anywhere else holds nothing (its file is written whole by one rename)."""
+    found = folder_kind(real.parent)
+    if found is not None and found[0] in (EVALUATION, EVALUATION_SEEDS):
+        if (real.parent / lock_files("trlvr report")[0]).exists():
+            return lock(real.parent, by="trlvr report")
+    return nullcontext()
+
+
+def write_file(path: str | Path, data: str | bytes) -> Path:
+    """The one way a command writes a file: into a temporary file in the real folder of `path` (its folder's
+    symlinks followed), renamed over `path`'s name there. A symlink at `path` itself is replaced, never written
+    through, so no write reaches another command's file by a link; a reader sees the old file or the new."""
+    path = Path(path)
+    folder = Path(os.path.realpath(path.parent))
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / path.name
+    tmp = folder / f".{path.name}.{os.getpid()}.tmp"
+    try:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data, encoding="utf-8")
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
 
 
 def prepare_output(path: str | Path, kind: str | Iterable[str], *, flag: str,
@@ -258,6 +316,7 @@ def prepare_output(path: str | Path, kind: str | Iterable[str], *, flag: str,
     `set_aside(path, keep, say)`. Writes nothing else: the command makes the folder when its work starts."""
     finish_swap(path)  # a set-aside cut off between its two renames is completed first
     check_dir_path(path, flag)
+    resolve_output(path, flag)  # a symlink to nothing is refused; a linked folder is checked where it points
     check_kind(path, kind, flag)
     for check in checks:
         check()
@@ -374,52 +433,103 @@ def lock_files(by: str) -> tuple[str, str]:
     return name, name + ".pid"
 
 
+def holder(path: str | Path, by: str) -> tuple[str, str]:
+    """(pid, command) the lock's holder wrote in its pid file ("unknown" for what cannot be read; an older
+    trlvr wrote the pid alone: the command is then `by`'s own)."""
+    try:
+        lines = (Path(path) / lock_files(by)[1]).read_text().split("\n")
+    except OSError:
+        return "unknown", by
+    return lines[0].strip() or "unknown", (lines[1].strip() if len(lines) > 1 and lines[1].strip() else by)
+
+
 def holder_pid(path: str | Path, by: str) -> str:
     """The pid the lock's holder wrote ("unknown" when it cannot be read)."""
-    try:
-        return (Path(path) / lock_files(by)[1]).read_text().strip() or "unknown"
-    except OSError:
-        return "unknown"
+    return holder(path, by)[0]
+
+
+def _busy(path: Path, by: str) -> UserError:
+    pid, command = holder(path, by)
+    return UserError(f"{path} is being written by another {command} (pid {pid}); "
+                     f"wait for it to finish or choose another {LOCKS[by][1]}")  # fmt: skip
 
 
 @contextmanager
 def lock(path: str | Path, *, by: str, main_process: bool = True):
-    """Hold `path`'s exclusive lock for the block (made if missing); a second holder is refused with
-    one line naming the first's pid. main_process False (another rank of the holder's job): pass through."""
+    """Hold `path`'s exclusive lock for the block (made if missing); a second holder (any command that
+    locks the same file, `LOCKS`) is refused at once with one line naming the first's pid and command.
+    The OS drops a dead holder's lock: a stale pid file is taken over. A folder the lock made and the block
+    left with nothing but the lock's files is removed again (a refusal leaves no folder behind).
+    main_process False (another rank of the holder's job): pass through."""
     if not main_process:
         yield None
         return
     path = Path(path)
     name, pid_name = lock_files(by)
     finish_swap(path)  # a set-aside cut off between its two renames: completed before a fresh folder is made
+    made = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
     held = FileLock(str(path / name), timeout=0)
     try:
         held.acquire()
     except Timeout:
-        raise UserError(f"{path} is being written by another {by} (pid {holder_pid(path, by)}); "
-                        f"wait for it to finish or choose another {LOCKS[by][1]}") from None  # fmt: skip
-    (path / pid_name).write_text(str(os.getpid()))
+        raise _busy(path, by) from None
+    (path / pid_name).write_text(f"{os.getpid()}\n{by}\n")
     try:
         yield held
+    except BaseException:
+        if made and path.is_dir() and {p.name for p in path.iterdir()} <= {name, pid_name}:
+            (path / pid_name).unlink(missing_ok=True)
+            held.release()
+            (path / name).unlink(missing_ok=True)
+            path.rmdir()
+        raise
     finally:
         (path / pid_name).unlink(missing_ok=True)
-        held.release()
+        if held.is_locked:
+            held.release()
+
+
+def check_unlocked(path: str | Path, by: str, flag: str) -> None:
+    """UserError (one line: the holder's pid and command) when `path`'s lock of `by` is held now, e.g. a
+    training run being trained when `trlvr eval --senior RUN@selected` reads it. Makes no file."""
+    path = Path(path)
+    if not (path / lock_files(by)[0]).exists():
+        return
+    probe = FileLock(str(path / lock_files(by)[0]), timeout=0)
+    try:
+        probe.acquire()
+    except Timeout:
+        pid, command = holder(path, by)
+        raise UserError(f"{flag}: {path} is being written by another {command} (pid {pid}); nothing was read "
+                        "or written: wait for it to finish") from None  # fmt: skip
+    except OSError:  # a read-only copy of a run: nobody writes it
+        return
+    probe.release()
 
 
 # ---- one identity ---------------------------------------------------------------------------------------
 
+def changed_error(path: str | Path, why: object, hint: str = "") -> UserError:
+    """The one line for a file that is not what its folder's manifest recorded (`trlvr.artifacts.Changed`)."""
+    fix = hint or "; run the command that wrote it again (--fresh / --force start over)"
+    return UserError(f"{Path(path).parent}: {why}: nothing was read{fix}")
+
+
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
-def read_record(path: str | Path, hint: str = "") -> dict | None:
+def read_record(path: str | Path, hint: str = "", *, checked: bool = False) -> dict | None:
     """The JSON object in `path`, None when there is none; a file that is not one is a UserError naming
-    it, with `hint` (e.g. "; remove it or pass --force") appended."""
+    it, with `hint` (e.g. "; remove it or pass --force") appended. `checked`: the bytes read are the ones
+    the folder's manifest recorded (`trlvr.artifacts.read_checked`, one read), or a UserError naming the file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = (read_checked(path) if checked else path.read_bytes()).decode("utf-8")
     except FileNotFoundError:
         return None
+    except Changed as e:
+        raise changed_error(path, e, hint) from None
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: cannot read ({e}){hint}") from None
     try:
@@ -433,11 +543,7 @@ def read_record(path: str | Path, hint: str = "") -> dict | None:
 
 def write_record(path: str | Path, obj: dict, *, sort_keys: bool = False) -> None:
     """Write `obj` as JSON atomically (temp file beside it + rename): a reader sees the old file or the new."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=sort_keys) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_file(path, json.dumps(obj, indent=2, sort_keys=sort_keys) + "\n")
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, object]:

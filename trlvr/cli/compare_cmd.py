@@ -75,8 +75,18 @@ def only_benchmarks(tables: list[dict], spec: str | None) -> list[dict]:
 
 
 def main(args) -> int:
-    import json
     from pathlib import Path
+
+    from trlvr import rundir
+
+    out = Path(args.out) if args.out else Path(args.dir_b) / "compare"
+    rundir.prepare_output(out, rundir.COMPARISON, flag="--out")  # never into a run, an evaluation, a study
+    rundir.check_unlocked(out, "trlvr compare", "--out")  # a second compare into --out: refused at once
+    return _compare(args, out)
+
+
+def _compare(args, out) -> int:
+    import json
 
     from trlvr import rundir
     from trlvr.errors import UserError
@@ -85,8 +95,6 @@ def main(args) -> int:
     from trlvr.eval.groups import compare_groups, is_group, load_tables
     from trlvr.eval.report import comparison_view, load_results, load_table, render
 
-    out = Path(args.out) if args.out else Path(args.dir_b) / "compare"
-    rundir.prepare_output(out, rundir.COMPARISON, flag="--out")  # never into a run, an evaluation, a study
     groups = [is_group(d) for d in (args.dir_a, args.dir_b)]
     if any(groups) and not all(groups):
         raise UserError("compare: one directory is a seed group and the other a single evaluation; compare like with like")
@@ -103,14 +111,14 @@ def main(args) -> int:
         ta, tb = only_benchmarks([load_table(args.dir_a), load_table(args.dir_b)], args.benchmarks)
         cmp = compare_tables(ta, tb, num_resamples=args.resamples, seed=args.seed)
     cmp = {**cmp, "mismatch": mismatch}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / rundir.COMPARE_FILE).write_text(json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))
     intro = (
         f"B − A over shared problems; 95% percentile bootstrap CI ({args.resamples} resamples); "
         "p = two-sided bootstrap p-value."
     )
     view = comparison_view(cmp, args.dir_a, args.dir_b, f"B = {args.dir_b} vs A = {args.dir_a}")
-    (out / "report.html").write_text(render("Paired comparison", [], [view], intro=intro), encoding="utf-8")
+    with rundir.lock(out, by="trlvr compare"):  # its two files written under the folder's lock
+        rundir.write_file(out / rundir.COMPARE_FILE, json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))
+        rundir.write_file(out / "report.html", render("Paired comparison", [], [view], intro=intro))
     print(format_table(cmp))
     print(f"wrote {out}/report.html and {out}/{rundir.COMPARE_FILE}")
     return 0

@@ -64,6 +64,7 @@ def main(args) -> int:
 
     # RUN is a training run (select writes RUN/select/ and RUN/selected.json into it), before any other check
     rundir.prepare_output(args.run, rundir.TRAINING, flag="RUN")
+    rundir.check_unlocked(args.run, "trlvr train", "RUN")  # a run being trained (or selected): refused at once
     how = SelectSpec(args.val, args.metric, args.direction, args.limit, args.include_initial)
     spec = selection_spec(args.metric, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed,
                           decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},

@@ -102,6 +102,8 @@ def main(args) -> int:
     from trlvr.config import resolve_config_path
     from trlvr.experiments.smoke import SmokeOptions, run_smoke
 
+    rundir.check_dir_path(args.out, "--out")
+    rundir.check_unlocked(args.out, "trlvr smoke", "--out")  # a second smoke into --out: refused at once
     config = str(resolve_config_path(args.config))
     overrides = dict(args.set)
     check_device(args.config, config, overrides)
@@ -109,4 +111,5 @@ def main(args) -> int:
     rundir.prepare_output(args.out, rundir.SMOKE, flag="--out",
                           checks=[lambda: check_arms(config, args.out, args.steps, args.problems, overrides)])  # fmt: skip
     opts = SmokeOptions(config, args.out, args.steps, args.problems, args.gpu_memory, overrides, args.verbose)
-    return 0 if run_smoke(opts, command)["passed"] else 1
+    with rundir.lock(args.out, by="trlvr smoke"):  # every check passed: held from the first write on
+        return 0 if run_smoke(opts, command)["passed"] else 1

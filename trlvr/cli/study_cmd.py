@@ -323,7 +323,7 @@ def _run_children(study_path: str, out: Path, pending: list, jobs: int) -> int:
             cmd += ["--only", f"{unit[0].variant}:{unit[0].seed}"]
         f = open(log, "a")
         offset = log.stat().st_size
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=worker_env(jobs))
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env={**worker_env(jobs), WORKER_OF: str(out)})
         workers.append([proc, f, log, offset, None])  # None: the stage it last started
         _say(f"worker {i}: {', '.join(f'{u[0].variant}:{u[0].seed}' for u in mine)} (log {log})")
 
@@ -383,7 +383,27 @@ def worker_killed_line(i: int, signum: int, stage: str | None) -> str:
     return f"worker {i} was killed by {name}{why}{where}; its unfinished stages did not run"
 
 
+WORKER_OF = "TRLVR_STUDY_WORKER_OF"  # set by `_run_children` for its workers: the study folder their parent holds
+
+
 def run(args) -> int:
+    """`trlvr study run`: the study folder's lock held throughout (a second `study run` into it is refused at
+    once naming the first's pid; the workers of `--jobs` run under their parent's)."""
+    import contextlib
+    import os
+
+    from trlvr import rundir
+
+    out = Path(args.out).resolve()
+    worker = os.environ.get(WORKER_OF) == str(out)
+    if not worker:
+        rundir.check_dir_path(out, "--out")
+        rundir.check_unlocked(out, "trlvr study run", "--out")  # a second study run into it: refused at once
+    with contextlib.ExitStack() as held:  # the lock, from the first write on (every check passed)
+        return _run(args, lambda: None if worker else held.enter_context(rundir.lock(out, by="trlvr study run")))
+
+
+def _run(args, take_lock) -> int:
     from trlvr.errors import UserError
     from trlvr.experiments.study import (
         StageFailed,
@@ -418,6 +438,7 @@ def run(args) -> int:
     if stale:
         raise UserError(f"{out}: {len(stale)} stage(s) ran under other settings and are not redone by `run`: "
                         + " | ".join(stale) + " (or choose another --out)")  # fmt: skip
+    take_lock()
     claim_dir(study, out)
     broken = set()
     for st in worlds:

@@ -43,6 +43,8 @@ def main(args) -> int:
         raise SystemExit(f"unknown toy command {args.toy_command!r}")
     from trlvr import rundir
 
+    rundir.check_dir_path(args.out, "--out")
+    rundir.check_unlocked(args.out, "trlvr toy prepare", "--out")  # a second prepare into it: refused at once
     rundir.prepare_output(args.out, rundir.TOY_WORLD, flag="--out")  # checked first (prepare_world does too)
     seed = args.seed
     from_scratch = args.from_scratch
@@ -55,8 +57,9 @@ def main(args) -> int:
     if args.jargon != "spaced" and not from_scratch:
         raise UserError("--jargon compact: no compact checkpoints are shipped; add --from-scratch (about 5 minutes)")
     reused = is_complete(args.out)  # then prepare_world says so in one line; its card was printed when it was made
-    card = prepare_world(args.out, seed=seed, from_scratch=from_scratch, progress=not args.no_progress,
-                         config=WorldConfig(jargon=args.jargon))  # fmt: skip
+    with rundir.lock(args.out, by="trlvr toy prepare"):  # every check passed: held from the first write on
+        card = prepare_world(args.out, seed=seed, from_scratch=from_scratch, progress=not args.no_progress,
+                             config=WorldConfig(jargon=args.jargon))  # fmt: skip
     if not reused:
         shown = {k: v for k, v in card.items() if k not in ("config", "assets_train_card")}
         print(json.dumps(shown, indent=2))

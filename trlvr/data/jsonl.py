@@ -6,6 +6,7 @@ What it does not know: schemas (see `trlvr.data.schema`) or samples (see `trlvr.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +53,24 @@ def strict_object(pairs: list[tuple[str, Any]]) -> dict:
     return out
 
 
-def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int | None = None) -> list[dict]:
+def loads_strict(text: str) -> Any:
+    """The one strict JSON loader of a value given as text (a JSON argument on the command line or in a config):
+    `json.loads` with `strict_object` (DuplicateKey for a key written twice, at any depth)."""
+    return json.loads(text, object_pairs_hook=strict_object)
+
+
+def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int | None = None,
+               read: Callable[[Path], bytes] | None = None) -> list[dict]:
     """Rows of a JSONL file, each a JSON object. Blank lines are skipped.
 
     tolerate_torn_tail: a last line that does not parse and has no trailing newline (a write cut
     short by a kill) is ignored instead of raising. Any other bad line raises DataError naming
     `path:line` (an object with a key written twice too: `strict_object`). Never writes.
+    `read(path) -> bytes`: how the file is read (default: as is; `trlvr.artifacts.read_checked`: against a manifest).
     """
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = (read or Path.read_bytes)(path)
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
     except IsADirectoryError:

@@ -74,6 +74,8 @@ from trlvr.engine.output import FINISH_REASONS, TandemOutput
 from trlvr.engine.runners import no_router_logits
 from trlvr.engine.sampling import sample_with_uniforms
 from trlvr.engine.schedules import JUNIOR, SCHEDULES, SENIOR, Schedule, TextRule
+from trlvr.errors import UserError
+from trlvr.models import config_positions
 
 UNREPRESENTABLE = "unrepresentable"  # the finish reason of a row a partner's tokenizer cannot spell
 _CONTEXT = 8  # tokens of left context a piece is decoded in (SentencePiece strips a leading space alone)
@@ -186,6 +188,7 @@ class _Side:
         sliding = set(getattr(cfg, "layer_types", None) or []) - {"full_attention"}
         self.window = getattr(cfg, "sliding_window", None) if sliding else None
         self.n_ids = len(codec.tokenizer)  # logits are cut to it: rows past the tokenizer are padding
+        self.positions = config_positions(model.config)  # a row never reads past them (GPT-2: an IndexError)
         self.cache = None
         self.seconds = {"prefill": 0.0, "catch_up": 0.0, "step": 0.0, "step_wide": 0.0}
         self.forwards = {"catch_up": 0, "step": 0, "step_wide": 0}
@@ -206,6 +209,7 @@ class _Side:
             ids[i, L - len(p) :] = torch.tensor(p)
             self.mask[i, L - len(p) : L] = 1
         pos = (self.mask[:, :L].cumsum(-1) - 1).clamp(min=0)
+        _check_positions(self.name, self.positions, L)
         self.C = L
         self.logits = self._run(ids.to(self.device), self.mask[:, :L].to(self.device), pos.to(self.device))
         self.prompt_logits = self.logits.clone()
@@ -250,6 +254,7 @@ class _Side:
             self.mask[i, C + w - n : C + w] = 1
             st.cols.extend(range(C + w - n, C + w))
             st.stale = False
+        _check_positions(self.name, self.positions, int(pos.max()) + 1)  # on the CPU, before the forward
         rows = torch.tensor(order, device=self.device)
         if subset:
             layers = self.cache.layers
@@ -312,6 +317,15 @@ class _Side:
         self.mask = self.mask[torch.tensor(keep)]
         self.logits, self.prompt_logits = self.logits[idx], self.prompt_logits[idx]
         self.streams = [self.streams[i] for i in keep]
+
+
+def _check_positions(name: str, positions: int | None, needed: int) -> None:
+    """One line, not an IndexError deep in the model, when a row needs more positions than the model reads: a
+    text pair's partner reads the same text in its own tokens, which may be more than the senior's budget."""
+    if positions is not None and needed > positions:
+        raise UserError(f"text pairing: the {name} model reads at most {positions} positions, and a row needs {needed} "
+                        "of its own tokens (its prompt and the text so far, in its tokenizer); lower --max-new-tokens "
+                        "(or --context-length) or use a partner with a longer context")  # fmt: skip
 
 
 def word_start_before(text: str, pos: int) -> int:
@@ -904,9 +918,11 @@ def text_nll(model, tokenizer, prompt_ids: list[list[int]], texts: list[str],
             todo.append((i, list(prompt), ids, len(text.encode("utf-8"))))
         else:
             out[i] = (0.0, len(text.encode("utf-8")), 0)
+    positions = config_positions(model.config)
     for start in range(0, len(todo), batch_size):
         part = todo[start : start + batch_size]
         L = max(len(p) + len(ids) for _, p, ids, _ in part)
+        _check_positions("scoring", positions, L)
         x = torch.zeros(len(part), L, dtype=torch.long)
         mask = torch.zeros(len(part), L, dtype=torch.long)
         for r, (_, p, ids, _) in enumerate(part):

@@ -54,7 +54,15 @@ from trlvr.models import (
 )
 from trlvr.provenance import path_for_record, path_from_record
 from trlvr.rewards import check_golds
-from trlvr.rundir import FINAL, SELECTED_FILE, SELECTION_ARTIFACT, checkpoint_step, newest_step, read_record
+from trlvr.rundir import (
+    FINAL,
+    SELECTED_FILE,
+    SELECTION_ARTIFACT,
+    check_unlocked,
+    checkpoint_step,
+    newest_step,
+    read_record,
+)
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
@@ -84,17 +92,18 @@ def resolve_senior(spec: str) -> tuple[str, dict | None]:
         folder = Path(spec)
         ours = (folder / artifacts.MANIFEST).is_file() or (folder.is_dir() and (
             checkpoint_step(folder) is not None or folder.name == FINAL))  # fmt: skip
-        if ours and (why := artifacts.problem(spec, artifacts.WEIGHTS)):
+        if ours and (why := artifacts.problem(spec, artifacts.WEIGHTS, deep=True)):  # hashed just before the load
             raise UserError(f"--senior {spec}: not complete ({why}); a save cut short, or a file changed since")
         return spec, None
     run = spec.removesuffix("@selected")
+    check_unlocked(run, "trlvr train", f"--senior {spec}")  # a run being trained (or selected) is read when it stands still
     sel = read_selection(run)
     path = path_from_record(sel["path"], run)
     if path == sel["path"] and not Path(path).is_absolute() and sel.get("step"):
         path = str(Path(run) / Path(path).name)  # an older record (relative to its writer's cwd): the run's checkpoint
     if not Path(path).is_dir():
         raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {sel['path']} no longer exists")
-    if why := artifacts.problem(path, artifacts.WEIGHTS):
+    if why := artifacts.problem(path, artifacts.WEIGHTS, deep=True):  # every file the load reads, hashed just before it
         raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {path} is not complete ({why}); "
                         "resume the run or select again")  # fmt: skip
     check_selection_current(run, sel)
@@ -330,12 +339,17 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
              **{f"--data {name}": source for name, source in (sources or {}).items()}}  # fmt: skip
     readers = [("--senior", senior, tok)] + ([("--junior", junior, junior_tok or tok)] if paths["--junior"] else [])
     contexts = eval_contexts(spec, problems, readers) if all(ok for _, ok in templates) else ()
-    return check_capabilities(Plan(
+    for flag, path in (("--senior", senior), ("--junior", paths["--junior"])):  # before --fresh sets anything aside
+        if path and Path(path).is_dir() and (why := artifacts.weights_problem(path)):
+            raise UserError(f"{flag} {path}: its weights do not load ({why}); nothing was loaded, written or set aside")
+    undefined = check_capabilities(Plan(
         "eval", pairing, models.backend, requested=models.pairing, schedules=schedules, suite=spec.suite,
         junior_device=bool(models.junior_device) and junior is not None,
         senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
         worlds=worlds_of(paths), contexts=contexts,
     ))  # fmt: skip
+    _check_backend(models, senior, junior, junior_tok if pairing == "text" else None)  # installed: before a group.json
+    return undefined
 
 
 def evaluate_specs(
@@ -360,6 +374,7 @@ def evaluate_specs(
     model loads. check_only (`trlvr eval --dry-run`): every check the evaluation makes before its first
     weight load, the folder's samples included (`trlvr.eval.runner.check_samples`), then None.
     """
+    check_unlocked(out, "trlvr eval", "--out")  # a folder another evaluation writes: refused at once, before any load
     check_eval(models, benchmarks, spec, data_sources)
     engine = backend(models.backend)
     senior, junior, tokenizer, pairing = models.senior, models.junior, models.tokenizer, models.pairing

@@ -66,7 +66,7 @@ def settings(results: dict) -> dict[str, object]:
 
 def _recorded(eval_dir: Path) -> dict:
     """The settings of one evaluation folder ({} for a seed folder without results.json: nothing recorded)."""
-    return settings(read_json(eval_dir / RESULTS, "results file")) if (eval_dir / RESULTS).is_file() else {}
+    return settings(read_json(eval_dir / RESULTS, "results file", checked=True)) if (eval_dir / RESULTS).is_file() else {}
 
 
 def differences(a: dict, b: dict, names: tuple[str, str] = ("A", "B")) -> list[str]:
@@ -81,7 +81,7 @@ def describe(path: str | Path, *, allow_mismatch: bool = False, seeds: list[int]
     UserError, or (allowed) a warning naming the seeds and settings."""
     path = Path(path)
     if not is_group(path):
-        return settings(read_json(path / RESULTS, "results file")), []
+        return settings(read_json(path / RESULTS, "results file", checked=True)), []
     dirs = seed_dirs(path, seeds)
     per_seed = {s: _recorded(d) for s, d in dirs.items()}
     first = min(per_seed)

@@ -108,7 +108,7 @@ def load_tables(group_dir: str | Path, seeds: list[int] | None = None) -> dict[i
         raise UserError(f"{group_dir}: a seed group needs at least 2 seed-<s>/ evaluation folders, found {len(dirs)}")
     for d in dirs.values():
         check_finished(d)
-    return {s: read_json(d / PER_PROBLEM, "per-problem table") for s, d in dirs.items()}
+    return {s: read_json(d / PER_PROBLEM, "per-problem table", checked=True) for s, d in dirs.items()}
 
 
 def _per_seed_groups(tables: list[Table], cols: tuple[str, ...], benches: list[str]):

@@ -19,10 +19,10 @@ from pathlib import Path
 from trlvr.errors import UserError
 from trlvr.eval.aggregate import compare_tables
 from trlvr.eval.comparable import check_comparable, warning_text
-from trlvr.eval.format import diff_text, entry_text, number, unit
+from trlvr.eval.format import diff_text, entry_text, is_percent, number, unit
 from trlvr.eval.store import PER_PROBLEM, RESULTS, SAMPLES, check_finished, read_json, read_samples
 from trlvr.eval.suite import dose_points
-from trlvr.rundir import check_report_path
+from trlvr.rundir import check_report_path, report_lock, write_file
 
 SENIOR_COLOUR, JUNIOR_COLOUR = "#1f5fbf", "#c2410c"
 REQUIRED_RESULT_FIELDS = ("config", "benchmarks", "macro")
@@ -36,7 +36,7 @@ def load_results(run_dir: str | Path) -> dict:
         raise UserError(f"evaluation directory not found: {run_dir}")
     check_finished(run_dir)
     path = run_dir / RESULTS
-    res = read_json(path, "results file")
+    res = read_json(path, "results file", checked=True)
     for key in REQUIRED_RESULT_FIELDS:
         if key not in res:
             raise UserError(f"{path} lacks field {key!r}")
@@ -49,14 +49,39 @@ def load_results(run_dir: str | Path) -> dict:
             for f in ("value", "ci_low", "ci_high"):
                 if f not in e:
                     raise UserError(f"{path}: metric {name!r} of benchmark {bench!r} lacks field {f!r}")
+    for scope, metrics in [("macro", res["macro"]["metrics"])] + [(b, x["metrics"]) for b, x in res["benchmarks"].items()]:
+        for name, e in metrics.items():
+            if why := impossible(name, e):
+                raise UserError(f"{path}: metric {name!r} of {scope!r} {why}, which cannot be: nothing was read; "
+                                "run `trlvr eval` into it again (--fresh starts over)")  # fmt: skip
     return res
+
+
+def impossible(name: str, entry) -> str | None:
+    """Why a results.json entry cannot be one `trlvr eval` wrote (a rate outside [0, 1], a CI that does not
+    hold its value, a value that is no number), or None."""
+    if not isinstance(entry, dict):
+        return "is not an entry"
+    nums = {f: entry.get(f) for f in ("value", "ci_low", "ci_high")}
+    for f, v in nums.items():
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            return f"has {f} {v!r}"
+    nums = {f: None if v is None or v != v else v for f, v in nums.items()}  # NaN: no number to judge
+    value, low, high = nums["value"], nums["ci_low"], nums["ci_high"]
+    if is_percent(name):
+        for f, v in nums.items():
+            if v is not None and not 0.0 <= v <= 1.0:
+                return f"is a rate with {f} {v!r} (outside [0, 1])"
+    if value is not None and low is not None and high is not None and not low - 1e-9 <= value <= high + 1e-9:
+        return f"has value {value!r} outside its CI [{low!r}, {high!r}]"
+    return None
 
 
 def load_table(run_dir: str | Path) -> dict:
     """per_problem.json of an evaluation directory (a finished one: `check_finished`)."""
     check_finished(run_dir)
     path = Path(run_dir) / PER_PROBLEM
-    table = read_json(path, "per-problem metrics file")
+    table = read_json(path, "per-problem metrics file", checked=True)
     if not all(isinstance(v, dict) for v in table.values()):
         raise UserError(f"{path} must map benchmark -> metric -> problem id -> value")
     return table
@@ -343,7 +368,7 @@ def run_view(run_dir: str | Path, label: str | None = None, max_problems: int = 
         "label": label or str(run_dir), "settings": settings, "dropped": dropped or None,
         "selection_warning": selection_warning(cfg.get("models", {}).get("senior_selection")),
         "table": metrics_table(res), "plots": plots(res),
-        "problems": problem_views(read_samples(run_dir / SAMPLES), max_problems=max_problems),
+        "problems": problem_views(read_samples(run_dir / SAMPLES, checked=True), max_problems=max_problems),
     }  # fmt: skip
 
 
@@ -380,8 +405,8 @@ def write_report(run_dir: str | Path, out_path: str | Path | None = None, compar
     matplotlib.use("Agg")
 
     out_path = Path(out_path) if out_path else Path(run_dir) / "report.html"
-    check_report_path(out_path, "--out")  # checked before anything is read or written
-    html = build_report(run_dir, list(compare_dirs), **kw)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(html, encoding="utf-8")
+    real = check_report_path(out_path, "--out")  # checked (where the write lands) before anything is read or written
+    with report_lock(real):  # refused at once while an evaluation writes that folder
+        html = build_report(run_dir, list(compare_dirs), **kw)
+        write_file(real, html)
     return out_path

@@ -422,7 +422,7 @@ def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dic
         return {k: v for k, v in c.items() if k != "machine"}
 
     names = (FINGERPRINT, CONFIG, RESULTS)
-    if store.problem():  # a reader's file is gone or torn (a deleted per_problem.json): written again
+    if store.problem(deep=True):  # a reader's file is gone, torn or changed since: the locked path says or rewrites
         return None
     try:
         old_fp, old_config, results = (read_json(store.file(n)) for n in names)
@@ -461,6 +461,7 @@ def _open(store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> tuple
     if fresh:  # every check passed: start over through the one way a folder is readied (`trlvr.rundir`)
         rundir.prepare_output(store.path, _KINDS, flag="--out", start_over=True, set_aside_with=lambda _: store.clear())
     if store.has_samples():
+        store.check_samples_unchanged()  # samples edited after the seal are never reused
         old = check_samples(store, fingerprint, fresh=False)
         fingerprint = fpr.with_partner(old, fingerprint)
         store.repair_tail()

@@ -105,8 +105,8 @@ def with_sample_metrics(table: Table, rows: list[dict], settings: dict | None = 
 def load_table(eval_dir: str | Path, settings: dict | None = None) -> Table:
     """An evaluation's per-problem table (per_problem.json) with the registered metrics of its samples."""
     eval_dir = Path(eval_dir)
-    table = read_json(eval_dir / PER_PROBLEM, "per-problem table")
-    return with_sample_metrics(table, read_samples(eval_dir / SAMPLES), settings)
+    table = read_json(eval_dir / PER_PROBLEM, "per-problem table", checked=True)
+    return with_sample_metrics(table, read_samples(eval_dir / SAMPLES, checked=True), settings)
 
 
 def summary(table: Table) -> dict[str, dict]:

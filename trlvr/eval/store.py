@@ -41,12 +41,21 @@ BY = "trlvr eval"  # who locks an evaluation directory (trlvr.rundir.LOCKS)
 REQUIRED_FIELDS = ("benchmark", "protocol", "problem_id", "sample_idx", "reward", "finish_reason")
 
 
-def read_samples(path: str | Path) -> list[dict]:
-    """Rows of a samples.jsonl ([] when there is none), each checked for the fields every reader needs."""
+def _read_checked(path: Path) -> bytes:
+    try:
+        return artifacts.read_checked(path)
+    except artifacts.Changed as e:
+        raise rundir.changed_error(path, e) from None
+
+
+def read_samples(path: str | Path, *, checked: bool = False) -> list[dict]:
+    """Rows of a samples.jsonl ([] when there is none), each checked for the fields every reader needs.
+    `checked`: a reader of a finished evaluation: the bytes read are those its manifest recorded (one read,
+    `trlvr.artifacts.read_checked`), or a one-line UserError naming the file."""
     path = Path(path)
     if not path.exists():
         return []
-    rows = read_jsonl(path, tolerate_torn_tail=True)
+    rows = read_jsonl(path, tolerate_torn_tail=True, read=_read_checked if checked else None)
     for i, r in enumerate(rows, 1):
         for key in REQUIRED_FIELDS:
             if key not in r:
@@ -54,9 +63,10 @@ def read_samples(path: str | Path) -> list[dict]:
     return rows
 
 
-def read_json(path: str | Path, what: str = "file") -> dict:
-    """A JSON object file; a missing or unreadable one is a UserError naming it (`trlvr.rundir.read_record`)."""
-    obj = rundir.read_record(path)
+def read_json(path: str | Path, what: str = "file", *, checked: bool = False) -> dict:
+    """A JSON object file; a missing or unreadable one is a UserError naming it (`trlvr.rundir.read_record`;
+    `checked`: against the manifest beside it, in the same read)."""
+    obj = rundir.read_record(path, checked=checked)
     if obj is None:
         raise UserError(f"{what} not found: {path}")
     return obj
@@ -66,8 +76,11 @@ def read_json(path: str | Path, what: str = "file") -> dict:
 def check_finished(path: str | Path) -> None:
     """UserError (one line) unless `path` is an evaluation a reader can trust (`trlvr.artifacts.problem` of
     `trlvr.rundir.EVALUATION_RESULTS`: its tables there, every file whole, none its manifest lists missing
-    or cut short): `trlvr report`, `trlvr compare` and the seed-group readers call it before reading."""
-    if why := artifacts.problem(path, rundir.EVALUATION_RESULTS):
+    or cut short, none changed since: every listed file's sha256, `deep`): `trlvr report`, `trlvr compare` and
+    the seed-group readers call it before reading. An evaluation is small (JSON and one JSONL of text), so a
+    reader hashes all of it: what a table was computed from (samples.jsonl) counts as much as the table; the
+    files a reader then parses are read through `read_checked` (`read_json`/`read_samples(checked=True)`)."""
+    if why := artifacts.problem(path, rundir.EVALUATION_RESULTS, deep=True):
         raise UserError(f"{path} is not a finished evaluation ({why}): nothing was read; "
                         f"run `trlvr eval` into it again (--fresh starts over)")  # fmt: skip
 
@@ -104,6 +117,10 @@ class EvalDir:
         """Hold DIR's exclusive lock (`trlvr.rundir.lock`); a second holder (any process) is refused
         with the holder's pid."""
         with rundir.lock(self.path, by=BY) as held:
+            for name in (*rundir.EVAL_OUTPUTS, OTHER_SAMPLES):  # appended to in place: never through a link
+                if (self.path / name).is_symlink():
+                    raise UserError(f"--out {self.path}: {name} is a symlink (to {os.readlink(self.path / name)}); "
+                                    "an evaluation writes its own files, never through a link: nothing was written")  # fmt: skip
             self._lock = held
             try:
                 yield self
@@ -157,10 +174,21 @@ class EvalDir:
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    def problem(self) -> str | None:
+    def problem(self, deep: bool = False) -> str | None:
         """Why DIR is not a finished evaluation (`trlvr.artifacts.problem` of `trlvr.rundir.EVALUATION_ARTIFACT`: a
-        file a reader opens is missing, cut short or does not parse), or None."""
-        return artifacts.problem(self.path, rundir.EVALUATION_ARTIFACT)
+        file a reader opens is missing, cut short or does not parse; `deep`: or changed since it was sealed), or None."""
+        return artifacts.problem(self.path, rundir.EVALUATION_ARTIFACT, deep=deep)
+
+    def check_samples_unchanged(self) -> None:
+        """Before a run reuses DIR's samples (lock owner): samples.jsonl of a sealed evaluation, still of its
+        sealed size, must hold the sealed bytes (an edit after the seal is refused in one line naming it; a
+        later run that appended or rewrote it, cut off before its own seal, changed its size and is resumed)."""
+        listed, _ = artifacts.read_manifest(self.path)
+        rec = (listed or {}).get(SAMPLES)
+        if rec and self.samples.is_file() and self.samples.stat().st_size == rec.get("size"):
+            if rec.get("sha256") and artifacts.sha256(self.samples) != rec["sha256"]:
+                raise UserError(f"{self.path}: {artifacts.changed_line(SAMPLES)}: its samples are not reused; "
+                                "pass --fresh to set them aside and start over")  # fmt: skip
 
     def seal(self) -> None:
         """After the last write of a run (lock owner only): every file's size and sha256 into DIR's manifest

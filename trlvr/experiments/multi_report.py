@@ -46,7 +46,7 @@ from trlvr.eval.report import (
 from trlvr.eval.store import SAMPLES, read_samples
 from trlvr.experiments.curves import CURVES, SELECTION, load_curves, plot_curves
 from trlvr.provenance import path_from_record
-from trlvr.rundir import FINAL, check_report_path, checkpoint_step
+from trlvr.rundir import FINAL, check_report_path, checkpoint_step, report_lock, write_file
 
 # the evaluation's own headline metrics; then every registered per-sample metric (`headline_metrics`)
 HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility/junior_ce", "legibility/junior_bpb",
@@ -76,7 +76,7 @@ class Run:
         if self._tables is None:
             if self.group:
                 dirs = seed_dirs(self.path, self.seeds)
-                self._tables = {s: sample_metrics.with_sample_metrics(t, read_samples(dirs[s] / SAMPLES), self.settings)
+                self._tables = {s: sample_metrics.with_sample_metrics(t, read_samples(dirs[s] / SAMPLES, checked=True), self.settings)
                                 for s, t in load_tables(self.path, self.seeds).items()}  # fmt: skip
             else:
                 self._tables = sample_metrics.load_table(self.path, self.settings)
@@ -160,7 +160,7 @@ def paired(baseline: Run, r: Run, allow_mismatch: bool = False) -> dict:
 
 def side_by_side(runs: list[Run], max_problems: int = 8, protocols=("solo", "handoff")) -> list[dict]:
     """The same problems across runs (first seed of each group): one column per run, sample 0 per protocol."""
-    rows = {r.label: read_samples(r.eval_dirs[0] / SAMPLES) for r in runs}
+    rows = {r.label: read_samples(r.eval_dirs[0] / SAMPLES, checked=True) for r in runs}
     by_run = {label: {(str(x["problem_id"]), x["protocol"]): x for x in rs if x.get("sample_idx") == 0}
               for label, rs in rows.items()}  # fmt: skip
     shared = None
@@ -253,8 +253,7 @@ def build_multi_report(paths: list[str | Path], baseline: str | Path | None = No
 def write_multi_report(paths, out_path, baseline=None, max_problems: int = 8, **kw) -> Path:
 
     out_path = Path(out_path)
-    check_report_path(out_path, "--out")  # checked before anything is read or written
-    html = build_multi_report(paths, baseline, max_problems, **kw)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(html, encoding="utf-8")
+    real = check_report_path(out_path, "--out")  # checked (where the write lands) before anything is read or written
+    with report_lock(real):
+        write_file(real, build_multi_report(paths, baseline, max_problems, **kw))
     return out_path

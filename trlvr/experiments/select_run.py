@@ -12,12 +12,21 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from trlvr import rundir
 from trlvr.data import load_problems
 from trlvr.errors import UserError
 from trlvr.eval.api import ModelSpec, evaluate_specs
 from trlvr.eval.spec import EvalSpec
-from trlvr.experiments.selection import Candidate, check_metric, list_checkpoints, select_checkpoint
+from trlvr.experiments.selection import (
+    Candidate,
+    check_metric,
+    list_checkpoints,
+    select_checkpoint,
+    selection_folder,
+    suite_for,
+)
 from trlvr.models import SELF, is_adapter_dir
+from trlvr.ranks import Ranks
 from trlvr.rewards import check_golds
 from trlvr.rundir import HOLDOUT_FILE, RUN_FILE
 
@@ -107,7 +116,10 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
     spec: the EvalSpec every checkpoint is evaluated under (`selection_spec`); models: the junior and
     how to load (its `senior` is ignored: each checkpoint in turn; junior None = the run's own, pairing =
     the run's own setting). fresh: start each checkpoint's evaluation over (its folder was made under
-    other settings): every checkpoint's checks first, then each folder set aside as it is evaluated."""
+    other settings): every checkpoint's checks first, then each folder set aside as it is evaluated.
+    The run's lock is held from its first write on (`trlvr.rundir.LOCKS`: a run being trained is refused, and
+    a training into it is refused while the selection runs); every check before it writes nothing."""
+    rundir.check_unlocked(run_dir, "trlvr train", "RUN")  # a run being trained: refused at once
     record = read_run(run_dir)
     models = models or ModelSpec("")
     junior = models.junior or record.get("tandem", {}).get("junior")
@@ -135,6 +147,9 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
     def check_checkpoint(cand: Candidate, problems, out_dir: Path, suite):  # --fresh: each folder's checks first
         evaluate_checkpoint(cand, problems, out_dir, suite, check_only=True)
 
-    return select_checkpoint(run_dir, problems, metric=how.metric, evaluate_checkpoint=evaluate_checkpoint,
-                             val_name=name, direction=how.direction, candidates=candidates,
-                             check_checkpoint=check_checkpoint if fresh else None)  # fmt: skip
+    if fresh:  # every checkpoint's checks before the first folder is set aside, and before the lock is taken
+        for cand in candidates:
+            check_checkpoint(cand, problems, selection_folder(run_dir, name) / f"step-{cand.step}", suite_for(how.metric))
+    with rundir.lock(run_dir, by="trlvr select", main_process=Ranks.current().writer):
+        return select_checkpoint(run_dir, problems, metric=how.metric, evaluate_checkpoint=evaluate_checkpoint,
+                                 val_name=name, direction=how.direction, candidates=candidates)  # fmt: skip

@@ -166,6 +166,11 @@ def pick(table: list[dict], direction: str) -> dict:
     return max(table, key=lambda r: (sign * r["value"], -r["step"]))
 
 
+def selection_folder(run_dir: str | Path, val_name: str) -> Path:
+    """RUN/select/<val>/: the validation evaluations of one selection (step-N/ each)."""
+    return Path(run_dir) / "select" / val_name
+
+
 def select_checkpoint(
     run_dir: str | Path,
     val_problems: list,
@@ -190,7 +195,7 @@ def select_checkpoint(
         raise UserError("validation set is empty")
     run = Path(run_dir)
     candidates = candidates or list_checkpoints(run)
-    out_root = run / "select" / val_name
+    out_root = selection_folder(run, val_name)
     table = []
     for cand in candidates if check_checkpoint is not None else ():
         check_checkpoint(cand, val_problems, out_root / f"step-{cand.step}", suite)
@@ -210,8 +215,8 @@ def select_checkpoint(
     if not Ranks.current().writer:  # several processes evaluated it; rank 0 alone records the choice
         return sel
     out_root.mkdir(parents=True, exist_ok=True)
-    (out_root / "selection.json").write_text(json.dumps(stored(sel, out_root), indent=2))
-    (out_root / "table.md").write_text(format_table(sel))
+    rundir.write_file(out_root / "selection.json", json.dumps(stored(sel, out_root), indent=2))
+    rundir.write_file(out_root / "table.md", format_table(sel))
     plot_selection(sel, out_root / "curve.png")
     rundir.write_record(run / SELECTED_FILE, stored(sel, run))  # atomic: a reader sees the old or the new record
     return sel

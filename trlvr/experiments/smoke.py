@@ -449,7 +449,8 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
         raise UserError(f"--steps and --problems must be >= 1 (got {opts.steps}, {opts.problems})")
     check_arms(opts.config, opts.out, opts.steps, opts.problems, opts.overrides)  # before any engine is built
     out = Path(opts.out)
-    rundir.prepare_output(out, rundir.SMOKE, flag="--out", start_over=True)  # an earlier smoke: set aside
+    rundir.prepare_output(out, rundir.SMOKE, flag="--out", start_over=True,  # an earlier smoke: set aside
+                          keep=rundir.lock_files("trlvr smoke"))  # (`trlvr smoke` holds its lock)
     out.mkdir(parents=True, exist_ok=True)
     quiet = None if opts.verbose else out / LOG_FILE
     report: dict = {"config": str(opts.config), "steps": opts.steps, "problems": opts.problems,
@@ -535,7 +536,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
                       for a, v in arms.items()}  # fmt: skip
     failed = [k for k, c in checks.items() if c["status"] == "failed"]
     report["passed"] = not failed
-    (out / rundir.SMOKE_FILE).write_text(json.dumps(report, indent=1, default=str))
+    rundir.write_file(out / rundir.SMOKE_FILE, json.dumps(report, indent=1, default=str))
     say(render(report))
     return report
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trlvr import artifacts
+from trlvr import artifacts, rundir
 from trlvr.data.jsonl import read_jsonl
 from trlvr.errors import UserError
 from trlvr.eval import sample_metrics
@@ -348,8 +348,8 @@ def write_study_report(study: Study, out: Path, allow_mismatch: bool = False) ->
     rep = out / "report"
     rep.mkdir(parents=True, exist_ok=True)
     written = [rep / "table.md", rep / "summary.json"]
-    written[0].write_text(markdown(study, data))
-    written[1].write_text(json.dumps(data, indent=1, default=str))
+    rundir.write_file(written[0], markdown(study, data))
+    rundir.write_file(written[1], json.dumps(data, indent=1, default=str))
     written.append(figure(study, data, rep / "figure.png"))
     done = [n for n, r in data["rows"].items() if r["seeds"]]
     if len(done) >= 2:

@@ -93,10 +93,7 @@ def _rows(problems) -> list[dict]:
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
+    rundir.write_file(path, "".join(json.dumps(r) + "\n" for r in rows))  # never through a link at `path`
 
 
 def is_complete(out_dir: str | Path) -> bool:
@@ -331,5 +328,5 @@ def prepare_world(
     if use_assets and (ASSETS_DIR / "train_card.json").exists():
         card["assets_train_card"] = json.loads((ASSETS_DIR / "train_card.json").read_text())
     # card.json is written last: its presence marks the directory complete.
-    (out / "card.json").write_text(json.dumps(card, indent=2) + "\n")
+    rundir.write_file(out / "card.json", json.dumps(card, indent=2) + "\n")
     return card

@@ -129,8 +129,17 @@ def build_dataset(problems: list[Problem], tokenizer: Any, max_prompt_length: in
         log(f"max_prompt_length={max_prompt_length}: kept {len(kept)} of {len(rows)} problems")
         rows = kept
     if not rows:
-        raise UserError("dataset: no usable training problems left (check dataset, holdout and max_prompt_length)")
+        raise UserError(NONE_LEFT)
     return Dataset.from_list(rows)
+
+
+NONE_LEFT = "dataset: no usable training problems left (check dataset, holdout and max_prompt_length)"
+
+
+def problems_within(problems: list[Problem], tokenizer: Any, max_prompt_length: int) -> int:
+    """How many of `problems` `build_dataset` keeps under `max_prompt_length` (their prompts in `tokenizer`'s
+    tokens): the preflight's count, before anything is set aside or loaded."""
+    return sum(len(encode_prompt(prompt_for(p, tokenizer), tokenizer)) <= max_prompt_length for p in problems)
 
 
 def launch_sharding(args=None) -> str | None:

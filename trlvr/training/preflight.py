@@ -29,12 +29,19 @@ from pathlib import Path
 import transformers
 from packaging.version import Version
 
-from trlvr import rundir
+from trlvr import artifacts, rundir
 from trlvr.data.sources import is_local
 from trlvr.engine.backends import backend
 from trlvr.errors import UserError
-from trlvr.models import locate
-from trlvr.training.build import check_pairing, check_steps_per_epoch, load_training_problems, resolve_reward
+from trlvr.models import load_tokenizer_for, locate
+from trlvr.training.build import (
+    NONE_LEFT,
+    check_pairing,
+    check_steps_per_epoch,
+    load_training_problems,
+    problems_within,
+    resolve_reward,
+)
 from trlvr.training.checkpoints import pick_checkpoint
 from trlvr.training.run_record import check_output_dir, run_record
 
@@ -102,6 +109,8 @@ def check_run_start(tandem, args, *, resume: bool, force: bool, planning: bool =
             start.last, start.skipped = pick_checkpoint(out)
             if start.last is None:
                 raise UserError(f"--resume: no complete checkpoint in {out}")
+            if why := artifacts.problem(start.last, artifacts.CHECKPOINT, deep=True):  # what the resume loads, hashed
+                raise UserError(f"--resume: {start.last} is not what was saved ({why}); nothing was loaded or written")
             if rundir.checkpoint_step(start.last) != args.max_steps:  # else: final/ from it, nothing trained
                 check_resume_device(args)
     start.note = check_config(tandem, args, planning=planning)
@@ -127,7 +136,13 @@ def check_config(tandem, grpo, *, planning: bool = True) -> str:
     else:
         note += "; pairing not checked (a model folder is not there yet)"
     if n_train is not None:  # as training checks it: after the paths and capabilities, before any model
-        check_steps_per_epoch(n_train, tandem, grpo)
+        after = ""
+        if tandem.max_prompt_length is not None and problems is not None and Path(tandem.senior).is_dir():
+            n_train = _within(tandem, problems[:n_train])  # what build_dataset keeps, before --force sets aside
+            after = f", after max_prompt_length {tandem.max_prompt_length}"
+            if n_train == 0:
+                raise UserError(NONE_LEFT)
+        check_steps_per_epoch(n_train, tandem, grpo, after=after)
     return note
 
 
@@ -150,6 +165,18 @@ def check_trainer_device(tandem, grpo, cuda: bool | None = None) -> None:
     if cuda:
         raise UserError(f"use_cpu: true with backend {tandem.backend} on a machine with CUDA: the engine runs on the "
                         "GPU and the trainer would train on the CPU beside it; set use_cpu: false (--use_cpu false)")  # fmt: skip
+
+
+_WITHIN: dict[tuple, int] = {}
+
+
+def _within(tandem, train: list) -> int:
+    """The training problems whose prompt fits max_prompt_length in the senior's tokens (`problems_within`;
+    a study plans many runs on one file and one senior: counted once)."""
+    key = (str(Path(tandem.senior).resolve()), tandem.max_prompt_length, id(train[0]) if train else None, len(train))
+    if key not in _WITHIN:
+        _WITHIN[key] = problems_within(train, load_tokenizer_for(tandem.senior, "senior"), tandem.max_prompt_length)
+    return _WITHIN[key]
 
 
 def _check_model_paths(tandem, planning: bool) -> None:
