@@ -27,6 +27,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     from trlvr.eval import defaults as D
     from trlvr.kinds import COUNT, NONNEG, NONNEG_FLOAT, SEED, TEXT, UNIT, count
     from trlvr.models import DEVICE
+    from trlvr.rewards import GRADERS
 
     p = subparsers.add_parser("select", help="choose a run's checkpoint on held-out validation data", formatter_class=DefaultsFormatter)
     p.add_argument("run", type=TEXT, help="training run folder (output_dir)")
@@ -48,6 +49,8 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--junior-device", type=DEVICE, default=None, help="put the junior on its own device (e.g. cuda:1)")
     p.add_argument("--backend", default="hf", choices=tuple(BACKENDS),
                    help="the engine that generates (see trlvr eval)")
+    p.add_argument("--grader", default="trlvr", choices=GRADERS,
+                   help="the grader the metric is computed with (see trlvr eval --grader): trlvr, authors or authors-paper")
     p.add_argument("--include-initial", action="store_true", help="also evaluate the run's starting senior (step 0)")
     p.add_argument("--fresh", action="store_true",
                    help="start every checkpoint's validation evaluation over (RUN/select/<val>/step-N/ made under other settings)")
@@ -64,7 +67,7 @@ def main(args) -> int:
     how = SelectSpec(args.val, args.metric, args.direction, args.limit, args.include_initial)
     spec = selection_spec(args.metric, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed,
                           decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
-                          batch_size=args.batch_size)  # fmt: skip
+                          batch_size=args.batch_size, grader=args.grader)  # fmt: skip
     models = ModelSpec("", args.junior, dtype=args.dtype, device=args.device, junior_device=args.junior_device,
                        backend=args.backend)  # fmt: skip
     check_run(args, spec)

@@ -18,7 +18,7 @@ from trlvr.eval.api import ModelSpec, evaluate_specs
 from trlvr.eval.spec import EvalSpec
 from trlvr.experiments.selection import Candidate, check_metric, list_checkpoints, select_checkpoint
 from trlvr.models import SELF, is_adapter_dir
-from trlvr.rewards import check_golds
+from trlvr.rewards import GRADERS, check_golds, require_grader
 from trlvr.rundir import HOLDOUT_FILE, RUN_FILE
 
 
@@ -72,12 +72,19 @@ def validation_problems(run_dir: str | Path, val: str, limit: int | None = None)
 
 
 def selection_spec(metric: str, *, n: int = 4, max_new_tokens: int = 3000, decoding: dict | None = None,
-                   seed: int = 0, batch_size: int = 64):  # fmt: skip
-    """The EvalSpec every checkpoint is evaluated under, checked (n, budget, decoding, the metric's name)."""
+                   seed: int = 0, batch_size: int = 64, grader: str = "trlvr"):  # fmt: skip
+    """The EvalSpec every checkpoint is evaluated under, checked (n, budget, decoding, the metric's name, the
+    grader the metric is computed with: one of `trlvr.rewards.GRADERS`, its dependencies installed)."""
     if n < 1:
         raise UserError(f"--n must be >= 1, got {n}")
+    if grader not in GRADERS:
+        raise UserError(f"--grader: {grader!r}; choose one of {', '.join(GRADERS)}")
+    try:
+        require_grader(grader)
+    except UserError as e:
+        raise UserError(f"--grader: {e}") from None
     spec = EvalSpec(n=n, ks=tuple(k for k in (1, 2, 4, 8) if k <= n), seed=seed, max_new_tokens=max_new_tokens,
-                    batch_size=batch_size, **(decoding or {}))  # fmt: skip
+                    batch_size=batch_size, graders=(grader,), **(decoding or {}))  # fmt: skip
     return spec.replace(suite=tuple(check_metric(metric, spec.ks)))
 
 
