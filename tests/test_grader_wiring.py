@@ -244,3 +244,42 @@ def test_a_source_whose_columns_say_nothing_is_refused_naming_flags_not_python_a
     assert main(["data", "check", str(data)]) == 2
     line = _one_line_error(capsys)
     assert "--schema" in line and "--problem-field" in line and "schema=" not in line and "_field=" not in line
+
+
+# ---- studies -------------------------------------------------------------------------------------------
+
+STUDY = """
+name: graded
+base: toy
+worlds: {spaced: {jargon: spaced}}
+train: {max_steps: 4, save_steps: 2, holdout: 20, grader: authors-paper}
+seeds: [0]
+selection: {val: "split:20", metric: solo/pass@1, n: 2, grader: authors-paper}
+evaluation: {data: test, suite: [solo], n: 2, k: [1, 2], grader: "authors-paper,trlvr"}
+variants:
+  grpo: {arm: grpo, world: spaced}
+"""
+
+
+def test_a_study_carries_the_grader_to_its_train_select_and_eval_stages(tmp_path, capsys):
+    import shlex
+
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY)
+    assert main(["study", "plan", str(study), "--out", str(tmp_path / "out")]) == 0
+    train, select, ev = (shlex.split(ln) for ln in capsys.readouterr().out.splitlines()
+                         if ln.split()[1:2] in (["train"], ["select"], ["eval"]))  # fmt: skip
+    assert train[train.index("--grader") + 1] == "authors-paper"
+    assert select[select.index("--grader") + 1] == "authors-paper"
+    assert ev[ev.index("--grader") + 1] == "authors-paper,trlvr"
+    for old, new, where in (
+        ('grader: "authors-paper,trlvr"', "grader: verl", "evaluation.grader: expected one grader, or several "
+         "comma-separated of trlvr, authors, authors-paper, got 'verl'"),
+        ("n: 2, grader: authors-paper}", "n: 2, grader: 'trlvr,authors-paper'}", "selection.grader: expected one "
+         "grader of trlvr, authors, authors-paper, got 'trlvr,authors-paper'"),
+        ("grader: authors-paper}\nseeds", "grader: verl}\nseeds", "variants.grpo (with train:): grader: must be one "
+         "of ('trlvr', 'authors', 'authors-paper') (got 'verl')"),
+    ):
+        study.write_text(STUDY.replace(old, new, 1))
+        assert main(["study", "plan", str(study)]) == 2
+        assert f"trlvr study: error: study {study}: {where}" in _one_line_error(capsys)
