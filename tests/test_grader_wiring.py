@@ -56,7 +56,6 @@ def test_the_training_reward_is_built_with_the_grader_and_a_missing_dependency_i
     assert resolve_reward("math") is math_reward
     reward = resolve_reward("math", "authors-paper")
     assert isinstance(reward, MathReward) and reward.grader == "authors-paper"
-    assert reward([c for c, _ in DISAGREE], [g for _, g in DISAGREE]) == SCORES["authors-paper"]
     monkeypatch.setattr(graders, "missing_for", lambda name: "pylatexenc not installed" if name == "authors" else None)
     with pytest.raises(UserError, match=r"^grader: grader 'authors' needs pylatexenc not installed: pip install"):
         resolve_reward("math", "authors")
@@ -283,3 +282,24 @@ def test_a_study_carries_the_grader_to_its_train_select_and_eval_stages(tmp_path
         study.write_text(STUDY.replace(old, new, 1))
         assert main(["study", "plan", str(study)]) == 2
         assert f"trlvr study: error: study {study}: {where}" in _one_line_error(capsys)
+
+
+@pytest.mark.slow  # two checkpoints evaluated (~4 s)
+def test_select_computes_its_metric_with_the_grader_and_records_it(pair, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    for step in (1, 2):
+        shutil.copytree(pair / "senior", run / f"checkpoint-{step}")
+    (run / "trlvr_run.json").write_text(json.dumps({"tandem": {"senior": str(pair / "senior"),
+                                                               "junior": str(pair / "junior"), "holdout": 0}}))  # fmt: skip
+    argv = ["select", str(run), "--val", str(pair / "d.jsonl"), "--metric", "solo/pass@1", "--n", "1",
+            "--max-new-tokens", "2", "--no-progress", "--grader", "authors-paper"]  # fmt: skip
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("validation problems, grader authors-paper")
+    assert json.loads((run / "selected.json").read_text())["grader"] == "authors-paper"
+    for step in (1, 2):
+        config = json.loads((run / "select" / "d" / f"step-{step}" / "results.json").read_text())["config"]
+        assert config["grader"] == "authors-paper" and config["graders"] == ["authors-paper"]
+    assert main([*argv[:-1], "verl"]) == 2
+    assert "argument --grader: invalid choice: 'verl'" in _one_line_error(capsys)

@@ -75,7 +75,7 @@ def main(args) -> int:
     if not Ranks.current().writer:  # another process of a launch: rank 0 reports what it wrote
         return 0
     print(f"selected step {sel.step} ({sel.path}): {sel.metric} = {sel.value:.4f} "
-          f"[{sel.ci_low:.4f}, {sel.ci_high:.4f}] on {sel.val['size']} validation problems")  # fmt: skip
+          f"[{sel.ci_low:.4f}, {sel.ci_high:.4f}] on {sel.val['size']} validation problems, grader {sel.grader}")  # fmt: skip
     print(f"wrote {args.run}/{rundir.SELECTED_FILE} and {args.run}/select/{sel.val['name']}/table.md, curve.png")
     return 0
 
