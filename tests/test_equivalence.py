@@ -6,7 +6,9 @@ protocol's answer-leakage control (`trlvr.eval.prefix.answer_in_text`).
 Hypothesis draws a value, a second value that is the same or a near miss (a last digit off, a decimal cut
 short, a hundred times larger or smaller: a percentage read as a plain number), and writes each in any
 of its spellings (integer, thousands commas, decimal, 1.0e3, 2.5\\times 10^{-3}, p/q, \\frac{p}{q}, 5%,
-5\\%). The oracle is the two drawn values: equal exactly when the values are.
+5\\%). The oracle is the two drawn values: equal exactly when the values are, or, where exactly one side
+is written as a percentage, when its written number is the other's value (the percent rule: ``20\\%``
+equals the answer key's ``20``, as both authors' graders read it, and its value ``0.2``).
 Before: the box-less mode read "1.0e3" as 1.0 and 0.3333333 as 1/3 (math-verify's extraction and its
 6-place rounding), "5\\%" in running text as 5 and "1/3." as a float; the leakage control read "5%",
 "1e3" and "\\frac{1}{3}" as other numbers or not at all; math-verify read a gold "1.5e10" as 1.5*e*10.
@@ -38,21 +40,22 @@ def _terminating(q: int) -> int | None:
     return None
 
 
-def spellings(v: Fraction) -> list[str]:
-    """Every way the graders must read as exactly ``v``."""
+def spellings(v: Fraction) -> list[tuple[str, bool]]:
+    """Every way the graders must read as exactly ``v``, each with whether it is written as a percentage."""
     p, q = v.numerator, v.denominator
     neg, ap = ("-" if p < 0 else ""), abs(p)
     out = [f"{p}/{q}", f"{neg}\\frac{{{ap}}}{{{q}}}"]
     if q == 1:
         out += [str(p)] + ([f"{p:,}"] if ap >= 1000 else [])
     k = _terminating(q)
+    pcts = []
     if k is not None:
         d = Decimal(p * 10**k // q).scaleb(-k)
         mant, exp = f"{d:E}".split("E")
         pct = Decimal(p * 10**k // q).scaleb(2 - k)
-        out += [f"{d:f}", f"{mant}e{int(exp)}", f"{mant}E{int(exp):+d}", f"{mant} \\times 10^{{{int(exp)}}}",
-                f"{pct:f}%", f"{pct:f}\\%"]  # fmt: skip
-    return out
+        out += [f"{d:f}", f"{mant}e{int(exp)}", f"{mant}E{int(exp):+d}", f"{mant} \\times 10^{{{int(exp)}}}"]
+        pcts = [f"{pct:f}%", f"{pct:f}\\%"]
+    return [(x, False) for x in out] + [(x, True) for x in pcts]
 
 
 @st.composite
@@ -62,10 +65,11 @@ def pairs(draw):
     how = draw(st.sampled_from(["same", "same", "digit", "cut", "x100", "/100", "neg"]))
     w = {"same": v, "digit": v + Fraction(1, 10 ** draw(st.integers(0, 6))),
          "cut": Fraction(round(v * 1000), 1000), "x100": v * 100, "/100": v / 100, "neg": -v}[how]  # fmt: skip
-    a, g = draw(st.sampled_from(spellings(v))), draw(st.sampled_from(spellings(w)))
+    (a, a_pct), (g, g_pct) = draw(st.sampled_from(spellings(v))), draw(st.sampled_from(spellings(w)))
+    same = v == w or (a_pct and not g_pct and 100 * v == w) or (g_pct and not a_pct and 100 * w == v)
     if draw(st.booleans()):
         a, g = g, a
-    return a, g, v == w
+    return a, g, same
 
 
 def _eval(mode: str, box: bool):
@@ -114,7 +118,9 @@ NEAR_MISSES = [
     ("1/3", "0.333", False),
     ("0.3333333", "\\frac{1}{3}", False),
     ("5%", "0.05", True),
-    ("5\\%", "5", False),
+    ("5\\%", "5", True),  # the answer key writes 5 for 5\\% (both authors' graders agree)
+    ("0.5\\%", "5", False),
+    ("5\\%", "0.5", False),
     ("2.5e-3", "0.0025", True),
     ("1.5 \\times 10^{10}", "1.5e10", True),
     ("1,234", "1234", True),
@@ -147,7 +153,7 @@ def test_symbolic_pairs_agree_across_graders(grader, answer, gold, same, tmp_pat
     assert GRADERS[grader](answer, gold, tmp_path) is same
 
 
-@pytest.mark.parametrize("gold", ["\\frac{", "\\text{}", "\\$5"])
+@pytest.mark.parametrize("gold", ["\\frac{", "\\text{}"])
 def test_data_check_refuses_a_gold_the_grader_cannot_read_naming_file_and_row(tmp_path, capsys, gold):
     path = tmp_path / "golds.jsonl"
     path.write_text(json.dumps({"problem": "fine", "answer": "7"}) + "\n" + json.dumps({"problem": "bad", "answer": gold}) + "\n")

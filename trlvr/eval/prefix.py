@@ -9,11 +9,12 @@ junior the senior's whole trace, and it writes only the ending (its EOS, or what
 
 Answer availability: transfer can come from the answer already being in the prefix. A row is flagged
 `answer_in_prefix` when the gold answer appears as a number in the prefix's text: every number in it
-(integers, decimals, thousands separators, scientific notation, ratios, \\frac, percentages, a sign after a
-space or an opening bracket) is read by the grader's one rule (`trlvr.rewards.equivalence`: the gold as
-an answer is read, and compared exactly), so the flag says "the gold is in the prefix" exactly where the
-grader would score that number right; a gold that is not a number (an expression, a word) is looked for
-as text. The gold, not the senior's own final
+(integers, decimals, thousands separators, scientific notation, powers of ten, ratios, \\frac, percentages,
+a sign after a space or an opening bracket) is judged against the gold by the trlvr grader's one rule
+(`trlvr.rewards.equivalence.exact_verdict`, the reward's own exact step: units dropped, so the gold
+``7\\text{ marbles}`` is found in "so 7"; ``20`` is found in "20%"), so the flag says "the gold is in the
+prefix" exactly where the grader would score that number right; a gold that is not a number (an
+expression, a word) is looked for as text. The gold, not the senior's own final
 answer: a flagged prefix hands the junior the right answer, whoever would have found it.
 
 What this file does not know: models, engines, files.
@@ -21,7 +22,7 @@ What this file does not know: models, engines, files.
 
 from __future__ import annotations
 
-from trlvr.rewards.equivalence import answer_form, fraction_of, numbers_in
+from trlvr.rewards.equivalence import answer_form, exact_verdict, number_of, number_tokens, numbers_in
 from trlvr.rewards.mathtext import normalize_math
 
 __all__ = ["answer_in_text", "cut", "numbers_in", "trace_body"]
@@ -47,11 +48,12 @@ def answer_in_text(text: str, gold: str) -> bool:
 
     >>> answer_in_text("so 4 + 3 = 7 and", "7"), answer_in_text("so 4 + 3 = 17", "7"), answer_in_text("x", "")
     (True, False, False)
+    >>> answer_in_text("we count 7 of them", "7\\\\text{ marbles}"), answer_in_text("a rise of 20%", "20")
+    (True, True)
     """
     g = answer_form(gold)
     if not g:
         return False
-    value = fraction_of(g)
-    if value is None:
+    if number_of(gold) is None:
         return g in normalize_math(text)
-    return value in numbers_in(text)
+    return any(exact_verdict(tok, gold) for tok in number_tokens(text))

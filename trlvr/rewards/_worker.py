@@ -24,7 +24,7 @@ import threading
 import time
 from fractions import Fraction
 
-from trlvr.rewards.equivalence import exact_verdict, mark_numbers, number_of, symbolic_form
+from trlvr.rewards.equivalence import REL_TOL, exact_verdict, mark_numbers, number_of, symbolic_form
 
 _REPR_CHARS = 200
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -61,6 +61,43 @@ def _gold(gold: str) -> tuple:
     return g
 
 
+NUMERIC_DIGITS = 40  # working precision (decimal digits) of the numeric comparison: far below REL_TOL
+
+
+def _complex(x) -> complex:
+    """A sympy number's value (at ``NUMERIC_DIGITS``), or a plain number's; raises TypeError for anything else."""
+    import sympy
+
+    if isinstance(x, sympy.Basic):
+        x = sympy.N(x.doit(), NUMERIC_DIGITS)
+    return complex(x)
+
+
+def numeric_verdict(gold, pred) -> bool | None:
+    """True/False when math-verify read both sides as numbers (sympy expressions without free symbols: 10^{-7},
+    \\sqrt{2}, 2^{-30}, \\pi), compared exactly where both are rational, else to a relative ``REL_TOL``
+    (never math-verify's 6 decimal places, under which 10^{-7} equals 10^{-8}); None for anything else
+    (sets, intervals, equations, expressions in a variable), which math-verify's ``verify`` decides."""
+    import sympy
+
+    a, b = gold[0] if gold else None, pred[0] if pred else None
+    if not all(isinstance(x, sympy.Expr) for x in (a, b)):
+        return None
+    a, b = a.doit(), b.doit()  # math-verify keeps 5\\% as 5*UnevaluatedExpr(1/100)
+    if not (a.is_number and b.is_number):
+        return None
+    if a.is_Rational and b.is_Rational:
+        return bool(a == b)
+    try:
+        x, y = _complex(a), _complex(b)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError, AttributeError):
+        return None  # math-verify's turn (nan, zoo, a value sympy cannot evaluate)
+    if x == y:
+        return True
+    scale = max(abs(x), abs(y))
+    return bool(scale and math.isfinite(scale) and abs(x - y) <= REL_TOL * scale)
+
+
 def grade_pair(answer: str, gold: str) -> tuple[float, str]:
     """(score, answer shown) for a boxed answer's content against a gold: the one rule
     (`trlvr.rewards.equivalence`), math-verify comparing the two :func:`symbolic_form` texts."""
@@ -73,16 +110,19 @@ def grade_pair(answer: str, gold: str) -> tuple[float, str]:
     p = _parse(f"\\boxed{{{symbolic_form(answer)}}}")
     if not p:
         return 0.0, ""
+    numeric = numeric_verdict(g, p)
+    if numeric is not None:
+        return float(numeric), answer[:_REPR_CHARS]
     return float(bool(verify(list(g), p, timeout_seconds=None))), answer[:_REPR_CHARS]
 
 
 def _reads_as(parsed, value) -> bool:
     """Whether math-verify's value ``parsed`` is the exact number ``value`` (to float precision)."""
     try:
-        a, b = float(parsed), float(Fraction(value))
-    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+        a, b = _complex(parsed), complex(Fraction(value))
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError, AttributeError):
         return False
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0) or a == b
+    return a == b or (math.isfinite(abs(b)) and abs(a - b) <= 1e-9 * abs(b))
 
 
 def grade_tail(text: str, gold: str) -> tuple[float, str]:
@@ -101,6 +141,9 @@ def grade_tail(text: str, gold: str) -> tuple[float, str]:
         quick = exact_verdict(shown, gold)
         if quick is not None:
             return float(quick), shown[:_REPR_CHARS]
+    numeric = numeric_verdict(g, p)
+    if numeric is not None:
+        return float(numeric), shown[:_REPR_CHARS]
     return float(bool(verify(list(g), p, timeout_seconds=None))), shown[:_REPR_CHARS]
 
 

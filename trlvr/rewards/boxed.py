@@ -110,20 +110,25 @@ _THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 1,234,567.5 (ma
 # LaTeX scientific notation after normalize (spaces gone): 1.5\times10^{10}, 2\cdot10^-3, 3*10^{4}
 _LATEX_SCI = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(?:\\times|\\cdot|\*)10\^(?:\{([+-]?\d+)\}|([+-]?\d))")
 _RATIO = re.compile(r"([+-]?\d+)/([+-]?\d+)")
-_FRAC = re.compile(r"(-?)\\frac\{(-?\d+)\}\{(-?\d+)\}")
+_POW10 = re.compile(r"([+-]?)10\^(?:\{([+-]?\d+)\}|([+-]?\d))")  # a power of ten: 10^{-7}, 10^3
+_FRAC_OPEN = re.compile(r"(-?)\\frac\{")
+FRAC_DEPTH = 3  # \frac{..}{..} of numbers read exactly, nested this deep (\frac{1}{\frac{1}{10^{7}}})
 MAX_EXPONENT = 10_000  # beyond it an exact fraction would be a number of that many digits: Decimals only
 
 
-def exact_number(s: str):
+def exact_number(s: str, depth: int = 0):
     """The exact value of a plain number: an integer, a decimal, scientific notation ("1.5e-300",
-    "1.5\\times10^{-300}"), thousands commas ("1,234"), a ratio "p/q" or "\\frac{p}{q}", any of them
-    as a percentage ("5%", "5\\%": a hundredth of it), after :func:`normalize`; a Decimal or a Fraction,
-    None for anything else (math-verify's). Linear in the text; never rounds.
+    "1.5\\times10^{-300}", "2\\cdot10^{3}"), a power of ten ("10^{-7}"), thousands commas ("1,234"), a
+    ratio "p/q", "\\frac{p}{q}" of any of these ("\\frac{1}{10^{7}}"), any of them as a percentage ("5%",
+    "5\\%": a hundredth of it), after :func:`normalize`; a Decimal or a Fraction, None for anything else
+    (math-verify's). Never rounds.
 
     >>> exact_number("1.50") == exact_number("3/2") == exact_number(r"\\frac{3}{2}") == exact_number("15e-1")
     True
     >>> exact_number(r"150\\%") == exact_number("1.5") == exact_number(r"0.15\\times10^{1}"), exact_number("5%")
     (True, Fraction(1, 20))
+    >>> exact_number("10^{-7}"), exact_number(r"\\frac{1}{10^{7}}") == exact_number("1e-7") != exact_number("1e-8")
+    (Decimal('1E-7'), True)
     """
     if len(s) > 1000:
         return None
@@ -134,6 +139,8 @@ def exact_number(s: str):
             return None if v is None else Fraction(v) / 100 if _small(v) else None
     if m := _LATEX_SCI.fullmatch(s):
         s = f"{m.group(1)}e{m.group(2) or m.group(3)}"
+    elif m := _POW10.fullmatch(s):
+        s = f"{m.group(1)}1e{m.group(2) or m.group(3)}"
     elif _THOUSANDS.fullmatch(s):
         s = s.replace(",", "")
     if _DECIMAL.fullmatch(s):
@@ -142,14 +149,30 @@ def exact_number(s: str):
         except InvalidOperation:
             return None
     if m := _RATIO.fullmatch(s):
-        sign, num, den = "", *m.groups()
-    elif m := _FRAC.fullmatch(s):
-        sign, num, den = m.groups()
-    else:
+        num, den = int(m.group(1)), int(m.group(2))
+        return None if den == 0 else Fraction(num, den)
+    return _frac_number(s, depth)
+
+
+def _frac_number(s: str, depth: int):
+    """``\\frac{p}{q}`` (an optional sign before it) of two numbers :func:`exact_number` reads, exactly."""
+    m = _FRAC_OPEN.match(s)
+    if m is None or depth >= FRAC_DEPTH:
         return None
-    if int(den) == 0:
+    end = _close_of(s, m.end())
+    if end < 0 or s[end + 1 : end + 2] != "{":
         return None
-    return Fraction(int(num), int(den)) * (-1 if sign else 1)
+    end2 = _close_of(s, end + 2)
+    if end2 != len(s) - 1:
+        return None
+    num, den = s[m.end() : end], s[end + 2 : end2]
+    if num.endswith("%") or den.endswith("%"):
+        return None
+    p, q = exact_number(num, depth + 1), exact_number(den, depth + 1)
+    if p is None or q is None or not (_small(p) and _small(q)) or q == 0:
+        return None
+    v = Fraction(p) / Fraction(q)
+    return -v if m.group(1) else v
 
 
 def _small(v) -> bool:

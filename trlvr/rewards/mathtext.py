@@ -26,6 +26,8 @@ parser through ``math_verify.parse("\\boxed{...}")``, in brackets):
   gold written with the old British decimal point (``2·5`` for 2.5) is flagged by ``trlvr data check``
   because it reads differently raw and normalised;
 - ``×`` -> ``\\times``, ``÷`` -> ``\\div`` [both already read this way in LaTeX];
+- the degree sign ``°`` (U+00B0) -> ``^{\\circ}``, the LaTeX degree (the grader then drops it as a unit:
+  `trlvr.rewards.equivalence`) [math-verify reads ``30°`` as 30 inside ``$...$`` and not at all inside ``\\boxed{}``];
 - superscripts: a run of ``⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ`` -> ``^{...}`` (``x⁻¹`` -> ``x^{-1}``) [none parse];
 - vulgar fractions ``½ ⅓ ¾ ...`` -> ``\\frac{p}{q}``, and after digits a mixed number: ``3½`` ->
   ``(3+\\frac{1}{2})`` [none parse; inside ``$...$`` ``3½`` reads as 3].
@@ -54,7 +56,7 @@ VULGAR = "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅐⅛⅜⅝⅞⅑⅒↉"
 _CHARS = {ord(c): "-" for c in MINUS_SIGNS}
 _CHARS.update({ord(c): "/" for c in SLASHES})
 _CHARS.update({c: chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)})  # full-width ASCII
-_CHARS.update({0x00B7: "\\cdot ", 0x22C5: "\\cdot ", 0x00D7: "\\times ", 0x00F7: "\\div "})
+_CHARS.update({0x00B7: "\\cdot ", 0x22C5: "\\cdot ", 0x00D7: "\\times ", 0x00F7: "\\div ", 0x00B0: "^{\\circ}"})
 _SUPER = str.maketrans(SUPERSCRIPTS, "0123456789+-=()ni")
 _SPACES = str.maketrans(dict.fromkeys(NUMBER_SPACES + OTHER_SPACES, " "))
 _FRACTIONS = {

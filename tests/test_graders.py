@@ -1,0 +1,218 @@
+"""The graders (`trlvr.rewards.graders`): ``trlvr`` without false positives on numbers, its unit rule
+(percent, dollars, degrees, pairs against sets), and the authors' two graders against their own published scores.
+
+Issue 57: against the gold ``1e-8`` the trlvr grader scored ``10^{-7}``, ``10^{-9}`` and ``\\frac{1}{10^7}`` 1
+(math-verify compares floats at 6 decimal places once a side is not a number literal); ``\\boxed{20\\%}`` scored
+0 against the answer key's ``20``, ``18.90`` 0 against ``\\$18.90``, ``30°`` 0 against ``30``, ``(3, 5)`` 1
+against ``\\{3, 5\\}``.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trlvr.cli.main import main
+from trlvr.errors import UserError
+from trlvr.eval.prefix import answer_in_text
+from trlvr.rewards import GRADERS, MathReward, equivalent, grade, require_grader
+from trlvr.rewards.graders import check_grader, missing_for
+
+STRICT, LENIENT = MathReward(), MathReward(require_box=False)
+
+
+def trlvr_verdicts(answer: str, gold: str) -> dict[str, float]:
+    """Every way the trlvr grader judges one pair: the one equality, both modes with a box, the lenient
+    mode without one."""
+    return {
+        "equivalent": float(equivalent(answer, gold)),
+        "boxed": STRICT([f"so \\boxed{{{answer}}}."], [gold])[0],
+        "boxed_or_tail, boxed": LENIENT([f"so \\boxed{{{answer}}}."], [gold])[0],
+        "boxed_or_tail, no box": LENIENT([f"The answer is {answer}."], [gold])[0],
+    }
+
+
+# -- the seam ------------------------------------------------------------------------------------
+
+
+def test_the_graders_and_one_line_refusals():
+    assert GRADERS == ("trlvr", "authors", "authors-paper")
+    assert MathReward().grader == "trlvr" and MathReward(grader="authors-paper").grader == "authors-paper"
+    with pytest.raises(UserError, match=r"^unknown grader 'verl': expected one of trlvr, authors, authors-paper$"):
+        MathReward(grader="verl")
+    with pytest.raises(UserError, match="unknown grader"):
+        equivalent("1", "1", grader="Authors")
+    with pytest.raises(UserError, match=r"boxed_or_tail grading mode is the trlvr grader's"):
+        MathReward(grader="authors-paper", require_box=False)
+    assert check_grader("authors") == "authors" and missing_for("trlvr") is None
+
+
+def test_a_missing_dependency_of_the_authors_grader_is_one_line(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pylatexenc" else real(name, *a))
+    with pytest.raises(UserError) as err:
+        require_grader("authors")
+    assert str(err.value) == "grader 'authors' needs pylatexenc, which is not installed: pip install 'trlvr[authors]'"
+    with pytest.raises(UserError):
+        MathReward(grader="authors")  # never a silent weaker fallback
+    assert require_grader("authors-paper") == "authors-paper"  # pure strings: nothing to install
+
+
+# -- no false positive in trlvr -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("answer", ["10^{-7}", "10^{-9}", "\\frac{1}{10^7}", "\\frac{1}{10^{9}}", "10^{-8.5}"])
+def test_an_order_of_magnitude_off_scores_0_against_1e_minus_8(answer):
+    assert set(trlvr_verdicts(answer, "1e-8").values()) == {0.0}, trlvr_verdicts(answer, "1e-8")
+
+
+@pytest.mark.parametrize("answer", ["10^{-8}", "\\frac{1}{10^8}", "1\\times10^{-8}", "1 \\cdot 10^{-8}", "0.00000001"])
+def test_1e_minus_8_in_its_written_forms_scores_1(answer):
+    assert set(trlvr_verdicts(answer, "1e-8").values()) == {1.0}, trlvr_verdicts(answer, "1e-8")
+
+
+def test_a_power_of_ten_with_or_without_a_box_is_one_equality():
+    """gold 1e+23: \\boxed{10^{23}} and the box-less "The answer is 10^{23}." alike (lenient mode)."""
+    assert LENIENT(["The answer is 10^{23}.", "so \\boxed{10^{23}}", "The answer is 10^{22}."], ["1e+23"] * 3) == [
+        1.0, 1.0, 0.0]  # fmt: skip
+    assert STRICT(["so \\boxed{10^{23}}"], ["1e+23"]) == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold", "same"),
+    [
+        ("\\sqrt{10^{-14}}", "1e-7", True),  # numbers math-verify evaluates: compared exactly or to 1e-9
+        ("\\sqrt{10^{-14}}", "1e-8", False),
+        ("2^{-30}", "9.31322574615478515625e-10", True),
+        ("2^{-30}", "9.31322e-10", False),
+        ("\\pi \\times 10^{-8}", "3.14159e-8", False),
+        ("\\sqrt{2}", "1.41421356", False),  # 6 decimal places said equal
+        ("\\sqrt{2}", "2^{1/2}", True),
+        ("\\frac{3}{2}\\pi", "1.5\\pi", True),
+    ],
+)
+def test_numbers_math_verify_evaluates_are_compared_exactly(answer, gold, same):
+    assert equivalent(answer, gold) is same
+    assert STRICT([f"\\boxed{{{answer}}}"], [gold]) == [float(same)]
+
+
+@st.composite
+def numbers(draw):
+    """A decimal mantissa in [1, 10) with 1-4 digits and an exponent: values 1e-30..1e30."""
+    digits = draw(st.integers(1, 4))
+    mantissa = Decimal(draw(st.integers(10 ** (digits - 1), 10**digits - 1))).scaleb(1 - digits)
+    return mantissa, draw(st.integers(-30, 30))
+
+
+def forms(mantissa: Decimal, exp: int) -> list[str]:
+    """The number mantissa x 10^exp as answers and golds write it."""
+    value = mantissa.scaleb(exp)
+    m = f"{mantissa:f}"
+    frac = Fraction(value)
+    out = [f"{m}e{exp}", f"{m}E{exp:+d}", f"{m}\\times10^{{{exp}}}", f"{m} \\times 10^{{{exp}}}",
+           f"{m}\\cdot 10^{{{exp}}}", f"\\frac{{{frac.numerator}}}{{{frac.denominator}}}"]  # fmt: skip
+    if -12 <= exp <= 12:
+        out.append(f"{value:f}")  # plain decimal where sensible
+    if mantissa == 1:
+        out += [f"10^{{{exp}}}", f"\\frac{{1}}{{10^{{{-exp}}}}}" if exp < 0 else f"10^{{{exp}}}"]
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(number=numbers(), data=st.data())
+def test_every_number_equals_itself_in_every_form_and_never_a_neighbour(number, data):
+    mantissa, exp = number
+    value = mantissa.scaleb(exp)
+    same = forms(mantissa, exp)
+    answer, gold = data.draw(st.sampled_from(same)), data.draw(st.sampled_from(same))
+    assert equivalent(answer, gold), (answer, gold)
+    up, down, near = value.scaleb(1), value.scaleb(-1), value * (1 + Decimal("1e-6"))
+    neighbours = forms(mantissa, exp + 1) + forms(mantissa, exp - 1) + [f"{near:E}", f"{up:f}", f"{down:f}"]
+    other = data.draw(st.sampled_from(neighbours))
+    assert not equivalent(other, gold), (other, gold)
+    assert not equivalent(gold, other), (gold, other)
+    # the reward reads the box as equivalent() does, in both modes
+    assert STRICT([f"\\boxed{{{answer}}}", f"\\boxed{{{other}}}"], [gold, gold]) == [1.0, 0.0]
+    assert LENIENT([f"\\boxed{{{answer}}}", f"\\boxed{{{other}}}"], [gold, gold]) == [1.0, 0.0]
+
+
+# -- percent, dollars, degrees, pairs and sets (one rule, docs/concepts/metrics.md) -------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold", "same"),
+    [
+        ("20\\%", "20", True),
+        ("20", "20\\%", True),
+        ("20\\%", "0.2", True),
+        ("20\\%", "0.02", False),
+        ("20\\text{\\%}", "20\\%", True),
+        ("\\$18.90", "18.90", True),
+        ("18.90", "\\$18.90", True),
+        ("18.9", "\\$18.90", True),
+        ("\\$18.90", "18.91", False),
+        ("\\$1,000", "1000", True),
+        ("30^\\circ", "30", True),
+        ("30°", "30", True),
+        ("30\\degree", "30^\\circ", True),
+        ("30^{\\circ}", "30°", True),
+        ("31°", "30", False),
+        ("7", "7\\text{ marbles}", True),
+        ("(3, 5)", "\\{3, 5\\}", False),
+        ("\\{3, 5\\}", "(3, 5)", False),
+        ("\\{3, 5\\}", "\\{5, 3\\}", True),
+        ("(3, 5)", "(3, 5)", True),
+    ],
+)
+def test_units_as_answer_keys_write_them(answer, gold, same):
+    verdicts = trlvr_verdicts(answer, gold)
+    if answer.startswith(("(", "\\{")):
+        verdicts.pop("boxed_or_tail, no box")  # a set in running text is not an answer math-verify extracts whole
+    assert set(verdicts.values()) == {float(same)}, verdicts
+
+
+@pytest.mark.parametrize("gold", ["\\$20", "\\$18.90", "\\$1,000", "\\$ 20"])
+def test_data_check_accepts_dollar_golds(tmp_path, capsys, gold):
+    path = tmp_path / "golds.jsonl"
+    path.write_text(json.dumps({"problem": "How much?", "answer": gold}) + "\n")
+    assert main(["data", "check", str(path)]) == 0, capsys.readouterr().out
+    bare = gold.replace("\\$", "").replace(" ", "").replace(",", "")
+    assert equivalent(bare, gold) and equivalent(gold, bare)
+
+
+def test_the_prefix_leakage_control_reads_a_gold_as_the_reward_does():
+    assert answer_in_text("so we have 7 of them", "7\\text{ marbles}")
+    assert not answer_in_text("so we have 17 of them", "7\\text{ marbles}")
+    assert answer_in_text("a rise of 20% here", "20") and answer_in_text("that is 10^{-8} m", "1e-8")
+    assert not answer_in_text("that is 10^{-7} m", "1e-8")
+    for tok, gold in [("7", "7\\text{ marbles}"), ("20%", "20"), ("10^{-8}", "1e-8"), ("\\$5", "5")]:
+        assert answer_in_text(f"so {tok} and", gold) == equivalent(tok, gold)
+
+
+# -- the authors' paper-era grader ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "score"),
+    [
+        ("so \\boxed{4.5 \\times 10^{33}}", "4.5e33", 0.0),  # what the published sample_scores say
+        ("so \\boxed{41.8^\\circ}", "41.8", 1.0),
+        ("so \\boxed{\\dfrac12}", "0.5", 1.0),
+        ("so \\boxed{42.0}", "42", 0.0),  # nothing numeric
+        ("so \\boxed{20\\%}", "20", 1.0),
+        ("\\fbox{42}", "42", 0.0),  # remove_boxed's assertion
+        ("\\boxed 42$ and", "42", 1.0),  # "\boxed " with a space: up to the next $
+        ("no box 42", "42", 0.0),
+        ("\\boxed{12 \\text{ cm}^3 x}", "12", 1.0),  # the "\text{ " cut
+        ("\\boxed{1\\text{ a}\\text{ b}}", "1", 0.0),  # two "\text{ ": raw strings compared
+    ],
+)
+def test_authors_paper_grader(text, gold, score):
+    assert grade(text, gold, grader="authors-paper").score == score
