@@ -23,10 +23,10 @@ import pytest
 from trlvr.cli.main import main
 from trlvr.errors import UserError
 
-# (completion, gold): trlvr's grader and the paper-era one disagree on the first two (trlvr.rewards.graders)
-DISAGREE = [("\\boxed{4.5\\times10^{33}}", "4.5e33"), ("\\boxed{20\\%}", "20"), ("\\boxed{42}", "42"),
+# (completion, gold): trlvr's grader reads the first two as numbers, the paper-era one compares strings
+DISAGREE = [("\\boxed{4.5\\times10^{33}}", "4.5e33"), ("\\boxed{\\frac{6}{8}}", "\\frac{3}{4}"), ("\\boxed{42}", "42"),
             ("the answer is 42", "42")]  # fmt: skip
-SCORES = {"trlvr": [1.0, 0.0, 1.0, 0.0], "authors-paper": [0.0, 1.0, 1.0, 0.0]}
+SCORES = {"trlvr": [1.0, 1.0, 1.0, 0.0], "authors-paper": [0.0, 0.0, 1.0, 0.0]}
 
 
 def _one_line_error(capsys) -> str:
@@ -120,9 +120,9 @@ def test_every_other_grader_grades_the_stored_texts_into_by_grader():
     out = by_grader(rows, ("authors-paper",), [1], num_resamples=50, seed=0)
     assert set(out) == {"authors-paper"}
     assert set(out["authors-paper"]["macro"]["metrics"]) == {"solo/pass@1"}  # only what follows from the reward
-    assert out["authors-paper"]["macro"]["metrics"]["solo/pass@1"]["value"] == pytest.approx(0.5)
+    assert out["authors-paper"]["macro"]["metrics"]["solo/pass@1"]["value"] == pytest.approx(0.25)
     first = summarize(problem_table(rows, [1]), num_resamples=50, seed=0)
-    assert first["macro"]["metrics"]["solo/pass@1"]["value"] == pytest.approx(0.5)  # 2 of 4, other problems
+    assert first["macro"]["metrics"]["solo/pass@1"]["value"] == pytest.approx(0.75)
 
 
 def test_eval_spec_graders_are_checked_naming_the_flag():
