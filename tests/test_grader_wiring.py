@@ -303,3 +303,23 @@ def test_select_computes_its_metric_with_the_grader_and_records_it(pair, tmp_pat
         assert config["grader"] == "authors-paper" and config["graders"] == ["authors-paper"]
     assert main([*argv[:-1], "verl"]) == 2
     assert "argument --grader: invalid choice: 'verl'" in _one_line_error(capsys)
+
+
+def test_the_report_shows_each_other_graders_metrics_beside_the_first(tmp_path):
+    from trlvr.eval.report import metrics_table, settings_rows
+
+    entry = {"value": 0.75, "ci_low": 0.5, "ci_high": 1.0, "num_problems": 4}
+    other = {**entry, "value": 0.25}
+    res = {"config": {"grading": "boxed", "grader": "trlvr", "graders": ["trlvr", "authors"]},
+           "benchmarks": {"b": {"metrics": {"solo/pass@1": entry, "solo/mean_tokens": {**entry, "value": 3.0}}}},
+           "macro": {"metrics": {"solo/pass@1": entry}},
+           "by_grader": {"authors": {"benchmarks": {"b": {"metrics": {"solo/pass@1": other}}},
+                                     "macro": {"metrics": {"solo/pass@1": other}}}}}  # fmt: skip
+    table = metrics_table(res)
+    rows = {r["name"]: r["cells"] for r in table["rows"]}
+    assert table["cols"] == ["b", "macro"]
+    assert rows["solo/pass@1"] == ["75.00 [50.00, 100.00]"] * 2
+    assert rows["solo/pass@1 (grader authors)"] == ["25.00 [50.00, 100.00]"] * 2
+    assert "solo/mean_tokens (grader authors)" not in rows
+    assert dict(settings_rows(res["config"]))["grader"] == "trlvr (also graded by authors: the rows named so)"
+    assert dict(settings_rows({"grading": "boxed"}))["grader"] == "trlvr"  # written before graders were recorded
