@@ -312,7 +312,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         return tandem_model_card(model_name=model_name, senior=senior, junior=junior, arm=tandem.arm,
                                  schedule=schedule, data=dataset_name or tandem.dataset or None,
                                  steps=self.state.global_step, hub_model_id=args.hub_model_id,
-                                 tags=[tags] if isinstance(tags, str) else tags)  # fmt: skip
+                                 tags=[tags] if isinstance(tags, str) else tags, grader=tandem.grader)  # fmt: skip
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, tags=None):
         """TRL's hook (each checkpoint, `push_to_hub`): the tandem card (`trlvr.training.model_card`) in
