@@ -201,7 +201,7 @@ def select_checkpoint(
         if metric not in metrics:
             raise UserError(f"--metric {metric!r} is not in the results; available: {', '.join(sorted(metrics))}")
         e = metrics[metric]
-        graders.add(res["config"].get("grader", "trlvr"))
+        graders.add((res.get("config") or {}).get("grader", "trlvr"))
         table.append({"step": cand.step, "path": cand.path, "value": e["value"],
                       "ci_low": e["ci_low"], "ci_high": e["ci_high"]})  # fmt: skip
     best = pick(table, direction)
