@@ -323,3 +323,28 @@ def test_the_report_shows_each_other_graders_metrics_beside_the_first(tmp_path):
     assert "solo/mean_tokens (grader authors)" not in rows
     assert dict(settings_rows(res["config"]))["grader"] == "trlvr (also graded by authors: the rows named so)"
     assert dict(settings_rows({"grading": "boxed"}))["grader"] == "trlvr"  # written before graders were recorded
+
+
+def test_a_math_reward_passed_as_score_fn_names_its_own_grader(tmp_path):
+    from helpers import evaluate_models, tiny_model, tiny_tokenizer, toy_problems
+
+    from trlvr.rewards import MathReward, math_reward
+
+    tok = tiny_tokenizer()
+    senior, junior = (tiny_model("qwen3", len(tok), seed, hidden=16, layers=1) for seed in (0, 1))
+    kw = {"suite": ("solo",), "n": 1, "ks": (1,), "max_new_tokens": 2, "progress": False}
+    res = evaluate_models(senior, junior, tok, {"b": toy_problems(2)}, tmp_path / "a",
+                          score_fn=MathReward(grader="authors-paper"), graders=("authors-paper", "trlvr"), **kw)  # fmt: skip
+    assert res["config"]["graders"] == ["authors-paper", "trlvr"] and set(res["by_grader"]) == {"trlvr"}
+    res = evaluate_models(senior, junior, tok, {"b": toy_problems(2)}, tmp_path / "b",
+                          score_fn=MathReward(grader="authors-paper"), **kw)  # fmt: skip
+    assert res["config"]["grader"] == "authors-paper" and res["config"]["graders"] == ["authors-paper"]
+    with pytest.raises(UserError, match="score_fn grades with grader 'trlvr' but graders names 'authors-paper' first"):
+        evaluate_models(senior, junior, tok, {"b": toy_problems(2)}, tmp_path / "c", score_fn=math_reward,
+                        graders=("authors-paper",), **kw)  # fmt: skip
+    with pytest.raises(UserError, match="a caller's own score_fn grades alone"):
+        evaluate_models(senior, junior, tok, {"b": toy_problems(2)}, tmp_path / "d", graders=("trlvr", "authors-paper"),
+                        score_fn=lambda texts, golds: [0.0] * len(texts), **kw)  # fmt: skip
+    res = evaluate_models(senior, junior, tok, {"b": toy_problems(2)}, tmp_path / "e",
+                          score_fn=lambda texts, golds: [0.0] * len(texts), **kw)  # fmt: skip
+    assert res["config"]["grading"].startswith("custom:") and "grader" not in res["config"]

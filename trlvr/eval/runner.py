@@ -66,7 +66,7 @@ from trlvr.eval.store import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, EvalDir,
 from trlvr.models import vocab_fingerprint
 from trlvr.provenance import machine
 from trlvr.ranks import Ranks
-from trlvr.rewards import MathReward, extract_boxed, grading_mode, math_reward
+from trlvr.rewards import MathReward, extract_boxed, grader_of, grading_mode, math_reward
 from trlvr.rewards.math_reward import default_reward
 
 # what a text pair cannot define, and why (results.json's `undefined`): the capability check's own words
@@ -287,6 +287,10 @@ def evaluate(
     protocols = protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks)
     if score_fn is None:
         score_fn = _grader_for(spec.grading, spec.grader)
+    elif (own := grader_of(score_fn)) is not None:  # a MathReward: its grader is the first (results.json names it)
+        if spec.graders != ("trlvr",) and own != spec.grader:
+            raise UserError(f"score_fn grades with grader {own!r} but graders names {spec.grader!r} first")
+        spec = spec.replace(graders=(own, *spec.graders[1:]))
     elif spec.graders != ("trlvr",):
         raise UserError(f"graders {','.join(spec.graders)}: a caller's own score_fn grades alone; leave graders at trlvr")
     grading = grading_name(score_fn)
