@@ -105,7 +105,7 @@ def test_a_resume_under_another_grader_is_refused_and_a_record_without_one_was_t
 
 def test_every_other_grader_grades_the_stored_texts_into_by_grader():
     from trlvr.eval.aggregate import problem_table, summarize
-    from trlvr.eval.runner import by_grader, grade, grade_others, _grader_for
+    from trlvr.eval.runner import _grader_for, by_grader, grade, grade_others
 
     rows = [{"benchmark": "b", "protocol": "solo", "problem_id": f"p{i}", "sample_idx": 0, "text": text, "answer": gold,
              "num_tokens": 3, "finish_reason": "eos", "senior_share": 1.0}

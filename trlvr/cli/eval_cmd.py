@@ -42,9 +42,9 @@ from trlvr.kinds import (
     text_kind,
 )
 from trlvr.memory import GPU_BYTES
-from trlvr.rewards import GRADERS, require_grader
 from trlvr.models import DEVICE
 from trlvr.ranks import Ranks
+from trlvr.rewards import GRADERS, require_grader
 
 SUITE_DEFAULT = ",".join(D.DEFAULT_SUITE)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
