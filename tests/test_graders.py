@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -42,7 +43,7 @@ def trlvr_verdicts(answer: str, gold: str) -> dict[str, float]:
 
 def test_the_graders_and_one_line_refusals():
     assert GRADERS == ("trlvr", "authors", "authors-paper")
-    assert MathReward().grader == "trlvr" and MathReward(grader="authors-paper").grader == "authors-paper"
+    assert MathReward().grader == "trlvr"
     with pytest.raises(UserError, match=r"^unknown grader 'verl': expected one of trlvr, authors, authors-paper$"):
         MathReward(grader="verl")
     with pytest.raises(UserError, match="unknown grader"):
@@ -62,7 +63,9 @@ def test_a_missing_dependency_of_the_authors_grader_is_one_line(monkeypatch):
     assert str(err.value) == "grader 'authors' needs pylatexenc, which is not installed: pip install 'trlvr[authors]'"
     with pytest.raises(UserError):
         MathReward(grader="authors")  # never a silent weaker fallback
-    assert require_grader("authors-paper") == "authors-paper"  # pure strings: nothing to install
+    with pytest.raises(UserError, match="^grader 'authors-paper' needs pylatexenc, which is not installed"):
+        grade("\\boxed{1}", "1", grader="authors-paper")  # its sympy path reads LaTeX with pylatexenc
+    assert require_grader("trlvr") == "trlvr"
 
 
 # -- no false positive in trlvr -------------------------------------------------------------------
@@ -198,21 +201,129 @@ def test_the_prefix_leakage_control_reads_a_gold_as_the_reward_does():
 
 # -- the authors' paper-era grader ------------------------------------------------------------------
 
+needs_paper = pytest.mark.skipif(
+    missing_for("authors-paper") is not None,
+    reason=f"grader 'authors-paper': {missing_for('authors-paper')} (pip install '.[authors]')",
+)
+PUBLISHED = Path(__file__).parent / "data" / "authors_sample_scores.jsonl"
 
+
+@needs_paper
 @pytest.mark.parametrize(
     ("text", "gold", "score"),
     [
         ("so \\boxed{4.5 \\times 10^{33}}", "4.5e33", 0.0),  # what the published sample_scores say
+        ("so \\boxed{6 \\times 10^{-3}}", "0.006", 1.0),  # ... and this (a value comparison)
+        ("so \\boxed{6 \\times 10^{-3} \\, \\mathrm{m/s^2}}", "0.006", 0.0),  # ... and this (not math-verify)
         ("so \\boxed{41.8^\\circ}", "41.8", 1.0),
         ("so \\boxed{\\dfrac12}", "0.5", 1.0),
-        ("so \\boxed{42.0}", "42", 0.0),  # nothing numeric
+        ("so \\boxed{42.0}", "42", 1.0),  # the sympy path's integer reading
+        ("so \\boxed{\\frac{6}{8}}", "\\frac{3}{4}", 0.0),  # unreduced fractions must match literally
         ("so \\boxed{20\\%}", "20", 1.0),
         ("\\fbox{42}", "42", 0.0),  # remove_boxed's assertion
-        ("\\boxed 42$ and", "42", 1.0),  # "\boxed " with a space: up to the next $
+        ("\\boxed {42}", "42", 0.0),
+        ("\\boxed 42$ and", "42", 0.0),
+        ("so \\boxed{5}", "\\boxed{5}", 1.0),  # a boxed gold is extracted
         ("no box 42", "42", 0.0),
-        ("\\boxed{12 \\text{ cm}^3 x}", "12", 1.0),  # the "\text{ " cut
-        ("\\boxed{1\\text{ a}\\text{ b}}", "1", 0.0),  # two "\text{ ": raw strings compared
+        ("\\boxed{12 \\text{ cm}^3 x}", "12", 1.0),  # the "\\text{ " cut
+        ("\\boxed{1\\text{ a}\\text{ b}}", "1", 0.0),  # two "\\text{ ": the normaliser gives up
     ],
 )
 def test_authors_paper_grader(text, gold, score):
     assert grade(text, gold, grader="authors-paper").score == score
+
+
+def published_scores() -> list[dict]:
+    return [json.loads(line) for line in PUBLISHED.read_text().splitlines()]
+
+
+def test_the_published_scores_file_holds_each_sample_once_with_its_last_box():
+    rows = published_scores()
+    assert len(rows) >= 27 and {r["score"] for r in rows} == {0.0, 1.0}
+    assert len({(r["path"], r["idx"], r["sample"]) for r in rows}) == len(rows)
+    assert PUBLISHED.stat().st_size < 2_000_000
+    for r in rows:  # both authors' graders read a text from its last \\boxed on: the tail holds it whole
+        assert r["response_tail"].count("\\boxed{") >= 1, r
+
+
+@needs_paper
+def test_authors_paper_reproduces_every_published_score():
+    rows = published_scores()
+    reward = MathReward(grader="authors-paper")
+    got = reward([r["response_tail"] for r in rows], [r["ground_truth"] for r in rows])
+    wrong = [(r["path"], r["idx"], r["sample"], r["score"], s) for r, s in zip(rows, got, strict=True) if s != r["score"]]
+    assert not wrong, wrong
+
+
+@needs_paper
+def test_why_the_paper_era_grader_is_neither_string_equality_nor_math_verify():
+    """The two published verdicts that separate the candidates (minerva idx 4, gold 0.006)."""
+    from trlvr.rewards import authors_paper
+
+    rows = {(r["idx"], r["sample"]): r for r in published_scores() if "minerva" in r["path"]}
+    one, zero = rows[(4, 1)], rows[(4, 3)]
+    assert (one["score"], zero["score"]) == (1.0, 0.0)
+    from trlvr.rewards.authors import extract
+
+    hendrycks = [float(authors_paper.strip_string(extract(r["response_tail"])) == "0.006") for r in (one, zero)]
+    assert hendrycks == [0.0, 0.0]  # string equality misses the 1
+    if missing_for("authors") is None:
+        assert MathReward(grader="authors")([one["response_tail"], zero["response_tail"]], ["0.006"] * 2) == [1.0, 1.0]
+
+
+# -- the authors' release grader ---------------------------------------------------------------------
+
+needs_authors = pytest.mark.skipif(
+    missing_for("authors") is not None, reason=f"grader 'authors': {missing_for('authors')} (pip install '.[authors]')"
+)
+
+# (completion, gold, the release's verdict): the disagreements with trlvr that ../design/authors-measurement.md
+# §1b lists for the release grader, and its follow-up probe
+RELEASE = [
+    ("\\boxed{20\\%}", "20", 1.0), ("\\boxed{20%}", "20", 1.0), ("\\boxed{20 \\%}", "20", 1.0),
+    ("\\boxed{20}", "20\\%", 1.0), ("\\boxed{30°}", "30", 1.0), ("\\boxed{30\\degree}", "30", 1.0),
+    ("\\boxed{18.90}", "\\$18.90", 1.0), ("\\boxed{18.9}", "\\$18.90", 1.0),
+    ("\\boxed{4.5\\times10^{33}}", "4.5e33", 0.0), ("\\boxed{4.5 \\times 10^{33}}", "4.5e33", 0.0),
+    ("\\boxed{1\\times10^{-8}}", "1e-8", 0.0), ("\\boxed{10^{-8}}", "1e-8", 0.0),
+    ("\\boxed{2.55e-10}", "2.55\\times10^{-10}", 0.0), ("\\boxed{10\\,080}", "10080", 0.0),
+    ("\\fbox{42}", "42", 0.0), ("\\boxed {42}", "42", 0.0), ("\\boxed{10^{-7}}", "1e-8", 0.0),
+    ("\\boxed{12 \\text{ cm}^3 x}", "12", 1.0), ("\\boxed{\\frac{6}{8}}", "\\frac{3}{4}", 1.0),
+    ("\\boxed{b = m}", "m", 0.0), ("\\boxed{b=m}", "m", 1.0), ("\\boxed{10^{-9}}", "0.0000001", 1.0),
+    ("\\boxed{\\frac{x}{2}}", "0.5x", 1.0), ("\\boxed{41.8^\\circ}", "41.8", 1.0), ("no box 42", "42", 0.0),
+    ("\\boxed{\\text{(C)}}", "C", 1.0),  # sympy path: a one-element "tuple" (c) against c, element-wise
+    ("\\boxed{(C)}", "\\text{(C)}", 1.0), ("\\boxed{1}", "\\boxed{1}", 1.0),
+]  # fmt: skip
+
+
+@needs_authors
+def test_the_release_grader_gives_the_release_verdicts():
+    reward = MathReward(grader="authors")
+    got = reward([t for t, _, _ in RELEASE], [g for _, g, _ in RELEASE])
+    assert reward.last_stats["timeouts"] == reward.last_stats["errors"] == 0
+    wrong = [(t, g, want, s) for (t, g, want), s in zip(RELEASE, got, strict=True) if s != want]
+    assert not wrong, wrong
+    assert equivalent("20\\%", "20", grader="authors") and not equivalent("4.5e33", "4.5\\times10^{33}", grader="authors")
+
+
+@needs_authors
+def test_the_release_grader_in_process_parts():
+    from trlvr.rewards import authors
+
+    assert authors.extract("\\boxed{a} then \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
+    assert authors.mathd_normalize("5 \\text{ apples}") == "5" and authors.mathd_normalize("\\frac12") == "\\frac{1}{2}"
+    assert authors.sympy_equal("(1, 2)", "(1,2)") and not authors.sympy_equal("(1,2)", "[1,2]")
+    assert not authors.sympy_equal("3/6", "1/2")  # unreduced fractions must match literally
+    assert authors.repetitive("1+" * 80) and not authors.repetitive("The sum of 3 and 4 is 7, " * 1 + "so x = 12.")
+
+
+# -- the differential table in the docs ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@needs_authors
+def test_the_docs_grader_table_is_current():
+    """docs/guides/evaluation.md's table is what tools/grader_table.py computes now (about 15 s)."""
+    from helpers import load_script
+
+    tool = load_script(Path(__file__).parents[1] / "tools" / "grader_table.py", "grader_table")
+    assert tool.main(["--check"]) == 0

@@ -190,9 +190,18 @@ def grade_authors(text: str, gold: str) -> tuple[float, str]:
     return authors.score(text, gold)
 
 
-# The op names the grader: "authors" is the authors' release grader; the others are the trlvr grader's.
+def grade_authors_paper(text: str, gold: str) -> tuple[float, str]:
+    """(score, extracted answer or "no_box"): the ``authors-paper`` grader (`trlvr.rewards.authors_paper`)."""
+    from trlvr.rewards import authors_paper
+
+    score, shown = authors_paper.score(text, gold)
+    return score, "no_box" if shown is None else shown[:_REPR_CHARS]
+
+
+# The op names the grader: "authors" and "authors-paper" are the authors' graders (a whole completion and its
+# gold); the others are the trlvr grader's steps.
 OPS = {"grade": grade_pair, "tail": grade_tail, "check_gold": check_gold, "reading": reading_change,
-       "authors": grade_authors}  # fmt: skip
+       "authors": grade_authors, "authors-paper": grade_authors_paper}  # fmt: skip
 
 
 def warm_up() -> None:

@@ -6,8 +6,9 @@ silent weaker fallback (the authors' own grader falls back silently to a weaker 
 is missing; a reproduction trained both arms that way without knowing).
 
 - ``trlvr``: the one equality of answers, :mod:`trlvr.rewards.equivalence`.
-- ``authors-paper``: the paper-era scripts' grader (:mod:`trlvr.rewards.authors_paper`): Hendrycks MATH
-  ``strip_string`` on both sides, then string equality.
+- ``authors-paper``: the paper-era scripts' grader (:mod:`trlvr.rewards.authors_paper`) as their published
+  scores show it: the MATH normaliser's strings equal, or the sympy path finds them equal (the DeepScaleR /
+  PRM800K grader; not string equality alone, not math-verify). Needs pylatexenc (``[authors]``).
 - ``authors``: the release's grader, ``reward/hendrycks_math_grader.boxed_reward_fn(fast=False)``
   (:mod:`trlvr.rewards.authors`): the MATH normaliser's strings equal, or sympy finds them equal, or
   math-verify 0.9.0 does. Needs ``pip install 'trlvr[authors]'`` (math-verify 0.9.0, latex2sympy2_extended,
@@ -50,12 +51,16 @@ def check_grader(name: object) -> str:
 
 
 def missing_for(name: str) -> str | None:
-    """None when grader ``name`` can run here, else what is missing (one phrase)."""
-    if check_grader(name) != AUTHORS:
+    """None when grader ``name`` can run here, else what is missing (one phrase). ``authors-paper`` needs
+    pylatexenc and sympy (its sympy path reads LaTeX with pylatexenc); ``authors`` also math-verify 0.9.0."""
+    if check_grader(name) == TRLVR:
         return None
-    missing = [pkg for mod, pkg in AUTHORS_MODULES.items() if importlib.util.find_spec(mod) is None]
+    modules = AUTHORS_MODULES if name == AUTHORS else {"pylatexenc": "pylatexenc", "sympy": "sympy"}
+    missing = [pkg for mod, pkg in modules.items() if importlib.util.find_spec(mod) is None]
     if missing:
         return ", ".join(missing) + (", which are" if len(missing) > 1 else ", which is") + " not installed"
+    if name == AUTHORS_PAPER:
+        return None
     version = importlib.metadata.version("math-verify")
     if version != AUTHORS_MATH_VERIFY:
         return f"math-verify {AUTHORS_MATH_VERIFY} ({version} is installed)"
@@ -65,8 +70,8 @@ def missing_for(name: str) -> str | None:
 def require_grader(name: object) -> str:
     """``name`` when it is a grader whose dependencies are installed, else one line saying what to install.
 
-    >>> require_grader("authors-paper")
-    'authors-paper'
+    >>> require_grader("trlvr")
+    'trlvr'
     """
     name = check_grader(name)
     why = missing_for(name)

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from trlvr.errors import UserError
-from trlvr.rewards import authors_paper
 from trlvr.rewards.boxed import extract_boxed, tail
 from trlvr.rewards.equivalence import exact_verdict, number_of
 from trlvr.rewards.graders import AUTHORS, AUTHORS_PAPER, DEFAULT_GRADER, TRLVR, check_grader, require_grader
@@ -109,9 +108,10 @@ class MathReward:
             finds a final answer in them if it can ("The answer is 42." then scores 1 for 42).
             Only the ``trlvr`` grader has this mode (the authors' graders read the last box only).
         grader: "trlvr" (the default: `trlvr.rewards.equivalence`), "authors" (the Tandem RLVR release's
-            grader, `trlvr.rewards.authors`) or "authors-paper" (the paper era's Hendrycks MATH string
-            check, `trlvr.rewards.authors_paper`); see `trlvr.rewards.graders`. A grader whose
-            dependencies are missing is refused in one line.
+            grader, `trlvr.rewards.authors`) or "authors-paper" (the paper era's, as its published scores
+            show it: MATH normaliser or sympy, `trlvr.rewards.authors_paper`); see `trlvr.rewards.graders`.
+            A grader whose dependencies are missing is refused in one line. The authors' graders run
+            in the grading pool, under ``timeout``, as trlvr's math-verify step does.
 
     ``last_stats`` / ``total_stats`` count "graded", "timeouts", "errors", "no_box" (completions
     without a box, in either mode), and how samples were decided: "fast" (in-process
@@ -132,12 +132,12 @@ class MathReward:
         require_box: bool = True,
         grader: str = DEFAULT_GRADER,
     ) -> None:
-        self.grader = require_grader(grader)
-        if grader != TRLVR and not require_box:
+        if check_grader(grader) != TRLVR and not require_box:
             raise UserError(
                 f"grader {grader!r} reads the last \\boxed{{}} only (the authors' extraction): "
                 "the boxed_or_tail grading mode is the trlvr grader's"
             )
+        self.grader = require_grader(grader)
         self.timeout = timeout
         self.require_box = require_box
         self.workers = workers
@@ -161,13 +161,8 @@ class MathReward:
         where: list[tuple[int, str]] = []
         stats = Counter(graded=len(preds), timeouts=0, errors=0, no_box=0, fast=0, screened=0, cached=0)
         for i, (text, gold) in enumerate(zip(preds, golds, strict=True)):
-            if self.grader == AUTHORS_PAPER:  # pure string work: in-process
-                score, shown = authors_paper.score(text, str(gold))
-                out[i] = GradeResult(score, shown, False, "fast" if shown is not None else "no_box")
-                stats["fast" if shown is not None else "no_box"] += 1
-                continue
-            if self.grader == AUTHORS:  # sympy and math-verify: in the pool, under the timeout
-                job = (AUTHORS, str(text), str(gold))
+            if self.grader in (AUTHORS, AUTHORS_PAPER):  # sympy (and math-verify): in the pool, under the timeout
+                job = (self.grader, str(text), str(gold))
                 cached = _CACHE.get(job)
                 if cached is not None:
                     out[i] = GradeResult(cached, None, False, "cached")
@@ -217,7 +212,7 @@ class MathReward:
         results = dict(zip(unique, shared_pool(self.workers).run(unique, self.timeout), strict=True))
         for job, (i, shown) in zip(jobs, where, strict=True):
             res = results[job]
-            if res.status == "ok" and job[0] == AUTHORS and res.info == "no_box":
+            if res.status == "ok" and job[0] in (AUTHORS, AUTHORS_PAPER) and res.info == "no_box":
                 _CACHE.put(job, res.score)
                 out[i] = GradeResult(0.0, None, False, "no_box")
                 stats["no_box"] += 1
@@ -286,8 +281,6 @@ def grade(pred_text: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S, grader:
 
     >>> grade("The answer is \\\\boxed{0.5}.", "\\\\frac{1}{2}").score
     1.0
-    >>> grade("\\\\boxed{4.5 \\\\times 10^{33}}", "4.5e33", grader="authors-paper").score
-    0.0
     """
     if grader == DEFAULT_GRADER and timeout == _DEFAULT.timeout:
         rew = _DEFAULT
@@ -300,8 +293,8 @@ def grader_of(reward: Any = None) -> str | None:
     """The grader of ``reward`` (:func:`math_reward`, the default, or a :class:`MathReward`), for results
     files; None for any other callable.
 
-    >>> grader_of(), grader_of(MathReward(grader="authors-paper")), grader_of(len)
-    ('trlvr', 'authors-paper', None)
+    >>> grader_of(), grader_of(MathReward(timeout=5.0)), grader_of(len)
+    ('trlvr', 'trlvr', None)
     """
     if reward is None or reward is math_reward:
         reward = _DEFAULT
@@ -316,8 +309,6 @@ def equivalent(answer: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S, grade
 
     >>> equivalent("1.0e3", "1000"), equivalent("0.333", "\\\\frac{1}{3}"), equivalent("\\\\frac{x}{2}", "0.5x")
     (True, False, True)
-    >>> equivalent("1.0e3", "1000", grader="authors-paper")
-    False
     """
     if check_grader(grader) != TRLVR:
         return grade(f"\\boxed{{{answer}}}", gold, timeout, grader).score == 1.0
