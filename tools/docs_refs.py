@@ -283,7 +283,6 @@ def _metric_pattern(name: str) -> str:
 TOY_PREFIX_KS = "0,50"  # the prefix-K points of the reference's toy evaluation
 
 
-TOY_GRADERS = "trlvr,authors-paper"  # two graders, so the page shows what a second one adds (by_grader)
 # what the graders add to results.json, each key checked against the toy evaluation's (`render_outputs`)
 GRADER_KEYS = {
     "config.grader": "the grader of every sample's `reward` and of every metric above (`--grader`'s first; "
@@ -316,7 +315,7 @@ def toy_results() -> dict:
             rc = main(["eval", "--senior", str(ASSETS_DIR / "senior"), "--junior", str(ASSETS_DIR / "junior"),
                        "--data", f"toy={data}", "--n", "2", "--k", "1,2", "--max-new-tokens", "24", "--dtype", "float32",
                        "--suite", ",".join(SUITE_NAMES), "--prefix-ks", TOY_PREFIX_KS, "--no-progress",
-                       "--grader", TOY_GRADERS, "--out", f"{tmp}/eval"])  # fmt: skip
+                       "--out", f"{tmp}/eval"])  # fmt: skip
         if rc != 0:
             raise SystemExit(f"tools/docs_refs.py: the toy evaluation failed (exit {rc})")
         results = json.loads((Path(tmp) / "eval" / "results.json").read_text())
@@ -362,8 +361,12 @@ def render_outputs(results: dict) -> str:
             f"tools/docs_refs.py: results.json metric(s) without a meaning in RESULT_METRICS: {missing}"
         )
     one = next(iter(results["benchmarks"].values()))["metrics"][metrics[0]]
-    missing = [k for k in ("config.grader", "config.graders", "by_grader.<grader>")
-               if k.split(".")[0] not in results or (k.startswith("config.") and k.split(".")[1] not in results["config"])]
+    from trlvr.eval.runner import BY_GRADER
+
+    # the toy evaluation runs the one grader that needs no extra (trlvr): its config names it; a second grader's
+    # key is the runner's own name for it
+    missing = [k for k in ("grader", "graders") if k not in results["config"]]
+    missing += [] if f"{BY_GRADER}.<grader>" in GRADER_KEYS else [f"{BY_GRADER}.<grader>"]
     if missing:
         raise SystemExit(f"tools/docs_refs.py: GRADER_KEYS names key(s) the toy evaluation's results.json lacks: {missing}")
     out = [
@@ -380,8 +383,8 @@ def render_outputs(results: dict) -> str:
         "point, `{protocol}` each protocol run:\n\n| metric | meaning |\n|---|---|\n",
     ]
     out += [f"| {_code_cell(p)} | {_cell(RESULT_METRICS[p])} |\n" for p in patterns]
-    out.append("\nGraders and left-out rows (the toy evaluation above ran `--grader " + TOY_GRADERS + "`):\n\n"
-               "| key | meaning |\n|---|---|\n")
+    out.append("\nGraders and left-out rows (`by_grader` with `--grader` naming several, `config.skipped_rows` with "
+               "`--skip-bad-rows`):\n\n| key | meaning |\n|---|---|\n")
     out += [f"| `{k}` | {_cell(v)} |\n" for k, v in GRADER_KEYS.items()]
     rest = sorted(set(RESULT_METRICS) - set(patterns))
     out.append(

@@ -73,6 +73,7 @@ from trlvr.rewards.math_reward import default_reward
 UNDEFINED_FOR_TEXT_PAIRS = {m: why for m, (_, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()}
 RESULTS_VERSION = 3  # 3: per-sample `grading`; grading_stats counted from this run's samples
 GRADING_OUTCOMES = ("ok", "no_box", "timeout", "failure")
+BY_GRADER = "by_grader"  # results.json: each grader after the first, its metrics (`by_grader`)
 __all__ = ["BUDGET_RULE", "Partners", "evaluate", "write_results", "grading_counts", "lossy_problems"]
 
 
@@ -380,7 +381,7 @@ def _evaluate_locked(run: _Run, store: EvalDir, fingerprint: dict, config: dict,
             extra = {"fingerprint": {k: v for k, v in fingerprint.items() if k != "problems"},
                      "grading_stats": grading_counts(rows), "loophole": loophole}  # fmt: skip
             if len(spec.graders) > 1:
-                extra["by_grader"] = by_grader(rows, spec.graders[1:], config["ks"], spec.num_resamples, spec.seed)
+                extra[BY_GRADER] = by_grader(rows, spec.graders[1:], config["ks"], spec.num_resamples, spec.seed)
             if pairing == "text":
                 extra["undefined"] = {m: why for m, (entry, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()
                                       if entry in suite}  # fmt: skip
