@@ -368,3 +368,20 @@ def test_a_math_reward_passed_as_score_fn_names_its_own_grader(tmp_path):
     res = evaluate_models(senior, junior, tok, {"b": toy_problems(2)}, tmp_path / "e",
                           score_fn=lambda texts, golds: [0.0] * len(texts), **kw)  # fmt: skip
     assert res["config"]["grading"].startswith("custom:") and "grader" not in res["config"]
+
+
+def test_a_folder_written_before_graders_were_recorded_resumes_as_trlvrs(pair, tmp_path):
+    out = tmp_path / "eval"
+    assert main(_eval_argv(pair, out)) == 0
+    before = _rows(out)
+    fp = json.loads((out / "fingerprint.json").read_text())
+    del fp["scoring"]["grader"]  # as an older trlvr wrote it
+    (out / "fingerprint.json").write_text(json.dumps(fp))
+    for name in ("config.json", "results.json"):
+        data = json.loads((out / name).read_text())
+        config = data.get("config", data)
+        del config["grader"], config["graders"]
+        (out / name).write_text(json.dumps(data))
+    assert main(_eval_argv(pair, out)) == 0  # resumed, not refused: nothing generated again
+    assert _rows(out) == before
+    assert json.loads((out / "results.json").read_text())["config"]["grader"] == "trlvr"
