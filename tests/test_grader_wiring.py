@@ -248,6 +248,8 @@ def test_skip_bad_rows_evaluates_the_usable_rows_and_lists_the_others(pair, tmp_
     assert "on_bad" not in line and "=" not in line.split("unusable", 1)[1].replace("==", ""), line
     assert not (tmp_path / "eval").exists()
     assert main([*argv, "--skip-bad-rows"]) == 0
+    assert "WARNING: unusable rows left out (--skip-bad-rows; each file, row and reason listed in results.json): " \
+           "{'toy': 1}" in capsys.readouterr().out  # fmt: skip
     res = json.loads((tmp_path / "eval" / "results.json").read_text())
     assert res["config"]["num_problems"] == {"toy": 3}
     [skipped] = res["config"]["skipped_rows"]["toy"]

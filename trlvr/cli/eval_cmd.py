@@ -395,6 +395,9 @@ def print_notes(res: dict) -> None:
     selection = res["config"]["models"].get("senior_selection")
     if selection and any(selection["val_overlap"].values()):
         print(f"WARNING: the senior's checkpoint was selected on data evaluated here: {selection['val_overlap']}")
+    skipped = {b: len(v) for b, v in (res["config"].get("skipped_rows") or {}).items() if v}
+    if skipped:
+        print(f"WARNING: unusable rows left out (--skip-bad-rows; each file, row and reason listed in results.json): {skipped}")
     dropped = {b: len(v) for b, v in res["config"]["dropped_problems"].items() if v}
     if dropped:
         print(f"dropped over-long prompts (listed in results.json): {dropped}")
