@@ -133,7 +133,7 @@ def test_checkpoints_and_saved_models_carry_the_tandem_model_card(tmp_path):
         card = (folder / "README.md").read_text()
         assert "tandem-rlvr" in card.split("---")[1]  # a tag in the card's metadata
         for needed in (f"| junior (frozen co-writer) | {JUNIOR} |", f"| base model (the senior before training) | {SENIOR} |",
-                       "| arm | tandem |", "| schedule | word (p=0.7, max_gap=32, handoff=bernoulli) |", "| steps | 1 |", "2606.28166",
+                       "| arm | tandem |", "| schedule | word (p=0.7, max_gap=32, handoff=bernoulli) |", "| reward grader | trlvr |", "| steps | 1 |", "2606.28166",
                        "@article{jiao2026tandemrlvr"):  # fmt: skip
             assert needed in card, needed
         assert "[None]" not in card and "base_model:" not in card  # a local folder is no hub id for the metadata

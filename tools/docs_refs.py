@@ -284,6 +284,20 @@ def _metric_pattern(name: str) -> str:
 TOY_PREFIX_KS = "0,50"  # the prefix-K points of the reference's toy evaluation
 
 
+# what the graders add to results.json, each key checked against the toy evaluation's (`render_outputs`)
+GRADER_KEYS = {
+    "config.grader": "the grader of every sample's `reward` and of every metric above (`--grader`'s first; "
+    "an evaluation written before graders were recorded was trlvr's). `trlvr compare` and `trlvr report` refuse "
+    "two evaluations whose graders differ (`--allow-mismatch`: flagged above the table)",
+    "config.graders": "every grader each sample was graded by, in one generation (`--grader trlvr,authors`)",
+    "by_grader.<grader>": "each grader after the first: `benchmarks` and `macro` in the layout above, with the "
+    "metrics that follow from the reward (every `pass@{k}`, the handoff ratios, the prefix protocols' pass@1) "
+    "graded by it; each sample row of `samples.jsonl` holds its verdict in `grader_rewards`",
+    "config.skipped_rows.<benchmark>": "with `--skip-bad-rows`: the unusable rows left out, each "
+    "`{file, row, field, reason}` (row 1-based, as `trlvr data check` counts)",
+}
+
+
 def toy_results() -> dict:
     """results.json of one real toy evaluation (4 problems x 2 samples, every suite entry: the default suite
     and prefix at TOY_PREFIX_KS)."""
@@ -377,6 +391,14 @@ def render_outputs(results: dict) -> str:
             f"tools/docs_refs.py: results.json metric(s) without a meaning in RESULT_METRICS: {missing}"
         )
     one = next(iter(results["benchmarks"].values()))["metrics"][metrics[0]]
+    from trlvr.eval.runner import BY_GRADER
+
+    # the toy evaluation runs the one grader that needs no extra (trlvr): its config names it; a second grader's
+    # key is the runner's own name for it
+    missing = [k for k in ("grader", "graders") if k not in results["config"]]
+    missing += [] if f"{BY_GRADER}.<grader>" in GRADER_KEYS else [f"{BY_GRADER}.<grader>"]
+    if missing:
+        raise SystemExit(f"tools/docs_refs.py: GRADER_KEYS names key(s) the toy evaluation's results.json lacks: {missing}")
     out = [
         HEADER,
         "# Outputs: results.json and run directories\n\n",
@@ -391,6 +413,9 @@ def render_outputs(results: dict) -> str:
         "point, `{protocol}` each protocol run:\n\n| metric | meaning |\n|---|---|\n",
     ]
     out += [f"| {_code_cell(p)} | {_cell(RESULT_METRICS[p])} |\n" for p in patterns]
+    out.append("\nGraders and left-out rows (`by_grader` with `--grader` naming several, `config.skipped_rows` with "
+               "`--skip-bad-rows`):\n\n| key | meaning |\n|---|---|\n")
+    out += [f"| `{k}` | {_cell(v)} |\n" for k, v in GRADER_KEYS.items()]
     rest = sorted(set(RESULT_METRICS) - set(patterns))
     out.append(
         "\nOnly with some settings: " + "; ".join(f"`{p}` ({RESULT_METRICS[p]})" for p in rest) + ".\n\n"

@@ -38,6 +38,7 @@ from trlvr.engine.schedules import WORD_HANDOFFS, schedule_fields, settings_for
 from trlvr.errors import UserError
 from trlvr.memory import GPU_MEMORY
 from trlvr.models import DEVICE, check_device
+from trlvr.rewards import GRADERS
 from trlvr.rewards.length import LENGTH_PENALTIES
 
 ARMS = ("tandem", "grpo")
@@ -84,6 +85,7 @@ class TandemConfig:
     dataset_split: str | None = _help("dataset split (default: the loader's)", None)
     dataset_limit: int | None = _help("use only the first N problems", None)
     reward: str = _help("reward: math (trlvr.rewards.math_reward) or package.module:function", "math")
+    grader: str = _help("how reward: math decides that an answer equals the gold (trlvr.rewards.GRADERS): trlvr (ours), authors (the Tandem RLVR release's grader: MATH normaliser, sympy or math-verify 0.9.0; pip install 'trlvr[authors]') or authors-paper (the paper-era scripts': Hendrycks strip_string and string equality)", "trlvr")
     length_penalty: str = _help("a length penalty added to the reward, the same for both arms (trlvr.rewards.length): none, kimi (Kimi k1.5's group length reward, arXiv 2501.12599) or overlong (DAPO's soft overlong punishment, arXiv 2503.14476)", "none")
     length_penalty_weight: float = _help("weight of the length penalty (Kimi k1.5 and DAPO add it with weight 1)", 1.0)
     max_prompt_length: int | None = _help("drop problems whose prompt has more tokens than this", None)
@@ -124,6 +126,10 @@ class TandemConfig:
             bad("handoff", f"must be one of {WORD_HANDOFFS}")
         if self.first_author not in ("senior", "junior"):
             bad("first_author", "must be 'senior' or 'junior'")
+        if self.grader not in GRADERS:
+            bad("grader", f"must be one of {GRADERS}")
+        if self.grader != "trlvr" and self.reward != "math":
+            bad("grader", f"grades the math reward only; reward {self.reward!r} decides itself (leave grader: trlvr)")
         if self.length_penalty not in LENGTH_PENALTIES:
             bad("length_penalty", f"must be one of {LENGTH_PENALTIES}")
         if self.kl_ref not in KL_REFS:
@@ -196,7 +202,8 @@ FIELD_KINDS = {
     "arm": K.choice(*ARMS), "senior": K.TEXT, "junior": K.TEXT, "schedule": K.choice(*SCHEDULES), "p": K.SHARE,
     "max_gap": K.COUNT, "handoff": K.choice(*WORD_HANDOFFS), "chunk_size": K.COUNT, "first_author": K.choice("senior", "junior"), "max_rounds": K.COUNT,
     "kl_ref": K.choice(*KL_REFS), "dataset": K.TEXT, "dataset_split": K.TEXT, "dataset_limit": K.COUNT,
-    "reward": K.TEXT, "length_penalty": K.choice(*LENGTH_PENALTIES), "length_penalty_weight": K.NONNEG_FLOAT,
+    "reward": K.TEXT, "grader": K.choice(*GRADERS), "length_penalty": K.choice(*LENGTH_PENALTIES),
+    "length_penalty_weight": K.NONNEG_FLOAT,
     "max_prompt_length": K.COUNT, "nonfinite_patience": K.COUNT, "prompt_template": K.choice(*PROMPT_TEMPLATES),
     "preempt_grace_s": K.POSITIVE_FLOAT,  # finite: the watchdog waits it out
     "refuse_lossy_prompts": K.SWITCH, "decode": K.choice(*DECODE_MODES), "compile": K.SWITCH_OR_AUTO,

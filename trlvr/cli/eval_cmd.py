@@ -40,10 +40,12 @@ from trlvr.kinds import (
     TEXT,
     UNIT,
     count,
+    text_kind,
 )
 from trlvr.memory import GPU_BYTES
 from trlvr.models import DEVICE
 from trlvr.ranks import Ranks
+from trlvr.rewards import GRADERS, require_grader
 
 SUITE_DEFAULT = ",".join(D.DEFAULT_SUITE)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
@@ -126,6 +128,14 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
                    help="the instruction after each problem: trlvr (\"Let's think step by step ...\") or authors (the "
                         "paper's release: \"Solve the following math problem step by step ...\", enable_thinking=False); "
                         "the one the senior was trained with")
+    p.add_argument("--grader", type=GRADER_LIST, default="trlvr",
+                   help=f"comma-separated graders ({', '.join(GRADERS)}): every sample is graded by each, in one run; the "
+                        "first gives the reported metrics (and each sample's reward), each other one its own pass@k "
+                        "(results.json by_grader). authors: the Tandem RLVR release's grader (pip install 'trlvr[authors]'); "
+                        "authors-paper: the paper-era scripts' (strip_string, string equality)")
+    p.add_argument("--skip-bad-rows", action="store_true",
+                   help="evaluate the usable rows of a --data source that has unusable ones (no gold, a gold the grader "
+                        "cannot read, ...), listing the others (file, row, reason) in results.json (default: refuse the run)")
     p.add_argument("--decode", default="auto", choices=list(DECODE_MODES),
                    help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)")
     p.add_argument("--pairing", default="auto", choices=["auto", "lockstep", "text"],
@@ -203,11 +213,36 @@ def settings_from_args(args) -> EvalSpec:
             handoff_max_rounds=args.handoff_max_rounds, include_eos=args.include_eos, batch_size=args.batch_size,
             score_batch_size=args.score_batch_size, grading=args.grading, decode=args.decode,
             prompt_template=args.prompt_template,
+            graders=tuple(getattr(args, "grader", None) or ("trlvr",)),
             dose_shares=tuple(getattr(args, "dose_shares", None) or D.DEFAULT_DOSE_SHARES),
             prefix_ks=_percents(getattr(args, "prefix_ks", None)),
         )  # fmt: skip
     except SettingError as e:  # name the flag: --k for ks, --top-p for top_p, ...
         raise e.as_flag(FLAGS.get(e.field, "--" + e.field.replace("_", "-"))) from None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(g.strip() for g in text.split(","))
+
+
+def _graders_problem(text: str) -> str | None:
+    """None when `text` is distinct comma-separated graders whose dependencies are installed; else why not."""
+    names = _names(text)
+    unknown = [g for g in names if g not in GRADERS]
+    if unknown:
+        return f"unknown grader(s) {', '.join(map(repr, unknown))}: expected comma-separated graders of {', '.join(GRADERS)}"
+    if len(set(names)) < len(names):
+        return f"{text!r} names a grader twice"
+    for g in names:
+        try:
+            require_grader(g)  # a missing dependency is one line, never a weaker fallback
+        except UserError as e:
+            return str(e)
+    return None
+
+
+# --grader "trlvr,authors" -> ("trlvr", "authors"): the first grades the reported metrics, each other its own
+GRADER_LIST = text_kind("graders", f"comma-separated graders of {', '.join(GRADERS)}", _graders_problem, finish=_names)
 
 
 def _percents(text: str | None) -> tuple:
@@ -217,7 +252,7 @@ def _percents(text: str | None) -> tuple:
     return tuple(int(x) if x.strip().isdigit() else x.strip() for x in text.split(",") if x.strip())
 
 
-FLAGS = {"ks": "--k"}  # EvalSpec fields whose flag is not --<field with dashes>
+FLAGS = {"ks": "--k", "graders": "--grader"}  # EvalSpec fields whose flag is not --<field with dashes>
 
 
 def check_out(out: str) -> None:
@@ -329,7 +364,8 @@ def checked(args, senior_spec: str, out: str) -> tuple:
 def _benchmarks(args, sources: dict) -> tuple[dict, dict]:
     from trlvr.eval.api import load_benchmarks
 
-    return load_benchmarks(sources, split=args.split, limit=args.limit)  # golds checked as `data check` does
+    # golds checked as `data check` does; --skip-bad-rows: the usable rows, the others listed in results.json
+    return load_benchmarks(sources, split=args.split, limit=args.limit, skip_bad=getattr(args, "skip_bad_rows", False))
 
 
 def evaluate_one(args, spec: EvalSpec, senior_spec: str, sources: dict, benchmarks: tuple | None = None) -> int:
@@ -365,6 +401,9 @@ def print_notes(res: dict) -> None:
     selection = res["config"]["models"].get("senior_selection")
     if selection and any(selection["val_overlap"].values()):
         print(f"WARNING: the senior's checkpoint was selected on data evaluated here: {selection['val_overlap']}")
+    skipped = {b: len(v) for b, v in (res["config"].get("skipped_rows") or {}).items() if v}
+    if skipped:
+        print(f"WARNING: unusable rows left out (--skip-bad-rows; each file, row and reason listed in results.json): {skipped}")
     dropped = {b: len(v) for b, v in res["config"]["dropped_problems"].items() if v}
     if dropped:
         print(f"dropped over-long prompts (listed in results.json): {dropped}")

@@ -28,6 +28,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     from trlvr.eval import defaults as D
     from trlvr.kinds import COUNT, NONNEG, NONNEG_FLOAT, SEED, TEXT, UNIT, count
     from trlvr.models import DEVICE
+    from trlvr.rewards import GRADERS
 
     p = subparsers.add_parser("select", help="choose a run's checkpoint on held-out validation data", formatter_class=DefaultsFormatter)
     p.add_argument("run", type=TEXT, help="training run folder (output_dir)")
@@ -51,6 +52,8 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--junior-device", type=DEVICE, default=None, help="put the junior on its own device (e.g. cuda:1)")
     p.add_argument("--backend", default="hf", choices=tuple(BACKENDS),
                    help="the engine that generates (see trlvr eval)")
+    p.add_argument("--grader", default="trlvr", choices=GRADERS,
+                   help="the grader the metric is computed with (see trlvr eval --grader): trlvr, authors or authors-paper")
     p.add_argument("--include-initial", action="store_true", help="also evaluate the run's starting senior (step 0)")
     p.add_argument("--fresh", action="store_true",
                    help="start every checkpoint's validation evaluation over (RUN/select/<val>/step-N/ made under other settings)")
@@ -68,7 +71,8 @@ def main(args) -> int:
     how = SelectSpec(args.val, args.metric, args.direction, args.limit, args.include_initial)
     spec = selection_spec(args.metric, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed,
                           decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
-                          batch_size=args.batch_size, prompt_template=args.prompt_template)  # fmt: skip
+                          batch_size=args.batch_size, prompt_template=args.prompt_template,
+                          grader=args.grader)  # fmt: skip
     models = ModelSpec("", args.junior, dtype=args.dtype, device=args.device, junior_device=args.junior_device,
                        backend=args.backend)  # fmt: skip
     check_run(args, spec)
@@ -76,7 +80,7 @@ def main(args) -> int:
     if not Ranks.current().writer:  # another process of a launch: rank 0 reports what it wrote
         return 0
     print(f"selected step {sel.step} ({sel.path}): {sel.metric} = {sel.value:.4f} "
-          f"[{sel.ci_low:.4f}, {sel.ci_high:.4f}] on {sel.val['size']} validation problems")  # fmt: skip
+          f"[{sel.ci_low:.4f}, {sel.ci_high:.4f}] on {sel.val['size']} validation problems, grader {sel.grader}")  # fmt: skip
     print(f"wrote {args.run}/{rundir.SELECTED_FILE} and {args.run}/select/{sel.val['name']}/table.md, curve.png")
     return 0
 

@@ -136,6 +136,7 @@ def load_problems(
     answer_field: str | None = None,
     on_bad: str = "raise",
     check_gold: GoldCheck | None = None,
+    skip_flag: str | None = None,
 ) -> ProblemList:
     """Load problems from a local file, a hub dataset name or ``reasoning-gym:TASK?size=N&seed=S``.
 
@@ -143,7 +144,9 @@ def load_problems(
     columns; ``problem_field``/``answer_field`` override the columns. ``limit`` keeps the
     first N rows (before validation). ``on_bad``: "raise" (default) or "skip". ``check_gold``:
     a grader's gold check (``trlvr.rewards.check_golds``), golds -> None or why it cannot parse.
-    A source with no usable row raises DataError either way.
+    A source with no usable row raises DataError either way. ``skip_flag``: the command-line flag that
+    skips bad rows, named in the refusal (e.g. ``--skip-bad-rows``); without one the refusal names none
+    (a command without such a flag: fix the rows).
 
     >>> probs = load_problems("reasoning-gym:chain_sum?size=3&seed=0")   # doctest: +SKIP
     >>> len(probs), probs[0].answer, probs.skipped                       # doctest: +SKIP
@@ -157,7 +160,7 @@ def load_problems(
         shown = "; ".join(str(b) for b in bad[:SHOW_BAD])
         more = f" (and {len(bad) - SHOW_BAD} more)" if len(bad) > SHOW_BAD else ""
         what = f"{len(bad)} of {probs.total} rows unusable" if probs else f"none of {probs.total} rows usable"
-        fix = "Fix them, or pass on_bad='skip' to load the rest; " if probs else ""
+        fix = ("Fix them" + (f", or pass {skip_flag} to use the rest" if skip_flag else "") + "; ") if probs else ""
         raise DataError(
             f"{source}: {what} (schema {probs.schema}): {shown}{more}. {fix}`trlvr data check` lists them."
         )

@@ -219,5 +219,6 @@ def detect_schema(rows: list[dict]) -> Schema:
         return SCHEMAS["prompt"]
     raise DataError(
         f"cannot tell which columns hold problem and answer (columns: {sorted(cols)}); "
-        f"pass schema= one of {sorted(SCHEMAS)} or problem_field=/answer_field="
+        "rename them to problem and answer, or name them in `trlvr data check --schema NAME` (one of "
+        f"{', '.join(sorted(SCHEMAS))}) or `--problem-field F --answer-field A`"
     )

@@ -147,16 +147,33 @@ def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
     return self_pair(senior)
 
 
-def load_benchmarks(sources: dict[str, str], split: str | None = None, limit: int | None = None):
-    """({name: problems}, {name: data identity}) for `--data` sources (files are hashed, not trusted by name)."""
+def load_benchmarks(sources: dict[str, str], split: str | None = None, limit: int | None = None,
+                    skip_bad: bool = False):  # fmt: skip
+    """({name: problems}, {name: data identity}) for `--data` sources (files are hashed, not trusted by name).
+    A source with an unusable row is refused in one line naming it and `--skip-bad-rows`; with `skip_bad`
+    its usable rows are evaluated, and each benchmark's problems (a `trlvr.data.ProblemList`) carry the
+    others in `.skipped`, which `evaluate_specs` lists in results.json (`skipped_rows`)."""
     benchmarks, identities = {}, {}
     for name, src in sources.items():  # golds the grader cannot parse are refused, as `data check` and training do
-        benchmarks[name] = list(load_problems(src, split=split, limit=limit, check_gold=check_golds))
+        benchmarks[name] = load_problems(src, split=split, limit=limit, check_gold=check_golds,
+                                         on_bad="skip" if skip_bad else "raise", skip_flag="--skip-bad-rows")  # fmt: skip
         p = Path(src)
         identities[name] = (
             {"source": str(p.resolve()), "sha256": file_digest(p)} if p.is_file() else {"source": src, "split": split}
         )
     return benchmarks, identities
+
+
+def skipped_rows(benchmarks: dict[str, list], sources: dict | None = None) -> dict[str, list[dict]]:
+    """{benchmark: [{file, row, field, reason}]}: the unusable rows `load_benchmarks(skip_bad=True)` left out
+    (row 1-based, as `trlvr data check` counts them); benchmarks with none are left out."""
+    out = {}
+    for name, problems in benchmarks.items():
+        bad = getattr(problems, "skipped", None) or []
+        if bad:
+            source = (sources or {}).get(name) or getattr(problems, "source", name)
+            out[name] = [{"file": source, "row": b.row, "field": b.field, "reason": b.reason} for b in bad]
+    return out
 
 
 def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, junior_tok) -> None:
@@ -376,6 +393,7 @@ def evaluate_specs(
     """
     check_unlocked(out, "trlvr eval", "--out")  # a folder another evaluation writes: refused at once, before any load
     check_eval(models, benchmarks, spec, data_sources)
+    skipped = skipped_rows(benchmarks, data_sources)
     engine = backend(models.backend)
     senior, junior, tokenizer, pairing = models.senior, models.junior, models.tokenizer, models.pairing
     dtype, device, junior_device = models.dtype, models.device, models.junior_device
@@ -453,7 +471,7 @@ def evaluate_specs(
                         scorers=hf_models if engine.own_engine and scores else None)  # fmt: skip
     try:
         return evaluate(partners, benchmarks, spec, out, progress=progress, fresh=fresh, refuse_lossy=refuse_lossy,
-                        check_only=check_only)  # fmt: skip
+                        check_only=check_only, skipped_rows=skipped)  # fmt: skip
     finally:  # the next stage in this process (selection's next checkpoint, smoke's next step) starts with the memory free
         for pair in engines:
             pair.close()  # idempotent: the runner closed most of them already

@@ -70,7 +70,7 @@ def differences(old: dict, new: dict) -> list[str]:
     if old.get("version") != new.get("version"):
         return [f"fingerprint version: {old.get('version')!r} -> {new.get('version')!r}"]
     new = with_partner(old, new)
-    old = with_partner(new, old)  # a directory of solo samples alone had no junior: this run's is no change
+    old = with_partner(new, with_grader(old))  # a directory of solo samples alone had no junior: this run's is no change
     diffs = _problems_diff(old.get("problems", {}), new.get("problems", {}))
     return diffs + rundir.differences(old, new, ignore=("problems",))
 
@@ -90,6 +90,15 @@ def with_partner(old: dict, new: dict) -> dict:
         partner = {k: old_m[k] for k in PARTNER_KEYS if k in old_m}
         return {**new, "models": {**{k: v for k, v in new_m.items() if k not in PARTNER_KEYS}, **partner}}
     return new
+
+
+def with_grader(old: dict) -> dict:
+    """A fingerprint written before graders were recorded (no scoring.grader): its rewards were trlvr's grader's
+    (a caller's own score function, grading "custom:<name>", has none)."""
+    scoring = old.get("scoring")
+    if not isinstance(scoring, dict) or "grader" in scoring or str(scoring.get("grading", "")).startswith("custom:"):
+        return old
+    return {**old, "scoring": {**scoring, "grader": "trlvr"}}
 
 
 def check_resumable(path: Path, old: dict | None, new: dict) -> None:

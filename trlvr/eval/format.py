@@ -76,10 +76,17 @@ def diff_text(entry: dict, name: str, digits: int = 2) -> str:
 
 
 def format_summary(res: dict) -> str:
-    """Macro metrics as an aligned terminal table."""
-    lines = [f"{'metric':36s} macro [95% CI]"]
+    """Macro metrics as an aligned terminal table (graded by the first grader, named when there are several),
+    then each other grader's (results.json `by_grader`)."""
+    graders = (res.get("config") or {}).get("graders") or []
+    named = f" (grader {graders[0]})" if len(graders) > 1 else ""
+    lines = [f"{'metric':36s} macro [95% CI]{named}"]
     for name, e in res["macro"]["metrics"].items():
         lines.append(f"{name + unit(name):36s} {entry_text(e, name, digits=3)}")
+    for grader, other in (res.get("by_grader") or {}).items():
+        lines.append(f"{'metric':36s} macro [95% CI] (grader {grader})")
+        for name, e in other["macro"]["metrics"].items():
+            lines.append(f"{name + unit(name):36s} {entry_text(e, name, digits=3)}")
     return "\n".join(lines)
 
 

@@ -217,6 +217,11 @@ def metrics_table(res: dict) -> dict:
     per = {b: r["metrics"] for b, r in res["benchmarks"].items()} | {"macro": res["macro"]["metrics"]}
     names = list(dict.fromkeys(n for m in per.values() for n in m))
     rows = [{"name": n, "unit": unit(n), "cells": [entry_text(per[c].get(n), n) for c in per]} for n in names]
+    for grader, other in (res.get("by_grader") or {}).items():  # each other grader's pass@k, beside the first's
+        theirs = {b: (other["benchmarks"].get(b) or {}).get("metrics", {}) for b in res["benchmarks"]}
+        theirs["macro"] = other["macro"]["metrics"]
+        rows += [{"name": f"{n} (grader {grader})", "unit": unit(n), "cells": [entry_text(theirs[c].get(n), n) for c in per]}
+                 for n in dict.fromkeys(n for m in theirs.values() for n in m)]  # fmt: skip
     return {"cols": list(per), "rows": rows}
 
 
@@ -338,6 +343,16 @@ def _text(value) -> str:
     return str(value)
 
 
+def _grader_text(cfg: dict) -> str:
+    """The grader of the metrics (an evaluation written before graders were recorded: trlvr's), and any
+    other grader each sample was also graded by (its rows are named "(grader X)")."""
+    if str(cfg.get("grading", "")).startswith("custom:"):
+        return "–"
+    first = cfg.get("grader", "trlvr")
+    others = [g for g in cfg.get("graders") or () if g != first]
+    return first + (f" (also graded by {', '.join(others)}: the rows named so)" if others else "")
+
+
 def settings_rows(cfg: dict) -> list[tuple[str, str]]:
     """An evaluation's settings as (name, value) rows for a small table (not a printed dict)."""
     models = cfg.get("models", {}) or {}
@@ -347,6 +362,7 @@ def settings_rows(cfg: dict) -> list[tuple[str, str]]:
             ("samples per problem", _text(cfg.get("n"))), ("pass@k", _text(cfg.get("ks"))),
             ("decoding", _text(cfg.get("decoding"))), ("budget (tokens)", _text(cfg.get("budget", cfg.get("max_new_tokens")))),
             ("seed", _text(cfg.get("seed"))), ("grading", _text(cfg.get("grading"))),
+            ("grader", _grader_text(cfg)),
             ("handoff round cap", f"{_text(cfg.get('handoff_max_rounds'))} (a round = one senior step + one junior step)")]  # fmt: skip
     sel = models.get("senior_selection")
     if isinstance(sel, dict):

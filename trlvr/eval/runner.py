@@ -66,13 +66,14 @@ from trlvr.eval.store import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, EvalDir,
 from trlvr.models import vocab_fingerprint
 from trlvr.provenance import machine
 from trlvr.ranks import Ranks
-from trlvr.rewards import MathReward, extract_boxed, grading_mode, math_reward
+from trlvr.rewards import MathReward, extract_boxed, grader_of, grading_mode, math_reward
 from trlvr.rewards.math_reward import default_reward
 
 # what a text pair cannot define, and why (results.json's `undefined`): the capability check's own words
 UNDEFINED_FOR_TEXT_PAIRS = {m: why for m, (_, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()}
 RESULTS_VERSION = 3  # 3: per-sample `grading`; grading_stats counted from this run's samples
 GRADING_OUTCOMES = ("ok", "no_box", "timeout", "failure")
+BY_GRADER = "by_grader"  # results.json: each grader after the first, its metrics (`by_grader`)
 __all__ = ["BUDGET_RULE", "Partners", "evaluate", "write_results", "grading_counts", "lossy_problems"]
 
 
@@ -266,6 +267,7 @@ def evaluate(
     fresh: bool = False,
     refuse_lossy: bool = False,
     check_only: bool = False,
+    skipped_rows: dict[str, list[dict]] | None = None,
 ) -> dict | None:
     """Evaluate `partners` (the senior, with its junior as partner, scorer and floor) on `benchmarks`
     under `spec` into `out_dir`; return results.json's dict.
@@ -280,10 +282,20 @@ def evaluate(
     prompt the tokenizer cannot spell (decode(encode(prompt)) differs) are listed in config.json's
     `lossy_prompts` and warned about; `refuse_lossy` makes them an error. `check_only` (`trlvr eval
     --dry-run`): every check up to the folder's samples (`check_samples`), then None; nothing is written.
+    `spec.graders`: the first grades each row's `reward`; each other one is graded from the same texts into the
+    row's `grader_rewards` and results.json's `by_grader` (one generation, several graders; a caller's own
+    `score_fn` takes no other). `skipped_rows`: {benchmark: [{file, row, reason}]}, the unusable rows left out
+    (`trlvr eval --skip-bad-rows`), listed in config.json and results.json.
     """
     protocols = protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks)
     if score_fn is None:
-        score_fn = _grader_for(spec.grading)
+        score_fn = _grader_for(spec.grading, spec.grader)
+    elif (own := grader_of(score_fn)) is not None:  # a MathReward: its grader is the first (results.json names it)
+        if spec.graders != ("trlvr",) and own != spec.grader:
+            raise UserError(f"score_fn grades with grader {own!r} but graders names {spec.grader!r} first")
+        spec = spec.replace(graders=(own, *spec.graders[1:]))
+    elif spec.graders != ("trlvr",):
+        raise UserError(f"graders {','.join(spec.graders)}: a caller's own score_fn grades alone; leave graders at trlvr")
     grading = grading_name(score_fn)
     tokenizer, pairing = partners.tokenizer, partners.pairing
     context_length = partners.context_length if spec.context_length == "auto" else spec.context_length
@@ -321,6 +333,7 @@ def evaluate(
         "num_problems": {b: len(x.keys) for b, x in benches.items()}, "models": partners.paths,
         "dropped_problems": dropped, "lossy_prompts": lossy, "machine": machine_record(None),
         "pairing": pairing, "backend": partners.backend,
+        **({"skipped_rows": skipped_rows} if skipped_rows else {}),
     }  # fmt: skip
     if fresh:  # the folder's kind before anything is written (its lock file too) or set aside; a refusal moves nothing
         rundir.prepare_output(out_dir, _KINDS, flag="--out")
@@ -369,6 +382,8 @@ def _evaluate_locked(run: _Run, store: EvalDir, fingerprint: dict, config: dict,
             loophole = loophole_report(rows, tokenizer) if pairing != "text" else {}
             extra = {"fingerprint": {k: v for k, v in fingerprint.items() if k != "problems"},
                      "grading_stats": grading_counts(rows), "loophole": loophole}  # fmt: skip
+            if len(spec.graders) > 1:
+                extra[BY_GRADER] = by_grader(rows, spec.graders[1:], config["ks"], spec.num_resamples, spec.seed)
             if pairing == "text":
                 extra["undefined"] = {m: why for m, (entry, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()
                                       if entry in suite}  # fmt: skip
@@ -470,10 +485,41 @@ def _open(store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> tuple
     return store.rows(), fingerprint
 
 
-def _grader_for(grading: str):
-    """The math grader of a grading mode: "boxed" (the shared default MathReward; per-sample outcomes
-    come from `grade`) or "boxed_or_tail" (the last number when nothing is boxed)."""
-    return MathReward(require_box=False) if grading == "boxed_or_tail" else math_reward
+def _grader_for(grading: str, grader: str = "trlvr"):
+    """The math grader of a grading mode and grader (`trlvr.rewards.GRADERS`): "boxed" with trlvr's grader is
+    the shared default MathReward (per-sample outcomes come from `grade`); "boxed_or_tail" grades the text's
+    tail when nothing is boxed."""
+    if grading != "boxed_or_tail" and grader == "trlvr":
+        return math_reward
+    return MathReward(require_box=grading != "boxed_or_tail", grader=grader)
+
+
+def grade_others(rows: list[dict], graders: tuple[str, ...], grading: str) -> bool:
+    """Each row's `grader_rewards` {grader: reward} for every grader of `graders` it lacks, graded from its
+    stored text and gold (a row of an earlier run of the folder gets the graders this run adds). True when
+    any row changed (the samples file is then written again)."""
+    changed = False
+    for g in graders:
+        todo = [r for r in rows if g not in (r.get("grader_rewards") or {})]
+        if not todo:
+            continue
+        rewards, _ = grade(_grader_for(grading, g), [r["text"] for r in todo], [r["answer"] for r in todo])
+        for r, reward in zip(todo, rewards, strict=True):
+            r["grader_rewards"] = {**(r.get("grader_rewards") or {}), g: float(reward)}
+        changed = True
+    return changed
+
+
+def by_grader(rows: list[dict], graders: tuple[str, ...], ks: list[int], num_resamples: int, seed: int) -> dict:
+    """results.json's `by_grader`: for each grader after the first, the metrics that follow from the reward
+    (every pass@k, the handoff ratios, the prefix protocols' pass@1), in the layout of the first grader's
+    (`benchmarks`, `macro`), from each row's `grader_rewards`."""
+    out = {}
+    for g in graders:
+        table = problem_table([{**r, "reward": r["grader_rewards"][g]} for r in rows], ks)
+        table = {b: {m: v for m, v in t.items() if "pass@" in m} for b, t in table.items()}
+        out[g] = summarize(table, num_resamples=num_resamples, seed=seed)
+    return out
 
 
 def _default_extract_fn():
@@ -592,6 +638,7 @@ class _Run:
         if self.score_later:
             self.close()  # generation is done: the engine goes before the scorers load
         rescored = self._rescore_missing(plan_rows) if self.want_scores else False
+        rescored = grade_others(plan_rows, self.spec.graders[1:], self.spec.grading) or rescored
         planned = {_row_key(r) for r in plan_rows}
         others = [r for k, r in have.items() if k not in planned]
         if rescored or len(in_file) != len(planned) or set(in_file) != planned or len(others) != len(other):

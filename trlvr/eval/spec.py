@@ -19,6 +19,7 @@ from trlvr.data.prompts import PROMPT_TEMPLATES
 from trlvr.engine.options import check_decoding
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
+from trlvr.rewards import GRADERS
 
 GRADINGS = ("boxed", "boxed_or_tail")
 
@@ -58,6 +59,9 @@ class EvalSpec:
     score_batch_size: int = D.SCORE_BATCH_SIZE
     grading: str = "boxed"
     prompt_template: str = "trlvr"  # trlvr.data.prompts.PROMPT_TEMPLATES: trlvr's instruction or the authors'
+    # the graders every sample is graded by (trlvr.rewards.GRADERS): the first gives each row's `reward` and
+    # every metric results.json has always held; each other one a second set of pass@k (results.json `by_grader`)
+    graders: tuple[str, ...] = ("trlvr",)
     dose_shares: tuple[float, ...] = D.DEFAULT_DOSE_SHARES
     prefix_ks: tuple[int, ...] = D.DEFAULT_PREFIX_KS  # suite entry prefix: the prefix-K protocols (K in %)
     num_resamples: int = D.NUM_RESAMPLES
@@ -69,6 +73,7 @@ class EvalSpec:
         object.__setattr__(self, "ks", tuple(sorted({int(k) for k in self.ks})))
         object.__setattr__(self, "dose_shares", tuple(float(x) for x in self.dose_shares))
         object.__setattr__(self, "prefix_ks", tuple(self.prefix_ks))
+        object.__setattr__(self, "graders", (self.graders,) if isinstance(self.graders, str) else tuple(self.graders))
         self._check()
 
     @property
@@ -104,14 +109,31 @@ class EvalSpec:
                                f"{', '.join(PROMPT_TEMPLATES)}")  # fmt: skip
         if self.grading not in GRADINGS:
             raise SettingError("grading", f"grading: {self.grading!r}; choose from {', '.join(GRADINGS)}")
+        unknown = [g for g in self.graders if g not in GRADERS]
+        if unknown or not self.graders:
+            raise SettingError("graders", f"graders: unknown {unknown or 'none given'}; choose one or more (comma-separated) "
+                                          f"from {','.join(GRADERS)}")
+        if len(set(self.graders)) < len(self.graders):
+            raise SettingError("graders", f"graders: {','.join(self.graders)} names a grader twice")
+        if self.grading == "boxed_or_tail" and set(self.graders) != {"trlvr"}:
+            raise SettingError("graders", f"graders: {','.join(self.graders)}: the authors' graders read the last "
+                                          "\\boxed{} only; grading boxed_or_tail is trlvr's grader's alone")
         try:
             check_decoding(self.temperature, self.top_p, self.top_k)
         except ValueError as e:  # its message starts with the setting's name
             field = next((n for n in ("top_p", "top_k") if str(e).startswith(n)), "temperature")
             raise SettingError(field, str(e)) from None
 
+    @property
+    def grader(self) -> str:
+        """The first grader: each row's `reward`, and the metrics results.json has always held."""
+        return self.graders[0]
+
     def fingerprint_part(self, context_length: int | None, max_prompt_tokens: int | None, grading: str) -> dict:
-        """The settings that determine the samples (fingerprint.json's "generation" and "scoring")."""
+        """The settings that determine the samples (fingerprint.json's "generation" and "scoring"; the grader of
+        each row's `reward` is the first of `graders`; the others are graded from the stored texts, so a
+        folder takes more of them, or fewer, without generating again). A caller's own score function
+        (grading "custom:<name>") has no grader."""
         return {
             "generation": {
                 "decoding": self.decoding, "seed": self.seed, "batch_size": self.batch_size,
@@ -120,8 +142,8 @@ class EvalSpec:
                 # only where not trlvr's: an evaluation written before the setting keeps its fingerprint
                 **({"prompt_template": self.prompt_template} if self.prompt_template != "trlvr" else {}),
             },
-            "scoring": {"grading": grading, "include_eos": self.include_eos,
-                        "score_batch_size": self.score_batch_size},
+            "scoring": {"grading": grading, **({} if _custom(grading) else {"grader": self.grader}),
+                        "include_eos": self.include_eos, "score_batch_size": self.score_batch_size},
         }  # fmt: skip
 
     def config_part(self, context_length: int | None, max_prompt_tokens: int | None, grading: str) -> dict:
@@ -133,6 +155,7 @@ class EvalSpec:
             "handoff_round": "one senior step + one junior step", "suite": list(self.suite),
             "dose_shares": list(self.dose_shares), "num_resamples": self.num_resamples, "grading": grading,
             "prompt_template": self.prompt_template,
+            **({} if _custom(grading) else {"grader": self.grader, "graders": list(self.graders)}),
             "budget": {"rule": BUDGET_RULE if context_length else "flat max_new_tokens",
                        "max_new_tokens": self.max_new_tokens, "context_length": context_length},
             "max_prompt_tokens": max_prompt_tokens, "legibility_drift": {"include_eos": self.include_eos},
@@ -142,3 +165,8 @@ class EvalSpec:
             **({"handoff_paper": {**D.PAPER_HANDOFF, "decoding": dict(D.PAPER_HANDOFF["decoding"])}}
                if "handoff-paper" in self.suite else {}),
         }  # fmt: skip
+
+
+def _custom(grading: str) -> bool:
+    """A caller's own score function grades (`trlvr.eval.runner.grading_name`): no grader of trlvr's."""
+    return grading.startswith("custom:")

@@ -27,7 +27,7 @@ from trlvr.experiments.selection import (
 )
 from trlvr.models import SELF, is_adapter_dir
 from trlvr.ranks import Ranks
-from trlvr.rewards import check_golds
+from trlvr.rewards import GRADERS, check_golds, require_grader
 from trlvr.rundir import HOLDOUT_FILE, RUN_FILE
 
 
@@ -81,12 +81,21 @@ def validation_problems(run_dir: str | Path, val: str, limit: int | None = None)
 
 
 def selection_spec(metric: str, *, n: int = 4, max_new_tokens: int = 3000, decoding: dict | None = None,
-                   seed: int = 0, batch_size: int = 64, prompt_template: str = "trlvr"):  # fmt: skip
-    """The EvalSpec every checkpoint is evaluated under, checked (n, budget, decoding, the metric's name)."""
+                   seed: int = 0, batch_size: int = 64, prompt_template: str = "trlvr",
+                   grader: str = "trlvr"):  # fmt: skip
+    """The EvalSpec every checkpoint is evaluated under, checked (n, budget, decoding, the metric's name, the
+    grader the metric is computed with: one of `trlvr.rewards.GRADERS`, its dependencies installed)."""
     if n < 1:
         raise UserError(f"--n must be >= 1, got {n}")
+    if grader not in GRADERS:
+        raise UserError(f"--grader: {grader!r}; choose one of {', '.join(GRADERS)}")
+    try:
+        require_grader(grader)
+    except UserError as e:
+        raise UserError(f"--grader: {e}") from None
     spec = EvalSpec(n=n, ks=tuple(k for k in (1, 2, 4, 8) if k <= n), seed=seed, max_new_tokens=max_new_tokens,
-                    batch_size=batch_size, prompt_template=prompt_template, **(decoding or {}))  # fmt: skip
+                    batch_size=batch_size, prompt_template=prompt_template, graders=(grader,),
+                    **(decoding or {}))  # fmt: skip
     return spec.replace(suite=tuple(check_metric(metric, spec.ks)))
 
 

@@ -55,6 +55,7 @@ class Selection:
     val: dict  # what the validation data was: name, size, content fingerprint, problem keys
     table: list  # [{step, path, value, ci_low, ci_high}] for every candidate, by step
     newest_step: int | None = None  # the run's newest step when it was selected (`trlvr.rundir.newest_step`)
+    grader: str = "trlvr"  # the grader the metric was computed with (`trlvr select --grader`)
 
 
 def suite_for(metric: str) -> list[str]:
@@ -196,7 +197,7 @@ def select_checkpoint(
     run = Path(run_dir)
     candidates = candidates or list_checkpoints(run)
     out_root = selection_folder(run, val_name)
-    table = []
+    table, graders = [], set()
     for cand in candidates if check_checkpoint is not None else ():
         check_checkpoint(cand, val_problems, out_root / f"step-{cand.step}", suite)
     for cand in candidates:
@@ -205,13 +206,14 @@ def select_checkpoint(
         if metric not in metrics:
             raise UserError(f"--metric {metric!r} is not in the results; available: {', '.join(sorted(metrics))}")
         e = metrics[metric]
+        graders.add((res.get("config") or {}).get("grader", "trlvr"))
         table.append({"step": cand.step, "path": cand.path, "value": e["value"],
                       "ci_low": e["ci_low"], "ci_high": e["ci_high"]})  # fmt: skip
     best = pick(table, direction)
     val = {"name": val_name, "size": len(val_problems), "fingerprint": problems_fingerprint(val_problems),
            "keys": sorted(problem_key(p) for p in val_problems)}  # fmt: skip
     sel = Selection(best["step"], best["path"], metric, direction, best["value"], best["ci_low"], best["ci_high"],
-                    val, table, rundir.newest_step(run))  # fmt: skip
+                    val, table, rundir.newest_step(run), *graders)  # fmt: skip
     if not Ranks.current().writer:  # several processes evaluated it; rank 0 alone records the choice
         return sel
     out_root.mkdir(parents=True, exist_ok=True)

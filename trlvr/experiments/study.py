@@ -147,7 +147,8 @@ def select_stage(study: Study, v: Variant, out: Path, seed: int, after: str = ""
     s = study.selection
     run = train_dir(out, v.name, seed)
     argv = ["select", str(run), "--val", s["val"], "--metric", s["metric"]]
-    for key in ("direction", "n", "limit", "max_new_tokens", "batch_size", "seed", "dtype", "backend", "prompt_template"):
+    for key in ("direction", "n", "limit", "max_new_tokens", "batch_size", "seed", "dtype", "backend", "prompt_template",
+                "grader"):
         if key in s:
             argv += [f"--{key.replace('_', '-')}", str(s[key])]
     argv = [*argv, "--no-progress"]
@@ -181,8 +182,8 @@ def eval_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") 
     target = eval_dir(out, v.name, seed)
     senior = f"{train_dir(out, v.name, seed)}@selected" if v.trained else _model_of(study, v, out, "senior")
     argv = ["eval", "--senior", senior, "--junior", _model_of(study, v, out, "junior"), "--data", data]
-    for key in ("split", "n", "limit", "max_new_tokens", "batch_size", "dtype", "seed", "grading", "context_length",
-                "backend", "prompt_template"):
+    for key in ("split", "n", "limit", "max_new_tokens", "batch_size", "dtype", "seed", "grading", "grader",
+                "context_length", "backend", "prompt_template"):
         if key in e:
             argv += [f"--{key.replace('_', '-')}", str(e[key])]
     if "dose_shares" in e:

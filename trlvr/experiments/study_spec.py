@@ -60,6 +60,7 @@ from trlvr.config import (
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 from trlvr.eval.regex_jargon import compile_pattern
+from trlvr.rewards import GRADERS
 
 TOP_KEYS = {"name", "description", "base", "worlds", "train", "seeds", "selection", "evaluation", "baseline",
             "variants", "launch", "prepare"}  # fmt: skip
@@ -68,9 +69,9 @@ VARIANT_KEYS = {"config", "world", "baseline", "label", "evaluation", "train"}
 UNTRAINED_FIELDS = {"senior", "junior"}  # what a `train: false` variant may set (it only evaluates)
 STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"  # the study files shipped in the package
 SELECTION_KEYS = {"backend": str, "val": str, "metric": str, "direction": str, "n": int, "limit": int, "max_new_tokens": int,
-                  "batch_size": int, "seed": int, "dtype": str, "prompt_template": str}  # fmt: skip
+                  "batch_size": int, "seed": int, "dtype": str, "prompt_template": str, "grader": str}  # fmt: skip
 EVALUATION_KEYS = {"backend": str, "data": str, "split": str, "junior": str, "suite": list, "n": int, "k": list, "limit": int,
-                   "max_new_tokens": int, "batch_size": int, "dtype": str, "seed": int, "grading": str,
+                   "max_new_tokens": int, "batch_size": int, "dtype": str, "seed": int, "grading": str, "grader": str,
                    "context_length": int, "dose_shares": list, "jargon_regex": str, "prompt_template": str}  # fmt: skip
 LAUNCH_KEYS = {"train": str, "select": str, "eval": str}
 WORLD_KEYS = {"jargon", "seed"}
@@ -211,9 +212,20 @@ def _check_evaluation(path: Path, where: str, evaluation: dict, worlds: dict) ->
             compile_pattern(evaluation["jargon_regex"])
         except UserError as e:
             raise _fail(path, f"{where}.jargon_regex", str(e).removeprefix("jargon_regex: ")) from None
+    _check_graders(path, f"{where}.grader", evaluation.get("grader", "trlvr"), several=True)
     n = evaluation.get("n", D.N)
     if any(not isinstance(k, int) or not 1 <= k <= n for k in evaluation.get("k", [1])):
         raise _fail(path, f"{where}.k", f"every k must be an integer in [1, n = {n}], got {evaluation.get('k')}")
+
+
+def _check_graders(path: Path, where: str, value: str, *, several: bool) -> None:
+    """A grader setting (`trlvr.rewards.GRADERS`): one name, or (`several`: evaluation) a comma-separated list
+    whose first grader gives the reported metrics, as `trlvr eval --grader` takes it."""
+    names = [g.strip() for g in value.split(",")]
+    bad = [g for g in names if g not in GRADERS]
+    if bad or (len(names) > 1 and not several) or len(set(names)) < len(names):
+        what = "one grader, or several comma-separated" if several else "one grader"
+        raise _fail(path, where, f"expected {what} of {', '.join(GRADERS)}, got {value!r}")
 
 
 def resolve_study(name: str | Path) -> Path:
@@ -307,6 +319,7 @@ def load_study(path: str | Path) -> Study:
     for key in ("val", "metric"):
         if key not in selection:
             raise _fail(path, f"selection.{key}", "missing")
+    _check_graders(path, "selection.grader", selection.get("grader", "trlvr"), several=False)
     evaluation = _models_shipped(_typed(path, "evaluation", raw["evaluation"], EVALUATION_KEYS))
     if "data" not in evaluation:
         raise _fail(path, "evaluation.data", "missing")

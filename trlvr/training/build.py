@@ -43,7 +43,7 @@ from trlvr.models import (
     load_tokenizer,
     load_tokenizer_for,
 )
-from trlvr.rewards import check_golds, math_reward
+from trlvr.rewards import MathReward, check_golds, math_reward, require_grader
 from trlvr.rundir import HOLDOUT_FILE
 from trlvr.training.learning import check_updates_land
 from trlvr.training.peft_setup import check_lora_run, continues_adapter, describe_adapter, peft_config_for
@@ -56,10 +56,16 @@ if TYPE_CHECKING:  # annotations only
 SELF = "self"
 
 
-def resolve_reward(name: str):
-    """ "math" -> trlvr.rewards.math_reward; "pkg.module:function" -> that function."""
+def resolve_reward(name: str, grader: str = "trlvr"):
+    """ "math" -> trlvr.rewards.math_reward (grader "trlvr") or `MathReward(grader=grader)` (the authors'
+    graders: their dependencies are refused in one line when missing, `trlvr.rewards.require_grader`);
+    "pkg.module:function" -> that function."""
     if name == "math":
-        return math_reward
+        try:
+            require_grader(grader)
+        except UserError as e:
+            raise UserError(f"grader: {e}") from None
+        return math_reward if grader == "trlvr" else MathReward(grader=grader)
     module, sep, attr = name.partition(":")
     if not sep:
         raise UserError(f"reward: expected 'math' or 'package.module:function', got {name!r}")
@@ -318,7 +324,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
         junior,
         tandem=tandem,
         args=args,
-        reward_funcs=resolve_reward(tandem.reward),
+        reward_funcs=resolve_reward(tandem.reward, tandem.grader),
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=own + list(callbacks or []),

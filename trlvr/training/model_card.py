@@ -41,6 +41,7 @@ A senior trained with Tandem RLVR ([{{ paper_title }}](https://arxiv.org/abs/{{ 
 | junior (frozen co-writer) | {{ junior }} |
 | arm | {{ arm }} |
 | schedule | {{ schedule }} |
+| reward grader | {{ grader }} |
 | training data | {{ data }} |
 | steps | {{ steps }} |
 
@@ -81,7 +82,7 @@ def _hub_id(name: str | None) -> str | None:
 
 def tandem_model_card(*, model_name: str, senior: str | None, junior: str | None, arm: str, schedule: str,
                       data: str | None, steps: int, hub_model_id: str | None = None,
-                      tags: list[str] | None = None) -> ModelCard:  # fmt: skip
+                      tags: list[str] | None = None, grader: str = "trlvr") -> ModelCard:  # fmt: skip
     """The card: metadata (base_model and datasets when they are hub ids, the tags) and the run's table."""
     card_data = ModelCardData(base_model=_hub_id(senior), datasets=_hub_id(data), library_name="transformers",
                               model_name=model_name, tags=["generated_from_trainer", *TAGS,
@@ -98,6 +99,7 @@ def tandem_model_card(*, model_name: str, senior: str | None, junior: str | None
         junior=junior or "none",
         schedule=schedule if arm == "tandem" else "none (the senior writes every token)",
         data=data or "not recorded",
+        grader=grader,
         steps=steps,
         load_id=hub_model_id or model_name,
         citation=PAPER_CITATION,

@@ -127,7 +127,7 @@ def check_config(tandem, grpo, *, planning: bool = True) -> str:
     if not tandem.dataset.strip():  # as training says it when it loads the data
         raise UserError("dataset: a training data source is required")
     check_trainer_device(tandem, grpo)
-    resolve_reward(tandem.reward)  # the reward function imports without a model
+    resolve_reward(tandem.reward, tandem.grader)  # the reward function imports (its grader's dependencies are there) without a model
     note, problems, n_train = _check_dataset(tandem, planning)
     _check_model_paths(tandem, planning)
     if all(p == "self" or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):

@@ -192,9 +192,17 @@ def write_record(output_dir: str | Path, record: dict) -> None:
     rundir.write_record(Path(output_dir) / RUN_FILE, record, sort_keys=True)
 
 
+# TandemConfig fields added after records were first written, with the value every run before them had: a
+# record without one was that (a run recorded before `grader` existed was graded by trlvr's grader)
+ADDED_FIELDS = {"grader": "trlvr"}
+
+
 def _compare_stored(output_dir: str | Path, old: dict, new: dict) -> list[str]:
     """`differences` with a format-1 record's paths read as `read_record` reads them; a record written
-    before format 3 (a hand-picked list of GRPOConfig fields) is compared on the fields it holds."""
+    before format 3 (a hand-picked list of GRPOConfig fields) is compared on the fields it holds; a field of
+    ADDED_FIELDS the record lacks is the value it had then."""
+    if isinstance(old.get("tandem"), dict):
+        old = {**old, "tandem": {**ADDED_FIELDS, **old["tandem"]}}
     fmt = old.get("format", 1)
     if fmt < 2:
         old = {**_stored_paths(old, output_dir), "format": FORMAT}

@@ -60,6 +60,7 @@ from trlvr.engine.self_pair import AdapterOffView
 from trlvr.errors import UserError
 from trlvr.models import choose_pairing, load_tokenizer
 from trlvr.rewards.length import with_length_penalty
+from trlvr.rewards.math_reward import MathReward, math_reward
 from trlvr.rundir import MODEL_CARD
 from trlvr.training.build import launch_sharding, load_junior
 from trlvr.training.learning import FIXES, WeightsMoved, low_precision_problem
@@ -100,6 +101,16 @@ def _with_model_ids(tandem: TandemConfig, senior, junior) -> TandemConfig:
 
 def _plain_callable(f) -> bool:
     return callable(f) and not hasattr(f, "forward") and not inspect.iscoroutinefunction(f)
+
+
+def check_reward_grader(funcs: list, grader: str) -> None:
+    """A math reward among `funcs` grades with the config's `grader` (`TandemConfig.grader`): the run record
+    names it, so a `MathReward` with another grader is refused (ValueError naming both)."""
+    for f in funcs:
+        used = "trlvr" if f is math_reward else f.grader if isinstance(f, MathReward) else None
+        if used is not None and used != grader:
+            raise ValueError(f"reward_funcs grade with grader {used!r} but tandem.grader is {grader!r}: pass "
+                             f"MathReward(grader={grader!r}), or TandemConfig(grader={used!r})")
 
 
 class TandemGRPOTrainer(GRPOTrainer):
@@ -188,6 +199,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         if kl_to_junior and not tandem.junior:  # TRL builds its reference model from a path
             raise ValueError("kl_ref: junior needs TandemConfig(junior=<the junior's path or hub id>)")
         funcs = [] if reward_funcs is None else reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
+        check_reward_grader(funcs, tandem.grader)
         # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
         funcs = [with_share_split(f, lambda: self.rollout.last_senior_share) if _plain_callable(f) else f
                  for f in funcs]  # fmt: skip
@@ -303,7 +315,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         return tandem_model_card(model_name=model_name, senior=senior, junior=junior, arm=tandem.arm,
                                  schedule=schedule, data=dataset_name or tandem.dataset or None,
                                  steps=self.state.global_step, hub_model_id=args.hub_model_id,
-                                 tags=[tags] if isinstance(tags, str) else tags)  # fmt: skip
+                                 tags=[tags] if isinstance(tags, str) else tags, grader=tandem.grader)  # fmt: skip
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, tags=None):
         """TRL's hook (each checkpoint, `push_to_hub`): the tandem card (`trlvr.training.model_card`) in
