@@ -121,3 +121,19 @@ def test_the_stand_in_gold_is_one_the_grader_cannot_read():
     from trlvr.rewards import check_golds
 
     assert check_golds([UNPARSEABLE, "\\$18"]) == ["unparseable", None]  # the issue's `\$18` is read now
+
+
+def test_a_study_evaluation_may_skip_bad_rows_and_its_eval_stage_says_so(tmp_path, capsys):
+    """`skip_bad_rows: true` in a study's evaluation: its eval stages run `trlvr eval --skip-bad-rows`, so the whole-
+    study check accepts a gold the grader cannot read (the stage lists it in results.json); not a bool: one line."""
+    bad_gold = _data_with_gold(tmp_path / "gold.jsonl", UNPARSEABLE)
+    text = TINY.replace("data: test,", f"data: toy={bad_gold}, skip_bad_rows: true,", 1)
+    p = write(tmp_path, text)
+    assert cli(["study", "plan", str(p), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    evals = [ln for ln in printed.splitlines() if " eval " in ln and "--data" in ln]
+    assert evals and all("--skip-bad-rows" in ln for ln in evals)
+    p = write(tmp_path, text.replace("skip_bad_rows: true", "skip_bad_rows: 1"))
+    assert cli(["study", "plan", str(p), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "evaluation.skip_bad_rows: expected bool, got 1" in err[0], err
