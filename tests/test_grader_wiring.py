@@ -195,6 +195,14 @@ def test_eval_grades_every_sample_under_each_grader_in_one_generation(pair, tmp_
     assert set(other) == {"benchmarks", "macro"} and other["macro"]["metrics"]
     assert set(other["macro"]["metrics"]) <= set(res["macro"]["metrics"])
     assert all("pass@" in m for m in other["macro"]["metrics"])
+    table = json.loads((out / "per_problem.json").read_text())["toy"]
+    assert {f"{m} (grader authors-paper)" for m in other["benchmarks"]["toy"]["metrics"]} <= set(table)
+    # `trlvr compare` pairs every grader both evaluations have (here the folder with itself: every difference 0)
+    capsys.readouterr()
+    assert main(["compare", str(out), str(out), "--out", str(tmp_path / "cmp"), "--resamples", "50"]) == 0
+    assert "solo/pass@1 (grader authors-paper)" in capsys.readouterr().out
+    cmp = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert cmp["macro"]["solo/pass@2 (grader authors-paper)"]["diff"] == 0.0
     # another first grader changes every row's reward: refused, naming it
     capsys.readouterr()
     assert main(_eval_argv(pair, out, "--grader", "authors-paper")) == 2
@@ -387,3 +395,68 @@ def test_a_folder_written_before_graders_were_recorded_resumes_as_trlvrs(pair, t
     assert main(_eval_argv(pair, out)) == 0  # resumed, not refused: nothing generated again
     assert _rows(out) == before
     assert json.loads((out / "results.json").read_text())["config"]["grader"] == "trlvr"
+
+
+# ---- compare and seed groups pair every grader ------------------------------------------------------------
+
+
+def _graded_rows(first: list[float], other: list[float]) -> list[dict]:
+    """One solo and one handoff sample per problem: `reward` from the first grader, `grader_rewards` the other's."""
+    return [{"benchmark": "b", "protocol": proto, "problem_id": f"p{i}", "sample_idx": 0, "text": "", "answer": "1",
+             "num_tokens": 3, "finish_reason": "eos", "senior_share": 1.0, "reward": x,
+             "grader_rewards": {"authors-paper": y}}
+            for i, (x, y) in enumerate(zip(first, other, strict=True)) for proto in ("solo", "handoff")]  # fmt: skip
+
+
+def test_per_problem_json_carries_each_other_grader_and_compare_pairs_it(tmp_path):
+    from trlvr.eval.aggregate import compare_tables
+    from trlvr.eval.runner import write_results
+
+    config = {"ks": [1], "graders": ["trlvr", "authors-paper"], "seed": 0}
+    write_results(tmp_path / "A", _graded_rows([1.0] * 8, [0.0] * 8), config, num_resamples=50)
+    write_results(tmp_path / "B", _graded_rows([1.0] * 8, [1.0] * 4 + [0.0] * 4), config, num_resamples=50)
+    ta, tb = (json.loads((tmp_path / d / "per_problem.json").read_text()) for d in ("A", "B"))
+    assert ta["b"]["solo/pass@1"] == {f"p{i}": 1.0 for i in range(8)}  # the first grader's keys, as before
+    assert ta["b"]["solo/pass@1 (grader authors-paper)"] == {f"p{i}": 0.0 for i in range(8)}
+    assert "solo/mean_tokens (grader authors-paper)" not in ta["b"]  # only what follows from the reward
+    res = json.loads((tmp_path / "A" / "results.json").read_text())
+    assert not [m for m in res["macro"]["metrics"] if "(grader" in m]  # results.json's metrics: the first grader's
+    cmp = compare_tables(ta, tb, num_resamples=50)
+    assert cmp["macro"]["solo/pass@1"]["diff"] == 0.0
+    assert cmp["macro"]["solo/pass@1 (grader authors-paper)"]["diff"] == pytest.approx(0.5)
+    assert cmp["macro"]["handoff/pass@1 (grader authors-paper)"]["diff"] == pytest.approx(0.5)
+    assert "handoff_ratio/pass@1 (grader authors-paper)" in cmp["macro"]  # B's ratio (A's solo is 0: no value)
+    names = list(cmp["macro"])
+    assert names.index("handoff/pass@1") < names.index("solo/pass@1 (grader authors-paper)")  # the first grader first
+    # an older per_problem.json (no other grader) is still read: the first grader paired, the others named skipped
+    old = {b: {m: v for m, v in t.items() if "(grader" not in m} for b, t in ta.items()}
+    cmp = compare_tables(old, tb, num_resamples=50)
+    assert {m for m in cmp["macro"] if "pass@" in m} == {"solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1"}
+    assert "solo/pass@1 (grader authors-paper)" in cmp["skipped"]
+
+
+def test_seed_groups_summarise_and_pair_each_other_grader(tmp_path):
+    from trlvr.eval.groups import compare_groups, summarize_group
+    from trlvr.eval.runner import write_results
+
+    config = {"ks": [1], "graders": ["trlvr", "authors-paper"], "seed": 0}
+    for group, other in (("A", [0.0] * 8), ("B", [1.0] * 6 + [0.0] * 2)):
+        for s in (0, 1):
+            write_results(tmp_path / group / f"seed-{s}", _graded_rows([1.0] * 8, other), config, num_resamples=50)
+    tables = {g: {s: json.loads((tmp_path / g / f"seed-{s}" / "per_problem.json").read_text()) for s in (0, 1)}
+              for g in ("A", "B")}  # fmt: skip
+    summary = summarize_group(tables["B"], num_resamples=50)
+    assert summary["metrics"]["solo/pass@1 (grader authors-paper)"]["value"] == pytest.approx(0.75)
+    cmp = compare_groups(tables["A"], tables["B"], num_resamples=50)
+    assert cmp["macro"]["solo/pass@1 (grader authors-paper)"]["diff"] == pytest.approx(0.75)
+    assert cmp["macro"]["solo/pass@1"]["diff"] == 0.0
+
+
+def test_the_compare_table_names_a_metric_under_another_grader_whole():
+    from trlvr.cli.compare_cmd import format_table
+
+    e = {"a": 0.5, "b": 0.75, "diff": 0.25, "ci_low": 0.1, "ci_high": 0.4, "p_value": 0.01, "excludes_zero": True}
+    name = "handoff_ratio/pass@4 (grader authors-paper)"
+    lines = format_table({"macro": {"solo/pass@1": e, name: e}, "benchmarks": {}}).splitlines()
+    assert any(name in ln for ln in lines)
+    assert len({ln.index(" 0.010") for ln in lines[1:]}) == 1  # the columns line up

@@ -327,3 +327,38 @@ def test_the_docs_grader_table_is_current():
 
     tool = load_script(Path(__file__).parents[1] / "tools" / "grader_table.py", "grader_table")
     assert tool.main(["--check"]) == 0
+
+
+# ---- one description of each grader ----------------------------------------------------------------------
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_every_text_describes_each_grader_by_its_one_line_and_none_by_string_equality():
+    """`authors-paper` is DeepScaleR's grade_answer_verl (the MATH normaliser or sympy), not Hendrycks strip_string
+    and string equality (which misses minerva idx 4's published 1): the flag's help, the config key's help and the
+    docs all say so in the words of `GRADER_HELP`."""
+    import argparse
+
+    from trlvr.cli.eval_cmd import make_parser
+    from trlvr.config import TandemConfig
+    from trlvr.rewards.graders import GRADER_HELP, graders_help
+
+    assert set(GRADER_HELP) == set(GRADERS) and "grade_answer_verl" in GRADER_HELP["authors-paper"]
+    parser = make_parser(argparse.ArgumentParser().add_subparsers())
+    (flag,) = [a for a in parser._actions if "--grader" in a.option_strings]
+    config = next(f for f in TandemConfig.__dataclass_fields__.values() if f.name == "grader").metadata["help"]
+    root = Path(__file__).resolve().parents[1]
+    docs = {p: _flat((root / p).read_text()) for p in ("docs/guides/evaluation.md", "docs/reproducing-the-paper.md",
+                                                        "docs/reference/configuration.md")}  # fmt: skip
+    for text in (flag.help, config):
+        assert graders_help() in text
+    for line in GRADER_HELP.values():
+        assert _flat(line) in docs["docs/guides/evaluation.md"]
+    assert "grade_answer_verl" in docs["docs/reproducing-the-paper.md"]
+    for where, text in [("eval --grader", flag.help), ("config grader", config), *docs.items()]:
+        for wrong in ("strip_string and string equality", "strip_string, string equality", "strip_string + string equality",
+                      "`strip_string`, then string equality"):  # fmt: skip
+            assert wrong not in _flat(text), f"{where} describes a grader as {wrong!r}"

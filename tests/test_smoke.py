@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from trlvr.cli.main import main
-from trlvr.experiments.smoke import GRADER_PAIRS, mask_check, step_bound
+from trlvr.experiments.smoke import GRADER_PAIRS, mask_check, self_pair_check, self_pair_model, step_bound
 from trlvr.memory import MemoryPlan, Stack, read_config
 from trlvr.toy.task import generate_problems
 from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
@@ -61,6 +61,10 @@ def test_smoke_runs_both_arms_and_records_every_check(tmp_path, toy_data, screen
     assert checks["grader"]["status"] == "ok" and checks["grader"]["timeout_status"] == "timeout"
     assert checks["select_eval"]["status"] == "ok"
     assert checks["lengths"]["eval"]["samples"] == 2 * 2  # 2 problems x (solo, handoff) x n 1
+    pair = checks["self_pair"]  # the toy junior as its own partner, solo and handoff on the 2 held-out problems
+    assert pair["status"] == "ok" and pair["model"] == str(ASSETS_DIR / "junior"), pair
+    assert pair["problems"] == 2 and pair["samples"] == 4 and pair["interval"][0] <= 0.0 <= pair["interval"][1]
+    assert "  self-pair: ok: handoff - solo pass@1 " in "\n".join(screen)
     assert checks["memory"]["status"] == "not measured"  # backend hf on a CPU: no engine KV report
     printed = "\n".join(screen)
     assert "smoke" in printed and "  weights moved: " in printed  # beside the other checks
@@ -286,3 +290,30 @@ def test_a_self_pairs_parity_runs_again_after_training_with_the_trained_senior(t
     assert check["status"] == "not measured" and "adapter" in check["reason"] and len(seen) == 1
     distinct, _ = load_run_config("qwen3-4b-junior-0.6b-deepscaler", {"use_cpu": True, "bf16": False})
     assert not smoke.self_paired(distinct)
+
+
+def _pair_rows(solo: list[int], handoff: list[int], n: int = 4) -> list[dict]:
+    """Samples of an identical pair: per problem, that many of its n samples right in each protocol."""
+    return [{"protocol": proto, "problem_id": f"p{i}", "reward": float(j < right)}
+            for proto, counts in (("solo", solo), ("handoff", handoff)) for i, right in enumerate(counts)
+            for j in range(n)]  # fmt: skip
+
+
+def test_the_self_pair_check_holds_the_difference_to_its_interval():
+    ok = self_pair_check(_pair_rows([2, 1, 3, 2, 0, 4, 2, 1], [1, 2, 3, 2, 1, 4, 1, 2]))
+    assert ok["status"] == "ok" and ok["diff"] == pytest.approx(1 / 32, abs=1e-4) and ok["problems"] == 8
+    assert ok["interval"][0] < 0 < ok["interval"][1] and ok["z"] == 3.29
+    # a handoff that loses most of what solo gets right on the same problems: far outside the interval
+    bad = self_pair_check(_pair_rows([3, 3, 4, 3, 3, 4, 3, 3], [0, 1, 0, 0, 1, 0, 0, 0]))
+    assert bad["status"] == "failed" and bad["diff"] < 0 and bad["interval"][1] < 0
+    # every sample alike in both protocols: no noise and no difference, ok
+    same = self_pair_check(_pair_rows([4, 0, 4], [4, 0, 4]))
+    assert same["status"] == "ok" and same["se"] == 0.0 and same["diff"] == 0.0
+    assert self_pair_check(_pair_rows([1], [], n=4)[:4])["status"] == "not measured"
+
+
+def test_the_self_pair_model_is_the_junior_or_the_starting_senior():
+    from types import SimpleNamespace as NS
+
+    assert self_pair_model(NS(senior="s", junior="j")) == "j"
+    assert self_pair_model(NS(senior="s", junior="self")) == "s" and self_pair_model(NS(senior="s", junior="s")) == "s"

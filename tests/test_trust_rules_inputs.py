@@ -19,6 +19,7 @@ from trlvr.toy.task import make_splits
 from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
 
 SENIOR, JUNIOR = ASSETS_DIR / "senior", ASSETS_DIR / "junior"
+UNPARSEABLE = "\\frac{1}"  # a gold no grader reads (one part of a fraction, braces balanced): check_golds: "unparseable"
 
 
 def _data_with_gold(path: Path, bad_gold: str) -> Path:
@@ -29,8 +30,9 @@ def _data_with_gold(path: Path, bad_gold: str) -> Path:
 
 
 def test_eval_refuses_golds_the_grader_cannot_parse_naming_file_and_row(tmp_path, capsys):
-    """The issue's case: a gold of `\\$18` scored every sample 0 (pass@1 0%, exit 0, no console line)."""
-    data = _data_with_gold(tmp_path / "test.jsonl", "\\$18")
+    """The issue's case: a gold the grader cannot read scored every sample 0 (pass@1 0%, exit 0, no console line).
+    (The issue's gold was `\\$18`, which the grader now reads as 18: an unclosed fraction stands in for it.)"""
+    data = _data_with_gold(tmp_path / "test.jsonl", UNPARSEABLE)
     argv = ["eval", "--senior", str(SENIOR), "--junior", str(JUNIOR), "--data", f"toy={data}", "--n", "2", "--k", "1",
             "--suite", "solo", "--max-new-tokens", "16", "--out", str(tmp_path / "e"), "--no-progress"]  # fmt: skip
     assert cli(argv) == 2
@@ -64,7 +66,7 @@ def test_select_checks_the_metric_name_before_evaluating_a_checkpoint(tmp_path, 
 
 def _bad(tmp_path: Path, name: str) -> dict[str, tuple]:
     missing = tmp_path / "missing" / "test.jsonl"
-    bad_gold = _data_with_gold(tmp_path / "gold.jsonl", "\\$18")
+    bad_gold = _data_with_gold(tmp_path / "gold.jsonl", UNPARSEABLE)
     return {  # (edit of TINY, the key the one line names, text it holds)
         "metric misspelt": (("metric: handoff/pass@1", "metric: handoff/pass@l"), "selection.metric",
                             "is not a metric this selection's evaluation produces"),
@@ -113,3 +115,25 @@ def test_the_shipped_studies_pass_the_stage_checks(tmp_path, capsys):
     root = Path(__file__).resolve().parents[1] / "studies"
     for name in ("toy-granularity.yaml", "toy-cross.yaml", "paper-table2.yaml"):
         validate(load_study(root / name), tmp_path / name)
+
+
+def test_the_stand_in_gold_is_one_the_grader_cannot_read():
+    from trlvr.rewards import check_golds
+
+    assert check_golds([UNPARSEABLE, "\\$18"]) == ["unparseable", None]  # the issue's `\$18` is read now
+
+
+def test_a_study_evaluation_may_skip_bad_rows_and_its_eval_stage_says_so(tmp_path, capsys):
+    """`skip_bad_rows: true` in a study's evaluation: its eval stages run `trlvr eval --skip-bad-rows`, so the whole-
+    study check accepts a gold the grader cannot read (the stage lists it in results.json); not a bool: one line."""
+    bad_gold = _data_with_gold(tmp_path / "gold.jsonl", UNPARSEABLE)
+    text = TINY.replace("data: test,", f"data: toy={bad_gold}, skip_bad_rows: true,", 1)
+    p = write(tmp_path, text)
+    assert cli(["study", "plan", str(p), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    evals = [ln for ln in printed.splitlines() if " eval " in ln and "--data" in ln]
+    assert evals and all("--skip-bad-rows" in ln for ln in evals)
+    p = write(tmp_path, text.replace("skip_bad_rows: true", "skip_bad_rows: 1"))
+    assert cli(["study", "plan", str(p), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "evaluation.skip_bad_rows: expected bool, got 1" in err[0], err

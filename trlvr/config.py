@@ -39,6 +39,7 @@ from trlvr.errors import UserError
 from trlvr.memory import GPU_MEMORY
 from trlvr.models import DEVICE, check_device
 from trlvr.rewards import GRADERS
+from trlvr.rewards.graders import graders_help
 from trlvr.rewards.length import LENGTH_PENALTIES
 
 ARMS = ("tandem", "grpo")
@@ -85,7 +86,7 @@ class TandemConfig:
     dataset_split: str | None = _help("dataset split (default: the loader's)", None)
     dataset_limit: int | None = _help("use only the first N problems", None)
     reward: str = _help("reward: math (trlvr.rewards.math_reward) or package.module:function", "math")
-    grader: str = _help("how reward: math decides that an answer equals the gold (trlvr.rewards.GRADERS): trlvr (ours), authors (the Tandem RLVR release's grader: MATH normaliser, sympy or math-verify 0.9.0; pip install 'trlvr[authors]') or authors-paper (the paper-era scripts': Hendrycks strip_string and string equality)", "trlvr")
+    grader: str = _help(f"how reward: math decides that an answer equals the gold (trlvr.rewards.GRADERS): {graders_help()}", "trlvr")
     length_penalty: str = _help("a length penalty added to the reward, the same for both arms (trlvr.rewards.length): none, kimi (Kimi k1.5's group length reward, arXiv 2501.12599) or overlong (DAPO's soft overlong punishment, arXiv 2503.14476)", "none")
     length_penalty_weight: float = _help("weight of the length penalty (Kimi k1.5 and DAPO add it with weight 1)", 1.0)
     max_prompt_length: int | None = _help("drop problems whose prompt has more tokens than this", None)

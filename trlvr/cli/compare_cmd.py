@@ -39,12 +39,15 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 def format_table(cmp: dict) -> str:
     from trlvr.eval.format import diff_text, number, unit
 
-    lines = [f"{'scope':12s} {'metric':34s} {'A':>9s} {'B':>9s}  {'B-A [95% CI]':32s} {'p':>6s}  sig"]
-    for scope, metrics in [("macro", cmp["macro"])] + list(cmp["benchmarks"].items()):
+    scopes = [("macro", cmp["macro"])] + list(cmp["benchmarks"].items())
+    # a metric under another grader ("solo/pass@1 (grader authors)") is named whole, never cut
+    width = max([34] + [len(name + unit(name)) for _, metrics in scopes for name in metrics])
+    lines = [f"{'scope':12s} {'metric':{width}s} {'A':>9s} {'B':>9s}  {'B-A [95% CI]':32s} {'p':>6s}  sig"]
+    for scope, metrics in scopes:
         for name, e in metrics.items():
-            label = (name + unit(name))[:34]
+            label = name + unit(name)
             lines.append(
-                f"{scope[:12]:12s} {label:34s} {number(e['a'], name, 3):>9s} {number(e['b'], name, 3):>9s}  "
+                f"{scope[:12]:12s} {label:{width}s} {number(e['a'], name, 3):>9s} {number(e['b'], name, 3):>9s}  "
                 f"{diff_text(e, name, 3):32s} {e['p_value']:6.3f}  {'*' if e['excludes_zero'] else ''}"
             )
     if cmp.get("skipped"):

@@ -46,6 +46,7 @@ from trlvr.memory import GPU_BYTES
 from trlvr.models import DEVICE
 from trlvr.ranks import Ranks
 from trlvr.rewards import GRADERS, require_grader
+from trlvr.rewards.graders import graders_help
 
 SUITE_DEFAULT = ",".join(D.DEFAULT_SUITE)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
@@ -131,8 +132,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--grader", type=GRADER_LIST, default="trlvr",
                    help=f"comma-separated graders ({', '.join(GRADERS)}): every sample is graded by each, in one run; the "
                         "first gives the reported metrics (and each sample's reward), each other one its own pass@k "
-                        "(results.json by_grader). authors: the Tandem RLVR release's grader (pip install 'trlvr[authors]'); "
-                        "authors-paper: the paper-era scripts' (strip_string, string equality)")
+                        f"(results.json by_grader). {graders_help()}")
     p.add_argument("--skip-bad-rows", action="store_true",
                    help="evaluate the usable rows of a --data source that has unusable ones (no gold, a gold the grader "
                         "cannot read, ...), listing the others (file, row, reason) in results.json (default: refuse the run)")

@@ -188,9 +188,10 @@ def _check_eval(stage, out: Path, checked: set) -> None:
 
         check_self_junior(senior)  # an untrained variant's senior is a plain model: `self` has no base to be
     for name, src in parse_sources(args.data).items():
-        key = ("eval", src, args.split, args.limit)
+        key = ("eval", src, args.split, args.limit, args.skip_bad_rows)
         if is_local(src) and not _inside(src, out) and key not in checked:
-            _naming("--data", load_benchmarks, {name: src}, split=args.split, limit=args.limit)
+            _naming("--data", load_benchmarks, {name: src}, split=args.split, limit=args.limit,
+                    skip_bad=args.skip_bad_rows)  # (skip_bad_rows: the stage lists the rows it leaves out)
             checked.add(key)
     check_out(args.out)
 
@@ -201,11 +202,16 @@ def _study_key(study, stage, message: str) -> str:
 
     section, keys = {"eval": ("evaluation", EVALUATION_KEYS), "select": ("selection", SELECTION_KEYS)}.get(
         stage.kind, (f"variants.{stage.variant}", {}))  # fmt: skip
-    for key in sorted(keys, key=len, reverse=True):
+    found = []  # (where in the message, -len(key), key): the flag named first is the one it is about (a later
+    for key in keys:  # one is advice: "... pass --skip-bad-rows to use the rest"), the longer key on a tie
         flag = "--" + ("k" if key == "k" else key.replace("_", "-"))
-        if (f"{flag} " in message + " " or f"{flag}:" in message or f"{flag}/" in message
-                or message.startswith((f"{key} ", f"{key}:"))):  # "argument --n/--samples: ..." names --n too
-            return f"{section}.{key}"
+        if message.startswith((f"{key} ", f"{key}:")):
+            found.append((0, -len(key), key))
+        at = [i for i in (f"{message} ".find(f"{flag} "), message.find(f"{flag}:"), message.find(f"{flag}/")) if i >= 0]
+        if at:  # "argument --n/--samples: ..." names --n too
+            found.append((min(at), -len(key), key))
+    if found:
+        return f"{section}.{min(found)[2]}"
     if stage.kind == "select" and "split:" in message:
         return "selection.val"
     return section if stage.kind != "train" else f"variants.{stage.variant} (with train:)"

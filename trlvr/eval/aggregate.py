@@ -21,7 +21,10 @@ Per-problem table: {benchmark: {metric: {problem_id: value}}}. Metric names:
     legibility/junior_bpb                              the same surprisal in bits per UTF-8 byte of the text:
                                                        comparable across tokenizers
     drift/kl                                           mean per-token KL(senior || junior), same tokens
-Derived (ratio of means, not per problem): handoff_ratio/pass@k = handoff/pass@k / solo/pass@k.
+    <metric> (grader G)                                each pass@ metric above under grader G, an evaluation's
+                                                       grader after its first (`trlvr eval --grader a,G`;
+                                                       results.json `by_grader`); `graded`
+Derived (ratio of means, not per problem): handoff_ratio/pass@k = handoff/pass@k / solo/pass@k (under each grader).
 
 A benchmark's value is the mean over its problems (for CE and KL: mean over problems of the
 per-problem mean of per-sample means, equal to the mean of per-sample means when every problem
@@ -30,6 +33,7 @@ has n samples); the macro value averages benchmarks.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -88,6 +92,31 @@ def problem_table(rows: list[dict], ks: list[int]) -> Table:
     return {b: {m: dict(v) for m, v in t.items()} for b, t in table.items()}
 
 
+def graded(name: str, grader: str) -> str:
+    """The per-problem table's name of metric `name` under `grader`, an evaluation's grader after its first.
+
+    >>> graded("solo/pass@4", "authors"), ungraded("solo/pass@4 (grader authors)"), ungraded("solo/pass@4")
+    ('solo/pass@4 (grader authors)', ('solo/pass@4', 'authors'), ('solo/pass@4', None))
+    """
+    return f"{name} (grader {grader})"
+
+
+def ungraded(name: str) -> tuple[str, str | None]:
+    """(metric, grader) of a per-problem table's metric name; grader None: the evaluation's first."""
+    m = re.fullmatch(r"(.+) \(grader ([^()]+)\)", name)
+    return (m.group(1), m.group(2)) if m else (name, None)
+
+
+def with_graders(table: Table, others: dict[str, Table]) -> Table:
+    """`table` (the first grader's) with each other grader's metrics beside it, named `graded` (additive: the
+    first grader's names and values unchanged)."""
+    out = {b: dict(t) for b, t in table.items()}
+    for grader, theirs in others.items():
+        for bench, t in theirs.items():
+            out.setdefault(bench, {}).update({graded(m, grader): v for m, v in t.items()})
+    return out
+
+
 def metric_specs(table: Table) -> dict[str, tuple[str, ...]]:
     """metric name -> the per-problem columns it needs: (col,) for a mean, (num, den) for a ratio."""
     names = sorted({m for t in table.values() for m in t})
@@ -99,11 +128,12 @@ def metric_specs(table: Table) -> dict[str, tuple[str, ...]]:
 
 
 def _metric_order(name: str):
+    name, grader = ungraded(name)  # the first grader's metrics, then each other grader's in the same order
     head, _, tail = name.partition("/")
     order = ["solo", "handoff", "handoff_ratio", "handoff-paper", "junior", "legibility", "drift"]
     rank = order.index(head) if head in order else len(order)
     k = int(tail.split("@")[1]) if "@" in tail and tail.split("@")[1].isdigit() else 0
-    return (rank, head, tail.split("@")[0], k, tail)
+    return (grader is not None, grader or "", rank, head, tail.split("@")[0], k, tail)
 
 
 def _statistic(cols: tuple[str, ...]):

@@ -48,7 +48,7 @@ from trlvr.engine.text_pair import text_nll
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 from trlvr.eval import fingerprint as fpr
-from trlvr.eval.aggregate import problem_table, summarize
+from trlvr.eval.aggregate import problem_table, summarize, with_graders
 from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, plan_batches, split_by_prompt_length
 from trlvr.eval.protocols import (
     answer_in_text,
@@ -510,16 +510,21 @@ def grade_others(rows: list[dict], graders: tuple[str, ...], grading: str) -> bo
     return changed
 
 
-def by_grader(rows: list[dict], graders: tuple[str, ...], ks: list[int], num_resamples: int, seed: int) -> dict:
-    """results.json's `by_grader`: for each grader after the first, the metrics that follow from the reward
-    (every pass@k, the handoff ratios, the prefix protocols' pass@1), in the layout of the first grader's
-    (`benchmarks`, `macro`), from each row's `grader_rewards`."""
+def grader_tables(rows: list[dict], graders: tuple[str, ...] | list[str], ks: list[int]) -> dict[str, dict]:
+    """{grader: per-problem table} for each of `graders` (those after the first): the metrics that follow from
+    the reward (every pass@k, the prefix protocols' pass@1), from each row's `grader_rewards`."""
     out = {}
     for g in graders:
         table = problem_table([{**r, "reward": r["grader_rewards"][g]} for r in rows], ks)
-        table = {b: {m: v for m, v in t.items() if "pass@" in m} for b, t in table.items()}
-        out[g] = summarize(table, num_resamples=num_resamples, seed=seed)
+        out[g] = {b: {m: v for m, v in t.items() if "pass@" in m} for b, t in table.items()}
     return out
+
+
+def by_grader(rows: list[dict], graders: tuple[str, ...], ks: list[int], num_resamples: int, seed: int) -> dict:
+    """results.json's `by_grader`: for each grader after the first, the metrics that follow from the reward
+    (every pass@k, the handoff ratios, the prefix protocols' pass@1), in the layout of the first grader's
+    (`benchmarks`, `macro`), from each row's `grader_rewards` (`grader_tables`)."""
+    return {g: summarize(t, num_resamples=num_resamples, seed=seed) for g, t in grader_tables(rows, graders, ks).items()}
 
 
 def _default_extract_fn():
@@ -842,10 +847,13 @@ def write_results(
     num_resamples: int = D.NUM_RESAMPLES,
     extra: dict | None = None,
 ) -> dict:
-    """Per-problem metrics (per_problem.json) and results.json from sample rows."""
+    """Per-problem metrics (per_problem.json) and results.json from sample rows. per_problem.json also holds each
+    grader after the first (`config["graders"]`), its metrics named `graded` ("solo/pass@1 (grader authors)"), so
+    `trlvr compare` and seed groups pair them too; results.json's metrics are the first grader's."""
     out_dir = Path(out_dir)
     table = problem_table(rows, config["ks"])
-    write_json(out_dir / PER_PROBLEM, table)
+    others = grader_tables(rows, (config.get("graders") or [])[1:], config["ks"])
+    write_json(out_dir / PER_PROBLEM, with_graders(table, others))
     summary = summarize(table, num_resamples=num_resamples, seed=config.get("seed", 0))
     results = {"version": RESULTS_VERSION, "config": config, **summary, **(extra or {})}
     write_json(out_dir / RESULTS, results)

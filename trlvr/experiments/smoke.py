@@ -26,7 +26,13 @@ Checks (each `ok`, `failed` with the reason, or `not measured` with why):
 - pre-emptions: requests the engine pre-empted (backend vllm);
 - speed: tandem / solo step time (and generation time) against the bound (S + J) / S, where S and J
   are the bytes one decode step of each model reads: its weights plus its KV at the measured context
-  (the weights-only ratio beside it).
+  (the weights-only ratio beside it);
+- self-pair (the null check of issue 57): the run's junior (a self-paired run: its starting senior) evaluated
+  as its own partner, solo and handoff, on the held-out problems (SELF_PAIR_N samples each, the run's
+  completion budget). With one model on both sides every token comes from one distribution, so handoff - solo
+  pass@1 is 0 but for sampling noise: it must lie within SELF_PAIR_Z standard errors (`self_pair_check`). A
+  protocol that cuts, shifts or budgets the text otherwise shows here. On the smoke's few problems the interval
+  is wide (a gross fault, not a small bias; tests/test_self_pair_null.py runs 200 problems).
 """
 
 from __future__ import annotations
@@ -77,6 +83,8 @@ PARITY_TOP = 2  # log-probs asked for per position: the top two, for the gap
 # apart, so kernel rounding moves a log-prob by a few tenths at most; corrupted activations move it by nats
 # (a first GPU run records `max_logprob_delta` per comparison: the figure to tighten this from)
 PARITY_TOLERANCE = 0.4
+SELF_PAIR_N = 4  # samples per problem and protocol in the self-pair check (cheap: the held-out problems only)
+SELF_PAIR_Z = 3.29  # a two-sided 99.9% normal interval: a smoke that fails on chance once in 1,000 runs
 STALL = r"\boxed{9^{9^{9^{9}}}}"  # unscreened: sympy sits in one huge integer operation
 STALL_TIMEOUT_S = 2.0
 
@@ -129,6 +137,43 @@ def grader_check() -> dict:
     timed_out = stalled.status == "timeout" and waited < STALL_TIMEOUT_S + 10
     return _check(not wrong and timed_out, pairs=len(GRADER_PAIRS), wrong=wrong, timeout_status=stalled.status,
                   timeout_s=round(waited, 2))  # fmt: skip
+
+
+def self_pair_model(tandem) -> str:
+    """The model the self-pair check pairs with itself: the run's junior, or its starting senior when self-paired."""
+    return tandem.senior if self_paired(tandem) or not tandem.junior else tandem.junior
+
+
+def self_pair_check(rows: list[dict], z: float = SELF_PAIR_Z) -> dict:
+    """An identical pair's handoff - solo pass@1 (`rows`: one evaluation's samples, both protocols) within its
+    interval: the mean over problems of the per-problem difference, and its standard error given these problems
+    (sampling noise only: each problem's pooled rate q, variance q(1 - q) / n per protocol). Ok when 0 lies in
+    diff +- z SE; a problem every sample of both protocols got right (or wrong) adds no variance and no
+    difference.
+
+    >>> rows = [{"protocol": p, "problem_id": i, "reward": float(j < 2)} for p in ("solo", "handoff")
+    ...         for i in range(4) for j in range(4)]
+    >>> c = self_pair_check(rows); c["status"], c["diff"], c["problems"]
+    ('ok', 0.0, 4)
+    """
+    by: dict[tuple, list[bool]] = {}
+    for r in rows:
+        by.setdefault((r["protocol"], str(r["problem_id"])), []).append(float(r["reward"]) > 0.5)
+    ids = sorted({p for proto, p in by if proto == "solo"} & {p for proto, p in by if proto == "handoff"})
+    if not ids:
+        return _check(None, reason="no problem has both solo and handoff samples")
+    diff, var = 0.0, 0.0
+    for i in ids:
+        s, h = by[("solo", i)], by[("handoff", i)]
+        diff += sum(h) / len(h) - sum(s) / len(s)
+        q = (sum(s) + sum(h)) / (len(s) + len(h))
+        var += q * (1 - q) * (1 / len(s) + 1 / len(h))
+    diff, se = diff / len(ids), var**0.5 / len(ids)
+    low, high = diff - z * se, diff + z * se
+    return _check(low <= 0.0 <= high, diff=round(diff, 4), se=round(se, 4), interval=[round(low, 4), round(high, 4)],
+                  z=z, problems=len(ids), samples=len(by[("solo", ids[0])]),
+                  solo=round(statistics.mean(x for i in ids for x in by[("solo", i)]), 4),
+                  handoff=round(statistics.mean(x for i in ids for x in by[("handoff", i)]), 4))  # fmt: skip
 
 
 @dataclass
@@ -531,6 +576,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     said = [ln for ln in quiet.read_text(errors="replace").splitlines() if ": error: " in ln] if quiet and code else []
     checks["select_eval"] = _check(code == 0, exit_code=code, eval_dir=str(eval_dir),
                                    **({"error": said[-1]} if said else {}))  # fmt: skip
+    checks["self_pair"] = _self_pair(tandem, arms["tandem"]["grpo"], run, n, out, command, stages, quiet, backend_args)
     checks["lengths"] = _check(None, train={a: lengths(v["rows"]) for a, v in arms.items()}, eval=_eval_lengths(eval_dir))
     report["arms"] = {a: {"seconds": v["seconds"], "model": v["model"], "steps": len(_series(v["rows"], "timing/step_s"))}
                       for a, v in arms.items()}  # fmt: skip
@@ -539,6 +585,22 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     rundir.write_file(out / rundir.SMOKE_FILE, json.dumps(report, indent=1, default=str))
     say(render(report))
     return report
+
+
+def _self_pair(tandem, grpo, run: Path, n: str, out: Path, command, stages, quiet, backend_args) -> dict:
+    """`self_pair_check` of the run's junior (`self_pair_model`) as its own partner: `trlvr eval` solo and handoff
+    on the held-out problems, SELF_PAIR_N samples each, within the run's completion budget."""
+    model = self_pair_model(tandem)
+    eval_dir = out / "self-pair"
+    stages.before("self-pair eval", EVAL_ENGINE_SHARE)
+    with console_to(quiet):
+        code = command(["eval", "--senior", model, "--junior", model, "--data", str(run / rundir.HOLDOUT_FILE),
+                        "--limit", n, "--n", str(SELF_PAIR_N), "--k", "1", "--suite", "solo,handoff",
+                        "--max-new-tokens", str(grpo.max_completion_length), "--prompt-template", tandem.prompt_template,
+                        "--out", str(eval_dir), "--no-progress", *backend_args])  # fmt: skip
+    if code != 0:
+        return _check(False, reason=f"trlvr eval of {model} with itself exited {code}", eval_dir=str(eval_dir))
+    return {**self_pair_check(read_samples(eval_dir / rundir.SAMPLES)), "model": model, "eval_dir": str(eval_dir)}
 
 
 class _EngineStages:
@@ -566,6 +628,14 @@ def render_parity(check: dict, label: str = "parity") -> str:
                 f"{max(check[key]['max_logprob_delta'] for key in PARITY_PAIRS)} nat; {check['max_num_seqs']} rows, "
                 f"{check['max_num_batched_tokens']} tokens a step)")  # fmt: skip
     return f"  {label}: not measured ({check['reason']})"
+
+
+def render_self_pair(check: dict) -> str:
+    if "diff" not in check:
+        return f"  self-pair: {check['status']} ({check.get('reason')})"
+    return (f"  self-pair: {check['status']}: handoff - solo pass@1 {check['diff']:+.3f} "
+            f"[{check['interval'][0]:+.3f}, {check['interval'][1]:+.3f}] ({check['z']} SE; {check['problems']} problems "
+            f"x {check['samples']} samples, the junior as its own partner: 0 expected)")  # fmt: skip
 
 
 def _na(value) -> str:
@@ -607,6 +677,8 @@ def render(report: dict) -> str:
         lines.append(f"  speed: tandem/solo step {_na(s['step'])}, generation {_na(s['generation'])}; bound (S+J)/S "
                      f"{_na(s.get('bound'))} (weights only {_na(s.get('weights_only'))}) at context "
                      f"{_na(s.get('context'))}")  # fmt: skip
+    if "self_pair" in c:
+        lines.append(render_self_pair(c["self_pair"]))
     lines.append(f"  lengths: {_na(c['lengths']['train'])}, eval {_na(c['lengths']['eval'])}")
     lines.append(f"  pre-emptions: {_na(c['preemptions']['count'])} ({c['preemptions']['note']})")
     lines.append(f"  select + eval: {c['select_eval']['status']} ({c['select_eval'].get('error') or c['select_eval']['eval_dir']})")

@@ -186,6 +186,8 @@ def eval_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") 
                 "context_length", "backend", "prompt_template"):
         if key in e:
             argv += [f"--{key.replace('_', '-')}", str(e[key])]
+    if e.get("skip_bad_rows"):  # evaluate the usable rows, listing the others in results.json
+        argv += ["--skip-bad-rows"]
     if "dose_shares" in e:
         argv += ["--dose-shares", ",".join(f"{float(x):g}" for x in e["dose_shares"])]
     if "k" in e:

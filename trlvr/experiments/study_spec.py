@@ -72,7 +72,8 @@ SELECTION_KEYS = {"backend": str, "val": str, "metric": str, "direction": str, "
                   "batch_size": int, "seed": int, "dtype": str, "prompt_template": str, "grader": str}  # fmt: skip
 EVALUATION_KEYS = {"backend": str, "data": str, "split": str, "junior": str, "suite": list, "n": int, "k": list, "limit": int,
                    "max_new_tokens": int, "batch_size": int, "dtype": str, "seed": int, "grading": str, "grader": str,
-                   "context_length": int, "dose_shares": list, "jargon_regex": str, "prompt_template": str}  # fmt: skip
+                   "context_length": int, "dose_shares": list, "jargon_regex": str, "prompt_template": str,
+                   "skip_bad_rows": bool}  # fmt: skip
 LAUNCH_KEYS = {"train": str, "select": str, "eval": str}
 WORLD_KEYS = {"jargon", "seed"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")  # variant and world names become folder names
