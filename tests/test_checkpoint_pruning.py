@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
+from types import SimpleNamespace
 
 import torch
 from safetensors.torch import save_file
 
+from trlvr import artifacts
 from trlvr.training.checkpoints import (
     WEIGHTS_ONLY_MARK,
+    PruneResumeState,
     checkpoint_problem,
     is_weights_only,
     pick_checkpoint,
     prune_resume_state,  # fmt: skip
     weights_problem,
 )
+from trlvr.training.manifest import ManifestCallback
 
 RESUME = {"optimizer.pt", "scheduler.pt", "rng_state_0.pth", "rng_state_1.pth", "latest"}
 
@@ -36,6 +41,28 @@ def fake_checkpoint(run, step, deepspeed=True, complete=True):
     if complete:
         (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}))
     return ckpt
+
+
+def test_pruning_beside_a_manifest_still_hashed_leaves_that_checkpoint_whole(tmp_path, monkeypatch):
+    """The save's manifest is written in a thread (trlvr.training.manifest) while PruneResumeState runs in the same
+    on_save: the checkpoint being hashed is the newest, which pruning keeps, so it gets its whole manifest."""
+    run = tmp_path / "run"
+    for step in (10, 20, 30):
+        artifacts.write_manifest(fake_checkpoint(run, step))
+    newest = fake_checkpoint(run, 40)
+    release, real = threading.Event(), artifacts.sha256
+    monkeypatch.setattr(artifacts, "sha256", lambda path: release.wait(30) and real(path))
+    callback, args = ManifestCallback(), SimpleNamespace(output_dir=str(run))
+    state = SimpleNamespace(global_step=40, is_world_process_zero=True)
+    callback.on_save(args, state, None)
+    before = names(newest)
+    PruneResumeState().on_save(args, state, None)
+    assert [is_weights_only(run / f"checkpoint-{s}") for s in (10, 20, 30, 40)] == [True, True, False, False]
+    assert names(newest) == before and not (newest / artifacts.MANIFEST).exists()
+    release.set()
+    callback.on_step_end(None, None, None)
+    assert artifacts.problem(newest, artifacts.CHECKPOINT, deep=True) is None
+    assert json.loads((newest / artifacts.MANIFEST).read_text())["files"].keys() >= RESUME
 
 
 def names(ckpt):
@@ -101,3 +128,6 @@ def test_training_keeps_resume_state_only_in_the_newest_checkpoint(toy_run):
         assert checkpoint_problem(run / f"checkpoint-{step}") is None
         assert (run / f"checkpoint-{step}" / "optimizer.pt").is_file()
     assert pick_checkpoint(run) == (run / "checkpoint-3", [])
+    for step in (1, 2, 3):  # each save's manifest (hashed in a thread) written: by the next step's end, or the run's
+        assert artifacts.read_manifest(run / f"checkpoint-{step}")[0], step
+    assert artifacts.problem(run / "checkpoint-3", artifacts.CHECKPOINT, deep=True) is None

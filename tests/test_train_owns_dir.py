@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import tiny_model
 
+from trlvr import artifacts
 from trlvr.cli.main import main as cli
 from trlvr.experiments.selection import list_checkpoints
 from trlvr.rundir import lock_files
@@ -148,6 +149,9 @@ def test_a_busy_directory_is_refused_and_a_signal_mid_step_leaves_a_complete_che
     assert lines[-1].endswith(resume_line(world, out, "SIGUSR1", 1, args))
     assert [c.name for c in checkpoints(out)] == ["checkpoint-1"] and not (out / "final").exists()
     assert checkpoint_problem(out / "checkpoint-1") is None
+    # the pre-emption save's manifest (hashed in a thread) is written before the run exits 143
+    assert artifacts.problem(out / "checkpoint-1", artifacts.CHECKPOINT, deep=True) is None
+    assert artifacts.read_manifest(out / "checkpoint-1")[0]
     with training_lock(out, main_process=True):  # the first run let go of the directory
         assert (out / PID).read_text().split()[0] == str(os.getpid())
 

@@ -117,14 +117,26 @@ def read_checked(path: str | Path) -> bytes:
     return data
 
 
-def write_manifest(folder: str | Path, skip=(), size_only=()) -> dict:
+def list_sizes(folder: str | Path, skip=()) -> dict[str, int]:
+    """The files `write_manifest` records in `folder` (`skip`: patterns left out) and their sizes now."""
+    folder = Path(folder)
+    return {rel: (folder / rel).stat().st_size for rel in _files(folder) if not _matches(rel, skip)}
+
+
+def write_manifest(folder: str | Path, skip=(), size_only=(), sizes: dict[str, int] | None = None) -> dict:
     """Record every file of `folder` (sizes and sha256; `skip`: patterns left out; `size_only`: patterns
     recorded by size alone, not read: a checkpoint's large resume-state shards) in folder/MANIFEST,
-    written last and atomically (temp file + rename), so a reader sees no manifest or a whole one."""
+    written last and atomically (temp file + rename), so a reader sees no manifest or a whole one.
+    `sizes`: the files as `list_sizes` listed them earlier (a save's, hashed later in another thread); a
+    hashed file whose size differs by then raises Changed, and no manifest is written."""
     folder = Path(folder)
-    files = {rel: {"size": (folder / rel).stat().st_size,
-                   **({} if _matches(rel, size_only) else {"sha256": sha256(folder / rel)})}
-             for rel in _files(folder) if not _matches(rel, skip)}  # fmt: skip
+    files = {}
+    for rel, size in (list_sizes(folder, skip) if sizes is None else sizes).items():
+        files[rel] = {"size": size}
+        if not _matches(rel, size_only):
+            files[rel]["sha256"] = sha256(folder / rel)
+            if (now := (folder / rel).stat().st_size) != size:
+                raise Changed(f"{rel} changed while its manifest was written ({now} bytes, {size} listed)")
     record = {"format": FORMAT, "files": files}
     tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")

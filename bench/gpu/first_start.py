@@ -44,6 +44,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -455,9 +456,10 @@ def trained_on(run_dir: Path) -> str | None:
         return None
 
 
-def train_verdict(out: Path, code: int, log: Path, cuda: bool) -> dict:
+def train_verdict(out: Path, code: int, log: Path, cuda: bool, need_is: bool = True) -> dict:
     """The train stage's result from its run folder: exit 0, the trainer on CUDA (`cuda`: the GPU stage;
-    the run's record names its device), and importance-sampling figures logged."""
+    the run's record names its device), and importance-sampling figures logged (`need_is`: the launch runs
+    the recipe as it is, whose vllm_importance_sampling_correction may be off: then TRL logs none)."""
     from trlvr.data import read_jsonl
     from trlvr.rundir import RUN_FILE
 
@@ -469,10 +471,11 @@ def train_verdict(out: Path, code: int, log: Path, cuda: bool) -> dict:
     if cuda and not str(found["device"] or "").startswith("cuda"):
         return _status(False, **found, reason=f"the trainer trained on {found['device'] or 'an unrecorded device'}, "
                                               f"not CUDA ({out / RUN_FILE}: machine.device)")  # fmt: skip
-    if not found["is"]:
+    if not found["is"] and need_is:
         return _status(False, **found, reason="the run logged no importance-sampling figure (tandem/is/*, sampling/importance_sampling_ratio/*)")
     zeroed = {k: v for k, v in found["is"].items() if k.startswith("tandem/is/")}
-    return _status(True, **found, **({} if zeroed else {"note": "no tandem/is/* key logged: TRL's ratio only"}))
+    note = "no tandem/is/* key logged" + (": TRL's ratio only" if found["is"] else " (the recipe's correction is off)")
+    return _status(True, **found, **({} if zeroed else {"note": note}))
 
 
 def _sync_probe():
@@ -498,13 +501,14 @@ def launch_argv(a, launcher: Path, processes: int, out: Path) -> list[str]:
            str(processes), "-m", "trlvr.cli.main", "train", "--config", a.recipe, "--arm", "tandem", "--backend", "vllm",
            "--senior", a.launch_senior, "--junior", a.launch_junior, "--dataset", a.data, "--holdout", "0",
            "--max_steps", str(LAUNCH_STEPS), "--per_device_train_batch_size", "4", "--num_generations", "4",
-           "--gradient_accumulation_steps", "1", "--max_completion_length", "32", "--save_steps", "1000",
+           "--gradient_accumulation_steps", "1", "--steps_per_generation", "1", "--max_completion_length", "32",
+           "--save_steps", "1000",
            "--logging_steps", "1", "--report_to", "none", "--output_dir", str(out)]  # fmt: skip
     if a.small:
         cmd += ["--use_cpu", "true", "--bf16", "false"]
     else:
         cmd += ["--use_cpu", "false", "--vllm_gpu_memory_utilization", str(a.share)]
-    return cmd
+    return cmd + shlex.split(getattr(a, "launch_train_args", None) or "")
 
 
 def launch_verdict(out: Path, code: int, log: Path, records: dict, processes: int, cuda: bool) -> dict:
@@ -512,7 +516,7 @@ def launch_verdict(out: Path, code: int, log: Path, records: dict, processes: in
     every rank the engine's senior equals the trainer's weights, the last sync carrying trained weights
     (`sync_probe.sync_verdict`)."""
     sync_verdict = _sync_probe().sync_verdict
-    trained = train_verdict(out, code, log, cuda=cuda)
+    trained = train_verdict(out, code, log, cuda=cuda, need_is=False)
     syncs = sync_verdict(records, processes, LAUNCH_STEPS)
     found = {"train": trained, "syncs": syncs}
     if trained["status"] == "failed":
@@ -526,14 +530,14 @@ def launch_stage(a) -> dict:
     """--launch: the recipe's real launch in miniature (two processes under its accelerate ZeRO-2 config,
     backend vllm, the pair the user names), LAUNCH_STEPS steps, with every weight sync checked
     (`sync_probe`, loaded in each process through sync_probe_site/sitecustomize.py)."""
-    from trlvr.training.memory_plan import recipe_launcher
+    from trlvr.training.memory_plan import accelerate_layout, recipe_launcher
 
     read_records = _sync_probe().read_records
 
-    launcher = recipe_launcher(a.recipe)
+    launcher = Path(a.launch_config) if getattr(a, "launch_config", None) else recipe_launcher(a.recipe)
     if launcher is None:
         return _status(False, reason=f"recipe {a.recipe} names no accelerate config on a Launch line")
-    _, processes = recipe_layout(a.recipe)
+    processes = accelerate_layout(launcher)[1] if getattr(a, "launch_config", None) else recipe_layout(a.recipe)[1]
     out, probe, log = Path(a.out) / "launch", Path(a.out) / "launch-probe", Path(a.out) / "launch.log"
     probe.mkdir(parents=True, exist_ok=True)
     path = os.pathsep.join([str(HERE / "sync_probe_site"), str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])
@@ -589,6 +593,10 @@ def main(argv: list[str] | None = None) -> int:
                          "after each weight sync")  # fmt: skip
     ap.add_argument("--launch-senior", help="--launch: a small causal LM (a folder or cached hub id)")
     ap.add_argument("--launch-junior", help="--launch: a small causal LM of the senior's tokenizer")
+    ap.add_argument("--launch-config", help="--launch: this accelerate config instead of the recipe's (the CPU "
+                    "rehearsal: 2 processes over gloo, no DeepSpeed)")
+    ap.add_argument("--launch-train-args", default="", help="--launch: more `trlvr train` flags, one string (the CPU "
+                    "rehearsal's small context and fp32 senior)")
     ap.add_argument("--stage", choices=["versions", "parity", "greedy", "allreduce"], help=argparse.SUPPRESS)
     ap.add_argument("--stage-out", help=argparse.SUPPRESS)
     for name in ("--senior", "--junior", "--data"):

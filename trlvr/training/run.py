@@ -38,6 +38,7 @@ from trlvr.training.build import build_trainer
 from trlvr.training.checkpoints import PruneResumeState
 from trlvr.training.console import log, warn
 from trlvr.training.guard import weights_are_finite
+from trlvr.training.manifest import ManifestCallback, ManifestNotWritten
 from trlvr.training.memory_plan import check_disk, launch_layout
 from trlvr.training.preempt import Preempted, Preemption
 from trlvr.training.preflight import check_run_start
@@ -177,7 +178,12 @@ def _train_and_save(tandem, args, *, start, resume, desc, callbacks, verbose, re
     with Preemption(tandem.preempt_grace_s, exit_line=how, main_process=main) as preemption:
         trainer.add_callback(preemption.callback)
         trainer.add_callback(PruneResumeState())  # resume state only in the two newest complete checkpoints
-        trainer.train(resume_from_checkpoint=str(last) if last else None)
+        try:
+            trainer.train(resume_from_checkpoint=str(last) if last else None)
+        except BaseException:  # a save's manifest still being hashed is written before the run raises
+            wait_for_manifests(trainer, raised=True)
+            raise
+        wait_for_manifests(trainer, raised=False)
         stop = preemption.callback
         if preemption.stopped_early and trainer.state.global_step < trainer.state.max_steps:
             saved = (f"saved {rundir.checkpoint_dir(out, stop.saved_step)}" if stop.saved_step is not None
@@ -227,6 +233,19 @@ def _final_from_checkpoint(ckpt: Path, out: Path) -> Path:
     tmp.rename(final)
     log(f"wrote {final} (step {rundir.checkpoint_step(ckpt)}: {ckpt.name} is at the target; nothing to train)")
     return final
+
+
+def wait_for_manifests(trainer, *, raised: bool) -> None:
+    """Join the checkpoint manifest `ManifestCallback` may still be writing in its thread; its failure is one
+    line, a warning where `train()` already raised (that error is the one the caller sees)."""
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, ManifestCallback):
+            try:
+                callback.wait()
+            except ManifestNotWritten as e:
+                if not raised:
+                    raise
+                warn(str(e))
 
 
 def check_trained(trainer, out: Path) -> None:
