@@ -113,6 +113,10 @@ def check_reward_grader(funcs: list, grader: str) -> None:
                              f"MathReward(grader={grader!r}), or TandemConfig(grader={used!r})")
 
 
+# what transformers 5 says when TRL uses its gradient_checkpointing names (renamed activation_checkpointing)
+DEPRECATED_CHECKPOINTING = r"`(is_)?gradient_checkpointing(_enable|_disable)?` is deprecated"
+
+
 class TandemGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose rollouts come from `TandemGenerator`: the senior and the frozen junior co-write
     every rollout, and the loss covers the senior's tokens only.
@@ -330,10 +334,11 @@ class TandemGRPOTrainer(GRPOTrainer):
             self._model_card().save(os.path.join(output_dir or self.args.output_dir, MODEL_CARD))
 
     def train(self, *args, **kwargs):
-        """Trainer's train. TRL reads transformers' deprecated `is_gradient_checkpointing` at each generation
-        and scoring; that FutureWarning is no user's to fix, so a run does not print it."""
+        """Trainer's train. At each generation and scoring TRL reads and calls transformers' deprecated
+        `is_gradient_checkpointing` and `gradient_checkpointing_disable` / `_enable` (trlvr's rollout unwraps the
+        senior through TRL); those FutureWarnings are no user's to fix, so a run does not print them."""
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+            warnings.filterwarnings("ignore", DEPRECATED_CHECKPOINTING, FutureWarning)
             return super().train(*args, **kwargs)
 
     def _generate_and_score_completions(self, inputs):
