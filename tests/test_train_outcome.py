@@ -175,7 +175,8 @@ def test_the_readme_s_library_step_with_gradient_checkpointing_warns_no_deprecat
     """Newcomer walk 3, finding 13: the README's Python block (TRL's default gradient_checkpointing=True) printed
     transformers' "`gradient_checkpointing_disable` / `_enable` is deprecated" at each step: TRL's unwrap for
     generation, which trlvr's rollout calls, uses the old names. One such step now raises no FutureWarning or
-    DeprecationWarning from trlvr, TRL or transformers (the user's own GRPOConfig(...) is left out: TRL's default)."""
+    DeprecationWarning from trlvr, TRL or transformers (the user's own GRPOConfig(...) is left out: TRL's default),
+    nor TRL's notice that the rollout_func trlvr passes is experimental."""
     import warnings
     from pathlib import Path
 
@@ -191,6 +192,7 @@ def test_the_readme_s_library_step_with_gradient_checkpointing_warns_no_deprecat
     from trlvr.toy.world import ASSETS_DIR
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TRL_EXPERIMENTAL_SILENCE", raising=False)  # as in a user's script
     problems = generate_problems(4, "train", seed=0)
     dataset = Dataset.from_list([{"prompt": p.text + "\n\n", "answer": str(p.answer)} for p in problems])
     args = GRPOConfig(output_dir="q", num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
@@ -207,3 +209,4 @@ def test_the_readme_s_library_step_with_gradient_checkpointing_warns_no_deprecat
     deprecated = [f"{w.filename}:{w.lineno}: {w.message}" for w in caught
                   if issubclass(w.category, (FutureWarning, DeprecationWarning)) and w.filename.startswith(ours)]  # fmt: skip
     assert not deprecated, deprecated
+    assert not [w for w in caught if "You are using 'rollout_func'" in str(w.message)]  # trlvr's, not the user's

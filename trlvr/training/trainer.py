@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import os
 import warnings
@@ -117,6 +118,19 @@ def check_reward_grader(funcs: list, grader: str) -> None:
 DEPRECATED_CHECKPOINTING = r"`(is_)?gradient_checkpointing(_enable|_disable)?` is deprecated"
 
 
+def _without_rollout_func_notice(init):
+    """TRL tells whoever passes a rollout_func that it is experimental: trlvr passes it, on the TRL it pins, so
+    the notice is no user's (the CLI sets TRL_EXPERIMENTAL_SILENCE for the same reason)."""
+
+    @functools.wraps(init)
+    def quiet(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "You are using 'rollout_func'", UserWarning)
+            return init(*args, **kwargs)
+
+    return quiet
+
+
 class TandemGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose rollouts come from `TandemGenerator`: the senior and the frozen junior co-write
     every rollout, and the loss covers the senior's tokens only.
@@ -160,6 +174,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         ```
     """
 
+    @_without_rollout_func_notice
     def __init__(self, model: str | PreTrainedModel, junior: str | PreTrainedModel | None = None, *,
                  tandem: TandemConfig | None = None, args: GRPOConfig | None = None,
                  reward_funcs: RewardFunc | list[RewardFunc] | None = None, longest_prompt: int | None = None,
