@@ -84,7 +84,7 @@ $(DSTAMP): requirements-docs.txt
 docs: $(DSTAMP)
 	NO_MKDOCS_2_WARNING=1 .venv-docs/bin/mkdocs build --strict --site-dir site
 
-# Regenerate docs/reference/ (configuration, cli, logged metrics, outputs, data) from the code; tests/test_docs_refs.py
+# Regenerate docs/reference/ (configuration, cli, logged metrics, outputs, data, python-api signatures) from the code; tests/test_docs_refs.py
 # fails until the committed pages equal what this writes
 docs-refs: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) tools/docs_refs.py

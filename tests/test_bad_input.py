@@ -347,6 +347,13 @@ CLI_CASES = [
         2,
         "--data: 'gsm=' is not [name=]source",
     ),
+    Case(  # newcomer walk 3, finding 14: a colon for the "=" was read as a file name, without a hint
+        "eval-data-colon-for-equals",
+        ["eval", "--senior", "{tmp}/s", "--junior", "{tmp}/j", "--data", "toy:{tmp}/d.jsonl", "--out", "{tmp}/o"],
+        2,
+        "/d.jsonl: no such file; did you mean toy=",
+        files={"d.jsonl": rows(OK)},
+    ),
 ]
 
 

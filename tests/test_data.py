@@ -280,6 +280,20 @@ def test_invalid_json_line_is_named(tmp_path):
         load_problems(str(path))
 
 
+@pytest.mark.parametrize(("suffix", "text", "says"), [
+    (".jsonl", '{"problem": "a", "answer": "x}\n', "broken.jsonl:1: not valid JSON (Unterminated string starting at column 28)"),
+    (".jsonl", '{"problem": "a",}\n', "broken.jsonl:1: not valid JSON (Expecting property name enclosed in double quotes at column 17)"),
+    (".json", '[{"problem": "a",\n "answer": "x}]', "broken.json: not valid JSON (Unterminated string starting at line 2, column 12)"),
+])  # fmt: skip
+def test_a_json_error_names_its_place_once(tmp_path, monkeypatch, suffix, text, says):
+    """Newcomer walk 3, finding 14: json's "Unterminated string starting at" was followed by " at column 13"."""
+    monkeypatch.chdir(tmp_path)
+    Path(f"broken{suffix}").write_text(text)
+    with pytest.raises(DataError) as e:
+        load_problems(f"broken{suffix}")
+    assert str(e.value) == says
+
+
 @pytest.mark.skipif(not GSM8K_REAL.exists(), reason="shared GSM8K test file not present")
 def test_real_gsm8k_file():
     probs = load_problems(str(GSM8K_REAL))

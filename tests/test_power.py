@@ -135,6 +135,18 @@ def test_plan_power_is_the_studys_pass4_with_its_gpus_selection_and_evaluation(c
     assert "tandem 33.5 s per step, grpo 18.6 s per step" in out
 
 
+def test_the_paper_s_ratio_on_another_gpu_says_it_is_assumed_and_help_lists_the_gpus(capsys):
+    """Newcomer walk 3, finding 15: the A100-measured ratio was applied to an H100 without a word, and --gpu's
+    choices appeared only in its error."""
+    from trlvr.cli.main import main
+
+    assert main(["study", "plan", "paper-table2", "--power", "--gpu", "H100"]) == 0
+    out = capsys.readouterr().out
+    assert "(the paper's measured / model, measured on A100s and assumed to carry over to H100) = " in out
+    assert main(["study", "plan", "--help"]) == 0
+    assert "A100-80GB, H100, H200, A100, H100-80GB" in " ".join(capsys.readouterr().out.split())
+
+
 def test_the_docs_state_the_floor_the_planner_prints():
     from pathlib import Path
 

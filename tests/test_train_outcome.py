@@ -169,3 +169,44 @@ def test_a_training_step_through_the_library_warns_nothing_of_trlvr_s_own_making
         warnings.simplefilter("always")
         train_and_save(tandem, grpo, resume=True)
     assert not [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+
+
+def test_the_readme_s_library_step_with_gradient_checkpointing_warns_no_deprecation(tmp_path, monkeypatch):
+    """Newcomer walk 3, finding 13: the README's Python block (TRL's default gradient_checkpointing=True) printed
+    transformers' "`gradient_checkpointing_disable` / `_enable` is deprecated" at each step: TRL's unwrap for
+    generation, which trlvr's rollout calls, uses the old names. One such step now raises no FutureWarning or
+    DeprecationWarning from trlvr, TRL or transformers (the user's own GRPOConfig(...) is left out: TRL's default),
+    nor TRL's notice that the rollout_func trlvr passes is experimental."""
+    import warnings
+    from pathlib import Path
+
+    import transformers
+    import trl
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    import trlvr
+    from trlvr import TandemConfig, TandemGRPOTrainer
+    from trlvr.rewards import math_reward
+    from trlvr.toy.task import generate_problems
+    from trlvr.toy.world import ASSETS_DIR
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TRL_EXPERIMENTAL_SILENCE", raising=False)  # as in a user's script
+    problems = generate_problems(4, "train", seed=0)
+    dataset = Dataset.from_list([{"prompt": p.text + "\n\n", "answer": str(p.answer)} for p in problems])
+    args = GRPOConfig(output_dir="q", num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
+                      max_steps=1, report_to="none", use_cpu=True, bf16=False, save_strategy="no")  # fmt: skip
+    assert args.gradient_checkpointing  # TRL's default, as in the README: the path that warned
+    ours = tuple(str(Path(m.__file__).parent) for m in (trlvr, trl, transformers))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = TandemGRPOTrainer(str(ASSETS_DIR / "senior"), str(ASSETS_DIR / "junior"),
+                                    tandem=TandemConfig(schedule="word", p=0.5), args=args,
+                                    reward_funcs=math_reward, train_dataset=dataset)  # fmt: skip
+        trainer.train()
+    assert trainer.state.global_step == 1
+    deprecated = [f"{w.filename}:{w.lineno}: {w.message}" for w in caught
+                  if issubclass(w.category, (FutureWarning, DeprecationWarning)) and w.filename.startswith(ours)]  # fmt: skip
+    assert not deprecated, deprecated
+    assert not [w for w in caught if "You are using 'rollout_func'" in str(w.message)]  # trlvr's, not the user's

@@ -1,6 +1,6 @@
 """Generate the reference pages in docs/reference/ from the code, or check that they are current.
 
-    python tools/docs_refs.py            # rewrite docs/reference/{configuration,cli,logged-metrics,outputs,data}.md
+    python tools/docs_refs.py            # rewrite docs/reference/{configuration,cli,logged-metrics,outputs,data,python-api}.md
     python tools/docs_refs.py --check    # exit 1 naming each page that differs (what tests/test_docs_refs.py runs)
     make docs-refs                       # the same as the first line
 
@@ -701,6 +701,117 @@ def render_data() -> str:
     return "".join(out)
 
 
+# ---- the Python API page --------------------------------------------------------------------------------
+
+# Each entry of docs/reference/python-api.md is a mkdocstrings directive kept in an HTML comment, followed by
+# what this generator writes from the code: the signature and the docstring's first paragraph, so the page
+# reads on GitHub. The site build (tools/mkdocs_hooks.py) puts the directive back in place of that text and
+# renders the whole docstring. The prose between entries is the page's own, kept as it is.
+API_ENTRY = re.compile(r"^<!--\n(::: ([\w.]+)\n((?:    [^\n]*\n)*))-->\n(.*?)^<!-- /::: -->\n", re.M | re.S)
+# GitHub highlights `py` as Python; a signature is not a script (tests/test_docs.py runs each `python` block)
+API_FENCE = "py"
+API_WIDTH = 100  # a longer signature is written one parameter a line (the site's line_length)
+
+
+class _Verbatim(str):
+    """An annotation or default written as the source spells it (inspect would quote a string annotation)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _api_object(path: str):
+    import importlib
+
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ModuleNotFoundError, AttributeError):
+        return importlib.import_module(path)
+
+
+def _annotation(annotation) -> str:
+    import inspect
+
+    return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+
+
+def _signature(name: str, obj) -> str:
+    """`name(params) -> return`, the parameters' annotations and defaults as written; one a line when long."""
+    import inspect
+
+    sig = inspect.signature(obj)
+    params = []
+    for p in sig.parameters.values():
+        if p.name in ("self", "cls"):
+            continue
+        annotation = p.annotation if p.annotation is p.empty else _Verbatim(_annotation(p.annotation))
+        default = p.default
+        if default is not p.empty and re.search(r" at 0x[0-9a-f]+>", repr(default)):
+            default = _Verbatim("...")  # an object's address changes from run to run
+        params.append(p.replace(annotation=annotation, default=default))
+    parts, star = [], False
+    for i, p in enumerate(params):
+        if p.kind is p.KEYWORD_ONLY and not star:
+            parts.append("*")
+        star = star or p.kind in (p.VAR_POSITIONAL, p.KEYWORD_ONLY)
+        parts.append(str(p))
+        last_positional = i + 1 == len(params) or params[i + 1].kind is not p.POSITIONAL_ONLY
+        if p.kind is p.POSITIONAL_ONLY and last_positional:
+            parts.append("/")
+    returns = sig.return_annotation
+    tail = "" if returns is sig.empty or inspect.isclass(obj) else f" -> {_annotation(returns)}"
+    line = f"{name}({', '.join(parts)}){tail}"
+    if len(line) <= API_WIDTH:
+        return line
+    return f"{name}(\n" + "".join(f"    {part},\n" for part in parts) + f"){tail}"
+
+
+def _summary(obj) -> str:
+    """The docstring's first paragraph, on one line (the whole docstring is on the site)."""
+    import inspect
+
+    doc = inspect.getdoc(obj) or ""
+    if inspect.isclass(obj) and doc.startswith(f"{obj.__name__}("):
+        return ""  # a dataclass without a docstring: dataclasses wrote its signature there
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def _api_entry(path: str, options: str) -> str:
+    import inspect
+
+    obj = _api_object(path)
+    members = re.search(r"members: \[([^\]]*)\]", options)
+    members = members.group(1).split(", ") if members else []
+    if inspect.ismodule(obj):
+        out = [f"### `{path}`\n\n{_summary(obj)}\n"]
+        for m in members:
+            member = getattr(obj, m)
+            kind = "class " if inspect.isclass(member) else ""
+            block = f"\n```{API_FENCE}\n{kind}{_signature(m, member)}\n```\n\n{_summary(member)}\n"
+            out.append(block.replace("\n\n\n", "\n"))  # no summary: no empty paragraph
+        return "".join(out)
+    name = obj.__name__
+    shown = "show_signature: false" not in options
+    kind = "class " if inspect.isclass(obj) else ""
+    head = f"{kind}{_signature(name, obj) if shown else name}"
+    out = [f"### `{path}`\n\n```{API_FENCE}\n{head}\n```\n\n{_summary(obj)}\n"]
+    for m in members:
+        member = getattr(obj, m)
+        out.append(f"\n```{API_FENCE}\n{name}.{_signature(m, member)}\n```\n\n{_summary(member)}\n")
+    return "".join(out)
+
+
+def render_python_api(page: str | None = None) -> str:
+    """docs/reference/python-api.md with each entry's signature and summary written from the code now."""
+    page = (REF / "python-api.md").read_text() if page is None else page
+
+    def entry(m: re.Match) -> str:
+        return f"<!--\n{m.group(1)}-->\n{_api_entry(m.group(2), m.group(3))}\n<!-- /::: -->\n"
+
+    return API_ENTRY.sub(entry, page)
+
+
 # ---- entry point ----------------------------------------------------------------------------------------
 
 PAGES = {
@@ -709,6 +820,7 @@ PAGES = {
     "logged-metrics.md": lambda: render_logged_metrics(toy_training_keys()),
     "outputs.md": lambda: render_outputs(toy_results()),
     "data.md": lambda: render_data(),
+    "python-api.md": lambda: render_python_api(),
 }
 
 

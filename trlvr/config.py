@@ -28,7 +28,7 @@ import yaml
 
 from trlvr import kinds as K
 from trlvr.data.jsonl import DuplicateKey as DuplicateJsonKey
-from trlvr.data.jsonl import loads_strict
+from trlvr.data.jsonl import loads_strict, not_json
 from trlvr.data.prompts import PROMPT_TEMPLATES
 from trlvr.engine.backends import BACKENDS, backend
 from trlvr.engine.capabilities import Plan, check_capabilities
@@ -484,7 +484,7 @@ def check_json_arguments(argv: list[str], config: Path | None) -> None:
             except DuplicateJsonKey as e:
                 raise UserError(f"{where}: {key}: {e}") from None
             except json.JSONDecodeError as e:
-                raise UserError(f"{where}: {key}: not valid JSON ({e.msg} at column {e.colno})") from None
+                raise UserError(f"{where}: {key}: {not_json(e)}") from None
 
 
 def parse_run_args(argv: list[str]):

@@ -168,6 +168,9 @@ def parse_sources(spec: str) -> dict[str, str]:
             name, source = head, tail
         else:
             name, source = part, part
+            head, colon, tail = part.partition(":")  # toy:data/test.jsonl, a colon for the "="
+            if colon and _NAME.match(head) and Path(tail).expanduser().is_file() and not Path(part).exists():
+                raise UserError(f"--data: {part}: no such file; did you mean {head}={tail}? (name=source)")
         if not name or not source:
             raise UserError(f"--data: {part!r} is not [name=]source (e.g. gsm8k=data/gsm8k-test.jsonl)")
         if name in out:

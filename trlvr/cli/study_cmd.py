@@ -59,7 +59,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
                       help="--power: estimate the variance components from a `trlvr study run` folder (>= 2 seeds) "
                            "instead of the stated defaults")
     plan.add_argument("--gpu", type=choice(*GPU_CHOICES), default=None,
-                      help="--power: the GPU to cost (default: the config's gpu_memory)")
+                      help=f"--power: the GPU to cost: {', '.join(GPU_CHOICES)} (default: the config's gpu_memory)")
     rep = sub.add_parser("report", help="DIR/report/: the table, the figure and report.html")
     rep.add_argument("dir", type=TEXT, help="a `trlvr study run` directory")
     rep.add_argument("--study", type=TEXT, default=None, help="the study YAML (default: DIR/study.yaml, the copy kept by `run`)")

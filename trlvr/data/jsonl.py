@@ -13,6 +13,13 @@ from typing import Any
 from trlvr.data.schema import DataError, JsonNumber
 
 
+def not_json(e: json.JSONDecodeError, line: bool = False) -> str:
+    """`not valid JSON (what, where)`. Some of json's messages end in their own "at" ("Unterminated string
+    starting at"): the place follows it once."""
+    where = f"line {e.lineno}, column {e.colno}" if line else f"column {e.colno}"
+    return f"not valid JSON ({e.msg}{' ' if e.msg.endswith(' at') else ' at '}{where})"
+
+
 def json_type(value: Any) -> str:
     """The JSON name of a cell's type, for messages.
 
@@ -94,7 +101,7 @@ def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int
         except json.JSONDecodeError as e:
             if tolerate_torn_tail and i == len(lines) and not text.endswith("\n"):
                 break
-            raise DataError(f"{path}:{i}: not valid JSON ({e.msg} at column {e.colno})") from None
+            raise DataError(f"{path}:{i}: {not_json(e)}") from None
         if not isinstance(row, dict):
             raise DataError(f"{path}:{i}: expected a JSON object per line, got a JSON {json_type(row)}")
         rows.append(row)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import unquote, urlparse
 
-from trlvr.data.jsonl import DuplicateKey, json_type, read_jsonl, strict_object
+from trlvr.data.jsonl import DuplicateKey, json_type, not_json, read_jsonl, strict_object
 from trlvr.data.rg_config import RESERVED, task_config
 from trlvr.data.schema import DataError, JsonNumber
 
@@ -71,7 +71,7 @@ def read_local(path: str | Path) -> list[dict]:
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not valid UTF-8 (byte {e.start}); save the file as UTF-8") from None
     except json.JSONDecodeError as e:
-        raise DataError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+        raise DataError(f"{path}: {not_json(e, line=True)}") from None
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
     if isinstance(data, dict) and data and all(isinstance(v, list) for v in data.values()):

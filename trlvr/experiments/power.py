@@ -367,12 +367,14 @@ def cost_lines(models: dict[str, StepModel], gpu: str, steps: int, gpus: int, se
     lines = [f"# cost ({gpu}, {gpus} GPU(s) per run, {steps} generation batches per run, {seeds} seeds; "
              f"training only, the model is a lower bound: decode at {BANDWIDTH_SHARE:.0%} of peak bandwidth, "
              f"update at {COMPUTE_SHARE:.0%} of peak FLOP/s, {PROMPT_TOKENS}-token prompts):"]  # fmt: skip
+    # the ratio was measured on the paper's A100s: on another GPU it is an assumption, said so
+    carried = "" if gpu == "A100-80GB" else f", measured on A100s and assumed to carry over to {gpu}"
     for name, m in models.items():
         s = m.step_s(gpu)
         lines.append(f"#   {name}: {m.rows} rollouts x {m.completion} tokens (cap {m.cap}) per GPU: generation "
                      f"{m.generation_s(gpu):.0f} s + update {m.update_s(gpu):.0f} s = {s:.0f} s per step; "
                      f"{gpu_hours(s, steps, gpus, seeds):.0f} GPU-hours per arm ({seeds} seeds)"
-                     + (f"; x{calibration[m.kind]:.2f} (the paper's measured / model) = "
+                     + (f"; x{calibration[m.kind]:.2f} (the paper's measured / model{carried}) = "
                         f"{gpu_hours(s * calibration[m.kind], steps, gpus, seeds):.0f} GPU-hours"
                         if calibration else ""))  # fmt: skip
     for label, secs in ANCHORS:

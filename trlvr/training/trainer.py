@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import os
 import warnings
@@ -113,6 +114,23 @@ def check_reward_grader(funcs: list, grader: str) -> None:
                              f"MathReward(grader={grader!r}), or TandemConfig(grader={used!r})")
 
 
+# what transformers 5 says when TRL uses its gradient_checkpointing names (renamed activation_checkpointing)
+DEPRECATED_CHECKPOINTING = r"`(is_)?gradient_checkpointing(_enable|_disable)?` is deprecated"
+
+
+def _without_rollout_func_notice(init):
+    """TRL tells whoever passes a rollout_func that it is experimental: trlvr passes it, on the TRL it pins, so
+    the notice is no user's (the CLI sets TRL_EXPERIMENTAL_SILENCE for the same reason)."""
+
+    @functools.wraps(init)
+    def quiet(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "You are using 'rollout_func'", UserWarning)
+            return init(*args, **kwargs)
+
+    return quiet
+
+
 class TandemGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose rollouts come from `TandemGenerator`: the senior and the frozen junior co-write
     every rollout, and the loss covers the senior's tokens only.
@@ -156,6 +174,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         ```
     """
 
+    @_without_rollout_func_notice
     def __init__(self, model: str | PreTrainedModel, junior: str | PreTrainedModel | None = None, *,
                  tandem: TandemConfig | None = None, args: GRPOConfig | None = None,
                  reward_funcs: RewardFunc | list[RewardFunc] | None = None, longest_prompt: int | None = None,
@@ -330,10 +349,11 @@ class TandemGRPOTrainer(GRPOTrainer):
             self._model_card().save(os.path.join(output_dir or self.args.output_dir, MODEL_CARD))
 
     def train(self, *args, **kwargs):
-        """Trainer's train. TRL reads transformers' deprecated `is_gradient_checkpointing` at each generation
-        and scoring; that FutureWarning is no user's to fix, so a run does not print it."""
+        """Trainer's train. At each generation and scoring TRL reads and calls transformers' deprecated
+        `is_gradient_checkpointing` and `gradient_checkpointing_disable` / `_enable` (trlvr's rollout unwraps the
+        senior through TRL); those FutureWarnings are no user's to fix, so a run does not print them."""
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+            warnings.filterwarnings("ignore", DEPRECATED_CHECKPOINTING, FutureWarning)
             return super().train(*args, **kwargs)
 
     def _generate_and_score_completions(self, inputs):
