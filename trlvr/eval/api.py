@@ -325,12 +325,14 @@ class ModelSpec:
     backend: str = "hf"
 
 
-def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, sources: dict | None = None) -> dict:
+def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, sources: dict | None = None,
+               backend_here: bool = True) -> dict:
     """The evaluation's capabilities (`trlvr.engine.capabilities`, the one place), before any model loads:
     the suite's protocols and metrics against the pairing the tokenizers give (lockstep, text, self, or
     none for `--suite solo`) and the backend, the chat prompts against the tokenizers' templates, the toy
     worlds of the models and the data (`sources`: benchmark -> file). One line naming the flag; returns
-    {metric: why undefined}."""
+    {metric: why undefined}. backend_here: also that the backend is installed on this machine (not for a dry run,
+    which asks it itself: a plan for another machine's GPU needs no engine here)."""
     senior, record = resolve_senior(models.senior)
     junior = models.junior if spec.needs_junior else None
     if junior == SELF and not is_adapter_dir(senior) and record is not None and record["step"] == 0:
@@ -365,7 +367,8 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
         senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
         worlds=worlds_of(paths), contexts=contexts,
     ))  # fmt: skip
-    _check_backend(models, senior, junior, junior_tok if pairing == "text" else None)  # installed: before a group.json
+    if backend_here:  # installed: before a group.json
+        _check_backend(models, senior, junior, junior_tok if pairing == "text" else None)
     return undefined
 
 
@@ -392,7 +395,7 @@ def evaluate_specs(
     weight load, the folder's samples included (`trlvr.eval.runner.check_samples`), then None.
     """
     check_unlocked(out, "trlvr eval", "--out")  # a folder another evaluation writes: refused at once, before any load
-    check_eval(models, benchmarks, spec, data_sources)
+    check_eval(models, benchmarks, spec, data_sources, backend_here=not check_only)
     skipped = skipped_rows(benchmarks, data_sources)
     engine = backend(models.backend)
     senior, junior, tokenizer, pairing = models.senior, models.junior, models.tokenizer, models.pairing
