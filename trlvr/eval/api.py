@@ -53,6 +53,7 @@ from trlvr.models import (
     model_folder,
 )
 from trlvr.provenance import path_for_record, path_from_record
+from trlvr.ranks import Ranks
 from trlvr.rewards import check_golds
 from trlvr.rundir import (
     FINAL,
@@ -394,7 +395,8 @@ def evaluate_specs(
     model loads. check_only (`trlvr eval --dry-run`): every check the evaluation makes before its first
     weight load, the folder's samples included (`trlvr.eval.runner.check_samples`), then None.
     """
-    check_unlocked(out, "trlvr eval", "--out")  # a folder another evaluation writes: refused at once, before any load
+    if Ranks.current().writer:  # a folder another evaluation writes: refused at once, before any load (rank 0
+        check_unlocked(out, "trlvr eval", "--out")  # alone locks it: the launch's other ranks never probe it)
     check_eval(models, benchmarks, spec, data_sources, backend_here=not check_only)
     skipped = skipped_rows(benchmarks, data_sources)
     engine = backend(models.backend)
