@@ -44,7 +44,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -60,7 +60,7 @@ from trlvr.eval.api import EVAL_ENGINE_SHARE
 from trlvr.eval.store import read_samples
 from trlvr.gpu import cuda_line, driver_facts, free_memory_check
 from trlvr.memory import MemoryPlan
-from trlvr.models import load_tokenizer
+from trlvr.models import is_adapter_dir, load_tokenizer
 from trlvr.provenance import git_commit, machine
 from trlvr.rewards.math_reward import MathReward
 from trlvr.rewards.pool import shared_pool
@@ -320,10 +320,6 @@ def trained_parity(tandem, grpo, trained: str, gpu_memory) -> dict:
     junior (`run_parity`): at step 0 both units compute one function, so a junior that reads the senior's
     weights, KV cache or compiled artifact gives the same tokens there; once the senior trained, it does not.
     Not measured for a LoRA senior (its trained model is an adapter folder, which the engine does not load)."""
-    from dataclasses import replace
-
-    from trlvr.models import is_adapter_dir
-
     if tandem.junior == "self" or is_adapter_dir(trained):
         return _check(None, reason="the trained senior is a LoRA adapter folder: the engine loads full model folders")
     return run_parity(replace(tandem, senior=trained), grpo, gpu_memory)  # the junior: the starting weights

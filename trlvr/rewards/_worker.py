@@ -24,6 +24,7 @@ import threading
 import time
 from fractions import Fraction
 
+from trlvr.rewards import authors, authors_paper
 from trlvr.rewards.equivalence import REL_TOL, exact_verdict, mark_numbers, number_of, symbolic_form
 
 _REPR_CHARS = 200
@@ -185,15 +186,11 @@ def reading_change(raw: str, normalized: str) -> tuple[float, str]:
 def grade_authors(text: str, gold: str) -> tuple[float, str]:
     """(score, extracted answer or "no_box"): the ``authors`` grader (`trlvr.rewards.authors`) on a whole
     completion; its own sympy and math-verify calls run here, under the pool's watchdog."""
-    from trlvr.rewards import authors
-
     return authors.score(text, gold)
 
 
 def grade_authors_paper(text: str, gold: str) -> tuple[float, str]:
     """(score, extracted answer or "no_box"): the ``authors-paper`` grader (`trlvr.rewards.authors_paper`)."""
-    from trlvr.rewards import authors_paper
-
     score, shown = authors_paper.score(text, gold)
     return score, "no_box" if shown is None else shown[:_REPR_CHARS]
 

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import re
 
+from trlvr.rewards.authors import extract, sympy_equal
+
 
 def _fix_fracs(s: str) -> str:
     parts = s.split("\\frac")
@@ -133,8 +135,6 @@ def is_equiv(answer: str | None, gold: str | None) -> bool:
     >>> is_equiv("4.5\\\\times10^{33}", "4.5e33"), is_equiv("6 \\\\times 10^{-3}", "0.006"), is_equiv("42.0", "42")
     (False, True, True)
     """
-    from trlvr.rewards.authors import extract, sympy_equal
-
     if gold is not None and "\\boxed" in gold:
         gold = extract(gold)
     if answer is None or not gold:
@@ -148,8 +148,6 @@ def score(text: str, gold: str) -> tuple[float, str | None]:
     >>> score("The answer is \\\\boxed{41.8^\\\\circ}.", "41.8"), score("\\\\boxed{4.5 \\\\times 10^{33}}", "4.5e33")
     ((1.0, '41.8^\\\\circ'), (0.0, '4.5 \\\\times 10^{33}'))
     """
-    from trlvr.rewards.authors import extract
-
     answer = extract(text)
     if answer is None:
         return 0.0, None

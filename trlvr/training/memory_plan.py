@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import shutil
 from pathlib import Path
 
 import torch
@@ -223,8 +224,6 @@ def _folder_bytes(folder: Path) -> int:
 def disk_problem(folder: str | Path, need: int, disk_usage=None) -> str | None:
     """One line when the nearest existing folder of `folder` has less free space than `need` bytes, else None.
     disk_usage: `shutil.disk_usage` (a seam for tests)."""
-    import shutil
-
     where = nearest_existing(folder)
     free = (disk_usage or shutil.disk_usage)(where).free
     if free >= need:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 import transformers
 from packaging.version import Version
 
@@ -148,8 +149,6 @@ def check_config(tandem, grpo, *, planning: bool = True) -> str:
 
 def cuda_available() -> bool:
     """torch's answer: whether this machine has a CUDA device (one seam for the checks, and for tests)."""
-    import torch
-
     return torch.cuda.is_available()
 
 
