@@ -424,7 +424,7 @@ def test_training_and_eval_prompts_are_the_same_ids_with_a_bos_tokenizer():
     from tokenizers.processors import TemplateProcessing
 
     from trlvr.data import Problem
-    from trlvr.eval.runner import prompt_ids_for
+    from trlvr.eval.prepare import prompt_ids_for
     from trlvr.training.build import build_dataset
     from trlvr.training.rollout import TandemRollout
 

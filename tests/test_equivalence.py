@@ -74,10 +74,10 @@ def pairs(draw):
 
 def _eval(mode: str, box: bool):
     def grade(answer: str, gold: str) -> bool:
-        from trlvr.eval.runner import _grader_for, grade
+        from trlvr.eval.grading import grade, grader_for
 
         text = f"so the answer is \\boxed{{{answer}}}." if box else f"The answer is {answer}."
-        return grade(_grader_for(mode), [text], [gold])[0] == [1.0]
+        return grade(grader_for(mode), [text], [gold])[0] == [1.0]
 
     return grade
 

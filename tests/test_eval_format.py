@@ -6,7 +6,7 @@ from helpers import parity_reward
 
 from trlvr.cli.compare_cmd import format_table
 from trlvr.eval.format import diff_text, entry_text, format_summary, is_percent
-from trlvr.eval.runner import grading_name
+from trlvr.eval.grading import grading_name
 
 
 def test_one_percent_rule():

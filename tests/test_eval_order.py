@@ -10,7 +10,8 @@ import pytest
 from helpers import last_word, parity_reward, toy_problems
 
 from trlvr.engine import make_pair
-from trlvr.eval.runner import Partners, evaluate, prompt_ids_for
+from trlvr.eval.prepare import prompt_ids_for
+from trlvr.eval.runner import Partners, evaluate
 from trlvr.eval.spec import EvalSpec
 
 

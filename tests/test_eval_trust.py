@@ -182,7 +182,7 @@ def test_prompt_cap_drops_up_front_and_budget_follows_the_context(models, tokeni
         and "context_length - prompt_tokens - 8" in res["config"]["budget"]["rule"]
     )
     # A context that leaves the long prompt 3 tokens: its completions stop at 3, the others at 6.
-    from trlvr.eval.runner import prompt_ids_for
+    from trlvr.eval.prepare import prompt_ids_for
 
     n_long = len(prompt_ids_for(probs[3], tokenizer))
     res = run(models, tokenizer, tmp_path / "ctx", probs, context_length=n_long + 8 + 3, max_new_tokens=6)

@@ -1,6 +1,6 @@
 """Exact values end to end (issue 38): a gold read from data is never converted through a float, and
 the grader compares exact values, for `trlvr data check`, the reward (trlvr.rewards) and eval's
-grading (trlvr.eval.runner.grade) alike.
+grading (trlvr.eval.grading.grade) alike.
 
 Hypothesis draws a value (an integer up to 60 digits, a decimal m x 10^e with e in [-300, 300], or a
 fraction p/q) and writes it several ways (plain digits, scientific notation, p/q, \\frac{p}{q},
@@ -108,9 +108,9 @@ GRADERS = {"reward": lambda texts, golds: MathReward()(texts, golds)}
 
 def _eval_grade(mode: str):
     def grade(texts, golds):
-        from trlvr.eval.runner import _grader_for, grade
+        from trlvr.eval.grading import grade, grader_for
 
-        return grade(_grader_for(mode), texts, golds)[0]
+        return grade(grader_for(mode), texts, golds)[0]
 
     return grade
 

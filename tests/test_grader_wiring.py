@@ -120,12 +120,12 @@ def test_a_resume_under_another_grader_is_refused_and_a_record_without_one_was_t
 @needs_paper
 def test_every_other_grader_grades_the_stored_texts_into_by_grader():
     from trlvr.eval.aggregate import problem_table, summarize
-    from trlvr.eval.runner import _grader_for, by_grader, grade, grade_others
+    from trlvr.eval.grading import by_grader, grade, grade_others, grader_for
 
     rows = [{"benchmark": "b", "protocol": "solo", "problem_id": f"p{i}", "sample_idx": 0, "text": text, "answer": gold,
              "num_tokens": 3, "finish_reason": "eos", "senior_share": 1.0}
             for i, (text, gold) in enumerate(DISAGREE)]  # fmt: skip
-    rewards, _ = grade(_grader_for("boxed", "trlvr"), [r["text"] for r in rows], [r["answer"] for r in rows])
+    rewards, _ = grade(grader_for("boxed", "trlvr"), [r["text"] for r in rows], [r["answer"] for r in rows])
     assert rewards == SCORES["trlvr"]
     for r, x in zip(rows, rewards, strict=True):
         r["reward"] = x

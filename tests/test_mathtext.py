@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trlvr.cli.main import main as cli_main
-from trlvr.eval.runner import grade as eval_grade
+from trlvr.eval.grading import grade as eval_grade
 from trlvr.rewards import check_golds, grade, math_reward
 from trlvr.rewards.mathtext import normalize_math
 

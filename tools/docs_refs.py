@@ -391,7 +391,7 @@ def render_outputs(results: dict) -> str:
             f"tools/docs_refs.py: results.json metric(s) without a meaning in RESULT_METRICS: {missing}"
         )
     one = next(iter(results["benchmarks"].values()))["metrics"][metrics[0]]
-    from trlvr.eval.runner import BY_GRADER
+    from trlvr.eval.grading import BY_GRADER
 
     # the toy evaluation runs the one grader that needs no extra (trlvr): its config names it; a second grader's
     # key is the runner's own name for it

@@ -36,6 +36,7 @@ from trlvr.engine.vocab import check_pair_rows
 from trlvr.errors import UserError
 from trlvr.eval.fingerprint import file_digest
 from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, split_by_prompt_length
+from trlvr.eval.prepare import prompt_ids_for
 from trlvr.eval.spec import EvalSpec
 from trlvr.eval.suite import parse_protocol, protocols_for
 from trlvr.gpu import free_memory_check
@@ -249,8 +250,6 @@ def eval_contexts(spec: EvalSpec, problems: list, models: list[tuple[str, str, o
     context, the longest prompt (in that tokenizer's tokens) plus its completion budget among the prompts
     the runner keeps, under the runner's budget rule (`--context-length`, `--max-prompt-tokens`). A
     context of "auto" is the models' own: nothing can pass it."""
-    from trlvr.eval.runner import prompt_ids_for
-
     if spec.context_length == "auto" or not problems:
         return ()
     context = spec.context_length or None
@@ -277,8 +276,6 @@ def eval_plan(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, gp
     needs one; its context the longest prompt plus `--max-new-tokens`. backend vllm checks it against
     `gpu_memory` (the engine takes 0.9 of it; the HF scorers load after it is closed, so they are not
     counted beside it); backend hf: the shapes and lengths only."""
-    from trlvr.eval.runner import prompt_ids_for
-
     senior_path, _ = resolve_senior(models.senior)
     base = adapter_base(senior_path) if is_adapter_dir(senior_path) else model_folder(senior_path)
     dtype = None if models.dtype == "auto" else models.dtype

@@ -34,14 +34,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 from tqdm.auto import tqdm
 
 from trlvr import rundir
 from trlvr.data import encode_prompt, prompt_for
-from trlvr.data.prompts import DEFAULT_PROMPT_TEMPLATE, lossy_prompts, lost_characters
-from trlvr.data.schema import problem_key
 from trlvr.engine import capabilities, make_pair
 from trlvr.engine.backends import backend
 from trlvr.engine.text_pair import text_nll
@@ -49,7 +46,18 @@ from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 from trlvr.eval import fingerprint as fpr
 from trlvr.eval.aggregate import problem_table, summarize, with_graders
-from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, plan_batches, split_by_prompt_length
+from trlvr.eval.grading import (
+    BY_GRADER,
+    by_grader,
+    grade,
+    grade_others,
+    grader_for,
+    grader_tables,
+    grading_counts,
+    grading_name,
+)
+from trlvr.eval.plan import default_max_prompt_tokens, plan_batches
+from trlvr.eval.prepare import Bench, lossy_problems, model_context_length, prepare_benchmarks
 from trlvr.eval.protocols import (
     answer_in_text,
     cut,
@@ -66,134 +74,12 @@ from trlvr.eval.store import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, EvalDir,
 from trlvr.models import vocab_fingerprint
 from trlvr.provenance import machine
 from trlvr.ranks import Ranks
-from trlvr.rewards import MathReward, extract_boxed, grader_of, grading_mode, math_reward
-from trlvr.rewards.math_reward import default_reward
+from trlvr.rewards import extract_boxed, grader_of
 
 # what a text pair cannot define, and why (results.json's `undefined`): the capability check's own words
 UNDEFINED_FOR_TEXT_PAIRS = {m: why for m, (_, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()}
 RESULTS_VERSION = 3  # 3: per-sample `grading`; grading_stats counted from this run's samples
-GRADING_OUTCOMES = ("ok", "no_box", "timeout", "failure")
-BY_GRADER = "by_grader"  # results.json: each grader after the first, its metrics (`by_grader`)
-__all__ = ["BUDGET_RULE", "Partners", "evaluate", "write_results", "grading_counts", "lossy_problems"]
-
-
-class Bench(NamedTuple):
-    """One benchmark's problems after the prompt cap, with what generation needs per problem."""
-
-    problems: list
-    keys: list[str]  # content keys, the problem_id of every row
-    prompts: list[list[int]]  # prompt token ids
-    budgets: list[int]  # completion budget of each problem
-
-
-def prompt_ids_for(problem, tokenizer, template: str = DEFAULT_PROMPT_TEMPLATE) -> list[int]:
-    """A problem's prompt token ids, through the one shared prompt path of `trlvr.data` (`template`: a
-    `trlvr.data.prompts.PROMPT_TEMPLATES` name)."""
-    return encode_prompt(prompt_for(problem, tokenizer, template), tokenizer)
-
-
-def model_context_length(*models) -> int | None:
-    """The smallest `max_position_embeddings` of the models' configs, or None when none says."""
-    found = [
-        getattr(getattr(m, "config", None), "max_position_embeddings", None) for m in models if m is not None
-    ]
-    found = [int(c) for c in found if isinstance(c, int) and c > 0]
-    return min(found) if found else None
-
-
-def grading_name(score_fn) -> str:
-    """The grading mode for results.json: `trlvr.rewards.grading_mode` ("boxed", "boxed_or_tail"),
-    or "custom:<name>" for a caller's own score function."""
-    mode = grading_mode(score_fn)
-    return mode if mode is not None else "custom:" + getattr(score_fn, "__name__", type(score_fn).__name__)
-
-
-def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens, context_length,
-                       template: str = DEFAULT_PROMPT_TEMPLATE):
-    """(name -> Bench, name -> dropped problems): prompts encoded once, over-long ones dropped up front."""
-    if not benchmarks:
-        raise UserError("no benchmarks to evaluate")
-    out, dropped = {}, {}
-    for name, problems in benchmarks.items():
-        if not problems:
-            raise UserError(f"benchmark {name!r} has no problems")
-        keys = [problem_key(p) for p in problems]
-        first: dict[str, object] = {}
-        for p, k in zip(problems, keys, strict=True):
-            if k in first:
-                raise UserError(
-                    f"benchmark {name!r}: problems {first[k]!r} and {p.id!r} have the same text and gold "
-                    "answer; remove the duplicate (`trlvr data check` lists them)"
-                )
-            first[k] = p.id
-        prompts = [prompt_ids_for(p, tokenizer, template) for p in problems]
-        kept, cut = split_by_prompt_length(
-            [len(x) for x in prompts], max_prompt_tokens, max_new_tokens, context_length
-        )
-        dropped[name] = [
-            {"problem_id": keys[i], "source_id": str(problems[i].id), "prompt_tokens": len(prompts[i])}
-            for i in cut
-        ]
-        if not kept:
-            raise UserError(
-                f"benchmark {name!r}: every prompt is longer than --max-prompt-tokens {max_prompt_tokens} "
-                f"(or leaves no room in the context of {context_length} tokens)"
-            )
-        out[name] = Bench(
-            [problems[i] for i in kept],
-            [keys[i] for i in kept],
-            [prompts[i] for i in kept],
-            [completion_budget(len(prompts[i]), max_new_tokens, context_length) for i in kept],
-        )
-    return out, dropped
-
-
-def lossy_problems(benchmarks: dict[str, list], tokenizer, template: str = DEFAULT_PROMPT_TEMPLATE) -> dict[str, list[dict]]:
-    """{benchmark: [{problem_id, source_id, lost, roundtrip}]} for problems whose prompt the tokenizer
-    cannot spell (`trlvr.data.prompts.lossy_prompts`, once per problem); benchmarks with none are left out."""
-    out = {}
-    for name, problems in benchmarks.items():
-        bad = lossy_prompts(tokenizer, [prompt_for(p, tokenizer, template) for p in problems])
-        if bad:
-            out[name] = [{"problem_id": problem_key(problems[x.index]), "source_id": str(problems[x.index].id),
-                          "lost": lost_characters(x.original, x.roundtrip), "roundtrip": x.roundtrip}
-                         for x in bad]  # fmt: skip
-    return out
-
-
-def grade(score_fn, texts: list[str], answers: list[str]) -> tuple[list[float], list[str | None]]:
-    """(rewards, outcomes): each outcome one of GRADING_OUTCOMES for trlvr's math grader, None for a
-    caller's own `score_fn` (whose verdicts trlvr cannot classify)."""
-    grader = default_reward() if score_fn is math_reward else score_fn
-    if not isinstance(grader, MathReward):
-        rewards = score_fn(texts, answers)
-        if len(rewards) != len(texts):
-            raise ValueError(f"score_fn returned {len(rewards)} rewards for {len(texts)} completions")
-        return [0.0 if r is None else float(r) for r in rewards], [None] * len(texts)
-    results = grader.grade_many(texts, answers)
-    return [r.score for r in results], [grading_outcome(r.how) for r in results]
-
-
-def grading_outcome(how: str) -> str:
-    """A `GradeResult.how` as a per-sample outcome: ok, no_box, timeout or failure."""
-    if how in ("no_box", "no_answer"):
-        return "no_box"
-    if how == "timeout":
-        return "timeout"
-    if how.startswith("error"):
-        return "failure"
-    return "ok"
-
-
-def grading_counts(rows: list[dict]) -> dict[str, int]:
-    """How this run's samples were graded, counted from the rows themselves (exact per seed and
-    after a resume); rows written before outcomes were recorded count as "unrecorded"."""
-    counts = dict.fromkeys(("graded", *GRADING_OUTCOMES), 0)
-    for r in rows:
-        counts["graded"] += 1
-        outcome = r.get("grading", "unrecorded") or "custom"
-        counts[outcome] = counts.get(outcome, 0) + 1
-    return counts
+__all__ = ["BUDGET_RULE", "Partners", "evaluate", "write_results"]
 
 
 def machine_record(model) -> dict:
@@ -289,7 +175,7 @@ def evaluate(
     """
     protocols = protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks)
     if score_fn is None:
-        score_fn = _grader_for(spec.grading, spec.grader)
+        score_fn = grader_for(spec.grading, spec.grader)
     elif (own := grader_of(score_fn)) is not None:  # a MathReward: its grader is the first (results.json names it)
         if spec.graders != ("trlvr",) and own != spec.grader:
             raise UserError(f"score_fn grades with grader {own!r} but graders names {spec.grader!r} first")
@@ -483,48 +369,6 @@ def _open(store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> tuple
     store.write(FINGERPRINT, fingerprint)
     store.write(CONFIG, config)
     return store.rows(), fingerprint
-
-
-def _grader_for(grading: str, grader: str = "trlvr"):
-    """The math grader of a grading mode and grader (`trlvr.rewards.GRADERS`): "boxed" with trlvr's grader is
-    the shared default MathReward (per-sample outcomes come from `grade`); "boxed_or_tail" grades the text's
-    tail when nothing is boxed."""
-    if grading != "boxed_or_tail" and grader == "trlvr":
-        return math_reward
-    return MathReward(require_box=grading != "boxed_or_tail", grader=grader)
-
-
-def grade_others(rows: list[dict], graders: tuple[str, ...], grading: str) -> bool:
-    """Each row's `grader_rewards` {grader: reward} for every grader of `graders` it lacks, graded from its
-    stored text and gold (a row of an earlier run of the folder gets the graders this run adds). True when
-    any row changed (the samples file is then written again)."""
-    changed = False
-    for g in graders:
-        todo = [r for r in rows if g not in (r.get("grader_rewards") or {})]
-        if not todo:
-            continue
-        rewards, _ = grade(_grader_for(grading, g), [r["text"] for r in todo], [r["answer"] for r in todo])
-        for r, reward in zip(todo, rewards, strict=True):
-            r["grader_rewards"] = {**(r.get("grader_rewards") or {}), g: float(reward)}
-        changed = True
-    return changed
-
-
-def grader_tables(rows: list[dict], graders: tuple[str, ...] | list[str], ks: list[int]) -> dict[str, dict]:
-    """{grader: per-problem table} for each of `graders` (those after the first): the metrics that follow from
-    the reward (every pass@k, the prefix protocols' pass@1), from each row's `grader_rewards`."""
-    out = {}
-    for g in graders:
-        table = problem_table([{**r, "reward": r["grader_rewards"][g]} for r in rows], ks)
-        out[g] = {b: {m: v for m, v in t.items() if "pass@" in m} for b, t in table.items()}
-    return out
-
-
-def by_grader(rows: list[dict], graders: tuple[str, ...], ks: list[int], num_resamples: int, seed: int) -> dict:
-    """results.json's `by_grader`: for each grader after the first, the metrics that follow from the reward
-    (every pass@k, the handoff ratios, the prefix protocols' pass@1), in the layout of the first grader's
-    (`benchmarks`, `macro`), from each row's `grader_rewards` (`grader_tables`)."""
-    return {g: summarize(t, num_resamples=num_resamples, seed=seed) for g, t in grader_tables(rows, graders, ks).items()}
 
 
 def _default_extract_fn():

@@ -168,5 +168,5 @@ class EvalSpec:
 
 
 def _custom(grading: str) -> bool:
-    """A caller's own score function grades (`trlvr.eval.runner.grading_name`): no grader of trlvr's."""
+    """A caller's own score function grades (`trlvr.eval.grading.grading_name`): no grader of trlvr's."""
     return grading.startswith("custom:")
