@@ -94,6 +94,80 @@ def test_checker_catches_an_upward_import(tmp_path, monkeypatch):
     assert len(found) == 2
 
 
+def module_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the trlvr modules it imports (lazy imports too); `from trlvr.pkg import sub` counts as the
+    submodule `trlvr.pkg.sub` when it is one, else as the package."""
+    names = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in names.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in names else node.module
+                            for a in node.names}  # fmt: skip
+        graph[name] = {t for t in targets if t in names and t != name}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_no_import_circle():
+    """No two modules of the house import each other, directly or round a ring (lazy imports count)."""
+    assert import_circles(module_graph(ROOT)) == []
+
+
+def test_circle_checker_finds_a_ring(tmp_path):
+    fake = tmp_path / "trlvr"
+    (fake / "training").mkdir(parents=True)
+    (fake / "training" / "__init__.py").write_text("")
+    (fake / "training" / "a.py").write_text("from trlvr.training.b import f\n")
+    (fake / "training" / "b.py").write_text("def f():\n    from trlvr.training import c\n")
+    (fake / "training" / "c.py").write_text("import trlvr.training.a\n")
+    (fake / "training" / "d.py").write_text("from trlvr.training.a import g\n")
+    assert import_circles(module_graph(fake)) == [["trlvr.training.a", "trlvr.training.b", "trlvr.training.c"]]
+
+
 @pytest.mark.parametrize("module", ["trlvr.engine", "trlvr.data", "trlvr.rewards", "trlvr.algos",
                                     "trlvr.provenance"])
 def test_lower_layers_import_without_trl(module):

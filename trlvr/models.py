@@ -234,6 +234,15 @@ def load_causal_lm(path: str | os.PathLike, role: str = "model", **kwargs) -> An
 
 # --- LoRA adapter folders ---------------------------------------------------------------------------
 
+def load_junior(path: str, junior_tok, pairing: str, dtype):
+    """The frozen junior at the senior's dtype; a text pair's junior carries its own tokenizer (the rollout
+    decodes that pair at the text level with it)."""
+    junior = load_causal_lm(path, "junior", dtype=dtype)
+    if pairing == "text":
+        junior.text_pair_tokenizer = junior_tok
+    return junior
+
+
 SELF = "self"  # the junior spelling that means: the LoRA senior's base model, adapters off
 ADAPTER_CONFIG = "adapter_config.json"
 

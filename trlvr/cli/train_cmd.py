@@ -113,10 +113,10 @@ def dry_run(argv: list[str], *, folder: bool = True) -> str:
 
 
 def dry_run_sharding(grpo, argv: list[str], layout: dict) -> str | None:
-    """The sharding the launch would give the run (`trlvr.training.build.launch_sharding`'s answer): this
+    """The sharding the launch would give the run (`trlvr.training.learning.launch_sharding`'s answer): this
     launch's own environment or the run's `deepspeed` argument, else the ZeRO stage of the planned launch
     (`launch_of`: --zero-stage, --config_file, the recipe's Launch line), "zero<stage>" for stage 1 to 3."""
-    from trlvr.training.build import launch_sharding
+    from trlvr.training.learning import launch_sharding
 
     zero = launch_of(argv, layout)[0]
     return launch_sharding(grpo) or (f"zero{zero}" if zero >= 1 else None)

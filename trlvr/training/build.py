@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,14 +38,16 @@ from trlvr.models import (
     choose_pairing,
     context_length,
     load_causal_lm,
+    load_junior,
     load_model_or_adapter,
     load_tokenizer,
     load_tokenizer_for,
 )
 from trlvr.rewards import MathReward, check_golds, math_reward, require_grader
 from trlvr.rundir import HOLDOUT_FILE
-from trlvr.training.learning import check_updates_land
+from trlvr.training.learning import check_updates_land, launch_sharding
 from trlvr.training.peft_setup import check_lora_run, continues_adapter, describe_adapter, peft_config_for
+from trlvr.training.trainer import TandemGRPOTrainer
 
 if TYPE_CHECKING:  # annotations only
     from datasets import Dataset
@@ -146,35 +147,6 @@ def problems_within(problems: list[Problem], tokenizer: Any, max_prompt_length: 
     """How many of `problems` `build_dataset` keeps under `max_prompt_length` (their prompts in `tokenizer`'s
     tokens): the preflight's count, before anything is set aside or loaded."""
     return sum(len(encode_prompt(prompt_for(p, tokenizer), tokenizer)) <= max_prompt_length for p in problems)
-
-
-def launch_sharding(args=None) -> str | None:
-    """How this launch shards the trained parameters: "zero<stage>" (DeepSpeed), "fsdp<version>", or None.
-    Read from what `accelerate launch` exports (ACCELERATE_USE_DEEPSPEED + ACCELERATE_DEEPSPEED_ZERO_STAGE
-    or the DeepSpeed config file it names; ACCELERATE_USE_FSDP + FSDP_VERSION) and from the run's own
-    `deepspeed` (a config file or dict) / `fsdp` arguments when `args` is given. "zero?": DeepSpeed
-    with a stage this cannot read ("auto")."""
-    env = os.environ
-
-    def stage_of(config) -> str:
-        if isinstance(config, str | Path):
-            try:
-                config = json.loads(Path(config).read_text())
-            except (OSError, ValueError):
-                return "?"
-        stage = ((config or {}).get("zero_optimization") or {}).get("stage") if isinstance(config, dict) else None
-        return str(stage) if isinstance(stage, int) else "?"
-
-    if env.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
-        stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") or stage_of(env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE"))
-        return f"zero{stage}"
-    if args is not None and getattr(args, "deepspeed", None):
-        return f"zero{stage_of(args.deepspeed)}"
-    if env.get("ACCELERATE_USE_FSDP", "").lower() == "true":
-        return f"fsdp{env.get('FSDP_VERSION') or 1}"
-    if args is not None and getattr(args, "fsdp", None):
-        return f"fsdp{(getattr(args, 'fsdp_config', None) or {}).get('version', 1)}"
-    return None
 
 
 def run_contexts(tandem: TandemConfig, problems: list, completion: int, senior_tok, junior_tok=None,
@@ -288,21 +260,11 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
     return senior, junior, tokenizer, pairing
 
 
-def load_junior(path: str, junior_tok, pairing: str, dtype):
-    """The frozen junior at the senior's dtype; a text pair's junior carries its own tokenizer (the rollout
-    decodes that pair at the text level with it)."""
-    junior = load_causal_lm(path, "junior", dtype=dtype)
-    if pairing == "text":
-        junior.text_pair_tokenizer = junior_tok
-    return junior
-
-
 def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | None = None):
     """TandemConfig + trl.GRPOConfig -> TandemGRPOTrainer (not yet trained), with trlvr's callbacks."""
     from trlvr.training.console import MetricsFile, ProgressBar
     from trlvr.training.guard import NonFiniteGuard
     from trlvr.training.manifest import ManifestCallback
-    from trlvr.training.trainer import TandemGRPOTrainer
 
     if isinstance(args, dict):  # a plain dict of GRPOConfig fields (library callers)
         args = GRPOConfig(**args)

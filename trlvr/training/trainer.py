@@ -58,12 +58,11 @@ from trlvr.engine.backends import Backend, backend
 from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
 from trlvr.errors import UserError
-from trlvr.models import choose_pairing, load_tokenizer
+from trlvr.models import choose_pairing, load_junior, load_tokenizer
 from trlvr.rewards.length import with_length_penalty
 from trlvr.rewards.math_reward import MathReward, math_reward
 from trlvr.rundir import MODEL_CARD
-from trlvr.training.build import launch_sharding, load_junior
-from trlvr.training.learning import FIXES, WeightsMoved, low_precision_problem
+from trlvr.training.learning import FIXES, WeightsMoved, launch_sharding, low_precision_problem
 from trlvr.training.metrics import ISCorrectionMeter, StepTimeCallback, with_share_split
 from trlvr.training.model_card import tandem_model_card
 from trlvr.training.peft_setup import use_base_as_reference
