@@ -9,7 +9,8 @@ import each other unless listed in ALLOWED):
       ranks, gpu                      memory: an engine's memory plan from configs; ranks: the processes
                                       of one launch and the store they hand objects over through)
     2 engine, vllm                   (decoding: no tokenization, prompts or training; vllm: the optional backend)
-    3 config, training, eval, toy    (what a run trains, how it is measured, the toy world)
+    3 config, team, training, eval,  (what a run trains, who writes with the senior, how it is measured,
+      toy                             the toy world)
     4 experiments, demo, cli         (recipes and commands that wire the layers together)
 """
 
@@ -26,14 +27,16 @@ LAYERS = {
     "algos": 1, "data": 1, "rewards": 1, "models": 1, "provenance": 1, "rundir": 1, "memory": 1, "ranks": 1,
     "trainer_memory": 1, "gpu": 1,
     "engine": 2, "vllm": 2,
-    "config": 3, "training": 3, "eval": 3, "toy": 3,
+    "config": 3, "team": 3, "training": 3, "eval": 3, "toy": 3,
     "experiments": 4, "demo": 4, "cli": 4,
     "artifacts": 0,  # one definition of a complete artifact (a checkpoint, final/, ...): imports nothing of trlvr
 }  # fmt: skip
 # Layer-4 peers: the CLI runs the demo and the experiments; the demo is a recipe of experiments (and of
 # `trlvr.eval.api`, the one path `trlvr eval` takes too: no exception for the demo).
 # The toy world registers its per-sample metric (the jargon rate) with eval's registry (eval.sample_metrics).
-ALLOWED = {("training", "config"), ("cli", "demo"), ("cli", "experiments"), ("demo", "experiments"),
+# Who writes with the senior (trlvr.team) sits beside the config: the config, training and eval ask it.
+ALLOWED = {("training", "config"), ("training", "team"), ("eval", "team"), ("config", "team"),
+           ("cli", "demo"), ("cli", "experiments"), ("demo", "experiments"),
            ("vllm", "engine"), ("toy", "eval"), ("trainer_memory", "memory")}  # fmt: skip (the vLLM backend plugs into the engine's Pair and schedules)
 
 

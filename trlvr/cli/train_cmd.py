@@ -215,10 +215,11 @@ def memory_plan(tandem, grpo, argv: list[str], layout: dict | None = None) -> st
     import dataclasses
 
     from trlvr.memory import parse_size
+    from trlvr.team import is_self
     from trlvr.training.memory_plan import check_both, checkpoint_count, device_memory, run_plan, trainer_plan
 
     where = argv[argv.index("--config") + 1] if "--config" in argv else "command line"
-    if not all(_has_config(p) for p in (tandem.senior, tandem.junior) if p and p != "self"):
+    if not all(_has_config(p) for p in (tandem.senior, tandem.junior) if p and not is_self(p)):
         return "memory plan: not computed (a model folder is not there yet)"
     memory = parse_size(tandem.gpu_memory) if tandem.gpu_memory else device_memory()
     plan = run_plan(tandem, grpo, gpu_memory=memory)

@@ -9,7 +9,7 @@
 thing whichever of them produced it. It does, in order: resolve the senior spec (a model folder,
 a LoRA adapter folder, or `RUN@selected`) and the junior spec (a folder, or `self` = the LoRA
 senior's base, adapters off); load the senior's tokenizer (prompts are always rendered with it);
-choose the pair's mode from their vocabularies (`trlvr.models.choose_pairing`, as training does:
+choose the pair's mode from their vocabularies (`trlvr.team.choose_pairing`, as training does:
 identical token by token -> lockstep; different -> text pairing, or an error under `pairing:
 lockstep`; `--suite solo` alone needs no junior and loads none); identify both models by their
 files; and hand `trlvr.eval.runner.evaluate` the `Partners`, whose Pair loads only once the output
@@ -41,9 +41,7 @@ from trlvr.eval.suite import parse_protocol, protocols_for
 from trlvr.gpu import free_memory_check
 from trlvr.memory import MemoryPlan, Stack, read_config
 from trlvr.models import (
-    SELF,
     adapter_base,
-    choose_pairing,
     context_length,
     is_adapter_dir,
     load_model_or_adapter,
@@ -63,6 +61,7 @@ from trlvr.rundir import (
     newest_step,
     read_record,
 )
+from trlvr.team import SELF, choose_pairing
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
@@ -311,7 +310,7 @@ class ModelSpec:
 
     senior: a model folder, a LoRA adapter folder or `RUN@selected`; junior: a folder, `self` (the
     LoRA senior's base, adapters off) or None (solo only); tokenizer: the one prompts are rendered
-    with (default: the senior's); pairing: auto | lockstep | text (`trlvr.models.choose_pairing`);
+    with (default: the senior's); pairing: auto | lockstep | text (`trlvr.team.choose_pairing`);
     backend: hf | vllm (`trlvr.engine.pair_class`).
     """
 
