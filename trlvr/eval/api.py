@@ -61,7 +61,7 @@ from trlvr.rundir import (
     newest_step,
     read_record,
 )
-from trlvr.team import SELF, choose_pairing
+from trlvr.team import LOCKSTEP, NONE, SELF, TEXT, choose_pairing, is_lockstep, is_self, is_text
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
@@ -140,7 +140,7 @@ def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
     senior = load_model_or_adapter(senior_path, "--senior", dtype=dtype)
     if junior is None:
         return senior, None
-    if junior != SELF:
+    if not is_self(junior):
         return senior, load_model_or_adapter(junior, "--junior", dtype=dtype)
     check_self_junior(senior_path)
     return self_pair(senior)
@@ -178,7 +178,7 @@ def skipped_rows(benchmarks: dict[str, list], sources: dict | None = None) -> di
 def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, junior_tok) -> None:
     """That the backend is installed (what it cannot run was refused by `check_eval`)."""
     from trlvr.engine import pair_class
-    pair_class(models.backend, "text" if junior_tok is not None else "lockstep")  # installed; one vocabulary
+    pair_class(models.backend, TEXT if junior_tok is not None else LOCKSTEP)  # installed; one vocabulary
 
 
 EVAL_ENGINE_SHARE = 0.9  # evaluation's vLLM engine: the GPU is its alone while it generates
@@ -237,7 +237,7 @@ def _dtype(name):
 
 def context_length_of(*paths: str) -> int | None:
     """The smallest context of the models (`trlvr.models.context_length`, read without the weights)."""
-    found = [context_length(p) for p in paths if p is not None and p != SELF]
+    found = [context_length(p) for p in paths if p is not None and not is_self(p)]
     found = [c for c in found if c is not None]
     return min(found) if found else None
 
@@ -282,7 +282,7 @@ def eval_plan(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, gp
     dtype = None if models.dtype == "auto" else models.dtype
     stacks = [Stack.from_config("senior", read_config(base), dtype)]
     if spec.needs_junior and models.junior is not None:
-        stacks.append(Stack.from_config("junior", read_config(base if models.junior == SELF else models.junior), dtype))
+        stacks.append(Stack.from_config("junior", read_config(base if is_self(models.junior) else models.junior), dtype))
     tok = load_tokenizer(models.tokenizer, "--tokenizer") if models.tokenizer else load_tokenizer_for(senior_path, "--senior")
     prompts = [len(prompt_ids_for(p, tok, spec.prompt_template)) for ps in benchmarks.values() for p in ps]
     context = context_length_of(senior_path, models.junior) if spec.context_length == "auto" else spec.context_length
@@ -332,26 +332,26 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
     {metric: why undefined}."""
     senior, record = resolve_senior(models.senior)
     junior = models.junior if spec.needs_junior else None
-    if junior == SELF and not is_adapter_dir(senior) and record is not None and record["step"] == 0:
+    if is_self(junior) and not is_adapter_dir(senior) and record is not None and record["step"] == 0:
         junior = senior  # a `junior: self` run's starting senior (the base itself) was selected: it pairs with itself
-    if junior == SELF:
+    if is_self(junior):
         check_self_junior(senior)
     tok_flag = f"--tokenizer {models.tokenizer}" if models.tokenizer else f"--senior {senior}"
     tok = load_tokenizer(models.tokenizer, "--tokenizer") if models.tokenizer else load_tokenizer_for(senior, "--senior")
-    junior_tok, pairing = None, "none" if junior is None else "self" if junior == SELF else None
+    junior_tok, pairing = None, NONE if junior is None else SELF if is_self(junior) else None
     if pairing is None:
         junior_tok = load_tokenizer_for(junior, "--junior")
         pairing = choose_pairing(tok, junior_tok, models.pairing, names=("--senior", "--junior"))
-        if pairing == "lockstep":  # one tokenizer: a row per token in each model (extra rows are padding)
+        if is_lockstep(pairing):  # one tokenizer: a row per token in each model (extra rows are padding)
             check_pair_rows(len(tok), {"--senior": senior, "--junior": junior})
     problems = [p for ps in benchmarks.values() for p in ps]
     chat = chat_prompt_of(problems)
     templates = ((tok_flag, has_chat_template(tok)),) if chat else ()
-    if chat and pairing == "text":  # the junior renders the same messages with its own template
+    if chat and is_text(pairing):  # the junior renders the same messages with its own template
         templates += ((f"--junior {junior}", has_chat_template(junior_tok)),)
     schedules = tuple(parse_protocol(name).schedule(spec.handoff_max_rounds)
                       for name in protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks))  # fmt: skip
-    paths = {"--senior": senior, "--junior": None if junior in (None, SELF) else junior,
+    paths = {"--senior": senior, "--junior": None if (junior is None or is_self(junior)) else junior,
              **{f"--data {name}": source for name, source in (sources or {}).items()}}  # fmt: skip
     readers = [("--senior", senior, tok)] + ([("--junior", junior, junior_tok or tok)] if paths["--junior"] else [])
     contexts = eval_contexts(spec, problems, readers) if all(ok for _, ok in templates) else ()
@@ -364,7 +364,7 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
         senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
         worlds=worlds_of(paths), contexts=contexts,
     ))  # fmt: skip
-    _check_backend(models, senior, junior, junior_tok if pairing == "text" else None)  # installed: before a group.json
+    _check_backend(models, senior, junior, junior_tok if is_text(pairing) else None)  # installed: before a group.json
     return undefined
 
 
@@ -397,36 +397,36 @@ def evaluate_specs(
     senior, junior, tokenizer, pairing = models.senior, models.junior, models.tokenizer, models.pairing
     dtype, device, junior_device = models.dtype, models.device, models.junior_device
     senior_path, record = resolve_senior(senior)
-    if junior == SELF and not is_adapter_dir(senior_path) and record is not None and record["step"] == 0:
+    if is_self(junior) and not is_adapter_dir(senior_path) and record is not None and record["step"] == 0:
         junior = senior_path  # a `junior: self` run whose starting senior (the base itself) was selected
-    if junior == SELF:
+    if is_self(junior):
         check_self_junior(senior_path)
     if not spec.needs_junior:
         junior = None  # solo alone: no partner, no scorer, nothing to load
     elif junior is None:
         raise UserError(f"suite {','.join(spec.suite)} needs a junior (only solo runs without one)")
-    if junior == SELF and junior_device:
+    if is_self(junior) and junior_device:
         raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
     tok = load_tokenizer(tokenizer, "--tokenizer") if tokenizer else load_tokenizer_for(senior_path, "--senior")
     junior_tok = None
-    if junior not in (None, SELF):
+    if not (junior is None or is_self(junior)):
         junior_tok = load_tokenizer_for(junior, "--junior")
-        if choose_pairing(tok, junior_tok, pairing, names=("--senior", "--junior")) == "lockstep":
+        if is_lockstep(choose_pairing(tok, junior_tok, pairing, names=("--senior", "--junior"))):
             junior_tok = None  # one vocabulary: the lockstep engine
-    elif junior == SELF and pairing == "text":
+    elif is_self(junior) and is_text(pairing):
         raise UserError("--pairing text: --junior self shares the senior's tokenizer and weights; it is lockstep")
     context = (
         context_length_of(senior_path, junior) if spec.context_length == "auto" else spec.context_length
     )
     selection = selection_note(senior, record, benchmarks)
     senior_fp = model_fingerprint(senior_path, "--senior")
-    junior_fp = None if junior is None else {"self_of": senior_fp} if junior == SELF else model_fingerprint(junior, "--junior")
+    junior_fp = None if junior is None else {"self_of": senior_fp} if is_self(junior) else model_fingerprint(junior, "--junior")
     identities = {"senior": senior_fp, "data": data_identities or {}}
     if junior_fp is not None:
         identities["junior"] = junior_fp
 
     def stored(path):  # as results.json keeps it: resolvable from any cwd (`trlvr.provenance.path_for_record`)
-        return path if path in (None, SELF) else path_for_record(path, out)
+        return path if (path is None or is_self(path)) else path_for_record(path, out)
 
     paths = {"senior": stored(senior_path), "junior": stored(junior),
              "data": {k: stored(v) for k, v in (data_sources or {}).items()},
@@ -436,7 +436,7 @@ def evaluate_specs(
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
         s, j = load_pair(senior_path, junior, dtype=_dtype(dtype))
         s = s.to(dev).eval()
-        return s, None if j is None else j if junior == SELF else j.to(junior_device or dev).eval()
+        return s, None if j is None else j if is_self(junior) else j.to(junior_device or dev).eval()
 
     engines = []  # every vLLM engine `build` made: closed when the evaluation ends, however it ends
 
@@ -448,8 +448,8 @@ def evaluate_specs(
                 free_memory()
                 free_memory_check(f"eval: the {'+'.join(stacks)} engine", "this evaluation's previous engine"
                                   if engines else None, EVAL_ENGINE_SHARE)  # fmt: skip
-            first = senior_path if "senior" in stacks else (senior_path if junior == SELF else junior)
-            second = (senior_path if junior == SELF else junior) if len(stacks) == 2 else None
+            first = senior_path if "senior" in stacks else (senior_path if is_self(junior) else junior)
+            second = (senior_path if is_self(junior) else junior) if len(stacks) == 2 else None
             pair = _engine_pair(engine, first, second, tok, dtype, spec.seed, max_model_len, hf_eos_ids(senior_path, tok),
                               max_num_seqs=spec.batch_size)  # fmt: skip
             engines.append(pair)
