@@ -23,7 +23,13 @@ from trlvr.engine.backends import backend as backend_of
 from trlvr.engine.capabilities import KL_TO_JUNIOR, TEAM_KINDS, Plan
 from trlvr.engine.vocab import check_pair_rows
 from trlvr.errors import UserError
-from trlvr.models import check_same_vocab, load_causal_lm, load_tokenizer, load_tokenizer_for, vocab_fingerprint
+from trlvr.models import (
+    check_same_vocab,
+    load_causal_lm,
+    load_tokenizer,
+    load_tokenizer_for,
+    vocab_fingerprint,
+)
 
 SELF = "self"  # the junior spelling that means: the LoRA senior's base model, adapters off
 AUTO, LOCKSTEP, TEXT, NONE = "auto", "lockstep", "text", "none"
@@ -118,7 +124,7 @@ class Team:
                 junior_tok=None, names: tuple[str, str] = ("senior", "junior"), check_rows: bool = True) -> Team:  # fmt: skip
         """The team of a senior and a junior (None, SELF, or a path). Tokenizers load from the paths when not
         given; a lockstep pair with different vocabularies, an unknown pairing and (check_rows) a model
-        without a row per token are refused here, in one line each."""
+        without a row per token are refused here, in one line each, naming the models as `names` does."""
         kl = kl_to_junior(beta, kl_ref)
         writes = bool(junior) and (arm == "tandem" or kl)
         if not junior:
@@ -130,7 +136,7 @@ class Team:
             junior_tok = junior_tok or load_tokenizer(junior, "junior")
             mechanism = choose_pairing(senior_tok, junior_tok, pairing, names)
             if check_rows and is_lockstep(mechanism):  # one tokenizer: every model needs a row per token
-                check_pair_rows(len(senior_tok), {"senior": senior, "junior": junior})
+                check_pair_rows(len(senior_tok), {names[0]: senior, names[1]: junior})
         kind = (SELF if is_self(junior) else mechanism) if writes else NONE
         loads = bool(junior_model(junior)) and arm == "tandem" and not kl and not backend_of(backend).own_engine
         return cls(kind, mechanism, senior, junior, pairing, backend, kl, loads, senior_tok, junior_tok)

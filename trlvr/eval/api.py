@@ -28,11 +28,10 @@ import torch
 from trlvr import artifacts
 from trlvr.data import load_problems, problem_key
 from trlvr.engine.backends import Backend, backend
-from trlvr.engine.capabilities import Plan, chat_prompt_of, check_capabilities, has_chat_template, worlds_of
+from trlvr.engine.capabilities import chat_prompt_of, check_capabilities, has_chat_template, worlds_of
 from trlvr.engine.release import free_memory
 from trlvr.engine.schedules import JUNIOR, SoloSchedule
 from trlvr.engine.self_pair import self_pair
-from trlvr.engine.vocab import check_pair_rows
 from trlvr.errors import UserError
 from trlvr.eval.fingerprint import file_digest
 from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, split_by_prompt_length
@@ -61,7 +60,7 @@ from trlvr.rundir import (
     newest_step,
     read_record,
 )
-from trlvr.team import LOCKSTEP, NONE, SELF, TEXT, choose_pairing, is_lockstep, is_self, is_text
+from trlvr.team import LOCKSTEP, TEXT, Team, choose_pairing, is_lockstep, is_self, is_text
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
@@ -338,12 +337,10 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
         check_self_junior(senior)
     tok_flag = f"--tokenizer {models.tokenizer}" if models.tokenizer else f"--senior {senior}"
     tok = load_tokenizer(models.tokenizer, "--tokenizer") if models.tokenizer else load_tokenizer_for(senior, "--senior")
-    junior_tok, pairing = None, NONE if junior is None else SELF if is_self(junior) else None
-    if pairing is None:
-        junior_tok = load_tokenizer_for(junior, "--junior")
-        pairing = choose_pairing(tok, junior_tok, models.pairing, names=("--senior", "--junior"))
-        if is_lockstep(pairing):  # one tokenizer: a row per token in each model (extra rows are padding)
-            check_pair_rows(len(tok), {"--senior": senior, "--junior": junior})
+    junior_tok = load_tokenizer_for(junior, "--junior") if junior is not None and not is_self(junior) else None
+    team = Team.resolve(senior, junior, pairing=models.pairing, backend=models.backend, senior_tok=tok,
+                        junior_tok=junior_tok, names=("--senior", "--junior"))  # fmt: skip
+    pairing = team.kind
     problems = [p for ps in benchmarks.values() for p in ps]
     chat = chat_prompt_of(problems)
     templates = ((tok_flag, has_chat_template(tok)),) if chat else ()
@@ -358,8 +355,8 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
     for flag, path in (("--senior", senior), ("--junior", paths["--junior"])):  # before --fresh sets anything aside
         if path and Path(path).is_dir() and (why := artifacts.weights_problem(path)):
             raise UserError(f"{flag} {path}: its weights do not load ({why}); nothing was loaded, written or set aside")
-    undefined = check_capabilities(Plan(
-        "eval", pairing, models.backend, requested=models.pairing, schedules=schedules, suite=spec.suite,
+    undefined = check_capabilities(team.plan(
+        "eval", schedules=schedules, suite=spec.suite,
         junior_device=bool(models.junior_device) and junior is not None,
         senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
         worlds=worlds_of(paths), contexts=contexts,
