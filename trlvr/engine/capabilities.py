@@ -44,7 +44,7 @@ from trlvr.errors import UserError
 from trlvr.provenance import path_from_record
 from trlvr.rundir import RUN_FILE, read_record
 
-TEAM_KINDS = ("lockstep", "text", "self", "none")
+TEAM_KINDS = ("lockstep", "text", "self", "none")  # who writes with the senior: `trlvr.team.KINDS` is this table
 # training shardings whose gathered parameters TRL's weight sync hands over only inside the gather (ZeRO-3: one
 # parameter at a time; FSDP1: one wrapped module at a time), while vLLM's layerwise reload keeps references
 # until a whole layer (q, k and v for qkv_proj) has arrived; FSDP2 hands over full_tensor() copies (kept alive)
