@@ -21,7 +21,7 @@ import trlvr.engine.capabilities as caps
 from trlvr.engine.backends import BACKENDS
 from trlvr.engine.capabilities import (
     KL_TO_JUNIOR,
-    PAIRINGS,
+    TEAM_KINDS,
     Plan,
     chat_prompt_of,
     check_capabilities,
@@ -69,7 +69,7 @@ VLLM_TEXT = "vllm runs pairs with one shared vocabulary; this pair is text-paire
 VLLM_ADAPTER = "vllm: run/checkpoint-2 is a LoRA adapter folder; the engine loads full model folders"
 # (command, pairing, backend) -> None (accepted) or what its one line says; every combination is listed
 EXPECTED = {
-    **{(c, p, "hf"): None for c in COMMANDS for p in PAIRINGS},
+    **{(c, p, "hf"): None for c in COMMANDS for p in TEAM_KINDS},
     **{(c, p, "vllm"): None for c in COMMANDS for p in ("lockstep", "none")},
     **{(c, "text", "vllm"): VLLM_TEXT for c in COMMANDS},
     ("train", "self", "vllm"): None,  # training syncs the merged LoRA senior into the engine; its base is the junior
@@ -79,8 +79,8 @@ EXPECTED = {
 
 
 def test_the_table_lists_every_pairing_backend_and_command():
-    assert set(EXPECTED) == {(c, p, b) for c in COMMANDS for p in PAIRINGS for b in BACKENDS}
-    assert PAIRINGS == ("lockstep", "text", "self", "none")
+    assert set(EXPECTED) == {(c, p, b) for c in COMMANDS for p in TEAM_KINDS for b in BACKENDS}
+    assert TEAM_KINDS == ("lockstep", "text", "self", "none")
 
 
 @pytest.mark.parametrize(("command", "pairing", "backend"), sorted(EXPECTED))
@@ -120,7 +120,7 @@ def test_the_schedule_table_lists_every_registered_schedule():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("pairing", PAIRINGS)
+@pytest.mark.parametrize("pairing", TEAM_KINDS)
 @pytest.mark.parametrize("name", sorted(SCHEDULE_FACTS))
 def test_every_schedule_on_every_pairing_and_backend(name, pairing, backend):
     schedule = Schedule.from_config(name)  # solo: the senior writes
@@ -145,7 +145,7 @@ def test_a_schedule_the_junior_alone_writes_needs_a_junior():
 # ---- metrics x pairing ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("pairing", PAIRINGS)
+@pytest.mark.parametrize("pairing", TEAM_KINDS)
 @pytest.mark.parametrize("entry", ALL_SUITE)
 def test_every_suite_entry_on_every_pairing(entry, pairing):
     said = refusal(Plan("eval", pairing, suite=(entry,)))
@@ -159,7 +159,7 @@ def test_every_suite_entry_on_every_pairing(entry, pairing):
     ("handoff/pass@1", False), ("solo/pass@1", False), ("dose-0.5/pass@1", False), ("junior/pass@1", False),
     ("legibility/junior_bpb", False), ("legibility/junior_ce", False), ("drift/kl", True),
 ])  # fmt: skip
-@pytest.mark.parametrize("pairing", PAIRINGS)
+@pytest.mark.parametrize("pairing", TEAM_KINDS)
 def test_a_metric_chosen_to_select_on_must_be_defined_for_the_pairing(pairing, metric, refused_on_text):
     said = refusal(Plan("select", pairing, metrics=(metric,)))
     if pairing == "text" and refused_on_text:
@@ -173,7 +173,7 @@ def test_a_metric_chosen_to_select_on_must_be_defined_for_the_pairing(pairing, m
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("pairing", PAIRINGS)
+@pytest.mark.parametrize("pairing", TEAM_KINDS)
 def test_training_kl_to_the_junior_needs_one_vocabulary(pairing, backend):
     said = refusal(Plan("train", pairing, backend, metrics=(KL_TO_JUNIOR,)))
     if pairing == "text":
@@ -226,7 +226,7 @@ def test_the_run_config_judges_its_pairing_and_backend_settings_here():
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-@pytest.mark.parametrize("pairing", PAIRINGS)
+@pytest.mark.parametrize("pairing", TEAM_KINDS)
 def test_a_chat_prompt_needs_a_template_in_every_tokenizer_that_renders_it(command, pairing):
     both = (("senior s", True), ("junior j", False)) if pairing == "text" else (("senior s", True),)
     said = refusal(Plan(command, pairing, chat_prompt="d.jsonl row 3", templates=both))

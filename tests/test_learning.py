@@ -144,7 +144,7 @@ def test_a_checkpoint_saved_in_bf16_is_judged_by_its_own_dtype(toy):
 
 
 def test_under_an_accelerate_deepspeed_launch_bf16_weights_pass(toy, monkeypatch):
-    from trlvr.training.build import launch_sharding
+    from trlvr.training.learning import launch_sharding
 
     tandem, grpo, _ = parse_run_args(argv(toy, "--model_init_kwargs", '{"dtype": "bfloat16"}')[1:])
     with pytest.raises(UserError):

@@ -297,7 +297,7 @@ def test_trlvr_train_runs_two_steps_on_a_text_pair(tmp_path, monkeypatch, capfd)
 
 def test_pairing_choice(pair):
     from trlvr.errors import UserError
-    from trlvr.models import choose_pairing
+    from trlvr.team import choose_pairing
 
     _, toks, _ = pair
     same, other = toks["senior"], toks["junior"]
@@ -408,7 +408,7 @@ def test_shipped_cross_tokenizer_junior_pairs_with_the_toy_senior_as_text():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from trlvr.data import encode_prompt
-    from trlvr.models import choose_pairing
+    from trlvr.team import choose_pairing
     from trlvr.toy.cross import CROSS_DIR
     from trlvr.toy.dialects import make_prompt
     from trlvr.toy.task import make_splits

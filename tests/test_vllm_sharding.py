@@ -11,7 +11,7 @@ import pytest
 
 from trlvr.engine.capabilities import Plan, check_capabilities
 from trlvr.errors import UserError
-from trlvr.training.build import launch_sharding
+from trlvr.training.learning import launch_sharding
 
 LAUNCH_VARS = ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_DEEPSPEED_CONFIG_FILE",
                "ACCELERATE_USE_FSDP", "FSDP_VERSION")  # fmt: skip

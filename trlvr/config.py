@@ -41,6 +41,7 @@ from trlvr.models import DEVICE, check_device
 from trlvr.rewards import GRADERS
 from trlvr.rewards.graders import graders_help
 from trlvr.rewards.length import LENGTH_PENALTIES
+from trlvr.team import PAIRINGS, SELF, is_self
 
 ARMS = ("tandem", "grpo")
 # the engine's registered schedules a tandem run can train with ("solo" is what arm=grpo uses)
@@ -135,7 +136,7 @@ class TandemConfig:
             bad("length_penalty", f"must be one of {LENGTH_PENALTIES}")
         if self.kl_ref not in KL_REFS:
             bad("kl_ref", f"must be one of {KL_REFS}")
-        if self.junior == "self" and not self.use_peft:
+        if is_self(self.junior) and not self.use_peft:
             bad("junior", "'self' needs use_peft: true (the junior is the senior's base with adapters off)")
         if self.decode not in DECODE_MODES:
             bad("decode", f"must be one of {DECODE_MODES}")
@@ -146,13 +147,13 @@ class TandemConfig:
             bad("compile", "must be true, false or auto")
         elif self.compile is True and self.decode == "eager":
             bad("compile", "true needs decode: static or auto (the eager cache changes shape every step)")
-        if self.pairing not in ("auto", "lockstep", "text"):
+        if self.pairing not in PAIRINGS:
             bad("pairing", "must be auto, lockstep or text")
         if self.backend not in BACKENDS:
             bad("backend", f"must be {' or '.join(BACKENDS)}")
         # what the pairing asked for and the backend can run together (the rest waits for the tokenizers:
         # trlvr.training.build.check_pairing), judged where every run's capabilities are
-        check_capabilities(Plan("train", "self" if self.junior == "self" else None, self.backend,
+        check_capabilities(Plan("train", SELF if is_self(self.junior) else None, self.backend,
                                 requested=self.pairing, junior_device=self.junior_device is not None))  # fmt: skip
         if self.holdout < 0:
             bad("holdout", "must be >= 0")
@@ -160,7 +161,7 @@ class TandemConfig:
             bad("preempt_grace_s", "must be > 0 seconds")
         if self.lora_r < 1:
             bad("lora_r", "must be >= 1")
-        if self.kl_ref == "junior" and self.use_peft and self.junior != "self":
+        if self.kl_ref == "junior" and self.use_peft and not is_self(self.junior):
             # TRL's KL reference for a PEFT model is always the senior's base with adapters off
             bad("kl_ref", "with use_peft, TRL's KL reference is the senior's base with adapters off: "
                           "set junior: self, or kl_ref: initial")  # fmt: skip
@@ -208,7 +209,7 @@ FIELD_KINDS = {
     "max_prompt_length": K.COUNT, "nonfinite_patience": K.COUNT, "prompt_template": K.choice(*PROMPT_TEMPLATES),
     "preempt_grace_s": K.POSITIVE_FLOAT,  # finite: the watchdog waits it out
     "refuse_lossy_prompts": K.SWITCH, "decode": K.choice(*DECODE_MODES), "compile": K.SWITCH_OR_AUTO,
-    "junior_device": DEVICE, "pairing": K.choice("auto", "lockstep", "text"), "gpu_memory": GPU_MEMORY,
+    "junior_device": DEVICE, "pairing": K.choice(*PAIRINGS), "gpu_memory": GPU_MEMORY,
     "backend": K.choice(*BACKENDS), "holdout": K.NONNEG,
     "holdout_seed": K.ANY_INT,  # seeds a content hash (trlvr.data.splits): any integer is one
     "use_peft": K.SWITCH, "lora_r": K.COUNT, "lora_alpha": K.COUNT, "lora_dropout": K.DROPOUT,

@@ -234,7 +234,6 @@ def load_causal_lm(path: str | os.PathLike, role: str = "model", **kwargs) -> An
 
 # --- LoRA adapter folders ---------------------------------------------------------------------------
 
-SELF = "self"  # the junior spelling that means: the LoRA senior's base model, adapters off
 ADAPTER_CONFIG = "adapter_config.json"
 
 
@@ -394,26 +393,6 @@ def check_same_vocab(senior_tok, junior_tok, names: tuple[str, str] = ("senior",
         "tandem decoding needs one shared vocabulary"
     )
 
-
-
-PAIRINGS = ("auto", "lockstep", "text")
-
-
-def choose_pairing(senior_tok, junior_tok, requested: str = "auto", names: tuple[str, str] = ("senior", "junior")) -> str:
-    """How a pair decodes together: "lockstep" (one shared vocabulary, token by token: the paper's
-    semantics) or "text" (`trlvr.engine.text_pair`: each model on its own tokens of one shared text).
-
-    auto: lockstep when the vocabularies are identical (`check_same_vocab`), text otherwise;
-    lockstep refuses different vocabularies with `check_same_vocab`'s error; text takes any pair.
-    """
-    if requested not in PAIRINGS:
-        raise UserError(f"pairing: must be one of {', '.join(PAIRINGS)}, got {requested!r}")
-    if requested == "text":
-        return "text"
-    if requested == "lockstep":
-        check_same_vocab(senior_tok, junior_tok, names)
-        return "lockstep"
-    return "lockstep" if vocab_fingerprint(senior_tok) == vocab_fingerprint(junior_tok) else "text"
 
 # --- fingerprints ----------------------------------------------------------------------------------
 

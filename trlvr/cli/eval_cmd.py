@@ -47,6 +47,7 @@ from trlvr.models import DEVICE
 from trlvr.ranks import Ranks
 from trlvr.rewards import GRADERS, require_grader
 from trlvr.rewards.graders import graders_help
+from trlvr.team import AUTO, PAIRINGS, is_self, is_text
 
 SUITE_DEFAULT = ",".join(D.DEFAULT_SUITE)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
@@ -138,7 +139,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
                         "cannot read, ...), listing the others (file, row, reason) in results.json (default: refuse the run)")
     p.add_argument("--decode", default="auto", choices=list(DECODE_MODES),
                    help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)")
-    p.add_argument("--pairing", default="auto", choices=["auto", "lockstep", "text"],
+    p.add_argument("--pairing", default=AUTO, choices=list(PAIRINGS),
                    help="auto: lockstep when the two tokenizers are identical, text pairing otherwise "
                         "(each model on its own tokens of one shared text); lockstep refuses different vocabularies")
     p.add_argument("--backend", default="hf", choices=tuple(BACKENDS),
@@ -187,7 +188,7 @@ def spec_from_args(args) -> EvalSpec:
     from trlvr.models import locate
 
     for flag, path in (("--senior", args.senior), ("--junior", args.junior)):
-        if path != "self" and (flag == "--senior" or spec.needs_junior):
+        if not is_self(path) and (flag == "--senior" or spec.needs_junior):
             locate(path, flag, "model")
     if args.tokenizer:
         locate(args.tokenizer, "--tokenizer", "tokenizer")
@@ -205,7 +206,7 @@ def settings_from_args(args) -> EvalSpec:
             check_device(name, flag)
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be >= 1, got {args.limit}")
-    if args.junior_device and args.junior == "self":
+    if args.junior_device and is_self(args.junior):
         raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
     try:  # the flags as one EvalSpec, validated once as it is built
         return EvalSpec(
@@ -410,7 +411,7 @@ def print_notes(res: dict) -> None:
     dropped = {b: len(v) for b, v in res["config"]["dropped_problems"].items() if v}
     if dropped:
         print(f"dropped over-long prompts (listed in results.json): {dropped}")
-    if res["config"].get("pairing") == "text":
+    if is_text(res["config"].get("pairing")):
         print("pairing: text (two tokenizers, one shared text); legibility/junior_bpb is the number comparable "
               "across pairs; " + "; ".join(f"{m}: {why}" for m, why in res.get("undefined", {}).items()))
     lossy = {b: len(v) for b, v in res["config"].get("lossy_prompts", {}).items() if v}

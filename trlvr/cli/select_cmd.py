@@ -96,7 +96,6 @@ def check_run(args, spec) -> None:
     from trlvr.data import load_problems
     from trlvr.data.sources import is_local
     from trlvr.engine.capabilities import (
-        Plan,
         chat_prompt_of,
         check_capabilities,
         has_chat_template,
@@ -105,7 +104,8 @@ def check_run(args, spec) -> None:
     from trlvr.eval.suite import parse_protocol, protocols_for
     from trlvr.experiments.select_run import read_run, split_size
     from trlvr.experiments.selection import list_checkpoints
-    from trlvr.models import SELF, choose_pairing, is_adapter_dir, load_tokenizer_for
+    from trlvr.models import is_adapter_dir, load_tokenizer_for
+    from trlvr.team import AUTO, Team, is_self, is_text
 
     tandem = read_run(args.run).get("tandem", {})
     junior = args.junior or tandem.get("junior")
@@ -114,24 +114,24 @@ def check_run(args, spec) -> None:
     senior = list_checkpoints(args.run)[0].path  # every checkpoint has the run's tokenizer
     needs_junior = bool(set(spec.suite) - {"solo"})
     tok = load_tokenizer_for(senior, "--senior")
-    junior_tok, pairing = None, "none" if not needs_junior else "self" if junior == SELF else None
-    if pairing is None:
-        junior_tok = load_tokenizer_for(junior, "--junior")
-        pairing = choose_pairing(tok, junior_tok, tandem.get("pairing", "auto"), names=(senior, "--junior"))
+    writing = junior if needs_junior else None
+    junior_tok = load_tokenizer_for(junior, "--junior") if writing and not is_self(writing) else None
+    team = Team.resolve(senior, writing, pairing=tandem.get("pairing", AUTO), backend=args.backend, senior_tok=tok,
+                        junior_tok=junior_tok, names=(senior, "--junior"), check_rows=False)  # fmt: skip
+    pairing = team.kind
     val = Path(args.run) / rundir.HOLDOUT_FILE if split_size(args.val) is not None else Path(args.val)
     problems = list(load_problems(str(val), limit=args.limit)) if is_local(str(val)) and val.is_file() else []
     chat = chat_prompt_of(problems)
     templates = ((f"the run's checkpoint {senior}", has_chat_template(tok)),) if chat else ()
-    if chat and pairing == "text":
+    if chat and is_text(pairing):
         templates += ((f"--junior {junior}", has_chat_template(junior_tok)),)
     schedules = tuple(parse_protocol(name).schedule(spec.handoff_max_rounds)
                       for name in protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks))  # fmt: skip
-    paths = {f"{args.run} (its checkpoints)": senior, "--junior": None if junior == SELF or not needs_junior else junior,
+    paths = {f"{args.run} (its checkpoints)": senior, "--junior": None if is_self(junior) or not needs_junior else junior,
              "--val": str(val)}  # fmt: skip
-    check_capabilities(Plan(
-        "select", pairing, args.backend, requested=tandem.get("pairing", "auto"), schedules=schedules,
-        suite=spec.suite, metrics=(args.metric,),
-        junior_device=bool(args.junior_device) and needs_junior and junior != SELF,
+    check_capabilities(team.plan(
+        "select", schedules=schedules, suite=spec.suite, metrics=(args.metric,),
+        junior_device=bool(args.junior_device) and needs_junior and not is_self(junior),
         senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
         worlds=worlds_of(paths),
     ))  # fmt: skip

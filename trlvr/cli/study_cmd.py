@@ -176,14 +176,15 @@ def _check_eval(stage, out: Path, checked: set) -> None:
     from trlvr.data.sources import is_local
     from trlvr.eval.api import load_benchmarks
     from trlvr.models import locate
+    from trlvr.team import is_self
 
     args = parse_stage(stage.argv)
     spec = settings_from_args(args)
     junior = args.junior
-    if spec.needs_junior and junior != "self" and is_local(junior) and not _inside(junior, out):
+    if spec.needs_junior and not is_self(junior) and is_local(junior) and not _inside(junior, out):
         locate(junior, "--junior", "model")  # a hub id is looked up when the stage runs (plan may run offline)
     senior = args.senior
-    if spec.needs_junior and junior == "self" and Path(senior).is_dir() and not _inside(senior, out):
+    if spec.needs_junior and is_self(junior) and Path(senior).is_dir() and not _inside(senior, out):
         from trlvr.eval.api import check_self_junior
 
         check_self_junior(senior)  # an untrained variant's senior is a plain model: `self` has no base to be
@@ -221,8 +222,9 @@ def _local(path: str) -> bool:
     """Whether a model or data path the study names is a local path (not a hub id, `self` or a generated source)."""
     from trlvr.data.sources import is_local
     from trlvr.models import looks_like_hub_id
+    from trlvr.team import is_self
 
-    return path != "self" and (is_local(path) or not looks_like_hub_id(path))
+    return not is_self(path) and (is_local(path) or not looks_like_hub_id(path))
 
 
 def missing_inputs(study, out: Path) -> list[tuple[str, str]]:
@@ -557,6 +559,7 @@ def power_plan(study, out: Path, args) -> list[str]:
     from trlvr.experiments import power as P
     from trlvr.experiments.study import units
     from trlvr.memory import Stack, read_config
+    from trlvr.team import is_self
 
     benches = study_benchmarks(study)
     if args.problems:
@@ -607,7 +610,7 @@ def power_plan(study, out: Path, args) -> list[str]:
             senior = Stack.from_config("senior", read_config(tandem.senior), "bfloat16")
             junior = None
             if tandem.arm == "tandem":
-                junior = senior if tandem.junior == "self" else Stack.from_config(
+                junior = senior if is_self(tandem.junior) else Stack.from_config(
                     "junior", read_config(tandem.junior), "bfloat16")  # fmt: skip
             sel, ev = (parse_stage(st.argv) for st in unit if st.kind in ("select", "eval"))
             ev_junior = Stack.from_config("junior", read_config(ev.junior), "bfloat16") if ev.junior else None

@@ -113,10 +113,10 @@ def dry_run(argv: list[str], *, folder: bool = True) -> str:
 
 
 def dry_run_sharding(grpo, argv: list[str], layout: dict) -> str | None:
-    """The sharding the launch would give the run (`trlvr.training.build.launch_sharding`'s answer): this
+    """The sharding the launch would give the run (`trlvr.training.learning.launch_sharding`'s answer): this
     launch's own environment or the run's `deepspeed` argument, else the ZeRO stage of the planned launch
     (`launch_of`: --zero-stage, --config_file, the recipe's Launch line), "zero<stage>" for stage 1 to 3."""
-    from trlvr.training.build import launch_sharding
+    from trlvr.training.learning import launch_sharding
 
     zero = launch_of(argv, layout)[0]
     return launch_sharding(grpo) or (f"zero{zero}" if zero >= 1 else None)
@@ -215,10 +215,11 @@ def memory_plan(tandem, grpo, argv: list[str], layout: dict | None = None) -> st
     import dataclasses
 
     from trlvr.memory import parse_size
+    from trlvr.team import is_self
     from trlvr.training.memory_plan import check_both, checkpoint_count, device_memory, run_plan, trainer_plan
 
     where = argv[argv.index("--config") + 1] if "--config" in argv else "command line"
-    if not all(_has_config(p) for p in (tandem.senior, tandem.junior) if p and p != "self"):
+    if not all(_has_config(p) for p in (tandem.senior, tandem.junior) if p and not is_self(p)):
         return "memory plan: not computed (a model folder is not there yet)"
     memory = parse_size(tandem.gpu_memory) if tandem.gpu_memory else device_memory()
     plan = run_plan(tandem, grpo, gpu_memory=memory)

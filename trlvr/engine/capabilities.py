@@ -44,7 +44,7 @@ from trlvr.errors import UserError
 from trlvr.provenance import path_from_record
 from trlvr.rundir import RUN_FILE, read_record
 
-PAIRINGS = ("lockstep", "text", "self", "none")
+TEAM_KINDS = ("lockstep", "text", "self", "none")  # who writes with the senior: `trlvr.team.KINDS` is this table
 # training shardings whose gathered parameters TRL's weight sync hands over only inside the gather (ZeRO-3: one
 # parameter at a time; FSDP1: one wrapped module at a time), while vLLM's layerwise reload keeps references
 # until a whole layer (q, k and v for qkv_proj) has arrived; FSDP2 hands over full_tensor() copies (kept alive)
@@ -113,8 +113,8 @@ def check_capabilities(plan: Plan) -> dict[str, str]:
     return {metric: why} of what its suite asks for that the pairing cannot define (recorded as undefined)."""
     if plan.command not in COMMANDS:
         raise ValueError(f"command must be one of {COMMANDS}, got {plan.command!r}")
-    if plan.pairing not in (*PAIRINGS, None):
-        raise ValueError(f"pairing must be one of {PAIRINGS} or None, got {plan.pairing!r}")
+    if plan.pairing not in (*TEAM_KINDS, None):
+        raise ValueError(f"pairing must be one of {TEAM_KINDS} or None, got {plan.pairing!r}")
     name = NAMES[plan.command]
     _check_backend(plan, name)
     _check_pairing(plan, name)

@@ -33,7 +33,7 @@ from trlvr.errors import UserError
 if TYPE_CHECKING:  # annotations only
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-PAIRINGS = ("lockstep", "text")  # how two models share a rollout (`trlvr.models.choose_pairing`)
+MECHANISMS = ("lockstep", "text")  # how two models share a rollout (`trlvr.team.choose_pairing`)
 
 
 class Pair(ABC):
@@ -158,8 +158,8 @@ class TextPair(Pair):
 def pair_class(backend: str = "hf", pairing: str = "lockstep") -> type[Pair]:
     """The Pair implementation for (backend, pairing); a combination that does not exist is a UserError."""
     spec = backends.backend(backend)
-    if pairing not in PAIRINGS:
-        raise UserError(f"pairing: must be one of {', '.join(PAIRINGS)}, got {pairing!r}")
+    if pairing not in MECHANISMS:
+        raise UserError(f"pairing: must be one of {', '.join(MECHANISMS)}, got {pairing!r}")
     if pairing == "text" and spec.one_vocabulary:
         raise UserError(f"backend {backend} runs pairs with one shared vocabulary; this pair has two tokenizers "
                         "(text pairing): use backend hf")  # fmt: skip

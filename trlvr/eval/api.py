@@ -9,7 +9,7 @@
 thing whichever of them produced it. It does, in order: resolve the senior spec (a model folder,
 a LoRA adapter folder, or `RUN@selected`) and the junior spec (a folder, or `self` = the LoRA
 senior's base, adapters off); load the senior's tokenizer (prompts are always rendered with it);
-choose the pair's mode from their vocabularies (`trlvr.models.choose_pairing`, as training does:
+choose the pair's mode from their vocabularies (`trlvr.team.choose_pairing`, as training does:
 identical token by token -> lockstep; different -> text pairing, or an error under `pairing:
 lockstep`; `--suite solo` alone needs no junior and loads none); identify both models by their
 files; and hand `trlvr.eval.runner.evaluate` the `Partners`, whose Pair loads only once the output
@@ -28,11 +28,10 @@ import torch
 from trlvr import artifacts
 from trlvr.data import load_problems, problem_key
 from trlvr.engine.backends import Backend, backend
-from trlvr.engine.capabilities import Plan, chat_prompt_of, check_capabilities, has_chat_template, worlds_of
+from trlvr.engine.capabilities import chat_prompt_of, check_capabilities, has_chat_template, worlds_of
 from trlvr.engine.release import free_memory
 from trlvr.engine.schedules import JUNIOR, SoloSchedule
 from trlvr.engine.self_pair import self_pair
-from trlvr.engine.vocab import check_pair_rows
 from trlvr.errors import UserError
 from trlvr.eval.fingerprint import file_digest
 from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, split_by_prompt_length
@@ -42,9 +41,7 @@ from trlvr.eval.suite import parse_protocol, protocols_for
 from trlvr.gpu import free_memory_check
 from trlvr.memory import MemoryPlan, Stack, read_config
 from trlvr.models import (
-    SELF,
     adapter_base,
-    choose_pairing,
     context_length,
     is_adapter_dir,
     load_model_or_adapter,
@@ -65,6 +62,7 @@ from trlvr.rundir import (
     newest_step,
     read_record,
 )
+from trlvr.team import LOCKSTEP, TEXT, Team, choose_pairing, is_lockstep, is_self, is_text
 
 __all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
            "SELECTED_FILE"]  # fmt: skip
@@ -143,7 +141,7 @@ def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
     senior = load_model_or_adapter(senior_path, "--senior", dtype=dtype)
     if junior is None:
         return senior, None
-    if junior != SELF:
+    if not is_self(junior):
         return senior, load_model_or_adapter(junior, "--junior", dtype=dtype)
     check_self_junior(senior_path)
     return self_pair(senior)
@@ -181,7 +179,7 @@ def skipped_rows(benchmarks: dict[str, list], sources: dict | None = None) -> di
 def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, junior_tok) -> None:
     """That the backend is installed (what it cannot run was refused by `check_eval`)."""
     from trlvr.engine import pair_class
-    pair_class(models.backend, "text" if junior_tok is not None else "lockstep")  # installed; one vocabulary
+    pair_class(models.backend, TEXT if junior_tok is not None else LOCKSTEP)  # installed; one vocabulary
 
 
 EVAL_ENGINE_SHARE = 0.9  # evaluation's vLLM engine: the GPU is its alone while it generates
@@ -240,7 +238,7 @@ def _dtype(name):
 
 def context_length_of(*paths: str) -> int | None:
     """The smallest context of the models (`trlvr.models.context_length`, read without the weights)."""
-    found = [context_length(p) for p in paths if p is not None and p != SELF]
+    found = [context_length(p) for p in paths if p is not None and not is_self(p)]
     found = [c for c in found if c is not None]
     return min(found) if found else None
 
@@ -281,7 +279,7 @@ def eval_plan(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, gp
     dtype = None if models.dtype == "auto" else models.dtype
     stacks = [Stack.from_config("senior", read_config(base), dtype)]
     if spec.needs_junior and models.junior is not None:
-        stacks.append(Stack.from_config("junior", read_config(base if models.junior == SELF else models.junior), dtype))
+        stacks.append(Stack.from_config("junior", read_config(base if is_self(models.junior) else models.junior), dtype))
     tok = load_tokenizer(models.tokenizer, "--tokenizer") if models.tokenizer else load_tokenizer_for(senior_path, "--senior")
     prompts = [len(prompt_ids_for(p, tok, spec.prompt_template)) for ps in benchmarks.values() for p in ps]
     context = context_length_of(senior_path, models.junior) if spec.context_length == "auto" else spec.context_length
@@ -309,7 +307,7 @@ class ModelSpec:
 
     senior: a model folder, a LoRA adapter folder or `RUN@selected`; junior: a folder, `self` (the
     LoRA senior's base, adapters off) or None (solo only); tokenizer: the one prompts are rendered
-    with (default: the senior's); pairing: auto | lockstep | text (`trlvr.models.choose_pairing`);
+    with (default: the senior's); pairing: auto | lockstep | text (`trlvr.team.choose_pairing`);
     backend: hf | vllm (`trlvr.engine.pair_class`).
     """
 
@@ -333,40 +331,38 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
     which asks it itself: a plan for another machine's GPU needs no engine here)."""
     senior, record = resolve_senior(models.senior)
     junior = models.junior if spec.needs_junior else None
-    if junior == SELF and not is_adapter_dir(senior) and record is not None and record["step"] == 0:
+    if is_self(junior) and not is_adapter_dir(senior) and record is not None and record["step"] == 0:
         junior = senior  # a `junior: self` run's starting senior (the base itself) was selected: it pairs with itself
-    if junior == SELF:
+    if is_self(junior):
         check_self_junior(senior)
     tok_flag = f"--tokenizer {models.tokenizer}" if models.tokenizer else f"--senior {senior}"
     tok = load_tokenizer(models.tokenizer, "--tokenizer") if models.tokenizer else load_tokenizer_for(senior, "--senior")
-    junior_tok, pairing = None, "none" if junior is None else "self" if junior == SELF else None
-    if pairing is None:
-        junior_tok = load_tokenizer_for(junior, "--junior")
-        pairing = choose_pairing(tok, junior_tok, models.pairing, names=("--senior", "--junior"))
-        if pairing == "lockstep":  # one tokenizer: a row per token in each model (extra rows are padding)
-            check_pair_rows(len(tok), {"--senior": senior, "--junior": junior})
+    junior_tok = load_tokenizer_for(junior, "--junior") if junior is not None and not is_self(junior) else None
+    team = Team.resolve(senior, junior, pairing=models.pairing, backend=models.backend, senior_tok=tok,
+                        junior_tok=junior_tok, names=("--senior", "--junior"))  # fmt: skip
+    pairing = team.kind
     problems = [p for ps in benchmarks.values() for p in ps]
     chat = chat_prompt_of(problems)
     templates = ((tok_flag, has_chat_template(tok)),) if chat else ()
-    if chat and pairing == "text":  # the junior renders the same messages with its own template
+    if chat and is_text(pairing):  # the junior renders the same messages with its own template
         templates += ((f"--junior {junior}", has_chat_template(junior_tok)),)
     schedules = tuple(parse_protocol(name).schedule(spec.handoff_max_rounds)
                       for name in protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks))  # fmt: skip
-    paths = {"--senior": senior, "--junior": None if junior in (None, SELF) else junior,
+    paths = {"--senior": senior, "--junior": None if (junior is None or is_self(junior)) else junior,
              **{f"--data {name}": source for name, source in (sources or {}).items()}}  # fmt: skip
     readers = [("--senior", senior, tok)] + ([("--junior", junior, junior_tok or tok)] if paths["--junior"] else [])
     contexts = eval_contexts(spec, problems, readers) if all(ok for _, ok in templates) else ()
     for flag, path in (("--senior", senior), ("--junior", paths["--junior"])):  # before --fresh sets anything aside
         if path and Path(path).is_dir() and (why := artifacts.weights_problem(path)):
             raise UserError(f"{flag} {path}: its weights do not load ({why}); nothing was loaded, written or set aside")
-    undefined = check_capabilities(Plan(
-        "eval", pairing, models.backend, requested=models.pairing, schedules=schedules, suite=spec.suite,
+    undefined = check_capabilities(team.plan(
+        "eval", schedules=schedules, suite=spec.suite,
         junior_device=bool(models.junior_device) and junior is not None,
         senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
         worlds=worlds_of(paths), contexts=contexts,
     ))  # fmt: skip
     if backend_here:  # installed: before a group.json
-        _check_backend(models, senior, junior, junior_tok if pairing == "text" else None)
+        _check_backend(models, senior, junior, junior_tok if is_text(pairing) else None)
     return undefined
 
 
@@ -400,36 +396,36 @@ def evaluate_specs(
     senior, junior, tokenizer, pairing = models.senior, models.junior, models.tokenizer, models.pairing
     dtype, device, junior_device = models.dtype, models.device, models.junior_device
     senior_path, record = resolve_senior(senior)
-    if junior == SELF and not is_adapter_dir(senior_path) and record is not None and record["step"] == 0:
+    if is_self(junior) and not is_adapter_dir(senior_path) and record is not None and record["step"] == 0:
         junior = senior_path  # a `junior: self` run whose starting senior (the base itself) was selected
-    if junior == SELF:
+    if is_self(junior):
         check_self_junior(senior_path)
     if not spec.needs_junior:
         junior = None  # solo alone: no partner, no scorer, nothing to load
     elif junior is None:
         raise UserError(f"suite {','.join(spec.suite)} needs a junior (only solo runs without one)")
-    if junior == SELF and junior_device:
+    if is_self(junior) and junior_device:
         raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
     tok = load_tokenizer(tokenizer, "--tokenizer") if tokenizer else load_tokenizer_for(senior_path, "--senior")
     junior_tok = None
-    if junior not in (None, SELF):
+    if not (junior is None or is_self(junior)):
         junior_tok = load_tokenizer_for(junior, "--junior")
-        if choose_pairing(tok, junior_tok, pairing, names=("--senior", "--junior")) == "lockstep":
+        if is_lockstep(choose_pairing(tok, junior_tok, pairing, names=("--senior", "--junior"))):
             junior_tok = None  # one vocabulary: the lockstep engine
-    elif junior == SELF and pairing == "text":
+    elif is_self(junior) and is_text(pairing):
         raise UserError("--pairing text: --junior self shares the senior's tokenizer and weights; it is lockstep")
     context = (
         context_length_of(senior_path, junior) if spec.context_length == "auto" else spec.context_length
     )
     selection = selection_note(senior, record, benchmarks)
     senior_fp = model_fingerprint(senior_path, "--senior")
-    junior_fp = None if junior is None else {"self_of": senior_fp} if junior == SELF else model_fingerprint(junior, "--junior")
+    junior_fp = None if junior is None else {"self_of": senior_fp} if is_self(junior) else model_fingerprint(junior, "--junior")
     identities = {"senior": senior_fp, "data": data_identities or {}}
     if junior_fp is not None:
         identities["junior"] = junior_fp
 
     def stored(path):  # as results.json keeps it: resolvable from any cwd (`trlvr.provenance.path_for_record`)
-        return path if path in (None, SELF) else path_for_record(path, out)
+        return path if (path is None or is_self(path)) else path_for_record(path, out)
 
     paths = {"senior": stored(senior_path), "junior": stored(junior),
              "data": {k: stored(v) for k, v in (data_sources or {}).items()},
@@ -439,7 +435,7 @@ def evaluate_specs(
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
         s, j = load_pair(senior_path, junior, dtype=_dtype(dtype))
         s = s.to(dev).eval()
-        return s, None if j is None else j if junior == SELF else j.to(junior_device or dev).eval()
+        return s, None if j is None else j if is_self(junior) else j.to(junior_device or dev).eval()
 
     engines = []  # every vLLM engine `build` made: closed when the evaluation ends, however it ends
 
@@ -451,8 +447,8 @@ def evaluate_specs(
                 free_memory()
                 free_memory_check(f"eval: the {'+'.join(stacks)} engine", "this evaluation's previous engine"
                                   if engines else None, EVAL_ENGINE_SHARE)  # fmt: skip
-            first = senior_path if "senior" in stacks else (senior_path if junior == SELF else junior)
-            second = (senior_path if junior == SELF else junior) if len(stacks) == 2 else None
+            first = senior_path if "senior" in stacks else (senior_path if is_self(junior) else junior)
+            second = (senior_path if is_self(junior) else junior) if len(stacks) == 2 else None
             pair = _engine_pair(engine, first, second, tok, dtype, spec.seed, max_model_len, hf_eos_ids(senior_path, tok),
                               max_num_seqs=spec.batch_size)  # fmt: skip
             engines.append(pair)

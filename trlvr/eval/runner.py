@@ -75,6 +75,7 @@ from trlvr.models import vocab_fingerprint
 from trlvr.provenance import machine
 from trlvr.ranks import Ranks
 from trlvr.rewards import extract_boxed, grader_of
+from trlvr.team import LOCKSTEP, TEXT, is_text, pair_fingerprint
 
 # what a text pair cannot define, and why (results.json's `undefined`): the capability check's own words
 UNDEFINED_FOR_TEXT_PAIRS = {m: why for m, (_, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()}
@@ -134,7 +135,7 @@ class Partners:
 
     @property
     def pairing(self) -> str | None:
-        return None if not self.has_junior else "text" if self.junior_tokenizer is not None else "lockstep"
+        return None if not self.has_junior else TEXT if self.junior_tokenizer is not None else LOCKSTEP
 
 
 # what an evaluation's folder may hold (--fresh sets aside an earlier evaluation, or a seed group of them)
@@ -205,8 +206,7 @@ def evaluate(
             "senior": identities["senior"],
             "junior": identities.get("junior") if partners.has_junior else None,
             "tokenizer": vocab_fingerprint(tokenizer)[:16],
-            **({"junior_tokenizer": vocab_fingerprint(partners.junior_tokenizer)[:16], "pairing": "text"}
-               if pairing == "text" else {}),  # fmt: skip
+            **pair_fingerprint(pairing, partners.junior_tokenizer),
             **({"backend": partners.backend} if backend(partners.backend).fingerprinted else {}),
         },
         "data": identities.get("data") or {},
@@ -265,12 +265,12 @@ def _evaluate_locked(run: _Run, store: EvalDir, fingerprint: dict, config: dict,
                 raise
             # text pairs: the word schedule redraws before a word start there, and the detector
             # replays lockstep's (after) on one vocabulary, so it is not computed
-            loophole = loophole_report(rows, tokenizer) if pairing != "text" else {}
+            loophole = loophole_report(rows, tokenizer) if not is_text(pairing) else {}
             extra = {"fingerprint": {k: v for k, v in fingerprint.items() if k != "problems"},
                      "grading_stats": grading_counts(rows), "loophole": loophole}  # fmt: skip
             if len(spec.graders) > 1:
                 extra[BY_GRADER] = by_grader(rows, spec.graders[1:], config["ks"], spec.num_resamples, spec.seed)
-            if pairing == "text":
+            if is_text(pairing):
                 extra["undefined"] = {m: why for m, (entry, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()
                                       if entry in suite}  # fmt: skip
             results = write_results(store.path, rows, config, num_resamples=spec.num_resamples, extra=extra)

@@ -25,10 +25,11 @@ from trlvr.experiments.selection import (
     selection_folder,
     suite_for,
 )
-from trlvr.models import SELF, is_adapter_dir
+from trlvr.models import is_adapter_dir
 from trlvr.ranks import Ranks
 from trlvr.rewards import GRADERS, check_golds, require_grader
 from trlvr.rundir import HOLDOUT_FILE, RUN_FILE
+from trlvr.team import is_self
 
 
 def read_run(run_dir: str | Path) -> dict:
@@ -143,10 +144,10 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
 
     def evaluate_checkpoint(cand: Candidate, problems, out_dir: Path, suite, check_only: bool = False):
         # `junior: self` pairs a LoRA checkpoint with its base; the starting senior (step 0) is that base
-        partner = cand.path if junior == SELF and not is_adapter_dir(cand.path) else junior
+        partner = cand.path if is_self(junior) and not is_adapter_dir(cand.path) else junior
         runs_junior = bool(set(suite) - {"solo"})  # solo/* metrics load no junior: nothing to put on its device
         these = dataclasses.replace(models, senior=cand.path, junior=partner, pairing=pairing,
-                                    junior_device=None if junior == SELF or not runs_junior else models.junior_device)  # fmt: skip
+                                    junior_device=None if is_self(junior) or not runs_junior else models.junior_device)  # fmt: skip
         return evaluate_specs(
             these, {name: problems}, spec.replace(suite=tuple(suite)), out_dir,
             data_identities={name: {"validation": _resolved(val), "run": str(Path(run_dir).resolve())}},

@@ -64,6 +64,7 @@ from trlvr.models import is_adapter_dir, load_tokenizer
 from trlvr.provenance import git_commit, machine
 from trlvr.rewards.math_reward import MathReward
 from trlvr.rewards.pool import shared_pool
+from trlvr.team import SELF, is_self
 
 SHARE_BAND = 0.3  # a stochastic schedule's senior share within p +- this (and both authors writing)
 LENGTH_TOL = 0.5  # tokens: TRL's mean completion length vs the senior's mean tokens
@@ -303,7 +304,7 @@ def run_parity(tandem, grpo, gpu_memory) -> dict:
     problems = list(load_problems(tandem.dataset, split=tandem.dataset_split, limit=PARITY_PROMPTS))
     prompts = [encode_prompt(prompt_for(p, tok), tok) for p in problems]
     name, settings = tandem.schedule_kwargs()
-    junior = tandem.senior if tandem.junior == "self" else tandem.junior
+    junior = tandem.senior if is_self(tandem.junior) else tandem.junior
     plan = run_plan(tandem, grpo, gpu_memory=gpu_memory, longest_prompt=max(map(len, prompts)))
     engine = run_engine(backend(tandem.backend), plan, grpo, run_dtype(grpo) or "auto")
     return parity_check(tandem.senior, junior, Schedule.from_config(name, **settings), prompts, engine,
@@ -312,7 +313,7 @@ def run_parity(tandem, grpo, gpu_memory) -> dict:
 
 def self_paired(tandem) -> bool:
     """The junior is the senior's own starting weights (`junior: self`, or the same model named twice)."""
-    return tandem.junior == "self" or bool(tandem.junior) and tandem.junior == tandem.senior
+    return is_self(tandem.junior) or bool(tandem.junior) and tandem.junior == tandem.senior
 
 
 def trained_parity(tandem, grpo, trained: str, gpu_memory) -> dict:
@@ -320,7 +321,7 @@ def trained_parity(tandem, grpo, trained: str, gpu_memory) -> dict:
     junior (`run_parity`): at step 0 both units compute one function, so a junior that reads the senior's
     weights, KV cache or compiled artifact gives the same tokens there; once the senior trained, it does not.
     Not measured for a LoRA senior (its trained model is an adapter folder, which the engine does not load)."""
-    if tandem.junior == "self" or is_adapter_dir(trained):
+    if is_self(tandem.junior) or is_adapter_dir(trained):
         return _check(None, reason="the trained senior is a LoRA adapter folder: the engine loads full model folders")
     return run_parity(replace(tandem, senior=trained), grpo, gpu_memory)  # the junior: the starting weights
 
@@ -562,7 +563,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
         code = command(["select", str(run), "--val", f"split:{n}", "--limit", n, "--n", "1", "--metric", "solo/pass@1",
                         "--no-progress", *backend_args])  # fmt: skip
     eval_dir = out / "eval-tandem"
-    junior = tandem.junior or "self"
+    junior = tandem.junior or SELF
     if code == 0:
         stages.before("eval", EVAL_ENGINE_SHARE)
         with console_to(quiet):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,18 +24,9 @@ from trlvr.config import TandemConfig
 from trlvr.data import encode_prompt, holdout_split, load_problems, prompt_for
 from trlvr.engine import Schedule, pair_class
 from trlvr.engine.backends import backend
-from trlvr.engine.capabilities import (
-    KL_TO_JUNIOR,
-    Plan,
-    chat_prompt_of,
-    check_capabilities,
-    has_chat_template,
-    worlds_of,
-)
-from trlvr.engine.vocab import check_pair_rows
+from trlvr.engine.capabilities import chat_prompt_of, check_capabilities, has_chat_template, worlds_of
 from trlvr.errors import UserError
 from trlvr.models import (
-    choose_pairing,
     context_length,
     load_causal_lm,
     load_model_or_adapter,
@@ -45,15 +35,15 @@ from trlvr.models import (
 )
 from trlvr.rewards import MathReward, check_golds, math_reward, require_grader
 from trlvr.rundir import HOLDOUT_FILE
-from trlvr.training.learning import check_updates_land
+from trlvr.team import Team, junior_model, load_junior
+from trlvr.training.learning import check_updates_land, launch_sharding
 from trlvr.training.peft_setup import check_lora_run, continues_adapter, describe_adapter, peft_config_for
+from trlvr.training.trainer import TandemGRPOTrainer
 
 if TYPE_CHECKING:  # annotations only
     from datasets import Dataset
 
     from trlvr.data import Problem
-
-SELF = "self"
 
 
 def resolve_reward(name: str, grader: str = "trlvr"):
@@ -148,35 +138,6 @@ def problems_within(problems: list[Problem], tokenizer: Any, max_prompt_length: 
     return sum(len(encode_prompt(prompt_for(p, tokenizer), tokenizer)) <= max_prompt_length for p in problems)
 
 
-def launch_sharding(args=None) -> str | None:
-    """How this launch shards the trained parameters: "zero<stage>" (DeepSpeed), "fsdp<version>", or None.
-    Read from what `accelerate launch` exports (ACCELERATE_USE_DEEPSPEED + ACCELERATE_DEEPSPEED_ZERO_STAGE
-    or the DeepSpeed config file it names; ACCELERATE_USE_FSDP + FSDP_VERSION) and from the run's own
-    `deepspeed` (a config file or dict) / `fsdp` arguments when `args` is given. "zero?": DeepSpeed
-    with a stage this cannot read ("auto")."""
-    env = os.environ
-
-    def stage_of(config) -> str:
-        if isinstance(config, str | Path):
-            try:
-                config = json.loads(Path(config).read_text())
-            except (OSError, ValueError):
-                return "?"
-        stage = ((config or {}).get("zero_optimization") or {}).get("stage") if isinstance(config, dict) else None
-        return str(stage) if isinstance(stage, int) else "?"
-
-    if env.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
-        stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") or stage_of(env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE"))
-        return f"zero{stage}"
-    if args is not None and getattr(args, "deepspeed", None):
-        return f"zero{stage_of(args.deepspeed)}"
-    if env.get("ACCELERATE_USE_FSDP", "").lower() == "true":
-        return f"fsdp{env.get('FSDP_VERSION') or 1}"
-    if args is not None and getattr(args, "fsdp", None):
-        return f"fsdp{(getattr(args, 'fsdp_config', None) or {}).get('version', 1)}"
-    return None
-
-
 def run_contexts(tandem: TandemConfig, problems: list, completion: int, senior_tok, junior_tok=None,
                  junior_reads: bool = True) -> tuple[tuple[str, int, int, int], ...]:
     """`Plan.contexts` of a training run: for the senior, and the junior when it reads the rollouts, the
@@ -184,7 +145,7 @@ def run_contexts(tandem: TandemConfig, problems: list, completion: int, senior_t
     text pair's junior: its own tokenizer's; over max_prompt_length: dropped, as `build_dataset` does) and the
     completion budget. Prompts are tokenized only when max_prompt_length alone does not already fit."""
     models = [("senior", tandem.senior, senior_tok)]
-    if junior_reads and tandem.junior and tandem.junior != SELF:
+    if junior_reads and junior_model(tandem.junior):
         models.append(("junior", tandem.junior, junior_tok or senior_tok))
     bound, longest, out = tandem.max_prompt_length, {}, []
     for role, path, tok in models:
@@ -210,42 +171,39 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, bet
     senior that cannot be continued is refused first (`trlvr.training.peft_setup.check_lora_run`). Given
     `max_completion_length` and `problems`, the models' context lengths are checked against the longest
     prompt plus it (`run_contexts`)."""
+    return check_team(tandem, senior_tok, junior_tok, beta=beta, problems=problems, sharding=sharding,
+                      max_completion_length=max_completion_length).pairing
+
+
+def check_team(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, beta: float = 0.0,
+               problems: list | None = None, sharding: str | None = None,
+               max_completion_length: int | None = None) -> Team:  # fmt: skip
+    """`check_pairing`'s checks; the run's `trlvr.team.Team` (its tokenizers loaded, no weights)."""
     check_lora_run(tandem)
-    kl_to_junior = beta > 0 and tandem.kl_ref == "junior"
-    uses_junior = bool(tandem.junior) and (tandem.arm == "tandem" or kl_to_junior)
-    if not tandem.junior:
-        pairing = None
-    elif tandem.junior == SELF:
-        pairing = "lockstep"
-    else:
-        senior_tok = senior_tok or load_tokenizer_for(tandem.senior, "senior")
-        junior_tok = junior_tok or load_tokenizer(tandem.junior, "junior")
-        pairing = choose_pairing(senior_tok, junior_tok, tandem.pairing)
-        if pairing == "lockstep":  # one tokenizer: every model needs a row per token; extra rows are padding
-            check_pair_rows(len(senior_tok), {"senior": tandem.senior, "junior": tandem.junior})
+    team = Team.resolve(tandem.senior, tandem.junior, pairing=tandem.pairing, backend=tandem.backend,
+                        kl_ref=tandem.kl_ref, beta=beta, arm=tandem.arm, senior_tok=senior_tok, junior_tok=junior_tok)
+    senior_tok, junior_tok, uses_junior = team.senior_tok, team.junior_tok, team.writes
     name, settings = tandem.schedule_kwargs()
     templates = ()
     if problems is not None and chat_prompt_of(problems) is not None:
         senior_tok = senior_tok or load_tokenizer_for(tandem.senior, "senior")
         templates = ((f"senior {tandem.senior}", has_chat_template(senior_tok)),)
-        if pairing == "text" and uses_junior:  # the junior renders the same messages with its own template
+        if team.is_text and uses_junior:  # the junior renders the same messages with its own template
             templates += ((f"junior {tandem.junior}", has_chat_template(junior_tok)),)
-    paths = {"senior": tandem.senior, "junior": tandem.junior if uses_junior and tandem.junior != SELF else None,
+    paths = {"senior": tandem.senior, "junior": team.junior_model if uses_junior else None,
              "dataset": tandem.dataset}  # fmt: skip
     contexts = ()
     if problems and max_completion_length and all(ok for _, ok in templates):  # (no template: refused below)
         senior_tok = senior_tok or load_tokenizer_for(tandem.senior, "senior")
         contexts = run_contexts(tandem, problems, max_completion_length, senior_tok,
-                                junior_tok if pairing == "text" else None, junior_reads=uses_junior)  # fmt: skip
-    check_capabilities(Plan(
-        "train", ("self" if tandem.junior == SELF else pairing) if uses_junior else "none", tandem.backend,
-        requested=tandem.pairing, schedules=(Schedule.from_config(name, **settings),),
-        metrics=(KL_TO_JUNIOR,) if kl_to_junior else (), junior_device=tandem.junior_device is not None,
+                                junior_tok if team.is_text else None, junior_reads=uses_junior)  # fmt: skip
+    check_capabilities(team.plan(
+        "train", schedules=(Schedule.from_config(name, **settings),), junior_device=tandem.junior_device is not None,
         chat_prompt=None if problems is None else chat_prompt_of(problems), templates=templates,
         worlds=worlds_of(paths), sharding=sharding or launch_sharding(), contexts=contexts,
     ))  # fmt: skip
     pair_class(tandem.backend)  # installed? (one line when not)
-    return pairing
+    return team
 
 
 def load_models(tandem: TandemConfig, args, problems: list | None = None, n_train: int | None = None):
@@ -257,7 +215,7 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
     that one); `junior: self` is the LoRA senior's base with adapters off (set up by the trainer). A senior
     that is an adapter folder (`use_peft`) loads as a `PeftModel` on its base with the adapter trainable:
     RL continues it (`trlvr.training.peft_setup`).
-    pairing: "lockstep" or "text" (`trlvr.models.choose_pairing`; self-pairing is lockstep), None
+    pairing: "lockstep" or "text" (`trlvr.team.choose_pairing`; self-pairing is lockstep), None
     without a junior.
     """
     from trlvr.training.console import log
@@ -267,9 +225,9 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     junior, junior_tok = None, None
-    if tandem.junior and tandem.junior != SELF:
+    if junior_model(tandem.junior):
         junior_tok = load_tokenizer(tandem.junior, "junior")
-    pairing = check_pairing(tandem, tokenizer, junior_tok, beta=args.beta, problems=problems,
+    team = check_team(tandem, tokenizer, junior_tok, beta=args.beta, problems=problems,
                             sharding=launch_sharding(args), max_completion_length=args.max_completion_length)  # fmt: skip
     if n_train is not None:  # after the paths and capabilities (what is wrong first), before any weights load
         check_steps_per_epoch(n_train, tandem, args)
@@ -281,20 +239,10 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
         senior = load_causal_lm(tandem.senior, "senior", **init)
     if junior_tok is not None:
         if tandem.arm == "tandem":
-            log(f"pairing: {pairing} ({'one shared vocabulary, token by token' if pairing == 'lockstep' else 'two tokenizers, one shared text'})")
-        kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
-        if tandem.arm == "tandem" and not kl_to_junior and not backend(tandem.backend).own_engine:  # vllm loads its own
-            junior = load_junior(tandem.junior, junior_tok, pairing, senior.dtype)
-    return senior, junior, tokenizer, pairing
-
-
-def load_junior(path: str, junior_tok, pairing: str, dtype):
-    """The frozen junior at the senior's dtype; a text pair's junior carries its own tokenizer (the rollout
-    decodes that pair at the text level with it)."""
-    junior = load_causal_lm(path, "junior", dtype=dtype)
-    if pairing == "text":
-        junior.text_pair_tokenizer = junior_tok
-    return junior
+            log(f"pairing: {team.pairing} ({'two tokenizers, one shared text' if team.is_text else 'one shared vocabulary, token by token'})")
+        if team.loads_junior:  # not TRL's KL reference (TRL loads it), not a backend that loads its own (vllm)
+            junior = load_junior(tandem.junior, junior_tok, team.pairing, senior.dtype)
+    return senior, junior, tokenizer, team.pairing
 
 
 def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | None = None):
@@ -302,7 +250,6 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
     from trlvr.training.console import MetricsFile, ProgressBar
     from trlvr.training.guard import NonFiniteGuard
     from trlvr.training.manifest import ManifestCallback
-    from trlvr.training.trainer import TandemGRPOTrainer
 
     if isinstance(args, dict):  # a plain dict of GRPOConfig fields (library callers)
         args = GRPOConfig(**args)

@@ -32,7 +32,10 @@ What this file does not know: the CLI, the models, where the run's files go.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from pathlib import Path
 
 import torch
 from transformers import TrainerCallback
@@ -73,7 +76,7 @@ def low_precision_problem(*, dtype, use_peft: bool, sharding: str | None, optim:
     """Why a run's optimizer updates would round away, as the first half of a line, or None when they land.
 
     dtype: the senior's weights as loaded ("bfloat16", torch.bfloat16, "float32", None = unknown: not
-    judged); sharding: `trlvr.training.build.launch_sharding` ("zero2", "fsdp2", None); optim / optim_args:
+    judged); sharding: `launch_sharding` ("zero2", "fsdp2", None); optim / optim_args:
     transformers' TrainingArguments fields."""
     name = _dtype_name(dtype)
     if use_peft or name not in LOW_PRECISION or (sharding or "").startswith("zero"):
@@ -239,3 +242,32 @@ class WeightsMoved(TrainerCallback):
             f"{getattr(args.optim, 'value', args.optim)}): the run learns nothing; stopped without saving "
             "(check learning_rate; bf16 weights need fp32 master weights, LoRA or DeepSpeed ZeRO)"
         )
+
+
+def launch_sharding(args=None) -> str | None:
+    """How this launch shards the trained parameters: "zero<stage>" (DeepSpeed), "fsdp<version>", or None.
+    Read from what `accelerate launch` exports (ACCELERATE_USE_DEEPSPEED + ACCELERATE_DEEPSPEED_ZERO_STAGE
+    or the DeepSpeed config file it names; ACCELERATE_USE_FSDP + FSDP_VERSION) and from the run's own
+    `deepspeed` (a config file or dict) / `fsdp` arguments when `args` is given. "zero?": DeepSpeed
+    with a stage this cannot read ("auto")."""
+    env = os.environ
+
+    def stage_of(config) -> str:
+        if isinstance(config, str | Path):
+            try:
+                config = json.loads(Path(config).read_text())
+            except (OSError, ValueError):
+                return "?"
+        stage = ((config or {}).get("zero_optimization") or {}).get("stage") if isinstance(config, dict) else None
+        return str(stage) if isinstance(stage, int) else "?"
+
+    if env.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
+        stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") or stage_of(env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE"))
+        return f"zero{stage}"
+    if args is not None and getattr(args, "deepspeed", None):
+        return f"zero{stage_of(args.deepspeed)}"
+    if env.get("ACCELERATE_USE_FSDP", "").lower() == "true":
+        return f"fsdp{env.get('FSDP_VERSION') or 1}"
+    if args is not None and getattr(args, "fsdp", None):
+        return f"fsdp{(getattr(args, 'fsdp_config', None) or {}).get('version', 1)}"
+    return None

@@ -30,9 +30,8 @@ from trlvr.engine.backends import backend
 from trlvr.errors import UserError
 from trlvr.memory import MemoryPlan, Stack, derived_max_model_len, parse_size, read_config
 from trlvr.models import model_folder
+from trlvr.team import is_self, kl_to_junior
 from trlvr.trainer_memory import TrainerPlan, lora_params
-
-SELF = "self"
 
 
 def run_dtype(grpo) -> str | None:
@@ -62,7 +61,7 @@ def run_plan(tandem: TandemConfig, grpo, *, gpu_memory: int | str | None = None,
     senior_cfg = read_config(model_folder(tandem.senior))  # an adapter folder's shapes are its base's
     stacks = [Stack.from_config("senior", senior_cfg, dtype)]
     if tandem.arm == "tandem":
-        junior_cfg = senior_cfg if tandem.junior == SELF else read_config(tandem.junior)
+        junior_cfg = senior_cfg if is_self(tandem.junior) else read_config(tandem.junior)
         stacks.append(Stack.from_config("junior", junior_cfg, dtype))
     memory = gpu_memory if gpu_memory is not None else tandem.gpu_memory
     if isinstance(memory, str):
@@ -161,9 +160,9 @@ def trainer_plan(tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: 
     cfg = read_config(model_folder(tandem.senior))  # an adapter folder's shapes are its base's
     stack = Stack.from_config("senior", cfg, dtype)
     frozen = 0
-    junior_model = tandem.arm == "tandem" and tandem.junior and tandem.junior != SELF
+    junior_model = tandem.arm == "tandem" and tandem.junior and not is_self(tandem.junior)
     if grpo.beta > 0 and not tandem.use_peft:  # TRL's reference model: the junior (kl_ref junior) or the senior
-        ref = tandem.junior if tandem.kl_ref == "junior" and tandem.junior not in (None, SELF) else tandem.senior
+        ref = tandem.junior if kl_to_junior(grpo.beta, tandem.kl_ref) and tandem.junior and not is_self(tandem.junior) else tandem.senior
         frozen += Stack.from_config("reference", read_config(model_folder(ref)), dtype).weight_bytes
         junior_model = junior_model and ref != tandem.junior  # the reference is the junior: held once
     if junior_model and not backend(tandem.backend).own_engine:

@@ -33,6 +33,7 @@ from pathlib import Path
 from trlvr.config import TandemConfig
 from trlvr.errors import UserError
 from trlvr.models import ADAPTER_CONFIG, is_adapter_dir
+from trlvr.team import is_self
 
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 _ADAPTER_KEYS = {"lora_r": "r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout",
@@ -101,7 +102,7 @@ def check_lora_run(tandem: TandemConfig) -> None:
     kind = settings.get("peft_type")
     if kind != "LORA":
         raise UserError(f"{where} of type {kind}: trlvr continues LoRA adapters only")
-    if tandem.junior == "self" and settings.get("bias", "none") != "none":
+    if is_self(tandem.junior) and settings.get("bias", "none") != "none":
         raise UserError(f"{where} with bias {settings.get('bias')!r}: junior: self needs bias 'none' (trained "
                         "biases stay on with the adapters off, so the junior would not be the base model)")  # fmt: skip
     defaults = {f.name: f.default for f in TandemConfig.__dataclass_fields__.values()}

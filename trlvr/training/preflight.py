@@ -35,6 +35,7 @@ from trlvr.data.sources import is_local
 from trlvr.engine.backends import backend
 from trlvr.errors import UserError
 from trlvr.models import load_tokenizer_for, locate
+from trlvr.team import is_self
 from trlvr.training.build import (
     NONE_LEFT,
     check_pairing,
@@ -131,7 +132,7 @@ def check_config(tandem, grpo, *, planning: bool = True) -> str:
     resolve_reward(tandem.reward, tandem.grader)  # the reward function imports (its grader's dependencies are there) without a model
     note, problems, n_train = _check_dataset(tandem, planning)
     _check_model_paths(tandem, planning)
-    if all(p == "self" or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):
+    if all(is_self(p) or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):
         check_pairing(tandem, beta=grpo.beta, problems=problems,  # the run's capabilities, before any model
                       max_completion_length=grpo.max_completion_length)
     else:
@@ -182,7 +183,7 @@ def _check_model_paths(tandem, planning: bool) -> None:
     """A model path that is there must be a model folder; one that is not there yet (a study stage makes
     it) may be when planning, unless a file is at it or above it."""
     for role, path in (("senior", tandem.senior), ("junior", tandem.junior)):
-        if not path or path == "self":
+        if not path or is_self(path):
             continue
         p = Path(path).expanduser()
         is_path = p.is_absolute() or path.startswith(".") or path.count("/") > 1  # not a hub id

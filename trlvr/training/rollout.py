@@ -46,6 +46,7 @@ from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
 from trlvr.models import model_folder
+from trlvr.team import is_self, is_text
 from trlvr.training.memory_plan import device_memory, engine_kv_tokens, run_plan, write_memory_record
 
 
@@ -144,7 +145,7 @@ class TandemRollout:
         start = time.perf_counter()
         with self._generating_senior(trainer, tokenizer) as senior, self._awake(trainer):
             pair = self._pair(senior, tokenizer, trainer)
-            if pair.pairing == "text":
+            if is_text(pair.pairing):
                 self._junior_ids = {tuple(ids): encode_prompt(p, pair.junior_tokenizer)
                                     for ids, p in zip(prompt_ids, prompts, strict=True)}  # fmt: skip
             if backend(self.backend).own_engine:  # one engine per process; with TP, over its group's rows
@@ -161,7 +162,7 @@ class TandemRollout:
         self.last_senior_share = stats["senior_share"].tolist()  # this process's rows, for `with_share_split`
         mode = "train" if train else "eval"
         self._log(trainer, stats, out, seconds, mode, pair.pairing)
-        if pair.pairing == "text":
+        if is_text(pair.pairing):
             self._log_text(trainer, pair.last, mode)
         return {
             "prompt_ids": prompt_ids,
@@ -220,7 +221,7 @@ class TandemRollout:
         spec = backend(tandem.backend)
         junior = tandem.junior if "junior" in self.schedule.writers else None
         senior_dir = model_folder(tandem.senior)  # an adapter folder's base; TRL's sync pushes the merged weights
-        if junior == "self":  # a LoRA senior's base: the senior's folder (TRL's sync pushes merged weights to the senior only)
+        if is_self(junior):  # a LoRA senior's base: the senior's folder (TRL's sync pushes merged weights to the senior only)
             junior = senior_dir
         plan = run_plan(tandem, args, gpu_memory=device_memory(), longest_prompt=getattr(trainer, "longest_prompt", None))
         plan.check("backend vllm")  # before vLLM allocates anything: one line naming the setting to change
@@ -295,7 +296,7 @@ class TandemRollout:
         """
         acc = trainer.accelerator
         length, senior = stats["length"], stats["senior_tokens"]
-        undefined = pairing == "text" and "loophole" in UNDEFINED_FOR_TEXT_PAIRS
+        undefined = is_text(pairing) and "loophole" in UNDEFINED_FOR_TEXT_PAIRS
         tandem = len(self.schedule.writers) == 2 and not undefined
         counts, runs = (loophole_counts(self.schedule, out.tokens, out.senior_authored, out.completion_mask,
                                         self._tables) if tandem else ({k: 0.0 for k in COUNT_KEYS}, None))  # fmt: skip

@@ -37,6 +37,7 @@ from trlvr.config import TandemConfig
 from trlvr.errors import UserError
 from trlvr.provenance import DETERMINISM_KEYS, path_for_record, path_from_record
 from trlvr.rundir import RUN_FILE
+from trlvr.team import is_self
 
 FORMAT = 3  # 3: every GRPOConfig field but NOT_IDENTITY_GRPO; 2: paths relative to the record's directory
 # TandemConfig fields that do not change what is trained: when a run gives up on non-finite steps, how long
@@ -120,7 +121,7 @@ def _map_paths(record: dict, fn) -> dict:
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in record.items()}
     for section, key in PATH_FIELDS:
         value = (out.get(section) or {}).get(key)
-        if isinstance(value, str) and value and value != "self":
+        if isinstance(value, str) and value and not is_self(value):
             out[section][key] = fn(value)
     return out
 

@@ -59,12 +59,13 @@ from trlvr.engine.backends import Backend, backend
 from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
 from trlvr.errors import UserError
-from trlvr.models import choose_pairing, load_tokenizer
+from trlvr.models import load_tokenizer
 from trlvr.rewards.length import with_length_penalty
 from trlvr.rewards.math_reward import MathReward, math_reward
 from trlvr.rundir import MODEL_CARD
-from trlvr.training.build import launch_sharding, load_junior
-from trlvr.training.learning import FIXES, WeightsMoved, low_precision_problem
+from trlvr.team import choose_pairing, is_self, load_junior
+from trlvr.team import kl_to_junior as kl_to_junior_of
+from trlvr.training.learning import FIXES, WeightsMoved, launch_sharding, low_precision_problem
 from trlvr.training.metrics import ISCorrectionMeter, StepTimeCallback, with_share_split
 from trlvr.training.model_card import tandem_model_card
 from trlvr.training.peft_setup import use_base_as_reference
@@ -198,7 +199,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         check_report_to(args.report_to, "GRPOConfig")  # before TRL loads a model given by its id
         self.tandem = tandem
         self.longest_prompt = longest_prompt  # backend vllm: the engine's context is this + max_completion_length
-        self_paired = tandem.junior == "self"
+        self_paired = is_self(tandem.junior)
         engine = backend(tandem.backend)
         if engine.own_engine:  # the engine loads the models from their paths
             tandem.check_model_paths()
@@ -214,7 +215,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         # reference is the senior with adapters disabled: for `junior: self` that IS the junior. A passed
         # PeftModel (a continued adapter) gets a frozen copy of its adapter as TRL's reference instead:
         # removed below for kl_ref=junior, kept (= the starting senior) for kl_ref=initial.
-        kl_to_junior = args.beta > 0 and tandem.kl_ref == "junior"
+        kl_to_junior = kl_to_junior_of(args.beta, tandem.kl_ref)
         if kl_to_junior and not tandem.junior:  # TRL builds its reference model from a path
             raise ValueError("kl_ref: junior needs TandemConfig(junior=<the junior's path or hub id>)")
         funcs = [] if reward_funcs is None else reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
@@ -327,8 +328,8 @@ class TandemGRPOTrainer(GRPOTrainer):
             model_name = args.hub_model_id.split("/")[-1] if args.hub_model_id else Path(args.output_dir).name
         senior = tandem.senior or getattr(self.accelerator.unwrap_model(self.model).config, "_name_or_path", None)
         junior = tandem.junior or getattr(getattr(self.junior, "config", None), "_name_or_path", None)
-        if junior == "self":
-            junior = "self: the senior's base model with its LoRA adapters off"
+        if is_self(junior):
+            junior = f"{junior}: the senior's base model with its LoRA adapters off"
         name, settings = tandem.schedule_kwargs()
         schedule = f"{name} ({', '.join(f'{k}={v}' for k, v in settings.items())})" if settings else name
         return tandem_model_card(model_name=model_name, senior=senior, junior=junior, arm=tandem.arm,

@@ -1,0 +1,170 @@
+"""Who writes with the senior: the team of a run, resolved once from its paths and settings.
+
+    team = Team.resolve(senior, junior, pairing="auto", backend="hf", kl_ref="initial", beta=0.0)
+    check_capabilities(team.plan("train", schedules=...))  # the pairing refusals, through the one rule table
+    team.kind          # lockstep | text | self | none: who writes with the senior (KINDS)
+    team.pairing       # lockstep | text: how the named junior decodes with the senior; None without one
+    team.fingerprint() # what results.json records of the pair
+
+The junior spelling `self` (SELF) means the LoRA senior's base model with the adapters off. The pairing a user
+asks for is one of PAIRINGS (auto | lockstep | text); `choose_pairing` turns it into a mechanism from the two
+tokenizers. Callers ask the team's properties, never compare a junior or a pairing with a string
+(tests/test_team.py enforces it, as tests/test_backends.py does for backends).
+
+What this file does not know: weights (only tokenizers and configs are read), the engine's decoding, the CLI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from trlvr.engine.backends import backend as backend_of
+from trlvr.engine.capabilities import KL_TO_JUNIOR, TEAM_KINDS, Plan
+from trlvr.engine.vocab import check_pair_rows
+from trlvr.errors import UserError
+from trlvr.models import (
+    check_same_vocab,
+    load_causal_lm,
+    load_tokenizer,
+    load_tokenizer_for,
+    vocab_fingerprint,
+)
+
+SELF = "self"  # the junior spelling that means: the LoRA senior's base model, adapters off
+AUTO, LOCKSTEP, TEXT, NONE = "auto", "lockstep", "text", "none"
+PAIRINGS = (AUTO, LOCKSTEP, TEXT)  # what a user may ask for: the run config's `pairing`, eval's --pairing
+KINDS = TEAM_KINDS  # who writes with the senior (the capability rules' table: lockstep, text, self, none)
+JUNIOR_REF = "junior"  # the kl_ref value that makes the loss KL to the junior
+
+
+def is_self(junior: str | None) -> bool:
+    """The junior is the LoRA senior's own base (`junior: self`, `--junior self`)."""
+    return junior == SELF
+
+
+def junior_model(junior: str | None) -> str | None:
+    """The junior's own model path: None without a junior or for `self` (the senior's base)."""
+    return None if not junior or is_self(junior) else junior
+
+
+def kl_to_junior(beta: float, kl_ref: str | None) -> bool:
+    """The loss carries a KL term to the junior (TRL's reference model is the junior)."""
+    return beta > 0 and kl_ref == JUNIOR_REF
+
+
+def is_text(pairing: str | None) -> bool:
+    """The pair decodes at the text level (two tokenizers: `trlvr.engine.text_pair`)."""
+    return pairing == TEXT
+
+
+def is_lockstep(pairing: str | None) -> bool:
+    """The pair decodes token by token over one shared vocabulary."""
+    return pairing == LOCKSTEP
+
+
+def choose_pairing(senior_tok, junior_tok, requested: str = AUTO, names: tuple[str, str] = ("senior", "junior")) -> str:
+    """How a pair decodes together: "lockstep" (one shared vocabulary, token by token: the paper's
+    semantics) or "text" (`trlvr.engine.text_pair`: each model on its own tokens of one shared text).
+
+    auto: lockstep when the vocabularies are identical (`check_same_vocab`), text otherwise;
+    lockstep refuses different vocabularies with `check_same_vocab`'s error; text takes any pair.
+    """
+    if requested not in PAIRINGS:
+        raise UserError(f"pairing: must be one of {', '.join(PAIRINGS)}, got {requested!r}")
+    if requested == TEXT:
+        return TEXT
+    if requested == LOCKSTEP:
+        check_same_vocab(senior_tok, junior_tok, names)
+        return LOCKSTEP
+    return LOCKSTEP if vocab_fingerprint(senior_tok) == vocab_fingerprint(junior_tok) else TEXT
+
+
+def pair_fingerprint(pairing: str | None, junior_tok) -> dict[str, str]:
+    """What results.json's `models` records of a pair beyond the senior's tokenizer: a text pair's junior
+    tokenizer and its pairing; nothing for one shared vocabulary."""
+    return {"junior_tokenizer": vocab_fingerprint(junior_tok)[:16], "pairing": TEXT} if is_text(pairing) else {}
+
+
+def load_junior(path: str, junior_tok, pairing: str, dtype):
+    """The frozen junior at the senior's dtype; a text pair's junior carries its own tokenizer (the rollout
+    decodes that pair at the text level with it)."""
+    junior = load_causal_lm(path, "junior", dtype=dtype)
+    if is_text(pairing):
+        junior.text_pair_tokenizer = junior_tok
+    return junior
+
+
+@dataclasses.dataclass(frozen=True)
+class Team:
+    """Who writes with the senior, resolved from paths and settings (tokenizers only, no weights).
+
+    kind: lockstep | text | self | none (KINDS; none: no junior writes, e.g. arm senior_only); pairing: the
+    mechanism between the senior and the named junior (lockstep for `self`), None without a junior; senior,
+    junior: the paths as given (junior may be SELF); requested: the pairing asked for (PAIRINGS); backend:
+    the engine's name (`trlvr.engine.backends`); kl_to_junior: the loss is KL to the junior; loads_junior:
+    the junior model is loaded beside the senior (rollouts need it, TRL does not load it as the KL
+    reference, and the backend does not load its own).
+    """
+
+    kind: str
+    pairing: str | None
+    senior: str | None
+    junior: str | None
+    requested: str = AUTO
+    backend: str = "hf"
+    kl_to_junior: bool = False
+    loads_junior: bool = False
+    senior_tok: Any = dataclasses.field(default=None, compare=False, repr=False)
+    junior_tok: Any = dataclasses.field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def resolve(cls, senior: str | None, junior: str | None, *, pairing: str = AUTO, backend: str = "hf",
+                kl_ref: str | None = None, beta: float = 0.0, arm: str = "tandem", senior_tok=None,
+                junior_tok=None, names: tuple[str, str] = ("senior", "junior"), check_rows: bool = True) -> Team:  # fmt: skip
+        """The team of a senior and a junior (None, SELF, or a path). Tokenizers load from the paths when not
+        given; a lockstep pair with different vocabularies, an unknown pairing and (check_rows) a model
+        without a row per token are refused here, in one line each, naming the models as `names` does."""
+        kl = kl_to_junior(beta, kl_ref)
+        writes = bool(junior) and (arm == "tandem" or kl)
+        if not junior:
+            mechanism = None
+        elif is_self(junior):
+            mechanism = LOCKSTEP
+        else:
+            senior_tok = senior_tok or load_tokenizer_for(senior, "senior")
+            junior_tok = junior_tok or load_tokenizer(junior, "junior")
+            mechanism = choose_pairing(senior_tok, junior_tok, pairing, names)
+            if check_rows and is_lockstep(mechanism):  # one tokenizer: every model needs a row per token
+                check_pair_rows(len(senior_tok), {names[0]: senior, names[1]: junior})
+        kind = (SELF if is_self(junior) else mechanism) if writes else NONE
+        loads = bool(junior_model(junior)) and arm == "tandem" and not kl and not backend_of(backend).own_engine
+        return cls(kind, mechanism, senior, junior, pairing, backend, kl, loads, senior_tok, junior_tok)
+
+    @property
+    def is_self(self) -> bool:
+        return is_self(self.junior)
+
+    @property
+    def writes(self) -> bool:
+        """A junior writes with the senior (or is the KL reference that reads the rollouts)."""
+        return self.kind != NONE
+
+    @property
+    def is_text(self) -> bool:
+        return is_text(self.pairing)
+
+    @property
+    def junior_model(self) -> str | None:
+        """The junior's own model path (None for `self` and without a junior)."""
+        return junior_model(self.junior)
+
+    def plan(self, command: str, **facts) -> Plan:
+        """The `capabilities.Plan` of this team for `command` (train | eval | select): its kind, backend,
+        requested pairing and KL metric; `facts` are the rest of the plan's fields."""
+        metrics = facts.pop("metrics", ()) + ((KL_TO_JUNIOR,) if self.kl_to_junior else ())
+        return Plan(command, self.kind, self.backend, requested=self.requested, metrics=metrics, **facts)
+
+    def fingerprint(self) -> dict[str, str]:
+        """What results.json's `models` records of the pair (`pair_fingerprint`)."""
+        return pair_fingerprint(self.pairing, self.junior_tok)
