@@ -204,7 +204,9 @@ def peak_mib(size: str, name: str, batch: int, new: int, naive_seqs: int, thread
     return int(out.stdout.strip().splitlines()[-1]) / 1024
 
 
-def sharing(size: str, repeats: int, clock: str = "wall", groups: int = 16, g: int = 8, length: int = 256) -> dict:
+def sharing(
+    size: str, repeats: int, clock: str = "wall", groups: int = 16, g: int = 8, length: int = 256
+) -> dict:
     """Prefill time (one new token) of TRL-shaped batches, shared vs unshared prompts."""
     vocab = SIZES[size][0]
     _, _, gen = setup(size)
@@ -219,8 +221,11 @@ def sharing(size: str, repeats: int, clock: str = "wall", groups: int = 16, g: i
         ),
     }
     t = time_all(fns, repeats, clock)
-    return {"prefill_speedup": t["unshared"] / t["shared"], "seconds": {k: round(v, 3) for k, v in t.items()},
-            "shape": f"{groups} prompts x G={g}, {length} tokens"}  # fmt: skip
+    return {
+        "prefill_speedup": t["unshared"] / t["shared"],
+        "seconds": {k: round(v, 3) for k, v in t.items()},
+        "shape": f"{groups} prompts x G={g}, {length} tokens",
+    }
 
 
 def kv_bound(size: str, batch: int, new: int, repeats: int, clock: str, compile_static: bool) -> dict:
@@ -238,8 +243,9 @@ def kv_bound(size: str, batch: int, new: int, repeats: int, clock: str, compile_
         ),
     }
     if compile_static:
-        fns["tandem_static_compiled"] = lambda: gen.generate(ps, sched, Sampling(new, seed=0),
-                                                             options=DecodeOptions(decode="static", compile=True))  # fmt: skip
+        fns["tandem_static_compiled"] = lambda: gen.generate(
+            ps, sched, Sampling(new, seed=0), options=DecodeOptions(decode="static", compile=True)
+        )
     t = time_all(fns, repeats, clock, warm=[k for k in fns if k.endswith("compiled")])
     mean_len = sum(map(len, ps)) / len(ps) + new / 2  # valid positions per row, averaged over the steps
     weights = sum(p.numel() * p.element_size() for m in (senior, junior) for p in m.parameters())
@@ -247,7 +253,11 @@ def kv_bound(size: str, batch: int, new: int, repeats: int, clock: str, compile_
     return {
         "shape": f"batch {batch}, {new} new tokens",
         "static_over_eager_tandem": t["tandem_static"] / t["tandem"],
-        **({"compiled_static_over_eager_tandem": t["tandem_static_compiled"] / t["tandem"]} if compile_static else {}),
+        **(
+            {"compiled_static_over_eager_tandem": t["tandem_static_compiled"] / t["tandem"]}
+            if compile_static
+            else {}
+        ),
         "kv_share_of_step_bytes": kv / (kv + weights),  # static reads: weights + valid KV, once
         "seconds": {k: round(v, 3) for k, v in t.items()},
     }
@@ -260,17 +270,28 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when another job holds a core)")
-    ap.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
-                    help="cpu: process CPU time (use with --threads 1 on a shared machine)")
-    ap.add_argument("--compile", action="store_true", help="static contenders torch.compile their step (warmed up first)")
-    ap.add_argument("--kv-bound", action="store_true",
-                    help="only tandem eager vs static at --kv-batch x --kv-new (KV ~84%% of a step's bytes at 64 x 960)")
+    ap.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="cpu: process CPU time (use with --threads 1 on a shared machine)",
+    )
+    ap.add_argument(
+        "--compile", action="store_true", help="static contenders torch.compile their step (warmed up first)"
+    )
+    ap.add_argument(
+        "--kv-bound",
+        action="store_true",
+        help="only tandem eager vs static at --kv-batch x --kv-new (KV ~84%% of a step's bytes at 64 x 960)",
+    )
     ap.add_argument("--kv-batch", type=int, default=64)
     ap.add_argument("--kv-new", type=int, default=960, help="at most 990 (the bench models' 1024 positions)")
     args = ap.parse_args()
     if args.kv_bound and not (1 <= args.kv_new <= 990 and args.kv_batch >= 1):
-        ap.error(f"--kv-new must be in [1, 990] (prompts of up to 32 + new tokens within the models' 1024 "
-                 f"positions) and --kv-batch >= 1, got {args.kv_new} and {args.kv_batch}")
+        ap.error(
+            f"--kv-new must be in [1, 990] (prompts of up to 32 + new tokens within the models' 1024 "
+            f"positions) and --kv-batch >= 1, got {args.kv_new} and {args.kv_batch}"
+        )
     if args.clock == "cpu" and args.threads != 1:
         ap.error("--clock cpu needs --threads 1 (CPU time sums over threads)")
     torch.set_num_threads(args.threads)
@@ -278,12 +299,20 @@ def main():
     results = {}
     if args.kv_bound:
         for size in args.sizes.split(","):
-            r = results[size] = kv_bound(size, args.kv_batch, args.kv_new, args.repeats, args.clock, args.compile)
+            r = results[size] = kv_bound(
+                size, args.kv_batch, args.kv_new, args.repeats, args.clock, args.compile
+            )
             how = f"{args.clock} clock, {args.threads} thread(s), medians of {args.repeats}"
-            print(f"== {size} KV-bound: {r['shape']} ({how}); KV {r['kv_share_of_step_bytes']:.0%} of the bytes per step")
-            print(f"  decode static / eager (time), tandem = {r['static_over_eager_tandem']:.3f}   (bar <= 0.80)")
+            print(
+                f"== {size} KV-bound: {r['shape']} ({how}); KV {r['kv_share_of_step_bytes']:.0%} of the bytes per step"
+            )
+            print(
+                f"  decode static / eager (time), tandem = {r['static_over_eager_tandem']:.3f}   (bar <= 0.80)"
+            )
             if args.compile:
-                print(f"  compiled static / eager, tandem      = {r['compiled_static_over_eager_tandem']:.3f}")
+                print(
+                    f"  compiled static / eager, tandem      = {r['compiled_static_over_eager_tandem']:.3f}"
+                )
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=2)
@@ -298,7 +327,8 @@ def main():
             "engine_solo_over_hf_generate": t["solo_senior"] / t["hf_generate_senior"],
             "tandem_speedup_over_naive": tps["tandem"] / tps["naive_tandem"],
             "static_over_eager_tandem": t["tandem_static"] / t["tandem"],
-            "static_tandem_over_solo_sum": t["tandem_static"] / (t["solo_senior_static"] + t["solo_junior_static"]),
+            "static_tandem_over_solo_sum": t["tandem_static"]
+            / (t["solo_senior_static"] + t["solo_junior_static"]),
             "static_solo_over_hf_generate": t["solo_senior_static"] / t["hf_generate_senior"],
             "static_over_eager_solo": t["solo_senior_static"] / t["solo_senior"],
             "tokens_per_s": {k: round(v) for k, v in tps.items()},
@@ -318,14 +348,24 @@ def main():
         print(
             f"  tandem speed-up over naive per-segment generate = {r['tandem_speedup_over_naive']:.1f}x  (bar >= 5x)"
         )
-        print(f"  decode static / eager (time)          = tandem {r['static_over_eager_tandem']:.3f}, "
-              f"solo senior {r['static_over_eager_solo']:.3f}   (> 1: static slower)")
-        print(f"  static path: tandem / (solo S + solo J) = {r['static_tandem_over_solo_sum']:.3f}, "
-              f"solo / model.generate = {r['static_solo_over_hf_generate']:.3f}")
+        print(
+            f"  decode static / eager (time)          = tandem {r['static_over_eager_tandem']:.3f}, "
+            f"solo senior {r['static_over_eager_solo']:.3f}   (> 1: static slower)"
+        )
+        print(
+            f"  static path: tandem / (solo S + solo J) = {r['static_tandem_over_solo_sum']:.3f}, "
+            f"solo / model.generate = {r['static_solo_over_hf_generate']:.3f}"
+        )
         print(f"  tokens/s: {r['tokens_per_s']}")
         print(f"  peak RSS growth during the call, MiB: {r['peak_rss_mib']}")
-        r["settings"] = {"clock": args.clock, "threads": args.threads, "compile_static": args.compile,
-                         "batch": batch, "new_tokens": new, "repeats": args.repeats}  # fmt: skip
+        r["settings"] = {
+            "clock": args.clock,
+            "threads": args.threads,
+            "compile_static": args.compile,
+            "batch": batch,
+            "new_tokens": new,
+            "repeats": args.repeats,
+        }
         r["prompt_sharing"] = sh = sharing(size, args.repeats, args.clock)
         print(f"  prompt sharing ({sh['shape']}): prefill {sh['prefill_speedup']:.1f}x faster   (bar >= 4x)")
     if args.json:

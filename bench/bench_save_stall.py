@@ -36,8 +36,10 @@ def fake_checkpoint(root: Path, step: int, gib: float) -> Path:
     ckpt = checkpoint_dir(root, step)
     (ckpt / f"global_step{step}").mkdir(parents=True)
     block = os.urandom(1 << 24)  # 16 MiB, repeated
-    for rel, n in (("model.safetensors", gib), (f"global_step{step}/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt",
-                                                 2 * gib)):  # fmt: skip
+    for rel, n in (
+        ("model.safetensors", gib),
+        (f"global_step{step}/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt", 2 * gib),
+    ):
         with open(ckpt / rel, "wb") as f:
             for _ in range(int(n * 64)):
                 f.write(block)
@@ -69,7 +71,10 @@ def calibrate(seconds: float) -> int:
 
 def blocked(callback: ManifestCallback, root: Path, step_no: int, iterations: int) -> tuple[float, float]:
     """(seconds the loop is blocked by the save's manifest, the next step's wall time)."""
-    args, state = SimpleNamespace(output_dir=str(root)), SimpleNamespace(global_step=step_no, is_world_process_zero=True)
+    args, state = (
+        SimpleNamespace(output_dir=str(root)),
+        SimpleNamespace(global_step=step_no, is_world_process_zero=True),
+    )
     t0 = time.perf_counter()
     callback.on_save(args, state, None)
     on_save = time.perf_counter() - t0
@@ -97,17 +102,22 @@ def main() -> None:
                 alone = step(iterations)  # the same step just before, without a save beside it
                 b, took = blocked(ManifestCallback(background=background), root, n, iterations)
                 rows[arm].append((b, took - alone))
-                print(f"{arm:10s} repeat {r}: blocked {b:6.2f} s; the next step {took:5.2f} s against {alone:5.2f} s "
-                      f"alone ({took - alone:+.2f} s)")  # fmt: skip
+                print(
+                    f"{arm:10s} repeat {r}: blocked {b:6.2f} s; the next step {took:5.2f} s against {alone:5.2f} s "
+                    f"alone ({took - alone:+.2f} s)"
+                )
                 assert (ckpt / "trlvr_manifest.json").is_file()
                 for p in sorted(ckpt.rglob("*"), reverse=True):
                     p.rmdir() if p.is_dir() else p.unlink()
         inline = statistics.median(b for b, _ in rows["inline"])
         background = statistics.median(b for b, _ in rows["background"])
         slower = statistics.median(d for _, d in rows["background"])
-        print(f"median blocked per save: inline {inline:.2f} s ({inline / a.gib:.2f} s per hashed GiB), background "
-              f"{background:.3f} s, ratio {inline / max(background, 1e-9):.0f}x; the step beside the hashing thread "
-              f"{slower:+.2f} s ({a.gib:g} GiB hashed, {2 * a.gib:g} GiB by size, a step of about {a.step_s:g} s)")  # fmt: skip
+        print(
+            f"median blocked per save: inline {inline:.2f} s ({inline / a.gib:.2f} s per hashed GiB), background "
+            f"{background:.3f} s, ratio {inline / max(background, 1e-9):.0f}x; the step beside the hashing thread "
+            f"{slower:+.2f} s ({a.gib:g} GiB hashed, {2 * a.gib:g} GiB by size, a step of about {a.step_s:g} s)"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -104,7 +104,9 @@ def main():
         for k, (s, j) in built.items()
     }
     schedule = WordSchedule(0.5, 32)
-    outs = {k: g.generate(ps, schedule, Sampling(args.new, seed=0)) for k, g in gens.items()}  # also a warm-up
+    outs = {
+        k: g.generate(ps, schedule, Sampling(args.new, seed=0)) for k, g in gens.items()
+    }  # also a warm-up
     same_tokens = outs["full_copy"].completion_ids == outs["self"].completion_ids
     times = {k: [] for k in gens}
     for _ in range(args.repeats):
@@ -133,7 +135,9 @@ def main():
         "decode_steps_us": round(t["self"] / args.new * 1e6, 1),
     }
     mib = 2**20
-    print(f"== {args.size} bench pair, LoRA rank {RANK} (all linear layers), batch {args.batch}, {args.new} tokens")
+    print(
+        f"== {args.size} bench pair, LoRA rank {RANK} (all linear layers), batch {args.batch}, {args.new} tokens"
+    )
     print(
         f"  resident weights: full copy {weights['full_copy'] / mib:.1f} MiB, self {weights['self'] / mib:.1f} MiB "
         f"(base {base_bytes / mib:.1f} MiB + adapters {adapters / mib:.2f} MiB)"

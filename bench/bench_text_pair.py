@@ -81,8 +81,12 @@ def main() -> None:
         last = None
         for rep in range(args.repeats):
             t0 = time.perf_counter()
-            lock.generate(prompts, schedule, Sampling(args.new, seed=rep),
-                          options=DecodeOptions(memory_budget_bytes=None))  # fmt: skip
+            lock.generate(
+                prompts,
+                schedule,
+                Sampling(args.new, seed=rep),
+                options=DecodeOptions(memory_budget_bytes=None),
+            )
             times["lockstep"].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             last = text.generate(prompts, prompts, schedule, Sampling(args.new, seed=rep))

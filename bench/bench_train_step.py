@@ -31,7 +31,9 @@ VARIANTS = {
 }
 
 
-def run_arm(variant: str, toy: str, steps: int, out_dir: str, config: str | None = None) -> dict[str, list[float]]:
+def run_arm(
+    variant: str, toy: str, steps: int, out_dir: str, config: str | None = None
+) -> dict[str, list[float]]:
     """Train `steps` steps of one variant; with `config`, that run config (models, data, batch) instead of the toy's."""
     from transformers.trainer_callback import PrinterCallback
 
@@ -56,7 +58,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--variants", default="grpo,tandem", help=f"comma-separated, from {list(VARIANTS)}")
-    ap.add_argument("--config", help="a run config to time instead of the toy's (variants grpo and tandem only)")
+    ap.add_argument(
+        "--config", help="a run config to time instead of the toy's (variants grpo and tandem only)"
+    )
     args = ap.parse_args()
     variants = args.variants.split(",")
     if args.config and set(variants) - {"grpo", "tandem"}:
@@ -74,13 +78,17 @@ def main():
                     times[arm][k] += v
     med = {arm: {k: statistics.median(v) for k, v in t.items()} for arm, t in times.items()}
     for arm, m in med.items():
-        print(f"{arm:7s} step {m['step_s']:.2f} s = generation {m['generation_s']:.2f} s + update {m['update_s']:.2f} s "
-              f"(median of {len(times[arm]['step_s'])} steps)")  # fmt: skip
+        print(
+            f"{arm:7s} step {m['step_s']:.2f} s = generation {m['generation_s']:.2f} s + update {m['update_s']:.2f} s "
+            f"(median of {len(times[arm]['step_s'])} steps)"
+        )
     base = variants[0]
     for v in variants[1:]:
-        print(f"{v} / {base}: step time {med[v]['step_s'] / med[base]['step_s']:.2f}, generation time "
-              f"{med[v]['generation_s'] / med[base]['generation_s']:.2f}"
-              + ("   (bar <= 1.8)" if (base, v) == ("grpo", "tandem") else ""))  # fmt: skip
+        print(
+            f"{v} / {base}: step time {med[v]['step_s'] / med[base]['step_s']:.2f}, generation time "
+            f"{med[v]['generation_s'] / med[base]['generation_s']:.2f}"
+            + ("   (bar <= 1.8)" if (base, v) == ("grpo", "tandem") else "")
+        )
 
 
 if __name__ == "__main__":

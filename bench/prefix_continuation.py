@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", required=True, help="the data file the evaluation read (its prompts)")
     ap.add_argument("--junior", required=True, help="the junior model folder")
     ap.add_argument("--ks", default=",".join(map(str, KS)), help="prefix shares in %%, comma-separated")
-    ap.add_argument("--max-new-tokens", type=int, default=64, help="the team's total budget (the evaluation's)")
+    ap.add_argument(
+        "--max-new-tokens", type=int, default=64, help="the team's total budget (the evaluation's)"
+    )
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
@@ -86,8 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     missing = sorted({str(r["problem_id"]) for r in solo} - set(problems))
     if missing:
-        print(f"{args.data}: does not hold problem {missing[0]} of {ev} ({len(missing)} missing); pass the "
-              "file the evaluation read", file=sys.stderr)  # fmt: skip
+        print(
+            f"{args.data}: does not hold problem {missing[0]} of {ev} ({len(missing)} missing); pass the "
+            "file the evaluation read",
+            file=sys.stderr,
+        )
         return 2
     out_path = ev / "prefix_continuation.json"
     done = json.loads(out_path.read_text()) if out_path.is_file() else {"ks": {}}
@@ -121,8 +126,16 @@ def main(argv: list[str] | None = None) -> int:
             mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs])
             budget = max(1, args.max_new_tokens - min(len(kept) for _, _, kept in batch))
             with torch.no_grad():
-                gen = junior.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=0.7,
-                                      top_p=0.8, top_k=20, max_new_tokens=budget, pad_token_id=pad)  # fmt: skip
+                gen = junior.generate(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    do_sample=True,
+                    temperature=0.7,
+                    top_p=0.8,
+                    top_k=20,
+                    max_new_tokens=budget,
+                    pad_token_id=pad,
+                )
             for (pid, answer, kept), row in zip(batch, gen[:, width:].tolist(), strict=True):
                 row = row[: args.max_new_tokens - len(kept)]  # the team's budget, as in the evaluation
                 if tok.eos_token_id in row:
@@ -130,12 +143,20 @@ def main(argv: list[str] | None = None) -> int:
                 text = tok.decode(kept + row, skip_special_tokens=True)
                 rewards[pid].append(float(math_reward([text], answer=[answer])[0]))
         per = {pid: sum(v) / len(v) for pid, v in rewards.items()}
-        entry = summarize({"b": {f"prefix-{k}/pass@1": per}}, num_resamples=2000)["macro"]["metrics"][f"prefix-{k}/pass@1"]
-        done["ks"][str(k)] = {"pass@1": entry, "per_problem": per, "samples": sum(map(len, rewards.values())),
-                              "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+        entry = summarize({"b": {f"prefix-{k}/pass@1": per}}, num_resamples=2000)["macro"]["metrics"][
+            f"prefix-{k}/pass@1"
+        ]
+        done["ks"][str(k)] = {
+            "pass@1": entry,
+            "per_problem": per,
+            "samples": sum(map(len, rewards.values())),
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
         out_path.write_text(json.dumps(done, indent=1))
-        print(f"k = {k}: pass@1 {100 * entry['value']:.1f}% [{100 * entry['ci_low']:.1f}, {100 * entry['ci_high']:.1f}] "
-              f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
+        print(
+            f"k = {k}: pass@1 {100 * entry['value']:.1f}% [{100 * entry['ci_low']:.1f}, {100 * entry['ci_high']:.1f}] "
+            f"({time.perf_counter() - t0:.0f} s)"
+        )
     return 0
 
 

@@ -54,8 +54,17 @@ def _timed(out: Path, stage: str, cmd: list[str], log: Path) -> None:
         code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - t0
     with open(out / "timings.jsonl", "a") as f:
-        f.write(json.dumps({"stage": stage, "seconds": round(seconds, 1), "exit": code,
-                            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")  # fmt: skip
+        f.write(
+            json.dumps(
+                {
+                    "stage": stage,
+                    "seconds": round(seconds, 1),
+                    "exit": code,
+                    "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+            )
+            + "\n"
+        )
     if code != 0:
         raise SystemExit(f"{stage}: failed (exit {code}); see {log}")
     _say(f"{stage}: done in {seconds:.0f} s")
@@ -91,7 +100,11 @@ def row_metrics(eval_dir: Path, pattern: str) -> dict:
     return out
 
 
-CONDITIONS = (("gap", "gap_ok"), ("jargon", "jargon_ok"), ("solo", "solo_ok"))  # (name, check key), in the table's order
+CONDITIONS = (
+    ("gap", "gap_ok"),
+    ("jargon", "jargon_ok"),
+    ("solo", "solo_ok"),
+)  # (name, check key), in the table's order
 
 
 def row_lines(rows, cols, table: dict, checks: dict) -> list[str]:
@@ -102,24 +115,60 @@ def row_lines(rows, cols, table: dict, checks: dict) -> list[str]:
         if not m:
             lines.append(f"| {row} | " + " | ".join("pending" for _ in cols) + " | | |")
             continue
-        cells = [f"{m[k]['value']:.1f} [{m[k]['ci_low']:.1f}, {m[k]['ci_high']:.1f}]" if k in m else "-" for k, _ in cols]
+        cells = [
+            f"{m[k]['value']:.1f} [{m[k]['ci_low']:.1f}, {m[k]['ci_high']:.1f}]" if k in m else "-"
+            for k, _ in cols
+        ]
         c = checks.get(row)
         gap = f"{c['dose_gap']:+.1f}" if c else ""
-        ok = ("yes" if c["qualifies"] else "no (" + ", ".join(w for w, k in CONDITIONS if not c[k]) + ")") if c else ""
+        ok = (
+            ("yes" if c["qualifies"] else "no (" + ", ".join(w for w, k in CONDITIONS if not c[k]) + ")")
+            if c
+            else ""
+        )
         lines.append(f"| {row} | " + " | ".join(cells) + f" | {gap} | {ok} |")
     return lines
 
 
-def evaluate_row(out: Path, row: str, senior: Path, junior: Path, held: Path, limit: int, n: int, suite: str) -> None:
+def evaluate_row(
+    out: Path, row: str, senior: Path, junior: Path, held: Path, limit: int, n: int, suite: str
+) -> None:
     """`trlvr eval` of one pilot row (skipped once OUT/eval/ROW/DONE exists): the held-out problems, 64 new tokens."""
     ev = out / "eval" / row
     if (ev / "DONE").is_file():
         return
     trlvr = str(Path(sys.executable).parent / "trlvr")
-    cmd = [trlvr, "eval", "--senior", str(senior), "--junior", str(junior), "--data", f"heldout={held}",
-           "--limit", str(limit), "--n", str(n), "--k", "1", "--suite", suite, "--dose-shares", "0.5",
-           "--max-new-tokens", "64", "--batch-size", "64", "--dtype", "float32", "--grading", "boxed",
-           "--out", str(ev), "--no-progress"]  # fmt: skip
+    cmd = [
+        trlvr,
+        "eval",
+        "--senior",
+        str(senior),
+        "--junior",
+        str(junior),
+        "--data",
+        f"heldout={held}",
+        "--limit",
+        str(limit),
+        "--n",
+        str(n),
+        "--k",
+        "1",
+        "--suite",
+        suite,
+        "--dose-shares",
+        "0.5",
+        "--max-new-tokens",
+        "64",
+        "--batch-size",
+        "64",
+        "--dtype",
+        "float32",
+        "--grading",
+        "boxed",
+        "--out",
+        str(ev),
+        "--no-progress",
+    ]
     _timed(out, f"eval {row}", cmd, out / "logs" / f"eval-{row}.log")
     (ev / "DONE").touch()
 
@@ -137,9 +186,11 @@ def no_notation_reason(checks: dict[str, dict]) -> str:
         return "every notation kept the jargon and the accuracy, and none lost the team 8 points: the junior reads them"
     with_gap = [n for n, ch in checks.items() if ch["gap_ok"]]
     parts = "; ".join(f"{n} fails {', '.join(f)}" for n, f in failed.items())
-    return (f"{parts}. The junior does not read every notation ({', '.join(with_gap) or 'none'} lost the team "
-            f">= {RULE['min_gap']} points), but no SFT'd senior kept the plain senior's accuracy with a jargon rate "
-            "inside the registered band: the pilot made no senior the study can start from")
+    return (
+        f"{parts}. The junior does not read every notation ({', '.join(with_gap) or 'none'} lost the team "
+        f">= {RULE['min_gap']} points), but no SFT'd senior kept the plain senior's accuracy with a jargon rate "
+        "inside the registered band: the pilot made no senior the study can start from"
+    )
 
 
 def decide(table: dict[str, dict]) -> dict:
@@ -155,41 +206,74 @@ def decide(table: dict[str, dict]) -> dict:
         gap = plain["dose-0.5/pass@1"]["value"] - m["dose-0.5/pass@1"]["value"]
         jargon = m["regex_jargon_rate"]["value"]
         solo_diff = m["solo/pass@1"]["value"] - plain["solo/pass@1"]["value"]
-        checks[n] = {"dose_gap": round(gap, 1), "jargon": jargon, "solo_minus_plain": round(solo_diff, 1),
-                     "gap_ok": gap >= RULE["min_gap"],
-                     "jargon_ok": RULE["jargon"][0] <= jargon <= RULE["jargon"][1],
-                     "solo_ok": abs(solo_diff) <= RULE["solo_within"]}  # fmt: skip
+        checks[n] = {
+            "dose_gap": round(gap, 1),
+            "jargon": jargon,
+            "solo_minus_plain": round(solo_diff, 1),
+            "gap_ok": gap >= RULE["min_gap"],
+            "jargon_ok": RULE["jargon"][0] <= jargon <= RULE["jargon"][1],
+            "solo_ok": abs(solo_diff) <= RULE["solo_within"],
+        }
         checks[n]["qualifies"] = checks[n]["gap_ok"] and checks[n]["jargon_ok"] and checks[n]["solo_ok"]
     if len(checks) < len(NOTATIONS):
-        return {"decision": "pending", "checks": checks,
-                "why": f"{len(NOTATIONS) - len(checks)} notation(s) not evaluated yet"}  # fmt: skip
+        return {
+            "decision": "pending",
+            "checks": checks,
+            "why": f"{len(NOTATIONS) - len(checks)} notation(s) not evaluated yet",
+        }
     largest = max(checks, key=lambda n: checks[n]["dose_gap"])
     qualifying = sorted((n for n in checks if checks[n]["qualifies"]), key=lambda n: -checks[n]["dose_gap"])
     if checks[largest]["qualifies"]:
         decision, why = largest, f"{largest}: the largest dose-0.5 gap, and it meets every condition"
     elif qualifying:
         decision = qualifying[0]
-        why = (f"the largest gap ({largest}) fails a condition; {decision} is the qualifying notation with the "
-               "largest gap (the rule read as 'the largest gap among those that meet the conditions')")
+        why = (
+            f"the largest gap ({largest}) fails a condition; {decision} is the qualifying notation with the "
+            "largest gap (the rule read as 'the largest gap among those that meet the conditions')"
+        )
     else:
-        decision, why = "none", "no notation meets the rule: stop and report it; " + no_notation_reason(checks)
-    return {"decision": decision, "largest_gap": largest, "qualifying": qualifying, "checks": checks, "why": why}
+        decision, why = (
+            "none",
+            "no notation meets the rule: stop and report it; " + no_notation_reason(checks),
+        )
+    return {
+        "decision": decision,
+        "largest_gap": largest,
+        "qualifying": qualifying,
+        "checks": checks,
+        "why": why,
+    }
 
 
 def write_decision(out: Path, table: dict, pattern: str, settings: dict) -> dict:
     dec = decide(table)
-    (out / "decision.json").write_text(json.dumps({"rule": RULE, "jargon_regex": pattern, "settings": settings,
-                                                   "table": table, **dec}, indent=1))  # fmt: skip
-    cols = [("solo/pass@1", "solo acc"), ("handoff/pass@1", "handoff acc"), ("dose-0.5/pass@1", "dose-0.5 acc"),
-            ("regex_jargon_rate", "jargon rate"), ("solo/mean_tokens", "solo tokens")]  # fmt: skip
-    lines = [f"# Notation pilot: {settings['limit']} held-out problems x {settings['n']} samples (% [95% CI])", "",
-             "| senior | " + " | ".join(t for _, t in cols) + " | dose gap vs plain | qualifies |",
-             "|---" * (len(cols) + 3) + "|"]  # fmt: skip
+    (out / "decision.json").write_text(
+        json.dumps(
+            {"rule": RULE, "jargon_regex": pattern, "settings": settings, "table": table, **dec}, indent=1
+        )
+    )
+    cols = [
+        ("solo/pass@1", "solo acc"),
+        ("handoff/pass@1", "handoff acc"),
+        ("dose-0.5/pass@1", "dose-0.5 acc"),
+        ("regex_jargon_rate", "jargon rate"),
+        ("solo/mean_tokens", "solo tokens"),
+    ]
+    lines = [
+        f"# Notation pilot: {settings['limit']} held-out problems x {settings['n']} samples (% [95% CI])",
+        "",
+        "| senior | " + " | ".join(t for _, t in cols) + " | dose gap vs plain | qualifies |",
+        "|---" * (len(cols) + 3) + "|",
+    ]
     lines += row_lines((*ROWS, "base"), cols, table, dec.get("checks", {}))
-    lines += ["", f"Rule (fixed before the pilot): the largest plain-minus-notation dose-0.5 gap, >= {RULE['min_gap']:g} "
-              f"points, jargon rate {RULE['jargon'][0]:g}-{RULE['jargon'][1]:g}%, solo within {RULE['solo_within']:g} "
-              f"points of the plain SFT. Jargon: solo samples matching `{pattern}`.", "",
-              f"**Decision: {dec['decision']}**: {dec['why']}."]  # fmt: skip
+    lines += [
+        "",
+        f"Rule (fixed before the pilot): the largest plain-minus-notation dose-0.5 gap, >= {RULE['min_gap']:g} "
+        f"points, jargon rate {RULE['jargon'][0]:g}-{RULE['jargon'][1]:g}%, solo within {RULE['solo_within']:g} "
+        f"points of the plain SFT. Jargon: solo samples matching `{pattern}`.",
+        "",
+        f"**Decision: {dec['decision']}**: {dec['why']}.",
+    ]
     (out / "decision.md").write_text("\n".join(lines) + "\n")
     return dec
 
@@ -197,7 +281,11 @@ def write_decision(out: Path, table: dict, pattern: str, settings: dict) -> dict
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="runs/notation-pilot")
-    ap.add_argument("--models", default="models", help="the `make real-models` folder; SFT seniors go to MODELS/smollm2-<row>")
+    ap.add_argument(
+        "--models",
+        default="models",
+        help="the `make real-models` folder; SFT seniors go to MODELS/smollm2-<row>",
+    )
     ap.add_argument("--limit", type=int, default=100)
     ap.add_argument("--n", type=int, default=2)
     ap.add_argument("--holdout", type=int, default=200)
@@ -228,9 +316,22 @@ def main(argv: list[str] | None = None) -> int:
             sft = (out / "sft" / f"smollm2-{row}") if args.smoke else models / f"smollm2-{row}"
             senior = sft / "merged"
             if not (senior / "DONE").is_file() or not (sft / "adapter" / "DONE").is_file():
-                cmd = [py, str(HERE / "real_sft_notation.py"), "--dialect", row, "--out", str(sft), "--base", str(base),
-                       "--train", str(data / "train.jsonl"), "--test", str(data / "test.jsonl"),
-                       "--holdout", str(args.holdout)]  # fmt: skip
+                cmd = [
+                    py,
+                    str(HERE / "real_sft_notation.py"),
+                    "--dialect",
+                    row,
+                    "--out",
+                    str(sft),
+                    "--base",
+                    str(base),
+                    "--train",
+                    str(data / "train.jsonl"),
+                    "--test",
+                    str(data / "test.jsonl"),
+                    "--holdout",
+                    str(args.holdout),
+                ]
                 if args.smoke:
                     cmd += ["--problems", "48", "--max-steps", "3"]
                 _timed(out, f"sft {row}", cmd, out / "logs" / f"sft-{row}.log")

@@ -69,9 +69,14 @@ def check(plain: dict, m: dict) -> dict:
     gap = plain["dose-0.5/pass@1"]["value"] - m["dose-0.5/pass@1"]["value"]
     jargon = m["regex_jargon_rate"]["value"]
     solo_diff = m["solo/pass@1"]["value"] - plain["solo/pass@1"]["value"]
-    c = {"dose_gap": round(gap, 1), "jargon": jargon, "solo_minus_plain": round(solo_diff, 1),
-         "gap_ok": gap >= RULE["min_gap"], "jargon_ok": RULE["jargon"][0] <= jargon <= RULE["jargon"][1],
-         "solo_ok": abs(solo_diff) <= RULE["solo_within"]}  # fmt: skip
+    c = {
+        "dose_gap": round(gap, 1),
+        "jargon": jargon,
+        "solo_minus_plain": round(solo_diff, 1),
+        "gap_ok": gap >= RULE["min_gap"],
+        "jargon_ok": RULE["jargon"][0] <= jargon <= RULE["jargon"][1],
+        "solo_ok": abs(solo_diff) <= RULE["solo_within"],
+    }
     c["qualifies"] = c["gap_ok"] and c["jargon_ok"] and c["solo_ok"]
     return c
 
@@ -82,50 +87,110 @@ def decide(table: dict[str, dict]) -> dict:
         return {"decision": "pending", "why": "the plain-SFT reference is not evaluated yet"}
     checks = {v: check(table["plain"], table[v]) for v in CANDIDATES if v in table}
     if len(checks) < len(CANDIDATES):
-        return {"decision": "pending", "checks": checks,
-                "why": f"{len(CANDIDATES) - len(checks)} variant(s) not evaluated yet"}  # fmt: skip
-    qualifying = sorted((v for v in checks if checks[v]["qualifies"]),
-                        key=lambda v: (-checks[v]["dose_gap"], -checks[v]["jargon"]))  # fmt: skip
+        return {
+            "decision": "pending",
+            "checks": checks,
+            "why": f"{len(CANDIDATES) - len(checks)} variant(s) not evaluated yet",
+        }
+    qualifying = sorted(
+        (v for v in checks if checks[v]["qualifies"]),
+        key=lambda v: (-checks[v]["dose_gap"], -checks[v]["jargon"]),
+    )
     if qualifying:
         pick = qualifying[0]
-        return {"decision": pick, "qualifying": qualifying, "checks": checks,
-                "why": f"{pick}: the qualifying variant with the largest dose-0.5 gap ({checks[pick]['dose_gap']:+.1f})"}
-    failed = "; ".join(f"{v} fails {', '.join(w for w, k in CONDITIONS if not c[k])}" for v, c in checks.items())
-    return {"decision": "none", "qualifying": [], "checks": checks,
-            "why": f"no variant meets the rule ({failed}): stop and report it"}  # fmt: skip
+        return {
+            "decision": pick,
+            "qualifying": qualifying,
+            "checks": checks,
+            "why": f"{pick}: the qualifying variant with the largest dose-0.5 gap ({checks[pick]['dose_gap']:+.1f})",
+        }
+    failed = "; ".join(
+        f"{v} fails {', '.join(w for w, k in CONDITIONS if not c[k])}" for v, c in checks.items()
+    )
+    return {
+        "decision": "none",
+        "qualifying": [],
+        "checks": checks,
+        "why": f"no variant meets the rule ({failed}): stop and report it",
+    }
 
 
 def write_decision(out: Path, table: dict, pattern: str, settings: dict) -> dict:
     dec = decide(table)
-    (out / "decision.json").write_text(json.dumps({"rule": RULE, "variants": VARIANTS, "jargon_regex": pattern,
-                                                   "settings": settings, "table": table, **dec}, indent=1))  # fmt: skip
-    cols = [("solo/pass@1", "solo"), ("dose-0.5/pass@1", "dose-0.5"), ("regex_jargon_rate", "jargon rate"),
-            ("solo/mean_tokens", "solo tokens")]  # fmt: skip
-    lines = [f"# Notation pilot 2: {settings['limit']} held-out problems x {settings['n']} samples (% [95% CI])", "",
-             "| senior (SFT) | " + " | ".join(t for _, t in cols) + " | plain − it, dose-0.5 | qualifies |",
-             "|---" * (len(cols) + 3) + "|"]  # fmt: skip
+    (out / "decision.json").write_text(
+        json.dumps(
+            {
+                "rule": RULE,
+                "variants": VARIANTS,
+                "jargon_regex": pattern,
+                "settings": settings,
+                "table": table,
+                **dec,
+            },
+            indent=1,
+        )
+    )
+    cols = [
+        ("solo/pass@1", "solo"),
+        ("dose-0.5/pass@1", "dose-0.5"),
+        ("regex_jargon_rate", "jargon rate"),
+        ("solo/mean_tokens", "solo tokens"),
+    ]
+    lines = [
+        f"# Notation pilot 2: {settings['limit']} held-out problems x {settings['n']} samples (% [95% CI])",
+        "",
+        "| senior (SFT) | " + " | ".join(t for _, t in cols) + " | plain − it, dose-0.5 | qualifies |",
+        "|---" * (len(cols) + 3) + "|",
+    ]
     lines += row_lines(ROWS, cols, table, dec.get("checks", {}))
-    lines += ["", f"Rule (committed before the pilot): a variant qualifies with a plain-minus-variant dose-0.5 gap "
-              f">= {RULE['min_gap']:g} points, a jargon rate of {RULE['jargon'][0]:g}-{RULE['jargon'][1]:g}% and solo "
-              f"within {RULE['solo_within']:g} points of the plain SFT; the qualifying variant with the largest gap is "
-              f"taken. Jargon: solo samples matching `{pattern}`.", "",
-              f"**Decision: {dec['decision']}**: {dec['why']}."]  # fmt: skip
+    lines += [
+        "",
+        f"Rule (committed before the pilot): a variant qualifies with a plain-minus-variant dose-0.5 gap "
+        f">= {RULE['min_gap']:g} points, a jargon rate of {RULE['jargon'][0]:g}-{RULE['jargon'][1]:g}% and solo "
+        f"within {RULE['solo_within']:g} points of the plain SFT; the qualifying variant with the largest gap is "
+        f"taken. Jargon: solo samples matching `{pattern}`.",
+        "",
+        f"**Decision: {dec['decision']}**: {dec['why']}.",
+    ]
     (out / "decision.md").write_text("\n".join(lines) + "\n")
     return dec
 
 
-def sft_command(py: str, variant: str, sft: Path, base: Path, data: Path, holdout: int, smoke: bool) -> list[str]:
+def sft_command(
+    py: str, variant: str, sft: Path, base: Path, data: Path, holdout: int, smoke: bool
+) -> list[str]:
     v = VARIANTS[variant]
-    cmd = [py, str(HERE / "real_sft_notation.py"), "--dialect", v["dialect"], "--out", str(sft), "--base", str(base),
-           "--train", str(data / "train.jsonl"), "--test", str(data / "test.jsonl"), "--holdout", str(holdout),
-           "--notation-share", str(v["notation_share"]), "--problems", str(48 if smoke else v["problems"])]  # fmt: skip
+    cmd = [
+        py,
+        str(HERE / "real_sft_notation.py"),
+        "--dialect",
+        v["dialect"],
+        "--out",
+        str(sft),
+        "--base",
+        str(base),
+        "--train",
+        str(data / "train.jsonl"),
+        "--test",
+        str(data / "test.jsonl"),
+        "--holdout",
+        str(holdout),
+        "--notation-share",
+        str(v["notation_share"]),
+        "--problems",
+        str(48 if smoke else v["problems"]),
+    ]
     return cmd + (["--max-steps", "3"] if smoke else [])
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="runs/notation-pilot-2")
-    ap.add_argument("--models", default="models", help="the `make real-models` folder; SFT seniors go to MODELS/smollm2-<variant>")
+    ap.add_argument(
+        "--models",
+        default="models",
+        help="the `make real-models` folder; SFT seniors go to MODELS/smollm2-<variant>",
+    )
     ap.add_argument("--limit", type=int, default=100)
     ap.add_argument("--n", type=int, default=2)
     ap.add_argument("--holdout", type=int, default=200)

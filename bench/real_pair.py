@@ -76,8 +76,14 @@ def main() -> int:
     ]
     for schedule in schedules:
         t0 = time.perf_counter()
-        out = gen.generate(prompts["senior"], prompts["junior"], schedule,
-                           Sampling(args.new, temperature=0.7, seed=0), check=True, check_logits=not args.no_check_logits)  # fmt: skip
+        out = gen.generate(
+            prompts["senior"],
+            prompts["junior"],
+            schedule,
+            Sampling(args.new, temperature=0.7, seed=0),
+            check=True,
+            check_logits=not args.no_check_logits,
+        )
         wall = time.perf_counter() - t0
         bad = invariant_failures(out, {"senior": ts, "junior": tj}, prompts)
         failed |= bool(bad)
@@ -96,9 +102,12 @@ def main() -> int:
             "text_0": out.texts[0],
         }
         report["runs"].append(run)
-        print(f"{run['schedule']}: {len(bad)} invariant failures over {run['snapshots_checked']} snapshots, "
-              f"logit gap {out.logit_error:.2e}, handoffs {run['handoffs']}, withdrawn {run['withdrawn']}, "
-              f"catch-up {run['catch_up_tokens']}, {wall:.1f} s", file=sys.stderr)  # fmt: skip
+        print(
+            f"{run['schedule']}: {len(bad)} invariant failures over {run['snapshots_checked']} snapshots, "
+            f"logit gap {out.logit_error:.2e}, handoffs {run['handoffs']}, withdrawn {run['withdrawn']}, "
+            f"catch-up {run['catch_up_tokens']}, {wall:.1f} s",
+            file=sys.stderr,
+        )
     print(json.dumps(report))
     return 1 if failed else 0
 

@@ -60,7 +60,7 @@ def chain_terms(problem: str) -> tuple[int, list[tuple[str, int]]]:
         raise NotationError(f"not a chain sum ending in '... =': {problem[-60:]!r}")
     expr = m.group(1)
     first = re.match(r"\s*(-?\d+)", expr)
-    rest = _TERM.findall(expr[first.end():])
+    rest = _TERM.findall(expr[first.end() :])
     return int(first.group(1)), [(op, int(n)) for op, n in rest]
 
 
@@ -104,8 +104,16 @@ def content_key(problem: str, answer: str) -> str:
     return hashlib.sha256(f"{problem}\x00{answer}".encode()).hexdigest()
 
 
-def sft_rows(train_path: str, test_path: str, dialect: str, problems: int, notation_share: float,
-             holdout: int, holdout_seed: int, seed: int) -> tuple[list[dict], dict]:
+def sft_rows(
+    train_path: str,
+    test_path: str,
+    dialect: str,
+    problems: int,
+    notation_share: float,
+    holdout: int,
+    holdout_seed: int,
+    seed: int,
+) -> tuple[list[dict], dict]:
     """The SFT rows ({"prompt": messages, "completion": text, "dialect", "problem", "answer"}) and counts.
 
     The training file's `holdout` problems (trlvr.data.holdout_split, as `trlvr train` holds them out)
@@ -117,7 +125,9 @@ def sft_rows(train_path: str, test_path: str, dialect: str, problems: int, notat
     test = {content_key(p.problem, p.answer) for p in load_problems(test_path)}
     held_keys = {content_key(p.problem, p.answer) for p in held}
     if len(rest) < problems:
-        raise SystemExit(f"{train_path}: {len(rest)} problems after the {holdout} held out; --problems {problems} is more")
+        raise SystemExit(
+            f"{train_path}: {len(rest)} problems after the {holdout} held out; --problems {problems} is more"
+        )
     rng = random.Random(seed)
     chosen = rng.sample(rest, problems)
     n_notation = 0 if dialect == "plain" else round(notation_share * problems)
@@ -127,17 +137,31 @@ def sft_rows(train_path: str, test_path: str, dialect: str, problems: int, notat
         if key in test or key in held_keys:  # never: the files are disjoint by content; checked all the same
             raise SystemExit(f"{train_path}: row {p.id}: a test or held-out problem would enter SFT")
         if not isinstance(p.prompt, list):
-            raise SystemExit(f"{train_path}: row {p.id}: no chat `prompt` (prepare it with bench/real_task_prepare.py --shot)")
+            raise SystemExit(
+                f"{train_path}: row {p.id}: no chat `prompt` (prepare it with bench/real_task_prepare.py --shot)"
+            )
         d = dialect if i < n_notation else "plain"
         try:
             completion = render_solution(p.problem, p.answer, d)
         except NotationError as e:
             raise SystemExit(f"{train_path}: row {p.id}: {e}") from None
-        rows.append({"prompt": p.prompt, "completion": completion, "dialect": d, "problem": p.problem,
-                     "answer": p.answer})  # fmt: skip
+        rows.append(
+            {
+                "prompt": p.prompt,
+                "completion": completion,
+                "dialect": d,
+                "problem": p.problem,
+                "answer": p.answer,
+            }
+        )
     rng.shuffle(rows)
-    counts = {"train_file": len(train), "held_out": len(held), "sft": len(rows), "notation": n_notation,
-              "plain": len(rows) - n_notation}  # fmt: skip
+    counts = {
+        "train_file": len(train),
+        "held_out": len(held),
+        "sft": len(rows),
+        "notation": n_notation,
+        "plain": len(rows) - n_notation,
+    }
     return rows, counts
 
 
@@ -161,7 +185,10 @@ def shared_prefix(enc: list[tuple[list[int], list[int]]]) -> int:
     """The length of the token prefix every row shares, ending before any labelled token and leaving each
     row one token of its own (the system prompt, the worked example and the question's opening)."""
     first = enc[0][0]
-    n = min(min(len(ids) for ids, _ in enc) - 1, *(next(i for i, y in enumerate(lab) if y != -100) for _, lab in enc))
+    n = min(
+        min(len(ids) for ids, _ in enc) - 1,
+        *(next(i for i, y in enumerate(lab) if y != -100) for _, lab in enc),
+    )
     for ids, _ in enc[1:]:
         k = 0
         while k < n and ids[k] == first[k]:
@@ -197,8 +224,14 @@ def batch_loss(model, enc: list[tuple[list[int], list[int]]], pad: int, share_pr
     cache.batch_repeat_interleave(b)
     positions = torch.arange(k, k + width).unsqueeze(0).expand(b, -1)
     # the first own token of a row is a prompt token (unlabelled: `shared_prefix`), so no prediction is lost
-    return model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                 labels=labels, use_cache=False).loss  # fmt: skip
+    return model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=positions,
+        past_key_values=cache,
+        labels=labels,
+        use_cache=False,
+    ).loss
 
 
 def train_adapter(args, rows: list[dict], adapter_dir: Path, log) -> dict:
@@ -209,8 +242,16 @@ def train_adapter(args, rows: list[dict], adapter_dir: Path, log) -> dict:
     torch.manual_seed(args.seed)
     tok = AutoTokenizer.from_pretrained(args.base)
     model = AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float32)
-    model = get_peft_model(model, LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=0.0,
-                                             target_modules="all-linear", task_type="CAUSAL_LM"))  # fmt: skip
+    model = get_peft_model(
+        model,
+        LoraConfig(
+            r=args.lora_r,
+            lora_alpha=args.lora_alpha,
+            lora_dropout=0.0,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        ),
+    )
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0)
     steps = (len(rows) + args.batch_size - 1) // args.batch_size
     if args.max_steps:
@@ -230,7 +271,11 @@ def train_adapter(args, rows: list[dict], adapter_dir: Path, log) -> dict:
         sched.step()
         opt.zero_grad(set_to_none=True)
         losses.append(round(loss.item(), 4))
-        print(f"step {step + 1}/{steps} loss {losses[-1]:.4f} ({time.perf_counter() - t0:.0f} s)", file=log, flush=True)
+        print(
+            f"step {step + 1}/{steps} loss {losses[-1]:.4f} ({time.perf_counter() - t0:.0f} s)",
+            file=log,
+            flush=True,
+        )
     model.save_pretrained(str(adapter_dir))
     tok.save_pretrained(str(adapter_dir))
     return {"steps": len(losses), "losses": losses, "seconds": round(time.perf_counter() - t0, 1)}
@@ -263,14 +308,31 @@ def _git() -> dict:
         return {}
 
 
-SETTINGS = ("dialect", "base", "train", "test", "problems", "notation_share", "holdout", "holdout_seed", "seed",
-            "lora_r", "lora_alpha", "lr", "batch_size", "max_len", "max_steps")  # fmt: skip
+SETTINGS = (
+    "dialect",
+    "base",
+    "train",
+    "test",
+    "problems",
+    "notation_share",
+    "holdout",
+    "holdout_seed",
+    "seed",
+    "lora_r",
+    "lora_alpha",
+    "lr",
+    "batch_size",
+    "max_len",
+    "max_steps",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dialect", required=True, choices=DIALECTS)
-    ap.add_argument("--out", required=True, help="output folder (adapter/, merged/, sft.jsonl, provenance.json)")
+    ap.add_argument(
+        "--out", required=True, help="output folder (adapter/, merged/, sft.jsonl, provenance.json)"
+    )
     ap.add_argument("--base", default="models/smollm2-135m-instruct")
     ap.add_argument("--train", default="models/real-task-1shot/train.jsonl")
     ap.add_argument("--test", default="models/real-task-1shot/test.jsonl")
@@ -284,7 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--max-len", type=int, default=512)
-    ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: one epoch; a smoke test)")
+    ap.add_argument(
+        "--max-steps", type=int, default=0, help="stop after this many steps (0: one epoch; a smoke test)"
+    )
     args = ap.parse_args(argv)
     if not 0.0 <= args.notation_share <= 1.0:
         ap.error(f"--notation-share must be in [0, 1], got {args.notation_share}")
@@ -299,8 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     prov = json.loads(prov_path.read_text()) if prov_path.is_file() else {}
     if prov and prov.get("settings") != settings:
         diff = sorted(k for k in settings if prov.get("settings", {}).get(k) != settings[k])
-        print(f"{out}: made with other settings ({', '.join(diff)} differ; see {prov_path}); use another --out",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{out}: made with other settings ({', '.join(diff)} differ; see {prov_path}); use another --out",
+            file=sys.stderr,
+        )
         return 2
     prov.update(settings=settings, code=_git(), argv=sys.argv if argv is None else argv)
     adapter_dir, merged_dir = out / "adapter", out / "merged"
@@ -308,8 +374,16 @@ def main(argv: list[str] | None = None) -> int:
     if (adapter_dir / DONE).is_file():
         print(f"{adapter_dir}: done, skipped")
     else:
-        rows, counts = sft_rows(args.train, args.test, args.dialect, args.problems, args.notation_share,
-                                args.holdout, args.holdout_seed, args.seed)  # fmt: skip
+        rows, counts = sft_rows(
+            args.train,
+            args.test,
+            args.dialect,
+            args.problems,
+            args.notation_share,
+            args.holdout,
+            args.holdout_seed,
+            args.seed,
+        )
         with open(out / "sft.jsonl", "w") as f:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
@@ -317,8 +391,10 @@ def main(argv: list[str] | None = None) -> int:
         prov["data"] = counts
         prov["train"] = train_adapter(args, rows, adapter_dir, log)
         (adapter_dir / DONE).touch()
-        print(f"{adapter_dir}: {prov['train']['steps']} steps in {prov['train']['seconds']:.0f} s, "
-              f"loss {prov['train']['losses'][0]} -> {prov['train']['losses'][-1]}")  # fmt: skip
+        print(
+            f"{adapter_dir}: {prov['train']['steps']} steps in {prov['train']['seconds']:.0f} s, "
+            f"loss {prov['train']['losses'][0]} -> {prov['train']['losses'][-1]}"
+        )
     prov_path.write_text(json.dumps(prov, indent=1))
     if (merged_dir / DONE).is_file():
         print(f"{merged_dir}: done, skipped")

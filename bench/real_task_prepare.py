@@ -71,8 +71,10 @@ def few_shot(question: str, shot: str) -> list[dict]:
     carries the paper's instruction (trlvr.data.DEFAULT_TEMPLATE)."""
     msgs = []
     for demo_q, demo_a in SHOTS[shot]:
-        msgs += [{"role": "user", "content": DEFAULT_TEMPLATE.format(problem=demo_q)},
-                 {"role": "assistant", "content": demo_a}]  # fmt: skip
+        msgs += [
+            {"role": "user", "content": DEFAULT_TEMPLATE.format(problem=demo_q)},
+            {"role": "assistant", "content": demo_a},
+        ]
     return [*msgs, {"role": "user", "content": DEFAULT_TEMPLATE.format(problem=question)}]
 
 

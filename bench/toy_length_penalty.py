@@ -18,8 +18,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "bench" / "results" / "toy-length-penalty"
-KEYS = ("reward/length_penalty", "completions/mean_length", "tandem/team_length/mean", "rewards/math_reward/mean",
-        "tandem/senior_share")
+KEYS = (
+    "reward/length_penalty",
+    "completions/mean_length",
+    "tandem/team_length/mean",
+    "rewards/math_reward/mean",
+    "tandem/senior_share",
+)
 
 
 def curves(out: Path) -> dict:
@@ -44,24 +49,42 @@ def table(summary: dict) -> str:
     from trlvr.eval.format import diff_text, entry_text, unit
 
     rows, lines = summary["rows"], []
-    lines += ["| variant | seeds | " + " | ".join(m + unit(m) for m in ROW_METRICS) + " |",
-              "|---|---|" + "---|" * len(ROW_METRICS)]  # fmt: skip
+    lines += [
+        "| variant | seeds | " + " | ".join(m + unit(m) for m in ROW_METRICS) + " |",
+        "|---|---|" + "---|" * len(ROW_METRICS),
+    ]
     for v in VARIANTS:
         r = rows[v]
-        lines.append(f"| {v} | {len(r['seeds']) or 'none'} | "
-                     + " | ".join(entry_text(r["metrics"].get(m), m) for m in ROW_METRICS) + " |")  # fmt: skip
-    lines += ["", "Paired differences (variant - grpo-kimi, by seed and problem; * = CI excludes 0):", "",
-              "| variant | seeds | " + " | ".join(f"Δ {m}{unit(m)}" for m in DIFF_METRICS) + " |",
-              "|---|---|" + "---|" * len(DIFF_METRICS)]  # fmt: skip
+        lines.append(
+            f"| {v} | {len(r['seeds']) or 'none'} | "
+            + " | ".join(entry_text(r["metrics"].get(m), m) for m in ROW_METRICS)
+            + " |"
+        )
+    lines += [
+        "",
+        "Paired differences (variant - grpo-kimi, by seed and problem; * = CI excludes 0):",
+        "",
+        "| variant | seeds | " + " | ".join(f"Δ {m}{unit(m)}" for m in DIFF_METRICS) + " |",
+        "|---|---|" + "---|" * len(DIFF_METRICS),
+    ]
     for v in (v for v in VARIANTS if v in summary["paired"]):
         p = summary["paired"][v]
-        cells = ["–" if p["metrics"].get(m) is None else diff_text(p["metrics"][m], m, digits=1)
-                 + (" *" if p["metrics"][m]["excludes_zero"] else "") for m in DIFF_METRICS]  # fmt: skip
+        cells = [
+            "–"
+            if p["metrics"].get(m) is None
+            else diff_text(p["metrics"][m], m, digits=1) + (" *" if p["metrics"][m]["excludes_zero"] else "")
+            for m in DIFF_METRICS
+        ]
         lines.append(f"| {v} | {len(p['seeds']) or 'none'} | " + " | ".join(cells) + " |")
     steps = summary["selected_steps"]
-    lines += ["", "Selected checkpoint step per seed: " + "; ".join(
-        f"{v}: " + ", ".join(f"seed {s} step {n}" for s, n in sorted(steps.get(v, {}).items()))
-        for v in ("grpo-kimi", "tandem-kimi"))]  # fmt: skip
+    lines += [
+        "",
+        "Selected checkpoint step per seed: "
+        + "; ".join(
+            f"{v}: " + ", ".join(f"seed {s} step {n}" for s, n in sorted(steps.get(v, {}).items()))
+            for v in ("grpo-kimi", "tandem-kimi")
+        ),
+    ]
     return "\n".join(lines)
 
 
@@ -79,7 +102,8 @@ def solo_by_steps(out: Path) -> dict:
             by.setdefault(r["text"].count("\n\n"), []).append(is_jargon(r["text"]))
         res[f"{samples.parent.parent.name}/{samples.parent.name}"] = {
             "mean_tokens": sum(r["num_tokens"] for r in rows) / len(rows),
-            "jargon_by_steps": {str(k): [sum(v) / len(v), len(v)] for k, v in sorted(by.items())}}
+            "jargon_by_steps": {str(k): [sum(v) / len(v), len(v)] for k, v in sorted(by.items())},
+        }
     return res
 
 
@@ -95,8 +119,10 @@ def lengths_by_steps(n: int = 500) -> dict:
     for p in generate_problems(n, "test", 0):
         plain, jargon = (len(tok(render_solution(p, d))["input_ids"]) for d in ("plain", "jargon"))
         by.setdefault(render_solution(p, "plain").count("\n\n"), []).append((plain, jargon))
-    return {str(k): {"plain": sum(a for a, _ in v) / len(v), "jargon": sum(b for _, b in v) / len(v), "n": len(v)}
-            for k, v in sorted(by.items())}  # fmt: skip
+    return {
+        str(k): {"plain": sum(a for a, _ in v) / len(v), "jargon": sum(b for _, b in v) / len(v), "n": len(v)}
+        for k, v in sorted(by.items())
+    }
 
 
 def main(out: str) -> None:
@@ -112,8 +138,9 @@ def main(out: str) -> None:
     for name in ("summary.json", "table.md"):
         shutil.copy(out_dir / "report" / name, DEST / name)
     (DEST / "curves.json").write_text(json.dumps(curves(out_dir), indent=1))
-    (DEST / "solo.json").write_text(json.dumps({"samples": solo_by_steps(out_dir), "lengths": lengths_by_steps()},
-                                               indent=1))  # fmt: skip
+    (DEST / "solo.json").write_text(
+        json.dumps({"samples": solo_by_steps(out_dir), "lengths": lengths_by_steps()}, indent=1)
+    )
     print(table(json.loads((DEST / "summary.json").read_text())))
     print(f"wrote {DEST}")
 

@@ -50,12 +50,16 @@ def parse(argv: list[str]) -> tuple[ScriptArguments, GRPOConfig, ModelConfig, Ta
     if {"-h", "--help"} & set(argv):
         print(trl_parser.format_help() + "\n" + tandem_parser.format_help())
         sys.exit(0)
-    script_args, training_args, model_args, rest = trl_parser.parse_args_and_config(argv, return_remaining_strings=True)
+    script_args, training_args, model_args, rest = trl_parser.parse_args_and_config(
+        argv, return_remaining_strings=True
+    )
     (tandem,) = tandem_parser.parse_args_into_dataclasses(rest + ["--use_peft", str(model_args.use_peft)])
     return script_args, training_args, model_args, tandem
 
 
-def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: ModelConfig, tandem: TandemConfig):
+def main(
+    script_args: ScriptArguments, training_args: GRPOConfig, model_args: ModelConfig, tandem: TandemConfig
+):
     # TRL loads the senior (and trlvr the junior) from their ids with these, as in trl/scripts/grpo.py
     training_args.model_init_kwargs = {
         "revision": model_args.model_revision,
@@ -64,7 +68,9 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
         "dtype": model_args.dtype,
         **(training_args.model_init_kwargs or {}),
     }
-    tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_args.model_name_or_path, revision=model_args.model_revision
+    )
     problems = load_problems(script_args.dataset_name, split=script_args.dataset_train_split)
     dataset = Dataset.from_list([{"prompt": prompt_for(p, tokenizer), "answer": p.answer} for p in problems])
 

@@ -46,16 +46,40 @@ def copy_toy_pair(root: Path, n_train: int) -> Path:
 
 def toy_train_argv(toy: Path, *extra: str) -> list[str]:
     """`trlvr train` on `copy_toy_pair`'s folder: the toy config, its pair and training file, output in TOY/run."""
-    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
-            "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), *extra]  # fmt: skip
+    return [
+        "train",
+        "--config",
+        "toy",
+        "--holdout",
+        "0",
+        "--senior",
+        str(toy / "senior"),
+        "--junior",
+        str(toy / "junior"),
+        "--dataset",
+        str(toy / "train.jsonl"),
+        "--output_dir",
+        str(toy / "run"),
+        *extra,
+    ]
 
 
 # The toy run every test that needs a finished run starts from (conftest's `toy_run`): trained once per pytest
 # session on `copy_toy_pair(root, TOY_RUN_PROBLEMS)` by `toy_run_argv(root, "--max_steps", "2")`, giving
 # run/checkpoint-1, run/checkpoint-2 and run/final.
 TOY_RUN_PROBLEMS = 40
-TOY_RUN_SETTINGS = ("--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8",
-                    "--use_cpu", "true", "--save_steps", "1")  # fmt: skip
+TOY_RUN_SETTINGS = (
+    "--per_device_train_batch_size",
+    "8",
+    "--num_generations",
+    "4",
+    "--max_completion_length",
+    "8",
+    "--use_cpu",
+    "true",
+    "--save_steps",
+    "1",
+)
 
 
 def toy_run_argv(toy: Path, *extra: str) -> list[str]:
@@ -69,7 +93,9 @@ def copy_toy_run(src: Path, dst: Path) -> Path:
     `trlvr.provenance.path_for_record`). Every other file is copied byte for byte."""
     shutil.copytree(src, dst, dirs_exist_ok=True)
     record = dst / "run" / "trlvr_run.json"
-    record.write_text(record.read_text().replace(json.dumps(str(src))[1:-1] + "/", json.dumps(str(dst))[1:-1] + "/"))
+    record.write_text(
+        record.read_text().replace(json.dumps(str(src))[1:-1] + "/", json.dumps(str(dst))[1:-1] + "/")
+    )
     return dst
 
 
@@ -116,8 +142,11 @@ def fake_eval_outputs(out: Path) -> Path:
 
 def write_sum_problems(path: Path, n: int) -> Path:
     """`path` holding n problems "What is i plus i?" (answer 2i), one JSON row each."""
-    path.write_text("".join(json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n"
-                            for i in range(n)))  # fmt: skip
+    path.write_text(
+        "".join(
+            json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n" for i in range(n)
+        )
+    )
     return path
 
 
@@ -249,8 +278,13 @@ def evaluate_models(senior, junior, tokenizer, benchmarks: dict, out, **kw):
     return evaluate(partners, benchmarks, EvalSpec(**kw), out, **options)
 
 
-def lay_out_hub_cache(hub_cache: Path, repo: str, folder: Path, revision: str = "0123456789abcdef" * 2 + "01234567",
-                      only: tuple[str, ...] | None = None) -> Path:  # fmt: skip
+def lay_out_hub_cache(
+    hub_cache: Path,
+    repo: str,
+    folder: Path,
+    revision: str = "0123456789abcdef" * 2 + "01234567",
+    only: tuple[str, ...] | None = None,
+) -> Path:
     """`folder`'s files as the Hugging Face cache holds a download of hub `repo` (what `hf download` writes
     under HF_HUB_CACHE): models--org--name/blobs/<sha256> and snapshots/<revision>/<file> linking to them,
     refs/main naming the revision. `only`: just those files (a partial download). The snapshot folder."""

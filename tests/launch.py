@@ -53,15 +53,27 @@ if os.environ.get("TRLVR_TEST_DUMP"):
 """
 
 
-def launch(argv: list[str], processes: int, dump: Path, *, python: str = sys.executable, timeout: int = 900,
-           env: dict | None = None) -> subprocess.CompletedProcess:  # fmt: skip
+def launch(
+    argv: list[str],
+    processes: int,
+    dump: Path,
+    *,
+    python: str = sys.executable,
+    timeout: int = 900,
+    env: dict | None = None,
+) -> subprocess.CompletedProcess:
     """Run `trlvr argv` in `processes` processes; the recorder's files go to `dump` (created)."""
     dump.mkdir(parents=True, exist_ok=True)
     (dump / "sitecustomize.py").write_text(RECORDER)
     launcher = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes)] if processes > 1 else []
     cmd = [python, *launcher, "-m", "trlvr.cli.main", *argv]
-    full_env = dict(os.environ, PYTHONPATH=f"{dump}{os.pathsep}{ROOT}{os.pathsep}{ROOT / 'tests'}",
-                    OMP_NUM_THREADS="1", TRLVR_TEST_DUMP=str(dump), **(env or {}))  # fmt: skip
+    full_env = dict(
+        os.environ,
+        PYTHONPATH=f"{dump}{os.pathsep}{ROOT}{os.pathsep}{ROOT / 'tests'}",
+        OMP_NUM_THREADS="1",
+        TRLVR_TEST_DUMP=str(dump),
+        **(env or {}),
+    )
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         if processes == 1:
             full_env.pop(var, None)

@@ -87,7 +87,10 @@ def test_a_weights_only_checkpoint_is_complete_weights_but_no_resume_point(tmp_p
     assert artifacts.problem(made, artifacts.WEIGHTS) is None
     assert artifacts.problem(made, artifacts.CHECKPOINT) == "no optimizer.pt or global_step*"
     (made / "merges.txt").unlink()  # but a model file listed in the manifest and gone is torn
-    assert artifacts.problem(made, artifacts.WEIGHTS) == f"merges.txt is missing (listed in {artifacts.MANIFEST})"
+    assert (
+        artifacts.problem(made, artifacts.WEIGHTS)
+        == f"merges.txt is missing (listed in {artifacts.MANIFEST})"
+    )
 
 
 def test_a_sharded_model_needs_every_shard(tmp_path):
@@ -140,8 +143,19 @@ def train_argv(tmp: Path, run: Path, max_steps: int, *extra: str) -> list[str]:
 
 
 def select_argv(tmp: Path, run: Path) -> list[str]:
-    return ["select", str(run), "--val", str(tmp / "val.jsonl"), "--metric", "solo/pass@1", "--n", "1",
-            "--max-new-tokens", "2", "--no-progress"]  # fmt: skip
+    return [
+        "select",
+        str(run),
+        "--val",
+        str(tmp / "val.jsonl"),
+        "--metric",
+        "solo/pass@1",
+        "--n",
+        "1",
+        "--max-new-tokens",
+        "2",
+        "--no-progress",
+    ]
 
 
 def eval_dirs(run: Path) -> list[Path]:
@@ -156,12 +170,18 @@ def one_line_refusal(code: int, err: str) -> None:
 def test_every_artifact_a_run_writes_is_complete_and_records_every_file(made):
     run = made / "pristine"
     assert [c.name for c in rundir.checkpoints(run)] == ["checkpoint-2", "checkpoint-1"]
-    for folder, kind in [*((c, artifacts.CHECKPOINT) for c in rundir.checkpoints(run)), (run / rundir.FINAL, artifacts.FINAL),
-                         *((e, rundir.EVALUATION_ARTIFACT) for e in eval_dirs(run))]:  # fmt: skip
+    for folder, kind in [
+        *((c, artifacts.CHECKPOINT) for c in rundir.checkpoints(run)),
+        (run / rundir.FINAL, artifacts.FINAL),
+        *((e, rundir.EVALUATION_ARTIFACT) for e in eval_dirs(run)),
+    ]:
         assert artifacts.problem(folder, kind, deep=True) is None, folder
         listed, _ = artifacts.read_manifest(folder)
-        assert set(listed) == {p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
-                               and p.name != artifacts.MANIFEST}, folder  # fmt: skip
+        assert set(listed) == {
+            p.name
+            for p in folder.iterdir()
+            if p.is_file() and not p.name.startswith(".") and p.name != artifacts.MANIFEST
+        }, folder
     assert eval_dirs(run) and artifacts.problem(run, rundir.SELECTION_ARTIFACT) is None
     # the cuts below cover every file of every artifact kind
     assert {f"{c.name}/{n}" for c in rundir.checkpoints(run) for n in _files(c)} == set(CHECKPOINT_FILES)
@@ -170,7 +190,9 @@ def test_every_artifact_a_run_writes_is_complete_and_records_every_file(made):
 
 
 def _files(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(".") and p.stat().st_size)
+    return sorted(
+        p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(".") and p.stat().st_size
+    )
 
 
 def _torn_copy(made: Path, rel: str) -> Path:
@@ -192,16 +214,33 @@ def _refused(fn, *names: str) -> None:
     assert "\n" not in str(e.value) and all(n in str(e.value) for n in names), str(e.value)
 
 
-CHECKPOINT_FILES = [f"checkpoint-{s}/{n}" for s in (1, 2) for n in ("model.safetensors", "config.json", "generation_config.json",
-                    "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", "training_args.bin",
-                    "tokenizer.json", "tokenizer_config.json", rundir.MODEL_CARD, artifacts.MANIFEST)]  # fmt: skip
+CHECKPOINT_FILES = [
+    f"checkpoint-{s}/{n}"
+    for s in (1, 2)
+    for n in (
+        "model.safetensors",
+        "config.json",
+        "generation_config.json",
+        "optimizer.pt",
+        "scheduler.pt",
+        "rng_state.pth",
+        "trainer_state.json",
+        "training_args.bin",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        rundir.MODEL_CARD,
+        artifacts.MANIFEST,
+    )
+]
 
 
 @pytest.mark.parametrize("rel", CHECKPOINT_FILES)
 def test_a_cut_checkpoint_file_is_skipped_or_refused_by_every_reader(made, tmp_path, rel, capsys):
     run = _torn_copy(made, rel)
     torn = (run / rel).parent
-    assert not artifacts.is_complete(torn, artifacts.CHECKPOINT) and not artifacts.is_complete(torn, artifacts.WEIGHTS)
+    assert not artifacts.is_complete(torn, artifacts.CHECKPOINT) and not artifacts.is_complete(
+        torn, artifacts.WEIGHTS
+    )
     newest, skipped = pick_checkpoint(run)  # resume's choice: the newest complete one
     assert newest != torn and torn in [c for c, _ in skipped] + list(rundir.checkpoints(run))[1:]
     assert newest == (run / "checkpoint-1" if torn.name == "checkpoint-2" else run / "checkpoint-2")
@@ -217,9 +256,20 @@ def test_a_cut_checkpoint_file_is_skipped_or_refused_by_every_reader(made, tmp_p
         assert resolve_senior(f"{run}@selected")[0] != str(torn) and stage_done(stage)
 
 
-FINAL_FILES = [f"{rundir.FINAL}/{n}" for n in ("model.safetensors", "config.json", "trainer_state.json",
-               "tokenizer.json", "tokenizer_config.json", "generation_config.json", "training_args.bin",
-               rundir.MODEL_CARD, artifacts.MANIFEST)]  # fmt: skip
+FINAL_FILES = [
+    f"{rundir.FINAL}/{n}"
+    for n in (
+        "model.safetensors",
+        "config.json",
+        "trainer_state.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+        "training_args.bin",
+        rundir.MODEL_CARD,
+        artifacts.MANIFEST,
+    )
+]
 
 
 @pytest.mark.parametrize("rel", FINAL_FILES)
@@ -236,7 +286,11 @@ def test_a_cut_final_is_never_a_finished_run(made, tmp_path, rel, capsys):
     one_line_refusal(cli(select_argv(made, run)), capsys.readouterr().err)
     assert cli(train_argv(made, run, 2, "--resume")) == 0  # final/ again, from checkpoint-2 (at the target)
     err = capsys.readouterr().err
-    assert f"{rundir.FINAL}/ unchanged" not in err and f"{final} is torn" in err and f"wrote {final} (step 2" in err, err
+    assert (
+        f"{rundir.FINAL}/ unchanged" not in err
+        and f"{final} is torn" in err
+        and f"wrote {final} (step 2" in err
+    ), err
     assert artifacts.problem(final, artifacts.FINAL, deep=True) is None and rundir.train_state(run).step == 2
     [aside] = [p for p in run.iterdir() if rundir.is_aside(p.name)]  # the torn one, kept (nothing deleted)
     assert (aside / rundir.FINAL / Path(rel).name).stat().st_size < (made / "pristine" / rel).stat().st_size
@@ -248,8 +302,23 @@ def test_a_cut_selection_is_refused_by_eval_and_the_study(made, tmp_path, capsys
     _refused(lambda: resolve_senior(f"{run}@selected"), rundir.SELECTED_FILE)
     assert not stage_done(Stage("select", "v", 0, [], run))
     capsys.readouterr()
-    code = cli(["eval", "--senior", f"{run}@selected", "--junior", str(made / "junior"), "--data",
-                str(made / "val.jsonl"), "--out", str(tmp_path / "ev"), "--suite", "solo", "--n", "1"])  # fmt: skip
+    code = cli(
+        [
+            "eval",
+            "--senior",
+            f"{run}@selected",
+            "--junior",
+            str(made / "junior"),
+            "--data",
+            str(made / "val.jsonl"),
+            "--out",
+            str(tmp_path / "ev"),
+            "--suite",
+            "solo",
+            "--n",
+            "1",
+        ]
+    )
     one_line_refusal(code, capsys.readouterr().err)
     assert not (tmp_path / "ev").exists()
 
@@ -267,8 +336,10 @@ def test_a_cut_evaluation_is_not_done_and_a_rerun_makes_it_whole(made, tmp_path,
     assert EvalDir(run / ev).problem() is not None
     assert not stage_done(Stage("eval", "v", 0, [], run / ev))
     capsys.readouterr()
-    for argv, wrote in ((["report", str(run / ev), "--out", str(tmp_path / "r.html")], tmp_path / "r.html"),
-                        (["compare", str(run / ev), str(run / ev), "--out", str(tmp_path / "c")], tmp_path / "c")):
+    for argv, wrote in (
+        (["report", str(run / ev), "--out", str(tmp_path / "r.html")], tmp_path / "r.html"),
+        (["compare", str(run / ev), str(run / ev), "--out", str(tmp_path / "c")], tmp_path / "c"),
+    ):
         one_line_refusal(cli(argv), err := capsys.readouterr().err)  # the readers of a finished evaluation
         assert name in err and "not a finished evaluation" in err and not wrote.exists(), err
     code = cli(select_argv(made, run))
@@ -277,10 +348,14 @@ def test_a_cut_evaluation_is_not_done_and_a_rerun_makes_it_whole(made, tmp_path,
         one_line_refusal(code, err)
         assert name in err
         return
-    assert artifacts.problem(run / ev, rundir.EVALUATION_ARTIFACT, deep=True) is None and stage_done(Stage("eval", "v", 0, [], run / ev))
+    assert artifacts.problem(run / ev, rundir.EVALUATION_ARTIFACT, deep=True) is None and stage_done(
+        Stage("eval", "v", 0, [], run / ev)
+    )
 
 
-def test_resume_goes_on_from_the_last_complete_checkpoint_when_the_newest_optimizer_state_is_cut(made, capsys):
+def test_resume_goes_on_from_the_last_complete_checkpoint_when_the_newest_optimizer_state_is_cut(
+    made, capsys
+):
     """Before: a cut optimizer.pt counted as present, so `--resume` chose that checkpoint and crashed in
     torch.load. Now it is skipped with one warning line, and the run goes on from checkpoint-1."""
     run = _torn_copy(made, "checkpoint-2/optimizer.pt")

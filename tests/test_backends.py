@@ -32,8 +32,11 @@ def _is_name(node, name: str) -> bool:
 
 def _compares_backend(node: ast.Compare) -> bool:
     sides = [node.left, *node.comparators]
-    return any(_is_name(n, "vllm") for n in sides) or (  # "hf": only where a backend is compared (a dtype is "hf" too)
-        any(_is_name(n, "hf") for n in sides) and "backend" in ast.unparse(node))
+    return any(
+        _is_name(n, "vllm") for n in sides
+    ) or (  # "hf": only where a backend is compared (a dtype is "hf" too)
+        any(_is_name(n, "hf") for n in sides) and "backend" in ast.unparse(node)
+    )
 
 
 def name_uses(source: str, filename: str = "<source>") -> list[tuple[int, str]]:
@@ -46,11 +49,17 @@ def name_uses(source: str, filename: str = "<source>") -> list[tuple[int, str]]:
             found.append((node.lineno, "a comparison with a backend's name"))
         elif isinstance(node, ast.keyword) and node.arg == "backend" and _is_name(node.value, "vllm"):
             found.append((node.value.lineno, "backend='vllm'"))
-        elif isinstance(node, ast.Call) and any(_is_name(a, "vllm") for a in node.args) and \
-                any(_is_name(a, "hf") for a in node.args):  # fmt: skip
+        elif (
+            isinstance(node, ast.Call)
+            and any(_is_name(a, "vllm") for a in node.args)
+            and any(_is_name(a, "hf") for a in node.args)
+        ):
             found.append((node.lineno, "the backends listed as arguments"))
-        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_is_name(e, "vllm") for e in node.elts) and \
-                any(_is_name(e, "hf") for e in node.elts):  # fmt: skip
+        elif (
+            isinstance(node, (ast.Tuple, ast.List, ast.Set))
+            and any(_is_name(e, "vllm") for e in node.elts)
+            and any(_is_name(e, "hf") for e in node.elts)
+        ):
             found.append((node.lineno, "a list of the backends"))
         elif isinstance(node, ast.Dict) and any(_is_name(k, "vllm") for k in node.keys):
             found.append((node.lineno, "a table keyed by 'vllm'"))
@@ -67,17 +76,27 @@ def test_no_module_outside_the_backend_decides_on_its_name():
     assert bad == [], "ask trlvr.engine.backends.backend(name) for a property instead:\n" + "\n".join(bad)
 
 
-@pytest.mark.parametrize("source", [
-    'if tandem.backend == "vllm":\n    pass\n', 'x = backend != "vllm"\n', 'x = models.backend != "hf"\n', 'ok = b in ("hf", "vllm")\n',
-    'make_pair(s, j, tok, backend="vllm")\n', 'K.choice("hf", "vllm")\n', 'p.add_argument("--b", choices=["hf", "vllm"])\n',
-    'BACKENDS = {"hf": None, "vllm": 1}\n',
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "source",
+    [
+        'if tandem.backend == "vllm":\n    pass\n',
+        'x = backend != "vllm"\n',
+        'x = models.backend != "hf"\n',
+        'ok = b in ("hf", "vllm")\n',
+        'make_pair(s, j, tok, backend="vllm")\n',
+        'K.choice("hf", "vllm")\n',
+        'p.add_argument("--b", choices=["hf", "vllm"])\n',
+        'BACKENDS = {"hf": None, "vllm": 1}\n',
+    ],
+)
 def test_the_scan_sees_each_form(source):
     assert name_uses(source)
 
 
 def test_the_scan_leaves_text_alone():
-    assert name_uses('"""backend vllm: the engine."""\nraise UserError(f"{b}: vllm holds both models")\n') == []
+    assert (
+        name_uses('"""backend vllm: the engine."""\nraise UserError(f"{b}: vllm holds both models")\n') == []
+    )
 
 
 def test_every_list_of_backends_is_the_registry():
@@ -85,7 +104,10 @@ def test_every_list_of_backends_is_the_registry():
     assert names == ("hf", "vllm")
     assert FIELD_KINDS["backend"].expected == "one of " + ", ".join(names)  # a config file's `backend:`
     for command in (eval_cmd, select_cmd):
-        assert tuple(_choices(command.make_parser(argparse.ArgumentParser().add_subparsers()), "--backend")) == names
+        assert (
+            tuple(_choices(command.make_parser(argparse.ArgumentParser().add_subparsers()), "--backend"))
+            == names
+        )
     assert capabilities.BACKENDS is BACKENDS
     for name in names:
         assert TandemConfig(senior="s", junior="j", backend=name).backend == name
@@ -124,8 +146,12 @@ class _Recorded:
 @pytest.mark.parametrize("gpu_share", [True, False])
 def test_the_memory_plan_follows_the_property_not_the_name(monkeypatch, gpu_share):
     _fake(monkeypatch, gpu_share=gpu_share)
-    plan = SimpleNamespace(problems=lambda where: [f"{where}: the engine does not fit"], gpu_memory=2**30, share=0.5,
-                           share_setting="vllm_gpu_memory_utilization")  # fmt: skip
+    plan = SimpleNamespace(
+        problems=lambda where: [f"{where}: the engine does not fit"],
+        gpu_memory=2**30,
+        share=0.5,
+        share_setting="vllm_gpu_memory_utilization",
+    )
     trainer = _Recorded()
     if gpu_share:
         with pytest.raises(UserError, match="^x.yaml: the engine does not fit$"):
@@ -138,16 +164,22 @@ def test_the_memory_plan_follows_the_property_not_the_name(monkeypatch, gpu_shar
 
 @pytest.mark.parametrize("engine_options", [True, False])
 def test_the_engine_settings_follow_the_property_not_the_name(monkeypatch, engine_options):
-    _fake(monkeypatch, **({} if engine_options else {"engine": None}))  # engine_options: it has an options class
+    _fake(
+        monkeypatch, **({} if engine_options else {"engine": None})
+    )  # engine_options: it has an options class
     assert backend("fake").engine_options is engine_options
     tandem = SimpleNamespace(backend="fake")
-    grpo = SimpleNamespace(vllm_importance_sampling_correction=False, vllm_enable_sleep_mode=False,
-                           vllm_tensor_parallel_size=2)  # fmt: skip
+    grpo = SimpleNamespace(
+        vllm_importance_sampling_correction=False, vllm_enable_sleep_mode=False, vllm_tensor_parallel_size=2
+    )
     if engine_options:
         check_backend_settings(tandem, grpo, set(), "x.yaml")
     else:
-        with pytest.raises(UserError, match=r"^x.yaml: vllm_tensor_parallel_size is backend vllm's \(this run's "
-                                            r"backend is fake\)$"):  # fmt: skip
+        with pytest.raises(
+            UserError,
+            match=r"^x.yaml: vllm_tensor_parallel_size is backend vllm's \(this run's "
+            r"backend is fake\)$",
+        ):
             check_backend_settings(tandem, grpo, set(), "x.yaml")
 
 
@@ -159,12 +191,20 @@ def test_a_registered_backends_plugin_loads_when_asked(monkeypatch):
     with pytest.raises(UserError, match="^backend fake runs pairs with one shared vocabulary"):
         pair_class("fake", "text")
     _fake(monkeypatch, package="trlvr_no_such_package")
-    with pytest.raises(UserError, match=r"^backend fake needs trlvr_no_such_package, which is not installed here"):
+    with pytest.raises(
+        UserError, match=r"^backend fake needs trlvr_no_such_package, which is not installed here"
+    ):
         pair_class("fake")
 
 
 def test_backend_is_a_dataclass_of_properties():
-    assert {f.name for f in dataclasses.fields(Backend)} >= {"name", "pair", "package", "own_engine", "gpu_share"}
+    assert {f.name for f in dataclasses.fields(Backend)} >= {
+        "name",
+        "pair",
+        "package",
+        "own_engine",
+        "gpu_share",
+    }
     assert backend("hf").pair is None and not backend("hf").own_engine
 
 
@@ -172,8 +212,13 @@ def _imports(source: str, filename: str) -> list[int]:
     """Lines that import the vLLM backend's package (`trlvr.vllm`) or vLLM itself."""
     found = []
     for node in ast.walk(ast.parse(source, filename=filename)):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module or ""] if isinstance(node, ast.ImportFrom) else []  # fmt: skip
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
         if any(n == m or n.startswith(m + ".") for n in names for m in ("trlvr.vllm", "vllm")):
             found.append(node.lineno)
     return found
@@ -224,7 +269,9 @@ def test_training_builds_the_engine_its_backend_names(monkeypatch):
     _fake(monkeypatch, package=None, engine=f"{__name__}:_Options")
     plan = SimpleNamespace(context=512, share=0.4, max_num_seqs=16)
     args = SimpleNamespace(seed=3, vllm_enable_sleep_mode=False)
-    assert run_engine(backend("fake"), plan, args, "bfloat16", {"seed": 9}) == _Options("bfloat16", 9, 512, 0.4, 16, False)
+    assert run_engine(backend("fake"), plan, args, "bfloat16", {"seed": 9}) == _Options(
+        "bfloat16", 9, 512, 0.4, 16, False
+    )
     assert run_engine(backend("fake"), plan, args, "bfloat16").seed == 3  # one process: the run's seed
 
 
@@ -232,5 +279,7 @@ def test_loading_a_part_it_does_not_have_or_cannot_import(monkeypatch):
     with pytest.raises(ValueError, match="backend hf has no engine"):
         backend("hf").load("engine")
     _fake(monkeypatch, package="trlvr_no_such_package")
-    with pytest.raises(UserError, match=r"^backend fake needs trlvr_no_such_package, which is not installed here"):
+    with pytest.raises(
+        UserError, match=r"^backend fake needs trlvr_no_such_package, which is not installed here"
+    ):
         backend("fake").load("trl_generation")

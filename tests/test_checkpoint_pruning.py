@@ -19,7 +19,7 @@ from trlvr.training.checkpoints import (
     checkpoint_problem,
     is_weights_only,
     pick_checkpoint,
-    prune_resume_state,  # fmt: skip
+    prune_resume_state,
     weights_problem,
 )
 from trlvr.training.manifest import ManifestCallback
@@ -37,7 +37,9 @@ def fake_checkpoint(run, step, deepspeed=True, complete=True):
     if deepspeed:
         (ckpt / "latest").write_text(f"global_step{step}")
         (ckpt / f"global_step{step}").mkdir()
-        torch.save({"x": step}, ckpt / f"global_step{step}" / "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt")
+        torch.save(
+            {"x": step}, ckpt / f"global_step{step}" / "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt"
+        )
     if complete:
         (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}))
     return ckpt
@@ -128,6 +130,10 @@ def test_training_keeps_resume_state_only_in_the_newest_checkpoint(toy_run):
         assert checkpoint_problem(run / f"checkpoint-{step}") is None
         assert (run / f"checkpoint-{step}" / "optimizer.pt").is_file()
     assert pick_checkpoint(run) == (run / "checkpoint-3", [])
-    for step in (1, 2, 3):  # each save's manifest (hashed in a thread) written: by the next step's end, or the run's
+    for step in (
+        1,
+        2,
+        3,
+    ):  # each save's manifest (hashed in a thread) written: by the next step's end, or the run's
         assert artifacts.read_manifest(run / f"checkpoint-{step}")[0], step
     assert artifacts.problem(run / "checkpoint-3", artifacts.CHECKPOINT, deep=True) is None

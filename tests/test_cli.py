@@ -42,14 +42,39 @@ def test_eval_command_end_to_end_on_a_gsm8k_file(tokenizer, tmp_path):
         model.save_pretrained(tmp_path / name)
         tokenizer.save_pretrained(tmp_path / name)
     data = tmp_path / "gsm8k.jsonl"
-    rows = [{"question": f"What is {i} plus {i}?", "answer": f"{i} + {i} = <<{i}+{i}={2 * i}>>{2 * i}\n#### {2 * i}"} for i in range(3)]
+    rows = [
+        {
+            "question": f"What is {i} plus {i}?",
+            "answer": f"{i} + {i} = <<{i}+{i}={2 * i}>>{2 * i}\n#### {2 * i}",
+        }
+        for i in range(3)
+    ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "eval"
-    rc = main([
-        "eval", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
-        "--data", f"gsm={data}", "--n", "2", "--k", "1,2", "--suite", "solo,handoff,legibility,drift",
-        "--max-new-tokens", "6", "--batch-size", "8", "--no-progress", "--out", str(out),
-    ])  # fmt: skip
+    rc = main(
+        [
+            "eval",
+            "--senior",
+            str(tmp_path / "senior"),
+            "--junior",
+            str(tmp_path / "junior"),
+            "--data",
+            f"gsm={data}",
+            "--n",
+            "2",
+            "--k",
+            "1,2",
+            "--suite",
+            "solo,handoff,legibility,drift",
+            "--max-new-tokens",
+            "6",
+            "--batch-size",
+            "8",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     res = json.loads((out / "results.json").read_text())
     metrics = res["benchmarks"]["gsm"]["metrics"]

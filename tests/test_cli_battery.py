@@ -43,20 +43,54 @@ HUGE = str(10**12)
 HUGER = "9" * 30
 
 # What each base of kind is fed: label -> text ({missing}, {file}, {dir}, {ro} are filled per case).
-NUMBERS = {"negative": "-1", "zero": "0", "huge": HUGE, "huger": HUGER, "nan": "nan", "inf": "inf",
-           "empty": "", "not a number": "abc"}  # fmt: skip
+NUMBERS = {
+    "negative": "-1",
+    "zero": "0",
+    "huge": HUGE,
+    "huger": HUGER,
+    "nan": "nan",
+    "inf": "inf",
+    "empty": "",
+    "not a number": "abc",
+}
 VALUES = {
     "int": {**NUMBERS, "fraction": "1.5"},
     "float": {**NUMBERS, "overflow": "1e400", "minus inf": "-inf", "tiny": "1e-300"},
-    "ints": {"negative": "-1", "zero": "0", "huge": HUGER, "empty": "", "not a number": "a,b", "repeated": "1,1",
-             "one": "1"},
+    "ints": {
+        "negative": "-1",
+        "zero": "0",
+        "huge": HUGER,
+        "empty": "",
+        "not a number": "a,b",
+        "repeated": "1,1",
+        "one": "1",
+    },
     "floats": {"negative": "-1", "huge": "1e400", "nan": "nan", "empty": "", "not a number": "x"},
-    "text": {"empty": "", "blank": " ", "missing path": "{missing}", "a file": "{file}", "a folder": "{dir}",
-             "under a file": "{file}/x", "read-only folder": "{ro}/x"},
-    "dir": {"empty": "", "missing path": "{missing}", "a file": "{file}", "under a file": "{file}/x",
-            "read-only folder": "{ro}/x", "existing empty folder": "{empty}"},
-    "file": {"empty": "", "missing path": "{missing}", "a folder": "{dir}", "under a file": "{file}/x",
-             "read-only folder": "{ro}/x.html", "existing file": "{file}"},
+    "text": {
+        "empty": "",
+        "blank": " ",
+        "missing path": "{missing}",
+        "a file": "{file}",
+        "a folder": "{dir}",
+        "under a file": "{file}/x",
+        "read-only folder": "{ro}/x",
+    },
+    "dir": {
+        "empty": "",
+        "missing path": "{missing}",
+        "a file": "{file}",
+        "under a file": "{file}/x",
+        "read-only folder": "{ro}/x",
+        "existing empty folder": "{empty}",
+    },
+    "file": {
+        "empty": "",
+        "missing path": "{missing}",
+        "a folder": "{dir}",
+        "under a file": "{file}/x",
+        "read-only folder": "{ro}/x.html",
+        "existing file": "{file}",
+    },
     "choice": {"empty": "", "unknown": "no-such-value"},
     "switch": {"empty": "", "unknown": "maybe"},
 }
@@ -64,7 +98,10 @@ VALUES = {
 # Values a kind takes by design, with the reason (checked: these must be ACCEPTED with the right result).
 LEGIT = {
     ("count", "huge"): "a cap or a size: larger than needed is all of it (the data has 3 problems)",
-    ("non-negative integer", "zero"): "0 = off / none (top-k 0 = no top-k, --show 0 = counts only, holdout 0)",
+    (
+        "non-negative integer",
+        "zero",
+    ): "0 = off / none (top-k 0 = no top-k, --show 0 = counts only, holdout 0)",
     ("non-negative integer", "huge"): "a cap: larger than needed is all of it",
     ("seed", "zero"): "seed 0 is the default seed",
     ("integer", "negative"): "holdout_seed seeds a content hash: any integer is one",
@@ -98,12 +135,29 @@ LEGIT = {
 # Per option (command, option, label): accepted, with the reason; or refused (None) against the kind's LEGIT.
 READ_ONLY_INPUT = "an input read from a read-only folder: reading needs no write access"
 OPTION_LEGIT = {
-    **{(c, o, "read-only folder"): READ_ONLY_INPUT for c, o in [
-        ("eval", "--senior"), ("eval", "--junior"), ("eval", "--tokenizer"), ("eval", "--data"),
-        ("compare", "dir_a"), ("compare", "dir_b"), ("report", "dirs"), ("report", "--compare"),
-        ("data check", "source"), ("select", "--val"), ("select", "--junior"), ("study plan", "study"),
-        ("study run", "study"), ("train", "senior"), ("train", "junior"), ("train", "dataset")]},
-    ("eval", "--seed", "huge"): None, ("select", "--seed", "huge"): None,  # seeds are [0, 2**32 - 1] everywhere
+    **{
+        (c, o, "read-only folder"): READ_ONLY_INPUT
+        for c, o in [
+            ("eval", "--senior"),
+            ("eval", "--junior"),
+            ("eval", "--tokenizer"),
+            ("eval", "--data"),
+            ("compare", "dir_a"),
+            ("compare", "dir_b"),
+            ("report", "dirs"),
+            ("report", "--compare"),
+            ("data check", "source"),
+            ("select", "--val"),
+            ("select", "--junior"),
+            ("study plan", "study"),
+            ("study run", "study"),
+            ("train", "senior"),
+            ("train", "junior"),
+            ("train", "dataset"),
+        ]
+    },
+    ("eval", "--seed", "huge"): None,
+    ("select", "--seed", "huge"): None,  # seeds are [0, 2**32 - 1] everywhere
     ("eval", "--seeds", "zero"): None,  # a group needs two seeds (one line: UserError)
     ("eval", "--out", "existing empty folder"): "an empty directory is written into",
     ("train", "p", "zero"): None,  # tandem p = 0 lets the senior write nothing (TandemConfig's own rule)
@@ -119,19 +173,40 @@ OPTION_LEGIT = {
     ("train", "vllm_tensor_parallel_size", "huge"): None,  # backend vllm's: refused on the base's backend hf
     ("study plan", "--out", "read-only folder"): "plan prints the commands and writes nothing",
     ("train", "dataset", "missing path"): "the dry run plans runs whose data an earlier stage makes (it says "
-                                          "'dataset not checked (not there yet)'); training refuses it in one line",
-    **{("train", role, "missing path"): "as dataset: a study's world makes the models (the dry run says 'pairing "
-       "not checked (a model folder is not there yet)')" for role in ("senior", "junior")},
-    **{("train", "dataset_split", label): "as --split: a local dataset has no splits"
-       for label in ("missing path", "a file", "a folder", "under a file", "read-only folder")},
-    **{("train", "lora_target_modules", label): "module names are matched when the model loads (the dry run "
-       "loads none); unused without use_peft" for label in ("missing path", "a file", "a folder", "under a file",
-                                                            "read-only folder")},
-    ("train", "output_dir", "read-only folder"): "the dry run writes nothing; training itself is refused by the "
-                                                 "machine in one line (exit 74)",
-    **{(c, "--split", label): "--split names a hub dataset's split; a local file has none, so any name is ignored "
-       "(--data may mix hub and local sources under one --split)" for c in ("eval", "data check")
-       for label in ("missing path", "a file", "a folder", "under a file", "read-only folder")},
+    "'dataset not checked (not there yet)'); training refuses it in one line",
+    **{
+        (
+            "train",
+            role,
+            "missing path",
+        ): "as dataset: a study's world makes the models (the dry run says 'pairing "
+        "not checked (a model folder is not there yet)')"
+        for role in ("senior", "junior")
+    },
+    **{
+        ("train", "dataset_split", label): "as --split: a local dataset has no splits"
+        for label in ("missing path", "a file", "a folder", "under a file", "read-only folder")
+    },
+    **{
+        ("train", "lora_target_modules", label): "module names are matched when the model loads (the dry run "
+        "loads none); unused without use_peft"
+        for label in ("missing path", "a file", "a folder", "under a file", "read-only folder")
+    },
+    (
+        "train",
+        "output_dir",
+        "read-only folder",
+    ): "the dry run writes nothing; training itself is refused by the machine in one line (exit 74)",
+    **{
+        (
+            c,
+            "--split",
+            label,
+        ): "--split names a hub dataset's split; a local file has none, so any name is ignored "
+        "(--data may mix hub and local sources under one --split)"
+        for c in ("eval", "data check")
+        for label in ("missing path", "a file", "a folder", "under a file", "read-only folder")
+    },
 }
 
 
@@ -186,15 +261,30 @@ def world(tmp_path_factory):
     save_tiny_models(tmp, {"senior": 0, "other": 2, "junior": 1})
     write_sum_problems(tmp / "d.jsonl", 3)
     write_sum_problems(tmp / "train.jsonl", 20)
-    common = ["eval", "--junior", str(tmp / "junior"), "--data", f"toy={tmp / 'd.jsonl'}", "--n", "1", "--k", "1",
-              "--suite", "solo,handoff", "--max-new-tokens", "2", "--no-progress"]  # fmt: skip
+    common = [
+        "eval",
+        "--junior",
+        str(tmp / "junior"),
+        "--data",
+        f"toy={tmp / 'd.jsonl'}",
+        "--n",
+        "1",
+        "--k",
+        "1",
+        "--suite",
+        "solo,handoff",
+        "--max-new-tokens",
+        "2",
+        "--no-progress",
+    ]
     for name, senior in (("A", "senior"), ("B", "other")):
         assert main([*common, "--senior", str(tmp / senior), "--out", str(tmp / name)]) == 0
     run = tmp / "run"
     for step, model in ((1, "senior"), (2, "other")):
         shutil.copytree(tmp / model, run / f"checkpoint-{step}")
-    (run / "trlvr_run.json").write_text(json.dumps({"tandem": {"senior": str(tmp / "senior"),
-                                                               "junior": str(tmp / "junior"), "holdout": 0}}))  # fmt: skip
+    (run / "trlvr_run.json").write_text(
+        json.dumps({"tandem": {"senior": str(tmp / "senior"), "junior": str(tmp / "junior"), "holdout": 0}})
+    )
     (tmp / "study.yaml").write_text(TINY_STUDY.format(tmp=tmp))
     (tmp / "file").write_text("a file\n")
     ro = tmp / "ro"
@@ -212,26 +302,85 @@ def _bases(tmp: Path) -> dict[str, list[str]]:
     """Each command's smallest good command line ({out} is the case's own folder)."""
     t = str(tmp)
     return {
-        "eval": ["eval", "--senior", f"{t}/senior", "--junior", f"{t}/junior", "--data", f"toy={t}/d.jsonl",
-                 "--limit", "1", "--n", "1", "--k", "1", "--suite", "solo,handoff", "--max-new-tokens", "2",
-                 "--no-progress", "--out", "{out}/eval"],
+        "eval": [
+            "eval",
+            "--senior",
+            f"{t}/senior",
+            "--junior",
+            f"{t}/junior",
+            "--data",
+            f"toy={t}/d.jsonl",
+            "--limit",
+            "1",
+            "--n",
+            "1",
+            "--k",
+            "1",
+            "--suite",
+            "solo,handoff",
+            "--max-new-tokens",
+            "2",
+            "--no-progress",
+            "--out",
+            "{out}/eval",
+        ],
         "compare": ["compare", f"{t}/A", f"{t}/B", "--out", "{out}/cmp", "--resamples", "20"],
         "report": ["report", f"{t}/A", "--out", "{out}/r.html", "--max-problems", "1"],
         "data check": ["data", "check", f"{t}/d.jsonl"],
-        "select": ["select", "{out}/run", "--val", f"{t}/d.jsonl", "--metric", "handoff/pass@1", "--n", "1",
-                   "--max-new-tokens", "2", "--limit", "1", "--no-progress"],
+        "select": [
+            "select",
+            "{out}/run",
+            "--val",
+            f"{t}/d.jsonl",
+            "--metric",
+            "handoff/pass@1",
+            "--n",
+            "1",
+            "--max-new-tokens",
+            "2",
+            "--limit",
+            "1",
+            "--no-progress",
+        ],
         "demo": ["demo", "--out", "{out}/demo"],
         "toy prepare": ["toy", "prepare", "--out", "{out}/toy", "--no-progress"],
         "study plan": ["study", "plan", f"{t}/study.yaml", "--out", "{out}/study"],
         "study run": ["study", "run", f"{t}/study.yaml", "--out", "{out}/study", "--no-report"],
         "study report": ["study", "report", "{out}/study"],
-        "train": ["train", "--config", "toy", "--holdout", "0", "--senior", f"{t}/senior", "--junior", f"{t}/junior",
-                  "--dataset", f"{t}/train.jsonl", "--output_dir", "{out}/train", "--dry-run"],
-        "smoke": ["smoke", "--config", "toy", "--out", "{out}/smoke", "--problems", "1", "--set", f"senior={t}/senior",
-                  "--set", f"junior={t}/junior", "--set", f"dataset={t}/train.jsonl"],
+        "train": [
+            "train",
+            "--config",
+            "toy",
+            "--holdout",
+            "0",
+            "--senior",
+            f"{t}/senior",
+            "--junior",
+            f"{t}/junior",
+            "--dataset",
+            f"{t}/train.jsonl",
+            "--output_dir",
+            "{out}/train",
+            "--dry-run",
+        ],
+        "smoke": [
+            "smoke",
+            "--config",
+            "toy",
+            "--out",
+            "{out}/smoke",
+            "--problems",
+            "1",
+            "--set",
+            f"senior={t}/senior",
+            "--set",
+            f"junior={t}/junior",
+            "--set",
+            f"dataset={t}/train.jsonl",
+        ],
         "recipes": ["recipes", "--path", "toy"],
         "env": ["env"],
-    }  # fmt: skip
+    }
 
 
 # Commands whose options are not run (none now; `trlvr smoke` stops at a stub where its training would start):
@@ -242,8 +391,14 @@ NOT_FED = {
     ("study report", "dir"): "needs a finished study directory: tests/test_study.py",
     ("study report", "--study"): "as dir",
     ("train", "rest"): "the run config: fed field by field below (FIELD_KINDS, TRL_KINDS)",
-    **{("data build-evals", o): "reads the hub (unreachable here): tests/test_data.py builds the panels from "
-       "fixtures, and its offline refusal is one line" for o in ("--out", "--sets", "--olympiad-src")},
+    **{
+        (
+            "data build-evals",
+            o,
+        ): "reads the hub (unreachable here): tests/test_data.py builds the panels from "
+        "fixtures, and its offline refusal is one line"
+        for o in ("--out", "--sets", "--olympiad-src")
+    },
 }
 
 
@@ -319,7 +474,10 @@ PATH_BASES = ("text", "dir", "file")
 
 @functools.cache
 def _option_kinds() -> dict[tuple[str, str], K.Kind | str | None]:
-    return {**{(c, o): k for c, o, k in config_options()}, **{(c, o): K.kind_of(a) for c, o, a in parser_options()}}
+    return {
+        **{(c, o): k for c, o, k in config_options()},
+        **{(c, o): K.kind_of(a) for c, o, a in parser_options()},
+    }
 
 
 def option_kind(cmd: str, opt: str) -> K.Kind | str | None:
@@ -345,9 +503,14 @@ def _end_to_end_ids(cases) -> set[str]:
         base = "choice" if kind == "choice" else kind.base
         config_key = cmd == "train" and (cmd, opt) not in argparse_options
         refused = expected_accepted(cmd, opt, kind_name, label) is None
-        if (base in PATH_BASES or not refused or (cmd, opt, label) in OPTION_LEGIT
-                or (kind != "choice" and kind_takes(kind, text)) or (cmd, opt) not in refused_once
-                or (config_key and (kind_name, label) not in config_once)):  # fmt: skip
+        if (
+            base in PATH_BASES
+            or not refused
+            or (cmd, opt, label) in OPTION_LEGIT
+            or (kind != "choice" and kind_takes(kind, text))
+            or (cmd, opt) not in refused_once
+            or (config_key and (kind_name, label) not in config_once)
+        ):
             keep.add(_id(case))
             if refused:
                 refused_once.add((cmd, opt))
@@ -360,28 +523,53 @@ def test_every_option_declares_a_kind():
     """The battery can only check what an option declares: a new option without a kind fails here."""
     from trlvr.config import FIELD_KINDS, TandemConfig
 
-    missing = [f"{cmd} {opt}" for cmd, opt, a in parser_options()
-               if K.kind_of(a) is None and (cmd, opt) not in NOT_FED and cmd.split()[0] not in NOT_RUN]  # fmt: skip
+    missing = [
+        f"{cmd} {opt}"
+        for cmd, opt, a in parser_options()
+        if K.kind_of(a) is None and (cmd, opt) not in NOT_FED and cmd.split()[0] not in NOT_RUN
+    ]
     assert not missing, f"options without a kind (trlvr.kinds) for the battery: {missing}"
     fields = {f.name for f in dataclasses.fields(TandemConfig)}
-    assert fields == set(FIELD_KINDS), f"TandemConfig fields without a kind: {sorted(fields - set(FIELD_KINDS))}"
+    assert fields == set(FIELD_KINDS), (
+        f"TandemConfig fields without a kind: {sorted(fields - set(FIELD_KINDS))}"
+    )
 
 
 def test_the_battery_is_generated_from_every_command():
     commands = {c for c, *_ in CASES}
-    assert commands >= {"eval", "compare", "report", "data check", "select", "demo", "toy prepare", "study plan",
-                        "study run", "train", "smoke"}, commands  # fmt: skip
+    assert commands >= {
+        "eval",
+        "compare",
+        "report",
+        "data check",
+        "select",
+        "demo",
+        "toy prepare",
+        "study plan",
+        "study run",
+        "train",
+        "smoke",
+    }, commands
     assert len(CASES) > 1000, len(CASES)
 
 
 def test_the_default_suite_runs_every_accepted_value_and_a_refused_one_per_option_end_to_end():
     """`make test`'s share of the battery (`_end_to_end_ids`): every value accepted by design and every path
     value, and at least one refused value of each option; the rest are left to the kinds' tests and `make test-slow`."""
-    refused_run = {(c, o) for c, o, k, label, _ in CASES if expected_accepted(c, o, k, label) is None
-                   and _id((c, o, k, label, _)) in END_TO_END}  # fmt: skip
+    refused_run = {
+        (c, o)
+        for c, o, k, label, _ in CASES
+        if expected_accepted(c, o, k, label) is None and _id((c, o, k, label, _)) in END_TO_END
+    }
     assert refused_run == {(c, o) for c, o, *_ in CASES}
-    must = [_id(c) for c in CASES if expected_accepted(*c[:4]) is not None or c[2] != "choice" and
-            option_kind(c[0], c[1]) != "choice" and option_kind(c[0], c[1]).base in PATH_BASES]  # fmt: skip
+    must = [
+        _id(c)
+        for c in CASES
+        if expected_accepted(*c[:4]) is not None
+        or c[2] != "choice"
+        and option_kind(c[0], c[1]) != "choice"
+        and option_kind(c[0], c[1]).base in PATH_BASES
+    ]
     assert set(must) <= END_TO_END and len(END_TO_END) < len(CASES)
 
 
@@ -396,12 +584,31 @@ def _argv(world, case_dir: Path, cmd: str, opt: str, text: str) -> tuple[list[st
     (case_dir / "folder" / "notes.txt").write_text("not data, not a model, not an evaluation\n")
     if cmd == "select":
         shutil.copytree(tmp / "run", case_dir / "run")
-    ro_value = {"--senior": "senior", "--junior": "junior", "--tokenizer": "senior", "--data": "d.jsonl",
-                "dir_a": "A", "dir_b": "A", "dirs": "A", "--compare": "A", "source": "d.jsonl", "--val": "d.jsonl",
-                "study": "study.yaml", "run": "run", "senior": "senior", "junior": "junior",
-                "dataset": "train.jsonl"}.get(opt, "x")  # fmt: skip
-    fill = {"{missing}": str(case_dir / "missing"), "{file}": str(case_dir / "file"), "{dir}": str(case_dir / "folder"),
-            "{empty}": str(case_dir / "empty"), "{ro}/x": str(ro / ro_value), "{ro}": str(ro)}  # fmt: skip
+    ro_value = {
+        "--senior": "senior",
+        "--junior": "junior",
+        "--tokenizer": "senior",
+        "--data": "d.jsonl",
+        "dir_a": "A",
+        "dir_b": "A",
+        "dirs": "A",
+        "--compare": "A",
+        "source": "d.jsonl",
+        "--val": "d.jsonl",
+        "study": "study.yaml",
+        "run": "run",
+        "senior": "senior",
+        "junior": "junior",
+        "dataset": "train.jsonl",
+    }.get(opt, "x")
+    fill = {
+        "{missing}": str(case_dir / "missing"),
+        "{file}": str(case_dir / "file"),
+        "{dir}": str(case_dir / "folder"),
+        "{empty}": str(case_dir / "empty"),
+        "{ro}/x": str(ro / ro_value),
+        "{ro}": str(ro),
+    }
     value = text
     for k, v in fill.items():
         value = value.replace(k, v)
@@ -458,7 +665,9 @@ def _stubs(monkeypatch) -> None:
     monkeypatch.setattr(study, "run_unit", reached)
     monkeypatch.setattr(toy_world, "prepare_world", prepare)
 
-    def smoke_run(opts, command, *args, **kw):  # its first write is its folder, after every check of both arms
+    def smoke_run(
+        opts, command, *args, **kw
+    ):  # its first write is its folder, after every check of both arms
         Path(opts.out).mkdir(parents=True, exist_ok=True)
         raise Reached(opts)
 
@@ -470,8 +679,11 @@ def _verify(cmd: str, opt: str, value: str, case_dir: Path, out: str, reached: R
     if cmd == "eval":
         out_dir = Path(value) if opt == "--out" else case_dir / "eval"
         res = json.loads((out_dir / "results.json").read_text())
-        recorded = {"--seed": res["config"].get("seed"), "--top-k": res["config"]["decoding"]["top_k"],
-                    "--temperature": res["config"]["decoding"]["temperature"]}.get(opt)  # fmt: skip
+        recorded = {
+            "--seed": res["config"].get("seed"),
+            "--top-k": res["config"]["decoding"]["top_k"],
+            "--temperature": res["config"]["decoding"]["temperature"],
+        }.get(opt)
         if recorded is not None:
             assert recorded == type(recorded)(value), (opt, value, recorded)
     elif cmd == "compare":
@@ -561,14 +773,19 @@ def _slow(case) -> bool:
     the refused values whose outcome the kind decides (not in `_end_to_end_ids`)."""
     cmd, opt, kind, label, _ = case
     accepted = expected_accepted(cmd, opt, kind, label) is not None
-    return (accepted and (cmd == "select" or (cmd, opt) == ("eval", "--max-new-tokens"))) or _id(case) not in END_TO_END
+    return (accepted and (cmd == "select" or (cmd, opt) == ("eval", "--max-new-tokens"))) or _id(
+        case
+    ) not in END_TO_END
 
 
 END_TO_END = _end_to_end_ids(CASES)
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if _slow(c) else c for c in CASES],
-                         ids=[_id(c) for c in CASES])  # fmt: skip
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.slow) if _slow(c) else c for c in CASES],
+    ids=[_id(c) for c in CASES],
+)
 def test_battery(world, tmp_path, monkeypatch, capsys, case):
     cmd, opt, kind, label, text = case
     if label == "read-only folder" and not world["read_only"]:
@@ -585,13 +802,21 @@ def test_every_kind_takes_exactly_its_legit_values():
     """Each kind any option or run-config key declares, fed every value of its base (numbers, lists, choices,
     switches; the path kinds are judged by each command end to end): it takes a value iff LEGIT lists it for
     the kind. One exception, decided per option: a single seed (demo takes one; eval's group needs two)."""
-    by_option = {"seeds one": "demo --seeds takes one seed, eval --seeds refuses it (OPTION_LEGIT; the group's check)"}
-    kinds = {id(k): k for k in [K.kind_of(a) for _, _, a in parser_options()] + [k for *_, k in config_options()]
-             if isinstance(k, K.Kind) and k.base not in PATH_BASES}  # fmt: skip
+    by_option = {
+        "seeds one": "demo --seeds takes one seed, eval --seeds refuses it (OPTION_LEGIT; the group's check)"
+    }
+    kinds = {
+        id(k): k
+        for k in [K.kind_of(a) for _, _, a in parser_options()] + [k for *_, k in config_options()]
+        if isinstance(k, K.Kind) and k.base not in PATH_BASES
+    }
     assert len(kinds) > 15, kinds
-    wrong = [f"{k.name} {label}={text!r}: {'takes' if kind_takes(k, text) else 'refuses'} it"
-             for k in kinds.values() for label, text in VALUES[k.base].items()
-             if kind_takes(k, text) != ((k.name, label) in LEGIT) and f"{k.name} {label}" not in by_option]  # fmt: skip
+    wrong = [
+        f"{k.name} {label}={text!r}: {'takes' if kind_takes(k, text) else 'refuses'} it"
+        for k in kinds.values()
+        for label, text in VALUES[k.base].items()
+        if kind_takes(k, text) != ((k.name, label) in LEGIT) and f"{k.name} {label}" not in by_option
+    ]
     assert not wrong, wrong
 
 
@@ -599,23 +824,43 @@ def test_every_option_refuses_what_its_kind_refuses(tmp_path, capsys):
     """The wiring of every command-line option to its kind, for every value the battery feeds it that its kind
     refuses (the cases the default suite leaves to `make test-slow` included): the command's parser refuses it
     with exit 2 and one line naming the option and the kind's rule, before the command starts."""
-    checked, actions, parser, bases = 0, {(c, o): a for c, o, a in parser_options()}, build_parser(), _bases(tmp_path)
+    checked, actions, parser, bases = (
+        0,
+        {(c, o): a for c, o, a in parser_options()},
+        build_parser(),
+        _bases(tmp_path),
+    )
     for cmd, opt, _kind, label, text in CASES:
         kind, action = option_kind(cmd, opt), actions.get((cmd, opt))
-        if action is None or kind == "choice" and text in action.choices or kind != "choice" and (
-                kind.base in PATH_BASES or kind_takes(kind, text)):  # fmt: skip
+        if (
+            action is None
+            or kind == "choice"
+            and text in action.choices
+            or kind != "choice"
+            and (kind.base in PATH_BASES or kind_takes(kind, text))
+        ):
             continue  # a run-config key (end to end), a value the kind takes, or a path (end to end)
-        argv = [a.replace("{out}", str(tmp_path)) for a in bases[cmd]]  # as `_argv` makes it, without the files
+        argv = [
+            a.replace("{out}", str(tmp_path)) for a in bases[cmd]
+        ]  # as `_argv` makes it, without the files
         if action.option_strings:
-            argv = [a for i, a in enumerate(argv) if opt not in (a, argv[i - 1] if i else None)] + [f"{opt}={text}"]
+            argv = [a for i, a in enumerate(argv) if opt not in (a, argv[i - 1] if i else None)] + [
+                f"{opt}={text}"
+            ]
         else:
-            argv[len(cmd.split()) + [o for c, o in actions if c == cmd and not actions[c, o].option_strings].index(opt)] = text
+            argv[
+                len(cmd.split())
+                + [o for c, o in actions if c == cmd and not actions[c, o].option_strings].index(opt)
+            ] = text
         with pytest.raises(SystemExit) as stop:
             parser.parse_args(argv)
         err = capsys.readouterr().err.strip().splitlines()
         rule = f"invalid choice: {text!r}" if kind == "choice" else f"expected {kind.expected}"
-        assert stop.value.code == 2 and f"error: argument {opt if action.option_strings else action.dest}" in err[-1] \
-            and rule in err[-1], (cmd, opt, label, err)  # fmt: skip
+        assert (
+            stop.value.code == 2
+            and f"error: argument {opt if action.option_strings else action.dest}" in err[-1]
+            and rule in err[-1]
+        ), (cmd, opt, label, err)
         checked += 1
     assert checked > 250, checked
 
@@ -634,28 +879,57 @@ def test_machine_memory_error_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(compare_cmd, "main", fail)
     assert main(["compare", "a", "b"]) == 74
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["trlvr compare: error: out of memory: Unable to allocate 21.8 TiB for an array with shape "
-                   "(1000000000000, 3)"]  # fmt: skip
+    assert err == [
+        "trlvr compare: error: out of memory: Unable to allocate 21.8 TiB for an array with shape "
+        "(1000000000000, 3)"
+    ]
 
 
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
-        (["compare", "A", "B", "--resamples", "0"], "argument --resamples: expected an integer in [1, 1000000]"),
+        (
+            ["compare", "A", "B", "--resamples", "0"],
+            "argument --resamples: expected an integer in [1, 1000000]",
+        ),
         (["compare", "A", "B", "--seed=-1"], "argument --seed: expected an integer seed in [0, 4294967295]"),
-        (["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", "o", "--n", str(10**12)],
-         "expected an integer in [1, 10000], got '1000000000000'"),  # the process was OOM-killed before
-        (["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", ""], "argument --out: expected a directory"),
-        (["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", "o", "--context-length=-5"],
-         "argument --context-length: expected an integer in [0, 2**63 - 1] or 'auto'"),  # silently flat before
-        (["select", "run", "--val", "v", "--device", "gpu0"], "argument --device: 'gpu0' is not a device name"),
+        (
+            ["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", "o", "--n", str(10**12)],
+            "expected an integer in [1, 10000], got '1000000000000'",
+        ),  # the process was OOM-killed before
+        (
+            ["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", ""],
+            "argument --out: expected a directory",
+        ),
+        (
+            ["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", "o", "--context-length=-5"],
+            "argument --context-length: expected an integer in [0, 2**63 - 1] or 'auto'",
+        ),  # silently flat before
+        (
+            ["select", "run", "--val", "v", "--device", "gpu0"],
+            "argument --device: 'gpu0' is not a device name",
+        ),
         (["data", "check", "d.jsonl", "--show=-1"], "argument --show: expected an integer in [0, 2**63 - 1]"),
-        (["report", "A", "--max-problems=-1"], "argument --max-problems: expected an integer in [0, 2**63 - 1]"),
-        (["train", "--config", "toy", "--holdout", "0", "--num_generations", "0", "--dry-run"],
-         "num_generations: must be an integer in [1, 2**63 - 1] (got '0')"),  # ZeroDivisionError inside TRL before
-        (["train", "--config", "toy", "--holdout", "0", "--lora_dropout", "nan", "--dry-run"], "lora_dropout: must be a number in [0, 1)"),
-        (["train", "--config", "toy", "--holdout", "0", "--temperature", "0", "--dry-run"], "temperature: must be a finite number > 0"),
-        (["train", "--config", "toy", "--holdout", "0", "--seed=-1", "--dry-run"], "seed: must be an integer seed in [0, 4294967295]"),
+        (
+            ["report", "A", "--max-problems=-1"],
+            "argument --max-problems: expected an integer in [0, 2**63 - 1]",
+        ),
+        (
+            ["train", "--config", "toy", "--holdout", "0", "--num_generations", "0", "--dry-run"],
+            "num_generations: must be an integer in [1, 2**63 - 1] (got '0')",
+        ),  # ZeroDivisionError inside TRL before
+        (
+            ["train", "--config", "toy", "--holdout", "0", "--lora_dropout", "nan", "--dry-run"],
+            "lora_dropout: must be a number in [0, 1)",
+        ),
+        (
+            ["train", "--config", "toy", "--holdout", "0", "--temperature", "0", "--dry-run"],
+            "temperature: must be a finite number > 0",
+        ),
+        (
+            ["train", "--config", "toy", "--holdout", "0", "--seed=-1", "--dry-run"],
+            "seed: must be an integer seed in [0, 4294967295]",
+        ),
     ],
     ids=lambda v: " ".join(v[:3]) if isinstance(v, list) else None,
 )
@@ -668,20 +942,56 @@ def test_battery_regressions(tmp_path, monkeypatch, capsys, argv, fragment):
 
 
 @pytest.mark.parametrize("command", ["eval", "select"])
-def test_a_junior_device_for_a_suite_without_a_junior_is_not_a_traceback(world, tmp_path, monkeypatch, capsys, command):
+def test_a_junior_device_for_a_suite_without_a_junior_is_not_a_traceback(
+    world, tmp_path, monkeypatch, capsys, command
+):
     """`--junior-device cpu` with `--suite solo` (eval) or a solo/* metric (select): the junior is not
     loaded, so its device is unused. Before: ValueError 'junior_device was given but there is no junior
     model' from the engine, a traceback."""
     tmp = world["tmp"]
     monkeypatch.chdir(tmp_path)
     if command == "eval":
-        argv = ["eval", "--senior", f"{tmp}/senior", "--junior", f"{tmp}/junior", "--data", f"toy={tmp}/d.jsonl",
-                "--suite", "solo", "--n", "1", "--k", "1", "--max-new-tokens", "2", "--no-progress",
-                "--junior-device", "cpu", "--out", str(tmp_path / "e")]  # fmt: skip
+        argv = [
+            "eval",
+            "--senior",
+            f"{tmp}/senior",
+            "--junior",
+            f"{tmp}/junior",
+            "--data",
+            f"toy={tmp}/d.jsonl",
+            "--suite",
+            "solo",
+            "--n",
+            "1",
+            "--k",
+            "1",
+            "--max-new-tokens",
+            "2",
+            "--no-progress",
+            "--junior-device",
+            "cpu",
+            "--out",
+            str(tmp_path / "e"),
+        ]
     else:
         shutil.copytree(tmp / "run", tmp_path / "run")
-        argv = ["select", str(tmp_path / "run"), "--val", f"{tmp}/d.jsonl", "--metric", "solo/pass@1", "--n", "1",
-                "--limit", "1", "--max-new-tokens", "2", "--no-progress", "--junior-device", "cpu"]  # fmt: skip
+        argv = [
+            "select",
+            str(tmp_path / "run"),
+            "--val",
+            f"{tmp}/d.jsonl",
+            "--metric",
+            "solo/pass@1",
+            "--n",
+            "1",
+            "--limit",
+            "1",
+            "--max-new-tokens",
+            "2",
+            "--no-progress",
+            "--junior-device",
+            "cpu",
+        ]
     assert main(argv) == 0, capsys.readouterr().err
 
 
@@ -717,12 +1027,17 @@ def _train_outcome(world, case_dir, monkeypatch, capsys, argv) -> tuple[str, str
 DRY_RUN_CASES = [c for c in CASES if c[0] in ("train", "eval")]
 # The agreement is structural (one check list for both), so the default suite runs it on the first case of each
 # (command, kind, accepted or refused by design); the full cross product runs under `make test-slow`.
-DRY_RUN_DEFAULT = {_id(c) for c in {(c[0], c[2], expected_accepted(*c[:4]) is None): c
-                                    for c in reversed(DRY_RUN_CASES)}.values()}  # fmt: skip
+DRY_RUN_DEFAULT = {
+    _id(c)
+    for c in {(c[0], c[2], expected_accepted(*c[:4]) is None): c for c in reversed(DRY_RUN_CASES)}.values()
+}
 
 
-@pytest.mark.parametrize("case", [c if _id(c) in DRY_RUN_DEFAULT else pytest.param(c, marks=pytest.mark.slow)
-                                  for c in DRY_RUN_CASES], ids=[_id(c) for c in DRY_RUN_CASES])  # fmt: skip
+@pytest.mark.parametrize(
+    "case",
+    [c if _id(c) in DRY_RUN_DEFAULT else pytest.param(c, marks=pytest.mark.slow) for c in DRY_RUN_CASES],
+    ids=[_id(c) for c in DRY_RUN_CASES],
+)
 def test_dry_run_agrees_with_the_run(world, tmp_path, monkeypatch, capsys, case):
     """Over the battery's `trlvr train` and `trlvr eval` cases: --dry-run says "config ok" iff the run itself
     gets past its checks (to its first weight load: the model loaders, stubbed here), and where the run
@@ -820,14 +1135,23 @@ def _refused_untouched(world, case_dir, monkeypatch, capsys, argv) -> str:
     return lines[0]
 
 
-WRONG_KIND_CASES = [(w, kind, again) for w, (own, _, flag) in WRITERS.items() for kind in KIND_FOLDERS
-                    if kind != own for again in ((False, True) if flag else (False,))]  # fmt: skip
+WRONG_KIND_CASES = [
+    (w, kind, again)
+    for w, (own, _, flag) in WRITERS.items()
+    for kind in KIND_FOLDERS
+    if kind != own
+    for again in ((False, True) if flag else (False,))
+]
 
 
-@pytest.mark.parametrize(("writer", "kind", "again"), WRONG_KIND_CASES,
-                         ids=[f"{w} into {k}{' ' + WRITERS[w][2] if a else ''}" for w, k, a in WRONG_KIND_CASES])
-def test_a_folder_of_another_kind_is_refused_before_anything_is_written_or_moved(world, tmp_path, monkeypatch, capsys,
-                                                                                  writer, kind, again):  # fmt: skip
+@pytest.mark.parametrize(
+    ("writer", "kind", "again"),
+    WRONG_KIND_CASES,
+    ids=[f"{w} into {k}{' ' + WRITERS[w][2] if a else ''}" for w, k, a in WRONG_KIND_CASES],
+)
+def test_a_folder_of_another_kind_is_refused_before_anything_is_written_or_moved(
+    world, tmp_path, monkeypatch, capsys, writer, kind, again
+):
     """Every command that writes a folder, pointed at another command's folder (an evaluation into a training
     run, a training run into a study, ...), with and without --force/--fresh: one line naming what the folder
     holds, and every folder byte for byte as it was (`trlvr.rundir.prepare_output`). Before: an eval wrote
@@ -837,14 +1161,19 @@ def test_a_folder_of_another_kind_is_refused_before_anything_is_written_or_moved
     monkeypatch.chdir(case_dir)
     target = _kind_folder(world, case_dir, kind)
     extra = [WRITERS[writer][2]] if again else []
-    line = _refused_untouched(world, case_dir, monkeypatch, capsys, _writer_argv(world, case_dir, writer, target, extra))
+    line = _refused_untouched(
+        world, case_dir, monkeypatch, capsys, _writer_argv(world, case_dir, writer, target, extra)
+    )
     assert f"{target} holds a{'n' if kind[0] in 'aeiou' else ''} {kind} (" in line, line
 
 
-@pytest.mark.parametrize(("kind", "name"), [("evaluation", "results.json"), ("evaluation", "per_problem.json"),
-                                          ("training run", "trlvr_run.json")])  # fmt: skip
-def test_a_report_over_a_file_of_trlvr_work_is_refused_and_changes_nothing(world, tmp_path, monkeypatch, capsys,
-                                                                          kind, name):  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [("evaluation", "results.json"), ("evaluation", "per_problem.json"), ("training run", "trlvr_run.json")],
+)
+def test_a_report_over_a_file_of_trlvr_work_is_refused_and_changes_nothing(
+    world, tmp_path, monkeypatch, capsys, kind, name
+):
     """`trlvr report --out` naming a file of an evaluation or a run (not a report): one line, every folder byte
     for byte as it was. Before: the report's HTML replaced the evaluation's results.json."""
     case_dir = tmp_path / "case"
@@ -861,7 +1190,9 @@ def _group(world, case_dir: Path) -> Path:
     target = case_dir / "target"
     shutil.copytree(world["tmp"] / "A", target / "seed-0")
     shutil.copytree(world["tmp"] / "B", target / "seed-1")
-    (target / "group.json").write_text(json.dumps({"seeds": [0, 1], "senior": "x{seed}", "complete": True}) + "\n")
+    (target / "group.json").write_text(
+        json.dumps({"seeds": [0, 1], "senior": "x{seed}", "complete": True}) + "\n"
+    )
     return target
 
 
@@ -892,7 +1223,9 @@ def _selected_run(world, case_dir: Path) -> Path:
     return run
 
 
-def _start_over_argv(world, case_dir: Path, writer: str, kind: str, extra: list[str]) -> tuple[Path, list[str]]:
+def _start_over_argv(
+    world, case_dir: Path, writer: str, kind: str, extra: list[str]
+) -> tuple[Path, list[str]]:
     """(the folder of earlier work, the command line that starts over in it)."""
     if writer == "select":
         target = _selected_run(world, case_dir)
@@ -901,17 +1234,23 @@ def _start_over_argv(world, case_dir: Path, writer: str, kind: str, extra: list[
                 (target / "checkpoint-2" / name).unlink()
         argv = [a.replace("{out}", str(case_dir)) for a in _bases(world["tmp"])["select"]]
         return target, argv + [e for e in extra if e != "{checkpoint-2 without tokenizer}"]
-    target = _group(world, case_dir) if kind == "evaluation seed group" else _kind_folder(world, case_dir, kind)
+    target = (
+        _group(world, case_dir) if kind == "evaluation seed group" else _kind_folder(world, case_dir, kind)
+    )
     argv = _writer_argv(world, case_dir, writer.removesuffix(" --seeds"), target, extra)
     if writer == "eval --seeds":
         argv[argv.index("--senior") + 1] = str(world["tmp"] / "senior") + "{seed}"
     return target, argv
 
 
-@pytest.mark.parametrize(("writer", "kind", "extra"), FAILING_START_OVER,
-                         ids=[f"{w} {' '.join(e)}" for w, _, e in FAILING_START_OVER])
-def test_start_over_with_an_input_that_fails_a_check_moves_nothing(world, tmp_path, monkeypatch, capsys,
-                                                                   writer, kind, extra):  # fmt: skip
+@pytest.mark.parametrize(
+    ("writer", "kind", "extra"),
+    FAILING_START_OVER,
+    ids=[f"{w} {' '.join(e)}" for w, _, e in FAILING_START_OVER],
+)
+def test_start_over_with_an_input_that_fails_a_check_moves_nothing(
+    world, tmp_path, monkeypatch, capsys, writer, kind, extra
+):
     """--force, --fresh (and smoke's own start over) into a folder of earlier work, with an input that fails
     a check: refused in one line, and the earlier work stays where it was, byte for byte. Before: `train
     --force` set the run aside, then its data check refused, leaving the finished run moved out of place."""
@@ -924,7 +1263,9 @@ def test_start_over_with_an_input_that_fails_a_check_moves_nothing(world, tmp_pa
 
 
 @pytest.mark.parametrize("writer", ["eval", "select"])
-def test_start_over_that_passes_every_check_sets_the_earlier_work_aside(world, tmp_path, monkeypatch, capsys, writer):
+def test_start_over_that_passes_every_check_sets_the_earlier_work_aside(
+    world, tmp_path, monkeypatch, capsys, writer
+):
     """`eval --fresh` and `select --fresh` whose every check passes: each evaluation folder's earlier work is
     now in its replaced-<time>/, byte for byte (nothing deleted), and a new evaluation stands in its place."""
     case_dir = tmp_path / "case"

@@ -30,9 +30,12 @@ PROCESSES = yaml.safe_load((ROOT / "recipes/accelerate-zero2-2gpu.yaml").read_te
 def test_configs_exist_and_ship_in_the_package():
     assert (CONFIGS_DIR / "toy.yaml").is_file() and CONFIGS_DIR.parent.name == "trlvr"
     assert {p.name for p in RECIPES} == {
-        "qwen3-4b-deepscaler.yaml", "qwen3-4b-grpo-g16-deepscaler.yaml", "qwen3-4b-grpo-kl-junior-deepscaler.yaml",
-        "qwen3-4b-lora-self-1gpu.yaml", "qwen3-4b-junior-0.6b-deepscaler.yaml",
-    }  # fmt: skip
+        "qwen3-4b-deepscaler.yaml",
+        "qwen3-4b-grpo-g16-deepscaler.yaml",
+        "qwen3-4b-grpo-kl-junior-deepscaler.yaml",
+        "qwen3-4b-lora-self-1gpu.yaml",
+        "qwen3-4b-junior-0.6b-deepscaler.yaml",
+    }
 
 
 @pytest.mark.parametrize("path", RUN_CONFIGS, ids=lambda p: p.name)
@@ -45,7 +48,9 @@ def test_run_config_validates(path):
     assert args.generation_batch_size % args.num_generations == 0
     assert "{arm}" not in args.output_dir and tandem.arm in args.output_dir
     lines = path.read_text().splitlines()
-    assert lines[0].startswith("#") and any("Launch" in line for line in lines[:5]), "header with launch command"
+    assert lines[0].startswith("#") and any("Launch" in line for line in lines[:5]), (
+        "header with launch command"
+    )
 
 
 def prompts_per(args, processes: int) -> tuple[float, float]:
@@ -63,14 +68,18 @@ def test_recipes_match_the_papers_batch(path):
     assert args.num_generations == (16 if "g16" in path.name else 8)
     assert tandem.senior == "Qwen/Qwen3-4B-Instruct-2507" and tandem.max_prompt_length == 1024
     assert args.learning_rate == (1e-5 if tandem.use_peft else 1e-6) and args.lr_scheduler_type == "constant"
-    assert tandem.use_peft == ("lora" in path.name) and (tandem.junior == "self") == ("lora-self" in path.name)
+    assert tandem.use_peft == ("lora" in path.name) and (tandem.junior == "self") == (
+        "lora-self" in path.name
+    )
     assert args.temperature == 0.6 and args.top_p == 1.0 and args.max_completion_length == 3000
     assert args.beta == (0.001 if "kl-junior" in path.name else 0.0)
     if "kl-junior" in path.name:
         assert tandem.kl_ref == "junior" and tandem.arm == "grpo"
     if "lora" not in path.name:  # the paper's recipes train as the authors did (issue 57)
         assert tandem.prompt_template == "authors"
-        assert args.weight_decay == 0.01  # verl's actor AdamW default (ppo_trainer.yaml actor.optim.weight_decay)
+        assert (
+            args.weight_decay == 0.01
+        )  # verl's actor AdamW default (ppo_trainer.yaml actor.optim.weight_decay)
         assert args.vllm_importance_sampling_correction is False  # verl: no rollout IS correction
 
 
@@ -82,7 +91,10 @@ def test_a_training_prompt_is_built_with_the_runs_template():
     from trlvr.training.build import build_dataset
 
     probs = [Problem("p:1", "What is 1+1?", "2", "p")]
-    assert build_dataset(probs, tiny_tokenizer(), template="authors")[0]["prompt"] == "What is 1+1?" + AUTHORS_INSTRUCTION
+    assert (
+        build_dataset(probs, tiny_tokenizer(), template="authors")[0]["prompt"]
+        == "What is 1+1?" + AUTHORS_INSTRUCTION
+    )
     assert "Let's think step by step" in build_dataset(probs, tiny_tokenizer())[0]["prompt"]
     with pytest.raises(UserError, match="^prompt_template: must be one of"):
         load_run_config(CONFIGS_DIR / "toy.yaml", {"prompt_template": "paper"})
@@ -113,7 +125,9 @@ def test_the_starter_config_is_the_papers_on_a_gpu():
 
 
 def test_ablation_arms_never_share_a_directory():
-    dirs = {load_run_config(p, {**GPU_ON_CPU, "arm": arm})[1].output_dir for p in RECIPES for arm in ("grpo",)}
+    dirs = {
+        load_run_config(p, {**GPU_ON_CPU, "arm": arm})[1].output_dir for p in RECIPES for arm in ("grpo",)
+    }
     dirs |= {load_run_config(RECIPES[0], {**GPU_ON_CPU, "arm": "tandem"})[1].output_dir}
     assert len(dirs) == len(RECIPES) + 1, dirs
 
@@ -133,10 +147,19 @@ def test_toy_config_arm_on_the_command_line():
         (["--config", "toy", "--bogus", "1"], "unknown key(s) bogus"),
         (["--config", "toy", "--max_step", "3"], "unknown key(s) max_step (did you mean max_steps?)"),
         # TRL's script names, named before the missing senior they stand for
-        (["--config", "starter", "--model_name_or_path", "Qwen/Qwen3-0.6B", "--dataset_name", "openai/gsm8k",
-          "--dry-run"],
-         "unknown key(s) model_name_or_path (TRL's script name; trlvr's field is senior), dataset_name (TRL's "
-         "script name; trlvr's field is dataset)"),
+        (
+            [
+                "--config",
+                "starter",
+                "--model_name_or_path",
+                "Qwen/Qwen3-0.6B",
+                "--dataset_name",
+                "openai/gsm8k",
+                "--dry-run",
+            ],
+            "unknown key(s) model_name_or_path (TRL's script name; trlvr's field is senior), dataset_name (TRL's "
+            "script name; trlvr's field is dataset)",
+        ),
         (["--config", "toy", "--arm", "ppo"], "arm: must be one of"),
         (["--config", "nope.yaml"], "--config nope.yaml: no such file"),
         (["--config", "toy", "--junior", "self"], "'self' needs use_peft: true"),
@@ -151,7 +174,10 @@ def test_bad_train_input_is_one_line_naming_the_key(argv, fragment, capsys):
 @pytest.mark.parametrize(
     "argv, fragment",
     [
-        (["eval", "--senoir", "s", "--data", "a=b"], "unrecognized arguments: --senoir (did you mean --senior?)"),
+        (
+            ["eval", "--senoir", "s", "--data", "a=b"],
+            "unrecognized arguments: --senoir (did you mean --senior?)",
+        ),
         (["toy", "prepare", "--outt", "x"], "unrecognized arguments: --outt (did you mean --out?)"),
     ],
 )
@@ -173,7 +199,10 @@ def no_loggers(monkeypatch):
     "flags, fragment",
     [
         (["--report_to", "wandb"], "report_to wandb: its package is not installed (pip install wandb)"),
-        (["--report_to", "comet_ml"], "report_to comet_ml: its package is not installed (pip install comet-ml)"),
+        (
+            ["--report_to", "comet_ml"],
+            "report_to comet_ml: its package is not installed (pip install comet-ml)",
+        ),
         (["--report_to", "wand"], "report_to wand: not a logger transformers knows (did you mean wandb?"),
     ],
 )
@@ -217,7 +246,9 @@ def test_tandem_config_errors_name_the_field():
     assert TandemConfig(arm="grpo", senior="s").schedule_kwargs() == ("solo", {"author": "senior"})
 
 
-def test_the_toy_config_in_a_fresh_folder_names_the_command_that_makes_its_world(tmp_path, monkeypatch, capsys):
+def test_the_toy_config_in_a_fresh_folder_names_the_command_that_makes_its_world(
+    tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(tmp_path)
     assert cli(["train", "--config", "toy", "--arm", "tandem", "--max_steps", "1"]) == 2
     err = capsys.readouterr().err
@@ -233,12 +264,26 @@ def test_the_toy_config_holds_out_200_and_a_small_file_is_one_line_naming_the_ov
 
     assert parse_run_args(["--config", "toy"])[0].holdout == 200
     _write_jsonl(tmp_path / "small.jsonl", _rows(generate_problems(32, "train", seed=0)))
-    argv = ["train", "--config", "toy", "--senior", str(ASSETS_DIR / "senior"), "--junior", str(ASSETS_DIR / "junior"),
-            "--dataset", str(tmp_path / "small.jsonl"), "--output_dir", str(tmp_path / "run"), "--dry-run"]  # fmt: skip
+    argv = [
+        "train",
+        "--config",
+        "toy",
+        "--senior",
+        str(ASSETS_DIR / "senior"),
+        "--junior",
+        str(ASSETS_DIR / "junior"),
+        "--dataset",
+        str(tmp_path / "small.jsonl"),
+        "--output_dir",
+        str(tmp_path / "run"),
+        "--dry-run",
+    ]
     assert cli(argv) == 2
     err = capsys.readouterr().err
-    assert err == ("trlvr train: error: holdout: cannot hold out 200 of 32 problems and still train on some; hold out "
-                   "fewer (--holdout 0: none)\n")  # fmt: skip
+    assert err == (
+        "trlvr train: error: holdout: cannot hold out 200 of 32 problems and still train on some; hold out "
+        "fewer (--holdout 0: none)\n"
+    )
     assert cli([*argv, "--holdout", "0"]) == 0
     assert not (tmp_path / "run").exists()
 

@@ -36,14 +36,21 @@ def _no_weights(monkeypatch):
 
 
 def test_the_context_is_read_from_the_config():
-    assert context_length(SENIOR) == json.loads((SENIOR / "config.json").read_text())["max_position_embeddings"] == 256
+    assert (
+        context_length(SENIOR)
+        == json.loads((SENIOR / "config.json").read_text())["max_position_embeddings"]
+        == 256
+    )
 
 
 def test_the_capability_check_names_model_and_numbers():
     plan = Plan("train", "lockstep", contexts=(("senior s", 256, 40, 300),))
-    with pytest.raises(UserError, match=r"^max_completion_length: senior s reads at most 256 positions "
-                                        r"\(max_position_embeddings in its config\), and the longest prompt \(40 "
-                                        r"tokens\) plus the completion budget \(300 tokens\) is 340; "):  # fmt: skip
+    with pytest.raises(
+        UserError,
+        match=r"^max_completion_length: senior s reads at most 256 positions "
+        r"\(max_position_embeddings in its config\), and the longest prompt \(40 "
+        r"tokens\) plus the completion budget \(300 tokens\) is 340; ",
+    ):
         check_capabilities(plan)
     check_capabilities(Plan("train", "lockstep", contexts=(("senior s", 256, 40, 216),)))  # exactly fits
 
@@ -56,14 +63,38 @@ def data(tmp_path):
 
 
 def _train(tmp_path, data, budget, *extra):
-    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(SENIOR), "--junior", str(JUNIOR), "--dataset", str(data),
-            "--max_steps", "1", "--per_device_train_batch_size", "8", "--num_generations", "4",
-            "--max_completion_length", str(budget), "--use_cpu", "true", "--output_dir", str(tmp_path / "run"),
-            *extra]  # fmt: skip
+    return [
+        "train",
+        "--config",
+        "toy",
+        "--holdout",
+        "0",
+        "--senior",
+        str(SENIOR),
+        "--junior",
+        str(JUNIOR),
+        "--dataset",
+        str(data),
+        "--max_steps",
+        "1",
+        "--per_device_train_batch_size",
+        "8",
+        "--num_generations",
+        "4",
+        "--max_completion_length",
+        str(budget),
+        "--use_cpu",
+        "true",
+        "--output_dir",
+        str(tmp_path / "run"),
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("dry", [True, False])
-def test_train_refuses_a_budget_past_the_context_before_weights_load(tmp_path, data, capsys, monkeypatch, dry):
+def test_train_refuses_a_budget_past_the_context_before_weights_load(
+    tmp_path, data, capsys, monkeypatch, dry
+):
     _no_weights(monkeypatch)
     assert cli(_train(tmp_path, data, 300, *(["--dry-run"] if dry else []))) == 2
     err = capsys.readouterr().err
@@ -80,21 +111,53 @@ def test_train_dry_run_passes_a_budget_that_fits(tmp_path, data, capsys):
 def test_max_prompt_length_bounds_the_prompt_without_reading_it(tmp_path, data, capsys, monkeypatch):
     """With max_prompt_length the longest prompt is at most it: a budget that fits beside it passes."""
     _no_weights(monkeypatch)
-    assert cli(_train(tmp_path, data, 200, "--max_prompt_length", "50", "--dry-run")) == 0, capsys.readouterr().err
+    assert cli(_train(tmp_path, data, 200, "--max_prompt_length", "50", "--dry-run")) == 0, (
+        capsys.readouterr().err
+    )
 
 
 def _eval(tmp_path, data, *extra):
-    return ["eval", "--senior", str(SENIOR), "--junior", str(JUNIOR), "--data", f"toy={data}", "--limit", "2",
-            "--n", "1", "--k", "1", "--suite", "solo", "--dtype", "float32", "--out", str(tmp_path / "eval"),
-            "--no-progress", *extra]  # fmt: skip
+    return [
+        "eval",
+        "--senior",
+        str(SENIOR),
+        "--junior",
+        str(JUNIOR),
+        "--data",
+        f"toy={data}",
+        "--limit",
+        "2",
+        "--n",
+        "1",
+        "--k",
+        "1",
+        "--suite",
+        "solo",
+        "--dtype",
+        "float32",
+        "--out",
+        str(tmp_path / "eval"),
+        "--no-progress",
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("dry", [True, False])
 @pytest.mark.parametrize("context", ["0", "4096"])
-def test_eval_refuses_a_budget_past_the_context_before_weights_load(tmp_path, data, capsys, monkeypatch, dry, context):
+def test_eval_refuses_a_budget_past_the_context_before_weights_load(
+    tmp_path, data, capsys, monkeypatch, dry, context
+):
     """A flat budget (--context-length 0) or a context larger than the models' lets a sequence pass them."""
     _no_weights(monkeypatch)
-    argv = _eval(tmp_path, data, "--max-new-tokens", "400", "--context-length", context, *(["--dry-run"] if dry else []))
+    argv = _eval(
+        tmp_path,
+        data,
+        "--max-new-tokens",
+        "400",
+        "--context-length",
+        context,
+        *(["--dry-run"] if dry else []),
+    )
     assert cli(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
@@ -103,5 +166,5 @@ def test_eval_refuses_a_budget_past_the_context_before_weights_load(tmp_path, da
 
 
 def test_eval_with_the_models_own_context_is_never_refused(tmp_path, data, capsys):
-    """"auto" (the default) takes the budget rule min(max_new_tokens, context - prompt - 8): it fits."""
+    """ "auto" (the default) takes the budget rule min(max_new_tokens, context - prompt - 8): it fits."""
     assert cli(_eval(tmp_path, data, "--max-new-tokens", "400", "--dry-run")) == 0, capsys.readouterr().err

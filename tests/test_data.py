@@ -280,11 +280,26 @@ def test_invalid_json_line_is_named(tmp_path):
         load_problems(str(path))
 
 
-@pytest.mark.parametrize(("suffix", "text", "says"), [
-    (".jsonl", '{"problem": "a", "answer": "x}\n', "broken.jsonl:1: not valid JSON (Unterminated string starting at column 28)"),
-    (".jsonl", '{"problem": "a",}\n', "broken.jsonl:1: not valid JSON (Expecting property name enclosed in double quotes at column 17)"),
-    (".json", '[{"problem": "a",\n "answer": "x}]', "broken.json: not valid JSON (Unterminated string starting at line 2, column 12)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("suffix", "text", "says"),
+    [
+        (
+            ".jsonl",
+            '{"problem": "a", "answer": "x}\n',
+            "broken.jsonl:1: not valid JSON (Unterminated string starting at column 28)",
+        ),
+        (
+            ".jsonl",
+            '{"problem": "a",}\n',
+            "broken.jsonl:1: not valid JSON (Expecting property name enclosed in double quotes at column 17)",
+        ),
+        (
+            ".json",
+            '[{"problem": "a",\n "answer": "x}]',
+            "broken.json: not valid JSON (Unterminated string starting at line 2, column 12)",
+        ),
+    ],
+)
 def test_a_json_error_names_its_place_once(tmp_path, monkeypatch, suffix, text, says):
     """Newcomer walk 3, finding 14: json's "Unterminated string starting at" was followed by " at column 13"."""
     monkeypatch.chdir(tmp_path)
@@ -380,9 +395,11 @@ def test_build_prompt_plain_and_chat():
 # The Qwen3 chat template's shape for one user message (ChatML; the hybrid models' enable_thinking=False writes an
 # empty think block). No Qwen tokenizer is available offline: this stands in for it, so the test checks trlvr's
 # construction against the authors' string construction under one template, not against Qwen's own file.
-QWEN_LIKE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-             "{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is defined and "
-             "enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
+QWEN_LIKE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is defined and "
+    "enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
+)
 # The authors' instruction as their code spells it (data/build_deepscaler.py BOXED_INSTR, commit 7ba85e0f6cee)
 AUTHORS_BOXED_INSTR = (
     " Solve the following math problem step by step. Put your final answer "
@@ -393,16 +410,30 @@ AUTHORS_BOXED_INSTR = (
 def test_the_authors_prompt_is_byte_identical_to_their_construction():
     """A DeepScaleR row (problem, answer) under prompt_template authors: their make_row content (problem +
     BOXED_INSTR) as one user message, rendered by eval/common.chat_prefix (enable_thinking=False)."""
-    row = {"problem": "Let $a_n = n^2$. Find $\\sum_{n=1}^{10} a_n$ {mod 7}.", "answer": "0"}  # braces, $, backslashes
+    row = {
+        "problem": "Let $a_n = n^2$. Find $\\sum_{n=1}^{10} a_n$ {mod 7}.",
+        "answer": "0",
+    }  # braces, $, backslashes
     tok = _tiny_tokenizer(QWEN_LIKE)
-    theirs = tok.apply_chat_template([{"role": "user", "content": row["problem"] + AUTHORS_BOXED_INSTR}],
-                                     enable_thinking=False, tokenize=False, add_generation_prompt=True)  # fmt: skip
-    ours = prompt_for(Problem("deepscaler:1", row["problem"], row["answer"], "deepscaler"), tok, template="authors")
+    theirs = tok.apply_chat_template(
+        [{"role": "user", "content": row["problem"] + AUTHORS_BOXED_INSTR}],
+        enable_thinking=False,
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    ours = prompt_for(
+        Problem("deepscaler:1", row["problem"], row["answer"], "deepscaler"), tok, template="authors"
+    )
     assert ours.encode("utf-8") == theirs.encode("utf-8")
-    assert theirs.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # the argument reached the template
+    assert theirs.endswith(
+        "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )  # the argument reached the template
     assert build_prompt(row["problem"], template="authors") == row["problem"] + AUTHORS_BOXED_INSTR
     # trlvr's own instruction is unchanged, and gets no template arguments
-    assert prompt_for(Problem("deepscaler:1", row["problem"], "0", "deepscaler"), tok).endswith("\\boxed{}.<|im_end|>\n<|im_start|>assistant\n")
+    assert prompt_for(Problem("deepscaler:1", row["problem"], "0", "deepscaler"), tok).endswith(
+        "\\boxed{}.<|im_end|>\n<|im_start|>assistant\n"
+    )
+
     # a tokenizer that rejects the argument (TypeError/ValueError): the plain rendering, as the authors' fallback
     class Strict:
         chat_template = "x"
@@ -433,8 +464,10 @@ def test_training_and_eval_prompts_are_the_same_ids_with_a_bos_tokenizer():
     bos_tok.add_special_tokens({"bos_token": "<s>"})
     bos = bos_tok.bos_token_id
     bos_tok._tokenizer.post_processor = TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
-    problems = [Problem(id="a", problem="What is 12 plus 30?", answer="42", source="t", fields={}),
-                Problem(id="b", problem="x", answer="1", source="t", fields={}, prompt="<s>Given: 1+0\n\n")]  # fmt: skip
+    problems = [
+        Problem(id="a", problem="What is 12 plus 30?", answer="42", source="t", fields={}),
+        Problem(id="b", problem="x", answer="1", source="t", fields={}, prompt="<s>Given: 1+0\n\n"),
+    ]
     for tok, n_bos in ((plain, 0), (bos_tok, 1)):
         texts = build_dataset(problems, tok)["prompt"]
         train_ids = TandemRollout._tokenize(None, texts, tok)
@@ -451,10 +484,12 @@ PANEL_FIXTURES = Path(__file__).parent / "data" / "paper-evals"
 
 def fixture_loader(calls=None):
     """Stands in for the hub: OWNER/NAME -> tests/data/paper-evals/OWNER__NAME.jsonl (the split is recorded)."""
+
     def load(name, split):
         if calls is not None:
             calls.append((name, split))
         return read_jsonl(PANEL_FIXTURES / (name.replace("/", "__") + ".jsonl"))
+
     return load
 
 
@@ -464,12 +499,23 @@ def small_panels(**golds):
 
     from trlvr.data import evalsets as E
 
-    return {n: dataclasses.replace(p, rows=len(golds[n]) if n in golds else p.rows,
-                                   gold_sha256=E.gold_sha256(golds[n]) if n in golds else None)
-            for n, p in E.PANELS.items()}  # fmt: skip
+    return {
+        n: dataclasses.replace(
+            p,
+            rows=len(golds[n]) if n in golds else p.rows,
+            gold_sha256=E.gold_sha256(golds[n]) if n in golds else None,
+        )
+        for n, p in E.PANELS.items()
+    }
 
 
-AMC_GOLDS = ["18", "\\frac{3}{4}", "201", "7", "\\sqrt{2}"]  # the drop lists' D, (0, 1/2), 4{:}30 and k are out
+AMC_GOLDS = [
+    "18",
+    "\\frac{3}{4}",
+    "201",
+    "7",
+    "\\sqrt{2}",
+]  # the drop lists' D, (0, 1/2), 4{:}30 and k are out
 AIME_GOLDS = ["204", "25", "70", "512"]  # 2024's from the solution's box, then 2025, 2026: one set
 
 
@@ -478,7 +524,9 @@ def test_build_evals_follows_the_authors_sources_drop_lists_and_order(tmp_path, 
 
     calls = []
     panels = small_panels(amc23_25=AMC_GOLDS, aime24_26=AIME_GOLDS, minerva=["4.5e33", "1e-8"])
-    digests = E.build(tmp_path, ("amc23_25", "aime24_26", "minerva"), load=fixture_loader(calls), panels=panels)
+    digests = E.build(
+        tmp_path, ("amc23_25", "aime24_26", "minerva"), load=fixture_loader(calls), panels=panels
+    )
     amc = read_jsonl(tmp_path / "amc23_25.jsonl")
     assert [r["answer"] for r in amc] == AMC_GOLDS
     assert [r["subset"] for r in amc] == ["amc23", "amc23", "amc24_12A", "amc24_12B", "amc25"]
@@ -492,24 +540,32 @@ def test_build_evals_follows_the_authors_sources_drop_lists_and_order(tmp_path, 
     monkeypatch.setenv(E.ENV_DIR, str(tmp_path))
     probs = load_problems("paper:aime24_26")
     assert [p.answer for p in probs] == AIME_GOLDS and probs[0].problem == "AIME24 one?"
-    (tmp_path / "minerva.jsonl").write_text('{"problem": "Minerva one?", "answer": "4.5e34"}\n'
-                                            '{"problem": "Minerva two?", "answer": "1e-8"}\n')  # fmt: skip
+    (tmp_path / "minerva.jsonl").write_text(
+        '{"problem": "Minerva one?", "answer": "4.5e34"}\n{"problem": "Minerva two?", "answer": "1e-8"}\n'
+    )
     with pytest.raises(DataError, match="^minerva: gold checksum "):
         load_problems("paper:minerva")
 
 
-@pytest.mark.parametrize("change, message", [
-    ("rows", "amc23_25: built 5 rows, expected 6 (the authors' count)"),
-    ("gold", "amc23_25: gold checksum "),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ("rows", "amc23_25: built 5 rows, expected 6 (the authors' count)"),
+        ("gold", "amc23_25: gold checksum "),
+    ],
+)
 def test_build_evals_refuses_a_changed_upstream_and_writes_nothing(tmp_path, change, message):
     from trlvr.data import evalsets as E
     from trlvr.data.schema import DataError
 
     golds = AMC_GOLDS + ["9"] if change == "rows" else ["18", "\\frac{3}{4}", "201", "7", "\\sqrt{3}"]
     with pytest.raises(DataError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
-        E.build(tmp_path / "out", ("minerva", "amc23_25"), load=fixture_loader(),
-                panels=small_panels(amc23_25=golds, minerva=["4.5e33", "1e-8"]))
+        E.build(
+            tmp_path / "out",
+            ("minerva", "amc23_25"),
+            load=fixture_loader(),
+            panels=small_panels(amc23_25=golds, minerva=["4.5e33", "1e-8"]),
+        )
     assert not (tmp_path / "out").exists()  # minerva passed, but nothing is written unless every set does
 
 
@@ -520,11 +576,22 @@ def test_build_evals_olympiad_from_the_authors_parquet(tmp_path):
     with pytest.raises(DataError, match="^olympiad: its hub source is private; pass --olympiad-src"):
         E.build(tmp_path, ("olympiad",), load=fixture_loader())
     src = tmp_path / "olympiad.parquet"
-    pq.write_table(pa.Table.from_pylist([{"problem": "Show x?", "reward_model": {"ground_truth": "3", "style": "rule"}},
-                                         {"problem": "Find y?", "reward_model": {"ground_truth": "\\pi", "style": "rule"}}]),
-                   src)  # fmt: skip
-    digests = E.build(tmp_path / "o", ("olympiad",), load=fixture_loader(), olympiad_src=src,
-                      panels=small_panels(olympiad=["3", "\\pi"]))
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {"problem": "Show x?", "reward_model": {"ground_truth": "3", "style": "rule"}},
+                {"problem": "Find y?", "reward_model": {"ground_truth": "\\pi", "style": "rule"}},
+            ]
+        ),
+        src,
+    )
+    digests = E.build(
+        tmp_path / "o",
+        ("olympiad",),
+        load=fixture_loader(),
+        olympiad_src=src,
+        panels=small_panels(olympiad=["3", "\\pi"]),
+    )
     assert digests["olympiad"] == E.gold_sha256(["3", "\\pi"]) != E.gold_sha256(["\\pi", "3"])
 
 
@@ -534,11 +601,20 @@ def test_paper_panel_sources_name_the_build_command_when_not_built(tmp_path, mon
     monkeypatch.setenv(E.ENV_DIR, str(tmp_path))
     assert cli_main(["data", "check", "paper:minerva"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "paper:minerva: not built in" in err and "trlvr data build-evals" in err
+    assert (
+        len(err.splitlines()) == 1
+        and "paper:minerva: not built in" in err
+        and "trlvr data build-evals" in err
+    )
     assert cli_main(["data", "check", "paper:gsm8k"]) == 2
     assert "unknown panel 'gsm8k'; known: paper:amc23_25, paper:aime24_26" in capsys.readouterr().err
     # the registered sizes are the authors' (data/build_evals.py EXPECT_ROWS; AIME 24-26 pooled)
-    assert {n: p.rows for n, p in E.PANELS.items()} == {"amc23_25": 121, "aime24_26": 90, "minerva": 272, "olympiad": 581}
+    assert {n: p.rows for n, p in E.PANELS.items()} == {
+        "amc23_25": 121,
+        "aime24_26": 90,
+        "minerva": 272,
+        "olympiad": 581,
+    }
 
 
 def test_cli_build_evals_offline_is_one_line(tmp_path, monkeypatch, capsys):

@@ -21,8 +21,10 @@ def committed_table() -> list[str]:
 
 
 def committed_kind() -> str:
-    return re.search(r"<!-- demo-table:start[^>]*machine kind: (.*?) -->", (ROOT / "docs" / "results" / "toy-demo.md")
-                     .read_text())[1]  # fmt: skip
+    return re.search(
+        r"<!-- demo-table:start[^>]*machine kind: (.*?) -->",
+        (ROOT / "docs" / "results" / "toy-demo.md").read_text(),
+    )[1]
 
 
 def paired(lines: list[str], column: str, cell: str) -> list[str]:
@@ -46,14 +48,23 @@ def record(tmp_path, variant: str, **machine) -> None:
     (folder / "trlvr_run.json").write_text(json.dumps({"machine": machine}))
 
 
-KIND = {"cpu": "AMD EPYC", "cpu_capability": "AVX512", "torch_threads": 1, "versions": {"torch": "2.13.0+cpu"}}
+KIND = {
+    "cpu": "AMD EPYC",
+    "cpu_capability": "AVX512",
+    "torch_threads": 1,
+    "versions": {"torch": "2.13.0+cpu"},
+}
 
 
 def check(tmp_path, lines: list[str], *flags: str) -> subprocess.CompletedProcess:
     summary = tmp_path / "summary.md"
     summary.write_text("# the demo\n\n" + "\n".join(lines) + "\n")
-    return subprocess.run([sys.executable, str(ROOT / ".ci" / "demo-check"), "--summary", str(summary), *flags],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "demo-check"), "--summary", str(summary), *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_committed_table_passes_both_checks(tmp_path):
@@ -86,7 +97,9 @@ def test_the_committed_table_records_the_machine_kind_it_was_made_on():
     from trlvr.provenance import numeric_kind
 
     kind = committed_kind()
-    assert re.fullmatch(r".+ \((AVX2|AVX512|AVX512_BF16|DEFAULT|[A-Z0-9_]+)\), \d+ thread\(s\), torch .+", kind), kind
+    assert re.fullmatch(
+        r".+ \((AVX2|AVX512|AVX512_BF16|DEFAULT|[A-Z0-9_]+)\), \d+ thread\(s\), torch .+", kind
+    ), kind
     assert numeric_kind(KIND) == "AMD EPYC (AVX512), 1 thread(s), torch 2.13.0+cpu"
 
 
@@ -97,7 +110,10 @@ def test_on_another_machine_kind_the_exact_check_is_skipped_and_the_conclusions_
     record(tmp_path, "tandem", **other)
     done = check(tmp_path, moved)
     assert done.returncode == 0, done.stderr
-    assert "the exact check of docs/results/toy-demo.md is skipped" in done.stdout and "Some Other CPU (AVX2)" in done.stdout
+    assert (
+        "the exact check of docs/results/toy-demo.md is skipped" in done.stdout
+        and "Some Other CPU (AVX2)" in done.stdout
+    )
     # ... and a broken conclusion still fails there
     broken = paired(committed_table(), "Δ handoff/pass@1 (%)", "+4.0 [-1.5, +9.0]")
     assert check(tmp_path, broken).returncode == 1
@@ -108,7 +124,12 @@ def test_on_the_committed_machine_kind_the_exact_check_runs(tmp_path):
     capability, rest = rest.split("), ", 1)
     threads = int(rest.split(" thread")[0])
     torch_version = rest.split("torch ", 1)[1]
-    same = {"cpu": cpu, "cpu_capability": capability, "torch_threads": threads, "versions": {"torch": torch_version}}
+    same = {
+        "cpu": cpu,
+        "cpu_capability": capability,
+        "torch_threads": threads,
+        "versions": {"torch": torch_version},
+    }
     for variant in ("grpo", "tandem"):
         record(tmp_path, variant, **same)
     assert check(tmp_path, committed_table()).returncode == 0

@@ -64,7 +64,11 @@ def test_step_time_ratio(demo):
 def test_checkpoints_were_selected_on_held_out_training_problems(demo):
     for arm in ("grpo", "tandem"):
         sel = json.loads((demo / "train" / arm / "seed-0" / "selected.json").read_text())
-        assert sel["metric"] == "handoff/pass@1" and sel["val"]["name"] == "holdout200" and sel["val"]["size"] == 200
+        assert (
+            sel["metric"] == "handoff/pass@1"
+            and sel["val"]["name"] == "holdout200"
+            and sel["val"]["size"] == 200
+        )
         res = json.loads((demo / "eval" / arm / "seed-0" / "results.json").read_text())
         note = res["config"]["models"]["senior_selection"]
         assert note["step"] == sel["step"] and not any(note["val_overlap"].values())  # no test problem in val

@@ -25,13 +25,27 @@ INITIAL = "  initial: {world: toy, train: false, evaluation: {suite: [solo, hand
 
 def test_the_shipped_demo_study_validates_and_evaluates_the_initial_senior_once(tmp_path, capsys):
     out = tmp_path / "demo"
-    assert cli(["study", "plan", "demo", "--out", str(out)]) == 0  # every stage through its command's own checks
+    assert (
+        cli(["study", "plan", "demo", "--out", str(out)]) == 0
+    )  # every stage through its command's own checks
     lines = [shlex.split(ln) for ln in capsys.readouterr().out.splitlines() if not ln.startswith("#")]
-    assert [a[1] for a in lines] == ["toy", "train", "select", "eval", "train", "select", "eval", "eval", "study"]
+    assert [a[1] for a in lines] == [
+        "toy",
+        "train",
+        "select",
+        "eval",
+        "train",
+        "select",
+        "eval",
+        "eval",
+        "study",
+    ]
     initial, grpo = lines[-2], lines[3]
     assert initial[initial.index("--senior") + 1] == f"{out}/worlds/toy/senior"  # the untrained senior itself
     assert initial[initial.index("--out") + 1] == f"{out}/eval/initial/seed-0"
-    assert initial[initial.index("--suite") + 1] == "solo,handoff,dose,legibility,drift,junior"  # its own suite
+    assert (
+        initial[initial.index("--suite") + 1] == "solo,handoff,dose,legibility,drift,junior"
+    )  # its own suite
     assert grpo[grpo.index("--suite") + 1] == "solo,handoff,dose,legibility,drift"
     assert grpo[grpo.index("--senior") + 1] == f"{out}/train/grpo/seed-0@selected"
 
@@ -44,31 +58,55 @@ def test_demo_options_are_overrides_of_the_shipped_study(tmp_path, capsys):
     path = write_demo_study(tmp_path / "demo.yaml", raw, changed)
     st = load_study(path)
     assert st.seeds == [0, 1, 2] and st.worlds["toy"]["jargon"] == "compact"
-    assert st.variants["tandem"].overrides["max_steps"] == 50 and st.variants["grpo"].overrides["use_peft"] is True
+    assert (
+        st.variants["tandem"].overrides["max_steps"] == 50
+        and st.variants["grpo"].overrides["use_peft"] is True
+    )
     assert st.evaluation["n"] == 2 and st.evaluation["k"] == [1, 2] and st.evaluation_of("initial")["n"] == 2
     assert st.variants["initial"].overrides == {} and st.variants["initial"].baseline is None
     units = [(u[0].variant, u[0].seed, [s.kind for s in u]) for u in S.units(st, tmp_path / "out")]
-    assert units == [("grpo", 0, ["train", "select", "eval"]), ("tandem", 0, ["train", "select", "eval"]),
-                     ("initial", 0, ["eval"]), ("grpo", 1, ["train", "select", "eval"]),
-                     ("tandem", 1, ["train", "select", "eval"]), ("grpo", 2, ["train", "select", "eval"]),
-                     ("tandem", 2, ["train", "select", "eval"])]  # fmt: skip
+    assert units == [
+        ("grpo", 0, ["train", "select", "eval"]),
+        ("tandem", 0, ["train", "select", "eval"]),
+        ("initial", 0, ["eval"]),
+        ("grpo", 1, ["train", "select", "eval"]),
+        ("tandem", 1, ["train", "select", "eval"]),
+        ("grpo", 2, ["train", "select", "eval"]),
+        ("tandem", 2, ["train", "select", "eval"]),
+    ]
     with pytest.raises(UserError, match=r"--only initial:1: seed '1' is not one of the seeds initial runs"):
         S.parse_only(st, ["initial:1"])
-    assert cli(["study", "plan", str(path), "--out", str(tmp_path / "out")]) == 0  # LoRA, compact world: valid
+    assert (
+        cli(["study", "plan", str(path), "--out", str(tmp_path / "out")]) == 0
+    )  # LoRA, compact world: valid
     plan = capsys.readouterr().out
-    assert "--jargon compact --seed 0 --no-progress --from-scratch" in plan and "--use_peft true" in plan.lower()
+    assert (
+        "--jargon compact --seed 0 --no-progress --from-scratch" in plan and "--use_peft true" in plan.lower()
+    )
     unchanged, none = demo_study()
-    assert none == [] and load_study(write_demo_study(tmp_path / "same.yaml", unchanged, none)).sha256 == load_study("demo").sha256
+    assert (
+        none == []
+        and load_study(write_demo_study(tmp_path / "same.yaml", unchanged, none)).sha256
+        == load_study("demo").sha256
+    )
 
 
 @pytest.mark.parametrize(
     "variant, error",
     [
-        ("{world: toy, train: false, arm: grpo}", "variants.initial.arm: not used by a variant with train: false"),
+        (
+            "{world: toy, train: false, arm: grpo}",
+            "variants.initial.arm: not used by a variant with train: false",
+        ),
         ("{world: toy, train: 'no'}", "variants.initial.train: expected true or false, got 'no'"),
-        ("{world: toy, train: false, evaluation: {suite: [solo, vibes]}}",
-         "variants.initial.evaluation.suite: unknown entries ['vibes']"),
-        ("{world: toy, train: false, evaluation: {k: [8]}}", "variants.initial.evaluation.k: every k must be an integer"),
+        (
+            "{world: toy, train: false, evaluation: {suite: [solo, vibes]}}",
+            "variants.initial.evaluation.suite: unknown entries ['vibes']",
+        ),
+        (
+            "{world: toy, train: false, evaluation: {k: [8]}}",
+            "variants.initial.evaluation.k: every k must be an integer",
+        ),
         ("{world: toy, train: false, evaluation: {top: 3}}", "variants.initial.evaluation.top: unknown key"),
     ],
 )
@@ -84,14 +122,23 @@ def test_a_bad_untrained_variant_is_one_line_naming_the_key(tmp_path, capsys, va
 def test_a_study_name_that_is_neither_a_file_nor_shipped_is_one_line(capsys):
     assert cli(["study", "plan", "no-such-study"]) == 2
     err = capsys.readouterr().err.strip()
-    shipped = ("demo, paper-table2, qwen3-4b-junior-0.6b, real-notation, real-smollm2, toy-cross, toy-granularity, "
-               "toy-length-penalty, toy-seeds")  # every study ships
-    assert err == f"trlvr study: error: study no-such-study: no such file, and no shipped study of that name (shipped: {shipped})"
+    shipped = (
+        "demo, paper-table2, qwen3-4b-junior-0.6b, real-notation, real-smollm2, toy-cross, toy-granularity, "
+        "toy-length-penalty, toy-seeds"
+    )  # every study ships
+    assert (
+        err
+        == f"trlvr study: error: study no-such-study: no such file, and no shipped study of that name (shipped: {shipped})"
+    )
 
 
 # ---- the demo end to end, stages faked, the report real ------------------------------------------------
 
-TRUTH = {"grpo": (0.95, 0.15, 0.95), "tandem": (0.95, 0.80, 0.02), "initial": (0.90, 0.15, 0.95)}  # solo, handoff, jargon
+TRUTH = {
+    "grpo": (0.95, 0.15, 0.95),
+    "tandem": (0.95, 0.80, 0.02),
+    "initial": (0.90, 0.15, 0.95),
+}  # solo, handoff, jargon
 
 
 def fake_eval(d: Path, variant: str, suite: list[str], n_problems: int = 60, n: int = 2) -> None:
@@ -106,15 +153,27 @@ def fake_eval(d: Path, variant: str, suite: list[str], n_problems: int = 60, n: 
             acc = {"solo": solo, "handoff": handoff, "junior": 0.6}[proto]
             for k in range(n):
                 jargon_text = proto == "solo" and rng.random() < jargon
-                rows.append({"benchmark": "toy", "protocol": proto, "problem_id": f"p{i}", "sample_idx": k,
-                             "reward": float(rng.random() < acc), "finish_reason": "stop", "num_tokens": 10,
-                             "text": "<<7 +5 =12>> \\boxed{12}" if jargon_text else "7 plus 5 is 12 \\boxed{12}",
-                             "prompt": f"problem {i}", "senior_share": 1.0})  # fmt: skip
+                rows.append(
+                    {
+                        "benchmark": "toy",
+                        "protocol": proto,
+                        "problem_id": f"p{i}",
+                        "sample_idx": k,
+                        "reward": float(rng.random() < acc),
+                        "finish_reason": "stop",
+                        "num_tokens": 10,
+                        "text": "<<7 +5 =12>> \\boxed{12}" if jargon_text else "7 plus 5 is 12 \\boxed{12}",
+                        "prompt": f"problem {i}",
+                        "senior_share": 1.0,
+                    }
+                )
     d.mkdir(parents=True, exist_ok=True)
     (d / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     table = problem_table(rows, [1, 2])
     (d / "per_problem.json").write_text(json.dumps(table))
-    (d / "results.json").write_text(json.dumps({**summarize(table, num_resamples=200), "config": {"models": {}, "n": n}}))
+    (d / "results.json").write_text(
+        json.dumps({**summarize(table, num_resamples=200), "config": {"models": {}, "n": n}})
+    )
 
 
 def header(table_md: str) -> str:
@@ -156,16 +215,31 @@ def fake_stages(monkeypatch):
 def test_demo_runs_the_shipped_study_and_publishes_its_report(tmp_path, fake_stages, capsys):
     out = tmp_path / "demo"
     assert cli(["demo", "--out", str(out), "--jobs", "1", "--steps", "4"]) == 0
-    assert [c[0] for c in fake_stages.calls] == ["toy", "train", "select", "eval", "train", "select", "eval", "eval"]
+    assert [c[0] for c in fake_stages.calls] == [
+        "toy",
+        "train",
+        "select",
+        "eval",
+        "train",
+        "select",
+        "eval",
+        "eval",
+    ]
     assert "max_steps: 4" in (out / "demo.yaml").read_text()
     md = (out / "summary.md").read_text()
     assert md == (out / "report" / "table.md").read_text()
     assert "| jargon rate (%) |" in header(md)  # the registered metric's column, from the registry
     floor = next(ln for ln in md.splitlines() if ln.startswith("| junior (floor) |"))
-    assert floor.startswith("| junior (floor) | 1 | 6") and floor.count("–") == 6  # the junior alone, solo column
+    assert (
+        floor.startswith("| junior (floor) | 1 | 6") and floor.count("–") == 6
+    )  # the junior alone, solo column
     data = json.loads((out / "report" / "summary.json").read_text())
     j = data["paired"]["tandem"]["metrics"]["jargon_rate"]
-    assert j["diff"] < -0.8 and j["excludes_zero"] and data["rows"]["grpo"]["metrics"]["jargon_rate"]["value"] > 0.8
+    assert (
+        j["diff"] < -0.8
+        and j["excludes_zero"]
+        and data["rows"]["grpo"]["metrics"]["jargon_rate"]["value"] > 0.8
+    )
     assert list(data["paired"]) == ["tandem"]  # the untrained senior is shown, not paired
     html = (out / "report.html").read_text()
     assert "<th>jargon_rate (%)</th>" in html and "<th>initial</th>" in html
@@ -178,7 +252,9 @@ def test_demo_runs_the_shipped_study_and_publishes_its_report(tmp_path, fake_sta
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "this demo directory was made with other options" in err, err
     assert "--max_steps: 4 -> 8" in err and "use another --out, or --fresh to start over" in err
-    assert fake_stages.calls == [] and "max_steps: 4" in (out / "demo.yaml").read_text()  # refused before any work
+    assert (
+        fake_stages.calls == [] and "max_steps: 4" in (out / "demo.yaml").read_text()
+    )  # refused before any work
 
 
 def test_a_demo_directory_of_the_earlier_layout_is_refused(tmp_path, fake_stages, capsys):
@@ -241,7 +317,9 @@ def test_the_registry_merges_into_an_evaluation_table_and_refuses_a_second_meani
     fake_eval(tmp_path / "grpo", "grpo", ["solo", "handoff"], n_problems=4)
     own = json.loads((tmp_path / "grpo" / "per_problem.json").read_text())
     table = sample_metrics.load_table(tmp_path / "grpo")
-    assert table["toy"]["solo/pass@1"] == own["toy"]["solo/pass@1"]  # the evaluation's own columns as they were
+    assert (
+        table["toy"]["solo/pass@1"] == own["toy"]["solo/pass@1"]
+    )  # the evaluation's own columns as they were
     assert sorted(table["toy"]["jargon_rate"]) == ["p0", "p1", "p2", "p3"]
     assert sample_metrics.register(JARGON_RATE) is JARGON_RATE  # the same metric again: no-op
     with pytest.raises(ValueError, match="'jargon_rate' is already registered"):
@@ -251,12 +329,24 @@ def test_the_registry_merges_into_an_evaluation_table_and_refuses_a_second_meani
 @pytest.mark.parametrize(
     "flags, error",
     [
-        (["--seeds", "0,a"], "argument --seeds: expected distinct comma-separated integer seeds in [0, 4294967295], "
-                             "got '0,a' (see trlvr demo --help)"),
-        (["--seeds", "1,1"], "argument --seeds: expected distinct comma-separated integer seeds in [0, 4294967295], "
-                             "got '1,1' (see trlvr demo --help)"),
-        (["--steps", "0"], "argument --steps: expected an integer in [1, 2**63 - 1], got '0' (see trlvr demo --help)"),
-        (["--jobs", "0"], "argument --jobs: expected an integer in [1, 2**63 - 1], got '0' (see trlvr demo --help)"),
+        (
+            ["--seeds", "0,a"],
+            "argument --seeds: expected distinct comma-separated integer seeds in [0, 4294967295], "
+            "got '0,a' (see trlvr demo --help)",
+        ),
+        (
+            ["--seeds", "1,1"],
+            "argument --seeds: expected distinct comma-separated integer seeds in [0, 4294967295], "
+            "got '1,1' (see trlvr demo --help)",
+        ),
+        (
+            ["--steps", "0"],
+            "argument --steps: expected an integer in [1, 2**63 - 1], got '0' (see trlvr demo --help)",
+        ),
+        (
+            ["--jobs", "0"],
+            "argument --jobs: expected an integer in [1, 2**63 - 1], got '0' (see trlvr demo --help)",
+        ),
     ],
 )
 def test_bad_demo_flags_are_one_line_before_any_work(tmp_path, capsys, flags, error):

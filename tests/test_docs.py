@@ -61,15 +61,31 @@ USER_PAGES = [pytest.param(page, id=str(page.relative_to(ROOT))) for page in PAG
 
 @pytest.mark.parametrize("page", USER_PAGES)
 def test_user_pages_hold_no_issue_numbers_and_no_word_of_our_machines(page):
-    found = [f"{page.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}: {m.group(0)!r}"
-             for text in [page.read_text()] for m in PRIVATE.finditer(text)]  # fmt: skip
+    found = [
+        f"{page.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}: {m.group(0)!r}"
+        for text in [page.read_text()]
+        for m in PRIVATE.finditer(text)
+    ]
     assert not found, found
 
 
 def test_the_private_pattern_finds_what_it_is_for():
-    said = ["as issue 45 asked", "see #123", "on this 2-core machine", "this machine's", "our machines",
-            "On this project's 2-core CPU", "on this CPU"]  # fmt: skip
-    fine = ["on a 2-core x86 CPU (AVX-512)", "a&#124;b", "the local machine's", "#SBATCH --signal", "[x](a.md#L12)"]
+    said = [
+        "as issue 45 asked",
+        "see #123",
+        "on this 2-core machine",
+        "this machine's",
+        "our machines",
+        "On this project's 2-core CPU",
+        "on this CPU",
+    ]
+    fine = [
+        "on a 2-core x86 CPU (AVX-512)",
+        "a&#124;b",
+        "the local machine's",
+        "#SBATCH --signal",
+        "[x](a.md#L12)",
+    ]
     assert all(PRIVATE.search(s) for s in said), [s for s in said if not PRIVATE.search(s)]
     assert not any(PRIVATE.search(s) for s in fine), [s for s in fine if PRIVATE.search(s)]
 
@@ -107,23 +123,35 @@ def test_every_callable_on_the_api_page_has_a_typed_signature():
     import inspect
 
     entries = _api_entries()
-    assert {"trlvr.training.trainer.TandemGRPOTrainer", "trlvr.rewards.math_reward.math_reward",
-            "trlvr.data.loaders.load_problems", "trlvr.eval.spec.EvalSpec", "trlvr.eval.api.ModelSpec",
-            "trlvr.engine.output.TandemOutput", "trlvr.engine.schedules.WordSchedule"} <= {p for p, _ in entries}  # fmt: skip
+    assert {
+        "trlvr.training.trainer.TandemGRPOTrainer",
+        "trlvr.rewards.math_reward.math_reward",
+        "trlvr.data.loaders.load_problems",
+        "trlvr.eval.spec.EvalSpec",
+        "trlvr.eval.api.ModelSpec",
+        "trlvr.engine.output.TandemOutput",
+        "trlvr.engine.schedules.WordSchedule",
+    } <= {p for p, _ in entries}
     untyped = []
     for path, obj in entries:
         if isinstance(obj, property) or not callable(obj):
             continue
         function = obj.__init__ if inspect.isclass(obj) else obj
         sig = inspect.signature(function)
-        untyped += [f"{path}({name})" for name, param in sig.parameters.items()
-                    if name not in ("self", "cls") and param.annotation is inspect.Parameter.empty]  # fmt: skip
+        untyped += [
+            f"{path}({name})"
+            for name, param in sig.parameters.items()
+            if name not in ("self", "cls") and param.annotation is inspect.Parameter.empty
+        ]
         if not inspect.isclass(obj) and sig.return_annotation is inspect.Signature.empty:
             untyped.append(f"{path} -> ?")
     assert not untyped, untyped
     # the page renders docstrings as Markdown (Google style): a Sphinx role shows as its literal text
-    roles = [(path, role) for path, obj in entries
-             for role in re.findall(r":(?:func|class|data|meth|attr|mod):`", inspect.getdoc(obj) or "")]  # fmt: skip
+    roles = [
+        (path, role)
+        for path, obj in entries
+        for role in re.findall(r":(?:func|class|data|meth|attr|mod):`", inspect.getdoc(obj) or "")
+    ]
     assert not roles, roles
 
 
@@ -140,8 +168,11 @@ def test_the_constructors_document_every_argument():
         section = doc.split("\nArgs:\n", 1)[1].split("\n\n", 1)[0]
         named = re.findall(r"^    (\**\w+):", section, re.M)
         sig = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj)
-        wanted = [("**" if p.kind is p.VAR_KEYWORD else "") + name for name, p in sig.parameters.items()
-                  if name != "self"]  # fmt: skip
+        wanted = [
+            ("**" if p.kind is p.VAR_KEYWORD else "") + name
+            for name, p in sig.parameters.items()
+            if name != "self"
+        ]
         assert named == wanted, (path, named, wanted)
 
 
@@ -155,8 +186,9 @@ def test_every_python_block_runs(where, code, tmp_path):
     """Each block runs as a script in an empty folder outside the checkout (the installed code on PYTHONPATH)."""
     (tmp_path / "block.py").write_text(code)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    done = subprocess.run([sys.executable, "block.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "block.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, f"{where}:\n{done.stderr[-3000:]}"
 
 
@@ -255,12 +287,19 @@ def test_every_study_and_recipe_ships_in_the_package(tmp_path, monkeypatch):
 
 
 def test_import_trlvr_is_light_and_exports_the_three_names():
-    code = ("import sys, trlvr; heavy = [m for m in ('torch', 'trl', 'transformers', 'vllm') if m in sys.modules]; "
-            "assert not heavy, heavy; from trlvr import TandemConfig, TandemGRPOTrainer, make_pair; "
-            "assert TandemGRPOTrainer.__name__ == 'TandemGRPOTrainer' and callable(make_pair); "
-            "assert {'TandemConfig', 'TandemGRPOTrainer', 'make_pair'} <= set(dir(trlvr)); print('ok')")  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    code = (
+        "import sys, trlvr; heavy = [m for m in ('torch', 'trl', 'transformers', 'vllm') if m in sys.modules]; "
+        "assert not heavy, heavy; from trlvr import TandemConfig, TandemGRPOTrainer, make_pair; "
+        "assert TandemGRPOTrainer.__name__ == 'TandemGRPOTrainer' and callable(make_pair); "
+        "assert {'TandemConfig', 'TandemGRPOTrainer', 'make_pair'} <= set(dir(trlvr)); print('ok')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
     import trlvr
 
@@ -304,11 +343,13 @@ def test_eval_and_select_help_show_defaults():
 
 def test_the_demo_table_is_on_its_page_with_the_machine_kind_it_was_made_on_and_its_figure():
     """`.ci/demo-check` compares the block with `make demo`'s summary.md where the machine kind is the same."""
-    pattern = re.compile(r"<!-- demo-table:start[^>]*machine kind: ([^>]*?) -->\n(.*?)<!-- demo-table:end -->", re.S)
+    pattern = re.compile(
+        r"<!-- demo-table:start[^>]*machine kind: ([^>]*?) -->\n(.*?)<!-- demo-table:end -->", re.S
+    )
     page = pattern.findall((ROOT / "docs" / "results" / "toy-demo.md").read_text())
     assert len(page) == 1 and page[0][1].startswith("|"), page
-    assert "demo-table" not in (ROOT / "README.md").read_text()  # the README's headline is the three-seed study
+    assert (
+        "demo-table" not in (ROOT / "README.md").read_text()
+    )  # the README's headline is the three-seed study
     (figure,) = re.findall(r"\]\(([^)]*toy-demo\.png)\)", page[0][1])
     assert (ROOT / "docs" / "results" / figure).is_file()
-
-

@@ -14,8 +14,12 @@ from index_from_readme import index_text, readme_block  # noqa: E402
 
 
 def test_docs_index_holds_the_readmes_intro_and_status():
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "index_from_readme.py"), "--check"],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "index_from_readme.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     block = readme_block((ROOT / "README.md").read_text())
     assert "**Status.**" in block and "What the paper reports" in block and "](docs/" not in block

@@ -25,8 +25,10 @@ def test_the_table_lists_the_slowest_first_with_the_run_s_summary():
     block = tool.table(OUTPUT, most=2, machine="2 cores")
     assert block.startswith("`make test`: 3650 passed, 812 deselected in 512.30s (0:08:32), on 2 cores.\n")
     rows = [line for line in block.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert rows == ["| 1 | 12.50 | setup | `tests/test_b.py::test_two` |",
-                    "| 2 | 3.10 | call | `tests/test_a.py::test_one[eval --n=zero]` |"]  # fmt: skip
+    assert rows == [
+        "| 1 | 12.50 | setup | `tests/test_b.py::test_two` |",
+        "| 2 | 3.10 | call | `tests/test_a.py::test_one[eval --n=zero]` |",
+    ]
     assert "`tests/test_c.py::test_three[a\\|b]`" in tool.table(OUTPUT)  # a "|" in an id stays in its cell
 
 
@@ -39,5 +41,8 @@ def test_write_replaces_only_the_page_s_block(tmp_path):
     page = tmp_path / "testing.md"
     page.write_text("before\n<!-- durations-table:start -->\nold\n<!-- durations-table:end -->\nafter\n")
     tool.write(page, "new\n")
-    assert page.read_text() == "before\n<!-- durations-table:start -->\nnew\n<!-- durations-table:end -->\nafter\n"
+    assert (
+        page.read_text()
+        == "before\n<!-- durations-table:start -->\nnew\n<!-- durations-table:end -->\nafter\n"
+    )
     assert tool.BLOCK.search(tool.PAGE.read_text()), "docs/development/testing.md lost its durations block"

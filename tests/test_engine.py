@@ -29,7 +29,10 @@ def test_logprobs_equal_teacher_forced_forward(models, tokenizer, schedule):
         assert len(out.authors[i]) == len(completion) == len(out.senior_logprobs[i])
         for model, got in ((senior, out.senior_logprobs[i]), (junior, out.junior_logprobs[i])):
             ref = teacher_forced_logprobs(model, prompt, completion)
-            assert torch.allclose(torch.tensor(got), ref, atol=1e-4), (i, (torch.tensor(got) - ref).abs().max())
+            assert torch.allclose(torch.tensor(got), ref, atol=1e-4), (
+                i,
+                (torch.tensor(got) - ref).abs().max(),
+            )
 
 
 def test_solo_runs_only_the_author(models, tokenizer):
@@ -75,7 +78,9 @@ def test_max_new_tokens_holds(models, tokenizer):
     gen = TandemGenerator(senior, junior, tokenizer, eos_token_ids=[10_000 % len(tokenizer)])
     out = gen.generate(encode(tokenizer, PROMPTS), WordSchedule(), Sampling(5))
     assert all(len(c) <= 5 for c in out.completion_ids)
-    assert all(r == "length" for r, c in zip(out.finish_reasons, out.completion_ids, strict=True) if len(c) == 5)
+    assert all(
+        r == "length" for r, c in zip(out.finish_reasons, out.completion_ids, strict=True) if len(c) == 5
+    )
 
 
 def test_embedding_rows_short_of_the_tokenizer_raise_naming_both_sizes(tokenizer):
@@ -88,7 +93,10 @@ def test_embedding_rows_short_of_the_tokenizer_raise_naming_both_sizes(tokenizer
     padded = tiny_model("qwen3", len(tokenizer) + 7, seed=1)
     assert TandemGenerator(senior, padded, tokenizer).n_ids == len(tokenizer)
     short = tiny_model("qwen3", len(tokenizer) - 3, seed=1)
-    with pytest.raises(ValueError, match=rf"tokenizer has {len(tokenizer)} tokens but the models' vocabulary has {len(tokenizer) - 3}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"tokenizer has {len(tokenizer)} tokens but the models' vocabulary has {len(tokenizer) - 3}",
+    ):
         TandemGenerator(senior, short, tokenizer)
     small = tiny_model("llama", len(tokenizer) - 20, seed=0)
     with pytest.raises(ValueError, match=rf"tokenizer has {len(tokenizer)}"):
@@ -171,7 +179,9 @@ def test_word_schedule_extremes_reduce_to_solo(models, tokenizer, p, author):
 def test_step_schedule_alternates_at_step_ends_senior_first(models, tokenizer):
     senior, junior = models
     step_ids = list(range(3, len(tokenizer), 7))  # frequent artificial step ends
-    gen = TandemGenerator(senior, junior, tokenizer, step_end_ids=step_ids, eos_token_ids=[len(tokenizer) + 1])
+    gen = TandemGenerator(
+        senior, junior, tokenizer, step_end_ids=step_ids, eos_token_ids=[len(tokenizer) + 1]
+    )
     # max_rounds=2: a round is a senior step plus a junior step, so the cap is 4 steps
     out = gen.generate(encode(tokenizer, PROMPTS) * 8, StepSchedule(max_rounds=2), Sampling(80, seed=0))
     step_set = set(step_ids)
@@ -217,7 +227,7 @@ def test_top_k_top_p_filters():
     draws = sample_tokens(logits.expand(2000, 4), 1.0, top_k=2, generator=g)
     assert set(draws.tolist()) == {2, 3}
     frac3 = (draws == 3).float().mean().item()
-    assert abs(frac3 - 1 / (1 + torch.e ** -1)) < 0.04  # softmax over the two kept logits
+    assert abs(frac3 - 1 / (1 + torch.e**-1)) < 0.04  # softmax over the two kept logits
 
 
 def test_sampler_matches_softmax_and_never_draws_excluded_tokens():

@@ -25,9 +25,12 @@ def test_split_devices_path_equals_one_device_path(models, tokenizer, schedule, 
     assert split.split_devices and not one.split_devices
     prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]
     options = DecodeOptions(share_prompts=share)
-    for sampling, score_both in ((Sampling(24, seed=5), True), (Sampling(24, seed=5), False),
-                                 (Sampling(24, temperature=0.0, seed=5), False),
-                                 (Sampling(24, top_p=0.9, top_k=20, seed=5), False)):  # fmt: skip
+    for sampling, score_both in (
+        (Sampling(24, seed=5), True),
+        (Sampling(24, seed=5), False),
+        (Sampling(24, temperature=0.0, seed=5), False),
+        (Sampling(24, top_p=0.9, top_k=20, seed=5), False),
+    ):
         a = one.generate(prompts, schedule, sampling, score_both=score_both, options=options)
         b = split.generate(prompts, schedule, sampling, score_both=score_both, options=options)
         assert_same_outputs(a, b)
@@ -41,8 +44,10 @@ def test_split_path_with_static_decode(models, tokenizer):
     split = TandemGenerator(senior, junior, tokenizer, eos_token_ids=eos, junior_device="cpu")
     prompts = encode(tokenizer, PROMPTS) * 3
     kw = dict(score_both=True, options=DecodeOptions(decode="static"))
-    assert_same_outputs(one.generate(prompts, WordSchedule(p=0.5, max_gap=4), Sampling(24, seed=2), **kw),
-                split.generate(prompts, WordSchedule(p=0.5, max_gap=4), Sampling(24, seed=2), **kw))  # fmt: skip
+    assert_same_outputs(
+        one.generate(prompts, WordSchedule(p=0.5, max_gap=4), Sampling(24, seed=2), **kw),
+        split.generate(prompts, WordSchedule(p=0.5, max_gap=4), Sampling(24, seed=2), **kw),
+    )
 
 
 def test_sampling_with_shared_uniforms_is_row_wise():
@@ -72,10 +77,18 @@ def test_two_gpus(tokenizer):
     senior = tiny_model("qwen3", len(tokenizer), seed=0).to("cuda:0")
     junior = tiny_model("qwen3", len(tokenizer), seed=1, hidden=32, layers=1)
     one = TandemGenerator(senior, junior.to("cuda:0"), tokenizer)
-    a = one.generate(encode(tokenizer, PROMPTS), WordSchedule(), Sampling(16, seed=1),
-                     options=DecodeOptions(decode="eager"))  # fmt: skip
+    a = one.generate(
+        encode(tokenizer, PROMPTS),
+        WordSchedule(),
+        Sampling(16, seed=1),
+        options=DecodeOptions(decode="eager"),
+    )
     two = TandemGenerator(senior, junior.to("cuda:1"), tokenizer)
-    b = two.generate(encode(tokenizer, PROMPTS), WordSchedule(), Sampling(16, seed=1),
-                     options=DecodeOptions(decode="eager"))  # fmt: skip
+    b = two.generate(
+        encode(tokenizer, PROMPTS),
+        WordSchedule(),
+        Sampling(16, seed=1),
+        options=DecodeOptions(decode="eager"),
+    )
     assert a.completion_ids == b.completion_ids and a.authors == b.authors
     torch.testing.assert_close(a.senior_logprob, b.senior_logprob, atol=1e-5, rtol=0)

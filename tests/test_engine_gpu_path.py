@@ -24,9 +24,17 @@ HQ, HKV, D = 8, 2, 8  # query heads 4x KV heads, like Qwen3-4B (32 / 8)
 
 def gqa_model(vocab: int, seed: int, layers: int = 2):
     torch.manual_seed(seed)
-    cfg = Qwen3Config(vocab_size=vocab, hidden_size=HQ * D, intermediate_size=128, num_hidden_layers=layers,
-                      num_attention_heads=HQ, num_key_value_heads=HKV, head_dim=D, max_position_embeddings=512,
-                      tie_word_embeddings=True)  # fmt: skip
+    cfg = Qwen3Config(
+        vocab_size=vocab,
+        hidden_size=HQ * D,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=HQ,
+        num_key_value_heads=HKV,
+        head_dim=D,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    )
     return Qwen3ForCausalLM(cfg).float().eval()
 
 
@@ -55,8 +63,19 @@ def expanded_kv(shapes) -> list:
     return [s for s in shapes if len(s) == 4 and s[1] == HQ and s[2] > 1 and s[3] == D]
 
 
-_SYNC_OPS = ("_local_scalar_dense", "nonzero", "is_nonzero", "equal", "masked_select", "unique", "_unique2",
-             "bincount", "repeat_interleave", "allclose", "_assert_async")  # fmt: skip
+_SYNC_OPS = (
+    "_local_scalar_dense",
+    "nonzero",
+    "is_nonzero",
+    "equal",
+    "masked_select",
+    "unique",
+    "_unique2",
+    "bincount",
+    "repeat_interleave",
+    "allclose",
+    "_assert_async",
+)
 
 
 class HostSyncs(TorchDispatchMode):
@@ -95,8 +114,13 @@ def test_static_decode_never_expands_kv_to_query_heads(gqa_pair, tokenizer, monk
     # no-copy decode is skipped while compiling)
     monkeypatch.setattr(sdpa_attention, "is_torchdynamo_compiling", lambda: True)
     gen = static_gen(senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer))
-    gen.generate(encode(tokenizer, PROMPTS) * 2, WordSchedule(), Sampling(20), score_both=True,
-                 options=DecodeOptions(decode="static"))  # fmt: skip
+    gen.generate(
+        encode(tokenizer, PROMPTS) * 2,
+        WordSchedule(),
+        Sampling(20),
+        score_both=True,
+        options=DecodeOptions(decode="static"),
+    )
     assert len(seen.shapes) > 100 and expanded_kv(seen.shapes) == []
     # the detector does see transformers' own (compiled-path) decode with a mask: K/V repeated to the query heads
     ids = torch.tensor([encode(tokenizer, PROMPTS)[0]])
@@ -104,8 +128,12 @@ def test_static_decode_never_expands_kv_to_query_heads(gqa_pair, tokenizer, monk
         cache = senior(input_ids=ids, use_cache=True).past_key_values
         plain = Shapes()
         with plain:
-            senior(input_ids=ids[:, -1:], past_key_values=cache, attention_mask=torch.ones(1, 1, 1, ids.shape[1] + 1,
-                   dtype=torch.bool), use_cache=True)  # fmt: skip
+            senior(
+                input_ids=ids[:, -1:],
+                past_key_values=cache,
+                attention_mask=torch.ones(1, 1, 1, ids.shape[1] + 1, dtype=torch.bool),
+                use_cache=True,
+            )
     assert expanded_kv(plain.shapes)
 
 
@@ -140,22 +168,29 @@ def test_static_equals_eager_on_a_gqa_model(gqa_pair, tokenizer, schedule):
     split = static_gen(senior, junior, tokenizer, eos_token_ids=eos, junior_device="cpu")
     prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]
     sampling, static = Sampling(30, seed=11), DecodeOptions(decode="static")
-    eager = gen.generate(prompts, schedule, sampling, score_both=True,
-                         options=DecodeOptions(decode="eager", share_prompts=False))  # fmt: skip
+    eager = gen.generate(
+        prompts,
+        schedule,
+        sampling,
+        score_both=True,
+        options=DecodeOptions(decode="eager", share_prompts=False),
+    )
     assert len(set(map(len, eager.completion_ids))) > 2  # rows end at different times: compaction runs
     assert_same_outputs(
         eager, gen.generate(prompts, schedule, sampling, score_both=True, options=static), atol=1e-5
     )
-    assert_same_outputs(eager, split.generate(prompts, schedule, sampling, score_both=True,
-                                              options=static), atol=1e-5)  # fmt: skip
+    assert_same_outputs(
+        eager, split.generate(prompts, schedule, sampling, score_both=True, options=static), atol=1e-5
+    )
 
 
 def test_run_config_compile_field_is_one_clear_line():
     from trlvr.config import TandemConfig
     from trlvr.errors import UserError
 
-    assert [TandemConfig(senior="s", junior="j", compile=v).compile for v in ("auto", "true", True, "no")] == [
-        "auto", True, True, False]  # fmt: skip
+    assert [
+        TandemConfig(senior="s", junior="j", compile=v).compile for v in ("auto", "true", True, "no")
+    ] == ["auto", True, True, False]
     with pytest.raises(UserError, match=r"^compile: must be true, false or auto \(got 'maybe'\)$"):
         TandemConfig(senior="s", junior="j", compile="maybe")
     with pytest.raises(UserError, match="^compile: true needs decode: static or auto"):
@@ -179,10 +214,16 @@ def test_compiled_static_step_compiles_once_across_batch_sizes_and_prompt_length
     graphs = []
     for i, (prompts, n) in enumerate(calls):
         before = counters["stats"]["unique_graphs"]
-        out = gen.generate(prompts, WordSchedule(), Sampling(n, seed=i), options=DecodeOptions("static", True),
-                           score_both=True)  # fmt: skip
-        eager = gen.generate(prompts, WordSchedule(), Sampling(n, seed=i), options=DecodeOptions("eager"),
-                             score_both=True)  # fmt: skip
+        out = gen.generate(
+            prompts,
+            WordSchedule(),
+            Sampling(n, seed=i),
+            options=DecodeOptions("static", True),
+            score_both=True,
+        )
+        eager = gen.generate(
+            prompts, WordSchedule(), Sampling(n, seed=i), options=DecodeOptions("eager"), score_both=True
+        )
         assert_same_outputs(eager, out, atol=1e-5)
         graphs.append(counters["stats"]["unique_graphs"] - before)
     assert graphs[0] > 0 and graphs[1:] == [0, 0], graphs
@@ -206,10 +247,16 @@ def test_inductor_step_survives_the_last_block_and_the_full_batch(tokenizer):
     # fewer rows and positions
     for i, (prompts, n) in enumerate([(P * 2, 20), (P, 12)]):
         before = counters["stats"]["unique_graphs"]
-        out = gen.generate(prompts, WordSchedule(), Sampling(n, seed=i), options=DecodeOptions("static", True),
-                           score_both=True)  # fmt: skip
-        eager = gen.generate(prompts, WordSchedule(), Sampling(n, seed=i), options=DecodeOptions("eager"),
-                             score_both=True)  # fmt: skip
+        out = gen.generate(
+            prompts,
+            WordSchedule(),
+            Sampling(n, seed=i),
+            options=DecodeOptions("static", True),
+            score_both=True,
+        )
+        eager = gen.generate(
+            prompts, WordSchedule(), Sampling(n, seed=i), options=DecodeOptions("eager"), score_both=True
+        )
         assert_same_outputs(eager, out, atol=1e-4)
         if i:
             assert counters["stats"]["unique_graphs"] == before  # the second call compiles nothing
@@ -229,12 +276,21 @@ def test_memory_plan_counts_cached_free_blocks_and_transients(models, tokenizer)
     assert device_budget(free=1000, reserved=100, allocated=200, fraction=0.5) == 500
     eager, static = (transient_bytes_per_row(senior, 40, s) for s in (False, True))
     assert static - eager == kv_cache_bytes(senior, 1, 40)  # the prefill cache beside the static buffers
-    assert eager >= 6 * 4 * senior.get_output_embeddings().weight.shape[0]  # fp32 logits and the sampler's copies
+    assert (
+        eager >= 6 * 4 * senior.get_output_embeddings().weight.shape[0]
+    )  # fp32 logits and the sampler's copies
     per_row = kv_cache_bytes(senior, 1, 60) + kv_cache_bytes(junior, 1, 60)
     assert plan_sub_batches([senior, junior], 8, 60, 4 * per_row) == 2
     assert plan_sub_batches([senior, junior], 8, 60, 4 * per_row, extra_per_row=per_row) == 4  # 2 rows fit
-    out = TandemGenerator(senior, junior, tokenizer).generate(encode(tokenizer, PROMPTS), WordSchedule(), Sampling(4))
-    assert out.plan == {"decode": "eager", "compile": False, "sub_batches": 1, "memory": None}  # CPU: no limit
+    out = TandemGenerator(senior, junior, tokenizer).generate(
+        encode(tokenizer, PROMPTS), WordSchedule(), Sampling(4)
+    )
+    assert out.plan == {
+        "decode": "eager",
+        "compile": False,
+        "sub_batches": 1,
+        "memory": None,
+    }  # CPU: no limit
 
 
 def test_logprobs_come_from_fp32_logits_of_a_bf16_model(tokenizer):

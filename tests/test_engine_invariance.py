@@ -37,16 +37,25 @@ def test_a_row_alone_in_a_batch_of_64_and_in_sub_batches_is_the_same(models, tok
     # three sub-batches (the memory plan splits 64 rows into 3 parts of 22, 22, 20)
     running = [m for name, m in (("senior", senior), ("junior", junior)) if name in schedule.writers]
     per_row = sum(kv_cache_bytes(m, 1, max(map(len, prompts)) + 16) for m in running)
-    parts = gen.generate(prompts, schedule, sampling, keys, options=DecodeOptions(memory_budget_bytes=22 * per_row))
+    parts = gen.generate(
+        prompts, schedule, sampling, keys, options=DecodeOptions(memory_budget_bytes=22 * per_row)
+    )
     assert parts.num_sub_batches == 3
     assert parts.completion_ids == batch.completion_ids and parts.authors == batch.authors
     # unshared prompts, the split sampler and the static path: the same rows again
     unshared = gen.generate(prompts, schedule, sampling, keys, options=DecodeOptions(share_prompts=False))
     assert_same_outputs(batch, unshared, atol=1e-5)
-    split = TandemGenerator(senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer), junior_device="cpu")
+    split = TandemGenerator(
+        senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer), junior_device="cpu"
+    )
     assert_same_outputs(batch, split.generate(prompts, schedule, sampling, keys))
-    static = gen.generate([prompts[i] for i in picked], schedule, sampling, [keys[i] for i in picked],
-                          options=DecodeOptions(decode="static"))  # fmt: skip
+    static = gen.generate(
+        [prompts[i] for i in picked],
+        schedule,
+        sampling,
+        [keys[i] for i in picked],
+        options=DecodeOptions(decode="static"),
+    )
     assert _rows(static, range(4)) == _rows(batch, picked)
 
 

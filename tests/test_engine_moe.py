@@ -15,9 +15,19 @@ from trlvr.engine.options import DecodeOptions
 
 def _moe(vocab_size: int, seed: int) -> Qwen3MoeForCausalLM:
     torch.manual_seed(seed)
-    config = Qwen3MoeConfig(vocab_size=vocab_size, hidden_size=16, intermediate_size=32, moe_intermediate_size=16,
-                            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=8,
-                            num_experts=4, num_experts_per_tok=2, output_router_logits=True)  # fmt: skip
+    config = Qwen3MoeConfig(
+        vocab_size=vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        moe_intermediate_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=8,
+        num_experts=4,
+        num_experts_per_tok=2,
+        output_router_logits=True,
+    )
     return Qwen3MoeForCausalLM(config).eval()
 
 

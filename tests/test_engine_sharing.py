@@ -14,16 +14,23 @@ from trlvr.engine.generator import kv_cache_bytes, plan_per_device, plan_sub_bat
 def test_shared_prefill_generates_what_the_unshared_one_does(models, tokenizer, schedule):
     senior, junior = models
     gen = TandemGenerator(senior, junior, tokenizer, eos_token_ids=frequent_eos(tokenizer))
-    prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]  # each prompt 4 times, as TRL hands them
+    prompts = [
+        p for p in encode(tokenizer, PROMPTS) for _ in range(4)
+    ]  # each prompt 4 times, as TRL hands them
     sampling = Sampling(24, temperature=1.0, seed=11)
     shared = gen.generate(
         prompts, schedule, sampling, score_both=True, options=DecodeOptions(share_prompts=True)
     )
-    plain = gen.generate(prompts, schedule, sampling, score_both=True, options=DecodeOptions(share_prompts=False))
+    plain = gen.generate(
+        prompts, schedule, sampling, score_both=True, options=DecodeOptions(share_prompts=False)
+    )
     assert shared.completion_ids == plain.completion_ids
     assert shared.authors == plain.authors and shared.finish_reasons == plain.finish_reasons
     assert len(set(map(len, shared.completion_ids))) > 1  # rows ended at different times
-    for a, b in ((shared.senior_logprob, plain.senior_logprob), (shared.junior_logprob, plain.junior_logprob)):
+    for a, b in (
+        (shared.senior_logprob, plain.senior_logprob),
+        (shared.junior_logprob, plain.junior_logprob),
+    ):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
@@ -64,6 +71,12 @@ def test_memory_budget_splits_into_sub_batches(models, tokenizer):
 def test_a_row_that_cannot_fit_is_a_clear_error(models, tokenizer):
     senior, junior = models
     gen = TandemGenerator(senior, junior, tokenizer)
-    with pytest.raises(ValueError, match=r"one row of \d+ tokens needs [\d,]+ bytes of KV cache .* \(batch 4\)"):
-        gen.generate(encode(tokenizer, PROMPTS), WordSchedule(), Sampling(16),
-                     options=DecodeOptions(memory_budget_bytes=100))  # fmt: skip
+    with pytest.raises(
+        ValueError, match=r"one row of \d+ tokens needs [\d,]+ bytes of KV cache .* \(batch 4\)"
+    ):
+        gen.generate(
+            encode(tokenizer, PROMPTS),
+            WordSchedule(),
+            Sampling(16),
+            options=DecodeOptions(memory_budget_bytes=100),
+        )

@@ -25,10 +25,20 @@ def test_static_equals_eager_with_compaction_and_sharing(models, tokenizer, sche
     prompts = [p for p in encode(tokenizer, PROMPTS) for _ in range(4)]  # 16 rows, each prompt 4 times
     sampling = Sampling(30, seed=11)
     for score_both, share in ((True, True), (False, False)):
-        eager = gen.generate(prompts, schedule, sampling, score_both=score_both,
-                             options=DecodeOptions(decode="eager", share_prompts=share))  # fmt: skip
-        static = gen.generate(prompts, schedule, sampling, score_both=score_both,
-                              options=DecodeOptions(decode="static", share_prompts=share))  # fmt: skip
+        eager = gen.generate(
+            prompts,
+            schedule,
+            sampling,
+            score_both=score_both,
+            options=DecodeOptions(decode="eager", share_prompts=share),
+        )
+        static = gen.generate(
+            prompts,
+            schedule,
+            sampling,
+            score_both=score_both,
+            options=DecodeOptions(decode="static", share_prompts=share),
+        )
         assert_same_outputs(eager, static, atol=1e-5)
     assert len(set(map(len, eager.completion_ids))) > 2  # compaction ran, into smaller buckets
 
@@ -38,12 +48,16 @@ def test_static_logprobs_equal_teacher_forced_forward(models, tokenizer, schedul
     senior, junior = models
     gen = static_gen(senior, junior, tokenizer, block=4)
     prompts = encode(tokenizer, PROMPTS)
-    out = gen.generate(prompts, schedule, Sampling(24, seed=3), score_both=True,
-                       options=DecodeOptions(decode="static"))  # fmt: skip
+    out = gen.generate(
+        prompts, schedule, Sampling(24, seed=3), score_both=True, options=DecodeOptions(decode="static")
+    )
     for i, prompt in enumerate(prompts):
         for model, got in ((senior, out.senior_logprobs[i]), (junior, out.junior_logprobs[i])):
             ref = teacher_forced_logprobs(model, prompt, out.completion_ids[i])
-            assert torch.allclose(torch.tensor(got), ref, atol=1e-4), (i, (torch.tensor(got) - ref).abs().max())
+            assert torch.allclose(torch.tensor(got), ref, atol=1e-4), (
+                i,
+                (torch.tensor(got) - ref).abs().max(),
+            )
 
 
 def test_static_with_eager_attention_and_a_block_past_the_budget(tokenizer):
@@ -55,11 +69,15 @@ def test_static_with_eager_attention_and_a_block_past_the_budget(tokenizer):
     gen = static_gen(senior, junior, tokenizer, block=256, eos_token_ids=frequent_eos(tokenizer))
     prompts = encode(tokenizer, PROMPTS) * 2
     sampling = Sampling(20, seed=4)
-    assert_same_outputs(gen.generate(prompts, TokenSchedule(), sampling, score_both=True,
-                                     options=DecodeOptions(decode="eager")),
-                        gen.generate(prompts, TokenSchedule(), sampling, score_both=True,
-                                     options=DecodeOptions(decode="static")),
-                        atol=1e-5)  # fmt: skip
+    assert_same_outputs(
+        gen.generate(
+            prompts, TokenSchedule(), sampling, score_both=True, options=DecodeOptions(decode="eager")
+        ),
+        gen.generate(
+            prompts, TokenSchedule(), sampling, score_both=True, options=DecodeOptions(decode="static")
+        ),
+        atol=1e-5,
+    )
 
 
 def test_static_sub_batches(models, tokenizer):
@@ -73,8 +91,9 @@ def test_static_sub_batches(models, tokenizer):
     eager = gen.generate(
         prompts, WordSchedule(), sampling, options=DecodeOptions("eager", memory_budget_bytes=budget)
     )
-    static = gen.generate(prompts, WordSchedule(), sampling,
-                          options=DecodeOptions("static", memory_budget_bytes=budget))  # fmt: skip
+    static = gen.generate(
+        prompts, WordSchedule(), sampling, options=DecodeOptions("static", memory_budget_bytes=budget)
+    )
     assert static.num_sub_batches == 4
     assert_same_outputs(eager, static, atol=1e-5)
 
@@ -88,10 +107,15 @@ def test_decode_and_compile_arguments_are_validated(models, tokenizer):
     with pytest.raises(ValueError, match="compile must be True, False or 'auto'"):
         gen.generate(prompts, WordSchedule(), Sampling(4), options=DecodeOptions(compile="yes"))
     with pytest.raises(ValueError, match="compile=True needs decode='static'"):
-        gen.generate(prompts, WordSchedule(), Sampling(4), options=DecodeOptions(decode="eager", compile=True))
+        gen.generate(
+            prompts, WordSchedule(), Sampling(4), options=DecodeOptions(decode="eager", compile=True)
+        )
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert resolve_decode("auto", "auto", cpu) == ("eager", False)
-    assert resolve_decode("auto", "auto", cuda) == ("static", False)  # compile: opt-in until measured on a GPU
+    assert resolve_decode("auto", "auto", cuda) == (
+        "static",
+        False,
+    )  # compile: opt-in until measured on a GPU
     assert resolve_decode("auto", True, cpu) == ("static", True)  # compiling implies the static path
     assert resolve_decode("static", True, cuda) == ("static", True)
     with pytest.raises(ValueError, match="decode must be one of"):
@@ -122,8 +146,12 @@ def test_the_default_length_block_depends_on_the_device(models, tokenizer):
         lambda m, args, kwargs, out: seen.append(kwargs["attention_mask"].shape[-1]), with_kwargs=True
     )
     try:
-        gen.generate(encode(tokenizer, PROMPTS[:2]), TokenSchedule(1.0), Sampling(40, seed=0),
-                     options=DecodeOptions(decode="static"))  # fmt: skip
+        gen.generate(
+            encode(tokenizer, PROMPTS[:2]),
+            TokenSchedule(1.0),
+            Sampling(40, seed=0),
+            options=DecodeOptions(decode="static"),
+        )
     finally:
         hook.remove()
     L = max(map(len, encode(tokenizer, PROMPTS[:2])))
@@ -150,8 +178,13 @@ def test_compiled_static_step_equals_eager(tokenizer):
         score_both=True,
         options=DecodeOptions(decode="eager"),
     )
-    compiled = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), sampling, score_both=True,
-                            options=DecodeOptions(decode="static", compile=True))  # fmt: skip
+    compiled = gen.generate(
+        prompts,
+        WordSchedule(p=0.5, max_gap=4),
+        sampling,
+        score_both=True,
+        options=DecodeOptions(decode="static", compile=True),
+    )
     assert_same_outputs(eager, compiled, atol=1e-5)
     assert counters["stats"]["unique_graphs"] > graphs  # the step really ran compiled
 
@@ -167,8 +200,13 @@ def test_cuda_auto_decode_equals_eager(tokenizer):
     gen = static_gen(senior, junior, tokenizer, block=16, eos_token_ids=frequent_eos(tokenizer))
     prompts = encode(tokenizer, PROMPTS) * 4
     sampling = Sampling(40, seed=6)
-    eager = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), sampling, score_both=True,
-                         options=DecodeOptions(decode="eager"))  # fmt: skip
+    eager = gen.generate(
+        prompts,
+        WordSchedule(p=0.5, max_gap=4),
+        sampling,
+        score_both=True,
+        options=DecodeOptions(decode="eager"),
+    )
     for _ in range(2):  # the second call reuses the compiled step with new buffers (CUDA graphs re-recorded)
         auto = gen.generate(prompts, WordSchedule(p=0.5, max_gap=4), sampling, score_both=True)
         assert_same_outputs(eager, auto, atol=1e-5)

@@ -29,7 +29,9 @@ from trlvr.data import load_problems
 from trlvr.eval.prefix import answer_in_text
 from trlvr.rewards import MathReward, check_golds, equivalent
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def _terminating(q: int) -> int | None:
@@ -61,10 +63,18 @@ def spellings(v: Fraction) -> list[tuple[str, bool]]:
 @st.composite
 def pairs(draw):
     """(answer, gold, same value?)."""
-    v = Fraction(draw(st.integers(-(10**7), 10**7)), draw(st.sampled_from([1, 2, 3, 4, 7, 8, 20, 25, 400, 1000])))
+    v = Fraction(
+        draw(st.integers(-(10**7), 10**7)), draw(st.sampled_from([1, 2, 3, 4, 7, 8, 20, 25, 400, 1000]))
+    )
     how = draw(st.sampled_from(["same", "same", "digit", "cut", "x100", "/100", "neg"]))
-    w = {"same": v, "digit": v + Fraction(1, 10 ** draw(st.integers(0, 6))),
-         "cut": Fraction(round(v * 1000), 1000), "x100": v * 100, "/100": v / 100, "neg": -v}[how]  # fmt: skip
+    w = {
+        "same": v,
+        "digit": v + Fraction(1, 10 ** draw(st.integers(0, 6))),
+        "cut": Fraction(round(v * 1000), 1000),
+        "x100": v * 100,
+        "/100": v / 100,
+        "neg": -v,
+    }[how]
     (a, a_pct), (g, g_pct) = draw(st.sampled_from(spellings(v))), draw(st.sampled_from(spellings(w)))
     same = v == w or (a_pct and not g_pct and 100 * v == w) or (g_pct and not a_pct and 100 * w == v)
     if draw(st.booleans()):
@@ -94,9 +104,12 @@ def _data_check(answer: str, gold: str, tmp_path) -> bool:
 GRADERS = {
     "equivalent": lambda a, g, _: equivalent(a, g),
     "reward boxed": lambda a, g, _: MathReward()([f"so \\boxed{{{a}}}."], [g]) == [1.0],
-    "reward boxed_or_tail, boxed": lambda a, g, _: MathReward(require_box=False)([f"\\boxed{{{a}}}"], [g]) == [1.0],
-    "reward boxed_or_tail, no box": lambda a, g, _: MathReward(require_box=False)([f"The answer is {a}."], [g])
-    == [1.0],
+    "reward boxed_or_tail, boxed": lambda a, g, _: (
+        MathReward(require_box=False)([f"\\boxed{{{a}}}"], [g]) == [1.0]
+    ),
+    "reward boxed_or_tail, no box": lambda a, g, _: (
+        MathReward(require_box=False)([f"The answer is {a}."], [g]) == [1.0]
+    ),
     "eval boxed": lambda a, g, _: _eval("boxed", True)(a, g),
     "eval boxed_or_tail, boxed": lambda a, g, _: _eval("boxed_or_tail", True)(a, g),
     "eval boxed_or_tail, no box": lambda a, g, _: _eval("boxed_or_tail", False)(a, g),
@@ -156,7 +169,12 @@ def test_symbolic_pairs_agree_across_graders(grader, answer, gold, same, tmp_pat
 @pytest.mark.parametrize("gold", ["\\frac{", "\\text{}"])
 def test_data_check_refuses_a_gold_the_grader_cannot_read_naming_file_and_row(tmp_path, capsys, gold):
     path = tmp_path / "golds.jsonl"
-    path.write_text(json.dumps({"problem": "fine", "answer": "7"}) + "\n" + json.dumps({"problem": "bad", "answer": gold}) + "\n")
+    path.write_text(
+        json.dumps({"problem": "fine", "answer": "7"})
+        + "\n"
+        + json.dumps({"problem": "bad", "answer": gold})
+        + "\n"
+    )
     assert main(["data", "check", str(path)]) == 1
     out = capsys.readouterr().out
     assert f"{path} row 2: answer " in out, out

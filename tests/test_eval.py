@@ -14,8 +14,13 @@ from trlvr.eval.store import read_samples as load_samples
 
 def test_protocol_schedules():
     assert protocols_for(["solo", "handoff", "dose", "legibility", "drift", "junior"]) == [
-        "solo", "handoff", "dose-0.25", "dose-0.5", "dose-0.75", "junior",
-    ]  # fmt: skip
+        "solo",
+        "handoff",
+        "dose-0.25",
+        "dose-0.5",
+        "dose-0.75",
+        "junior",
+    ]
     assert protocols_for(["drift"]) == ["solo"]
     assert schedule_for("handoff") == StepSchedule(first_author="senior", max_rounds=150)
     assert schedule_for("dose-0.25") == WordSchedule(p=0.75)
@@ -62,9 +67,17 @@ def run_eval(models, tokenizer, out_dir, **kw):
     senior, junior = models
     benches = {"alpha": toy_problems(3, "a"), "beta": toy_problems(2, "b")}
     args = dict(
-        suite=SUITE, n=4, ks=[1, 2, 4], seed=3, max_new_tokens=10, batch_size=5, progress=False,
-        score_fn=parity_reward, extract_fn=last_word, num_resamples=200,
-    )  # fmt: skip
+        suite=SUITE,
+        n=4,
+        ks=[1, 2, 4],
+        seed=3,
+        max_new_tokens=10,
+        batch_size=5,
+        progress=False,
+        score_fn=parity_reward,
+        extract_fn=last_word,
+        num_resamples=200,
+    )
     args.update(kw)
     return evaluate_models(senior, junior, tokenizer, benches, out_dir, **args)
 
@@ -80,9 +93,16 @@ def test_evaluate_end_to_end_and_resume(models, tokenizer, tmp_path):
     assert cfg["decoding"] == {"temperature": 0.7, "top_p": 0.8, "top_k": 20}
     assert cfg["n"] == 4 and cfg["ks"] == [1, 2, 4] and cfg["seed"] == 3
     expected = [
-        "solo/pass@1", "solo/pass@4", "handoff/pass@2", "handoff_ratio/pass@1", "junior/pass@4",
-        "dose-0.25/pass@1", "dose-0.75/senior_share", "legibility/junior_ce", "drift/kl",
-    ]  # fmt: skip
+        "solo/pass@1",
+        "solo/pass@4",
+        "handoff/pass@2",
+        "handoff_ratio/pass@1",
+        "junior/pass@4",
+        "dose-0.25/pass@1",
+        "dose-0.75/senior_share",
+        "legibility/junior_ce",
+        "drift/kl",
+    ]
     for bench in ("alpha", "beta"):
         metrics = res["benchmarks"][bench]["metrics"]
         for m in expected:
@@ -123,7 +143,10 @@ def test_evaluate_end_to_end_and_resume(models, tokenizer, tmp_path):
     (run / "samples.jsonl").write_text("".join(kept))
     res2 = run_eval(models, tokenizer, run)
     # the same results; only the record of the machine that wrote them may differ (e.g. a new commit)
-    assert {**res2, "config": {**res2["config"], "machine": None}} == {**res, "config": {**res["config"], "machine": None}}
+    assert {**res2, "config": {**res2["config"], "machine": None}} == {
+        **res,
+        "config": {**res["config"], "machine": None},
+    }
     assert set(res2["config"]["machine"]) >= {"versions", "torch_threads", "device", "dtype"}
     rows2 = load_samples(run / "samples.jsonl")
     by_key = {(r["benchmark"], r["protocol"], r["problem_id"], r["sample_idx"]): r for r in rows}
@@ -155,8 +178,11 @@ def test_handoff_paper_runs_its_own_n_and_decoding_and_records_them(models, toke
     metrics = res["macro"]["metrics"]
     assert {"handoff-paper/pass@1", "handoff-paper/pass@4", "solo/pass@8"} <= set(metrics)
     assert "handoff-paper/pass@8" not in metrics and "handoff/round_capped" not in metrics
-    assert res["config"]["handoff_paper"] == {"decoding": {"temperature": 0.6, "top_p": 0.95, "top_k": 0}, "n": 4,
-                                              "max_rounds": None}  # fmt: skip
+    assert res["config"]["handoff_paper"] == {
+        "decoding": {"temperature": 0.6, "top_p": 0.95, "top_k": 0},
+        "n": 4,
+        "max_rounds": None,
+    }
     assert all(r["finish_reason"] != "rounds" for r in rows)
 
 
@@ -168,8 +194,16 @@ def test_the_prompt_template_reaches_the_evaluated_prompts(models, tokenizer, tm
 
     senior, junior = models
     benches = {"plain": [Problem(f"q{i}", f"What is {i} plus {i}?", str(2 * i), "t") for i in range(2)]}
-    common = dict(suite=["solo"], n=1, ks=[1], max_new_tokens=4, progress=False, score_fn=parity_reward,
-                  extract_fn=last_word, num_resamples=20)  # fmt: skip
+    common = dict(
+        suite=["solo"],
+        n=1,
+        ks=[1],
+        max_new_tokens=4,
+        progress=False,
+        score_fn=parity_reward,
+        extract_fn=last_word,
+        num_resamples=20,
+    )
     evaluate_models(senior, junior, tokenizer, benches, tmp_path / "a", prompt_template="authors", **common)
     evaluate_models(senior, junior, tokenizer, benches, tmp_path / "t", **common)
     theirs, ours = (load_samples(tmp_path / d / "samples.jsonl") for d in ("a", "t"))

@@ -44,13 +44,27 @@ def test_file(tmp_path):
 
 
 def eval_argv(senior, junior, data, out, *extra):
-    return ["eval", "--senior", str(senior), "--junior", str(junior), "--data", f"toy={data}", "--out", str(out),
-            *FAST, *extra]  # fmt: skip
+    return [
+        "eval",
+        "--senior",
+        str(senior),
+        "--junior",
+        str(junior),
+        "--data",
+        f"toy={data}",
+        "--out",
+        str(out),
+        *FAST,
+        *extra,
+    ]
 
 
 def test_eval_refuses_a_junior_with_swapped_ids_and_solo_needs_no_junior(tmp_path, test_file, capsys):
     bad, (ia, ib) = swapped_junior(tmp_path)
-    assert cli(eval_argv(SENIOR, bad, test_file, tmp_path / "e", "--suite", "handoff", "--pairing", "lockstep")) == 2
+    assert (
+        cli(eval_argv(SENIOR, bad, test_file, tmp_path / "e", "--suite", "handoff", "--pairing", "lockstep"))
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "2 ids map to different tokens" in err[0] and f"id {min(ia, ib)}:" in err[0]
     assert not (tmp_path / "e").exists()
@@ -60,8 +74,9 @@ def test_eval_refuses_a_junior_with_swapped_ids_and_solo_needs_no_junior(tmp_pat
     assert res["config"]["models"]["junior"] is None and res["fingerprint"]["models"]["junior"] is None
 
 
-def fake_run(tmp_path: Path, junior: str, checkpoints: dict[int, Path], senior: Path = SENIOR,
-             pairing: str = "auto") -> Path:  # fmt: skip
+def fake_run(
+    tmp_path: Path, junior: str, checkpoints: dict[int, Path], senior: Path = SENIOR, pairing: str = "auto"
+) -> Path:
     run = tmp_path / "run"
     run.mkdir()
     for step, src in checkpoints.items():
@@ -72,8 +87,20 @@ def fake_run(tmp_path: Path, junior: str, checkpoints: dict[int, Path], senior: 
 
 
 def select_argv(run, val, *extra):
-    return ["select", str(run), "--val", str(val), "--metric", "handoff/pass@1", "--n", "2", "--max-new-tokens",
-            "24", "--no-progress", *extra]  # fmt: skip
+    return [
+        "select",
+        str(run),
+        "--val",
+        str(val),
+        "--metric",
+        "handoff/pass@1",
+        "--n",
+        "2",
+        "--max-new-tokens",
+        "24",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def test_select_refuses_a_junior_with_swapped_ids(tmp_path, test_file, capsys):
@@ -129,7 +156,9 @@ def test_select_on_a_lora_self_run_then_eval_selected_with_junior_self(tmp_path,
     assert cli(select_argv(run, test_file, "--include-initial")) == 0
     sel = json.loads((run / "selected.json").read_text())
     assert [r["step"] for r in sel["table"]] == [0, 5, 10]
-    assert cli(eval_argv(f"{run}@selected", "self", test_file, tmp_path / "e", "--suite", "solo,handoff")) == 0
+    assert (
+        cli(eval_argv(f"{run}@selected", "self", test_file, tmp_path / "e", "--suite", "solo,handoff")) == 0
+    )
     res = json.loads((tmp_path / "e" / "results.json").read_text())
     assert res["config"]["models"]["senior_selection"]["step"] == sel["step"]
     if sel["step"] == 0:  # the base itself was chosen: it is its own adapters-off junior
@@ -137,7 +166,9 @@ def test_select_on_a_lora_self_run_then_eval_selected_with_junior_self(tmp_path,
     else:
         assert res["fingerprint"]["models"]["junior"] == {"self_of": res["fingerprint"]["models"]["senior"]}
     # the adapter checkpoint itself, paired with its base through `self`
-    assert cli(eval_argv(run / "checkpoint-10", "self", test_file, tmp_path / "e10", "--suite", "handoff")) == 0
+    assert (
+        cli(eval_argv(run / "checkpoint-10", "self", test_file, tmp_path / "e10", "--suite", "handoff")) == 0
+    )
     res = json.loads((tmp_path / "e10" / "results.json").read_text())
     assert res["fingerprint"]["models"]["junior"] == {"self_of": res["fingerprint"]["models"]["senior"]}
 
@@ -147,8 +178,22 @@ def test_grading_stats_are_counted_per_seed_from_the_samples(tmp_path, test_file
     for s in (0, 1):
         shutil.copytree(SENIOR, seeds / f"seed-{s}")
     out = tmp_path / "group"
-    argv = ["eval", "--senior", str(seeds / "seed-{seed}"), "--seeds", "0,1", "--junior", str(JUNIOR),
-            "--data", f"toy={test_file}", "--out", str(out), "--suite", "solo", *FAST]  # fmt: skip
+    argv = [
+        "eval",
+        "--senior",
+        str(seeds / "seed-{seed}"),
+        "--seeds",
+        "0,1",
+        "--junior",
+        str(JUNIOR),
+        "--data",
+        f"toy={test_file}",
+        "--out",
+        str(out),
+        "--suite",
+        "solo",
+        *FAST,
+    ]
     assert cli(argv) == 0
     for s in (0, 1):
         rows = read_jsonl(out / f"seed-{s}" / "samples.jsonl")
@@ -197,9 +242,13 @@ def test_problems_the_tokenizer_cannot_spell_are_counted_listed_and_refused_on_r
     lossy = res["config"]["lossy_prompts"]["toy"]
     # the toy tokenizer has no byte fallback: the Chinese problem loses its characters, and every
     # problem loses the apostrophe of the paper's "Let's think step by step"
-    assert "zh-1" in {x["source_id"] for x in lossy} and "明" in next(x["lost"] for x in lossy if x["source_id"] == "zh-1")
+    assert "zh-1" in {x["source_id"] for x in lossy} and "明" in next(
+        x["lost"] for x in lossy if x["source_id"] == "zh-1"
+    )
     assert sum("WARNING: problems the tokenizer cannot spell" in line for line in out.splitlines()) == 1
-    assert cli(eval_argv(SENIOR, JUNIOR, data, tmp_path / "r", "--suite", "solo", "--refuse-lossy-prompts")) == 2
+    assert (
+        cli(eval_argv(SENIOR, JUNIOR, data, tmp_path / "r", "--suite", "solo", "--refuse-lossy-prompts")) == 2
+    )
     assert "do not survive the tokenizer" in capsys.readouterr().err
 
 
@@ -210,10 +259,14 @@ def test_cut_to_budgets_keeps_every_other_field_of_the_output():
     from trlvr.eval.protocols import cut_to_budgets
 
     out = TandemOutput(
-        tokens=torch.tensor([[5, 6, 7], [5, 6, 0]]), senior_authored=torch.ones(2, 3, dtype=torch.bool),
-        completion_mask=torch.tensor([[True, True, True], [True, True, False]]), senior_logprob=None,
-        junior_logprob=None, finish_codes=torch.zeros(2, dtype=torch.long), num_sub_batches=3,
-    )  # fmt: skip
+        tokens=torch.tensor([[5, 6, 7], [5, 6, 0]]),
+        senior_authored=torch.ones(2, 3, dtype=torch.bool),
+        completion_mask=torch.tensor([[True, True, True], [True, True, False]]),
+        senior_logprob=None,
+        junior_logprob=None,
+        finish_codes=torch.zeros(2, dtype=torch.long),
+        num_sub_batches=3,
+    )
     cut = cut_to_budgets(out, [2, 3], pad_token_id=0)
     assert cut.num_sub_batches == 3 and cut.tokens.tolist() == [[5, 6, 0], [5, 6, 0]]
     assert cut.completion_mask.sum(1).tolist() == [2, 2]
@@ -222,13 +275,21 @@ def test_cut_to_budgets_keeps_every_other_field_of_the_output():
 def test_an_eval_sample_does_not_depend_on_its_batch(tmp_path, test_file):
     """Each sample's randomness is keyed by (benchmark, problem, sample index, protocol): another
     batch size (other batch-mates, other padding) and another --limit give the same completions."""
-    runs = {"b12": ("--batch-size", "12"), "b5": ("--batch-size", "5"), "lim": ("--batch-size", "12", "--limit", "4")}
+    runs = {
+        "b12": ("--batch-size", "12"),
+        "b5": ("--batch-size", "5"),
+        "lim": ("--batch-size", "12", "--limit", "4"),
+    }
     for name, extra in runs.items():
-        assert cli(eval_argv(SENIOR, JUNIOR, test_file, tmp_path / name, "--suite", "solo,handoff", *extra)) == 0
+        assert (
+            cli(eval_argv(SENIOR, JUNIOR, test_file, tmp_path / name, "--suite", "solo,handoff", *extra)) == 0
+        )
 
     def samples(name):
-        return {(r["protocol"], r["problem_id"], r["sample_idx"]): (r["token_ids"], r["authors"])
-                for r in read_jsonl(tmp_path / name / "samples.jsonl")}  # fmt: skip
+        return {
+            (r["protocol"], r["problem_id"], r["sample_idx"]): (r["token_ids"], r["authors"])
+            for r in read_jsonl(tmp_path / name / "samples.jsonl")
+        }
 
     a, b, c = samples("b12"), samples("b5"), samples("lim")
     assert len(a) == 24 and a == b

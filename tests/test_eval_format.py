@@ -10,8 +10,15 @@ from trlvr.eval.grading import grading_name
 
 
 def test_one_percent_rule():
-    rates = ["solo/pass@1", "junior/pass@8", "dose-0.5/senior_share", "handoff/truncated", "handoff/round_capped",
-             "jargon_rate", "dose-0.25/pass@1"]  # fmt: skip
+    rates = [
+        "solo/pass@1",
+        "junior/pass@8",
+        "dose-0.5/senior_share",
+        "handoff/truncated",
+        "handoff/round_capped",
+        "jargon_rate",
+        "dose-0.25/pass@1",
+    ]
     plain = ["handoff_ratio/pass@1", "legibility/junior_ce", "drift/kl", "solo/mean_tokens"]
     assert all(is_percent(n) for n in rates) and not any(is_percent(n) for n in plain)
 
@@ -31,8 +38,16 @@ def test_cli_tables_use_the_same_rule():
     e = {"value": 0.5, "ci_low": 0.25, "ci_high": 0.75}
     text = format_summary({"macro": {"metrics": {"solo/pass@1": e, "handoff_ratio/pass@1": e}}})
     assert "solo/pass@1 (%)" in text and "50.000 [25.000, 75.000]" in text and "0.500 [0.250, 0.750]" in text
-    c = {"a": 0.5, "b": 0.75, "diff": 0.25, "ci_low": 0.1, "ci_high": 0.4, "p_value": 0.01, "excludes_zero": True,
-         "num_problems": 9}  # fmt: skip
+    c = {
+        "a": 0.5,
+        "b": 0.75,
+        "diff": 0.25,
+        "ci_low": 0.1,
+        "ci_high": 0.4,
+        "p_value": 0.01,
+        "excludes_zero": True,
+        "num_problems": 9,
+    }
     table = format_table({"macro": {"solo/pass@1": c, "handoff_ratio/pass@1": c}, "benchmarks": {}})
     assert "+25.000 [+10.000, +40.000]" in table and "+0.250 [+0.100, +0.400]" in table
 

@@ -39,8 +39,15 @@ class EngineOnly:
 @pytest.mark.parametrize("arch", ["qwen3"], indirect=True)
 def test_scoring_loads_after_the_engine_is_closed_and_scores_are_the_same(models, tokenizer, tmp_path):
     senior, junior = models
-    spec = EvalSpec(suite=["solo", "handoff", "legibility", "drift"], n=2, ks=[1], seed=3, max_new_tokens=8,
-                    batch_size=4, num_resamples=50)  # fmt: skip
+    spec = EvalSpec(
+        suite=["solo", "handoff", "legibility", "drift"],
+        n=2,
+        ks=[1],
+        seed=3,
+        max_new_tokens=8,
+        batch_size=4,
+        num_resamples=50,
+    )
     benches = {"a": toy_problems(3, "a")}
     ids = {"senior": {"weights": "s"}, "junior": {"weights": "j"}}
     kw = dict(score_fn=parity_reward, extract_fn=last_word, progress=False)
@@ -68,8 +75,10 @@ def test_scoring_loads_after_the_engine_is_closed_and_scores_are_the_same(models
     assert events.index("closed") < events.index("build senior")  # the composite goes before the next engine
     assert len(set(lengths)) == 1
     assert lengths[0] == max(len(prompt_ids_for(p, tokenizer)) for p in benches["a"]) + 8  # prompt + budget
-    rows = {(r["protocol"], r["problem_id"], r["sample_idx"]): r for r in
-            map(json.loads, (tmp_path / "later" / "samples.jsonl").read_text().splitlines())}  # fmt: skip
+    rows = {
+        (r["protocol"], r["problem_id"], r["sample_idx"]): r
+        for r in map(json.loads, (tmp_path / "later" / "samples.jsonl").read_text().splitlines())
+    }
     for r in map(json.loads, (tmp_path / "inline" / "samples.jsonl").read_text().splitlines()):
         other = rows[(r["protocol"], r["problem_id"], r["sample_idx"])]
         assert other["token_ids"] == r["token_ids"]

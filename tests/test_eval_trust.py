@@ -28,9 +28,17 @@ pytestmark = pytest.mark.parametrize("arch", ["qwen3"], indirect=True)
 def run(models, tokenizer, out, problems, **kw):
     senior, junior = kw.pop("senior", models[0]), models[1]
     args = dict(
-        suite=["solo"], n=2, ks=[1, 2], seed=1, max_new_tokens=6, batch_size=4, progress=False,
-        score_fn=parity_reward, extract_fn=last_word, num_resamples=50,
-    )  # fmt: skip
+        suite=["solo"],
+        n=2,
+        ks=[1, 2],
+        seed=1,
+        max_new_tokens=6,
+        batch_size=4,
+        progress=False,
+        score_fn=parity_reward,
+        extract_fn=last_word,
+        num_resamples=50,
+    )
     args.update(kw)
     return evaluate_models(senior, junior, tokenizer, {"alpha": problems}, out, **args)
 
@@ -74,7 +82,9 @@ def test_larger_limit_extends_and_equals_a_fresh_run(models, tokenizer, tmp_path
     assert first & {r["batch"] for r in read_samples(tmp_path / "d" / "samples.jsonl")}
 
 
-def test_a_larger_limit_says_which_finished_samples_it_generates_again_and_why(models, tokenizer, tmp_path, capsys):
+def test_a_larger_limit_says_which_finished_samples_it_generates_again_and_why(
+    models, tokenizer, tmp_path, capsys
+):
     """n 2, batch 4: --limit 3 plans batches [p0 p1] [p2]; --limit 5 plans [p0 p1] [p2 p3] [p4]. The whole
     batch is kept row for row; p2's 2 finished samples are generated again beside their new batch-mates
     (a sample's arithmetic depends on its batch: padding, kernel shapes, bf16 on a GPU), so the folder
@@ -254,8 +264,24 @@ def test_cli_refuses_another_senior_and_fresh_starts_over(models, tokenizer, tmp
             json.dumps({"problem": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n" for i in range(3)
         )
     )
-    argv = ["eval", "--junior", str(tmp_path / "junior"), "--data", f"toy={data}", "--n", "2", "--k", "1,2",
-            "--suite", "solo", "--max-new-tokens", "4", "--no-progress", "--out", str(tmp_path / "out")]  # fmt: skip
+    argv = [
+        "eval",
+        "--junior",
+        str(tmp_path / "junior"),
+        "--data",
+        f"toy={data}",
+        "--n",
+        "2",
+        "--k",
+        "1,2",
+        "--suite",
+        "solo",
+        "--max-new-tokens",
+        "4",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert main(argv + ["--senior", str(tmp_path / "senior"), "--limit", "2"]) == 0
     capsys.readouterr()
     assert main(argv + ["--senior", str(tmp_path / "other"), "--limit", "2"]) == 2
@@ -281,4 +307,6 @@ def test_fresh_into_a_folder_of_another_kind_is_refused_and_moves_nothing(models
     with pytest.raises(UserError, match=r"holds a training run \(trlvr_run.json\), not an evaluation") as err:
         run(models, tokenizer, run_dir, toy_problems(2), fresh=True)
     assert "\n" not in str(err.value)
-    assert {p.relative_to(run_dir): p.read_bytes() if p.is_file() else None for p in run_dir.rglob("*")} == before
+    assert {
+        p.relative_to(run_dir): p.read_bytes() if p.is_file() else None for p in run_dir.rglob("*")
+    } == before

@@ -28,7 +28,9 @@ from trlvr.data import load_problems
 from trlvr.rewards import MathReward
 from trlvr.rewards.boxed import exact_number, normalize
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def value_of(text: str) -> Fraction:
@@ -51,7 +53,11 @@ def numbers(draw):
     kind = draw(st.sampled_from(["integer", "decimal", "tiny", "huge", "fraction"]))
     if kind == "integer":
         n = draw(st.integers(-(10**60), 10**60))
-        return Fraction(n), [(str(n), True), (f"{n}.0", True), (f"{n}/1", False), (f"{n}e0", True)], [(str(n + 1), True)]
+        return (
+            Fraction(n),
+            [(str(n), True), (f"{n}.0", True), (f"{n}/1", False), (f"{n}e0", True)],
+            [(str(n + 1), True)],
+        )
     if kind == "fraction":
         p, q = draw(st.integers(-(10**12), 10**12)), draw(st.integers(1, 10**12))
         v = Fraction(p, q)
@@ -59,8 +65,11 @@ def numbers(draw):
         spell = [(f"{a}/{b}", False), (f"\\frac{{{a}}}{{{b}}}", False), (f"{2 * a}/{2 * b}", False)]
         return v, spell, [(f"{a + 1}/{b}", False)]
     m = draw(st.integers(-(10**20), 10**20).filter(lambda x: x % 10))
-    e = {"decimal": draw(st.integers(-20, 20)), "tiny": draw(st.integers(-300, -280)),
-         "huge": draw(st.integers(280, 300))}[kind]  # fmt: skip
+    e = {
+        "decimal": draw(st.integers(-20, 20)),
+        "tiny": draw(st.integers(-300, -280)),
+        "huge": draw(st.integers(280, 300)),
+    }[kind]
     v = Fraction(m) * Fraction(10) ** e
     spell = [(f"{m}e{e}", True), (f"{m}E{e:+d}", True), (_plain(m, e), True)]
     if e < 0:
@@ -81,7 +90,9 @@ def _rows(path, cells) -> None:
 @given(numbers())
 def test_a_gold_is_read_from_data_exactly(tmp_path_factory, drawn):
     value, spellings, _ = drawn
-    cells = spellings + [(t, False) for t, _ in spellings]  # each as a JSON number (where it is one) and a string
+    cells = spellings + [
+        (t, False) for t, _ in spellings
+    ]  # each as a JSON number (where it is one) and a string
     path = tmp_path_factory.mktemp("data") / "golds.jsonl"
     _rows(path, cells)
     problems = load_problems(str(path))
@@ -89,7 +100,9 @@ def test_a_gold_is_read_from_data_exactly(tmp_path_factory, drawn):
     for p, (text, as_number) in zip(problems, cells, strict=True):
         assert value_of(p.answer) == value, (text, p.answer)
         if as_number:
-            assert p.answer == (text.removesuffix(".0") if text.endswith(".0") else text)  # the literal itself
+            assert p.answer == (
+                text.removesuffix(".0") if text.endswith(".0") else text
+            )  # the literal itself
 
 
 @SETTINGS
@@ -128,8 +141,9 @@ def test_the_grader_compares_exact_values(grader, drawn):
     texts = [f"so the answer is \\boxed{{{t}}}." for t, _ in spellings]
     # every spelling against every gold: the same value
     same = grade([t for t in texts for _ in golds], [g for _ in texts for g in golds])
-    assert all(s == 1.0 for s in same), [(t, g) for (t, g), s in zip([(t, g) for t in texts for g in golds], same,
-                                                                       strict=True) if s != 1.0][:3]  # fmt: skip
+    assert all(s == 1.0 for s in same), [
+        (t, g) for (t, g), s in zip([(t, g) for t in texts for g in golds], same, strict=True) if s != 1.0
+    ][:3]
     near = [f"\\boxed{{{t}}}" for t, _ in neighbours]
     assert grade(near * len(golds), [g for g in golds for _ in near]) == [0.0] * (len(near) * len(golds))
 
@@ -151,9 +165,16 @@ def test_exact_grading_regressions(answer, gold, score):
     assert MathReward()([f"\\boxed{{{answer}}}"], [gold]) == [score]
 
 
-@pytest.mark.parametrize(("literal", "gold"), [("1e23", "1e23"), ("1e400", "1e400"), ("142.0", "142"),
-                                               ("0.1000000000000000055511151231257827", "0.1000000000000000055511151231257827"),
-                                               ("2.50", "2.50")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("literal", "gold"),
+    [
+        ("1e23", "1e23"),
+        ("1e400", "1e400"),
+        ("142.0", "142"),
+        ("0.1000000000000000055511151231257827", "0.1000000000000000055511151231257827"),
+        ("2.50", "2.50"),
+    ],
+)
 def test_json_number_golds_keep_their_literal(tmp_path, literal, gold):
     """Before: 1e23 -> '99999999999999991611392' (through int(float)), 1e400 -> refused as inf, the long
     decimal -> '0.1'."""

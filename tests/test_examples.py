@@ -15,10 +15,35 @@ from safetensors.torch import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "tandem_grpo.py"
-TOY_FLAGS = ["--model_name_or_path", "senior", "--junior", "junior", "--dataset_name", "train.jsonl",
-             "--output_dir", "out", "--max_steps", "1", "--per_device_train_batch_size", "8", "--num_generations", "4",
-             "--max_completion_length", "32", "--learning_rate", "1e-2", "--use_cpu", "--bf16", "false",
-             "--report_to", "none", "--save_strategy", "no", "--logging_steps", "1"]  # fmt: skip
+TOY_FLAGS = [
+    "--model_name_or_path",
+    "senior",
+    "--junior",
+    "junior",
+    "--dataset_name",
+    "train.jsonl",
+    "--output_dir",
+    "out",
+    "--max_steps",
+    "1",
+    "--per_device_train_batch_size",
+    "8",
+    "--num_generations",
+    "4",
+    "--max_completion_length",
+    "32",
+    "--learning_rate",
+    "1e-2",
+    "--use_cpu",
+    "--bf16",
+    "false",
+    "--report_to",
+    "none",
+    "--save_strategy",
+    "no",
+    "--logging_steps",
+    "1",
+]
 
 
 def test_every_example_is_covered():
@@ -32,8 +57,20 @@ def test_the_example_trains_the_toy_pair(tmp_path, launcher):
         cmd = [sys.executable, str(EXAMPLE)]
     else:
         accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
-        cmd = [accelerate, "launch", "--cpu", "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no",
-               "--dynamo_backend", "no", str(EXAMPLE)]  # fmt: skip
+        cmd = [
+            accelerate,
+            "launch",
+            "--cpu",
+            "--num_processes",
+            "1",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            str(EXAMPLE),
+        ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
     done = subprocess.run(cmd + TOY_FLAGS, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -45,6 +82,12 @@ def test_the_example_trains_the_toy_pair(tmp_path, launcher):
 
 def test_the_example_refuses_an_unknown_flag(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(EXAMPLE), "--output_dir", "out", "--use_cpu", "--schedual", "word"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--output_dir", "out", "--use_cpu", "--schedual", "word"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode != 0 and "--schedual" in done.stderr

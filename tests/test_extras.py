@@ -11,8 +11,14 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 # accelerate's distributed_type -> the package its launcher needs beyond torch and accelerate (None: torch's own)
-BACKEND_PACKAGE = {"NO": None, "MULTI_GPU": None, "MULTI_CPU": None, "FSDP": None, "DEEPSPEED": "deepspeed",
-                   "MEGATRON_LM": "megatron-core"}  # fmt: skip
+BACKEND_PACKAGE = {
+    "NO": None,
+    "MULTI_GPU": None,
+    "MULTI_CPU": None,
+    "FSDP": None,
+    "DEEPSPEED": "deepspeed",
+    "MEGATRON_LM": "megatron-core",
+}
 
 
 def _name(requirement: str) -> str:
@@ -45,11 +51,17 @@ def test_every_accelerate_config_has_its_backend_in_the_gpu_extra():
         kind = yaml.safe_load(path.read_text())["distributed_type"]
         assert kind in BACKEND_PACKAGE, f"{path.name}: distributed_type {kind} has no known launcher package"
         package = BACKEND_PACKAGE[kind]
-        assert package is None or package in gpu, f"{path.name}: {kind} needs {package}, not in trlvr[gpu] ({gpu})"
+        assert package is None or package in gpu, (
+            f"{path.name}: {kind} needs {package}, not in trlvr[gpu] ({gpu})"
+        )
     assert "vllm" in gpu  # the GPU extra is the vLLM backend's too
-    assert not {"deepspeed", "vllm"} & {_name(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"]}
+    assert not {"deepspeed", "vllm"} & {
+        _name(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"]
+    }
 
 
 def test_the_closure_follows_self_references():
-    project = {"optional-dependencies": {"a": ["x>=1", "trlvr[b,c]"], "b": ["Y_z[extra]==2"], "c": ["trlvr[a]"]}}
+    project = {
+        "optional-dependencies": {"a": ["x>=1", "trlvr[b,c]"], "b": ["Y_z[extra]==2"], "c": ["trlvr[a]"]}
+    }
     assert extras_closure(project, "a") == {"x", "y-z"}

@@ -30,20 +30,38 @@ def test_gpu_bench_runs_tiny_on_cpu_and_the_timed_region_compiles_nothing(bench_
     res = json.loads((tmp_path / "gpu-tiny.json").read_text())
     row = res["sizes"]["tiny"]
     contenders = {k: v for k, v in row.items() if isinstance(v, dict)}
-    assert set(contenders) == {"generate", "engine_solo", "engine_solo_junior", "engine_static_nocompile_solo",
-                               "engine_static_solo", "engine_tandem", "engine_static_nocompile_tandem",
-                               "engine_static_tandem", "engine_static_tandem_ragged"}  # fmt: skip
+    assert set(contenders) == {
+        "generate",
+        "engine_solo",
+        "engine_solo_junior",
+        "engine_static_nocompile_solo",
+        "engine_static_solo",
+        "engine_tandem",
+        "engine_static_nocompile_tandem",
+        "engine_static_tandem",
+        "engine_static_tandem_ragged",
+    }
     for name, e in contenders.items():
         assert e["tokens_per_s"] > 0 and 0 < e["fraction_of_roofline"] < 1, name
         assert e["compiles_in_timed_region"] == 0, name  # warm-up used exactly the timed shapes
     assert sum(e["compiled"] for e in contenders.values()) == 3
     # the tandem roofline reads both models per step: half the solo one for a same-size pair
-    assert abs(row["engine_tandem"]["roofline_tokens_per_s"] * 2 - row["engine_solo"]["roofline_tokens_per_s"]) < 1
-    for key in ("tandem_over_solo_sum", "static_over_eager_tandem", "static_nocompile_over_eager_tandem",
-                "engine_static_solo_over_generate", "static_tandem_over_solo_sum"):  # fmt: skip
+    assert (
+        abs(row["engine_tandem"]["roofline_tokens_per_s"] * 2 - row["engine_solo"]["roofline_tokens_per_s"])
+        < 1
+    )
+    for key in (
+        "tandem_over_solo_sum",
+        "static_over_eager_tandem",
+        "static_nocompile_over_eager_tandem",
+        "engine_static_solo_over_generate",
+        "static_tandem_over_solo_sum",
+    ):
         assert row[key] > 0, key
     md = (tmp_path / "gpu-tiny.md").read_text()
-    assert "| tiny | engine_static_tandem_ragged |" in md and "| tiny | engine_static_nocompile_tandem |" in md
+    assert (
+        "| tiny | engine_static_tandem_ragged |" in md and "| tiny | engine_static_nocompile_tandem |" in md
+    )
 
 
 def test_time_estimate_skips_what_does_not_fit(bench_gpu):

@@ -37,7 +37,9 @@ def test_the_checks_modules_never_import_reasoning_gym():
     for path in (ROOT / "trlvr").rglob("*.py"):
         tree = ast.parse(path.read_text())
         top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-        names = [a.name for n in top for a in n.names] + [n.module or "" for n in top if isinstance(n, ast.ImportFrom)]
+        names = [a.name for n in top for a in n.names] + [
+            n.module or "" for n in top if isinstance(n, ast.ImportFrom)
+        ]
         assert not any(x.split(".")[0] == "reasoning_gym" for x in names), path
 
 
@@ -47,7 +49,9 @@ def _fake_pythons(versions: dict[str, str | None]):
     def run(cmd, **kwargs):
         v = versions.get(cmd[0])
         if v is None:
-            return subprocess.CompletedProcess(cmd, 127, stdout="", stderr="pyenv: python3.12: command not found")
+            return subprocess.CompletedProcess(
+                cmd, 127, stdout="", stderr="pyenv: python3.12: command not found"
+            )
         return subprocess.CompletedProcess(cmd, 0, stdout=v + "\n", stderr="")
 
     return run
@@ -65,8 +69,10 @@ def test_find_builder_skips_a_disabled_shim_and_finds_pyenv_s(tmp_path):
 def test_a_wrong_gpu_builder_is_one_line_naming_it():
     with pytest.raises(SystemExit) as e:
         bundle.find_builder("3.12", "/usr/bin/python3", run=_fake_pythons({"/usr/bin/python3": "3.11"}))
-    assert str(e.value) == ("gpu-bundle: GPU_BUILDER=/usr/bin/python3 runs Python 3.11, not 3.12: point GPU_BUILDER "
-                            "at a Python 3.12 interpreter")  # fmt: skip
+    assert str(e.value) == (
+        "gpu-bundle: GPU_BUILDER=/usr/bin/python3 runs Python 3.11, not 3.12: point GPU_BUILDER "
+        "at a Python 3.12 interpreter"
+    )
 
 
 def _run_sh(tmp_path, wheels_txt: str | None, toy: bool = True):
@@ -76,10 +82,16 @@ def _run_sh(tmp_path, wheels_txt: str | None, toy: bool = True):
         (gpu / "toy" / "senior").mkdir(parents=True)
     if wheels_txt is not None:
         (gpu / "wheels.txt").write_text(wheels_txt)
-    env = {**os.environ, "OUT": str(tmp_path / "out"), "GPU": str(gpu), "PY": sys.executable,
-           "SITE": str(tmp_path / "site")}  # fmt: skip
-    return subprocess.run(["bash", str(ROOT / "bench" / "gpu" / "run.sh")], env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    env = {
+        **os.environ,
+        "OUT": str(tmp_path / "out"),
+        "GPU": str(gpu),
+        "PY": sys.executable,
+        "SITE": str(tmp_path / "site"),
+    }
+    return subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu" / "run.sh")], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_run_sh_stops_on_a_missing_wheel_with_one_line(tmp_path):
@@ -87,7 +99,8 @@ def test_run_sh_stops_on_a_missing_wheel_with_one_line(tmp_path):
     assert run.returncode == 2, run.stderr[-2000:]
     assert run.stderr.strip().splitlines()[-1] == (
         "bench/gpu/run.sh: missing wheel no-such-package-xyz==1.0: not on this machine and not in the bundle "
-        "(make gpu-bundle)")
+        "(make gpu-bundle)"
+    )
     assert not (tmp_path / "out" / "pair.log").exists()  # no stage started
 
 

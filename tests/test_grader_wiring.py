@@ -1,15 +1,15 @@
 """The grader setting through the product (issue 57): training, eval, select, studies, compare and report.
 
-    `grader:` (TandemConfig) builds the training reward with it, is part of the run's identity (a resume under
-    another grader is refused; a record from before the key was trlvr's), and the trainer refuses a math reward
-    of another grader
-    `trlvr eval --grader trlvr,authors-paper` grades every sample under each grader in one generation: the first
-    gives `reward` and the metrics results.json always had, each other one `grader_rewards` and `by_grader`
-    a folder takes another grader without generating again; another first grader is another folder
-    compare / report refuse evaluations graded differently (one line naming both graders and folders), or flag
-    them with --allow-mismatch
-    `trlvr eval --skip-bad-rows` evaluates the usable rows and lists the others; without it the refusal names
-    the flag, never a Python argument
+`grader:` (TandemConfig) builds the training reward with it, is part of the run's identity (a resume under
+another grader is refused; a record from before the key was trlvr's), and the trainer refuses a math reward
+of another grader
+`trlvr eval --grader trlvr,authors-paper` grades every sample under each grader in one generation: the first
+gives `reward` and the metrics results.json always had, each other one `grader_rewards` and `by_grader`
+a folder takes another grader without generating again; another first grader is another folder
+compare / report refuse evaluations graded differently (one line naming both graders and folders), or flag
+them with --allow-mismatch
+`trlvr eval --skip-bad-rows` evaluates the usable rows and lists the others; without it the refusal names
+the flag, never a Python argument
 """
 
 from __future__ import annotations
@@ -26,13 +26,19 @@ from trlvr.rewards.graders import missing_for
 
 # (completion, gold): trlvr's grader reads the first two as numbers, the paper-era one compares strings
 # (the first two are published answers the authors' paper-era grader scored 0: tests/data/authors_sample_scores.jsonl)
-DISAGREE = [("\\boxed{4.5\\times10^{33}}", "4.5e33"), ("\\boxed{1 \\times 10^{-8}}", "1e-8"), ("\\boxed{42}", "42"),
-            ("the answer is 42", "42")]  # fmt: skip
+DISAGREE = [
+    ("\\boxed{4.5\\times10^{33}}", "4.5e33"),
+    ("\\boxed{1 \\times 10^{-8}}", "1e-8"),
+    ("\\boxed{42}", "42"),
+    ("the answer is 42", "42"),
+]
 SCORES = {"trlvr": [1.0, 1.0, 1.0, 0.0], "authors-paper": [0.0, 0.0, 1.0, 0.0]}
 # a second grader that runs here: authors-paper needs the [authors] extra (part of [dev]); without it, the tests
 # that grade with it are skipped, naming what is missing (the wiring of a missing one is tested by itself)
-needs_paper = pytest.mark.skipif(missing_for("authors-paper") is not None,
-                                 reason=f"grader 'authors-paper': {missing_for('authors-paper')} (pip install '.[authors]')")
+needs_paper = pytest.mark.skipif(
+    missing_for("authors-paper") is not None,
+    reason=f"grader 'authors-paper': {missing_for('authors-paper')} (pip install '.[authors]')",
+)
 
 
 def _one_line_error(capsys) -> str:
@@ -69,8 +75,12 @@ def test_a_missing_grader_dependency_is_one_line_naming_the_key(monkeypatch):
     from trlvr.rewards import graders
     from trlvr.training.build import resolve_reward
 
-    monkeypatch.setattr(graders, "missing_for", lambda name: "pylatexenc not installed" if name == "authors" else None)
-    with pytest.raises(UserError, match=r"^grader: grader 'authors' needs pylatexenc not installed: pip install"):
+    monkeypatch.setattr(
+        graders, "missing_for", lambda name: "pylatexenc not installed" if name == "authors" else None
+    )
+    with pytest.raises(
+        UserError, match=r"^grader: grader 'authors' needs pylatexenc not installed: pip install"
+    ):
         resolve_reward("math", "authors")
 
 
@@ -89,7 +99,9 @@ def test_the_trainer_refuses_a_math_reward_graded_otherwise_than_its_config():
 
 def test_train_refuses_an_unknown_grader_in_one_line(capsys):
     assert main(["train", "--config", "toy", "--grader", "verl", "--dry-run"]) == 2
-    assert "grader: must be one of ('trlvr', 'authors', 'authors-paper') (got 'verl')" in _one_line_error(capsys)
+    assert "grader: must be one of ('trlvr', 'authors', 'authors-paper') (got 'verl')" in _one_line_error(
+        capsys
+    )
 
 
 def test_a_resume_under_another_grader_is_refused_and_a_record_without_one_was_trlvrs(tmp_path):
@@ -122,9 +134,20 @@ def test_every_other_grader_grades_the_stored_texts_into_by_grader():
     from trlvr.eval.aggregate import problem_table, summarize
     from trlvr.eval.grading import by_grader, grade, grade_others, grader_for
 
-    rows = [{"benchmark": "b", "protocol": "solo", "problem_id": f"p{i}", "sample_idx": 0, "text": text, "answer": gold,
-             "num_tokens": 3, "finish_reason": "eos", "senior_share": 1.0}
-            for i, (text, gold) in enumerate(DISAGREE)]  # fmt: skip
+    rows = [
+        {
+            "benchmark": "b",
+            "protocol": "solo",
+            "problem_id": f"p{i}",
+            "sample_idx": 0,
+            "text": text,
+            "answer": gold,
+            "num_tokens": 3,
+            "finish_reason": "eos",
+            "senior_share": 1.0,
+        }
+        for i, (text, gold) in enumerate(DISAGREE)
+    ]
     rewards, _ = grade(grader_for("boxed", "trlvr"), [r["text"] for r in rows], [r["answer"] for r in rows])
     assert rewards == SCORES["trlvr"]
     for r, x in zip(rows, rewards, strict=True):
@@ -134,7 +157,9 @@ def test_every_other_grader_grades_the_stored_texts_into_by_grader():
     assert grade_others(rows, ("authors-paper",), "boxed") is False  # nothing left to grade
     out = by_grader(rows, ("authors-paper",), [1], num_resamples=50, seed=0)
     assert set(out) == {"authors-paper"}
-    assert set(out["authors-paper"]["macro"]["metrics"]) == {"solo/pass@1"}  # only what follows from the reward
+    assert set(out["authors-paper"]["macro"]["metrics"]) == {
+        "solo/pass@1"
+    }  # only what follows from the reward
     assert out["authors-paper"]["macro"]["metrics"]["solo/pass@1"]["value"] == pytest.approx(0.25)
     first = summarize(problem_table(rows, [1]), num_resamples=50, seed=0)
     assert first["macro"]["metrics"]["solo/pass@1"]["value"] == pytest.approx(0.75)
@@ -145,8 +170,11 @@ def test_eval_spec_graders_are_checked_naming_the_flag():
     from trlvr.eval.spec import EvalSpec, SettingError
 
     assert EvalSpec().graders == ("trlvr",) and EvalSpec(graders="authors-paper").grader == "authors-paper"
-    for bad, why in ((("trlvr", "trlvr"), "names a grader twice"), (("verl",), "unknown ['verl']"),
-                     ((), "unknown none given")):  # fmt: skip
+    for bad, why in (
+        (("trlvr", "trlvr"), "names a grader twice"),
+        (("verl",), "unknown ['verl']"),
+        ((), "unknown none given"),
+    ):
         with pytest.raises(SettingError, match=re.escape(why)) as e:
             EvalSpec(graders=bad)
         assert str(e.value.as_flag(FLAGS[e.value.field])).startswith("--grader")
@@ -155,9 +183,27 @@ def test_eval_spec_graders_are_checked_naming_the_flag():
 
 
 def _eval_argv(tmp, out, *extra):
-    return ["eval", "--senior", str(tmp / "senior"), "--junior", str(tmp / "junior"), "--data", f"toy={tmp / 'd.jsonl'}",
-            "--n", "2", "--k", "1,2", "--suite", "solo", "--max-new-tokens", "2", "--no-progress",
-            "--out", str(out), *extra]  # fmt: skip
+    return [
+        "eval",
+        "--senior",
+        str(tmp / "senior"),
+        "--junior",
+        str(tmp / "junior"),
+        "--data",
+        f"toy={tmp / 'd.jsonl'}",
+        "--n",
+        "2",
+        "--k",
+        "1,2",
+        "--suite",
+        "solo",
+        "--max-new-tokens",
+        "2",
+        "--no-progress",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -179,15 +225,23 @@ def test_eval_grades_every_sample_under_each_grader_in_one_generation(pair, tmp_
     out = tmp_path / "eval"
     assert main(_eval_argv(pair, out)) == 0
     res = json.loads((out / "results.json").read_text())
-    assert res["config"]["grader"] == "trlvr" and res["config"]["graders"] == ["trlvr"] and "by_grader" not in res
+    assert (
+        res["config"]["grader"] == "trlvr"
+        and res["config"]["graders"] == ["trlvr"]
+        and "by_grader" not in res
+    )
     assert json.loads((out / "fingerprint.json").read_text())["scoring"]["grader"] == "trlvr"
     before = _rows(out)
     capsys.readouterr()
-    assert main(_eval_argv(pair, out, "--grader", "trlvr,authors-paper")) == 0  # the same samples, one more grader
+    assert (
+        main(_eval_argv(pair, out, "--grader", "trlvr,authors-paper")) == 0
+    )  # the same samples, one more grader
     printed = capsys.readouterr().out
     assert "(grader trlvr)" in printed and "(grader authors-paper)" in printed
     after = _rows(out)
-    assert [{k: v for k, v in r.items() if k != "grader_rewards"} for r in after] == before  # nothing generated again
+    assert [
+        {k: v for k, v in r.items() if k != "grader_rewards"} for r in after
+    ] == before  # nothing generated again
     assert all(set(r["grader_rewards"]) == {"authors-paper"} for r in after)
     res = json.loads((out / "results.json").read_text())
     assert res["config"]["grader"] == "trlvr" and res["config"]["graders"] == ["trlvr", "authors-paper"]
@@ -216,17 +270,23 @@ def test_compare_and_report_refuse_evaluations_graded_differently(pair, tmp_path
     assert main(_eval_argv(pair, a)) == 0
     assert main(_eval_argv(pair, b, "--grader", "authors-paper")) == 0
     capsys.readouterr()
-    for argv in (["compare", str(a), str(b), "--out", str(tmp_path / "cmp"), "--resamples", "20"],
-                 ["report", str(b), "--compare", str(a), "--out", str(tmp_path / "r.html")]):  # fmt: skip
+    for argv in (
+        ["compare", str(a), str(b), "--out", str(tmp_path / "cmp"), "--resamples", "20"],
+        ["report", str(b), "--compare", str(a), "--out", str(tmp_path / "r.html")],
+    ):
         assert main(argv) == 2
         line = _one_line_error(capsys)
-        assert "grader: 'trlvr' (A) vs 'authors-paper' (B)" in line and str(a) in line and str(b) in line, line
+        assert "grader: 'trlvr' (A) vs 'authors-paper' (B)" in line and str(a) in line and str(b) in line, (
+            line
+        )
         assert "--allow-mismatch" in line
         assert main([*argv, "--allow-mismatch"]) == 0
         assert "NOT LIKE WITH LIKE (--allow-mismatch)" in capsys.readouterr().out or argv[0] == "report"
     page = html.unescape((tmp_path / "r.html").read_text())
-    assert "NOT LIKE WITH LIKE (--allow-mismatch): the evaluations differ in settings that change the numbers: " \
-           "grader: 'trlvr' (A) vs 'authors-paper' (B)" in page  # fmt: skip
+    assert (
+        "NOT LIKE WITH LIKE (--allow-mismatch): the evaluations differ in settings that change the numbers: "
+        "grader: 'trlvr' (A) vs 'authors-paper' (B)" in page
+    )
 
 
 def test_an_evaluation_recorded_before_graders_compares_as_trlvrs(tmp_path):
@@ -238,7 +298,9 @@ def test_an_evaluation_recorded_before_graders_compares_as_trlvrs(tmp_path):
         return folder
 
     old = results(tmp_path / "old")
-    assert check_comparable(old, results(tmp_path / "ours", grader="trlvr", graders=["trlvr", "authors"])) == []
+    assert (
+        check_comparable(old, results(tmp_path / "ours", grader="trlvr", graders=["trlvr", "authors"])) == []
+    )
     with pytest.raises(UserError, match=r"grader: 'trlvr' \(A\) vs 'authors' \(B\)"):
         check_comparable(old, results(tmp_path / "theirs", grader="authors", graders=["authors"]))
 
@@ -248,7 +310,9 @@ def test_an_evaluation_recorded_before_graders_compares_as_trlvrs(tmp_path):
 
 def test_skip_bad_rows_evaluates_the_usable_rows_and_lists_the_others(pair, tmp_path, capsys):
     data = tmp_path / "bad.jsonl"
-    data.write_text((pair / "d.jsonl").read_text() + json.dumps({"problem": "What is 7 plus 7?", "answer": ""}) + "\n")
+    data.write_text(
+        (pair / "d.jsonl").read_text() + json.dumps({"problem": "What is 7 plus 7?", "answer": ""}) + "\n"
+    )
     argv = [a if not a.startswith("toy=") else f"toy={data}" for a in _eval_argv(pair, tmp_path / "eval")]
     assert main(argv) == 2
     line = _one_line_error(capsys)
@@ -256,12 +320,19 @@ def test_skip_bad_rows_evaluates_the_usable_rows_and_lists_the_others(pair, tmp_
     assert "on_bad" not in line and "=" not in line.split("unusable", 1)[1].replace("==", ""), line
     assert not (tmp_path / "eval").exists()
     assert main([*argv, "--skip-bad-rows"]) == 0
-    assert "WARNING: unusable rows left out (--skip-bad-rows; each file, row and reason listed in results.json): " \
-           "{'toy': 1}" in capsys.readouterr().out  # fmt: skip
+    assert (
+        "WARNING: unusable rows left out (--skip-bad-rows; each file, row and reason listed in results.json): "
+        "{'toy': 1}" in capsys.readouterr().out
+    )
     res = json.loads((tmp_path / "eval" / "results.json").read_text())
     assert res["config"]["num_problems"] == {"toy": 3}
     [skipped] = res["config"]["skipped_rows"]["toy"]
-    assert skipped["file"] == str(data) and skipped["row"] == 4 and skipped["field"] == "answer" and skipped["reason"]
+    assert (
+        skipped["file"] == str(data)
+        and skipped["row"] == 4
+        and skipped["field"] == "answer"
+        and skipped["reason"]
+    )
 
 
 def test_a_source_whose_columns_say_nothing_is_refused_naming_flags_not_python_arguments(tmp_path, capsys):
@@ -269,7 +340,9 @@ def test_a_source_whose_columns_say_nothing_is_refused_naming_flags_not_python_a
     data.write_text(json.dumps({"text": "What is 12 plus 30?", "answer": "42"}) + "\n")
     assert main(["data", "check", str(data)]) == 2
     line = _one_line_error(capsys)
-    assert "--schema" in line and "--problem-field" in line and "schema=" not in line and "_field=" not in line
+    assert (
+        "--schema" in line and "--problem-field" in line and "schema=" not in line and "_field=" not in line
+    )
 
 
 # ---- studies -------------------------------------------------------------------------------------------
@@ -294,18 +367,33 @@ def test_a_study_carries_the_grader_to_its_train_select_and_eval_stages(tmp_path
     study = tmp_path / "study.yaml"
     study.write_text(STUDY)
     assert main(["study", "plan", str(study), "--out", str(tmp_path / "out")]) == 0
-    train, select, ev = (shlex.split(ln) for ln in capsys.readouterr().out.splitlines()
-                         if ln.split()[1:2] in (["train"], ["select"], ["eval"]))  # fmt: skip
+    train, select, ev = (
+        shlex.split(ln)
+        for ln in capsys.readouterr().out.splitlines()
+        if ln.split()[1:2] in (["train"], ["select"], ["eval"])
+    )
     assert train[train.index("--grader") + 1] == "authors-paper"
     assert select[select.index("--grader") + 1] == "authors-paper"
     assert ev[ev.index("--grader") + 1] == "authors-paper,trlvr"
     for old, new, where in (
-        ('grader: "authors-paper,trlvr"', "grader: verl", "evaluation.grader: expected one grader, or several "
-         "comma-separated of trlvr, authors, authors-paper, got 'verl'"),
-        ("n: 2, grader: authors-paper}", "n: 2, grader: 'trlvr,authors-paper'}", "selection.grader: expected one "
-         "grader of trlvr, authors, authors-paper, got 'trlvr,authors-paper'"),
-        ("grader: authors-paper}\nseeds", "grader: verl}\nseeds", "variants.grpo (with train:): grader: must be one "
-         "of ('trlvr', 'authors', 'authors-paper') (got 'verl')"),
+        (
+            'grader: "authors-paper,trlvr"',
+            "grader: verl",
+            "evaluation.grader: expected one grader, or several "
+            "comma-separated of trlvr, authors, authors-paper, got 'verl'",
+        ),
+        (
+            "n: 2, grader: authors-paper}",
+            "n: 2, grader: 'trlvr,authors-paper'}",
+            "selection.grader: expected one "
+            "grader of trlvr, authors, authors-paper, got 'trlvr,authors-paper'",
+        ),
+        (
+            "grader: authors-paper}\nseeds",
+            "grader: verl}\nseeds",
+            "variants.grpo (with train:): grader: must be one "
+            "of ('trlvr', 'authors', 'authors-paper') (got 'verl')",
+        ),
     ):
         study.write_text(STUDY.replace(old, new, 1))
         assert main(["study", "plan", str(study)]) == 2
@@ -320,10 +408,24 @@ def test_select_computes_its_metric_with_the_grader_and_records_it(pair, tmp_pat
     run = tmp_path / "run"
     for step in (1, 2):
         shutil.copytree(pair / "senior", run / f"checkpoint-{step}")
-    (run / "trlvr_run.json").write_text(json.dumps({"tandem": {"senior": str(pair / "senior"),
-                                                               "junior": str(pair / "junior"), "holdout": 0}}))  # fmt: skip
-    argv = ["select", str(run), "--val", str(pair / "d.jsonl"), "--metric", "solo/pass@1", "--n", "1",
-            "--max-new-tokens", "2", "--no-progress", "--grader", "authors-paper"]  # fmt: skip
+    (run / "trlvr_run.json").write_text(
+        json.dumps({"tandem": {"senior": str(pair / "senior"), "junior": str(pair / "junior"), "holdout": 0}})
+    )
+    argv = [
+        "select",
+        str(run),
+        "--val",
+        str(pair / "d.jsonl"),
+        "--metric",
+        "solo/pass@1",
+        "--n",
+        "1",
+        "--max-new-tokens",
+        "2",
+        "--no-progress",
+        "--grader",
+        "authors-paper",
+    ]
     assert main(argv) == 0
     assert capsys.readouterr().out.splitlines()[0].endswith("validation problems, grader authors-paper")
     assert json.loads((run / "selected.json").read_text())["grader"] == "authors-paper"
@@ -339,11 +441,17 @@ def test_the_report_shows_each_other_graders_metrics_beside_the_first(tmp_path):
 
     entry = {"value": 0.75, "ci_low": 0.5, "ci_high": 1.0, "num_problems": 4}
     other = {**entry, "value": 0.25}
-    res = {"config": {"grading": "boxed", "grader": "trlvr", "graders": ["trlvr", "authors"]},
-           "benchmarks": {"b": {"metrics": {"solo/pass@1": entry, "solo/mean_tokens": {**entry, "value": 3.0}}}},
-           "macro": {"metrics": {"solo/pass@1": entry}},
-           "by_grader": {"authors": {"benchmarks": {"b": {"metrics": {"solo/pass@1": other}}},
-                                     "macro": {"metrics": {"solo/pass@1": other}}}}}  # fmt: skip
+    res = {
+        "config": {"grading": "boxed", "grader": "trlvr", "graders": ["trlvr", "authors"]},
+        "benchmarks": {"b": {"metrics": {"solo/pass@1": entry, "solo/mean_tokens": {**entry, "value": 3.0}}}},
+        "macro": {"metrics": {"solo/pass@1": entry}},
+        "by_grader": {
+            "authors": {
+                "benchmarks": {"b": {"metrics": {"solo/pass@1": other}}},
+                "macro": {"metrics": {"solo/pass@1": other}},
+            }
+        },
+    }
     table = metrics_table(res)
     rows = {r["name"]: r["cells"] for r in table["rows"]}
     assert table["cols"] == ["b", "macro"]
@@ -351,7 +459,9 @@ def test_the_report_shows_each_other_graders_metrics_beside_the_first(tmp_path):
     assert rows["solo/pass@1 (grader authors)"] == ["25.00 [50.00, 100.00]"] * 2
     assert "solo/mean_tokens (grader authors)" not in rows
     assert dict(settings_rows(res["config"]))["grader"] == "trlvr (also graded by authors: the rows named so)"
-    assert dict(settings_rows({"grading": "boxed"}))["grader"] == "trlvr"  # written before graders were recorded
+    assert (
+        dict(settings_rows({"grading": "boxed"}))["grader"] == "trlvr"
+    )  # written before graders were recorded
 
 
 @needs_paper
@@ -363,20 +473,60 @@ def test_a_math_reward_passed_as_score_fn_names_its_own_grader(tmp_path):
     tok = tiny_tokenizer()
     senior, junior = (tiny_model("qwen3", len(tok), seed, hidden=16, layers=1) for seed in (0, 1))
     kw = {"suite": ("solo",), "n": 1, "ks": (1,), "max_new_tokens": 2, "progress": False}
-    res = evaluate_models(senior, junior, tok, {"b": toy_problems(2)}, tmp_path / "a",
-                          score_fn=MathReward(grader="authors-paper"), graders=("authors-paper", "trlvr"), **kw)  # fmt: skip
+    res = evaluate_models(
+        senior,
+        junior,
+        tok,
+        {"b": toy_problems(2)},
+        tmp_path / "a",
+        score_fn=MathReward(grader="authors-paper"),
+        graders=("authors-paper", "trlvr"),
+        **kw,
+    )
     assert res["config"]["graders"] == ["authors-paper", "trlvr"] and set(res["by_grader"]) == {"trlvr"}
-    res = evaluate_models(senior, junior, tok, {"b": toy_problems(2)}, tmp_path / "b",
-                          score_fn=MathReward(grader="authors-paper"), **kw)  # fmt: skip
+    res = evaluate_models(
+        senior,
+        junior,
+        tok,
+        {"b": toy_problems(2)},
+        tmp_path / "b",
+        score_fn=MathReward(grader="authors-paper"),
+        **kw,
+    )
     assert res["config"]["grader"] == "authors-paper" and res["config"]["graders"] == ["authors-paper"]
-    with pytest.raises(UserError, match="score_fn grades with grader 'trlvr' but graders names 'authors-paper' first"):
-        evaluate_models(senior, junior, tok, {"b": toy_problems(2)}, tmp_path / "c", score_fn=math_reward,
-                        graders=("authors-paper",), **kw)  # fmt: skip
+    with pytest.raises(
+        UserError, match="score_fn grades with grader 'trlvr' but graders names 'authors-paper' first"
+    ):
+        evaluate_models(
+            senior,
+            junior,
+            tok,
+            {"b": toy_problems(2)},
+            tmp_path / "c",
+            score_fn=math_reward,
+            graders=("authors-paper",),
+            **kw,
+        )
     with pytest.raises(UserError, match="a caller's own score_fn grades alone"):
-        evaluate_models(senior, junior, tok, {"b": toy_problems(2)}, tmp_path / "d", graders=("trlvr", "authors-paper"),
-                        score_fn=lambda texts, golds: [0.0] * len(texts), **kw)  # fmt: skip
-    res = evaluate_models(senior, junior, tok, {"b": toy_problems(2)}, tmp_path / "e",
-                          score_fn=lambda texts, golds: [0.0] * len(texts), **kw)  # fmt: skip
+        evaluate_models(
+            senior,
+            junior,
+            tok,
+            {"b": toy_problems(2)},
+            tmp_path / "d",
+            graders=("trlvr", "authors-paper"),
+            score_fn=lambda texts, golds: [0.0] * len(texts),
+            **kw,
+        )
+    res = evaluate_models(
+        senior,
+        junior,
+        tok,
+        {"b": toy_problems(2)},
+        tmp_path / "e",
+        score_fn=lambda texts, golds: [0.0] * len(texts),
+        **kw,
+    )
     assert res["config"]["grading"].startswith("custom:") and "grader" not in res["config"]
 
 
@@ -402,10 +552,23 @@ def test_a_folder_written_before_graders_were_recorded_resumes_as_trlvrs(pair, t
 
 def _graded_rows(first: list[float], other: list[float]) -> list[dict]:
     """One solo and one handoff sample per problem: `reward` from the first grader, `grader_rewards` the other's."""
-    return [{"benchmark": "b", "protocol": proto, "problem_id": f"p{i}", "sample_idx": 0, "text": "", "answer": "1",
-             "num_tokens": 3, "finish_reason": "eos", "senior_share": 1.0, "reward": x,
-             "grader_rewards": {"authors-paper": y}}
-            for i, (x, y) in enumerate(zip(first, other, strict=True)) for proto in ("solo", "handoff")]  # fmt: skip
+    return [
+        {
+            "benchmark": "b",
+            "protocol": proto,
+            "problem_id": f"p{i}",
+            "sample_idx": 0,
+            "text": "",
+            "answer": "1",
+            "num_tokens": 3,
+            "finish_reason": "eos",
+            "senior_share": 1.0,
+            "reward": x,
+            "grader_rewards": {"authors-paper": y},
+        }
+        for i, (x, y) in enumerate(zip(first, other, strict=True))
+        for proto in ("solo", "handoff")
+    ]
 
 
 def test_per_problem_json_carries_each_other_grader_and_compare_pairs_it(tmp_path):
@@ -420,18 +583,28 @@ def test_per_problem_json_carries_each_other_grader_and_compare_pairs_it(tmp_pat
     assert ta["b"]["solo/pass@1 (grader authors-paper)"] == {f"p{i}": 0.0 for i in range(8)}
     assert "solo/mean_tokens (grader authors-paper)" not in ta["b"]  # only what follows from the reward
     res = json.loads((tmp_path / "A" / "results.json").read_text())
-    assert not [m for m in res["macro"]["metrics"] if "(grader" in m]  # results.json's metrics: the first grader's
+    assert not [
+        m for m in res["macro"]["metrics"] if "(grader" in m
+    ]  # results.json's metrics: the first grader's
     cmp = compare_tables(ta, tb, num_resamples=50)
     assert cmp["macro"]["solo/pass@1"]["diff"] == 0.0
     assert cmp["macro"]["solo/pass@1 (grader authors-paper)"]["diff"] == pytest.approx(0.5)
     assert cmp["macro"]["handoff/pass@1 (grader authors-paper)"]["diff"] == pytest.approx(0.5)
-    assert "handoff_ratio/pass@1 (grader authors-paper)" in cmp["macro"]  # B's ratio (A's solo is 0: no value)
+    assert (
+        "handoff_ratio/pass@1 (grader authors-paper)" in cmp["macro"]
+    )  # B's ratio (A's solo is 0: no value)
     names = list(cmp["macro"])
-    assert names.index("handoff/pass@1") < names.index("solo/pass@1 (grader authors-paper)")  # the first grader first
+    assert names.index("handoff/pass@1") < names.index(
+        "solo/pass@1 (grader authors-paper)"
+    )  # the first grader first
     # an older per_problem.json (no other grader) is still read: the first grader paired, the others named skipped
     old = {b: {m: v for m, v in t.items() if "(grader" not in m} for b, t in ta.items()}
     cmp = compare_tables(old, tb, num_resamples=50)
-    assert {m for m in cmp["macro"] if "pass@" in m} == {"solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1"}
+    assert {m for m in cmp["macro"] if "pass@" in m} == {
+        "solo/pass@1",
+        "handoff/pass@1",
+        "handoff_ratio/pass@1",
+    }
     assert "solo/pass@1 (grader authors-paper)" in cmp["skipped"]
 
 
@@ -442,9 +615,13 @@ def test_seed_groups_summarise_and_pair_each_other_grader(tmp_path):
     config = {"ks": [1], "graders": ["trlvr", "authors-paper"], "seed": 0}
     for group, other in (("A", [0.0] * 8), ("B", [1.0] * 6 + [0.0] * 2)):
         for s in (0, 1):
-            write_results(tmp_path / group / f"seed-{s}", _graded_rows([1.0] * 8, other), config, num_resamples=50)
-    tables = {g: {s: json.loads((tmp_path / g / f"seed-{s}" / "per_problem.json").read_text()) for s in (0, 1)}
-              for g in ("A", "B")}  # fmt: skip
+            write_results(
+                tmp_path / group / f"seed-{s}", _graded_rows([1.0] * 8, other), config, num_resamples=50
+            )
+    tables = {
+        g: {s: json.loads((tmp_path / g / f"seed-{s}" / "per_problem.json").read_text()) for s in (0, 1)}
+        for g in ("A", "B")
+    }
     summary = summarize_group(tables["B"], num_resamples=50)
     assert summary["metrics"]["solo/pass@1 (grader authors-paper)"]["value"] == pytest.approx(0.75)
     cmp = compare_groups(tables["A"], tables["B"], num_resamples=50)
@@ -455,7 +632,15 @@ def test_seed_groups_summarise_and_pair_each_other_grader(tmp_path):
 def test_the_compare_table_names_a_metric_under_another_grader_whole():
     from trlvr.cli.compare_cmd import format_table
 
-    e = {"a": 0.5, "b": 0.75, "diff": 0.25, "ci_low": 0.1, "ci_high": 0.4, "p_value": 0.01, "excludes_zero": True}
+    e = {
+        "a": 0.5,
+        "b": 0.75,
+        "diff": 0.25,
+        "ci_low": 0.1,
+        "ci_high": 0.4,
+        "p_value": 0.01,
+        "excludes_zero": True,
+    }
     name = "handoff_ratio/pass@4 (grader authors-paper)"
     lines = format_table({"macro": {"solo/pass@1": e, name: e}, "benchmarks": {}}).splitlines()
     assert any(name in ln for ln in lines)

@@ -44,7 +44,9 @@ def trlvr_verdicts(answer: str, gold: str) -> dict[str, float]:
 def test_the_graders_and_one_line_refusals():
     assert GRADERS == ("trlvr", "authors", "authors-paper")
     assert MathReward().grader == "trlvr"
-    with pytest.raises(UserError, match=r"^unknown grader 'verl': expected one of trlvr, authors, authors-paper$"):
+    with pytest.raises(
+        UserError, match=r"^unknown grader 'verl': expected one of trlvr, authors, authors-paper$"
+    ):
         MathReward(grader="verl")
     with pytest.raises(UserError, match="unknown grader"):
         equivalent("1", "1", grader="Authors")
@@ -57,10 +59,15 @@ def test_a_missing_dependency_of_the_authors_grader_is_one_line(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pylatexenc" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pylatexenc" else real(name, *a)
+    )
     with pytest.raises(UserError) as err:
         require_grader("authors")
-    assert str(err.value) == "grader 'authors' needs pylatexenc, which is not installed: pip install 'trlvr[authors]'"
+    assert (
+        str(err.value)
+        == "grader 'authors' needs pylatexenc, which is not installed: pip install 'trlvr[authors]'"
+    )
     with pytest.raises(UserError):
         MathReward(grader="authors")  # never a silent weaker fallback
     with pytest.raises(UserError, match="^grader 'authors-paper' needs pylatexenc, which is not installed"):
@@ -71,20 +78,25 @@ def test_a_missing_dependency_of_the_authors_grader_is_one_line(monkeypatch):
 # -- no false positive in trlvr -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("answer", ["10^{-7}", "10^{-9}", "\\frac{1}{10^7}", "\\frac{1}{10^{9}}", "10^{-8.5}"])
+@pytest.mark.parametrize(
+    "answer", ["10^{-7}", "10^{-9}", "\\frac{1}{10^7}", "\\frac{1}{10^{9}}", "10^{-8.5}"]
+)
 def test_an_order_of_magnitude_off_scores_0_against_1e_minus_8(answer):
     assert set(trlvr_verdicts(answer, "1e-8").values()) == {0.0}, trlvr_verdicts(answer, "1e-8")
 
 
-@pytest.mark.parametrize("answer", ["10^{-8}", "\\frac{1}{10^8}", "1\\times10^{-8}", "1 \\cdot 10^{-8}", "0.00000001"])
+@pytest.mark.parametrize(
+    "answer", ["10^{-8}", "\\frac{1}{10^8}", "1\\times10^{-8}", "1 \\cdot 10^{-8}", "0.00000001"]
+)
 def test_1e_minus_8_in_its_written_forms_scores_1(answer):
     assert set(trlvr_verdicts(answer, "1e-8").values()) == {1.0}, trlvr_verdicts(answer, "1e-8")
 
 
 def test_a_power_of_ten_with_or_without_a_box_is_one_equality():
     """gold 1e+23: \\boxed{10^{23}} and the box-less "The answer is 10^{23}." alike (lenient mode)."""
-    assert LENIENT(["The answer is 10^{23}.", "so \\boxed{10^{23}}", "The answer is 10^{22}."], ["1e+23"] * 3) == [
-        1.0, 1.0, 0.0]  # fmt: skip
+    assert LENIENT(
+        ["The answer is 10^{23}.", "so \\boxed{10^{23}}", "The answer is 10^{22}."], ["1e+23"] * 3
+    ) == [1.0, 1.0, 0.0]
     assert STRICT(["so \\boxed{10^{23}}"], ["1e+23"]) == [1.0]
 
 
@@ -119,8 +131,14 @@ def forms(mantissa: Decimal, exp: int) -> list[str]:
     value = mantissa.scaleb(exp)
     m = f"{mantissa:f}"
     frac = Fraction(value)
-    out = [f"{m}e{exp}", f"{m}E{exp:+d}", f"{m}\\times10^{{{exp}}}", f"{m} \\times 10^{{{exp}}}",
-           f"{m}\\cdot 10^{{{exp}}}", f"\\frac{{{frac.numerator}}}{{{frac.denominator}}}"]  # fmt: skip
+    out = [
+        f"{m}e{exp}",
+        f"{m}E{exp:+d}",
+        f"{m}\\times10^{{{exp}}}",
+        f"{m} \\times 10^{{{exp}}}",
+        f"{m}\\cdot 10^{{{exp}}}",
+        f"\\frac{{{frac.numerator}}}{{{frac.denominator}}}",
+    ]
     if -12 <= exp <= 12:
         out.append(f"{value:f}")  # plain decimal where sensible
     if mantissa == 1:
@@ -177,7 +195,9 @@ def test_every_number_equals_itself_in_every_form_and_never_a_neighbour(number, 
 def test_units_as_answer_keys_write_them(answer, gold, same):
     verdicts = trlvr_verdicts(answer, gold)
     if answer.startswith(("(", "\\{")):
-        verdicts.pop("boxed_or_tail, no box")  # a set in running text is not an answer math-verify extracts whole
+        verdicts.pop(
+            "boxed_or_tail, no box"
+        )  # a set in running text is not an answer math-verify extracts whole
     assert set(verdicts.values()) == {float(same)}, verdicts
 
 
@@ -251,7 +271,11 @@ def test_authors_paper_reproduces_every_published_score():
     rows = published_scores()
     reward = MathReward(grader="authors-paper")
     got = reward([r["response_tail"] for r in rows], [r["ground_truth"] for r in rows])
-    wrong = [(r["path"], r["idx"], r["sample"], r["score"], s) for r, s in zip(rows, got, strict=True) if s != r["score"]]
+    wrong = [
+        (r["path"], r["idx"], r["sample"], r["score"], s)
+        for r, s in zip(rows, got, strict=True)
+        if s != r["score"]
+    ]
     assert not wrong, wrong
 
 
@@ -265,34 +289,56 @@ def test_why_the_paper_era_grader_is_neither_string_equality_nor_math_verify():
     assert (one["score"], zero["score"]) == (1.0, 0.0)
     from trlvr.rewards.authors import extract
 
-    hendrycks = [float(authors_paper.strip_string(extract(r["response_tail"])) == "0.006") for r in (one, zero)]
+    hendrycks = [
+        float(authors_paper.strip_string(extract(r["response_tail"])) == "0.006") for r in (one, zero)
+    ]
     assert hendrycks == [0.0, 0.0]  # string equality misses the 1
     if missing_for("authors") is None:
-        assert MathReward(grader="authors")([one["response_tail"], zero["response_tail"]], ["0.006"] * 2) == [1.0, 1.0]
+        assert MathReward(grader="authors")([one["response_tail"], zero["response_tail"]], ["0.006"] * 2) == [
+            1.0,
+            1.0,
+        ]
 
 
 # -- the authors' release grader ---------------------------------------------------------------------
 
 needs_authors = pytest.mark.skipif(
-    missing_for("authors") is not None, reason=f"grader 'authors': {missing_for('authors')} (pip install '.[authors]')"
+    missing_for("authors") is not None,
+    reason=f"grader 'authors': {missing_for('authors')} (pip install '.[authors]')",
 )
 
 # (completion, gold, the release's verdict): the disagreements with trlvr that ../design/authors-measurement.md
 # §1b lists for the release grader, and its follow-up probe
 RELEASE = [
-    ("\\boxed{20\\%}", "20", 1.0), ("\\boxed{20%}", "20", 1.0), ("\\boxed{20 \\%}", "20", 1.0),
-    ("\\boxed{20}", "20\\%", 1.0), ("\\boxed{30°}", "30", 1.0), ("\\boxed{30\\degree}", "30", 1.0),
-    ("\\boxed{18.90}", "\\$18.90", 1.0), ("\\boxed{18.9}", "\\$18.90", 1.0),
-    ("\\boxed{4.5\\times10^{33}}", "4.5e33", 0.0), ("\\boxed{4.5 \\times 10^{33}}", "4.5e33", 0.0),
-    ("\\boxed{1\\times10^{-8}}", "1e-8", 0.0), ("\\boxed{10^{-8}}", "1e-8", 0.0),
-    ("\\boxed{2.55e-10}", "2.55\\times10^{-10}", 0.0), ("\\boxed{10\\,080}", "10080", 0.0),
-    ("\\fbox{42}", "42", 0.0), ("\\boxed {42}", "42", 0.0), ("\\boxed{10^{-7}}", "1e-8", 0.0),
-    ("\\boxed{12 \\text{ cm}^3 x}", "12", 1.0), ("\\boxed{\\frac{6}{8}}", "\\frac{3}{4}", 1.0),
-    ("\\boxed{b = m}", "m", 0.0), ("\\boxed{b=m}", "m", 1.0), ("\\boxed{10^{-9}}", "0.0000001", 1.0),
-    ("\\boxed{\\frac{x}{2}}", "0.5x", 1.0), ("\\boxed{41.8^\\circ}", "41.8", 1.0), ("no box 42", "42", 0.0),
+    ("\\boxed{20\\%}", "20", 1.0),
+    ("\\boxed{20%}", "20", 1.0),
+    ("\\boxed{20 \\%}", "20", 1.0),
+    ("\\boxed{20}", "20\\%", 1.0),
+    ("\\boxed{30°}", "30", 1.0),
+    ("\\boxed{30\\degree}", "30", 1.0),
+    ("\\boxed{18.90}", "\\$18.90", 1.0),
+    ("\\boxed{18.9}", "\\$18.90", 1.0),
+    ("\\boxed{4.5\\times10^{33}}", "4.5e33", 0.0),
+    ("\\boxed{4.5 \\times 10^{33}}", "4.5e33", 0.0),
+    ("\\boxed{1\\times10^{-8}}", "1e-8", 0.0),
+    ("\\boxed{10^{-8}}", "1e-8", 0.0),
+    ("\\boxed{2.55e-10}", "2.55\\times10^{-10}", 0.0),
+    ("\\boxed{10\\,080}", "10080", 0.0),
+    ("\\fbox{42}", "42", 0.0),
+    ("\\boxed {42}", "42", 0.0),
+    ("\\boxed{10^{-7}}", "1e-8", 0.0),
+    ("\\boxed{12 \\text{ cm}^3 x}", "12", 1.0),
+    ("\\boxed{\\frac{6}{8}}", "\\frac{3}{4}", 1.0),
+    ("\\boxed{b = m}", "m", 0.0),
+    ("\\boxed{b=m}", "m", 1.0),
+    ("\\boxed{10^{-9}}", "0.0000001", 1.0),
+    ("\\boxed{\\frac{x}{2}}", "0.5x", 1.0),
+    ("\\boxed{41.8^\\circ}", "41.8", 1.0),
+    ("no box 42", "42", 0.0),
     ("\\boxed{\\text{(C)}}", "C", 1.0),  # sympy path: a one-element "tuple" (c) against c, element-wise
-    ("\\boxed{(C)}", "\\text{(C)}", 1.0), ("\\boxed{1}", "\\boxed{1}", 1.0),
-]  # fmt: skip
+    ("\\boxed{(C)}", "\\text{(C)}", 1.0),
+    ("\\boxed{1}", "\\boxed{1}", 1.0),
+]
 
 
 @needs_authors
@@ -302,7 +348,9 @@ def test_the_release_grader_gives_the_release_verdicts():
     assert reward.last_stats["timeouts"] == reward.last_stats["errors"] == 0
     wrong = [(t, g, want, s) for (t, g, want), s in zip(RELEASE, got, strict=True) if s != want]
     assert not wrong, wrong
-    assert equivalent("20\\%", "20", grader="authors") and not equivalent("4.5e33", "4.5\\times10^{33}", grader="authors")
+    assert equivalent("20\\%", "20", grader="authors") and not equivalent(
+        "4.5e33", "4.5\\times10^{33}", grader="authors"
+    )
 
 
 @needs_authors
@@ -310,10 +358,15 @@ def test_the_release_grader_in_process_parts():
     from trlvr.rewards import authors
 
     assert authors.extract("\\boxed{a} then \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
-    assert authors.mathd_normalize("5 \\text{ apples}") == "5" and authors.mathd_normalize("\\frac12") == "\\frac{1}{2}"
+    assert (
+        authors.mathd_normalize("5 \\text{ apples}") == "5"
+        and authors.mathd_normalize("\\frac12") == "\\frac{1}{2}"
+    )
     assert authors.sympy_equal("(1, 2)", "(1,2)") and not authors.sympy_equal("(1,2)", "[1,2]")
     assert not authors.sympy_equal("3/6", "1/2")  # unreduced fractions must match literally
-    assert authors.repetitive("1+" * 80) and not authors.repetitive("The sum of 3 and 4 is 7, " * 1 + "so x = 12.")
+    assert authors.repetitive("1+" * 80) and not authors.repetitive(
+        "The sum of 3 and 4 is 7, " * 1 + "so x = 12."
+    )
 
 
 # -- the differential table in the docs ------------------------------------------------------------------
@@ -349,16 +402,28 @@ def test_every_text_describes_each_grader_by_its_one_line_and_none_by_string_equ
     assert set(GRADER_HELP) == set(GRADERS) and "grade_answer_verl" in GRADER_HELP["authors-paper"]
     parser = make_parser(argparse.ArgumentParser().add_subparsers())
     (flag,) = [a for a in parser._actions if "--grader" in a.option_strings]
-    config = next(f for f in TandemConfig.__dataclass_fields__.values() if f.name == "grader").metadata["help"]
+    config = next(f for f in TandemConfig.__dataclass_fields__.values() if f.name == "grader").metadata[
+        "help"
+    ]
     root = Path(__file__).resolve().parents[1]
-    docs = {p: _flat((root / p).read_text()) for p in ("docs/guides/evaluation.md", "docs/reproducing-the-paper.md",
-                                                        "docs/reference/configuration.md")}  # fmt: skip
+    docs = {
+        p: _flat((root / p).read_text())
+        for p in (
+            "docs/guides/evaluation.md",
+            "docs/reproducing-the-paper.md",
+            "docs/reference/configuration.md",
+        )
+    }
     for text in (flag.help, config):
         assert graders_help() in text
     for line in GRADER_HELP.values():
         assert _flat(line) in docs["docs/guides/evaluation.md"]
     assert "grade_answer_verl" in docs["docs/reproducing-the-paper.md"]
     for where, text in [("eval --grader", flag.help), ("config grader", config), *docs.items()]:
-        for wrong in ("strip_string and string equality", "strip_string, string equality", "strip_string + string equality",
-                      "`strip_string`, then string equality"):  # fmt: skip
+        for wrong in (
+            "strip_string and string equality",
+            "strip_string, string equality",
+            "strip_string + string equality",
+            "`strip_string`, then string equality",
+        ):
             assert wrong not in _flat(text), f"{where} describes a grader as {wrong!r}"

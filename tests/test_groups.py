@@ -21,7 +21,9 @@ def fake_group(root, seed_means, n_problems=40, rng=None):
         d = root / f"seed-{s}"
         d.mkdir(parents=True)
         vals = {f"p{i}": float(rng.random() < mu) for i in range(n_problems)}
-        (d / "per_problem.json").write_text(json.dumps({"toy": {"solo/pass@1": vals, "handoff/pass@1": vals}}))
+        (d / "per_problem.json").write_text(
+            json.dumps({"toy": {"solo/pass@1": vals, "handoff/pass@1": vals}})
+        )
     return root
 
 
@@ -58,9 +60,30 @@ def test_eval_seeds_end_to_end(tmp_path, capsys):
     for s in (0, 1):
         shutil.copytree(ASSETS_DIR / "senior", tmp_path / f"run/seed-{s}/final")
     _write_jsonl(tmp_path / "test.jsonl", _rows(make_splits(50, 8, seed=0)[1]))
-    argv = ["eval", "--senior", str(tmp_path / "run/seed-{seed}/final"), "--junior", str(ASSETS_DIR / "junior"),
-            "--data", f"toy={tmp_path / 'test.jsonl'}", "--limit", "6", "--n", "2", "--k", "1", "--suite", "solo",
-            "--max-new-tokens", "64", "--seeds", "0,1", "--out", str(tmp_path / "ev"), "--no-progress"]  # fmt: skip
+    argv = [
+        "eval",
+        "--senior",
+        str(tmp_path / "run/seed-{seed}/final"),
+        "--junior",
+        str(ASSETS_DIR / "junior"),
+        "--data",
+        f"toy={tmp_path / 'test.jsonl'}",
+        "--limit",
+        "6",
+        "--n",
+        "2",
+        "--k",
+        "1",
+        "--suite",
+        "solo",
+        "--max-new-tokens",
+        "64",
+        "--seeds",
+        "0,1",
+        "--out",
+        str(tmp_path / "ev"),
+        "--no-progress",
+    ]
     assert cli(argv) == 0
     group = json.loads((tmp_path / "ev" / "group.json").read_text())
     assert group["seeds"] == [0, 1] and set(group["metrics"]["solo/pass@1"]["per_seed"]) == {"0", "1"}
@@ -76,9 +99,28 @@ def test_multi_run_report_headline_comparison_and_side_by_side(tmp_path):
 
     _write_jsonl(tmp_path / "test.jsonl", _rows(make_splits(50, 8, seed=0)[1]))
     for name, model in (("weak", "junior"), ("strong", "senior")):
-        argv = ["eval", "--senior", str(ASSETS_DIR / model), "--junior", str(ASSETS_DIR / "junior"),
-                "--data", f"toy={tmp_path / 'test.jsonl'}", "--limit", "6", "--n", "2", "--k", "1,2",
-                "--suite", "solo,handoff", "--max-new-tokens", "64", "--out", str(tmp_path / name), "--no-progress"]  # fmt: skip
+        argv = [
+            "eval",
+            "--senior",
+            str(ASSETS_DIR / model),
+            "--junior",
+            str(ASSETS_DIR / "junior"),
+            "--data",
+            f"toy={tmp_path / 'test.jsonl'}",
+            "--limit",
+            "6",
+            "--n",
+            "2",
+            "--k",
+            "1,2",
+            "--suite",
+            "solo,handoff",
+            "--max-new-tokens",
+            "64",
+            "--out",
+            str(tmp_path / name),
+            "--no-progress",
+        ]
         assert cli(argv) == 0
     out = tmp_path / "multi.html"
     assert cli(["report", str(tmp_path / "weak"), str(tmp_path / "strong"), "--out", str(out)]) == 0
@@ -91,7 +133,9 @@ def test_multi_run_report_headline_comparison_and_side_by_side(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not __import__("pathlib").Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium")
+@pytest.mark.skipif(
+    not __import__("pathlib").Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium"
+)
 def test_multi_run_report_renders_in_headless_chromium(tmp_path):
     """The multi-run page with seed groups: its script runs, no console errors, a screenshot is taken."""
     import subprocess
@@ -100,22 +144,64 @@ def test_multi_run_report_renders_in_headless_chromium(tmp_path):
     for arm, model in (("weak", "junior"), ("strong", "senior")):
         for s in (0, 1):
             shutil.copytree(ASSETS_DIR / model, tmp_path / f"{arm}/seed-{s}/final")
-        argv = ["eval", "--senior", str(tmp_path / f"{arm}/seed-{{seed}}/final"), "--junior", str(ASSETS_DIR / "junior"),
-                "--data", f"toy={tmp_path / 'test.jsonl'}", "--limit", "6", "--n", "2", "--k", "1,2", "--seeds", "0,1",
-                "--suite", "solo,handoff,dose", "--max-new-tokens", "64", "--out", str(tmp_path / f"ev-{arm}"),
-                "--no-progress"]  # fmt: skip
+        argv = [
+            "eval",
+            "--senior",
+            str(tmp_path / f"{arm}/seed-{{seed}}/final"),
+            "--junior",
+            str(ASSETS_DIR / "junior"),
+            "--data",
+            f"toy={tmp_path / 'test.jsonl'}",
+            "--limit",
+            "6",
+            "--n",
+            "2",
+            "--k",
+            "1,2",
+            "--seeds",
+            "0,1",
+            "--suite",
+            "solo,handoff,dose",
+            "--max-new-tokens",
+            "64",
+            "--out",
+            str(tmp_path / f"ev-{arm}"),
+            "--no-progress",
+        ]
         assert cli(argv) == 0
     html = tmp_path / "multi.html"
     assert cli(["report", str(tmp_path / "ev-weak"), str(tmp_path / "ev-strong"), "--out", str(html)]) == 0
     assert "paired by seed and problem, two-level bootstrap" in html.read_text()
-    flags = ["/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-background-networking", "--enable-logging=stderr", "--v=0"]  # fmt: skip
+    flags = [
+        "/usr/bin/chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
     shot = tmp_path / "multi.png"
-    run = subprocess.run(flags + [f"--user-data-dir={tmp_path / 'u1'}", f"--screenshot={shot}",
-                                  "--window-size=1200,2400", html.as_uri()], capture_output=True, text=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        flags
+        + [
+            f"--user-data-dir={tmp_path / 'u1'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,2400",
+            html.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shot.exists() and shot.stat().st_size > 10_000, run.stderr[-2000:]
     assert "CONSOLE" not in run.stderr
-    dom = subprocess.run(flags + [f"--user-data-dir={tmp_path / 'u2'}", "--dump-dom", html.as_uri()],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    dom = subprocess.run(
+        flags + [f"--user-data-dir={tmp_path / 'u2'}", "--dump-dom", html.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert 'data-ready="1"' in dom.stdout and 'id="headline"' in dom.stdout
     shutil.copy(shot, "/tmp/trlvr-multi-report.png")

@@ -37,7 +37,14 @@ from trlvr.experiments.smoke import arm_keys
 ROOT = Path(__file__).resolve().parents[1]
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z_]*(\|[A-Z]+)*$")  # PATH, FILE, DIR, FILE|NAME
 RECIPE_PATH = re.compile(r'"\$\(trlvr recipes --path ([\w.-]+)\)"')
-CPU = ["--use_cpu", "true", "--bf16", "false", "--fp16", "false"]  # a GPU config parsed here (as the dry run does)
+CPU = [
+    "--use_cpu",
+    "true",
+    "--bf16",
+    "false",
+    "--fp16",
+    "false",
+]  # a GPU config parsed here (as the dry run does)
 STARTS = ("trlvr ", "torchrun ", "accelerate launch ", "cp ")
 
 
@@ -153,9 +160,14 @@ def without(argv: list[str], *flags: str) -> list[str]:
 def missing(tandem, made: set[str]) -> str | None:
     """The run's local models and data that are neither here nor made by an earlier line (the dry run only
     notes them: a study's stage makes them), or None. A hub id (owner/name) is not local."""
-    local = [p for p in (tandem.senior, tandem.junior, tandem.dataset)
-             if p and (str(p).startswith(("runs/", ".", "/")) or str(p).endswith((".jsonl", ".json", ".parquet")))]  # fmt: skip
-    gone = [p for p in local if not Path(p).exists() and not any(Path(p).is_relative_to(m) for m in made if m)]
+    local = [
+        p
+        for p in (tandem.senior, tandem.junior, tandem.dataset)
+        if p and (str(p).startswith(("runs/", ".", "/")) or str(p).endswith((".jsonl", ".json", ".parquet")))
+    ]
+    gone = [
+        p for p in local if not Path(p).exists() and not any(Path(p).is_relative_to(m) for m in made if m)
+    ]
     return f"reads {', '.join(gone)}: not here, and no earlier line makes it" if gone else None
 
 
@@ -171,14 +183,18 @@ def check_line(line: str, made: set[str]) -> str | None:
         return None if done.returncode == 0 else done.stderr
     if any(PLACEHOLDER.match(t) for t in argv):  # a template: parsed, not run
         if argv[0] == "train":
-            parse_run_args([t if not PLACEHOLDER.match(t) else "x" for t in argv[1:] if t != "--dry-run"] + CPU)
+            parse_run_args(
+                [t if not PLACEHOLDER.match(t) else "x" for t in argv[1:] if t != "--dry-run"] + CPU
+            )
         else:
             build_parser().parse_args(argv)
         return None
     command = argv[0]
     if command == "train":
         argv = [a for a in argv if a != "--dry-run"]
-        tandem, grpo, options = parse_run_args(without(argv[1:], "--seeds", "--processes", "--config_file") + CPU)
+        tandem, grpo, options = parse_run_args(
+            without(argv[1:], "--seeds", "--processes", "--config_file") + CPU
+        )
         if options.resume:  # reads the checkpoints of an earlier line's run
             return None if grpo.output_dir in made else f"--resume: nothing earlier trains {grpo.output_dir}"
         code, out, err = run([*argv, "--dry-run"])
@@ -195,7 +211,9 @@ def check_line(line: str, made: set[str]) -> str | None:
                 return None  # a GPU line, said so, on a machine without one: its one-line refusal
             return str(e)
         made.add(ns.out)
-        return missing(load_run_config(config, arm_keys(ns.out, "tandem", ns.steps, ns.problems, overrides))[0], made)
+        return missing(
+            load_run_config(config, arm_keys(ns.out, "tandem", ns.steps, ns.problems, overrides))[0], made
+        )
     if command == "study" and ns.study_command in ("run", "plan"):
         out = ns.out or f"runs/{ns.study}"
         code, _, err = run(["study", "plan", ns.study, "--out", out])
@@ -238,8 +256,10 @@ def test_the_examples_are_found():
     """The extraction finds what the pages hold (so the test above cannot pass by finding nothing)."""
     train = examples(["train"], help_text(["train"]))
     assert train[0].startswith("trlvr toy prepare --out runs/toy ")
-    assert any(ln.startswith("accelerate launch") and "train --config qwen3-4b-deepscaler --arm tandem " in ln
-               for ln in train)  # the continuation line joined
+    assert any(
+        ln.startswith("accelerate launch") and "train --config qwen3-4b-deepscaler --arm tandem " in ln
+        for ln in train
+    )  # the continuation line joined
     assert len(train) >= 10
     assert {"trlvr recipes", "trlvr env"} <= set(examples([], help_text([])))
     assert len(examples(["smoke"], help_text(["smoke"]))) >= 2
@@ -249,8 +269,13 @@ def test_the_toy_train_line_without_the_world_is_caught(tmp_path, monkeypatch):
     """The check reads the config's models and data: the train line alone, in a fresh folder, fails."""
     monkeypatch.chdir(tmp_path)
     said = check_line("trlvr train --config toy --arm tandem", set())
-    assert said == "reads runs/toy/senior, runs/toy/junior, runs/toy/data/train.jsonl: not here, and no earlier line makes it"
-    assert check_line("trlvr train --config toy --arm tandem --resume", set()).startswith("--resume: nothing earlier")
+    assert (
+        said
+        == "reads runs/toy/senior, runs/toy/junior, runs/toy/data/train.jsonl: not here, and no earlier line makes it"
+    )
+    assert check_line("trlvr train --config toy --arm tandem --resume", set()).startswith(
+        "--resume: nothing earlier"
+    )
 
 
 def guide_toy_chain() -> list[str]:
@@ -258,8 +283,12 @@ def guide_toy_chain() -> list[str]:
     text = (ROOT / "docs" / "guides" / "training-cli.md").read_text()
     block = text.split("## The toy world, one stage at a time")[1].split("```bash")[1].split("```")[0]
     lines = [" ".join(part.split()) for part in block.replace("\\\n", " ").splitlines() if part.strip()]
-    wanted = ("trlvr toy prepare", "trlvr train --config toy --arm tandem", "trlvr select runs/toy-tandem ",
-              "trlvr eval --senior runs/toy-tandem@selected")  # fmt: skip
+    wanted = (
+        "trlvr toy prepare",
+        "trlvr train --config toy --arm tandem",
+        "trlvr select runs/toy-tandem ",
+        "trlvr eval --senior runs/toy-tandem@selected",
+    )
     return [next(ln for ln in lines if ln.startswith(w)) for w in wanted]
 
 
@@ -267,10 +296,20 @@ def test_the_guides_toy_chain_train_select_eval_runs_in_a_fresh_folder(tmp_path,
     """As written, but smaller (two steps, a few problems): the train line holds out what select's split:200 reads,
     because the toy config holds out 200 problems."""
     monkeypatch.chdir(tmp_path)
-    smaller = {"train": ["--max_steps", "2", "--save_steps", "1", "--per_device_train_batch_size", "16",
-                         "--max_completion_length", "48"],
-               "select": ["--limit", "4", "--n", "1", "--max-new-tokens", "48"],
-               "eval": ["--limit", "4", "--n", "1", "--k", "1", "--max-new-tokens", "48"]}  # fmt: skip
+    smaller = {
+        "train": [
+            "--max_steps",
+            "2",
+            "--save_steps",
+            "1",
+            "--per_device_train_batch_size",
+            "16",
+            "--max_completion_length",
+            "48",
+        ],
+        "select": ["--limit", "4", "--n", "1", "--max-new-tokens", "48"],
+        "eval": ["--limit", "4", "--n", "1", "--k", "1", "--max-new-tokens", "48"],
+    }
     for line in guide_toy_chain():
         argv = split(line)[0][1:]
         assert "--holdout" not in argv, line  # the config's own holdout is what chains

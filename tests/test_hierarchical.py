@@ -48,9 +48,11 @@ def test_problem_only_bootstrap_misses_seed_variance():
     for r in range(reps):
         per_seed, _ = simulate(rng, 5, 80, mu=0.5, tau=0.15, sd_problem=0.05, sd_noise=0.05)
         pooled = np.mean([s[0] for s in per_seed], axis=0)  # per-problem mean over seeds
-        pooled_hits += bootstrap_ci(pooled, num_resamples=400, seed=r).lo <= 0.5 <= bootstrap_ci(
-            pooled, num_resamples=400, seed=r
-        ).hi
+        pooled_hits += (
+            bootstrap_ci(pooled, num_resamples=400, seed=r).lo
+            <= 0.5
+            <= bootstrap_ci(pooled, num_resamples=400, seed=r).hi
+        )
         iv = seed_bootstrap_ci(per_seed, num_resamples=400, seed=r)
         two_level_hits += iv.lo <= 0.5 <= iv.hi
     assert pooled_hits / reps < 0.5
@@ -58,7 +60,10 @@ def test_problem_only_bootstrap_misses_seed_variance():
 
 
 def test_macro_over_benchmarks_and_errors():
-    per_seed = [[np.array([1.0, 0.0]), np.array([1.0, 1.0, 1.0, 1.0])], [np.array([0.0, 0.0]), np.array([1.0] * 4)]]
+    per_seed = [
+        [np.array([1.0, 0.0]), np.array([1.0, 1.0, 1.0, 1.0])],
+        [np.array([0.0, 0.0]), np.array([1.0] * 4)],
+    ]
     iv = seed_bootstrap_ci(per_seed)
     assert iv.value == pytest.approx(np.mean([(0.5 + 1) / 2, (0 + 1) / 2]))
     with pytest.raises(ValueError, match="at least 2 seeds"):

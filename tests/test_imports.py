@@ -182,7 +182,9 @@ def violations() -> list[str]:
 
 def test_imports_inside_functions_gain_something():
     found = violations()
-    assert not found, f"{len(found)} imports inside functions gain nothing; move them to the top:\n" + "\n".join(found)
+    assert not found, (
+        f"{len(found)} imports inside functions gain nothing; move them to the top:\n" + "\n".join(found)
+    )
 
 
 def test_the_rule_catches_a_pointless_lazy_import(tmp_path, monkeypatch):
@@ -211,8 +213,10 @@ def test_the_rule_catches_a_pointless_lazy_import(tmp_path, monkeypatch):
 
 
 def test_training_and_evaluation_load_the_vllm_backend_only_when_asked():
-    code = ("import sys, trlvr.training.trainer, trlvr.training.rollout, trlvr.eval.api; "
-            "print(sorted(m for m in sys.modules if m.startswith('trlvr.vllm')))")  # fmt: skip
+    code = (
+        "import sys, trlvr.training.trainer, trlvr.training.rollout, trlvr.eval.api; "
+        "print(sorted(m for m in sys.modules if m.startswith('trlvr.vllm')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

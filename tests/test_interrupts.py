@@ -44,9 +44,15 @@ def _ctrl_c(argv: list[str], tmp_path: Path) -> tuple[int, str, list[int]]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     # Ctrl-C's default action in the command, as a terminal gives it: a test run started in the background by a
     # shell (`pytest &`) inherits SIGINT ignored, and an ignored signal stays ignored across exec
-    proc = subprocess.Popen([sys.executable, "-m", "trlvr.cli.main", *argv], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trlvr.cli.main", *argv],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 300
         while not (workers := _workers_of(proc.pid)):

@@ -23,21 +23,46 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "trlvr"
 LAYERS = {
-    "errors": 0, "kinds": 0,
-    "algos": 1, "data": 1, "rewards": 1, "models": 1, "provenance": 1, "rundir": 1, "memory": 1, "ranks": 1,
-    "trainer_memory": 1, "gpu": 1,
-    "engine": 2, "vllm": 2,
-    "config": 3, "team": 3, "training": 3, "eval": 3, "toy": 3,
-    "experiments": 4, "demo": 4, "cli": 4,
+    "errors": 0,
+    "kinds": 0,
+    "algos": 1,
+    "data": 1,
+    "rewards": 1,
+    "models": 1,
+    "provenance": 1,
+    "rundir": 1,
+    "memory": 1,
+    "ranks": 1,
+    "trainer_memory": 1,
+    "gpu": 1,
+    "engine": 2,
+    "vllm": 2,
+    "config": 3,
+    "team": 3,
+    "training": 3,
+    "eval": 3,
+    "toy": 3,
+    "experiments": 4,
+    "demo": 4,
+    "cli": 4,
     "artifacts": 0,  # one definition of a complete artifact (a checkpoint, final/, ...): imports nothing of trlvr
-}  # fmt: skip
+}
 # Layer-4 peers: the CLI runs the demo and the experiments; the demo is a recipe of experiments (and of
 # `trlvr.eval.api`, the one path `trlvr eval` takes too: no exception for the demo).
 # The toy world registers its per-sample metric (the jargon rate) with eval's registry (eval.sample_metrics).
 # Who writes with the senior (trlvr.team) sits beside the config: the config, training and eval ask it.
-ALLOWED = {("training", "config"), ("training", "team"), ("eval", "team"), ("config", "team"),
-           ("cli", "demo"), ("cli", "experiments"), ("demo", "experiments"),
-           ("vllm", "engine"), ("toy", "eval"), ("trainer_memory", "memory")}  # fmt: skip (the vLLM backend plugs into the engine's Pair and schedules)
+ALLOWED = {
+    ("training", "config"),
+    ("training", "team"),
+    ("eval", "team"),
+    ("config", "team"),
+    ("cli", "demo"),
+    ("cli", "experiments"),
+    ("demo", "experiments"),
+    ("vllm", "engine"),
+    ("toy", "eval"),
+    ("trainer_memory", "memory"),
+}  # fmt: skip (the vLLM backend plugs into the engine's Pair and schedules)
 
 
 def top_package(module: str) -> str:
@@ -76,7 +101,9 @@ def violations() -> list[str]:
             if there not in LAYERS:
                 bad.append(f"{rel}:{line} imports {module}, which has no layer")
             elif LAYERS[there] >= LAYERS[here]:
-                bad.append(f"{rel}:{line} ({here}, layer {LAYERS[here]}) imports {module} (layer {LAYERS[there]})")
+                bad.append(
+                    f"{rel}:{line} ({here}, layer {LAYERS[here]}) imports {module} (layer {LAYERS[there]})"
+                )
     return bad
 
 
@@ -111,8 +138,10 @@ def module_graph(root: Path) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in names else node.module
-                            for a in node.names}  # fmt: skip
+                targets |= {
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in names else node.module
+                    for a in node.names
+                }
         graph[name] = {t for t in targets if t in names and t != name}
     return graph
 
@@ -168,11 +197,14 @@ def test_circle_checker_finds_a_ring(tmp_path):
     (fake / "training" / "b.py").write_text("def f():\n    from trlvr.training import c\n")
     (fake / "training" / "c.py").write_text("import trlvr.training.a\n")
     (fake / "training" / "d.py").write_text("from trlvr.training.a import g\n")
-    assert import_circles(module_graph(fake)) == [["trlvr.training.a", "trlvr.training.b", "trlvr.training.c"]]
+    assert import_circles(module_graph(fake)) == [
+        ["trlvr.training.a", "trlvr.training.b", "trlvr.training.c"]
+    ]
 
 
-@pytest.mark.parametrize("module", ["trlvr.engine", "trlvr.data", "trlvr.rewards", "trlvr.algos",
-                                    "trlvr.provenance"])
+@pytest.mark.parametrize(
+    "module", ["trlvr.engine", "trlvr.data", "trlvr.rewards", "trlvr.algos", "trlvr.provenance"]
+)
 def test_lower_layers_import_without_trl(module):
     """Importing a lower layer must not pull in TRL (heavy, and a higher layer's dependency)."""
     import subprocess

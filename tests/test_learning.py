@@ -28,9 +28,22 @@ from trlvr.training.learning import (
 )
 from trlvr.training.metrics import is_corrected_counts
 
-SMALL = ["--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8",
-         "--use_cpu", "true", "--save_steps", "1", "--max_steps", "1",
-         "--reward", "test_learning:varied_reward"]  # fmt: skip
+SMALL = [
+    "--per_device_train_batch_size",
+    "8",
+    "--num_generations",
+    "4",
+    "--max_completion_length",
+    "8",
+    "--use_cpu",
+    "true",
+    "--save_steps",
+    "1",
+    "--max_steps",
+    "1",
+    "--reward",
+    "test_learning:varied_reward",
+]
 
 
 def varied_reward(completions, **kwargs):
@@ -78,25 +91,34 @@ def test_torch_adamw_on_bf16_weights_rounds_lr_1e6_updates_away_and_fp32_keeps_t
 
 # --- the refusal (pure) --------------------------------------------------------------------------------------------
 
-BASE = {"dtype": "bfloat16", "use_peft": False, "sharding": None, "optim": "adamw_torch", "optim_args": None,
-        "learning_rate": 1e-6}  # fmt: skip
+BASE = {
+    "dtype": "bfloat16",
+    "use_peft": False,
+    "sharding": None,
+    "optim": "adamw_torch",
+    "optim_args": None,
+    "learning_rate": 1e-6,
+}
 
 
-@pytest.mark.parametrize("change, refused", [
-    ({}, True),
-    ({"dtype": torch.bfloat16}, True),
-    ({"dtype": "float16"}, True),
-    ({"optim": "adamw_torch_fused"}, True),
-    ({"sharding": "fsdp2"}, True),  # FSDP shards the bf16 weights as they are: no master copy either
-    ({"optim": "adamw_torch_8bit"}, True),  # 8-bit states, but deterministic rounding of the bf16 weights
-    ({"optim": "adamw_torch_8bit", "optim_args": "bf16_stochastic_round=True"}, False),
-    ({"optim": "stable_adamw"}, False),  # torch-optimi: Kahan summation on bf16 parameters
-    ({"dtype": "float32"}, False),
-    ({"dtype": None}, False),  # unknown (a hub id not downloaded): judged on the loaded model
-    ({"use_peft": True}, False),  # PEFT keeps LoRA adapters in fp32
-    ({"sharding": "zero2"}, False),  # DeepSpeed keeps fp32 master weights
-    ({"sharding": "zero3"}, False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change, refused",
+    [
+        ({}, True),
+        ({"dtype": torch.bfloat16}, True),
+        ({"dtype": "float16"}, True),
+        ({"optim": "adamw_torch_fused"}, True),
+        ({"sharding": "fsdp2"}, True),  # FSDP shards the bf16 weights as they are: no master copy either
+        ({"optim": "adamw_torch_8bit"}, True),  # 8-bit states, but deterministic rounding of the bf16 weights
+        ({"optim": "adamw_torch_8bit", "optim_args": "bf16_stochastic_round=True"}, False),
+        ({"optim": "stable_adamw"}, False),  # torch-optimi: Kahan summation on bf16 parameters
+        ({"dtype": "float32"}, False),
+        ({"dtype": None}, False),  # unknown (a hub id not downloaded): judged on the loaded model
+        ({"use_peft": True}, False),  # PEFT keeps LoRA adapters in fp32
+        ({"sharding": "zero2"}, False),  # DeepSpeed keeps fp32 master weights
+        ({"sharding": "zero3"}, False),
+    ],
+)
 def test_low_precision_problem_names_bf16_full_fine_tuning_without_a_master_copy(change, refused):
     problem = low_precision_problem(**{**BASE, **change})
     assert (problem is not None) == refused, problem
@@ -104,11 +126,20 @@ def test_low_precision_problem_names_bf16_full_fine_tuning_without_a_master_copy
         assert "full fine-tuning" in problem and "round away" in problem and "learning_rate 1e-06" in problem
 
 
-def test_a_bf16_full_fine_tuning_run_without_zero_is_refused_in_one_line_before_anything_is_written(toy, capsys):
+def test_a_bf16_full_fine_tuning_run_without_zero_is_refused_in_one_line_before_anything_is_written(
+    toy, capsys
+):
     assert cli(argv(toy, "--model_init_kwargs", '{"dtype": "bfloat16"}')) == 2
     [line] = errors(capsys.readouterr().err)
-    assert "full fine-tuning of bfloat16 weights (model_init_kwargs dtype bfloat16, use_peft false)" in line, line
-    for fix in ("model_init_kwargs: {dtype: float32}", "use_peft: true", "DeepSpeed ZeRO", "optim: stable_adamw"):
+    assert (
+        "full fine-tuning of bfloat16 weights (model_init_kwargs dtype bfloat16, use_peft false)" in line
+    ), line
+    for fix in (
+        "model_init_kwargs: {dtype: float32}",
+        "use_peft: true",
+        "DeepSpeed ZeRO",
+        "optim: stable_adamw",
+    ):
         assert fix in line, (fix, line)
     assert not (toy / "run").exists() or not any((toy / "run").iterdir())
 
@@ -160,16 +191,35 @@ def test_every_shipped_config_learns_as_it_is_launched():
     from trlvr.training.memory_plan import recipe_launcher
 
     for name, path in shipped_configs().items():
-        tandem, grpo, _ = parse_run_args(["--config", str(path), "--senior", tandem_senior(path), "--junior", "j",
-                                          "--dataset", "d", "--use_cpu", "true"])  # fmt: skip
+        tandem, grpo, _ = parse_run_args(
+            [
+                "--config",
+                str(path),
+                "--senior",
+                tandem_senior(path),
+                "--junior",
+                "j",
+                "--dataset",
+                "d",
+                "--use_cpu",
+                "true",
+            ]
+        )
         dtype = senior_dtype(tandem, grpo)
         launcher = recipe_launcher(path)
         sharding = "zero2" if launcher is not None and launcher.name == "accelerate-zero2-2gpu.yaml" else None
-        problem = low_precision_problem(dtype=dtype, use_peft=tandem.use_peft, sharding=sharding, optim=grpo.optim,
-                                        optim_args=grpo.optim_args, learning_rate=grpo.learning_rate)  # fmt: skip
+        problem = low_precision_problem(
+            dtype=dtype,
+            use_peft=tandem.use_peft,
+            sharding=sharding,
+            optim=grpo.optim,
+            optim_args=grpo.optim_args,
+            learning_rate=grpo.learning_rate,
+        )
         assert problem is None, (name, problem)
-    starter = parse_run_args(["--config", "starter", "--senior", "s", "--junior", "j", "--dataset", "d", "--use_cpu",
-                              "true"])[1]  # fmt: skip
+    starter = parse_run_args(
+        ["--config", "starter", "--senior", "s", "--junior", "j", "--dataset", "d", "--use_cpu", "true"]
+    )[1]
     assert starter.model_init_kwargs == {"dtype": "float32"} and starter.bf16
 
 
@@ -186,7 +236,9 @@ def tandem_senior(path) -> str:
 def test_fp32_master_weights_in_bf16_autocast_learn_and_the_run_logs_how_many_moved(toy, capsys):
     """The starter's fix on the toy pair: float32 weights, bf16 autocast. The first step moves (nearly) every
     sampled trainable element, logged as train/weights_moved."""
-    assert cli(argv(toy, "--model_init_kwargs", '{"dtype": "float32"}', "--bf16", "true")) == 0, capsys.readouterr().err
+    assert cli(argv(toy, "--model_init_kwargs", '{"dtype": "float32"}', "--bf16", "true")) == 0, (
+        capsys.readouterr().err
+    )
     rows = [json.loads(x) for x in (toy / "run" / "metrics.jsonl").read_text().splitlines()]
     [moved] = [r[WEIGHTS_MOVED] for r in rows if WEIGHTS_MOVED in r]
     assert moved > 0.9, moved
@@ -197,8 +249,11 @@ def test_a_step_that_moves_no_weight_stops_the_run_in_one_line_without_a_final_m
     did at 1e-6. Exit 2, one line naming the step, no final/."""
     assert cli(argv(toy, "--learning_rate", "1e-30")) == 2
     [line] = errors(capsys.readouterr().err)
-    assert re.search(r"step 1: the optimizer step changed none of \d+ sampled trainable weights although the "
-                     r"gradient norm was [0-9.e-]+ \(learning_rate 1e-30", line), line  # fmt: skip
+    assert re.search(
+        r"step 1: the optimizer step changed none of \d+ sampled trainable weights although the "
+        r"gradient norm was [0-9.e-]+ \(learning_rate 1e-30",
+        line,
+    ), line
     assert not (toy / "run" / "final").exists()
 
 
@@ -233,7 +288,9 @@ def test_steps_with_a_zero_gradient_are_waited_out_and_a_later_move_is_recorded(
     assert check.result["step"] == 3 and check.result["fraction"] == pytest.approx(64 / 72)
     assert trainer._metrics["train"][WEIGHTS_MOVED] == [pytest.approx(64 / 72)]
 
-    frozen = WeightsMoved(_Trainer())  # nothing trainable held in this process (ZeRO-3's partitions): not measured
+    frozen = WeightsMoved(
+        _Trainer()
+    )  # nothing trainable held in this process (ZeRO-3's partitions): not measured
     frozen.on_step_begin(_Args, state, None, model=nn.Linear(8, 8).requires_grad_(False))
     frozen.on_step_end(_Args, state, None, model=model)
     frozen.on_log(_Args, state, None, logs={"grad_norm": 0.5})
@@ -255,15 +312,34 @@ def test_trlvr_runs_token_truncate_by_default_and_a_config_can_choose_another():
     _, grpo, _ = parse_run_args(["--config", "toy", "--vllm_importance_sampling_mode", "sequence_mask"])
     assert grpo.vllm_importance_sampling_mode == "sequence_mask"
     for name, path in shipped_configs().items():
-        assert parse_run_args(["--config", str(path), "--senior", "s", "--junior", "j", "--dataset", "d", "--use_cpu",
-                               "true"])[1] \
-            .vllm_importance_sampling_mode == IS_MODE, name  # fmt: skip
+        assert (
+            parse_run_args(
+                [
+                    "--config",
+                    str(path),
+                    "--senior",
+                    "s",
+                    "--junior",
+                    "j",
+                    "--dataset",
+                    "d",
+                    "--use_cpu",
+                    "true",
+                ]
+            )[1].vllm_importance_sampling_mode
+            == IS_MODE
+        ), name
 
 
 def test_is_corrected_counts_token_truncate_counts_clamped_loss_tokens_only():
     ratio = torch.tensor([[3.0, 1.0, 0.5, 3.0], [1.0, 1.0, 1.0, 1.0], [3.0, 3.0, 3.0, 3.0]])
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]])  # row 3: no loss token (all junior's)
-    assert is_corrected_counts(ratio, mask, mode="token_truncate", clip_min=None, clip_max=3.0) == (1, 5, 1, 2)
+    assert is_corrected_counts(ratio, mask, mode="token_truncate", clip_min=None, clip_max=3.0) == (
+        1,
+        5,
+        1,
+        2,
+    )
     assert is_corrected_counts(ratio, mask, mode="token_truncate", clip_min=0.5, clip_max=3.0) == (2, 5, 1, 2)
 
 
@@ -271,8 +347,9 @@ def test_is_corrected_counts_sequence_mask_zeroes_whole_rows_by_their_loss_token
     ratio = torch.tensor([[0.0], [1.2], [0.0]])  # TRL's (B, 1) sequence ratio after its mask
     mask = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0], [0, 1, 1, 0]])
     assert is_corrected_counts(ratio, mask, mode="sequence_mask", clip_min=None, clip_max=3.0) == (6, 7, 2, 3)
-    assert is_corrected_counts(torch.tensor([[0.0, 2.0]]), torch.tensor([[1, 1]]), mode="token_mask", clip_min=None,
-                               clip_max=3.0) == (1, 2, 1, 1)  # fmt: skip
+    assert is_corrected_counts(
+        torch.tensor([[0.0, 2.0]]), torch.tensor([[1, 1]]), mode="token_mask", clip_min=None, clip_max=3.0
+    ) == (1, 2, 1, 1)
     with pytest.raises(ValueError, match="unknown importance-sampling mode"):
         is_corrected_counts(ratio, mask, mode="sequence", clip_min=None, clip_max=3.0)
 
@@ -280,9 +357,20 @@ def test_is_corrected_counts_sequence_mask_zeroes_whole_rows_by_their_loss_token
 def test_the_smoke_check_is_ok_when_every_arm_moved_and_not_measured_when_an_arm_had_no_gradient():
     from trlvr.experiments.smoke import weights_moved_check
 
-    arms = {"tandem": {"rows": [{"step": 1, WEIGHTS_MOVED: 0.97, "tandem/is/corrected_tokens": 0.01,
-                                 "tandem/is/corrected_rows": 0.25}, {"step": 2}]},
-            "grpo": {"rows": [{"step": 1, WEIGHTS_MOVED: 1.0}]}}  # fmt: skip
+    arms = {
+        "tandem": {
+            "rows": [
+                {
+                    "step": 1,
+                    WEIGHTS_MOVED: 0.97,
+                    "tandem/is/corrected_tokens": 0.01,
+                    "tandem/is/corrected_rows": 0.25,
+                },
+                {"step": 2},
+            ]
+        },
+        "grpo": {"rows": [{"step": 1, WEIGHTS_MOVED: 1.0}]},
+    }
     check = weights_moved_check(arms)
     assert check["status"] == "ok" and check["fraction"] == {"tandem": 0.97, "grpo": 1.0}
     assert check["is_corrected"] == {"tandem": {"corrected_tokens": 0.01, "corrected_rows": 0.25}, "grpo": {}}
@@ -319,7 +407,9 @@ def _step_begin(optimizer, optim="adamw_torch", optim_args=None):
     trainer = SimpleNamespace(_metrics={"train": {}})
     args = SimpleNamespace(optim=optim, optim_args=optim_args, learning_rate=1e-6)
     model = nn.Linear(4, 4)
-    WeightsMoved(trainer).on_step_begin(args, TrainerState(), TrainerControl(), model=model, optimizer=optimizer)
+    WeightsMoved(trainer).on_step_begin(
+        args, TrainerState(), TrainerControl(), model=model, optimizer=optimizer
+    )
 
 
 def test_a_torch_optimizer_over_bf16_weights_is_refused_at_the_first_step():
@@ -329,9 +419,13 @@ def test_a_torch_optimizer_over_bf16_weights_is_refused_at_the_first_step():
     with pytest.raises(UpdatesRoundAway) as e:
         _step_begin(_Wrapper(torch.optim.AdamW(params, lr=1e-6)))
     line = str(e.value)
-    assert "\n" not in line and line.startswith("step 1: the optimizer (AdamW, optim adamw_torch) updates 1 of its 2 "
-                                                "tensors in bfloat16 with no fp32 master copy")  # fmt: skip
-    _step_begin(_Wrapper(torch.optim.AdamW([nn.Parameter(torch.randn(8, 8))], lr=1e-6)))  # fp32 weights: passes
+    assert "\n" not in line and line.startswith(
+        "step 1: the optimizer (AdamW, optim adamw_torch) updates 1 of its 2 "
+        "tensors in bfloat16 with no fp32 master copy"
+    )
+    _step_begin(
+        _Wrapper(torch.optim.AdamW([nn.Parameter(torch.randn(8, 8))], lr=1e-6))
+    )  # fp32 weights: passes
     _step_begin(_Wrapper(torch.optim.AdamW(params, lr=1e-6)), optim="stable_adamw")  # Kahan summation: passes
 
 
@@ -343,7 +437,9 @@ def test_deepspeeds_fp32_master_partition_passes_and_a_bf16_one_is_refused():
     with pytest.raises(UpdatesRoundAway, match="bf16_master_weights_and_grads: true"):
         _step_begin(_Wrapper(_FakeZero(torch.bfloat16)))
     zero = _FakeZero(torch.bfloat16)
-    del zero.low_precision_master_weights_and_grads  # a DeepSpeed without the flag: its partitions' dtype tells
+    del (
+        zero.low_precision_master_weights_and_grads
+    )  # a DeepSpeed without the flag: its partitions' dtype tells
     assert "updates 1 of its 1 tensors in bfloat16" in master_weights_problem(_Wrapper(zero))
 
 
@@ -359,5 +455,8 @@ def test_the_measured_moved_share_cannot_tell_bf16_from_fp32_masters_after_one_s
     for p in (pure, master):
         p.grad = grad.to(p.dtype)
         torch.optim.AdamW([p], lr=1e-6, weight_decay=0.0).step()
-    a, b = moved_fraction([start], [pure.detach()]), moved_fraction([start], [master.detach().to(torch.bfloat16)])
+    a, b = (
+        moved_fraction([start], [pure.detach()]),
+        moved_fraction([start], [master.detach().to(torch.bfloat16)]),
+    )
     assert abs(a - b) < 0.01 and 0 < a < 0.1, (a, b)

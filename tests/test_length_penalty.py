@@ -31,7 +31,9 @@ def test_kimi_invariants(rows):
     lengths, correct = [r[0] for r in rows], [r[1] for r in rows]
     out = kimi_length_reward(lengths, correct)
     assert all(-0.5 - 1e-12 <= v <= 0.5 + 1e-12 for v in out)
-    assert all(v <= 0.0 for v, ok in zip(out, correct, strict=True) if not ok)  # never a bonus for a wrong answer
+    assert all(
+        v <= 0.0 for v, ok in zip(out, correct, strict=True) if not ok
+    )  # never a bonus for a wrong answer
     # among correct responses, shorter is never worse
     pairs = sorted((n, v) for n, v, ok in zip(lengths, out, correct, strict=True) if ok)
     assert all(a[1] >= b[1] - 1e-12 for a, b in zip(pairs, pairs[1:], strict=False))
@@ -65,8 +67,12 @@ def test_wrapper_adds_weighted_penalty_and_logs_it():
         return [1.0, 1.0, 0.0, None]
 
     f = with_length_penalty(base, "kimi", 0.5, 64)
-    out = f(completions=["a", "b", "c", "d"], prompts=["p"] * 4, completion_ids=[[0] * 10, [0] * 30, [0] * 20, [0]],
-            log_metric=lambda k, v: logged.append((k, v)))  # fmt: skip
+    out = f(
+        completions=["a", "b", "c", "d"],
+        prompts=["p"] * 4,
+        completion_ids=[[0] * 10, [0] * 30, [0] * 20, [0]],
+        log_metric=lambda k, v: logged.append((k, v)),
+    )
     # group lengths 10, 30, 20, 1: lambda = 0.5 - (n - 1) / 29
     lam = [0.5 - (n - 1) / 29 for n in (10, 30, 20)]
     assert out[:3] == pytest.approx([1.0 + 0.5 * lam[0], 1.0 + 0.5 * lam[1], 0.5 * min(0.0, lam[2])])
@@ -78,8 +84,9 @@ def test_wrapper_adds_weighted_penalty_and_logs_it():
 def test_wrapper_off_logs_zero_and_changes_nothing():
     logged = []
     f = with_length_penalty(lambda completions, **kw: [1.0, 0.0], "none", 1.0, 64)
-    assert f(completions=["a", "b"], completion_ids=[[0], [0, 0]], log_metric=lambda k, v: logged.append((k, v))) \
-        == [1.0, 0.0]  # fmt: skip
+    assert f(
+        completions=["a", "b"], completion_ids=[[0], [0, 0]], log_metric=lambda k, v: logged.append((k, v))
+    ) == [1.0, 0.0]
     assert logged == [(METRIC, 0.0)]
 
 

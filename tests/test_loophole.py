@@ -109,7 +109,10 @@ def test_longest_runs_and_spaceless_spans_equal_references(toy_tokenizer):
     lengths = [0, 1, 50, 23, 9, 31, 2]
     mask = torch.tensor([[t < n for t in range(T)] for n in lengths])
     word = tables.word_start
-    ids = [i for i in range(len(toy_tokenizer)) if not word[i]], [i for i in range(len(toy_tokenizer)) if word[i]]
+    ids = (
+        [i for i in range(len(toy_tokenizer)) if not word[i]],
+        [i for i in range(len(toy_tokenizer)) if word[i]],
+    )
     tokens = torch.tensor([[rng.choice(ids[rng.random() < 0.1]) for _ in range(T)] for _ in range(B)])
     runs, spaceless = longest_runs(senior, mask), spaceless_mask(tokens, mask, tables)
     for i, n in enumerate(lengths):
@@ -158,8 +161,10 @@ def test_spaceless_notation_raises_the_backstop_share_plain_text_does_not(toy_to
 
 def test_senior_share_spaceless_sees_who_writes_the_notation(toy_tokenizer):
     tables = vocab_tables(toy_tokenizer)
-    tokens, mask = batch(toy_tokenizer, [a + "\n\n" + b for a, b in zip(solutions("jargon-compact", 6),
-                                                                        solutions("plain", 6), strict=True)])  # fmt: skip
+    tokens, mask = batch(
+        toy_tokenizer,
+        [a + "\n\n" + b for a, b in zip(solutions("jargon-compact", 6), solutions("plain", 6), strict=True)],
+    )
     spaceless = spaceless_mask(tokens, mask, tables)
     senior_owns = loophole_stats(WordSchedule(), tokens, spaceless, mask, tables)
     junior_owns = loophole_stats(WordSchedule(), tokens, mask & ~spaceless, mask, tables)
@@ -181,7 +186,8 @@ def test_the_alarm_rule():
     line = loophole_alarm(first, {"backstop_share": 0.31, "longest_run_p95": 12.0})
     assert line.startswith("loophole? backstop_share climbed from 0.1 at the start to 0.31")
     assert loophole_alarm(first, {"backstop_share": 0.1, "longest_run_p95": 21.0}).startswith(
-        "loophole? longest_run_p95 climbed from 10")
+        "loophole? longest_run_p95 climbed from 10"
+    )
     low = {"backstop_share": 0.0, "longest_run_p95": 1.0}
     assert loophole_alarm(low, {"backstop_share": 0.15, "longest_run_p95": 8.9}) is None  # 2x but not +margin
     assert loophole_alarm(first, {"backstop_share": float("nan")}) is None
@@ -189,15 +195,24 @@ def test_the_alarm_rule():
     # a loophole present from the start (numbers of the toy granularity study, issue 19)
     compact_word32 = {"senior_share_spaceless": 1.0, "spaceless_per_100": 28.4}
     assert loophole_alarm(compact_word32, compact_word32).startswith(
-        "loophole? the senior wrote 100% of the tokens in spans with no boundary (28.4 per 100 tokens)")
-    assert loophole_alarm({}, {"senior_share_spaceless": 1.0, "spaceless_per_100": 1.66}) is None  # spaced, step 0
-    assert loophole_alarm({}, {"senior_share_spaceless": 0.91, "spaceless_per_100": 7.4}) is None  # shared spans
-    assert loophole_alarm({}, {"senior_share_spaceless": float("nan"), "spaceless_per_100": 0.0}) is None  # token
+        "loophole? the senior wrote 100% of the tokens in spans with no boundary (28.4 per 100 tokens)"
+    )
+    assert (
+        loophole_alarm({}, {"senior_share_spaceless": 1.0, "spaceless_per_100": 1.66}) is None
+    )  # spaced, step 0
+    assert (
+        loophole_alarm({}, {"senior_share_spaceless": 0.91, "spaceless_per_100": 7.4}) is None
+    )  # shared spans
+    assert (
+        loophole_alarm({}, {"senior_share_spaceless": float("nan"), "spaceless_per_100": 0.0}) is None
+    )  # token
 
 
 # ---------------------------------------------------------------- in a real tandem run's metrics.jsonl
 
-TEAM_KEYS = [f"tandem/{who}/{stat}" for who in ("team_length", "senior_tokens") for stat in ("mean", "min", "max")]
+TEAM_KEYS = [
+    f"tandem/{who}/{stat}" for who in ("team_length", "senior_tokens") for stat in ("mean", "min", "max")
+]
 LOOPHOLE_KEYS = [f"tandem/loophole/{k}" for k in METRICS]
 
 
@@ -225,10 +240,35 @@ def test_a_tandem_run_logs_team_lengths_and_the_loophole_statistics(toy, monkeyp
         return out
 
     monkeypatch.setattr(TandemRollout, "__call__", recording)
-    code = cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
-                "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), "--max_steps", "2",
-                "--per_device_train_batch_size", "16", "--num_generations", "4", "--max_completion_length", "24",
-                "--schedule", "boundary", "--use_cpu", "true"])  # fmt: skip
+    code = cli(
+        [
+            "train",
+            "--config",
+            "toy",
+            "--holdout",
+            "0",
+            "--senior",
+            str(toy / "senior"),
+            "--junior",
+            str(toy / "junior"),
+            "--dataset",
+            str(toy / "train.jsonl"),
+            "--output_dir",
+            str(toy / "run"),
+            "--max_steps",
+            "2",
+            "--per_device_train_batch_size",
+            "16",
+            "--num_generations",
+            "4",
+            "--max_completion_length",
+            "24",
+            "--schedule",
+            "boundary",
+            "--use_cpu",
+            "true",
+        ]
+    )
     assert code == 0
     rows = [json.loads(line) for line in (toy / "run" / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "loss" in r]
@@ -243,7 +283,8 @@ def test_a_tandem_run_logs_team_lengths_and_the_loophole_statistics(toy, monkeyp
             assert row[f"completions/{stat}_length"] == pytest.approx(row["tandem/senior_tokens/" + stat])
         assert row["tandem/team_length/mean"] > row["tandem/senior_tokens/mean"]  # the junior wrote tokens
         assert row["tandem/senior_tokens/mean"] + row["tandem/junior_tokens/mean"] == pytest.approx(
-            row["tandem/team_length/mean"])
+            row["tandem/team_length/mean"]
+        )
         assert 0.0 <= row["tandem/loophole/backstop_share"] <= 1.0
         assert 1 <= row["tandem/loophole/longest_run_p50"] <= row["tandem/loophole/longest_run_p95"] <= 24
         assert 0 < row["tandem/loophole/redraws_per_100"] <= 100
@@ -256,10 +297,12 @@ def test_the_progress_bar_warns_once_when_the_backstop_share_climbs(capsys):
 
     bar = ProgressBar()
     bar.bar = SimpleNamespace(set_postfix=lambda *a, **k: None)  # the tqdm bar's one method used here
-    rows = [{"tandem/loophole/backstop_share": 0.05, "tandem/loophole/longest_run_p95": 12.0},
-            {"tandem/loophole/backstop_share": 0.2, "tandem/loophole/longest_run_p95": 14.0},
-            {"tandem/loophole/backstop_share": 0.6, "tandem/loophole/longest_run_p95": 13.0},
-            {"tandem/loophole/backstop_share": 0.9, "tandem/loophole/longest_run_p95": 40.0}]  # fmt: skip
+    rows = [
+        {"tandem/loophole/backstop_share": 0.05, "tandem/loophole/longest_run_p95": 12.0},
+        {"tandem/loophole/backstop_share": 0.2, "tandem/loophole/longest_run_p95": 14.0},
+        {"tandem/loophole/backstop_share": 0.6, "tandem/loophole/longest_run_p95": 13.0},
+        {"tandem/loophole/backstop_share": 0.9, "tandem/loophole/longest_run_p95": 40.0},
+    ]
     history = []
     for step, row in enumerate(rows, start=1):
         history.append(row)
@@ -267,7 +310,9 @@ def test_the_progress_bar_warns_once_when_the_backstop_share_climbs(capsys):
     lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
     assert len(lines) == 1, lines  # once, at step 3 (0.6 > 2 x 0.05 and > 0.05 + 0.2), not again at 4
     assert lines[0].startswith("[trlvr]")
-    assert "step 3: loophole? backstop_share climbed from 0.05 at the start to 0.6 (> 2x and > +0.2)" in lines[0]
+    assert (
+        "step 3: loophole? backstop_share climbed from 0.05 at the start to 0.6 (> 2x and > +0.2)" in lines[0]
+    )
 
 
 def test_the_progress_bar_warns_at_once_on_a_loophole_present_from_step_0(capsys):
@@ -277,12 +322,19 @@ def test_the_progress_bar_warns_at_once_on_a_loophole_present_from_step_0(capsys
 
     bar = ProgressBar()
     bar.bar = SimpleNamespace(set_postfix=lambda *a, **k: None)
-    row = {"tandem/loophole/backstop_share": 0.01, "tandem/loophole/longest_run_p95": 31.0,
-           "tandem/loophole/senior_share_spaceless": 1.0, "tandem/loophole/spaceless_per_100": 28.4}  # fmt: skip
+    row = {
+        "tandem/loophole/backstop_share": 0.01,
+        "tandem/loophole/longest_run_p95": 31.0,
+        "tandem/loophole/senior_share_spaceless": 1.0,
+        "tandem/loophole/spaceless_per_100": 28.4,
+    }
     for step in (1, 2):
         bar.on_log(None, SimpleNamespace(log_history=[row] * step, global_step=step), None, logs=row)
     lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
-    assert len(lines) == 1 and "step 1: loophole? the senior wrote 100% of the tokens in spans with no boundary" in lines[0]
+    assert (
+        len(lines) == 1
+        and "step 1: loophole? the senior wrote 100% of the tokens in spans with no boundary" in lines[0]
+    )
 
 
 # ---------------------------------------------------------------- in trlvr eval's results.json
@@ -298,10 +350,15 @@ def test_loophole_report_of_dose_rows(toy_tokenizer):
             out.append({"protocol": protocol, "token_ids": ids, "authors": "1" * len(ids)})
         return out
 
-    report = loophole_report(rows("dose-0.5", "jargon-compact") + rows("dose-0.25", "plain")
-                             + rows("solo", "jargon-compact"), toy_tokenizer, chunk=3)  # fmt: skip
+    report = loophole_report(
+        rows("dose-0.5", "jargon-compact") + rows("dose-0.25", "plain") + rows("solo", "jargon-compact"),
+        toy_tokenizer,
+        chunk=3,
+    )
     assert sorted(report) == ["dose-0.25", "dose-0.5"]  # word-schedule protocols only
-    assert set(report["dose-0.5"]) == set(METRICS) | {"num_samples"} and report["dose-0.5"]["num_samples"] == 4
+    assert (
+        set(report["dose-0.5"]) == set(METRICS) | {"num_samples"} and report["dose-0.5"]["num_samples"] == 4
+    )
     assert report["dose-0.5"]["backstop_share"] > 0.5 and report["dose-0.25"]["backstop_share"] < 0.05
     assert report["dose-0.25"]["senior_share_spaceless"] is None  # undefined is null in JSON, not NaN
     assert report["dose-0.5"]["senior_share_spaceless"] == 1.0
@@ -315,14 +372,31 @@ def test_trlvr_eval_reports_the_loophole_statistics_of_dose_protocols(models, to
     from trlvr.eval.protocols import schedule_for
 
     senior, junior = models
-    res = evaluate_models(senior, junior, tokenizer, {"alpha": toy_problems(3, "a")}, tmp_path / "run",
-                   suite=["solo", "dose"], n=2, ks=[1], seed=3, max_new_tokens=12, batch_size=6, progress=False,
-                   score_fn=parity_reward, extract_fn=last_word, num_resamples=50)  # fmt: skip
+    res = evaluate_models(
+        senior,
+        junior,
+        tokenizer,
+        {"alpha": toy_problems(3, "a")},
+        tmp_path / "run",
+        suite=["solo", "dose"],
+        n=2,
+        ks=[1],
+        seed=3,
+        max_new_tokens=12,
+        batch_size=6,
+        progress=False,
+        score_fn=parity_reward,
+        extract_fn=last_word,
+        num_resamples=50,
+    )
     assert sorted(res["loophole"]) == ["dose-0.25", "dose-0.5", "dose-0.75"]
     samples = [r for r in read_jsonl(tmp_path / "run" / "samples.jsonl") if r["protocol"] == "dose-0.5"]
     T = max(len(r["token_ids"]) for r in samples)
     tokens = torch.zeros(len(samples), T, dtype=torch.long)
-    senior_authored, mask = torch.zeros(len(samples), T, dtype=torch.bool), torch.zeros(len(samples), T, dtype=torch.bool)
+    senior_authored, mask = (
+        torch.zeros(len(samples), T, dtype=torch.bool),
+        torch.zeros(len(samples), T, dtype=torch.bool),
+    )
     for i, r in enumerate(samples):
         n = len(r["token_ids"])
         tokens[i, :n] = torch.tensor(r["token_ids"])

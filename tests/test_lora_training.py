@@ -15,8 +15,22 @@ from trlvr.cli.main import main as cli
 from trlvr.toy.task import make_splits
 from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
 
-SMALL = ["--per_device_train_batch_size", "32", "--num_generations", "4", "--max_completion_length", "64",
-         "--use_cpu", "true", "--use_peft", "true", "--lora_r", "4", "--learning_rate", "1e-2"]  # fmt: skip
+SMALL = [
+    "--per_device_train_batch_size",
+    "32",
+    "--num_generations",
+    "4",
+    "--max_completion_length",
+    "64",
+    "--use_cpu",
+    "true",
+    "--use_peft",
+    "true",
+    "--lora_r",
+    "4",
+    "--learning_rate",
+    "1e-2",
+]
 
 
 @pytest.fixture
@@ -29,8 +43,23 @@ def toy(tmp_path):
 
 
 def train(toy, *extra):
-    return cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--dataset", str(toy / "train.jsonl"),
-                "--output_dir", str(toy / "run"), *SMALL, *extra])  # fmt: skip
+    return cli(
+        [
+            "train",
+            "--config",
+            "toy",
+            "--holdout",
+            "0",
+            "--senior",
+            str(toy / "senior"),
+            "--dataset",
+            str(toy / "train.jsonl"),
+            "--output_dir",
+            str(toy / "run"),
+            *SMALL,
+            *extra,
+        ]
+    )
 
 
 def digest(path) -> str:
@@ -63,7 +92,9 @@ def lora_runs(tmp_path_factory):
 
 @pytest.mark.parametrize("arm", ["tandem", "grpo"])
 def test_lora_arms_train_adapters_only_and_save_them(lora_runs, arm):
-    base_before = digest(ASSETS_DIR / "senior" / "model.safetensors")  # what the run's senior/ was copied from
+    base_before = digest(
+        ASSETS_DIR / "senior" / "model.safetensors"
+    )  # what the run's senior/ was copied from
     toy = lora_runs(arm)
     final = toy / "run" / "final"
     assert (final / "adapter_config.json").is_file() and not (final / "model.safetensors").exists()
@@ -76,9 +107,30 @@ def test_lora_arms_train_adapters_only_and_save_them(lora_runs, arm):
 def test_lora_run_evaluates_against_its_base_with_junior_self(lora_runs, tmp_path):
     toy = lora_runs("tandem")  # the tandem arm's LoRA run above
     out = tmp_path / "eval"
-    argv = ["eval", "--senior", str(toy / "run" / "final"), "--junior", "self", "--data", f"toy={toy / 'test.jsonl'}",
-            "--limit", "4", "--n", "1", "--k", "1", "--suite", "solo,handoff", "--max-new-tokens", "24",
-            "--dtype", "float32", "--out", str(out), "--no-progress"]  # fmt: skip
+    argv = [
+        "eval",
+        "--senior",
+        str(toy / "run" / "final"),
+        "--junior",
+        "self",
+        "--data",
+        f"toy={toy / 'test.jsonl'}",
+        "--limit",
+        "4",
+        "--n",
+        "1",
+        "--k",
+        "1",
+        "--suite",
+        "solo,handoff",
+        "--max-new-tokens",
+        "24",
+        "--dtype",
+        "float32",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert cli(argv) == 0
     res = json.loads((out / "results.json").read_text())
     macro = res["macro"]["metrics"]
@@ -94,11 +146,25 @@ def test_lora_kl_reference_is_the_adapters_off_base(toy):
     from trlvr.config import load_run_config
     from trlvr.training import build_trainer
 
-    tandem, args = load_run_config("toy", {"arm": "tandem", "senior": str(toy / "senior"), "junior": "self", "holdout": 0,
-                                           "dataset": str(toy / "train.jsonl"), "output_dir": str(toy / "kl"),
-                                           "use_peft": True, "lora_r": 4, "beta": 0.1, "kl_ref": "junior",
-                                           "per_device_train_batch_size": 16, "num_generations": 4,
-                                           "max_completion_length": 24, "max_steps": 1})  # fmt: skip
+    tandem, args = load_run_config(
+        "toy",
+        {
+            "arm": "tandem",
+            "senior": str(toy / "senior"),
+            "junior": "self",
+            "holdout": 0,
+            "dataset": str(toy / "train.jsonl"),
+            "output_dir": str(toy / "kl"),
+            "use_peft": True,
+            "lora_r": 4,
+            "beta": 0.1,
+            "kl_ref": "junior",
+            "per_device_train_batch_size": 16,
+            "num_generations": 4,
+            "max_completion_length": 24,
+            "max_steps": 1,
+        },
+    )
     trainer = build_trainer(tandem, args)
     assert trainer.ref_model is None  # TRL's PEFT path: the reference is the adapters-off model
     model = trainer.accelerator.unwrap_model(trainer.model)
@@ -120,7 +186,22 @@ def test_lora_kl_reference_is_the_adapters_off_base(toy):
 
 
 def test_lora_kl_to_another_junior_is_refused(toy, capsys):
-    assert train(toy, "--arm", "grpo", "--junior", str(toy / "junior"), "--beta", "0.1", "--kl_ref", "junior",
-                 "--max_steps", "1") == 2  # fmt: skip
-    assert "with use_peft, TRL's KL reference is the senior's base with adapters off" in capsys.readouterr().err
-
+    assert (
+        train(
+            toy,
+            "--arm",
+            "grpo",
+            "--junior",
+            str(toy / "junior"),
+            "--beta",
+            "0.1",
+            "--kl_ref",
+            "junior",
+            "--max_steps",
+            "1",
+        )
+        == 2
+    )
+    assert (
+        "with use_peft, TRL's KL reference is the senior's base with adapters off" in capsys.readouterr().err
+    )

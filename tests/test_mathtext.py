@@ -17,8 +17,12 @@ from trlvr.rewards.mathtext import normalize_math
 
 
 def _write(path, golds):
-    path.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"p{i}", "answer": g}) + "\n"
-                            for i, g in enumerate(golds, 1)))
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "problem": f"p{i}", "answer": g}) + "\n"
+            for i, g in enumerate(golds, 1)
+        )
+    )
     return path
 
 
@@ -43,14 +47,22 @@ def test_a_gold_data_check_calls_usable_is_not_scored_0_for_every_correct_answer
 # ---- the table of forms: each renders a value drawn by Hypothesis; ASCII is the value's plain text ----
 SUPER = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 FULL = str.maketrans("0123456789-/.", "０１２３４５６７８９－／．")
-VULGAR = {Fraction(1, 2): "½", Fraction(1, 4): "¼", Fraction(3, 4): "¾", Fraction(1, 3): "⅓",
-          Fraction(2, 3): "⅔", Fraction(1, 8): "⅛", Fraction(5, 6): "⅚", Fraction(1, 10): "⅒"}
+VULGAR = {
+    Fraction(1, 2): "½",
+    Fraction(1, 4): "¼",
+    Fraction(3, 4): "¾",
+    Fraction(1, 3): "⅓",
+    Fraction(2, 3): "⅔",
+    Fraction(1, 8): "⅛",
+    Fraction(5, 6): "⅚",
+    Fraction(1, 10): "⅒",
+}
 
 
 def _grouped(n: int, sep: str) -> str:
     sign, digits = ("-" if n < 0 else ""), str(abs(n))
     head = len(digits) % 3 or 3
-    return sign + sep.join([digits[:head]] + [digits[i:i + 3] for i in range(head, len(digits), 3)])
+    return sign + sep.join([digits[:head]] + [digits[i : i + 3] for i in range(head, len(digits), 3)])
 
 
 def _signed(minus: str):
@@ -58,13 +70,16 @@ def _signed(minus: str):
 
 
 def _thousands(sep: str):
-    return lambda d: (lambda n: (_grouped(n, sep), str(n)))(d(st.integers(1000, 10**9) | st.integers(-10**9, -1000)))
+    return lambda d: (lambda n: (_grouped(n, sep), str(n)))(
+        d(st.integers(1000, 10**9) | st.integers(-(10**9), -1000))
+    )
 
 
 def _slash(slash: str):
     def render(d):
         p, q = d(st.integers(-99, 99)), d(st.integers(2, 99))
         return f"{p}{slash}{q}", f"{p}/{q}"
+
     return render
 
 
@@ -84,7 +99,7 @@ def _superscript(d):
 
 
 def _fullwidth(d):
-    n = d(st.integers(-10**6, 10**6))
+    n = d(st.integers(-(10**6), 10**6))
     return str(n).translate(FULL), str(n)
 
 
@@ -94,18 +109,30 @@ def _divide(d):
 
 
 FORMS = {
-    "U+2212 minus": _signed("\u2212"), "U+2012 figure dash": _signed("\u2012"), "U+2013 en dash": _signed("\u2013"),
-    "U+2014 em dash": _signed("\u2014"), "U+2015 horizontal bar": _signed("\u2015"),
-    "U+FE63 small minus": _signed("\ufe63"), "U+FF0D full-width minus": _signed("\uff0d"),
-    "U+2044 fraction slash": _slash("\u2044"), "U+2215 division slash": _slash("\u2215"),
-    "U+2009 thin space": _thousands("\u2009"), "U+00A0 no-break space": _thousands("\u00a0"),
-    "U+202F narrow no-break space": _thousands("\u202f"), "U+2007 figure space": _thousands("\u2007"),
-    "ASCII space thousands": _thousands(" "), "comma thousands": _thousands(","),
+    "U+2212 minus": _signed("\u2212"),
+    "U+2012 figure dash": _signed("\u2012"),
+    "U+2013 en dash": _signed("\u2013"),
+    "U+2014 em dash": _signed("\u2014"),
+    "U+2015 horizontal bar": _signed("\u2015"),
+    "U+FE63 small minus": _signed("\ufe63"),
+    "U+FF0D full-width minus": _signed("\uff0d"),
+    "U+2044 fraction slash": _slash("\u2044"),
+    "U+2215 division slash": _slash("\u2215"),
+    "U+2009 thin space": _thousands("\u2009"),
+    "U+00A0 no-break space": _thousands("\u00a0"),
+    "U+202F narrow no-break space": _thousands("\u202f"),
+    "U+2007 figure space": _thousands("\u2007"),
+    "ASCII space thousands": _thousands(" "),
+    "comma thousands": _thousands(","),
     "LaTeX thin space": _thousands("\\,"),
-    "U+00B7 middle dot": _times("\u00b7"), "U+22C5 dot operator": _times("\u22c5"), "U+00D7 times": _times("\u00d7"),
-    "U+00F7 divide": _divide, "superscript": _superscript, "full-width digits": _fullwidth,
+    "U+00B7 middle dot": _times("\u00b7"),
+    "U+22C5 dot operator": _times("\u22c5"),
+    "U+00D7 times": _times("\u00d7"),
+    "U+00F7 divide": _divide,
+    "superscript": _superscript,
+    "full-width digits": _fullwidth,
     "vulgar fraction": _vulgar,
-}  # fmt: skip
+}
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -121,12 +148,16 @@ def test_every_form_reads_the_same_in_data_check_reward_and_eval(form, data):
     wrong = str(Fraction(ascii_) + 1)
     assert [grade(boxed(ascii_), text).score, grade(boxed(text), ascii_).score] == [1.0, 1.0], note
     assert [grade(boxed(wrong), text).score, grade(boxed(text), wrong).score] == [0.0, 0.0], note
-    rewards, outcomes = eval_grade(math_reward, [boxed(ascii_), boxed(text), boxed(wrong)], [text, text, text])
+    rewards, outcomes = eval_grade(
+        math_reward, [boxed(ascii_), boxed(text), boxed(wrong)], [text, text, text]
+    )
     assert rewards == [1.0, 1.0, 0.0] and outcomes == ["ok"] * 3, note
     assert normalize_math(normalize_math(text)) == normalize_math(text), note  # one reading: idempotent
 
 
-@pytest.mark.parametrize("text", ["3\u20135", "pages 3\u20145", "x\u2013y", "2 3", "0.123 456", "12 3456", "a, b"])
+@pytest.mark.parametrize(
+    "text", ["3\u20135", "pages 3\u20145", "x\u2013y", "2 3", "0.123 456", "12 3456", "a, b"]
+)
 def test_forms_that_are_not_numbers_stay(text):
     """A dash between two numbers is a range, digit groups that are not thousands stay apart."""
     assert normalize_math(text) == text
@@ -157,8 +188,15 @@ def test_data_check_flags_a_gold_that_reads_differently_raw(tmp_path, capsys):
     assert "read differently" not in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("text, gold", [("The answer is \u22125.", "-5"), ("The answer is \u20135.", "-5"),
-                                        ("So it is 1\u2009234.", "1234"), ("The answer is \uff14\uff12.", "42")])
+@pytest.mark.parametrize(
+    "text, gold",
+    [
+        ("The answer is \u22125.", "-5"),
+        ("The answer is \u20135.", "-5"),
+        ("So it is 1\u2009234.", "1234"),
+        ("The answer is \uff14\uff12.", "42"),
+    ],
+)
 def test_the_lenient_mode_reads_the_tail_through_the_same_normaliser(text, gold):
     from trlvr.rewards import MathReward
 

@@ -19,17 +19,38 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "recipes").glob("qwen3-*.yaml"))
 
 
-@pytest.mark.parametrize("name, kv", [("Qwen/Qwen3-0.6B", 114_688), ("Qwen/Qwen3-1.7B", 114_688),
-                                      ("Qwen/Qwen3-4B", 147_456), ("Qwen/Qwen3-4B-Instruct-2507", 147_456)])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, kv",
+    [
+        ("Qwen/Qwen3-0.6B", 114_688),
+        ("Qwen/Qwen3-1.7B", 114_688),
+        ("Qwen/Qwen3-4B", 147_456),
+        ("Qwen/Qwen3-4B-Instruct-2507", 147_456),
+    ],
+)
 def test_kv_bytes_per_token_of_the_real_qwen3_configs(name, kv):
     assert Stack.from_config(name, read_config(name), "bfloat16").kv_bytes_per_token == kv
 
 
-@pytest.mark.parametrize("cls, model, tied", [(Qwen3Config, Qwen3ForCausalLM, True), (Qwen3Config, Qwen3ForCausalLM, False),
-                                              (LlamaConfig, LlamaForCausalLM, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    "cls, model, tied",
+    [
+        (Qwen3Config, Qwen3ForCausalLM, True),
+        (Qwen3Config, Qwen3ForCausalLM, False),
+        (LlamaConfig, LlamaForCausalLM, False),
+    ],
+)
 def test_param_count_is_the_models_own(cls, model, tied):
-    cfg = cls(vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=6,
-              num_key_value_heads=2, head_dim=8, tie_word_embeddings=tied)  # fmt: skip
+    cfg = cls(
+        vocab_size=97,
+        hidden_size=48,
+        intermediate_size=80,
+        num_hidden_layers=3,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        head_dim=8,
+        tie_word_embeddings=tied,
+    )
     m = model(cfg)
     assert param_count(cfg.to_dict()) == sum(p.numel() for p in m.parameters())
 
@@ -46,8 +67,16 @@ def test_sizes_and_gpu_names():
 def _pair_4b(**kw) -> MemoryPlan:
     cfg = read_config("Qwen/Qwen3-4B-Instruct-2507")
     stacks = (Stack.from_config("senior", cfg, "bfloat16"), Stack.from_config("junior", cfg, "bfloat16"))
-    return MemoryPlan(stacks=stacks, **{"prompt_len": 1024, "completion_len": 3000, "share": 0.3,
-                                        "gpu_memory": parse_size("A100-80GB"), **kw})  # fmt: skip
+    return MemoryPlan(
+        stacks=stacks,
+        **{
+            "prompt_len": 1024,
+            "completion_len": 3000,
+            "share": 0.3,
+            "gpu_memory": parse_size("A100-80GB"),
+            **kw,
+        },
+    )
 
 
 def test_the_models_own_context_cannot_start_at_trls_share():
@@ -55,7 +84,10 @@ def test_the_models_own_context_cannot_start_at_trls_share():
     plan = _pair_4b(max_model_len=262_144)
     assert plan.context * plan.kv_bytes_per_token > 70e9
     (line,) = plan.problems("recipes/x.yaml")
-    assert line.startswith("recipes/x.yaml: one sequence of 262144 tokens") and "lower vllm_max_model_length" in line
+    assert (
+        line.startswith("recipes/x.yaml: one sequence of 262144 tokens")
+        and "lower vllm_max_model_length" in line
+    )
     derived = _pair_4b()
     assert derived.context == 4024 and derived.problems("x") == []
     assert derived.concurrency >= 1
@@ -99,8 +131,22 @@ def test_eval_dry_run_plans_the_engine_from_its_own_lengths_and_writes_nothing(t
 
     data = tmp_path / "test.jsonl"
     _write_jsonl(data, _rows(generate_problems(5, "test", seed=0)))
-    argv = ["eval", "--senior", str(ASSETS_DIR / "senior"), "--junior", str(ASSETS_DIR / "junior"), "--data", str(data),
-            "--out", str(tmp_path / "ev"), "--max-new-tokens", "64", "--dry-run", "--backend", "vllm"]  # fmt: skip
+    argv = [
+        "eval",
+        "--senior",
+        str(ASSETS_DIR / "senior"),
+        "--junior",
+        str(ASSETS_DIR / "junior"),
+        "--data",
+        str(data),
+        "--out",
+        str(tmp_path / "ev"),
+        "--max-new-tokens",
+        "64",
+        "--dry-run",
+        "--backend",
+        "vllm",
+    ]
     assert main([*argv, "--gpu-memory", "80GB"]) == 0
     out = capsys.readouterr().out
     assert "\nmemory plan\n" in out and "(derived" not in out and "5 problems" in out
@@ -114,7 +160,9 @@ def test_eval_dry_run_plans_the_engine_from_its_own_lengths_and_writes_nothing(t
 def test_tensor_parallel_plans_one_gpus_share():
     one, two = _pair_4b(), _pair_4b(tensor_parallel=2)
     assert two.weight_bytes == one.weight_bytes // 2 and two.kv_bytes_per_token == one.kv_bytes_per_token // 2
-    assert two.kv_tokens > 2 * one.kv_tokens  # half the weights leave more of the share for KV, at half the bytes
+    assert (
+        two.kv_tokens > 2 * one.kv_tokens
+    )  # half the weights leave more of the share for KV, at half the bytes
 
 
 # --- issue 59: the checkpoints' disk against the output folder's free space ------------------------------------
@@ -139,7 +187,10 @@ def test_a_recipe_whose_checkpoints_do_not_fit_the_disk_is_refused_at_dry_run(tm
     monkeypatch.setattr(shutil, "disk_usage", lambda p: seen.append(Path(p)) or _free(100 * 2**30)(p))
     assert main(argv) == 0  # planned on a machine without a GPU (for another one): said, not refused
     said = capsys.readouterr().out
-    assert "disk: the run's checkpoints need ~" in said and f"{tmp_path} has 100.0 GiB free (planned for another" in said
+    assert (
+        "disk: the run's checkpoints need ~" in said
+        and f"{tmp_path} has 100.0 GiB free (planned for another" in said
+    )
     monkeypatch.setattr(memory_plan, "device_memory", lambda: 80 * 2**30)  # this machine's own GPU: the run's
     assert main(argv) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ": error: " in ln]
@@ -157,8 +208,12 @@ def test_disk_problem_is_none_when_it_fits_and_a_resume_counts_what_is_there(tmp
     assert nearest_existing(tmp_path / "a" / "b") == tmp_path
     assert disk_problem(tmp_path / "a", 10, _free(10)) is None
     line = disk_problem(tmp_path / "a", 11 * 2**30, _free(2**30))
-    assert line.startswith(f"disk: the run's checkpoints need ~11.0 GiB in {tmp_path / 'a'} and {tmp_path} has 1.0 GiB free")
-    tandem, grpo = load_run_config("qwen3-4b-deepscaler", {"output_dir": str(tmp_path), "bf16": False, "use_cpu": True})
+    assert line.startswith(
+        f"disk: the run's checkpoints need ~11.0 GiB in {tmp_path / 'a'} and {tmp_path} has 1.0 GiB free"
+    )
+    tandem, grpo = load_run_config(
+        "qwen3-4b-deepscaler", {"output_dir": str(tmp_path), "bf16": False, "use_cpu": True}
+    )
     need = run_disk_bytes(tandem, grpo, zero_stage=2, processes=2)
     with pytest.raises(UserError, match="^disk: "):
         check_disk(tandem, grpo, zero_stage=2, processes=2, disk_usage=_free(need - 1))
@@ -176,7 +231,9 @@ def test_a_run_start_without_the_disk_is_refused_before_anything_is_written(tmp_
 
     toy = copy_toy_pair(tmp_path, 40)
     monkeypatch.setattr(shutil, "disk_usage", _free(1000))  # bytes: less than one toy checkpoint
-    monkeypatch.setattr(run, "build_trainer", lambda *a, **k: pytest.fail("a trainer was built before the disk check"))
+    monkeypatch.setattr(
+        run, "build_trainer", lambda *a, **k: pytest.fail("a trainer was built before the disk check")
+    )
     assert main(toy_train_argv(toy, "--use_cpu", "true", "--max_steps", "2", "--save_steps", "1")) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ": error: " in ln]
     assert len(err) == 1 and f"in {toy / 'run'} and {toy} has 0.0 GiB free" in err[0], err

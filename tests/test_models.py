@@ -164,7 +164,9 @@ def test_a_cached_hub_id_is_its_snapshot_folder_offline(hub, saved):
     assert locate("trlvr-test/tiny", "--tokenizer", "tokenizer") == (str(snap), {})
     model = load_causal_lm("trlvr-test/tiny", role="--senior")
     tok = load_tokenizer("trlvr-test/tiny", role="--senior")
-    assert model.name_or_path == model.config.name_or_path == tok.name_or_path == "trlvr-test/tiny"  # not the cache
+    assert (
+        model.name_or_path == model.config.name_or_path == tok.name_or_path == "trlvr-test/tiny"
+    )  # not the cache
     assert torch.equal(model.model.embed_tokens.weight, load_causal_lm(saved).model.embed_tokens.weight)
     fp = model_fingerprint("trlvr-test/tiny")
     assert (fp["path"], fp["revision"]) == ("trlvr-test/tiny", snap.name)
@@ -178,7 +180,9 @@ def test_an_uncached_hub_id_offline_is_one_line_naming_the_download(hub, repo):
     with pytest.raises(UserError) as e:
         locate(repo, "--junior")
     line = str(e.value)
-    assert "\n" not in line and line.startswith(f"--junior: '{repo}' is not a local folder and not in the Hugging Face cache")
+    assert "\n" not in line and line.startswith(
+        f"--junior: '{repo}' is not a local folder and not in the Hugging Face cache"
+    )
     assert f"(`hf download {repo}`, into {cache})" in line and "HF_HUB_OFFLINE is set" in line
 
 
@@ -186,7 +190,9 @@ def test_a_partly_downloaded_hub_id_gives_only_what_is_whole(hub, saved):
     cache, _ = hub
     from helpers import lay_out_hub_cache
 
-    snap = lay_out_hub_cache(cache, "trlvr-test/tok-only", saved, only=("tokenizer.json", "tokenizer_config.json"))
+    snap = lay_out_hub_cache(
+        cache, "trlvr-test/tok-only", saved, only=("tokenizer.json", "tokenizer_config.json")
+    )
     assert locate("trlvr-test/tok-only", "--tokenizer", "tokenizer") == (str(snap), {})
     with pytest.raises(UserError, match="not in the Hugging Face cache"):
         locate("trlvr-test/tok-only", "--senior", "model")

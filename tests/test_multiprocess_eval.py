@@ -31,10 +31,32 @@ def world(tmp_path_factory):
 
 
 def eval_argv(world: Path, out: Path, limit: int = 6) -> list[str]:
-    return ["eval", "--senior", str(ASSETS_DIR / "senior"), "--junior", str(ASSETS_DIR / "junior"), "--data",
-            f"toy={world / 'test.jsonl'}", "--limit", str(limit), "--samples", "2", "--k", "1", "--suite",
-            "solo,handoff,legibility", "--batch-size", "2", "--max-new-tokens", "12", "--temperature", "1",
-            "--no-progress", "--out", str(out)]  # fmt: skip
+    return [
+        "eval",
+        "--senior",
+        str(ASSETS_DIR / "senior"),
+        "--junior",
+        str(ASSETS_DIR / "junior"),
+        "--data",
+        f"toy={world / 'test.jsonl'}",
+        "--limit",
+        str(limit),
+        "--samples",
+        "2",
+        "--k",
+        "1",
+        "--suite",
+        "solo,handoff,legibility",
+        "--batch-size",
+        "2",
+        "--max-new-tokens",
+        "12",
+        "--temperature",
+        "1",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
 
 
 def run(argv, processes, dump):
@@ -79,8 +101,11 @@ def test_two_processes_extend_a_one_process_folder(world, one):
     run(eval_argv(world, out, limit=3), 1, world / "e1")
     run(eval_argv(world, out, limit=6), 2, world / "e2")
     ref = one
-    rows = lambda p: sorted(map(json.loads, (p / "samples.jsonl").read_text().splitlines()),  # noqa: E731
-                            key=lambda r: (r["protocol"], r["problem_id"], r["sample_idx"]))  # fmt: skip
+
+    def rows(p):
+        lines = (p / "samples.jsonl").read_text().splitlines()
+        return sorted(map(json.loads, lines), key=lambda r: (r["protocol"], r["problem_id"], r["sample_idx"]))
+
     assert rows(out) == rows(ref)
     assert records(world / "e2", "writes", 1) == []
 
@@ -105,10 +130,33 @@ def test_selection_in_two_processes_picks_what_one_process_picks(world, tmp_path
         run_dir.mkdir()
         shutil.copytree(ASSETS_DIR / "junior", run_dir / "checkpoint-10")
         shutil.copytree(ASSETS_DIR / "senior", run_dir / "checkpoint-20")
-        record = {"tandem": {"senior": str(ASSETS_DIR / "senior"), "junior": str(ASSETS_DIR / "junior"), "holdout": 0}}
+        record = {
+            "tandem": {
+                "senior": str(ASSETS_DIR / "senior"),
+                "junior": str(ASSETS_DIR / "junior"),
+                "holdout": 0,
+            }
+        }
         (run_dir / "trlvr_run.json").write_text(json.dumps(record))
-        run(["select", str(run_dir), "--val", str(world / "val.jsonl"), "--metric", "handoff/pass@1", "--samples",
-             "2", "--batch-size", "2", "--max-new-tokens", "12", "--no-progress"], n, tmp_path / f"s{n}")  # fmt: skip
+        run(
+            [
+                "select",
+                str(run_dir),
+                "--val",
+                str(world / "val.jsonl"),
+                "--metric",
+                "handoff/pass@1",
+                "--samples",
+                "2",
+                "--batch-size",
+                "2",
+                "--max-new-tokens",
+                "12",
+                "--no-progress",
+            ],
+            n,
+            tmp_path / f"s{n}",
+        )
         runs[n] = json.loads((run_dir / "selected.json").read_text())
     one, two = runs[1], runs[2]
     assert (two["step"], two["value"]) == (one["step"], one["value"])

@@ -30,8 +30,10 @@ def _page_rows() -> dict[str, list[str]]:
 
 
 def _paired(variant: str, metric: str) -> tuple[float, float, float]:
-    per = {r: json.loads((PILOT / "eval" / r / "per_problem.json").read_text())["heldout"][metric]
-           for r in ("plain", variant)}  # fmt: skip
+    per = {
+        r: json.loads((PILOT / "eval" / r / "per_problem.json").read_text())["heldout"][metric]
+        for r in ("plain", variant)
+    }
     keys = sorted(per["plain"])
     assert sorted(per[variant]) == keys
     a, b = (np.array([[per[r][k]] for k in keys]) for r in (variant, "plain"))
@@ -66,9 +68,15 @@ def test_the_rows_are_decision_md_and_the_decision_is_the_rules():
         jargon = _numbers(cells[3])[0]
         gap = plain["dose-0.5/pass@1"]["value"] - got["dose-0.5/pass@1"]["value"]
         solo_loss = plain["solo/pass@1"]["value"] - got["solo/pass@1"]["value"]
-        fails = [why for why, bad in (("gap", gap < rule["min_gap"]),
-                                      ("jargon", not rule["jargon"][0] <= jargon <= rule["jargon"][1]),
-                                      ("solo", solo_loss > rule["solo_within"])) if bad]  # fmt: skip
+        fails = [
+            why
+            for why, bad in (
+                ("gap", gap < rule["min_gap"]),
+                ("jargon", not rule["jargon"][0] <= jargon <= rule["jargon"][1]),
+                ("solo", solo_loss > rule["solo_within"]),
+            )
+            if bad
+        ]
         assert cells[6] == ", ".join(fails), name
         qualifying += [] if fails else [name]
     assert not qualifying

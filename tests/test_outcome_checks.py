@@ -24,14 +24,34 @@ def toy(tmp_path_factory):
     run = tmp / "run"
     for step, model in ((1, "senior"), (2, "other")):
         shutil.copytree(tmp / model, run / f"checkpoint-{step}")
-    (run / "trlvr_run.json").write_text(json.dumps({"tandem": {"senior": str(tmp / "senior"),
-                                                               "junior": str(tmp / "junior"), "holdout": 0}}))  # fmt: skip
+    (run / "trlvr_run.json").write_text(
+        json.dumps({"tandem": {"senior": str(tmp / "senior"), "junior": str(tmp / "junior"), "holdout": 0}})
+    )
     return tmp
 
 
 def eval_argv(t: Path, out: Path, *extra: str) -> list[str]:
-    return ["eval", "--senior", f"{t}/senior", "--junior", f"{t}/junior", "--data", f"toy={t}/d.jsonl", "--n", "1",
-            "--k", "1", "--suite", "solo,handoff", "--max-new-tokens", "2", "--no-progress", "--out", str(out), *extra]  # fmt: skip
+    return [
+        "eval",
+        "--senior",
+        f"{t}/senior",
+        "--junior",
+        f"{t}/junior",
+        "--data",
+        f"toy={t}/d.jsonl",
+        "--n",
+        "1",
+        "--k",
+        "1",
+        "--suite",
+        "solo,handoff",
+        "--max-new-tokens",
+        "2",
+        "--no-progress",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 errors = cli_errors
@@ -49,7 +69,9 @@ def test_a_deleted_per_problem_table_is_written_again_by_a_rerun(toy, tmp_path, 
     assert main(["compare", str(out), str(out), "--out", str(tmp_path / "c"), "--resamples", "10"]) == 0
 
 
-def test_an_evaluation_that_did_not_write_a_readers_file_fails_in_one_line(toy, tmp_path, monkeypatch, capsys):
+def test_an_evaluation_that_did_not_write_a_readers_file_fails_in_one_line(
+    toy, tmp_path, monkeypatch, capsys
+):
     """Driven into "did nothing": the per-problem table is never written. The command used to print its
     summary and exit 0; now the postcondition names the missing file."""
     import trlvr.eval.runner as runner
@@ -81,8 +103,19 @@ def test_eval_dry_run_for_this_machine_refuses_a_backend_that_is_not_installed(t
 
 
 def select_argv(run: Path, toy: Path, metric: str = "solo/pass@1") -> list[str]:
-    return ["select", str(run), "--val", f"{toy}/d.jsonl", "--metric", metric, "--n", "1", "--max-new-tokens", "2",
-            "--no-progress"]  # fmt: skip
+    return [
+        "select",
+        str(run),
+        "--val",
+        f"{toy}/d.jsonl",
+        "--metric",
+        metric,
+        "--n",
+        "1",
+        "--max-new-tokens",
+        "2",
+        "--no-progress",
+    ]
 
 
 def test_select_refuses_a_metric_of_the_junior_alone(toy, tmp_path, capsys):

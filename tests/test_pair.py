@@ -42,7 +42,9 @@ def test_lockstep_pair_gives_the_engines_rows(toy):
     prompts = [tok.encode("Q: 3 + 4 =")] * 3 + [tok.encode("Q: 12 - 5 =")]
     keys = [11, 12, 13, 14]
     out = pair.generate(prompts, WordSchedule(0.5), Sampling(16, temperature=1.0, seed=7), keys)
-    ref = TandemGenerator(senior, junior, tok).generate(prompts, WordSchedule(0.5), Sampling(16, seed=7), keys)
+    ref = TandemGenerator(senior, junior, tok).generate(
+        prompts, WordSchedule(0.5), Sampling(16, seed=7), keys
+    )
     assert out.completion_ids == ref.completion_ids and out.authors == ref.authors
     assert any(0 in a for a in out.authors) and any(1 in a for a in out.authors)  # both wrote
     # a row is a function of (seed, key): alone it is the same
@@ -60,7 +62,10 @@ def test_text_pair_refuses_token_id_schedules_in_one_line(toy):
     assert isinstance(pair, TextPair) and pair.pairing == "text"
     why = TextPair.unsupported(BoundarySchedule(0.5))
     assert why is not None and "'boundary' needs one shared vocabulary" in why and "\n" not in why
-    assert TextPair.unsupported(WordSchedule(0.5)) is None and LockstepPair.unsupported(BoundarySchedule(0.5)) is None
+    assert (
+        TextPair.unsupported(WordSchedule(0.5)) is None
+        and LockstepPair.unsupported(BoundarySchedule(0.5)) is None
+    )
     with pytest.raises(UserError, match="'boundary' needs one shared vocabulary"):
         pair.generate([tok.encode("Q: 1 + 1 =")], BoundarySchedule(0.5), Sampling(4))
     out = pair.generate([tok.encode("Q: 1 + 1 =")], SoloSchedule("junior"), Sampling(6, seed=1))
@@ -92,14 +97,30 @@ def test_train_dry_run_refuses_boundary_on_a_text_pair(tmp_path, capsys):
 
     data = tmp_path / "train.jsonl"
     data.write_text('{"problem": "1 + 1", "answer": "2"}\n')
-    common = ["train", "--config", "toy", "--holdout", "0", "--senior", str(ASSETS / "senior"), "--dataset", str(data),
-              "--per_device_train_batch_size", "8", "--output_dir", str(tmp_path / "run"), "--dry-run"]  # fmt: skip
+    common = [
+        "train",
+        "--config",
+        "toy",
+        "--holdout",
+        "0",
+        "--senior",
+        str(ASSETS / "senior"),
+        "--dataset",
+        str(data),
+        "--per_device_train_batch_size",
+        "8",
+        "--output_dir",
+        str(tmp_path / "run"),
+        "--dry-run",
+    ]
     assert cli([*common, "--junior", str(ASSETS / "junior-cross"), "--schedule", "word"]) == 0
     capsys.readouterr()
     assert cli([*common, "--junior", str(ASSETS / "junior-cross"), "--schedule", "boundary"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "schedule 'boundary' needs one shared vocabulary" in err[0]
-    assert cli([*common, "--junior", str(ASSETS / "junior"), "--schedule", "boundary"]) == 0  # lockstep runs it
+    assert (
+        cli([*common, "--junior", str(ASSETS / "junior"), "--schedule", "boundary"]) == 0
+    )  # lockstep runs it
 
 
 def test_every_schedule_says_whether_it_runs_over_text():
@@ -109,16 +130,23 @@ def test_every_schedule_says_whether_it_runs_over_text():
     from trlvr.engine.text_pair import text_schedules
 
     assert set(text_schedules()) == {n for n, cls in SCHEDULES.items() if TextPair.unsupported(cls()) is None}
-    assert "boundary" not in text_schedules() and {"word", "token", "step", "chunk", "solo"} <= set(text_schedules())
+    assert "boundary" not in text_schedules() and {"word", "token", "step", "chunk", "solo"} <= set(
+        text_schedules()
+    )
     word = WordSchedule(0.3, 7).text_rule()
     assert (word.p, word.backstop, word.redraw_before_word) == (0.3, 7, True)
     assert word.first_author(0.29) == "senior" and word.first_author(0.31) == "junior"
-    assert StepSchedule("junior", 4).text_rule().max_steps == 8 and StepSchedule("junior").text_rule().first == "junior"
+    assert (
+        StepSchedule("junior", 4).text_rule().max_steps == 8
+        and StepSchedule("junior").text_rule().first == "junior"
+    )
     assert ChunkSchedule(5).text_rule().alternate_every == 5
     assert SoloSchedule("junior").text_rule().first_author(0.0) == "junior"
 
 
-@pytest.mark.skipif(__import__("importlib.util").util.find_spec("vllm") is not None, reason="vLLM is installed here")
+@pytest.mark.skipif(
+    __import__("importlib.util").util.find_spec("vllm") is not None, reason="vLLM is installed here"
+)
 def test_backend_vllm_without_vllm_is_one_line(tmp_path, capsys):
     """Asking for the vLLM backend where vLLM is not installed: one line naming what to install, from the
     config check (train --dry-run) and from trlvr eval, before any model loads."""
@@ -126,33 +154,93 @@ def test_backend_vllm_without_vllm_is_one_line(tmp_path, capsys):
 
     data = tmp_path / "train.jsonl"
     data.write_text('{"problem": "1 + 1", "answer": "2"}\n')
-    assert cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(ASSETS / "senior"), "--junior", str(ASSETS / "junior"),
-                "--dataset", str(data), "--output_dir", str(tmp_path / "run"), "--backend", "vllm", "--dry-run"]) == 2
+    assert (
+        cli(
+            [
+                "train",
+                "--config",
+                "toy",
+                "--holdout",
+                "0",
+                "--senior",
+                str(ASSETS / "senior"),
+                "--junior",
+                str(ASSETS / "junior"),
+                "--dataset",
+                str(data),
+                "--output_dir",
+                str(tmp_path / "run"),
+                "--backend",
+                "vllm",
+                "--dry-run",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "backend vllm needs vllm, which is not installed here" in err[0]
-    assert cli(["eval", "--senior", str(ASSETS / "senior"), "--junior", str(ASSETS / "junior"), "--data",
-                f"toy={data}", "--backend", "vllm", "--out", str(tmp_path / "ev"), "--no-progress"]) == 2
+    assert (
+        cli(
+            [
+                "eval",
+                "--senior",
+                str(ASSETS / "senior"),
+                "--junior",
+                str(ASSETS / "junior"),
+                "--data",
+                f"toy={data}",
+                "--backend",
+                "vllm",
+                "--out",
+                str(tmp_path / "ev"),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "backend vllm needs vllm" in err[0]
     assert not (tmp_path / "ev").exists()
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    (["--backend", "hf", "--vllm_importance_sampling_correction", "true"],
-     "vllm_importance_sampling_correction needs the sampler's log-probs: backend hf's engine returns the senior's"),
-    (["--use_cpu", "true", "--vllm_enable_sleep_mode", "true"], "vllm_enable_sleep_mode needs a GPU"),
-    (["--backend", "hf", "--vllm_enable_sleep_mode", "true"], "vllm_enable_sleep_mode is backend vllm's"),
-    (["--pairing", "text"], "text pairing runs on backend hf"),
-    (["--junior_device", "cpu"], "junior_device is backend hf's"),
-    (["--backend", "tpu"], "backend: must be hf or vllm"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--backend", "hf", "--vllm_importance_sampling_correction", "true"],
+            "vllm_importance_sampling_correction needs the sampler's log-probs: backend hf's engine returns the senior's",
+        ),
+        (["--use_cpu", "true", "--vllm_enable_sleep_mode", "true"], "vllm_enable_sleep_mode needs a GPU"),
+        (["--backend", "hf", "--vllm_enable_sleep_mode", "true"], "vllm_enable_sleep_mode is backend vllm's"),
+        (["--pairing", "text"], "text pairing runs on backend hf"),
+        (["--junior_device", "cpu"], "junior_device is backend hf's"),
+        (["--backend", "tpu"], "backend: must be hf or vllm"),
+    ],
+)
 def test_backend_settings_it_cannot_run_are_refused_by_the_config(tmp_path, capsys, extra, message):
     from trlvr.cli.main import main as cli
 
     data = tmp_path / "train.jsonl"
     data.write_text('{"problem": "1 + 1", "answer": "2"}\n')
-    argv = ["train", "--config", "toy", "--holdout", "0", "--senior", str(ASSETS / "senior"), "--junior", str(ASSETS / "junior"),
-            "--dataset", str(data), "--output_dir", str(tmp_path / "run"), "--backend", "vllm", *extra, "--dry-run"]
+    argv = [
+        "train",
+        "--config",
+        "toy",
+        "--holdout",
+        "0",
+        "--senior",
+        str(ASSETS / "senior"),
+        "--junior",
+        str(ASSETS / "junior"),
+        "--dataset",
+        str(data),
+        "--output_dir",
+        str(tmp_path / "run"),
+        "--backend",
+        "vllm",
+        *extra,
+        "--dry-run",
+    ]
     assert cli(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err

@@ -62,20 +62,28 @@ def test_a_near_tie_in_one_engine_only_fails():
     sure = run(A.completion_ids, A.authors, [top(3, 3, 4.0, 3), top(3, 3, 3)])
     check = parity(sure, b)
     assert check["status"] == "failed" and check["failures"][0]["top_two"] == [[-0.1, -4.1], [-0.1, -0.4]]
-    assert check["reason"] == ("1 of 2 rows differ; row 0 from token 2: tokens part where the engines' top two "
-                               "log-probs differ ([-0.1, -4.1] vs [-0.1, -0.4] nat, tolerance 0.4): a near tie in "
-                               "one engine only")  # fmt: skip
+    assert check["reason"] == (
+        "1 of 2 rows differ; row 0 from token 2: tokens part where the engines' top two "
+        "log-probs differ ([-0.1, -4.1] vs [-0.1, -0.4] nat, tolerance 0.4): a near tie in "
+        "one engine only"
+    )
 
 
 def test_the_same_tokens_with_log_probs_two_nats_apart_fail():
     """A corruption that moves the forward without flipping an argmax: the tokens agree, the log-probs do not."""
-    shifted = run(A.completion_ids, A.authors, [[[v - 2.0 for v in pos] for pos in row] for row in A.top_logprobs])
+    shifted = run(
+        A.completion_ids, A.authors, [[[v - 2.0 for v in pos] for pos in row] for row in A.top_logprobs]
+    )
     check = parity(A, shifted)
     assert check["status"] == "failed" and check["max_logprob_delta"] == 2.0
     assert check["failures"][0] == {"row": 0, "token": 0, "kind": "logprob", "delta": 2.0}
-    assert check["reason"] == ("2 of 2 rows differ; row 0 from token 0: the same tokens with log-probs 2.0 nat apart "
-                               f"(tolerance {PARITY_TOLERANCE})")  # fmt: skip
-    noise = run(A.completion_ids, A.authors, [[[v - 0.05 for v in pos] for pos in row] for row in A.top_logprobs])
+    assert check["reason"] == (
+        "2 of 2 rows differ; row 0 from token 0: the same tokens with log-probs 2.0 nat apart "
+        f"(tolerance {PARITY_TOLERANCE})"
+    )
+    noise = run(
+        A.completion_ids, A.authors, [[[v - 0.05 for v in pos] for pos in row] for row in A.top_logprobs]
+    )
     assert parity(A, noise)["status"] == "ok"  # rounding-sized differences pass
 
 
@@ -85,8 +93,9 @@ def test_a_real_near_tie_passes():
     a = run([[5, 6, 7]], [[1, 1, 1]], [[[-0.1, -3.1], [-0.69, -0.70], [-0.2, -2.0]]])
     b = run([[5, 8, 9]], [[1, 1, 1]], [[[-0.1, -3.1], [-0.68, -0.71], [-1.0, -1.5]]])
     check = parity(a, b)
-    assert check["status"] == "ok" and check["near_ties"] == [{"row": 0, "token": 1, "kind": "token",
-                                                                "gaps": [0.01, 0.03]}]  # fmt: skip
+    assert check["status"] == "ok" and check["near_ties"] == [
+        {"row": 0, "token": 1, "kind": "token", "gaps": [0.01, 0.03]}
+    ]
 
 
 def test_a_flip_at_a_wide_gap_fails_in_one_line():
@@ -94,7 +103,10 @@ def test_a_flip_at_a_wide_gap_fails_in_one_line():
     check = parity(A, b)
     assert check["status"] == "failed" and check["near_ties"] == []
     assert check["failures"] == [{"row": 1, "token": 1, "kind": "token", "gaps": [3.0, 2.5]}]
-    assert check["reason"] == "1 of 2 rows differ; row 1 from token 1: tokens part at a top-1/top-2 gap of 3.0 / 2.5 nat (margin 0.5)"
+    assert (
+        check["reason"]
+        == "1 of 2 rows differ; row 1 from token 1: tokens part at a top-1/top-2 gap of 3.0 / 2.5 nat (margin 0.5)"
+    )
     assert "\n" not in check["reason"]
 
 
@@ -114,27 +126,49 @@ def test_authors_that_differ_under_the_same_tokens_fail_whatever_the_gap():
 def test_a_row_that_ends_where_the_other_goes_on_fails():
     b = run([[5, 6, 7], [9, 10, 11]], [[1, 1, 0], [1, 0, 1]], [top(3, 3, 0.2), top(3, 3, 3)])
     check = parity(A, b)
-    assert check["status"] == "failed" and check["failures"] == [{"row": 0, "token": 3, "kind": "length",
-                                                                   "gaps": [3.0, None]}]  # fmt: skip
+    assert check["status"] == "failed" and check["failures"] == [
+        {"row": 0, "token": 3, "kind": "length", "gaps": [3.0, None]}
+    ]
 
 
 def test_the_log_prob_delta_is_measured_on_shared_prefixes_only():
-    b = run([[5, 6, 4, 8], [9, 10, 11]], A.authors, [[[-0.1, -3.1], [-0.4, -3.1], [-9.0, -9.1], [-9.0, -9.1]],
-                                                     [[-0.1, -3.1], [-0.15, -3.1], [-0.1, -3.1]]])  # fmt: skip
+    b = run(
+        [[5, 6, 4, 8], [9, 10, 11]],
+        A.authors,
+        [
+            [[-0.1, -3.1], [-0.4, -3.1], [-9.0, -9.1], [-9.0, -9.1]],
+            [[-0.1, -3.1], [-0.15, -3.1], [-0.1, -3.1]],
+        ],
+    )
     assert parity(A, b)["max_logprob_delta"] == 0.3  # row 0 positions 0-1; not position 2 (the flip) or 3
 
 
 def test_render_names_what_was_compared():
     same = parity(A, A)
-    check = {"status": "ok", "rows": 2, "margin": PARITY_MARGIN, "max_num_seqs": 16, "max_num_batched_tokens": 32,
-             "graphs": same, "compile": parity(A, run([[5, 6, 4], [9, 10, 11]], [[1, 1, 1], [1, 0, 1]], A.top_logprobs))}
-    assert render_parity(check) == ("  parity: ok: 2 greedy rollouts agree, CUDA graphs = compiled = enforce_eager "
-                                    "(1 near-tie flips under 0.5 nat, log-probs within 0.0 nat; 16 rows, 32 tokens "
-                                    "a step)")  # fmt: skip
+    check = {
+        "status": "ok",
+        "rows": 2,
+        "margin": PARITY_MARGIN,
+        "max_num_seqs": 16,
+        "max_num_batched_tokens": 32,
+        "graphs": same,
+        "compile": parity(A, run([[5, 6, 4], [9, 10, 11]], [[1, 1, 1], [1, 0, 1]], A.top_logprobs)),
+    }
+    assert render_parity(check) == (
+        "  parity: ok: 2 greedy rollouts agree, CUDA graphs = compiled = enforce_eager "
+        "(1 near-tie flips under 0.5 nat, log-probs within 0.0 nat; 16 rows, 32 tokens "
+        "a step)"
+    )
 
 
-@pytest.mark.parametrize("base", [EngineOptions(), EngineOptions(max_num_seqs=1, max_num_batched_tokens=64),
-                                  EngineOptions(max_num_seqs=512, extra={"compilation_config": {"mode": 3}})])
+@pytest.mark.parametrize(
+    "base",
+    [
+        EngineOptions(),
+        EngineOptions(max_num_seqs=1, max_num_batched_tokens=64),
+        EngineOptions(max_num_seqs=512, extra={"compilation_config": {"mode": 3}}),
+    ],
+)
 def test_the_parity_engines_run_every_step_under_the_capture_ceiling(base):
     """Every step of the parity engines holds at most max_num_batched_tokens tokens; at or under the
     capture ceiling vLLM replays a graph (PIECEWISE for mixed steps), above it the step runs eager."""
@@ -148,8 +182,13 @@ def test_the_parity_engines_run_every_step_under_the_capture_ceiling(base):
     assert 1 < PARITY_SEQS < PARITY_PROMPTS
     g, n, e = variants["graphs"], variants["no_graphs"], variants["eager"]
     assert not g.enforce_eager and not n.enforce_eager and e.enforce_eager
-    assert n.llm_kwargs()["compilation_config"] == {**base.extra.get("compilation_config", {}), "cudagraph_mode": "NONE"}
-    assert g.llm_kwargs().get("compilation_config") == base.extra.get("compilation_config")  # as the run builds it
+    assert n.llm_kwargs()["compilation_config"] == {
+        **base.extra.get("compilation_config", {}),
+        "cudagraph_mode": "NONE",
+    }
+    assert g.llm_kwargs().get("compilation_config") == base.extra.get(
+        "compilation_config"
+    )  # as the run builds it
 
 
 def test_capture_ceiling_is_vllms_default():

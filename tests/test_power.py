@@ -120,8 +120,10 @@ def test_plan_power_is_the_studys_pass4_with_its_gpus_selection_and_evaluation(c
     c = P.components_for("handoff/pass@4", 8)
     panels = [121, 90, 272, 581]
     assert "3 seeds x 1064 problems in 4 benchmarks (121, 90, 272, 581)" in out
-    assert f"handoff/pass@4 (paired difference): SE {P.standard_error(c, 3, panels):.2f} points, minimal detectable " \
-        f"effect {P.mde(c, 3, panels):.2f} points at 3 seeds" in out  # fmt: skip
+    assert (
+        f"handoff/pass@4 (paired difference): SE {P.standard_error(c, 3, panels):.2f} points, minimal detectable "
+        f"effect {P.mde(c, 3, panels):.2f} points at 3 seeds" in out
+    )
     assert "handoff/pass@1 (paired" not in out
     floor = P.floor(c, panels)
     assert f"#   floor: {floor:.2f} points" in out and P.seeds_needed(c, panels, floor * 0.99) is None
@@ -131,7 +133,9 @@ def test_plan_power_is_the_studys_pass4_with_its_gpus_selection_and_evaluation(c
         assert f"#   {arm}: 64 rollouts" in out or f"#   {arm}: 128 rollouts" in out
         assert f"#   {arm}: training " in out and "+ selection " in out and "+ evaluation " in out
     assert "2 GPU(s) per run" in out and out.count("GPU-hours per arm") == 4
-    assert "x2.97 (the paper's measured / model) = 94 GPU-hours" in out  # 282 s per step x 200 x 2 GPUs x 3 seeds / 3600
+    assert (
+        "x2.97 (the paper's measured / model) = 94 GPU-hours" in out
+    )  # 282 s per step x 200 x 2 GPUs x 3 seeds / 3600
     assert "tandem 33.5 s per step, grpo 18.6 s per step" in out
 
 

@@ -22,10 +22,37 @@ def evaluated(tmp_path_factory):
     root = tmp_path_factory.mktemp("prefix")
     _write_jsonl(root / "test.jsonl", _rows(make_splits(64, 8, seed=0)[1]))
     out = root / "eval"
-    assert cli(["eval", "--senior", str(ASSETS_DIR / "senior"), "--junior", str(ASSETS_DIR / "junior"),
-                "--data", f"toy={root / 'test.jsonl'}", "--limit", "6", "--n", "2", "--k", "1",
-                "--suite", "junior,prefix", "--prefix-ks", "0,50,100", "--max-new-tokens", "64",
-                "--dtype", "float32", "--out", str(out), "--no-progress"]) == 0  # fmt: skip
+    assert (
+        cli(
+            [
+                "eval",
+                "--senior",
+                str(ASSETS_DIR / "senior"),
+                "--junior",
+                str(ASSETS_DIR / "junior"),
+                "--data",
+                f"toy={root / 'test.jsonl'}",
+                "--limit",
+                "6",
+                "--n",
+                "2",
+                "--k",
+                "1",
+                "--suite",
+                "junior,prefix",
+                "--prefix-ks",
+                "0,50,100",
+                "--max-new-tokens",
+                "64",
+                "--dtype",
+                "float32",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     return json.loads((out / "results.json").read_text()), rows
 
@@ -67,7 +94,9 @@ def test_k100_leaves_the_junior_only_the_ending(evaluated):
         assert r["prefix_tokens"] == len(body) and r["token_ids"][: len(body)] == body
         assert r["authors"] == "1" * len(body) + "0" * (len(r["token_ids"]) - len(body))
         assert len(r["token_ids"]) <= 64  # the team's budget is the solo sample's
-        if solo[key]["finish_reason"] == "eos":  # the senior's EOS is left to the junior: it writes at least that
+        if (
+            solo[key]["finish_reason"] == "eos"
+        ):  # the senior's EOS is left to the junior: it writes at least that
             ended += 1
             assert len(r["token_ids"]) - len(body) >= 1
         else:  # a trace cut by the budget fills it: nothing is left for the junior
@@ -81,7 +110,7 @@ def test_k50_continues_half_of_the_solo_trace(evaluated):
     for key, r in k50.items():
         kept = cut(trace_body(solo[key]), 50)
         assert r["token_ids"][: len(kept)] == kept and r["prefix_tokens"] == len(kept)
-        assert r["authors"].startswith("1" * len(kept)) and "1" not in r["authors"][len(kept):]
+        assert r["authors"].startswith("1" * len(kept)) and "1" not in r["authors"][len(kept) :]
 
 
 def test_the_no_answer_curve_uses_exactly_the_unflagged_rows(evaluated):
@@ -95,12 +124,16 @@ def test_the_no_answer_curve_uses_exactly_the_unflagged_rows(evaluated):
             flags[r["problem_id"]].append(r["answer_in_prefix"])
             if not r["answer_in_prefix"]:
                 clean[r["problem_id"]].append(r["reward"] > 0.5)
-        assert table[f"prefix-{k}/pass@1"]["value"] == pytest.approx(np.mean([np.mean(v) for v in per.values()]))
+        assert table[f"prefix-{k}/pass@1"]["value"] == pytest.approx(
+            np.mean([np.mean(v) for v in per.values()])
+        )
         assert table[f"prefix-{k}/answer_in_prefix"]["value"] == pytest.approx(
-            np.mean([np.mean(v) for v in flags.values()]))
+            np.mean([np.mean(v) for v in flags.values()])
+        )
         if clean:
             assert table[f"prefix-{k}/pass@1|no-answer"]["value"] == pytest.approx(
-                np.mean([np.mean(v) for v in clean.values()]))
+                np.mean([np.mean(v) for v in clean.values()])
+            )
         else:
             assert f"prefix-{k}/pass@1|no-answer" not in table
     assert all(not r["answer_in_prefix"] for r in rows if r["protocol"] == "prefix-0")
@@ -113,20 +146,23 @@ def test_the_no_answer_curve_uses_exactly_the_unflagged_rows(evaluated):
             assert r["answer_in_prefix"] == answer_in_text(prefix, r["answer"])
 
 
-@pytest.mark.parametrize("text, gold, want", [
-    ("4 + 3 = 7", "7", True),
-    ("4 + 3 = 17", "7", False),
-    ("so the total is 1,200 apples", "1200", True),
-    ("3-5 is", "-2", False),
-    ("we get (-2) here", "-2", True),
-    ("half is 2.50", "5/2", True),
-    ("x7 and y7", "7", False),  # inside a name: not a number
-    ("7kg of it", "7", True),  # a unit after it: still the number (flagging more is the stricter control)
-    ("\\boxed{42}", "42", True),
-    ("the answer is blue", "blue", True),
-    ("", "7", False),
-    ("7.5 is not", "7", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, gold, want",
+    [
+        ("4 + 3 = 7", "7", True),
+        ("4 + 3 = 17", "7", False),
+        ("so the total is 1,200 apples", "1200", True),
+        ("3-5 is", "-2", False),
+        ("we get (-2) here", "-2", True),
+        ("half is 2.50", "5/2", True),
+        ("x7 and y7", "7", False),  # inside a name: not a number
+        ("7kg of it", "7", True),  # a unit after it: still the number (flagging more is the stricter control)
+        ("\\boxed{42}", "42", True),
+        ("the answer is blue", "blue", True),
+        ("", "7", False),
+        ("7.5 is not", "7", False),
+    ],
+)
 def test_the_answer_flag_on_hand_built_prefixes(text, gold, want):
     assert answer_in_text(text, gold) is want
 
@@ -147,9 +183,26 @@ def test_a_text_pair_is_refused_before_any_model_loads():
 
 @pytest.mark.parametrize("value, shown", [("0,abc", "[0, 'abc']"), ("0,150", "[0, 150]")])
 def test_bad_prefix_ks_are_one_line_naming_the_flag(tmp_path, capsys, value, shown):
-    assert cli(["eval", "--senior", str(ASSETS_DIR / "senior"), "--junior", str(ASSETS_DIR / "junior"),
-                "--data", f"x={tmp_path / 'none.jsonl'}", "--suite", "prefix", "--prefix-ks", value,
-                "--out", str(tmp_path / "out")]) == 2  # fmt: skip
+    assert (
+        cli(
+            [
+                "eval",
+                "--senior",
+                str(ASSETS_DIR / "senior"),
+                "--junior",
+                str(ASSETS_DIR / "junior"),
+                "--data",
+                f"x={tmp_path / 'none.jsonl'}",
+                "--suite",
+                "prefix",
+                "--prefix-ks",
+                value,
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err == f"trlvr eval: error: --prefix-ks: expected integer percents in [0, 100], got {shown}"
     assert not (tmp_path / "out").exists()

@@ -43,9 +43,13 @@ def test_a_byte_level_tokenizer_spells_everything_and_special_tokens_are_not_los
     assert lossy_prompts(plain, [CHINESE, build_prompt("Q", plain), "ends here<|endoftext|>"]) == []
     bos_tok = tiny_tokenizer()
     bos_tok.add_special_tokens({"bos_token": "<s>"})
-    bos_tok._tokenizer.post_processor = TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos_tok.bos_token_id)])
-    bos_tok.chat_template = ("{% for m in messages %}<s><|{{ m['role'] }}|>{{ m['content'] }}<|endoftext|>{% endfor %}"
-                             "{% if add_generation_prompt %}<|assistant|>{% endif %}")  # fmt: skip
+    bos_tok._tokenizer.post_processor = TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", bos_tok.bos_token_id)]
+    )
+    bos_tok.chat_template = (
+        "{% for m in messages %}<s><|{{ m['role'] }}|>{{ m['content'] }}<|endoftext|>{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
     messages = [{"role": "user", "content": CHINESE}]
     assert lossy_prompts(bos_tok, [CHINESE, "<s>Given: 1+0\n\n", messages]) == []
     # and a real loss is still seen inside a chat template: the toy tokenizer's (its EOS is stripped)
@@ -59,12 +63,35 @@ def test_a_byte_level_tokenizer_spells_everything_and_special_tokens_are_not_los
 def _toy_run(tmp_path):
     shutil.copytree(ASSETS_DIR / "senior", tmp_path / "senior")
     shutil.copytree(ASSETS_DIR / "junior", tmp_path / "junior")
-    rows = [{"problem": CHINESE, "answer": "7"}, {"problem": "what is 3 + 4?", "answer": "7", "prompt": "what is 3 + 4?"},
-            {"problem": "what is 5 + 1?", "answer": "6", "prompt": "what is 5 + 1?"}]  # fmt: skip
+    rows = [
+        {"problem": CHINESE, "answer": "7"},
+        {"problem": "what is 3 + 4?", "answer": "7", "prompt": "what is 3 + 4?"},
+        {"problem": "what is 5 + 1?", "answer": "6", "prompt": "what is 5 + 1?"},
+    ]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
-            "--dataset", str(tmp_path / "train.jsonl"), "--output_dir", str(tmp_path / "run"), "--max_steps", "1",
-            "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8"]  # fmt: skip
+    return [
+        "train",
+        "--config",
+        "toy",
+        "--holdout",
+        "0",
+        "--senior",
+        str(tmp_path / "senior"),
+        "--junior",
+        str(tmp_path / "junior"),
+        "--dataset",
+        str(tmp_path / "train.jsonl"),
+        "--output_dir",
+        str(tmp_path / "run"),
+        "--max_steps",
+        "1",
+        "--per_device_train_batch_size",
+        "8",
+        "--num_generations",
+        "4",
+        "--max_completion_length",
+        "8",
+    ]
 
 
 def test_training_counts_lists_and_warns_about_lossy_prompts(tmp_path, capsys):

@@ -35,13 +35,19 @@ def test_metric_names_map_to_their_protocol():
 def test_an_eval_spec_is_valid_once_built_and_names_the_field():
     from trlvr.eval.spec import EvalSpec, SettingError
 
-    for kw, field, text in (({"n": 0}, "n", "n must be >= 1, got 0"), ({"n": 2, "ks": (1, 4)}, "ks", "[1, n = 2]"),
-                            ({"top_p": 0.0}, "top_p", "top_p must be in (0, 1]"),
-                            ({"suite": ("solo", "vibes")}, "suite", "unknown entries ['vibes']")):  # fmt: skip
+    for kw, field, text in (
+        ({"n": 0}, "n", "n must be >= 1, got 0"),
+        ({"n": 2, "ks": (1, 4)}, "ks", "[1, n = 2]"),
+        ({"top_p": 0.0}, "top_p", "top_p must be in (0, 1]"),
+        ({"suite": ("solo", "vibes")}, "suite", "unknown entries ['vibes']"),
+    ):
         with pytest.raises(SettingError, match=__import__("re").escape(text)) as e:
             EvalSpec(**kw)
         assert e.value.field == field
-    assert str(SettingError("top_p", "top_p must be in (0, 1], got 0").as_flag("--top-p")) == "--top-p must be in (0, 1], got 0"
+    assert (
+        str(SettingError("top_p", "top_p must be in (0, 1], got 0").as_flag("--top-p"))
+        == "--top-p must be in (0, 1], got 0"
+    )
     with pytest.raises(SettingError):
         EvalSpec(n=4, ks=(1, 2, 4)).replace(n=2)  # replace builds a new one: validated too
 
@@ -52,11 +58,18 @@ def test_protocol_names_are_read_without_torch():
     import sys
 
     code = "import sys, trlvr.eval.suite, trlvr.eval.report; print('torch' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        == "False"
+    )
     from trlvr.eval.suite import dose_points
 
     assert dose_points(["dose-0.5/pass@1", "solo/pass@1", "dose-0.25/pass@1", "dose-x/pass@1"]) == [
-        (0.25, "dose-0.25/pass@1"), (0.5, "dose-0.5/pass@1")]
+        (0.25, "dose-0.25/pass@1"),
+        (0.5, "dose-0.5/pass@1"),
+    ]
 
 
 def test_handoff_paper_is_the_handoff_schedule_uncapped_at_the_paper_eras_decoding():
@@ -69,7 +82,10 @@ def test_handoff_paper_is_the_handoff_schedule_uncapped_at_the_paper_eras_decodi
     assert paper.entry == "handoff-paper" and paper.needs_junior
     assert paper.schedule(handoff_max_rounds=3) == StepSchedule(first_author="senior", max_rounds=None)
     assert paper.decoding(DEFAULT_DECODING) == {"temperature": 0.6, "top_p": 0.95, "top_k": 0}
-    assert handoff.decoding(DEFAULT_DECODING) == DEFAULT_DECODING and (paper.samples(8), handoff.samples(8)) == (4, 8)
+    assert handoff.decoding(DEFAULT_DECODING) == DEFAULT_DECODING and (
+        paper.samples(8),
+        handoff.samples(8),
+    ) == (4, 8)
     assert protocol_of_metric("handoff-paper/pass@4").entry == "handoff-paper"
     with pytest.raises(ValueError, match=r"max_rounds must be >= 1 \(or None: no cap\), got 0"):
         StepSchedule(max_rounds=0)
@@ -89,7 +105,9 @@ def test_an_uncapped_step_schedule_never_stops_a_row_a_capped_one_does():
         state, authors = s.start(1, tables, rng), []
         for t in range(40):
             authors.append(bool(state.author[0]))
-            state = s.advance(state, torch.tensor([1 if t % 2 else 2]), tables, rng)  # a step ends every 2 tokens
+            state = s.advance(
+                state, torch.tensor([1 if t % 2 else 2]), tables, rng
+            )  # a step ends every 2 tokens
             if bool(state.stop[0]):
                 assert stops_at == state.steps.item() and t == 2 * stops_at - 1
                 break
@@ -105,7 +123,11 @@ def test_the_prompt_template_is_a_setting_of_the_evaluation_recorded_where_it_ch
         EvalSpec(prompt_template="paper")
     assert e.value.field == "prompt_template"
     ours, theirs = EvalSpec(), EvalSpec(prompt_template="authors")
-    assert "prompt_template" not in ours.fingerprint_part(None, None, "boxed")["generation"]  # old runs keep theirs
+    assert (
+        "prompt_template" not in ours.fingerprint_part(None, None, "boxed")["generation"]
+    )  # old runs keep theirs
     assert theirs.fingerprint_part(None, None, "boxed")["generation"]["prompt_template"] == "authors"
-    assert (ours.config_part(None, None, "boxed")["prompt_template"],
-            theirs.config_part(None, None, "boxed")["prompt_template"]) == ("trlvr", "authors")  # fmt: skip
+    assert (
+        ours.config_part(None, None, "boxed")["prompt_template"],
+        theirs.config_part(None, None, "boxed")["prompt_template"],
+    ) == ("trlvr", "authors")

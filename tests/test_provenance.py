@@ -41,8 +41,10 @@ def test_machine_differences_name_what_changed():
     b["torch_threads"] += 1
     b["versions"]["torch"] = "0.0.0"
     b["platform"] = "elsewhere"  # not a determinism fact
-    assert machine_differences(a, b) == [f"torch_threads: {a['torch_threads']} -> {a['torch_threads'] + 1}",
-                                         f"versions.torch: {a['versions']['torch']!r} -> '0.0.0'"]  # fmt: skip
+    assert machine_differences(a, b) == [
+        f"torch_threads: {a['torch_threads']} -> {a['torch_threads'] + 1}",
+        f"versions.torch: {a['versions']['torch']!r} -> '0.0.0'",
+    ]
     assert machine_differences(None, b) == [] and machine_differences(a, {}) == []
 
 
@@ -53,7 +55,9 @@ def test_git_commit_of_a_checkout_and_none_elsewhere(tmp_path):
     repo.mkdir()
 
     def git(*args):
-        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+        ).stdout
 
     git("init", "-q")
     (repo / "f.txt").write_text("a")
@@ -76,7 +80,9 @@ def test_training_records_the_machine_and_a_resume_elsewhere_only_warns(toy_run,
     assert first["torch_threads"] == torch.get_num_threads() and first["dtype"] == "torch.float32"
     assert first["device"] == "cpu" and "earlier_machines" not in record
     capsys.readouterr()
-    shutil.rmtree(tmp_path / "run" / "final")  # killed before final/: a finished run is never resumed to more steps
+    shutil.rmtree(
+        tmp_path / "run" / "final"
+    )  # killed before final/: a finished run is never resumed to more steps
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(before + 1)

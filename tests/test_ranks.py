@@ -75,7 +75,9 @@ def test_one_process_needs_no_store():
     assert r.session("eval") is r and r.share([1, 2, 3]) == [1, 2, 3]
 
 
-@pytest.mark.parametrize("visible, local, want", [(None, 1, "1"), ("4,5", 1, "5"), ("4,5", 0, "4"), ("2", 0, "2")])
+@pytest.mark.parametrize(
+    "visible, local, want", [(None, 1, "1"), ("4,5", 1, "5"), ("4,5", 0, "4"), ("2", 0, "2")]
+)
 def test_each_process_sees_its_own_gpu(visible, local, want):
     env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
     pin_local_device(Ranks(local, 2, local), env)
@@ -85,7 +87,9 @@ def test_each_process_sees_its_own_gpu(visible, local, want):
 
 
 def test_a_process_without_a_gpu_of_its_own_is_refused_and_one_process_is_left_alone():
-    with pytest.raises(UserError, match=r"LOCAL_RANK 2\) has no GPU of its own: CUDA_VISIBLE_DEVICES=0,1 lists 2"):
+    with pytest.raises(
+        UserError, match=r"LOCAL_RANK 2\) has no GPU of its own: CUDA_VISIBLE_DEVICES=0,1 lists 2"
+    ):
         pin_local_device(Ranks(2, 3, 2), {"CUDA_VISIBLE_DEVICES": "0,1"})
     env = {"CUDA_VISIBLE_DEVICES": "3,4"}
     pin_local_device(Ranks(), env)
@@ -108,8 +112,13 @@ def test_the_cli_pins_a_launched_process_before_any_flag_asks_cuda(monkeypatch, 
         return False
 
     monkeypatch.setattr(torch.cuda, "is_available", is_available)
-    for k, v in {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "4,5",
-                 "TRLVR_DEVICE_PINNED": "0"}.items():  # fmt: skip
+    for k, v in {
+        "WORLD_SIZE": "2",
+        "RANK": "1",
+        "LOCAL_RANK": "1",
+        "CUDA_VISIBLE_DEVICES": "4,5",
+        "TRLVR_DEVICE_PINNED": "0",
+    }.items():
         monkeypatch.setenv(k, v)
     assert main([command, "--device", "cuda:0"]) == 2  # refused by the kind: no GPU here
     assert seen and set(seen) == {"5"}, seen

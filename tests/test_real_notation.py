@@ -24,16 +24,23 @@ ANNOTATION = r"<<[^<>]*>>"
 
 
 def _rows(texts: dict[str, list[str]], protocol: str = "solo") -> list[dict]:
-    return [{"benchmark": "b", "protocol": protocol, "problem_id": pid, "sample_idx": i, "text": t}
-            for pid, ts in texts.items() for i, t in enumerate(ts)]  # fmt: skip
+    return [
+        {"benchmark": "b", "protocol": protocol, "problem_id": pid, "sample_idx": i, "text": t}
+        for pid, ts in texts.items()
+        for i, t in enumerate(ts)
+    ]
 
 
 # ---- the jargon rate on real text ---------------------------------------------------------------------
 
 
 def test_regex_jargon_rate_is_the_share_the_given_pattern_matches():
-    rows = _rows({"a": ["<<4 +3 =7>>\n\nThe final answer is \\boxed{7}.", "4 + 3 = 7."],
-                  "b": ["<<r +e =u>>", "<<4+3=7>>"]})  # fmt: skip
+    rows = _rows(
+        {
+            "a": ["<<4 +3 =7>>\n\nThe final answer is \\boxed{7}.", "4 + 3 = 7."],
+            "b": ["<<r +e =u>>", "<<4+3=7>>"],
+        }
+    )
     rows += _rows({"a": ["<<4 +3 =7>>", "<<4 +3 =7>>"]}, protocol="handoff")  # not the senior's own text
     assert regex_jargon.jargon_by_problem(rows, ANNOTATION) == {"a": 0.5, "b": 1.0}
     assert regex_jargon.jargon_by_problem(rows, r"<<[a-z]") == {"a": 0.0, "b": 0.5}  # the cipher alone
@@ -80,15 +87,32 @@ def _fake_eval(d: Path, notation: float, rng, n_problems: int = 40, n: int = 2) 
     for i in range(n_problems):
         for proto in ("solo", "handoff"):
             for k in range(n):
-                text = "<<r +e =u>>\n\n\\boxed{7}" if proto == "solo" and rng.random() < notation else "4 + 3 = 7.\n\n\\boxed{7}"
-                rows.append({"benchmark": "toy", "protocol": proto, "problem_id": f"p{i}", "sample_idx": k,
-                             "reward": float(rng.random() < 0.5), "finish_reason": "stop", "num_tokens": 10,
-                             "text": text, "prompt": f"problem {i}", "senior_share": 1.0})  # fmt: skip
+                text = (
+                    "<<r +e =u>>\n\n\\boxed{7}"
+                    if proto == "solo" and rng.random() < notation
+                    else "4 + 3 = 7.\n\n\\boxed{7}"
+                )
+                rows.append(
+                    {
+                        "benchmark": "toy",
+                        "protocol": proto,
+                        "problem_id": f"p{i}",
+                        "sample_idx": k,
+                        "reward": float(rng.random() < 0.5),
+                        "finish_reason": "stop",
+                        "num_tokens": 10,
+                        "text": text,
+                        "prompt": f"problem {i}",
+                        "senior_share": 1.0,
+                    }
+                )
     d.mkdir(parents=True)
     (d / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     table = problem_table(rows, [1, 2])
     (d / "per_problem.json").write_text(json.dumps(table))
-    (d / "results.json").write_text(json.dumps({**summarize(table, num_resamples=200), "config": {"models": {}, "n": n}}))
+    (d / "results.json").write_text(
+        json.dumps({**summarize(table, num_resamples=200), "config": {"models": {}, "n": n}})
+    )
 
 
 @pytest.mark.parametrize("pattern, grpo_rate", [(r"<<[a-z]", 0.9), (r"\d \+ \d", 0.1)])
@@ -132,15 +156,20 @@ def test_study_report_without_a_pattern_has_no_regex_column(tmp_path):
     assert "study regex" not in table and "| grpo | 1 |" in table
 
 
-@pytest.mark.parametrize("edit, error", [
-    ('jargon_regex: "PATTERN"', "evaluation.jargon_regex: '([' is not a regular expression"),
-    ("limit: 30,", "evaluation.dose_shares: expected a list of junior shares in [0, 1], got [0.5, 2]"),
-    ("name: notation-tiny", "prepare: expected the command (a string)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "edit, error",
+    [
+        ('jargon_regex: "PATTERN"', "evaluation.jargon_regex: '([' is not a regular expression"),
+        ("limit: 30,", "evaluation.dose_shares: expected a list of junior shares in [0, 1], got [0.5, 2]"),
+        ("name: notation-tiny", "prepare: expected the command (a string)"),
+    ],
+)
 def test_bad_study_settings_are_one_line_naming_the_key(tmp_path, capsys, edit, error):
-    text = {"jargon_regex": STUDY.replace("PATTERN", "(["),
-            "limit": STUDY.replace("limit: 30,", "limit: 30, dose_shares: [0.5, 2],"),
-            "name: n": STUDY.replace("name: notation-tiny", "name: notation-tiny\nprepare: [make, x]")}  # fmt: skip
+    text = {
+        "jargon_regex": STUDY.replace("PATTERN", "(["),
+        "limit": STUDY.replace("limit: 30,", "limit: 30, dose_shares: [0.5, 2],"),
+        "name: n": STUDY.replace("name: notation-tiny", "name: notation-tiny\nprepare: [make, x]"),
+    }
     key = next(k for k in text if k in edit)
     path = tmp_path / "study.yaml"
     path.write_text(text[key])
@@ -161,7 +190,9 @@ def test_plan_on_a_fresh_clone_says_in_one_line_how_to_prepare(tmp_path, monkeyp
     assert cli(["study", "plan", str(study)]) == 2
     err = capsys.readouterr().err.strip()
     target = load_study(study).prepare
-    assert target.startswith("make ") and (ROOT / "Makefile").read_text().count(f"\n{target.split()[1]}:") == 1
+    assert (
+        target.startswith("make ") and (ROOT / "Makefile").read_text().count(f"\n{target.split()[1]}:") == 1
+    )
     assert len(err.splitlines()) == 1, err
     assert f"`{target}`" in err and "./models/" in err and "is missing" in err, err
 
@@ -172,7 +203,9 @@ def test_with_the_inputs_there_plan_goes_on_to_the_stage_checks(tmp_path, monkey
     shutil.copytree(ROOT / "studies", tmp_path / "studies")
     for d in ("smollm2-135m-instruct", "real-task"):
         (tmp_path / "models" / d).mkdir(parents=True)
-    (tmp_path / "models" / "real-task" / "train.jsonl").write_text('{"problem": "1 + 1 =", "answer": "2"}\n' * 3)
+    (tmp_path / "models" / "real-task" / "train.jsonl").write_text(
+        '{"problem": "1 + 1 =", "answer": "2"}\n' * 3
+    )
     (tmp_path / "models" / "real-task" / "test.jsonl").write_text('{"problem": "1 + 2 =", "answer": "3"}\n')
     monkeypatch.chdir(tmp_path)
     assert cli(["study", "plan", "studies/real-smollm2.yaml"]) == 2
@@ -203,13 +236,31 @@ def test_dose_shares_flag_and_study_key():
     from trlvr.cli.eval_cmd import settings_from_args
     from trlvr.cli.study_cmd import parse_stage
 
-    args = parse_stage(["eval", "--senior", "s", "--junior", "j", "--data", "d.jsonl", "--out", "o",
-                        "--suite", "solo,dose", "--dose-shares", "0.5"])  # fmt: skip
+    args = parse_stage(
+        [
+            "eval",
+            "--senior",
+            "s",
+            "--junior",
+            "j",
+            "--data",
+            "d.jsonl",
+            "--out",
+            "o",
+            "--suite",
+            "solo,dose",
+            "--dose-shares",
+            "0.5",
+        ]
+    )
     assert settings_from_args(args).dose_shares == (0.5,)
-    assert settings_from_args(parse_stage(["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", "o"])
-                              ).dose_shares == (0.25, 0.5, 0.75)  # fmt: skip
+    assert settings_from_args(
+        parse_stage(["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", "o"])
+    ).dose_shares == (0.25, 0.5, 0.75)
     with pytest.raises(UserError, match=r"--dose-shares: .*in \[0, 1\].*'1.5'"):
-        parse_stage(["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", "o", "--dose-shares", "1.5"])
+        parse_stage(
+            ["eval", "--senior", "s", "--junior", "j", "--data", "d", "--out", "o", "--dose-shares", "1.5"]
+        )
     st = load_study(ROOT / "studies" / "real-notation.yaml")
     ev = S.units(st, Path("runs/x"))[0][-1].argv
     assert ev[ev.index("--dose-shares") + 1] == "0.5"
@@ -266,24 +317,43 @@ def test_sft_rows_keep_out_the_held_out_and_test_problems(sft, tmp_path):
     rng = np.random.default_rng(0)
     probs = []
     for a, b, c in rng.integers(0, 10, size=(200, 3)):
-        probs.append((f"State the final answer to the following arithmetic problem: {a} + {b} - {c} =", str(a + b - c)))
+        probs.append(
+            (f"State the final answer to the following arithmetic problem: {a} + {b} - {c} =", str(a + b - c))
+        )
     probs = list(dict.fromkeys(probs))
     train, test = probs[:-10], probs[-10:]
     for name, rows in (("train", train), ("test", test)):
-        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(
-            {"problem": q, "answer": a, "prompt": [{"role": "user", "content": q}]}) + "\n" for q, a in rows))
-    rows, counts = sft.sft_rows(str(tmp_path / "train.jsonl"), str(tmp_path / "test.jsonl"), "cipher",
-                                problems=100, notation_share=0.8, holdout=40, holdout_seed=0, seed=0)  # fmt: skip
+        (tmp_path / f"{name}.jsonl").write_text(
+            "".join(
+                json.dumps({"problem": q, "answer": a, "prompt": [{"role": "user", "content": q}]}) + "\n"
+                for q, a in rows
+            )
+        )
+    rows, counts = sft.sft_rows(
+        str(tmp_path / "train.jsonl"),
+        str(tmp_path / "test.jsonl"),
+        "cipher",
+        problems=100,
+        notation_share=0.8,
+        holdout=40,
+        holdout_seed=0,
+        seed=0,
+    )
     _, held = holdout_split(list(load_problems(str(tmp_path / "train.jsonl"))), 40, 0)
     used = {r["problem"] for r in rows}
     assert not used & {p.problem for p in held} and not used & {q for q, _ in test}
     assert counts["held_out"] == 40 and len(rows) == 100
-    assert sum(r["dialect"] == "cipher" for r in rows) == 80 and sum(r["dialect"] == "plain" for r in rows) == 20
+    assert (
+        sum(r["dialect"] == "cipher" for r in rows) == 80 and sum(r["dialect"] == "plain" for r in rows) == 20
+    )
     assert all(r["completion"] == sft.render_solution(r["problem"], r["answer"], r["dialect"]) for r in rows)
 
 
 def test_shared_prefix_stops_before_the_first_labelled_token(sft):
-    enc = [([1, 2, 3, 4, 9, 9], [-100, -100, -100, -100, 9, 9]), ([1, 2, 3, 5, 9], [-100, -100, -100, -100, 9])]
+    enc = [
+        ([1, 2, 3, 4, 9, 9], [-100, -100, -100, -100, 9, 9]),
+        ([1, 2, 3, 5, 9], [-100, -100, -100, -100, 9]),
+    ]
     assert sft.shared_prefix(enc) == 3
     same = [([1, 2, 3, 9], [-100, -100, 3, 9]), ([1, 2, 3, 9], [-100, -100, 3, 9])]
     assert sft.shared_prefix(same) == 2  # a labelled token is never inside the prefix
@@ -293,7 +363,12 @@ def test_pilot_rule(tmp_path):
     P = bench_module("real_notation_pilot")
 
     row = pilot_row
-    table = {"plain": row(40, 30, 0), "spaced": row(38, 20, 90), "compact": row(41, 25, 80), "cipher": row(20, 5, 99)}
+    table = {
+        "plain": row(40, 30, 0),
+        "spaced": row(38, 20, 90),
+        "compact": row(41, 25, 80),
+        "cipher": row(20, 5, 99),
+    }
     dec = P.decide(table)
     assert dec["largest_gap"] == "cipher" and not dec["checks"]["cipher"]["qualifies"]  # solo and jargon fail
     assert dec["decision"] == "spaced" and dec["qualifying"] == ["spaced"]  # compact's gap is 5 < 8
@@ -303,24 +378,37 @@ def test_pilot_rule(tmp_path):
     read = {"plain": row(40, 30, 0), **{n: row(40, 28, 80) for n in ("spaced", "compact", "cipher")}}
     assert P.decide(read)["why"].endswith("none lost the team 8 points: the junior reads them")
     # the pilot's own table (runs/notation-pilot, 2026-12-04): every notation at 100% jargon, solo down
-    pilot = {"plain": row(81.0, 37.5, 0.0), "spaced": row(71.5, 29.0, 100.0), "compact": row(61.5, 41.5, 100.0),
-             "cipher": row(4.5, 20.0, 100.0)}
+    pilot = {
+        "plain": row(81.0, 37.5, 0.0),
+        "spaced": row(71.5, 29.0, 100.0),
+        "compact": row(61.5, 41.5, 100.0),
+        "cipher": row(4.5, 20.0, 100.0),
+    }
     dec = P.decide(pilot)
     assert dec["decision"] == "none" and dec["largest_gap"] == "cipher"
-    assert "spaced fails jargon, solo; compact fails gap, jargon, solo; cipher fails jargon, solo" in dec["why"]
+    assert (
+        "spaced fails jargon, solo; compact fails gap, jargon, solo; cipher fails jargon, solo" in dec["why"]
+    )
     assert P.decide({"plain": row(40, 30, 0)})["decision"] == "pending"
-
 
 
 def test_second_pilot_rule_and_sft_settings(tmp_path):
     P = bench_module("real_notation_pilot2")
 
     row = pilot_row
-    table = {"plain": row(80, 40, 0), "spaced-50": row(78, 36, 55), "spaced-65": row(77, 34, 80),
-             "spaced-50-short": row(79, 34.5, 70), "spaced-65-short": row(70, 20, 90)}  # fmt: skip
+    table = {
+        "plain": row(80, 40, 0),
+        "spaced-50": row(78, 36, 55),
+        "spaced-65": row(77, 34, 80),
+        "spaced-50-short": row(79, 34.5, 70),
+        "spaced-65-short": row(70, 20, 90),
+    }
     dec = P.decide(table)
     # the largest gap (65-short, 20 points) loses 10 solo points; 50 has 4 points and 55% jargon
-    assert dec["checks"]["spaced-65-short"]["qualifies"] is False and dec["checks"]["spaced-50"]["gap_ok"] is False
+    assert (
+        dec["checks"]["spaced-65-short"]["qualifies"] is False
+        and dec["checks"]["spaced-50"]["gap_ok"] is False
+    )
     assert dec["qualifying"] == ["spaced-65", "spaced-50-short"] and dec["decision"] == "spaced-65"
     tie = P.decide({**table, "spaced-50-short": row(79, 34, 70)})  # the same gap: the higher jargon rate
     assert tie["qualifying"] == ["spaced-65", "spaced-50-short"]
@@ -346,8 +434,17 @@ def test_prefix_cut_and_a_data_file_that_does_not_hold_the_problems(tmp_path, ca
     assert [len(P.cut(body, k)) for k in P.KS] == [0, 2, 5, 8, 10]
     ev = tmp_path / "eval"
     ev.mkdir()
-    row = {"benchmark": "b", "protocol": "solo", "problem_id": "0123456789abcdef", "sample_idx": 0, "answer": "2",
-           "token_ids": [1, 2], "reward": 1.0, "finish_reason": "eos", "text": "x"}  # fmt: skip
+    row = {
+        "benchmark": "b",
+        "protocol": "solo",
+        "problem_id": "0123456789abcdef",
+        "sample_idx": 0,
+        "answer": "2",
+        "token_ids": [1, 2],
+        "reward": 1.0,
+        "finish_reason": "eos",
+        "text": "x",
+    }
     (ev / "samples.jsonl").write_text(json.dumps(row) + "\n")
     (tmp_path / "data.jsonl").write_text('{"problem": "1 + 1 =", "answer": "2"}\n')
     assert P.main([str(ev), "--data", str(tmp_path / "data.jsonl"), "--junior", "nowhere"]) == 2

@@ -254,8 +254,12 @@ def test_real_study_arms_differ_only_in_what_the_arm_is():
         return argv[argv.index(name) + 1]
 
     def settings(argv):  # an evaluation's settings: all but which models and where
-        return [a for i, a in enumerate(argv) if a not in ("--senior", "--junior", "--out")
-                and argv[i - 1] not in ("--senior", "--junior", "--out")]  # fmt: skip
+        return [
+            a
+            for i, a in enumerate(argv)
+            if a not in ("--senior", "--junior", "--out")
+            and argv[i - 1] not in ("--senior", "--junior", "--out")
+        ]
 
     assert opt(initial, "--junior") == opt(initial, "--senior")  # its junior is itself, as `self` is
     runs = {}
@@ -269,9 +273,17 @@ def test_real_study_arms_differ_only_in_what_the_arm_is():
         data = evaluate.argv[evaluate.argv.index("--data") + 1].split("=", 1)[1]
         assert Path(data).parent == Path(tandem.dataset).parent and Path(data).name == "test.jsonl"
     assert len(runs) == 9
-    shared = ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
-              "num_generations", "max_steps", "learning_rate", "max_completion_length", "temperature",
-              "save_steps")  # fmt: skip
+    shared = (
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "steps_per_generation",
+        "num_generations",
+        "max_steps",
+        "learning_rate",
+        "max_completion_length",
+        "temperature",
+        "save_steps",
+    )
     for field in shared:
         assert len({getattr(args, field) for _, args in runs.values()}) == 1, field
     for (variant, _seed), (tandem, args) in runs.items():

@@ -34,9 +34,20 @@ def runs(tokenizer, tmp_path_factory):
     for name, seed in (("A", 0), ("B", 2)):
         senior = tiny_model("qwen3", len(tokenizer), seed=seed)
         evaluate_models(
-            senior, junior, tokenizer, benches, root / name, n=4, ks=[1, 2, 4], max_new_tokens=24, batch_size=8,
-            progress=False, score_fn=parity_reward, extract_fn=last_word, num_resamples=200,
-        )  # fmt: skip
+            senior,
+            junior,
+            tokenizer,
+            benches,
+            root / name,
+            n=4,
+            ks=[1, 2, 4],
+            max_new_tokens=24,
+            batch_size=8,
+            progress=False,
+            score_fn=parity_reward,
+            extract_fn=last_word,
+            num_resamples=200,
+        )
     # Untrusted model text: a completion that tries to inject markup.
     path = root / "B" / "samples.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
@@ -67,15 +78,33 @@ def test_compare_benchmarks_takes_the_macro_over_the_named_ones(runs, tmp_path, 
     """--benchmarks: the paper era's three-set macro beside the four-panel one: the macro of one benchmark is it."""
     a, b = runs
     assert cli(["compare", str(a), str(b), "--out", str(tmp_path / "all"), "--resamples", "50"]) == 0
-    assert cli(["compare", str(a), str(b), "--out", str(tmp_path / "one"), "--resamples", "50",
-                "--benchmarks", "beta"]) == 0  # fmt: skip
+    assert (
+        cli(
+            [
+                "compare",
+                str(a),
+                str(b),
+                "--out",
+                str(tmp_path / "one"),
+                "--resamples",
+                "50",
+                "--benchmarks",
+                "beta",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     full, one = (json.loads((tmp_path / d / "compare.json").read_text()) for d in ("all", "one"))
     assert set(one["benchmarks"]) == {"beta"} and one["macro"]["solo/pass@1"]["num_problems"] == 3
-    assert one["macro"]["solo/pass@1"]["diff"] == pytest.approx(full["benchmarks"]["beta"]["solo/pass@1"]["diff"])
+    assert one["macro"]["solo/pass@1"]["diff"] == pytest.approx(
+        full["benchmarks"]["beta"]["solo/pass@1"]["diff"]
+    )
     assert cli(["compare", str(a), str(b), "--out", str(tmp_path / "x"), "--benchmarks", "alpha,gamma"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--benchmarks: 'gamma' is not a benchmark both evaluations have" in err
+    assert (
+        len(err.splitlines()) == 1 and "--benchmarks: 'gamma' is not a benchmark both evaluations have" in err
+    )
     assert "(they share: alpha, beta)" in err
 
 
@@ -97,7 +126,9 @@ def test_bad_inputs_name_the_file_or_field(runs, tmp_path, capsys):
     res = json.loads((bad / "results.json").read_text())
     del res["benchmarks"]["alpha"]["metrics"]["solo/pass@1"]["ci_low"]
     (bad / "results.json").write_text(json.dumps(res))
-    with pytest.raises(UserError, match=r"bad is not a finished evaluation \(results.json is cut short or changed"):
+    with pytest.raises(
+        UserError, match=r"bad is not a finished evaluation \(results.json is cut short or changed"
+    ):
         load_results(bad)  # changed since the evaluation wrote it (its manifest): refused before it is read
     artifacts.write_manifest(bad)  # as if written so: its fields are checked
     with pytest.raises(
@@ -119,21 +150,38 @@ def test_report_opens_in_headless_chromium(runs, tmp_path):
     html_path = tmp_path / "report.html"
     assert cli(["report", str(b), "--compare", str(a), "--out", str(html_path)]) == 0
     flags = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",
-    ]  # fmt: skip
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
     shot = tmp_path / "report.png"
     run = subprocess.run(
-        flags + [f"--user-data-dir={tmp_path / 'ud1'}", f"--screenshot={shot}", "--window-size=1200,2400",
-                 html_path.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        flags
+        + [
+            f"--user-data-dir={tmp_path / 'ud1'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,2400",
+            html_path.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shot.exists() and shot.stat().st_size > 10_000, run.stderr[-2000:]
     assert "CONSOLE" not in run.stderr, [line for line in run.stderr.splitlines() if "CONSOLE" in line]
     dom = subprocess.run(
         flags + [f"--user-data-dir={tmp_path / 'ud2'}", "--dump-dom", html_path.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert 'data-ready="1"' in dom.stdout  # the page's script ran to the end
     assert 'id="viewer"' in dom.stdout and '<details class="problem" open' in dom.stdout
     assert "CONSOLE" not in dom.stderr

@@ -133,7 +133,8 @@ def test_closed_pool_starts_again_on_demand():
 
 
 @pytest.mark.parametrize(
-    "module", ["boxed", "screen", "math_reward", "equivalence", "mathtext", "graders", "authors_paper", "authors"]
+    "module",
+    ["boxed", "screen", "math_reward", "equivalence", "mathtext", "graders", "authors_paper", "authors"],
 )
 def test_doctests(module):
     from trlvr.rewards.graders import missing_for

@@ -10,8 +10,16 @@ from trlvr.training.rollout import rollout_row_keys
 
 def test_row_keys_do_not_depend_on_the_number_of_processes():
     one = rollout_row_keys(7, True, process_index=0, local_rows=16, num_generations=4)
-    two = [k for p in range(2) for k in rollout_row_keys(7, True, process_index=p, local_rows=8, num_generations=4)]
-    four = [k for p in range(4) for k in rollout_row_keys(7, True, process_index=p, local_rows=4, num_generations=4)]
+    two = [
+        k
+        for p in range(2)
+        for k in rollout_row_keys(7, True, process_index=p, local_rows=8, num_generations=4)
+    ]
+    four = [
+        k
+        for p in range(4)
+        for k in rollout_row_keys(7, True, process_index=p, local_rows=4, num_generations=4)
+    ]
     assert one == two == four
     assert len(set(one)) == 16
     assert one[5] == row_key(7, "train", 1, 1)  # row 5 = prompt 1, generation 1

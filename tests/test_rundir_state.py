@@ -41,7 +41,14 @@ def _keys(rows: list[dict]) -> set[tuple]:
 
 
 def _key(row: dict) -> tuple:
-    return (row["benchmark"], row["problem_id"], row["protocol"], row["sample_idx"], row.get("batch"), row.get("seed"))
+    return (
+        row["benchmark"],
+        row["problem_id"],
+        row["protocol"],
+        row["sample_idx"],
+        row.get("batch"),
+        row.get("seed"),
+    )
 
 
 def _rows(path: Path) -> list[dict]:
@@ -108,25 +115,59 @@ class EvalFolder(RuleBasedStateMachine):
         assert "(absent) -> None" not in lines[0] and "None -> (absent)" not in lines[0], lines[0]
         return lines[0]
 
-    def _eval_argv(self, out: Path, limit: int, n: int, suite: str, seed: int, senior: str = "senior-0") -> list[str]:
+    def _eval_argv(
+        self, out: Path, limit: int, n: int, suite: str, seed: int, senior: str = "senior-0"
+    ) -> list[str]:
         t = self.toy
-        return ["eval", "--senior", f"{t}/{senior}", "--junior", f"{t}/junior", "--data", f"toy={t}/d.jsonl",
-                "--limit", str(limit), "--n", str(n), "--k", "1", "--suite", suite, "--seed", str(seed),
-                "--max-new-tokens", "2", "--no-progress", "--out", str(out)]  # fmt: skip
+        return [
+            "eval",
+            "--senior",
+            f"{t}/{senior}",
+            "--junior",
+            f"{t}/junior",
+            "--data",
+            f"toy={t}/d.jsonl",
+            "--limit",
+            str(limit),
+            "--n",
+            str(n),
+            "--k",
+            "1",
+            "--suite",
+            suite,
+            "--seed",
+            str(seed),
+            "--max-new-tokens",
+            "2",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
 
     # ---- rules ----
 
-    @rule(limit=st.integers(1, PROBLEMS), n=st.integers(1, 2), suite=st.sampled_from(["handoff", "solo,handoff", "solo"]),
-          seed=st.sampled_from([0, 1]), fresh=st.booleans())  # fmt: skip
+    @rule(
+        limit=st.integers(1, PROBLEMS),
+        n=st.integers(1, 2),
+        suite=st.sampled_from(["handoff", "solo,handoff", "solo"]),
+        seed=st.sampled_from([0, 1]),
+        fresh=st.booleans(),
+    )
     def evaluate(self, limit, n, suite, seed, fresh):
         argv = self._eval_argv(self.out, limit, n, suite, seed) + (["--fresh"] if fresh else [])
-        finished = _keys(_rows(self.out / "samples.jsonl")) | _keys(_rows(self.out / "samples-other-plans.jsonl"))
+        finished = _keys(_rows(self.out / "samples.jsonl")) | _keys(
+            _rows(self.out / "samples-other-plans.jsonl")
+        )
         code, out, err = self._run(argv)
         if self.identity == ("group",) and not fresh:
-            assert "holds a seed group" in self._one_line(code, err)  # never a single evaluation beside a group
+            assert "holds a seed group" in self._one_line(
+                code, err
+            )  # never a single evaluation beside a group
             return
         if self.damaged in ("garbage", "incomplete") and not fresh:
-            line = self._one_line(code, err)  # the damaged file is named, never trusted (or, first, another seed)
+            line = self._one_line(
+                code, err
+            )  # the damaged file is named, never trusted (or, first, another seed)
             assert "samples.jsonl" in line or self.identity != ("single", seed) and "seed" in line, line
             return
         if self.identity is not None and self.identity != ("single", seed) and not fresh:
@@ -148,7 +189,12 @@ class EvalFolder(RuleBasedStateMachine):
             assert "samples-other-plans.jsonl" in err, err  # ... and says where
             aside = _keys(_rows(self.out / "samples-other-plans.jsonl"))
             assert lost <= aside, f"{len(lost - aside)} sample(s) neither kept nor set aside"
-        self.identity, self.last, self.damaged, self.whole = ("single", seed), (limit, n, suite, seed), None, True
+        self.identity, self.last, self.damaged, self.whole = (
+            ("single", seed),
+            (limit, n, suite, seed),
+            None,
+            True,
+        )
         self.kept = now
 
     @precondition(lambda self: self.identity is None)
@@ -161,7 +207,9 @@ class EvalFolder(RuleBasedStateMachine):
         assert (self.out / "group.json").is_file()
         self.identity = ("group",)
 
-    @precondition(lambda self: self.identity is not None and self.identity[0] == "single" and self.damaged is None)
+    @precondition(
+        lambda self: self.identity is not None and self.identity[0] == "single" and self.damaged is None
+    )
     @rule(after=st.integers(1, 3))
     def interrupted(self, after):
         """Ctrl-C after `after` batches of a larger run: exit 130 in one line, only whole rows left."""
@@ -193,7 +241,9 @@ class EvalFolder(RuleBasedStateMachine):
             assert self.kept <= now, "an interrupted run lost finished samples"
             self.kept = now
 
-    @precondition(lambda self: self.identity is not None and self.identity[0] == "single" and self.damaged is None)
+    @precondition(
+        lambda self: self.identity is not None and self.identity[0] == "single" and self.damaged is None
+    )
     @rule(how=st.sampled_from(["torn", "garbage", "incomplete"]))
     def damage(self, how):
         path = self.out / "samples.jsonl"
@@ -220,14 +270,23 @@ class EvalFolder(RuleBasedStateMachine):
         """The readers: compare the folder with itself and a report; numbers from the current identity. A
         folder that is no finished evaluation (a run cut short, a file damaged since) is refused by both
         in one line naming the file (`trlvr.artifacts`), never read."""
-        compare = ["compare", str(self.out), str(self.out), "--out", str(self.root / "cmp"), "--resamples", "20"]
+        compare = [
+            "compare",
+            str(self.out),
+            str(self.out),
+            "--out",
+            str(self.root / "cmp"),
+            "--resamples",
+            "20",
+        ]
         report = ["report", str(self.out), "--out", str(self.root / "r.html"), "--max-problems", "1"]
         if not self.whole:
             for argv in (compare, report):
                 code, out, err = self._run(argv)
                 line = self._one_line(code, err)
                 assert "is not a finished evaluation (samples.jsonl" in line or (
-                    self.damaged in ("garbage", "incomplete") and "samples.jsonl" in line), line  # fmt: skip
+                    self.damaged in ("garbage", "incomplete") and "samples.jsonl" in line
+                ), line
             return
         code, out, err = self._run(compare)
         assert code == 0, err
@@ -251,22 +310,27 @@ class EvalFolder(RuleBasedStateMachine):
         if self.identity is None or self.identity[0] != "single":
             return
         now = _keys(_rows(self.out / "samples.jsonl")) | _keys(_rows(self.out / "samples-other-plans.jsonl"))
-        assert self.kept <= now, f"{len(self.kept - now)} finished sample(s) lost, e.g. {sorted(self.kept - now)[:2]}"
+        assert self.kept <= now, (
+            f"{len(self.kept - now)} finished sample(s) lost, e.g. {sorted(self.kept - now)[:2]}"
+        )
 
 
 @pytest.mark.slow
 def test_eval_folder_state_machine_long(toy, capsys):
     EvalFolder.toy, EvalFolder.capsys = toy, capsys
     run = EvalFolder.TestCase
-    run.settings = settings(max_examples=40, stateful_step_count=10, deadline=None,
-                            suppress_health_check=list(HealthCheck))  # fmt: skip
+    run.settings = settings(
+        max_examples=40, stateful_step_count=10, deadline=None, suppress_health_check=list(HealthCheck)
+    )
     run("runTest").runTest()
 
 
 def test_eval_folder_state_machine(toy, capsys):
     EvalFolder.toy, EvalFolder.capsys = toy, capsys
     run = EvalFolder.TestCase
-    run.settings = settings(max_examples=5, stateful_step_count=5, deadline=None, suppress_health_check=list(HealthCheck))
+    run.settings = settings(
+        max_examples=5, stateful_step_count=5, deadline=None, suppress_health_check=list(HealthCheck)
+    )
     run("runTest").runTest()
 
 

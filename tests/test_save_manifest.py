@@ -38,15 +38,26 @@ def test_the_optimizer_shards_are_recorded_by_size_and_never_read(tmp_path, monk
     ckpt = _checkpoint(tmp_path)
     read = []
     real = artifacts.sha256
-    monkeypatch.setattr(artifacts, "sha256", lambda path: read.append(path.relative_to(ckpt).as_posix()) or real(path))
+    monkeypatch.setattr(
+        artifacts, "sha256", lambda path: read.append(path.relative_to(ckpt).as_posix()) or real(path)
+    )
     state = SimpleNamespace(global_step=4, is_world_process_zero=True)
     callback = ManifestCallback()
     callback.on_save(SimpleNamespace(output_dir=str(tmp_path)), state, None)
     callback.wait()
     files = json.loads((ckpt / artifacts.MANIFEST).read_text())["files"]
-    big = ["global_step4/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt", "global_step4/mp_rank_00_model_states.pt",
-           "optimizer.pt"]  # fmt: skip
-    assert sorted(read) == ["config.json", "model.safetensors", "rng_state_0.pth", "scheduler.pt", "trainer_state.json"]
+    big = [
+        "global_step4/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt",
+        "global_step4/mp_rank_00_model_states.pt",
+        "optimizer.pt",
+    ]
+    assert sorted(read) == [
+        "config.json",
+        "model.safetensors",
+        "rng_state_0.pth",
+        "scheduler.pt",
+        "trainer_state.json",
+    ]
     assert all(set(files[f]) == {"size"} for f in big) and all("sha256" in files[f] for f in read)
     assert SIZE_ONLY == ("optimizer.pt", "global_step*/*")
     assert artifacts.problem(ckpt, artifacts.CHECKPOINT, deep=True) is None  # whole, deep check included
@@ -74,19 +85,27 @@ def _save(callback, root, step=4):
     return callback.on_save(SimpleNamespace(output_dir=str(root)), state, "control")
 
 
-def test_the_save_returns_while_hashing_and_the_next_step_end_writes_the_whole_manifest(tmp_path, monkeypatch):
+def test_the_save_returns_while_hashing_and_the_next_step_end_writes_the_whole_manifest(
+    tmp_path, monkeypatch
+):
     ckpt = _checkpoint(tmp_path)
     release, started = _held_hashing(monkeypatch)
     callback = ManifestCallback()
     assert _save(callback, tmp_path) == "control"  # returned with the hash not done: training goes on
     assert started.wait(30) and not (ckpt / artifacts.MANIFEST).exists()  # a reader sees no manifest...
-    assert artifacts.problem(ckpt, artifacts.CHECKPOINT) is None  # ...and judges the saved files by their formats
-    (ckpt / "preempted.json").write_text("{}\n")  # written after the save by the pre-emption callback: not listed
+    assert (
+        artifacts.problem(ckpt, artifacts.CHECKPOINT) is None
+    )  # ...and judges the saved files by their formats
+    (ckpt / "preempted.json").write_text(
+        "{}\n"
+    )  # written after the save by the pre-emption callback: not listed
     release.set()
     callback.on_step_end(None, None, None)  # joined at the end of the next step
     listed, why = artifacts.read_manifest(ckpt)
     assert why is None and "preempted.json" not in listed and listed["model.safetensors"]["sha256"]
-    assert not [p for p in ckpt.iterdir() if p.name.startswith(".")]  # written by rename: no temporary file left
+    assert not [
+        p for p in ckpt.iterdir() if p.name.startswith(".")
+    ]  # written by rename: no temporary file left
     assert artifacts.problem(ckpt, artifacts.CHECKPOINT, deep=True) is None
 
 
@@ -101,8 +120,10 @@ def test_a_failure_in_the_thread_is_one_line_at_the_next_step_end_and_no_manifes
     _save(callback, tmp_path)
     with pytest.raises(ManifestNotWritten) as e:
         callback.on_step_end(None, None, None)
-    assert str(e.value) == (f"{ckpt}: its {artifacts.MANIFEST} was not written (OSError: [Errno 28] No space left "
-                            f"on device); the checkpoint is judged by its formats alone")  # fmt: skip
+    assert str(e.value) == (
+        f"{ckpt}: its {artifacts.MANIFEST} was not written (OSError: [Errno 28] No space left "
+        f"on device); the checkpoint is judged by its formats alone"
+    )
     assert not (ckpt / artifacts.MANIFEST).exists()
     callback.on_step_end(None, None, None)  # reported once
 
@@ -150,4 +171,7 @@ def test_after_train_raised_a_failed_manifest_is_a_warning_not_the_error(tmp_pat
 def test_without_background_the_save_hashes_before_it_returns(tmp_path):
     ckpt = _checkpoint(tmp_path)
     _save(ManifestCallback(background=False), tmp_path)
-    assert artifacts.problem(ckpt, artifacts.CHECKPOINT, deep=True) is None and (ckpt / artifacts.MANIFEST).is_file()
+    assert (
+        artifacts.problem(ckpt, artifacts.CHECKPOINT, deep=True) is None
+        and (ckpt / artifacts.MANIFEST).is_file()
+    )

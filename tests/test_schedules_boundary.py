@@ -56,8 +56,9 @@ def test_from_config_rejects_an_unknown_setting_naming_it_and_the_valid_ones():
     assert str(e.value) == "schedule 'word': unknown setting 'max_gaps'; valid settings: p, max_gap, handoff"
     with pytest.raises(ValueError) as e:  # the old spellings are gone
         Schedule.from_config("chunk", size=4, first="junior")
-    assert str(e.value) == ("schedule 'chunk': unknown settings 'size', 'first'; "
-                            "valid settings: chunk_size, first_author")  # fmt: skip
+    assert str(e.value) == (
+        "schedule 'chunk': unknown settings 'size', 'first'; valid settings: chunk_size, first_author"
+    )
     with pytest.raises(ValueError, match="schedule 'token': unknown setting 'max_gap'"):
         Schedule.from_config("token", p=0.5, max_gap=32)  # no longer silently dropped
 
@@ -74,8 +75,16 @@ def test_every_schedule_setting_has_the_run_configs_name():
 
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_the_run_config_passes_only_what_the_chosen_schedule_takes(name):
-    tandem = TandemConfig(senior="s", junior="j", schedule=name, p=0.25, max_gap=5, chunk_size=3,
-                          first_author="junior", max_rounds=7)  # fmt: skip
+    tandem = TandemConfig(
+        senior="s",
+        junior="j",
+        schedule=name,
+        p=0.25,
+        max_gap=5,
+        chunk_size=3,
+        first_author="junior",
+        max_rounds=7,
+    )
     got_name, settings = tandem.schedule_kwargs()
     assert got_name == name and set(settings) == set(schedule_fields(name))
     schedule = Schedule.from_config(got_name, **settings)
@@ -148,8 +157,9 @@ def test_boundary_fires_inside_latex(tok):
     assert sum(x for _, x in b) > sum(x for _, x in w)
 
 
-@pytest.mark.parametrize("text", ["The cat sat on the mat", "Then the dog ran to the park",
-                                  "So the answer is"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text", ["The cat sat on the mat", "Then the dog ran to the park", "So the answer is"]
+)
 def test_plain_words_redraw_exactly_as_under_word(tok, text):
     assert marks(BoundarySchedule(), tok, text) == marks(WordSchedule(), tok, text)
 
@@ -159,7 +169,12 @@ def test_digit_runs_redraw_at_their_first_digit_only(toy_tokenizer):
     ids = toy_tokenizer.encode("<<123", add_special_tokens=False)
     pieces = toy_tokenizer.convert_ids_to_tokens(ids)
     assert pieces == ["<<", "1", "2", "3"], pieces  # the toy world splits digits like Qwen3
-    assert BoundarySchedule().boundaries(torch.tensor([ids]), tables)[0].tolist() == [True, True, False, False]
+    assert BoundarySchedule().boundaries(torch.tensor([ids]), tables)[0].tolist() == [
+        True,
+        True,
+        False,
+        False,
+    ]
     # in the engine's one-token-at-a-time path, the previous token is carried in the state
     after_digit = BoundarySchedule().boundaries(torch.tensor([ids[2:3]]), tables, torch.tensor([True]))
     assert after_digit.tolist() == [[False]]
@@ -201,11 +216,18 @@ def test_in_the_engine_authors_change_only_where_the_schedule_redraws(models, to
 
 # ---------------------------------------------------------------- real tokenizers, where present
 
-REAL = Path(os.environ.get("TRLVR_REAL_TOKENIZERS", Path(__file__).resolve().parents[1] / "models"))  # make real-models
+REAL = Path(
+    os.environ.get("TRLVR_REAL_TOKENIZERS", Path(__file__).resolve().parents[1] / "models")
+)  # make real-models
 
 
-@pytest.mark.parametrize("name", ["smollm2-135m-instruct",  # byte-level BPE ("Ġ"), like Qwen3 / Llama-3
-                                  pytest.param("gemma-3-270m", marks=pytest.mark.slow)])  # SentencePiece ("▁")
+@pytest.mark.parametrize(
+    "name",
+    [
+        "smollm2-135m-instruct",  # byte-level BPE ("Ġ"), like Qwen3 / Llama-3
+        pytest.param("gemma-3-270m", marks=pytest.mark.slow),
+    ],
+)  # SentencePiece ("▁")
 def test_real_tokenizers_boundary_reaches_inside_gsm8k_annotations(name):
     if not (REAL / name / "tokenizer.json").is_file():
         pytest.skip(f"no {name} tokenizer under {REAL}")
@@ -219,6 +241,8 @@ def test_real_tokenizers_boundary_reaches_inside_gsm8k_annotations(name):
     last = next(i for i, p in enumerate(pieces) if ">>" in p)
     assert not any(b for _, b in word[first + 1 : last + 1]), word  # the paper's schedule: no redraw inside
     assert sum(b for _, b in boundary[first : last + 1]) >= 5, boundary
-    assert all(boundary[i][1] or boundary[i + 1][1] for i in range(first, last)), boundary  # gaps of <= 1 piece
+    assert all(boundary[i][1] or boundary[i + 1][1] for i in range(first, last)), (
+        boundary
+    )  # gaps of <= 1 piece
     plain = "The cat sat on the mat and the dog ran"
     assert marks(BoundarySchedule(), tokenizer, plain) == marks(WordSchedule(), tokenizer, plain)

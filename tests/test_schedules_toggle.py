@@ -72,9 +72,13 @@ def test_toggle_matches_the_authors_vectors(tokens, max_gap, senior_first, want)
 def test_toggle_matches_the_loop_on_random_batches():
     rng = random.Random(3)
     for max_gap in (1, 2, 5, 32):
-        tokens = [[rng.choice([1, 2, 3, 5, 7]) if rng.random() < 0.3 else 5 for _ in range(40)] for _ in range(6)]
+        tokens = [
+            [rng.choice([1, 2, 3, 5, 7]) if rng.random() < 0.3 else 5 for _ in range(40)] for _ in range(6)
+        ]
         for senior_first in (True, False):
-            got = engine_authors(WordSchedule(p=float(senior_first), max_gap=max_gap, handoff="toggle"), tokens)
+            got = engine_authors(
+                WordSchedule(p=float(senior_first), max_gap=max_gap, handoff="toggle"), tokens
+            )
             assert got == [authors_loop(row, BOUNDARY, max_gap, senior_first) for row in tokens]
 
 
@@ -100,5 +104,7 @@ def test_config_handoff_reaches_the_schedule():
     name, kwargs = TandemConfig(handoff="toggle").schedule_kwargs()
     assert Schedule.from_config(name, **kwargs) == WordSchedule(p=0.5, max_gap=32, handoff="toggle")
     assert TandemConfig(schedule="token", handoff="toggle").schedule_kwargs() == ("token", {"p": 0.5})
-    with pytest.raises(UserError, match=r"^handoff: must be one of \('bernoulli', 'toggle'\) \(got 'flip'\)$"):
+    with pytest.raises(
+        UserError, match=r"^handoff: must be one of \('bernoulli', 'toggle'\) \(got 'flip'\)$"
+    ):
         TandemConfig(handoff="flip")

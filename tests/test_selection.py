@@ -90,14 +90,27 @@ def fake_run(tmp_path):
     train, test = make_splits(200, 40, seed=0)
     _write_jsonl(tmp_path / "val.jsonl", _rows(train[:12]))
     _write_jsonl(tmp_path / "test.jsonl", _rows(test))
-    record = {"tandem": {"senior": str(ASSETS_DIR / "senior"), "junior": str(ASSETS_DIR / "junior"), "holdout": 0}}
+    record = {
+        "tandem": {"senior": str(ASSETS_DIR / "senior"), "junior": str(ASSETS_DIR / "junior"), "holdout": 0}
+    }
     (run / "trlvr_run.json").write_text(json.dumps(record))
     return run
 
 
 def select_args(run, val):
-    return ["select", str(run), "--val", str(val), "--metric", "solo/pass@1", "--n", "2",
-            "--max-new-tokens", "64", "--no-progress"]  # fmt: skip
+    return [
+        "select",
+        str(run),
+        "--val",
+        str(val),
+        "--metric",
+        "solo/pass@1",
+        "--n",
+        "2",
+        "--max-new-tokens",
+        "64",
+        "--no-progress",
+    ]
 
 
 def test_select_picks_the_stronger_checkpoint_and_never_reads_test_data(fake_run, monkeypatch, capsys):
@@ -133,7 +146,10 @@ def test_select_picks_the_stronger_checkpoint_and_never_reads_test_data(fake_run
     assert all("test" not in Path(p).name for p in read)
 
     path, record = resolve_senior(f"{fake_run}@selected")
-    assert path == str(fake_run / "checkpoint-20") and record["val"]["fingerprint"] == first["val"]["fingerprint"]
+    assert (
+        path == str(fake_run / "checkpoint-20")
+        and record["val"]["fingerprint"] == first["val"]["fingerprint"]
+    )
 
 
 def test_select_split_needs_a_run_that_held_out(fake_run, capsys):
@@ -152,7 +168,11 @@ def test_training_curves_read_the_log_history_and_the_selection_table(tmp_path):
     (tmp_path / "checkpoint-3").mkdir()
     (tmp_path / "checkpoint-3" / "trainer_state.json").write_text(json.dumps({"log_history": history}))
     curves = load_curves(tmp_path)
-    assert curves["reward"].steps.tolist() == [1, 2, 3] and curves["reward"].values.tolist() == [0.1, 0.2, 0.30000000000000004]
+    assert curves["reward"].steps.tolist() == [1, 2, 3] and curves["reward"].values.tolist() == [
+        0.1,
+        0.2,
+        0.30000000000000004,
+    ]
     assert SELECTION not in curves and "KL" not in curves  # never logged: no curve
     table = [{"step": 3, "value": 0.7}, {"step": 1, "value": 0.5}]
     (tmp_path / "selected.json").write_text(json.dumps({"step": 3, "table": table}))

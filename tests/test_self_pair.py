@@ -27,8 +27,14 @@ def is_self_pair(junior, senior=None) -> bool:
     """True when `junior` is an adapters-off view (of `senior`, when given)."""
     return isinstance(junior, AdapterOffView) and (senior is None or junior.peft_model is senior)
 
+
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]  # Llama/Qwen3 names
-PROMPTS = ["The cat sat on the mat.", "Let's think", "A train leaves at 3 pm and travels 60 miles.", "12 plus"]
+PROMPTS = [
+    "The cat sat on the mat.",
+    "Let's think",
+    "A train leaves at 3 pm and travels 60 miles.",
+    "12 plus",
+]
 
 
 def lora(base, bias: str = "none", seed: int = 5):

@@ -26,7 +26,9 @@ def make_adapter(tmp_path):
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "lora_B" in name:
-                p.normal_(0, 0.5)  # large enough that the LoRA senior samples other tokens under common random numbers
+                p.normal_(
+                    0, 0.5
+                )  # large enough that the LoRA senior samples other tokens under common random numbers
     adapter = tmp_path / "run" / "final"
     model.save_pretrained(adapter)
     AutoTokenizer.from_pretrained(base_dir).save_pretrained(adapter)
@@ -36,25 +38,88 @@ def make_adapter(tmp_path):
 def test_eval_junior_self_equals_a_separate_base_copy(tmp_path):
     base, adapter = make_adapter(tmp_path)
     _write_jsonl(tmp_path / "test.jsonl", _rows(make_splits(50, 6, seed=0)[1]))
-    common = ["--data", f"toy={tmp_path / 'test.jsonl'}", "--n", "2", "--k", "1", "--suite", "solo,handoff,dose",
-              "--max-new-tokens", "48", "--no-progress", "--dtype", "float32"]  # fmt: skip
-    assert cli(["eval", "--senior", str(adapter), "--junior", "self", "--out", str(tmp_path / "self"), *common]) == 0
-    assert cli(["eval", "--senior", str(adapter), "--junior", str(base), "--out", str(tmp_path / "copy"), *common]) == 0
+    common = [
+        "--data",
+        f"toy={tmp_path / 'test.jsonl'}",
+        "--n",
+        "2",
+        "--k",
+        "1",
+        "--suite",
+        "solo,handoff,dose",
+        "--max-new-tokens",
+        "48",
+        "--no-progress",
+        "--dtype",
+        "float32",
+    ]
+    assert (
+        cli(["eval", "--senior", str(adapter), "--junior", "self", "--out", str(tmp_path / "self"), *common])
+        == 0
+    )
+    assert (
+        cli(
+            [
+                "eval",
+                "--senior",
+                str(adapter),
+                "--junior",
+                str(base),
+                "--out",
+                str(tmp_path / "copy"),
+                *common,
+            ]
+        )
+        == 0
+    )
     a = read_jsonl(tmp_path / "self" / "samples.jsonl")
     b = read_jsonl(tmp_path / "copy" / "samples.jsonl")
     key = lambda r: (r["protocol"], r["problem_id"], r["sample_idx"])  # noqa: E731
     a, b = sorted(a, key=key), sorted(b, key=key)
     assert [(r["token_ids"], r["authors"]) for r in a] == [(r["token_ids"], r["authors"]) for r in b]
     # the LoRA senior is really in use: its solo samples differ from the base's own
-    assert cli(["eval", "--senior", str(base), "--junior", str(base), "--out", str(tmp_path / "base-eval"), *common]) == 0
+    assert (
+        cli(
+            [
+                "eval",
+                "--senior",
+                str(base),
+                "--junior",
+                str(base),
+                "--out",
+                str(tmp_path / "base-eval"),
+                *common,
+            ]
+        )
+        == 0
+    )
     c = sorted(read_jsonl(tmp_path / "base-eval" / "samples.jsonl"), key=key)
-    assert [r["token_ids"] for r in a if r["protocol"] == "solo"] != [r["token_ids"] for r in c if r["protocol"] == "solo"]
+    assert [r["token_ids"] for r in a if r["protocol"] == "solo"] != [
+        r["token_ids"] for r in c if r["protocol"] == "solo"
+    ]
 
 
 def test_junior_self_needs_an_adapter_senior(tmp_path, capsys):
     _write_jsonl(tmp_path / "test.jsonl", _rows(make_splits(50, 4, seed=0)[1]))
-    argv = ["eval", "--senior", str(ASSETS_DIR / "senior"), "--junior", "self", "--data", f"toy={tmp_path / 'test.jsonl'}",
-            "--n", "1", "--k", "1", "--suite", "solo", "--max-new-tokens", "8", "--out", str(tmp_path / "o"),
-            "--no-progress"]  # fmt: skip
+    argv = [
+        "eval",
+        "--senior",
+        str(ASSETS_DIR / "senior"),
+        "--junior",
+        "self",
+        "--data",
+        f"toy={tmp_path / 'test.jsonl'}",
+        "--n",
+        "1",
+        "--k",
+        "1",
+        "--suite",
+        "solo",
+        "--max-new-tokens",
+        "8",
+        "--out",
+        str(tmp_path / "o"),
+        "--no-progress",
+    ]
     assert cli(argv) == 2
     assert "'self' needs a LoRA senior" in capsys.readouterr().err

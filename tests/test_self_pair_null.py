@@ -39,9 +39,33 @@ def test_an_identical_pair_scores_alike_solo_in_handoff_and_as_the_junior(tmp_pa
     data = tmp_path / "test.jsonl"
     _write_jsonl(data, _rows(make_splits(10, 200, seed=0)[1]))
     path = str(ASSETS_DIR / model)
-    assert cli(["eval", "--senior", path, "--junior", path, "--data", f"toy={data}", "--suite", "solo,handoff,junior",
-                "--n", "8", "--k", "1", "--max-new-tokens", "48", "--no-progress", "--dtype", "float32",
-                "--out", str(tmp_path / "eval")]) == 0  # fmt: skip
+    assert (
+        cli(
+            [
+                "eval",
+                "--senior",
+                path,
+                "--junior",
+                path,
+                "--data",
+                f"toy={data}",
+                "--suite",
+                "solo,handoff,junior",
+                "--n",
+                "8",
+                "--k",
+                "1",
+                "--max-new-tokens",
+                "48",
+                "--no-progress",
+                "--dtype",
+                "float32",
+                "--out",
+                str(tmp_path / "eval"),
+            ]
+        )
+        == 0
+    )
     rows = read_jsonl(tmp_path / "eval" / "samples.jsonl")
     solo = [float(r["reward"]) > 0.5 for r in rows if r["protocol"] == "solo"]
     rate = sum(solo) / len(solo)

@@ -23,9 +23,27 @@ def toy_data(tmp_path_factory):
 
 
 def smoke_argv(out: Path, toy_data: Path) -> list[str]:
-    return ["smoke", "--config", "toy", "--out", str(out), "--steps", "1", "--problems", "2",
-            "--set", f"senior={ASSETS_DIR / 'senior'}", "--set", f"junior={ASSETS_DIR / 'junior'}",
-            "--set", f"dataset={toy_data}", "--set", "per_device_train_batch_size=16", "--set", "max_completion_length=48"]  # fmt: skip
+    return [
+        "smoke",
+        "--config",
+        "toy",
+        "--out",
+        str(out),
+        "--steps",
+        "1",
+        "--problems",
+        "2",
+        "--set",
+        f"senior={ASSETS_DIR / 'senior'}",
+        "--set",
+        f"junior={ASSETS_DIR / 'junior'}",
+        "--set",
+        f"dataset={toy_data}",
+        "--set",
+        "per_device_train_batch_size=16",
+        "--set",
+        "max_completion_length=48",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +58,14 @@ def screen_smoke(tmp_path_factory, toy_data):
     env = {k: v for k, v in os.environ.items() if k != "TRL_EXPERIMENTAL_SILENCE"}
     env.update(PYTHONPATH=str(root), OMP_NUM_THREADS="1")
     out = cwd / "smoke"
-    done = subprocess.run([sys.executable, "-m", "trlvr.cli.main", *smoke_argv(out, toy_data)],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "trlvr.cli.main", *smoke_argv(out, toy_data)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     return out, (done.stdout + done.stderr).splitlines(), done.returncode
 
 
@@ -56,27 +80,41 @@ def test_smoke_runs_both_arms_and_records_every_check(tmp_path, toy_data, screen
     report = json.loads((out / "smoke.json").read_text())
     checks = report["checks"]
     assert report["passed"] and report["code"] is not None
-    assert checks["author_mask"]["status"] == "ok"  # the share in 0.5 +- 0.3, TRL's length = the senior's tokens
+    assert (
+        checks["author_mask"]["status"] == "ok"
+    )  # the share in 0.5 +- 0.3, TRL's length = the senior's tokens
     assert checks["author_mask"]["grpo_senior_share"] == [1.0]
     assert checks["grader"]["status"] == "ok" and checks["grader"]["timeout_status"] == "timeout"
     assert checks["select_eval"]["status"] == "ok"
     assert checks["lengths"]["eval"]["samples"] == 2 * 2  # 2 problems x (solo, handoff) x n 1
-    pair = checks["self_pair"]  # the toy junior as its own partner, solo and handoff on the 2 held-out problems
+    pair = checks[
+        "self_pair"
+    ]  # the toy junior as its own partner, solo and handoff on the 2 held-out problems
     assert pair["status"] == "ok" and pair["model"] == str(ASSETS_DIR / "junior"), pair
-    assert pair["problems"] == 2 and pair["samples"] == 4 and pair["interval"][0] <= 0.0 <= pair["interval"][1]
+    assert (
+        pair["problems"] == 2 and pair["samples"] == 4 and pair["interval"][0] <= 0.0 <= pair["interval"][1]
+    )
     assert "  self-pair: ok: handoff - solo pass@1 " in "\n".join(screen)
     assert checks["memory"]["status"] == "not measured"  # backend hf on a CPU: no engine KV report
     printed = "\n".join(screen)
     assert "smoke" in printed and "  weights moved: " in printed  # beside the other checks
-    assert checks["weights_moved"]["status"] in ("ok", "not measured"), checks["weights_moved"]  # never failed: training stops first
+    assert checks["weights_moved"]["status"] in ("ok", "not measured"), checks[
+        "weights_moved"
+    ]  # never failed: training stops first
     # a second smoke into the same folder sets the first aside (nothing deleted)
     assert main(argv[:-2] + ["--set", "max_completion_length=40"]) == 0
     assert [p.name.startswith("replaced-") for p in out.iterdir()].count(True) == 1
 
 
 def test_mask_check_fails_when_trl_counted_the_juniors_tokens():
-    tandem = [{"tandem/senior_share": 0.5, "completions/mean_length": 30.0, "tandem/senior_tokens/mean": 15.0,
-               "tandem/team_length/mean": 30.0}]  # fmt: skip
+    tandem = [
+        {
+            "tandem/senior_share": 0.5,
+            "completions/mean_length": 30.0,
+            "tandem/senior_tokens/mean": 15.0,
+            "tandem/team_length/mean": 30.0,
+        }
+    ]
     grpo = [{"tandem/senior_share": 1.0}]
     assert mask_check(tandem, grpo, 0.5)["status"] == "failed"
     tandem[0]["completions/mean_length"] = 15.0
@@ -109,40 +147,106 @@ def test_smoke_on_tiny_random_qwen3_shapes_made_by_the_gpu_script(tmp_path, toy_
 
     shape = tmp_path / "shape"
     shape.mkdir()
-    cfg = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128,
-           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-           "vocab_size": 151936, "tie_word_embeddings": True, "max_position_embeddings": 512}  # fmt: skip
+    cfg = {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": 151936,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 512,
+    }
     (shape / "config.json").write_text(json.dumps(cfg))
     root = Path(__file__).resolve().parents[1]
-    subprocess.run([sys.executable, str(root / "bench" / "gpu" / "random_pair.py"), "--shape", str(shape), "--tokenizer",
-                    str(ASSETS_DIR / "senior"), "--out", str(tmp_path / "pair"), "--dtype", "float32"],
-                   check=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            str(root / "bench" / "gpu" / "random_pair.py"),
+            "--shape",
+            str(shape),
+            "--tokenizer",
+            str(ASSETS_DIR / "senior"),
+            "--out",
+            str(tmp_path / "pair"),
+            "--dtype",
+            "float32",
+        ],
+        check=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+    )
     out = tmp_path / "smoke"
-    code = main(["smoke", "--config", "toy", "--out", str(out), "--steps", "1", "--problems", "2",
-                 "--set", f"senior={tmp_path / 'pair' / 'senior'}", "--set", f"junior={tmp_path / 'pair' / 'junior'}",
-                 "--set", f"dataset={toy_data}", "--set", "per_device_train_batch_size=8",
-                 "--set", "max_completion_length=12"])  # fmt: skip
+    code = main(
+        [
+            "smoke",
+            "--config",
+            "toy",
+            "--out",
+            str(out),
+            "--steps",
+            "1",
+            "--problems",
+            "2",
+            "--set",
+            f"senior={tmp_path / 'pair' / 'senior'}",
+            "--set",
+            f"junior={tmp_path / 'pair' / 'junior'}",
+            "--set",
+            f"dataset={toy_data}",
+            "--set",
+            "per_device_train_batch_size=8",
+            "--set",
+            "max_completion_length=12",
+        ]
+    )
     report = json.loads((out / "smoke.json").read_text())
     assert code == 0, report["checks"]
     plan = report["checks"]["memory"]["plan"]
-    assert plan["stacks"]["senior"]["kv_bytes_per_token"] == 2 * 2 * 2 * 16 * 4  # K+V x layers x KV heads x dim x fp32
-    assert report["checks"]["lengths"]["train"]["tandem"]["truncated"] > 0.5  # random weights run to the budget
+    assert (
+        plan["stacks"]["senior"]["kv_bytes_per_token"] == 2 * 2 * 2 * 16 * 4
+    )  # K+V x layers x KV heads x dim x fp32
+    assert (
+        report["checks"]["lengths"]["train"]["tandem"]["truncated"] > 0.5
+    )  # random weights run to the budget
 
 
 def test_the_screen_says_n_a_for_what_was_not_measured():
     from trlvr.experiments.smoke import render
 
-    report = {"config": "toy", "passed": True, "checks": {
-        "memory": {"status": "not measured", "planned_kv_tokens": None, "engine_kv_tokens": None,
-                   "device_peak_bytes": None},
-        "author_mask": {"status": "ok", "reason": "x"},
-        "grader": {"status": "ok", "pairs": 6, "wrong": [], "timeout_status": "timeout", "timeout_s": 2.02},
-        "speed": {"step": 1.5, "generation": None},
-        "lengths": {"train": "t", "eval": "e"}, "preemptions": {"count": 0, "note": "none"},
-        "select_eval": {"status": "ok", "eval_dir": "d"}}}  # fmt: skip
+    report = {
+        "config": "toy",
+        "passed": True,
+        "checks": {
+            "memory": {
+                "status": "not measured",
+                "planned_kv_tokens": None,
+                "engine_kv_tokens": None,
+                "device_peak_bytes": None,
+            },
+            "author_mask": {"status": "ok", "reason": "x"},
+            "grader": {
+                "status": "ok",
+                "pairs": 6,
+                "wrong": [],
+                "timeout_status": "timeout",
+                "timeout_s": 2.02,
+            },
+            "speed": {"step": 1.5, "generation": None},
+            "lengths": {"train": "t", "eval": "e"},
+            "preemptions": {"count": 0, "note": "none"},
+            "select_eval": {"status": "ok", "eval_dir": "d"},
+        },
+    }
     screen = render(report)
     assert "None" not in screen and "planned KV n/a tokens, engine KV n/a, device peak n/a" in screen
-    assert "grader: ok: 6 of 6 known pairs graded right; a stalled answer ended as timeout after 2.02 s" in screen
+    assert (
+        "grader: ok: 6 of 6 known pairs graded right; a stalled answer ended as timeout after 2.02 s"
+        in screen
+    )
 
 
 def test_a_gpu_config_without_cuda_is_one_line_naming_what_to_run(tmp_path, capsys):
@@ -154,7 +258,11 @@ def test_a_gpu_config_without_cuda_is_one_line_naming_what_to_run(tmp_path, caps
         pytest.skip("a CUDA device is here")
     assert cli(["smoke", "--config", "qwen3-4b-lora-self-1gpu", "--out", str(tmp_path / "s")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no CUDA device" in err and "`trlvr train --config qwen3-4b-lora-self-1gpu --dry-run`" in err
+    assert (
+        err.count("\n") == 1
+        and "no CUDA device" in err
+        and "`trlvr train --config qwen3-4b-lora-self-1gpu --dry-run`" in err
+    )
     assert not (tmp_path / "s").exists()
 
 
@@ -164,11 +272,15 @@ def test_the_smoke_screen_fits_one_screen_and_the_libraries_output_goes_to_its_l
     out, screen, code = screen_smoke
     assert code == 0, "\n".join(screen[-30:])
     assert len(screen) <= 40, "\n".join(screen)
-    assert not [ln for ln in screen if "None" in ln or "warning" in ln.lower() or "it/s]" in ln], "\n".join(screen)
+    assert not [ln for ln in screen if "None" in ln or "warning" in ln.lower() or "it/s]" in ln], "\n".join(
+        screen
+    )
     assert any(ln.startswith("smoke ") and ln.endswith(": passed") for ln in screen)
     assert f"  log: {out / 'smoke.log'} (the stages' own output; --verbose prints it here)" in screen
     log = (out / "smoke.log").read_text()
-    assert "Loading weights" in log and "wrote " in log  # the libraries' output (transformers' loader) and the stages' own lines, kept
+    assert (
+        "Loading weights" in log and "wrote " in log
+    )  # the libraries' output (transformers' loader) and the stages' own lines, kept
 
 
 def test_console_to_takes_python_and_native_output_and_none_leaves_it(tmp_path, capfd):
@@ -181,7 +293,9 @@ def test_console_to_takes_python_and_native_output_and_none_leaves_it(tmp_path, 
     with console_to(log):
         print("from python")
         os.write(2, b"from native code\n")
-        print("a library's warning", file=sys.stderr)  # (the warnings module writes there; pytest records them)
+        print(
+            "a library's warning", file=sys.stderr
+        )  # (the warnings module writes there; pytest records them)
     with console_to(None):
         print("on the screen")
     screen = capfd.readouterr()
@@ -205,29 +319,69 @@ def test_a_cpu_rehearsal_of_a_bf16_recipe_is_one_line_naming_the_override(tmp_pa
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is here")
-    assert cli(["smoke", "--config", "qwen3-4b-lora-self-1gpu", "--out", str(tmp_path / "s"), "--set", "use_cpu=true"]) == 2
+    assert (
+        cli(
+            [
+                "smoke",
+                "--config",
+                "qwen3-4b-lora-self-1gpu",
+                "--out",
+                str(tmp_path / "s"),
+                "--set",
+                "use_cpu=true",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
-    assert err == ("trlvr smoke: error: smoke of qwen3-4b-lora-self-1gpu with use_cpu on a machine without CUDA: bf16 "
-                   "needs a GPU here; add --set bf16=false for the CPU rehearsal\n")  # fmt: skip
+    assert err == (
+        "trlvr smoke: error: smoke of qwen3-4b-lora-self-1gpu with use_cpu on a machine without CUDA: bf16 "
+        "needs a GPU here; add --set bf16=false for the CPU rehearsal\n"
+    )
     assert not (tmp_path / "s").exists()
 
 
 def test_the_screen_says_n_a_inside_nested_values_and_names_a_failed_stages_error():
     from trlvr.experiments.smoke import render
 
-    report = {"config": "toy", "passed": False, "log": "s/smoke.log", "checks": {
-        "memory": {"status": "not measured", "planned_kv_tokens": None, "engine_kv_tokens": None,
-                   "device_peak_bytes": None},
-        "author_mask": {"status": "ok", "reason": "x"},
-        "weights_moved": {"status": "not measured", "fraction": {"tandem": 1.0, "grpo": None}},
-        "grader": {"status": "ok", "pairs": 6, "wrong": [], "timeout_status": "timeout", "timeout_s": 2.0},
-        "speed": {}, "lengths": {"train": {"tandem": {"truncated": None}}, "eval": None},
-        "preemptions": {"count": None, "note": "backend vllm only"},
-        "select_eval": {"status": "failed", "exit_code": 2, "eval_dir": "d", "error": "trlvr select: error: x"}}}  # fmt: skip
+    report = {
+        "config": "toy",
+        "passed": False,
+        "log": "s/smoke.log",
+        "checks": {
+            "memory": {
+                "status": "not measured",
+                "planned_kv_tokens": None,
+                "engine_kv_tokens": None,
+                "device_peak_bytes": None,
+            },
+            "author_mask": {"status": "ok", "reason": "x"},
+            "weights_moved": {"status": "not measured", "fraction": {"tandem": 1.0, "grpo": None}},
+            "grader": {
+                "status": "ok",
+                "pairs": 6,
+                "wrong": [],
+                "timeout_status": "timeout",
+                "timeout_s": 2.0,
+            },
+            "speed": {},
+            "lengths": {"train": {"tandem": {"truncated": None}}, "eval": None},
+            "preemptions": {"count": None, "note": "backend vllm only"},
+            "select_eval": {
+                "status": "failed",
+                "exit_code": 2,
+                "eval_dir": "d",
+                "error": "trlvr select: error: x",
+            },
+        },
+    }
     screen = render(report)
     assert "None" not in screen
     assert "first step changed {tandem: 1.0, grpo: n/a} of the trainable weights" in screen
-    assert "  lengths: {tandem: {truncated: n/a}}, eval n/a" in screen and "  pre-emptions: n/a (backend" in screen
+    assert (
+        "  lengths: {tandem: {truncated: n/a}}, eval n/a" in screen
+        and "  pre-emptions: n/a (backend" in screen
+    )
     assert "  select + eval: failed (trlvr select: error: x)" in screen
     assert screen.endswith("  log: s/smoke.log (the stages' own output; --verbose prints it here)")
 
@@ -247,8 +401,15 @@ def _smoke_without_engines(monkeypatch, tmp_path, overrides):
         raise AssertionError("an engine was built before the checks")
 
     monkeypatch.setattr(smoke, "run_parity", engine)
-    opts = smoke.SmokeOptions("qwen3-4b-deepscaler", str(tmp_path / "s"), 1, 2, None,
-                              {"use_cpu": True, "bf16": False, **overrides}, False)  # fmt: skip
+    opts = smoke.SmokeOptions(
+        "qwen3-4b-deepscaler",
+        str(tmp_path / "s"),
+        1,
+        2,
+        None,
+        {"use_cpu": True, "bf16": False, **overrides},
+        False,
+    )
     with pytest.raises(UserError) as e:
         smoke.run_smoke(opts, lambda argv: 0, say=lambda line: ran.append(line))
     return str(e.value), ran
@@ -260,7 +421,10 @@ def test_the_bf16_guard_refuses_a_zero_recipes_smoke_before_any_engine(tmp_path,
     line, ran = _smoke_without_engines(monkeypatch, tmp_path, {})
     assert ran == [] and not (tmp_path / "s").exists()
     assert line.startswith("smoke of qwen3-4b-deepscaler, arm tandem: full fine-tuning of bfloat16 weights")
-    assert line.endswith("; for a one-GPU smoke of a recipe planned for ZeRO: --set use_peft=true") and "\n" not in line
+    assert (
+        line.endswith("; for a one-GPU smoke of a recipe planned for ZeRO: --set use_peft=true")
+        and "\n" not in line
+    )
 
 
 def test_the_disk_refuses_a_smoke_before_any_engine(tmp_path, monkeypatch):
@@ -268,7 +432,9 @@ def test_the_disk_refuses_a_smoke_before_any_engine(tmp_path, monkeypatch):
 
     monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(1, 0, 0))
     line, ran = _smoke_without_engines(monkeypatch, tmp_path, {"use_peft": True})
-    assert ran == [] and line.startswith("disk: the run's checkpoints need ~") and f"in {tmp_path / 's'}" in line
+    assert (
+        ran == [] and line.startswith("disk: the run's checkpoints need ~") and f"in {tmp_path / 's'}" in line
+    )
 
 
 def test_a_self_pairs_parity_runs_again_after_training_with_the_trained_senior(tmp_path, monkeypatch):
@@ -276,14 +442,18 @@ def test_a_self_pairs_parity_runs_again_after_training_with_the_trained_senior(t
     from trlvr.experiments import smoke
 
     seen = []
-    monkeypatch.setattr(smoke, "run_parity", lambda tandem, grpo, memory: seen.append(tandem) or {"status": "ok"})
+    monkeypatch.setattr(
+        smoke, "run_parity", lambda tandem, grpo, memory: seen.append(tandem) or {"status": "ok"}
+    )
     tandem, grpo = load_run_config("qwen3-4b-deepscaler", {"use_cpu": True, "bf16": False})
     assert smoke.self_paired(tandem) and tandem.junior == tandem.senior
     trained = tmp_path / "final"
     trained.mkdir()
     (trained / "config.json").write_text("{}")
     assert smoke.trained_parity(tandem, grpo, str(trained), None) == {"status": "ok"}
-    assert seen[0].senior == str(trained) and seen[0].junior == tandem.senior  # the trained senior, the starting junior
+    assert (
+        seen[0].senior == str(trained) and seen[0].junior == tandem.senior
+    )  # the trained senior, the starting junior
     lora, _ = load_run_config("qwen3-4b-lora-self-1gpu", {"use_cpu": True, "bf16": False})
     assert smoke.self_paired(lora)
     check = smoke.trained_parity(lora, grpo, str(trained), None)
@@ -294,9 +464,12 @@ def test_a_self_pairs_parity_runs_again_after_training_with_the_trained_senior(t
 
 def _pair_rows(solo: list[int], handoff: list[int], n: int = 4) -> list[dict]:
     """Samples of an identical pair: per problem, that many of its n samples right in each protocol."""
-    return [{"protocol": proto, "problem_id": f"p{i}", "reward": float(j < right)}
-            for proto, counts in (("solo", solo), ("handoff", handoff)) for i, right in enumerate(counts)
-            for j in range(n)]  # fmt: skip
+    return [
+        {"protocol": proto, "problem_id": f"p{i}", "reward": float(j < right)}
+        for proto, counts in (("solo", solo), ("handoff", handoff))
+        for i, right in enumerate(counts)
+        for j in range(n)
+    ]
 
 
 def test_the_self_pair_check_holds_the_difference_to_its_interval():
@@ -316,4 +489,7 @@ def test_the_self_pair_model_is_the_junior_or_the_starting_senior():
     from types import SimpleNamespace as NS
 
     assert self_pair_model(NS(senior="s", junior="j")) == "j"
-    assert self_pair_model(NS(senior="s", junior="self")) == "s" and self_pair_model(NS(senior="s", junior="s")) == "s"
+    assert (
+        self_pair_model(NS(senior="s", junior="self")) == "s"
+        and self_pair_model(NS(senior="s", junior="s")) == "s"
+    )

@@ -46,7 +46,9 @@ def test_a_study_with_a_key_twice_is_refused_naming_key_and_file(tmp_path, capsy
 def test_nested_duplicates_name_their_lines_and_merges_are_not_duplicates(tmp_path):
     path = tmp_path / "x.yaml"
     path.write_text("a:\n  b: 1\n  c: 2\n  b: 3\n")
-    with pytest.raises(UserError, match=r"^config .*x\.yaml: key 'b' is written twice \(lines 2 and 4\); keep one$"):
+    with pytest.raises(
+        UserError, match=r"^config .*x\.yaml: key 'b' is written twice \(lines 2 and 4\); keep one$"
+    ):
         read_yaml(path)
     path.write_text("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  x: 3\n")
     assert read_yaml(path) == {"base": {"x": 1, "y": 2}, "other": {"x": 3, "y": 2}}
@@ -69,8 +71,19 @@ def test_a_data_row_with_a_key_twice_is_refused_naming_file_row_and_key(tmp_path
     path = tmp_path / f"d{suffix}"
     path.write_text(row + "\n" if suffix == ".jsonl" else f"[{row}]")
     where = f"{path}:1" if suffix == ".jsonl" else str(path)
-    for argv in (["data", "check", str(path)],
-                 ["train", "--config", "toy", "--dataset", str(path), "--output_dir", str(tmp_path / "r"), "--dry-run"]):
+    for argv in (
+        ["data", "check", str(path)],
+        [
+            "train",
+            "--config",
+            "toy",
+            "--dataset",
+            str(path),
+            "--output_dir",
+            str(tmp_path / "r"),
+            "--dry-run",
+        ],
+    ):
         assert cli(argv) == 2, argv
         err = capsys.readouterr().err
         assert f"{where}: key 'answer' is written twice in one object" in err, err

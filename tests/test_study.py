@@ -49,28 +49,58 @@ def test_tiny_study_loads_with_per_dialect_baselines(tmp_path):
     assert st.variants["word-compact"].baseline == "grpo-compact"
     assert st.variants["grpo-compact"].baseline is None
     assert st.baselines() == ["grpo-spaced", "grpo-compact"]
-    assert st.variants["word-spaced"].overrides == {"max_steps": 4, "save_steps": 2, "holdout": 20, "arm": "tandem",
-                                                    "schedule": "word", "max_gap": 32}  # fmt: skip
+    assert st.variants["word-spaced"].overrides == {
+        "max_steps": 4,
+        "save_steps": 2,
+        "holdout": 20,
+        "arm": "tandem",
+        "schedule": "word",
+        "max_gap": 32,
+    }
 
 
 @pytest.mark.parametrize(
     "edit, error",
     [
         (("seeds: [0, 1]", "seeds: [0, 1]\nsteps: 3"), "study {p}: steps: unknown key"),
-        (("max_gap: 32, baseline: grpo-spaced", "max_gapp: 32, baseline: grpo-spaced"),
-         "study {p}: variants.word-spaced.max_gapp: unknown key: not a study key, TandemConfig or trl.GRPOConfig field"),
-        (("metric: handoff/pass@1, n: 2", "metric: handoff/pass@1, samples: 2"),
-         "study {p}: selection.samples: unknown key (expected one of "),
+        (
+            ("max_gap: 32, baseline: grpo-spaced", "max_gapp: 32, baseline: grpo-spaced"),
+            "study {p}: variants.word-spaced.max_gapp: unknown key: not a study key, TandemConfig or trl.GRPOConfig field",
+        ),
+        (
+            ("metric: handoff/pass@1, n: 2", "metric: handoff/pass@1, samples: 2"),
+            "study {p}: selection.samples: unknown key (expected one of ",
+        ),
         (("limit: 30}", "limit: 30, top: 3}"), "study {p}: evaluation.top: unknown key (expected one of "),
-        (("baseline: grpo-compact", "baseline: grpo-dense"), "study {p}: variants.word-compact.baseline: 'grpo-dense' is not a variant"),
-        (("{arm: grpo, world: compact}", "{arm: grpo, world: dense}"), "study {p}: variants.grpo-compact.world: 'dense' is not one of worlds"),
+        (
+            ("baseline: grpo-compact", "baseline: grpo-dense"),
+            "study {p}: variants.word-compact.baseline: 'grpo-dense' is not a variant",
+        ),
+        (
+            ("{arm: grpo, world: compact}", "{arm: grpo, world: dense}"),
+            "study {p}: variants.grpo-compact.world: 'dense' is not one of worlds",
+        ),
         (("seeds: [0, 1]", "seeds: [0, 0]"), "study {p}: seeds: expected a list of distinct integers"),
-        (("compact: {jargon: compact}", "compact: {jargon: tiny}"), "study {p}: worlds.compact.jargon: expected spaced or compact"),
-        (("suite: [solo, handoff]", "suite: [solo, vibes]"), "study {p}: evaluation.suite: unknown entries ['vibes']"),
-        (("n: 2, k: [1, 2]", "n: 2, k: [1, 4]"), "study {p}: evaluation.k: every k must be an integer in [1, n = 2]"),
-        (("{arm: grpo, world: spaced}", "{arm: grpo, world: spaced, output_dir: x}"),
-         "study {p}: variants.grpo-spaced.output_dir: set by the study runner"),
-        (("base: toy", "base: no-such.yaml"), "study {p}: base/config: 'no-such.yaml' is neither a shipped config nor a file"),
+        (
+            ("compact: {jargon: compact}", "compact: {jargon: tiny}"),
+            "study {p}: worlds.compact.jargon: expected spaced or compact",
+        ),
+        (
+            ("suite: [solo, handoff]", "suite: [solo, vibes]"),
+            "study {p}: evaluation.suite: unknown entries ['vibes']",
+        ),
+        (
+            ("n: 2, k: [1, 2]", "n: 2, k: [1, 4]"),
+            "study {p}: evaluation.k: every k must be an integer in [1, n = 2]",
+        ),
+        (
+            ("{arm: grpo, world: spaced}", "{arm: grpo, world: spaced, output_dir: x}"),
+            "study {p}: variants.grpo-spaced.output_dir: set by the study runner",
+        ),
+        (
+            ("base: toy", "base: no-such.yaml"),
+            "study {p}: base/config: 'no-such.yaml' is neither a shipped config nor a file",
+        ),
     ],
 )
 def test_bad_study_files_are_one_line_naming_file_and_key(tmp_path, capsys, edit, error):
@@ -111,7 +141,10 @@ def test_plan_prints_world_then_train_select_eval_per_variant_and_seed(tmp_path,
     ev = shlex.split(body[3 * 3 + 2])
     assert ev[ev.index("--data") + 1] == f"toy={out}/worlds/compact/data/test.jsonl"
     assert ev[ev.index("--senior") + 1] == f"{out}/train/word-compact/seed-0@selected"
-    assert shlex.split(body[-3])[shlex.split(body[-3]).index("--output_dir") + 1] == f"{out}/train/word-compact/seed-1"
+    assert (
+        shlex.split(body[-3])[shlex.split(body[-3]).index("--output_dir") + 1]
+        == f"{out}/train/word-compact/seed-1"
+    )
 
 
 def test_paper_table2_plan_every_train_command_passes_the_config_checks(capsys):
@@ -194,7 +227,9 @@ def test_run_skips_finished_stages_and_resumes_an_interrupted_train(tmp_path, no
     assert len(fake.calls) == 2 + 4 * 2 * 3
     trains = [c for c in fake.calls if c[0] == "train"]
     resumed = [c for c in trains if "--resume" in c]
-    assert len(resumed) == 1 and resumed[0][resumed[0].index("--output_dir") + 1].endswith("word-spaced/seed-1")
+    assert len(resumed) == 1 and resumed[0][resumed[0].index("--output_dir") + 1].endswith(
+        "word-spaced/seed-1"
+    )
     assert all((S.eval_dir(out, v, s) / S.DONE).is_file() for v in st.variants for s in st.seeds)
     rows = [json.loads(x) for x in (out / S.TIMINGS_FILE).read_text().splitlines()]
     assert len(rows) == len(fake.calls) and sum(r["resumed"] for r in rows) == 1
@@ -252,7 +287,11 @@ def test_study_dir_refuses_another_study_file_and_records_each_code_commit(tmp_p
     assert [r["commit"] for r in rec["runs"]] == ["abc", "def"]
     # (issue 29: a study is its parsed content) a comment and key order change nothing; an edit of the same
     # study is taken (each stage then checks its own settings: tests/test_trust_rules_study.py); another study is refused
-    same = write(tmp_path, "# a comment\n" + TINY.replace("name: tiny\nbase: toy", "base: toy\nname: tiny"), "same.yaml")
+    same = write(
+        tmp_path,
+        "# a comment\n" + TINY.replace("name: tiny\nbase: toy", "base: toy\nname: tiny"),
+        "same.yaml",
+    )
     assert load_study(same).sha256 == load_study(p).sha256
     edited = write(tmp_path, TINY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"), "edited.yaml")
     S.claim_dir(load_study(edited), out, code={"commit": "def", "dirty": True})
@@ -275,7 +314,9 @@ def test_report_reads_the_study_copy_after_the_original_file_is_gone(tmp_path, c
     assert cli(["study", "report", str(out)]) == 0
     assert (out / "report" / "table.md").is_file()
     (out / S.STUDY_COPY).unlink()
-    with pytest.raises(UserError, match=r"recorded in study.json .* is gone .* pass the study YAML with --study"):
+    with pytest.raises(
+        UserError, match=r"recorded in study.json .* is gone .* pass the study YAML with --study"
+    ):
         S.study_file(out)
     other = write(tmp_path, TINY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"), "other.yaml")
     assert cli(["study", "report", str(out), "--study", str(other)]) != 0
@@ -285,7 +326,9 @@ def test_report_reads_the_study_copy_after_the_original_file_is_gone(tmp_path, c
 def test_only_filters_and_checks_variant_and_seed(tmp_path):
     st = load_study(write(tmp_path, TINY))
     assert [(u[0].variant, u[0].seed) for u in S.units(st, tmp_path, S.parse_only(st, ["word-compact"]))] == [
-        ("word-compact", 0), ("word-compact", 1)]  # fmt: skip
+        ("word-compact", 0),
+        ("word-compact", 1),
+    ]
     with pytest.raises(UserError, match="--only word-compact:7: seed '7' is not one of the study's seeds"):
         S.parse_only(st, ["word-compact:7"])
     with pytest.raises(UserError, match="--only nope: 'nope' is not a variant"):
@@ -303,10 +346,25 @@ def fake_eval(d: Path, solo: float, handoff: float, jargon: float, rng, n_proble
     for i in range(n_problems):
         for proto, acc in (("solo", solo), ("handoff", handoff)):
             for k in range(n):
-                text = "<<7 +5 =12>> so \\boxed{12}" if proto == "solo" and rng.random() < jargon else "7 plus 5 is 12 \\boxed{12}"
-                rows.append({"benchmark": "toy", "protocol": proto, "problem_id": f"p{i}", "sample_idx": k,
-                             "reward": float(rng.random() < acc), "finish_reason": "stop", "num_tokens": 10,
-                             "text": text, "prompt": f"problem {i}", "senior_share": 1.0})  # fmt: skip
+                text = (
+                    "<<7 +5 =12>> so \\boxed{12}"
+                    if proto == "solo" and rng.random() < jargon
+                    else "7 plus 5 is 12 \\boxed{12}"
+                )
+                rows.append(
+                    {
+                        "benchmark": "toy",
+                        "protocol": proto,
+                        "problem_id": f"p{i}",
+                        "sample_idx": k,
+                        "reward": float(rng.random() < acc),
+                        "finish_reason": "stop",
+                        "num_tokens": 10,
+                        "text": text,
+                        "prompt": f"problem {i}",
+                        "senior_share": 1.0,
+                    }
+                )
     d.mkdir(parents=True)
     (d / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     table = problem_table(rows, [1, 2])
@@ -322,15 +380,22 @@ def test_report_pairs_each_variant_with_its_own_baseline(tmp_path):
     out = tmp_path / "out"
     S.claim_dir(st, out, code={"commit": "abc1234567", "dirty": False})
     rng = np.random.default_rng(0)
-    truth = {"grpo-spaced": (0.95, 0.15, 0.95), "word-spaced": (0.95, 0.80, 0.05),
-             "grpo-compact": (0.95, 0.12, 0.95), "word-compact": (0.95, 0.12, 0.95)}  # fmt: skip
+    truth = {
+        "grpo-spaced": (0.95, 0.15, 0.95),
+        "word-spaced": (0.95, 0.80, 0.05),
+        "grpo-compact": (0.95, 0.12, 0.95),
+        "word-compact": (0.95, 0.12, 0.95),
+    }
     for v, (solo, handoff, jargon) in truth.items():
         for s in st.seeds:
             fake_eval(S.eval_dir(out, v, s), solo, handoff, jargon, rng)
         (S.train_dir(out, v, 0)).mkdir(parents=True)
         (S.train_dir(out, v, 0) / "selected.json").write_text(json.dumps({"step": 4}))
     (S.train_dir(out, "word-compact", 0) / "metrics.jsonl").write_text(
-        "".join(json.dumps({"step": i, "tandem/loophole/backstop_share": 0.1 * i}) + "\n" for i in range(1, 5)))
+        "".join(
+            json.dumps({"step": i, "tandem/loophole/backstop_share": 0.1 * i}) + "\n" for i in range(1, 5)
+        )
+    )
     paths = write_study_report(st, out)
     data = json.loads((out / "report" / "summary.json").read_text())
     spaced, compact = data["paired"]["word-spaced"], data["paired"]["word-compact"]
@@ -339,7 +404,9 @@ def test_report_pairs_each_variant_with_its_own_baseline(tmp_path):
     h = spaced["metrics"]["handoff/pass@1"]
     assert h["excludes_zero"] and h["ci_low"] > 0.4  # the spaced effect (+65 points) is found
     assert not compact["metrics"]["handoff/pass@1"]["excludes_zero"]  # no effect where there is none
-    assert spaced["metrics"]["jargon_rate"]["diff"] < -0.8 and spaced["metrics"]["jargon_rate"]["excludes_zero"]
+    assert (
+        spaced["metrics"]["jargon_rate"]["diff"] < -0.8 and spaced["metrics"]["jargon_rate"]["excludes_zero"]
+    )
     assert data["selected_steps"]["grpo-spaced"] == {"0": 4}
     table = (out / "report" / "table.md").read_text()
     assert "| word-spaced | grpo-spaced | 2 |" in table and "| grpo-compact | 2 |" in table
@@ -396,13 +463,23 @@ def test_run_report_plots_the_compared_runs_side_by_side_and_settings_as_a_table
     fake_eval(tmp_path / "tandem", 0.9, 0.8, 0.0, rng)
     for name in ("grpo", "tandem"):
         res = json.loads((tmp_path / name / "results.json").read_text())
-        res["config"] = {"models": {"senior": f"runs/{name}/checkpoint-50", "junior": "runs/toy/junior",
-                                    "data": {"toy": "runs/toy/data/test.jsonl"}},
-                         "n": 2, "ks": [1, 2], "decoding": {"temperature": 0.7, "top_p": 0.8, "top_k": 20}, "seed": 0}  # fmt: skip
+        res["config"] = {
+            "models": {
+                "senior": f"runs/{name}/checkpoint-50",
+                "junior": "runs/toy/junior",
+                "data": {"toy": "runs/toy/data/test.jsonl"},
+            },
+            "n": 2,
+            "ks": [1, 2],
+            "decoding": {"temperature": 0.7, "top_p": 0.8, "top_k": 20},
+            "seed": 0,
+        }
         (tmp_path / name / "results.json").write_text(json.dumps(res))
     figs = _captured_figures(monkeypatch)
     html = build_report(tmp_path / "tandem", [tmp_path / "grpo"])
-    legends = [[t.get_text() for t in f.axes[0].get_legend().get_texts()] for f in figs if f.axes[0].get_legend()]
+    legends = [
+        [t.get_text() for t in f.axes[0].get_legend().get_texts()] for f in figs if f.axes[0].get_legend()
+    ]
     both = {f"{tmp_path / 'tandem'} solo", f"{tmp_path / 'grpo'} solo", f"{tmp_path / 'grpo'} handoff"}
     assert any(both <= set(lab) for lab in legends), legends  # pass@k: both runs on one axis
     assert "<table class='settings'>" in html and "<th>decoding</th>" in html
@@ -414,10 +491,18 @@ def test_one_benchmark_is_not_drawn_twice_as_itself_and_macro(monkeypatch):
 
     e = {"value": 1.0, "ci_low": 0.5, "ci_high": 1.5}
     figs = _captured_figures(monkeypatch)
-    one = {"benchmarks": {"toy": {"metrics": {"legibility/junior_ce": e}}}, "macro": {"metrics": {"legibility/junior_ce": e}}}
+    one = {
+        "benchmarks": {"toy": {"metrics": {"legibility/junior_ce": e}}},
+        "macro": {"metrics": {"legibility/junior_ce": e}},
+    }
     bars_plot(benchmark_bars(one), "legibility/junior_ce", "CE", "legibility")
-    two = {"benchmarks": {"a": {"metrics": {"legibility/junior_ce": e}}, "b": {"metrics": {"legibility/junior_ce": e}}},
-           "macro": {"metrics": {"legibility/junior_ce": e}}}  # fmt: skip
+    two = {
+        "benchmarks": {
+            "a": {"metrics": {"legibility/junior_ce": e}},
+            "b": {"metrics": {"legibility/junior_ce": e}},
+        },
+        "macro": {"metrics": {"legibility/junior_ce": e}},
+    }
     bars_plot(benchmark_bars(two), "legibility/junior_ce", "CE", "legibility")
     ticks = [[t.get_text() for t in f.axes[0].get_xticklabels()] for f in figs]
     assert ticks == [["toy"], ["a", "b", "macro"]]
@@ -431,13 +516,18 @@ def test_the_kept_study_copy_finds_its_config_files_from_any_directory(tmp_path,
     (home / "configs" / "base.yaml").write_text("arm: grpo\nmax_steps: 3\n")
     (home / "configs" / "other.yaml").write_text("arm: tandem\n")
     text = TINY.replace("base: toy", "base: configs/base.yaml").replace(
-        "grpo-compact: {arm: grpo, world: compact}", "grpo-compact: {arm: grpo, world: compact, config: configs/other.yaml}")
+        "grpo-compact: {arm: grpo, world: compact}",
+        "grpo-compact: {arm: grpo, world: compact, config: configs/other.yaml}",
+    )
     st = load_study(write(home, text))
     out = tmp_path / "out"
     monkeypatch.chdir(tmp_path)  # the study's folder is not the cwd
     S.claim_dir(st, out, code={"commit": "abc", "dirty": False})
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.yaml")) == [
-        "configs/base.yaml", "configs/other.yaml", "study.yaml"]
+        "configs/base.yaml",
+        "configs/other.yaml",
+        "study.yaml",
+    ]
     kept = load_study(S.study_file(out))
     assert kept.sha256 == st.sha256
     assert Path(kept.variants["grpo-compact"].config) == out / "configs" / "other.yaml"
@@ -455,7 +545,10 @@ def test_a_registered_metric_that_is_0_in_every_evaluation_is_left_out_and_said(
     assert "jargon rate (%) |" not in table and "Δ jargon_rate" not in table
     assert "Left out, 0 in every evaluation (CIs included): jargon rate (%)." in table
     html = (out / "report" / "report.html").read_text()
-    assert "<th>jargon_rate (%)</th>" not in html and "Left out, 0 in every run (CIs included): jargon_rate (%)." in html
+    assert (
+        "<th>jargon_rate (%)</th>" not in html
+        and "Left out, 0 in every run (CIs included): jargon_rate (%)." in html
+    )
     _, table = tiny_report(tmp_path, {"grpo-compact": (0.9, 0.1, 0.5)}, rng)  # one more evaluation, same DIR
     assert "jargon rate (%) |" in table and "Left out" not in table
 
@@ -475,8 +568,10 @@ def test_a_worker_the_oom_killer_ends_is_named_with_its_signal_and_stage(tmp_pat
     pending = [(SimpleNamespace(variant="grpo", seed=2),)]
     assert study_cmd._run_children("s.yaml", tmp_path / "out", pending, jobs=2) == 1
     out = capsys.readouterr().out
-    assert "worker 0 was killed by SIGKILL (sent by the OOM killer when memory runs out: try fewer --jobs) " \
-           "during grpo seed 2 train; its unfinished stages did not run" in out  # fmt: skip
+    assert (
+        "worker 0 was killed by SIGKILL (sent by the OOM killer when memory runs out: try fewer --jobs) "
+        "during grpo seed 2 train; its unfinished stages did not run" in out
+    )
     assert "workers [0] reported failures" in out
 
 
@@ -491,21 +586,29 @@ variants:
 """
 
 
-def test_an_untrained_variant_is_evaluated_with_its_own_junior_and_self_on_a_plain_model_is_refused(tmp_path, capsys):
+def test_an_untrained_variant_is_evaluated_with_its_own_junior_and_self_on_a_plain_model_is_refused(
+    tmp_path, capsys
+):
     # evaluation.junior `self` (the LoRA senior's base) cannot pair a plain model; the untrained variant's own
     # junior is what it is evaluated with; and `study plan` says so before anything runs
     senior = ROOT / "trlvr" / "toy" / "assets" / "senior"
     data = tmp_path / "q.jsonl"
-    data.write_text("".join(json.dumps({"problem": f"{i} + 1 =", "answer": str(i + 1)}) + "\n" for i in range(3)))
+    data.write_text(
+        "".join(json.dumps({"problem": f"{i} + 1 =", "answer": str(i + 1)}) + "\n" for i in range(3))
+    )
     p = write(tmp_path, UNTRAINED.format(data=data, senior=senior, junior=""))
     assert cli(["study", "plan", str(p), "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"trlvr study: error: study {p}: evaluation.junior: --junior self: {senior} has no adapter_config.json; "
-                   "'self' needs a LoRA senior (a run trained with use_peft: true, e.g. RUN/final) "
-                   "(the eval stage of initial seed 0)")  # fmt: skip
+    assert err == (
+        f"trlvr study: error: study {p}: evaluation.junior: --junior self: {senior} has no adapter_config.json; "
+        "'self' needs a LoRA senior (a run trained with use_peft: true, e.g. RUN/final) "
+        "(the eval stage of initial seed 0)"
+    )
     p = write(tmp_path, UNTRAINED.format(data=data, senior=senior, junior=f", junior: {senior}"))
     assert cli(["study", "plan", str(p), "--out", str(tmp_path / "b")]) == 0
-    (evaluate,) = [shlex.split(ln) for ln in capsys.readouterr().out.splitlines() if ln.startswith("trlvr eval")]
+    (evaluate,) = [
+        shlex.split(ln) for ln in capsys.readouterr().out.splitlines() if ln.startswith("trlvr eval")
+    ]
     assert evaluate[evaluate.index("--junior") + 1] == str(senior) == evaluate[evaluate.index("--senior") + 1]
 
 
@@ -515,8 +618,10 @@ def test_paper_table2_plan_works_from_any_folder(tmp_path, monkeypatch, capsys):
     assert cli(["study", "plan", "paper-table2", "--out", "runs/paper-table2"]) == 0
     out = capsys.readouterr().out
     trains = [ln for ln in out.splitlines() if " train --config " in ln]
-    assert trains and all(ln.startswith('accelerate launch --config_file "$(trlvr recipes --path accelerate-zero2-2gpu)"')
-                          for ln in trains)  # fmt: skip
+    assert trains and all(
+        ln.startswith('accelerate launch --config_file "$(trlvr recipes --path accelerate-zero2-2gpu)"')
+        for ln in trains
+    )
     assert "recipes/" not in out.replace("trlvr/recipes/", "")
     from trlvr.cli.main import main as trlvr
 
@@ -553,7 +658,9 @@ def test_every_shipped_study_plans_from_any_folder(name, tmp_path, monkeypatch, 
         if "--config" in tokens:
             assert tokens[tokens.index("--config") + 1] in shipped_configs(), line
         if "--config_file" in tokens:
-            assert tokens[tokens.index("--config_file") + 1] == "$(trlvr recipes --path accelerate-zero2-2gpu)", line
+            assert (
+                tokens[tokens.index("--config_file") + 1] == "$(trlvr recipes --path accelerate-zero2-2gpu)"
+            ), line
 
 
 def test_paper_table2_plan_lists_the_four_panels_and_their_sizes(capsys):
@@ -561,9 +668,14 @@ def test_paper_table2_plan_lists_the_four_panels_and_their_sizes(capsys):
     assert cli(["study", "plan", "paper-table2", "--out", "runs/paper-table2"]) == 0
     out = capsys.readouterr().out
     (line,) = [ln for ln in out.splitlines() if ln.startswith("# benchmarks")]
-    assert line == ("# benchmarks (the macro is their mean, each weighs 1/4): amc23_25 121 (paper:amc23_25), "
-                    "aime24_26 90 (paper:aime24_26), minerva 272 (paper:minerva), olympiad 581 (paper:olympiad); "
-                    "1064 problems")  # fmt: skip
+    assert line == (
+        "# benchmarks (the macro is their mean, each weighs 1/4): amc23_25 121 (paper:amc23_25), "
+        "aime24_26 90 (paper:aime24_26), minerva 272 (paper:minerva), olympiad 581 (paper:olympiad); "
+        "1064 problems"
+    )
     evals = [ln for ln in out.splitlines() if ln.startswith("trlvr eval ")]
-    assert evals and all("--data amc23_25=paper:amc23_25,aime24_26=paper:aime24_26,minerva=paper:minerva,"
-                         "olympiad=paper:olympiad " in ln for ln in evals)  # fmt: skip
+    assert evals and all(
+        "--data amc23_25=paper:amc23_25,aime24_26=paper:aime24_26,minerva=paper:minerva,"
+        "olympiad=paper:olympiad " in ln
+        for ln in evals
+    )

@@ -39,7 +39,10 @@ def name_uses(source: str, filename: str = "<source>") -> list[tuple[int, str]]:
             said = ast.unparse(node)
             if any(_words_of(n) for n in sides) and ("pairing" in said or "junior" in said):
                 found.append((node.lineno, "a pairing or a junior compared with a string"))
-            elif any(isinstance(n, ast.Name | ast.Attribute) and ast.unparse(n).split(".")[-1] == "SELF" for n in sides):
+            elif any(
+                isinstance(n, ast.Name | ast.Attribute) and ast.unparse(n).split(".")[-1] == "SELF"
+                for n in sides
+            ):
                 found.append((node.lineno, "a comparison with SELF"))
     return found
 
@@ -65,7 +68,8 @@ def test_no_module_outside_the_team_spells_a_junior_or_a_pairing():
     found = scan()
     new = {rel: uses for rel, uses in found.items() if len(uses) > NOT_YET.get(rel, 0)}
     assert new == {}, "ask trlvr.team (Team, is_self, is_text, SELF, ...) instead:\n" + "\n".join(
-        u for uses in new.values() for u in uses)
+        u for uses in new.values() for u in uses
+    )
 
 
 def test_the_allow_list_shrinks_with_the_code():
@@ -75,16 +79,26 @@ def test_the_allow_list_shrinks_with_the_code():
     assert stale == {}
 
 
-@pytest.mark.parametrize("source", [
-    'if tandem.junior == "self":\n    pass\n', 'x = junior != SELF\n', 'x = models.junior == m.SELF\n',
-    'ok = pairing == "text"\n', 'p = "lockstep"\n', 'x = junior in (None, "self")\n', 'x = self.pairing != "none"\n',
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "source",
+    [
+        'if tandem.junior == "self":\n    pass\n',
+        "x = junior != SELF\n",
+        "x = models.junior == m.SELF\n",
+        'ok = pairing == "text"\n',
+        'p = "lockstep"\n',
+        'x = junior in (None, "self")\n',
+        'x = self.pairing != "none"\n',
+    ],
+)
 def test_the_scan_sees_each_form(source):
     assert name_uses(source)
 
 
 def test_the_scan_leaves_other_text_alone():
-    source = '"""junior: self, lockstep or text."""\nrow["text"]\nif d.kind == "text":\n    pass\nself.x = 1\n'
+    source = (
+        '"""junior: self, lockstep or text."""\nrow["text"]\nif d.kind == "text":\n    pass\nself.x = 1\n'
+    )
     assert name_uses(source) == []
 
 
@@ -94,35 +108,48 @@ def test_one_table_of_kinds_and_of_pairings():
 
 
 def test_kl_to_junior():
-    assert kl_to_junior(0.1, "junior") and not kl_to_junior(0.0, "junior") and not kl_to_junior(0.1, "initial")
+    assert (
+        kl_to_junior(0.1, "junior") and not kl_to_junior(0.0, "junior") and not kl_to_junior(0.1, "initial")
+    )
 
 
 SENIOR, JUNIOR, CROSS = (str(ASSETS_DIR / n) for n in ("senior", "junior", "junior-cross"))
 
 
-@pytest.mark.parametrize(("junior", "arm", "beta", "kl_ref", "kind", "pairing", "loads"), [
-    (JUNIOR, "tandem", 0.0, "initial", LOCKSTEP, LOCKSTEP, True),
-    (CROSS, "tandem", 0.0, "initial", TEXT, TEXT, True),
-    (SELF, "tandem", 0.0, "initial", SELF, LOCKSTEP, False),
-    (None, "tandem", 0.0, "initial", NONE, None, False),
-    (JUNIOR, "grpo", 0.0, "initial", NONE, LOCKSTEP, False),
-    (JUNIOR, "grpo", 0.1, "junior", LOCKSTEP, LOCKSTEP, False),  # the KL reference reads the rollouts
-    (JUNIOR, "tandem", 0.1, "junior", LOCKSTEP, LOCKSTEP, False),  # TRL loads it as the reference
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("junior", "arm", "beta", "kl_ref", "kind", "pairing", "loads"),
+    [
+        (JUNIOR, "tandem", 0.0, "initial", LOCKSTEP, LOCKSTEP, True),
+        (CROSS, "tandem", 0.0, "initial", TEXT, TEXT, True),
+        (SELF, "tandem", 0.0, "initial", SELF, LOCKSTEP, False),
+        (None, "tandem", 0.0, "initial", NONE, None, False),
+        (JUNIOR, "grpo", 0.0, "initial", NONE, LOCKSTEP, False),
+        (JUNIOR, "grpo", 0.1, "junior", LOCKSTEP, LOCKSTEP, False),  # the KL reference reads the rollouts
+        (JUNIOR, "tandem", 0.1, "junior", LOCKSTEP, LOCKSTEP, False),  # TRL loads it as the reference
+    ],
+)
 def test_resolve(junior, arm, beta, kl_ref, kind, pairing, loads):
     team = Team.resolve(SENIOR, junior, arm=arm, beta=beta, kl_ref=kl_ref)
     assert (team.kind, team.pairing, team.loads_junior) == (kind, pairing, loads)
     assert team.kl_to_junior == (beta > 0 and kl_ref == "junior")
-    assert team.is_self == (junior == SELF) and team.junior_model == (None if junior in (None, SELF) else junior)
-    assert team.fingerprint() == ({} if pairing != TEXT else
-                                  {"junior_tokenizer": team.fingerprint()["junior_tokenizer"], "pairing": "text"})
+    assert team.is_self == (junior == SELF) and team.junior_model == (
+        None if junior in (None, SELF) else junior
+    )
+    assert team.fingerprint() == (
+        {}
+        if pairing != TEXT
+        else {"junior_tokenizer": team.fingerprint()["junior_tokenizer"], "pairing": "text"}
+    )
 
 
 def test_a_text_pair_records_its_junior_tokenizer():
     from trlvr.models import load_tokenizer, vocab_fingerprint
 
     team = Team.resolve(SENIOR, CROSS)
-    assert team.fingerprint() == {"junior_tokenizer": vocab_fingerprint(load_tokenizer(CROSS))[:16], "pairing": "text"}
+    assert team.fingerprint() == {
+        "junior_tokenizer": vocab_fingerprint(load_tokenizer(CROSS))[:16],
+        "pairing": "text",
+    }
 
 
 def test_resolve_refuses_in_one_line():

@@ -79,8 +79,13 @@ def test_invariant_holds_for_every_schedule(schedule, which, pair, nl_pair):
 
 def test_word_schedule_withdraws_and_hands_over_before_the_word(pair):
     gen, toks, prompts = pair
-    out = gen.generate(prompts["senior"], prompts["junior"], WordSchedule(p=0.5, max_gap=32), Sampling(48, seed=5),
-                       check=True)  # fmt: skip
+    out = gen.generate(
+        prompts["senior"],
+        prompts["junior"],
+        WordSchedule(p=0.5, max_gap=32),
+        Sampling(48, seed=5),
+        check=True,
+    )
     assert sum(out.withdrawn) > 0
     assert invariant_failures(out, toks, prompts) == []
     # every word-boundary catch-up starts its text at a word start: the partner wrote the whole word
@@ -112,14 +117,17 @@ def test_senior_mask_is_exactly_the_senior_sampled_tokens(nl_pair):
             mask = out.senior_authored[r][: len(out.texts[r])]
             assert mask == out.char_authors[r]
             assert all(
-                (lp < 0) == bool(m) for lp, m in zip(out.senior_logprobs[r], out.senior_authored[r], strict=True)
+                (lp < 0) == bool(m)
+                for lp, m in zip(out.senior_logprobs[r], out.senior_authored[r], strict=True)
             )
         assert checked >= 6
 
 
 def test_mask_one_only_on_text_the_senior_wrote(pair):
     gen, toks, prompts = pair
-    out = gen.generate(prompts["senior"], prompts["junior"], WordSchedule(p=0.5, max_gap=4), Sampling(40, seed=7))
+    out = gen.generate(
+        prompts["senior"], prompts["junior"], WordSchedule(p=0.5, max_gap=4), Sampling(40, seed=7)
+    )
     codec = toks["senior"]
     n_own = 0
     for r in range(len(out)):
@@ -212,15 +220,18 @@ def test_bad_inputs_are_one_clear_line(pair):
     gen, toks, prompts = pair
     from trlvr.engine.schedules import SCHEDULES as REGISTRY
 
-    with pytest.raises(ValueError, match="text pairing cannot run the schedule 'boundary': it reads token ids"):
+    with pytest.raises(
+        ValueError, match="text pairing cannot run the schedule 'boundary': it reads token ids"
+    ):
         gen.generate(prompts["senior"], prompts["junior"], REGISTRY["boundary"](), Sampling(4))
     with pytest.raises(ValueError, match="junior_tokenizer"):
         TextPairGenerator(gen.models["senior"], toks["senior"], gen.models["junior"])
     with pytest.raises(ValueError, match="one prompt per row"):
         gen.generate(prompts["senior"], prompts["junior"][:1], WordSchedule(), Sampling(4))
     with pytest.raises(ValueError, match="needs a junior"):
-        TextPairGenerator(gen.models["senior"], toks["senior"]).generate(prompts["senior"], None, WordSchedule(),
-                                                                         Sampling(4))  # fmt: skip
+        TextPairGenerator(gen.models["senior"], toks["senior"]).generate(
+            prompts["senior"], None, WordSchedule(), Sampling(4)
+        )
     assert torch.is_tensor(row_uniforms(0, 1, 1))
 
 
@@ -268,9 +279,28 @@ def test_trlvr_train_runs_two_steps_on_a_text_pair(tmp_path, monkeypatch, capfd)
         return out
 
     monkeypatch.setattr(TandemRollout, "__call__", recording)
-    common = ["--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
-              "--dataset", str(toy / "train.jsonl"), "--max_steps", "2", "--per_device_train_batch_size", "8",
-              "--num_generations", "4", "--max_completion_length", "16", "--use_cpu", "true"]  # fmt: skip
+    common = [
+        "--config",
+        "toy",
+        "--holdout",
+        "0",
+        "--senior",
+        str(toy / "senior"),
+        "--junior",
+        str(toy / "junior"),
+        "--dataset",
+        str(toy / "train.jsonl"),
+        "--max_steps",
+        "2",
+        "--per_device_train_batch_size",
+        "8",
+        "--num_generations",
+        "4",
+        "--max_completion_length",
+        "16",
+        "--use_cpu",
+        "true",
+    ]
     code = cli(["train", *common, "--output_dir", str(toy / "run")])
     assert code == 0
     assert "pairing: text (two tokenizers, one shared text)" in capfd.readouterr().err
@@ -334,13 +364,19 @@ def test_text_nll_is_per_byte_and_matches_teacher_forcing(pair):
     texts = [" 12 plus 30 is 42.", " The cat"]
     for name in ("senior", "junior"):
         got = text_nll(gen.models[name], toks[name], prompts[name][:2], texts)
-        one_by_one = [text_nll(gen.models[name], toks[name], [p], [t], batch_size=1)[0]
-                      for p, t in zip(prompts[name][:2], texts, strict=True)]  # fmt: skip
-        for (nll, n_bytes, n_tok), alone, prompt, text in zip(got, one_by_one, prompts[name][:2], texts, strict=True):
+        one_by_one = [
+            text_nll(gen.models[name], toks[name], [p], [t], batch_size=1)[0]
+            for p, t in zip(prompts[name][:2], texts, strict=True)
+        ]
+        for (nll, n_bytes, n_tok), alone, prompt, text in zip(
+            got, one_by_one, prompts[name][:2], texts, strict=True
+        ):
             ids = toks[name].encode(text)
             ref = -teacher_forced_logprobs(gen.models[name], prompt, ids).sum().item()
             assert n_bytes == len(text.encode()) and nll == pytest.approx(ref, rel=1e-5)
-            assert n_tok == len(ids) and nll == pytest.approx(alone[0], rel=1e-5)  # right padding changes nothing
+            assert n_tok == len(ids) and nll == pytest.approx(
+                alone[0], rel=1e-5
+            )  # right padding changes nothing
 
 
 def test_text_pair_runs_eval_protocols(nl_pair):
@@ -351,12 +387,21 @@ def test_text_pair_runs_eval_protocols(nl_pair):
     from trlvr.eval.protocols import run_protocol
 
     gen, toks, prompts = nl_pair
-    facade = make_pair(gen.models["senior"], gen.models["junior"], toks["senior"], junior_tokenizer=toks["junior"])
+    facade = make_pair(
+        gen.models["senior"], gen.models["junior"], toks["senior"], junior_tokenizer=toks["junior"]
+    )
     assert facade.pairing == "text"
     decoding = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
     for protocol in ("solo", "handoff", "junior"):
-        out = run_protocol(facade, protocol, prompts["senior"], max_new_tokens=[12, 20, 20, 16], decoding=decoding,
-                           seed=0, row_keys=[11, 12, 13, 14])  # fmt: skip
+        out = run_protocol(
+            facade,
+            protocol,
+            prompts["senior"],
+            max_new_tokens=[12, 20, 20, 16],
+            decoding=decoding,
+            seed=0,
+            row_keys=[11, 12, 13, 14],
+        )
         assert out.junior_logprob is None and len(out) == 4
         for r, (ids, authors) in enumerate(zip(out.completion_ids, out.authors, strict=True)):
             assert len(ids) == len(authors)
@@ -369,14 +414,19 @@ def test_text_pair_runs_eval_protocols(nl_pair):
                 assert toks["senior"].decode(body) == facade.last.texts[r]
 
 
-REAL_PAIR = Path(os.environ.get("TRLVR_REAL_PAIR", Path(__file__).resolve().parents[1] / "models"))  # bench/real_pair_prepare.py
+REAL_PAIR = Path(
+    os.environ.get("TRLVR_REAL_PAIR", Path(__file__).resolve().parents[1] / "models")
+)  # bench/real_pair_prepare.py
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (REAL_PAIR / "gemma-3-270m" / "config.json").exists(),
-                    reason="the SmolLM2 + Gemma-3 checkpoints (bench/real_pair_prepare.py) are not here")  # fmt: skip
-@pytest.mark.parametrize("schedule", [WordSchedule(p=0.5, max_gap=4), StepSchedule(max_rounds=2), TokenSchedule()],
-                         ids=repr)  # fmt: skip
+@pytest.mark.skipif(
+    not (REAL_PAIR / "gemma-3-270m" / "config.json").exists(),
+    reason="the SmolLM2 + Gemma-3 checkpoints (bench/real_pair_prepare.py) are not here",
+)
+@pytest.mark.parametrize(
+    "schedule", [WordSchedule(p=0.5, max_gap=4), StepSchedule(max_rounds=2), TokenSchedule()], ids=repr
+)
 def test_invariant_on_the_real_cross_family_pair(schedule):
     """SmolLM2-135M (byte-level BPE, "Ġ") + Gemma-3-270M (SentencePiece, "▁"): the invariant holds."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -385,8 +435,10 @@ def test_invariant_on_the_real_cross_family_pair(schedule):
 
     loaded = {}
     for name, folder in (("senior", "smollm2-135m-instruct"), ("junior", "gemma-3-270m")):
-        loaded[name] = (AutoModelForCausalLM.from_pretrained(REAL_PAIR / folder).eval(),
-                        AutoTokenizer.from_pretrained(REAL_PAIR / folder))  # fmt: skip
+        loaded[name] = (
+            AutoModelForCausalLM.from_pretrained(REAL_PAIR / folder).eval(),
+            AutoTokenizer.from_pretrained(REAL_PAIR / folder),
+        )
     texts = [
         "Question: What is 12 plus 30?\nAnswer: Let's think step by step.\n\n",
         "The cat sat on the mat. Then",
@@ -395,13 +447,21 @@ def test_invariant_on_the_real_cross_family_pair(schedule):
     gen = TextPairGenerator(
         loaded["senior"][0], loaded["senior"][1], loaded["junior"][0], loaded["junior"][1]
     )
-    out = gen.generate(prompts["senior"], prompts["junior"], schedule, Sampling(24, temperature=0.8, seed=1),
-                       check=True, check_logits=False)  # fmt: skip
+    out = gen.generate(
+        prompts["senior"],
+        prompts["junior"],
+        schedule,
+        Sampling(24, temperature=0.8, seed=1),
+        check=True,
+        check_logits=False,
+    )
     assert invariant_failures(out, {n: tok for n, (_, tok) in loaded.items()}, prompts) == []
 
 
-@pytest.mark.skipif(not (Path(__file__).resolve().parents[1] / "trlvr/toy/assets/junior-cross/config.json").exists(),
-                    reason="the cross-tokenizer toy junior is not shipped")  # fmt: skip
+@pytest.mark.skipif(
+    not (Path(__file__).resolve().parents[1] / "trlvr/toy/assets/junior-cross/config.json").exists(),
+    reason="the cross-tokenizer toy junior is not shipped",
+)
 def test_shipped_cross_tokenizer_junior_pairs_with_the_toy_senior_as_text():
     """The shipped toy senior and the cross-tokenizer junior: different vocabularies (auto = text), each
     can spell the other's text, and a text-paired word-schedule team keeps the invariant."""
@@ -423,7 +483,9 @@ def test_shipped_cross_tokenizer_junior_pairs_with_the_toy_senior_as_text():
         "senior": [encode_prompt(t, st) for t in texts],
         "junior": [encode_prompt(t, jt) for t in texts],
     }
-    out = TextPairGenerator(senior, st, junior, jt).generate(prompts["senior"], prompts["junior"], WordSchedule(p=0.5), Sampling(64, seed=0), check=True)  # fmt: skip
+    out = TextPairGenerator(senior, st, junior, jt).generate(
+        prompts["senior"], prompts["junior"], WordSchedule(p=0.5), Sampling(64, seed=0), check=True
+    )
     assert invariant_failures(out, {"senior": st, "junior": jt}, prompts) == []
     assert sum(out.handoffs) > 0 and 0 < sum(out.senior_char_share) / len(out) < 1
 
@@ -446,9 +508,26 @@ def test_trlvr_eval_runs_every_protocol_on_a_text_pair(tmp_path, capsys):
     toy = _cross_tokenizer_toy(tmp_path)
     data = tmp_path / "test.jsonl"
     _write_jsonl(data, _rows(make_splits(60, 5, seed=1)[1]))
-    argv = ["eval", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"), "--data", f"toy={data}",
-            "--suite", "solo,handoff,dose,legibility,drift,junior", "--n", "2", "--k", "1,2",
-            "--max-new-tokens", "24", "--no-progress", "--dtype", "float32"]  # fmt: skip
+    argv = [
+        "eval",
+        "--senior",
+        str(toy / "senior"),
+        "--junior",
+        str(toy / "junior"),
+        "--data",
+        f"toy={data}",
+        "--suite",
+        "solo,handoff,dose,legibility,drift,junior",
+        "--n",
+        "2",
+        "--k",
+        "1,2",
+        "--max-new-tokens",
+        "24",
+        "--no-progress",
+        "--dtype",
+        "float32",
+    ]
     assert cli([*argv, "--out", str(tmp_path / "e")]) == 0
     printed = capsys.readouterr().out
     assert "pairing: text" in printed and "drift/kl: not defined" in printed
@@ -456,13 +535,30 @@ def test_trlvr_eval_runs_every_protocol_on_a_text_pair(tmp_path, capsys):
     assert res["config"]["pairing"] == "text" and res["fingerprint"]["models"]["pairing"] == "text"
     assert res["fingerprint"]["models"]["junior_tokenizer"] != res["fingerprint"]["models"]["tokenizer"]
     macro = res["macro"]["metrics"]
-    assert {"solo/pass@1", "handoff/pass@1", "junior/pass@1", "dose-0.5/pass@1", "legibility/junior_ce",
-            "legibility/junior_bpb"} <= set(macro)  # fmt: skip
-    assert not any(m.startswith("drift/") for m in macro) and res["undefined"]["drift/kl"].startswith("not defined")
+    assert {
+        "solo/pass@1",
+        "handoff/pass@1",
+        "junior/pass@1",
+        "dose-0.5/pass@1",
+        "legibility/junior_ce",
+        "legibility/junior_bpb",
+    } <= set(macro)
+    assert not any(m.startswith("drift/") for m in macro) and res["undefined"]["drift/kl"].startswith(
+        "not defined"
+    )
     rows = list(read_jsonl(tmp_path / "e" / "samples.jsonl"))
-    assert {r["protocol"] for r in rows} == {"solo", "handoff", "dose-0.25", "dose-0.5", "dose-0.75", "junior"}
+    assert {r["protocol"] for r in rows} == {
+        "solo",
+        "handoff",
+        "dose-0.25",
+        "dose-0.5",
+        "dose-0.75",
+        "junior",
+    }
     by = {p: [r for r in rows if r["protocol"] == p] for p in ("solo", "handoff", "junior")}
-    assert all(set(r["authors"]) <= {"1"} for r in by["solo"]) and all(set(r["authors"]) <= {"0"} for r in by["junior"])
+    assert all(set(r["authors"]) <= {"1"} for r in by["solo"]) and all(
+        set(r["authors"]) <= {"0"} for r in by["junior"]
+    )
     assert any("0" in r["authors"] and "1" in r["authors"] for r in by["handoff"])  # both wrote a team text
     st, jt = AutoTokenizer.from_pretrained(toy / "senior"), AutoTokenizer.from_pretrained(toy / "junior")
     junior = AutoModelForCausalLM.from_pretrained(toy / "junior").eval()

@@ -36,7 +36,10 @@ def byte_and_plain():
 def _pair(senior_tok, junior_tok, seeds=(0, 1)):
     senior = tiny_model("qwen3", len(senior_tok), seeds[0])
     junior = tiny_model("llama", len(junior_tok), seeds[1])
-    prompts = {"senior": [senior_tok.encode(p) for p in PROMPTS] * 3, "junior": [junior_tok.encode(p) for p in PROMPTS] * 3}
+    prompts = {
+        "senior": [senior_tok.encode(p) for p in PROMPTS] * 3,
+        "junior": [junior_tok.encode(p) for p in PROMPTS] * 3,
+    }
     return TextPairGenerator(senior, senior_tok, junior, junior_tok), prompts
 
 
@@ -68,8 +71,9 @@ def test_text_a_partner_cannot_spell_ends_the_row_not_the_run(schedule, writer, 
     senior_tok, junior_tok = (plain, byte) if writer == "junior-bytes" else (byte, plain)
     gen, prompts = _pair(senior_tok, junior_tok)
     toks = {"senior": senior_tok, "junior": junior_tok}
-    out = gen.generate(prompts["senior"], prompts["junior"], schedule, Sampling(24, seed=3),
-                       check=True, check_logits=False)  # fmt: skip
+    out = gen.generate(
+        prompts["senior"], prompts["junior"], schedule, Sampling(24, seed=3), check=True, check_logits=False
+    )
     _check_rows(out, toks, prompts)
     reasons = set(out.finish_reasons)
     if writer == "junior-bytes":  # the senior must spell every text (the output is its tokenization)
@@ -83,8 +87,14 @@ def test_senior_solo_rows_never_end_for_the_junior(byte_and_plain):
     rows end as they would without a junior; the junior's tokenization is a best-effort prefix."""
     byte, plain = byte_and_plain
     gen, prompts = _pair(byte, plain)
-    out = gen.generate(prompts["senior"], prompts["junior"], SoloSchedule("senior"), Sampling(24, seed=3),
-                       check=True, check_logits=False)  # fmt: skip
+    out = gen.generate(
+        prompts["senior"],
+        prompts["junior"],
+        SoloSchedule("senior"),
+        Sampling(24, seed=3),
+        check=True,
+        check_logits=False,
+    )
     assert UNREPRESENTABLE not in out.finish_reasons
     assert any(not _spells(plain, t) for t in out.texts)  # the junior could not have spelt these
     assert invariant_failures(out, {"senior": byte, "junior": plain}, prompts) == []
@@ -95,15 +105,26 @@ def test_a_character_missing_from_a_small_vocabulary(byte_and_plain):
     rows where the junior writes it end unrepresentable before it; the text never holds a `Y`."""
     corpus = ["ab ba b a\n\n", "aa b ab\n\n"] * 10
     senior_tok = train_bpe_tokenizer(corpus, vocab_size=8, byte_alphabet=False)
-    junior_tok = train_bpe_tokenizer([c.replace("b", "Y", 1) + " Y" for c in corpus], vocab_size=8, byte_alphabet=False)
+    junior_tok = train_bpe_tokenizer(
+        [c.replace("b", "Y", 1) + " Y" for c in corpus], vocab_size=8, byte_alphabet=False
+    )
     assert "Y" in junior_tok.get_vocab() and not _spells(senior_tok, "aY")
     senior, junior = tiny_model("qwen3", len(senior_tok), 5), tiny_model("llama", len(junior_tok), 6)
     texts = ["ab ba", "b a", "aa b", "a"] * 4
-    prompts = {"senior": [senior_tok.encode(t) for t in texts], "junior": [junior_tok.encode(t) for t in texts]}
+    prompts = {
+        "senior": [senior_tok.encode(t) for t in texts],
+        "junior": [junior_tok.encode(t) for t in texts],
+    }
     gen = TextPairGenerator(senior, senior_tok, junior, junior_tok)
     for schedule in (WordSchedule(p=0.5, max_gap=3), TokenSchedule(p=0.5), SoloSchedule("junior")):
-        out = gen.generate(prompts["senior"], prompts["junior"], schedule, Sampling(20, seed=2),
-                           check=True, check_logits=False)  # fmt: skip
+        out = gen.generate(
+            prompts["senior"],
+            prompts["junior"],
+            schedule,
+            Sampling(20, seed=2),
+            check=True,
+            check_logits=False,
+        )
         _check_rows(out, {"senior": senior_tok, "junior": junior_tok}, prompts)
         assert UNREPRESENTABLE in out.finish_reasons and not any("Y" in t for t in out.texts)
 
@@ -146,11 +167,24 @@ def test_an_unfinished_character_is_held_back_and_a_withdrawn_word_start_takes_i
     prompts = {"senior": [byte.encode(t) for t in texts], "junior": [byte.encode(t) for t in texts]}
     toks = {"senior": byte, "junior": byte}
     for schedule in (WordSchedule(p=0.5, max_gap=32), TokenSchedule(p=0.5), SoloSchedule("junior")):
-        out = gen.generate(prompts["senior"], prompts["junior"], schedule, Sampling(30, seed=1),
-                           check=True, check_logits=False)  # fmt: skip
+        out = gen.generate(
+            prompts["senior"],
+            prompts["junior"],
+            schedule,
+            Sampling(30, seed=1),
+            check=True,
+            check_logits=False,
+        )
         assert invariant_failures(out, toks, prompts) == []
-        junior_chars = [c for t, a in zip(out.texts, out.char_authors, strict=True) for c, m in zip(t, a, strict=True) if not m]
-        assert "\ufffd" not in junior_chars and "\u00a0" in junior_chars  # (the random senior may write U+FFFD)
+        junior_chars = [
+            c
+            for t, a in zip(out.texts, out.char_authors, strict=True)
+            for c, m in zip(t, a, strict=True)
+            if not m
+        ]
+        assert (
+            "\ufffd" not in junior_chars and "\u00a0" in junior_chars
+        )  # (the random senior may write U+FFFD)
         if isinstance(schedule, WordSchedule):
             assert sum(out.withdrawn) > 0  # some NBSP word starts were withdrawn (with their C2)
 
@@ -181,12 +215,25 @@ def test_evaluation_counts_unrepresentable_rows():
     from trlvr.eval.format import is_percent
 
     def row(pid, proto, s, reason):
-        return {"benchmark": "b", "protocol": proto, "problem_id": pid, "sample_idx": s, "reward": 0.0,
-                "finish_reason": reason, "num_tokens": 3, "senior_share": 1.0}  # fmt: skip
+        return {
+            "benchmark": "b",
+            "protocol": proto,
+            "problem_id": pid,
+            "sample_idx": s,
+            "reward": 0.0,
+            "finish_reason": reason,
+            "num_tokens": 3,
+            "senior_share": 1.0,
+        }
 
-    rows = [row("p1", "handoff", 0, "unrepresentable"), row("p1", "handoff", 1, "eos"),
-            row("p2", "handoff", 0, "eos"), row("p2", "handoff", 1, "length"),
-            row("p1", "solo", 0, "eos"), row("p1", "solo", 1, "eos")]  # fmt: skip
+    rows = [
+        row("p1", "handoff", 0, "unrepresentable"),
+        row("p1", "handoff", 1, "eos"),
+        row("p2", "handoff", 0, "eos"),
+        row("p2", "handoff", 1, "length"),
+        row("p1", "solo", 0, "eos"),
+        row("p1", "solo", 1, "eos"),
+    ]
     table = problem_table(rows, [1])["b"]
     assert table["handoff/unrepresentable"] == {"p1": 0.5, "p2": 0.0}
     assert "solo/unrepresentable" not in table  # no solo row ended so: no column for it
@@ -196,7 +243,9 @@ def test_evaluation_counts_unrepresentable_rows():
     assert is_percent("handoff/unrepresentable")
 
 
-def test_trlvr_eval_on_a_text_pair_that_writes_bytes_the_senior_cannot_spell(tmp_path, capsys, byte_and_plain):
+def test_trlvr_eval_on_a_text_pair_that_writes_bytes_the_senior_cannot_spell(
+    tmp_path, capsys, byte_and_plain
+):
     """`trlvr eval` end to end on the issue's pair: exit 0, results.json reports the share of
     unrepresentable rows, and the samples record them (before: a ValueError traceback)."""
     from trlvr.cli.main import main
@@ -208,9 +257,30 @@ def test_trlvr_eval_on_a_text_pair_that_writes_bytes_the_senior_cannot_spell(tmp
         model.save_pretrained(tmp_path / name)
         tok.save_pretrained(tmp_path / name)
     data = write_sum_problems(tmp_path / "d.jsonl", 4)
-    code = main(["eval", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
-                 "--data", f"toy={data}", "--n", "4", "--k", "1", "--suite", "solo,handoff,junior",
-                 "--max-new-tokens", "24", "--batch-size", "16", "--no-progress", "--out", str(tmp_path / "out")])  # fmt: skip
+    code = main(
+        [
+            "eval",
+            "--senior",
+            str(tmp_path / "senior"),
+            "--junior",
+            str(tmp_path / "junior"),
+            "--data",
+            f"toy={data}",
+            "--n",
+            "4",
+            "--k",
+            "1",
+            "--suite",
+            "solo,handoff,junior",
+            "--max-new-tokens",
+            "24",
+            "--batch-size",
+            "16",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert res["config"]["pairing"] == "text"
@@ -230,7 +300,9 @@ def test_codec_still_refuses_a_tokenizer_that_cannot_round_trip_plain_text():
         Codec(tok, "senior")
 
 
-def test_trlvr_train_goes_on_when_the_junior_writes_bytes_the_senior_cannot_spell(tmp_path, capfd, monkeypatch):
+def test_trlvr_train_goes_on_when_the_junior_writes_bytes_the_senior_cannot_spell(
+    tmp_path, capfd, monkeypatch
+):
     """`trlvr train` with the shipped toy senior (no byte fallback) and a random byte-level junior that
     writes control bytes and partial UTF-8: before, the first rollout ended the run with a ValueError
     traceback; now both steps train and the final model is written."""
@@ -256,10 +328,35 @@ def test_trlvr_train_goes_on_when_the_junior_writes_bytes_the_senior_cannot_spel
         return out
 
     monkeypatch.setattr(TextPairGenerator, "generate", recording)
-    code = main(["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp_path / "senior"), "--junior", str(tmp_path / "junior"),
-                 "--dataset", str(tmp_path / "train.jsonl"), "--max_steps", "2", "--per_device_train_batch_size", "8",
-                 "--num_generations", "4", "--max_completion_length", "24", "--schedule", "token", "--use_cpu", "true",
-                 "--output_dir", str(tmp_path / "run")])  # fmt: skip
+    code = main(
+        [
+            "train",
+            "--config",
+            "toy",
+            "--holdout",
+            "0",
+            "--senior",
+            str(tmp_path / "senior"),
+            "--junior",
+            str(tmp_path / "junior"),
+            "--dataset",
+            str(tmp_path / "train.jsonl"),
+            "--max_steps",
+            "2",
+            "--per_device_train_batch_size",
+            "8",
+            "--num_generations",
+            "4",
+            "--max_completion_length",
+            "24",
+            "--schedule",
+            "token",
+            "--use_cpu",
+            "true",
+            "--output_dir",
+            str(tmp_path / "run"),
+        ]
+    )
     err = capfd.readouterr().err
     assert code == 0 and "Traceback" not in err, err
     steps = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

@@ -248,14 +248,29 @@ def test_reusing_a_world_of_another_jargon_is_refused(tmp_path):
     card = prepare_world(out, seed=0, from_scratch=True, progress=False, config=MINI_CONFIG)
     assert card["ci95"] and all(lo <= card[k] <= hi for k, (lo, hi) in card["ci95"].items())
     with pytest.raises(UserError, match=r"card.json: this toy world has jargon 'spaced', not 'compact'"):
-        prepare_world(out, seed=0, from_scratch=True, progress=False,
-                      config=dataclasses.replace(MINI_CONFIG, jargon="compact"))  # fmt: skip
+        prepare_world(
+            out,
+            seed=0,
+            from_scratch=True,
+            progress=False,
+            config=dataclasses.replace(MINI_CONFIG, jargon="compact"),
+        )
     # another seed or another setting: another world (other problems, other models), never this one reused
-    with pytest.raises(UserError, match=r"card.json: this toy world was made with other settings \(seed: 0 -> 1\)"):
+    with pytest.raises(
+        UserError, match=r"card.json: this toy world was made with other settings \(seed: 0 -> 1\)"
+    ):
         prepare_world(out, seed=1, from_scratch=True, progress=False, config=MINI_CONFIG)
     with pytest.raises(UserError, match=r"other settings \(config.n_train: 400 -> 300\)"):
-        prepare_world(out, seed=0, from_scratch=True, progress=False, config=dataclasses.replace(MINI_CONFIG, n_train=300))
-    assert prepare_world(out, seed=0, from_scratch=True, progress=False, config=MINI_CONFIG) == card  # the same: reused
+        prepare_world(
+            out,
+            seed=0,
+            from_scratch=True,
+            progress=False,
+            config=dataclasses.replace(MINI_CONFIG, n_train=300),
+        )
+    assert (
+        prepare_world(out, seed=0, from_scratch=True, progress=False, config=MINI_CONFIG) == card
+    )  # the same: reused
 
 
 def test_mini_world_compact_jargon(tmp_path):
@@ -267,8 +282,13 @@ def test_mini_world_compact_jargon(tmp_path):
     from trlvr.toy.world import MINI_CONFIG, prepare_world
 
     out = tmp_path / "compact"
-    card = prepare_world(out, seed=0, from_scratch=True, progress=False,
-                         config=dataclasses.replace(MINI_CONFIG, jargon="compact"))  # fmt: skip
+    card = prepare_world(
+        out,
+        seed=0,
+        from_scratch=True,
+        progress=False,
+        config=dataclasses.replace(MINI_CONFIG, jargon="compact"),
+    )
     assert card["config"]["jargon"] == "compact"
     tok = AutoTokenizer.from_pretrained(out / "senior")
     word_start = vocab_tables(tok).word_start
@@ -320,7 +340,9 @@ def test_sft_autocasts_to_bf16_only_where_the_cpu_computes_it(monkeypatch):
 
 
 @pytest.mark.parametrize("complete", [True, False])
-def test_toy_prepare_prints_its_card_once_and_one_line_when_it_reuses_a_world(tmp_path, monkeypatch, capsys, complete):
+def test_toy_prepare_prints_its_card_once_and_one_line_when_it_reuses_a_world(
+    tmp_path, monkeypatch, capsys, complete
+):
     """Newcomer walk 3, finding 13: a rerun of `trlvr toy prepare` printed the 100-line card again after
     "reusing it". Now a reused world is that one line; a world made now prints its card (JSON)."""
     import trlvr.toy.world as world

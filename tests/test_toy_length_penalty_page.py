@@ -42,8 +42,16 @@ def test_the_study_file_registers_what_the_page_says():
     v = study["variants"]
     assert v["grpo-kimi"]["length_penalty"] == v["tandem-kimi"]["length_penalty"] == "kimi"
     assert v["grpo-kimi"]["length_penalty_weight"] == v["tandem-kimi"]["length_penalty_weight"] == 1.0
-    assert (v["tandem-kimi"]["schedule"], v["tandem-kimi"]["p"], v["tandem-kimi"]["max_gap"]) == ("word", 0.5, 32)
-    assert study["train"]["max_steps"] == 100 and study["evaluation"]["n"] == 2 and study["evaluation"]["limit"] == 200
+    assert (v["tandem-kimi"]["schedule"], v["tandem-kimi"]["p"], v["tandem-kimi"]["max_gap"]) == (
+        "word",
+        0.5,
+        32,
+    )
+    assert (
+        study["train"]["max_steps"] == 100
+        and study["evaluation"]["n"] == 2
+        and study["evaluation"]["limit"] == 200
+    )
 
 
 def test_jargon_is_not_shorter_in_the_toy_world():
@@ -57,5 +65,8 @@ def test_jargon_is_not_shorter_in_the_toy_world():
     n = {d: [len(tok(render_solution(p, d))["input_ids"]) for p in problems] for d in ("plain", "jargon")}
     diff = [j - p for j, p in zip(n["jargon"], n["plain"], strict=True)]
     page = PAGE.read_text()
-    assert f"{statistics.mean(n['plain']):.2f} tokens and a jargon one {statistics.mean(n['jargon']):.2f}" in page
+    assert (
+        f"{statistics.mean(n['plain']):.2f} tokens and a jargon one {statistics.mean(n['jargon']):.2f}"
+        in page
+    )
     assert f"mean {statistics.mean(diff):.2f}, range {min(diff)} to +{max(diff)}" in page

@@ -37,14 +37,22 @@ def test_the_page_answers_with_the_paired_row_it_holds():
     rows = _tool().rows(_tool().blocks(PAGE)[0])
     paired = next(line for line in rows.splitlines() if line.startswith("| tandem | grpo |"))
     handoff, solo = (c.strip() for c in paired.strip("|").split("|")[3:5])
-    assert handoff.startswith("+62.8 [+56.6, +68.3]") and "62.8 points" in answer and "[+56.6, +68.3]" in answer
+    assert (
+        handoff.startswith("+62.8 [+56.6, +68.3]") and "62.8 points" in answer and "[+56.6, +68.3]" in answer
+    )
     assert solo == "-1.1 [-3.5, +0.9]" and "-1.1 points [-3.5, +0.9]" in answer  # no *: its CI includes 0
-    assert "**current**" in next(line for line in PAGE.read_text().splitlines() if line.startswith("| Status"))
+    assert "**current**" in next(
+        line for line in PAGE.read_text().splitlines() if line.startswith("| Status")
+    )
 
 
 def test_the_study_it_ran_registers_what_the_page_says():
     study = yaml.safe_load((RESULTS / "study.yaml").read_text())
-    assert study["seeds"] == [0, 1, 2] and study["train"]["max_steps"] == 150 and study["train"]["holdout"] == 200
+    assert (
+        study["seeds"] == [0, 1, 2]
+        and study["train"]["max_steps"] == 150
+        and study["train"]["holdout"] == 200
+    )
     assert study["evaluation"]["limit"] == 200 and study["evaluation"]["n"] == 4
     tandem = study["variants"]["tandem"]
     assert (tandem["schedule"], tandem["p"], tandem["max_gap"]) == ("word", 0.5, 32)

@@ -17,8 +17,18 @@ from trlvr.cli.main import main as cli
 from trlvr.toy.task import make_splits
 from trlvr.toy.world import _rows, _write_jsonl
 
-SMALL = ["--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8",
-         "--use_cpu", "true", "--save_steps", "1"]  # fmt: skip
+SMALL = [
+    "--per_device_train_batch_size",
+    "8",
+    "--num_generations",
+    "4",
+    "--max_completion_length",
+    "8",
+    "--use_cpu",
+    "true",
+    "--save_steps",
+    "1",
+]
 
 
 @pytest.fixture
@@ -32,8 +42,11 @@ def argv(toy, *extra):
 
 def tree(root) -> dict[str, str]:
     """path -> sha256 of every file under root (the lock files aside: a command holds them while it runs)."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.name.startswith(".train.lock")}  # fmt: skip
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(".train.lock")
+    }
 
 
 errors = cli_errors
@@ -68,7 +81,9 @@ def test_a_run_stopped_before_its_target_says_so_and_writes_no_final(toy, capsys
 def test_resume_of_a_finished_run_changes_nothing_and_a_smaller_target_is_refused(toy_run, capsys):
     toy = toy_run  # a finished 2-step run (conftest)
     before = tree(toy / "run")
-    assert cli(toy_run_argv(toy, "--max_steps", "2", "--resume")) == 0  # used to retrain 0 steps and rewrite final/
+    assert (
+        cli(toy_run_argv(toy, "--max_steps", "2", "--resume")) == 0
+    )  # used to retrain 0 steps and rewrite final/
     err = capsys.readouterr().err
     assert "finished at step 2: nothing to train" in err and "wrote" not in err, err
     assert tree(toy / "run") == before
@@ -93,7 +108,9 @@ def test_resume_of_a_finished_run_to_another_target_is_refused_and_changes_nothi
     assert state["global_step"] == 1
 
 
-def test_resume_of_a_run_killed_after_its_last_checkpoint_writes_final_without_a_step_past_max_steps(toy_run, capsys):
+def test_resume_of_a_run_killed_after_its_last_checkpoint_writes_final_without_a_step_past_max_steps(
+    toy_run, capsys
+):
     """A kill after checkpoint-2 (max_steps 2) and before final/. Before: `--resume` trained a third
     step (global_step 3 of max_steps 2) and wrote that as final/."""
     toy, run = toy_run, toy_run / "run"
@@ -103,7 +120,9 @@ def test_resume_of_a_run_killed_after_its_last_checkpoint_writes_final_without_a
     state = json.loads((run / "final" / "trainer_state.json").read_text())
     assert state["global_step"] == 2 and not (run / "checkpoint-3").exists()
     assert tree(run / "checkpoint-2") == kept
-    assert (run / "final" / "model.safetensors").read_bytes() == (run / "checkpoint-2" / "model.safetensors").read_bytes()
+    assert (run / "final" / "model.safetensors").read_bytes() == (
+        run / "checkpoint-2" / "model.safetensors"
+    ).read_bytes()
     assert not (run / "final" / "optimizer.pt").exists()
 
 
@@ -149,7 +168,9 @@ def test_an_epoch_that_holds_no_step_is_one_line_before_any_model_loads(toy, mon
         err = capsys.readouterr().err
         [line] = errors(err)
         assert "Traceback" not in err and "AssertionError" not in err, err
-        assert f"dataset {toy / 'two.jsonl'}: 2 training problem(s), fewer than the 4 distinct prompts" in line, line
+        assert (
+            f"dataset {toy / 'two.jsonl'}: 2 training problem(s), fewer than the 4 distinct prompts" in line
+        ), line
         assert "an epoch holds no step" in line and "--per_device_train_batch_size" in line, line
         assert not (toy / "run").exists()
 
@@ -195,18 +216,37 @@ def test_the_readme_s_library_step_with_gradient_checkpointing_warns_no_deprecat
     monkeypatch.delenv("TRL_EXPERIMENTAL_SILENCE", raising=False)  # as in a user's script
     problems = generate_problems(4, "train", seed=0)
     dataset = Dataset.from_list([{"prompt": p.text + "\n\n", "answer": str(p.answer)} for p in problems])
-    args = GRPOConfig(output_dir="q", num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
-                      max_steps=1, report_to="none", use_cpu=True, bf16=False, save_strategy="no")  # fmt: skip
+    args = GRPOConfig(
+        output_dir="q",
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        max_steps=1,
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        save_strategy="no",
+    )
     assert args.gradient_checkpointing  # TRL's default, as in the README: the path that warned
     ours = tuple(str(Path(m.__file__).parent) for m in (trlvr, trl, transformers))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trainer = TandemGRPOTrainer(str(ASSETS_DIR / "senior"), str(ASSETS_DIR / "junior"),
-                                    tandem=TandemConfig(schedule="word", p=0.5), args=args,
-                                    reward_funcs=math_reward, train_dataset=dataset)  # fmt: skip
+        trainer = TandemGRPOTrainer(
+            str(ASSETS_DIR / "senior"),
+            str(ASSETS_DIR / "junior"),
+            tandem=TandemConfig(schedule="word", p=0.5),
+            args=args,
+            reward_funcs=math_reward,
+            train_dataset=dataset,
+        )
         trainer.train()
     assert trainer.state.global_step == 1
-    deprecated = [f"{w.filename}:{w.lineno}: {w.message}" for w in caught
-                  if issubclass(w.category, (FutureWarning, DeprecationWarning)) and w.filename.startswith(ours)]  # fmt: skip
+    deprecated = [
+        f"{w.filename}:{w.lineno}: {w.message}"
+        for w in caught
+        if issubclass(w.category, (FutureWarning, DeprecationWarning)) and w.filename.startswith(ours)
+    ]
     assert not deprecated, deprecated
-    assert not [w for w in caught if "You are using 'rollout_func'" in str(w.message)]  # trlvr's, not the user's
+    assert not [
+        w for w in caught if "You are using 'rollout_func'" in str(w.message)
+    ]  # trlvr's, not the user's

@@ -51,9 +51,14 @@ def reward(completions, **kwargs):
 @pytest.fixture
 def world(tmp_path, tokenizer, monkeypatch):
     for name, seed, hidden, layers in (("senior", 0, 64, 2), ("junior", 1, 32, 1)):
-        tiny_model("qwen3", len(tokenizer), seed=seed, hidden=hidden, layers=layers).save_pretrained(tmp_path / name)
+        tiny_model("qwen3", len(tokenizer), seed=seed, hidden=hidden, layers=layers).save_pretrained(
+            tmp_path / name
+        )
         tokenizer.save_pretrained(tmp_path / name)
-    rows = [{"problem": p, "answer": "1", "prompt": p} for p in ["The cat sat", "A train leaves", "So the answer", "Then the dog"]]
+    rows = [
+        {"problem": p, "answer": "1", "prompt": p}
+        for p in ["The cat sat", "A train leaves", "So the answer", "Then the dog"]
+    ]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "own_reward.py").write_text(REWARD_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))  # the in-process runs import the reward too
@@ -61,17 +66,49 @@ def world(tmp_path, tokenizer, monkeypatch):
 
 
 def argv(world: Path, out: str, *extra: str) -> list[str]:
-    return ["--config", "toy", "--holdout", "0", "--senior", str(world / "senior"), "--junior", str(world / "junior"),
-            "--dataset", str(world / "train.jsonl"), "--reward", "own_reward:reward", "--output_dir", out,
-            "--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "8",
-            "--learning_rate", "1e-2", *extra]  # fmt: skip
+    return [
+        "--config",
+        "toy",
+        "--holdout",
+        "0",
+        "--senior",
+        str(world / "senior"),
+        "--junior",
+        str(world / "junior"),
+        "--dataset",
+        str(world / "train.jsonl"),
+        "--reward",
+        "own_reward:reward",
+        "--output_dir",
+        out,
+        "--per_device_train_batch_size",
+        "4",
+        "--num_generations",
+        "4",
+        "--max_completion_length",
+        "8",
+        "--learning_rate",
+        "1e-2",
+        *extra,
+    ]
 
 
 def start(world: Path, args: list[str], **env) -> subprocess.Popen:
-    environ = dict(os.environ, PYTHONPATH=f"{world}{os.pathsep}{ROOT}", TRL_EXPERIMENTAL_SILENCE="1",
-                   OMP_NUM_THREADS="1", **env)  # fmt: skip
-    return subprocess.Popen([sys.executable, "-m", "trlvr.cli.train_cmd", *args], cwd=ROOT, env=environ,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    environ = dict(
+        os.environ,
+        PYTHONPATH=f"{world}{os.pathsep}{ROOT}",
+        TRL_EXPERIMENTAL_SILENCE="1",
+        OMP_NUM_THREADS="1",
+        **env,
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "trlvr.cli.train_cmd", *args],
+        cwd=ROOT,
+        env=environ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_a_holder_killed_by_sigkill_leaves_its_pid_file_but_not_the_lock(tmp_path):
@@ -79,9 +116,11 @@ def test_a_holder_killed_by_sigkill_leaves_its_pid_file_but_not_the_lock(tmp_pat
     pid file never blocks the next run. The holder here takes the same lock the way `training_lock` does."""
     from trlvr.errors import UserError
 
-    code = ("import os, sys, time\nfrom filelock import FileLock\n"
-            f"lock = FileLock({str(tmp_path / LOCK)!r}, timeout=0)\nlock.acquire()\n"
-            f"open({str(tmp_path / PID)!r}, 'w').write(str(os.getpid()))\nprint('held', flush=True)\ntime.sleep(120)\n")  # fmt: skip
+    code = (
+        "import os, sys, time\nfrom filelock import FileLock\n"
+        f"lock = FileLock({str(tmp_path / LOCK)!r}, timeout=0)\nlock.acquire()\n"
+        f"open({str(tmp_path / PID)!r}, 'w').write(str(os.getpid()))\nprint('held', flush=True)\ntime.sleep(120)\n"
+    )
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -104,8 +143,11 @@ def weights(path: Path) -> dict:
 
 
 def resume_line(world: Path, out: Path, sig: str, step: int, args: tuple) -> str:
-    return (f"{sig} at step {step} of {args[1]}: saved {out / f'checkpoint-{step}'}; resume with: trlvr train "
-            + " ".join(argv(world, str(out), *args)) + " --resume")  # fmt: skip
+    return (
+        f"{sig} at step {step} of {args[1]}: saved {out / f'checkpoint-{step}'}; resume with: trlvr train "
+        + " ".join(argv(world, str(out), *args))
+        + " --resume"
+    )
 
 
 def trlvr_lines(err: str) -> list[str]:
@@ -130,8 +172,10 @@ def test_a_busy_directory_is_refused_and_a_signal_mid_step_leaves_a_complete_che
         assert (out / PID).read_text().split() == [str(first.pid), "trlvr", "train"]
         assert cli(["train", *argv(world, str(out), *args)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err[-1] == (f"trlvr train: error: {out} is being written by another trlvr train "
-                           f"(pid {first.pid}); wait for it to finish or choose another --output_dir")  # fmt: skip
+        assert err[-1] == (
+            f"trlvr train: error: {out} is being written by another trlvr train "
+            f"(pid {first.pid}); wait for it to finish or choose another --output_dir"
+        )
         with training_lock(out, main_process=False):  # another rank of the first job: passes, never waits
             pass
         wait_for(Path(f"{gate}.waiting"), first)  # inside step 1 (its reward), handlers installed
@@ -144,8 +188,9 @@ def test_a_busy_directory_is_refused_and_a_signal_mid_step_leaves_a_complete_che
         first.wait()
     assert first.returncode == EXIT_PREEMPTED, err[-3000:]
     lines = trlvr_lines(err)
-    assert lines[-2].endswith("SIGUSR1: finishing the current step and saving a checkpoint "
-                              "(exit within preempt_grace_s = 120 s)")  # fmt: skip
+    assert lines[-2].endswith(
+        "SIGUSR1: finishing the current step and saving a checkpoint (exit within preempt_grace_s = 120 s)"
+    )
     assert lines[-1].endswith(resume_line(world, out, "SIGUSR1", 1, args))
     assert [c.name for c in checkpoints(out)] == ["checkpoint-1"] and not (out / "final").exists()
     assert checkpoint_problem(out / "checkpoint-1") is None
@@ -165,7 +210,9 @@ def test_sigterm_then_resume_matches_an_uninterrupted_run(world, capsys):
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == EXIT_PREEMPTED, err[-3000:]
     assert trlvr_lines(err)[-1].endswith(resume_line(world, cut, "SIGTERM", 3, args))
-    assert [c.name for c in checkpoints(cut)] == ["checkpoint-3"] and checkpoint_problem(cut / "checkpoint-3") is None
+    assert [c.name for c in checkpoints(cut)] == ["checkpoint-3"] and checkpoint_problem(
+        cut / "checkpoint-3"
+    ) is None
     assert (cut / "checkpoint-3" / PREEMPT_MARK).is_file()  # off the save_steps = 4 schedule
     capsys.readouterr()
     assert cli(["train", *argv(world, str(cut), *args), "--resume"]) == 0
@@ -204,12 +251,19 @@ def test_the_signal_handler_only_flags_and_the_callback_stops_and_saves(tmp_path
         pre.callback.on_save(args, state, control)
         assert pre.callback.saved_step == 7 and pre.stopped_early
         # step 7 is off the save_steps = 5 schedule: marked as a resume point, not a selection candidate
-        assert json.loads((tmp_path / "checkpoint-7" / PREEMPT_MARK).read_text()) == {"signal": "SIGUSR1", "step": 7}
+        assert json.loads((tmp_path / "checkpoint-7" / PREEMPT_MARK).read_text()) == {
+            "signal": "SIGUSR1",
+            "step": 7,
+        }
         (tmp_path / "checkpoint-10").mkdir()
-        pre.callback.on_save(args, SimpleNamespace(global_step=10, max_steps=10, is_world_process_zero=True), control)
+        pre.callback.on_save(
+            args, SimpleNamespace(global_step=10, max_steps=10, is_world_process_zero=True), control
+        )
         assert not (tmp_path / "checkpoint-10" / PREEMPT_MARK).exists()  # a save the schedule makes anyway
     assert signal.getsignal(signal.SIGUSR1) is before
-    assert notices == ["SIGUSR1: finishing the current step and saving a checkpoint (exit within preempt_grace_s = 30 s)"]
+    assert notices == [
+        "SIGUSR1: finishing the current step and saving a checkpoint (exit within preempt_grace_s = 30 s)"
+    ]
 
 
 def test_a_step_longer_than_the_grace_time_exits_143_with_one_line(monkeypatch):
@@ -221,6 +275,8 @@ def test_a_step_longer_than_the_grace_time_exits_143_with_one_line(monkeypatch):
         while not exits and time.time() < deadline:
             time.sleep(0.05)
     assert exits == [EXIT_PREEMPTED]
-    assert notices == ["SIGTERM: finishing the current step and saving a checkpoint (exit within preempt_grace_s = 0.3 s)",
-                       "SIGTERM: the step did not end within preempt_grace_s = 0.3 s; exiting without a new "
-                       "checkpoint. resume with: trlvr train X --resume"]  # fmt: skip
+    assert notices == [
+        "SIGTERM: finishing the current step and saving a checkpoint (exit within preempt_grace_s = 0.3 s)",
+        "SIGTERM: the step did not end within preempt_grace_s = 0.3 s; exiting without a new "
+        "checkpoint. resume with: trlvr train X --resume",
+    ]

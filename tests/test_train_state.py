@@ -32,8 +32,20 @@ from trlvr import artifacts, rundir
 from trlvr.cli.main import main as cli
 from trlvr.training.checkpoints import pick_checkpoint
 
-SMALL = ["--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "4",
-         "--use_cpu", "true", "--save_steps", "1", "--save_total_limit", "20"]  # fmt: skip
+SMALL = [
+    "--per_device_train_batch_size",
+    "4",
+    "--num_generations",
+    "4",
+    "--max_completion_length",
+    "4",
+    "--use_cpu",
+    "true",
+    "--save_steps",
+    "1",
+    "--save_total_limit",
+    "20",
+]
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +66,11 @@ def tree(root: Path, under: str = "") -> dict[str, str]:
     base = root / under
     if not base.exists():
         return {}
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(base.rglob("*"))
-            if p.is_file() and not p.name.startswith(".train.lock")}  # fmt: skip
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(base.rglob("*"))
+        if p.is_file() and not p.name.startswith(".train.lock")
+    }
 
 
 class Killed(Exception):
@@ -99,8 +114,25 @@ class TrainDir(RuleBasedStateMachine):
 
     def argv(self, max_steps: int, *extra: str) -> list[str]:
         t = self.toy
-        return ["train", "--config", "toy", "--holdout", "0", "--senior", str(t / "senior"), "--junior", str(t / "junior"), "--dataset",
-                str(t / "train.jsonl"), "--output_dir", str(self.out), *SMALL, "--max_steps", str(max_steps), *extra]  # fmt: skip
+        return [
+            "train",
+            "--config",
+            "toy",
+            "--holdout",
+            "0",
+            "--senior",
+            str(t / "senior"),
+            "--junior",
+            str(t / "junior"),
+            "--dataset",
+            str(t / "train.jsonl"),
+            "--output_dir",
+            str(self.out),
+            *SMALL,
+            "--max_steps",
+            str(max_steps),
+            *extra,
+        ]
 
     def run(self, argv: list[str]) -> tuple[int, str]:
         self.capsys.readouterr()
@@ -136,7 +168,10 @@ class TrainDir(RuleBasedStateMachine):
     def force(self, max_steps):
         code, err = self.run(self.argv(max_steps, "--force"))
         assert code == 0, err
-        assert not rundir.checkpoints(self.out) or max(rundir.checkpoint_step(c) for c in rundir.checkpoints(self.out)) <= max_steps
+        assert (
+            not rundir.checkpoints(self.out)
+            or max(rundir.checkpoint_step(c) for c in rundir.checkpoints(self.out)) <= max_steps
+        )
         self.max_target = 0
         self._finished(max_steps)
 
@@ -186,7 +221,9 @@ class TrainDir(RuleBasedStateMachine):
         resume = resume and newest is not None and rundir.checkpoint_step(newest) < step
         tandem, grpo, _ = parse_run_args(self.argv(3)[1:])
         try:
-            train_and_save(tandem, grpo, resume=resume, force=not resume, callbacks=[KillAt(step, where, self.out)])
+            train_and_save(
+                tandem, grpo, resume=resume, force=not resume, callbacks=[KillAt(step, where, self.out)]
+            )
         except Killed:
             pass
         else:
@@ -199,8 +236,21 @@ class TrainDir(RuleBasedStateMachine):
         t = self.toy
         torn = [c for c in rundir.checkpoints(self.out) if not artifacts.is_complete(c, artifacts.WEIGHTS)]
         before = tree(self.out)
-        code, err = self.run(["select", str(self.out), "--val", str(t / "val.jsonl"), "--metric", "solo/pass@1",
-                              "--n", "1", "--max-new-tokens", "2", "--no-progress"])  # fmt: skip
+        code, err = self.run(
+            [
+                "select",
+                str(self.out),
+                "--val",
+                str(t / "val.jsonl"),
+                "--metric",
+                "solo/pass@1",
+                "--n",
+                "1",
+                "--max-new-tokens",
+                "2",
+                "--no-progress",
+            ]
+        )
         if torn:  # refused before any checkpoint is evaluated, naming one
             assert code == 2 and any(str(c) in err for c in torn) and tree(self.out) == before, err
             return
@@ -222,8 +272,13 @@ class TrainDir(RuleBasedStateMachine):
 
     def artifact_files(self) -> list[str]:
         folders = [*rundir.checkpoints(self.out), rundir.final_dir(self.out)]
-        return sorted(str(p.relative_to(self.out)) for d in folders if d.is_dir() for p in d.iterdir()
-                      if p.is_file() and p.stat().st_size > 0)  # fmt: skip
+        return sorted(
+            str(p.relative_to(self.out))
+            for d in folders
+            if d.is_dir()
+            for p in d.iterdir()
+            if p.is_file() and p.stat().st_size > 0
+        )
 
     def _finished(self, max_steps: int) -> None:
         assert self.state().stage == "finished" and self.state().step == max_steps, self.state()
@@ -253,7 +308,9 @@ class TrainDir(RuleBasedStateMachine):
             from trlvr.eval.api import resolve_senior
 
             chosen = self.out / json.loads(sel.read_text())["path"]
-            if chosen.is_dir() and not artifacts.is_complete(chosen, artifacts.WEIGHTS):  # torn: refused, one line
+            if chosen.is_dir() and not artifacts.is_complete(
+                chosen, artifacts.WEIGHTS
+            ):  # torn: refused, one line
                 with pytest.raises(UserError, match="is not complete") as e:
                     resolve_senior(f"{self.out}@selected")
                 assert "\n" not in str(e.value)
@@ -288,8 +345,12 @@ def test_a_finished_run_resumed_to_another_target_stays_as_it_was(toy, capsys):
     TrainDir.toy, TrainDir.capsys = toy, capsys
     machine = TrainDir()
     machine.start()
-    for step in (lambda: machine.train(2), lambda: machine.resume(3), lambda: machine.resume(1),
-                 lambda: machine.resume(2)):  # fmt: skip
+    for step in (
+        lambda: machine.train(2),
+        lambda: machine.resume(3),
+        lambda: machine.resume(1),
+        lambda: machine.resume(2),
+    ):
         step()
         machine.max_steps_never_exceeded()
         machine.a_finished_run_is_unchanged()
@@ -306,11 +367,18 @@ def test_torn_artifacts_walked_every_time(toy, capsys):
     TrainDir.toy, TrainDir.capsys = toy, capsys
     machine = TrainDir()
     machine.start()
-    for step in (lambda: machine.train(2), lambda: machine.cut("final/model.safetensors", 0.5),
-                 lambda: machine.resume_changed(2, ("--max_grad_norm", "0.5")), lambda: machine.resume(2),
-                 lambda: machine.select(), lambda: machine.resume_changed(3, ("--p", "0.3")),
-                 lambda: machine.cut("checkpoint-2/optimizer.pt", 0.3), lambda: machine.select(),
-                 lambda: machine.cut("final/trlvr_manifest.json", 0.0), lambda: machine.resume(3)):  # fmt: skip
+    for step in (
+        lambda: machine.train(2),
+        lambda: machine.cut("final/model.safetensors", 0.5),
+        lambda: machine.resume_changed(2, ("--max_grad_norm", "0.5")),
+        lambda: machine.resume(2),
+        lambda: machine.select(),
+        lambda: machine.resume_changed(3, ("--p", "0.3")),
+        lambda: machine.cut("checkpoint-2/optimizer.pt", 0.3),
+        lambda: machine.select(),
+        lambda: machine.cut("final/trlvr_manifest.json", 0.0),
+        lambda: machine.resume(3),
+    ):
         step()
         machine.max_steps_never_exceeded()
         machine.a_finished_run_is_unchanged()

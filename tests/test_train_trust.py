@@ -13,8 +13,16 @@ from helpers import copy_toy_pair, toy_run_argv
 
 from trlvr.cli.main import main as cli
 
-SMALL = ["--per_device_train_batch_size", "16", "--num_generations", "4", "--max_completion_length", "24",
-         "--use_cpu", "true"]  # fmt: skip
+SMALL = [
+    "--per_device_train_batch_size",
+    "16",
+    "--num_generations",
+    "4",
+    "--max_completion_length",
+    "24",
+    "--use_cpu",
+    "true",
+]
 
 
 @pytest.fixture
@@ -23,8 +31,25 @@ def toy(tmp_path):
 
 
 def train(toy, *extra):
-    return cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
-                "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / "run"), *SMALL, *extra])  # fmt: skip
+    return cli(
+        [
+            "train",
+            "--config",
+            "toy",
+            "--holdout",
+            "0",
+            "--senior",
+            str(toy / "senior"),
+            "--junior",
+            str(toy / "junior"),
+            "--dataset",
+            str(toy / "train.jsonl"),
+            "--output_dir",
+            str(toy / "run"),
+            *SMALL,
+            *extra,
+        ]
+    )
 
 
 def test_nan_weights_stop_the_run_without_a_final_model(toy, capsys):
@@ -46,7 +71,9 @@ def test_resume_with_other_settings_is_refused_listing_the_differences(toy_run, 
     assert cli(toy_run_argv(toy_run, "--max_steps", "3", "--resume", "--p", "0.3", "--arm", "grpo")) == 2
     err = capsys.readouterr().err
     assert "holds a different run" in err and "p: 0.5 -> 0.3" in err and "arm: 'tandem' -> 'grpo'" in err
-    assert cli(toy_run_argv(toy_run, "--max_steps", "3")) == 2  # same run without --resume: refused, would overwrite
+    assert (
+        cli(toy_run_argv(toy_run, "--max_steps", "3")) == 2
+    )  # same run without --resume: refused, would overwrite
     assert "pass --resume to continue it" in capsys.readouterr().err
 
 
@@ -68,8 +95,15 @@ def test_holdout_problems_never_reach_training(toy):
     from trlvr.config import load_run_config
     from trlvr.training.build import load_training_problems
 
-    tandem, _ = load_run_config("toy", {"senior": str(toy / "senior"), "junior": str(toy / "junior"),
-                                        "dataset": str(toy / "train.jsonl"), "holdout": 20})  # fmt: skip
+    tandem, _ = load_run_config(
+        "toy",
+        {
+            "senior": str(toy / "senior"),
+            "junior": str(toy / "junior"),
+            "dataset": str(toy / "train.jsonl"),
+            "holdout": 20,
+        },
+    )
     train_set, held = load_training_problems(tandem)
     assert len(held) == 20 and len(train_set) == 100
     assert not {p.problem for p in held} & {p.problem for p in train_set}
@@ -111,7 +145,9 @@ def test_console_is_one_bar_and_a_few_lines(toy, capfd):
     text = out + err
     assert "deprecated" not in text.lower() and "Warning" not in text
     assert "{'loss'" not in text and "'grad_norm'" not in text  # TRL's printer of the raw log dict is off
-    lines = [line for line in text.replace("\r", "\n").splitlines() if line.strip() and "train tandem" not in line]
+    lines = [
+        line for line in text.replace("\r", "\n").splitlines() if line.strip() and "train tandem" not in line
+    ]
     assert all(line.startswith("[trlvr]") for line in lines), lines
     assert len(lines) <= 3, lines
     rows = [json.loads(line) for line in (toy / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -141,7 +177,9 @@ def test_engine_options_reach_training_and_eval(toy, monkeypatch):
     real_init = G.TandemGenerator.__init__
 
     def spy(self, *a, **kw):
-        seen.append({"decode": kw.get("options", G.DecodeOptions()).decode, "junior_device": kw.get("junior_device")})
+        seen.append(
+            {"decode": kw.get("options", G.DecodeOptions()).decode, "junior_device": kw.get("junior_device")}
+        )
         real_init(self, *a, **kw)
 
     monkeypatch.setattr(G.TandemGenerator, "__init__", spy)
@@ -153,10 +191,32 @@ def test_engine_options_reach_training_and_eval(toy, monkeypatch):
     from trlvr.toy.world import _rows, _write_jsonl
 
     _write_jsonl(toy / "test.jsonl", _rows(make_splits(8, 4, seed=0)[1]))
-    argv = ["eval", "--senior", str(toy / "run" / "final"), "--junior", str(toy / "junior"), "--data",
-            f"toy={toy / 'test.jsonl'}", "--limit", "2", "--n", "1", "--k", "1", "--suite", "solo,handoff",
-            "--max-new-tokens", "16", "--out", str(toy / "eval"), "--no-progress", "--decode", "static",
-            "--junior-device", "cpu"]  # fmt: skip
+    argv = [
+        "eval",
+        "--senior",
+        str(toy / "run" / "final"),
+        "--junior",
+        str(toy / "junior"),
+        "--data",
+        f"toy={toy / 'test.jsonl'}",
+        "--limit",
+        "2",
+        "--n",
+        "1",
+        "--k",
+        "1",
+        "--suite",
+        "solo,handoff",
+        "--max-new-tokens",
+        "16",
+        "--out",
+        str(toy / "eval"),
+        "--no-progress",
+        "--decode",
+        "static",
+        "--junior-device",
+        "cpu",
+    ]
     assert cli(argv) == 0
     assert seen == [{"decode": "static", "junior_device": "cpu"}]
 
@@ -168,8 +228,12 @@ def test_metrics_file_reads_as_one_run_after_a_resume(tmp_path):
     from trlvr.training.console import METRICS_FILE, MetricsFile
 
     path = tmp_path / METRICS_FILE
-    path.write_text("".join(json.dumps({"step": s, "loss": 0.1 * s}) + "\n" for s in range(1, 6)) + '{"step": 6, "lo')
-    MetricsFile(tmp_path).on_train_begin(None, SimpleNamespace(is_world_process_zero=True, global_step=3), None)
+    path.write_text(
+        "".join(json.dumps({"step": s, "loss": 0.1 * s}) + "\n" for s in range(1, 6)) + '{"step": 6, "lo'
+    )
+    MetricsFile(tmp_path).on_train_begin(
+        None, SimpleNamespace(is_world_process_zero=True, global_step=3), None
+    )
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3]
 
 
@@ -201,9 +265,28 @@ def test_eval_grading_flag_is_named_and_part_of_the_fingerprint(toy, capsys):
 
     _write_jsonl(toy / "test.jsonl", _rows(make_splits(8, 4, seed=0)[1]))
     out = toy / "eval"
-    base = ["eval", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"), "--data",
-            f"toy={toy / 'test.jsonl'}", "--limit", "2", "--n", "1", "--k", "1", "--suite", "solo",
-            "--max-new-tokens", "16", "--out", str(out), "--no-progress"]  # fmt: skip
+    base = [
+        "eval",
+        "--senior",
+        str(toy / "senior"),
+        "--junior",
+        str(toy / "junior"),
+        "--data",
+        f"toy={toy / 'test.jsonl'}",
+        "--limit",
+        "2",
+        "--n",
+        "1",
+        "--k",
+        "1",
+        "--suite",
+        "solo",
+        "--max-new-tokens",
+        "16",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert cli([*base, "--grading", "boxed_or_tail"]) == 0
     res = json.loads((out / "results.json").read_text())
     assert res["config"]["grading"] == "boxed_or_tail"

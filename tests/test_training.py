@@ -142,7 +142,9 @@ def check_metrics(trainer):
     ]:
         assert all(key in h for h in logs), key
     h = logs[-1]
-    assert h["tandem/senior_tokens/mean"] + h["tandem/junior_tokens/mean"] == pytest.approx(h["tandem/team_length/mean"])
+    assert h["tandem/senior_tokens/mean"] + h["tandem/junior_tokens/mean"] == pytest.approx(
+        h["tandem/team_length/mean"]
+    )
     assert not any(k.startswith("tandem/length_") for k in h), "one name per logged quantity: team_length/*"
     assert 0.0 < h["tandem/senior_share"] < 1.0
 
@@ -330,8 +332,13 @@ def test_tools_and_environments_are_refused_in_one_line(tmp_path, tokenizer, pai
         return a + b
 
     ds = Dataset.from_list([{"prompt": p, "answer": "1"} for p in PROMPTS])
-    common = dict(tandem=TandemConfig(senior="senior", junior="junior"), args=grpo_args(tmp_path),
-                  reward_funcs=length_reward, train_dataset=ds, processing_class=tokenizer)  # fmt: skip
+    common = dict(
+        tandem=TandemConfig(senior="senior", junior="junior"),
+        args=grpo_args(tmp_path),
+        reward_funcs=length_reward,
+        train_dataset=ds,
+        processing_class=tokenizer,
+    )
     for extra in ({"tools": [calculator]}, {"environment_factory": object}):
         with pytest.raises(UserError, match="does not take tools or environment_factory") as info:
             TandemGRPOTrainer(*pair, **common, **extra)
@@ -395,7 +402,9 @@ def test_eos_ends_the_sequence_whoever_writes_it(tmp_path, tokenizer, pair, owne
     else:
         love_eos_when_generating(trainer.model, eos)
     # the other author writes 2 tokens, then the owner's first token is EOS
-    trainer.rollout.schedule = ChunkSchedule(chunk_size=2, first_author="senior" if owner == "junior" else "junior")
+    trainer.rollout.schedule = ChunkSchedule(
+        chunk_size=2, first_author="senior" if owner == "junior" else "junior"
+    )
     trainer.rollout.check_junior_p = None
     seen = capture(trainer)
     trainer.train()

@@ -175,15 +175,33 @@ def test_one_process_and_two_give_the_same_rollouts(tmp_path, tokenizer):
     (world / "sitecustomize.py").write_text(DUMP_ROLLOUTS)
     args = ("--max_steps", "1", "--save_steps", "100", "--schedule", "token", "--max_completion_length", "12")
     dumps = {}
-    for name, launch, per_device in (("one", [], "8"), ("two", ["-m", "torch.distributed.run", "--nproc_per_node", "2"], "4")):
+    for name, launch, per_device in (
+        ("one", [], "8"),
+        ("two", ["-m", "torch.distributed.run", "--nproc_per_node", "2"], "4"),
+    ):
         dump = tmp_path / f"dump-{name}"
         dump.mkdir()
-        cmd = [sys.executable, *launch, "-m", "trlvr.cli.train_cmd",
-               *train_cmd(world, str(tmp_path / name), *args), "--per_device_train_batch_size", per_device]  # fmt: skip
-        proc = subprocess.run(cmd, cwd=ROOT, env={**env_for(world), "TRLVR_TEST_DUMP": str(dump)},
-                              capture_output=True, text=True, timeout=900)  # fmt: skip
+        cmd = [
+            sys.executable,
+            *launch,
+            "-m",
+            "trlvr.cli.train_cmd",
+            *train_cmd(world, str(tmp_path / name), *args),
+            "--per_device_train_batch_size",
+            per_device,
+        ]
+        proc = subprocess.run(
+            cmd,
+            cwd=ROOT,
+            env={**env_for(world), "TRLVR_TEST_DUMP": str(dump)},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert proc.returncode == 0, proc.stderr[-4000:]
-        dumps[name] = [json.loads(line) for f in sorted(dump.glob("rank*.jsonl")) for line in f.read_text().splitlines()]
+        dumps[name] = [
+            json.loads(line) for f in sorted(dump.glob("rank*.jsonl")) for line in f.read_text().splitlines()
+        ]
     assert len(list((tmp_path / "dump-two").glob("rank*.jsonl"))) == 2  # both processes generated
 
     def by_prompt(rows):

@@ -24,8 +24,9 @@ SENIOR, JUNIOR = str(ASSETS_DIR / "senior"), str(ASSETS_DIR / "junior")
 
 
 def toy_dataset(n: int = 4) -> Dataset:
-    return Dataset.from_list([{"prompt": p.text + "\n\n", "answer": str(p.answer)}
-                              for p in generate_problems(n, "train", seed=0)])  # fmt: skip
+    return Dataset.from_list(
+        [{"prompt": p.text + "\n\n", "answer": str(p.answer)} for p in generate_problems(n, "train", seed=0)]
+    )
 
 
 def reward(completions, **kwargs):
@@ -33,15 +34,29 @@ def reward(completions, **kwargs):
 
 
 def args(tmp_path, **kw) -> GRPOConfig:
-    base = dict(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, per_device_train_batch_size=8,
-                num_generations=4, max_completion_length=12, max_steps=1, report_to=[], save_strategy="no",
-                disable_tqdm=True)  # fmt: skip
+    base = dict(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        bf16=False,
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=12,
+        max_steps=1,
+        report_to=[],
+        save_strategy="no",
+        disable_tqdm=True,
+    )
     return GRPOConfig(**{**base, **kw})
 
 
 def test_local_paths_as_strings_train(tmp_path):
-    trainer = TandemGRPOTrainer(SENIOR, JUNIOR, args=args(tmp_path, model_init_kwargs={"dtype": "float32"}),
-                                reward_funcs=reward, train_dataset=toy_dataset())  # fmt: skip
+    trainer = TandemGRPOTrainer(
+        SENIOR,
+        JUNIOR,
+        args=args(tmp_path, model_init_kwargs={"dtype": "float32"}),
+        reward_funcs=reward,
+        train_dataset=toy_dataset(),
+    )
     # the senior TRL loaded, the junior beside it, both ids recorded in the run's TandemConfig
     assert trainer.tandem.senior == SENIOR and trainer.tandem.junior == JUNIOR
     assert trainer.junior is not None and not any(p.requires_grad for p in trainer.junior.parameters())
@@ -111,29 +126,60 @@ def test_hub_ids_from_the_local_cache_offline(tmp_path, where):
     cache = home / "hub" if where == "HF_HOME" else tmp_path / "hub"
     lay_out_hub_cache(cache, "trlvr-test/senior", ASSETS_DIR / "senior")
     lay_out_hub_cache(cache, "trlvr-test/junior", ASSETS_DIR / "junior")
-    assert {r.repo_id for r in scan_cache_dir(cache).repos} == {"trlvr-test/senior", "trlvr-test/junior"}  # hub's view
+    assert {r.repo_id for r in scan_cache_dir(cache).repos} == {
+        "trlvr-test/senior",
+        "trlvr-test/junior",
+    }  # hub's view
     (tmp_path / "run.py").write_text(textwrap.dedent(SCRIPT))
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_CACHE", "HF_HOME", "TRANSFORMERS_CACHE")}
-    env.update({"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1", "HF_HUB_OFFLINE": "1",
-                "HF_HOME": str(home)})  # fmt: skip
+    env.update(
+        {
+            "PYTHONPATH": str(ROOT),
+            "OMP_NUM_THREADS": "1",
+            "TRL_EXPERIMENTAL_SILENCE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "HF_HOME": str(home),
+        }
+    )
     if where == "HF_HUB_CACHE":
         env["HF_HUB_CACHE"] = str(cache)
-    done = subprocess.run([sys.executable, "run.py", str(tmp_path / "out")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "run.py", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "trlvr-test/junior" in done.stdout.splitlines()[-1]
 
 
 def test_checkpoints_and_saved_models_carry_the_tandem_model_card(tmp_path):
-    trainer = TandemGRPOTrainer(SENIOR, JUNIOR, tandem=TandemConfig(p=0.7), args=args(tmp_path, save_strategy="steps",
-                                save_steps=1), reward_funcs=reward, train_dataset=toy_dataset())  # fmt: skip
+    trainer = TandemGRPOTrainer(
+        SENIOR,
+        JUNIOR,
+        tandem=TandemConfig(p=0.7),
+        args=args(tmp_path, save_strategy="steps", save_steps=1),
+        reward_funcs=reward,
+        train_dataset=toy_dataset(),
+    )
     trainer.train()
     trainer.save_model(str(tmp_path / "final"))
     for folder in (tmp_path / "out" / "checkpoint-1", tmp_path / "final"):
         card = (folder / "README.md").read_text()
         assert "tandem-rlvr" in card.split("---")[1]  # a tag in the card's metadata
-        for needed in (f"| junior (frozen co-writer) | {JUNIOR} |", f"| base model (the senior before training) | {SENIOR} |",
-                       "| arm | tandem |", "| schedule | word (p=0.7, max_gap=32, handoff=bernoulli) |", "| reward grader | trlvr |", "| steps | 1 |", "2606.28166",
-                       "@article{jiao2026tandemrlvr"):  # fmt: skip
+        for needed in (
+            f"| junior (frozen co-writer) | {JUNIOR} |",
+            f"| base model (the senior before training) | {SENIOR} |",
+            "| arm | tandem |",
+            "| schedule | word (p=0.7, max_gap=32, handoff=bernoulli) |",
+            "| reward grader | trlvr |",
+            "| steps | 1 |",
+            "2606.28166",
+            "@article{jiao2026tandemrlvr",
+        ):
             assert needed in card, needed
-        assert "[None]" not in card and "base_model:" not in card  # a local folder is no hub id for the metadata
+        assert (
+            "[None]" not in card and "base_model:" not in card
+        )  # a local folder is no hub id for the metadata

@@ -24,13 +24,29 @@ def test_rows_and_reward_arguments_are_trls(tmp_path, tokenizer):
         seen_kwargs.append(set(kwargs))
         return [len(c) / 10 for c in completions]
 
-    args = GRPOConfig(str(tmp_path / "out"), use_cpu=True, bf16=False, per_device_train_batch_size=4,
-                      num_generations=2, max_completion_length=6, max_steps=1, logging_steps=1, report_to=[],
-                      save_strategy="no", disable_tqdm=True)  # fmt: skip
+    args = GRPOConfig(
+        str(tmp_path / "out"),
+        use_cpu=True,
+        bf16=False,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=6,
+        max_steps=1,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        disable_tqdm=True,
+    )
     senior, junior = tiny_model("qwen3", len(tokenizer), seed=0), tiny_model("qwen3", len(tokenizer), seed=1)
-    trainer = TandemGRPOTrainer(senior, junior, tandem=TandemConfig(senior="s", junior="j"), args=args,
-                                reward_funcs=reward, processing_class=tokenizer,
-                                train_dataset=Dataset.from_list([{"prompt": p} for p in ("The cat", "A train")]))  # fmt: skip
+    trainer = TandemGRPOTrainer(
+        senior,
+        junior,
+        tandem=TandemConfig(senior="s", junior="j"),
+        args=args,
+        reward_funcs=reward,
+        processing_class=tokenizer,
+        train_dataset=Dataset.from_list([{"prompt": p} for p in ("The cat", "A train")]),
+    )
     training_step = trainer.training_step
 
     def recording_step(model, inputs, *a, **kw):

@@ -16,8 +16,18 @@ from trlvr.cli.main import main as cli
 from trlvr.errors import UserError
 from trlvr.rundir import ASIDE_PREFIX, set_aside
 
-SMALL = ["--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "16",
-         "--use_cpu", "true", "--save_steps", "1"]  # fmt: skip
+SMALL = [
+    "--per_device_train_batch_size",
+    "8",
+    "--num_generations",
+    "4",
+    "--max_completion_length",
+    "16",
+    "--use_cpu",
+    "true",
+    "--save_steps",
+    "1",
+]
 
 
 def tree(path: Path) -> dict[str, bytes]:
@@ -34,8 +44,14 @@ def asides(path: Path) -> list[Path]:
 
 def test_set_aside_moves_everything_but_the_lock_and_earlier_runs_and_deletes_nothing(tmp_path):
     run = tmp_path / "run"
-    for name, text in {"checkpoint-2/model.safetensors": "w", "final/config.json": "{}", "selected.json": "{}",
-                       "select/holdout/results.json": "{}", ".done": "", ".train.lock": ""}.items():  # fmt: skip
+    for name, text in {
+        "checkpoint-2/model.safetensors": "w",
+        "final/config.json": "{}",
+        "selected.json": "{}",
+        "select/holdout/results.json": "{}",
+        ".done": "",
+        ".train.lock": "",
+    }.items():
         (run / name).parent.mkdir(parents=True, exist_ok=True)
         (run / name).write_text(text)
     before = tree(run)
@@ -49,16 +65,23 @@ def test_set_aside_moves_everything_but_the_lock_and_earlier_runs_and_deletes_no
     (run / "metrics.jsonl").write_text("{}\n")
     second = set_aside(run, keep=(".train.lock",), say=False)  # a second start over: its own folder
     assert second != first and asides(run) == sorted([first, second])
-    assert tree(second) == {"metrics.jsonl": b"{}\n"} and tree(first) == {k: v for k, v in before.items()
-                                                                          if k != ".train.lock"}  # fmt: skip
+    assert tree(second) == {"metrics.jsonl": b"{}\n"} and tree(first) == {
+        k: v for k, v in before.items() if k != ".train.lock"
+    }
     assert set_aside(tmp_path / "never-made") is None
 
 
 def _a_run_with_an_earlier_aside(run: Path) -> dict[str, bytes]:
-    for name, text in {"checkpoint-1/model.safetensors": "w1", "checkpoint-2/model.safetensors": "w2",
-                       "final/config.json": "{}", "metrics.jsonl": "{}\n", "selected.json": "{}",
-                       "replaced-20200101-000000/final/config.json": "old", ".train.lock": "",
-                       ".train.lock.pid": "7"}.items():  # fmt: skip
+    for name, text in {
+        "checkpoint-1/model.safetensors": "w1",
+        "checkpoint-2/model.safetensors": "w2",
+        "final/config.json": "{}",
+        "metrics.jsonl": "{}\n",
+        "selected.json": "{}",
+        "replaced-20200101-000000/final/config.json": "old",
+        ".train.lock": "",
+        ".train.lock.pid": "7",
+    }.items():
         (run / name).parent.mkdir(parents=True, exist_ok=True)
         (run / name).write_text(text)
     return tree(run)
@@ -82,6 +105,7 @@ def test_a_failure_between_the_moves_leaves_every_finished_file_where_it_was(tmp
             if len(calls) == fail_at:
                 raise OSError(28, "No space left on device")
             return real(src, dst, *a, **k)
+
         return move
 
     monkeypatch.setattr(os, "rename", flaky(real_rename))
@@ -96,7 +120,8 @@ def test_a_failure_between_the_moves_leaves_every_finished_file_where_it_was(tmp
         assert sorted(p.name for p in asides(run)) == ["replaced-20200101-000000"]
     else:  # it finished before the failing call (only the earlier aside's move back can fail after)
         assert {k: v for k, v in before.items() if not k.startswith((".train", "replaced-"))}.items() <= {
-            k.split("/", 1)[1]: v for k, v in tree(run).items() if k.startswith(moved.name)}.items()
+            k.split("/", 1)[1]: v for k, v in tree(run).items() if k.startswith(moved.name)
+        }.items()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no hidden fresh folder left beside it
 
 
@@ -113,8 +138,9 @@ def test_the_one_rename_keeps_a_held_lock_held_and_earlier_asides_beside_the_new
             FileLock(str(run / ".train.lock"), timeout=0).acquire()
     finally:
         held.release()
-    assert sorted(p.name for p in run.iterdir()) == sorted([".train.lock", ".train.lock.pid", moved.name,
-                                                             "replaced-20200101-000000"])  # fmt: skip
+    assert sorted(p.name for p in run.iterdir()) == sorted(
+        [".train.lock", ".train.lock.pid", moved.name, "replaced-20200101-000000"]
+    )
     assert tree(moved) == {k: v for k, v in before.items() if not k.startswith((".train", "replaced-"))}
     assert tree(run / "replaced-20200101-000000") == {"final/config.json": b"old"}
     assert (run / ".train.lock.pid").read_text() == "7"
@@ -167,7 +193,9 @@ def test_a_kill_between_the_two_renames_is_completed_by_the_next_command(tmp_pat
     [new, earlier] = sorted(asides(run), reverse=True)
     assert earlier.name == "replaced-20200101-000000"
     moved = {k.split("/", 1)[1]: v for k, v in tree(run).items() if k.startswith(new.name + "/")}
-    assert {k: v for k, v in before.items() if not k.startswith((".train", "replaced-"))}.items() <= moved.items()
+    assert {
+        k: v for k, v in before.items() if not k.startswith((".train", "replaced-"))
+    }.items() <= moved.items()
     assert (run / ".train.lock.pid").read_text() == "7"
 
 
@@ -180,8 +208,25 @@ def toy(tmp_path):
 
 
 def train(toy: Path, *extra: str, out: str = "run") -> int:
-    return cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(toy / "senior"), "--junior", str(toy / "junior"),
-                "--dataset", str(toy / "train.jsonl"), "--output_dir", str(toy / out), *SMALL, *extra])  # fmt: skip
+    return cli(
+        [
+            "train",
+            "--config",
+            "toy",
+            "--holdout",
+            "0",
+            "--senior",
+            str(toy / "senior"),
+            "--junior",
+            str(toy / "junior"),
+            "--dataset",
+            str(toy / "train.jsonl"),
+            "--output_dir",
+            str(toy / out),
+            *SMALL,
+            *extra,
+        ]
+    )
 
 
 def test_force_leaves_nothing_of_the_old_run_for_resume_or_select(toy_run, capsys):
@@ -209,7 +254,9 @@ def test_force_leaves_nothing_of_the_old_run_for_resume_or_select(toy_run, capsy
     assert json.loads((run / "trlvr_run.json").read_text())["tandem"]["arm"] == "grpo"
     assert pick_checkpoint(run)[0] == run / "checkpoint-1"
     shutil.rmtree(run / "final")  # killed before final/ (a finished run is never resumed to more steps)
-    assert cli(toy_run_argv(toy, "--arm", "grpo", "--max_steps", "2", "--resume")) == 0  # continues the new run
+    assert (
+        cli(toy_run_argv(toy, "--arm", "grpo", "--max_steps", "2", "--resume")) == 0
+    )  # continues the new run
     err = capsys.readouterr().err
     assert "resuming from" in err and err.split("resuming from")[1].split()[0] == str(run / "checkpoint-1")
     state = json.loads((run / "final" / "trainer_state.json").read_text())
@@ -272,8 +319,24 @@ def test_force_refuses_a_folder_with_a_run_being_trained(toy, monkeypatch):
 def _eval_world(tmp: Path) -> list[str]:
     save_tiny_models(tmp, {"senior": 0, "junior": 1, "other": 2}, hidden=32)
     data = write_sum_problems(tmp / "d.jsonl", 3)
-    return ["eval", "--junior", str(tmp / "junior"), "--data", f"toy={data}", "--n", "2", "--k", "1",
-            "--suite", "solo", "--max-new-tokens", "4", "--no-progress", "--out", str(tmp / "out")]  # fmt: skip
+    return [
+        "eval",
+        "--junior",
+        str(tmp / "junior"),
+        "--data",
+        f"toy={data}",
+        "--n",
+        "2",
+        "--k",
+        "1",
+        "--suite",
+        "solo",
+        "--max-new-tokens",
+        "4",
+        "--no-progress",
+        "--out",
+        str(tmp / "out"),
+    ]
 
 
 def test_eval_fresh_sets_the_earlier_evaluation_aside_with_its_markers(tmp_path, capsys):
@@ -293,8 +356,13 @@ def test_eval_fresh_sets_the_earlier_evaluation_aside_with_its_markers(tmp_path,
     res = json.loads((out / "results.json").read_text())
     assert res["config"]["models"]["senior"].endswith("other")
     assert cli(argv + ["--senior", str(tmp_path / "other"), "--out", str(tmp_path / "clean")]) == 0
-    keyed = [{(r["problem_id"], r["sample_idx"]): r["token_ids"] for r in map(json.loads, open(d / "samples.jsonl"))}
-             for d in (out, tmp_path / "clean")]  # fmt: skip
+    keyed = [
+        {
+            (r["problem_id"], r["sample_idx"]): r["token_ids"]
+            for r in map(json.loads, open(d / "samples.jsonl"))
+        }
+        for d in (out, tmp_path / "clean")
+    ]
     assert keyed[0] == keyed[1]  # the new run is exactly a run into an empty directory
 
 

@@ -12,15 +12,27 @@ from trlvr.data.jsonl import DuplicateKey, loads_strict
 from trlvr.errors import UserError
 
 
-@pytest.mark.parametrize("argv, line", [
-    (["--model_init_kwargs", '{"dtype": "bfloat16", "dtype": "float32"}'],
-     "command line: model_init_kwargs: key 'dtype' is written twice in one object; keep one"),
-    (['--generation_kwargs={"stop": {"a": 1, "a": 2}}'],
-     "command line: generation_kwargs: key 'a' is written twice in one object; keep one"),
-    (["--lr_scheduler_kwargs", '{"min_lr": 0.1, "min_lr": 0.2}'],
-     "command line: lr_scheduler_kwargs: key 'min_lr' is written twice in one object; keep one"),
-    (["--lr_scheduler_kwargs", '{"min_lr": '], "command line: lr_scheduler_kwargs: not valid JSON (Expecting value at column 12)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["--model_init_kwargs", '{"dtype": "bfloat16", "dtype": "float32"}'],
+            "command line: model_init_kwargs: key 'dtype' is written twice in one object; keep one",
+        ),
+        (
+            ['--generation_kwargs={"stop": {"a": 1, "a": 2}}'],
+            "command line: generation_kwargs: key 'a' is written twice in one object; keep one",
+        ),
+        (
+            ["--lr_scheduler_kwargs", '{"min_lr": 0.1, "min_lr": 0.2}'],
+            "command line: lr_scheduler_kwargs: key 'min_lr' is written twice in one object; keep one",
+        ),
+        (
+            ["--lr_scheduler_kwargs", '{"min_lr": '],
+            "command line: lr_scheduler_kwargs: not valid JSON (Expecting value at column 12)",
+        ),
+    ],
+)
 def test_a_key_written_twice_in_a_json_argument_is_refused_naming_it(argv, line):
     with pytest.raises(UserError) as e:
         parse_run_args(argv)
@@ -29,12 +41,14 @@ def test_a_key_written_twice_in_a_json_argument_is_refused_naming_it(argv, line)
 
 def test_a_json_string_inside_a_config_is_read_strictly_too(tmp_path, capsys):
     config = tmp_path / "run.yaml"
-    config.write_text("model_init_kwargs: '{\"dtype\": \"bfloat16\", \"dtype\": \"float32\"}'\n")
+    config.write_text('model_init_kwargs: \'{"dtype": "bfloat16", "dtype": "float32"}\'\n')
     assert main(["train", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert cli_errors(err) == [f"trlvr train: error: config {config}: model_init_kwargs: key 'dtype' is written twice "
-                               "in one object; keep one"]  # fmt: skip
+    assert cli_errors(err) == [
+        f"trlvr train: error: config {config}: model_init_kwargs: key 'dtype' is written twice "
+        "in one object; keep one"
+    ]
 
 
 def test_the_strict_loader_reads_what_json_reads():

@@ -42,9 +42,15 @@ def held(tmp_path_factory):
     write_sum_problems(root / "data.jsonl", 3)
     for name in ("A", "B", "EVAL"):
         fake_eval_outputs(root / name)
-    held = {"trlvr train": run, "trlvr eval": root / "EVAL", "trlvr compare": root / "cmp",
-            "trlvr toy prepare": root / "toy", "trlvr study run": root / "study", "trlvr smoke": root / "smoke",
-            "trlvr report": root / "B"}  # fmt: skip
+    held = {
+        "trlvr train": run,
+        "trlvr eval": root / "EVAL",
+        "trlvr compare": root / "cmp",
+        "trlvr toy prepare": root / "toy",
+        "trlvr study run": root / "study",
+        "trlvr smoke": root / "smoke",
+        "trlvr report": root / "B",
+    }
     code = textwrap.dedent(f"""
         import contextlib, time
         from trlvr import rundir
@@ -54,8 +60,13 @@ def held(tmp_path_factory):
             print("held", flush=True)
             time.sleep(300)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"))  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"),
+    )
     assert proc.stdout.readline().strip() == "held"
     yield root, proc.pid
     proc.kill()
@@ -70,23 +81,49 @@ def refused(argv, capsys, by: str, pid: int) -> str:
     return line
 
 
-@pytest.mark.parametrize("command", ["eval", "select", "compare", "report", "toy prepare", "study run", "smoke"])
+@pytest.mark.parametrize(
+    "command", ["eval", "select", "compare", "report", "toy prepare", "study run", "smoke"]
+)
 def test_a_second_command_into_a_folder_in_use_is_refused_at_once(held, command, capsys):
     root, pid = held
     m = root / "m"
     argv, by = {
-        "eval": (["eval", "--senior", str(m / "senior"), "--junior", str(m / "junior"), "--data",
-                  str(root / "data.jsonl"), "--out", str(root / "EVAL"), "--suite", "solo"], "trlvr eval"),
+        "eval": (
+            [
+                "eval",
+                "--senior",
+                str(m / "senior"),
+                "--junior",
+                str(m / "junior"),
+                "--data",
+                str(root / "data.jsonl"),
+                "--out",
+                str(root / "EVAL"),
+                "--suite",
+                "solo",
+            ],
+            "trlvr eval",
+        ),
         "select": (["select", str(root / "run"), "--val", str(root / "data.jsonl")], "trlvr train"),
-        "compare": (["compare", str(root / "A"), str(root / "B"), "--out", str(root / "cmp")], "trlvr compare"),
+        "compare": (
+            ["compare", str(root / "A"), str(root / "B"), "--out", str(root / "cmp")],
+            "trlvr compare",
+        ),
         "report": (["report", str(root / "B")], "trlvr report"),  # writes B/report.html: into an evaluation
         "toy prepare": (["toy", "prepare", "--out", str(root / "toy")], "trlvr toy prepare"),
-        "study run": (["study", "run", str(root / "no-study.yaml"), "--out", str(root / "study")], "trlvr study run"),
+        "study run": (
+            ["study", "run", str(root / "no-study.yaml"), "--out", str(root / "study")],
+            "trlvr study run",
+        ),
         "smoke": (["smoke", "--config", "toy", "--out", str(root / "smoke")], "trlvr smoke"),
-    }[command]  # fmt: skip
-    before = sorted(p.name for p in Path(argv[argv.index("--out") + 1] if "--out" in argv else argv[1]).iterdir())
+    }[command]
+    before = sorted(
+        p.name for p in Path(argv[argv.index("--out") + 1] if "--out" in argv else argv[1]).iterdir()
+    )
     refused(argv, capsys, by, pid)
-    after = sorted(p.name for p in Path(argv[argv.index("--out") + 1] if "--out" in argv else argv[1]).iterdir())
+    after = sorted(
+        p.name for p in Path(argv[argv.index("--out") + 1] if "--out" in argv else argv[1]).iterdir()
+    )
     assert after == before  # nothing written
 
 
@@ -98,7 +135,9 @@ def test_eval_of_run_at_selected_is_refused_while_the_run_is_trained(held):
 
 def test_select_and_train_exclude_each_other(tmp_path):
     with rundir.lock(tmp_path / "run", by="trlvr select"):
-        with pytest.raises(UserError, match=rf"being written by another trlvr select \(pid {os.getpid()}\).*--output_dir"):
+        with pytest.raises(
+            UserError, match=rf"being written by another trlvr select \(pid {os.getpid()}\).*--output_dir"
+        ):
             with rundir.lock(tmp_path / "run", by="trlvr train"):
                 pass
 

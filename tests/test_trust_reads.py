@@ -32,9 +32,22 @@ def evals(tokenizer, tmp_path_factory):
     junior = tiny_model("qwen3", len(tokenizer), seed=1, hidden=32, layers=1)
     for name, seed in (("A", 0), ("B", 2)):
         senior = tiny_model("qwen3", len(tokenizer), seed=seed, hidden=32, layers=1)
-        evaluate_models(senior, junior, tokenizer, {"alpha": toy_problems(3, "a")}, root / name, suite=["solo"], n=2,
-                        ks=[1, 2], max_new_tokens=6, batch_size=4, progress=False, score_fn=parity_reward,
-                        extract_fn=last_word, num_resamples=50)  # fmt: skip
+        evaluate_models(
+            senior,
+            junior,
+            tokenizer,
+            {"alpha": toy_problems(3, "a")},
+            root / name,
+            suite=["solo"],
+            n=2,
+            ks=[1, 2],
+            max_new_tokens=6,
+            batch_size=4,
+            progress=False,
+            score_fn=parity_reward,
+            extract_fn=last_word,
+            num_resamples=50,
+        )
     return root
 
 
@@ -58,7 +71,9 @@ def one_line(capsys) -> str:
 
 def test_samples_edited_after_the_seal_are_refused_by_report_and_compare(evals, tmp_path, capsys):
     a, b = copied(evals, tmp_path)
-    rewarded = b'"reward": 1.0' if b'"reward": 1.0' in (a / "samples.jsonl").read_bytes() else b'"reward": 0.0'
+    rewarded = (
+        b'"reward": 1.0' if b'"reward": 1.0' in (a / "samples.jsonl").read_bytes() else b'"reward": 0.0'
+    )
     same_size_edit(a / "samples.jsonl", rewarded, rewarded.replace(b"1.0", b"0.5").replace(b"0.0", b"0.5"))
     assert main(["report", str(a), "--out", str(tmp_path / "r.html")]) == 2
     assert "samples.jsonl changed since it was written" in one_line(capsys)
@@ -71,30 +86,40 @@ def test_samples_edited_after_the_seal_are_refused_by_report_and_compare(evals, 
     assert "samples.jsonl changed since it was written" in one_line(capsys)
 
 
-def test_results_edited_after_the_seal_are_refused_and_impossible_values_even_when_resealed(evals, tmp_path, capsys):
+def test_results_edited_after_the_seal_are_refused_and_impossible_values_even_when_resealed(
+    evals, tmp_path, capsys
+):
     a, b = copied(evals, tmp_path)
     text = (a / "results.json").read_text()
     value = json.loads(text)["macro"]["metrics"]["solo/pass@1"]["value"]
     at = text.index('"value": ', text.index('"solo/pass@1"')) + len('"value": ')
-    (a / "results.json").write_text(text[:at] + "9" + text[at + 1:])  # 0.5 -> 9.5: the same size
+    (a / "results.json").write_text(text[:at] + "9" + text[at + 1 :])  # 0.5 -> 9.5: the same size
     assert main(["compare", str(b), str(a), "--out", str(tmp_path / "cmp")]) == 2
     assert "results.json changed since it was written" in one_line(capsys)
     artifacts.write_manifest(a)  # sealed again over the impossible value: the value itself is refused
     assert main(["report", str(a), "--out", str(tmp_path / "r.html")]) == 2
     line = one_line(capsys)
-    assert "solo/pass@1" in line and "with value 9" in line and "outside [0, 1]" in line and str(a / "results.json") in line
+    assert (
+        "solo/pass@1" in line
+        and "with value 9" in line
+        and "outside [0, 1]" in line
+        and str(a / "results.json") in line
+    )
     (a / "results.json").write_text(text)
     artifacts.write_manifest(a)
     assert main(["report", str(a), "--out", str(tmp_path / "r.html")]) == 0 and value <= 1
 
 
-@pytest.mark.parametrize("entry, why", [
-    ({"value": 0.5, "ci_low": 0.6, "ci_high": 0.9}, "outside its CI"),
-    ({"value": -0.1, "ci_low": -0.2, "ci_high": 0.0}, "outside [0, 1]"),
-    ({"value": "0.5", "ci_low": 0.0, "ci_high": 1.0}, "has value '0.5'"),
-    ({"value": 0.5, "ci_low": 0.0, "ci_high": 1.0}, None),
-    ({"value": None, "ci_low": None, "ci_high": None}, None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "entry, why",
+    [
+        ({"value": 0.5, "ci_low": 0.6, "ci_high": 0.9}, "outside its CI"),
+        ({"value": -0.1, "ci_low": -0.2, "ci_high": 0.0}, "outside [0, 1]"),
+        ({"value": "0.5", "ci_low": 0.0, "ci_high": 1.0}, "has value '0.5'"),
+        ({"value": 0.5, "ci_low": 0.0, "ci_high": 1.0}, None),
+        ({"value": None, "ci_low": None, "ci_high": None}, None),
+    ],
+)
 def test_impossible_values(entry, why):
     got = impossible("solo/pass@1", entry)
     assert got is None if why is None else why in got
@@ -122,7 +147,9 @@ def test_weights_changed_after_the_save_are_refused_before_the_load(tmp_path):
     with pytest.raises(UserError, match=r"model\.safetensors changed since it was written"):
         resolve_senior(str(ckpt))
     (run / "selected.json").write_text(json.dumps({"step": 2, "path": "checkpoint-2", "newest_step": 2}))
-    with pytest.raises(UserError, match=r"selected checkpoint .*model\.safetensors changed since it was written"):
+    with pytest.raises(
+        UserError, match=r"selected checkpoint .*model\.safetensors changed since it was written"
+    ):
         resolve_senior(f"{run}@selected")
 
 
@@ -152,16 +179,31 @@ def test_read_checked_hashes_what_it_reads(tmp_path):
     assert artifacts.read_checked(folder / "free.txt") == b"other"
 
 
-def test_an_eval_into_a_sealed_folder_whose_samples_were_edited_reuses_none_of_them(evals, tokenizer, tmp_path):
+def test_an_eval_into_a_sealed_folder_whose_samples_were_edited_reuses_none_of_them(
+    evals, tokenizer, tmp_path
+):
     a, _ = copied(evals, tmp_path)
     same_size_edit(a / "samples.jsonl", b'"sample_idx": 0', b'"sample_idx": 1')
     senior = tiny_model("qwen3", len(tokenizer), seed=0, hidden=32, layers=1)
     junior = tiny_model("qwen3", len(tokenizer), seed=1, hidden=32, layers=1)
     before = (a / "samples.jsonl").read_bytes()
     with pytest.raises(UserError, match=r"samples\.jsonl changed since it was written.*pass --fresh"):
-        evaluate_models(senior, junior, tokenizer, {"alpha": toy_problems(3, "a")}, a, suite=["solo"], n=2, ks=[1, 2],
-                        max_new_tokens=6, batch_size=4, progress=False, score_fn=parity_reward, extract_fn=last_word,
-                        num_resamples=50)  # fmt: skip
+        evaluate_models(
+            senior,
+            junior,
+            tokenizer,
+            {"alpha": toy_problems(3, "a")},
+            a,
+            suite=["solo"],
+            n=2,
+            ks=[1, 2],
+            max_new_tokens=6,
+            batch_size=4,
+            progress=False,
+            score_fn=parity_reward,
+            extract_fn=last_word,
+            num_resamples=50,
+        )
     assert (a / "samples.jsonl").read_bytes() == before
 
 

@@ -24,8 +24,22 @@ def world(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("world")
     save_tiny_models(tmp, {"senior": 0, "other": 2, "junior": 1}, hidden=32)
     data = write_sum_problems(tmp / "d.jsonl", 3)
-    common = ["eval", "--junior", str(tmp / "junior"), "--data", f"toy={data}", "--n", "2", "--k", "1",
-              "--suite", "solo,handoff", "--max-new-tokens", "4", "--no-progress"]  # fmt: skip
+    common = [
+        "eval",
+        "--junior",
+        str(tmp / "junior"),
+        "--data",
+        f"toy={data}",
+        "--n",
+        "2",
+        "--k",
+        "1",
+        "--suite",
+        "solo,handoff",
+        "--max-new-tokens",
+        "4",
+        "--no-progress",
+    ]
     for name, senior in (("A", "senior"), ("B", "other")):
         assert main([*common, "--senior", str(tmp / senior), "--out", str(tmp / name)]) == 0
     (tmp / "file").write_text("not a directory\n")
@@ -61,7 +75,9 @@ OUT_AT_A_FILE = [
 ]
 
 
-@pytest.mark.parametrize(("command", "argv"), OUT_AT_A_FILE, ids=[" ".join(a[:1] + a[-2:]) for _, a in OUT_AT_A_FILE])
+@pytest.mark.parametrize(
+    ("command", "argv"), OUT_AT_A_FILE, ids=[" ".join(a[:1] + a[-2:]) for _, a in OUT_AT_A_FILE]
+)
 def test_an_output_path_at_a_file_is_one_line(world, capsys, command, argv):
     tmp, common = world
     real = []
@@ -79,7 +95,16 @@ def test_a_closed_stdout_ends_quietly(world):
     """`trlvr compare A B | head -1`: the reader is gone before the table is written. Before, a
     BrokenPipeError traceback; now nothing on stderr and exit 1 (Python's SIGPIPE recipe)."""
     tmp, _ = world
-    argv = [sys.executable, "-m", "trlvr.cli.main", "compare", str(tmp / "A"), str(tmp / "B"), "--out", str(tmp / "c")]
+    argv = [
+        sys.executable,
+        "-m",
+        "trlvr.cli.main",
+        "compare",
+        str(tmp / "A"),
+        str(tmp / "B"),
+        "--out",
+        str(tmp / "c"),
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # as `head -1` does once it has its line
     err = proc.stderr.read().decode()
@@ -101,13 +126,27 @@ def _failing(monkeypatch, exc: BaseException, command: str = "compare") -> None:
 @pytest.mark.parametrize(
     ("exc", "code", "fragment"),
     [
-        (OSError(errno.ENOSPC, "No space left on device", "runs/x/samples.jsonl"), EXIT_REFUSED,
-         "runs/x/samples.jsonl: No space left on device"),
-        (OSError(errno.EROFS, "Read-only file system", "runs/x/.lock"), EXIT_REFUSED, "the file system is read-only"),
-        (PermissionError(errno.EACCES, "Permission denied", "/root/x"), EXIT_REFUSED, "/root/x: Permission denied"),
+        (
+            OSError(errno.ENOSPC, "No space left on device", "runs/x/samples.jsonl"),
+            EXIT_REFUSED,
+            "runs/x/samples.jsonl: No space left on device",
+        ),
+        (
+            OSError(errno.EROFS, "Read-only file system", "runs/x/.lock"),
+            EXIT_REFUSED,
+            "the file system is read-only",
+        ),
+        (
+            PermissionError(errno.EACCES, "Permission denied", "/root/x"),
+            EXIT_REFUSED,
+            "/root/x: Permission denied",
+        ),
         (OSError(errno.EDQUOT, "Disk quota exceeded", "runs/x"), EXIT_REFUSED, "Disk quota exceeded"),
-        (RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)"), EXIT_REFUSED,
-         "No space left on device (os error 28)"),  # a Rust library's io::Error (safetensors, tokenizers)
+        (
+            RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)"),
+            EXIT_REFUSED,
+            "No space left on device (os error 28)",
+        ),  # a Rust library's io::Error (safetensors, tokenizers)
         (FileExistsError(errno.EEXIST, "File exists", "{file}"), 2, "is a file, where a directory is needed"),
         (IsADirectoryError(errno.EISDIR, "Is a directory", "runs/x"), 2, "a directory is in the way"),
         (KeyboardInterrupt(), EXIT_INTERRUPTED, "interrupted"),
@@ -177,7 +216,11 @@ def test_train_keeps_its_own_verbose_option(monkeypatch):
 def test_a_bad_flag_is_one_line(capsys):
     assert main(["compare", "a", "b", "--resamples", "many"]) == 2  # argparse's exit code, returned
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("trlvr compare: error: argument --resamples") and "--help" in err[0]
+    assert (
+        len(err) == 1
+        and err[0].startswith("trlvr compare: error: argument --resamples")
+        and "--help" in err[0]
+    )
 
 
 def test_eval_over_a_complete_evaluation_takes_no_lock_and_writes_nothing(world, monkeypatch, capsys):

@@ -33,8 +33,26 @@ def test_eval_refuses_golds_the_grader_cannot_parse_naming_file_and_row(tmp_path
     """The issue's case: a gold the grader cannot read scored every sample 0 (pass@1 0%, exit 0, no console line).
     (The issue's gold was `\\$18`, which the grader now reads as 18: an unclosed fraction stands in for it.)"""
     data = _data_with_gold(tmp_path / "test.jsonl", UNPARSEABLE)
-    argv = ["eval", "--senior", str(SENIOR), "--junior", str(JUNIOR), "--data", f"toy={data}", "--n", "2", "--k", "1",
-            "--suite", "solo", "--max-new-tokens", "16", "--out", str(tmp_path / "e"), "--no-progress"]  # fmt: skip
+    argv = [
+        "eval",
+        "--senior",
+        str(SENIOR),
+        "--junior",
+        str(JUNIOR),
+        "--data",
+        f"toy={data}",
+        "--n",
+        "2",
+        "--k",
+        "1",
+        "--suite",
+        "solo",
+        "--max-new-tokens",
+        "16",
+        "--out",
+        str(tmp_path / "e"),
+        "--no-progress",
+    ]
     assert cli(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(data) in err[0] and "row 3" in err[0] and "not parseable" in err[0]
@@ -49,14 +67,24 @@ def test_select_checks_the_metric_name_before_evaluating_a_checkpoint(tmp_path, 
 
     run = tmp_path / "run"
     (run / "checkpoint-5").mkdir(parents=True)
-    (run / "trlvr_run.json").write_text(json.dumps({"tandem": {"senior": str(SENIOR), "junior": str(JUNIOR)}}))
+    (run / "trlvr_run.json").write_text(
+        json.dumps({"tandem": {"senior": str(SENIOR), "junior": str(JUNIOR)}})
+    )
     _write_jsonl(tmp_path / "val.jsonl", _rows(make_splits(50, 8, seed=0)[1])[:4])
     called = []
     monkeypatch.setattr(select_run, "select_checkpoint", lambda *a, **k: called.append(a))
-    for metric, shown in (("handoff/pass@l", "is not a metric this selection's evaluation produces"),
-                          ("handoff/pass@8", "is not a metric this selection's evaluation produces (suite handoff, k [1, 2, 4])"),
-                          ("handof/pass@1", "expected a results.json metric")):  # fmt: skip
-        assert cli(["select", str(run), "--val", str(tmp_path / "val.jsonl"), "--metric", metric, "--n", "4"]) == 2
+    for metric, shown in (
+        ("handoff/pass@l", "is not a metric this selection's evaluation produces"),
+        (
+            "handoff/pass@8",
+            "is not a metric this selection's evaluation produces (suite handoff, k [1, 2, 4])",
+        ),
+        ("handof/pass@1", "expected a results.json metric"),
+    ):
+        assert (
+            cli(["select", str(run), "--val", str(tmp_path / "val.jsonl"), "--metric", metric, "--n", "4"])
+            == 2
+        )
         assert shown in capsys.readouterr().err
     assert called == []
 
@@ -68,25 +96,61 @@ def _bad(tmp_path: Path, name: str) -> dict[str, tuple]:
     missing = tmp_path / "missing" / "test.jsonl"
     bad_gold = _data_with_gold(tmp_path / "gold.jsonl", UNPARSEABLE)
     return {  # (edit of TINY, the key the one line names, text it holds)
-        "metric misspelt": (("metric: handoff/pass@1", "metric: handoff/pass@l"), "selection.metric",
-                            "is not a metric this selection's evaluation produces"),
-        "metric unknown": (("metric: handoff/pass@1", "metric: handof/pass@1"), "selection.metric", "expected a results.json metric"),
-        "split vs holdout": (('val: "split:20"', 'val: "split:80"'), "selection.val",
-                             "--val split:80: the run held out 20 problems, not 80; use --val split:20"),
-        "selection n 0": (("metric: handoff/pass@1, n: 2", "metric: handoff/pass@1, n: 0"), "selection.n",
-                          "--n/--samples: expected an integer in [1, 10000], got '0'"),
+        "metric misspelt": (
+            ("metric: handoff/pass@1", "metric: handoff/pass@l"),
+            "selection.metric",
+            "is not a metric this selection's evaluation produces",
+        ),
+        "metric unknown": (
+            ("metric: handoff/pass@1", "metric: handof/pass@1"),
+            "selection.metric",
+            "expected a results.json metric",
+        ),
+        "split vs holdout": (
+            ('val: "split:20"', 'val: "split:80"'),
+            "selection.val",
+            "--val split:80: the run held out 20 problems, not 80; use --val split:20",
+        ),
+        "selection n 0": (
+            ("metric: handoff/pass@1, n: 2", "metric: handoff/pass@1, n: 0"),
+            "selection.n",
+            "--n/--samples: expected an integer in [1, 10000], got '0'",
+        ),
         "dtype": (("limit: 30}", "limit: 30, dtype: fp16}"), "evaluation.dtype", "invalid choice: 'fp16'"),
-        "missing evaluation file": (("data: test,", f"data: toy={missing},"), "evaluation.data", str(missing)),
-        "unparseable gold": (("data: test,", f"data: toy={bad_gold},"), "evaluation.data", "row 3: answer not parseable"),
-        "eval budget": (("limit: 30}", "limit: 30, max_new_tokens: 0}"), "evaluation.max_new_tokens",
-                        "--max-new-tokens: expected an integer in [1, 2**63 - 1], got '0'"),
-        "train value": (("max_gap: 32, baseline: grpo-spaced", "max_gap: 32, p: 1.5, baseline: grpo-spaced"),
-                        "variants.word-spaced", "p"),
+        "missing evaluation file": (
+            ("data: test,", f"data: toy={missing},"),
+            "evaluation.data",
+            str(missing),
+        ),
+        "unparseable gold": (
+            ("data: test,", f"data: toy={bad_gold},"),
+            "evaluation.data",
+            "row 3: answer not parseable",
+        ),
+        "eval budget": (
+            ("limit: 30}", "limit: 30, max_new_tokens: 0}"),
+            "evaluation.max_new_tokens",
+            "--max-new-tokens: expected an integer in [1, 2**63 - 1], got '0'",
+        ),
+        "train value": (
+            ("max_gap: 32, baseline: grpo-spaced", "max_gap: 32, p: 1.5, baseline: grpo-spaced"),
+            "variants.word-spaced",
+            "p",
+        ),
     }
 
 
-CASES = ["metric misspelt", "metric unknown", "split vs holdout", "selection n 0", "dtype", "missing evaluation file",
-         "unparseable gold", "eval budget", "train value"]  # fmt: skip
+CASES = [
+    "metric misspelt",
+    "metric unknown",
+    "split vs holdout",
+    "selection n 0",
+    "dtype",
+    "missing evaluation file",
+    "unparseable gold",
+    "eval budget",
+    "train value",
+]
 
 
 @pytest.mark.parametrize("case", CASES)

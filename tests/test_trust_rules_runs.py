@@ -33,9 +33,33 @@ def test_file(tmp_path):
 
 
 def eval_seeds(template, data, out, seeds, *extra):
-    return ["eval", "--senior", str(template), "--junior", str(JUNIOR), "--data", f"toy={data}", "--limit", "6",
-            "--n", "2", "--k", "1", "--suite", "solo", "--max-new-tokens", "48", "--seeds", seeds, "--out", str(out),
-            "--no-progress", "--dtype", "float32", *extra]  # fmt: skip
+    return [
+        "eval",
+        "--senior",
+        str(template),
+        "--junior",
+        str(JUNIOR),
+        "--data",
+        f"toy={data}",
+        "--limit",
+        "6",
+        "--n",
+        "2",
+        "--k",
+        "1",
+        "--suite",
+        "solo",
+        "--max-new-tokens",
+        "48",
+        "--seeds",
+        seeds,
+        "--out",
+        str(out),
+        "--no-progress",
+        "--dtype",
+        "float32",
+        *extra,
+    ]
 
 
 def test_eval_seeds_into_a_used_folder_reads_only_the_seeds_asked_for(tmp_path, test_file, capsys):
@@ -58,7 +82,12 @@ def test_eval_seeds_into_a_used_folder_reads_only_the_seeds_asked_for(tmp_path, 
     assert sorted(seed_dirs(group)) == [0, 1] and sorted(load_tables(group)) == [0, 1]
     # compare and report read the group the same way
     assert cli(eval_seeds(tmp_path / "B/seed-{seed}/final", test_file, tmp_path / "H", "0,1")) == 0
-    assert cli(["compare", str(group), str(tmp_path / "H"), "--out", str(tmp_path / "cmp"), "--resamples", "200"]) == 0
+    assert (
+        cli(
+            ["compare", str(group), str(tmp_path / "H"), "--out", str(tmp_path / "cmp"), "--resamples", "200"]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "cmp" / "compare.json").read_text())["seeds"] == [0, 1]
     shutil.copytree(aside[0] / "seed-2", tmp_path / "H" / "seed-2")  # a stray seed folder beside a group
     assert sorted(seed_dirs(tmp_path / "H")) == [0, 1]  # the group is what group.json names
@@ -72,9 +101,13 @@ def test_a_group_whose_seed_evaluation_did_not_finish_is_refused_not_read_in_par
     group = tmp_path / "G"
     for s in (0, 1, 2):
         (group / f"seed-{s}").mkdir(parents=True)
-        (group / f"seed-{s}" / "per_problem.json").write_text(json.dumps({"toy": {"solo/pass@1": {"p": 1.0}}}))
+        (group / f"seed-{s}" / "per_problem.json").write_text(
+            json.dumps({"toy": {"solo/pass@1": {"p": 1.0}}})
+        )
     # what `trlvr eval --seeds 0,1,2` writes before its first seed; killed before its summary
-    (group / "group.json").write_text(json.dumps({"seeds": [0, 1, 2], "senior": "B/seed-{seed}", "complete": False}))
+    (group / "group.json").write_text(
+        json.dumps({"seeds": [0, 1, 2], "senior": "B/seed-{seed}", "complete": False})
+    )
     assert is_group(group)
     with pytest.raises(UserError, match=r"evaluation of seeds \[0, 1, 2\] into this group did not finish"):
         load_tables(group)
@@ -82,7 +115,9 @@ def test_a_group_whose_seed_evaluation_did_not_finish_is_refused_not_read_in_par
     assert "did not finish" in capsys.readouterr().err
     rec = json.loads((group / "group.json").read_text())
     (group / "group.json").write_text(json.dumps({**rec, "complete": True, "seeds": [0, 1, 3]}))
-    with pytest.raises(UserError, match=r"names seeds \[0, 1, 3\], but seed\(s\) \[3\] have no finished evaluation"):
+    with pytest.raises(
+        UserError, match=r"names seeds \[0, 1, 3\], but seed\(s\) \[3\] have no finished evaluation"
+    ):
         seed_dirs(group)
 
 
@@ -98,8 +133,13 @@ def _fake_selection(run: Path):
         v = 0.9 if cand.step == 20 else 0.1
         return {"macro": {"metrics": {"solo/pass@1": {"value": v, "ci_low": v, "ci_high": v}}}}
 
-    return select_checkpoint(run, [Problem("p1", "1+1", "2", "f")], metric="solo/pass@1", evaluate_checkpoint=evaluate,
-                             candidates=list_checkpoints(run))  # fmt: skip
+    return select_checkpoint(
+        run,
+        [Problem("p1", "1+1", "2", "f")],
+        metric="solo/pass@1",
+        evaluate_checkpoint=evaluate,
+        candidates=list_checkpoints(run),
+    )
 
 
 def _run_with_checkpoints(root: Path, name: str = "run") -> Path:
@@ -109,7 +149,9 @@ def _run_with_checkpoints(root: Path, name: str = "run") -> Path:
     return run
 
 
-def test_select_records_the_checkpoint_relative_to_the_run_and_resolves_it_from_anywhere(tmp_path, monkeypatch):
+def test_select_records_the_checkpoint_relative_to_the_run_and_resolves_it_from_anywhere(
+    tmp_path, monkeypatch
+):
     """The issue's case: `trlvr select` stored the path as typed (relative to where it ran); RUN@selected from
     another folder evaluated whatever sat at that relative path there (another project's checkpoint)."""
     proj, other = tmp_path / "proj", tmp_path / "other"
@@ -119,7 +161,10 @@ def test_select_records_the_checkpoint_relative_to_the_run_and_resolves_it_from_
     sel = _fake_selection(Path("run"))
     assert sel.step == 20
     stored = json.loads((proj / "run" / "selected.json").read_text())
-    assert stored["path"] == "checkpoint-20" and [r["path"] for r in stored["table"]] == ["checkpoint-10", "checkpoint-20"]
+    assert stored["path"] == "checkpoint-20" and [r["path"] for r in stored["table"]] == [
+        "checkpoint-10",
+        "checkpoint-20",
+    ]
     monkeypatch.chdir(other)
     path, _ = resolve_senior(f"{proj / 'run'}@selected")
     assert Path(path).resolve() == (proj / "run" / "checkpoint-20").resolve()
@@ -129,7 +174,9 @@ def test_select_records_the_checkpoint_relative_to_the_run_and_resolves_it_from_
     assert json.loads((proj / "run" / "selected.json").read_text())["path"] == "checkpoint-20"
 
 
-def test_an_older_selection_record_relative_to_its_writers_cwd_names_the_runs_own_checkpoint(tmp_path, monkeypatch):
+def test_an_older_selection_record_relative_to_its_writers_cwd_names_the_runs_own_checkpoint(
+    tmp_path, monkeypatch
+):
     proj, other = tmp_path / "proj", tmp_path / "other"
     run = _run_with_checkpoints(proj, "runs/x")
     _run_with_checkpoints(other, "runs/x")
@@ -165,15 +212,29 @@ def test_run_records_store_senior_junior_and_data_so_they_resolve_from_any_cwd(t
     (elsewhere / "models/junior").mkdir(parents=True)  # a decoy at the same relative path
     monkeypatch.chdir(elsewhere)
     rec = read_run(proj / "runs/a")
-    assert rec["tandem"]["junior"] == str(proj / "models/junior") and rec["tandem"]["senior"] == str(proj / "models/senior")
+    assert rec["tandem"]["junior"] == str(proj / "models/junior") and rec["tandem"]["senior"] == str(
+        proj / "models/senior"
+    )
     # the same run named with absolute paths from another cwd is the same run (resumable), not "a different run"
-    same = TandemConfig(senior=str(proj / "models/senior"), junior=str(proj / "models/junior"),
-                        dataset=str(proj / "train.jsonl"))  # fmt: skip
-    assert check_output_dir(proj / "runs/a", run_record(same, _args(str(proj / "runs/a"))), resume=True, force=False) == []
+    same = TandemConfig(
+        senior=str(proj / "models/senior"),
+        junior=str(proj / "models/junior"),
+        dataset=str(proj / "train.jsonl"),
+    )
+    assert (
+        check_output_dir(
+            proj / "runs/a", run_record(same, _args(str(proj / "runs/a"))), resume=True, force=False
+        )
+        == []
+    )
     # a model inside the run's own folder is stored relative to it (the record moves with the run)
     (proj / "runs/a/base").mkdir()
-    inside = run_record(TandemConfig(senior=str(proj / "runs/a/base"), junior="self", use_peft=True,
-                                     dataset=str(proj / "train.jsonl")), _args(str(proj / "runs/a")))  # fmt: skip
+    inside = run_record(
+        TandemConfig(
+            senior=str(proj / "runs/a/base"), junior="self", use_peft=True, dataset=str(proj / "train.jsonl")
+        ),
+        _args(str(proj / "runs/a")),
+    )
     assert inside["tandem"]["senior"] == "base" and inside["tandem"]["junior"] == "self"
     assert read_record(proj / "runs/a")["format"] == 3
 
@@ -190,14 +251,25 @@ def test_an_older_run_record_with_paths_as_typed_is_still_read_and_resumable(tmp
     monkeypatch.chdir(proj)
     tandem = TandemConfig(senior="models/senior", junior="models/junior", dataset="train.jsonl")
     new = run_record(tandem, _args("runs/a"))
-    old = {**new, "format": 1, "tandem": {**new["tandem"], "senior": "models/senior", "junior": "models/junior",
-                                           "dataset": "train.jsonl"}, "data": {**new["data"], "source": "train.jsonl"}}  # fmt: skip
+    old = {
+        **new,
+        "format": 1,
+        "tandem": {
+            **new["tandem"],
+            "senior": "models/senior",
+            "junior": "models/junior",
+            "dataset": "train.jsonl",
+        },
+        "data": {**new["data"], "source": "train.jsonl"},
+    }
     (proj / "runs/a" / RUN_FILE).write_text(json.dumps(old))
     assert check_output_dir("runs/a", new, resume=True, force=False) == []  # the same run, as before
     assert read_run("runs/a")["tandem"]["junior"] == str(proj / "models/junior")
 
 
-def test_results_json_names_its_models_and_data_so_they_resolve_from_any_cwd(tmp_path, test_file, monkeypatch, capsys):
+def test_results_json_names_its_models_and_data_so_they_resolve_from_any_cwd(
+    tmp_path, test_file, monkeypatch, capsys
+):
     """An evaluation run with relative paths from one folder records them so that a reader in another
     folder (the multi-run report looking for training curves) finds the same files."""
     from trlvr.provenance import path_from_record
@@ -206,9 +278,35 @@ def test_results_json_names_its_models_and_data_so_they_resolve_from_any_cwd(tmp
     shutil.copytree(SENIOR, work / "runs" / "s" / "final")
     shutil.copy(test_file, work / "test.jsonl")
     monkeypatch.chdir(work)
-    assert cli(["eval", "--senior", "runs/s/final", "--junior", str(JUNIOR), "--data", "toy=test.jsonl", "--limit", "4", "--n", "1",
-                "--k", "1", "--suite", "solo", "--max-new-tokens", "8", "--out", "ev", "--no-progress",
-                "--dtype", "float32"]) == 0  # fmt: skip
+    assert (
+        cli(
+            [
+                "eval",
+                "--senior",
+                "runs/s/final",
+                "--junior",
+                str(JUNIOR),
+                "--data",
+                "toy=test.jsonl",
+                "--limit",
+                "4",
+                "--n",
+                "1",
+                "--k",
+                "1",
+                "--suite",
+                "solo",
+                "--max-new-tokens",
+                "8",
+                "--out",
+                "ev",
+                "--no-progress",
+                "--dtype",
+                "float32",
+            ]
+        )
+        == 0
+    )
     models = json.loads((work / "ev" / "results.json").read_text())["config"]["models"]
     monkeypatch.chdir(tmp_path)  # another cwd
     senior = Path(path_from_record(models["senior"], work / "ev"))

@@ -20,7 +20,12 @@ def test_report_out_symlinked_onto_results_json_is_refused_and_the_record_keeps_
     assert main(["report", str(ev), "--out", str(tmp_path / "link.html")]) == 2
     err = capsys.readouterr().err
     (line,) = cli_errors(err)
-    assert "Traceback" not in err and "a symlink to" in line and "results.json" in line and "not a report" in line
+    assert (
+        "Traceback" not in err
+        and "a symlink to" in line
+        and "results.json" in line
+        and "not a report" in line
+    )
     assert (ev / "results.json").read_bytes() == before and (tmp_path / "link.html").is_symlink()
 
 

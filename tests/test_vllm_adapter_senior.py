@@ -23,12 +23,48 @@ def test_backend_vllm_samples_from_the_continued_adapter(tmp_path, capfd):
     make_adapter(TOY_SENIOR, tmp_path / "sft", r=4, alpha=8)
     _write_jsonl(tmp_path / "train.jsonl", _rows(make_splits(64, 16, seed=0)[0]))
     out = tmp_path / "run"
-    code = cli(["train", "--config", "toy", "--holdout", "0", "--senior", str(tmp_path / "sft"), "--junior", "self", "--use_peft", "true",
-                "--dataset", str(tmp_path / "train.jsonl"), "--backend", "vllm", "--max_steps", "1",
-                "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "16",
-                "--use_cpu", "true", "--output_dir", str(out), "--save_steps", "100", "--temperature", "0.7",
-                "--vllm_importance_sampling_correction", "true", "--learning_rate", "1e-12"])  # fmt: skip
+    code = cli(
+        [
+            "train",
+            "--config",
+            "toy",
+            "--holdout",
+            "0",
+            "--senior",
+            str(tmp_path / "sft"),
+            "--junior",
+            "self",
+            "--use_peft",
+            "true",
+            "--dataset",
+            str(tmp_path / "train.jsonl"),
+            "--backend",
+            "vllm",
+            "--max_steps",
+            "1",
+            "--per_device_train_batch_size",
+            "8",
+            "--num_generations",
+            "4",
+            "--max_completion_length",
+            "16",
+            "--use_cpu",
+            "true",
+            "--output_dir",
+            str(out),
+            "--save_steps",
+            "100",
+            "--temperature",
+            "0.7",
+            "--vllm_importance_sampling_correction",
+            "true",
+            "--learning_rate",
+            "1e-12",
+        ]
+    )
     assert code == 0, capfd.readouterr().err[-2000:]
     steps = [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
     assert len(steps) == 1 and 0.0 < steps[0]["tandem/senior_share"] < 1.0
-    assert steps[0]["sampling/sampling_logp_difference/max"] < 1e-3, steps[0]  # vLLM's senior = the adapter's model
+    assert steps[0]["sampling/sampling_logp_difference/max"] < 1e-3, steps[
+        0
+    ]  # vLLM's senior = the adapter's model

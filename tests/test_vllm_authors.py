@@ -33,8 +33,11 @@ def rigged(tmp_path_factory):
     root = tmp_path_factory.mktemp("rigged")
     senior = save_qwen3(root / "senior", seed=4, layers=2, rig="even")
     junior = save_qwen3(root / "junior", seed=5, layers=1, rig="odd")
-    pair = VLLMPair(senior, junior, engine=engine_options(kv_cache_memory_bytes=KV_BYTES, max_model_len=160,
-                                                          max_num_seqs=ROWS))  # fmt: skip
+    pair = VLLMPair(
+        senior,
+        junior,
+        engine=engine_options(kv_cache_memory_bytes=KV_BYTES, max_model_len=160, max_num_seqs=ROWS),
+    )
     yield pair
     pair.close()
 
@@ -56,7 +59,9 @@ def test_every_token_comes_from_its_author_under_preemption(rigged, schedule):
     _parity_is_the_author(out)
     folded = authors_from_tokens(out.completion_ids, keys, schedule, rigged.tables, SAMPLING.seed)
     assert all(folded.authors[i, : len(a)].long().tolist() == a for i, a in enumerate(out.authors))
-    if schedule.writers == {"senior", "junior"} and not isinstance(schedule, StepSchedule):  # random text: no steps
+    if schedule.writers == {"senior", "junior"} and not isinstance(
+        schedule, StepSchedule
+    ):  # random text: no steps
         share = out.senior_authored[out.completion_mask].float().mean()
         assert 0.05 < share < 0.95
 
@@ -69,8 +74,9 @@ def test_a_row_alone_equals_the_row_preempted_in_a_batch_of_64(rigged):
         alone = rigged.generate([_prompts(ROWS)[i]], sched, SAMPLING, [keys[i]])
         assert alone.plan["preemptions"] == 0
         assert alone.completion_ids[0] == batch.completion_ids[i] and alone.authors[0] == batch.authors[i]
-        torch.testing.assert_close(torch.tensor(alone.senior_logprobs[0]), torch.tensor(batch.senior_logprobs[i]),
-                                   atol=1e-4, rtol=0)  # fmt: skip
+        torch.testing.assert_close(
+            torch.tensor(alone.senior_logprobs[0]), torch.tensor(batch.senior_logprobs[i]), atol=1e-4, rtol=0
+        )
 
 
 def test_an_eos_written_by_the_junior_ends_the_row(rigged):
@@ -93,8 +99,11 @@ def test_rollouts_sharing_a_prompt_hit_the_prefix_cache_and_keep_their_authors(r
     group = torch.Generator().manual_seed(3)
     prompts = [torch.randint(2, 200, (40,), generator=group).tolist() for _ in range(8)]
     prompts = [p for p in prompts for _ in range(8)]
-    keys, sched, sampling = [900 + i for i in range(ROWS)], WordSchedule(0.5, 4), Sampling(48, temperature=2.0,
-                                                                                           top_k=5, seed=11)  # fmt: skip
+    keys, sched, sampling = (
+        [900 + i for i in range(ROWS)],
+        WordSchedule(0.5, 4),
+        Sampling(48, temperature=2.0, top_k=5, seed=11),
+    )
     rigged.llm.reset_prefix_cache()
     hits = metric(rigged, "vllm:prefix_cache_hits")
     batch = rigged.generate(prompts, sched, sampling, keys)
@@ -107,5 +116,6 @@ def test_rollouts_sharing_a_prompt_hit_the_prefix_cache_and_keep_their_authors(r
         alone = rigged.generate([prompts[i]], sched, sampling, [keys[i]])
         assert metric(rigged, "vllm:prefix_cache_hits") == hits  # computed as with caching off
         assert alone.completion_ids[0] == batch.completion_ids[i] and alone.authors[0] == batch.authors[i]
-        torch.testing.assert_close(torch.tensor(alone.senior_logprobs[0]), torch.tensor(batch.senior_logprobs[i]),
-                                   atol=1e-4, rtol=0)  # fmt: skip
+        torch.testing.assert_close(
+            torch.tensor(alone.senior_logprobs[0]), torch.tensor(batch.senior_logprobs[i]), atol=1e-4, rtol=0
+        )

@@ -138,9 +138,16 @@ def _check(rows: TandemRows, live: dict):
         assert int(rows.consumed[slot]) == n
 
 
-events = st.lists(st.tuples(st.sampled_from(["add", "remove", "move", "swap", "preempt", "step", "step"]),
-                            st.integers(0, CAP - 1), st.integers(0, CAP - 1), st.integers(0, 10**6)),
-                  min_size=1, max_size=40)  # fmt: skip
+events = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "remove", "move", "swap", "preempt", "step", "step"]),
+        st.integers(0, CAP - 1),
+        st.integers(0, CAP - 1),
+        st.integers(0, 10**6),
+    ),
+    min_size=1,
+    max_size=40,
+)
 
 
 @pytest.mark.parametrize("window", [None, 3, DRAW_WINDOW], ids=["hashed-draws", "window-3", "window-default"])

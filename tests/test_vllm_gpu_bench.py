@@ -11,12 +11,39 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-ARM_FIELDS = {"arm", "enforce_eager", "junior", "device", "build_s", "seconds", "rows", "output_tokens",
-              "output_tokens_per_s", "steps", "mean_step_s", "kv_tokens", "kv_tokens_needed", "preemptions",
-              "weights_bytes", "kv_bytes_per_token", "bandwidth", "bandwidth_source", "steady_step_s", "steady_steps",
-              "bytes_per_step", "fraction_of_roofline", "context"}  # fmt: skip
-SUMMARY_FIELDS = {"goal_tandem_over_solo", "tandem_over_solo_steady_step", "tandem_over_solo_wall",
-                  "eager_over_default_tandem_steady_step", "eager_over_default_tandem_wall", "meets_goal"}  # fmt: skip
+ARM_FIELDS = {
+    "arm",
+    "enforce_eager",
+    "junior",
+    "device",
+    "build_s",
+    "seconds",
+    "rows",
+    "output_tokens",
+    "output_tokens_per_s",
+    "steps",
+    "mean_step_s",
+    "kv_tokens",
+    "kv_tokens_needed",
+    "preemptions",
+    "weights_bytes",
+    "kv_bytes_per_token",
+    "bandwidth",
+    "bandwidth_source",
+    "steady_step_s",
+    "steady_steps",
+    "bytes_per_step",
+    "fraction_of_roofline",
+    "context",
+}
+SUMMARY_FIELDS = {
+    "goal_tandem_over_solo",
+    "tandem_over_solo_steady_step",
+    "tandem_over_solo_wall",
+    "eager_over_default_tandem_steady_step",
+    "eager_over_default_tandem_wall",
+    "meets_goal",
+}
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +57,13 @@ def bench():
 
 
 def counters(gen: float, prompt: float, running: float) -> dict:
-    return {"vllm:generation_tokens": gen, "vllm:prompt_tokens": prompt, "vllm:num_requests_running": running,
-            "vllm:num_preemptions": 0.0, "vllm:kv_cache_usage_perc": 0.0}  # fmt: skip
+    return {
+        "vllm:generation_tokens": gen,
+        "vllm:prompt_tokens": prompt,
+        "vllm:num_requests_running": running,
+        "vllm:num_preemptions": 0.0,
+        "vllm:kv_cache_usage_perc": 0.0,
+    }
 
 
 def test_steady_windows_keep_only_full_batch_decode(bench):
@@ -46,12 +78,16 @@ def test_steady_windows_keep_only_full_batch_decode(bench):
     assert [w["steps"] for w in windows] == [2, 2, 2]
     assert [w["seconds"] for w in windows] == pytest.approx([0.2, 0.2, 0.2])
     # context at the middle of each window: prompt + generated tokens per row
-    assert [w["context"] for w in windows] == pytest.approx([prompt + 8 / 4, prompt + 16 / 4, prompt + 24 / 4])
+    assert [w["context"] for w in windows] == pytest.approx(
+        [prompt + 8 / 4, prompt + 16 / 4, prompt + 24 / 4]
+    )
 
 
 def test_roofline_is_bytes_read_over_time_over_bandwidth(bench):
-    windows = [{"steps": 2, "seconds": 0.4, "step_times": [0.2, 0.2], "context": 100.0},
-               {"steps": 2, "seconds": 0.6, "step_times": [0.3, 0.3], "context": 200.0}]  # fmt: skip
+    windows = [
+        {"steps": 2, "seconds": 0.4, "step_times": [0.2, 0.2], "context": 100.0},
+        {"steps": 2, "seconds": 0.6, "step_times": [0.3, 0.3], "context": 200.0},
+    ]
     r = bench.roofline(windows, rows=8, weights=1000, kv_per_token=10, bandwidth=1e5)
     read = 2 * (1000 + 8 * 100 * 10) + 2 * (1000 + 8 * 200 * 10)
     assert r["fraction_of_roofline"] == pytest.approx(read / 1.0 / 1e5)
@@ -62,26 +98,43 @@ def test_roofline_is_bytes_read_over_time_over_bandwidth(bench):
 
 
 def test_goal_is_ten_percent_over_the_weight_bytes_ratio(bench):
-    arms = {"tandem": {"steady_step_s": 0.30, "seconds": 9.0, "preemptions": 0},
-            "solo": {"steady_step_s": 0.20, "seconds": 6.0, "preemptions": 0},
-            "tandem_eager": {"steady_step_s": 0.45, "seconds": 12.0, "preemptions": 0}}  # fmt: skip
+    arms = {
+        "tandem": {"steady_step_s": 0.30, "seconds": 9.0, "preemptions": 0},
+        "solo": {"steady_step_s": 0.20, "seconds": 6.0, "preemptions": 0},
+        "tandem_eager": {"steady_step_s": 0.45, "seconds": 12.0, "preemptions": 0},
+    }
     s = bench.summarize({"weights_bytes": {"senior": 300, "junior": 100}, "arms": arms})
     assert s["goal_tandem_over_solo"] == pytest.approx(1.10 * 400 / 300)
-    assert s["tandem_over_solo_steady_step"] == pytest.approx(1.5) and s["tandem_over_solo_wall"] == pytest.approx(1.5)
+    assert s["tandem_over_solo_steady_step"] == pytest.approx(1.5) and s[
+        "tandem_over_solo_wall"
+    ] == pytest.approx(1.5)
     assert s["eager_over_default_tandem_steady_step"] == pytest.approx(1.5)
     assert s["meets_goal"] is False and "note" not in s  # 1.5 > 1.4667
     s = bench.summarize({"weights_bytes": {"senior": 300, "junior": 300}, "arms": arms})
     assert s["meets_goal"] is True  # 1.5 <= 2.2
-    s = bench.summarize({"weights_bytes": {"senior": 1, "junior": 1}, "arms": {"tandem": {**arms["tandem"], "preemptions": 3}}})
-    assert s["tandem_over_solo_steady_step"] is None and s["meets_goal"] is None and "pre-emptions" in s["note"]
+    s = bench.summarize(
+        {
+            "weights_bytes": {"senior": 1, "junior": 1},
+            "arms": {"tandem": {**arms["tandem"], "preemptions": 3}},
+        }
+    )
+    assert (
+        s["tandem_over_solo_steady_step"] is None and s["meets_goal"] is None and "pre-emptions" in s["note"]
+    )
 
 
 def test_goal_counts_each_models_kv_at_the_steady_context(bench):
     # issue 35 claim 8: a junior with the senior's KV per token costs about as much per step as the senior
-    arms = {"tandem": {"steady_step_s": 0.38, "seconds": 9.0, "preemptions": 0, "context": [1000, 3000]},
-            "solo": {"steady_step_s": 0.20, "seconds": 6.0, "preemptions": 0, "context": [1000, 3000]}}  # fmt: skip
-    pair = {"weights_bytes": {"senior": 3.4e9, "junior": 1.2e9}, "kv_bytes_per_token": {"senior": 114688, "junior": 114688},
-            "rows": 128, "arms": arms}  # fmt: skip
+    arms = {
+        "tandem": {"steady_step_s": 0.38, "seconds": 9.0, "preemptions": 0, "context": [1000, 3000]},
+        "solo": {"steady_step_s": 0.20, "seconds": 6.0, "preemptions": 0, "context": [1000, 3000]},
+    }
+    pair = {
+        "weights_bytes": {"senior": 3.4e9, "junior": 1.2e9},
+        "kv_bytes_per_token": {"senior": 114688, "junior": 114688},
+        "rows": 128,
+        "arms": arms,
+    }
     s = bench.summarize(pair)
     S, J = 3.4e9 + 128 * 2000 * 114688, 1.2e9 + 128 * 2000 * 114688
     assert s["goal_tandem_over_solo"] == pytest.approx(1.10 * (S + J) / S) and s["goal_context"] == 2000
@@ -97,8 +150,11 @@ def test_weight_and_kv_bytes_match_a_built_model(bench, name):
 
     cfg = bench.model_config(name)
     with torch.device("meta"):
-        model = Qwen3ForCausalLM(Qwen3Config(**{k: v for k, v in cfg.items() if k not in ("architectures", "model_type",
-                                                                                           "torch_dtype")}))  # fmt: skip
+        model = Qwen3ForCausalLM(
+            Qwen3Config(
+                **{k: v for k, v in cfg.items() if k not in ("architectures", "model_type", "torch_dtype")}
+            )
+        )
     assert bench.weight_bytes(cfg, "bfloat16") == 2 * sum(p.numel() for p in model.parameters())
     assert bench.kv_bytes_per_token(cfg, "float32") * 64 * 100 == kv_cache_bytes(model.float(), 64, 100)
 
@@ -139,7 +195,8 @@ def test_bad_flags_and_a_machine_without_a_gpu_end_in_one_line(bench, capsys):
     assert len(err) == 1 and err[0] in {
         "error: no CUDA device: this bench is for a GPU (use --tiny for the CPU check)",
         "error: vllm is not installed in this Python: pip install 'trlvr[vllm]' (GPU), or run make test-vllm and "
-        "use .venv-vllm/bin/python (CPU, --tiny)"}  # fmt: skip
+        "use .venv-vllm/bin/python (CPU, --tiny)",
+    }
 
 
 def check_arm(arm: dict, shape) -> None:
@@ -173,11 +230,15 @@ def test_tiny_bench_runs_on_cpu_and_reports_every_field(bench, tmp_path, capfd):
     tandem, solo = pair["arms"]["tandem"], pair["arms"]["solo"]
     assert solo["weights_bytes"] == pair["weights_bytes"]["senior"] == bench.weight_bytes(cfg_s, "float32")
     assert tandem["weights_bytes"] == solo["weights_bytes"] + bench.weight_bytes(cfg_j, "float32")
-    assert tandem["kv_bytes_per_token"] == solo["kv_bytes_per_token"] + bench.kv_bytes_per_token(cfg_j, "float32")
+    assert tandem["kv_bytes_per_token"] == solo["kv_bytes_per_token"] + bench.kv_bytes_per_token(
+        cfg_j, "float32"
+    )
     # one KV budget in bytes: the composite holds fewer tokens, in proportion to its bytes per token (whole blocks)
     budget = 64 << 20
     for arm in (tandem, solo):
-        assert budget - 32 * arm["kv_bytes_per_token"] < arm["kv_tokens"] * arm["kv_bytes_per_token"] <= budget
+        assert (
+            budget - 32 * arm["kv_bytes_per_token"] < arm["kv_tokens"] * arm["kv_bytes_per_token"] <= budget
+        )
     assert SUMMARY_FIELDS <= set(pair["summary"])
     assert pair["summary"]["tandem_over_solo_steady_step"] > 0
     assert "tandem / solo: steady step" in printed

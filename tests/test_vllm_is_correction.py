@@ -33,11 +33,44 @@ def world(tmp_path_factory):
 
 
 def _train(root, junior, out, arm, *extra):
-    return cli(["train", "--config", "toy", "--holdout", "0", "--arm", arm, "--senior", str(TOY_SENIOR), "--junior", str(junior),
-                "--dataset", str(root / "train.jsonl"), "--backend", "vllm", "--max_steps", "2",
-                "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "16",
-                "--use_cpu", "true", "--output_dir", str(out), "--save_steps", "100", "--temperature", "0.7",
-                "--vllm_importance_sampling_correction", "true", *extra])  # fmt: skip
+    return cli(
+        [
+            "train",
+            "--config",
+            "toy",
+            "--holdout",
+            "0",
+            "--arm",
+            arm,
+            "--senior",
+            str(TOY_SENIOR),
+            "--junior",
+            str(junior),
+            "--dataset",
+            str(root / "train.jsonl"),
+            "--backend",
+            "vllm",
+            "--max_steps",
+            "2",
+            "--per_device_train_batch_size",
+            "8",
+            "--num_generations",
+            "4",
+            "--max_completion_length",
+            "16",
+            "--use_cpu",
+            "true",
+            "--output_dir",
+            str(out),
+            "--save_steps",
+            "100",
+            "--temperature",
+            "0.7",
+            "--vllm_importance_sampling_correction",
+            "true",
+            *extra,
+        ]
+    )
 
 
 def _steps(out):
@@ -56,10 +89,27 @@ def test_both_arms_log_what_the_is_correction_clipped_every_step(world, capfd, a
     for r in steps:  # every step, one value each; the sampler agrees with the trainer here: none clipped at 3
         assert r[TOKENS] == 0.0 and r[ROWS] == 0.0, r
     if arm == "tandem":
-        assert all(0.0 < r["tandem/senior_share"] < 1.0 for r in steps)  # junior tokens were there, outside the loss
+        assert all(
+            0.0 < r["tandem/senior_share"] < 1.0 for r in steps
+        )  # junior tokens were there, outside the loss
 
-    masked = root / f"masked-{arm}"  # token_mask with its upper bound at 0.5: every loss token's ratio (~1) is zeroed
-    assert _train(root, junior, masked, arm, "--max_steps", "1", "--vllm_importance_sampling_mode", "token_mask",
-                  "--vllm_importance_sampling_clip_max", "0.5") == 0, capfd.readouterr().err[-2000:]  # fmt: skip
+    masked = (
+        root / f"masked-{arm}"
+    )  # token_mask with its upper bound at 0.5: every loss token's ratio (~1) is zeroed
+    assert (
+        _train(
+            root,
+            junior,
+            masked,
+            arm,
+            "--max_steps",
+            "1",
+            "--vllm_importance_sampling_mode",
+            "token_mask",
+            "--vllm_importance_sampling_clip_max",
+            "0.5",
+        )
+        == 0
+    ), capfd.readouterr().err[-2000:]
     [r] = _steps(masked)
     assert r[TOKENS] == 1.0 and r[ROWS] == 1.0, r

@@ -49,9 +49,13 @@ class FakeModel:
 @pytest.fixture
 def engine():
     # max_model_len as Qwen3-4B-Instruct-2507's: the processor's state must not depend on it
-    config = SimpleNamespace(instance_id=f"fake-{id(object())}", scheduler_config=SimpleNamespace(max_num_seqs=CAP),
-                             model_config=SimpleNamespace(tokenizer=str(TOY_SENIOR), get_vocab_size=lambda: V,
-                                                          max_model_len=262_144))  # fmt: skip
+    config = SimpleNamespace(
+        instance_id=f"fake-{id(object())}",
+        scheduler_config=SimpleNamespace(max_num_seqs=CAP),
+        model_config=SimpleNamespace(
+            tokenizer=str(TOY_SENIOR), get_vocab_size=lambda: V, max_model_len=262_144
+        ),
+    )
     fake = FakeModel()
     model_module._MODELS[config.instance_id] = weakref.ref(fake)
     yield config, fake
@@ -152,7 +156,9 @@ def test_v1_half_refuses_placeholder_tokens(engine):
     proc.apply(torch.zeros(1, V))
     out.append(-1)  # what V1 shows a processor that only came through the entry point, under async scheduling
     fake.stash = torch.zeros(1, V)
-    with pytest.raises(RuntimeError, match=r"placeholders \(-1\): pass TandemLogitsProcessor in LLM\(logits_processors"):
+    with pytest.raises(
+        RuntimeError, match=r"placeholders \(-1\): pass TandemLogitsProcessor in LLM\(logits_processors"
+    ):
         proc.apply(torch.zeros(1, V))
 
 
@@ -162,8 +168,17 @@ def test_v1_half_passes_requests_without_tandem_args_through(engine):
     config, fake = engine
     proc = TandemLogitsProcessor(config, torch.device("cpu"), False)
     plain, warm, tandem = [], [], []
-    proc.update_state(BatchUpdate(2, [], [(0, SamplingParams(max_tokens=4), [5], plain),
-                                          (1, SamplingParams.for_sampler_warmup(), [5], warm)], []))  # fmt: skip
+    proc.update_state(
+        BatchUpdate(
+            2,
+            [],
+            [
+                (0, SamplingParams(max_tokens=4), [5], plain),
+                (1, SamplingParams.for_sampler_warmup(), [5], warm),
+            ],
+            [],
+        )
+    )
     assert (proc.rows.group[:2] == PASSTHROUGH).all()
     logits = torch.randn(2, V)
     assert proc.apply(logits) is logits  # nothing read, nothing changed: no stash taken
@@ -171,8 +186,12 @@ def test_v1_half_passes_requests_without_tandem_args_through(engine):
     senior, junior = _logits(2, 0)
     fake.stash = junior
     out = proc.apply(senior.clone())
-    assert torch.equal(out[0], junior[0]) and torch.equal(out[1], senior[1])  # p = 0: the junior; row 1 passes
-    proc.update_state(BatchUpdate(2, [], [(0, SamplingParams(max_tokens=4), [5], [])], []))  # slot 0 taken over
+    assert torch.equal(out[0], junior[0]) and torch.equal(
+        out[1], senior[1]
+    )  # p = 0: the junior; row 1 passes
+    proc.update_state(
+        BatchUpdate(2, [], [(0, SamplingParams(max_tokens=4), [5], [])], [])
+    )  # slot 0 taken over
     assert proc.rows.group[0] == PASSTHROUGH and not bool(proc.rows.tandem[0])
     logits = torch.randn(2, V)
     assert proc.apply(logits) is logits
@@ -182,9 +201,18 @@ def test_v1_and_mrv2_are_told_apart_by_what_vllm_passes(vllm_config, mrv2):
     """V1's loader passes (device, is_pin_memory), MRV2's a LogitsProcRequestState; anything else is refused."""
     from vllm.v1.sample.logits_processor import build_logitsprocs
 
-    v1 = [p for p in build_logitsprocs(vllm_config, torch.device("cpu"), False, False, [TandemLogitsProcessor]).all
-          if isinstance(p, TandemLogitsProcessor)]  # fmt: skip
-    assert len(v1) == 1 and v1[0].req_states is None and v1[0].rows.capacity == vllm_config.scheduler_config.max_num_seqs
+    v1 = [
+        p
+        for p in build_logitsprocs(
+            vllm_config, torch.device("cpu"), False, False, [TandemLogitsProcessor]
+        ).all
+        if isinstance(p, TandemLogitsProcessor)
+    ]
+    assert (
+        len(v1) == 1
+        and v1[0].req_states is None
+        and v1[0].rows.capacity == vllm_config.scheduler_config.max_num_seqs
+    )
     assert mrv2.proc.req_states is not None and mrv2.proc.rows.capacity == CAP
     assert TandemLogitsProcessor(vllm_config, torch.device("cpu")).req_states is None  # a device alone: V1
     with pytest.raises(TypeError, match="expected V1's"):
@@ -220,8 +248,15 @@ def _apply_write(output, stride, indices, starts, contents, cu_lens, group_ids, 
 def vllm_config():
     from vllm.engine.arg_utils import EngineArgs
 
-    return EngineArgs(model=str(TOY_SENIOR), max_model_len=128, max_num_seqs=CAP, dtype="float32", enforce_eager=True,
-                      block_size=32, kv_cache_memory_bytes=1 << 20).create_engine_config()  # fmt: skip
+    return EngineArgs(
+        model=str(TOY_SENIOR),
+        max_model_len=128,
+        max_num_seqs=CAP,
+        dtype="float32",
+        enforce_eager=True,
+        block_size=32,
+        kv_cache_memory_bytes=1 << 20,
+    ).create_engine_config()
 
 
 @pytest.fixture
@@ -238,8 +273,15 @@ def mrv2(vllm_config, monkeypatch):
     monkeypatch.setattr(buffer_utils, "_apply_write_kernel", _OnCPU(_apply_write))
     req_states = RequestState(CAP, 128, 4096, 0, V, torch.device("cpu"))
     procs = build_custom_logits_processors(vllm_config, req_states, False, [TandemLogitsProcessor])
-    sampler = Sampler(vllm_config, CAP, V, torch.device("cpu"), req_states, logprobs_mode="processed_logprobs",
-                      custom_logits_processors=procs)  # fmt: skip
+    sampler = Sampler(
+        vllm_config,
+        CAP,
+        V,
+        torch.device("cpu"),
+        req_states,
+        logprobs_mode="processed_logprobs",
+        custom_logits_processors=procs,
+    )
     fake = FakeModel()
     model_module._MODELS[vllm_config.instance_id] = weakref.ref(fake)
     yield SimpleNamespace(req_states=req_states, sampler=sampler, proc=procs[0], fake=fake)
@@ -249,8 +291,13 @@ def mrv2(vllm_config, monkeypatch):
 def _add(m, req_id: str, tokens: list[int], prompt_len: int, params) -> int:
     """What `GPUModelRunner.add_requests` does for one new (or resumed: tokens = prompt + outputs so far)
     request; returns its slot. `_flush` ends the step's adds."""
-    m.req_states.add_request(req_id=req_id, prompt_len=prompt_len, all_token_ids=list(tokens), num_computed_tokens=0,
-                             max_tokens=params.max_tokens)  # fmt: skip
+    m.req_states.add_request(
+        req_id=req_id,
+        prompt_len=prompt_len,
+        all_token_ids=list(tokens),
+        num_computed_tokens=0,
+        max_tokens=params.max_tokens,
+    )
     slot = m.req_states.req_id_to_index[req_id]
     m.sampler.add_request(slot, params)
     return slot
@@ -266,10 +313,17 @@ def _sample_logits(m, order: list[int], pos: list[int], ids: list[int], senior, 
     processors, with vLLM's LogitsContext, where any row needs them)."""
     m.fake.stash = junior
     idx = torch.tensor(order, dtype=torch.int64)
-    return m.sampler.apply_sampling_params(senior.clone(), idx, idx, np.array(order, dtype=np.intp),
-                                           torch.tensor(pos, dtype=torch.int64), torch.tensor(ids, dtype=torch.int32),
-                                           torch.zeros(len(order), dtype=torch.int32), np.array(pos) + 1,
-                                           skip_top_k_top_p=True)  # fmt: skip
+    return m.sampler.apply_sampling_params(
+        senior.clone(),
+        idx,
+        idx,
+        np.array(order, dtype=np.intp),
+        torch.tensor(pos, dtype=torch.int64),
+        torch.tensor(ids, dtype=torch.int32),
+        torch.zeros(len(order), dtype=torch.int32),
+        np.array(pos) + 1,
+        skip_top_k_top_p=True,
+    )
 
 
 def test_mrv2_half_with_prefill_chunks_decode_and_a_resumed_request(mrv2, tables):
@@ -279,11 +333,23 @@ def test_mrv2_half_with_prefill_chunks_decode_and_a_resumed_request(mrv2, tables
     prompts = {"a": [7] * 6, "b": [8] * 3, "c": [9] * 4}
     outs = {r: rng.integers(2, V, 30).tolist() for r in prompts}
     done = {"a": 0, "b": 0, "c": 5}  # output tokens committed before this run
-    slot = {r: _add(m, r, prompts[r] + outs[r][: done[r]], len(prompts[r]), _params(engine_keys([100 + i], 0)[0], sched))
-            for i, r in enumerate(prompts)}  # fmt: skip
+    slot = {
+        r: _add(
+            m,
+            r,
+            prompts[r] + outs[r][: done[r]],
+            len(prompts[r]),
+            _params(engine_keys([100 + i], 0)[0], sched),
+        )
+        for i, r in enumerate(prompts)
+    }
     _flush(m)
     assert m.sampler.needs_logits_processing[list(slot.values())].all()
-    fed = {"a": 3, "b": 2, "c": len(prompts["c"]) + 4}  # positions fed so far ("a": its first chunk of 3 tokens)
+    fed = {
+        "a": 3,
+        "b": 2,
+        "c": len(prompts["c"]) + 4,
+    }  # positions fed so far ("a": its first chunk of 3 tokens)
     for step in range(12):
         order = ["c", "a", "b"] if step % 2 else ["b", "c", "a"]  # rows are reordered every step
         ids = [(prompts[r] + outs[r])[fed[r]] for r in order]  # the token each row reads now
@@ -319,7 +385,9 @@ def test_mrv2_passes_warmup_and_plain_requests_through(mrv2, monkeypatch):
     assert again == tandem and m.proc.rows.group[again] == PASSTHROUGH
     assert not m.sampler.needs_logits_processing[[again, plain]].any()
     senior = torch.randn(2, V)
-    assert torch.equal(_sample_logits(m, [again, plain], [2, 1], [7, 6], senior, None), senior)  # not even called
+    assert torch.equal(
+        _sample_logits(m, [again, plain], [2, 1], [7, 6], senior, None), senior
+    )  # not even called
 
 
 @pytest.fixture
@@ -359,8 +427,9 @@ def test_a_v1_step_copies_one_host_array(engine, host_tensors):
     config, fake = engine
     proc = TandemLogitsProcessor(config, torch.device("cpu"), False)
     lists = [[], [], []]
-    proc.update_state(BatchUpdate(3, [], [(i, _params(i, StepSchedule(max_rounds=2)), [5], lists[i]) for i in range(3)],
-                                  []))  # fmt: skip
+    proc.update_state(
+        BatchUpdate(3, [], [(i, _params(i, StepSchedule(max_rounds=2)), [5], lists[i]) for i in range(3)], [])
+    )
     for step in range(4):
         for toks in lists:
             toks.append(7 + step)
@@ -379,9 +448,17 @@ class _NewTensors(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        given = {t.untyped_storage().data_ptr() for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        given = {
+            t.untyped_storage().data_ptr()
+            for t in pytree.tree_leaves((args, kwargs))
+            if isinstance(t, torch.Tensor)
+        }
         for t in pytree.tree_leaves(out):
-            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in given and t.numel() > self.largest:
+            if (
+                isinstance(t, torch.Tensor)
+                and t.untyped_storage().data_ptr() not in given
+                and t.numel() > self.largest
+            ):
                 self.largest, self.op = t.numel(), str(func)
         return out
 
@@ -397,8 +474,11 @@ def test_the_processor_does_not_grow_with_the_context_length_or_the_vocabulary(e
     assert max(sizes) <= CAP * DRAW_WINDOW
     step_end = int(np.nonzero(tables.step_end.numpy())[0][0])
     lists = [[], [], []]
-    added = [(0, _params(1, StepSchedule(max_rounds=1)), [5], lists[0]), (1, _params(2, WordSchedule(0.0, 4)), [5], lists[1]),
-             (2, _params(3, WordSchedule(1.0, 4)), [5], lists[2])]  # fmt: skip
+    added = [
+        (0, _params(1, StepSchedule(max_rounds=1)), [5], lists[0]),
+        (1, _params(2, WordSchedule(0.0, 4)), [5], lists[1]),
+        (2, _params(3, WordSchedule(1.0, 4)), [5], lists[2]),
+    ]
     with _NewTensors() as new:
         proc.update_state(BatchUpdate(3, [], added, []))
     assert new.largest <= 3 * DRAW_WINDOW, new.op
@@ -417,18 +497,41 @@ def test_the_processor_does_not_grow_with_the_context_length_or_the_vocabulary(e
 GOOD = tandem_args(1, WordSchedule(), 0)
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("presence_penalty", 0.5, "SamplingParams.presence_penalty (penalties would be applied to the senior's logits)"),
-    ("frequency_penalty", 0.5, "SamplingParams.frequency_penalty (penalties"),
-    ("repetition_penalty", 1.2, "SamplingParams.repetition_penalty (penalties"),
-    ("logit_bias", {3: 1.0}, "SamplingParams.logit_bias (vLLM adds the bias to the senior's logits only)"),
-    ("allowed_token_ids", [3, 4], "SamplingParams.allowed_token_ids (vLLM masks the senior's logits only)"),
-    ("bad_words", ["cat"], "SamplingParams.bad_words (vLLM masks the senior's logits only)"),
-    ("structured_outputs", StructuredOutputsParams(regex="a+"), "SamplingParams.structured_outputs (the grammar"),
-    ("prompt_logprobs", 0, "SamplingParams.prompt_logprobs (prompt log-probs would be the senior's only)"),
-    ("min_tokens", 3, "SamplingParams.min_tokens (vLLM masks EOS in the senior's logits only)"),
-    ("n", 2, "SamplingParams.n (children would share one key"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        (
+            "presence_penalty",
+            0.5,
+            "SamplingParams.presence_penalty (penalties would be applied to the senior's logits)",
+        ),
+        ("frequency_penalty", 0.5, "SamplingParams.frequency_penalty (penalties"),
+        ("repetition_penalty", 1.2, "SamplingParams.repetition_penalty (penalties"),
+        (
+            "logit_bias",
+            {3: 1.0},
+            "SamplingParams.logit_bias (vLLM adds the bias to the senior's logits only)",
+        ),
+        (
+            "allowed_token_ids",
+            [3, 4],
+            "SamplingParams.allowed_token_ids (vLLM masks the senior's logits only)",
+        ),
+        ("bad_words", ["cat"], "SamplingParams.bad_words (vLLM masks the senior's logits only)"),
+        (
+            "structured_outputs",
+            StructuredOutputsParams(regex="a+"),
+            "SamplingParams.structured_outputs (the grammar",
+        ),
+        (
+            "prompt_logprobs",
+            0,
+            "SamplingParams.prompt_logprobs (prompt log-probs would be the senior's only)",
+        ),
+        ("min_tokens", 3, "SamplingParams.min_tokens (vLLM masks EOS in the senior's logits only)"),
+        ("n", 2, "SamplingParams.n (children would share one key"),
+    ],
+)
 def test_validate_params_refuses_what_would_touch_only_the_senior(field, value, message):
     sp = SamplingParams(**{field: value}, extra_args=GOOD)
     with pytest.raises(ValueError) as e:
@@ -444,7 +547,9 @@ def test_validate_params_checks_tandem_requests_only():
     TandemLogitsProcessor.validate_params(SamplingParams.for_sampler_warmup())
     TandemLogitsProcessor.validate_params(SamplingParams(presence_penalty=0.5, extra_args={"other": 1}))
     with pytest.raises(ValueError, match="lacks settings, eos"):
-        TandemLogitsProcessor.validate_params(SamplingParams(extra_args={"tandem": {"key": 1, "schedule": "word"}}))
+        TandemLogitsProcessor.validate_params(
+            SamplingParams(extra_args={"tandem": {"key": 1, "schedule": "word"}})
+        )
     with pytest.raises(ValueError, match="unknown setting 'gap'"):
         bad = {"tandem": {**GOOD["tandem"], "settings": {"gap": 1}}}
         TandemLogitsProcessor.validate_params(SamplingParams(extra_args=bad))

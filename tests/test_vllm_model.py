@@ -30,8 +30,10 @@ class PoolUnit(nn.Module):
 
     def forward(self, input_ids, positions):
         out = self.pool[: input_ids.shape[0], : self.hidden]
-        out.copy_((input_ids[:, None].float() + positions[:, None].float()) * self.scale
-                  + torch.arange(self.hidden, dtype=torch.float32))  # fmt: skip
+        out.copy_(
+            (input_ids[:, None].float() + positions[:, None].float()) * self.scale
+            + torch.arange(self.hidden, dtype=torch.float32)
+        )
         return out
 
 
@@ -55,4 +57,3 @@ def test_the_seniors_hidden_states_survive_the_juniors_graphs(hs, hj):
     assert out.shape == (5, hs + hj)
     torch.testing.assert_close(out[:, :hs], want_senior)
     torch.testing.assert_close(out[:, hs:], want_junior)
-

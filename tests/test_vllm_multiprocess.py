@@ -25,7 +25,12 @@ from trlvr.engine import Sampling, WordSchedule  # noqa: E402
 from trlvr.vllm.core import authors_from_tokens  # noqa: E402
 from trlvr.vllm.pair import VLLMPair  # noqa: E402
 
-ROWS, KEYS, SCHEDULE, SAMPLING = 6, list(range(40, 46)), WordSchedule(0.5, 4), Sampling(40, temperature=0.0, seed=5)  # fmt: skip
+ROWS, KEYS, SCHEDULE, SAMPLING = (
+    6,
+    list(range(40, 46)),
+    WordSchedule(0.5, 4),
+    Sampling(40, temperature=0.0, seed=5),
+)
 
 # run as a script with the multiprocess engine: its greedy tandem rows and its sync refusal, as JSON, in argv[3]
 _SCRIPT = """
@@ -62,10 +67,19 @@ def _multiprocess_rows(junior_dir: Path, tmp_path: Path) -> dict:
     script, out = tmp_path / "mp_pair.py", tmp_path / "mp_rows.json"
     script.write_text(_SCRIPT)
     tests = str(Path(__file__).parent)
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([tests, *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
-    run = subprocess.run([sys.executable, str(script), str(TOY_SENIOR), str(junior_dir), str(out)], env=env,
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    env = {
+        **os.environ,
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "1",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([tests, *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
+    run = subprocess.run(
+        [sys.executable, str(script), str(TOY_SENIOR), str(junior_dir), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     return json.loads(out.read_text())
 
@@ -82,9 +96,11 @@ def test_greedy_tandem_in_the_multiprocess_engine_equals_the_in_process_engine(j
     assert mp["env"] == "1" and mp["client"] == "SyncMPClient"  # the engine core ran in its own process
     assert mp["tokens"] == here.completion_ids and mp["authors"] == here.authors
     assert mp["finish"] == here.finish_reasons
-    assert mp["sync"].startswith("sync_senior: this vllm pair's engine runs in its own process (vLLM's multiprocess "
-                                 "engine core); weight sync needs it in this one: build the pair with "
-                                 "VLLM_ENABLE_V1_MULTIPROCESSING=0")  # fmt: skip
+    assert mp["sync"].startswith(
+        "sync_senior: this vllm pair's engine runs in its own process (vLLM's multiprocess "
+        "engine core); weight sync needs it in this one: build the pair with "
+        "VLLM_ENABLE_V1_MULTIPROCESSING=0"
+    )
     folded = authors_from_tokens(mp["tokens"], KEYS, SCHEDULE, pair.tables, SAMPLING.seed)
     assert all(folded.authors[i, : len(a)].long().tolist() == a for i, a in enumerate(mp["authors"]))
     written = [a for row in mp["authors"] for a in row]

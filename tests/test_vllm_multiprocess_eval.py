@@ -45,10 +45,36 @@ def run(argv, processes, dump):
 
 def test_two_processes_one_engine_each_write_the_one_process_samples(world):
     root, junior = world
-    argv = lambda out: ["eval", "--senior", str(TOY_SENIOR), "--junior", str(junior), "--data",  # noqa: E731
-                        f"toy={root / 'test.jsonl'}", "--limit", "6", "--samples", "2", "--k", "1", "--suite",
-                        "solo,handoff,legibility", "--batch-size", "2", "--max-new-tokens", "24", "--temperature", "1",
-                        "--dtype", "float32", "--backend", "vllm", "--no-progress", "--out", str(out)]  # fmt: skip
+    argv = lambda out: [  # noqa: E731
+        "eval",
+        "--senior",
+        str(TOY_SENIOR),
+        "--junior",
+        str(junior),
+        "--data",
+        f"toy={root / 'test.jsonl'}",
+        "--limit",
+        "6",
+        "--samples",
+        "2",
+        "--k",
+        "1",
+        "--suite",
+        "solo,handoff,legibility",
+        "--batch-size",
+        "2",
+        "--max-new-tokens",
+        "24",
+        "--temperature",
+        "1",
+        "--dtype",
+        "float32",
+        "--backend",
+        "vllm",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     run(argv(root / "one"), 1, root / "d1")
     run(argv(root / "two"), 2, root / "d2")
     one, two = (root / n / "samples.jsonl" for n in ("one", "two"))
@@ -73,14 +99,38 @@ def test_selection_in_two_processes_on_backend_vllm(world, tmp_path):
         run_dir = tmp_path / f"run{n}"
         shutil.copytree(TOY_SENIOR, run_dir / "checkpoint-20")
         save_qwen3(run_dir / "checkpoint-10", seed=7)  # a random senior: the weaker checkpoint
-        (run_dir / "trlvr_run.json").write_text(json.dumps({"tandem": {"senior": str(TOY_SENIOR), "junior": str(junior),
-                                                                       "holdout": 0}}))  # fmt: skip
-        run(["select", str(run_dir), "--val", str(root / "val.jsonl"), "--metric", "handoff/pass@1", "--samples", "2",
-             "--batch-size", "2", "--max-new-tokens", "24", "--dtype", "float32", "--backend", "vllm",
-             "--no-progress"], n, tmp_path / f"s{n}")  # fmt: skip
+        (run_dir / "trlvr_run.json").write_text(
+            json.dumps({"tandem": {"senior": str(TOY_SENIOR), "junior": str(junior), "holdout": 0}})
+        )
+        run(
+            [
+                "select",
+                str(run_dir),
+                "--val",
+                str(root / "val.jsonl"),
+                "--metric",
+                "handoff/pass@1",
+                "--samples",
+                "2",
+                "--batch-size",
+                "2",
+                "--max-new-tokens",
+                "24",
+                "--dtype",
+                "float32",
+                "--backend",
+                "vllm",
+                "--no-progress",
+            ],
+            n,
+            tmp_path / f"s{n}",
+        )
         picked[n] = json.loads((run_dir / "selected.json").read_text())
     assert (picked[2]["step"], picked[2]["table"][0]["value"], picked[2]["table"][1]["value"]) == (
-        picked[1]["step"], picked[1]["table"][0]["value"], picked[1]["table"][1]["value"])  # fmt: skip
+        picked[1]["step"],
+        picked[1]["table"][0]["value"],
+        picked[1]["table"][1]["value"],
+    )
     for step in (10, 20):
         a, b = (tmp_path / f"run{n}" / "select" / "val" / f"step-{step}" / "samples.jsonl" for n in (1, 2))
         assert a.read_bytes() == b.read_bytes()

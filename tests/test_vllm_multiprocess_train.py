@@ -103,23 +103,70 @@ def world(tmp_path_factory):
 
 
 def _argv(world: Path, out: Path, per_device: int, *extra: str) -> list[str]:
-    return ["train", "--config", "toy", "--holdout", "0", "--senior", str(TOY_SENIOR), "--junior", str(TOY_SENIOR), "--dataset",
-            str(world / "train.jsonl"), "--reward", "mp_reward:varied_reward", "--backend", "vllm", "--max_steps",
-            "2", "--per_device_train_batch_size", str(per_device), "--num_generations", "4",
-            "--max_completion_length", "16", "--vllm_max_model_length", "192", "--temperature", "1.0", "--learning_rate",
-            "1e-3", "--use_cpu", "true", "--output_dir", str(out), "--save_steps", "1", *extra]  # fmt: skip
+    return [
+        "train",
+        "--config",
+        "toy",
+        "--holdout",
+        "0",
+        "--senior",
+        str(TOY_SENIOR),
+        "--junior",
+        str(TOY_SENIOR),
+        "--dataset",
+        str(world / "train.jsonl"),
+        "--reward",
+        "mp_reward:varied_reward",
+        "--backend",
+        "vllm",
+        "--max_steps",
+        "2",
+        "--per_device_train_batch_size",
+        str(per_device),
+        "--num_generations",
+        "4",
+        "--max_completion_length",
+        "16",
+        "--vllm_max_model_length",
+        "192",
+        "--temperature",
+        "1.0",
+        "--learning_rate",
+        "1e-3",
+        "--use_cpu",
+        "true",
+        "--output_dir",
+        str(out),
+        "--save_steps",
+        "1",
+        *extra,
+    ]
 
 
-def _run(world: Path, out: Path, processes: int, *extra: str, resume: bool = False, refused: bool = False) -> dict:
+def _run(
+    world: Path, out: Path, processes: int, *extra: str, resume: bool = False, refused: bool = False
+) -> dict:
     """One `trlvr train` (under torchrun when processes > 1); its dumps, metrics and wall time (`refused`: the
     command must exit 2; its stderr)."""
     dump = out.parent / f"{out.name}-dump{'-resumed' if resume else ''}"
     dump.mkdir()
     launch = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes)] if processes > 1 else []
-    cmd = [sys.executable, *launch, "-m", "trlvr.cli.main",
-           *_argv(world, out, 8 // processes, *extra), *(["--resume"] if resume else [])]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=f"{world}{os.pathsep}{ROOT}", TRL_EXPERIMENTAL_SILENCE="1", OMP_NUM_THREADS="1",
-               VLLM_ENABLE_V1_MULTIPROCESSING="0", TRLVR_TEST_DUMP=str(dump))  # fmt: skip
+    cmd = [
+        sys.executable,
+        *launch,
+        "-m",
+        "trlvr.cli.main",
+        *_argv(world, out, 8 // processes, *extra),
+        *(["--resume"] if resume else []),
+    ]
+    env = dict(
+        os.environ,
+        PYTHONPATH=f"{world}{os.pathsep}{ROOT}",
+        TRL_EXPERIMENTAL_SILENCE="1",
+        OMP_NUM_THREADS="1",
+        VLLM_ENABLE_V1_MULTIPROCESSING="0",
+        TRLVR_TEST_DUMP=str(dump),
+    )
     if processes == 1:
         env["TRLVR_TEST_ONE"] = "1"
     start = time.perf_counter()
@@ -204,7 +251,9 @@ def test_two_processes_one_engine_each_match_one_process_and_resume(world, one):
 
     if Version(transformers.__version__) < Version(RESUME_ON_CPU):  # vllm 0.31 pins transformers < 5.18
         said = _run(world, out, 2, resume=True, refused=True)["stderr"]
-        assert "--resume: a run of 2 processes on the CPU cannot resume with transformers" in said, said[-2000:]
+        assert "--resume: a run of 2 processes on the CPU cannot resume with transformers" in said, said[
+            -2000:
+        ]
         assert not (out / "final").exists() and not (out / "checkpoint-2").exists()
         return
     resumed = _run(world, out, 2, resume=True)
@@ -239,8 +288,11 @@ def test_engine_distribution_is_trl_colocate_executor_tp_and_group_seed():
     from trlvr.vllm.trl_backend import engine_distribution
 
     assert engine_distribution(_Acc(1, 0), 1, 7) == {"seed": 7}  # one process: vLLM's own executor
-    assert engine_distribution(_Acc(4, 3), 2, 7) == {"distributed_executor_backend": "external_launcher",
-                                                     "tensor_parallel_size": 2, "seed": 8}  # fmt: skip
+    assert engine_distribution(_Acc(4, 3), 2, 7) == {
+        "distributed_executor_backend": "external_launcher",
+        "tensor_parallel_size": 2,
+        "seed": 8,
+    }
     with pytest.raises(UserError, match="vllm_tensor_parallel_size 2"):
         engine_distribution(_Acc(1, 0), 2, 7)  # TP over processes that are not there
     kw = EngineOptions(distributed_executor_backend="external_launcher", tensor_parallel_size=2).llm_kwargs()

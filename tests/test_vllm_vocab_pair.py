@@ -40,9 +40,20 @@ def save_beacon_qwen3(out: Path, seed: int, rows: int) -> Path:
     from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
     def config(n):
-        return Qwen3Config(vocab_size=n, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                           num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=256,
-                           tie_word_embeddings=False, bos_token_id=0, eos_token_id=0, pad_token_id=1)  # fmt: skip
+        return Qwen3Config(
+            vocab_size=n,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=32,
+            max_position_embeddings=256,
+            tie_word_embeddings=False,
+            bos_token_id=0,
+            eos_token_id=0,
+            pad_token_id=1,
+        )
 
     torch.manual_seed(seed)
     base = Qwen3ForCausalLM(config(V)).float().eval()
@@ -51,7 +62,9 @@ def save_beacon_qwen3(out: Path, seed: int, rows: int) -> Path:
         base.lm_head.weight.normal_(0.0, 1.0)
         base.lm_head.weight[:, 0] = 0.0
         state = base.state_dict()
-        model = Qwen3ForCausalLM(config(rows)).float().eval()  # after every draw: the same base for every `rows`
+        model = (
+            Qwen3ForCausalLM(config(rows)).float().eval()
+        )  # after every draw: the same base for every `rows`
         for name in ("model.embed_tokens.weight", "lm_head.weight"):
             w = torch.zeros(rows, 64)
             w[:V] = state[name]
@@ -72,8 +85,16 @@ SAMPLING = Sampling(24, temperature=1.0, seed=5)
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("padded")
-    built = [("senior", 2, V), ("senior", 2, V + 96), ("junior", 3, V), ("junior", 3, V + 32), ("junior", 3, V + 64)]
-    return {(role, rows): save_beacon_qwen3(root / f"{role}-{rows}", seed, rows) for role, seed, rows in built}
+    built = [
+        ("senior", 2, V),
+        ("senior", 2, V + 96),
+        ("junior", 3, V),
+        ("junior", 3, V + 32),
+        ("junior", 3, V + 64),
+    ]
+    return {
+        (role, rows): save_beacon_qwen3(root / f"{role}-{rows}", seed, rows) for role, seed, rows in built
+    }
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +107,11 @@ def reference(models):
     return prompts, outs
 
 
-@pytest.mark.parametrize(("senior_rows", "junior_rows"), [(V, V + 64), (V + 96, V + 32)],
-                         ids=["junior-more-rows-than-the-engine", "senior-more-rows-like-qwen2.5-7b"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("senior_rows", "junior_rows"),
+    [(V, V + 64), (V + 96, V + 32)],
+    ids=["junior-more-rows-than-the-engine", "senior-more-rows-like-qwen2.5-7b"],
+)
 def test_a_padded_pair_decodes_what_the_unpadded_pair_decodes(models, reference, senior_rows, junior_rows):
     prompts, want = reference
     # the rig: in both padded models a padded row wins the argmax at every position the reference decoded
@@ -133,8 +157,10 @@ def test_a_model_with_fewer_rows_than_tokens_is_refused_from_its_config(tmp_path
     senior, junior = (TOY_SENIOR, short) if role == "junior" else (short, TOY_SENIOR)
     with pytest.raises(UserError) as err:
         VLLMPair(senior, junior, engine=engine_options())
-    assert str(err.value) == (f"{role} {short}: {V - 15} embedding rows for a {V}-token tokenizer; each model of "
-                              "a pair needs a row for every token of the shared tokenizer")  # fmt: skip
+    assert str(err.value) == (
+        f"{role} {short}: {V - 15} embedding rows for a {V}-token tokenizer; each model of "
+        "a pair needs a row for every token of the shared tokenizer"
+    )
 
 
 class _Head(nn.Module):
@@ -154,7 +180,12 @@ def test_the_composite_hands_vllm_the_shared_ids_of_both_models(senior_rows, jun
     from are the senior's first 10 columns, the stash the junior's first 10, whatever their rows."""
     model = TandemForCausalLM.__new__(TandemForCausalLM)
     nn.Module.__init__(model)
-    model.senior, model.junior, model.senior_hidden, model.n_ids = _Head(senior_rows), _Head(junior_rows), 7, 10
+    model.senior, model.junior, model.senior_hidden, model.n_ids = (
+        _Head(senior_rows),
+        _Head(junior_rows),
+        7,
+        10,
+    )
     model.stash = None
     hidden = torch.randn(3, 7 + 5)
     logits = model.compute_logits(hidden)

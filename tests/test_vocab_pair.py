@@ -26,6 +26,7 @@ HUGE = 1e4
 
 def padded(model, n_ids: int):
     """``model`` with the logits of every row past ``n_ids`` (its padding) made huge."""
+
     def hook(module, inputs, output):
         out = output.clone()
         out[..., n_ids:] = HUGE
@@ -38,7 +39,10 @@ def padded(model, n_ids: int):
 def unpadded(model, arch: str, n_ids: int, seed: int, **kw):
     """The same weights with only the first ``n_ids`` embedding rows (what the padded model means)."""
     small = tiny_model(arch, n_ids, seed, **kw)
-    state = {k: (v[:n_ids] if v.shape[:1] == (model.config.vocab_size,) else v) for k, v in model.state_dict().items()}
+    state = {
+        k: (v[:n_ids] if v.shape[:1] == (model.config.vocab_size,) else v)
+        for k, v in model.state_dict().items()
+    }
     small.load_state_dict(state)
     return small
 
@@ -68,8 +72,9 @@ def test_qwen_like_pair_decodes_in_lockstep_and_never_samples_a_padded_row(arch)
 def test_a_padded_model_alone_never_samples_a_padded_row():
     tok = tiny_tokenizer()
     senior = padded(tiny_model("qwen3", len(tok) + 40, 0), len(tok))
-    out = make_pair(senior, None, tok).generate([tok.encode(p) for p in PROMPTS[:3]], SoloSchedule("senior"),
-                                                Sampling(10, seed=1))  # fmt: skip
+    out = make_pair(senior, None, tok).generate(
+        [tok.encode(p) for p in PROMPTS[:3]], SoloSchedule("senior"), Sampling(10, seed=1)
+    )
     assert int(out.tokens[out.completion_mask].max()) < len(tok)
 
 
@@ -81,10 +86,16 @@ def test_text_pair_never_samples_a_padded_row():
     pair = make_pair(senior, junior, ts, junior_tokenizer=tj)
     out = pair.generate([ts.encode(p) for p in PROMPTS[:3]], WordSchedule(0.5), Sampling(16, seed=2))
     assert int(out.tokens[out.completion_mask].max()) < len(ts)
-    assert out.senior_authored[out.completion_mask].any() and (~out.senior_authored[out.completion_mask]).any()
+    assert (
+        out.senior_authored[out.completion_mask].any() and (~out.senior_authored[out.completion_mask]).any()
+    )
     last = pair.last  # the TextPairOutput: each model's own ids and which of them it sampled
-    junior_sampled = [i for ids, a in zip(last.junior_ids, last.junior_authored, strict=True)
-                      for i, own in zip(ids, a, strict=True) if own]  # fmt: skip
+    junior_sampled = [
+        i
+        for ids, a in zip(last.junior_ids, last.junior_authored, strict=True)
+        for i, own in zip(ids, a, strict=True)
+        if own
+    ]
     assert junior_sampled and max(junior_sampled) < len(tj)
     assert max(i for ids in last.senior_ids for i in ids) < len(ts)
 
@@ -123,7 +134,9 @@ def test_a_qwen_like_pair_is_accepted_from_configs_and_tokenizers(tmp_path, no_w
     assert check_pairing(cfg) == "lockstep" and no_weights == []
 
 
-def test_pairs_that_cannot_share_a_tokenizer_are_refused_in_one_line_before_weights_load(tmp_path, no_weights):
+def test_pairs_that_cannot_share_a_tokenizer_are_refused_in_one_line_before_weights_load(
+    tmp_path, no_weights
+):
     tok, other = tiny_tokenizer(), train_bpe_tokenizer(CORPUS, vocab_size=290, split_digits=True)
     senior = _save(tmp_path, "senior", tok, len(tok) + 16)
     args = SimpleNamespace(model_init_kwargs=None, beta=0.0, max_completion_length=16)
@@ -135,8 +148,10 @@ def test_pairs_that_cannot_share_a_tokenizer_are_refused_in_one_line_before_weig
     short = _save(tmp_path, "short", tok, len(tok) - 5, 1)
     with pytest.raises(UserError) as e:
         load_models(_config(senior, short), args)
-    assert str(e.value) == (f"junior {short}: {len(tok) - 5} embedding rows for a {len(tok)}-token tokenizer; each "
-                            "model of a pair needs a row for every token of the shared tokenizer")  # fmt: skip
+    assert str(e.value) == (
+        f"junior {short}: {len(tok) - 5} embedding rows for a {len(tok)}-token tokenizer; each "
+        "model of a pair needs a row for every token of the shared tokenizer"
+    )
     assert no_weights == []
 
 
@@ -156,7 +171,9 @@ def test_eval_checks_the_pair_from_configs_before_weights_load(tmp_path, no_weig
     check_eval(ModelSpec(senior=small, junior=big), bench, spec)
     with pytest.raises(UserError) as e:
         check_eval(ModelSpec(senior=small, junior=short), bench, spec)
-    assert str(e.value).startswith(f"--junior {short}: {len(tok) - 1} embedding rows for a {len(tok)}-token tokenizer")
+    assert str(e.value).startswith(
+        f"--junior {short}: {len(tok) - 1} embedding rows for a {len(tok)}-token tokenizer"
+    )
     assert no_weights == []
 
 
@@ -174,8 +191,9 @@ def test_teacher_forced_scores_of_a_qwen_like_pair_are_those_without_padding(arc
     prompts = [tok.encode(p) for p in PROMPTS[:3]]
     completions = [tok.encode(" 12 and 5"), tok.encode(" so x"), tok.encode(" 7")]
     got = score_completions(senior, junior, prompts, completions, n_ids=n)
-    want = score_completions(unpadded(senior, arch, n, 0), unpadded(junior, arch, n, 1, hidden=32, layers=1),
-                             prompts, completions)  # fmt: skip
+    want = score_completions(
+        unpadded(senior, arch, n, 0), unpadded(junior, arch, n, 1, hidden=32, layers=1), prompts, completions
+    )
     for g, w in zip(got, want, strict=True):
         for name in ("junior_logprobs", "senior_logprobs", "kl"):
             assert getattr(g, name) == pytest.approx(getattr(w, name), abs=1e-5), name

@@ -26,8 +26,15 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 def engine_options(**kw):
     from trlvr.vllm.pair import EngineOptions
 
-    base = dict(dtype="float32", max_model_len=160, max_num_seqs=64, kv_cache_memory_bytes=32 << 20,
-                block_size=32, enforce_eager=True, enable_prefix_caching=True)  # fmt: skip
+    base = dict(
+        dtype="float32",
+        max_model_len=160,
+        max_num_seqs=64,
+        kv_cache_memory_bytes=32 << 20,
+        block_size=32,
+        enforce_eager=True,
+        enable_prefix_caching=True,
+    )
     return EngineOptions(**{**base, **kw})
 
 
@@ -37,18 +44,37 @@ def metric(pair, name: str) -> int:
     return int(sum(getattr(m, "value", 0) for m in pair.llm.get_metrics() if m.name == name))
 
 
-def save_qwen3(out: Path, seed: int, hidden: int = 64, layers: int = 1, heads: int = 2, kv_heads: int = 1,
-               head_dim: int = 32, tie: bool = True, rig: str | None = None) -> Path:  # fmt: skip
+def save_qwen3(
+    out: Path,
+    seed: int,
+    hidden: int = 64,
+    layers: int = 1,
+    heads: int = 2,
+    kv_heads: int = 1,
+    head_dim: int = 32,
+    tie: bool = True,
+    rig: str | None = None,
+) -> Path:
     """A random Qwen3 with the toy tokenizer in `out`. rig "even" / "odd": an untied head whose rows for
     the other parity (and EOS, id 0) are zero and whose own rows are large, so that with top_k 5 the
     model only ever writes ids of its parity: a token's parity then names the model that wrote it."""
     from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
-    cfg = Qwen3Config(vocab_size=V, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                      num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
-                      max_position_embeddings=256, tie_word_embeddings=tie and rig is None, bos_token_id=0,
-                      eos_token_id=0, pad_token_id=1)  # fmt: skip
+    cfg = Qwen3Config(
+        vocab_size=V,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        max_position_embeddings=256,
+        tie_word_embeddings=tie and rig is None,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=1,
+    )
     model = Qwen3ForCausalLM(cfg).float().eval()
     if rig is not None:
         with torch.no_grad():
@@ -76,7 +102,13 @@ def hf(path: Path):
 
 
 def toy_prompts(tokenizer, n: int) -> list[list[int]]:
-    texts = ["Q: 3 + 4 = ?\n\n", "Q: 12 - 5 = ?\n\n", "Q: 7 * 2 = ?\n\n", "Q: 9 + 9 = ?\n\n", "Q: 8 - 6 = ?\n\n"]
+    texts = [
+        "Q: 3 + 4 = ?\n\n",
+        "Q: 12 - 5 = ?\n\n",
+        "Q: 7 * 2 = ?\n\n",
+        "Q: 9 + 9 = ?\n\n",
+        "Q: 8 - 6 = ?\n\n",
+    ]
     return [tokenizer.encode(texts[i % len(texts)]) for i in range(n)]
 
 

@@ -198,11 +198,28 @@ def toy_training_keys() -> set[str]:
     problems = generate_problems(8, "train", seed=0)
     dataset = Dataset.from_list([{"prompt": p.text + "\n\n", "answer": str(p.answer)} for p in problems])
     with tempfile.TemporaryDirectory() as tmp:
-        args = GRPOConfig(output_dir=tmp, max_steps=1, per_device_train_batch_size=16, num_generations=4,
-                          max_completion_length=24, loss_type="dapo", report_to=[], save_strategy="no",
-                          use_cpu=True, logging_steps=1, disable_tqdm=True)  # fmt: skip
-        trainer = TandemGRPOTrainer(senior, junior, tandem=TandemConfig(p=0.5), args=args, reward_funcs=math_reward,
-                                    train_dataset=dataset, processing_class=tokenizer)  # fmt: skip
+        args = GRPOConfig(
+            output_dir=tmp,
+            max_steps=1,
+            per_device_train_batch_size=16,
+            num_generations=4,
+            max_completion_length=24,
+            loss_type="dapo",
+            report_to=[],
+            save_strategy="no",
+            use_cpu=True,
+            logging_steps=1,
+            disable_tqdm=True,
+        )
+        trainer = TandemGRPOTrainer(
+            senior,
+            junior,
+            tandem=TandemConfig(p=0.5),
+            args=args,
+            reward_funcs=math_reward,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+        )
         trainer.train()
     keys = set().union(*(set(h) for h in trainer.state.log_history)) | {"step"}
     return {_reward_key(k) for k in keys} - set(SUMMARY)
@@ -313,10 +330,32 @@ def toy_results() -> dict:
         ]
         data.write_text("".join(json.dumps(r) + "\n" for r in rows))
         with redirect_stdout(io.StringIO()):
-            rc = main(["eval", "--senior", str(ASSETS_DIR / "senior"), "--junior", str(ASSETS_DIR / "junior"),
-                       "--data", f"toy={data}", "--n", "2", "--k", "1,2", "--max-new-tokens", "24", "--dtype", "float32",
-                       "--suite", ",".join(SUITE_NAMES), "--prefix-ks", TOY_PREFIX_KS, "--no-progress",
-                       "--out", f"{tmp}/eval"])  # fmt: skip
+            rc = main(
+                [
+                    "eval",
+                    "--senior",
+                    str(ASSETS_DIR / "senior"),
+                    "--junior",
+                    str(ASSETS_DIR / "junior"),
+                    "--data",
+                    f"toy={data}",
+                    "--n",
+                    "2",
+                    "--k",
+                    "1,2",
+                    "--max-new-tokens",
+                    "24",
+                    "--dtype",
+                    "float32",
+                    "--suite",
+                    ",".join(SUITE_NAMES),
+                    "--prefix-ks",
+                    TOY_PREFIX_KS,
+                    "--no-progress",
+                    "--out",
+                    f"{tmp}/eval",
+                ]
+            )
         if rc != 0:
             raise SystemExit(f"tools/docs_refs.py: the toy evaluation failed (exit {rc})")
         results = json.loads((Path(tmp) / "eval" / "results.json").read_text())
@@ -398,7 +437,9 @@ def render_outputs(results: dict) -> str:
     missing = [k for k in ("grader", "graders") if k not in results["config"]]
     missing += [] if f"{BY_GRADER}.<grader>" in GRADER_KEYS else [f"{BY_GRADER}.<grader>"]
     if missing:
-        raise SystemExit(f"tools/docs_refs.py: GRADER_KEYS names key(s) the toy evaluation's results.json lacks: {missing}")
+        raise SystemExit(
+            f"tools/docs_refs.py: GRADER_KEYS names key(s) the toy evaluation's results.json lacks: {missing}"
+        )
     out = [
         HEADER,
         "# Outputs: results.json and run directories\n\n",
@@ -413,8 +454,10 @@ def render_outputs(results: dict) -> str:
         "point, `{protocol}` each protocol run:\n\n| metric | meaning |\n|---|---|\n",
     ]
     out += [f"| {_code_cell(p)} | {_cell(RESULT_METRICS[p])} |\n" for p in patterns]
-    out.append("\nGraders and left-out rows (`by_grader` with `--grader` naming several, `config.skipped_rows` with "
-               "`--skip-bad-rows`):\n\n| key | meaning |\n|---|---|\n")
+    out.append(
+        "\nGraders and left-out rows (`by_grader` with `--grader` naming several, `config.skipped_rows` with "
+        "`--skip-bad-rows`):\n\n| key | meaning |\n|---|---|\n"
+    )
     out += [f"| `{k}` | {_cell(v)} |\n" for k, v in GRADER_KEYS.items()]
     rest = sorted(set(RESULT_METRICS) - set(patterns))
     out.append(
@@ -541,9 +584,13 @@ def render_configuration() -> str:
         )
         helptext = _cell(f.metadata.get("help", "")).split(". ")[0][:220]
         cell = f"`{default}`"
-        if key in trlvr_defaults:  # the parser's own default (trlvr.config), where a config does not set the key
+        if (
+            key in trlvr_defaults
+        ):  # the parser's own default (trlvr.config), where a config does not set the key
             cell += f" (trlvr: `{trlvr_defaults[key]}`)"
-        out.append(f"| `{key}` | {cell} | {', '.join(set_by.get(key, [])) or 'checked only'} | {helptext} |\n")
+        out.append(
+            f"| `{key}` | {cell} | {', '.join(set_by.get(key, [])) or 'checked only'} | {helptext} |\n"
+        )
     out.append("\n## TRL fields TandemGRPOTrainer refuses\n\n| field | why |\n|---|---|\n")
     out += [f"| `{k}` | {v} |\n" for k, v in REFUSED_TRL.items()]
     return "".join(out)
@@ -594,8 +641,10 @@ DATA_EXAMPLES = {
     "problem": [
         ('{"problem": "What is 12 plus 30?", "answer": "42"}', "text"),
         ('{"problem": 7, "answer": "7"}', "a number is its text"),
-        ('{"problem": [{"role": "user", "content": "What is 12 plus 30?"}], "answer": "42"}',
-         "chat messages: the problem text is the last user turn"),
+        (
+            '{"problem": [{"role": "user", "content": "What is 12 plus 30?"}], "answer": "42"}',
+            "chat messages: the problem text is the last user turn",
+        ),
         ('{"problem": "", "answer": "42"}', "empty"),
         ('{"problem": {"text": "What is 12 plus 30?"}, "answer": "42"}', "an object"),
         ('{"question": "What is 12 plus 30?", "answer": "42"}', "another schema's columns"),
@@ -614,14 +663,20 @@ DATA_EXAMPLES = {
     ],
     "prompt": [
         ('{"problem": "What is 12 plus 30?", "answer": "42"}', "no prompt: one is built from the problem"),
-        ('{"problem": "What is 12 plus 30?", "answer": "42", "prompt": "Q: What is 12 plus 30?\\nA:"}',
-         "text, used verbatim"),
-        ('{"prompt": [{"role": "system", "content": "Put the answer in \\\\boxed{}."}, '
-         '{"role": "user", "content": "What is 12 plus 30?"}], "answer": "42"}',
-         "conversational: chat messages, rendered with the model's chat template"),
+        (
+            '{"problem": "What is 12 plus 30?", "answer": "42", "prompt": "Q: What is 12 plus 30?\\nA:"}',
+            "text, used verbatim",
+        ),
+        (
+            '{"prompt": [{"role": "system", "content": "Put the answer in \\\\boxed{}."}, '
+            '{"role": "user", "content": "What is 12 plus 30?"}], "answer": "42"}',
+            "conversational: chat messages, rendered with the model's chat template",
+        ),
         ('{"problem": "What is 12 plus 30?", "answer": "42", "prompt": "  "}', "blank"),
-        ('{"problem": "What is 12 plus 30?", "answer": "42", "prompt": [{"role": "user"}]}',
-         "a message without content"),
+        (
+            '{"problem": "What is 12 plus 30?", "answer": "42", "prompt": [{"role": "user"}]}',
+            "a message without content",
+        ),
         ('{"problem": "What is 12 plus 30?", "answer": "42", "prompt": 5}', "a number"),
     ],
 }
@@ -648,8 +703,11 @@ def _read_as(row: str) -> str:
         return f"refused: `{bad.field}` {_cell(bad.reason)}"
     (p,) = probs
     prompt = (
-        "built from the problem" if p.prompt is None
-        else f"{len(p.prompt)} chat message(s)" if isinstance(p.prompt, list) else "text"
+        "built from the problem"
+        if p.prompt is None
+        else f"{len(p.prompt)} chat message(s)"
+        if isinstance(p.prompt, list)
+        else "text"
     )
     return f"schema `{probs.schema}`; problem {_code_cell(p.problem)}; gold {_code_cell(p.answer)}; prompt: {prompt}"
 

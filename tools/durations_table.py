@@ -46,7 +46,11 @@ def table(text: str, most: int = 30, machine: str = "") -> str:
     rows = durations(text)[:most]
     if not rows:
         raise SystemExit("durations_table: no pytest duration lines found (run pytest with --durations=N)")
-    head = f"`make test`: {summary(text) or 'no summary line'}" + (f", on {machine}" if machine else "") + ".\n\n"
+    head = (
+        f"`make test`: {summary(text) or 'no summary line'}"
+        + (f", on {machine}" if machine else "")
+        + ".\n\n"
+    )
     lines = ["| # | seconds | phase | test |", "|---:|---:|---|---|"]
     lines += [f"| {i} | {s:.2f} | {phase} | `{_cell(test)}` |" for i, (s, phase, test) in enumerate(rows, 1)]
     return head + "\n".join(lines) + "\n"

@@ -57,8 +57,14 @@ def table() -> str:
     def counts(idx: list[int]) -> list[int]:
         labelled = [i for i in idx if corpus[i]["label"] is not None]
         ok = [sum(got[g][i] == corpus[i]["label"] for i in labelled) for g in NAMES]
-        return [len(idx), sum(got[t][i] != got[a][i] for i in idx), sum(got[t][i] != got[p][i] for i in idx),
-                sum(got[a][i] != got[p][i] for i in idx), len(labelled), *ok]  # fmt: skip
+        return [
+            len(idx),
+            sum(got[t][i] != got[a][i] for i in idx),
+            sum(got[t][i] != got[p][i] for i in idx),
+            sum(got[a][i] != got[p][i] for i in idx),
+            len(labelled),
+            *ok,
+        ]
 
     lines = [
         BEGIN,
@@ -69,7 +75,9 @@ def table() -> str:
     ]
     for cat, idx in by_cat.items():
         lines.append(f"| {cat} | " + " | ".join(map(str, counts(idx))) + " |")
-    lines.append("| **all pairs** | " + " | ".join(f"**{c}**" for c in counts(list(range(len(corpus))))) + " |")
+    lines.append(
+        "| **all pairs** | " + " | ".join(f"**{c}**" for c in counts(list(range(len(corpus))))) + " |"
+    )
     n = len(published)
     agree = [sum(s == r["score"] for s, r in zip(pub[g], published, strict=True)) for g in NAMES]
     lines += [
@@ -97,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     new = _replace(page, table())
     if args.check:
         if new != page:
-            print(f"{PAGE.relative_to(ROOT)}: the grader table is not current: run python tools/grader_table.py")
+            print(
+                f"{PAGE.relative_to(ROOT)}: the grader table is not current: run python tools/grader_table.py"
+            )
             return 1
         return 0
     PAGE.write_text(new)

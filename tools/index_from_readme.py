@@ -26,7 +26,9 @@ def readme_block(readme: str) -> str:
     block = found[0][1]
     outside = [link for link in RELATIVE_LINK.findall(block) if not link.startswith("docs/")]
     if outside:
-        raise SystemExit(f"index_from_readme: README.md's intro block links outside docs/: {', '.join(outside)}")
+        raise SystemExit(
+            f"index_from_readme: README.md's intro block links outside docs/: {', '.join(outside)}"
+        )
     return RELATIVE_LINK.sub(lambda m: f"]({m[1].removeprefix('docs/')})", block)
 
 
@@ -40,13 +42,18 @@ def index_text(readme: str, index: str) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 when docs/index.md's block differs from the README's")
+    ap.add_argument(
+        "--check", action="store_true", help="exit 1 when docs/index.md's block differs from the README's"
+    )
     args = ap.parse_args()
     index = INDEX.read_text()
     want = index_text(README.read_text(), index)
     if args.check:
         if want != index:
-            print("docs/index.md's intro differs from the README's: run python tools/index_from_readme.py", file=sys.stderr)
+            print(
+                "docs/index.md's intro differs from the README's: run python tools/index_from_readme.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     INDEX.write_text(want)

@@ -21,7 +21,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "toy-seeds"
-PLACES = {ROOT / "README.md": "docs/results/toy-seeds.png", ROOT / "docs" / "results" / "toy-seeds.md": "toy-seeds.png"}
+PLACES = {
+    ROOT / "README.md": "docs/results/toy-seeds.png",
+    ROOT / "docs" / "results" / "toy-seeds.md": "toy-seeds.png",
+}
 FIGURE = ROOT / "docs" / "results" / "toy-seeds.png"
 BLOCK = re.compile(r"(<!-- seeds-table:start[^>]*-->\n)(.*?)(<!-- seeds-table:end -->)", re.S)
 
@@ -47,19 +50,28 @@ def blocks(place: Path) -> list[str]:
 def copy_outputs(out: Path) -> None:
     """The study's own outputs, as its report wrote them, into bench/results/toy-seeds."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    for src, name in ((out / "report" / "summary.json", "summary.json"), (out / "report" / "table.md", "table.md")):
+    for src, name in (
+        (out / "report" / "summary.json", "summary.json"),
+        (out / "report" / "table.md", "table.md"),
+    ):
         shutil.copyfile(src, RESULTS / name)
     # the study as it ran, without its first comment (it names the folder the package was installed in)
     body = [line for line in (out / "study.yaml").read_text().splitlines() if not line.startswith("#")]
-    (RESULTS / "study.yaml").write_text("# the study `trlvr demo --seeds 0,1,2 --steps 150` ran (the shipped demo.yaml,"
-                                        " with those overrides)\n" + "\n".join(body) + "\n")
+    (RESULTS / "study.yaml").write_text(
+        "# the study `trlvr demo --seeds 0,1,2 --steps 150` ran (the shipped demo.yaml,"
+        " with those overrides)\n" + "\n".join(body) + "\n"
+    )
     shutil.copyfile(out / "report" / "figure.png", FIGURE)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--from", dest="source", type=Path, default=None, help="a finished `trlvr demo --seeds` folder")
-    ap.add_argument("--write", action="store_true", help="rewrite the pages' tables from the committed outputs")
+    ap.add_argument(
+        "--from", dest="source", type=Path, default=None, help="a finished `trlvr demo --seeds` folder"
+    )
+    ap.add_argument(
+        "--write", action="store_true", help="rewrite the pages' tables from the committed outputs"
+    )
     args = ap.parse_args()
     if args.source is not None:
         copy_outputs(args.source)
@@ -68,16 +80,23 @@ def main() -> int:
     for place, link in PLACES.items():
         found = blocks(place)
         if len(found) != 1:
-            sys.exit(f"seeds-table: {place.relative_to(ROOT)}: expected one seeds-table block, found {len(found)}")
+            sys.exit(
+                f"seeds-table: {place.relative_to(ROOT)}: expected one seeds-table block, found {len(found)}"
+            )
         if args.write:
             block = want + f"\n![the three-seed toy study: the study report's figure]({link})\n"
-            place.write_text(BLOCK.sub(lambda m, block=block: m.group(1) + block + m.group(3), place.read_text()))
+            place.write_text(
+                BLOCK.sub(lambda m, block=block: m.group(1) + block + m.group(3), place.read_text())
+            )
             print(f"wrote the seeds table into {place.relative_to(ROOT)}")
         elif rows(found[0]) != rows(want):
             differ.append(str(place.relative_to(ROOT)))
     if differ:
-        print(f"seeds-table: {', '.join(differ)} differ from {RESULTS.relative_to(ROOT)} "
-              "(rewrite with: python tools/seeds_table.py --write)", file=sys.stderr)
+        print(
+            f"seeds-table: {', '.join(differ)} differ from {RESULTS.relative_to(ROOT)} "
+            "(rewrite with: python tools/seeds_table.py --write)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -89,11 +89,15 @@ def check_has_junior_tokens(junior_tokens: int, total_tokens: int, p: float, wri
     trlvr.algos.AuthorMaskError: tandem step with p=0.5 ran a schedule that cannot give the junior a token (writers: senior); the junior never ran. Refusing to continue as plain GRPO
     """
     if not 0 <= junior_tokens <= total_tokens:
-        raise AuthorMaskError(f"tandem step counts {junior_tokens} junior tokens of {total_tokens}; the author mask is wrong")
+        raise AuthorMaskError(
+            f"tandem step counts {junior_tokens} junior tokens of {total_tokens}; the author mask is wrong"
+        )
     junior_writes = writers is None or "junior" in writers
     if junior_tokens > 0 and (p >= 1.0 or not junior_writes):
-        raise AuthorMaskError(f"tandem step with p={p} and writers {sorted(writers or ['senior'])} has {junior_tokens} "
-                              "junior tokens; the author mask is wrong")  # fmt: skip
+        raise AuthorMaskError(
+            f"tandem step with p={p} and writers {sorted(writers or ['senior'])} has {junior_tokens} "
+            "junior tokens; the author mask is wrong"
+        )
     if total_tokens > 0 and 0.0 < p < 1.0 and not junior_writes:
         raise AuthorMaskError(
             f"tandem step with p={p} ran a schedule that cannot give the junior a token (writers: "

@@ -39,7 +39,9 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MANIFEST = "trlvr_manifest.json"  # in a checkpoint, final/ and a finished evaluation: every file's size and sha256
+MANIFEST = (
+    "trlvr_manifest.json"  # in a checkpoint, final/ and a finished evaluation: every file's size and sha256
+)
 FORMAT = 1
 # model files, as transformers / peft name them
 CONFIGS = ("config.json", "adapter_config.json")
@@ -47,8 +49,17 @@ WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 TRAINER_STATE = "trainer_state.json"  # the Trainer's step counter, in final/ and in each checkpoint
 # what a checkpoint holds for resuming and the model does not (a "weights only" checkpoint lacks them)
-RESUME_STATE = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth", "training_args.bin", "global_step*",
-                "global_step*/*", "latest", "zero_to_fp32.py")  # fmt: skip
+RESUME_STATE = (
+    "optimizer.pt",
+    "scheduler.pt",
+    "scaler.pt",
+    "rng_state*.pth",
+    "training_args.bin",
+    "global_step*",
+    "global_step*/*",
+    "latest",
+    "zero_to_fp32.py",
+)
 _TORCH_SUFFIXES = (".pt", ".pth", ".bin")
 
 
@@ -67,8 +78,17 @@ class Artifact:
 
 WEIGHTS = Artifact("weights", need=(CONFIGS,), model=True, optional=RESUME_STATE + (TRAINER_STATE,))
 FINAL = Artifact("final model", need=(CONFIGS, (TRAINER_STATE,)), model=True)
-CHECKPOINT = Artifact("checkpoint", need=(CONFIGS, ("optimizer.pt", "global_step*"), ("scheduler.pt",), (TRAINER_STATE,),
-                                          ("rng_state.pth", "rng_state_*.pth")), model=True)  # fmt: skip
+CHECKPOINT = Artifact(
+    "checkpoint",
+    need=(
+        CONFIGS,
+        ("optimizer.pt", "global_step*"),
+        ("scheduler.pt",),
+        (TRAINER_STATE,),
+        ("rng_state.pth", "rng_state_*.pth"),
+    ),
+    model=True,
+)
 
 
 def _matches(name: str, patterns) -> bool:
@@ -154,8 +174,9 @@ def read_manifest(folder: str | Path) -> tuple[dict | None, str | None]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None, f"{MANIFEST} does not parse"
     files = record.get("files") if isinstance(record, dict) else None
-    if not isinstance(files, dict) or not all(isinstance(v, dict) and isinstance(v.get("size"), int)
-                                              for v in files.values()):  # fmt: skip
+    if not isinstance(files, dict) or not all(
+        isinstance(v, dict) and isinstance(v.get("size"), int) for v in files.values()
+    ):
         return None, f"{MANIFEST} is not a manifest"
     return files, None
 

@@ -72,42 +72,84 @@ class TandemConfig:
 
     _argument_group_name = "trlvr run fields (TandemConfig)"  # `trlvr train --config X --help` groups
 
-    arm: str = _help("tandem: senior and junior co-write every rollout; grpo: solo senior (the baseline)", "tandem")
+    arm: str = _help(
+        "tandem: senior and junior co-write every rollout; grpo: solo senior (the baseline)", "tandem"
+    )
     senior: str = _help("trainable senior: a local folder or hub id", "")
     junior: str | None = _help("frozen junior: a local folder or hub id (arm=tandem, kl_ref=junior)", None)
     schedule: str = _help(f"who writes the next token (arm=tandem): one of {SCHEDULES}", "word")
     p: float = _help("probability that a redraw picks the senior (word/boundary/token schedules)", 0.5)
     max_gap: int = _help("word/boundary schedules: force a redraw after this many tokens without one", 32)
-    handoff: str = _help("word/boundary schedules, at a word start or the backstop: bernoulli (redraw with p: the paper's rule) or toggle (the other author takes over: the authors' sampler before 2026-05-05, trlvr.engine.schedules.WORD_HANDOFFS)", "bernoulli")
+    handoff: str = _help(
+        "word/boundary schedules, at a word start or the backstop: bernoulli (redraw with p: the paper's rule) or toggle (the other author takes over: the authors' sampler before 2026-05-05, trlvr.engine.schedules.WORD_HANDOFFS)",
+        "bernoulli",
+    )
     chunk_size: int = _help("chunk schedule: tokens per turn", 16)
     first_author: str = _help("step/chunk schedules: who writes first, senior or junior", "senior")
-    max_rounds: int = _help("step schedule: the rollout ends after this many rounds (senior + junior step)", 150)
+    max_rounds: int = _help(
+        "step schedule: the rollout ends after this many rounds (senior + junior step)", 150
+    )
     kl_ref: str = _help("KL reference when beta > 0: initial (the senior's start) or junior", "initial")
     dataset: str = _help("training problems: a file, folder or hub name (trlvr.data.load_problems)", "")
     dataset_split: str | None = _help("dataset split (default: the loader's)", None)
     dataset_limit: int | None = _help("use only the first N problems", None)
     reward: str = _help("reward: math (trlvr.rewards.math_reward) or package.module:function", "math")
-    grader: str = _help(f"how reward: math decides that an answer equals the gold (trlvr.rewards.GRADERS): {graders_help()}", "trlvr")
-    length_penalty: str = _help("a length penalty added to the reward, the same for both arms (trlvr.rewards.length): none, kimi (Kimi k1.5's group length reward, arXiv 2501.12599) or overlong (DAPO's soft overlong punishment, arXiv 2503.14476)", "none")
-    length_penalty_weight: float = _help("weight of the length penalty (Kimi k1.5 and DAPO add it with weight 1)", 1.0)
+    grader: str = _help(
+        f"how reward: math decides that an answer equals the gold (trlvr.rewards.GRADERS): {graders_help()}",
+        "trlvr",
+    )
+    length_penalty: str = _help(
+        "a length penalty added to the reward, the same for both arms (trlvr.rewards.length): none, kimi (Kimi k1.5's group length reward, arXiv 2501.12599) or overlong (DAPO's soft overlong punishment, arXiv 2503.14476)",
+        "none",
+    )
+    length_penalty_weight: float = _help(
+        "weight of the length penalty (Kimi k1.5 and DAPO add it with weight 1)", 1.0
+    )
     max_prompt_length: int | None = _help("drop problems whose prompt has more tokens than this", None)
-    prompt_template: str = _help("the instruction after each problem (trlvr.data.prompts.PROMPT_TEMPLATES): trlvr (\"Let's think step by step ...\") or authors (the paper's release, enable_thinking=False); select and eval with the same (--prompt-template)", "trlvr")
+    prompt_template: str = _help(
+        "the instruction after each problem (trlvr.data.prompts.PROMPT_TEMPLATES): trlvr (\"Let's think step by step ...\") or authors (the paper's release, enable_thinking=False); select and eval with the same (--prompt-template)",
+        "trlvr",
+    )
     nonfinite_patience: int = _help("stop after this many consecutive non-finite losses or grad norms", 1)
-    preempt_grace_s: float = _help("on SIGTERM/SIGUSR1: finish the step, checkpoint and exit within this many seconds", 120.0)
-    refuse_lossy_prompts: bool = _help("refuse training prompts the tokenizer cannot spell (default: count, list, warn)", False)
-    decode: str = _help("rollout KV caches: auto (= static on CUDA, eager elsewhere), eager or static", "auto")
-    compile: str = _help("compile the static path's decode step (torch.compile; CUDA graphs on CUDA): auto (= off until the GPU bench measures it), true or false", "auto")
-    junior_device: str | None = _help("device for the junior (e.g. cuda:1; the authors' second GPU); null = the senior's", None)
-    pairing: str = _help("how senior and junior decode together: auto (lockstep when the vocabularies are identical, text otherwise), lockstep (one shared vocabulary, token by token) or text (each model on its own tokens of one shared text)", "auto")
-    gpu_memory: str | None = _help("the GPU a run is planned for (a size such as 80GB, or a name such as H100 or H200): `trlvr train --dry-run` checks the engine's memory plan against it; on a GPU the device's own memory is used", None)
-    backend: str = _help("rollout engine: hf (trlvr's engine on the HF models) or vllm (one vLLM engine holding both models, the senior's weights synced after every optimizer step; pip install 'trlvr[vllm]')", "hf")
-    holdout: int = _help("hold out this many training problems for `trlvr select --val split:N` (never trained on)", 0)
+    preempt_grace_s: float = _help(
+        "on SIGTERM/SIGUSR1: finish the step, checkpoint and exit within this many seconds", 120.0
+    )
+    refuse_lossy_prompts: bool = _help(
+        "refuse training prompts the tokenizer cannot spell (default: count, list, warn)", False
+    )
+    decode: str = _help(
+        "rollout KV caches: auto (= static on CUDA, eager elsewhere), eager or static", "auto"
+    )
+    compile: str = _help(
+        "compile the static path's decode step (torch.compile; CUDA graphs on CUDA): auto (= off until the GPU bench measures it), true or false",
+        "auto",
+    )
+    junior_device: str | None = _help(
+        "device for the junior (e.g. cuda:1; the authors' second GPU); null = the senior's", None
+    )
+    pairing: str = _help(
+        "how senior and junior decode together: auto (lockstep when the vocabularies are identical, text otherwise), lockstep (one shared vocabulary, token by token) or text (each model on its own tokens of one shared text)",
+        "auto",
+    )
+    gpu_memory: str | None = _help(
+        "the GPU a run is planned for (a size such as 80GB, or a name such as H100 or H200): `trlvr train --dry-run` checks the engine's memory plan against it; on a GPU the device's own memory is used",
+        None,
+    )
+    backend: str = _help(
+        "rollout engine: hf (trlvr's engine on the HF models) or vllm (one vLLM engine holding both models, the senior's weights synced after every optimizer step; pip install 'trlvr[vllm]')",
+        "hf",
+    )
+    holdout: int = _help(
+        "hold out this many training problems for `trlvr select --val split:N` (never trained on)", 0
+    )
     holdout_seed: int = _help("which problems are held out (a seeded hash of their content)", 0)
     use_peft: bool = _help("train a LoRA adapter on the senior instead of all its weights", False)
     lora_r: int = _help("LoRA rank (use_peft)", 16)
     lora_alpha: int | None = _help("LoRA alpha (default: 2 x lora_r)", None)
     lora_dropout: float = _help("LoRA dropout", 0.0)
-    lora_target_modules: str = _help("LoRA target modules: all-linear, or comma-separated module names", "all-linear")
+    lora_target_modules: str = _help(
+        "LoRA target modules: all-linear, or comma-separated module names", "all-linear"
+    )
 
     def __post_init__(self):
         def bad(name: str, msg: str):
@@ -131,7 +173,10 @@ class TandemConfig:
         if self.grader not in GRADERS:
             bad("grader", f"must be one of {GRADERS}")
         if self.grader != "trlvr" and self.reward != "math":
-            bad("grader", f"grades the math reward only; reward {self.reward!r} decides itself (leave grader: trlvr)")
+            bad(
+                "grader",
+                f"grades the math reward only; reward {self.reward!r} decides itself (leave grader: trlvr)",
+            )
         if self.length_penalty not in LENGTH_PENALTIES:
             bad("length_penalty", f"must be one of {LENGTH_PENALTIES}")
         if self.kl_ref not in KL_REFS:
@@ -140,7 +185,15 @@ class TandemConfig:
             bad("junior", "'self' needs use_peft: true (the junior is the senior's base with adapters off)")
         if self.decode not in DECODE_MODES:
             bad("decode", f"must be one of {DECODE_MODES}")
-        words = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False, "auto": "auto"}
+        words = {
+            "true": True,
+            "yes": True,
+            "1": True,
+            "false": False,
+            "no": False,
+            "0": False,
+            "auto": "auto",
+        }
         if isinstance(self.compile, str) and self.compile.lower() in words:
             self.compile = words[self.compile.lower()]  # YAML gives a bool, the command line a string
         if self.compile not in (True, False, "auto"):
@@ -153,8 +206,15 @@ class TandemConfig:
             bad("backend", f"must be {' or '.join(BACKENDS)}")
         # what the pairing asked for and the backend can run together (the rest waits for the tokenizers:
         # trlvr.training.build.check_pairing), judged where every run's capabilities are
-        check_capabilities(Plan("train", SELF if is_self(self.junior) else None, self.backend,
-                                requested=self.pairing, junior_device=self.junior_device is not None))  # fmt: skip
+        check_capabilities(
+            Plan(
+                "train",
+                SELF if is_self(self.junior) else None,
+                self.backend,
+                requested=self.pairing,
+                junior_device=self.junior_device is not None,
+            )
+        )
         if self.holdout < 0:
             bad("holdout", "must be >= 0")
         if not self.preempt_grace_s > 0:
@@ -163,8 +223,11 @@ class TandemConfig:
             bad("lora_r", "must be >= 1")
         if self.kl_ref == "junior" and self.use_peft and not is_self(self.junior):
             # TRL's KL reference for a PEFT model is always the senior's base with adapters off
-            bad("kl_ref", "with use_peft, TRL's KL reference is the senior's base with adapters off: "
-                          "set junior: self, or kl_ref: initial")  # fmt: skip
+            bad(
+                "kl_ref",
+                "with use_peft, TRL's KL reference is the senior's base with adapters off: "
+                "set junior: self, or kl_ref: initial",
+            )
         for name in ("dataset_limit", "max_prompt_length"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 bad(name, "must be >= 1 or null")
@@ -201,35 +264,74 @@ class TandemConfig:
 # values users get wrong. A field left at an unset default (null, or "" for senior and dataset) is not
 # checked here: what needs it says so (senior above; dataset: the train command).
 FIELD_KINDS = {
-    "arm": K.choice(*ARMS), "senior": K.TEXT, "junior": K.TEXT, "schedule": K.choice(*SCHEDULES), "p": K.SHARE,
-    "max_gap": K.COUNT, "handoff": K.choice(*WORD_HANDOFFS), "chunk_size": K.COUNT, "first_author": K.choice("senior", "junior"), "max_rounds": K.COUNT,
-    "kl_ref": K.choice(*KL_REFS), "dataset": K.TEXT, "dataset_split": K.TEXT, "dataset_limit": K.COUNT,
-    "reward": K.TEXT, "grader": K.choice(*GRADERS), "length_penalty": K.choice(*LENGTH_PENALTIES),
+    "arm": K.choice(*ARMS),
+    "senior": K.TEXT,
+    "junior": K.TEXT,
+    "schedule": K.choice(*SCHEDULES),
+    "p": K.SHARE,
+    "max_gap": K.COUNT,
+    "handoff": K.choice(*WORD_HANDOFFS),
+    "chunk_size": K.COUNT,
+    "first_author": K.choice("senior", "junior"),
+    "max_rounds": K.COUNT,
+    "kl_ref": K.choice(*KL_REFS),
+    "dataset": K.TEXT,
+    "dataset_split": K.TEXT,
+    "dataset_limit": K.COUNT,
+    "reward": K.TEXT,
+    "grader": K.choice(*GRADERS),
+    "length_penalty": K.choice(*LENGTH_PENALTIES),
     "length_penalty_weight": K.NONNEG_FLOAT,
-    "max_prompt_length": K.COUNT, "nonfinite_patience": K.COUNT, "prompt_template": K.choice(*PROMPT_TEMPLATES),
+    "max_prompt_length": K.COUNT,
+    "nonfinite_patience": K.COUNT,
+    "prompt_template": K.choice(*PROMPT_TEMPLATES),
     "preempt_grace_s": K.POSITIVE_FLOAT,  # finite: the watchdog waits it out
-    "refuse_lossy_prompts": K.SWITCH, "decode": K.choice(*DECODE_MODES), "compile": K.SWITCH_OR_AUTO,
-    "junior_device": DEVICE, "pairing": K.choice(*PAIRINGS), "gpu_memory": GPU_MEMORY,
-    "backend": K.choice(*BACKENDS), "holdout": K.NONNEG,
+    "refuse_lossy_prompts": K.SWITCH,
+    "decode": K.choice(*DECODE_MODES),
+    "compile": K.SWITCH_OR_AUTO,
+    "junior_device": DEVICE,
+    "pairing": K.choice(*PAIRINGS),
+    "gpu_memory": GPU_MEMORY,
+    "backend": K.choice(*BACKENDS),
+    "holdout": K.NONNEG,
     "holdout_seed": K.ANY_INT,  # seeds a content hash (trlvr.data.splits): any integer is one
-    "use_peft": K.SWITCH, "lora_r": K.COUNT, "lora_alpha": K.COUNT, "lora_dropout": K.DROPOUT,
+    "use_peft": K.SWITCH,
+    "lora_r": K.COUNT,
+    "lora_alpha": K.COUNT,
+    "lora_dropout": K.DROPOUT,
     "lora_target_modules": K.TEXT,
-}  # fmt: skip
+}
 _FIELDS = {f.name: f for f in dataclasses.fields(TandemConfig)}
 
 # The trl.GRPOConfig fields the README and the shipped configs set, with their kinds, checked by
 # `parse_run_args` after TRL's own checks (TRL accepts, e.g., a NaN learning rate or temperature 0, which
 # divides the logits by zero). null is accepted where TRL's default is null.
 TRL_KINDS = {
-    "learning_rate": K.POSITIVE_FLOAT, "max_steps": K.MAX_STEPS, "num_train_epochs": K.POSITIVE_FLOAT,
-    "num_generations": K.COUNT, "per_device_train_batch_size": K.COUNT, "gradient_accumulation_steps": K.COUNT,
-    "max_completion_length": K.COUNT, "temperature": K.POSITIVE_FLOAT, "top_p": K.UNIT, "top_k": K.NONNEG,
-    "beta": K.NONNEG_FLOAT, "epsilon": K.POSITIVE_FLOAT, "num_iterations": K.COUNT, "seed": K.SEED,
-    "save_steps": K.POSITIVE_FLOAT, "logging_steps": K.POSITIVE_FLOAT, "save_total_limit": K.COUNT,
-    "weight_decay": K.NONNEG_FLOAT, "max_grad_norm": K.NONNEG_FLOAT, "warmup_steps": K.NONNEG_FLOAT,
-    "vllm_gpu_memory_utilization": K.UNIT, "vllm_max_model_length": K.COUNT, "output_dir": K.OUT_DIR,
+    "learning_rate": K.POSITIVE_FLOAT,
+    "max_steps": K.MAX_STEPS,
+    "num_train_epochs": K.POSITIVE_FLOAT,
+    "num_generations": K.COUNT,
+    "per_device_train_batch_size": K.COUNT,
+    "gradient_accumulation_steps": K.COUNT,
+    "max_completion_length": K.COUNT,
+    "temperature": K.POSITIVE_FLOAT,
+    "top_p": K.UNIT,
+    "top_k": K.NONNEG,
+    "beta": K.NONNEG_FLOAT,
+    "epsilon": K.POSITIVE_FLOAT,
+    "num_iterations": K.COUNT,
+    "seed": K.SEED,
+    "save_steps": K.POSITIVE_FLOAT,
+    "logging_steps": K.POSITIVE_FLOAT,
+    "save_total_limit": K.COUNT,
+    "weight_decay": K.NONNEG_FLOAT,
+    "max_grad_norm": K.NONNEG_FLOAT,
+    "warmup_steps": K.NONNEG_FLOAT,
+    "vllm_gpu_memory_utilization": K.UNIT,
+    "vllm_max_model_length": K.COUNT,
+    "output_dir": K.OUT_DIR,
     "vllm_tensor_parallel_size": K.COUNT,
-}  # fmt: skip
+}
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -245,7 +347,9 @@ class DuplicateKey(yaml.YAMLError):
 def _strict_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
     seen: dict[object, int] = {}
     for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may be overridden key by key: not a duplicate
+        if (
+            key_node.tag == "tag:yaml.org,2002:merge"
+        ):  # `<<: *base` may be overridden key by key: not a duplicate
             continue
         key = loader.construct_object(key_node, deep=True)
         try:
@@ -330,12 +434,16 @@ def check_report_to(report_to, where: str) -> None:
             known = sorted(integration_utils.INTEGRATION_TO_CALLBACK)
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {close[0]}? " if close else ""
-            raise UserError(f"{where}: report_to {name}: not a logger transformers knows ({hint}one of: none, "
-                            f"{', '.join(known)})")  # fmt: skip
+            raise UserError(
+                f"{where}: report_to {name}: not a logger transformers knows ({hint}one of: none, "
+                f"{', '.join(known)})"
+            )
         if name not in installed:
             package = REPORT_TO_PACKAGES.get(name, name)
-            raise UserError(f"{where}: report_to {name}: its package is not installed (pip install {package}), "
-                            "or set --report_to none")  # fmt: skip
+            raise UserError(
+                f"{where}: report_to {name}: its package is not installed (pip install {package}), "
+                "or set --report_to none"
+            )
 
 
 # Every run-config field a schedule can take (schedule fields carry the same names; tested).
@@ -407,13 +515,19 @@ def _make_parser():
 
 
 # TRL's script arguments (trl.ScriptArguments, trl.ModelConfig) whose trlvr field has another name
-TRL_SCRIPT_NAMES = {"model_name_or_path": "senior", "dataset_name": "dataset", "dataset_train_split": "dataset_split"}
+TRL_SCRIPT_NAMES = {
+    "model_name_or_path": "senior",
+    "dataset_name": "dataset",
+    "dataset_train_split": "dataset_split",
+}
 
 
 def _unknown(strings: list[str], where: str) -> UserError:
     """One line naming every unknown key, each with TRL's name mapped to trlvr's or the closest field."""
     keys = [s[2:].split("=")[0] for s in strings if s.startswith("--")] or strings
-    hint = " (configs are flat now: drop the tandem:/grpo: sections)" if {"tandem", "grpo"} & set(keys) else ""
+    hint = (
+        " (configs are flat now: drop the tandem:/grpo: sections)" if {"tandem", "grpo"} & set(keys) else ""
+    )
     fields = sorted(TANDEM_FIELDS | grpo_field_names())
 
     def named(key: str) -> str:
@@ -422,13 +536,18 @@ def _unknown(strings: list[str], where: str) -> UserError:
         close = difflib.get_close_matches(key, fields, n=1)
         return f"{key} (did you mean {close[0]}?)" if close else key
 
-    return UserError(f"{where}: unknown key(s) {', '.join(map(named, keys))}: not TandemConfig or trl.GRPOConfig "
-                     f"fields{hint}")  # fmt: skip
+    return UserError(
+        f"{where}: unknown key(s) {', '.join(map(named, keys))}: not TandemConfig or trl.GRPOConfig "
+        f"fields{hint}"
+    )
 
 
 # transformers renamed TrainingArguments fields between the releases trlvr runs on (vllm 0.32 pins
 # transformers < 5.20): a config written with either name runs on both
-RENAMED = {"activation_checkpointing": "gradient_checkpointing", "gradient_checkpointing": "activation_checkpointing"}
+RENAMED = {
+    "activation_checkpointing": "gradient_checkpointing",
+    "gradient_checkpointing": "activation_checkpointing",
+}
 
 
 def _renamed(strings: list[str], grpo, given: list[str] = ()) -> list[str]:
@@ -457,7 +576,9 @@ def _check_keys(path: Path) -> set[str]:
     if unknown:
         raise _unknown([f"--{k}" for k in unknown], f"config {path}")
     if set(raw) & OPTION_FIELDS:
-        raise UserError(f"config {path}: {sorted(set(raw) & OPTION_FIELDS)} are command-line switches, not config keys")
+        raise UserError(
+            f"config {path}: {sorted(set(raw) & OPTION_FIELDS)} are command-line switches, not config keys"
+        )
     return set(raw)
 
 
@@ -473,13 +594,19 @@ def check_json_arguments(argv: list[str], config: Path | None) -> None:
     given: list[tuple[str, str, object]] = []
     if config is not None:
         raw = read_yaml(config)
-        given += [(f"config {config}", k, v) for k, v in raw.items() if k in fields] if isinstance(raw, dict) else []
+        given += (
+            [(f"config {config}", k, v) for k, v in raw.items() if k in fields]
+            if isinstance(raw, dict)
+            else []
+        )
     for i, arg in enumerate(argv):
         key, eq, value = arg[2:].partition("=") if arg.startswith("--") else ("", "", "")
         if key in fields:
             given.append(("command line", key, value if eq else argv[i + 1] if i + 1 < len(argv) else None))
     for where, key, value in given:
-        if isinstance(value, str) and value.startswith("{"):  # as transformers tells a JSON object from a file path
+        if isinstance(value, str) and value.startswith(
+            "{"
+        ):  # as transformers tells a JSON object from a file path
             try:
                 loads_strict(value)
             except DuplicateJsonKey as e:
@@ -512,10 +639,16 @@ def parse_run_args(argv: list[str]):
         )
     except UserError:
         raise
-    except (ValueError, TypeError, ArithmeticError) as e:  # a dataclass' own validation (GRPOConfig.__post_init__:
+    except (
+        ValueError,
+        TypeError,
+        ArithmeticError,
+    ) as e:  # a dataclass' own validation (GRPOConfig.__post_init__:
         # num_generations 0 divides by zero, save_steps inf overflows), or the YAML's shape
         where = str(config or "command line")
-        raise UserError(_named_kind_error(argv, config, where) or f"{where}: {' '.join(str(e).split())}") from e
+        raise UserError(
+            _named_kind_error(argv, config, where) or f"{where}: {' '.join(str(e).split())}"
+        ) from e
     tandem, grpo, options = configs
     from_file = _renamed(from_file, grpo, given=argv)  # the command line wins over the file
     from_args = _renamed(from_args, grpo)
@@ -539,17 +672,26 @@ def check_backend_settings(tandem: TandemConfig, grpo, given: set[str], where: s
     """TRL's vLLM settings against the run's backend, in one line each. `given`: the keys the config
     file or the command line set (TRL's default for the IS correction is on, and means nothing on hf)."""
     engine = backend(tandem.backend)
-    if not engine.sampler_logprobs and grpo.vllm_importance_sampling_correction and \
-            "vllm_importance_sampling_correction" in given:  # fmt: skip
-        raise UserError(f"{where}: vllm_importance_sampling_correction needs the sampler's log-probs: backend "
-                        f"{tandem.backend}'s engine returns the senior's at temperature 1 (use backend: vllm, or set "
-                        "it false)")  # fmt: skip
+    if (
+        not engine.sampler_logprobs
+        and grpo.vllm_importance_sampling_correction
+        and "vllm_importance_sampling_correction" in given
+    ):
+        raise UserError(
+            f"{where}: vllm_importance_sampling_correction needs the sampler's log-probs: backend "
+            f"{tandem.backend}'s engine returns the senior's at temperature 1 (use backend: vllm, or set "
+            "it false)"
+        )
     if grpo.vllm_enable_sleep_mode and not engine.engine_options:  # the vllm_* settings are its engine's
-        raise UserError(f"{where}: vllm_enable_sleep_mode is backend vllm's (this run's backend is {tandem.backend})")
+        raise UserError(
+            f"{where}: vllm_enable_sleep_mode is backend vllm's (this run's backend is {tandem.backend})"
+        )
     if grpo.vllm_enable_sleep_mode and (grpo.use_cpu or not _cuda()):
         raise UserError(f"{where}: vllm_enable_sleep_mode needs a GPU: vLLM's CPU build has no sleep mode")
     if grpo.vllm_tensor_parallel_size != 1 and not engine.engine_options:
-        raise UserError(f"{where}: vllm_tensor_parallel_size is backend vllm's (this run's backend is {tandem.backend})")
+        raise UserError(
+            f"{where}: vllm_tensor_parallel_size is backend vllm's (this run's backend is {tandem.backend})"
+        )
 
 
 def _cuda() -> bool:

@@ -44,8 +44,14 @@ KS = (1, 2, 4, 8)
 PUBLISHED = {"table.md": "summary.md", "figure.png": "summary.png", "report.html": "report.html"}
 
 
-def demo_study(seeds: list[int] | None = None, steps: int | None = None, limit: int | None = None,
-               n: int | None = None, jargon: str = "spaced", lora: bool = False) -> tuple[dict, list[str]]:  # fmt: skip
+def demo_study(
+    seeds: list[int] | None = None,
+    steps: int | None = None,
+    limit: int | None = None,
+    n: int | None = None,
+    jargon: str = "spaced",
+    lora: bool = False,
+) -> tuple[dict, list[str]]:
     """The shipped demo study with the options applied, and one line per option that changed it."""
     raw = read_yaml(DEMO_STUDY, "study")
     changed = []
@@ -82,8 +88,10 @@ def write_demo_study(path: Path, raw: dict, changed: list[str]) -> Path:
 def refuse_old_layout(out: Path) -> None:
     """A directory of the demo before it was a study (demo.json, train-<arm>/): refused, not mixed in."""
     if (Path(out) / OLD_DEMO_FILE).is_file() and not (Path(out) / STUDY_FILE).is_file():
-        raise UserError(f"{out}: made by an earlier trlvr demo (demo.json, another layout); use another --out, "
-                        "or --fresh to set it aside and start over")  # fmt: skip
+        raise UserError(
+            f"{out}: made by an earlier trlvr demo (demo.json, another layout); use another --out, "
+            "or --fresh to set it aside and start over"
+        )
 
 
 def refuse_other_options(study, out: Path) -> None:
@@ -92,8 +100,10 @@ def refuse_other_options(study, out: Path) -> None:
     every = world_stages(study, out) + [st for u in units(study, out) for st in u]
     stale = stale_stages(out, every)
     if stale:
-        raise UserError(f"{out}: this demo directory was made with other options ({' | '.join(stale)}); "
-                        "use another --out, or --fresh to start over")  # fmt: skip
+        raise UserError(
+            f"{out}: this demo directory was made with other options ({' | '.join(stale)}); "
+            "use another --out, or --fresh to start over"
+        )
 
 
 def publish(out: Path) -> list[Path]:

@@ -43,14 +43,17 @@ def driver_problem(torch_cuda: str | None, driver_cuda: str | None, driver: str 
     floor = DRIVER_FLOOR.get(need)
     has_cuda, has_driver = _major(driver_cuda), _major(driver)
     too_old = (has_cuda is not None and has_cuda < need) or (
-        has_driver is not None and floor is not None and has_driver < floor)  # fmt: skip
+        has_driver is not None and floor is not None and has_driver < floor
+    )
     if not too_old:
         return None
     what = f"driver {driver or '?'}" + (f" (CUDA {driver_cuda})" if driver_cuda else "")
     floor_text = f" needs driver >= {floor}" if floor else f" needs a driver for CUDA {need}"
-    return (f"the NVIDIA {what} is too old for torch built for CUDA {torch_cuda}, which{floor_text}: torch sees "
-            f"no GPU; update the driver, or install torch and vLLM built for CUDA 12 (the install guide, "
-            f"'Older NVIDIA drivers')")  # fmt: skip
+    return (
+        f"the NVIDIA {what} is too old for torch built for CUDA {torch_cuda}, which{floor_text}: torch sees "
+        f"no GPU; update the driver, or install torch and vLLM built for CUDA 12 (the install guide, "
+        f"'Older NVIDIA drivers')"
+    )
 
 
 def cuda_line(torch_cuda: str | None, driver_cuda: str | None, driver: str | None) -> str:
@@ -79,8 +82,14 @@ def driver_facts(run=subprocess.run) -> tuple[str | None, str | None]:
     return (driver.group(1) if driver else None), (cuda.group(1) if cuda else None)
 
 
-def free_memory_problem(stage: str, previous: str | None, free: int, total: int, share: float,
-                        setting: str = "gpu_memory_utilization") -> str | None:  # fmt: skip
+def free_memory_problem(
+    stage: str,
+    previous: str | None,
+    free: int,
+    total: int,
+    share: float,
+    setting: str = "gpu_memory_utilization",
+) -> str | None:
     """One line when an engine that takes `share` of a GPU of `total` bytes cannot start with `free` bytes
     free (vLLM's own start check: free >= share x total), naming the stage before it; None when it can."""
     need = share * total
@@ -88,12 +97,15 @@ def free_memory_problem(stage: str, previous: str | None, free: int, total: int,
         return None
     held = total - free
     who = f"left behind by {previous}, or held by another process" if previous else "held by another process"
-    return (f"{stage}: {_gib(free)} of the GPU's {_gib(total)} is free, less than the {_gib(need)} its engine's "
-            f"{setting} {share:g} needs; {_gib(held)} is in use ({who} on this GPU): free it, or lower {setting}")
+    return (
+        f"{stage}: {_gib(free)} of the GPU's {_gib(total)} is free, less than the {_gib(need)} its engine's "
+        f"{setting} {share:g} needs; {_gib(held)} is in use ({who} on this GPU): free it, or lower {setting}"
+    )
 
 
-def free_memory_check(stage: str, previous: str | None, share: float,
-                      setting: str = "gpu_memory_utilization") -> None:  # fmt: skip
+def free_memory_check(
+    stage: str, previous: str | None, share: float, setting: str = "gpu_memory_utilization"
+) -> None:
     """Refuse (`UserError`, one line) to start `stage`'s engine when this GPU's free memory is below its share;
     nothing without a GPU. Callers release what they held first (`trlvr.engine.release.free_memory`)."""
     import torch

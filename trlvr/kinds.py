@@ -33,9 +33,16 @@ INT_MAX = 2**63 - 1  # the largest count torch and numpy hold (an int64); a larg
 class Kind:
     """A named rule for one value: `kind(text)` for argparse, `kind.problem(value)` for a parsed one."""
 
-    def __init__(self, name: str, base: str, expected: str, convert: Callable[[str], Any],
-                 accept: Callable[[Any], bool] = lambda v: True, check: Callable[[Any], str | None] | None = None,
-                 finish: Callable[[Any], Any] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        base: str,
+        expected: str,
+        convert: Callable[[str], Any],
+        accept: Callable[[Any], bool] = lambda v: True,
+        check: Callable[[Any], str | None] | None = None,
+        finish: Callable[[Any], Any] | None = None,
+    ):
         self.name, self.base, self.expected = name, base, expected
         self.__name__ = name  # argparse names a type by it
         self._convert, self._accept, self._check, self._finish = convert, accept, check, finish
@@ -100,19 +107,39 @@ def _finite(v) -> bool:
 def count(most: int | None = None) -> Kind:
     """An integer >= 1 and <= `most` (a count that sizes memory up front) or INT_MAX (one that fits an int64)."""
     if most is None:
-        return Kind("count", "int", "an integer in [1, 2**63 - 1]", _int, lambda v: _is_int(v) and 1 <= v <= INT_MAX)
-    return Kind(f"count up to {most}", "int", f"an integer in [1, {most}]", _int, lambda v: _is_int(v) and 1 <= v <= most)
+        return Kind(
+            "count", "int", "an integer in [1, 2**63 - 1]", _int, lambda v: _is_int(v) and 1 <= v <= INT_MAX
+        )
+    return Kind(
+        f"count up to {most}",
+        "int",
+        f"an integer in [1, {most}]",
+        _int,
+        lambda v: _is_int(v) and 1 <= v <= most,
+    )
 
 
 COUNT = count()
-NONNEG = Kind("non-negative integer", "int", "an integer in [0, 2**63 - 1]", _int, lambda v: _is_int(v) and 0 <= v <= INT_MAX)
-SEED = Kind("seed", "int", f"an integer seed in [0, {SEED_MAX}]", _int, lambda v: _is_int(v) and 0 <= v <= SEED_MAX)
+NONNEG = Kind(
+    "non-negative integer",
+    "int",
+    "an integer in [0, 2**63 - 1]",
+    _int,
+    lambda v: _is_int(v) and 0 <= v <= INT_MAX,
+)
+SEED = Kind(
+    "seed", "int", f"an integer seed in [0, {SEED_MAX}]", _int, lambda v: _is_int(v) and 0 <= v <= SEED_MAX
+)
 ANY_INT = Kind("integer", "int", "an integer", _int, _is_int)  # a hash seed: any integer is one
 SHARE = Kind("share", "float", "a number in [0, 1]", _float, lambda v: _finite(v) and 0.0 <= v <= 1.0)
 UNIT = Kind("fraction", "float", "a number in (0, 1]", _float, lambda v: _finite(v) and 0.0 < v <= 1.0)
 DROPOUT = Kind("dropout", "float", "a number in [0, 1)", _float, lambda v: _finite(v) and 0.0 <= v < 1.0)
-NONNEG_FLOAT = Kind("non-negative number", "float", "a finite number >= 0", _float, lambda v: _finite(v) and v >= 0)
-POSITIVE_FLOAT = Kind("positive number", "float", "a finite number > 0", _float, lambda v: _finite(v) and v > 0)
+NONNEG_FLOAT = Kind(
+    "non-negative number", "float", "a finite number >= 0", _float, lambda v: _finite(v) and v >= 0
+)
+POSITIVE_FLOAT = Kind(
+    "positive number", "float", "a finite number > 0", _float, lambda v: _finite(v) and v > 0
+)
 
 
 def _text(text) -> str:
@@ -131,7 +158,11 @@ TEXT = Kind("text", "text", "a non-empty value", _text, _filled)
 def _ints(kind: Kind, distinct: bool = False) -> Callable[[str], list[int]]:
     def convert(text: str) -> list[int]:
         values = [_int(x) for x in _text(text).split(",") if x.strip()]
-        if not values or any(kind.problem(v) for v in values) or (distinct and len(set(values)) != len(values)):
+        if (
+            not values
+            or any(kind.problem(v) for v in values)
+            or (distinct and len(set(values)) != len(values))
+        ):
             raise ValueError(text)
         return values
 
@@ -139,7 +170,9 @@ def _ints(kind: Kind, distinct: bool = False) -> Callable[[str], list[int]]:
 
 
 COUNTS = Kind("counts", "ints", "comma-separated integers >= 1", _ints(COUNT))
-SEEDS = Kind("seeds", "ints", f"distinct comma-separated integer seeds in [0, {SEED_MAX}]", _ints(SEED, distinct=True))
+SEEDS = Kind(
+    "seeds", "ints", f"distinct comma-separated integer seeds in [0, {SEED_MAX}]", _ints(SEED, distinct=True)
+)
 
 
 def _shares(text: str) -> list[float]:
@@ -161,15 +194,29 @@ def _steps(v) -> bool:
     return _is_int(v) and (v >= 1 or v == -1)
 
 
-MAX_STEPS = Kind("max steps", "int", "an integer in [1, 2**63 - 1], or -1 (train num_train_epochs)", _int,
-                 lambda v: _steps(v) and v <= INT_MAX)
+MAX_STEPS = Kind(
+    "max steps",
+    "int",
+    "an integer in [1, 2**63 - 1], or -1 (train num_train_epochs)",
+    _int,
+    lambda v: _steps(v) and v <= INT_MAX,
+)
 
 
-SWITCH = Kind("switch", "switch", "true or false", lambda t: {"true": True, "false": False}[str(t).lower()],
-              lambda v: isinstance(v, bool))
-SWITCH_OR_AUTO = Kind("switch or auto", "choice", "true, false or auto",
-                      lambda t: {"true": True, "false": False, "auto": "auto"}[str(t).lower()],
-                      lambda v: v is True or v is False or v == "auto")  # fmt: skip
+SWITCH = Kind(
+    "switch",
+    "switch",
+    "true or false",
+    lambda t: {"true": True, "false": False}[str(t).lower()],
+    lambda v: isinstance(v, bool),
+)
+SWITCH_OR_AUTO = Kind(
+    "switch or auto",
+    "choice",
+    "true, false or auto",
+    lambda t: {"true": True, "false": False, "auto": "auto"}[str(t).lower()],
+    lambda v: v is True or v is False or v == "auto",
+)
 
 
 def _blocker(path: Path) -> Path | None:
@@ -194,14 +241,27 @@ def _out_file(value) -> str | None:
     return None if q is None else f"a file ({q}, above {value}) is in the way; pass a path in a directory"
 
 
-OUT_DIR = Kind("output directory", "dir", "a directory to write (a path that is not a file, nor under one)", _text,
-               _filled, check=_out_dir)  # fmt: skip
-OUT_FILE = Kind("output file", "file", "a file to write (not a directory, nor under a file)", _text, _filled,
-                check=_out_file)  # fmt: skip
+OUT_DIR = Kind(
+    "output directory",
+    "dir",
+    "a directory to write (a path that is not a file, nor under one)",
+    _text,
+    _filled,
+    check=_out_dir,
+)
+OUT_FILE = Kind(
+    "output file",
+    "file",
+    "a file to write (not a directory, nor under a file)",
+    _text,
+    _filled,
+    check=_out_file,
+)
 
 
-def text_kind(name: str, expected: str, check: Callable[[str], str | None],
-              finish: Callable[[str], Any] | None = None) -> Kind:  # fmt: skip
+def text_kind(
+    name: str, expected: str, check: Callable[[str], str | None], finish: Callable[[str], Any] | None = None
+) -> Kind:
     """A non-empty text that `check` judges (None: good; else why not, in one line), handed on as `finish`
     makes it (default: the text itself). A layer that knows the rule defines its own (`trlvr.models.DEVICE`:
     a device on this machine; `trlvr.memory.GPU_MEMORY`: a memory size or a GPU name); this module imports
@@ -209,8 +269,14 @@ def text_kind(name: str, expected: str, check: Callable[[str], str | None],
     return Kind(name, "text", expected, _text, _filled, check=check, finish=finish)
 
 
-CONTEXT = Kind("context length", "int", "an integer in [0, 2**63 - 1] or 'auto'", lambda t: "auto" if t == "auto" else _int(t),
-               lambda v: v == "auto" or (_is_int(v) and 0 <= v <= INT_MAX), finish=lambda v: None if v == 0 else v)  # 0: flat
+CONTEXT = Kind(
+    "context length",
+    "int",
+    "an integer in [0, 2**63 - 1] or 'auto'",
+    lambda t: "auto" if t == "auto" else _int(t),
+    lambda v: v == "auto" or (_is_int(v) and 0 <= v <= INT_MAX),
+    finish=lambda v: None if v == 0 else v,
+)  # 0: flat
 
 
 def kind_of(action: argparse.Action) -> Kind | str | None:

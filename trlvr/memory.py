@@ -32,11 +32,31 @@ from trlvr import kinds as K
 from trlvr.errors import UserError
 
 KNOWN_CONFIGS = Path(__file__).resolve().parent / "configs" / "models"
-DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
-               "fp8": 1, "float8": 1}  # fmt: skip
+DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "fp32": 4,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "fp8": 1,
+    "float8": 1,
+}
 # GPU memory as the devices report it (nvidia-smi's MiB), by name; `--gpu-memory` also takes a size
-GPUS_MIB = {"H200": 143771, "H100": 81559, "H100-80GB": 81559, "A100": 81920, "A100-80GB": 81920,
-            "A100-40GB": 40960, "L40S": 46068, "A10G": 23028, "RTX4090": 24564, "A6000": 49140}  # fmt: skip
+GPUS_MIB = {
+    "H200": 143771,
+    "H100": 81559,
+    "H100-80GB": 81559,
+    "A100": 81920,
+    "A100-80GB": 81920,
+    "A100-40GB": 40960,
+    "L40S": 46068,
+    "A10G": 23028,
+    "RTX4090": 24564,
+    "A6000": 49140,
+}
 OUTSIDE_TORCH_BYTES = 2 << 30  # estimate: CUDA context, NCCL, CUDA graphs' pools (vLLM reports its own)
 # vLLM's max_num_batched_tokens: every trlvr engine is built with it (`trlvr.vllm.pair.EngineOptions`), so the
 # plan's profiling forward (that many tokens) is the engine's (vLLM's own default is 16384 on an H100/H200)
@@ -52,8 +72,10 @@ def parse_size(text: str) -> int:
         return GPUS_MIB[key] << 20
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B?)", t, flags=re.IGNORECASE)
     if not m:
-        raise UserError(f"--gpu-memory {text!r}: expected a size such as 80GB or 141GiB, or a GPU name "
-                        f"({', '.join(sorted(GPUS_MIB))})")  # fmt: skip
+        raise UserError(
+            f"--gpu-memory {text!r}: expected a size such as 80GB or 141GiB, or a GPU name "
+            f"({', '.join(sorted(GPUS_MIB))})"
+        )
     value, unit = float(m.group(1)), m.group(2).upper().rstrip("B")
     power = "KMGT".index(unit[0]) + 1
     size = value * (1024**power if unit.endswith("I") else 1000**power)
@@ -83,8 +105,10 @@ def read_config(path: str) -> dict:
         cached = None
     if isinstance(cached, str):
         return json.loads(Path(cached).read_text())
-    raise UserError(f"{path}: no config.json to plan memory with (a model folder, a cached hub model, or one of "
-                    f"{', '.join(p.stem.replace('--', '/') for p in sorted(KNOWN_CONFIGS.glob('*.json')))})")  # fmt: skip
+    raise UserError(
+        f"{path}: no config.json to plan memory with (a model folder, a cached hub model, or one of "
+        f"{', '.join(p.stem.replace('--', '/') for p in sorted(KNOWN_CONFIGS.glob('*.json')))})"
+    )
 
 
 def _text_config(cfg: dict) -> dict:
@@ -107,7 +131,7 @@ def param_count(cfg: dict) -> int:
 
 
 def dtype_bytes(name: str | None, cfg: dict) -> int:
-    n = (name if name not in (None, "auto") else cfg.get("torch_dtype") or cfg.get("dtype") or "float32")
+    n = name if name not in (None, "auto") else cfg.get("torch_dtype") or cfg.get("dtype") or "float32"
     n = str(n).removeprefix("torch.")
     if n not in DTYPE_BYTES:
         raise UserError(f"dtype {n!r}: expected one of {', '.join(DTYPE_BYTES)}")
@@ -133,10 +157,18 @@ class Stack:
     def from_config(cls, name: str, cfg: dict, dtype: str | None = None) -> Stack:
         c = _text_config(cfg)
         hq = c["num_attention_heads"]
-        return cls(name=name, params=param_count(c), layers=c["num_hidden_layers"],
-                   kv_heads=c.get("num_key_value_heads") or hq, head_dim=c.get("head_dim") or c["hidden_size"] // hq,
-                   hidden=c["hidden_size"], intermediate=c["intermediate_size"], vocab=c["vocab_size"],
-                   bytes_per_value=dtype_bytes(dtype, c), max_positions=c.get("max_position_embeddings"))  # fmt: skip
+        return cls(
+            name=name,
+            params=param_count(c),
+            layers=c["num_hidden_layers"],
+            kv_heads=c.get("num_key_value_heads") or hq,
+            head_dim=c.get("head_dim") or c["hidden_size"] // hq,
+            hidden=c["hidden_size"],
+            intermediate=c["intermediate_size"],
+            vocab=c["vocab_size"],
+            bytes_per_value=dtype_bytes(dtype, c),
+            max_positions=c.get("max_position_embeddings"),
+        )
 
     @property
     def weight_bytes(self) -> int:
@@ -237,25 +269,33 @@ class MemoryPlan:
         limit = min((s.max_positions for s in self.stacks if s.max_positions), default=None)
         ctx = self.context
         if ctx is None:
-            out.append(f"{where}: the prompt length is unknown: set max_prompt_length or {self.length_setting}")
+            out.append(
+                f"{where}: the prompt length is unknown: set max_prompt_length or {self.length_setting}"
+            )
             return out
         if limit is not None and ctx > limit:
-            out.append(f"{where}: a context of {ctx} tokens (prompt + completion) is beyond the models' {limit} "
-                       f"positions: lower {self.lengths_hint}")  # fmt: skip
+            out.append(
+                f"{where}: a context of {ctx} tokens (prompt + completion) is beyond the models' {limit} "
+                f"positions: lower {self.lengths_hint}"
+            )
         kv = self.kv_budget_bytes
         if kv is None:
             return out
         if kv <= 0:
-            out.append(f"{where}: {self.share_setting} {self.share:g} of {_gb(self.gpu_memory)} is {_gb(self.budget_bytes)}, "
-                       f"less than the weights ({_gb(self.weight_bytes)}) and the engine's own memory "
-                       f"({_gb(self.activation_bytes + self.processor_bytes + OUTSIDE_TORCH_BYTES)}): raise "
-                       f"{self.share_setting}")  # fmt: skip
+            out.append(
+                f"{where}: {self.share_setting} {self.share:g} of {_gb(self.gpu_memory)} is {_gb(self.budget_bytes)}, "
+                f"less than the weights ({_gb(self.weight_bytes)}) and the engine's own memory "
+                f"({_gb(self.activation_bytes + self.processor_bytes + OUTSIDE_TORCH_BYTES)}): raise "
+                f"{self.share_setting}"
+            )
         elif ctx * self.kv_bytes_per_token > SAFETY * kv:
             need = ctx * self.kv_bytes_per_token
-            out.append(f"{where}: one sequence of {ctx} tokens needs {_gb(need)} of KV for {len(self.stacks)} "
-                       f"stack(s), more than the {_gb(kv)} left in {self.share_setting} {self.share:g} of "
-                       f"{_gb(self.gpu_memory)}: lower {self.length_setting} (or the run's lengths) or raise "
-                       f"{self.share_setting}")  # fmt: skip
+            out.append(
+                f"{where}: one sequence of {ctx} tokens needs {_gb(need)} of KV for {len(self.stacks)} "
+                f"stack(s), more than the {_gb(kv)} left in {self.share_setting} {self.share:g} of "
+                f"{_gb(self.gpu_memory)}: lower {self.length_setting} (or the run's lengths) or raise "
+                f"{self.share_setting}"
+            )
         return out
 
     def check(self, where: str) -> None:
@@ -264,14 +304,31 @@ class MemoryPlan:
             raise UserError(found[0])
 
     def as_dict(self) -> dict:
-        return {"stacks": {s.name: {"params": s.params, "weight_bytes": s.weight_bytes,
-                                    "kv_bytes_per_token": s.kv_bytes_per_token} for s in self.stacks},
-                "context": self.context, "max_num_seqs": self.max_num_seqs, "share": self.share,
-                "gpu_memory": self.gpu_memory, "budget_bytes": self.budget_bytes, "weight_bytes": self.weight_bytes,
-                "activation_bytes_estimate": self.activation_bytes, "outside_torch_bytes_estimate": OUTSIDE_TORCH_BYTES,
-                "processor_bytes": self.processor_bytes, "kv_budget_bytes": self.kv_budget_bytes,
-                "kv_bytes_per_token": self.kv_bytes_per_token, "kv_tokens": self.kv_tokens,
-                "concurrency": self.concurrency, "rows": self.rows, "tensor_parallel": self.tensor_parallel}  # fmt: skip
+        return {
+            "stacks": {
+                s.name: {
+                    "params": s.params,
+                    "weight_bytes": s.weight_bytes,
+                    "kv_bytes_per_token": s.kv_bytes_per_token,
+                }
+                for s in self.stacks
+            },
+            "context": self.context,
+            "max_num_seqs": self.max_num_seqs,
+            "share": self.share,
+            "gpu_memory": self.gpu_memory,
+            "budget_bytes": self.budget_bytes,
+            "weight_bytes": self.weight_bytes,
+            "activation_bytes_estimate": self.activation_bytes,
+            "outside_torch_bytes_estimate": OUTSIDE_TORCH_BYTES,
+            "processor_bytes": self.processor_bytes,
+            "kv_budget_bytes": self.kv_budget_bytes,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_tokens": self.kv_tokens,
+            "concurrency": self.concurrency,
+            "rows": self.rows,
+            "tensor_parallel": self.tensor_parallel,
+        }
 
     def render(self, engine_share: bool = True) -> str:
         """The plan under the heading `memory plan`, a few lines. engine_share False: the backend's engine takes
@@ -279,29 +336,43 @@ class MemoryPlan:
         lines = ["memory plan"]
         for s in self.stacks:
             size = f"{s.params / 1e9:.2f}B" if s.params >= 1e8 else f"{s.params / 1e6:.2f}M"
-            lines.append(f"  {s.name}: {size} params, weights {_gb(s.weight_bytes)}, "
-                         f"KV {s.kv_bytes_per_token:,} B/token ({s.layers} layers x {s.kv_heads} KV heads x {s.head_dim})")
+            lines.append(
+                f"  {s.name}: {size} params, weights {_gb(s.weight_bytes)}, "
+                f"KV {s.kv_bytes_per_token:,} B/token ({s.layers} layers x {s.kv_heads} KV heads x {s.head_dim})"
+            )
         ctx = self.context
         how = "" if self.max_model_len else " (derived: longest prompt + completion budget)"
         tp = f" per GPU (tensor parallel {self.tensor_parallel})" if self.tensor_parallel > 1 else ""
-        lines.append(f"  longest sequence: {ctx if ctx else 'unknown'} tokens{how}; KV per token "
-                     f"{self.kv_bytes_per_token:,} B{tp} (every stack keeps every token)")  # fmt: skip
+        lines.append(
+            f"  longest sequence: {ctx if ctx else 'unknown'} tokens{how}; KV per token "
+            f"{self.kv_bytes_per_token:,} B{tp} (every stack keeps every token)"
+        )
         if not engine_share:
-            lines.append("  no engine share (backend hf: trlvr's engine sizes its decode sub-batches to the memory free "
-                         "at run time)")  # fmt: skip
+            lines.append(
+                "  no engine share (backend hf: trlvr's engine sizes its decode sub-batches to the memory free "
+                "at run time)"
+            )
             return "\n".join(lines)
         if self.budget_bytes is None:
-            lines.append("  GPU memory: not given (--gpu-memory 80GB or a name such as H200 checks that it fits)")
+            lines.append(
+                "  GPU memory: not given (--gpu-memory 80GB or a name such as H200 checks that it fits)"
+            )
             return "\n".join(lines)
-        lines.append(f"  engine budget: {self.share:g} x {_gb(self.gpu_memory)} = {_gb(self.budget_bytes)}; weights "
-                     f"{_gb(self.weight_bytes)}, profiling peak ~{_gb(self.activation_bytes)} (estimate), outside torch "
-                     f"~{_gb(OUTSIDE_TORCH_BYTES)} (estimate), processor {_gb(self.processor_bytes)}")  # fmt: skip
+        lines.append(
+            f"  engine budget: {self.share:g} x {_gb(self.gpu_memory)} = {_gb(self.budget_bytes)}; weights "
+            f"{_gb(self.weight_bytes)}, profiling peak ~{_gb(self.activation_bytes)} (estimate), outside torch "
+            f"~{_gb(OUTSIDE_TORCH_BYTES)} (estimate), processor {_gb(self.processor_bytes)}"
+        )
         kv = self.kv_budget_bytes
-        lines.append(f"  KV cache: {_gb(max(kv, 0))} = {self.kv_tokens:,} tokens"
-                     + (f" = {self.kv_tokens / ctx:.1f} full-length sequences at once" if ctx else ""))
+        lines.append(
+            f"  KV cache: {_gb(max(kv, 0))} = {self.kv_tokens:,} tokens"
+            + (f" = {self.kv_tokens / ctx:.1f} full-length sequences at once" if ctx else "")
+        )
         if self.concurrency is not None and self.rows and self.concurrency < self.rows:
-            lines.append(f"  note: a generate call sends {self.rows} rows and {self.concurrency} fit at full length: "
-                         f"vLLM queues or pre-empts the rest (raise {self.share_setting} to run them together)")  # fmt: skip
+            lines.append(
+                f"  note: a generate call sends {self.rows} rows and {self.concurrency} fit at full length: "
+                f"vLLM queues or pre-empts the rest (raise {self.share_setting} to run them together)"
+            )
         return "\n".join(lines)
 
 

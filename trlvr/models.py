@@ -67,7 +67,11 @@ def _missing(folder: Path, what: str) -> str | None:
         return None if (folder / "config.json").is_file() else "no config.json"
     if what == "model":
         if (folder / "adapter_config.json").is_file():  # a LoRA adapter folder (loads onto its base)
-            return None if next(folder.glob("adapter_model.*"), None) else "adapter_config.json but no adapter weights"
+            return (
+                None
+                if next(folder.glob("adapter_model.*"), None)
+                else "adapter_config.json but no adapter weights"
+            )
         if not (folder / "config.json").is_file():
             return "no config.json"
         if not any(next(folder.glob(g), None) for g in MODEL_FILES):
@@ -110,10 +114,14 @@ def _fetch(repo: str, role: str, what: str) -> str:
         if what == "model" and _missing(Path(folder), what):  # an older repo: pytorch_model*.bin only
             folder = snapshot_download(repo, allow_patterns=[*HUB_FILES, "pytorch_model*.bin"])
     except (OSError, ValueError) as e:
-        raise UserError(f"{role}: cannot download {repo!r} from the Hugging Face Hub: {_first_line(e)}") from e
+        raise UserError(
+            f"{role}: cannot download {repo!r} from the Hugging Face Hub: {_first_line(e)}"
+        ) from e
     missing = _missing(Path(folder), what)
     if missing:
-        raise UserError(f"{role}: {repo!r} on the Hugging Face Hub is not a {what} trlvr can load ({missing})")
+        raise UserError(
+            f"{role}: {repo!r} on the Hugging Face Hub is not a {what} trlvr can load ({missing})"
+        )
     return folder
 
 
@@ -148,7 +156,9 @@ def offline_refusal(repo: str, role: str) -> UserError:
     )
 
 
-def locate(path: str | os.PathLike, role: str, what: str = "model", *, fetch: bool = False) -> tuple[str, dict]:
+def locate(
+    path: str | os.PathLike, role: str, what: str = "model", *, fetch: bool = False
+) -> tuple[str, dict]:
     """(where to load from, extra from_pretrained kwargs) for ``path``; UserError when it cannot be found.
 
     ``what``: "model" (config + weights), "config" (config only) or "tokenizer". A local folder is itself; a hub id whose whole
@@ -223,7 +233,9 @@ def load_causal_lm(path: str | os.PathLike, role: str = "model", **kwargs) -> An
 
     where, extra = locate(path, role, "model")
     try:
-        return _keep_name(AutoModelForCausalLM.from_pretrained(where, **{**extra, **kwargs}), str(path), where)
+        return _keep_name(
+            AutoModelForCausalLM.from_pretrained(where, **{**extra, **kwargs}), str(path), where
+        )
     except (OSError, ValueError, KeyError) as e:
         raise UserError(f"{role}: cannot load a causal LM from {path}: {_first_line(e)}") from e
     except Exception as e:
@@ -252,7 +264,9 @@ def adapter_base(path: str | os.PathLike, base: str | None = None) -> str:
     except (OSError, ValueError) as e:
         raise UserError(f"{config_file}: not a readable adapter config ({e})") from None
     if not name:
-        raise UserError(f"{config_file}: base_model_name_or_path is empty; name the base model folder explicitly")
+        raise UserError(
+            f"{config_file}: base_model_name_or_path is empty; name the base model folder explicitly"
+        )
     local = Path(name).expanduser()
     if local.is_dir():
         return str(local)
@@ -294,8 +308,14 @@ def config_positions(config) -> int | None:
     return None
 
 
-def load_model_or_adapter(path: str | os.PathLike, role: str = "model", base: str | None = None, *,
-                          trainable: bool = False, **kwargs) -> Any:  # fmt: skip
+def load_model_or_adapter(
+    path: str | os.PathLike,
+    role: str = "model",
+    base: str | None = None,
+    *,
+    trainable: bool = False,
+    **kwargs,
+) -> Any:
     """A model folder as a causal LM; an adapter folder as a `peft.PeftModel` on its base, frozen (or with
     its adapter trainable: `trainable`, how a run continues an adapter)."""
     if not is_adapter_dir(path):
@@ -331,7 +351,9 @@ def check_device(name: str, flag: str) -> None:
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0 or (device.index or 0) >= count:
             raise UserError(f"{flag}: {name} is not on this machine ({count} CUDA device(s) visible)")
-    elif device.type not in ("cpu", "meta") and device.type != getattr(torch.accelerator.current_accelerator(), "type", None):
+    elif device.type not in ("cpu", "meta") and device.type != getattr(
+        torch.accelerator.current_accelerator(), "type", None
+    ):
         raise UserError(f"{flag}: {name} is not on this machine")
 
 
@@ -343,7 +365,9 @@ def _device_problem(name: str) -> str | None:
     return None
 
 
-DEVICE = text_kind("device", "a device name such as cpu or cuda:1", _device_problem)  # an option's kind (trlvr.kinds)
+DEVICE = text_kind(
+    "device", "a device name such as cpu or cuda:1", _device_problem
+)  # an option's kind (trlvr.kinds)
 
 
 def vocab_table(tokenizer) -> dict[int, str]:
@@ -441,7 +465,9 @@ def model_fingerprint(path: str | os.PathLike, role: str = "model") -> dict:
     folder = Path(where)
     revision = None
     if not folder.is_dir():
-        raise UserError(f"{role}: {where!r} is not in the Hugging Face cache; load it once before fingerprinting")
+        raise UserError(
+            f"{role}: {where!r} is not in the Hugging Face cache; load it once before fingerprinting"
+        )
     if where != str(Path(str(path)).expanduser()):  # a hub id, found in the cache
         where, revision = str(path), folder.name  # .../snapshots/<commit sha>
     weights = hashlib.sha256()
@@ -461,7 +487,11 @@ def model_fingerprint(path: str | os.PathLike, role: str = "model") -> dict:
     return {
         "path": str(folder.resolve()) if revision is None else where,
         "revision": revision,
-        "config": _sha((folder / ("config.json" if (folder / "config.json").is_file() else "adapter_config.json")).read_bytes()),
+        "config": _sha(
+            (
+                folder / ("config.json" if (folder / "config.json").is_file() else "adapter_config.json")
+            ).read_bytes()
+        ),
         "weights": weights.hexdigest()[:16],
         "weight_files": [p.name for p in files],
         "tokenizer": tok.hexdigest()[:16],

@@ -28,7 +28,15 @@ from pathlib import Path
 
 LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "trlvr")
 # the facts that decide whether a rerun reproduces a number bit for bit
-DETERMINISM_KEYS = ("versions", "python", "devices", "dtype", "cpu_capability", "torch_threads", "omp_num_threads")
+DETERMINISM_KEYS = (
+    "versions",
+    "python",
+    "devices",
+    "dtype",
+    "cpu_capability",
+    "torch_threads",
+    "omp_num_threads",
+)
 _GIT_TIMEOUT_S = 5.0
 
 
@@ -56,8 +64,13 @@ def git_commit(where: str | Path | None = None) -> dict | None:
 
     def git(*args: str) -> str | None:
         try:
-            out = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True,
-                                 timeout=_GIT_TIMEOUT_S, check=False)  # fmt: skip
+            out = subprocess.run(
+                ["git", "-C", str(folder), *args],
+                capture_output=True,
+                text=True,
+                timeout=_GIT_TIMEOUT_S,
+                check=False,
+            )
         except (OSError, subprocess.SubprocessError):
             return None
         return out.stdout if out.returncode == 0 else None

@@ -92,7 +92,9 @@ class Ranks:
 
         self._sessions[0] += 1
         prefix = f"trlvr/{name}/{self._sessions[0]}/"
-        return Ranks(self.rank, self.size, self.local_rank, dist.PrefixStore(prefix, self.store), self._sessions)
+        return Ranks(
+            self.rank, self.size, self.local_rank, dist.PrefixStore(prefix, self.store), self._sessions
+        )
 
     def put(self, key: str, obj) -> None:
         """Hand `obj` to whoever takes `key` (does not wait)."""
@@ -141,7 +143,9 @@ def pin_local_device(ranks: Ranks | None = None, environ=None) -> None:
     visible = env.get("CUDA_VISIBLE_DEVICES")
     devices = [d for d in visible.split(",") if d.strip()] if visible else None
     if devices is not None and ranks.local_rank >= len(devices):
-        raise UserError(f"process {ranks.rank} (LOCAL_RANK {ranks.local_rank}) has no GPU of its own: "
-                        f"CUDA_VISIBLE_DEVICES={visible} lists {len(devices)}; launch at most that many processes")  # fmt: skip
+        raise UserError(
+            f"process {ranks.rank} (LOCAL_RANK {ranks.local_rank}) has no GPU of its own: "
+            f"CUDA_VISIBLE_DEVICES={visible} lists {len(devices)}; launch at most that many processes"
+        )
     env["CUDA_VISIBLE_DEVICES"] = devices[ranks.local_rank] if devices is not None else str(ranks.local_rank)
     env["TRLVR_DEVICE_PINNED"] = "1"

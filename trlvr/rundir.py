@@ -83,12 +83,16 @@ RUN_FILE = "trlvr_run.json"  # the run's identity (trlvr.training.run_record)
 FINAL = "final"  # the trained model
 CHECKPOINT = "checkpoint-"  # checkpoint-<step>/
 PREEMPT_MARK = "preempted.json"  # in a checkpoint saved only because of a signal (trlvr.training.preempt)
-WEIGHTS_ONLY_MARK = "trlvr_weights_only.json"  # in an older checkpoint: weights only (trlvr.training.checkpoints)
+WEIGHTS_ONLY_MARK = (
+    "trlvr_weights_only.json"  # in an older checkpoint: weights only (trlvr.training.checkpoints)
+)
 HOLDOUT_FILE = "holdout.jsonl"  # training problems held out for selection
 METRICS_FILE = "metrics.jsonl"  # the training log, one row per logged step
 SELECTED_FILE = "selected.json"  # the checkpoint `trlvr select` chose
 MEMORY_FILE = "memory_plan.json"  # backend vllm: the engine's memory plan beside vLLM's own KV report
-MODEL_CARD = "README.md"  # the tandem model card, in final/, each checkpoint and the run (trlvr.training.model_card)
+MODEL_CARD = (
+    "README.md"  # the tandem model card, in final/, each checkpoint and the run (trlvr.training.model_card)
+)
 # a smoke directory (`trlvr smoke --out DIR`)
 SMOKE_FILE = "smoke.json"  # what `trlvr smoke` checked and measured
 SMOKE_ARMS = ("train-tandem", "train-grpo")  # the smoke's two training runs
@@ -126,10 +130,16 @@ _SWAP_SUFFIX = ".trlvr-swap"  # beside a folder, .NAME.replaced-<time>.trlvr-swa
 TRAIN_LOCK, EVAL_LOCK = ".train.lock", ".lock"
 # every command that writes a folder holds its lock; those that write into a training run (select: selected.json,
 # select/) hold the run's own, so a run being trained refuses them and they refuse a training into it
-LOCKS = {"trlvr train": (TRAIN_LOCK, "--output_dir"), "trlvr eval": (EVAL_LOCK, "--out"),
-         "trlvr select": (TRAIN_LOCK, "RUN"), "trlvr compare": (EVAL_LOCK, "--out"), "trlvr report": (EVAL_LOCK, "--out"),
-         "trlvr toy prepare": (EVAL_LOCK, "--out"), "trlvr study run": (EVAL_LOCK, "--out"),
-         "trlvr smoke": (EVAL_LOCK, "--out")}  # fmt: skip
+LOCKS = {
+    "trlvr train": (TRAIN_LOCK, "--output_dir"),
+    "trlvr eval": (EVAL_LOCK, "--out"),
+    "trlvr select": (TRAIN_LOCK, "RUN"),
+    "trlvr compare": (EVAL_LOCK, "--out"),
+    "trlvr report": (EVAL_LOCK, "--out"),
+    "trlvr toy prepare": (EVAL_LOCK, "--out"),
+    "trlvr study run": (EVAL_LOCK, "--out"),
+    "trlvr smoke": (EVAL_LOCK, "--out"),
+}
 _CHECKPOINT_RE = re.compile(rf"^{re.escape(CHECKPOINT)}(\d+)$")
 
 
@@ -171,17 +181,27 @@ TRAINING, EVALUATION, STUDY, SMOKE, MODEL = "training run", "evaluation", "study
 COMPARISON, TOY_WORLD = "comparison", "toy world"
 TOY_CARD = "card.json"  # `trlvr toy prepare --out DIR`: DIR/card.json beside senior/, junior/, data/ (trlvr.toy.world)
 TRAINING_SEEDS, EVALUATION_SEEDS = "training seed group", "evaluation seed group"
-_MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors", "pytorch_model.bin")
+_MODEL_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "adapter_model.safetensors",
+    "pytorch_model.bin",
+)
 _SEED_RE = re.compile(r"^seed-\d+$")
 
 
 def _marker(path: Path) -> tuple[str, str] | None:
     """(kind, the entry that shows it) of a folder that one command made, None for any other folder."""
-    for name in (STUDY_FILE, OLD_DEMO_FILE):  # a study (or demo) holds training runs and evaluations of its own
+    for name in (
+        STUDY_FILE,
+        OLD_DEMO_FILE,
+    ):  # a study (or demo) holds training runs and evaluations of its own
         if (path / name).is_file():
             return STUDY, name
     if (path / SMOKE_FILE).is_file() or any((path / arm).is_dir() for arm in SMOKE_ARMS):
-        return SMOKE, SMOKE_FILE if (path / SMOKE_FILE).is_file() else next(a for a in SMOKE_ARMS if (path / a).is_dir())
+        return SMOKE, SMOKE_FILE if (path / SMOKE_FILE).is_file() else next(
+            a for a in SMOKE_ARMS if (path / a).is_dir()
+        )
     for name in (RUN_FILE, FINAL):
         if (path / name).exists():
             return TRAINING, name
@@ -235,8 +255,10 @@ def check_kind(path: str | Path, kinds: str | Iterable[str], flag: str) -> str |
         return None if found is None else found[0]
     kind, shown = found
     again = "" if kinds[0] in _NO_START_OVER else f" (--force and --fresh set aside only {_a(kinds[0])})"
-    raise UserError(f"{flag} {path} holds {_a(kind)} ({shown}), not {_a(kinds[0])}: nothing was written or moved; "
-                    f"choose another {flag}{again}")  # fmt: skip
+    raise UserError(
+        f"{flag} {path} holds {_a(kind)} ({shown}), not {_a(kinds[0])}: nothing was written or moved; "
+        f"choose another {flag}{again}"
+    )
 
 
 _REPORT_SUFFIXES = (".html", ".htm")
@@ -248,8 +270,10 @@ def resolve_output(path: str | Path, flag: str) -> Path:
     (the write would make a file where the link points, unseen)."""
     p = Path(path)
     if p.is_symlink() and not p.exists():
-        raise UserError(f"{flag} {path} is a symlink to {os.readlink(p)}, which is not there: nothing was written; "
-                        f"pass the path itself")  # fmt: skip
+        raise UserError(
+            f"{flag} {path} is a symlink to {os.readlink(p)}, which is not there: nothing was written; "
+            f"pass the path itself"
+        )
     return Path(os.path.realpath(p))
 
 
@@ -265,8 +289,10 @@ def check_report_path(path: str | Path, flag: str) -> Path:
     if p.is_dir():
         raise UserError(f"{flag} {shown}: a directory is in the way; pass a file name")
     if p.exists() and p.suffix.lower() not in _REPORT_SUFFIXES and (found := folder_kind(p.parent)):
-        raise UserError(f"{flag} {shown} is a file of {_a(found[0])} ({p.parent}), not a report: nothing was "
-                        f"written; choose another {flag}")  # fmt: skip
+        raise UserError(
+            f"{flag} {shown} is a file of {_a(found[0])} ({p.parent}), not a report: nothing was "
+            f"written; choose another {flag}"
+        )
     return p
 
 
@@ -303,9 +329,17 @@ def write_file(path: str | Path, data: str | bytes) -> Path:
     return target
 
 
-def prepare_output(path: str | Path, kind: str | Iterable[str], *, flag: str,
-                   checks: Iterable[Callable[[], object]] = (), start_over: bool = False, keep: Iterable[str] = (),
-                   say=None, set_aside_with: Callable[[Path], Path | None] | None = None) -> Path | None:  # fmt: skip
+def prepare_output(
+    path: str | Path,
+    kind: str | Iterable[str],
+    *,
+    flag: str,
+    checks: Iterable[Callable[[], object]] = (),
+    start_over: bool = False,
+    keep: Iterable[str] = (),
+    say=None,
+    set_aside_with: Callable[[Path], Path | None] | None = None,
+) -> Path | None:
     """The one way a command readies the folder it writes (check, then write): `path` can be a directory
     (`check_dir_path`), it holds nothing of another kind (`check_kind`: an evaluation is never written into
     a training run, nor a training run into a study), then the command's own `checks` run in order
@@ -389,12 +423,16 @@ def resume_plan(run: str | Path, max_steps: int) -> str:
     state = train_state(run)
     reached = state.step
     if state.stage == "finished" and reached is not None and max_steps > 0 and max_steps != reached:
-        raise UserError(f"--resume --max_steps {max_steps}: {run} finished at step {reached}, and a finished run's "
-                        f"{FINAL}/ and checkpoints are kept as they are; train {max_steps} steps into a new "
-                        f"--output_dir, or pass --force instead of --resume to set this run aside and start over")  # fmt: skip
+        raise UserError(
+            f"--resume --max_steps {max_steps}: {run} finished at step {reached}, and a finished run's "
+            f"{FINAL}/ and checkpoints are kept as they are; train {max_steps} steps into a new "
+            f"--output_dir, or pass --force instead of --resume to set this run aside and start over"
+        )
     if reached is not None and 0 < max_steps < reached:
-        raise UserError(f"--resume --max_steps {max_steps}: {run} already reached step {reached}; "
-                        f"pass --max_steps {reached} or more (or --force to start over)")  # fmt: skip
+        raise UserError(
+            f"--resume --max_steps {max_steps}: {run} already reached step {reached}; "
+            f"pass --max_steps {reached} or more (or --force to start over)"
+        )
     if state.stage == "finished" and (max_steps <= 0 or max_steps == reached or reached is None):
         return "done"
     return "continue"
@@ -415,10 +453,17 @@ def undone_unless_kept(path: str | Path, kept: Callable[[], bool], *, main_proce
     except BaseException:
         if main_process and path.is_dir() and not kept():
             for entry in path.iterdir():
-                if entry.name in before or is_aside(entry.name) or (  # an earlier run set aside stays
-                        existed and entry.name in {n for by in LOCKS for n in lock_files(by)}):  # fmt: skip
+                if (
+                    entry.name in before
+                    or is_aside(entry.name)
+                    or (  # an earlier run set aside stays
+                        existed and entry.name in {n for by in LOCKS for n in lock_files(by)}
+                    )
+                ):
                     continue
-                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink(
+                    missing_ok=True
+                )
             if not existed and not any(path.iterdir()):
                 path.rmdir()
         raise
@@ -450,8 +495,10 @@ def holder_pid(path: str | Path, by: str) -> str:
 
 def _busy(path: Path, by: str) -> UserError:
     pid, command = holder(path, by)
-    return UserError(f"{path} is being written by another {command} (pid {pid}); "
-                     f"wait for it to finish or choose another {LOCKS[by][1]}")  # fmt: skip
+    return UserError(
+        f"{path} is being written by another {command} (pid {pid}); "
+        f"wait for it to finish or choose another {LOCKS[by][1]}"
+    )
 
 
 @contextmanager
@@ -501,8 +548,10 @@ def check_unlocked(path: str | Path, by: str, flag: str) -> None:
         probe.acquire()
     except Timeout:
         pid, command = holder(path, by)
-        raise UserError(f"{flag}: {path} is being written by another {command} (pid {pid}); nothing was read "
-                        "or written: wait for it to finish") from None  # fmt: skip
+        raise UserError(
+            f"{flag}: {path} is being written by another {command} (pid {pid}); nothing was read "
+            "or written: wait for it to finish"
+        ) from None
     except OSError:  # a read-only copy of a run: nobody writes it
         return
     probe.release()
@@ -510,13 +559,21 @@ def check_unlocked(path: str | Path, by: str, flag: str) -> None:
 
 # ---- one identity ---------------------------------------------------------------------------------------
 
+
 def changed_error(path: str | Path, why: object, hint: str = "") -> UserError:
     """The one line for a file that is not what its folder's manifest recorded (`trlvr.artifacts.Changed`)."""
     fix = hint or "; run the command that wrote it again (--fresh / --force start over)"
     return UserError(f"{Path(path).parent}: {why}: nothing was read{fix}")
 
 
-_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+_JSON_TYPES = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
 
 
 def read_record(path: str | Path, hint: str = "", *, checked: bool = False) -> dict | None:
@@ -537,7 +594,9 @@ def read_record(path: str | Path, hint: str = "", *, checked: bool = False) -> d
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: not valid JSON ({e}){hint}") from None
     if not isinstance(obj, dict):
-        raise UserError(f"{path}: expected a JSON object, got a JSON {_JSON_TYPES.get(type(obj), 'value')}{hint}")
+        raise UserError(
+            f"{path}: expected a JSON object, got a JSON {_JSON_TYPES.get(type(obj), 'value')}{hint}"
+        )
     return obj
 
 
@@ -557,8 +616,9 @@ def flatten(d: dict, prefix: str = "") -> dict[str, object]:
     return out
 
 
-def differences(old: dict | None, new: dict | None, *, ignore: Iterable[str] = (),
-                show: Callable[[object], str] = repr) -> list[str]:  # fmt: skip
+def differences(
+    old: dict | None, new: dict | None, *, ignore: Iterable[str] = (), show: Callable[[object], str] = repr
+) -> list[str]:
     """["key: old -> new", ...] over every key of both (nested dicts as "a.b"), sorted; a key one side
     lacks shows as (absent), and a key absent on one side and None on the other is no difference (an
     older record that did not write it). Where one side holds a dict and the other does not, the key
@@ -581,8 +641,11 @@ def differences(old: dict | None, new: dict | None, *, ignore: Iterable[str] = (
             elif u != v and not (u in (absent, None) and v in (absent, None)):
                 out.append(f"{prefix}{key}: {written(u)} -> {written(v)}")
 
-    walk({k: v for k, v in (old or {}).items() if k not in skip},
-         {k: v for k, v in (new or {}).items() if k not in skip}, "")  # fmt: skip
+    walk(
+        {k: v for k, v in (old or {}).items() if k not in skip},
+        {k: v for k, v in (new or {}).items() if k not in skip},
+        "",
+    )
     return sorted(out)
 
 
@@ -600,8 +663,16 @@ def refuse(path: str | Path, diffs: list[str], *, force: bool, what: str, fix: s
     return diffs
 
 
-def check_identity(path: str | Path, record_file: str, new: dict, compare: Callable[[dict, dict], list[str]],
-                   *, force: bool, what: str, fix: str) -> list[str]:  # fmt: skip
+def check_identity(
+    path: str | Path,
+    record_file: str,
+    new: dict,
+    compare: Callable[[dict, dict], list[str]],
+    *,
+    force: bool,
+    what: str,
+    fix: str,
+) -> list[str]:
     """Compare the record `path/record_file` (what made the directory; none: a new directory) with
     `new` (what would make it now) by the owner's `compare`; refuse unless forced; return the differences.
     A record that does not read is refused the same way (one line naming it), unless forced."""
@@ -646,7 +717,7 @@ def finish_swap(directory: str | Path) -> None:
     waiting = sorted(directory.parent.glob(f".{glob.escape(directory.name)}.{ASIDE_PREFIX}*{_SWAP_SUFFIX}"))
     if waiting:
         os.rename(waiting[-1], directory)
-        aside = directory / waiting[-1].name[len(directory.name) + 2:-len(_SWAP_SUFFIX)]
+        aside = directory / waiting[-1].name[len(directory.name) + 2 : -len(_SWAP_SUFFIX)]
         if aside.is_dir():
             _tidy(directory, aside)
 
@@ -706,7 +777,9 @@ def _swap(directory: Path, target: Path, keep: set[str]) -> bool:
             if path.is_dir() and not path.is_symlink():
                 raise OSError(f"{path}: a folder cannot be kept by a link")
             try:
-                os.link(path, fresh / path.name, follow_symlinks=False)  # the same file: a held lock stays held
+                os.link(
+                    path, fresh / path.name, follow_symlinks=False
+                )  # the same file: a held lock stays held
             except OSError:
                 shutil.copy2(path, fresh / path.name, follow_symlinks=False)
     except OSError:

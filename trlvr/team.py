@@ -63,7 +63,9 @@ def is_lockstep(pairing: str | None) -> bool:
     return pairing == LOCKSTEP
 
 
-def choose_pairing(senior_tok, junior_tok, requested: str = AUTO, names: tuple[str, str] = ("senior", "junior")) -> str:
+def choose_pairing(
+    senior_tok, junior_tok, requested: str = AUTO, names: tuple[str, str] = ("senior", "junior")
+) -> str:
     """How a pair decodes together: "lockstep" (one shared vocabulary, token by token: the paper's
     semantics) or "text" (`trlvr.engine.text_pair`: each model on its own tokens of one shared text).
 
@@ -83,7 +85,9 @@ def choose_pairing(senior_tok, junior_tok, requested: str = AUTO, names: tuple[s
 def pair_fingerprint(pairing: str | None, junior_tok) -> dict[str, str]:
     """What results.json's `models` records of a pair beyond the senior's tokenizer: a text pair's junior
     tokenizer and its pairing; nothing for one shared vocabulary."""
-    return {"junior_tokenizer": vocab_fingerprint(junior_tok)[:16], "pairing": TEXT} if is_text(pairing) else {}
+    return (
+        {"junior_tokenizer": vocab_fingerprint(junior_tok)[:16], "pairing": TEXT} if is_text(pairing) else {}
+    )
 
 
 def load_junior(path: str, junior_tok, pairing: str, dtype):
@@ -119,9 +123,21 @@ class Team:
     junior_tok: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     @classmethod
-    def resolve(cls, senior: str | None, junior: str | None, *, pairing: str = AUTO, backend: str = "hf",
-                kl_ref: str | None = None, beta: float = 0.0, arm: str = "tandem", senior_tok=None,
-                junior_tok=None, names: tuple[str, str] = ("senior", "junior"), check_rows: bool = True) -> Team:  # fmt: skip
+    def resolve(
+        cls,
+        senior: str | None,
+        junior: str | None,
+        *,
+        pairing: str = AUTO,
+        backend: str = "hf",
+        kl_ref: str | None = None,
+        beta: float = 0.0,
+        arm: str = "tandem",
+        senior_tok=None,
+        junior_tok=None,
+        names: tuple[str, str] = ("senior", "junior"),
+        check_rows: bool = True,
+    ) -> Team:
         """The team of a senior and a junior (None, SELF, or a path). Tokenizers load from the paths when not
         given; a lockstep pair with different vocabularies, an unknown pairing and (check_rows) a model
         without a row per token are refused here, in one line each, naming the models as `names` does."""
@@ -138,7 +154,9 @@ class Team:
             if check_rows and is_lockstep(mechanism):  # one tokenizer: every model needs a row per token
                 check_pair_rows(len(senior_tok), {names[0]: senior, names[1]: junior})
         kind = (SELF if is_self(junior) else mechanism) if writes else NONE
-        loads = bool(junior_model(junior)) and arm == "tandem" and not kl and not backend_of(backend).own_engine
+        loads = (
+            bool(junior_model(junior)) and arm == "tandem" and not kl and not backend_of(backend).own_engine
+        )
         return cls(kind, mechanism, senior, junior, pairing, backend, kl, loads, senior_tok, junior_tok)
 
     @property

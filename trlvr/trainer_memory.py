@@ -39,9 +39,14 @@ from trlvr.memory import SAFETY, Stack
 
 ADAM_FP32_BYTES = 12  # mixed-precision Adam under ZeRO: fp32 master weights + two fp32 moments
 LORA_BYTES = 16  # an fp32 adapter parameter: weight, gradient, two moments
-GRAD_FP32_BYTES = 4  # DeepSpeed upcasts the gradient partition to fp32 for the step; TRL's head grads are fp32
+GRAD_FP32_BYTES = (
+    4  # DeepSpeed upcasts the gradient partition to fp32 for the step; TRL's head grads are fp32
+)
 ASLEEP_BYTES = 1 << 30  # a sleeping vLLM engine's CUDA-graph pools, outside its sleep allocator (~0.5-1 GiB)
-HEAD_TOKENS, HEAD_VOCAB = 4096, 32768  # TRL 1.16's fused LM head tile (TOKEN_CHUNK_SIZE x _CHUNKED_LOGPROB_CHUNK_SIZE)
+HEAD_TOKENS, HEAD_VOCAB = (
+    4096,
+    32768,
+)  # TRL 1.16's fused LM head tile (TOKEN_CHUNK_SIZE x _CHUNKED_LOGPROB_CHUNK_SIZE)
 
 
 def lora_params(cfg: dict, rank: int, targets: str = "all-linear") -> int:
@@ -53,12 +58,28 @@ def lora_params(cfg: dict, rank: int, targets: str = "all-linear") -> int:
     40
     """
     c = cfg.get("text_config", cfg) if "num_hidden_layers" not in cfg else cfg
-    H, inter, L, hq = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["num_attention_heads"]
+    H, inter, L, hq = (
+        c["hidden_size"],
+        c["intermediate_size"],
+        c["num_hidden_layers"],
+        c["num_attention_heads"],
+    )
     hkv = c.get("num_key_value_heads") or hq
     D = c.get("head_dim") or H // hq
-    shapes = {"q_proj": (H, hq * D), "k_proj": (H, hkv * D), "v_proj": (H, hkv * D), "o_proj": (hq * D, H),
-              "gate_proj": (H, inter), "up_proj": (H, inter), "down_proj": (inter, H)}  # fmt: skip
-    names = list(shapes) if targets.strip() == "all-linear" else [t.strip() for t in targets.split(",") if t.strip()]
+    shapes = {
+        "q_proj": (H, hq * D),
+        "k_proj": (H, hkv * D),
+        "v_proj": (H, hkv * D),
+        "o_proj": (hq * D, H),
+        "gate_proj": (H, inter),
+        "up_proj": (H, inter),
+        "down_proj": (inter, H),
+    }
+    names = (
+        list(shapes)
+        if targets.strip() == "all-linear"
+        else [t.strip() for t in targets.split(",") if t.strip()]
+    )
     return L * rank * sum(sum(shapes[n]) for n in names if n in shapes)
 
 
@@ -187,7 +208,9 @@ class TrainerPlan:
     def disk_bytes(self, checkpoints: int, keep_resume: int = 2) -> int:
         """A run's output on disk: `checkpoints` checkpoints' weights, the resume state in the `keep_resume`
         newest only (`trlvr.training.checkpoints.prune_resume_state`), and final/'s weights."""
-        return (checkpoints + 1) * self.saved_weight_bytes + min(checkpoints, keep_resume) * self.resume_state_bytes
+        return (checkpoints + 1) * self.saved_weight_bytes + min(
+            checkpoints, keep_resume
+        ) * self.resume_state_bytes
 
     def room(self, gpu_memory: int, engine_share: float | None, sleep: bool = False) -> int:
         """What the trainer may use of a GPU of `gpu_memory` bytes beside an engine that takes `engine_share`
@@ -198,23 +221,34 @@ class TrainerPlan:
             return gpu_memory - ASLEEP_BYTES
         return int(gpu_memory * (1 - (engine_share or 0.0)))
 
-    def problems(self, where: str, gpu_memory: int | None, engine_share: float | None,
-                 share_setting: str = "vllm_gpu_memory_utilization", sleep: bool = False) -> list[str]:  # fmt: skip
+    def problems(
+        self,
+        where: str,
+        gpu_memory: int | None,
+        engine_share: float | None,
+        share_setting: str = "vllm_gpu_memory_utilization",
+        sleep: bool = False,
+    ) -> list[str]:
         """One line naming the setting to change when the trainer cannot fit beside the engine; [] when it can.
         With sleep mode both phases count: generating (the trainer's static state beside the engine's whole
         share) and training (the trainer's peak beside the sleeping engine)."""
         if gpu_memory is None:
             return []
         if sleep and engine_share and self.static_bytes + engine_share * gpu_memory > SAFETY * gpu_memory:
-            return [f"{where}: while the engine generates, the trainer's static {_gib(self.static_bytes)} (weights, "
-                    f"gradients, optimizer) and the engine's {share_setting} {engine_share:g} x {_gib(gpu_memory)} "
-                    f"need more than {SAFETY:.0%} of {_gib(gpu_memory)} (the estimate's margin): lower "
-                    f"{share_setting}"]  # fmt: skip
+            return [
+                f"{where}: while the engine generates, the trainer's static {_gib(self.static_bytes)} (weights, "
+                f"gradients, optimizer) and the engine's {share_setting} {engine_share:g} x {_gib(gpu_memory)} "
+                f"need more than {SAFETY:.0%} of {_gib(gpu_memory)} (the estimate's margin): lower "
+                f"{share_setting}"
+            ]
         room = self.room(gpu_memory, engine_share, sleep)
         if self.total_bytes <= SAFETY * room:
             return []
-        beside = (f" beside the {'sleeping ' if sleep else ''}engine's {share_setting} {engine_share:g}"
-                  if engine_share else "")  # fmt: skip
+        beside = (
+            f" beside the {'sleeping ' if sleep else ''}engine's {share_setting} {engine_share:g}"
+            if engine_share
+            else ""
+        )
         if self.backward_bytes > self.step_bytes:
             fix = "lower per_device_train_batch_size (or max_completion_length)"
         elif self.trainable is None and (self.zero_stage < 2 or self._shard == 1):
@@ -223,38 +257,57 @@ class TrainerPlan:
             fix = "train on more GPUs or with LoRA (use_peft)"
         if engine_share and not sleep:
             fix += f", or lower {share_setting} (or turn on vllm_enable_sleep_mode)"
-        return [f"{where}: the trainer needs ~{_gib(self.total_bytes)} per GPU ({self.summary()}), more than "
-                f"{SAFETY:.0%} of the {_gib(room)} left of {_gib(gpu_memory)}{beside} (the estimate's margin): "
-                f"{fix}"]  # fmt: skip
+        return [
+            f"{where}: the trainer needs ~{_gib(self.total_bytes)} per GPU ({self.summary()}), more than "
+            f"{SAFETY:.0%} of the {_gib(room)} left of {_gib(gpu_memory)}{beside} (the estimate's margin): "
+            f"{fix}"
+        ]
 
     def summary(self) -> str:
         extra = f" (up to +{_gib(self.step_extra_bytes)} unflattened)" if self.step_extra_bytes else ""
-        return (f"static {_gib(self.static_bytes)}: weights {_gib(self.weight_bytes + self.frozen_bytes)}, gradients "
-                f"{_gib(self.gradient_bytes)}, optimizer {_gib(self.optimizer_bytes)}; backward peak "
-                f"{_gib(self.backward_bytes)} (+ checkpoints {_gib(self.checkpoint_bytes)}, + max(layer "
-                f"{_gib(self.layer_bytes)}, LM head {_gib(self.head_bytes)})); step peak {_gib(self.step_bytes)} "
-                f"(+ {'fp32 gradient partition' if self.zero_stage and self.trainable is None else 'step temporaries'} "
-                f"{_gib(self.step_transient_bytes)}{extra})")  # fmt: skip
+        return (
+            f"static {_gib(self.static_bytes)}: weights {_gib(self.weight_bytes + self.frozen_bytes)}, gradients "
+            f"{_gib(self.gradient_bytes)}, optimizer {_gib(self.optimizer_bytes)}; backward peak "
+            f"{_gib(self.backward_bytes)} (+ checkpoints {_gib(self.checkpoint_bytes)}, + max(layer "
+            f"{_gib(self.layer_bytes)}, LM head {_gib(self.head_bytes)})); step peak {_gib(self.step_bytes)} "
+            f"(+ {'fp32 gradient partition' if self.zero_stage and self.trainable is None else 'step temporaries'} "
+            f"{_gib(self.step_transient_bytes)}{extra})"
+        )
 
     def render(self) -> str:
         how = "LoRA" if self.trainable is not None else "full fine-tuning"
-        zero = f"ZeRO-{self.zero_stage} over {self.processes} processes" if self.zero_stage else (
-            f"{self.processes} process(es), no ZeRO")  # fmt: skip
-        return "\n".join([
-            f"trainer (per GPU; {how}, {zero}, {self.stack.bytes_per_value}-byte weights, batch {self.batch} x "
-            f"{self.sequence} tokens{', activation checkpointing' if self.checkpointing else ''})",
-            f"  {self.summary()}",
-            f"  peak ~{_gib(self.total_bytes)} = max(backward, step) (activations and transients: estimates)",
-        ])  # fmt: skip
+        zero = (
+            f"ZeRO-{self.zero_stage} over {self.processes} processes"
+            if self.zero_stage
+            else (f"{self.processes} process(es), no ZeRO")
+        )
+        return "\n".join(
+            [
+                f"trainer (per GPU; {how}, {zero}, {self.stack.bytes_per_value}-byte weights, batch {self.batch} x "
+                f"{self.sequence} tokens{', activation checkpointing' if self.checkpointing else ''})",
+                f"  {self.summary()}",
+                f"  peak ~{_gib(self.total_bytes)} = max(backward, step) (activations and transients: estimates)",
+            ]
+        )
 
     def as_dict(self) -> dict:
-        return {"weight_bytes": self.weight_bytes, "frozen_bytes": self.frozen_bytes,
-                "gradient_bytes": self.gradient_bytes, "optimizer_bytes": self.optimizer_bytes,
-                "static_bytes": self.static_bytes, "activation_bytes_estimate": self.activation_bytes,
-                "backward_bytes": self.backward_bytes, "step_bytes": self.step_bytes,
-                "step_extra_bytes": self.step_extra_bytes, "total_bytes": self.total_bytes,
-                "zero_stage": self.zero_stage, "processes": self.processes, "trainable": self.trainable,
-                "batch": self.batch, "sequence": self.sequence}  # fmt: skip
+        return {
+            "weight_bytes": self.weight_bytes,
+            "frozen_bytes": self.frozen_bytes,
+            "gradient_bytes": self.gradient_bytes,
+            "optimizer_bytes": self.optimizer_bytes,
+            "static_bytes": self.static_bytes,
+            "activation_bytes_estimate": self.activation_bytes,
+            "backward_bytes": self.backward_bytes,
+            "step_bytes": self.step_bytes,
+            "step_extra_bytes": self.step_extra_bytes,
+            "total_bytes": self.total_bytes,
+            "zero_stage": self.zero_stage,
+            "processes": self.processes,
+            "trainable": self.trainable,
+            "batch": self.batch,
+            "sequence": self.sequence,
+        }
 
 
 def _gib(n: int) -> str:

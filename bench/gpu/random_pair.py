@@ -38,20 +38,36 @@ def main() -> None:
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=INT",
-                    help="override a shape field, e.g. num_hidden_layers=2 (a CPU-sized model of the same kind)")
-    ap.add_argument("--sharpen", type=float, default=1.0,
-                    help="multiply the logits by this (the final norm's weight; first-start uses 5: wider top-1/top-2 "
-                         "gaps, so that its parity check sees fewer near ties)")  # fmt: skip
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=INT",
+        help="override a shape field, e.g. num_hidden_layers=2 (a CPU-sized model of the same kind)",
+    )
+    ap.add_argument(
+        "--sharpen",
+        type=float,
+        default=1.0,
+        help="multiply the logits by this (the final norm's weight; first-start uses 5: wider top-1/top-2 "
+        "gaps, so that its parity check sees fewer near ties)",
+    )
     a = ap.parse_args()
     tok = AutoTokenizer.from_pretrained(a.tokenizer)
     cfg = read_config(a.shape)
-    cfg.update(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-               pad_token_id=tok.pad_token_id, torch_dtype=a.dtype)  # fmt: skip
+    cfg.update(
+        vocab_size=len(tok),
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        torch_dtype=a.dtype,
+    )
     for item in a.set:
         key, _, value = item.partition("=")
         if key not in cfg or not value.isdigit():
-            raise SystemExit(f"--set {item}: expected KEY=INT with KEY one of the shape's fields ({', '.join(sorted(cfg))})")
+            raise SystemExit(
+                f"--set {item}: expected KEY=INT with KEY one of the shape's fields ({', '.join(sorted(cfg))})"
+            )
         cfg[key] = int(value)
     for role, seed in (("senior", 0), ("junior", 1)):
         torch.manual_seed(seed)

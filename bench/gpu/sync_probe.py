@@ -60,14 +60,20 @@ def sync_verdict(records: dict[int, list[dict]], ranks: int, steps: int) -> dict
             problems.append(f"rank {rank} recorded no weight sync")
             continue
         if max(r["step"] for r in got) < steps - 1:
-            problems.append(f"rank {rank}'s last sync was at step {max(r['step'] for r in got)}, before step {steps - 1}")
+            problems.append(
+                f"rank {rank}'s last sync was at step {max(r['step'] for r in got)}, before step {steps - 1}"
+            )
         for r in got:
             if r["compared"] == 0:
-                problems.append(f"rank {rank} step {r['step']}: no tensor of the engine matched the trainer's")
+                problems.append(
+                    f"rank {rank} step {r['step']}: no tensor of the engine matched the trainer's"
+                )
                 break
             if r["max_abs_diff"] > 0:
-                problems.append(f"rank {rank} step {r['step']}: the engine's {r['worst']} differs from the trainer's by "
-                                f"{r['max_abs_diff']:.3g} after the sync")  # fmt: skip
+                problems.append(
+                    f"rank {rank} step {r['step']}: the engine's {r['worst']} differs from the trainer's by "
+                    f"{r['max_abs_diff']:.3g} after the sync"
+                )
                 break
     found = {"ranks": ranks, "syncs": {str(k): len(v) for k, v in sorted(records.items())}}
     if problems:
@@ -109,10 +115,14 @@ def install() -> None:
             return {n: t.cpu() for n, t in comparable(named).items()}, rows
 
         engine, rows = self.llm.apply_model(engine_side)[0]
-        trained = {n: p.detach().cpu() for n, p in self.accelerator.unwrap_model(self.model).named_parameters()}
+        trained = {
+            n: p.detach().cpu() for n, p in self.accelerator.unwrap_model(self.model).named_parameters()
+        }
         found = engine_vs_trainer(engine, comparable(trained, rows))
         rank = self.accelerator.process_index
-        step = _count(folder, rank)  # TRL syncs before the rollout of each step whose weights changed: 0, 1, ...
+        step = _count(
+            folder, rank
+        )  # TRL syncs before the rollout of each step whose weights changed: 0, 1, ...
         with open(os.path.join(folder, f"syncs{rank}.jsonl"), "a") as f:
             f.write(json.dumps({"step": step, **found}) + "\n")
 

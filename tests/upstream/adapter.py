@@ -23,7 +23,9 @@ class TandemAsGRPO(TandemGRPOTrainer):
 
     def __init__(self, *args, **kwargs):
         TandemAsGRPO.built += 1
-        bound = _GRPO_SIGNATURE.bind(None, *args, **kwargs).arguments  # GRPOTrainer's names for every argument
+        bound = _GRPO_SIGNATURE.bind(
+            None, *args, **kwargs
+        ).arguments  # GRPOTrainer's names for every argument
         bound.pop("self")
         bound.update(bound.pop("kwargs", {}))
         model = bound.pop("model")

@@ -32,11 +32,16 @@ if MODE:
     if MODE not in ("grpo", "tandem"):
         pytest.exit(f"TRLVR_TRL_TESTS={MODE!r}: expected grpo or tandem", returncode=4)
     if not fetch.present():
-        pytest.exit(f"{UPSTREAM}: TRL's tests are missing or differ from the pinned ones; run "
-                    "python tests/upstream/fetch.py (make test-trl does)", returncode=4)  # fmt: skip
+        pytest.exit(
+            f"{UPSTREAM}: TRL's tests are missing or differ from the pinned ones; run "
+            "python tests/upstream/fetch.py (make test-trl does)",
+            returncode=4,
+        )
     if os.environ.get("HF_HUB_OFFLINE") != "1" or not os.environ.get("HF_HUB_CACHE"):
-        pytest.exit("TRLVR_TRL_TESTS needs HF_HUB_OFFLINE=1 and HF_HUB_CACHE=<the stand-in cache> (make test-trl sets them)",
-                    returncode=4)  # fmt: skip
+        pytest.exit(
+            "TRLVR_TRL_TESTS needs HF_HUB_OFFLINE=1 and HF_HUB_CACHE=<the stand-in cache> (make test-trl sets them)",
+            returncode=4,
+        )
     standins.build_hub_cache(Path(os.environ["HF_HUB_CACHE"]))
 
     # The one name TRL's testing_utils.py (main, 2026-07) imports that TRL 1.16's import_utils lacks; it serves
@@ -62,7 +67,7 @@ def _body(function) -> str:
     """The function's source without its decorators (a parametrize list names ids the test may not use)."""
     source = textwrap.dedent(inspect.getsource(function))
     node = ast.parse(source).body[0]
-    return "\n".join(source.splitlines()[node.lineno - 1:])
+    return "\n".join(source.splitlines()[node.lineno - 1 :])
 
 
 def hub_ids(item) -> set[str]:
@@ -97,11 +102,17 @@ def pytest_collection_modifyitems(config, items):
     for item in upstream:
         tid, missing = node_id(item), sorted(hub_ids(item) & standins.NO_STANDIN)
         if missing:
-            item.add_marker(pytest.mark.skip(reason=f"no offline stand-in for {missing[0]} (skipped on both trainers)"))
+            item.add_marker(
+                pytest.mark.skip(reason=f"no offline stand-in for {missing[0]} (skipped on both trainers)")
+            )
         elif tid in BASELINE and not (MODE == "tandem" and tid in TANDEM_PASSES):
-            item.add_marker(pytest.mark.xfail(strict=True, reason=f"fails on GRPOTrainer too: {BASELINE[tid]}"))
+            item.add_marker(
+                pytest.mark.xfail(strict=True, reason=f"fails on GRPOTrainer too: {BASELINE[tid]}")
+            )
         elif MODE == "tandem" and tid in DIFFERENCES:
-            item.add_marker(pytest.mark.xfail(strict=True, reason=f"difference of the method: {DIFFERENCES[tid]}"))
+            item.add_marker(
+                pytest.mark.xfail(strict=True, reason=f"difference of the method: {DIFFERENCES[tid]}")
+            )
 
 
 @pytest.fixture(autouse=True)

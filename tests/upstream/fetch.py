@@ -31,7 +31,9 @@ FILES = {  # path in TRL's repository: sha256 at REF; each is written to DEST/<i
     "scripts/generate_zen_dataset.py": "3381062a9f572a20179d17a3821613ae44c4a0f4aada764c0473fd6624ad16bb",
 }
 DEST = Path(__file__).resolve().parent / "trl_tests"
-UNREACHABLE = 3  # the exit status when a file cannot be had (no route to GitHub, no such commit); 1: a wrong hash
+UNREACHABLE = (
+    3  # the exit status when a file cannot be had (no route to GitHub, no such commit); 1: a wrong hash
+)
 
 
 def _sha(data: bytes) -> str:
@@ -40,14 +42,17 @@ def _sha(data: bytes) -> str:
 
 def present() -> bool:
     """All pinned files are in DEST with their pinned hashes."""
-    return all((DEST / Path(n).name).is_file() and _sha((DEST / Path(n).name).read_bytes()) == h
-               for n, h in FILES.items())  # fmt: skip
+    return all(
+        (DEST / Path(n).name).is_file() and _sha((DEST / Path(n).name).read_bytes()) == h
+        for n, h in FILES.items()
+    )
 
 
 def _read(name: str, git: str | None) -> bytes:
     if git:
-        return subprocess.run(["git", "-C", git, "show", f"{REF}:{name}"], check=True,
-                              capture_output=True).stdout  # fmt: skip
+        return subprocess.run(
+            ["git", "-C", git, "show", f"{REF}:{name}"], check=True, capture_output=True
+        ).stdout
     with urllib.request.urlopen(f"https://raw.githubusercontent.com/{REPO}/{REF}/{name}", timeout=60) as r:
         return r.read()
 

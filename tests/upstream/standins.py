@@ -29,8 +29,15 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
-_DIMS = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-             head_dim=8, max_position_embeddings=512)  # fmt: skip
+_DIMS = dict(
+    hidden_size=16,
+    intermediate_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    head_dim=8,
+    max_position_embeddings=512,
+)
 _MOE = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16)
 
 # Hub id (after ORG/) -> (model_type, head, config overrides); head: "lm" or "cls" (one reward label)
@@ -45,20 +52,47 @@ STANDINS: dict[str, tuple[str, str, dict]] = {
     "tiny-MistralForCausalLM-0.2": ("mistral", "lm", {}),
     "tiny-Gemma2ForCausalLM": ("gemma2", "lm", {"tie_word_embeddings": True}),
     "tiny-Cohere2ForCausalLM": ("cohere2", "lm", {}),
-    "tiny-GptOssForCausalLM": ("gpt_oss", "lm", {"num_local_experts": 4, "num_experts_per_tok": 2,
-                                                 "layer_types": ["sliding_attention", "full_attention"]}),
-    "tiny-Glm4MoeForCausalLM": ("glm4_moe", "lm", {"n_routed_experts": 4, "num_experts_per_tok": 2,
-                                                   "moe_intermediate_size": 16, "first_k_dense_replace": 1,
-                                                   "n_group": 1, "topk_group": 1, "n_shared_experts": 1}),
+    "tiny-GptOssForCausalLM": (
+        "gpt_oss",
+        "lm",
+        {
+            "num_local_experts": 4,
+            "num_experts_per_tok": 2,
+            "layer_types": ["sliding_attention", "full_attention"],
+        },
+    ),
+    "tiny-Glm4MoeForCausalLM": (
+        "glm4_moe",
+        "lm",
+        {
+            "n_routed_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 16,
+            "first_k_dense_replace": 1,
+            "n_group": 1,
+            "topk_group": 1,
+            "n_shared_experts": 1,
+        },
+    ),
 }
-NO_STANDIN = {f"{ORG}/{name}" for name in (
-    "tiny-NemotronHForCausalLM-nano", "tiny-RemoteForCausalLM",
-    "tiny-Gemma3ForConditionalGeneration", "tiny-Gemma4ForConditionalGeneration",
-    "tiny-LlavaForConditionalGeneration", "tiny-LlavaNextForConditionalGeneration",
-    "tiny-Qwen2VLForConditionalGeneration", "tiny-Qwen2_5_VLForConditionalGeneration",
-    "tiny-Qwen3_5ForConditionalGeneration-NoThink", "tiny-Qwen3_5MoeForConditionalGeneration-3.6",
-    "tiny-SmolVLMForConditionalGeneration", "zen-image", "zen-multi-image",
-)}  # fmt: skip
+NO_STANDIN = {
+    f"{ORG}/{name}"
+    for name in (
+        "tiny-NemotronHForCausalLM-nano",
+        "tiny-RemoteForCausalLM",
+        "tiny-Gemma3ForConditionalGeneration",
+        "tiny-Gemma4ForConditionalGeneration",
+        "tiny-LlavaForConditionalGeneration",
+        "tiny-LlavaNextForConditionalGeneration",
+        "tiny-Qwen2VLForConditionalGeneration",
+        "tiny-Qwen2_5_VLForConditionalGeneration",
+        "tiny-Qwen3_5ForConditionalGeneration-NoThink",
+        "tiny-Qwen3_5MoeForConditionalGeneration-3.6",
+        "tiny-SmolVLMForConditionalGeneration",
+        "zen-image",
+        "zen-multi-image",
+    )
+}
 
 
 def _tokenizer():
@@ -69,9 +103,14 @@ def _tokenizer():
 
 def _model(model_type: str, head: str, overrides: dict, tok, seed: int):
     torch.manual_seed(seed)
-    config = AutoConfig.for_model(model_type, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
-                                  eos_token_id=tok.eos_token_id, bos_token_id=tok.eos_token_id,
-                                  **{**_DIMS, **overrides})  # fmt: skip
+    config = AutoConfig.for_model(
+        model_type,
+        vocab_size=len(tok),
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=tok.eos_token_id,
+        **{**_DIMS, **overrides},
+    )
     if head == "cls":
         config.num_labels = 1
         return AutoModelForSequenceClassification.from_config(config)
@@ -98,8 +137,11 @@ def _literal_prompts(script: Path, variable: str) -> list:
     """The "prompt" list of `<variable> = Dataset.from_dict({"prompt": [...]})` in TRL's zen script, read as a
     literal (the script is not run)."""
     for node in ast.walk(ast.parse(script.read_text())):
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-                and [getattr(t, "id", None) for t in node.targets] == [variable]):  # fmt: skip
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and [getattr(t, "id", None) for t in node.targets] == [variable]
+        ):
             return ast.literal_eval(node.value.args[0])["prompt"]
     raise ValueError(f"{script}: no {variable} = Dataset.from_dict(...)")
 
@@ -113,10 +155,14 @@ def zen(config_name: str, script: Path) -> DatasetDict:
     return Dataset.from_dict({"prompt": prompts}).train_test_split(test_size=0.1, shuffle=False)
 
 
-ZEN_SCRIPT = Path(__file__).resolve().parent / "trl_tests" / "generate_zen_dataset.py"  # fetch.py puts it there
+ZEN_SCRIPT = (
+    Path(__file__).resolve().parent / "trl_tests" / "generate_zen_dataset.py"
+)  # fetch.py puts it there
 
 
-def load_dataset(path: str, name: str | None = None, split: str | None = None, streaming: bool = False, **kwargs):
+def load_dataset(
+    path: str, name: str | None = None, split: str | None = None, streaming: bool = False, **kwargs
+):
     """datasets.load_dataset for the data sets the upstream tests name, offline."""
     if path != f"{ORG}/zen":
         raise ValueError(f"no offline stand-in for the data set {path!r}")

@@ -25,5 +25,7 @@ def test_page_names_the_pinned_file():
 
 
 def test_lists_have_reasons_and_do_not_overlap():
-    assert all(reason.strip() for reason in [*DIFFERENCES.values(), *BASELINE.values(), *TANDEM_PASSES.values()])
+    assert all(
+        reason.strip() for reason in [*DIFFERENCES.values(), *BASELINE.values(), *TANDEM_PASSES.values()]
+    )
     assert not set(DIFFERENCES) & set(BASELINE) and set(TANDEM_PASSES) <= set(BASELINE)

@@ -24,15 +24,25 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
     p = subparsers.add_parser("compare", help="paired bootstrap comparison of two evaluation directories")
     p.add_argument("dir_a", type=TEXT, help="baseline evaluation directory (A)")
-    p.add_argument("dir_b", type=TEXT, help="evaluation directory compared against A (B); differences are B - A")
+    p.add_argument(
+        "dir_b", type=TEXT, help="evaluation directory compared against A (B); differences are B - A"
+    )
     p.add_argument("--out", type=OUT_DIR, default=None, help="output directory (default: DIR_B/compare)")
     p.add_argument("--resamples", type=count(MAX_RESAMPLES), default=2000, help="bootstrap resamples")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--benchmarks", type=TEXT, default=None, metavar="NAMES",
-                   help="compare only these benchmarks, comma-separated: the macro is their mean (e.g. the paper "
-                        "era's amc23_25,aime24_26,minerva; default: every benchmark both have)")
-    p.add_argument("--allow-mismatch", action="store_true",
-                   help="pair evaluations whose settings differ, with a warning naming the differences")
+    p.add_argument(
+        "--benchmarks",
+        type=TEXT,
+        default=None,
+        metavar="NAMES",
+        help="compare only these benchmarks, comma-separated: the macro is their mean (e.g. the paper "
+        "era's amc23_25,aime24_26,minerva; default: every benchmark both have)",
+    )
+    p.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="pair evaluations whose settings differ, with a warning naming the differences",
+    )
     return p
 
 
@@ -72,8 +82,10 @@ def only_benchmarks(tables: list[dict], spec: str | None) -> list[dict]:
     have = set.intersection(*(set(t) for t in tables))
     missing = [n for n in names if n not in have]
     if missing:
-        raise UserError(f"--benchmarks: {missing[0]!r} is not a benchmark both evaluations have "
-                        f"(they share: {', '.join(sorted(have)) or 'none'})")  # fmt: skip
+        raise UserError(
+            f"--benchmarks: {missing[0]!r} is not a benchmark both evaluations have "
+            f"(they share: {', '.join(sorted(have)) or 'none'})"
+        )
     return [{n: t[n] for n in names} for t in tables]
 
 
@@ -100,7 +112,9 @@ def _compare(args, out) -> int:
 
     groups = [is_group(d) for d in (args.dir_a, args.dir_b)]
     if any(groups) and not all(groups):
-        raise UserError("compare: one directory is a seed group and the other a single evaluation; compare like with like")
+        raise UserError(
+            "compare: one directory is a seed group and the other a single evaluation; compare like with like"
+        )
     if not any(groups):
         for d in (args.dir_a, args.dir_b):
             load_results(d)
@@ -108,7 +122,7 @@ def _compare(args, out) -> int:
     if all(groups):
         ga, gb = load_tables(args.dir_a), load_tables(args.dir_b)
         cut = only_benchmarks([*ga.values(), *gb.values()], args.benchmarks)
-        ga, gb = dict(zip(ga, cut[: len(ga)], strict=True)), dict(zip(gb, cut[len(ga):], strict=True))
+        ga, gb = dict(zip(ga, cut[: len(ga)], strict=True)), dict(zip(gb, cut[len(ga) :], strict=True))
         cmp = compare_groups(ga, gb, num_resamples=args.resamples, seed=args.seed)
     else:
         ta, tb = only_benchmarks([load_table(args.dir_a), load_table(args.dir_b)], args.benchmarks)
@@ -120,7 +134,9 @@ def _compare(args, out) -> int:
     )
     view = comparison_view(cmp, args.dir_a, args.dir_b, f"B = {args.dir_b} vs A = {args.dir_a}")
     with rundir.lock(out, by="trlvr compare"):  # its two files written under the folder's lock
-        rundir.write_file(out / rundir.COMPARE_FILE, json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2))
+        rundir.write_file(
+            out / rundir.COMPARE_FILE, json.dumps({"a": args.dir_a, "b": args.dir_b, **cmp}, indent=2)
+        )
         rundir.write_file(out / "report.html", render("Paired comparison", [], [view], intro=intro))
     print(format_table(cmp))
     print(f"wrote {out}/report.html and {out}/{rundir.COMPARE_FILE}")

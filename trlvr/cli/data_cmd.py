@@ -25,7 +25,9 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         "check", help="count usable rows; list the first unusable ones (row, field, reason) and duplicates"
     )
     c.add_argument(
-        "source", type=TEXT, help="local .jsonl/.json/.parquet, hub dataset name, or reasoning-gym:TASK?size=N&seed=S"
+        "source",
+        type=TEXT,
+        help="local .jsonl/.json/.parquet, hub dataset name, or reasoning-gym:TASK?size=N&seed=S",
     )
     c.add_argument("--split", type=TEXT, default=None, help="split for hub datasets (default: the schema's)")
     c.add_argument("--schema", type=TEXT, default=None, help="built-in schema name (default: detected)")
@@ -43,13 +45,25 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         help="build the paper's evaluation panels (AMC 2023-2025, AIME 2024-2026, Minerva, OlympiadBench) from "
         "their hub sources as the authors do; check each set's row count and gold checksum",
     )
-    b.add_argument("--out", type=TEXT, default=None,
-                   help="folder for NAME.jsonl (default: $TRLVR_PAPER_EVALS or ~/.cache/trlvr/paper-evals, where "
-                        "`paper:NAME` sources are read from)")  # fmt: skip
-    b.add_argument("--sets", type=TEXT, default=None,
-                   help="comma-separated panels (default: amc23_25,aime24_26,minerva,olympiad)")
-    b.add_argument("--olympiad-src", type=TEXT, default=None,
-                   help="the authors' data/eval/olympiad/test.parquet (their OlympiadBench source is private)")
+    b.add_argument(
+        "--out",
+        type=TEXT,
+        default=None,
+        help="folder for NAME.jsonl (default: $TRLVR_PAPER_EVALS or ~/.cache/trlvr/paper-evals, where "
+        "`paper:NAME` sources are read from)",
+    )
+    b.add_argument(
+        "--sets",
+        type=TEXT,
+        default=None,
+        help="comma-separated panels (default: amc23_25,aime24_26,minerva,olympiad)",
+    )
+    b.add_argument(
+        "--olympiad-src",
+        type=TEXT,
+        default=None,
+        help="the authors' data/eval/olympiad/test.parquet (their OlympiadBench source is private)",
+    )
     return p
 
 
@@ -61,9 +75,14 @@ def build_evals(args: argparse.Namespace) -> int:
     digests = E.build(out, names, olympiad_src=args.olympiad_src)
     for name, digest in digests.items():
         panel = E.PANELS[name]
-        state = "matches the recorded checksum" if panel.gold_sha256 else "no checksum recorded yet: compare it"
+        state = (
+            "matches the recorded checksum" if panel.gold_sha256 else "no checksum recorded yet: compare it"
+        )
         print(f"{name}: {panel.rows} rows ({panel.label}), gold sha256 {digest} ({state})")
-    print(f"wrote {len(digests)} panel(s) to {out}; evaluate them as " + ",".join(f"{n}=paper:{n}" for n in digests))
+    print(
+        f"wrote {len(digests)} panel(s) to {out}; evaluate them as "
+        + ",".join(f"{n}=paper:{n}" for n in digests)
+    )
     return 0
 
 

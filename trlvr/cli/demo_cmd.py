@@ -22,20 +22,45 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     from trlvr.kinds import COUNT, OUT_DIR, SEEDS, count
 
     p = subparsers.add_parser(
-        "demo", help="toy world -> grpo and tandem seniors -> evaluation -> report (CPU, minutes)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+        "demo",
+        help="toy world -> grpo and tandem seniors -> evaluation -> report (CPU, minutes)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--out", type=OUT_DIR, default="runs/demo", help="output directory (default: runs/demo)")
-    p.add_argument("--fresh", action="store_true", help="start over: move what DIR holds into DIR/replaced-<time>/ (nothing is deleted)")
-    p.add_argument("--steps", type=COUNT, default=None, help="training steps per arm (default: the study's, 100)")
-    p.add_argument("--limit", type=COUNT, default=None, help="test problems to evaluate (default: the study's, 200)")
-    p.add_argument("--n", type=count(MAX_N), default=None, help="samples per problem and protocol (default: the study's, 4)")
-    p.add_argument("--seeds", type=SEEDS, default=None, help="comma-separated training seeds (default: one run, seed 0)")
-    p.add_argument("--jargon", choices=("spaced", "compact"), default="spaced",
-                   help="the toy world's jargon: spaced <<7 +5 =12>> (shipped) or compact <<7+5=12>> (retrains the world)")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: move what DIR holds into DIR/replaced-<time>/ (nothing is deleted)",
+    )
+    p.add_argument(
+        "--steps", type=COUNT, default=None, help="training steps per arm (default: the study's, 100)"
+    )
+    p.add_argument(
+        "--limit", type=COUNT, default=None, help="test problems to evaluate (default: the study's, 200)"
+    )
+    p.add_argument(
+        "--n",
+        type=count(MAX_N),
+        default=None,
+        help="samples per problem and protocol (default: the study's, 4)",
+    )
+    p.add_argument(
+        "--seeds", type=SEEDS, default=None, help="comma-separated training seeds (default: one run, seed 0)"
+    )
+    p.add_argument(
+        "--jargon",
+        choices=("spaced", "compact"),
+        default="spaced",
+        help="the toy world's jargon: spaced <<7 +5 =12>> (shipped) or compact <<7+5=12>> (retrains the world)",
+    )
     p.add_argument("--lora", action="store_true", help="train LoRA adapters (rank 16) instead of all weights")
-    p.add_argument("--jobs", type=COUNT, default=2,
-                   help="(arm, seed) pipelines side by side, the cores shared out among them (default: 2)")
+    p.add_argument(
+        "--jobs",
+        type=COUNT,
+        default=2,
+        help="(arm, seed) pipelines side by side, the cores shared out among them (default: 2)",
+    )
     return p
 
 
@@ -56,7 +81,9 @@ def main(args) -> int:
         candidate = demo.write_demo_study(Path(tmp) / demo.DEMO_FILE, raw, changed)
         study = load_study(candidate)
 
-        def check() -> None:  # what `study run` checks first; an earlier demo made otherwise is --fresh's to set aside
+        def check() -> (
+            None
+        ):  # what `study run` checks first; an earlier demo made otherwise is --fresh's to set aside
             if not args.fresh:
                 demo.refuse_old_layout(out)
                 demo.refuse_other_options(study, out)
@@ -74,5 +101,8 @@ def main(args) -> int:
         return code
     published = demo.publish(out)
     print((out / "summary.md").read_text())
-    print(f"[demo] done in {time.perf_counter() - t0:.0f} s: " + ", ".join(str(p) for p in published), flush=True)
+    print(
+        f"[demo] done in {time.perf_counter() - t0:.0f} s: " + ", ".join(str(p) for p in published),
+        flush=True,
+    )
     return 0

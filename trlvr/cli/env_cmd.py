@@ -12,8 +12,12 @@ from importlib import metadata
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("env", help="versions of trlvr, torch, transformers, TRL, vLLM, CUDA; for bug reports",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = subparsers.add_parser(
+        "env",
+        help="versions of trlvr, torch, transformers, TRL, vLLM, CUDA; for bug reports",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--json", action="store_true", help="print the facts as one JSON object")
     return p
 
@@ -33,8 +37,11 @@ def facts() -> dict:
     found = machine()
     found["versions"]["vllm"] = _version("vllm")
     driver, driver_cuda = driver_facts()
-    found["driver"] = {"version": driver, "cuda": driver_cuda,
-                       "problem": driver_problem(found["cuda"], driver_cuda, driver)}  # fmt: skip
+    found["driver"] = {
+        "version": driver,
+        "cuda": driver_cuda,
+        "problem": driver_problem(found["cuda"], driver_cuda, driver),
+    }
     return found
 
 
@@ -47,8 +54,10 @@ def main(args) -> int:
         return 0
     versions = found["versions"]
     git = found.get("git") or {}
-    lines = [f"{name}: {versions.get(name) or 'not installed'}" for name in
-             ("trlvr", "torch", "transformers", "trl", "peft", "accelerate", "vllm")]  # fmt: skip
+    lines = [
+        f"{name}: {versions.get(name) or 'not installed'}"
+        for name in ("trlvr", "torch", "transformers", "trl", "peft", "accelerate", "vllm")
+    ]
     lines += [
         f"python: {found['python']} ({found['executable']})",
         f"platform: {found['platform']}",

@@ -55,61 +55,93 @@ _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (source
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "eval", help="evaluate a senior/junior pair; writes results.json and samples.jsonl",
+        "eval",
+        help="evaluate a senior/junior pair; writes results.json and samples.jsonl",
         formatter_class=DefaultsFormatter,
     )
     p.add_argument(
-        "--senior", required=True, type=TEXT,
+        "--senior",
+        required=True,
+        type=TEXT,
         help="senior model folder (or a cached hub id); RUN@selected = the checkpoint `trlvr select` chose; "
         "with --seeds, {seed} in the path is replaced by each seed",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--seeds", type=SEEDS, default=None,
+        "--seeds",
+        type=SEEDS,
+        default=None,
         help="evaluate one senior per training seed (comma-separated) into OUT/seed-<s>/, then OUT/group.json "
         "with across-seed CIs (two-level bootstrap)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--junior", required=True, type=TEXT,
+        "--junior",
+        required=True,
+        type=TEXT,
         help="junior model folder; 'self' = a LoRA senior's base model with its adapters off (one copy of the weights)",
-    )  # fmt: skip
+    )
     p.add_argument("--tokenizer", type=TEXT, default=None, help="tokenizer folder (default: the senior's)")
-    p.add_argument("--data", required=True, type=TEXT, help="comma-separated benchmark sources, each [name=]source")
+    p.add_argument(
+        "--data", required=True, type=TEXT, help="comma-separated benchmark sources, each [name=]source"
+    )
     p.add_argument("--split", type=TEXT, default=None, help="dataset split passed to load_problems")
     p.add_argument("--limit", type=COUNT, default=None, help="first N problems of each benchmark")
-    p.add_argument("--n", "--samples", dest="n", type=count(D.MAX_N), default=D.N,
-                   help="samples per problem and protocol (--samples: the same, for a launcher whose own flags take --n)")
-    p.add_argument("--k", type=COUNTS, default=list(D.KS), help="pass@k values, comma-separated (each <= n)")
-    p.add_argument("--suite", type=TEXT, default=SUITE_DEFAULT, help=f"comma-separated subset of {','.join(D.SUITE_NAMES)} (default {SUITE_DEFAULT}; prefix = the "
-                   "prefix-continuation curve: the junior continues the senior's solo trace after K%% of it)")
     p.add_argument(
-        "--dose-shares", type=SHARES, default=list(D.DEFAULT_DOSE_SHARES),
+        "--n",
+        "--samples",
+        dest="n",
+        type=count(D.MAX_N),
+        default=D.N,
+        help="samples per problem and protocol (--samples: the same, for a launcher whose own flags take --n)",
+    )
+    p.add_argument("--k", type=COUNTS, default=list(D.KS), help="pass@k values, comma-separated (each <= n)")
+    p.add_argument(
+        "--suite",
+        type=TEXT,
+        default=SUITE_DEFAULT,
+        help=f"comma-separated subset of {','.join(D.SUITE_NAMES)} (default {SUITE_DEFAULT}; prefix = the "
+        "prefix-continuation curve: the junior continues the senior's solo trace after K%% of it)",
+    )
+    p.add_argument(
+        "--dose-shares",
+        type=SHARES,
+        default=list(D.DEFAULT_DOSE_SHARES),
         help="junior shares of the dose protocols (suite entry dose), comma-separated; dose-0.5 = the word "
         f"schedule at p = 0.5 (default {','.join(f'{x:g}' for x in D.DEFAULT_DOSE_SHARES)})",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--prefix-ks", type=TEXT, default=",".join(map(str, D.DEFAULT_PREFIX_KS)),
+        "--prefix-ks",
+        type=TEXT,
+        default=",".join(map(str, D.DEFAULT_PREFIX_KS)),
         help="suite entry prefix: the shares K (integer percents in [0, 100]) of the senior's solo trace the "
         "junior continues from, comma-separated (default %(default)s)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--max-new-tokens", type=COUNT, default=D.MAX_NEW_TOKENS,
+        "--max-new-tokens",
+        type=COUNT,
+        default=D.MAX_NEW_TOKENS,
         help="completion budget cap; with a known context the budget is min(cap, context - prompt - 8)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--context-length", type=CONTEXT, default="auto",
+        "--context-length",
+        type=CONTEXT,
+        default="auto",
         help="model context for the budget rule (default: the models' max_position_embeddings; 0 = flat budget)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--max-prompt-tokens", type=COUNT, default=None,
+        "--max-prompt-tokens",
+        type=COUNT,
+        default=None,
         help="drop longer prompts up front, listed in results.json (default: what the context leaves room for)",
-    )  # fmt: skip
+    )
     p.add_argument("--temperature", type=NONNEG_FLOAT, default=D.DEFAULT_DECODING["temperature"])
     p.add_argument("--top-p", type=UNIT, default=D.DEFAULT_DECODING["top_p"])
     p.add_argument("--top-k", type=NONNEG, default=D.DEFAULT_DECODING["top_k"])
     p.add_argument(
-        "--handoff-max-rounds", type=COUNT, default=D.HANDOFF_MAX_ROUNDS,
+        "--handoff-max-rounds",
+        type=COUNT,
+        default=D.HANDOFF_MAX_ROUNDS,
         help="round cap of the handoff protocol (a round = one senior step + one junior step)",
-    )  # fmt: skip
+    )
     p.add_argument("--include-eos", action="store_true", help="legibility and drift also score the final EOS")
     p.add_argument("--seed", type=SEED, default=D.SEED)
     p.add_argument("--batch-size", type=COUNT, default=D.BATCH_SIZE, help="sequences per generation batch")
@@ -121,40 +153,87 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
     p.add_argument("--device", type=DEVICE, default=None, help="default: cuda if available, else cpu")
-    p.add_argument("--junior-device", type=DEVICE, default=None,
-                   help="put the junior on its own device (e.g. cuda:1); default: --device")
-    p.add_argument("--grading", default="boxed", choices=["boxed", "boxed_or_tail"],
-                   help="boxed (the paper's: no \\boxed{} scores 0) or boxed_or_tail (a box-less answer is "
-                        "graded from the text's tail); named in results.json")
-    p.add_argument("--prompt-template", default="trlvr", choices=list(PROMPT_TEMPLATES),
-                   help="the instruction after each problem: trlvr (\"Let's think step by step ...\") or authors (the "
-                        "paper's release: \"Solve the following math problem step by step ...\", enable_thinking=False); "
-                        "the one the senior was trained with")
-    p.add_argument("--grader", type=GRADER_LIST, default="trlvr",
-                   help=f"comma-separated graders ({', '.join(GRADERS)}): every sample is graded by each, in one run; the "
-                        "first gives the reported metrics (and each sample's reward), each other one its own pass@k "
-                        f"(results.json by_grader). {graders_help()}")
-    p.add_argument("--skip-bad-rows", action="store_true",
-                   help="evaluate the usable rows of a --data source that has unusable ones (no gold, a gold the grader "
-                        "cannot read, ...), listing the others (file, row, reason) in results.json (default: refuse the run)")
-    p.add_argument("--decode", default="auto", choices=list(DECODE_MODES),
-                   help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)")
-    p.add_argument("--pairing", default=AUTO, choices=list(PAIRINGS),
-                   help="auto: lockstep when the two tokenizers are identical, text pairing otherwise "
-                        "(each model on its own tokens of one shared text); lockstep refuses different vocabularies")
-    p.add_argument("--backend", default="hf", choices=tuple(BACKENDS),
-                   help="the engine that generates: hf (trlvr's, on the HF models) or vllm (one vLLM engine with "
-                        "both models; needs vLLM: pip install 'trlvr[vllm]'); recorded in results.json, and two "
-                        "backends' samples never share a directory")
-    p.add_argument("--refuse-lossy-prompts", action="store_true",
-                   help="refuse problems whose text the tokenizer cannot spell (default: list and warn)")
+    p.add_argument(
+        "--junior-device",
+        type=DEVICE,
+        default=None,
+        help="put the junior on its own device (e.g. cuda:1); default: --device",
+    )
+    p.add_argument(
+        "--grading",
+        default="boxed",
+        choices=["boxed", "boxed_or_tail"],
+        help="boxed (the paper's: no \\boxed{} scores 0) or boxed_or_tail (a box-less answer is "
+        "graded from the text's tail); named in results.json",
+    )
+    p.add_argument(
+        "--prompt-template",
+        default="trlvr",
+        choices=list(PROMPT_TEMPLATES),
+        help='the instruction after each problem: trlvr ("Let\'s think step by step ...") or authors (the '
+        'paper\'s release: "Solve the following math problem step by step ...", enable_thinking=False); '
+        "the one the senior was trained with",
+    )
+    p.add_argument(
+        "--grader",
+        type=GRADER_LIST,
+        default="trlvr",
+        help=f"comma-separated graders ({', '.join(GRADERS)}): every sample is graded by each, in one run; the "
+        "first gives the reported metrics (and each sample's reward), each other one its own pass@k "
+        f"(results.json by_grader). {graders_help()}",
+    )
+    p.add_argument(
+        "--skip-bad-rows",
+        action="store_true",
+        help="evaluate the usable rows of a --data source that has unusable ones (no gold, a gold the grader "
+        "cannot read, ...), listing the others (file, row, reason) in results.json (default: refuse the run)",
+    )
+    p.add_argument(
+        "--decode",
+        default="auto",
+        choices=list(DECODE_MODES),
+        help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)",
+    )
+    p.add_argument(
+        "--pairing",
+        default=AUTO,
+        choices=list(PAIRINGS),
+        help="auto: lockstep when the two tokenizers are identical, text pairing otherwise "
+        "(each model on its own tokens of one shared text); lockstep refuses different vocabularies",
+    )
+    p.add_argument(
+        "--backend",
+        default="hf",
+        choices=tuple(BACKENDS),
+        help="the engine that generates: hf (trlvr's, on the HF models) or vllm (one vLLM engine with "
+        "both models; needs vLLM: pip install 'trlvr[vllm]'); recorded in results.json, and two "
+        "backends' samples never share a directory",
+    )
+    p.add_argument(
+        "--refuse-lossy-prompts",
+        action="store_true",
+        help="refuse problems whose text the tokenizer cannot spell (default: list and warn)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    p.add_argument("--out", required=True, type=OUT_DIR, help="output directory (resumed when it already has samples)")
-    p.add_argument("--fresh", action="store_true", help="start over: what --out holds moves into --out/replaced-<time>/ (nothing is deleted)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="check every setting and print the engine's memory plan, then exit (nothing loads or is written)")
-    p.add_argument("--gpu-memory", type=GPU_BYTES, default=None,
-                   help="with --dry-run: plan for this GPU (a size such as 80GB, or a name such as H200); default: the local machine's")
+    p.add_argument(
+        "--out", required=True, type=OUT_DIR, help="output directory (resumed when it already has samples)"
+    )
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: what --out holds moves into --out/replaced-<time>/ (nothing is deleted)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check every setting and print the engine's memory plan, then exit (nothing loads or is written)",
+    )
+    p.add_argument(
+        "--gpu-memory",
+        type=GPU_BYTES,
+        default=None,
+        help="with --dry-run: plan for this GPU (a size such as 80GB, or a name such as H200); default: the local machine's",
+    )
     return p
 
 
@@ -207,20 +286,32 @@ def settings_from_args(args) -> EvalSpec:
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be >= 1, got {args.limit}")
     if args.junior_device and is_self(args.junior):
-        raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
+        raise UserError(
+            "--junior-device: --junior self shares the senior's weights, so it runs on the senior's device"
+        )
     try:  # the flags as one EvalSpec, validated once as it is built
         return EvalSpec(
-            suite=tuple(s.strip() for s in args.suite.split(",") if s.strip()), n=args.n, ks=tuple(args.k or ()),
-            temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
-            max_new_tokens=args.max_new_tokens, context_length=args.context_length,
+            suite=tuple(s.strip() for s in args.suite.split(",") if s.strip()),
+            n=args.n,
+            ks=tuple(args.k or ()),
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            seed=args.seed,
+            max_new_tokens=args.max_new_tokens,
+            context_length=args.context_length,
             max_prompt_tokens="auto" if args.max_prompt_tokens is None else args.max_prompt_tokens,
-            handoff_max_rounds=args.handoff_max_rounds, include_eos=args.include_eos, batch_size=args.batch_size,
-            score_batch_size=args.score_batch_size, grading=args.grading, decode=args.decode,
+            handoff_max_rounds=args.handoff_max_rounds,
+            include_eos=args.include_eos,
+            batch_size=args.batch_size,
+            score_batch_size=args.score_batch_size,
+            grading=args.grading,
+            decode=args.decode,
             prompt_template=args.prompt_template,
             graders=tuple(getattr(args, "grader", None) or ("trlvr",)),
             dose_shares=tuple(getattr(args, "dose_shares", None) or D.DEFAULT_DOSE_SHARES),
             prefix_ks=_percents(getattr(args, "prefix_ks", None)),
-        )  # fmt: skip
+        )
     except SettingError as e:  # name the flag: --k for ks, --top-p for top_p, ...
         raise e.as_flag(FLAGS.get(e.field, "--" + e.field.replace("_", "-"))) from None
 
@@ -246,7 +337,9 @@ def _graders_problem(text: str) -> str | None:
 
 
 # --grader "trlvr,authors" -> ("trlvr", "authors"): the first grades the reported metrics, each other its own
-GRADER_LIST = text_kind("graders", f"comma-separated graders of {', '.join(GRADERS)}", _graders_problem, finish=_names)
+GRADER_LIST = text_kind(
+    "graders", f"comma-separated graders of {', '.join(GRADERS)}", _graders_problem, finish=_names
+)
 
 
 def _percents(text: str | None) -> tuple:
@@ -280,7 +373,9 @@ def check_out_folder(args) -> None:
 def check_group(args) -> None:
     """--seeds: the senior names {seed}, and the group has two seeds or more (the run's checks and --dry-run's)."""
     if "{seed}" not in args.senior:
-        raise UserError("--seeds: put {seed} in --senior, e.g. --senior 'runs/toy-tandem/seed-{seed}@selected'")
+        raise UserError(
+            "--seeds: put {seed} in --senior, e.g. --senior 'runs/toy-tandem/seed-{seed}@selected'"
+        )
     if len(set(args.seeds)) < 2:
         raise UserError(f"--seeds: a seed group needs at least 2 distinct seeds, got {args.seeds}")
 
@@ -301,17 +396,30 @@ def dry_run(args, sources: dict) -> int:
     benchmarks, identities = _benchmarks(one, sources)
     models = model_spec(one, spec, senior_spec)
     # the run's own checks up to its first weight load, the folder's samples included; nothing is written
-    evaluate_specs(models, benchmarks, spec, out, data_identities=identities, data_sources=sources, fresh=args.fresh,
-                   refuse_lossy=args.refuse_lossy_prompts, check_only=True)  # fmt: skip
+    evaluate_specs(
+        models,
+        benchmarks,
+        spec,
+        out,
+        data_identities=identities,
+        data_sources=sources,
+        fresh=args.fresh,
+        refuse_lossy=args.refuse_lossy_prompts,
+        check_only=True,
+    )
     if args.gpu_memory is None:  # a plan for this machine: its engine must be here
         from trlvr.engine import pair_class
 
         pair_class(args.backend)  # one line when it is not installed (as the run itself says it)
-    plan = eval_plan(models, benchmarks, spec, args.gpu_memory if args.gpu_memory is not None else device_memory())
+    plan = eval_plan(
+        models, benchmarks, spec, args.gpu_memory if args.gpu_memory is not None else device_memory()
+    )
     if backend(args.backend).gpu_share:
         plan.check(f"--backend {args.backend}")
-    print(f"config ok: senior {senior_spec}, junior {args.junior}, {sum(map(len, benchmarks.values()))} problems, "
-          f"suite {','.join(spec.suite)}, backend {args.backend}, out {args.out}")  # fmt: skip
+    print(
+        f"config ok: senior {senior_spec}, junior {args.junior}, {sum(map(len, benchmarks.values()))} problems, "
+        f"suite {','.join(spec.suite)}, backend {args.backend}, out {args.out}"
+    )
     print(plan.render())
     return 0
 
@@ -330,14 +438,21 @@ def main(args) -> int:
 
     template, group_dir = args.senior, args.out
     check_out(group_dir)
-    runs = {s: checked(args, template.replace("{seed}", str(s)), str(Path(group_dir) / f"seed-{s}")) for s in args.seeds}
+    runs = {
+        s: checked(args, template.replace("{seed}", str(s)), str(Path(group_dir) / f"seed-{s}"))
+        for s in args.seeds
+    }
     benchmarks = _benchmarks(args, sources)  # every seed's senior and settings, and the data, checked first
     for one, spec, senior_spec in runs.values():  # and what each seed's pair can run
         check_eval(model_spec(one, spec, senior_spec), benchmarks[0], spec, sources)
     writer = Ranks.current().writer  # several processes of a launch: rank 0 alone writes the group's files
     # every check passed: start over (--fresh) with the whole group, so no seed folder of an earlier one stays
-    rundir.prepare_output(group_dir, (rundir.EVALUATION_SEEDS, rundir.EVALUATION), flag="--out",
-                          start_over=args.fresh and writer)  # fmt: skip
+    rundir.prepare_output(
+        group_dir,
+        (rundir.EVALUATION_SEEDS, rundir.EVALUATION),
+        flag="--out",
+        start_over=args.fresh and writer,
+    )
     if writer:
         start_group(group_dir, args.seeds, template)  # the group is these seeds, whatever else OUT holds
     for s, run in runs.items():
@@ -369,19 +484,31 @@ def _benchmarks(args, sources: dict) -> tuple[dict, dict]:
     from trlvr.eval.api import load_benchmarks
 
     # golds checked as `data check` does; --skip-bad-rows: the usable rows, the others listed in results.json
-    return load_benchmarks(sources, split=args.split, limit=args.limit, skip_bad=getattr(args, "skip_bad_rows", False))
+    return load_benchmarks(
+        sources, split=args.split, limit=args.limit, skip_bad=getattr(args, "skip_bad_rows", False)
+    )
 
 
-def evaluate_one(args, spec: EvalSpec, senior_spec: str, sources: dict, benchmarks: tuple | None = None) -> int:
+def evaluate_one(
+    args, spec: EvalSpec, senior_spec: str, sources: dict, benchmarks: tuple | None = None
+) -> int:
     from trlvr.eval.api import evaluate_specs
     from trlvr.eval.format import format_summary
 
     if benchmarks is None:  # a seed group loaded them, and checked every seed's run, before its first
         benchmarks = _benchmarks(args, sources)  # the capabilities: evaluate_specs checks them first
     benchmarks, identities = benchmarks
-    res = evaluate_specs(model_spec(args, spec, senior_spec), benchmarks, spec, args.out, data_identities=identities,
-                         data_sources=sources, progress=not args.no_progress, fresh=args.fresh,
-                         refuse_lossy=args.refuse_lossy_prompts)  # fmt: skip
+    res = evaluate_specs(
+        model_spec(args, spec, senior_spec),
+        benchmarks,
+        spec,
+        args.out,
+        data_identities=identities,
+        data_sources=sources,
+        progress=not args.no_progress,
+        fresh=args.fresh,
+        refuse_lossy=args.refuse_lossy_prompts,
+    )
     if not Ranks.current().writer:  # another process of a launch: rank 0 reports what it wrote
         return 0
     print(format_summary(res))
@@ -395,26 +522,41 @@ def model_spec(args, spec: EvalSpec, senior_spec: str):
     junior puts none on a device."""
     from trlvr.eval.api import ModelSpec
 
-    return ModelSpec(senior_spec, args.junior, tokenizer=args.tokenizer, dtype=args.dtype, device=args.device,
-                     junior_device=args.junior_device if spec.needs_junior else None, pairing=args.pairing,
-                     backend=args.backend)  # fmt: skip
+    return ModelSpec(
+        senior_spec,
+        args.junior,
+        tokenizer=args.tokenizer,
+        dtype=args.dtype,
+        device=args.device,
+        junior_device=args.junior_device if spec.needs_junior else None,
+        pairing=args.pairing,
+        backend=args.backend,
+    )
 
 
 def print_notes(res: dict) -> None:
     """One line each for what a reader of the numbers must know: selection overlap, dropped and lossy prompts."""
     selection = res["config"]["models"].get("senior_selection")
     if selection and any(selection["val_overlap"].values()):
-        print(f"WARNING: the senior's checkpoint was selected on data evaluated here: {selection['val_overlap']}")
+        print(
+            f"WARNING: the senior's checkpoint was selected on data evaluated here: {selection['val_overlap']}"
+        )
     skipped = {b: len(v) for b, v in (res["config"].get("skipped_rows") or {}).items() if v}
     if skipped:
-        print(f"WARNING: unusable rows left out (--skip-bad-rows; each file, row and reason listed in results.json): {skipped}")
+        print(
+            f"WARNING: unusable rows left out (--skip-bad-rows; each file, row and reason listed in results.json): {skipped}"
+        )
     dropped = {b: len(v) for b, v in res["config"]["dropped_problems"].items() if v}
     if dropped:
         print(f"dropped over-long prompts (listed in results.json): {dropped}")
     if is_text(res["config"].get("pairing")):
-        print("pairing: text (two tokenizers, one shared text); legibility/junior_bpb is the number comparable "
-              "across pairs; " + "; ".join(f"{m}: {why}" for m, why in res.get("undefined", {}).items()))
+        print(
+            "pairing: text (two tokenizers, one shared text); legibility/junior_bpb is the number comparable "
+            "across pairs; " + "; ".join(f"{m}: {why}" for m, why in res.get("undefined", {}).items())
+        )
     lossy = {b: len(v) for b, v in res["config"].get("lossy_prompts", {}).items() if v}
     if lossy:
-        print(f"WARNING: problems the tokenizer cannot spell (decode(encode(text)) differs; listed in "
-              f"results.json, evaluated as the model sees them; --refuse-lossy-prompts refuses them): {lossy}")
+        print(
+            f"WARNING: problems the tokenizer cannot spell (decode(encode(text)) differs; listed in "
+            f"results.json, evaluated as the model sees them; --refuse-lossy-prompts refuses them): {lossy}"
+        )

@@ -80,15 +80,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def parse_known_args(self, args=None, namespace=None):
-        if args is not None and not self._subparsers and not any(a.nargs == argparse.REMAINDER for a in self._actions):
+        if (
+            args is not None
+            and not self._subparsers
+            and not any(a.nargs == argparse.REMAINDER for a in self._actions)
+        ):
             known = [o for o in self._option_string_actions if o.startswith("--")]
             unknown = []
             for arg in args:
                 if arg == "--":
                     break
                 flag = arg.split("=")[0]
-                if flag.startswith("--") and not any(o == flag or (self.allow_abbrev and o.startswith(flag))
-                                                     for o in known):  # fmt: skip
+                if flag.startswith("--") and not any(
+                    o == flag or (self.allow_abbrev and o.startswith(flag)) for o in known
+                ):
                     close = difflib.get_close_matches(flag, known, n=1)
                     unknown.append(f"{flag} (did you mean {close[0]}?)" if close else flag)
             if unknown:
@@ -100,10 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     import trlvr  # the package itself (its version), not a layer
 
     parser = _Parser(
-        prog="trlvr", description="Tandem RLVR: train and evaluate tandem seniors.",
+        prog="trlvr",
+        description="Tandem RLVR: train and evaluate tandem seniors.",
         epilog="New here? `trlvr demo --out runs/demo` trains and evaluates the toy pair on a CPU (minutes). "
-               "`trlvr recipes` lists the shipped configs and studies; `trlvr env` prints versions for a bug report.",
-    )  # fmt: skip
+        "`trlvr recipes` lists the shipped configs and studies; `trlvr env` prints versions for a bug report.",
+    )
     parser.add_argument("--version", action="version", version=f"trlvr {trlvr.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS.values():
@@ -152,7 +158,10 @@ def failure_line(e: BaseException) -> tuple[str, int] | None:
         if isinstance(e, KeyboardInterrupt):
             return "interrupted", EXIT_INTERRUPTED
         if isinstance(e, MemoryError) or any(c.__name__ == "OutOfMemoryError" for c in type(e).__mro__):
-            return f"out of memory: {' '.join(str(e).split())[:300] or type(e).__name__}", EXIT_REFUSED  # torch's too
+            return (
+                f"out of memory: {' '.join(str(e).split())[:300] or type(e).__name__}",
+                EXIT_REFUSED,
+            )  # torch's too
         code = _errno_of(e)
         if code in _PATH_ERRORS:
             return _os_line(e, code, _PATH_ERRORS[code]), EXIT_BAD_INPUT
@@ -207,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; its user-facing failure is one line on stderr and an exit code (module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     argv, verbose = _split_verbose(argv)
-    if argv[:1] and argv[0] in SHARED_COMMANDS:  # launched N times: each process its own device, pinned before
+    if (
+        argv[:1] and argv[0] in SHARED_COMMANDS
+    ):  # launched N times: each process its own device, pinned before
         from trlvr.ranks import pin_local_device  # parsing, whose kinds (--device cuda:1) already ask CUDA
 
         try:
@@ -223,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         try:
             args = build_parser().parse_args(argv)
-        except SystemExit as e:  # argparse said it in one line (a bad flag, or a value its kind refuses; --help: 0)
+        except (
+            SystemExit
+        ) as e:  # argparse said it in one line (a bad flag, or a value its kind refuses; --help: 0)
             return e.code if isinstance(e.code, int) else 2
     _running[0] += 1
     try:

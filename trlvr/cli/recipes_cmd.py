@@ -17,8 +17,12 @@ import argparse
 def make_parser(subparsers) -> argparse.ArgumentParser:
     from trlvr.kinds import TEXT
 
-    p = subparsers.add_parser("recipes", help="list the shipped run configs, GPU recipes and studies (names and paths)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = subparsers.add_parser(
+        "recipes",
+        help="list the shipped run configs, GPU recipes and studies (names and paths)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
         "--path", type=TEXT, default=None, metavar="NAME", help="print only this shipped file's path"
     )

@@ -23,13 +23,29 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
     p = subparsers.add_parser("report", help="HTML report of one or several evaluation directories")
     p.add_argument("dirs", nargs="+", type=TEXT, help="evaluation directories or seed groups")
-    p.add_argument("--compare", nargs="*", type=TEXT, default=[], help="(one run) other evaluation directories (A) to compare with")
-    p.add_argument("--baseline", type=TEXT, default=None, help="(several runs) the run the others are compared with")
-    p.add_argument("--out", type=OUT_FILE, default=None, help="output HTML (default: DIR/report.html; several: report-<names>-<hash>.html next to the first, its own name for each set of directories)")
+    p.add_argument(
+        "--compare",
+        nargs="*",
+        type=TEXT,
+        default=[],
+        help="(one run) other evaluation directories (A) to compare with",
+    )
+    p.add_argument(
+        "--baseline", type=TEXT, default=None, help="(several runs) the run the others are compared with"
+    )
+    p.add_argument(
+        "--out",
+        type=OUT_FILE,
+        default=None,
+        help="output HTML (default: DIR/report.html; several: report-<names>-<hash>.html next to the first, its own name for each set of directories)",
+    )
     p.add_argument("--max-problems", type=NONNEG, default=12, help="problems shown in the rollout viewer")
-    p.add_argument("--allow-mismatch", action="store_true",
-                   help="pair evaluations whose settings differ (budget, decoding, grading, n, seeds, ...) with a "
-                        "warning above the table; by default they are refused")  # fmt: skip
+    p.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="pair evaluations whose settings differ (budget, decoding, grading, n, seeds, ...) with a "
+        "warning above the table; by default they are refused",
+    )
     return p
 
 
@@ -53,8 +69,13 @@ def main(args) -> int:
             raise UserError("report: --baseline needs several runs")
         from trlvr.eval.report import write_report
 
-        path = write_report(args.dirs[0], args.out, args.compare, max_problems=args.max_problems,
-                            allow_mismatch=args.allow_mismatch)  # fmt: skip
+        path = write_report(
+            args.dirs[0],
+            args.out,
+            args.compare,
+            max_problems=args.max_problems,
+            allow_mismatch=args.allow_mismatch,
+        )
     else:
         if args.compare:
             raise UserError("report: with several runs use --baseline, not --compare")
@@ -63,7 +84,8 @@ def main(args) -> int:
         if len(args.dirs) == 1:
             raise UserError("report: a seed group alone has no baseline; pass it with another run")
         out = args.out or several_out(args.dirs)
-        path = write_multi_report(args.dirs, out, args.baseline, max_problems=args.max_problems,
-                                  allow_mismatch=args.allow_mismatch)  # fmt: skip
+        path = write_multi_report(
+            args.dirs, out, args.baseline, max_problems=args.max_problems, allow_mismatch=args.allow_mismatch
+        )
     print(f"wrote {path}")
     return 0

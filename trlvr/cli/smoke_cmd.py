@@ -41,23 +41,46 @@ def _scalar(pair: tuple[str, object]) -> str | None:
 
 
 # a run-config key for both arms: `--set max_completion_length=256`
-KEY_VALUE = Kind("key=value", "text", "KEY=VALUE (a run-config key and a scalar value)", _key_value, check=_scalar)
+KEY_VALUE = Kind(
+    "key=value", "text", "KEY=VALUE (a run-config key and a scalar value)", _key_value, check=_scalar
+)
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("smoke", help="a few steps of both arms + select + eval on the run's models: checks on one screen",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("--config", required=True, type=TEXT, help="a recipe or run config (or a shipped config name)")
+    p = subparsers.add_parser(
+        "smoke",
+        help="a few steps of both arms + select + eval on the run's models: checks on one screen",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--config", required=True, type=TEXT, help="a recipe or run config (or a shipped config name)"
+    )
     p.add_argument("--out", type=OUT_DIR, default="runs/smoke", help="the smoke directory (DIR/smoke.json)")
     p.add_argument("--steps", type=COUNT, default=2, help="optimizer steps per arm")
-    p.add_argument("--problems", type=COUNT, default=8, help="training problems held out, selected and evaluated on")
-    p.add_argument("--gpu-memory", type=GPU_MEMORY, default=None,
-                   help="plan for this GPU (a size such as 80GB, or a name such as H200); default: the local machine's")
-    p.add_argument("--set", type=KEY_VALUE, action="append", default=[], metavar="KEY=VALUE",
-                   help="a run-config key for both arms (repeatable), e.g. --set max_completion_length=256")
-    p.add_argument("--verbose", action="store_true",
-                   help="print the stages' own output (the libraries' warnings, progress bars; default: DIR/smoke.log) "
-                        "and keep tracebacks")  # fmt: skip
+    p.add_argument(
+        "--problems", type=COUNT, default=8, help="training problems held out, selected and evaluated on"
+    )
+    p.add_argument(
+        "--gpu-memory",
+        type=GPU_MEMORY,
+        default=None,
+        help="plan for this GPU (a size such as 80GB, or a name such as H200); default: the local machine's",
+    )
+    p.add_argument(
+        "--set",
+        type=KEY_VALUE,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a run-config key for both arms (repeatable), e.g. --set max_completion_length=256",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the stages' own output (the libraries' warnings, progress bars; default: DIR/smoke.log) "
+        "and keep tracebacks",
+    )
     return p
 
 
@@ -86,14 +109,22 @@ def check_device(name: str, config: str, overrides: dict) -> None:
     if not isinstance(raw, dict):
         return
     if str(overrides.get("use_cpu", raw.get("use_cpu", False))).lower() in ("true", "1", "yes"):
-        half = [k for k in ("bf16", "fp16") if str(overrides.get(k, raw.get(k, False))).lower() in ("true", "1", "yes")]
+        half = [
+            k
+            for k in ("bf16", "fp16")
+            if str(overrides.get(k, raw.get(k, False))).lower() in ("true", "1", "yes")
+        ]
         if half:  # a CPU rehearsal of a GPU recipe: said here, not in transformers' words about bf16/gpu
-            raise UserError(f"smoke of {name} with use_cpu on a machine without CUDA: {half[0]} needs a GPU here; "
-                            f"add --set {half[0]}=false for the CPU rehearsal")  # fmt: skip
+            raise UserError(
+                f"smoke of {name} with use_cpu on a machine without CUDA: {half[0]} needs a GPU here; "
+                f"add --set {half[0]}=false for the CPU rehearsal"
+            )
         return
-    raise UserError(f"smoke trains {name} on its GPU, and this machine has no CUDA device: here check the config "
-                    f"with `trlvr train --config {name} --dry-run`, or smoke the toy pair on the CPU with "
-                    "`trlvr smoke --config toy` (after `trlvr toy prepare --out runs/toy`)")  # fmt: skip
+    raise UserError(
+        f"smoke trains {name} on its GPU, and this machine has no CUDA device: here check the config "
+        f"with `trlvr train --config {name} --dry-run`, or smoke the toy pair on the CPU with "
+        "`trlvr smoke --config toy` (after `trlvr toy prepare --out runs/toy`)"
+    )
 
 
 def main(args) -> int:
@@ -108,8 +139,12 @@ def main(args) -> int:
     overrides = dict(args.set)
     check_device(args.config, config, overrides)
     # --out holds no other command's work, and both arms' configs check, before anything is written or moved
-    rundir.prepare_output(args.out, rundir.SMOKE, flag="--out",
-                          checks=[lambda: check_arms(config, args.out, args.steps, args.problems, overrides)])  # fmt: skip
+    rundir.prepare_output(
+        args.out,
+        rundir.SMOKE,
+        flag="--out",
+        checks=[lambda: check_arms(config, args.out, args.steps, args.problems, overrides)],
+    )
     opts = SmokeOptions(config, args.out, args.steps, args.problems, args.gpu_memory, overrides, args.verbose)
     with rundir.lock(args.out, by="trlvr smoke"):  # every check passed: held from the first write on
         return 0 if run_smoke(opts, command)["passed"] else 1

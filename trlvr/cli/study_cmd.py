@@ -33,38 +33,85 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     from trlvr.experiments.power import GPU_CHOICES
     from trlvr.kinds import COUNT, COUNTS, OUT_DIR, POSITIVE_FLOAT, TEXT, choice
 
-    p = subparsers.add_parser("study", help="a grid of runs from one YAML file: run, plan or report",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = subparsers.add_parser(
+        "study",
+        help="a grid of runs from one YAML file: run, plan or report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="study_command", required=True)
     run = sub.add_parser("run", help="train, select and evaluate every (variant, seed); resumable")
     run.add_argument("study", type=TEXT, help="study YAML")
     run.add_argument("--out", required=True, type=OUT_DIR, help="study directory")
-    run.add_argument("--only", action="append", type=TEXT, default=None, metavar="VARIANT[:SEED]",
-                     help="run only this variant (or this variant's one seed); repeatable")  # fmt: skip
-    run.add_argument("--jobs", type=COUNT, default=1, help="(variant, seed) pipelines at once, as child processes")
+    run.add_argument(
+        "--only",
+        action="append",
+        type=TEXT,
+        default=None,
+        metavar="VARIANT[:SEED]",
+        help="run only this variant (or this variant's one seed); repeatable",
+    )
+    run.add_argument(
+        "--jobs", type=COUNT, default=1, help="(variant, seed) pipelines at once, as child processes"
+    )
     run.add_argument("--no-report", action="store_true", help="do not write DIR/report/ at the end")
     plan = sub.add_parser("plan", help="print one shell command per stage (train, select, eval)")
     plan.add_argument("study", type=TEXT, help="study YAML")
-    plan.add_argument("--out", type=OUT_DIR, default=None, help="study directory (default: runs/<study name>)")
-    plan.add_argument("--power", action="store_true",
-                      help="also print the study's power (minimal detectable effect, seeds needed) and GPU-hours per arm")
-    plan.add_argument("--effect", type=POSITIVE_FLOAT, default=None,
-                      help="--power: the target paired difference in points (default 2.3: the paper's handoff gain)")
-    plan.add_argument("--metric", type=TEXT, default=None, metavar="pass@K",
-                      help="--power: the pass@k the effect is in (default pass@4: Table 2's metric)")
-    plan.add_argument("--problems", type=COUNTS, default=None,
-                      help="--power: benchmark sizes, comma-separated (default: the study's own: the paper's panels "
-                           "have known sizes)")
-    plan.add_argument("--components-from", type=TEXT, default=None, metavar="DIR",
-                      help="--power: estimate the variance components from a `trlvr study run` folder (>= 2 seeds) "
-                           "instead of the stated defaults")
-    plan.add_argument("--gpu", type=choice(*GPU_CHOICES), default=None,
-                      help=f"--power: the GPU to cost: {', '.join(GPU_CHOICES)} (default: the config's gpu_memory)")
+    plan.add_argument(
+        "--out", type=OUT_DIR, default=None, help="study directory (default: runs/<study name>)"
+    )
+    plan.add_argument(
+        "--power",
+        action="store_true",
+        help="also print the study's power (minimal detectable effect, seeds needed) and GPU-hours per arm",
+    )
+    plan.add_argument(
+        "--effect",
+        type=POSITIVE_FLOAT,
+        default=None,
+        help="--power: the target paired difference in points (default 2.3: the paper's handoff gain)",
+    )
+    plan.add_argument(
+        "--metric",
+        type=TEXT,
+        default=None,
+        metavar="pass@K",
+        help="--power: the pass@k the effect is in (default pass@4: Table 2's metric)",
+    )
+    plan.add_argument(
+        "--problems",
+        type=COUNTS,
+        default=None,
+        help="--power: benchmark sizes, comma-separated (default: the study's own: the paper's panels "
+        "have known sizes)",
+    )
+    plan.add_argument(
+        "--components-from",
+        type=TEXT,
+        default=None,
+        metavar="DIR",
+        help="--power: estimate the variance components from a `trlvr study run` folder (>= 2 seeds) "
+        "instead of the stated defaults",
+    )
+    plan.add_argument(
+        "--gpu",
+        type=choice(*GPU_CHOICES),
+        default=None,
+        help=f"--power: the GPU to cost: {', '.join(GPU_CHOICES)} (default: the config's gpu_memory)",
+    )
     rep = sub.add_parser("report", help="DIR/report/: the table, the figure and report.html")
     rep.add_argument("dir", type=TEXT, help="a `trlvr study run` directory")
-    rep.add_argument("--study", type=TEXT, default=None, help="the study YAML (default: DIR/study.yaml, the copy kept by `run`)")
-    rep.add_argument("--allow-mismatch", action="store_true",
-                     help="pair variants evaluated under differing settings, with a warning (default: refused)")
+    rep.add_argument(
+        "--study",
+        type=TEXT,
+        default=None,
+        help="the study YAML (default: DIR/study.yaml, the copy kept by `run`)",
+    )
+    rep.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="pair variants evaluated under differing settings, with a warning (default: refused)",
+    )
     return p
 
 
@@ -87,7 +134,11 @@ def execute(argv: list[str], log: Path) -> None:
     if code == 143:  # trlvr.training.preempt.EXIT_PREEMPTED: stopped by SIGTERM after saving a checkpoint
         raise SystemExit(code)
     if code != 0:
-        said = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith(f"trlvr {argv[0]}: error:")]
+        said = [
+            ln
+            for ln in log.read_text(errors="replace").splitlines()
+            if ln.startswith(f"trlvr {argv[0]}: error:")
+        ]
         raise UserError(f"`trlvr {argv[0]}` failed (exit {code})" + (f": {said[-1]}" if said else ""))
 
 
@@ -143,7 +194,12 @@ def _check_train(stage, out: Path, checked: set):
     dry_run(with_resume(stage).argv[1:], folder=stage_state(out, stage) == "todo")
     tandem = parse_run_args([*stage.argv[1:], "--use_cpu", "true", "--bf16", "false", "--fp16", "false"])[0]
     key = ("train", tandem.dataset, tandem.dataset_split, tandem.dataset_limit)
-    if tandem.dataset and is_local(tandem.dataset) and not _inside(tandem.dataset, out) and key not in checked:
+    if (
+        tandem.dataset
+        and is_local(tandem.dataset)
+        and not _inside(tandem.dataset, out)
+        and key not in checked
+    ):
         from trlvr.training.build import load_training_problems
 
         load_training_problems(tandem)
@@ -158,9 +214,15 @@ def _check_select(stage, tandem, out: Path, checked: set) -> None:
     from trlvr.experiments.select_run import check_split, load_validation, selection_spec
 
     args = parse_stage(stage.argv)
-    selection_spec(args.metric, n=args.n, max_new_tokens=args.max_new_tokens, seed=args.seed,
-                   batch_size=args.batch_size, prompt_template=args.prompt_template,
-                   decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k})  # fmt: skip
+    selection_spec(
+        args.metric,
+        n=args.n,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        prompt_template=args.prompt_template,
+        decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
+    )
     check_split(args.val, tandem.holdout, args.run)
     if not args.val.startswith("split:") and is_local(args.val) and not _inside(args.val, out):
         if ("val", args.val, args.limit) not in checked:
@@ -182,7 +244,9 @@ def _check_eval(stage, out: Path, checked: set) -> None:
     spec = settings_from_args(args)
     junior = args.junior
     if spec.needs_junior and not is_self(junior) and is_local(junior) and not _inside(junior, out):
-        locate(junior, "--junior", "model")  # a hub id is looked up when the stage runs (plan may run offline)
+        locate(
+            junior, "--junior", "model"
+        )  # a hub id is looked up when the stage runs (plan may run offline)
     senior = args.senior
     if spec.needs_junior and is_self(junior) and Path(senior).is_dir() and not _inside(senior, out):
         from trlvr.eval.api import check_self_junior
@@ -191,8 +255,14 @@ def _check_eval(stage, out: Path, checked: set) -> None:
     for name, src in parse_sources(args.data).items():
         key = ("eval", src, args.split, args.limit, args.skip_bad_rows)
         if is_local(src) and not _inside(src, out) and key not in checked:
-            _naming("--data", load_benchmarks, {name: src}, split=args.split, limit=args.limit,
-                    skip_bad=args.skip_bad_rows)  # (skip_bad_rows: the stage lists the rows it leaves out)
+            _naming(
+                "--data",
+                load_benchmarks,
+                {name: src},
+                split=args.split,
+                limit=args.limit,
+                skip_bad=args.skip_bad_rows,
+            )  # (skip_bad_rows: the stage lists the rows it leaves out)
             checked.add(key)
     check_out(args.out)
 
@@ -202,13 +272,18 @@ def _study_key(study, stage, message: str) -> str:
     from trlvr.experiments.study_spec import EVALUATION_KEYS, SELECTION_KEYS
 
     section, keys = {"eval": ("evaluation", EVALUATION_KEYS), "select": ("selection", SELECTION_KEYS)}.get(
-        stage.kind, (f"variants.{stage.variant}", {}))  # fmt: skip
+        stage.kind, (f"variants.{stage.variant}", {})
+    )
     found = []  # (where in the message, -len(key), key): the flag named first is the one it is about (a later
     for key in keys:  # one is advice: "... pass --skip-bad-rows to use the rest"), the longer key on a tie
         flag = "--" + ("k" if key == "k" else key.replace("_", "-"))
         if message.startswith((f"{key} ", f"{key}:")):
             found.append((0, -len(key), key))
-        at = [i for i in (f"{message} ".find(f"{flag} "), message.find(f"{flag}:"), message.find(f"{flag}/")) if i >= 0]
+        at = [
+            i
+            for i in (f"{message} ".find(f"{flag} "), message.find(f"{flag}:"), message.find(f"{flag}/"))
+            if i >= 0
+        ]
         if at:  # "argument --n/--samples: ..." names --n too
             found.append((min(at), -len(key), key))
     if found:
@@ -240,19 +315,28 @@ def missing_inputs(study, out: Path) -> list[tuple[str, str]]:
         names = []
         if trained:
             try:
-                tandem = parse_run_args([*trained[0].argv[1:], "--use_cpu", "true", "--bf16", "false", "--fp16", "false"])[0]
+                tandem = parse_run_args(
+                    [*trained[0].argv[1:], "--use_cpu", "true", "--bf16", "false", "--fp16", "false"]
+                )[0]
             except (Exception, SystemExit):  # the train stage's own check names what is wrong with it
                 tandem = None
             if tandem is not None:
-                names += [(getattr(tandem, f), f"variants.{ev.variant}.{f}, from its config")
-                          for f in ("senior", "junior", "dataset")]  # fmt: skip
+                names += [
+                    (getattr(tandem, f), f"variants.{ev.variant}.{f}, from its config")
+                    for f in ("senior", "junior", "dataset")
+                ]
         args = parse_stage(ev.argv)
         if not trained:
             names.append((args.senior, f"variants.{ev.variant}.senior"))
         names.append((args.junior, f"the evaluation junior of variants.{ev.variant}"))
         names += [(src, "evaluation.data") for src in parse_sources(args.data).values()]
         for path, what in names:
-            if path and _local(str(path)) and not _inside(str(path), out) and not Path(path).expanduser().exists():
+            if (
+                path
+                and _local(str(path))
+                and not _inside(str(path), out)
+                and not Path(path).expanduser().exists()
+            ):
                 found.setdefault(str(path), what)
     return list(found.items())
 
@@ -267,11 +351,16 @@ def check_prepared(study, out: Path) -> None:
     if missing:
         (path, what), more = missing[0], len(missing) - 1
         others = f" (and {more} more input{'s' if more > 1 else ''})" if more else ""
-        where = (", from the root of a clone of the repository (a Makefile target)"
-                 if study.prepare.startswith("make ") and not Path("Makefile").is_file() else "")  # fmt: skip
-        raise UserError(f"study {study.path}: {path} ({what}) is missing{others}; prepare the study's models and "
-                        f"data with `{study.prepare}`{where} (its prepare: command; relative paths are read from "
-                        f"{Path.cwd()})")  # fmt: skip
+        where = (
+            ", from the root of a clone of the repository (a Makefile target)"
+            if study.prepare.startswith("make ") and not Path("Makefile").is_file()
+            else ""
+        )
+        raise UserError(
+            f"study {study.path}: {path} ({what}) is missing{others}; prepare the study's models and "
+            f"data with `{study.prepare}`{where} (its prepare: command; relative paths are read from "
+            f"{Path.cwd()})"
+        )
 
 
 def check_out_folder(study, out: Path) -> None:
@@ -307,8 +396,10 @@ def _checked(study, stage, check, *args):
         return check(*args)
     except UserError as e:
         msg = " ".join(str(e).split())
-        raise UserError(f"study {study.path}: {_study_key(study, stage, msg)}: {msg} "
-                        f"(the {stage.kind} stage of {stage.variant} seed {stage.seed})") from None  # fmt: skip
+        raise UserError(
+            f"study {study.path}: {_study_key(study, stage, msg)}: {msg} "
+            f"(the {stage.kind} stage of {stage.variant} seed {stage.seed})"
+        ) from None
 
 
 def _run_children(study_path: str, out: Path, pending: list, jobs: int) -> int:
@@ -326,12 +417,24 @@ def _run_children(study_path: str, out: Path, pending: list, jobs: int) -> int:
         mine = pending[i::jobs]
         log = out / "logs" / f"worker-{i}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "trlvr.cli.main", "study", "run", study_path, "--out", str(out), "--no-report"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "trlvr.cli.main",
+            "study",
+            "run",
+            study_path,
+            "--out",
+            str(out),
+            "--no-report",
+        ]
         for unit in mine:
             cmd += ["--only", f"{unit[0].variant}:{unit[0].seed}"]
         f = open(log, "a")
         offset = log.stat().st_size
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env={**worker_env(jobs), WORKER_OF: str(out)})
+        proc = subprocess.Popen(
+            cmd, stdout=f, stderr=subprocess.STDOUT, env={**worker_env(jobs), WORKER_OF: str(out)}
+        )
         workers.append([proc, f, log, offset, None])  # None: the stage it last started
         _say(f"worker {i}: {', '.join(f'{u[0].variant}:{u[0].seed}' for u in mine)} (log {log})")
 
@@ -386,12 +489,16 @@ def worker_killed_line(i: int, signum: int, stage: str | None) -> str:
         name = signal.Signals(signum).name
     except ValueError:
         name = f"signal {signum}"
-    why = " (sent by the OOM killer when memory runs out: try fewer --jobs)" if signum == signal.SIGKILL else ""
+    why = (
+        " (sent by the OOM killer when memory runs out: try fewer --jobs)" if signum == signal.SIGKILL else ""
+    )
     where = f" during {stage}" if stage else ""
     return f"worker {i} was killed by {name}{why}{where}; its unfinished stages did not run"
 
 
-WORKER_OF = "TRLVR_STUDY_WORKER_OF"  # set by `_run_children` for its workers: the study folder their parent holds
+WORKER_OF = (
+    "TRLVR_STUDY_WORKER_OF"  # set by `_run_children` for its workers: the study folder their parent holds
+)
 
 
 def run(args) -> int:
@@ -408,7 +515,9 @@ def run(args) -> int:
         rundir.check_dir_path(out, "--out")
         rundir.check_unlocked(out, "trlvr study run", "--out")  # a second study run into it: refused at once
     with contextlib.ExitStack() as held:  # the lock, from the first write on (every check passed)
-        return _run(args, lambda: None if worker else held.enter_context(rundir.lock(out, by="trlvr study run")))
+        return _run(
+            args, lambda: None if worker else held.enter_context(rundir.lock(out, by="trlvr study run"))
+        )
 
 
 def _run(args, take_lock) -> int:
@@ -444,8 +553,11 @@ def _run(args, take_lock) -> int:
     check_claim(study, out)
     stale = stale_stages(out, every)
     if stale:
-        raise UserError(f"{out}: {len(stale)} stage(s) ran under other settings and are not redone by `run`: "
-                        + " | ".join(stale) + " (or choose another --out)")  # fmt: skip
+        raise UserError(
+            f"{out}: {len(stale)} stage(s) ran under other settings and are not redone by `run`: "
+            + " | ".join(stale)
+            + " (or choose another --out)"
+        )
     take_lock()
     claim_dir(study, out)
     broken = set()
@@ -468,8 +580,12 @@ def _run(args, take_lock) -> int:
                 _say(f"{unit[0].variant} seed {unit[0].seed}: FAILED: {e}")
     failures = failed_stages(out, every)
     if failures:
-        print(f"trlvr study: {len(failures)} stage(s) failed (their pipelines stopped, the others ran; rerun the "
-              f"same command to retry): " + " | ".join(failures), file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"trlvr study: {len(failures)} stage(s) failed (their pipelines stopped, the others ran; rerun the "
+            f"same command to retry): " + " | ".join(failures),
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     if code:
         return code
@@ -487,7 +603,9 @@ def plan(args) -> int:
     check_out_folder(study, out.resolve())  # what `run` checks before its first stage
     print("\n".join(plan_lines(study, out)))
     print(benchmarks_line(study))
-    if args.power or any(getattr(args, k) is not None for k in ("effect", "metric", "problems", "components_from", "gpu")):
+    if args.power or any(
+        getattr(args, k) is not None for k in ("effect", "metric", "problems", "components_from", "gpu")
+    ):
         print("\n".join(power_plan(study, out, args)))  # a power option alone asks for the power block too
     return 0
 
@@ -509,8 +627,11 @@ def benchmarks_line(study) -> str:
     benches = study_benchmarks(study)
     sizes = [n for _, _, n in benches]
     total = f"; {sum(sizes)} problems" if None not in sizes else ""
-    return (f"# benchmarks (the macro is their mean, each weighs 1/{len(benches)}): "
-            + ", ".join(f"{name} {n if n is not None else '?'} ({src})" for name, src, n in benches) + total)
+    return (
+        f"# benchmarks (the macro is their mean, each weighs 1/{len(benches)}): "
+        + ", ".join(f"{name} {n if n is not None else '?'} ({src})" for name, src, n in benches)
+        + total
+    )
 
 
 def launch_gpus(study) -> int:
@@ -530,7 +651,7 @@ def launch_gpus(study) -> int:
         return 1
     ref = words[0]
     if ref.startswith("$(trlvr recipes --path ") and ref.endswith(")"):
-        cfg = shipped().get(ref[len("$(trlvr recipes --path "):-1].strip(), (None, None))[1]
+        cfg = shipped().get(ref[len("$(trlvr recipes --path ") : -1].strip(), (None, None))[1]
     else:
         cfg = Path(ref) if Path(ref).is_file() else study.path.parent / ".." / ref
     if cfg is None or not Path(cfg).is_file():
@@ -566,8 +687,10 @@ def power_plan(study, out: Path, args) -> list[str]:
         problems = list(args.problems)
     elif None in (n for _, _, n in benches) and not all(n or _local_rows(src) for _, src, n in benches):
         unknown = ", ".join(f"{name}={src}" for name, src, n in benches if n is None)
-        raise UserError(f"--power: the sizes of {unknown} are not known before the data is read; pass --problems "
-                        "with every benchmark's size, comma-separated")  # fmt: skip
+        raise UserError(
+            f"--power: the sizes of {unknown} are not known before the data is read; pass --problems "
+            "with every benchmark's size, comma-separated"
+        )
     else:
         problems = [n or _local_rows(src) for _, src, n in benches]
     effect = args.effect if args.effect is not None else P.TARGET_EFFECT
@@ -577,15 +700,21 @@ def power_plan(study, out: Path, args) -> list[str]:
     target = args.metric or f"pass@{min(P.metric_k(P.TARGET_METRIC), n_eval)}"
     k = P.metric_k(target)
     if k is None or "/" in target or k > n_eval:
-        raise UserError(f"--metric {target}: expected pass@K with K in [1, evaluation.n = {n_eval}], e.g. pass@4")
+        raise UserError(
+            f"--metric {target}: expected pass@K with K in [1, evaluation.n = {n_eval}], e.g. pass@4"
+        )
     headline = [f"handoff/{target}", f"solo/{target}"]
-    lines = [f"# power of {headline[0]} (the metric of the {effect:g}-point effect{', Table 2' if target == P.TARGET_METRIC else ''}"
-             f") and {headline[1]}, on the study's {len(problems)} benchmarks, the macro their mean"]  # fmt: skip
+    lines = [
+        f"# power of {headline[0]} (the metric of the {effect:g}-point effect{', Table 2' if target == P.TARGET_METRIC else ''}"
+        f") and {headline[1]}, on the study's {len(problems)} benchmarks, the macro their mean"
+    ]
     if args.components_from:
         pair = next(((v.baseline, v.name) for v in study.variants.values() if v.baseline and v.trained), None)
         if pair is None:
-            raise UserError(f"--components-from {args.components_from}: study {study.name} pairs no trained variant "
-                            "with a baseline")  # fmt: skip
+            raise UserError(
+                f"--components-from {args.components_from}: study {study.name} pairs no trained variant "
+                "with a baseline"
+            )
         try:
             comps = [(m, P.components_from_study(args.components_from, *pair, m)) for m in headline]
         except ValueError as e:
@@ -605,13 +734,18 @@ def power_plan(study, out: Path, args) -> list[str]:
         train = next((st for st in unit if st.kind == "train"), None)
         if train is None or train.seed != study.seeds[0]:
             continue
-        tandem, grpo, _ = parse_run_args([*train.argv[1:], "--use_cpu", "true", "--bf16", "false", "--fp16", "false"])
+        tandem, grpo, _ = parse_run_args(
+            [*train.argv[1:], "--use_cpu", "true", "--bf16", "false", "--fp16", "false"]
+        )
         try:
             senior = Stack.from_config("senior", read_config(tandem.senior), "bfloat16")
             junior = None
             if tandem.arm == "tandem":
-                junior = senior if is_self(tandem.junior) else Stack.from_config(
-                    "junior", read_config(tandem.junior), "bfloat16")  # fmt: skip
+                junior = (
+                    senior
+                    if is_self(tandem.junior)
+                    else Stack.from_config("junior", read_config(tandem.junior), "bfloat16")
+                )
             sel, ev = (parse_stage(st.argv) for st in unit if st.kind in ("select", "eval"))
             ev_junior = Stack.from_config("junior", read_config(ev.junior), "bfloat16") if ev.junior else None
         except UserError:  # a model an earlier stage makes (a toy world): no config to cost yet
@@ -621,20 +755,36 @@ def power_plan(study, out: Path, args) -> list[str]:
         steps = max(steps, int(grpo.max_steps * grpo.gradient_accumulation_steps / per_gen))
         gpu = gpu or tandem.gpu_memory
         models[train.variant] = P.StepModel(
-            senior.params, senior.kv_bytes_per_token, junior.params if junior else 0,
-            junior.kv_bytes_per_token if junior else 0, rows=grpo.per_device_train_batch_size * per_gen,
+            senior.params,
+            senior.kv_bytes_per_token,
+            junior.params if junior else 0,
+            junior.kv_bytes_per_token if junior else 0,
+            rows=grpo.per_device_train_batch_size * per_gen,
             completion=min(P.MEAN_COMPLETION[tandem.arm], grpo.max_completion_length),
-            cap=grpo.max_completion_length)  # fmt: skip
-        s_kv, j_kv = (senior.params, senior.kv_bytes_per_token), (
-            (ev_junior.params, ev_junior.kv_bytes_per_token) if ev_junior else None)
+            cap=grpo.max_completion_length,
+        )
+        s_kv, j_kv = (
+            (senior.params, senior.kv_bytes_per_token),
+            ((ev_junior.params, ev_junior.kv_bytes_per_token) if ev_junior else None),
+        )
         mean = P.MEAN_COMPLETION[tandem.arm]
         checkpoints = grpo.max_steps // grpo.save_steps if grpo.save_steps else 1
         val = int(sel.val.split(":", 1)[1]) if sel.val.startswith("split:") else _local_rows(sel.val) or 0
         val = min(val, sel.limit or val)
         proto = sel.metric.split("/", 1)[0]
-        select_h[train.variant] = len(study.seeds) * checkpoints * P.generation_hours(
-            s_kv, j_kv if proto not in ("solo",) else None, val * sel.n, sel.batch_size, min(mean, sel.max_new_tokens),
-            sel.max_new_tokens, P.gpu_name(gpu))  # fmt: skip
+        select_h[train.variant] = (
+            len(study.seeds)
+            * checkpoints
+            * P.generation_hours(
+                s_kv,
+                j_kv if proto not in ("solo",) else None,
+                val * sel.n,
+                sel.batch_size,
+                min(mean, sel.max_new_tokens),
+                sel.max_new_tokens,
+                P.gpu_name(gpu),
+            )
+        )
         from trlvr.eval import defaults as D
         from trlvr.eval.suite import parse_protocol, protocols_for
 
@@ -642,13 +792,22 @@ def power_plan(study, out: Path, args) -> list[str]:
         eval_rows = 0.0
         for name in protocols_for(suite, tuple(ev.dose_shares) if ev.dose_shares else D.DEFAULT_DOSE_SHARES):
             pr = parse_protocol(name)
-            eval_rows += P.generation_hours(s_kv, j_kv if pr.needs_junior else None, sum(problems) * pr.samples(ev.n),
-                                            ev.batch_size, min(mean, ev.max_new_tokens), ev.max_new_tokens,
-                                            P.gpu_name(gpu), senior_decodes=pr.entry != "junior")  # fmt: skip
+            eval_rows += P.generation_hours(
+                s_kv,
+                j_kv if pr.needs_junior else None,
+                sum(problems) * pr.samples(ev.n),
+                ev.batch_size,
+                min(mean, ev.max_new_tokens),
+                ev.max_new_tokens,
+                P.gpu_name(gpu),
+                senior_decodes=pr.entry != "junior",
+            )
         eval_h[train.variant] = len(study.seeds) * eval_rows
-        what = (f"selection: {checkpoints} checkpoints x {val} problems x {sel.n} samples of {proto}",
-                f"evaluation: {sum(problems)} problems x {ev.n} samples x the suite {ev.suite}'s generation protocols; "
-                "teacher-forced scoring not counted")  # fmt: skip
+        what = (
+            f"selection: {checkpoints} checkpoints x {val} problems x {sel.n} samples of {proto}",
+            f"evaluation: {sum(problems)} problems x {ev.n} samples x the suite {ev.suite}'s generation protocols; "
+            "teacher-forced scoring not counted",
+        )
     try:
         gpu = P.gpu_name(gpu)
     except ValueError as e:
@@ -656,8 +815,10 @@ def power_plan(study, out: Path, args) -> list[str]:
     paper = Stack.from_config("senior", read_config("Qwen/Qwen3-4B-Instruct-2507"), "bfloat16")
     calibration = P.paper_calibration(paper.params, paper.kv_bytes_per_token)
     lines += P.cost_lines(models, gpu, steps, gpus, len(study.seeds), calibration)
-    train_h = {name: P.gpu_hours(m.step_s(gpu) * calibration[m.kind], steps, gpus, len(study.seeds))
-               for name, m in models.items()}  # fmt: skip
+    train_h = {
+        name: P.gpu_hours(m.step_s(gpu) * calibration[m.kind], steps, gpus, len(study.seeds))
+        for name, m in models.items()
+    }
     if models:
         lines += P.stage_cost_lines(select_h, eval_h, train_h, len(study.seeds), what)
     return lines + [f"#   {v}: not costed (its models are made by an earlier stage)" for v in skipped]

@@ -29,9 +29,11 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         "--from-scratch", action="store_true", help="retrain instead of copying shipped checkpoints"
     )
     prep.add_argument(
-        "--jargon", choices=["spaced", "compact"], default="spaced",
+        "--jargon",
+        choices=["spaced", "compact"],
+        default="spaced",
         help="the senior's jargon: spaced <<47 +18 =65>> (shipped) or compact <<47+18=65>> (GSM8K-like; needs --from-scratch)",
-    )  # fmt: skip
+    )
     prep.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -55,11 +57,20 @@ def main(args) -> int:
     from trlvr.toy.world import WorldConfig
 
     if args.jargon != "spaced" and not from_scratch:
-        raise UserError("--jargon compact: no compact checkpoints are shipped; add --from-scratch (about 5 minutes)")
-    reused = is_complete(args.out)  # then prepare_world says so in one line; its card was printed when it was made
+        raise UserError(
+            "--jargon compact: no compact checkpoints are shipped; add --from-scratch (about 5 minutes)"
+        )
+    reused = is_complete(
+        args.out
+    )  # then prepare_world says so in one line; its card was printed when it was made
     with rundir.lock(args.out, by="trlvr toy prepare"):  # every check passed: held from the first write on
-        card = prepare_world(args.out, seed=seed, from_scratch=from_scratch, progress=not args.no_progress,
-                             config=WorldConfig(jargon=args.jargon))  # fmt: skip
+        card = prepare_world(
+            args.out,
+            seed=seed,
+            from_scratch=from_scratch,
+            progress=not args.no_progress,
+            config=WorldConfig(jargon=args.jargon),
+        )
     if not reused:
         shown = {k: v for k, v in card.items() if k not in ("config", "assets_train_card")}
         print(json.dumps(shown, indent=2))

@@ -40,9 +40,12 @@ from trlvr.engine.backends import backend
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "train", help="GRPO-train a senior, tandem or solo (config YAML + --key value overrides)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
-    )  # fmt: skip
+        "train",
+        help="GRPO-train a senior, tandem or solo (config YAML + --key value overrides)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+    )
     parser.add_argument("rest", nargs=argparse.REMAINDER, help="--config FILE and --key value pairs")
     return parser
 
@@ -75,9 +78,11 @@ def check_seeds(seeds: list[int] | None, backend_name: str, environ=None) -> Non
     env = os.environ if environ is None else environ
     processes = int(env.get("WORLD_SIZE") or 1)
     if seeds and len(seeds) > 1 and processes > 1 and backend(backend_name).own_engine:
-        raise UserError(f"--seeds {','.join(map(str, seeds))} with {processes} processes and backend {backend_name}: "
-                        f"each process keeps its engine until it exits, so a second seed would not fit; launch one "
-                        f"run per seed (--seed N, or `trlvr study`, which does)")  # fmt: skip
+        raise UserError(
+            f"--seeds {','.join(map(str, seeds))} with {processes} processes and backend {backend_name}: "
+            f"each process keeps its engine until it exits, so a second seed would not fit; launch one "
+            f"run per seed (--seed N, or `trlvr study`, which does)"
+        )
 
 
 def dry_run(argv: list[str], *, folder: bool = True) -> str:
@@ -104,11 +109,14 @@ def dry_run(argv: list[str], *, folder: bool = True) -> str:
     from trlvr.training.learning import check_updates_land
     from trlvr.training.preflight import check_run_start
 
-    note += check_run_start(tandem, grpo, resume=options.resume, force=options.force, planning=True,
-                            folder=folder).note  # fmt: skip
+    note += check_run_start(
+        tandem, grpo, resume=options.resume, force=options.force, planning=True, folder=folder
+    ).note
     check_updates_land(tandem, grpo, dry_run_sharding(grpo, argv, layout), where=f"senior {tandem.senior}")
-    head = (f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
-            f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, output_dir {grpo.output_dir}")
+    head = (
+        f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
+        f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, output_dir {grpo.output_dir}"
+    )
     return f"{head}\n{memory_plan(tandem, grpo, argv, layout)}"
 
 
@@ -135,8 +143,9 @@ def _setting(argv: list[str], key: str, default=None):
     value = default
     if "--config" in argv and argv.index("--config") + 1 < len(argv):
         try:
-            value = (yaml.safe_load(resolve_config_path(argv[argv.index("--config") + 1]).read_text()) or {}).get(
-                key, default)
+            value = (
+                yaml.safe_load(resolve_config_path(argv[argv.index("--config") + 1]).read_text()) or {}
+            ).get(key, default)
         except Exception:  # an unreadable config: parse_run_args says why, in one line
             value = default
     if f"--{key}" in argv and (i := argv.index(f"--{key}")) + 1 < len(argv):
@@ -181,8 +190,10 @@ def _pop_layout(argv: list[str]) -> tuple[list[str], dict]:
             except ValueError:
                 value = None
             if value is None or value < 1 and flag == "--processes" or allowed and value not in allowed:
-                raise UserError(f"{flag} {found[flag]!r}: expected " + ("a positive integer" if allowed is None
-                                else "0, 1, 2 or 3"))  # fmt: skip
+                raise UserError(
+                    f"{flag} {found[flag]!r}: expected "
+                    + ("a positive integer" if allowed is None else "0, 1, 2 or 3")
+                )
             found[flag] = value
     return argv, found
 
@@ -199,7 +210,11 @@ def launch_of(argv: list[str], layout: dict) -> tuple[int, int, str]:
         return (*launch_layout(), "this launch")
     zero, processes, source = 0, 1, "one process, no ZeRO"
     launcher = layout.get("--config_file")
-    if launcher is None and "--config" in argv and (named := recipe_launcher(argv[argv.index("--config") + 1])):
+    if (
+        launcher is None
+        and "--config" in argv
+        and (named := recipe_launcher(argv[argv.index("--config") + 1]))
+    ):
         launcher = named
     if launcher is not None:
         zero, processes = accelerate_layout(launcher)
@@ -232,21 +247,33 @@ def memory_plan(tandem, grpo, argv: list[str], layout: dict | None = None) -> st
     if memory is not None:
         share = plan.share if engine.gpu_share else None
         room = trainer.room(memory, share, sleep)
-        text += f"\n  fits: trainer ~{trainer.total_bytes / 2**30:.1f} of the {room / 2**30:.1f} GiB left to it"
+        text += (
+            f"\n  fits: trainer ~{trainer.total_bytes / 2**30:.1f} of the {room / 2**30:.1f} GiB left to it"
+        )
         if sleep and share:
-            text += (f" (the engine asleep); while it generates: the trainer's static {_gib(trainer.static_bytes)} + "
-                     f"the engine's {_gib(int(share * memory))} of {_gib(memory)}")  # fmt: skip
-    text += f"\n  launch: {source}" + (" (--config_file FILE, or --processes N --zero-stage S, plans another)"
-                                       if source != "this launch" else "")  # fmt: skip
+            text += (
+                f" (the engine asleep); while it generates: the trainer's static {_gib(trainer.static_bytes)} + "
+                f"the engine's {_gib(int(share * memory))} of {_gib(memory)}"
+            )
+    text += f"\n  launch: {source}" + (
+        " (--config_file FILE, or --processes N --zero-stage S, plans another)"
+        if source != "this launch"
+        else ""
+    )
     from trlvr.training.checkpoints import KEEP_RESUME
 
     saved = checkpoint_count(grpo)
     every = trainer.saved_weight_bytes + trainer.resume_state_bytes
-    text += (f"\ndisk: ~{_gib(trainer.disk_bytes(saved, KEEP_RESUME))} in {grpo.output_dir}: {saved} checkpoint(s) x "
-             f"{_gib(trainer.saved_weight_bytes)} of weights, the resume state ({_gib(trainer.resume_state_bytes)}) "
-             f"in the newest {KEEP_RESUME} only, final/ {_gib(trainer.saved_weight_bytes)}"
-             + (f" (resume state in every checkpoint would be ~{_gib(saved * every + trainer.saved_weight_bytes)})"
-                if saved > KEEP_RESUME else ""))  # fmt: skip
+    text += (
+        f"\ndisk: ~{_gib(trainer.disk_bytes(saved, KEEP_RESUME))} in {grpo.output_dir}: {saved} checkpoint(s) x "
+        f"{_gib(trainer.saved_weight_bytes)} of weights, the resume state ({_gib(trainer.resume_state_bytes)}) "
+        f"in the newest {KEEP_RESUME} only, final/ {_gib(trainer.saved_weight_bytes)}"
+        + (
+            f" (resume state in every checkpoint would be ~{_gib(saved * every + trainer.saved_weight_bytes)})"
+            if saved > KEEP_RESUME
+            else ""
+        )
+    )
     from trlvr.errors import UserError
     from trlvr.training.memory_plan import disk_problem
 
@@ -288,12 +315,19 @@ def _check_toy_world(argv: list[str], tandem) -> None:
 
     import yaml
 
-    world = yaml.safe_load(toy.read_text())  # its own paths; one given on the command line is checked as any other
-    missing = [p for p in (tandem.senior, tandem.dataset) if p in (world["senior"], world["dataset"])
-               and not Path(p).exists()]  # fmt: skip
+    world = yaml.safe_load(
+        toy.read_text()
+    )  # its own paths; one given on the command line is checked as any other
+    missing = [
+        p
+        for p in (tandem.senior, tandem.dataset)
+        if p in (world["senior"], world["dataset"]) and not Path(p).exists()
+    ]
     if missing:
-        raise UserError(f"--config toy reads the toy world, and {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not here: run "
-                        "`trlvr toy prepare --out runs/toy` first")  # fmt: skip
+        raise UserError(
+            f"--config toy reads the toy world, and {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not here: run "
+            "`trlvr toy prepare --out runs/toy` first"
+        )
 
 
 def resume_command(argv: list[str]) -> str:
@@ -330,13 +364,22 @@ def main(args) -> int:
     runs = [(tandem, grpo, None)]
     if seeds is not None:
         runs = [(*parse_run_args(argv + seed_flags(grpo, s))[:2], s) for s in seeds]
-        if options.force:  # start over in OUTPUT_DIR as a whole (every seed's checks first): no seed-<s>/ stays
+        if (
+            options.force
+        ):  # start over in OUTPUT_DIR as a whole (every seed's checks first): no seed-<s>/ stays
             start_over(grpo.output_dir, [(t, a) for t, a, _ in runs])
     for tandem, run_args, seed in runs:
         desc = f"train {tandem.arm}" + (f" seed {seed}" if seed is not None else "")
         try:
-            train_and_save(tandem, run_args, resume=options.resume, force=options.force, desc=desc,
-                           verbose=options.verbose, resume_command=again)  # says what it wrote, or why nothing
+            train_and_save(
+                tandem,
+                run_args,
+                resume=options.resume,
+                force=options.force,
+                desc=desc,
+                verbose=options.verbose,
+                resume_command=again,
+            )  # says what it wrote, or why nothing
         except Preempted as e:
             log(str(e))
             return e.exit_code

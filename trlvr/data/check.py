@@ -104,7 +104,9 @@ class CheckReport:
             lines.append("  duplicates: " + ", ".join(f"{kinds[k]} {names[k]}" for k in names if kinds[k]))
             lines += [f"  {d}" for d in self.duplicates[:show]]
         if self.notes:
-            lines.append(f"  {len(self.notes)} gold(s) read differently raw and normalised (graded as normalised):")
+            lines.append(
+                f"  {len(self.notes)} gold(s) read differently raw and normalised (graded as normalised):"
+            )
             lines += [f"  {self.source} {b}" for b in self.notes[:show]]
         return "\n".join(lines)
 
@@ -137,6 +139,12 @@ def check_source(
         said = note_gold([p.answer for p in probs])
         notes = [BadRow(p.row, probs.answer_field(p), why) for p, why in zip(probs, said, strict=True) if why]
     return CheckReport(
-        source, probs.schema, probs.total, len(probs), dict(bad), probs.skipped[:show], find_duplicates(probs),
+        source,
+        probs.schema,
+        probs.total,
+        len(probs),
+        dict(bad),
+        probs.skipped[:show],
+        find_duplicates(probs),
         notes,
     )

@@ -43,7 +43,9 @@ DEFAULT_DIR = Path("~/.cache/trlvr/paper-evals")
 
 # The authors' drop lists, verbatim (data/build_evals.py): "a multiple choice letter, an interval, an
 # expression with a free variable, a clock time".
-AMC24_DROP = frozenset({"(0, \\frac{1}{2})", "[\\frac{3}{4}, \\frac{7}{8}]", "\\frac{\\pi}{2} - 2\\alpha", "D"})
+AMC24_DROP = frozenset(
+    {"(0, \\frac{1}{2})", "[\\frac{3}{4}, \\frac{7}{8}]", "\\frac{\\pi}{2} - 2\\alpha", "D"}
+)
 AMC25_DROP = frozenset({"4{:}30", "k"})
 
 Loader = Callable[[str, "str | None"], list[dict]]  # (hub name, split or None = first split) -> rows
@@ -63,12 +65,24 @@ class Panel:
 PANELS: dict[str, Panel] = {
     p.name: p
     for p in (
-        Panel("amc23_25", 121, None, "math-ai/amc23 + rawsh/2024_AMC12 + sonthenguyen/amc12-2025-non-figure",
-              "AMC 2023-2025"),
-        Panel("aime24_26", 90, None, "math-ai/aime24 + math-ai/aime25 + MathArena/aime_2026", "AIME 2024-2026"),
+        Panel(
+            "amc23_25",
+            121,
+            None,
+            "math-ai/amc23 + rawsh/2024_AMC12 + sonthenguyen/amc12-2025-non-figure",
+            "AMC 2023-2025",
+        ),
+        Panel(
+            "aime24_26", 90, None, "math-ai/aime24 + math-ai/aime25 + MathArena/aime_2026", "AIME 2024-2026"
+        ),
         Panel("minerva", 272, None, "math-ai/minervamath", "Minerva"),
-        Panel("olympiad", 581, None, "the authors' data/eval/olympiad/test.parquet (hub source private)",
-              "OlympiadBench"),
+        Panel(
+            "olympiad",
+            581,
+            None,
+            "the authors' data/eval/olympiad/test.parquet (hub source private)",
+            "OlympiadBench",
+        ),
     )
 }
 PAPER_PANELS = tuple(PANELS)  # the reproduction's four-panel macro (Table 2 as reproduced)
@@ -89,10 +103,16 @@ def _row(problem, answer, subset: str | None = None) -> dict:
 
 def _amc23_25(load: Loader, olympiad_src) -> list[dict]:
     rows = [_row(r["question"], r["answer"], "amc23") for r in load("math-ai/amc23", "test")]
-    rows += [_row(r["problem"], r["answer"], f"amc24_{r['exam'].split()[-1]}")
-             for r in load("rawsh/2024_AMC12", None) if r["answer"] not in AMC24_DROP]  # fmt: skip
-    rows += [_row(r["question"], r["answer"], "amc25")
-             for r in load("sonthenguyen/amc12-2025-non-figure", None) if r["answer"] not in AMC25_DROP]  # fmt: skip
+    rows += [
+        _row(r["problem"], r["answer"], f"amc24_{r['exam'].split()[-1]}")
+        for r in load("rawsh/2024_AMC12", None)
+        if r["answer"] not in AMC24_DROP
+    ]
+    rows += [
+        _row(r["question"], r["answer"], "amc25")
+        for r in load("sonthenguyen/amc12-2025-non-figure", None)
+        if r["answer"] not in AMC25_DROP
+    ]
     return rows
 
 
@@ -114,32 +134,47 @@ def _minerva(load: Loader, olympiad_src) -> list[dict]:
 
 def _olympiad(load: Loader, olympiad_src) -> list[dict]:
     if olympiad_src is None:
-        raise DataError("olympiad: its hub source is private; pass --olympiad-src with the authors' "
-                        "data/eval/olympiad/test.parquet (581 rows, in their repository)")  # fmt: skip
+        raise DataError(
+            "olympiad: its hub source is private; pass --olympiad-src with the authors' "
+            "data/eval/olympiad/test.parquet (581 rows, in their repository)"
+        )
     from trlvr.data.sources import read_local
 
     return [_row(r["problem"], r["reward_model"]["ground_truth"]) for r in read_local(olympiad_src)]
 
 
 BUILDERS: dict[str, Callable[[Loader, Path | None], list[dict]]] = {
-    "amc23_25": _amc23_25, "aime24_26": _aime24_26, "minerva": _minerva, "olympiad": _olympiad}  # fmt: skip
+    "amc23_25": _amc23_25,
+    "aime24_26": _aime24_26,
+    "minerva": _minerva,
+    "olympiad": _olympiad,
+}
 
 
 def check_panel(name: str, rows: list[dict], panels: dict[str, Panel] | None = None) -> str:
     """The golds' checksum; DataError (one line) when the row count or a recorded checksum differs."""
     panel = (panels or PANELS)[name]
     if len(rows) != panel.rows:
-        raise DataError(f"{name}: built {len(rows)} rows, expected {panel.rows} (the authors' count); the "
-                        "upstream dataset has changed and this build does not match the paper's set")  # fmt: skip
+        raise DataError(
+            f"{name}: built {len(rows)} rows, expected {panel.rows} (the authors' count); the "
+            "upstream dataset has changed and this build does not match the paper's set"
+        )
     digest = gold_sha256([r["answer"] for r in rows])
     if panel.gold_sha256 is not None and digest != panel.gold_sha256:
-        raise DataError(f"{name}: gold checksum {digest[:16]} differs from the recorded {panel.gold_sha256[:16]}: "
-                        "the upstream golds have changed")  # fmt: skip
+        raise DataError(
+            f"{name}: gold checksum {digest[:16]} differs from the recorded {panel.gold_sha256[:16]}: "
+            "the upstream golds have changed"
+        )
     return digest
 
 
-def build(out: str | Path, names=PAPER_PANELS, load: Loader | None = None, olympiad_src: str | Path | None = None,
-          panels: dict[str, Panel] | None = None) -> dict[str, str]:  # fmt: skip
+def build(
+    out: str | Path,
+    names=PAPER_PANELS,
+    load: Loader | None = None,
+    olympiad_src: str | Path | None = None,
+    panels: dict[str, Panel] | None = None,
+) -> dict[str, str]:
     """Build and check each named panel, then write OUT/NAME.jsonl for every one; {name: gold sha256}.
     Nothing is written unless every panel passes its checks."""
     unknown = [n for n in names if n not in BUILDERS]
@@ -166,8 +201,10 @@ def hub_loader(name: str, split: str | None) -> list[dict]:
     from trlvr.data.sources import _env_offline, hub_reachable
 
     if not _env_offline() and not hub_reachable():
-        raise DataError(f"{name}: no network access to the Hugging Face Hub; build the panels on a machine with "
-                        "access and copy the folder (set TRLVR_PAPER_EVALS to it)")  # fmt: skip
+        raise DataError(
+            f"{name}: no network access to the Hugging Face Hub; build the panels on a machine with "
+            "access and copy the folder (set TRLVR_PAPER_EVALS to it)"
+        )
     import datasets
 
     ds = datasets.load_dataset(name)
@@ -183,9 +220,11 @@ def is_panel(source: str) -> bool:
 
 
 def panel_name(source: str) -> str:
-    name = source[len(PANEL_PREFIX):]
+    name = source[len(PANEL_PREFIX) :]
     if name not in PANELS:
-        raise DataError(f"{source}: unknown panel {name!r}; known: {', '.join(PANEL_PREFIX + n for n in PANELS)}")
+        raise DataError(
+            f"{source}: unknown panel {name!r}; known: {', '.join(PANEL_PREFIX + n for n in PANELS)}"
+        )
     return name
 
 
@@ -196,8 +235,10 @@ def read_panel(source: str) -> list[dict]:
     name = panel_name(source)
     path = panels_dir() / f"{name}.jsonl"
     if not path.is_file():
-        raise DataError(f"{source}: not built in {path.parent}; run `trlvr data build-evals` on a machine with hub "
-                        f"access (its --out, or set {ENV_DIR} to the folder it wrote)")  # fmt: skip
+        raise DataError(
+            f"{source}: not built in {path.parent}; run `trlvr data build-evals` on a machine with hub "
+            f"access (its --out, or set {ENV_DIR} to the folder it wrote)"
+        )
     rows = read_jsonl(path)
     check_panel(name, rows)
     return rows

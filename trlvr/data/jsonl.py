@@ -66,8 +66,13 @@ def loads_strict(text: str) -> Any:
     return json.loads(text, object_pairs_hook=strict_object)
 
 
-def read_jsonl(path: str | Path, *, tolerate_torn_tail: bool = False, limit: int | None = None,
-               read: Callable[[Path], bytes] | None = None) -> list[dict]:
+def read_jsonl(
+    path: str | Path,
+    *,
+    tolerate_torn_tail: bool = False,
+    limit: int | None = None,
+    read: Callable[[Path], bytes] | None = None,
+) -> list[dict]:
     """Rows of a JSONL file, each a JSON object. Blank lines are skipped.
 
     tolerate_torn_tail: a last line that does not parse and has no trailing newline (a write cut

@@ -160,7 +160,11 @@ def load_problems(
         shown = "; ".join(str(b) for b in bad[:SHOW_BAD])
         more = f" (and {len(bad) - SHOW_BAD} more)" if len(bad) > SHOW_BAD else ""
         what = f"{len(bad)} of {probs.total} rows unusable" if probs else f"none of {probs.total} rows usable"
-        fix = ("Fix them" + (f", or pass {skip_flag} to use the rest" if skip_flag else "") + "; ") if probs else ""
+        fix = (
+            ("Fix them" + (f", or pass {skip_flag} to use the rest" if skip_flag else "") + "; ")
+            if probs
+            else ""
+        )
         raise DataError(
             f"{source}: {what} (schema {probs.schema}): {shown}{more}. {fix}`trlvr data check` lists them."
         )

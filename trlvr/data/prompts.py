@@ -21,7 +21,10 @@ PROMPT_TEMPLATES: dict[str, tuple[str, dict]] = {
     "trlvr": (DEFAULT_TEMPLATE, {}),
     # the release's one prompt route (eval/common.chat_prefix): enable_thinking=False (inert for Instruct-2507,
     # keeps a hybrid Qwen3 out of thinking mode), the plain call for a template that rejects the argument
-    "authors": ("{problem}" + AUTHORS_INSTRUCTION.replace("{", "{{").replace("}", "}}"), {"enable_thinking": False}),
+    "authors": (
+        "{problem}" + AUTHORS_INSTRUCTION.replace("{", "{{").replace("}", "}}"),
+        {"enable_thinking": False},
+    ),
 }
 DEFAULT_PROMPT_TEMPLATE = "trlvr"
 
@@ -55,8 +58,13 @@ def build_prompt(
     if use_chat_template and tokenizer is not None and getattr(tokenizer, "chat_template", None):
         messages = [{"role": "user", "content": text}]
         try:
-            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **chat_kwargs)
-        except (TypeError, ValueError):  # a template that rejects the argument has no thinking mode to turn off
+            return tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True, **chat_kwargs
+            )
+        except (
+            TypeError,
+            ValueError,
+        ):  # a template that rejects the argument has no thinking mode to turn off
             if not chat_kwargs:
                 raise
             return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

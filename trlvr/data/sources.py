@@ -65,7 +65,9 @@ def read_local(path: str | Path) -> list[dict]:
         raise DataError(f"{path}: unsupported file type {path.suffix or '(no suffix)'!r}; {_EXPECTED}")
     raw = path.read_bytes()
     try:
-        data = json.loads(raw.decode("utf-8"), parse_float=JsonNumber, object_pairs_hook=strict_object)  # as jsonl
+        data = json.loads(
+            raw.decode("utf-8"), parse_float=JsonNumber, object_pairs_hook=strict_object
+        )  # as jsonl
     except DuplicateKey as e:
         raise DataError(f"{path}: {e}") from None
     except UnicodeDecodeError as e:

@@ -30,8 +30,10 @@ def holdout_split(problems: list, n: int, seed: int = 0) -> tuple[list, list]:
     if n < 0:
         raise DataError(f"holdout: the number of held-out problems must be >= 0, got {n}")
     if n >= len(problems):
-        raise DataError(f"holdout: cannot hold out {n} of {len(problems)} problems and still train on some; "
-                        f"hold out fewer (--holdout 0: none)")  # fmt: skip
+        raise DataError(
+            f"holdout: cannot hold out {n} of {len(problems)} problems and still train on some; "
+            f"hold out fewer (--holdout 0: none)"
+        )
     if n == 0:
         return list(problems), []
     chosen = set(sorted(range(len(problems)), key=lambda i: _rank(problems[i], seed))[:n])

@@ -21,9 +21,20 @@ _WHERE = {
     "output": ("FINISH_REASONS", "TandemOutput"),
     "pair": ("LockstepPair", "Pair", "TextPair", "make_pair", "pair_class", "unsupported_schedule"),
     "sampling": ("draw_uniforms", "filter_logits", "sample_tokens", "sample_with_uniforms"),
-    "schedules": ("SCHEDULES", "BoundarySchedule", "ChunkSchedule", "Schedule", "SoloSchedule", "StepSchedule",
-                  "TokenSchedule", "VocabTables", "WordSchedule", "register_schedule", "vocab_tables"),
-}  # fmt: skip
+    "schedules": (
+        "SCHEDULES",
+        "BoundarySchedule",
+        "ChunkSchedule",
+        "Schedule",
+        "SoloSchedule",
+        "StepSchedule",
+        "TokenSchedule",
+        "VocabTables",
+        "WordSchedule",
+        "register_schedule",
+        "vocab_tables",
+    ),
+}
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 __all__ = sorted(_MODULE_OF)
 

@@ -83,20 +83,31 @@ class Backend:
         if target is None:
             raise ValueError(f"backend {self.name} has no {part}")
         if self.package is not None and importlib.util.find_spec(self.package) is None:
-            raise UserError(f"backend {self.name} needs {self.package}, which is not installed here (pip install "
-                            f"'trlvr[{self.name}]'; on a CPU: see the README's vLLM section)")  # fmt: skip
+            raise UserError(
+                f"backend {self.name} needs {self.package}, which is not installed here (pip install "
+                f"'trlvr[{self.name}]'; on a CPU: see the README's vLLM section)"
+            )
         module, _, name = target.partition(":")
         return getattr(importlib.import_module(module), name)
 
 
 BACKENDS: dict[str, Backend] = {
     "hf": Backend("hf"),
-    "vllm": Backend("vllm", pair="trlvr.vllm.pair:VLLMPair", package="vllm", engine="trlvr.vllm.pair:EngineOptions",
-                    trl_generation="trlvr.vllm.trl_backend:TandemVLLMGeneration",
-                    distribution="trlvr.vllm.trl_backend:engine_distribution", one_vocabulary=True, own_engine=True,
-                    gpu_share=True, needs_context_length=True, sampler_logprobs=True,
-                    fingerprinted=True),
-}  # fmt: skip
+    "vllm": Backend(
+        "vllm",
+        pair="trlvr.vllm.pair:VLLMPair",
+        package="vllm",
+        engine="trlvr.vllm.pair:EngineOptions",
+        trl_generation="trlvr.vllm.trl_backend:TandemVLLMGeneration",
+        distribution="trlvr.vllm.trl_backend:engine_distribution",
+        one_vocabulary=True,
+        own_engine=True,
+        gpu_share=True,
+        needs_context_length=True,
+        sampler_logprobs=True,
+        fingerprinted=True,
+    ),
+}
 
 
 def backend(name: str) -> Backend:

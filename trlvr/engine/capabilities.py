@@ -44,7 +44,12 @@ from trlvr.errors import UserError
 from trlvr.provenance import path_from_record
 from trlvr.rundir import RUN_FILE, read_record
 
-TEAM_KINDS = ("lockstep", "text", "self", "none")  # who writes with the senior: `trlvr.team.KINDS` is this table
+TEAM_KINDS = (
+    "lockstep",
+    "text",
+    "self",
+    "none",
+)  # who writes with the senior: `trlvr.team.KINDS` is this table
 # training shardings whose gathered parameters TRL's weight sync hands over only inside the gather (ZeRO-3: one
 # parameter at a time; FSDP1: one wrapped module at a time), while vLLM's layerwise reload keeps references
 # until a whole layer (q, k and v for qkv_proj) has arrived; FSDP2 hands over full_tensor() copies (kept alive)
@@ -52,23 +57,55 @@ SYNC_UNSAFE_SHARDING = {"zero3": "DeepSpeed ZeRO-3", "fsdp1": "FSDP1"}
 COMMANDS = ("train", "eval", "select")
 # how each command names a setting in its one line
 NAMES = {
-    "train": {"backend": "backend", "pairing": "pairing", "schedule": "schedule", "suite": "suite",
-              "metric": "kl_ref", "junior": "junior", "self": "junior: self", "junior_device": "junior_device",
-              "data": "dataset", "length": "max_completion_length"},
-    "eval": {"backend": "--backend", "pairing": "--pairing", "schedule": "--suite", "suite": "--suite",
-             "metric": "--suite", "junior": "--junior", "self": "--junior self", "junior_device": "--junior-device",
-             "data": "--data", "length": "--max-new-tokens"},
-    "select": {"backend": "--backend", "pairing": "pairing (the run's)", "schedule": "--metric", "suite": "--metric",
-               "metric": "--metric", "junior": "--junior", "self": "junior self", "junior_device": "--junior-device",
-               "data": "--val", "length": "--max-new-tokens"},
-}  # fmt: skip
+    "train": {
+        "backend": "backend",
+        "pairing": "pairing",
+        "schedule": "schedule",
+        "suite": "suite",
+        "metric": "kl_ref",
+        "junior": "junior",
+        "self": "junior: self",
+        "junior_device": "junior_device",
+        "data": "dataset",
+        "length": "max_completion_length",
+    },
+    "eval": {
+        "backend": "--backend",
+        "pairing": "--pairing",
+        "schedule": "--suite",
+        "suite": "--suite",
+        "metric": "--suite",
+        "junior": "--junior",
+        "self": "--junior self",
+        "junior_device": "--junior-device",
+        "data": "--data",
+        "length": "--max-new-tokens",
+    },
+    "select": {
+        "backend": "--backend",
+        "pairing": "pairing (the run's)",
+        "schedule": "--metric",
+        "suite": "--metric",
+        "metric": "--metric",
+        "junior": "--junior",
+        "self": "junior self",
+        "junior_device": "--junior-device",
+        "data": "--val",
+        "length": "--max-new-tokens",
+    },
+}
 # metrics a text pair cannot define: the suite entry that asks for each, and why (results.json records it)
 UNDEFINED_FOR_TEXT_PAIRS = {
-    "drift/kl": ("drift", "not defined for a text pair: KL(senior || junior) needs one vocabulary (the two models' "
-                          "next-token distributions are over different ids)"),
-    "loophole": ("dose", "not computed for a text pair: the detector replays the lockstep word schedule on one "
-                         "vocabulary"),
-}  # fmt: skip
+    "drift/kl": (
+        "drift",
+        "not defined for a text pair: KL(senior || junior) needs one vocabulary (the two models' "
+        "next-token distributions are over different ids)",
+    ),
+    "loophole": (
+        "dose",
+        "not computed for a text pair: the detector replays the lockstep word schedule on one vocabulary",
+    ),
+}
 KL_TO_JUNIOR = "kl_to_junior"  # training's KL term against the junior (beta > 0, kl_ref: junior)
 WORLD_CARD = "card.json"  # what `trlvr toy prepare` writes last into a complete world (trlvr.toy.world)
 WORLD_KEYS = ("seed", "config")  # what makes a world: its seed and its settings
@@ -102,7 +139,9 @@ class Plan:
     chat_prompt: str | None = None
     templates: tuple[tuple[str, bool], ...] = ()
     worlds: tuple[tuple[str, dict], ...] = ()
-    sharding: str | None = None  # training's parameter sharding: zero1/zero2/zero3 (DeepSpeed), fsdp1/fsdp2, None
+    sharding: str | None = (
+        None  # training's parameter sharding: zero1/zero2/zero3 (DeepSpeed), fsdp1/fsdp2, None
+    )
     # (model named, the positions its config says it reads, the run's longest prompt in its tokens, the
     # completion budget): every model that reads the run's sequences, from its config (`trlvr.models.context_length`)
     contexts: tuple[tuple[str, int, int, int], ...] = ()
@@ -139,31 +178,43 @@ def _check_backend(plan: Plan, name: dict) -> None:
         raise UserError(f"{b}: must be one of {', '.join(BACKENDS)}, got {plan.backend!r}")
     spec = backend(plan.backend)
     if spec.one_vocabulary and _text(plan):
-        raise UserError(f"{b}: {spec.name} runs pairs with one shared vocabulary; this pair is text-paired (two "
-                        "tokenizers), and text pairing runs on backend hf")  # fmt: skip
+        raise UserError(
+            f"{b}: {spec.name} runs pairs with one shared vocabulary; this pair is text-paired (two "
+            "tokenizers), and text pairing runs on backend hf"
+        )
     if not spec.own_engine:
         return
     if plan.junior_device:
-        raise UserError(f"{b}: {spec.name} holds both models in one engine; {name['junior_device']} is backend hf's")
+        raise UserError(
+            f"{b}: {spec.name} holds both models in one engine; {name['junior_device']} is backend hf's"
+        )
     if plan.senior_adapter is not None:
-        raise UserError(f"{b} {spec.name}: {plan.senior_adapter} is a LoRA adapter folder; the engine loads full model "
-                        "folders (evaluate adapters with --backend hf)")  # fmt: skip
+        raise UserError(
+            f"{b} {spec.name}: {plan.senior_adapter} is a LoRA adapter folder; the engine loads full model "
+            "folders (evaluate adapters with --backend hf)"
+        )
     if plan.sharding in SYNC_UNSAFE_SHARDING:
-        raise UserError(f"{b} {spec.name}: this launch shards the senior with {SYNC_UNSAFE_SHARDING[plan.sharding]}, which "
-                        "releases each gathered parameter before the engine's weight sync has copied it (vLLM "
-                        "reloads a layer once all its weights arrived); train backend vllm under DeepSpeed ZeRO-1/2, "
-                        "FSDP2 or DDP, or use backend hf")  # fmt: skip
+        raise UserError(
+            f"{b} {spec.name}: this launch shards the senior with {SYNC_UNSAFE_SHARDING[plan.sharding]}, which "
+            "releases each gathered parameter before the engine's weight sync has copied it (vLLM "
+            "reloads a layer once all its weights arrived); train backend vllm under DeepSpeed ZeRO-1/2, "
+            "FSDP2 or DDP, or use backend hf"
+        )
 
 
 def _check_pairing(plan: Plan, name: dict) -> None:
     if plan.pairing != "self":
         return
     if plan.requested == "text":
-        raise UserError(f"{name['pairing']}: text needs a junior with its own tokenizer; {name['self']} shares the "
-                        "senior's tokenizer and weights (it is lockstep)")  # fmt: skip
+        raise UserError(
+            f"{name['pairing']}: text needs a junior with its own tokenizer; {name['self']} shares the "
+            "senior's tokenizer and weights (it is lockstep)"
+        )
     if plan.junior_device:
-        raise UserError(f"{name['junior_device']}: {name['self']} shares the senior's weights, so it runs on the "
-                        "senior's device")  # fmt: skip
+        raise UserError(
+            f"{name['junior_device']}: {name['self']} shares the senior's weights, so it runs on the "
+            "senior's device"
+        )
 
 
 def text_schedules() -> list[str]:
@@ -176,18 +227,22 @@ def _check_schedule(plan: Plan, name: dict, schedule: Schedule) -> None:
     if plan.pairing == "none" and JUNIOR in schedule.writers:
         raise UserError(f"{s}: schedule {schedule.name!r} has the junior write, and this run has no junior")
     if _text(plan) and schedule.text_rule() is None:
-        raise UserError(f"{s}: schedule {schedule.name!r} needs one shared vocabulary (it reads token ids); this "
-                        "senior and junior are text-paired (two tokenizers), which runs the schedules "
-                        f"{', '.join(text_schedules())}")  # fmt: skip
+        raise UserError(
+            f"{s}: schedule {schedule.name!r} needs one shared vocabulary (it reads token ids); this "
+            "senior and junior are text-paired (two tokenizers), which runs the schedules "
+            f"{', '.join(text_schedules())}"
+        )
 
 
 def _check_contexts(plan: Plan, name: dict) -> None:
     for model, positions, prompt, completion in plan.contexts:
         if prompt + completion > positions:
-            raise UserError(f"{name['length']}: {model} reads at most {positions} positions (max_position_embeddings "
-                            f"in its config), and the longest prompt ({prompt} tokens) plus the completion budget "
-                            f"({completion} tokens) is {prompt + completion}; lower {name['length']} or drop the "
-                            "longest prompts")  # fmt: skip
+            raise UserError(
+                f"{name['length']}: {model} reads at most {positions} positions (max_position_embeddings "
+                f"in its config), and the longest prompt ({prompt} tokens) plus the completion budget "
+                f"({completion} tokens) is {prompt + completion}; lower {name['length']} or drop the "
+                "longest prompts"
+            )
 
 
 def _check_metrics(plan: Plan, name: dict) -> None:
@@ -203,18 +258,24 @@ def _check_metrics(plan: Plan, name: dict) -> None:
     if not _text(plan):
         return
     if "prefix" in plan.suite:
-        raise UserError(f"{name['suite']}: prefix hands the junior the senior's own token ids, so it needs one "
-                        "shared vocabulary; this senior and junior are text-paired (two tokenizers)")  # fmt: skip
+        raise UserError(
+            f"{name['suite']}: prefix hands the junior the senior's own token ids, so it needs one "
+            "shared vocabulary; this senior and junior are text-paired (two tokenizers)"
+        )
     for metric in plan.metrics:
         if metric == KL_TO_JUNIOR:
-            raise UserError(f"{name['metric']}: junior needs one shared vocabulary; this pair is text-paired "
-                            "(set kl_ref: initial)")  # fmt: skip
+            raise UserError(
+                f"{name['metric']}: junior needs one shared vocabulary; this pair is text-paired "
+                "(set kl_ref: initial)"
+            )
         defined = {m: why for m, (entry, why) in UNDEFINED_FOR_TEXT_PAIRS.items()}
         head = metric.split("/", 1)[0]
         why = defined.get(metric) or (defined["drift/kl"] if head == "drift" else None)
         if why is not None:
-            raise UserError(f"{name['metric']} {metric}: {why}; choose another metric (legibility/junior_bpb is "
-                            "the one comparable across pairs)")  # fmt: skip
+            raise UserError(
+                f"{name['metric']} {metric}: {why}; choose another metric (legibility/junior_bpb is "
+                "the one comparable across pairs)"
+            )
 
 
 def _check_prompts(plan: Plan, name: dict) -> None:
@@ -222,9 +283,11 @@ def _check_prompts(plan: Plan, name: dict) -> None:
         return
     for tokenizer, has_template in plan.templates:
         if not has_template:
-            raise UserError(f"{name['data']}: {plan.chat_prompt} is a prompt of chat messages, and the tokenizer of "
-                            f"{tokenizer} has no chat template to render it (give a tokenizer with one, or text "
-                            "prompts)")  # fmt: skip
+            raise UserError(
+                f"{name['data']}: {plan.chat_prompt} is a prompt of chat messages, and the tokenizer of "
+                f"{tokenizer} has no chat template to render it (give a tokenizer with one, or text "
+                "prompts)"
+            )
 
 
 def _check_worlds(worlds: tuple[tuple[str, dict], ...]) -> None:
@@ -234,17 +297,21 @@ def _check_worlds(worlds: tuple[tuple[str, dict], ...]) -> None:
     for label, world in worlds[1:]:
         differ = [k for k in WORLD_KEYS if world.get(k) != first.get(k)]
         if differ:
-            raise UserError(f"{label} is from toy world {world['dir']} ({_describe(world, first)}), {first_label} "
-                            f"from toy world {first['dir']} ({_describe(first, world)}): a world draws its problems "
-                            "and trains its models with its seed and settings, so one world's models may have "
-                            "trained on another's problems; use one world's models and data")  # fmt: skip
+            raise UserError(
+                f"{label} is from toy world {world['dir']} ({_describe(world, first)}), {first_label} "
+                f"from toy world {first['dir']} ({_describe(first, world)}): a world draws its problems "
+                "and trains its models with its seed and settings, so one world's models may have "
+                "trained on another's problems; use one world's models and data"
+            )
 
 
 def _describe(world: dict, other: dict) -> str:
     """What sets `world` apart from `other`: "seed 1", "jargon compact, n_train 400"."""
     parts = [] if world.get("seed") == other.get("seed") else [f"seed {world.get('seed')}"]
     mine, theirs = world.get("config") or {}, other.get("config") or {}
-    parts += [f"{k} {mine.get(k)}" for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)][:3]
+    parts += [f"{k} {mine.get(k)}" for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)][
+        :3
+    ]
     return ", ".join(parts) or "its settings"
 
 

@@ -98,7 +98,9 @@ def device_budget(free: int, reserved: int, allocated: int, fraction: float = 0.
     return int(fraction * (free + max(reserved - allocated, 0)))
 
 
-def plan_sub_batches(models: list, batch: int, tokens: int, budget_bytes: int | None, extra_per_row: int = 0) -> int:
+def plan_sub_batches(
+    models: list, batch: int, tokens: int, budget_bytes: int | None, extra_per_row: int = 0
+) -> int:
     """How many equal sub-batches keep both KV caches (and `extra_per_row` transient bytes per row)
     within `budget_bytes` (1 when no budget)."""
     if budget_bytes is None:
@@ -149,7 +151,9 @@ def resolve_decode(decode: str, compile, device: torch.device) -> tuple[str, boo
     else:
         mode = decode
     if compile and mode != "static":
-        raise ValueError(f"compile=True needs decode='static' (the eager cache changes shape every step), got decode={decode!r}")
+        raise ValueError(
+            f"compile=True needs decode='static' (the eager cache changes shape every step), got decode={decode!r}"
+        )
     return mode, bool(compile)
 
 
@@ -213,7 +217,9 @@ class TandemGenerator:
         self.n_ids = shared_ids(len(tokenizer) if tokenizer is not None else None, *dims)
         if tables is None:
             if tokenizer is None:
-                raise ValueError("pass a tokenizer (or explicit VocabTables) so schedules can find word starts")
+                raise ValueError(
+                    "pass a tokenizer (or explicit VocabTables) so schedules can find word starts"
+                )
             tables = vocab_tables(tokenizer, self.vocab_size, word_start_ids, step_end_ids)
         self.tables = tables
         self.eos_token_ids = self._eos_ids(eos_token_ids, tokenizer)
@@ -234,8 +240,15 @@ class TandemGenerator:
             raise ValueError("no EOS token id: pass eos_token_ids or a tokenizer with eos_token_id")
         return list(eos_token_ids)
 
-    def _sub_batches(self, models: list, batch: int, tokens: int, requested: int | None | str,
-                     prompt_len: int = 0, static: bool = False) -> tuple[int, dict | None]:  # fmt: skip
+    def _sub_batches(
+        self,
+        models: list,
+        batch: int,
+        tokens: int,
+        requested: int | None | str,
+        prompt_len: int = 0,
+        static: bool = False,
+    ) -> tuple[int, dict | None]:
         """(sub-batches, memory plan): `requested` bytes for all KV caches together, or with "auto" per
         CUDA device `device_budget` (free + reserved-but-unused, 90%), plus the static buffers this
         generator already holds there (reused), against KV + transient bytes per row (no limit on CPU)."""
@@ -252,12 +265,19 @@ class TandemGenerator:
                 continue
             free = torch.cuda.mem_get_info(device)[0]
             reserved, allocated = torch.cuda.memory_reserved(device), torch.cuda.memory_allocated(device)
-            held = sum(kv.bytes() for kv in self._kv.values() if kv.valid.device == device and kv.fits(batch, tokens))
+            held = sum(
+                kv.bytes() for kv in self._kv.values() if kv.valid.device == device and kv.fits(batch, tokens)
+            )
             extra = sum(transient_bytes_per_row(m, prompt_len, static) for m in ms)
             budgets[name] = device_budget(free, reserved, allocated) + held - batch * extra
-            plan[name] = {"free": free, "reserved_unused": max(reserved - allocated, 0), "reused_buffers": held,
-                          "transient_per_row": extra, "kv_per_row": sum(kv_cache_bytes(m, 1, tokens) for m in ms),
-                          "budget": budgets[name]}  # fmt: skip
+            plan[name] = {
+                "free": free,
+                "reserved_unused": max(reserved - allocated, 0),
+                "reused_buffers": held,
+                "transient_per_row": extra,
+                "kv_per_row": sum(kv_cache_bytes(m, 1, tokens) for m in ms),
+                "budget": budgets[name],
+            }
             if budgets[name] <= 0:
                 raise ValueError(f"{name}: no memory left for generation ({plan[name]})")
         return plan_per_device(by_device, batch, tokens, budgets), (plan or None)
@@ -267,8 +287,16 @@ class TandemGenerator:
         return _device(self.senior)
 
     @torch.no_grad()
-    def generate(self, prompt_ids: list[list[int]], schedule: Schedule, sampling: Sampling, row_keys=None, *,
-                 score_both: bool = False, options: DecodeOptions | None = None) -> TandemOutput:  # fmt: skip
+    def generate(
+        self,
+        prompt_ids: list[list[int]],
+        schedule: Schedule,
+        sampling: Sampling,
+        row_keys=None,
+        *,
+        score_both: bool = False,
+        options: DecodeOptions | None = None,
+    ) -> TandemOutput:
         """Generate one completion per prompt (prompts may differ in length).
 
         sampling: the token budget, temperature / top_p / top_k and the seed (`Sampling`).
@@ -308,27 +336,51 @@ class TandemGenerator:
 
         max_new_tokens = sampling.max_new_tokens
         total = max(len(p) for p in prompt_ids) + max_new_tokens
-        n_sub, memory = self._sub_batches(list(models.values()), len(prompt_ids), total, options.memory_budget_bytes,
-                                          max(len(p) for p in prompt_ids), mode == "static")  # fmt: skip
+        n_sub, memory = self._sub_batches(
+            list(models.values()),
+            len(prompt_ids),
+            total,
+            options.memory_budget_bytes,
+            max(len(p) for p in prompt_ids),
+            mode == "static",
+        )
         if n_sub > 1:
             size = -(-len(prompt_ids) // n_sub)
             whole = replace(options, memory_budget_bytes=None)
-            parts = [self.generate(prompt_ids[i : i + size], schedule, sampling, row_keys[i : i + size],
-                                   score_both=score_both, options=whole)
-                     for i in range(0, len(prompt_ids), size)]  # fmt: skip
+            parts = [
+                self.generate(
+                    prompt_ids[i : i + size],
+                    schedule,
+                    sampling,
+                    row_keys[i : i + size],
+                    score_both=score_both,
+                    options=whole,
+                )
+                for i in range(0, len(prompt_ids), size)
+            ]
             out = TandemOutput.concat(parts, pad_id=self.pad_token_id)
             out.plan = {"decode": mode, "compile": compiled, "sub_batches": n_sub, "memory": memory}
             return out
 
-        streams = RowStreams(torch.tensor([row_key(int(sampling.seed), int(k)) for k in row_keys], device=self.device))
+        streams = RowStreams(
+            torch.tensor([row_key(int(sampling.seed), int(k)) for k in row_keys], device=self.device)
+        )
         was_training = {name: m.training for name, m in models.items()}
         for m in models.values():
             m.eval()
         try:
             # log-probs and sampling from fp32 logits, never bf16-rounded; no MoE router loss in generation
             with fp32_logits(models.values()), no_router_logits(models.values()):
-                run = self._prefill(prompt_ids, models, mode, compiled, max_new_tokens, options.share_prompts,
-                                    schedule, streams)  # fmt: skip
+                run = self._prefill(
+                    prompt_ids,
+                    models,
+                    mode,
+                    compiled,
+                    max_new_tokens,
+                    options.share_prompts,
+                    schedule,
+                    streams,
+                )
                 self._decode_n_tokens(run, schedule, sampling)
         finally:
             for name, training in was_training.items():
@@ -339,8 +391,17 @@ class TandemGenerator:
 
     # The phases of one (sub-)batch: prefill, then decode_one_token until every row is done.
 
-    def _prefill(self, prompt_ids, models: dict, mode: str, compiled: bool, max_new_tokens: int,
-                 share_prompts: bool, schedule: Schedule, streams: RowStreams) -> _Run:  # fmt: skip
+    def _prefill(
+        self,
+        prompt_ids,
+        models: dict,
+        mode: str,
+        compiled: bool,
+        max_new_tokens: int,
+        share_prompts: bool,
+        schedule: Schedule,
+        streams: RowStreams,
+    ) -> _Run:
         """Pad the prompts, build each model's runner, prefill each distinct prompt once; the decode state."""
         device = self.device
         # left padding, once per call (not per token); built on the CPU, each runner copies it once
@@ -356,31 +417,53 @@ class TandemGenerator:
         def runner(name, model):
             dev = _device(model)
             if mode == "static":
-                return StaticRunner(model, dev, L, max_new_tokens, block=self.static_block, compile=compiled,
-                                    pool=self._kv, name=name, backend=self.compile_backend)  # fmt: skip
+                return StaticRunner(
+                    model,
+                    dev,
+                    L,
+                    max_new_tokens,
+                    block=self.static_block,
+                    compile=compiled,
+                    pool=self._kv,
+                    name=name,
+                    backend=self.compile_backend,
+                )
             return EagerRunner(model, dev, L, max_new_tokens)
 
         runners = {name: runner(name, m) for name, m in models.items()}
         # prefill: each distinct prompt once, then its KV rows and logits copied to its repeats
         unique, inverse = _distinct(prompt_ids) if share_prompts else (list(range(B)), None)
         first = torch.tensor(unique)  # (U,) one row per distinct prompt
-        rows_of = None if inverse is None else torch.tensor(inverse)  # (B,) distinct-prompt index of every row
-        logits = {name: r.prefill(input_ids, mask, positions, first, rows_of)[:, : self.n_ids] for name, r in runners.items()}
+        rows_of = (
+            None if inverse is None else torch.tensor(inverse)
+        )  # (B,) distinct-prompt index of every row
+        logits = {
+            name: r.prefill(input_ids, mask, positions, first, rows_of)[:, : self.n_ids]
+            for name, r in runners.items()
+        }
         # split: each model samples on its own device (see the class docstring)
         split = self.split_devices and JUNIOR in models
         tables = self.tables.to(device)
         return _Run(
-            runners=runners, logits=logits, tables=tables, eos=torch.tensor(self.eos_token_ids, device=device),
-            pad=self.pad_token_id, static=mode == "static", lockstep=len(models) == 2, split=split,
+            runners=runners,
+            logits=logits,
+            tables=tables,
+            eos=torch.tensor(self.eos_token_ids, device=device),
+            pad=self.pad_token_id,
+            static=mode == "static",
+            lockstep=len(models) == 2,
+            split=split,
             tokens=torch.full((B, max_new_tokens), self.pad_token_id, dtype=torch.long, device=device),
             authored=torch.zeros(B, max_new_tokens, dtype=torch.bool, device=device),
             lp={name: torch.zeros(B, max_new_tokens, device=device) for name in models},
             finish=torch.full((B,), _LENGTH, dtype=torch.long, device=device),
             length=torch.full((B,), max_new_tokens, dtype=torch.long, device=device),
-            rows=torch.arange(B, device=device), done=torch.zeros(B, dtype=torch.bool, device=device),
-            state=schedule.start(B, tables, streams.schedule_draws(0)), streams=streams,
+            rows=torch.arange(B, device=device),
+            done=torch.zeros(B, dtype=torch.bool, device=device),
+            state=schedule.start(B, tables, streams.schedule_draws(0)),
+            streams=streams,
             split_streams={name: streams.to(_device(m)) for name, m in models.items()} if split else None,
-        )  # fmt: skip
+        )
 
     def _decode_n_tokens(self, run: _Run, schedule: Schedule, sampling: Sampling) -> None:
         """Decode until every row is done or the budget is spent.
@@ -544,6 +627,7 @@ def _sample_split(logits: dict, author, params: Sampling, streams: dict, t: int,
     candidate there, and the author mask picks one, which is the token the one-device path samples
     from the mixed logits. Only (b,)-sized tensors cross devices, never (b, V) logits.
     """
+
     def cand_of(name, x):
         u = None if params.greedy else streams[name].uniform(t, TOKEN_STREAM)[:, None]
         return sample_with_uniforms(x, u, params.temperature, params.top_k, params.top_p).to(device)

@@ -107,7 +107,9 @@ class StaticKV:
         # step never specialises K to the capacity (inductor guards on the slice's contiguity when
         # K == the buffer length, which breaks the dynamic-K graph: found at 10M on CPU).
         physical = capacity + 1
-        self.slot = torch.zeros(1, dtype=torch.long, device=device)  # (1,) the position the next token is written at
+        self.slot = torch.zeros(
+            1, dtype=torch.long, device=device
+        )  # (1,) the position the next token is written at
         self.valid = torch.zeros(rows, physical, dtype=torch.bool, device=device)  # False: prompt padding
         self.span = self.valid[:1, :1]  # (R, K) this step's attended mask; its shape tells the layers R and K
         layers = []
@@ -123,7 +125,9 @@ class StaticKV:
         self.cache = Cache(layers=layers)
 
     def bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for layer in self.cache.layers for t in (layer.keys, layer.values))
+        return sum(
+            t.numel() * t.element_size() for layer in self.cache.layers for t in (layer.keys, layer.values)
+        )
 
     def fits(self, rows: int, capacity: int) -> bool:
         return rows <= self.rows and capacity <= self.capacity
@@ -154,4 +158,6 @@ class StaticKV:
         self.valid[:n] = self.valid[keep]
         for layer in self.cache.layers:
             for buf in (layer.keys, layer.values):
-                buf[:n, :, :filled] = buf[keep, :, :filled]  # advanced indexing copies first: no overlap hazard
+                buf[:n, :, :filled] = buf[
+                    keep, :, :filled
+                ]  # advanced indexing copies first: no overlap hazard

@@ -37,8 +37,14 @@ from trlvr.engine.schedules import Schedule, VocabTables
 SPACELESS_SPAN = 8  # tokens without a word start that make a span "spaceless"
 # summed over rows (and processes): see loophole_counts
 COUNT_KEYS = ("tokens", "redraws", "forced", "spaceless", "spaceless_senior")
-METRICS = ("backstop_share", "longest_run_p50", "longest_run_p95", "redraws_per_100",
-           "senior_share_spaceless", "spaceless_per_100")  # fmt: skip
+METRICS = (
+    "backstop_share",
+    "longest_run_p50",
+    "longest_run_p95",
+    "redraws_per_100",
+    "senior_share_spaceless",
+    "spaceless_per_100",
+)
 # the warning rule: a statistic that climbs above both factor x and + margin over its first value
 ALARM_RULES = {"backstop_share": (2.0, 0.2), "longest_run_p95": (2.0, 8.0)}
 # A loophole present from step 0 does not climb: the senior writing (nearly) every token of spans the
@@ -86,8 +92,9 @@ def longest_runs(senior: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return run.max(dim=1).values if T else torch.zeros(B, dtype=torch.long)
 
 
-def spaceless_mask(tokens: torch.Tensor, mask: torch.Tensor, tables: VocabTables,
-                   span: int = SPACELESS_SPAN) -> torch.Tensor:  # fmt: skip
+def spaceless_mask(
+    tokens: torch.Tensor, mask: torch.Tensor, tables: VocabTables, span: int = SPACELESS_SPAN
+) -> torch.Tensor:
     """(B, T) bool: completion tokens inside a run of >= `span` consecutive tokens with no word start."""
     inside = ~tables.word_start[tokens] & mask.bool()
     B, T = inside.shape
@@ -97,8 +104,9 @@ def spaceless_mask(tokens: torch.Tensor, mask: torch.Tensor, tables: VocabTables
     return inside & (lengths.gather(1, run_id) >= span)
 
 
-def loophole_counts(schedule: Schedule, tokens: torch.Tensor, senior: torch.Tensor, mask: torch.Tensor,
-                    tables: VocabTables) -> tuple[dict[str, float], torch.Tensor]:  # fmt: skip
+def loophole_counts(
+    schedule: Schedule, tokens: torch.Tensor, senior: torch.Tensor, mask: torch.Tensor, tables: VocabTables
+) -> tuple[dict[str, float], torch.Tensor]:
     """({COUNT_KEYS: sums over the batch}, (B,) longest single-author runs). tokens, senior, mask: (B, T).
 
     redraws / forced are NaN for a schedule that never redraws."""
@@ -128,8 +136,11 @@ def _ratio(a: float, b: float, scale: float = 1.0) -> float:
 def summarize(counts: dict[str, float], longest: torch.Tensor) -> dict[str, float]:
     """The METRICS from summed counts and the longest runs of every rollout (NaN where undefined)."""
     runs = longest.double().flatten()
-    p50, p95 = (torch.quantile(runs, torch.tensor([0.5, 0.95], dtype=torch.float64)).tolist()
-                if runs.numel() else (math.nan, math.nan))  # fmt: skip
+    p50, p95 = (
+        torch.quantile(runs, torch.tensor([0.5, 0.95], dtype=torch.float64)).tolist()
+        if runs.numel()
+        else (math.nan, math.nan)
+    )
     redraws = counts["redraws"]
     return {
         "backstop_share": _ratio(counts["forced"], redraws) if not math.isnan(redraws) else math.nan,
@@ -141,8 +152,9 @@ def summarize(counts: dict[str, float], longest: torch.Tensor) -> dict[str, floa
     }
 
 
-def loophole_stats(schedule: Schedule, tokens: torch.Tensor, senior: torch.Tensor, mask: torch.Tensor,
-                   tables: VocabTables) -> dict[str, float]:  # fmt: skip
+def loophole_stats(
+    schedule: Schedule, tokens: torch.Tensor, senior: torch.Tensor, mask: torch.Tensor, tables: VocabTables
+) -> dict[str, float]:
     """The METRICS of one batch of rollouts (B, T): see the module docstring."""
     return summarize(*loophole_counts(schedule, tokens, senior, mask, tables))
 
@@ -159,13 +171,22 @@ def loophole_alarm(first: dict, now: dict) -> str | None:
         if a is None or b is None or math.isnan(a) or math.isnan(b):
             continue
         if b > factor * a and b > a + margin:
-            return (f"loophole? {key} climbed from {a:.3g} at the start to {b:.3g} (> {factor:g}x and "
-                    f"> +{margin:g}): the senior may be writing where the schedule cannot hand off "
-                    "(e.g. spaceless notation); see tandem/loophole/* in metrics.jsonl")  # fmt: skip
+            return (
+                f"loophole? {key} climbed from {a:.3g} at the start to {b:.3g} (> {factor:g}x and "
+                f"> +{margin:g}): the senior may be writing where the schedule cannot hand off "
+                "(e.g. spaceless notation); see tandem/loophole/* in metrics.jsonl"
+            )
     share, density = now.get("senior_share_spaceless"), now.get("spaceless_per_100")
-    if (share is not None and density is not None and not (math.isnan(share) or math.isnan(density))
-            and share >= LEVEL_RULE["senior_share_spaceless"] and density >= LEVEL_RULE["spaceless_per_100"]):
-        return (f"loophole? the senior wrote {share:.0%} of the tokens in spans with no boundary "
-                f"({density:.3g} per 100 tokens): the schedule never hands off inside them (e.g. spaceless "
-                "notation); schedule: boundary, token, or word with a small max_gap reaches inside")  # fmt: skip
+    if (
+        share is not None
+        and density is not None
+        and not (math.isnan(share) or math.isnan(density))
+        and share >= LEVEL_RULE["senior_share_spaceless"]
+        and density >= LEVEL_RULE["spaceless_per_100"]
+    ):
+        return (
+            f"loophole? the senior wrote {share:.0%} of the tokens in spans with no boundary "
+            f"({density:.3g} per 100 tokens): the schedule never hands off inside them (e.g. spaceless "
+            "notation); schedule: boundary, token, or word with a small max_gap reaches inside"
+        )
     return None

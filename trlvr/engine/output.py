@@ -49,11 +49,14 @@ class TandemOutput:
             return torch.cat(padded)
 
         return TandemOutput(
-            tokens=cat("tokens", pad_id), senior_authored=cat("senior_authored", False),
-            completion_mask=cat("completion_mask", False), senior_logprob=cat("senior_logprob", 0.0),
-            junior_logprob=cat("junior_logprob", 0.0), finish_codes=torch.cat([p.finish_codes for p in parts]),
+            tokens=cat("tokens", pad_id),
+            senior_authored=cat("senior_authored", False),
+            completion_mask=cat("completion_mask", False),
+            senior_logprob=cat("senior_logprob", 0.0),
+            junior_logprob=cat("junior_logprob", 0.0),
+            finish_codes=torch.cat([p.finish_codes for p in parts]),
             num_sub_batches=sum(p.num_sub_batches for p in parts),
-        )  # fmt: skip
+        )
 
     @property
     def lengths(self) -> torch.Tensor:

@@ -58,8 +58,13 @@ class Pair(ABC):
             raise UserError(why)
 
     @abstractmethod
-    def generate(self, prompts: list[list[int]], schedule: Schedule, sampling: Sampling,
-                 row_keys: list[int] | None = None) -> TandemOutput:  # fmt: skip
+    def generate(
+        self,
+        prompts: list[list[int]],
+        schedule: Schedule,
+        sampling: Sampling,
+        row_keys: list[int] | None = None,
+    ) -> TandemOutput:
         """One completion per prompt (senior token ids); row_keys: one int per row (None: its index)."""
 
     @abstractmethod
@@ -82,11 +87,20 @@ class LockstepPair(Pair):
 
     backend, pairing = "hf", "lockstep"
 
-    def __init__(self, senior, junior, tokenizer, *, decode: str = "auto", compile: bool | str = "auto",
-                 **generator_options):  # fmt: skip
+    def __init__(
+        self,
+        senior,
+        junior,
+        tokenizer,
+        *,
+        decode: str = "auto",
+        compile: bool | str = "auto",
+        **generator_options,
+    ):
         self.senior, self.junior, self.tokenizer = senior, junior, tokenizer
-        self.gen = TandemGenerator(senior, junior, tokenizer, options=DecodeOptions(decode, compile),
-                                   **generator_options)  # fmt: skip
+        self.gen = TandemGenerator(
+            senior, junior, tokenizer, options=DecodeOptions(decode, compile), **generator_options
+        )
 
     @property
     def pad_token_id(self) -> int:
@@ -117,12 +131,27 @@ class TextPair(Pair):
 
     backend, pairing = "hf", "text"
 
-    def __init__(self, senior, junior, tokenizer, junior_tokenizer, *, junior_prompts=None,
-                 eos_token_ids: list[int] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        senior,
+        junior,
+        tokenizer,
+        junior_tokenizer,
+        *,
+        junior_prompts=None,
+        eos_token_ids: list[int] | None = None,
+    ):
         if junior_tokenizer is not None and junior_tokenizer.pad_token is None:
             junior_tokenizer.pad_token = junior_tokenizer.eos_token
-        self.senior, self.junior, self.tokenizer, self.junior_tokenizer = senior, junior, tokenizer, junior_tokenizer
-        self.gen = TextPairGenerator(senior, tokenizer, junior, junior_tokenizer, senior_eos_ids=eos_token_ids)
+        self.senior, self.junior, self.tokenizer, self.junior_tokenizer = (
+            senior,
+            junior,
+            tokenizer,
+            junior_tokenizer,
+        )
+        self.gen = TextPairGenerator(
+            senior, tokenizer, junior, junior_tokenizer, senior_eos_ids=eos_token_ids
+        )
         self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.gen.eos[SENIOR][0]
         if junior_prompts is None and junior is not None:
 
@@ -138,8 +167,10 @@ class TextPair(Pair):
         if schedule.text_rule() is not None:
             return None
         names = ", ".join(text_schedules())
-        return (f"schedule {schedule.name!r} needs one shared vocabulary (it reads token ids); this senior and "
-                f"junior are text-paired (two tokenizers), which runs the schedules {names}")
+        return (
+            f"schedule {schedule.name!r} needs one shared vocabulary (it reads token ids); this senior and "
+            f"junior are text-paired (two tokenizers), which runs the schedules {names}"
+        )
 
     @property
     def pad_token_id(self) -> int:
@@ -161,11 +192,15 @@ def pair_class(backend: str = "hf", pairing: str = "lockstep") -> type[Pair]:
     if pairing not in MECHANISMS:
         raise UserError(f"pairing: must be one of {', '.join(MECHANISMS)}, got {pairing!r}")
     if pairing == "text" and spec.one_vocabulary:
-        raise UserError(f"backend {backend} runs pairs with one shared vocabulary; this pair has two tokenizers "
-                        "(text pairing): use backend hf")  # fmt: skip
+        raise UserError(
+            f"backend {backend} runs pairs with one shared vocabulary; this pair has two tokenizers "
+            "(text pairing): use backend hf"
+        )
     if spec.pair is None:  # this package's engine
         return TextPair if pairing == "text" else LockstepPair
-    return spec.load("pair")  # an optional backend's, imported only when asked for (the core never imports vLLM)
+    return spec.load(
+        "pair"
+    )  # an optional backend's, imported only when asked for (the core never imports vLLM)
 
 
 def unsupported_schedule(schedule: Schedule, backend: str = "hf", pairing: str = "lockstep") -> str | None:
@@ -173,10 +208,15 @@ def unsupported_schedule(schedule: Schedule, backend: str = "hf", pairing: str =
     return pair_class(backend, pairing).unsupported(schedule)
 
 
-def make_pair(senior: PreTrainedModel | str, junior: PreTrainedModel | str | None = None,
-              tokenizer: PreTrainedTokenizerBase | None = None, *,
-              junior_tokenizer: PreTrainedTokenizerBase | None = None, backend: str = "hf",
-              **options: Any) -> Pair:  # fmt: skip
+def make_pair(
+    senior: PreTrainedModel | str,
+    junior: PreTrainedModel | str | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    *,
+    junior_tokenizer: PreTrainedTokenizerBase | None = None,
+    backend: str = "hf",
+    **options: Any,
+) -> Pair:
     """The one constructor: a text pair when `junior_tokenizer` is given (the junior has its own
     vocabulary), else lockstep.
 

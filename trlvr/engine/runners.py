@@ -43,7 +43,9 @@ _ATTN_KINDS = ("sdpa", "eager")  # attention implementations whose models the st
 KV_HEAD_ATTENTION = "trlvr_kv_heads"  # the static decode step's attention, registered below
 
 
-def kv_head_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+def kv_head_attention(
+    module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs
+):
     """Decode attention that reads K/V at the KV head count: one query position, grouped query heads.
 
     query (R, Hq, 1, D); key, value (R, Hkv, K, D); attention_mask (R, 1, 1, K) bool -> ((R, 1, Hq, D), None).
@@ -53,7 +55,9 @@ def kv_head_attention(module, query, key, value, attention_mask, dropout: float 
     compiled or not, with a mask, on every device.
     """
     if kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None or kwargs.get("sliding_window"):
-        raise ValueError("decode='static' attention supports plain full attention only (no softcap, sinks or windows)")
+        raise ValueError(
+            "decode='static' attention supports plain full attention only (no softcap, sinks or windows)"
+        )
     R, Hq, q, D = query.shape
     Hkv = key.shape[1]
     if q != 1:
@@ -209,8 +213,12 @@ class EagerRunner:
         d, L = self.device, self.L
         input_ids, mask, positions, first = (x.to(d) for x in (input_ids, mask, positions, first))
         cache, logits = forward(
-            self.model, self.arg, None,
-            input_ids=input_ids[first], attention_mask=mask[first, :L], position_ids=positions[first],
+            self.model,
+            self.arg,
+            None,
+            input_ids=input_ids[first],
+            attention_mask=mask[first, :L],
+            position_ids=positions[first],
             logits_to_keep=1,
         )  # fmt: skip  (logits: (U, V))
         if rows_of is not None:
@@ -224,9 +232,13 @@ class EagerRunner:
         """Forward the token emitted at step t (b,) -> next logits (b, V)."""
         self.pos = self.pos + 1
         self.cache, logits = forward(
-            self.model, self.arg, self.cache,
-            input_ids=tok.to(self.device)[:, None], attention_mask=self.mask[:, : self.L + t + 1], position_ids=self.pos,
-        )  # fmt: skip
+            self.model,
+            self.arg,
+            self.cache,
+            input_ids=tok.to(self.device)[:, None],
+            attention_mask=self.mask[:, : self.L + t + 1],
+            position_ids=self.pos,
+        )
         return logits
 
     def select(self, keep: torch.Tensor, t: int) -> None:
@@ -246,9 +258,18 @@ class StaticRunner(EagerRunner):
     compiled, with R and K as dynamic sizes, so calls with other batch sizes and prompt lengths reuse the compiled step.
     """
 
-    def __init__(self, model, device, prompt_len: int, max_new_tokens: int, block: int | None = None,
-                 compile: bool = False, pool: dict | None = None, name: str = "model",
-                 backend: str | None = None):  # fmt: skip
+    def __init__(
+        self,
+        model,
+        device,
+        prompt_len: int,
+        max_new_tokens: int,
+        block: int | None = None,
+        compile: bool = False,
+        pool: dict | None = None,
+        name: str = "model",
+        backend: str | None = None,
+    ):
         super().__init__(model, device, prompt_len, max_new_tokens)
         self.block = static_block_for(device) if block is None else block
         self.kind = attention_kind(model)
@@ -265,7 +286,9 @@ class StaticRunner(EagerRunner):
             )
         self.compiled = compile
         self.step_fn = compiled_step(torch.device(device), backend) if compile else decode_step
-        self.clone = compile and torch.device(device).type == "cuda"  # CUDA-graph outputs are overwritten on replay
+        self.clone = (
+            compile and torch.device(device).type == "cuda"
+        )  # CUDA-graph outputs are overwritten on replay
         self.pool, self.name = ({} if pool is None else pool), name
         self.kv, self.full = None, 0
 

@@ -136,7 +136,9 @@ def token_logprob(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return logits.gather(1, tokens[:, None]).squeeze(1).float() - torch.logsumexp(logits.float(), dim=-1)
 
 
-def filter_logits(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+def filter_logits(
+    logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0
+) -> torch.Tensor:
     """Return scaled logits with excluded tokens set to -inf. (B, V) -> (B, V), float32."""
     if temperature <= 0:
         raise ValueError("filter_logits needs temperature > 0; use greedy decoding for temperature 0")

@@ -127,7 +127,8 @@ def vocab_tables(
 
     if word_start_ids is None:
         word_start = table(
-            i not in special and p is not None and p.startswith(WORD_START_MARKERS) for i, p in enumerate(pieces)
+            i not in special and p is not None and p.startswith(WORD_START_MARKERS)
+            for i, p in enumerate(pieces)
         )
     else:
         word_start = _from_ids(word_start_ids, vocab_size)
@@ -141,7 +142,9 @@ def vocab_tables(
     symbol_start = table(i not in special and f != "" and not f.isalnum() for i, f in enumerate(firsts))
     digit_start = table(i not in special and f.isdigit() for i, f in enumerate(firsts))
     ends_digit = table(i not in special and t[-1:].isdigit() for i, t in enumerate(texts))
-    return VocabTables(word_start, step_end, ends_newline, only_newlines, symbol_start, digit_start, ends_digit)
+    return VocabTables(
+        word_start, step_end, ends_newline, only_newlines, symbol_start, digit_start, ends_digit
+    )
 
 
 def _from_ids(ids: list[int], vocab_size: int) -> torch.Tensor:
@@ -188,6 +191,7 @@ def _check_p(p: float) -> None:
 def _check_author(author: str, field: str) -> None:
     if author not in (SENIOR, JUNIOR):
         raise ValueError(f"{field} must be 'senior' or 'junior', got {author!r}")
+
 
 @dataclass(frozen=True)
 class TextRule:
@@ -260,8 +264,10 @@ class Schedule:
         unknown = [k for k in settings if k not in fields]
         if unknown:
             plural = "s" if len(unknown) > 1 else ""
-            raise ValueError(f"schedule {name!r}: unknown setting{plural} {', '.join(map(repr, unknown))}; "
-                             f"valid settings: {', '.join(fields) or '(none)'}")  # fmt: skip
+            raise ValueError(
+                f"schedule {name!r}: unknown setting{plural} {', '.join(map(repr, unknown))}; "
+                f"valid settings: {', '.join(fields) or '(none)'}"
+            )
         return SCHEDULES[name](**settings)
 
     @property
@@ -273,7 +279,9 @@ class Schedule:
         """The schedule over text (text pairing), or None when it reads token ids only."""
         return None
 
-    def boundaries(self, tokens: torch.Tensor, tables: VocabTables, prev_ends_digit=None) -> torch.Tensor | None:
+    def boundaries(
+        self, tokens: torch.Tensor, tables: VocabTables, prev_ends_digit=None
+    ) -> torch.Tensor | None:
         """(B, T) bool: True after token t when the schedule redraws because of the token itself
         (the backstop aside); None for schedules that never redraw (step, chunk, solo alternate or
         keep their author by rule). `prev_ends_digit` (B,): the token before column 0 ended with a
@@ -370,7 +378,9 @@ class WordSchedule(Schedule):
 
     def advance(self, state: ScheduleState, tokens: torch.Tensor, tables: VocabTables, rng) -> ScheduleState:
         since = state.since_redraw + 1
-        redraw = self.boundaries(tokens[:, None], tables, state.prev_ends_digit)[:, 0] | (since >= self.max_gap)
+        redraw = self.boundaries(tokens[:, None], tables, state.prev_ends_digit)[:, 0] | (
+            since >= self.max_gap
+        )
         if self.handoff == "toggle":
             author = state.author ^ redraw
         else:  # draw for every row so the random stream does not depend on which rows redraw
@@ -392,9 +402,13 @@ class BoundarySchedule(WordSchedule):
 
     def boundaries(self, tokens: torch.Tensor, tables: VocabTables, prev_ends_digit=None) -> torch.Tensor:
         if tables.symbol_start is None or tables.digit_start is None or tables.ends_digit is None:
-            raise ValueError("the boundary schedule needs VocabTables with symbol_start, digit_start and "
-                             "ends_digit (built by vocab_tables)")  # fmt: skip
-        before = torch.zeros_like(tokens[:, 0], dtype=torch.bool) if prev_ends_digit is None else prev_ends_digit
+            raise ValueError(
+                "the boundary schedule needs VocabTables with symbol_start, digit_start and "
+                "ends_digit (built by vocab_tables)"
+            )
+        before = (
+            torch.zeros_like(tokens[:, 0], dtype=torch.bool) if prev_ends_digit is None else prev_ends_digit
+        )
         prev = torch.cat([before[:, None], tables.ends_digit[tokens[:, :-1]]], dim=1)  # (B, T)
         digit_run = tables.digit_start[tokens] & ~prev
         return tables.word_start[tokens] | tables.symbol_start[tokens] | digit_run
@@ -516,4 +530,3 @@ class SoloSchedule(Schedule):
 
     def advance(self, state: ScheduleState, tokens: torch.Tensor, tables: VocabTables, rng) -> ScheduleState:
         return state
-

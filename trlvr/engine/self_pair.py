@@ -81,7 +81,9 @@ class _AdapterSwitch:
 
         self.peft_model = peft_model
         # The same modules peft's own disable_adapter_layers() toggles.
-        self.layers = [m for m in peft_model.modules() if isinstance(m, (BaseTunerLayer, AuxiliaryTrainingWrapper))]
+        self.layers = [
+            m for m in peft_model.modules() if isinstance(m, (BaseTunerLayer, AuxiliaryTrainingWrapper))
+        ]
         self.fast = all(
             "_disable_adapters" in vars(m) and m.disable_adapters is vars(m)["_disable_adapters"]
             for m in self.layers
@@ -138,7 +140,9 @@ class AdapterOffView(nn.Module):
         object.__setattr__(self, "peft_model", peft_model)  # not a submodule: see the module docstring
         base = peft_model.get_base_model()
         self._adapter_markers = (peft_model.base_model.prefix, "modules_to_save.")
-        self._switch = _AdapterSwitch(peft_model)  # adapter layers are found now: build the view after adding them
+        self._switch = _AdapterSwitch(
+            peft_model
+        )  # adapter layers are found now: build the view after adding them
         # An instance attribute shadows the method for nn.Module.__call__, and `functools.wraps`
         # gives it the base forward's signature (e.g. `cache` vs `past_key_values` keywords).
         self.forward = functools.wraps(base.forward)(functools.partial(_forward_adapters_off, self._switch))

@@ -195,8 +195,14 @@ class _Side:
         self.compactions = 0
 
     def _run(self, input_ids, attention_mask, position_ids):
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                         use_cache=True, logits_to_keep=1, **{self.arg: self.cache})  # fmt: skip
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=True,
+            logits_to_keep=1,
+            **{self.arg: self.cache},
+        )
         self.cache = out.cache if self.arg == "cache" else out.past_key_values
         return out.logits[:, -1, : self.n_ids]  # rows past the tokenizer are padding: never sampled
 
@@ -323,9 +329,11 @@ def _check_positions(name: str, positions: int | None, needed: int) -> None:
     """One line, not an IndexError deep in the model, when a row needs more positions than the model reads: a
     text pair's partner reads the same text in its own tokens, which may be more than the senior's budget."""
     if positions is not None and needed > positions:
-        raise UserError(f"text pairing: the {name} model reads at most {positions} positions, and a row needs {needed} "
-                        "of its own tokens (its prompt and the text so far, in its tokenizer); lower --max-new-tokens "
-                        "(or --context-length) or use a partner with a longer context")  # fmt: skip
+        raise UserError(
+            f"text pairing: the {name} model reads at most {positions} positions, and a row needs {needed} "
+            "of its own tokens (its prompt and the text so far, in its tokenizer); lower --max-new-tokens "
+            "(or --context-length) or use a partner with a longer context"
+        )
 
 
 def word_start_before(text: str, pos: int) -> int:
@@ -410,8 +418,9 @@ def _drop_pending(st: _Stream, side: _Side | None = None, row: int = 0) -> None:
 
 def _spells(st: _Stream, codec: Codec, text: str) -> bool:
     """Whether `st` could be brought up to `text` (tried on a copy; `st` is not changed)."""
-    trial = _Stream(prompt=st.prompt, ids=list(st.ids), ends=list(st.ends), own=list(st.own),
-                    logprob=list(st.logprob))  # fmt: skip
+    trial = _Stream(
+        prompt=st.prompt, ids=list(st.ids), ends=list(st.ends), own=list(st.own), logprob=list(st.logprob)
+    )
     try:
         sync_stream(trial, codec, text)
     except Unspellable:
@@ -502,8 +511,14 @@ class TextPairOutput:
             in_completion[r, :n] = True
             logprob[r, :n] = torch.tensor(lps)
         codes = torch.tensor([FINISH_REASONS.index(f) for f in self.finish_reasons], dtype=torch.long)
-        return TandemOutput(tokens=tokens, senior_authored=authored, completion_mask=in_completion,
-                            senior_logprob=logprob, junior_logprob=None, finish_codes=codes)  # fmt: skip
+        return TandemOutput(
+            tokens=tokens,
+            senior_authored=authored,
+            completion_mask=in_completion,
+            senior_logprob=logprob,
+            junior_logprob=None,
+            finish_codes=codes,
+        )
 
     @property
     def senior_char_share(self) -> list[float]:
@@ -523,8 +538,16 @@ class TextPairGenerator:
     # wider step makes every row pay for the widest pending catch-up.
     short_catch_up = 1
 
-    def __init__(self, senior, senior_tokenizer, junior=None, junior_tokenizer=None, *,
-                 senior_eos_ids: list[int] | None = None, junior_eos_ids: list[int] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        senior,
+        senior_tokenizer,
+        junior=None,
+        junior_tokenizer=None,
+        *,
+        senior_eos_ids: list[int] | None = None,
+        junior_eos_ids: list[int] | None = None,
+    ):
         self.models = {SENIOR: senior, JUNIOR: junior}
         self.codecs = {SENIOR: Codec(senior_tokenizer, SENIOR)}
         self.eos = {SENIOR: _eos_ids(senior, senior_tokenizer, senior_eos_ids)}
@@ -553,8 +576,10 @@ class TextPairGenerator:
         (default: check) compares every cached logit with a fresh cache-free forward (slow)."""
         rule = schedule.text_rule()
         if rule is None:
-            raise ValueError(f"text pairing cannot run the schedule {schedule.name!r}: it reads token ids "
-                             f"(text schedules: {', '.join(text_schedules())})")  # fmt: skip
+            raise ValueError(
+                f"text pairing cannot run the schedule {schedule.name!r}: it reads token ids "
+                f"(text schedules: {', '.join(text_schedules())})"
+            )
         if not senior_prompt_ids or any(len(p) == 0 for p in senior_prompt_ids):
             raise ValueError("every prompt needs at least one token")
         writers = set(schedule.writers)
@@ -623,8 +648,9 @@ class TextPairGenerator:
                     try:
                         b, k, n_new = sync_stream(st, side.codec, row.text, side, pos)
                     except Unspellable:  # the partner wrote what this model cannot read: the row ends
-                        self._end_unrepresentable(row, {n: (s.streams[pos], s) for n, s in sides.items()}, pos,
-                                                  check)  # fmt: skip
+                        self._end_unrepresentable(
+                            row, {n: (s.streams[pos], s) for n, s in sides.items()}, pos, check
+                        )
                         continue
                     row.catch_up[row.author] += n_new
                     caught = True
@@ -675,16 +701,15 @@ class TextPairGenerator:
             # (3) per row: the text, the schedule, handoffs, finish
             for pos, r in enumerate(live):
                 if pos in sampled:
-                    self._advance(
-                        rows[r], sides[rows[r].author], pos, *sampled[pos], rule, u_author[r], N
-                    )
+                    self._advance(rows[r], sides[rows[r].author], pos, *sampled[pos], rule, u_author[r], N)
 
             # (4) finished rows: their outputs, then drop them from every batch once a quarter are done
             done = [p for p, r in enumerate(live) if rows[r].finish is not None]
             if done and (4 * len(done) >= len(live) or len(done) == len(live)):
                 for p in done:
-                    results[live[p]] = self._result(rows[live[p]], {n: s.streams[p] for n, s in sides.items()},
-                                                    prompts, live[p], check)  # fmt: skip
+                    results[live[p]] = self._result(
+                        rows[live[p]], {n: s.streams[p] for n, s in sides.items()}, prompts, live[p], check
+                    )
                 keep = [p for p in range(len(live)) if rows[live[p]].finish is None]
                 live = [live[p] for p in keep]
                 if not live:
@@ -696,14 +721,20 @@ class TextPairGenerator:
 
         order = [results[r] for r in range(B)]
         return TextPairOutput(
-            texts=[o[0] for o in order], char_authors=[o[1] for o in order],
-            senior_ids=[o[2] for o in order], senior_authored=[o[3] for o in order],
-            senior_logprobs=[o[4] for o in order], junior_ids=[o[5] for o in order],
-            junior_authored=[o[6] for o in order], finish_reasons=[rows[r].finish for r in range(B)],
-            withdrawn=[rows[r].withdrawn for r in range(B)], handoffs=[rows[r].handoffs for r in range(B)],
+            texts=[o[0] for o in order],
+            char_authors=[o[1] for o in order],
+            senior_ids=[o[2] for o in order],
+            senior_authored=[o[3] for o in order],
+            senior_logprobs=[o[4] for o in order],
+            junior_ids=[o[5] for o in order],
+            junior_authored=[o[6] for o in order],
+            finish_reasons=[rows[r].finish for r in range(B)],
+            withdrawn=[rows[r].withdrawn for r in range(B)],
+            handoffs=[rows[r].handoffs for r in range(B)],
             catch_up_tokens={n: [rows[r].catch_up[n] for r in range(B)] for n in (SENIOR, JUNIOR)},
-            seconds={}, snapshots=[rows[r].snapshots for r in range(B)],
-        )  # fmt: skip
+            seconds={},
+            snapshots=[rows[r].snapshots for r in range(B)],
+        )
 
     def _advance(
         self, row: _Row, side: _Side, pos: int, tok: int, lp: float, rule: TextRule, u_author, N: int
@@ -798,7 +829,9 @@ class TextPairGenerator:
         sts = {}
         for name in self.codecs:
             sts[name] = streams.get(name) or _Stream(prompt=list(prompts[name][r]))
-            _drop_pending(sts[name])  # an unfinished character at the end: not in the text, so not in the output
+            _drop_pending(
+                sts[name]
+            )  # an unfinished character at the end: not in the text, so not in the output
         try:
             self._final_sync(row, SENIOR, sts[SENIOR], check)
         except Unspellable:
@@ -886,22 +919,28 @@ def invariant_failures(out: TextPairOutput, tokenizers: dict, prompts: dict) -> 
                 bad.append(
                     f"row {r} {name} {kind}@{n}: fed {ids[k:]} but the text encodes to {tail} past {b}"
                 )
-        for name, ids, reason in (("senior", out.senior_ids[r], out.finish_reasons[r]),
-                                  ("junior", out.junior_ids[r], out.finish_reasons[r])):  # fmt: skip
+        for name, ids, reason in (
+            ("senior", out.senior_ids[r], out.finish_reasons[r]),
+            ("junior", out.junior_ids[r], out.finish_reasons[r]),
+        ):
             if name not in codecs or not prompts.get(name):
                 continue
             body = ids[:-1] if reason in ("eos", UNREPRESENTABLE) else ids
             got = codecs[name].piece(prompts[name][r], body)
-            if got != text and not (name == "junior" and text.startswith(got or "")
-                                    and not _spells(_Stream(prompt=list(prompts[name][r])), codecs[name], text)):
+            if got != text and not (
+                name == "junior"
+                and text.startswith(got or "")
+                and not _spells(_Stream(prompt=list(prompts[name][r])), codecs[name], text)
+            ):
                 # (the junior's tokenization of text it cannot spell is a prefix: best effort)
                 bad.append(f"row {r} {name} output decodes to {got!r}, text is {text!r}")
     return bad
 
 
 @torch.no_grad()
-def text_nll(model, tokenizer, prompt_ids: list[list[int]], texts: list[str],
-             batch_size: int = 16) -> list[tuple[float, int, int]]:  # fmt: skip
+def text_nll(
+    model, tokenizer, prompt_ids: list[list[int]], texts: list[str], batch_size: int = 16
+) -> list[tuple[float, int, int]]:
     """(negative log-likelihood in nats, UTF-8 bytes, tokens) of each text as a continuation of its
     prompt, teacher-forced in the model's own tokenization (the text encoded alone, which `Codec`
     checks decodes back to it after the prompt). Bits per byte = nll / ln 2 / bytes: comparable across

@@ -50,8 +50,10 @@ def check_vocab_rows(tokenizer_size: int, configs: dict[str, object]) -> int:
     for name, cfg in configs.items():
         n = config_rows(cfg)
         if n is not None and n < tokenizer_size:
-            raise UserError(f"{name}: {n} embedding rows for a {tokenizer_size}-token tokenizer; each model of a "
-                            "pair needs a row for every token of the shared tokenizer")  # fmt: skip
+            raise UserError(
+                f"{name}: {n} embedding rows for a {tokenizer_size}-token tokenizer; each model of a "
+                "pair needs a row for every token of the shared tokenizer"
+            )
         rows[name] = n
     return shared_ids(tokenizer_size, *(n for n in rows.values() if n is not None))
 

@@ -43,7 +43,9 @@ from trlvr.eval.stats import bootstrap_ci, mean_stat, paired_bootstrap, pass_at_
 from trlvr.eval.suite import protocol_of_metric
 
 PASS_PROTOCOLS = ("solo", "handoff", "handoff-paper", "junior")
-UNREPRESENTABLE = "unrepresentable"  # the finish reason (trlvr.engine.output.FINISH_REASONS) counted per protocol
+UNREPRESENTABLE = (
+    "unrepresentable"  # the finish reason (trlvr.engine.output.FINISH_REASONS) counted per protocol
+)
 CORRECT_THRESHOLD = 0.5
 
 Table = dict[str, dict[str, dict[str, float]]]
@@ -62,7 +64,9 @@ def problem_table(rows: list[dict], ks: list[int]) -> Table:
         t[f"{proto}/mean_tokens"][pid] = float(np.mean([r["num_tokens"] for r in rs]))
         t[f"{proto}/truncated"][pid] = float(np.mean([r["finish_reason"] == "length" for r in rs]))
         if proto in unspelt:
-            t[f"{proto}/{UNREPRESENTABLE}"][pid] = float(np.mean([r["finish_reason"] == UNREPRESENTABLE for r in rs]))
+            t[f"{proto}/{UNREPRESENTABLE}"][pid] = float(
+                np.mean([r["finish_reason"] == UNREPRESENTABLE for r in rs])
+            )
         if proto in PASS_PROTOCOLS:
             for k in ks:
                 if k <= m:
@@ -145,7 +149,9 @@ def problems_of(table: Table) -> set[tuple[str, str]]:
     return {(b, pid) for b, cols in table.items() for values in cols.values() for pid in values}
 
 
-def check_shared_problems(tables_a: list[Table], tables_b: list[Table], names: tuple[str, str] = ("A", "B")) -> None:
+def check_shared_problems(
+    tables_a: list[Table], tables_b: list[Table], names: tuple[str, str] = ("A", "B")
+) -> None:
     """A paired comparison needs problems both sides have: UserError naming how many each has otherwise."""
     a = set().union(*(problems_of(t) for t in tables_a))
     b = set().union(*(problems_of(t) for t in tables_b))
@@ -221,9 +227,15 @@ def compare_tables(
 
     def entry(res, num):
         return {
-            "a": res.a, "b": res.b, "diff": res.diff, "ci_low": res.lo, "ci_high": res.hi,
-            "p_value": res.p_value, "excludes_zero": bool(res.excludes_zero), "num_problems": num,
-        }  # fmt: skip
+            "a": res.a,
+            "b": res.b,
+            "diff": res.diff,
+            "ci_low": res.lo,
+            "ci_high": res.hi,
+            "p_value": res.p_value,
+            "excludes_zero": bool(res.excludes_zero),
+            "num_problems": num,
+        }
 
     for name in names:
         cols = specs_b[name]

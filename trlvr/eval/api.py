@@ -64,8 +64,17 @@ from trlvr.rundir import (
 )
 from trlvr.team import LOCKSTEP, TEXT, Team, choose_pairing, is_lockstep, is_self, is_text
 
-__all__ = ["EvalSpec", "ModelSpec", "check_eval", "evaluate_specs", "load_benchmarks", "load_pair", "read_selection", "resolve_senior",
-           "SELECTED_FILE"]  # fmt: skip
+__all__ = [
+    "EvalSpec",
+    "ModelSpec",
+    "check_eval",
+    "evaluate_specs",
+    "load_benchmarks",
+    "load_pair",
+    "read_selection",
+    "resolve_senior",
+    "SELECTED_FILE",
+]
 
 
 def read_selection(run_dir: str | Path) -> dict:
@@ -83,29 +92,42 @@ def read_selection(run_dir: str | Path) -> dict:
 
 
 def resolve_senior(spec: str) -> tuple[str, dict | None]:
-    """"RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None).
+    """ "RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None).
     A selected checkpoint that is not complete (`trlvr.artifacts.WEIGHTS`: a save cut short, a file
     truncated since) is refused in one line, never loaded; so is a checkpoint or final/ named as a path
     (one holding trlvr's manifest, or named as a run's checkpoint-N/ or final/, its manifest lost to a kill
     before it was written: other model folders are the loader's to judge)."""
     if not spec.endswith("@selected"):
         folder = Path(spec)
-        ours = (folder / artifacts.MANIFEST).is_file() or (folder.is_dir() and (
-            checkpoint_step(folder) is not None or folder.name == FINAL))  # fmt: skip
-        if ours and (why := artifacts.problem(spec, artifacts.WEIGHTS, deep=True)):  # hashed just before the load
-            raise UserError(f"--senior {spec}: not complete ({why}); a save cut short, or a file changed since")
+        ours = (folder / artifacts.MANIFEST).is_file() or (
+            folder.is_dir() and (checkpoint_step(folder) is not None or folder.name == FINAL)
+        )
+        if ours and (
+            why := artifacts.problem(spec, artifacts.WEIGHTS, deep=True)
+        ):  # hashed just before the load
+            raise UserError(
+                f"--senior {spec}: not complete ({why}); a save cut short, or a file changed since"
+            )
         return spec, None
     run = spec.removesuffix("@selected")
-    check_unlocked(run, "trlvr train", f"--senior {spec}")  # a run being trained (or selected) is read when it stands still
+    check_unlocked(
+        run, "trlvr train", f"--senior {spec}"
+    )  # a run being trained (or selected) is read when it stands still
     sel = read_selection(run)
     path = path_from_record(sel["path"], run)
     if path == sel["path"] and not Path(path).is_absolute() and sel.get("step"):
-        path = str(Path(run) / Path(path).name)  # an older record (relative to its writer's cwd): the run's checkpoint
+        path = str(
+            Path(run) / Path(path).name
+        )  # an older record (relative to its writer's cwd): the run's checkpoint
     if not Path(path).is_dir():
         raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {sel['path']} no longer exists")
-    if why := artifacts.problem(path, artifacts.WEIGHTS, deep=True):  # every file the load reads, hashed just before it
-        raise UserError(f"{run}/{SELECTED_FILE}: selected checkpoint {path} is not complete ({why}); "
-                        "resume the run or select again")  # fmt: skip
+    if why := artifacts.problem(
+        path, artifacts.WEIGHTS, deep=True
+    ):  # every file the load reads, hashed just before it
+        raise UserError(
+            f"{run}/{SELECTED_FILE}: selected checkpoint {path} is not complete ({why}); "
+            "resume the run or select again"
+        )
     check_selection_current(run, sel)
     return path, sel
 
@@ -119,8 +141,10 @@ def check_selection_current(run: str | Path, sel: dict) -> None:
         covered = max((r.get("step", 0) for r in sel.get("table") or () if isinstance(r, dict)), default=None)
     now = newest_step(run)
     if covered is not None and now is not None and now > covered:
-        raise UserError(f"{run}/{SELECTED_FILE}: the selection covers the run's checkpoints up to step {covered}, "
-                        f"but the run has trained on to step {now}; select again (trlvr select {run} --val ...)")  # fmt: skip
+        raise UserError(
+            f"{run}/{SELECTED_FILE}: the selection covers the run's checkpoints up to step {covered}, "
+            f"but the run has trained on to step {now}; select again (trlvr select {run} --val ...)"
+        )
 
 
 def check_self_junior(senior_path: str) -> None:
@@ -147,19 +171,31 @@ def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
     return self_pair(senior)
 
 
-def load_benchmarks(sources: dict[str, str], split: str | None = None, limit: int | None = None,
-                    skip_bad: bool = False):  # fmt: skip
+def load_benchmarks(
+    sources: dict[str, str], split: str | None = None, limit: int | None = None, skip_bad: bool = False
+):
     """({name: problems}, {name: data identity}) for `--data` sources (files are hashed, not trusted by name).
     A source with an unusable row is refused in one line naming it and `--skip-bad-rows`; with `skip_bad`
     its usable rows are evaluated, and each benchmark's problems (a `trlvr.data.ProblemList`) carry the
     others in `.skipped`, which `evaluate_specs` lists in results.json (`skipped_rows`)."""
     benchmarks, identities = {}, {}
-    for name, src in sources.items():  # golds the grader cannot parse are refused, as `data check` and training do
-        benchmarks[name] = load_problems(src, split=split, limit=limit, check_gold=check_golds,
-                                         on_bad="skip" if skip_bad else "raise", skip_flag="--skip-bad-rows")  # fmt: skip
+    for (
+        name,
+        src,
+    ) in sources.items():  # golds the grader cannot parse are refused, as `data check` and training do
+        benchmarks[name] = load_problems(
+            src,
+            split=split,
+            limit=limit,
+            check_gold=check_golds,
+            on_bad="skip" if skip_bad else "raise",
+            skip_flag="--skip-bad-rows",
+        )
         p = Path(src)
         identities[name] = (
-            {"source": str(p.resolve()), "sha256": file_digest(p)} if p.is_file() else {"source": src, "split": split}
+            {"source": str(p.resolve()), "sha256": file_digest(p)}
+            if p.is_file()
+            else {"source": src, "split": split}
         )
     return benchmarks, identities
 
@@ -179,19 +215,31 @@ def skipped_rows(benchmarks: dict[str, list], sources: dict | None = None) -> di
 def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, junior_tok) -> None:
     """That the backend is installed (what it cannot run was refused by `check_eval`)."""
     from trlvr.engine import pair_class
+
     pair_class(models.backend, TEXT if junior_tok is not None else LOCKSTEP)  # installed; one vocabulary
 
 
 EVAL_ENGINE_SHARE = 0.9  # evaluation's vLLM engine: the GPU is its alone while it generates
 
 
-def _engine_pair(spec: Backend, senior_path: str, junior: str | None, tok, dtype: str, seed: int,
-                 max_model_len: int | None = None, eos_token_ids: list[int] | None = None, max_num_seqs: int = 256):  # fmt: skip
+def _engine_pair(
+    spec: Backend,
+    senior_path: str,
+    junior: str | None,
+    tok,
+    dtype: str,
+    seed: int,
+    max_model_len: int | None = None,
+    eos_token_ids: list[int] | None = None,
+    max_num_seqs: int = 256,
+):
     """An evaluation engine, its context the plan's longest prompt + budget (never the model's own limit), its
     `max_num_seqs` the rows one generate call sends (the evaluation's batch size, as `eval_plan` counts them)."""
     from trlvr.engine import make_pair
 
-    engine = spec.load("engine").for_machine(dtype, seed, max_model_len, EVAL_ENGINE_SHARE, max_num_seqs=max_num_seqs)
+    engine = spec.load("engine").for_machine(
+        dtype, seed, max_model_len, EVAL_ENGINE_SHARE, max_num_seqs=max_num_seqs
+    )
     return make_pair(senior_path, junior, tok, backend=spec.name, engine=engine, eos_token_ids=eos_token_ids)
 
 
@@ -255,7 +303,9 @@ def eval_contexts(spec: EvalSpec, problems: list, models: list[tuple[str, str, o
     senior_tok = models[0][2]
     lens = {id(senior_tok): [len(prompt_ids_for(p, senior_tok, spec.prompt_template)) for p in problems]}
     first = lens[id(senior_tok)]
-    kept, _ = split_by_prompt_length(first, cap, spec.max_new_tokens, context)  # the runner keeps by the senior's
+    kept, _ = split_by_prompt_length(
+        first, cap, spec.max_new_tokens, context
+    )  # the runner keeps by the senior's
     budget = {j: completion_budget(first[j], spec.max_new_tokens, context) for j in kept}
     out = []
     for name, path, tok in models if kept else ():  # nothing kept: the runner says so in its own line
@@ -279,15 +329,35 @@ def eval_plan(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, gp
     dtype = None if models.dtype == "auto" else models.dtype
     stacks = [Stack.from_config("senior", read_config(base), dtype)]
     if spec.needs_junior and models.junior is not None:
-        stacks.append(Stack.from_config("junior", read_config(base if is_self(models.junior) else models.junior), dtype))
-    tok = load_tokenizer(models.tokenizer, "--tokenizer") if models.tokenizer else load_tokenizer_for(senior_path, "--senior")
+        stacks.append(
+            Stack.from_config("junior", read_config(base if is_self(models.junior) else models.junior), dtype)
+        )
+    tok = (
+        load_tokenizer(models.tokenizer, "--tokenizer")
+        if models.tokenizer
+        else load_tokenizer_for(senior_path, "--senior")
+    )
     prompts = [len(prompt_ids_for(p, tok, spec.prompt_template)) for ps in benchmarks.values() for p in ps]
-    context = context_length_of(senior_path, models.junior) if spec.context_length == "auto" else spec.context_length
-    longest = max((p + completion_budget(p, spec.max_new_tokens, context) for p in prompts), default=0)  # the runner's
-    return MemoryPlan(stacks=tuple(stacks), prompt_len=max(prompts, default=0), completion_len=spec.max_new_tokens,
-                      max_num_seqs=spec.batch_size, share=EVAL_ENGINE_SHARE, gpu_memory=gpu_memory if backend(models.backend).gpu_share else None,
-                      max_model_len=longest or None, share_setting="the engine's gpu_memory_utilization",
-                      length_setting="--max-new-tokens", lengths_hint="--max-new-tokens")  # fmt: skip
+    context = (
+        context_length_of(senior_path, models.junior)
+        if spec.context_length == "auto"
+        else spec.context_length
+    )
+    longest = max(
+        (p + completion_budget(p, spec.max_new_tokens, context) for p in prompts), default=0
+    )  # the runner's
+    return MemoryPlan(
+        stacks=tuple(stacks),
+        prompt_len=max(prompts, default=0),
+        completion_len=spec.max_new_tokens,
+        max_num_seqs=spec.batch_size,
+        share=EVAL_ENGINE_SHARE,
+        gpu_memory=gpu_memory if backend(models.backend).gpu_share else None,
+        max_model_len=longest or None,
+        share_setting="the engine's gpu_memory_utilization",
+        length_setting="--max-new-tokens",
+        lengths_hint="--max-new-tokens",
+    )
 
 
 def selection_note(spec: str, record: dict | None, benchmarks: dict) -> dict | None:
@@ -297,8 +367,13 @@ def selection_note(spec: str, record: dict | None, benchmarks: dict) -> dict | N
         return None
     val_keys = set(record["val"].get("keys", []))
     overlap = {b: sum(problem_key(p) in val_keys for p in ps) / len(ps) for b, ps in benchmarks.items() if ps}
-    return {"run": spec.removesuffix("@selected"), "step": record["step"], "metric": record["metric"],
-            "val": {k: v for k, v in record["val"].items() if k != "keys"}, "val_overlap": overlap}  # fmt: skip
+    return {
+        "run": spec.removesuffix("@selected"),
+        "step": record["step"],
+        "metric": record["metric"],
+        "val": {k: v for k, v in record["val"].items() if k != "keys"},
+        "val_overlap": overlap,
+    }
 
 
 @dataclass(frozen=True)
@@ -321,8 +396,13 @@ class ModelSpec:
     backend: str = "hf"
 
 
-def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, sources: dict | None = None,
-               backend_here: bool = True) -> dict:
+def check_eval(
+    models: ModelSpec,
+    benchmarks: dict[str, list],
+    spec: EvalSpec,
+    sources: dict | None = None,
+    backend_here: bool = True,
+) -> dict:
     """The evaluation's capabilities (`trlvr.engine.capabilities`, the one place), before any model loads:
     the suite's protocols and metrics against the pairing the tokenizers give (lockstep, text, self, or
     none for `--suite solo`) and the backend, the chat prompts against the tokenizers' templates, the toy
@@ -336,31 +416,63 @@ def check_eval(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, s
     if is_self(junior):
         check_self_junior(senior)
     tok_flag = f"--tokenizer {models.tokenizer}" if models.tokenizer else f"--senior {senior}"
-    tok = load_tokenizer(models.tokenizer, "--tokenizer") if models.tokenizer else load_tokenizer_for(senior, "--senior")
-    junior_tok = load_tokenizer_for(junior, "--junior") if junior is not None and not is_self(junior) else None
-    team = Team.resolve(senior, junior, pairing=models.pairing, backend=models.backend, senior_tok=tok,
-                        junior_tok=junior_tok, names=("--senior", "--junior"))  # fmt: skip
+    tok = (
+        load_tokenizer(models.tokenizer, "--tokenizer")
+        if models.tokenizer
+        else load_tokenizer_for(senior, "--senior")
+    )
+    junior_tok = (
+        load_tokenizer_for(junior, "--junior") if junior is not None and not is_self(junior) else None
+    )
+    team = Team.resolve(
+        senior,
+        junior,
+        pairing=models.pairing,
+        backend=models.backend,
+        senior_tok=tok,
+        junior_tok=junior_tok,
+        names=("--senior", "--junior"),
+    )
     pairing = team.kind
     problems = [p for ps in benchmarks.values() for p in ps]
     chat = chat_prompt_of(problems)
     templates = ((tok_flag, has_chat_template(tok)),) if chat else ()
     if chat and is_text(pairing):  # the junior renders the same messages with its own template
         templates += ((f"--junior {junior}", has_chat_template(junior_tok)),)
-    schedules = tuple(parse_protocol(name).schedule(spec.handoff_max_rounds)
-                      for name in protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks))  # fmt: skip
-    paths = {"--senior": senior, "--junior": None if (junior is None or is_self(junior)) else junior,
-             **{f"--data {name}": source for name, source in (sources or {}).items()}}  # fmt: skip
-    readers = [("--senior", senior, tok)] + ([("--junior", junior, junior_tok or tok)] if paths["--junior"] else [])
+    schedules = tuple(
+        parse_protocol(name).schedule(spec.handoff_max_rounds)
+        for name in protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks)
+    )
+    paths = {
+        "--senior": senior,
+        "--junior": None if (junior is None or is_self(junior)) else junior,
+        **{f"--data {name}": source for name, source in (sources or {}).items()},
+    }
+    readers = [("--senior", senior, tok)] + (
+        [("--junior", junior, junior_tok or tok)] if paths["--junior"] else []
+    )
     contexts = eval_contexts(spec, problems, readers) if all(ok for _, ok in templates) else ()
-    for flag, path in (("--senior", senior), ("--junior", paths["--junior"])):  # before --fresh sets anything aside
+    for flag, path in (
+        ("--senior", senior),
+        ("--junior", paths["--junior"]),
+    ):  # before --fresh sets anything aside
         if path and Path(path).is_dir() and (why := artifacts.weights_problem(path)):
-            raise UserError(f"{flag} {path}: its weights do not load ({why}); nothing was loaded, written or set aside")
-    undefined = check_capabilities(team.plan(
-        "eval", schedules=schedules, suite=spec.suite,
-        junior_device=bool(models.junior_device) and junior is not None,
-        senior_adapter=senior if is_adapter_dir(senior) else None, chat_prompt=chat, templates=templates,
-        worlds=worlds_of(paths), contexts=contexts,
-    ))  # fmt: skip
+            raise UserError(
+                f"{flag} {path}: its weights do not load ({why}); nothing was loaded, written or set aside"
+            )
+    undefined = check_capabilities(
+        team.plan(
+            "eval",
+            schedules=schedules,
+            suite=spec.suite,
+            junior_device=bool(models.junior_device) and junior is not None,
+            senior_adapter=senior if is_adapter_dir(senior) else None,
+            chat_prompt=chat,
+            templates=templates,
+            worlds=worlds_of(paths),
+            contexts=contexts,
+        )
+    )
     if backend_here:  # installed: before a group.json
         _check_backend(models, senior, junior, junior_tok if is_text(pairing) else None)
     return undefined
@@ -405,31 +517,47 @@ def evaluate_specs(
     elif junior is None:
         raise UserError(f"suite {','.join(spec.suite)} needs a junior (only solo runs without one)")
     if is_self(junior) and junior_device:
-        raise UserError("--junior-device: --junior self shares the senior's weights, so it runs on the senior's device")
-    tok = load_tokenizer(tokenizer, "--tokenizer") if tokenizer else load_tokenizer_for(senior_path, "--senior")
+        raise UserError(
+            "--junior-device: --junior self shares the senior's weights, so it runs on the senior's device"
+        )
+    tok = (
+        load_tokenizer(tokenizer, "--tokenizer") if tokenizer else load_tokenizer_for(senior_path, "--senior")
+    )
     junior_tok = None
     if not (junior is None or is_self(junior)):
         junior_tok = load_tokenizer_for(junior, "--junior")
         if is_lockstep(choose_pairing(tok, junior_tok, pairing, names=("--senior", "--junior"))):
             junior_tok = None  # one vocabulary: the lockstep engine
     elif is_self(junior) and is_text(pairing):
-        raise UserError("--pairing text: --junior self shares the senior's tokenizer and weights; it is lockstep")
-    context = (
-        context_length_of(senior_path, junior) if spec.context_length == "auto" else spec.context_length
-    )
+        raise UserError(
+            "--pairing text: --junior self shares the senior's tokenizer and weights; it is lockstep"
+        )
+    context = context_length_of(senior_path, junior) if spec.context_length == "auto" else spec.context_length
     selection = selection_note(senior, record, benchmarks)
     senior_fp = model_fingerprint(senior_path, "--senior")
-    junior_fp = None if junior is None else {"self_of": senior_fp} if is_self(junior) else model_fingerprint(junior, "--junior")
+    junior_fp = (
+        None
+        if junior is None
+        else {"self_of": senior_fp}
+        if is_self(junior)
+        else model_fingerprint(junior, "--junior")
+    )
     identities = {"senior": senior_fp, "data": data_identities or {}}
     if junior_fp is not None:
         identities["junior"] = junior_fp
 
-    def stored(path):  # as results.json keeps it: resolvable from any cwd (`trlvr.provenance.path_for_record`)
+    def stored(
+        path,
+    ):  # as results.json keeps it: resolvable from any cwd (`trlvr.provenance.path_for_record`)
         return path if (path is None or is_self(path)) else path_for_record(path, out)
 
-    paths = {"senior": stored(senior_path), "junior": stored(junior),
-             "data": {k: stored(v) for k, v in (data_sources or {}).items()},
-             **({"senior_selection": selection} if selection else {}), **(extra_paths or {})}  # fmt: skip
+    paths = {
+        "senior": stored(senior_path),
+        "junior": stored(junior),
+        "data": {k: stored(v) for k, v in (data_sources or {}).items()},
+        **({"senior_selection": selection} if selection else {}),
+        **(extra_paths or {}),
+    }
 
     def hf_models():  # adapters load onto their base
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -439,18 +567,32 @@ def evaluate_specs(
 
     engines = []  # every vLLM engine `build` made: closed when the evaluation ends, however it ends
 
-    def build(junior_prompts=None, max_model_len=None, stacks=("senior", "junior")):  # once `out` is resumable
+    def build(
+        junior_prompts=None, max_model_len=None, stacks=("senior", "junior")
+    ):  # once `out` is resumable
         from trlvr.engine import make_pair
 
         if engine.own_engine:  # an engine of the models `stacks` names; HF scorers load after it is closed
             if engine.gpu_share:  # the one before it closed: its memory is free, or this names it
                 free_memory()
-                free_memory_check(f"eval: the {'+'.join(stacks)} engine", "this evaluation's previous engine"
-                                  if engines else None, EVAL_ENGINE_SHARE)  # fmt: skip
+                free_memory_check(
+                    f"eval: the {'+'.join(stacks)} engine",
+                    "this evaluation's previous engine" if engines else None,
+                    EVAL_ENGINE_SHARE,
+                )
             first = senior_path if "senior" in stacks else (senior_path if is_self(junior) else junior)
             second = (senior_path if is_self(junior) else junior) if len(stacks) == 2 else None
-            pair = _engine_pair(engine, first, second, tok, dtype, spec.seed, max_model_len, hf_eos_ids(senior_path, tok),
-                              max_num_seqs=spec.batch_size)  # fmt: skip
+            pair = _engine_pair(
+                engine,
+                first,
+                second,
+                tok,
+                dtype,
+                spec.seed,
+                max_model_len,
+                hf_eos_ids(senior_path, tok),
+                max_num_seqs=spec.batch_size,
+            )
             engines.append(pair)
             pair = pair if "senior" in stacks else JuniorAlone(pair)
             pair.senior = pair.junior = None
@@ -458,18 +600,40 @@ def evaluate_specs(
         s, j = hf_models()
         if junior_tok is not None:
             return make_pair(s, j, tok, junior_tokenizer=junior_tok, junior_prompts=junior_prompts)
-        return make_pair(s, j, tok, decode=spec.decode, **({"junior_device": junior_device} if junior_device else {}))
+        return make_pair(
+            s, j, tok, decode=spec.decode, **({"junior_device": junior_device} if junior_device else {})
+        )
 
     from trlvr.eval.runner import Partners, evaluate
 
     scores = bool({"legibility", "drift"} & set(spec.suite))
-    if not check_only:  # the dry run asks it itself: a plan for another GPU (--gpu-memory) needs no engine here
+    if (
+        not check_only
+    ):  # the dry run asks it itself: a plan for another GPU (--gpu-memory) needs no engine here
         _check_backend(models, senior_path, junior, junior_tok)
-    partners = Partners(tok, build, junior is not None, identities, junior_tok, paths, context, models.backend,
-                        scorers=hf_models if engine.own_engine and scores else None)  # fmt: skip
+    partners = Partners(
+        tok,
+        build,
+        junior is not None,
+        identities,
+        junior_tok,
+        paths,
+        context,
+        models.backend,
+        scorers=hf_models if engine.own_engine and scores else None,
+    )
     try:
-        return evaluate(partners, benchmarks, spec, out, progress=progress, fresh=fresh, refuse_lossy=refuse_lossy,
-                        check_only=check_only, skipped_rows=skipped)  # fmt: skip
+        return evaluate(
+            partners,
+            benchmarks,
+            spec,
+            out,
+            progress=progress,
+            fresh=fresh,
+            refuse_lossy=refuse_lossy,
+            check_only=check_only,
+            skipped_rows=skipped,
+        )
     finally:  # the next stage in this process (selection's next checkpoint, smoke's next step) starts with the memory free
         for pair in engines:
             pair.close()  # idempotent: the runner closed most of them already

@@ -70,16 +70,25 @@ def settings(results: dict) -> dict[str, object]:
 
 def _recorded(eval_dir: Path) -> dict:
     """The settings of one evaluation folder ({} for a seed folder without results.json: nothing recorded)."""
-    return settings(read_json(eval_dir / RESULTS, "results file", checked=True)) if (eval_dir / RESULTS).is_file() else {}
+    return (
+        settings(read_json(eval_dir / RESULTS, "results file", checked=True))
+        if (eval_dir / RESULTS).is_file()
+        else {}
+    )
 
 
 def differences(a: dict, b: dict, names: tuple[str, str] = ("A", "B")) -> list[str]:
     """["n: 4 (A) vs 8 (B)", ...] over the settings both sides record."""
-    return [f"{key}: {a[key]!r} ({names[0]}) vs {b[key]!r} ({names[1]})"
-            for key in sorted(set(a) & set(b)) if a[key] != b[key]]  # fmt: skip
+    return [
+        f"{key}: {a[key]!r} ({names[0]}) vs {b[key]!r} ({names[1]})"
+        for key in sorted(set(a) & set(b))
+        if a[key] != b[key]
+    ]
 
 
-def describe(path: str | Path, *, allow_mismatch: bool = False, seeds: list[int] | None = None) -> tuple[dict, list[str]]:
+def describe(
+    path: str | Path, *, allow_mismatch: bool = False, seeds: list[int] | None = None
+) -> tuple[dict, list[str]]:
     """(settings, warnings) of an evaluation directory or a seed group (its `seeds`, default: the group's
     own, `trlvr.eval.groups.seed_dirs`). A group's seeds must have been evaluated alike: otherwise
     UserError, or (allowed) a warning naming the seeds and settings."""
@@ -93,25 +102,37 @@ def describe(path: str | Path, *, allow_mismatch: bool = False, seeds: list[int]
     for s in sorted(per_seed):
         diffs = differences(per_seed[first], per_seed[s], (f"seed {first}", f"seed {s}"))
         if diffs and not allow_mismatch:
-            raise UserError(f"{path}: the seed group's evaluations differ in settings ({'; '.join(diffs)}); "
-                            f"evaluate every seed alike, or pass {ALLOW_FLAG} to use it anyway with a warning")  # fmt: skip
+            raise UserError(
+                f"{path}: the seed group's evaluations differ in settings ({'; '.join(diffs)}); "
+                f"evaluate every seed alike, or pass {ALLOW_FLAG} to use it anyway with a warning"
+            )
         warnings += [f"{path}: {d}" for d in diffs]
     return {**per_seed[first], "seeds": sorted(per_seed)}, warnings
 
 
-def check_comparable(path_a: str | Path, path_b: str | Path, *, allow_mismatch: bool = False,
-                     names: tuple[str, str] | None = None, seeds: tuple = (None, None)) -> list[str]:  # fmt: skip
+def check_comparable(
+    path_a: str | Path,
+    path_b: str | Path,
+    *,
+    allow_mismatch: bool = False,
+    names: tuple[str, str] | None = None,
+    seeds: tuple = (None, None),
+) -> list[str]:
     """[] when A and B were evaluated alike; else UserError (one line: each differing setting with both
     values), or with `allow_mismatch` the differences, to be shown as a warning beside the numbers.
     `seeds`: for seed groups, the seeds of each side that are paired (default: each group's own)."""
     names = names or (str(path_a), str(path_b))
-    (sa, wa), (sb, wb) = (describe(p, allow_mismatch=allow_mismatch, seeds=s)
-                          for p, s in zip((path_a, path_b), seeds, strict=True))  # fmt: skip
+    (sa, wa), (sb, wb) = (
+        describe(p, allow_mismatch=allow_mismatch, seeds=s)
+        for p, s in zip((path_a, path_b), seeds, strict=True)
+    )
     diffs = differences(sa, sb, ("A", "B"))
     if diffs and not allow_mismatch:
-        raise UserError(f"A = {names[0]} and B = {names[1]} were evaluated under different settings "
-                        f"({'; '.join(diffs)}): their numbers are not comparable; evaluate both alike, or pass "
-                        f"{ALLOW_FLAG} to pair them anyway with a warning")  # fmt: skip
+        raise UserError(
+            f"A = {names[0]} and B = {names[1]} were evaluated under different settings "
+            f"({'; '.join(diffs)}): their numbers are not comparable; evaluate both alike, or pass "
+            f"{ALLOW_FLAG} to pair them anyway with a warning"
+        )
     return wa + wb + diffs
 
 
@@ -119,4 +140,7 @@ def warning_text(diffs: list[str]) -> str:
     """The warning shown with a comparison made despite differing settings ('' when there is none)."""
     if not diffs:
         return ""
-    return f"NOT LIKE WITH LIKE ({ALLOW_FLAG}): the evaluations differ in settings that change the numbers: " + "; ".join(diffs)
+    return (
+        f"NOT LIKE WITH LIKE ({ALLOW_FLAG}): the evaluations differ in settings that change the numbers: "
+        + "; ".join(diffs)
+    )

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 SUITE_NAMES = ("solo", "handoff", "handoff-paper", "dose", "legibility", "drift", "junior", "prefix")
 DEFAULT_SUITE = ("solo", "handoff", "dose", "legibility", "drift", "junior")  # prefix: asked for by name
-DEFAULT_PREFIX_KS = (0, 25, 50, 75, 100)  # prefix-K: the junior continues the first K% of the senior's solo trace
+DEFAULT_PREFIX_KS = (
+    0,
+    25,
+    50,
+    75,
+    100,
+)  # prefix-K: the junior continues the first K% of the senior's solo trace
 DEFAULT_DOSE_SHARES = (0.25, 0.5, 0.75)  # junior shares; senior p = 0.75, 0.5, 0.25
 DEFAULT_DECODING = {"temperature": 0.7, "top_p": 0.8, "top_k": 20}
 HANDOFF_MAX_ROUNDS = 150  # a round = one senior step + one junior step, as in the authors' code

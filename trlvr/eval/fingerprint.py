@@ -70,7 +70,9 @@ def differences(old: dict, new: dict) -> list[str]:
     if old.get("version") != new.get("version"):
         return [f"fingerprint version: {old.get('version')!r} -> {new.get('version')!r}"]
     new = with_partner(old, new)
-    old = with_partner(new, with_grader(old))  # a directory of solo samples alone had no junior: this run's is no change
+    old = with_partner(
+        new, with_grader(old)
+    )  # a directory of solo samples alone had no junior: this run's is no change
     diffs = _problems_diff(old.get("problems", {}), new.get("problems", {}))
     return diffs + rundir.differences(old, new, ignore=("problems",))
 
@@ -96,7 +98,11 @@ def with_grader(old: dict) -> dict:
     """A fingerprint written before graders were recorded (no scoring.grader): its rewards were trlvr's grader's
     (a caller's own score function, grading "custom:<name>", has none)."""
     scoring = old.get("scoring")
-    if not isinstance(scoring, dict) or "grader" in scoring or str(scoring.get("grading", "")).startswith("custom:"):
+    if (
+        not isinstance(scoring, dict)
+        or "grader" in scoring
+        or str(scoring.get("grading", "")).startswith("custom:")
+    ):
         return old
     return {**old, "scoring": {**scoring, "grader": "trlvr"}}
 
@@ -104,6 +110,8 @@ def with_grader(old: dict) -> dict:
 def check_resumable(path: Path, old: dict | None, new: dict) -> None:
     """Raise a UserError listing what differs when `path`'s samples were made under other settings."""
     if old is None:
-        raise UserError(f"{path} holds samples but no {FINGERPRINT} (written by an older trlvr?); "
-                        "pass --fresh to start over (its samples are moved aside), or choose another --out")  # fmt: skip
+        raise UserError(
+            f"{path} holds samples but no {FINGERPRINT} (written by an older trlvr?); "
+            "pass --fresh to start over (its samples are moved aside), or choose another --out"
+        )
     rundir.refuse(path, differences(old, new), force=False, what="samples of another evaluation", fix=FIX)

@@ -89,8 +89,13 @@ def grader_tables(rows: list[dict], graders: tuple[str, ...] | list[str], ks: li
     return out
 
 
-def by_grader(rows: list[dict], graders: tuple[str, ...], ks: list[int], num_resamples: int, seed: int) -> dict:
+def by_grader(
+    rows: list[dict], graders: tuple[str, ...], ks: list[int], num_resamples: int, seed: int
+) -> dict:
     """results.json's `by_grader`: for each grader after the first, the metrics that follow from the reward
     (every pass@k, the handoff ratios, the prefix protocols' pass@1), in the layout of the first grader's
     (`benchmarks`, `macro`), from each row's `grader_rewards` (`grader_tables`)."""
-    return {g: summarize(t, num_resamples=num_resamples, seed=seed) for g, t in grader_tables(rows, graders, ks).items()}
+    return {
+        g: summarize(t, num_resamples=num_resamples, seed=seed)
+        for g, t in grader_tables(rows, graders, ks).items()
+    }

@@ -65,12 +65,16 @@ def seed_dirs(group_dir: str | Path, seeds: list[int] | None = None) -> dict[int
         return dict(sorted(found.items()))
     named = sorted(rec["seeds"])
     if rec.get("complete") is False:
-        raise UserError(f"{group_dir}: the evaluation of seeds {named} into this group did not finish "
-                        f"({GROUP_FILE}: complete false); rerun that `trlvr eval --seeds`")  # fmt: skip
+        raise UserError(
+            f"{group_dir}: the evaluation of seeds {named} into this group did not finish "
+            f"({GROUP_FILE}: complete false); rerun that `trlvr eval --seeds`"
+        )
     missing = [s for s in named if s not in found]
     if missing:
-        raise UserError(f"{group_dir}: {GROUP_FILE} names seeds {named}, but seed(s) {missing} have no "
-                        f"finished evaluation ({PER_PROBLEM}); rerun that `trlvr eval --seeds`")  # fmt: skip
+        raise UserError(
+            f"{group_dir}: {GROUP_FILE} names seeds {named}, but seed(s) {missing} have no "
+            f"finished evaluation ({PER_PROBLEM}); rerun that `trlvr eval --seeds`"
+        )
     return {s: found[s] for s in named}
 
 
@@ -81,12 +85,18 @@ def refuse_mixing(out: str | Path, group: bool) -> None:
     out = Path(out)
     if not out.is_dir():
         return
-    if not group and ((out / GROUP_FILE).is_file() or any(re.fullmatch(r"seed-\d+", d.name) for d in out.glob("seed-*"))):
-        raise UserError(f"--out {out} holds a seed group ({GROUP_FILE} or seed-<s>/ folders): a single evaluation "
-                        "needs its own --out (or --fresh sets the group aside into replaced-<time>/)")  # fmt: skip
+    if not group and (
+        (out / GROUP_FILE).is_file() or any(re.fullmatch(r"seed-\d+", d.name) for d in out.glob("seed-*"))
+    ):
+        raise UserError(
+            f"--out {out} holds a seed group ({GROUP_FILE} or seed-<s>/ folders): a single evaluation "
+            "needs its own --out (or --fresh sets the group aside into replaced-<time>/)"
+        )
     if group and ((out / SAMPLES).is_file() or (out / PER_PROBLEM).is_file()):
-        raise UserError(f"--out {out} holds an evaluation of its own ({SAMPLES}): a seed group needs its own "
-                        "--out (or --fresh sets it aside into replaced-<time>/)")  # fmt: skip
+        raise UserError(
+            f"--out {out} holds an evaluation of its own ({SAMPLES}): a seed group needs its own "
+            "--out (or --fresh sets it aside into replaced-<time>/)"
+        )
 
 
 def is_group(path: str | Path) -> bool:
@@ -103,9 +113,13 @@ def load_tables(group_dir: str | Path, seeds: list[int] | None = None) -> dict[i
     dirs = seed_dirs(group_dir, seeds)
     missing = sorted(set(seeds or []) - set(dirs))
     if missing:
-        raise UserError(f"{group_dir}: seed(s) {missing} of {sorted(set(seeds))} have no finished evaluation ({PER_PROBLEM})")
+        raise UserError(
+            f"{group_dir}: seed(s) {missing} of {sorted(set(seeds))} have no finished evaluation ({PER_PROBLEM})"
+        )
     if len(dirs) < 2:
-        raise UserError(f"{group_dir}: a seed group needs at least 2 seed-<s>/ evaluation folders, found {len(dirs)}")
+        raise UserError(
+            f"{group_dir}: a seed group needs at least 2 seed-<s>/ evaluation folders, found {len(dirs)}"
+        )
     for d in dirs.values():
         check_finished(d)
     return {s: read_json(d / PER_PROBLEM, "per-problem table", checked=True) for s, d in dirs.items()}
@@ -137,18 +151,28 @@ def summarize_group(tables: dict[int, Table], *, num_resamples: int = 2000, seed
         stat = _statistic(cols)
         iv = seed_bootstrap_ci(groups, stat, num_resamples=num_resamples, seed=seed)
         per_seed = {str(s): float(stat(_col_means(g))) for s, g in zip(seeds, groups, strict=True)}
-        metrics[name] = {"value": iv.value, "ci_low": iv.lo, "ci_high": iv.hi, "per_seed": per_seed,
-                         "num_problems": sum(len(g) for g in groups[0])}  # fmt: skip
-    return {"seeds": seeds, "benchmarks": benches, "metrics": metrics,
-            "ci": "two-level bootstrap: seeds, then problems (shared draw)"}  # fmt: skip
+        metrics[name] = {
+            "value": iv.value,
+            "ci_low": iv.lo,
+            "ci_high": iv.hi,
+            "per_seed": per_seed,
+            "num_problems": sum(len(g) for g in groups[0]),
+        }
+    return {
+        "seeds": seeds,
+        "benchmarks": benches,
+        "metrics": metrics,
+        "ci": "two-level bootstrap: seeds, then problems (shared draw)",
+    }
 
 
 def _col_means(groups):
     return np.stack([g.mean(axis=0) for g in groups])  # (G, C)
 
 
-def compare_groups(tables_a: dict[int, Table], tables_b: dict[int, Table], *, num_resamples: int = 2000,
-                   seed: int = 0) -> dict:  # fmt: skip
+def compare_groups(
+    tables_a: dict[int, Table], tables_b: dict[int, Table], *, num_resamples: int = 2000, seed: int = 0
+) -> dict:
     """Paired B - A per metric, pairing seed s of A with seed s of B and problems by id."""
     seeds = sorted(set(tables_a) & set(tables_b))
     if len(seeds) < 2:
@@ -157,8 +181,7 @@ def compare_groups(tables_a: dict[int, Table], tables_b: dict[int, Table], *, nu
     check_shared_problems(ta, tb)
     benches = sorted(set.intersection(*(set(t) for t in ta + tb)))
     specs_a, specs_b = metric_specs(ta[0]), metric_specs(tb[0])
-    out = {"seeds": seeds, "benchmarks": benches, "macro": {},
-           "skipped": sorted(set(specs_a) ^ set(specs_b))}  # fmt: skip
+    out = {"seeds": seeds, "benchmarks": benches, "macro": {}, "skipped": sorted(set(specs_a) ^ set(specs_b))}
     for name, cols in specs_b.items():
         if name not in specs_a:
             continue
@@ -166,11 +189,19 @@ def compare_groups(tables_a: dict[int, Table], tables_b: dict[int, Table], *, nu
         if groups is None:
             continue
         n = len(seeds)
-        res = paired_seed_bootstrap(groups[:n], groups[n:], _statistic(cols), num_resamples=num_resamples, seed=seed)
+        res = paired_seed_bootstrap(
+            groups[:n], groups[n:], _statistic(cols), num_resamples=num_resamples, seed=seed
+        )
         out["macro"][name] = {
-            "a": res.a, "b": res.b, "diff": res.diff, "ci_low": res.lo, "ci_high": res.hi, "p_value": res.p_value,
-            "excludes_zero": bool(res.excludes_zero), "num_problems": sum(len(g) for g in groups[0]),
-        }  # fmt: skip
+            "a": res.a,
+            "b": res.b,
+            "diff": res.diff,
+            "ci_low": res.lo,
+            "ci_high": res.hi,
+            "p_value": res.p_value,
+            "excludes_zero": bool(res.excludes_zero),
+            "num_problems": sum(len(g) for g in groups[0]),
+        }
     out["benchmarks"] = {}
     return out
 

@@ -39,7 +39,9 @@ def _check(per_seed: PerSeed) -> list[list[np.ndarray]]:
         raise ValueError(f"a seed bootstrap needs at least 2 seeds, got {len(seeds)}")
     shapes = [[g.shape for g in s] for s in seeds]
     if any(sh != shapes[0] for sh in shapes):
-        raise ValueError(f"every seed must be scored on the same problems; benchmark sizes per seed: {shapes}")
+        raise ValueError(
+            f"every seed must be scored on the same problems; benchmark sizes per seed: {shapes}"
+        )
     if any(g.ndim != 2 or g.shape[0] == 0 for g in seeds[0]):
         raise ValueError("each benchmark must be a non-empty (P,) or (P, C) array")
     return seeds
@@ -59,17 +61,25 @@ def _boot_means(seeds: list[list[np.ndarray]], num_resamples: int, rng: np.rando
     grand = means.mean(axis=1)  # (R, G, C)
     chosen = np.take_along_axis(means, seed_idx[:, :, None, None], axis=1)  # (R, S, G, C)
     boot = grand + np.sqrt(S / (S - 1)) * (chosen.mean(axis=1) - grand)  # (R, G, C)
-    low = np.stack([np.min([s[g].min(axis=0) for s in seeds], axis=0) for g in range(len(seeds[0]))])  # (G, C)
-    high = np.stack([np.max([s[g].max(axis=0) for s in seeds], axis=0) for g in range(len(seeds[0]))])  # (G, C)
+    low = np.stack(
+        [np.min([s[g].min(axis=0) for s in seeds], axis=0) for g in range(len(seeds[0]))]
+    )  # (G, C)
+    high = np.stack(
+        [np.max([s[g].max(axis=0) for s in seeds], axis=0) for g in range(len(seeds[0]))]
+    )  # (G, C)
     boot = np.clip(boot, low, high)  # the inflation must not leave the data's range
     observed = np.mean([np.stack([g.mean(axis=0) for g in s]) for s in seeds], axis=0)  # (G, C)
     return observed, boot
 
 
 def seed_bootstrap_ci(
-    per_seed: PerSeed, statistic: Statistic = mean_stat, *, num_resamples: int = 2000, alpha: float = 0.05,
+    per_seed: PerSeed,
+    statistic: Statistic = mean_stat,
+    *,
+    num_resamples: int = 2000,
+    alpha: float = 0.05,
     seed: int = 0,
-) -> Interval:  # fmt: skip
+) -> Interval:
     """CI of statistic(seed-averaged column means), resampling seeds, then problems.
 
     >>> iv = seed_bootstrap_ci([[np.array([1.0, 0.0, 1.0])], [np.array([1.0, 1.0, 1.0])]])
@@ -83,9 +93,14 @@ def seed_bootstrap_ci(
 
 
 def paired_seed_bootstrap(
-    per_seed_a: PerSeed, per_seed_b: PerSeed, statistic: Statistic = mean_stat, *, num_resamples: int = 2000,
-    alpha: float = 0.05, seed: int = 0,
-) -> PairedResult:  # fmt: skip
+    per_seed_a: PerSeed,
+    per_seed_b: PerSeed,
+    statistic: Statistic = mean_stat,
+    *,
+    num_resamples: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> PairedResult:
     """statistic(B) - statistic(A) over seeds paired by position (seed s of A with seed s of B) and
     problems paired by row.
 
@@ -97,7 +112,10 @@ def paired_seed_bootstrap(
     if len(a) != len(b) or [g.shape for g in a[0]] != [g.shape for g in b[0]]:
         raise ValueError("paired seed groups differ: need the same seeds and problems in A and B")
     c = a[0][0].shape[1]
-    joined = [[np.concatenate([ga, gb], axis=1) for ga, gb in zip(sa, sb, strict=True)] for sa, sb in zip(a, b, strict=True)]
+    joined = [
+        [np.concatenate([ga, gb], axis=1) for ga, gb in zip(sa, sb, strict=True)]
+        for sa, sb in zip(a, b, strict=True)
+    ]
     observed, boot = _boot_means(joined, num_resamples, np.random.default_rng(seed))
     a_obs, b_obs = float(statistic(observed[..., :c])), float(statistic(observed[..., c:]))
     with np.errstate(invalid="ignore"):

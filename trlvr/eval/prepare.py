@@ -37,8 +37,14 @@ def model_context_length(*models) -> int | None:
     return min(found) if found else None
 
 
-def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens, context_length,
-                       template: str = DEFAULT_PROMPT_TEMPLATE):
+def prepare_benchmarks(
+    benchmarks,
+    tokenizer,
+    max_prompt_tokens,
+    max_new_tokens,
+    context_length,
+    template: str = DEFAULT_PROMPT_TEMPLATE,
+):
     """(name -> Bench, name -> dropped problems): prompts encoded once, over-long ones dropped up front."""
     if not benchmarks:
         raise UserError("no benchmarks to evaluate")
@@ -77,14 +83,22 @@ def prepare_benchmarks(benchmarks, tokenizer, max_prompt_tokens, max_new_tokens,
     return out, dropped
 
 
-def lossy_problems(benchmarks: dict[str, list], tokenizer, template: str = DEFAULT_PROMPT_TEMPLATE) -> dict[str, list[dict]]:
+def lossy_problems(
+    benchmarks: dict[str, list], tokenizer, template: str = DEFAULT_PROMPT_TEMPLATE
+) -> dict[str, list[dict]]:
     """{benchmark: [{problem_id, source_id, lost, roundtrip}]} for problems whose prompt the tokenizer
     cannot spell (`trlvr.data.prompts.lossy_prompts`, once per problem); benchmarks with none are left out."""
     out = {}
     for name, problems in benchmarks.items():
         bad = lossy_prompts(tokenizer, [prompt_for(p, tokenizer, template) for p in problems])
         if bad:
-            out[name] = [{"problem_id": problem_key(problems[x.index]), "source_id": str(problems[x.index].id),
-                          "lost": lost_characters(x.original, x.roundtrip), "roundtrip": x.roundtrip}
-                         for x in bad]  # fmt: skip
+            out[name] = [
+                {
+                    "problem_id": problem_key(problems[x.index]),
+                    "source_id": str(problems[x.index].id),
+                    "lost": lost_characters(x.original, x.roundtrip),
+                    "roundtrip": x.roundtrip,
+                }
+                for x in bad
+            ]
     return out

@@ -42,8 +42,21 @@ from trlvr.eval.suite import (
     protocols_for,
 )
 
-__all__ = ["Protocol", "answer_in_text", "batch_seed", "cut", "dose_protocol", "loophole_report", "parse_protocol",
-           "prefix_protocol", "protocol_of_metric", "protocols_for", "run_protocol", "schedule_for", "trace_body"]
+__all__ = [
+    "Protocol",
+    "answer_in_text",
+    "batch_seed",
+    "cut",
+    "dose_protocol",
+    "loophole_report",
+    "parse_protocol",
+    "prefix_protocol",
+    "protocol_of_metric",
+    "protocols_for",
+    "run_protocol",
+    "schedule_for",
+    "trace_body",
+]
 
 
 def schedule_for(protocol: str, handoff_max_rounds: int = HANDOFF_MAX_ROUNDS):
@@ -103,8 +116,13 @@ def run_protocol(
     key, position): the same whatever batch, batch size or sub-batch it is drawn in.
     """
     budgets = [max_new_tokens] * len(prompt_ids) if isinstance(max_new_tokens, int) else list(max_new_tokens)
-    sampling = Sampling(max(budgets), temperature=decoding["temperature"], top_p=decoding["top_p"],
-                        top_k=decoding["top_k"], seed=seed)  # fmt: skip
+    sampling = Sampling(
+        max(budgets),
+        temperature=decoding["temperature"],
+        top_p=decoding["top_p"],
+        top_k=decoding["top_k"],
+        seed=seed,
+    )
     out = pair.generate(prompt_ids, schedule_for(protocol, handoff_max_rounds), sampling, row_keys)
     if min(budgets) == max(budgets):
         return out
@@ -145,5 +163,8 @@ def loophole_report(rows: list[dict], tokenizer, chunk: int = 1024) -> dict[str,
             counts = {k: counts[k] + c[k] for k in COUNT_KEYS}
             runs.append(longest)
         stats = summarize(counts, torch.cat(runs))
-        out[protocol] = {**{k: None if math.isnan(v) else v for k, v in stats.items()}, "num_samples": len(rs)}
+        out[protocol] = {
+            **{k: None if math.isnan(v) else v for k, v in stats.items()},
+            "num_samples": len(rs),
+        }
     return out

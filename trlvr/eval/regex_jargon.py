@@ -36,7 +36,9 @@ def compile_pattern(pattern: str, where: str = SETTING) -> re.Pattern:
         raise UserError(f"{where}: {pattern!r} is not a regular expression ({e})") from None
 
 
-def jargon_by_problem(rows: Iterable[dict], pattern: str | re.Pattern, protocol: str = "solo") -> dict[str, float]:
+def jargon_by_problem(
+    rows: Iterable[dict], pattern: str | re.Pattern, protocol: str = "solo"
+) -> dict[str, float]:
     """problem id -> share of its `protocol` samples whose text `pattern` matches (re.search).
 
     >>> jargon_by_problem([{"protocol": "solo", "problem_id": "a", "text": "<<4 +3 =7>>"},
@@ -53,5 +55,7 @@ def jargon_by_problem(rows: Iterable[dict], pattern: str | re.Pattern, protocol:
 
 
 REGEX_JARGON_RATE = register(
-    SampleMetric("regex_jargon_rate", "jargon rate, study regex (%)", jargon_by_problem, rate=True, setting=SETTING)
+    SampleMetric(
+        "regex_jargon_rate", "jargon rate, study regex (%)", jargon_by_problem, rate=True, setting=SETTING
+    )
 )

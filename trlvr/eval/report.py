@@ -49,11 +49,15 @@ def load_results(run_dir: str | Path) -> dict:
             for f in ("value", "ci_low", "ci_high"):
                 if f not in e:
                     raise UserError(f"{path}: metric {name!r} of benchmark {bench!r} lacks field {f!r}")
-    for scope, metrics in [("macro", res["macro"]["metrics"])] + [(b, x["metrics"]) for b, x in res["benchmarks"].items()]:
+    for scope, metrics in [("macro", res["macro"]["metrics"])] + [
+        (b, x["metrics"]) for b, x in res["benchmarks"].items()
+    ]:
         for name, e in metrics.items():
             if why := impossible(name, e):
-                raise UserError(f"{path}: metric {name!r} of {scope!r} {why}, which cannot be: nothing was read; "
-                                "run `trlvr eval` into it again (--fresh starts over)")  # fmt: skip
+                raise UserError(
+                    f"{path}: metric {name!r} of {scope!r} {why}, which cannot be: nothing was read; "
+                    "run `trlvr eval` into it again (--fresh starts over)"
+                )
     return res
 
 
@@ -102,8 +106,10 @@ def _png(fig) -> str:
 DOSE_TITLE = "dose: pass@1 vs junior share"
 BAR_GREY = "#64748b"  # bars of one run's benchmarks (several runs: one colour per run)
 # (metric, y label, title) of the bar plots every report draws
-BARS = (("legibility/junior_ce", "junior CE (nats/token)", "legibility (lower = more legible)"),
-        ("drift/kl", "KL(senior || junior) (nats/token)", "drift"))  # fmt: skip
+BARS = (
+    ("legibility/junior_ce", "junior CE (nats/token)", "legibility (lower = more legible)"),
+    ("drift/kl", "KL(senior || junior) (nats/token)", "drift"),
+)
 _PROTOCOL_LINES = (("solo", SENIOR_COLOUR, "-"), ("handoff", "#7c3aed", "--"), ("junior", JUNIOR_COLOUR, ":"))
 
 # One set of plots serves one run or many: each takes `runs`, a list of (label, macro metrics); a single
@@ -112,10 +118,17 @@ _PROTOCOL_LINES = (("solo", SENIOR_COLOUR, "-"), ("handoff", "#7c3aed", "--"), (
 
 def _errorbar(ax, xs: list, entries: list[dict], **style) -> None:
     """Points at `xs` with their CIs, rates drawn in percent."""
-    ax.errorbar(xs, [e["value"] * 100 for e in entries],
-                yerr=[[(e["value"] - e["ci_low"]) * 100 for e in entries],
-                      [(e["ci_high"] - e["value"]) * 100 for e in entries]],
-                marker="o", capsize=3, **style)  # fmt: skip
+    ax.errorbar(
+        xs,
+        [e["value"] * 100 for e in entries],
+        yerr=[
+            [(e["value"] - e["ci_low"]) * 100 for e in entries],
+            [(e["ci_high"] - e["value"]) * 100 for e in entries],
+        ],
+        marker="o",
+        capsize=3,
+        **style,
+    )
 
 
 def pass_at_k_plot(runs: list[tuple[str, dict]], title: str) -> str | None:
@@ -126,11 +139,19 @@ def pass_at_k_plot(runs: list[tuple[str, dict]], title: str) -> str | None:
     drawn = False
     for i, (label, metrics) in enumerate(runs):
         for proto, colour, style in _PROTOCOL_LINES:
-            names = sorted((n for n in metrics if n.startswith(f"{proto}/pass@")), key=lambda n: int(n.split("@")[1]))
+            names = sorted(
+                (n for n in metrics if n.startswith(f"{proto}/pass@")), key=lambda n: int(n.split("@")[1])
+            )
             if not names:
                 continue
-            _errorbar(ax, [int(n.split("@")[1]) for n in names], [metrics[n] for n in names], linestyle=style,
-                      color=colour if len(runs) == 1 else f"C{i}", label=proto if len(runs) == 1 else f"{label} {proto}")  # fmt: skip
+            _errorbar(
+                ax,
+                [int(n.split("@")[1]) for n in names],
+                [metrics[n] for n in names],
+                linestyle=style,
+                color=colour if len(runs) == 1 else f"C{i}",
+                label=proto if len(runs) == 1 else f"{label} {proto}",
+            )
             drawn = True
     if not drawn:
         plt.close(fig)
@@ -154,20 +175,29 @@ def dose_plot(runs: list[tuple[str, dict]], title: str = DOSE_TITLE) -> str | No
             continue
         points = ([(0.0, "solo/pass@1")] if "solo/pass@1" in metrics else []) + dose
         points += [(1.0, "junior/pass@1")] if "junior/pass@1" in metrics else []
-        _errorbar(ax, [x for x, _ in points], [metrics[n] for _, n in points],
-                  color="#0f766e" if len(runs) == 1 else f"C{i}", label=label or None)  # fmt: skip
+        _errorbar(
+            ax,
+            [x for x, _ in points],
+            [metrics[n] for _, n in points],
+            color="#0f766e" if len(runs) == 1 else f"C{i}",
+            label=label or None,
+        )
         drawn = True
     if not drawn:
         plt.close(fig)
         return None
-    ax.set(xlabel="junior share of words (0 = senior solo, 1 = junior solo)", ylabel="pass@1 (%)", title=title)
+    ax.set(
+        xlabel="junior share of words (0 = senior solo, 1 = junior solo)", ylabel="pass@1 (%)", title=title
+    )
     if len(runs) > 1:
         ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return _png(fig)
 
 
-def bars_plot(bars: list[tuple[str, dict]], metric: str, ylabel: str, title: str, colour: str | None = None) -> str | None:
+def bars_plot(
+    bars: list[tuple[str, dict]], metric: str, ylabel: str, title: str, colour: str | None = None
+) -> str | None:
     """One bar per (name, metrics) that has `metric`, with its CI: the runs of a comparison, or one run's
     benchmarks (`benchmark_bars`); colour: one for all bars (None: one per bar, as per run)."""
     import matplotlib.pyplot as plt
@@ -176,9 +206,16 @@ def bars_plot(bars: list[tuple[str, dict]], metric: str, ylabel: str, title: str
     if not have:
         return None
     fig, ax = plt.subplots(figsize=(4.6, 3.2))
-    ax.bar([name for _, name, _ in have], [e["value"] for _, _, e in have], capsize=4,
-           color=[colour or f"C{i}" for i, _, _ in have],
-           yerr=[[e["value"] - e["ci_low"] for _, _, e in have], [e["ci_high"] - e["value"] for _, _, e in have]])  # fmt: skip
+    ax.bar(
+        [name for _, name, _ in have],
+        [e["value"] for _, _, e in have],
+        capsize=4,
+        color=[colour or f"C{i}" for i, _, _ in have],
+        yerr=[
+            [e["value"] - e["ci_low"] for _, _, e in have],
+            [e["ci_high"] - e["value"] for _, _, e in have],
+        ],
+    )
     ax.set(ylabel=ylabel, title=title)
     ax.tick_params(axis="x", rotation=20)
     return _png(fig)
@@ -193,8 +230,11 @@ def benchmark_bars(res: dict) -> list[tuple[str, dict]]:
 
 def compared_plots(runs: list[tuple[str, dict]]) -> list[str]:
     """The runs side by side (macro metrics): pass@k, dose, legibility and drift, one colour per run."""
-    out = [pass_at_k_plot(runs, "macro pass@k (solid: solo, dashed: handoff)"), dose_plot(runs),
-           *(bars_plot(runs, *bar) for bar in BARS)]  # fmt: skip
+    out = [
+        pass_at_k_plot(runs, "macro pass@k (solid: solo, dashed: handoff)"),
+        dose_plot(runs),
+        *(bars_plot(runs, *bar) for bar in BARS),
+    ]
     return [p for p in out if p]
 
 
@@ -202,10 +242,15 @@ def plots(res: dict) -> list[str]:
     """One run's plots: the same pass@k, dose and bars as `compared_plots` (the run as a list of one, the bars
     per benchmark), then pass@k per benchmark when there are several."""
     one = [("", res["macro"]["metrics"])]
-    out = [pass_at_k_plot(one, "macro pass@k"), dose_plot(one),
-           *(bars_plot(benchmark_bars(res), *bar, colour=BAR_GREY) for bar in BARS)]  # fmt: skip
+    out = [
+        pass_at_k_plot(one, "macro pass@k"),
+        dose_plot(one),
+        *(bars_plot(benchmark_bars(res), *bar, colour=BAR_GREY) for bar in BARS),
+    ]
     if len(res["benchmarks"]) > 1:
-        out += [pass_at_k_plot([("", r["metrics"])], f"{bench} pass@k") for bench, r in res["benchmarks"].items()]
+        out += [
+            pass_at_k_plot([("", r["metrics"])], f"{bench} pass@k") for bench, r in res["benchmarks"].items()
+        ]
     return [p for p in out if p]
 
 
@@ -217,11 +262,19 @@ def metrics_table(res: dict) -> dict:
     per = {b: r["metrics"] for b, r in res["benchmarks"].items()} | {"macro": res["macro"]["metrics"]}
     names = list(dict.fromkeys(n for m in per.values() for n in m))
     rows = [{"name": n, "unit": unit(n), "cells": [entry_text(per[c].get(n), n) for c in per]} for n in names]
-    for grader, other in (res.get("by_grader") or {}).items():  # each other grader's pass@k, beside the first's
+    for grader, other in (
+        res.get("by_grader") or {}
+    ).items():  # each other grader's pass@k, beside the first's
         theirs = {b: (other["benchmarks"].get(b) or {}).get("metrics", {}) for b in res["benchmarks"]}
         theirs["macro"] = other["macro"]["metrics"]
-        rows += [{"name": f"{n} (grader {grader})", "unit": unit(n), "cells": [entry_text(theirs[c].get(n), n) for c in per]}
-                 for n in dict.fromkeys(n for m in theirs.values() for n in m)]  # fmt: skip
+        rows += [
+            {
+                "name": f"{n} (grader {grader})",
+                "unit": unit(n),
+                "cells": [entry_text(theirs[c].get(n), n) for c in per],
+            }
+            for n in dict.fromkeys(n for m in theirs.values() for n in m)
+        ]
     return {"cols": list(per), "rows": rows}
 
 
@@ -230,11 +283,19 @@ def comparison_rows(cmp: dict) -> list[dict]:
     rows = []
     for scope, metrics in [("macro", cmp["macro"])] + list(cmp["benchmarks"].items()):
         for name, e in metrics.items():
-            rows.append({
-                "scope": scope, "name": name, "unit": unit(name), "a": number(e["a"], name),
-                "b": number(e["b"], name), "diff": diff_text(e, name), "p": f"{e['p_value']:.3f}",
-                "flag": "yes" if e["excludes_zero"] else "", "num": e["num_problems"],
-            })  # fmt: skip
+            rows.append(
+                {
+                    "scope": scope,
+                    "name": name,
+                    "unit": unit(name),
+                    "a": number(e["a"], name),
+                    "b": number(e["b"], name),
+                    "diff": diff_text(e, name),
+                    "p": f"{e['p_value']:.3f}",
+                    "flag": "yes" if e["excludes_zero"] else "",
+                    "num": e["num_problems"],
+                }
+            )
     return rows
 
 
@@ -313,10 +374,16 @@ def render(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=jinja2.StrictUndefined
     )
     return env.get_template("report.html.j2").render(
-        title=title or heading, heading=heading, intro=intro, runs=runs, comparisons=list(comparisons),
-        senior_colour=SENIOR_COLOUR, junior_colour=JUNIOR_COLOUR,
-        shade_high=_surprisal_bg(-8), shade_low=_surprisal_bg(-2),
-    )  # fmt: skip
+        title=title or heading,
+        heading=heading,
+        intro=intro,
+        runs=runs,
+        comparisons=list(comparisons),
+        senior_colour=SENIOR_COLOUR,
+        junior_colour=JUNIOR_COLOUR,
+        shade_high=_surprisal_bg(-8),
+        shade_low=_surprisal_bg(-2),
+    )
 
 
 def selection_warning(selection: dict | None) -> str | None:
@@ -327,9 +394,11 @@ def selection_warning(selection: dict | None) -> str | None:
     if not overlap:
         return None
     shares = ", ".join(f"{b}: {v:.0%}" for b, v in overlap.items())
-    return (f"The senior (step {selection.get('step')} of {selection.get('run')}) was selected by "
-            f"{selection.get('metric')} on data evaluated here ({shares} of the problems): these results are "
-            "optimistic; select on held-out data.")  # fmt: skip
+    return (
+        f"The senior (step {selection.get('step')} of {selection.get('run')}) was selected by "
+        f"{selection.get('metric')} on data evaluated here ({shares} of the problems): these results are "
+        "optimistic; select on held-out data."
+    )
 
 
 def _text(value) -> str:
@@ -357,17 +426,35 @@ def settings_rows(cfg: dict) -> list[tuple[str, str]]:
     """An evaluation's settings as (name, value) rows for a small table (not a printed dict)."""
     models = cfg.get("models", {}) or {}
     data = models.get("data")
-    rows = [("senior", _text(models.get("senior"))), ("junior", _text(models.get("junior"))),
-            ("data", _text(data) if not isinstance(data, dict) else ", ".join(f"{k} = {v}" for k, v in data.items())),
-            ("samples per problem", _text(cfg.get("n"))), ("pass@k", _text(cfg.get("ks"))),
-            ("decoding", _text(cfg.get("decoding"))), ("budget (tokens)", _text(cfg.get("budget", cfg.get("max_new_tokens")))),
-            ("seed", _text(cfg.get("seed"))), ("grading", _text(cfg.get("grading"))),
-            ("grader", _grader_text(cfg)),
-            ("handoff round cap", f"{_text(cfg.get('handoff_max_rounds'))} (a round = one senior step + one junior step)")]  # fmt: skip
+    rows = [
+        ("senior", _text(models.get("senior"))),
+        ("junior", _text(models.get("junior"))),
+        (
+            "data",
+            _text(data) if not isinstance(data, dict) else ", ".join(f"{k} = {v}" for k, v in data.items()),
+        ),
+        ("samples per problem", _text(cfg.get("n"))),
+        ("pass@k", _text(cfg.get("ks"))),
+        ("decoding", _text(cfg.get("decoding"))),
+        ("budget (tokens)", _text(cfg.get("budget", cfg.get("max_new_tokens")))),
+        ("seed", _text(cfg.get("seed"))),
+        ("grading", _text(cfg.get("grading"))),
+        ("grader", _grader_text(cfg)),
+        (
+            "handoff round cap",
+            f"{_text(cfg.get('handoff_max_rounds'))} (a round = one senior step + one junior step)",
+        ),
+    ]
     sel = models.get("senior_selection")
     if isinstance(sel, dict):
-        rows.insert(1, ("senior checkpoint", f"step {sel.get('step')}, selected by {sel.get('metric')} on "
-                                             f"{_text((sel.get('val') or {}).get('name'))}"))  # fmt: skip
+        rows.insert(
+            1,
+            (
+                "senior checkpoint",
+                f"step {sel.get('step')}, selected by {sel.get('metric')} on "
+                f"{_text((sel.get('val') or {}).get('name'))}",
+            ),
+        )
     return rows
 
 
@@ -381,24 +468,36 @@ def run_view(run_dir: str | Path, label: str | None = None, max_problems: int = 
         b: [d.get("source_id") for d in v] for b, v in (cfg.get("dropped_problems") or {}).items() if v
     }
     return {
-        "label": label or str(run_dir), "settings": settings, "dropped": dropped or None,
+        "label": label or str(run_dir),
+        "settings": settings,
+        "dropped": dropped or None,
         "selection_warning": selection_warning(cfg.get("models", {}).get("senior_selection")),
-        "table": metrics_table(res), "plots": plots(res),
+        "table": metrics_table(res),
+        "plots": plots(res),
         "problems": problem_views(read_samples(run_dir / SAMPLES, checked=True), max_problems=max_problems),
-    }  # fmt: skip
+    }
 
 
 def comparison_view(cmp: dict, label_a: str, label_b: str, title: str) -> dict:
     """What the template shows of a paired comparison; `cmp["mismatch"]` (settings that differ, paired
     anyway under --allow-mismatch) becomes a warning above its table."""
     return {
-        "title": title, "label_a": label_a, "label_b": label_b, "rows": comparison_rows(cmp),
-        "skipped": ", ".join(cmp.get("skipped", [])), "mismatch": warning_text(cmp.get("mismatch") or []),
-    }  # fmt: skip
+        "title": title,
+        "label_a": label_a,
+        "label_b": label_b,
+        "rows": comparison_rows(cmp),
+        "skipped": ", ".join(cmp.get("skipped", [])),
+        "mismatch": warning_text(cmp.get("mismatch") or []),
+    }
 
 
-def build_report(run_dir: str | Path, compare_dirs: list[str | Path] = (), *, max_problems: int = 12,
-                 allow_mismatch: bool = False) -> str:  # fmt: skip
+def build_report(
+    run_dir: str | Path,
+    compare_dirs: list[str | Path] = (),
+    *,
+    max_problems: int = 12,
+    allow_mismatch: bool = False,
+) -> str:
     """HTML of the report for `run_dir`, with paired comparisons against each of `compare_dirs` (each
     evaluated alike, `trlvr.eval.comparable`; `allow_mismatch`: a warning instead of a refusal)."""
     mismatch = {str(o): check_comparable(o, run_dir, allow_mismatch=allow_mismatch) for o in compare_dirs}
@@ -409,7 +508,10 @@ def build_report(run_dir: str | Path, compare_dirs: list[str | Path] = (), *, ma
         run["plots"] = compared_plots([(label, res["macro"]["metrics"]) for label, res in runs])
     comparisons = []
     for other in compare_dirs:
-        cmp = {**compare_tables(load_table(other), load_table(run_dir), seed=seed), "mismatch": mismatch[str(other)]}
+        cmp = {
+            **compare_tables(load_table(other), load_table(run_dir), seed=seed),
+            "mismatch": mismatch[str(other)],
+        }
         title = f"Comparison: B = this run vs A = {other} (paired bootstrap)"
         comparisons.append(comparison_view(cmp, str(other), str(run_dir), title))
     return render(f"Evaluation: {run_dir}", [run], comparisons, title="trlvr evaluation report")
@@ -421,7 +523,9 @@ def write_report(run_dir: str | Path, out_path: str | Path | None = None, compar
     matplotlib.use("Agg")
 
     out_path = Path(out_path) if out_path else Path(run_dir) / "report.html"
-    real = check_report_path(out_path, "--out")  # checked (where the write lands) before anything is read or written
+    real = check_report_path(
+        out_path, "--out"
+    )  # checked (where the write lands) before anything is read or written
     with report_lock(real):  # refused at once while an evaluation writes that folder
         html = build_report(run_dir, list(compare_dirs), **kw)
         write_file(real, html)

@@ -89,8 +89,10 @@ def machine_record(model) -> dict:
     if model is None:
         return machine()
     p = next(model.parameters(), None)
-    return machine(dtype=str(p.dtype).removeprefix("torch.") if p is not None else None,
-                   device=str(p.device) if p is not None else None)  # fmt: skip
+    return machine(
+        dtype=str(p.dtype).removeprefix("torch.") if p is not None else None,
+        device=str(p.device) if p is not None else None,
+    )
 
 
 @dataclass
@@ -117,8 +119,17 @@ class Partners:
     scorers: Callable[[], tuple] | None = None
 
     @classmethod
-    def of(cls, senior, junior, tokenizer, *, junior_tokenizer=None, identities: dict | None = None,
-           paths: dict | None = None, **pair_options) -> Partners:  # fmt: skip
+    def of(
+        cls,
+        senior,
+        junior,
+        tokenizer,
+        *,
+        junior_tokenizer=None,
+        identities: dict | None = None,
+        paths: dict | None = None,
+        **pair_options,
+    ) -> Partners:
         """Partners of two models already in memory: identified by a hash of their weights unless
         `identities` says; `pair_options` go to `trlvr.engine.make_pair` (e.g. decode, junior_device)."""
         ids = dict(identities or {})
@@ -127,11 +138,22 @@ class Partners:
             ids.setdefault("junior", {"weights": fpr.weights_digest(junior)})
 
         def build(junior_prompts=None):
-            text = {"junior_tokenizer": junior_tokenizer, "junior_prompts": junior_prompts} if junior_tokenizer else {}
+            text = (
+                {"junior_tokenizer": junior_tokenizer, "junior_prompts": junior_prompts}
+                if junior_tokenizer
+                else {}
+            )
             return make_pair(senior, junior, tokenizer, **text, **pair_options)
 
-        return cls(tokenizer, build, junior is not None, ids, junior_tokenizer if junior is not None else None,
-                   dict(paths or {}), model_context_length(senior, junior))  # fmt: skip
+        return cls(
+            tokenizer,
+            build,
+            junior is not None,
+            ids,
+            junior_tokenizer if junior is not None else None,
+            dict(paths or {}),
+            model_context_length(senior, junior),
+        )
 
     @property
     def pairing(self) -> str | None:
@@ -177,17 +199,24 @@ def evaluate(
     protocols = protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks)
     if score_fn is None:
         score_fn = grader_for(spec.grading, spec.grader)
-    elif (own := grader_of(score_fn)) is not None:  # a MathReward: its grader is the first (results.json names it)
+    elif (
+        own := grader_of(score_fn)
+    ) is not None:  # a MathReward: its grader is the first (results.json names it)
         if spec.graders != ("trlvr",) and own != spec.grader:
             raise UserError(f"score_fn grades with grader {own!r} but graders names {spec.grader!r} first")
         spec = spec.replace(graders=(own, *spec.graders[1:]))
     elif spec.graders != ("trlvr",):
-        raise UserError(f"graders {','.join(spec.graders)}: a caller's own score_fn grades alone; leave graders at trlvr")
+        raise UserError(
+            f"graders {','.join(spec.graders)}: a caller's own score_fn grades alone; leave graders at trlvr"
+        )
     grading = grading_name(score_fn)
     tokenizer, pairing = partners.tokenizer, partners.pairing
     context_length = partners.context_length if spec.context_length == "auto" else spec.context_length
-    max_prompt_tokens = (default_max_prompt_tokens(context_length) if spec.max_prompt_tokens == "auto"
-                         else spec.max_prompt_tokens)  # fmt: skip
+    max_prompt_tokens = (
+        default_max_prompt_tokens(context_length)
+        if spec.max_prompt_tokens == "auto"
+        else spec.max_prompt_tokens
+    )
     benches, dropped = prepare_benchmarks(
         benchmarks, tokenizer, max_prompt_tokens, spec.max_new_tokens, context_length, spec.prompt_template
     )
@@ -215,20 +244,33 @@ def evaluate(
     }
     config = {
         **spec.config_part(context_length, max_prompt_tokens, grading),
-        "protocols": protocols, "benchmarks": sorted(benches),
-        "num_problems": {b: len(x.keys) for b, x in benches.items()}, "models": partners.paths,
-        "dropped_problems": dropped, "lossy_prompts": lossy, "machine": machine_record(None),
-        "pairing": pairing, "backend": partners.backend,
+        "protocols": protocols,
+        "benchmarks": sorted(benches),
+        "num_problems": {b: len(x.keys) for b, x in benches.items()},
+        "models": partners.paths,
+        "dropped_problems": dropped,
+        "lossy_prompts": lossy,
+        "machine": machine_record(None),
+        "pairing": pairing,
+        "backend": partners.backend,
         **({"skipped_rows": skipped_rows} if skipped_rows else {}),
-    }  # fmt: skip
+    }
     if fresh:  # the folder's kind before anything is written (its lock file too) or set aside; a refusal moves nothing
         rundir.prepare_output(out_dir, _KINDS, flag="--out")
     if check_only:  # the dry run: the folder's samples checked as the run checks them, nothing written
         check_samples(EvalDir(out_dir), fingerprint, fresh)
         return None
     ranks = Ranks.current().session("eval")
-    run = _Run(partners, benches, protocols, spec, score_fn, extract_fn or _default_extract_fn(),
-               progress and ranks.writer, ranks)  # fmt: skip
+    run = _Run(
+        partners,
+        benches,
+        protocols,
+        spec,
+        score_fn,
+        extract_fn or _default_extract_fn(),
+        progress and ranks.writer,
+        ranks,
+    )
     if not ranks.writer:  # another process of a launch: generates its share of the batches, writes nothing
         return run.serve()
     store = EvalDir(out_dir)
@@ -266,18 +308,28 @@ def _evaluate_locked(run: _Run, store: EvalDir, fingerprint: dict, config: dict,
             # text pairs: the word schedule redraws before a word start there, and the detector
             # replays lockstep's (after) on one vocabulary, so it is not computed
             loophole = loophole_report(rows, tokenizer) if not is_text(pairing) else {}
-            extra = {"fingerprint": {k: v for k, v in fingerprint.items() if k != "problems"},
-                     "grading_stats": grading_counts(rows), "loophole": loophole}  # fmt: skip
+            extra = {
+                "fingerprint": {k: v for k, v in fingerprint.items() if k != "problems"},
+                "grading_stats": grading_counts(rows),
+                "loophole": loophole,
+            }
             if len(spec.graders) > 1:
-                extra[BY_GRADER] = by_grader(rows, spec.graders[1:], config["ks"], spec.num_resamples, spec.seed)
+                extra[BY_GRADER] = by_grader(
+                    rows, spec.graders[1:], config["ks"], spec.num_resamples, spec.seed
+                )
             if is_text(pairing):
-                extra["undefined"] = {m: why for m, (entry, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()
-                                      if entry in suite}  # fmt: skip
+                extra["undefined"] = {
+                    m: why
+                    for m, (entry, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()
+                    if entry in suite
+                }
             results = write_results(store.path, rows, config, num_resamples=spec.num_resamples, extra=extra)
             store.seal()
             if why := store.problem():  # the postcondition: every file a reader opens is there, whole
-                raise UserError(f"{store.path}: the evaluation finished incomplete ({why}); "
-                                "rerun the same command to write it again")  # fmt: skip
+                raise UserError(
+                    f"{store.path}: the evaluation finished incomplete ({why}); "
+                    "rerun the same command to write it again"
+                )
             return results
     except BaseException:
         if created and not store.has_samples():
@@ -316,6 +368,7 @@ def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dic
     """results.json of a directory this evaluation would not change, read without the lock: the same
     fingerprint and settings (the machine aside), exactly the planned rows, each scored, a whole last
     line and results of this version. None when anything would be written."""
+
     def as_stored(obj: dict) -> dict:
         return json.loads(json.dumps(obj, default=str))
 
@@ -323,12 +376,18 @@ def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dic
         return {k: v for k, v in c.items() if k != "machine"}
 
     names = (FINGERPRINT, CONFIG, RESULTS)
-    if store.problem(deep=True):  # a reader's file is gone, torn or changed since: the locked path says or rewrites
+    if store.problem(
+        deep=True
+    ):  # a reader's file is gone, torn or changed since: the locked path says or rewrites
         return None
     try:
         old_fp, old_config, results = (read_json(store.file(n)) for n in names)
         want = settings(as_stored(config))
-        if old_fp != as_stored(fingerprint) or settings(old_config) != want or settings(results["config"]) != want:
+        if (
+            old_fp != as_stored(fingerprint)
+            or settings(old_config) != want
+            or settings(results["config"]) != want
+        ):
             return None
         if results.get("version") != RESULTS_VERSION or not store.samples.read_bytes().endswith(b"\n"):
             return None
@@ -337,7 +396,11 @@ def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dic
         return None
     planned = {k for _, _, keys in run.planned() for k in keys}
     keys = [_row_key(r) for r in rows]
-    if len(keys) != len(planned) or set(keys) != planned or results.get("grading_stats", {}).get("graded") != len(rows):
+    if (
+        len(keys) != len(planned)
+        or set(keys) != planned
+        or results.get("grading_stats", {}).get("graded") != len(rows)
+    ):
         return None
     if run.want_scores and any(r["protocol"] == "solo" and "legibility" not in r for r in rows):
         return None
@@ -360,7 +423,9 @@ def _open(store: EvalDir, fingerprint: dict, config: dict, fresh: bool) -> tuple
     """Under the lock: check that the directory's samples may be reused, repair, write the metadata;
     return the rows and the directory's fingerprint from now on (`trlvr.eval.fingerprint.with_partner`)."""
     if fresh:  # every check passed: start over through the one way a folder is readied (`trlvr.rundir`)
-        rundir.prepare_output(store.path, _KINDS, flag="--out", start_over=True, set_aside_with=lambda _: store.clear())
+        rundir.prepare_output(
+            store.path, _KINDS, flag="--out", start_over=True, set_aside_with=lambda _: store.clear()
+        )
     if store.has_samples():
         store.check_samples_unchanged()  # samples edited after the seal are never reused
         old = check_samples(store, fingerprint, fresh=False)
@@ -387,20 +452,35 @@ ENGINE_STACKS = {"pair": ("senior", "junior"), "solo": ("senior",), "junior": ("
 class _Run:
     """The generation half of `evaluate`: planned batches in, rows out, through one Pair."""
 
-    def __init__(self, partners: Partners, benches: dict, protocols: list[str], spec: EvalSpec, score_fn,
-                 extract_fn, progress: bool, ranks: Ranks | None = None):  # fmt: skip
+    def __init__(
+        self,
+        partners: Partners,
+        benches: dict,
+        protocols: list[str],
+        spec: EvalSpec,
+        score_fn,
+        extract_fn,
+        progress: bool,
+        ranks: Ranks | None = None,
+    ):
         # several processes (a launch of N): rank 0 plans, writes and generates its share; the others
         # generate theirs (`serve`) and hand the rows over through `ranks`
         self.ranks = ranks or Ranks()
         self._told: set[str] = set()  # what rank 0 has announced (so a failure reaches whoever still waits)
-        self.partners, self.tokenizer, self.junior_tokenizer = partners, partners.tokenizer, partners.junior_tokenizer
+        self.partners, self.tokenizer, self.junior_tokenizer = (
+            partners,
+            partners.tokenizer,
+            partners.junior_tokenizer,
+        )
         self.benches, self.protocols, self.spec = benches, protocols, spec
         self.score_fn, self.extract_fn, self.progress = score_fn, extract_fn, progress
         self.want_scores = bool({"legibility", "drift"} & set(spec.suite))
         self.junior_prompts: dict[tuple, list[int]] = {}  # text pairs: senior prompt ids -> the junior's
         self.pair = None  # built on first use: a resumed evaluation with nothing to do loads no model
         self.pair_stacks: tuple[str, ...] = ()  # the models `pair` holds
-        self._scorers = None  # (senior, junior) HF modules that score, when the pair holds none (backend vllm)
+        self._scorers = (
+            None  # (senior, junior) HF modules that score, when the pair holds none (backend vllm)
+        )
         # an engine that holds no HF models generates everything first, then is closed, then scoring loads them
         self.score_later = partners.scorers is not None
 
@@ -441,7 +521,9 @@ class _Run:
         needs one model runs one stack); an HF pair runs every protocol and skips an idle model itself."""
         if not backend(self.partners.backend).own_engine:
             return ENGINE_STACKS["pair"]
-        if parse_protocol(protocol).entry == "prefix":  # the junior alone, after solo (its engine comes later)
+        if (
+            parse_protocol(protocol).entry == "prefix"
+        ):  # the junior alone, after solo (its engine comes later)
             return ENGINE_STACKS["junior"]
         return ENGINE_STACKS.get(protocol, ENGINE_STACKS["pair"])
 
@@ -455,18 +537,24 @@ class _Run:
         have.update((_row_key(r), r) for r in old_rows)
         in_file = [_row_key(r) for r in old_rows]  # the keys samples.jsonl holds, in order
         total = sum(len(b.keys) for b in self.benches.values()) * sum(
-            parse_protocol(p).samples(self.spec.n) for p in self.protocols)
+            parse_protocol(p).samples(self.spec.n) for p in self.protocols
+        )
         bar = tqdm(total=total, desc="eval", disable=not self.progress, leave=False)
         plan = list(self.planned())
         order = list(ENGINE_STACKS.values())
-        todo = sorted((j for j, t in enumerate(plan) if any(k not in have for k in t[2])),
-                      key=lambda j: order.index(self.stacks(plan[j][1].protocol)))  # stable: plan order within an engine
+        todo = sorted(
+            (j for j, t in enumerate(plan) if any(k not in have for k in t[2])),
+            key=lambda j: order.index(self.stacks(plan[j][1].protocol)),
+        )  # stable: plan order within an engine
         self.announce(("todo", todo))
         todo = [plan[j] for j in todo]
         again = _made_again(todo, have)  # said once the run is done (a refusal or Ctrl-C stays one line)
         bar.update(total - sum(len(batch.items) for _, batch, _ in todo))
-        self.solo_rows = {(r["benchmark"], str(r["problem_id"]), int(r["sample_idx"])): r
-                          for r in have.values() if r["protocol"] == "solo"}  # prefix-K continues these  # fmt: skip
+        self.solo_rows = {
+            (r["benchmark"], str(r["problem_id"]), int(r["sample_idx"])): r
+            for r in have.values()
+            if r["protocol"] == "solo"
+        }  # prefix-K continues these
         for i, (b, batch, keys) in enumerate(todo):
             # The whole batch, so a resumed batch has the same batch-mates (and the same
             # scoring padding) as the first time; only its missing rows are written.
@@ -475,8 +563,11 @@ class _Run:
             else:  # another process generated it (its share: every size-th batch of todo)
                 new = self.ranks.take(f"batch/{i}")
             new = [r for r, k in zip(new, keys, strict=True) if k not in have]
-            self.solo_rows.update(((r["benchmark"], str(r["problem_id"]), int(r["sample_idx"])), r)
-                                  for r in new if r["protocol"] == "solo")  # fmt: skip
+            self.solo_rows.update(
+                ((r["benchmark"], str(r["problem_id"]), int(r["sample_idx"])), r)
+                for r in new
+                if r["protocol"] == "solo"
+            )
             store.append(new)
             in_file += [_row_key(r) for r in new]
             have.update((_row_key(r), r) for r in new)
@@ -491,17 +582,25 @@ class _Run:
         planned = {_row_key(r) for r in plan_rows}
         others = [r for k, r in have.items() if k not in planned]
         if rescored or len(in_file) != len(planned) or set(in_file) != planned or len(others) != len(other):
-            store.rewrite(plan_rows, others)  # samples.jsonl: this plan's rows (with new scores); the rest aside
+            store.rewrite(
+                plan_rows, others
+            )  # samples.jsonl: this plan's rows (with new scores); the rest aside
             moved = sum(_row_key(r) not in planned for r in old_rows)
             if moved:
-                print(f"kept {moved} finished sample(s) of another plan (another --limit, --n or --suite) in "
-                      f"{store.other_samples}; a run that plans them again takes them back", file=sys.stderr)
+                print(
+                    f"kept {moved} finished sample(s) of another plan (another --limit, --n or --suite) in "
+                    f"{store.other_samples}; a run that plans them again takes them back",
+                    file=sys.stderr,
+                )
         if again:
             each = ", ".join(f"{w} {c}" for w, c in again.items())
-            print(f"generated again {sum(again.values())} finished sample(s) ({each}): their batch has other "
-                  "batch-mates in this plan (another --limit or --n), and a sample's arithmetic follows its batch "
-                  "(padding, kernel shapes), so samples are reused only in their own batch and this folder equals "
-                  f"a fresh run; the earlier ones stay in {store.other_samples.name}", file=sys.stderr)  # fmt: skip
+            print(
+                f"generated again {sum(again.values())} finished sample(s) ({each}): their batch has other "
+                "batch-mates in this plan (another --limit or --n), and a sample's arithmetic follows its batch "
+                "(padding, kernel shapes), so samples are reused only in their own batch and this folder equals "
+                f"a fresh run; the earlier ones stay in {store.other_samples.name}",
+                file=sys.stderr,
+            )
         return plan_rows
 
     def serve(self) -> dict:
@@ -515,7 +614,9 @@ class _Run:
         todo = [plan[j] for j in value]
         try:
             for i, (b, batch, _) in self.ranks.share(list(enumerate(todo))):
-                self.ranks.put(f"batch/{i}", self._batch_rows(self._pair(self.stacks(batch.protocol)), b, batch))
+                self.ranks.put(
+                    f"batch/{i}", self._batch_rows(self._pair(self.stacks(batch.protocol)), b, batch)
+                )
         except BaseException as e:
             self.ranks.fail(f"batch/{i}", _failure(e))
             raise
@@ -556,13 +657,16 @@ class _Run:
 
     def longest(self) -> int:
         """The longest sequence this plan writes: a prompt plus its budget (an engine's max_model_len)."""
-        return max(len(p) + n for b in self.benches.values() for p, n in zip(b.prompts, b.budgets, strict=True))
+        return max(
+            len(p) + n for b in self.benches.values() for p, n in zip(b.prompts, b.budgets, strict=True)
+        )
 
     def _fill_junior_prompts(self) -> None:
         for b in self.benches.values():
             for problem, ids in zip(b.problems, b.prompts, strict=True):
                 self.junior_prompts[tuple(ids)] = encode_prompt(
-                    prompt_for(problem, self.tokenizer, self.spec.prompt_template), self.junior_tokenizer)
+                    prompt_for(problem, self.tokenizer, self.spec.prompt_template), self.junior_tokenizer
+                )
 
     def _prefixes(self, b: Bench, batch) -> list[list[int]] | None:
         """prefix-K: the first K% of the solo trace of each item's (problem, sample), None for other protocols."""
@@ -570,14 +674,18 @@ class _Run:
         if proto.entry != "prefix":
             return None
         if self.junior_tokenizer is not None:
-            raise UserError(f"{batch.protocol}: the prefix protocols hand the junior the senior's tokens, so they "
-                            "need one vocabulary (lockstep); this pair is a text pair")  # fmt: skip
+            raise UserError(
+                f"{batch.protocol}: the prefix protocols hand the junior the senior's tokens, so they "
+                "need one vocabulary (lockstep); this pair is a text pair"
+            )
         out = []
         for i, s in batch.items:
             solo = getattr(self, "solo_rows", {}).get((batch.benchmark, str(b.keys[i]), int(s)))
             if solo is None:  # solo runs before prefix in every plan (protocols_for); a served rank has none
-                raise UserError(f"{batch.protocol}: no solo sample of problem {b.keys[i]} sample {s} to continue "
-                                "(the prefix protocols run in one process, after solo)")  # fmt: skip
+                raise UserError(
+                    f"{batch.protocol}: no solo sample of problem {b.keys[i]} sample {s} to continue "
+                    "(the prefix protocols run in one process, after solo)"
+                )
             out.append(cut(trace_body(solo), proto.prefix_percent))
         return out
 
@@ -591,11 +699,15 @@ class _Run:
         budgets = [b.budgets[i] - len(p) for (i, _), p in zip(batch.items, given, strict=True)]
         if max(budgets) > 0:
             out = run_protocol(
-                pair, batch.protocol, [b.prompts[i] + p for (i, _), p in zip(batch.items, given, strict=True)],
-                max_new_tokens=budgets, decoding=parse_protocol(batch.protocol).decoding(spec.decoding), seed=spec.seed,
+                pair,
+                batch.protocol,
+                [b.prompts[i] + p for (i, _), p in zip(batch.items, given, strict=True)],
+                max_new_tokens=budgets,
+                decoding=parse_protocol(batch.protocol).decoding(spec.decoding),
+                seed=spec.seed,
                 handoff_max_rounds=spec.handoff_max_rounds,
                 row_keys=[eval_row_key(batch.benchmark, b.keys[i], s, key_protocol) for i, s in batch.items],
-            )  # fmt: skip
+            )
             ids_all, authors, finish = out.completion_ids, out.authors, out.finish_reasons
             share, switches = out.senior_share.tolist(), out.num_switches
         else:  # every prefix fills its budget: nothing left to write
@@ -609,28 +721,46 @@ class _Run:
         texts = tok.batch_decode(ids_all, skip_special_tokens=True)
         answers = [str(problems[i].answer) for i, _ in batch.items]
         rewards, outcomes = grade(self.score_fn, texts, answers)
-        jlp = out.junior_logprobs if out is not None and batch.protocol not in ("solo", "junior") and \
-            prefixes is None else None  # fmt: skip
+        jlp = (
+            out.junior_logprobs
+            if out is not None and batch.protocol not in ("solo", "junior") and prefixes is None
+            else None
+        )
         rows = []
         for j, ((i, s), text, reward, gold, outcome) in enumerate(
             zip(batch.items, texts, rewards, answers, outcomes, strict=True)
         ):
             ids = ids_all[j]
             row = {
-                "benchmark": batch.benchmark, "problem_id": b.keys[i], "source_id": str(problems[i].id),
-                "protocol": batch.protocol, "sample_idx": s, "batch": batch.signature, "seed": spec.seed,
-                "answer": gold, "text": text, "token_ids": ids, "authors": "".join(map(str, authors[j])),
-                "num_tokens": len(ids), "senior_share": share[j], "num_switches": switches[j],
-                "reward": 0.0 if reward is None else float(reward),  # an ungradable completion counts as wrong
+                "benchmark": batch.benchmark,
+                "problem_id": b.keys[i],
+                "source_id": str(problems[i].id),
+                "protocol": batch.protocol,
+                "sample_idx": s,
+                "batch": batch.signature,
+                "seed": spec.seed,
+                "answer": gold,
+                "text": text,
+                "token_ids": ids,
+                "authors": "".join(map(str, authors[j])),
+                "num_tokens": len(ids),
+                "senior_share": share[j],
+                "num_switches": switches[j],
+                "reward": 0.0
+                if reward is None
+                else float(reward),  # an ungradable completion counts as wrong
                 "grading": outcome,
-                "parsed_answer": self.extract_fn(text), "finish_reason": finish[j],
+                "parsed_answer": self.extract_fn(text),
+                "finish_reason": finish[j],
                 "piece_lens": _piece_lens(tok, ids, text),
-            }  # fmt: skip
+            }
             if jlp is not None:
                 row["junior_logprobs"] = [round(x, 3) for x in jlp[j]]
             if prefixes is not None:
                 row["prefix_tokens"] = len(prefixes[j])
-                row["answer_in_prefix"] = answer_in_text(tok.decode(prefixes[j], skip_special_tokens=True), gold)
+                row["answer_in_prefix"] = answer_in_text(
+                    tok.decode(prefixes[j], skip_special_tokens=True), gold
+                )
             if self.junior_tokenizer is not None:
                 row["senior_char_share"] = round(pair.last.senior_char_share[j], 4)
             if s == 0:
@@ -649,24 +779,40 @@ class _Run:
         tok = self.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else 0
         scores = score_completions(
-            self.senior, self.junior, prompts, [r["token_ids"] for r in rows], pad_token_id=pad,
-            batch_size=self.spec.score_batch_size, n_ids=len(tok),
-        )  # fmt: skip
+            self.senior,
+            self.junior,
+            prompts,
+            [r["token_ids"] for r in rows],
+            pad_token_id=pad,
+            batch_size=self.spec.score_batch_size,
+            n_ids=len(tok),
+        )
         for r, sc in zip(rows, scores, strict=True):
-            means = text_means(sc, ends_with_eos=r["finish_reason"] == "eos", include_eos=self.spec.include_eos)
+            means = text_means(
+                sc, ends_with_eos=r["finish_reason"] == "eos", include_eos=self.spec.include_eos
+            )
             r["legibility"], r["drift"] = means if means else (None, None)
             r["junior_logprobs"] = [round(x, 3) for x in sc.junior_logprobs]
-            m = len(sc.junior_logprobs) - (1 if r["finish_reason"] == "eos" and not self.spec.include_eos else 0)
+            m = len(sc.junior_logprobs) - (
+                1 if r["finish_reason"] == "eos" and not self.spec.include_eos else 0
+            )
             n_bytes = len(r["text"].encode("utf-8"))
-            r["legibility_bpb"] = -sum(sc.junior_logprobs[:m]) / math.log(2) / n_bytes if means and n_bytes else None
+            r["legibility_bpb"] = (
+                -sum(sc.junior_logprobs[:m]) / math.log(2) / n_bytes if means and n_bytes else None
+            )
 
     def _attach_text_scores(self, rows: list[dict], prompts: list[list[int]]) -> None:
         """A text pair's solo rows: the junior reads the text in its own tokenization (`text_nll`);
         legibility = CE per junior token, legibility_bpb = bits per byte; drift is not defined (None)."""
         if not self.junior_prompts:
             self._fill_junior_prompts()  # a resume that only rescores
-        scored = text_nll(self.junior, self.junior_tokenizer, [self.junior_prompts[tuple(p)] for p in prompts],
-                          [r["text"] for r in rows], batch_size=self.spec.score_batch_size)  # fmt: skip
+        scored = text_nll(
+            self.junior,
+            self.junior_tokenizer,
+            [self.junior_prompts[tuple(p)] for p in prompts],
+            [r["text"] for r in rows],
+            batch_size=self.spec.score_batch_size,
+        )
         for r, (nll, n_bytes, n_tokens) in zip(rows, scored, strict=True):
             r["legibility"] = nll / n_tokens if n_tokens else None
             r["legibility_bpb"] = nll / math.log(2) / n_bytes if n_tokens and n_bytes else None

@@ -32,7 +32,9 @@ from trlvr.eval.store import PER_PROBLEM, SAMPLES, read_json, read_samples
 class SampleMetric:
     name: str  # its column in the per-problem table
     title: str  # its column title in report tables, e.g. "refusal rate (%)"
-    per_problem: Callable[[list[dict]], dict[str, float]]  # one benchmark's sample rows -> {problem id: value}
+    per_problem: Callable[
+        [list[dict]], dict[str, float]
+    ]  # one benchmark's sample rows -> {problem id: value}
     rate: bool = False  # a share in [0, 1], printed in percent (`is_rate`); else printed as it is
     setting: str | None = None  # the evaluation setting per_problem takes as its second argument (None: none)
 

@@ -34,7 +34,9 @@ class SettingError(UserError):
 
     def as_flag(self, flag: str) -> UserError:
         text = str(self)
-        return UserError(flag + text[len(self.field):] if text.startswith(self.field) else f"{flag}: {text}")
+        return UserError(flag + text[len(self.field) :] if text.startswith(self.field) else f"{flag}: {text}")
+
+
 BUDGET_RULE = f"min(max_new_tokens, context_length - prompt_tokens - {D.BUDGET_MARGIN})"
 
 
@@ -73,7 +75,9 @@ class EvalSpec:
         object.__setattr__(self, "ks", tuple(sorted({int(k) for k in self.ks})))
         object.__setattr__(self, "dose_shares", tuple(float(x) for x in self.dose_shares))
         object.__setattr__(self, "prefix_ks", tuple(self.prefix_ks))
-        object.__setattr__(self, "graders", (self.graders,) if isinstance(self.graders, str) else tuple(self.graders))
+        object.__setattr__(
+            self, "graders", (self.graders,) if isinstance(self.graders, str) else tuple(self.graders)
+        )
         self._check()
 
     @property
@@ -92,32 +96,50 @@ class EvalSpec:
         """A SettingError for the first setting that cannot work (on creation: an EvalSpec is valid)."""
         unknown = sorted(set(self.suite) - set(D.SUITE_NAMES))
         if unknown or not self.suite:
-            raise SettingError("suite", f"suite: unknown entries {unknown}; choose from {','.join(D.SUITE_NAMES)}")
-        for name, lo in (("n", 1), ("max_new_tokens", 1), ("batch_size", 1), ("score_batch_size", 1),
-                         ("handoff_max_rounds", 1)):  # fmt: skip
+            raise SettingError(
+                "suite", f"suite: unknown entries {unknown}; choose from {','.join(D.SUITE_NAMES)}"
+            )
+        for name, lo in (
+            ("n", 1),
+            ("max_new_tokens", 1),
+            ("batch_size", 1),
+            ("score_batch_size", 1),
+            ("handoff_max_rounds", 1),
+        ):
             if getattr(self, name) < lo:
                 raise SettingError(name, f"{name} must be >= {lo}, got {getattr(self, name)}")
         if self.n > D.MAX_N:  # every (problem, sample) item is planned before the first sample
             raise SettingError("n", f"n must be <= {D.MAX_N} samples per problem, got {self.n}")
         if not self.ks or self.ks[0] < 1 or self.ks[-1] > self.n:
             raise SettingError("ks", f"ks: every k must be in [1, n = {self.n}], got {list(self.ks)}")
-        if not self.prefix_ks or any(isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 100
-                                     for k in self.prefix_ks):  # fmt: skip
-            raise SettingError("prefix_ks", f"prefix_ks: expected integer percents in [0, 100], got {list(self.prefix_ks)}")
+        if not self.prefix_ks or any(
+            isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 100 for k in self.prefix_ks
+        ):
+            raise SettingError(
+                "prefix_ks", f"prefix_ks: expected integer percents in [0, 100], got {list(self.prefix_ks)}"
+            )
         if self.prompt_template not in PROMPT_TEMPLATES:
-            raise SettingError("prompt_template", f"prompt_template: {self.prompt_template!r}; choose from "
-                               f"{', '.join(PROMPT_TEMPLATES)}")  # fmt: skip
+            raise SettingError(
+                "prompt_template",
+                f"prompt_template: {self.prompt_template!r}; choose from {', '.join(PROMPT_TEMPLATES)}",
+            )
         if self.grading not in GRADINGS:
             raise SettingError("grading", f"grading: {self.grading!r}; choose from {', '.join(GRADINGS)}")
         unknown = [g for g in self.graders if g not in GRADERS]
         if unknown or not self.graders:
-            raise SettingError("graders", f"graders: unknown {unknown or 'none given'}; choose one or more (comma-separated) "
-                                          f"from {','.join(GRADERS)}")
+            raise SettingError(
+                "graders",
+                f"graders: unknown {unknown or 'none given'}; choose one or more (comma-separated) "
+                f"from {','.join(GRADERS)}",
+            )
         if len(set(self.graders)) < len(self.graders):
             raise SettingError("graders", f"graders: {','.join(self.graders)} names a grader twice")
         if self.grading == "boxed_or_tail" and set(self.graders) != {"trlvr"}:
-            raise SettingError("graders", f"graders: {','.join(self.graders)}: the authors' graders read the last "
-                                          "\\boxed{} only; grading boxed_or_tail is trlvr's grader's alone")
+            raise SettingError(
+                "graders",
+                f"graders: {','.join(self.graders)}: the authors' graders read the last "
+                "\\boxed{} only; grading boxed_or_tail is trlvr's grader's alone",
+            )
         try:
             check_decoding(self.temperature, self.top_p, self.top_k)
         except ValueError as e:  # its message starts with the setting's name
@@ -129,42 +151,67 @@ class EvalSpec:
         """The first grader: each row's `reward`, and the metrics results.json has always held."""
         return self.graders[0]
 
-    def fingerprint_part(self, context_length: int | None, max_prompt_tokens: int | None, grading: str) -> dict:
+    def fingerprint_part(
+        self, context_length: int | None, max_prompt_tokens: int | None, grading: str
+    ) -> dict:
         """The settings that determine the samples (fingerprint.json's "generation" and "scoring"; the grader of
         each row's `reward` is the first of `graders`; the others are graded from the stored texts, so a
         folder takes more of them, or fewer, without generating again). A caller's own score function
         (grading "custom:<name>") has no grader."""
         return {
             "generation": {
-                "decoding": self.decoding, "seed": self.seed, "batch_size": self.batch_size,
-                "max_new_tokens": self.max_new_tokens, "context_length": context_length,
-                "max_prompt_tokens": max_prompt_tokens, "handoff_max_rounds": self.handoff_max_rounds,
+                "decoding": self.decoding,
+                "seed": self.seed,
+                "batch_size": self.batch_size,
+                "max_new_tokens": self.max_new_tokens,
+                "context_length": context_length,
+                "max_prompt_tokens": max_prompt_tokens,
+                "handoff_max_rounds": self.handoff_max_rounds,
                 # only where not trlvr's: an evaluation written before the setting keeps its fingerprint
                 **({"prompt_template": self.prompt_template} if self.prompt_template != "trlvr" else {}),
             },
-            "scoring": {"grading": grading, **({} if _custom(grading) else {"grader": self.grader}),
-                        "include_eos": self.include_eos, "score_batch_size": self.score_batch_size},
-        }  # fmt: skip
+            "scoring": {
+                "grading": grading,
+                **({} if _custom(grading) else {"grader": self.grader}),
+                "include_eos": self.include_eos,
+                "score_batch_size": self.score_batch_size,
+            },
+        }
 
     def config_part(self, context_length: int | None, max_prompt_tokens: int | None, grading: str) -> dict:
         """Every setting, resolved, as config.json records it."""
         return {
-            "n": self.n, "ks": list(self.ks), "decoding": self.decoding, "seed": self.seed,
-            "max_new_tokens": self.max_new_tokens, "batch_size": self.batch_size,
-            "score_batch_size": self.score_batch_size, "handoff_max_rounds": self.handoff_max_rounds,
-            "handoff_round": "one senior step + one junior step", "suite": list(self.suite),
-            "dose_shares": list(self.dose_shares), "num_resamples": self.num_resamples, "grading": grading,
+            "n": self.n,
+            "ks": list(self.ks),
+            "decoding": self.decoding,
+            "seed": self.seed,
+            "max_new_tokens": self.max_new_tokens,
+            "batch_size": self.batch_size,
+            "score_batch_size": self.score_batch_size,
+            "handoff_max_rounds": self.handoff_max_rounds,
+            "handoff_round": "one senior step + one junior step",
+            "suite": list(self.suite),
+            "dose_shares": list(self.dose_shares),
+            "num_resamples": self.num_resamples,
+            "grading": grading,
             "prompt_template": self.prompt_template,
             **({} if _custom(grading) else {"grader": self.grader, "graders": list(self.graders)}),
-            "budget": {"rule": BUDGET_RULE if context_length else "flat max_new_tokens",
-                       "max_new_tokens": self.max_new_tokens, "context_length": context_length},
-            "max_prompt_tokens": max_prompt_tokens, "legibility_drift": {"include_eos": self.include_eos},
+            "budget": {
+                "rule": BUDGET_RULE if context_length else "flat max_new_tokens",
+                "max_new_tokens": self.max_new_tokens,
+                "context_length": context_length,
+            },
+            "max_prompt_tokens": max_prompt_tokens,
+            "legibility_drift": {"include_eos": self.include_eos},
             "decode": self.decode,
             # only where asked for: a finished evaluation of another suite keeps the config it was written with
             **({"prefix_ks": list(self.prefix_ks)} if "prefix" in self.suite else {}),
-            **({"handoff_paper": {**D.PAPER_HANDOFF, "decoding": dict(D.PAPER_HANDOFF["decoding"])}}
-               if "handoff-paper" in self.suite else {}),
-        }  # fmt: skip
+            **(
+                {"handoff_paper": {**D.PAPER_HANDOFF, "decoding": dict(D.PAPER_HANDOFF["decoding"])}}
+                if "handoff-paper" in self.suite
+                else {}
+            ),
+        }
 
 
 def _custom(grading: str) -> bool:

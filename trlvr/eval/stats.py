@@ -85,8 +85,14 @@ def _as_groups(groups: Sequence[np.ndarray] | np.ndarray) -> list[np.ndarray]:
 
 def _resampled_means(groups: list[np.ndarray], num_resamples: int, rng: np.random.Generator):
     """Observed (G, C) column means and (R, G, C) bootstrap column means."""
-    if isinstance(num_resamples, bool) or not isinstance(num_resamples, int | np.integer) or num_resamples < 1:
-        raise ValueError(f"num_resamples must be an integer >= 1, got {num_resamples!r}")  # 0: every CI is NaN
+    if (
+        isinstance(num_resamples, bool)
+        or not isinstance(num_resamples, int | np.integer)
+        or num_resamples < 1
+    ):
+        raise ValueError(
+            f"num_resamples must be an integer >= 1, got {num_resamples!r}"
+        )  # 0: every CI is NaN
     observed = np.stack([g.mean(axis=0) for g in groups])
     boot = []
     for g in groups:

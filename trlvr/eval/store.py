@@ -35,8 +35,18 @@ from trlvr.errors import UserError
 from trlvr.rundir import CONFIG, FINGERPRINT, OTHER_SAMPLES, PER_PROBLEM, RESULTS, SAMPLES
 from trlvr.rundir import write_record as write_json
 
-__all__ = ["CONFIG", "FINGERPRINT", "PER_PROBLEM", "RESULTS", "SAMPLES", "BY", "EvalDir", "read_json", "read_samples",
-           "write_json"]  # fmt: skip
+__all__ = [
+    "CONFIG",
+    "FINGERPRINT",
+    "PER_PROBLEM",
+    "RESULTS",
+    "SAMPLES",
+    "BY",
+    "EvalDir",
+    "read_json",
+    "read_samples",
+    "write_json",
+]
 BY = "trlvr eval"  # who locks an evaluation directory (trlvr.rundir.LOCKS)
 REQUIRED_FIELDS = ("benchmark", "protocol", "problem_id", "sample_idx", "reward", "finish_reason")
 
@@ -72,7 +82,6 @@ def read_json(path: str | Path, what: str = "file", *, checked: bool = False) ->
     return obj
 
 
-
 def check_finished(path: str | Path) -> None:
     """UserError (one line) unless `path` is an evaluation a reader can trust (`trlvr.artifacts.problem` of
     `trlvr.rundir.EVALUATION_RESULTS`: its tables there, every file whole, none its manifest lists missing
@@ -81,8 +90,11 @@ def check_finished(path: str | Path) -> None:
     reader hashes all of it: what a table was computed from (samples.jsonl) counts as much as the table; the
     files a reader then parses are read through `read_checked` (`read_json`/`read_samples(checked=True)`)."""
     if why := artifacts.problem(path, rundir.EVALUATION_RESULTS, deep=True):
-        raise UserError(f"{path} is not a finished evaluation ({why}): nothing was read; "
-                        f"run `trlvr eval` into it again (--fresh starts over)")  # fmt: skip
+        raise UserError(
+            f"{path} is not a finished evaluation ({why}): nothing was read; "
+            f"run `trlvr eval` into it again (--fresh starts over)"
+        )
+
 
 class EvalDir:
     """One evaluation directory. Writing methods need the lock (`with d.lock(): ...`)."""
@@ -119,8 +131,10 @@ class EvalDir:
         with rundir.lock(self.path, by=BY) as held:
             for name in (*rundir.EVAL_OUTPUTS, OTHER_SAMPLES):  # appended to in place: never through a link
                 if (self.path / name).is_symlink():
-                    raise UserError(f"--out {self.path}: {name} is a symlink (to {os.readlink(self.path / name)}); "
-                                    "an evaluation writes its own files, never through a link: nothing was written")  # fmt: skip
+                    raise UserError(
+                        f"--out {self.path}: {name} is a symlink (to {os.readlink(self.path / name)}); "
+                        "an evaluation writes its own files, never through a link: nothing was written"
+                    )
             self._lock = held
             try:
                 yield self
@@ -187,8 +201,10 @@ class EvalDir:
         rec = (listed or {}).get(SAMPLES)
         if rec and self.samples.is_file() and self.samples.stat().st_size == rec.get("size"):
             if rec.get("sha256") and artifacts.sha256(self.samples) != rec["sha256"]:
-                raise UserError(f"{self.path}: {artifacts.changed_line(SAMPLES)}: its samples are not reused; "
-                                "pass --fresh to set them aside and start over")  # fmt: skip
+                raise UserError(
+                    f"{self.path}: {artifacts.changed_line(SAMPLES)}: its samples are not reused; "
+                    "pass --fresh to set them aside and start over"
+                )
 
     def seal(self) -> None:
         """After the last write of a run (lock owner only): every file's size and sha256 into DIR's manifest

@@ -19,8 +19,17 @@ from trlvr.eval.defaults import (
     SUITE_NAMES,
 )
 
-__all__ = ["DOSE_PREFIX", "PREFIX_PREFIX", "Protocol", "prefix_protocol", "dose_points", "dose_protocol", "parse_protocol", "protocol_of_metric",
-           "protocols_for"]
+__all__ = [
+    "DOSE_PREFIX",
+    "PREFIX_PREFIX",
+    "Protocol",
+    "prefix_protocol",
+    "dose_points",
+    "dose_protocol",
+    "parse_protocol",
+    "protocol_of_metric",
+    "protocols_for",
+]
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,11 @@ class Protocol:
     def schedule(self, handoff_max_rounds: int = HANDOFF_MAX_ROUNDS):
         """Who writes each token, a `trlvr.engine.Schedule` (a round of the handoff cap = one senior + one
         junior step)."""
-        if self.entry in ("solo", "junior", "prefix"):  # prefix-K: the junior alone, after the senior's prefix
+        if self.entry in (
+            "solo",
+            "junior",
+            "prefix",
+        ):  # prefix-K: the junior alone, after the senior's prefix
             return Schedule.from_config("solo", author="senior" if self.entry == "solo" else "junior")
         if self.entry == "handoff":
             return Schedule.from_config("step", first_author="senior", max_rounds=handoff_max_rounds)
@@ -86,8 +99,10 @@ def parse_protocol(name: str) -> Protocol:
         k = name.removeprefix(PREFIX_PREFIX)
         if k.isdigit() and 0 <= int(k) <= 100 and str(int(k)) == k:
             return Protocol(name, "prefix", prefix_percent=int(k))
-    raise ValueError(f"unknown protocol {name!r}: expected solo, handoff, handoff-paper, junior, dose-J with J in [0, 1] "
-                     "or prefix-K with K an integer percent in [0, 100]")
+    raise ValueError(
+        f"unknown protocol {name!r}: expected solo, handoff, handoff-paper, junior, dose-J with J in [0, 1] "
+        "or prefix-K with K an integer percent in [0, 100]"
+    )
 
 
 def protocol_of_metric(metric: str) -> Protocol | None:
@@ -100,8 +115,9 @@ def protocol_of_metric(metric: str) -> Protocol | None:
         return None
 
 
-def protocols_for(suite: list[str] | tuple[str, ...], dose_shares=DEFAULT_DOSE_SHARES,
-                  prefix_ks=DEFAULT_PREFIX_KS) -> list[str]:  # fmt: skip
+def protocols_for(
+    suite: list[str] | tuple[str, ...], dose_shares=DEFAULT_DOSE_SHARES, prefix_ks=DEFAULT_PREFIX_KS
+) -> list[str]:
     """Generation protocols a suite needs, in run order. Legibility, drift and prefix need solo samples
     (prefix-K runs after solo: it continues solo's traces)."""
     unknown = sorted(set(suite) - set(SUITE_NAMES))
@@ -125,5 +141,8 @@ def protocols_for(suite: list[str] | tuple[str, ...], dose_shares=DEFAULT_DOSE_S
 
 def dose_points(metric_names) -> list[tuple[float, str]]:
     """(junior share, name) of every dose protocol's pass@1 among `metric_names`, by share."""
-    return sorted((p.junior_share, n) for n in metric_names
-                  if n.endswith("/pass@1") and (p := protocol_of_metric(n)) is not None and p.entry == "dose")  # fmt: skip
+    return sorted(
+        (p.junior_share, n)
+        for n in metric_names
+        if n.endswith("/pass@1") and (p := protocol_of_metric(n)) is not None and p.entry == "dose"
+    )

@@ -41,7 +41,9 @@ def find_trainer_state(run_dir: str | Path) -> Path:
     direct = run / "trainer_state.json"
     if direct.is_file():
         return direct
-    states = [c / "trainer_state.json" for c in rundir.checkpoints(run) if (c / "trainer_state.json").is_file()]
+    states = [
+        c / "trainer_state.json" for c in rundir.checkpoints(run) if (c / "trainer_state.json").is_file()
+    ]
     if not states:
         raise UserError(f"{run}: no trainer_state.json (not a training run folder, or no step logged yet)")
     return states[0]  # the newest checkpoint's

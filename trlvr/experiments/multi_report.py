@@ -49,15 +49,26 @@ from trlvr.provenance import path_from_record
 from trlvr.rundir import FINAL, check_report_path, checkpoint_step, report_lock, write_file
 
 # the evaluation's own headline metrics; then every registered per-sample metric (`headline_metrics`)
-HEADLINE = ("solo/pass@1", "handoff/pass@1", "handoff_ratio/pass@1", "legibility/junior_ce", "legibility/junior_bpb",
-            "drift/kl")  # fmt: skip
+HEADLINE = (
+    "solo/pass@1",
+    "handoff/pass@1",
+    "handoff_ratio/pass@1",
+    "legibility/junior_ce",
+    "legibility/junior_bpb",
+    "drift/kl",
+)
 
 
 class Run:
     """One column of the report: a single evaluation or a seed group."""
 
-    def __init__(self, path: str | Path, label: str | None = None, seeds: list[int] | None = None,
-                 settings: dict | None = None):  # fmt: skip
+    def __init__(
+        self,
+        path: str | Path,
+        label: str | None = None,
+        seeds: list[int] | None = None,
+        settings: dict | None = None,
+    ):
         self.path = Path(path)
         self.settings = settings  # what registered metrics that take a setting read (e.g. jargon_regex)
         if not self.path.is_dir():
@@ -68,16 +79,23 @@ class Run:
         self.eval_dirs = list(seed_dirs(self.path, self.seeds).values()) if self.group else [self.path]
         self.results = [load_results(d) for d in self.eval_dirs]
         self._tables = None
-        self.metrics = (summarize_group(self.tables())["metrics"] if self.group else
-                        {**self.results[0]["macro"]["metrics"], **sample_metrics.summary(self.tables())})  # fmt: skip
+        self.metrics = (
+            summarize_group(self.tables())["metrics"]
+            if self.group
+            else {**self.results[0]["macro"]["metrics"], **sample_metrics.summary(self.tables())}
+        )
 
     def tables(self):
         """The per-problem table (a group: {seed: table}), registered per-sample metrics included."""
         if self._tables is None:
             if self.group:
                 dirs = seed_dirs(self.path, self.seeds)
-                self._tables = {s: sample_metrics.with_sample_metrics(t, read_samples(dirs[s] / SAMPLES, checked=True), self.settings)
-                                for s, t in load_tables(self.path, self.seeds).items()}  # fmt: skip
+                self._tables = {
+                    s: sample_metrics.with_sample_metrics(
+                        t, read_samples(dirs[s] / SAMPLES, checked=True), self.settings
+                    )
+                    for s, t in load_tables(self.path, self.seeds).items()
+                }
             else:
                 self._tables = sample_metrics.load_table(self.path, self.settings)
         return self._tables
@@ -88,7 +106,9 @@ class Run:
         for res, res_dir in zip(self.results, self.eval_dirs, strict=True):
             senior = res["config"].get("models", {}).get("senior")
             p = Path(path_from_record(senior, res_dir)) if senior else None
-            out.append(p.parent if p is not None and (p.name == FINAL or checkpoint_step(p) is not None) else None)
+            out.append(
+                p.parent if p is not None and (p.name == FINAL or checkpoint_step(p) is not None) else None
+            )
         return out
 
     def curves(self) -> list[dict]:
@@ -109,8 +129,14 @@ def headline_metrics() -> list[str]:
 def headline(runs: list[Run]) -> dict:
     zero = sample_metrics.all_zero([r.metrics for r in runs])
     names = [n for n in headline_metrics() if n not in zero and any(n in r.metrics for r in runs)]
-    rows = [{"label": r.label, "kind": f"{len(r.eval_dirs)} seeds" if r.group else "1 run",
-             "cells": [entry_text(r.metrics.get(n), n) for n in names]} for r in runs]  # fmt: skip
+    rows = [
+        {
+            "label": r.label,
+            "kind": f"{len(r.eval_dirs)} seeds" if r.group else "1 run",
+            "cells": [entry_text(r.metrics.get(n), n) for n in names],
+        }
+        for r in runs
+    ]
     return {"cols": [n + unit(n) for n in names], "rows": rows, "left_out": [n + unit(n) for n in zero]}
 
 
@@ -150,19 +176,31 @@ def paired(baseline: Run, r: Run, allow_mismatch: bool = False) -> dict:
     seed groups (two-level bootstrap), by problem for single runs; only runs evaluated alike
     (`trlvr.eval.comparable`; allowed: the settings that differ are in "mismatch")."""
     if r.group != baseline.group:
-        raise UserError(f"report: {r.path} and the baseline {baseline.path} are not both seed groups (or both single runs)")
-    mismatch = check_comparable(baseline.path, r.path, allow_mismatch=allow_mismatch,
-                                names=(baseline.label, r.label), seeds=(baseline.seeds, r.seeds))  # fmt: skip
-    cmp = (compare_groups(baseline.tables(), r.tables()) if r.group
-           else compare_tables(baseline.tables(), r.tables()))  # fmt: skip
+        raise UserError(
+            f"report: {r.path} and the baseline {baseline.path} are not both seed groups (or both single runs)"
+        )
+    mismatch = check_comparable(
+        baseline.path,
+        r.path,
+        allow_mismatch=allow_mismatch,
+        names=(baseline.label, r.label),
+        seeds=(baseline.seeds, r.seeds),
+    )
+    cmp = (
+        compare_groups(baseline.tables(), r.tables())
+        if r.group
+        else compare_tables(baseline.tables(), r.tables())
+    )
     return {**cmp, "mismatch": mismatch}
 
 
 def side_by_side(runs: list[Run], max_problems: int = 8, protocols=("solo", "handoff")) -> list[dict]:
     """The same problems across runs (first seed of each group): one column per run, sample 0 per protocol."""
     rows = {r.label: read_samples(r.eval_dirs[0] / SAMPLES, checked=True) for r in runs}
-    by_run = {label: {(str(x["problem_id"]), x["protocol"]): x for x in rs if x.get("sample_idx") == 0}
-              for label, rs in rows.items()}  # fmt: skip
+    by_run = {
+        label: {(str(x["problem_id"]), x["protocol"]): x for x in rs if x.get("sample_idx") == 0}
+        for label, rs in rows.items()
+    }
     shared = None
     for m in by_run.values():
         ids = {pid for pid, _ in m}
@@ -171,13 +209,29 @@ def side_by_side(runs: list[Run], max_problems: int = 8, protocols=("solo", "han
     order = list(dict.fromkeys(p for p in first if p in (shared or set())))[:max_problems]
     out = []
     for pid in order:
-        prompt = next((str(x["prompt"]) for rs in rows.values() for x in rs
-                       if str(x["problem_id"]) == pid and x.get("prompt")), None)  # fmt: skip
+        prompt = next(
+            (
+                str(x["prompt"])
+                for rs in rows.values()
+                for x in rs
+                if str(x["problem_id"]) == pid and x.get("prompt")
+            ),
+            None,
+        )
         cells = []
         for proto in protocols:
-            cells.append({"protocol": proto, "cols": [
-                {"label": label, "sample": sample_view(m[(pid, proto)]) if (pid, proto) in m else None}
-                for label, m in by_run.items()]})  # fmt: skip
+            cells.append(
+                {
+                    "protocol": proto,
+                    "cols": [
+                        {
+                            "label": label,
+                            "sample": sample_view(m[(pid, proto)]) if (pid, proto) in m else None,
+                        }
+                        for label, m in by_run.items()
+                    ],
+                }
+            )
         out.append({"pid": pid, "prompt": prompt, "rows": cells})
     return out
 
@@ -207,10 +261,18 @@ class Page:
     extra_title: str = "More plots"
 
 
-def build_multi_report(paths: list[str | Path], baseline: str | Path | None = None, max_problems: int = 8, *,
-                       labels: list[str] | None = None, pairs: list[tuple] | None = None, page: Page = Page(),
-                       allow_mismatch: bool = False, group_seeds: dict | None = None,
-                       metric_settings: dict | None = None) -> str:  # fmt: skip
+def build_multi_report(
+    paths: list[str | Path],
+    baseline: str | Path | None = None,
+    max_problems: int = 8,
+    *,
+    labels: list[str] | None = None,
+    pairs: list[tuple] | None = None,
+    page: Page = Page(),
+    allow_mismatch: bool = False,
+    group_seeds: dict | None = None,
+    metric_settings: dict | None = None,
+) -> str:
     """The page. `labels`: one per path (default: folder names); `pairs`: (baseline, run) paths to compare
     (default: every run against `baseline`); `page`: title, settings table and extra plots (`Page`);
     `allow_mismatch`: pair runs evaluated under other settings, with a warning (else refused);
@@ -226,8 +288,10 @@ def build_multi_report(paths: list[str | Path], baseline: str | Path | None = No
         raise UserError(f"report: {len(labels)} labels for {len(paths)} runs")
     seeds = {str(k): v for k, v in (group_seeds or {}).items()}
     given = {str(k): v for k, v in (metric_settings or {}).items()}
-    runs = [Run(p, label=lab, seeds=seeds.get(str(p)), settings=given.get(str(p)))
-            for p, lab in zip(paths, labels or [None] * len(paths), strict=True)]  # fmt: skip
+    runs = [
+        Run(p, label=lab, seeds=seeds.get(str(p)), settings=given.get(str(p)))
+        for p, lab in zip(paths, labels or [None] * len(paths), strict=True)
+    ]
     names = [r.label for r in runs]
     if len(set(names)) != len(names):
         runs = [Run(p, label=str(p), seeds=seeds.get(str(p)), settings=given.get(str(p))) for p in paths]
@@ -235,25 +299,41 @@ def build_multi_report(paths: list[str | Path], baseline: str | Path | None = No
     if base is None:
         raise UserError(f"report: --baseline {baseline} is not one of the runs")
     plots = compared_plots([(r.label, r.metrics) for r in runs])
-    warnings = [w for r in runs for res in r.results
-                if (w := selection_warning(res["config"].get("models", {}).get("senior_selection")))]  # fmt: skip
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                             undefined=jinja2.StrictUndefined)  # fmt: skip
+    warnings = [
+        w
+        for r in runs
+        for res in r.results
+        if (w := selection_warning(res["config"].get("models", {}).get("senior_selection")))
+    ]
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=jinja2.StrictUndefined
+    )
     return env.get_template("multi_report.html.j2").render(
-        title=page.title or "trlvr: " + " vs ".join(r.label for r in runs), baseline=base.label,
-        headline=headline(runs), settings=list(page.settings), extra_plots=list(page.extra_plots),
+        title=page.title or "trlvr: " + " vs ".join(r.label for r in runs),
+        baseline=base.label,
+        headline=headline(runs),
+        settings=list(page.settings),
+        extra_plots=list(page.extra_plots),
         extra_title=page.extra_title,
-        plots=plots, training=training_plots(runs), comparisons=_pairs(runs, base, pairs, allow_mismatch),
-        problems=side_by_side(runs, max_problems), labels=[r.label for r in runs], warnings=sorted(set(warnings)),
-        senior_colour=SENIOR_COLOUR, junior_colour=JUNIOR_COLOUR, shade_high=_surprisal_bg(-8),
+        plots=plots,
+        training=training_plots(runs),
+        comparisons=_pairs(runs, base, pairs, allow_mismatch),
+        problems=side_by_side(runs, max_problems),
+        labels=[r.label for r in runs],
+        warnings=sorted(set(warnings)),
+        senior_colour=SENIOR_COLOUR,
+        junior_colour=JUNIOR_COLOUR,
+        shade_high=_surprisal_bg(-8),
         shade_low=_surprisal_bg(-2),
-    )  # fmt: skip
+    )
 
 
 def write_multi_report(paths, out_path, baseline=None, max_problems: int = 8, **kw) -> Path:
 
     out_path = Path(out_path)
-    real = check_report_path(out_path, "--out")  # checked (where the write lands) before anything is read or written
+    real = check_report_path(
+        out_path, "--out"
+    )  # checked (where the write lands) before anything is read or written
     with report_lock(real):
         write_file(real, build_multi_report(paths, baseline, max_problems, **kw))
     return out_path

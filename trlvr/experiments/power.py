@@ -63,11 +63,13 @@ DEFAULT_COMPONENTS = Components(
     seed_sd=1.5,
     problem_sd=34.0,
     shared=0.5,
-    source=("problem_sd 34 points: the independent reproduction's paired tandem - grpo paragraph-handoff pass@8 "
-            "CI [-3.34, +0.89] over 992 problems at one seed (SE 1.08 x sqrt(992)); seed_sd 1.5 points: an "
-            "assumption (half the 3.0-point gap between the paper's +2.34 and the reproduction's -0.70 "
-            "handoff difference); shared 0.5: an assumption (sampling noise at n = 8 alone is 17-25 points "
-            "of the 34, and it does not repeat across seeds)"),
+    source=(
+        "problem_sd 34 points: the independent reproduction's paired tandem - grpo paragraph-handoff pass@8 "
+        "CI [-3.34, +0.89] over 992 problems at one seed (SE 1.08 x sqrt(992)); seed_sd 1.5 points: an "
+        "assumption (half the 3.0-point gap between the paper's +2.34 and the reproduction's -0.70 "
+        "handoff difference); shared 0.5: an assumption (sampling noise at n = 8 alone is 17-25 points "
+        "of the 34, and it does not repeat across seeds)"
+    ),
 )
 
 
@@ -115,7 +117,7 @@ def passk_variance(k: int, n: int, a: float, b: float) -> float:
 def metric_k(metric: str) -> int | None:
     """k of a pass@k metric name ("handoff/pass@4" -> 4), None for any other metric."""
     tail = metric.rsplit("/", 1)[-1]
-    return int(tail[len("pass@"):]) if tail.startswith("pass@") and tail[len("pass@"):].isdigit() else None
+    return int(tail[len("pass@") :]) if tail.startswith("pass@") and tail[len("pass@") :].isdigit() else None
 
 
 def components_for(metric: str, n: int, base: Components | None = None) -> Components:
@@ -126,10 +128,14 @@ def components_for(metric: str, n: int, base: Components | None = None) -> Compo
         raise ValueError(f"{metric}: the planner's components are for pass@k with k <= n = {n}")
     a, b = rate_distribution()
     scale = math.sqrt(passk_variance(k, n, a, b) / passk_variance(MEASURED_K, MEASURED_N, a, b))
-    return Components(base.seed_sd, base.problem_sd * scale, base.shared,
-                      f"{base.source}; scaled to pass@{k} at n = {n} by the pass@k estimate's variance "
-                      f"(x{scale:.3f}: problems' rates Beta({a:.2f}, {b:.2f}), mean pass@1 {PASS1_LEVEL:g} assumed, "
-                      f"pass@4 {PASS4_LEVEL:g} from Table 2)")  # fmt: skip
+    return Components(
+        base.seed_sd,
+        base.problem_sd * scale,
+        base.shared,
+        f"{base.source}; scaled to pass@{k} at n = {n} by the pass@k estimate's variance "
+        f"(x{scale:.3f}: problems' rates Beta({a:.2f}, {b:.2f}), mean pass@1 {PASS1_LEVEL:g} assumed, "
+        f"pass@4 {PASS4_LEVEL:g} from Table 2)",
+    )
 
 
 def floor(c: Components, problems: Sequence[int], alpha: float = 0.05, power: float = 0.8) -> float:
@@ -145,9 +151,13 @@ def z(q: float) -> float:
 def standard_error(c: Components, seeds: int, problems: Sequence[int]) -> float:
     """SE (points) of the macro paired difference over `seeds` seeds and benchmarks of `problems` sizes."""
     if seeds < 1 or not problems or min(problems) < 1:
-        raise ValueError(f"need >= 1 seed and non-empty benchmarks, got {seeds} seeds, sizes {list(problems)}")
+        raise ValueError(
+            f"need >= 1 seed and non-empty benchmarks, got {seeds} seeds, sizes {list(problems)}"
+        )
     ps2 = c.problem_sd**2
-    per_problem = sum((c.shared * ps2 + (1.0 - c.shared) * ps2 / seeds) / p for p in problems) / len(problems) ** 2
+    per_problem = (
+        sum((c.shared * ps2 + (1.0 - c.shared) * ps2 / seeds) / p for p in problems) / len(problems) ** 2
+    )
     return math.sqrt(c.seed_sd**2 / seeds + per_problem)
 
 
@@ -163,8 +173,14 @@ def detection_rate(effect: float, se: float, alpha: float = 0.05) -> float:
     return nd.cdf(effect / se - k) + nd.cdf(-effect / se - k)
 
 
-def seeds_needed(c: Components, problems: Sequence[int], effect: float, alpha: float = 0.05, power: float = 0.8,
-                 max_seeds: int = 1000) -> int | None:  # fmt: skip
+def seeds_needed(
+    c: Components,
+    problems: Sequence[int],
+    effect: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    max_seeds: int = 1000,
+) -> int | None:
     """Fewest seeds (>= 2, the bootstrap's minimum) whose MDE is <= effect; None when more problems are needed
     (the shared problem variance alone exceeds it) or past max_seeds."""
     for s in range(2, max_seeds + 1):
@@ -173,11 +189,14 @@ def seeds_needed(c: Components, problems: Sequence[int], effect: float, alpha: f
     return None
 
 
-def problems_scale_needed(c: Components, seeds: int, problems: Sequence[int], effect: float, alpha: float = 0.05,
-                          power: float = 0.8) -> float | None:  # fmt: skip
+def problems_scale_needed(
+    c: Components, seeds: int, problems: Sequence[int], effect: float, alpha: float = 0.05, power: float = 0.8
+) -> float | None:
     """The factor by which every benchmark must grow for `seeds` seeds to detect `effect`; None when the seed
     variance alone is too large (more seeds are needed, whatever the problems)."""
-    room = (effect / (z(1 - alpha / 2) + z(power))) ** 2 - c.seed_sd**2 / seeds  # variance the problems may take
+    room = (
+        effect / (z(1 - alpha / 2) + z(power))
+    ) ** 2 - c.seed_sd**2 / seeds  # variance the problems may take
     if room <= 0:
         return None
     ps2 = c.problem_sd**2
@@ -210,8 +229,12 @@ def components_from_matrices(diffs: Sequence[Sequence[Sequence[float]]], source:
     macro = np.array([np.mean([np.mean(diffs[s][g]) for g in range(G)]) for s in range(S)])
     seed_var = max(0.0, float(macro.var(ddof=1)) - resid_over_p / G**2)
     total = (v_shared + v_resid) / weight if weight else 0.0
-    return Components(seed_sd=math.sqrt(seed_var), problem_sd=math.sqrt(total),
-                      shared=(v_shared / weight / total) if total > 0 else 0.0, source=source)  # fmt: skip
+    return Components(
+        seed_sd=math.sqrt(seed_var),
+        problem_sd=math.sqrt(total),
+        shared=(v_shared / weight / total) if total > 0 else 0.0,
+        source=source,
+    )
 
 
 def components_from_study(out, baseline: str, variant: str, metric: str) -> Components:
@@ -227,7 +250,9 @@ def components_from_study(out, baseline: str, variant: str, metric: str) -> Comp
     if groups is None or len(cols) != 1:
         raise ValueError(f"{out}: no per-problem {metric} shared by {baseline} and {variant}")
     n = len(seeds)
-    diffs = [[100.0 * (groups[n + s][g][:, 0] - groups[s][g][:, 0]) for g in range(len(benches))] for s in range(n)]
+    diffs = [
+        [100.0 * (groups[n + s][g][:, 0] - groups[s][g][:, 0]) for g in range(len(benches))] for s in range(n)
+    ]
     return components_from_matrices(diffs, f"{out}: {variant} - {baseline}, {metric}, seeds {seeds}")
 
 
@@ -248,8 +273,10 @@ MEAN_COMPLETION = {"grpo": 1563, "tandem": 1797}
 # measured anchors, printed beside the model (seconds per generation batch, "step")
 ANCHORS = [
     ("authors, Qwen3-0.6B self-pair, 2x A100", {"tandem": 33.5, "grpo": 18.6}),
-    ("paper, Qwen3-4B self-pair, 2x A100 (9.4 h / 120 steps; 7.8 h / 200)", {"tandem": 9.4 * 3600 / 120,
-                                                                             "grpo": 7.8 * 3600 / 200}),
+    (
+        "paper, Qwen3-4B self-pair, 2x A100 (9.4 h / 120 steps; 7.8 h / 200)",
+        {"tandem": 9.4 * 3600 / 120, "grpo": 7.8 * 3600 / 200},
+    ),
     ("independent reproduction, Qwen3-4B tandem", {"tandem": 540.0}),  # 8-10 min per step: the middle
 ]
 
@@ -277,8 +304,15 @@ class StepModel:
 
     def generation_s(self, gpu: str) -> float:
         bw = GPUS[gpu][0] * BANDWIDTH_SHARE
-        weights = (self.senior_params + self.junior_params) * self.bytes_per_param * self.cap  # read every step
-        kv = self.rows * self.completion * (self.prompt + self.completion / 2) * (self.senior_kv + self.junior_kv)
+        weights = (
+            (self.senior_params + self.junior_params) * self.bytes_per_param * self.cap
+        )  # read every step
+        kv = (
+            self.rows
+            * self.completion
+            * (self.prompt + self.completion / 2)
+            * (self.senior_kv + self.junior_kv)
+        )
         return (weights + kv) / bw
 
     def update_s(self, gpu: str) -> float:
@@ -319,71 +353,110 @@ def verdict(c: Components, seeds: int, problems: Sequence[int], effect: float, m
     """One plain sentence: is the study powered for `effect` on `metric`, and if not, what would be."""
     m, lowest = mde(c, seeds, problems), floor(c, problems)
     if m <= effect:
-        return (f"Verdict: powered: {seeds} seeds detect a {effect:g}-point {metric} difference with probability "
-                f"{detection_rate(effect, standard_error(c, seeds, problems)):.2f} (>= 0.80).")
+        return (
+            f"Verdict: powered: {seeds} seeds detect a {effect:g}-point {metric} difference with probability "
+            f"{detection_rate(effect, standard_error(c, seeds, problems)):.2f} (>= 0.80)."
+        )
     if lowest >= effect:
-        return (f"Verdict: underpowered: {seeds} seeds detect a {effect:g}-point {metric} difference with probability "
-                f"{detection_rate(effect, standard_error(c, seeds, problems)):.2f}, and no number of seeds reaches "
-                f"0.80 on these problems (their floor is {lowest:.2f} points): add problems.")
+        return (
+            f"Verdict: underpowered: {seeds} seeds detect a {effect:g}-point {metric} difference with probability "
+            f"{detection_rate(effect, standard_error(c, seeds, problems)):.2f}, and no number of seeds reaches "
+            f"0.80 on these problems (their floor is {lowest:.2f} points): add problems."
+        )
     need = seeds_needed(c, problems, effect)
-    return (f"Verdict: underpowered: {seeds} seeds detect a {effect:g}-point {metric} difference with probability "
-            f"{detection_rate(effect, standard_error(c, seeds, problems)):.2f}; {need} seeds would reach 0.80.")
+    return (
+        f"Verdict: underpowered: {seeds} seeds detect a {effect:g}-point {metric} difference with probability "
+        f"{detection_rate(effect, standard_error(c, seeds, problems)):.2f}; {need} seeds would reach 0.80."
+    )
 
 
-def power_lines(c: Components, seeds: int, problems: Sequence[int], effect: float, metrics: Sequence[str]) -> list[str]:
+def power_lines(
+    c: Components, seeds: int, problems: Sequence[int], effect: float, metrics: Sequence[str]
+) -> list[str]:
     """The power block: MDE at the registered seeds, the floor no number of seeds passes, what a target effect
     needs."""
-    lines = [f"# power (two-level model: seeds, then problems; alpha 0.05 two-sided, power 0.80): {seeds} seeds x "
-             f"{sum(problems)} problems in {len(problems)} benchmarks ({', '.join(map(str, problems))})",
-             f"#   variance components: seed_sd {c.seed_sd:.2f}, problem_sd {c.problem_sd:.2f} points, shared "
-             f"{c.shared:.2f}; source: {c.source}"]  # fmt: skip
+    lines = [
+        f"# power (two-level model: seeds, then problems; alpha 0.05 two-sided, power 0.80): {seeds} seeds x "
+        f"{sum(problems)} problems in {len(problems)} benchmarks ({', '.join(map(str, problems))})",
+        f"#   variance components: seed_sd {c.seed_sd:.2f}, problem_sd {c.problem_sd:.2f} points, shared "
+        f"{c.shared:.2f}; source: {c.source}",
+    ]
     for m in metrics:
         se = standard_error(c, seeds, problems)
         need = seeds_needed(c, problems, effect)
-        lines.append(f"#   {m} (paired difference): SE {se:.2f} points, minimal detectable effect "
-                     f"{mde(c, seeds, problems):.2f} points at {seeds} seeds; a {effect:g}-point difference is "
-                     f"detected with probability {detection_rate(effect, se):.2f}; it needs "
-                     + (f"{need} seeds" if need else "more problems (the shared problem variance alone is too large)")
-                     + f" at these problems, or {_fmt_scale(problems_scale_needed(c, seeds, problems, effect))} at "
-                     f"{seeds} seeds")  # fmt: skip
-    lines.append(f"#   floor: {floor(c, problems):.2f} points, the minimal detectable effect with unlimited seeds (the "
-                 "problem variance every seed shares); below it only more problems help")  # fmt: skip
+        lines.append(
+            f"#   {m} (paired difference): SE {se:.2f} points, minimal detectable effect "
+            f"{mde(c, seeds, problems):.2f} points at {seeds} seeds; a {effect:g}-point difference is "
+            f"detected with probability {detection_rate(effect, se):.2f}; it needs "
+            + (f"{need} seeds" if need else "more problems (the shared problem variance alone is too large)")
+            + f" at these problems, or {_fmt_scale(problems_scale_needed(c, seeds, problems, effect))} at "
+            f"{seeds} seeds"
+        )
+    lines.append(
+        f"#   floor: {floor(c, problems):.2f} points, the minimal detectable effect with unlimited seeds (the "
+        "problem variance every seed shares); below it only more problems help"
+    )
     grid = []
     for seed_sd in (0.75, c.seed_sd, 2 * c.seed_sd):
         for shared in (0.0, c.shared, 1.0):
             alt = Components(seed_sd, c.problem_sd, shared, "sensitivity")
             need = seeds_needed(alt, problems, effect)
-            grid.append(f"seed_sd {seed_sd:g}, shared {shared:g}: MDE {mde(alt, seeds, problems):.1f}, "
-                        f"{need or 'no number of'} seeds for {effect:g}")  # fmt: skip
+            grid.append(
+                f"seed_sd {seed_sd:g}, shared {shared:g}: MDE {mde(alt, seeds, problems):.1f}, "
+                f"{need or 'no number of'} seeds for {effect:g}"
+            )
     lines.append("#   sensitivity (problem_sd fixed): " + "; ".join(grid))
     lines.append("# " + verdict(c, seeds, problems, effect, metrics[0]))
     return lines
 
 
-def cost_lines(models: dict[str, StepModel], gpu: str, steps: int, gpus: int, seeds: int,
-               calibration: dict[str, float] | None = None) -> list[str]:  # fmt: skip
+def cost_lines(
+    models: dict[str, StepModel],
+    gpu: str,
+    steps: int,
+    gpus: int,
+    seeds: int,
+    calibration: dict[str, float] | None = None,
+) -> list[str]:
     """GPU-hours per arm from the step-time model, with the measured anchors beside it. `calibration`:
     measured / model step time of the paper's own 4B runs per arm kind (tandem, grpo), applied as well."""
-    lines = [f"# cost ({gpu}, {gpus} GPU(s) per run, {steps} generation batches per run, {seeds} seeds; "
-             f"training only, the model is a lower bound: decode at {BANDWIDTH_SHARE:.0%} of peak bandwidth, "
-             f"update at {COMPUTE_SHARE:.0%} of peak FLOP/s, {PROMPT_TOKENS}-token prompts):"]  # fmt: skip
+    lines = [
+        f"# cost ({gpu}, {gpus} GPU(s) per run, {steps} generation batches per run, {seeds} seeds; "
+        f"training only, the model is a lower bound: decode at {BANDWIDTH_SHARE:.0%} of peak bandwidth, "
+        f"update at {COMPUTE_SHARE:.0%} of peak FLOP/s, {PROMPT_TOKENS}-token prompts):"
+    ]
     # the ratio was measured on the paper's A100s: on another GPU it is an assumption, said so
     carried = "" if gpu == "A100-80GB" else f", measured on A100s and assumed to carry over to {gpu}"
     for name, m in models.items():
         s = m.step_s(gpu)
-        lines.append(f"#   {name}: {m.rows} rollouts x {m.completion} tokens (cap {m.cap}) per GPU: generation "
-                     f"{m.generation_s(gpu):.0f} s + update {m.update_s(gpu):.0f} s = {s:.0f} s per step; "
-                     f"{gpu_hours(s, steps, gpus, seeds):.0f} GPU-hours per arm ({seeds} seeds)"
-                     + (f"; x{calibration[m.kind]:.2f} (the paper's measured / model{carried}) = "
-                        f"{gpu_hours(s * calibration[m.kind], steps, gpus, seeds):.0f} GPU-hours"
-                        if calibration else ""))  # fmt: skip
+        lines.append(
+            f"#   {name}: {m.rows} rollouts x {m.completion} tokens (cap {m.cap}) per GPU: generation "
+            f"{m.generation_s(gpu):.0f} s + update {m.update_s(gpu):.0f} s = {s:.0f} s per step; "
+            f"{gpu_hours(s, steps, gpus, seeds):.0f} GPU-hours per arm ({seeds} seeds)"
+            + (
+                f"; x{calibration[m.kind]:.2f} (the paper's measured / model{carried}) = "
+                f"{gpu_hours(s * calibration[m.kind], steps, gpus, seeds):.0f} GPU-hours"
+                if calibration
+                else ""
+            )
+        )
     for label, secs in ANCHORS:
-        lines.append("#   measured: " + label + ": " + ", ".join(f"{k} {v:.1f} s per step" for k, v in secs.items()))
+        lines.append(
+            "#   measured: " + label + ": " + ", ".join(f"{k} {v:.1f} s per step" for k, v in secs.items())
+        )
     return lines
 
 
-def generation_hours(senior: tuple[int, int], junior: tuple[int, int] | None, rows: int, batch: int, completion: int,
-                     cap: int, gpu: str, senior_decodes: bool = True) -> float:  # fmt: skip
+def generation_hours(
+    senior: tuple[int, int],
+    junior: tuple[int, int] | None,
+    rows: int,
+    batch: int,
+    completion: int,
+    cap: int,
+    gpu: str,
+    senior_decodes: bool = True,
+) -> float:
     """GPU-hours to generate `rows` completions in batches of `batch` on one GPU (the step model's decode part):
     (params, KV bytes per token) of each model that decodes; `senior_decodes` False: the junior alone."""
     sp, skv = senior if senior_decodes else (0, 0)
@@ -392,15 +465,24 @@ def generation_hours(senior: tuple[int, int], junior: tuple[int, int] | None, ro
     return math.ceil(rows / batch) * m.generation_s(gpu) / 3600.0
 
 
-def stage_cost_lines(select_h: dict[str, float], eval_h: dict[str, float], train_h: dict[str, float], seeds: int,
-                     what: tuple[str, str]) -> list[str]:  # fmt: skip
+def stage_cost_lines(
+    select_h: dict[str, float],
+    eval_h: dict[str, float],
+    train_h: dict[str, float],
+    seeds: int,
+    what: tuple[str, str],
+) -> list[str]:
     """Selection and evaluation GPU-hours beside training's, per arm (all seeds), and the study's total."""
-    lines = [f"# selection and evaluation (the decode model above, a lower bound not scaled by the paper's ratio; 1 GPU "
-             f"each; {what[0]}; {what[1]}):"]
+    lines = [
+        f"# selection and evaluation (the decode model above, a lower bound not scaled by the paper's ratio; 1 GPU "
+        f"each; {what[0]}; {what[1]}):"
+    ]
     for name in train_h:
         s, e = select_h.get(name, 0.0), eval_h.get(name, 0.0)
-        lines.append(f"#   {name}: training {train_h[name]:.0f} + selection {s:.0f} + evaluation {e:.0f} = "
-                     f"{train_h[name] + s + e:.0f} GPU-hours ({seeds} seeds)")
+        lines.append(
+            f"#   {name}: training {train_h[name]:.0f} + selection {s:.0f} + evaluation {e:.0f} = "
+            f"{train_h[name] + s + e:.0f} GPU-hours ({seeds} seeds)"
+        )
     total = sum(train_h.values()) + sum(select_h.values()) + sum(eval_h.values())
     lines.append(f"#   study total: {total:.0f} GPU-hours (training at the paper's measured / model ratio)")
     return lines

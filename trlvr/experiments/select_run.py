@@ -61,7 +61,9 @@ def check_split(val: str, holdout: int | None, run_dir: str | Path) -> None:
     if not holdout:
         raise UserError(f"--val {val}: {run_dir} held out no training problems; train with --holdout {n}")
     if int(holdout) != n:
-        raise UserError(f"--val {val}: the run held out {holdout} problems, not {n}; use --val split:{holdout}")
+        raise UserError(
+            f"--val {val}: the run held out {holdout} problems, not {n}; use --val split:{holdout}"
+        )
 
 
 def load_validation(source: str, limit: int | None = None) -> list:
@@ -81,9 +83,17 @@ def validation_problems(run_dir: str | Path, val: str, limit: int | None = None)
     return Path(val).stem, load_validation(val, limit)
 
 
-def selection_spec(metric: str, *, n: int = 4, max_new_tokens: int = 3000, decoding: dict | None = None,
-                   seed: int = 0, batch_size: int = 64, prompt_template: str = "trlvr",
-                   grader: str = "trlvr"):  # fmt: skip
+def selection_spec(
+    metric: str,
+    *,
+    n: int = 4,
+    max_new_tokens: int = 3000,
+    decoding: dict | None = None,
+    seed: int = 0,
+    batch_size: int = 64,
+    prompt_template: str = "trlvr",
+    grader: str = "trlvr",
+):
     """The EvalSpec every checkpoint is evaluated under, checked (n, budget, decoding, the metric's name, the
     grader the metric is computed with: one of `trlvr.rewards.GRADERS`, its dependencies installed)."""
     if n < 1:
@@ -94,9 +104,16 @@ def selection_spec(metric: str, *, n: int = 4, max_new_tokens: int = 3000, decod
         require_grader(grader)
     except UserError as e:
         raise UserError(f"--grader: {e}") from None
-    spec = EvalSpec(n=n, ks=tuple(k for k in (1, 2, 4, 8) if k <= n), seed=seed, max_new_tokens=max_new_tokens,
-                    batch_size=batch_size, prompt_template=prompt_template, graders=(grader,),
-                    **(decoding or {}))  # fmt: skip
+    spec = EvalSpec(
+        n=n,
+        ks=tuple(k for k in (1, 2, 4, 8) if k <= n),
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        prompt_template=prompt_template,
+        graders=(grader,),
+        **(decoding or {}),
+    )
     return spec.replace(suite=tuple(check_metric(metric, spec.ks)))
 
 
@@ -118,8 +135,15 @@ class SelectSpec:
     include_initial: bool = False
 
 
-def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = None, *, progress: bool = True,
-                  fresh: bool = False):  # fmt: skip
+def run_selection(
+    run_dir,
+    how: SelectSpec,
+    spec,
+    models: ModelSpec | None = None,
+    *,
+    progress: bool = True,
+    fresh: bool = False,
+):
     """Evaluate every checkpoint of `run_dir` on the validation data through `trlvr.eval.api.evaluate_specs`
     (the one path `trlvr eval` takes: same loading, vocabulary check and prompts), then pick one.
 
@@ -135,7 +159,9 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
     junior = models.junior or record.get("tandem", {}).get("junior")
     if not junior:
         raise UserError(f"{run_dir}: the run has no junior; pass --junior")
-    pairing = record.get("tandem", {}).get("pairing", "auto")  # the run's own setting (auto / lockstep / text)
+    pairing = record.get("tandem", {}).get(
+        "pairing", "auto"
+    )  # the run's own setting (auto / lockstep / text)
     name, problems = validation_problems(run_dir, how.val, how.limit)
     candidates = list_checkpoints(run_dir)
     if how.include_initial:
@@ -145,21 +171,45 @@ def run_selection(run_dir, how: SelectSpec, spec, models: ModelSpec | None = Non
     def evaluate_checkpoint(cand: Candidate, problems, out_dir: Path, suite, check_only: bool = False):
         # `junior: self` pairs a LoRA checkpoint with its base; the starting senior (step 0) is that base
         partner = cand.path if is_self(junior) and not is_adapter_dir(cand.path) else junior
-        runs_junior = bool(set(suite) - {"solo"})  # solo/* metrics load no junior: nothing to put on its device
-        these = dataclasses.replace(models, senior=cand.path, junior=partner, pairing=pairing,
-                                    junior_device=None if is_self(junior) or not runs_junior else models.junior_device)  # fmt: skip
+        runs_junior = bool(
+            set(suite) - {"solo"}
+        )  # solo/* metrics load no junior: nothing to put on its device
+        these = dataclasses.replace(
+            models,
+            senior=cand.path,
+            junior=partner,
+            pairing=pairing,
+            junior_device=None if is_self(junior) or not runs_junior else models.junior_device,
+        )
         return evaluate_specs(
-            these, {name: problems}, spec.replace(suite=tuple(suite)), out_dir,
+            these,
+            {name: problems},
+            spec.replace(suite=tuple(suite)),
+            out_dir,
             data_identities={name: {"validation": _resolved(val), "run": str(Path(run_dir).resolve())}},
-            data_sources={name: val}, progress=progress, fresh=fresh, check_only=check_only,
-        )  # fmt: skip
+            data_sources={name: val},
+            progress=progress,
+            fresh=fresh,
+            check_only=check_only,
+        )
 
-    def check_checkpoint(cand: Candidate, problems, out_dir: Path, suite):  # --fresh: each folder's checks first
+    def check_checkpoint(
+        cand: Candidate, problems, out_dir: Path, suite
+    ):  # --fresh: each folder's checks first
         evaluate_checkpoint(cand, problems, out_dir, suite, check_only=True)
 
     if fresh:  # every checkpoint's checks before the first folder is set aside, and before the lock is taken
         for cand in candidates:
-            check_checkpoint(cand, problems, selection_folder(run_dir, name) / f"step-{cand.step}", suite_for(how.metric))
+            check_checkpoint(
+                cand, problems, selection_folder(run_dir, name) / f"step-{cand.step}", suite_for(how.metric)
+            )
     with rundir.lock(run_dir, by="trlvr select", main_process=Ranks.current().writer):
-        return select_checkpoint(run_dir, problems, metric=how.metric, evaluate_checkpoint=evaluate_checkpoint,
-                                 val_name=name, direction=how.direction, candidates=candidates)  # fmt: skip
+        return select_checkpoint(
+            run_dir,
+            problems,
+            metric=how.metric,
+            evaluate_checkpoint=evaluate_checkpoint,
+            val_name=name,
+            direction=how.direction,
+            candidates=candidates,
+        )

@@ -29,11 +29,27 @@ from trlvr.provenance import path_for_record
 from trlvr.ranks import Ranks
 from trlvr.rundir import CHECKPOINT, FINAL, PREEMPT_MARK, SELECTED_FILE
 
-__all__ = ["Candidate", "Selection", "select_checkpoint", "list_checkpoints", "pick", "suite_for", "check_metric",
-           "default_direction", "problems_fingerprint", "SELECTED_FILE"]
+__all__ = [
+    "Candidate",
+    "Selection",
+    "select_checkpoint",
+    "list_checkpoints",
+    "pick",
+    "suite_for",
+    "check_metric",
+    "default_direction",
+    "problems_fingerprint",
+    "SELECTED_FILE",
+]
 WEIGHT_FILES = artifacts.WEIGHT_FILES + artifacts.INDEX_FILES  # a folder holding one is a candidate
 # metric-name prefix -> the suite entry that produces it
-_SUITE_OF = {"solo": "solo", "handoff": "handoff", "legibility": "legibility", "drift": "drift", "junior": "junior"}
+_SUITE_OF = {
+    "solo": "solo",
+    "handoff": "handoff",
+    "legibility": "legibility",
+    "drift": "drift",
+    "junior": "junior",
+}
 _LOWER_IS_BETTER = ("legibility/", "drift/")
 
 
@@ -62,8 +78,10 @@ def suite_for(metric: str) -> list[str]:
     """The evaluation suite entry a metric name needs: "handoff/pass@1" -> ["handoff"]."""
     head = metric.split("/", 1)[0]
     if head == "junior" and "/" in metric:
-        raise UserError(f"--metric {metric!r} measures the junior alone: it is the same for every checkpoint, "
-                        "so it cannot choose one; choose a solo/*, handoff/*, dose-*/*, legibility/* or drift/* metric")  # fmt: skip
+        raise UserError(
+            f"--metric {metric!r} measures the junior alone: it is the same for every checkpoint, "
+            "so it cannot choose one; choose a solo/*, handoff/*, dose-*/*, legibility/* or drift/* metric"
+        )
     protocol = protocol_of_metric(metric)
     if protocol is not None and protocol.entry == "dose" and "/" in metric:
         return ["dose"]
@@ -82,18 +100,36 @@ def check_metric(metric: str, ks: tuple[int, ...]) -> list[str]:
     suite = suite_for(metric)
     names = producible_metrics(suite, ks)
     if metric not in names:
-        raise UserError(f"--metric {metric!r} is not a metric this selection's evaluation produces "
-                        f"(suite {suite[0]}, k {list(ks)}); choose from {', '.join(sorted(names))}")  # fmt: skip
+        raise UserError(
+            f"--metric {metric!r} is not a metric this selection's evaluation produces "
+            f"(suite {suite[0]}, k {list(ks)}); choose from {', '.join(sorted(names))}"
+        )
     return suite
 
 
 def producible_metrics(suite: list[str], ks: tuple[int, ...]) -> set[str]:
     """Metric names an evaluation of `suite` with pass@k for `ks` writes (legibility and drift included
     when either is asked: they are scored together)."""
-    scored = {"legibility": 0.0, "legibility_bpb": 0.0, "drift": 0.0} if {"legibility", "drift"} & set(suite) else {}
-    rows = [{"benchmark": "b", "problem_id": "p", "protocol": proto, "sample_idx": i, "reward": 1.0, "num_tokens": 1,
-             "finish_reason": "eos", "senior_share": 1.0, **(scored if proto == "solo" else {})}
-            for proto in protocols_for(suite) for i in range(max(ks))]  # fmt: skip
+    scored = (
+        {"legibility": 0.0, "legibility_bpb": 0.0, "drift": 0.0}
+        if {"legibility", "drift"} & set(suite)
+        else {}
+    )
+    rows = [
+        {
+            "benchmark": "b",
+            "problem_id": "p",
+            "protocol": proto,
+            "sample_idx": i,
+            "reward": 1.0,
+            "num_tokens": 1,
+            "finish_reason": "eos",
+            "senior_share": 1.0,
+            **(scored if proto == "solo" else {}),
+        }
+        for proto in protocols_for(suite)
+        for i in range(max(ks))
+    ]
     return set(metric_specs(problem_table(rows, list(ks))))
 
 
@@ -127,8 +163,10 @@ def list_checkpoints(run_dir: str | Path) -> list[Candidate]:
         if step is not None and step not in out:
             out[step] = Candidate(step, str(final))
     if not out and preempted:
-        raise UserError(f"{run}: only pre-emption checkpoints ({', '.join(sorted(preempted))}); "
-                        "resume the run (trlvr train ... --resume) before selecting")  # fmt: skip
+        raise UserError(
+            f"{run}: only pre-emption checkpoints ({', '.join(sorted(preempted))}); "
+            "resume the run (trlvr train ... --resume) before selecting"
+        )
     if not out:
         raise UserError(f"{run}: no checkpoint with weights ({CHECKPOINT}N/ or {FINAL}/)")
     for cand in out.values():
@@ -139,8 +177,10 @@ def list_checkpoints(run_dir: str | Path) -> list[Candidate]:
 def refuse_torn(path: str | Path, kind: artifacts.Artifact) -> None:
     """UserError (one line) when `path` is not a complete `kind` (`trlvr.artifacts`): never evaluated."""
     if why := artifacts.problem(path, kind):
-        raise UserError(f"{path}: {why} (a save cut short?); resume the run (trlvr train ... --resume) or move "
-                        "that folder out of the run before selecting")  # fmt: skip
+        raise UserError(
+            f"{path}: {why} (a save cut short?); resume the run (trlvr train ... --resume) or move "
+            "that folder out of the run before selecting"
+        )
 
 
 def _final_step(run: Path) -> int | None:
@@ -204,23 +244,49 @@ def select_checkpoint(
         res = evaluate_checkpoint(cand, val_problems, out_root / f"step-{cand.step}", suite)
         metrics = res["macro"]["metrics"]
         if metric not in metrics:
-            raise UserError(f"--metric {metric!r} is not in the results; available: {', '.join(sorted(metrics))}")
+            raise UserError(
+                f"--metric {metric!r} is not in the results; available: {', '.join(sorted(metrics))}"
+            )
         e = metrics[metric]
         graders.add((res.get("config") or {}).get("grader", "trlvr"))
-        table.append({"step": cand.step, "path": cand.path, "value": e["value"],
-                      "ci_low": e["ci_low"], "ci_high": e["ci_high"]})  # fmt: skip
+        table.append(
+            {
+                "step": cand.step,
+                "path": cand.path,
+                "value": e["value"],
+                "ci_low": e["ci_low"],
+                "ci_high": e["ci_high"],
+            }
+        )
     best = pick(table, direction)
-    val = {"name": val_name, "size": len(val_problems), "fingerprint": problems_fingerprint(val_problems),
-           "keys": sorted(problem_key(p) for p in val_problems)}  # fmt: skip
-    sel = Selection(best["step"], best["path"], metric, direction, best["value"], best["ci_low"], best["ci_high"],
-                    val, table, rundir.newest_step(run), *graders)  # fmt: skip
+    val = {
+        "name": val_name,
+        "size": len(val_problems),
+        "fingerprint": problems_fingerprint(val_problems),
+        "keys": sorted(problem_key(p) for p in val_problems),
+    }
+    sel = Selection(
+        best["step"],
+        best["path"],
+        metric,
+        direction,
+        best["value"],
+        best["ci_low"],
+        best["ci_high"],
+        val,
+        table,
+        rundir.newest_step(run),
+        *graders,
+    )
     if not Ranks.current().writer:  # several processes evaluated it; rank 0 alone records the choice
         return sel
     out_root.mkdir(parents=True, exist_ok=True)
     rundir.write_file(out_root / "selection.json", json.dumps(stored(sel, out_root), indent=2))
     rundir.write_file(out_root / "table.md", format_table(sel))
     plot_selection(sel, out_root / "curve.png")
-    rundir.write_record(run / SELECTED_FILE, stored(sel, run))  # atomic: a reader sees the old or the new record
+    rundir.write_record(
+        run / SELECTED_FILE, stored(sel, run)
+    )  # atomic: a reader sees the old or the new record
     return sel
 
 

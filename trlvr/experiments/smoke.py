@@ -69,8 +69,14 @@ from trlvr.team import SELF, is_self
 SHARE_BAND = 0.3  # a stochastic schedule's senior share within p +- this (and both authors writing)
 LENGTH_TOL = 0.5  # tokens: TRL's mean completion length vs the senior's mean tokens
 # (prediction, gold, expected score): what any working math grader gets right
-GRADER_PAIRS = ((r"\boxed{\frac{1}{2}}", "0.5", 1.0), (r"\boxed{2}", "2.0", 1.0), (r"\boxed{0.5}", r"\frac{1}{2}", 1.0),
-                (r"\boxed{3}", "2", 0.0), (r"\boxed{x+1}", "x + 1", 1.0), (r"\boxed{12}", "21", 0.0))  # fmt: skip
+GRADER_PAIRS = (
+    (r"\boxed{\frac{1}{2}}", "0.5", 1.0),
+    (r"\boxed{2}", "2.0", 1.0),
+    (r"\boxed{0.5}", r"\frac{1}{2}", 1.0),
+    (r"\boxed{3}", "2", 0.0),
+    (r"\boxed{x+1}", "x + 1", 1.0),
+    (r"\boxed{12}", "21", 0.0),
+)
 PARITY_PROMPTS = 24  # greedy rollouts compared between the engine variants (more than their PARITY_SEQS rows)
 PARITY_TOKENS = 48  # new tokens per parity rollout (capped by the run's max_completion_length)
 # nat: greedy decoding under different kernels (eager, inductor, CUDA graphs) parts where the top two
@@ -136,8 +142,13 @@ def grader_check() -> dict:
     stalled = shared_pool().run([("grade", STALL, "3")], timeout=STALL_TIMEOUT_S)[0]
     waited = time.perf_counter() - t0
     timed_out = stalled.status == "timeout" and waited < STALL_TIMEOUT_S + 10
-    return _check(not wrong and timed_out, pairs=len(GRADER_PAIRS), wrong=wrong, timeout_status=stalled.status,
-                  timeout_s=round(waited, 2))  # fmt: skip
+    return _check(
+        not wrong and timed_out,
+        pairs=len(GRADER_PAIRS),
+        wrong=wrong,
+        timeout_status=stalled.status,
+        timeout_s=round(waited, 2),
+    )
 
 
 def self_pair_model(tandem) -> str:
@@ -171,10 +182,17 @@ def self_pair_check(rows: list[dict], z: float = SELF_PAIR_Z) -> dict:
         var += q * (1 - q) * (1 / len(s) + 1 / len(h))
     diff, se = diff / len(ids), var**0.5 / len(ids)
     low, high = diff - z * se, diff + z * se
-    return _check(low <= 0.0 <= high, diff=round(diff, 4), se=round(se, 4), interval=[round(low, 4), round(high, 4)],
-                  z=z, problems=len(ids), samples=len(by[("solo", ids[0])]),
-                  solo=round(statistics.mean(x for i in ids for x in by[("solo", i)]), 4),
-                  handoff=round(statistics.mean(x for i in ids for x in by[("handoff", i)]), 4))  # fmt: skip
+    return _check(
+        low <= 0.0 <= high,
+        diff=round(diff, 4),
+        se=round(se, 4),
+        interval=[round(low, 4), round(high, 4)],
+        z=z,
+        problems=len(ids),
+        samples=len(by[("solo", ids[0])]),
+        solo=round(statistics.mean(x for i in ids for x in by[("solo", i)]), 4),
+        handoff=round(statistics.mean(x for i in ids for x in by[("handoff", i)]), 4),
+    )
 
 
 @dataclass
@@ -208,7 +226,9 @@ def parity(a: Greedy, b: Greedy, margin: float = PARITY_MARGIN, tolerance: float
     - one where only the authors differ (a pure function of the tokens before), or one row ends where the
       other goes on with the same tokens, fails."""
     near, failed, delta = [], [], 0.0
-    for i, (x, y, ax, ay) in enumerate(zip(a.completion_ids, b.completion_ids, a.authors, b.authors, strict=True)):
+    for i, (x, y, ax, ay) in enumerate(
+        zip(a.completion_ids, b.completion_ids, a.authors, b.authors, strict=True)
+    ):
         shared = min(len(x), len(y))
         k = next((j for j in range(shared) if x[j] != y[j] or ax[j] != ay[j]), None)
         if k is None and len(x) != len(y):
@@ -226,38 +246,67 @@ def parity(a: Greedy, b: Greedy, margin: float = PARITY_MARGIN, tolerance: float
             continue
         gaps = [_gap(a.top_logprobs[i], k), _gap(b.top_logprobs[i], k)]
         flip = k < shared and x[k] != y[k]
-        entry = {"row": i, "token": k, "kind": "token" if flip else "author" if k < shared else "length",
-                 "gaps": [None if g is None else round(g, 4) for g in gaps]}  # fmt: skip
+        entry = {
+            "row": i,
+            "token": k,
+            "kind": "token" if flip else "author" if k < shared else "length",
+            "gaps": [None if g is None else round(g, 4) for g in gaps],
+        }
         tie = flip and any(g is not None and g < margin for g in gaps)
         tops = [_top_two(a.top_logprobs[i], k), _top_two(b.top_logprobs[i], k)]
         if tie and None not in tops and max(abs(u - v) for u, v in zip(*tops, strict=True)) > tolerance:
             tie = False
             entry["top_two"] = [[round(v, 4) for v in t] for t in tops]
         (near if tie else failed).append(entry)
-    check = _check(not failed, rows=len(a.completion_ids), margin=margin, tolerance=tolerance, near_ties=near,
-                   failures=failed, max_logprob_delta=round(delta, 4))  # fmt: skip
+    check = _check(
+        not failed,
+        rows=len(a.completion_ids),
+        margin=margin,
+        tolerance=tolerance,
+        near_ties=near,
+        failures=failed,
+        max_logprob_delta=round(delta, 4),
+    )
     if failed:
         f = failed[0]
         if f["kind"] == "token" and "top_two" in f:
-            what = (f"tokens part where the engines' top two log-probs differ ({f['top_two'][0]} vs {f['top_two'][1]} "
-                    f"nat, tolerance {tolerance}): a near tie in one engine only")  # fmt: skip
+            what = (
+                f"tokens part where the engines' top two log-probs differ ({f['top_two'][0]} vs {f['top_two'][1]} "
+                f"nat, tolerance {tolerance}): a near tie in one engine only"
+            )
         elif f["kind"] == "logprob":
             what = f"the same tokens with log-probs {f['delta']} nat apart (tolerance {tolerance})"
         else:
-            what = {"token": f"tokens part at a top-1/top-2 gap of {f['gaps'][0]} / {f['gaps'][1]} nat (margin {margin})",
-                    "author": "the authors differ where the tokens agree",
-                    "length": "one row ends where the other goes on"}[f["kind"]]  # fmt: skip
-        check["reason"] = f"{len(failed)} of {len(a.completion_ids)} rows differ; row {f['row']} from token {f['token']}: {what}"
+            what = {
+                "token": f"tokens part at a top-1/top-2 gap of {f['gaps'][0]} / {f['gaps'][1]} nat (margin {margin})",
+                "author": "the authors differ where the tokens agree",
+                "length": "one row ends where the other goes on",
+            }[f["kind"]]
+        check["reason"] = (
+            f"{len(failed)} of {len(a.completion_ids)} rows differ; row {f['row']} from token {f['token']}: {what}"
+        )
     return check
 
 
 # what a failed comparison blames: graphs vs no graphs, then no graphs vs eager
-PARITY_PAIRS = {"graphs": ("graphs", "no_graphs", "its CUDA graphs change the forward"),
-                "compile": ("no_graphs", "eager", "its compiled forward is not the model's")}  # fmt: skip
+PARITY_PAIRS = {
+    "graphs": ("graphs", "no_graphs", "its CUDA graphs change the forward"),
+    "compile": ("no_graphs", "eager", "its compiled forward is not the model's"),
+}
 
 
-def parity_check(senior: str, junior: str | None, schedule, prompts: list[list[int]], engine, max_new_tokens: int,
-                 tokenizer=None, eos_token_ids=None, *, backend: str) -> dict:  # fmt: skip
+def parity_check(
+    senior: str,
+    junior: str | None,
+    schedule,
+    prompts: list[list[int]],
+    engine,
+    max_new_tokens: int,
+    tokenizer=None,
+    eos_token_ids=None,
+    *,
+    backend: str,
+) -> dict:
     """backend vllm: greedy rollouts of `prompts` under `schedule` on the engine `engine` (the run's
     `EngineOptions`) three ways (`engine.parity_variants()`: compiled with CUDA graphs, compiled without,
     enforce_eager), one engine at a time (each closed before the next), with the top PARITY_TOP log-probs
@@ -274,7 +323,9 @@ def parity_check(senior: str, junior: str | None, schedule, prompts: list[list[i
     keys = list(range(len(prompts)))
     runs = {}
     for name, options in variants.items():
-        pair = make_pair(senior, junior, tokenizer, backend=backend, engine=options, eos_token_ids=eos_token_ids)
+        pair = make_pair(
+            senior, junior, tokenizer, backend=backend, engine=options, eos_token_ids=eos_token_ids
+        )
         try:
             out = pair.generate(prompts, schedule, sampling, keys, top_logprobs=PARITY_TOP)
         finally:
@@ -282,9 +333,15 @@ def parity_check(senior: str, junior: str | None, schedule, prompts: list[list[i
         runs[name] = Greedy(out.completion_ids, out.authors, out.plan["top_logprobs"])
     found = {key: parity(runs[a], runs[b]) for key, (a, b, _) in PARITY_PAIRS.items()}
     sized = variants["graphs"]
-    check = _check(all(c["status"] == "ok" for c in found.values()), rows=len(prompts), margin=PARITY_MARGIN,
-                   tolerance=PARITY_TOLERANCE,
-                   max_num_seqs=sized.max_num_seqs, max_num_batched_tokens=sized.max_num_batched_tokens, **found)  # fmt: skip
+    check = _check(
+        all(c["status"] == "ok" for c in found.values()),
+        rows=len(prompts),
+        margin=PARITY_MARGIN,
+        tolerance=PARITY_TOLERANCE,
+        max_num_seqs=sized.max_num_seqs,
+        max_num_batched_tokens=sized.max_num_batched_tokens,
+        **found,
+    )
     bad = [key for key, c in found.items() if c["status"] == "failed"]
     if bad:
         key = bad[0]
@@ -307,8 +364,16 @@ def run_parity(tandem, grpo, gpu_memory) -> dict:
     junior = tandem.senior if is_self(tandem.junior) else tandem.junior
     plan = run_plan(tandem, grpo, gpu_memory=gpu_memory, longest_prompt=max(map(len, prompts)))
     engine = run_engine(backend(tandem.backend), plan, grpo, run_dtype(grpo) or "auto")
-    return parity_check(tandem.senior, junior, Schedule.from_config(name, **settings), prompts, engine,
-                        min(PARITY_TOKENS, grpo.max_completion_length), tokenizer=tok, backend=tandem.backend)  # fmt: skip
+    return parity_check(
+        tandem.senior,
+        junior,
+        Schedule.from_config(name, **settings),
+        prompts,
+        engine,
+        min(PARITY_TOKENS, grpo.max_completion_length),
+        tokenizer=tok,
+        backend=tandem.backend,
+    )
 
 
 def self_paired(tandem) -> bool:
@@ -322,26 +387,38 @@ def trained_parity(tandem, grpo, trained: str, gpu_memory) -> dict:
     weights, KV cache or compiled artifact gives the same tokens there; once the senior trained, it does not.
     Not measured for a LoRA senior (its trained model is an adapter folder, which the engine does not load)."""
     if is_self(tandem.junior) or is_adapter_dir(trained):
-        return _check(None, reason="the trained senior is a LoRA adapter folder: the engine loads full model folders")
+        return _check(
+            None, reason="the trained senior is a LoRA adapter folder: the engine loads full model folders"
+        )
     return run_parity(replace(tandem, senior=trained), grpo, gpu_memory)  # the junior: the starting weights
 
 
 def mask_check(tandem_rows: list[dict], grpo_rows: list[dict], p: float | None) -> dict:
     """The senior share in the schedule's band, and TRL's counted length = the senior's tokens."""
     share = _series(tandem_rows, "tandem/senior_share")
-    trl_len, senior_len = _series(tandem_rows, "completions/mean_length"), _series(tandem_rows, "tandem/senior_tokens/mean")
+    trl_len, senior_len = (
+        _series(tandem_rows, "completions/mean_length"),
+        _series(tandem_rows, "tandem/senior_tokens/mean"),
+    )
     team_len = _series(tandem_rows, "tandem/team_length/mean")
     solo_share = _series(grpo_rows, "tandem/senior_share")
     if not share or not trl_len or not senior_len:
         return _check(None, reason="the tandem run logged no senior share or lengths")
-    in_band = all(0.0 < s < 1.0 for s in share) and (p is None or all(abs(s - p) <= SHARE_BAND for s in share))
+    in_band = all(0.0 < s < 1.0 for s in share) and (
+        p is None or all(abs(s - p) <= SHARE_BAND for s in share)
+    )
     reached = all(abs(a - b) <= LENGTH_TOL for a, b in zip(trl_len, senior_len, strict=False))
     team_longer = all(t > s for t, s in zip(team_len, senior_len, strict=False))
     solo_ok = bool(solo_share) and all(s == 1.0 for s in solo_share)
-    return _check(in_band and reached and team_longer and solo_ok, senior_share=share,
-                  band=None if p is None else [round(p - SHARE_BAND, 3), round(p + SHARE_BAND, 3)],
-                  trl_completion_length=trl_len, senior_tokens=senior_len, team_length=team_len,
-                  grpo_senior_share=solo_share)  # fmt: skip
+    return _check(
+        in_band and reached and team_longer and solo_ok,
+        senior_share=share,
+        band=None if p is None else [round(p - SHARE_BAND, 3), round(p + SHARE_BAND, 3)],
+        trl_completion_length=trl_len,
+        senior_tokens=senior_len,
+        team_length=team_len,
+        grpo_senior_share=solo_share,
+    )
 
 
 def step_bound(plan: MemoryPlan, prompt_len: float, completion_len: float, rows: int) -> dict:
@@ -352,8 +429,12 @@ def step_bound(plan: MemoryPlan, prompt_len: float, completion_len: float, rows:
     weights = [s.weight_bytes for s in plan.stacks]
     if len(read) < 2:
         return {}
-    return {"bound": round(sum(read) / read[0], 3), "weights_only": round(sum(weights) / weights[0], 3),
-            "context": round(ctx, 1), "rows": rows}  # fmt: skip
+    return {
+        "bound": round(sum(read) / read[0], 3),
+        "weights_only": round(sum(weights) / weights[0], 3),
+        "context": round(ctx, 1),
+        "rows": rows,
+    }
 
 
 def speed_check(arms: dict, plan: MemoryPlan, prompt_len: float) -> dict:
@@ -365,9 +446,14 @@ def speed_check(arms: dict, plan: MemoryPlan, prompt_len: float) -> dict:
     team = statistics.mean(_series(t, "tandem/team_length/mean") or [0.0])
     bound = step_bound(plan, prompt_len, team, plan.rows or 1)
     ratio = {"step": round(step[0] / step[1], 3), "generation": round(gen[0] / gen[1], 3)}
-    return _check(None, **ratio, step_s={"tandem": step[0], "grpo": step[1]},
-                  generation_s={"tandem": gen[0], "grpo": gen[1]}, **bound,
-                  note="a ratio to compare, not a pass/fail: the bound holds for decode-bound steps on a GPU")  # fmt: skip
+    return _check(
+        None,
+        **ratio,
+        step_s={"tandem": step[0], "grpo": step[1]},
+        generation_s={"tandem": gen[0], "grpo": gen[1]},
+        **bound,
+        note="a ratio to compare, not a pass/fail: the bound holds for decode-bound steps on a GPU",
+    )
 
 
 def weights_moved_check(arms: dict) -> dict:
@@ -378,19 +464,30 @@ def weights_moved_check(arms: dict) -> dict:
     from trlvr.training.metrics import IS_ROWS, IS_TOKENS
 
     moved = {a: (_series(v["rows"], WEIGHTS_MOVED) or [None])[0] for a, v in arms.items()}
-    corrected = {a: {k.rsplit("/", 1)[1]: round(statistics.mean(xs), 4) for k in (IS_TOKENS, IS_ROWS)
-                     if (xs := _series(v["rows"], k))} for a, v in arms.items()}  # fmt: skip
+    corrected = {
+        a: {
+            k.rsplit("/", 1)[1]: round(statistics.mean(xs), 4)
+            for k in (IS_TOKENS, IS_ROWS)
+            if (xs := _series(v["rows"], k))
+        }
+        for a, v in arms.items()
+    }
     ok = None if None in moved.values() else all(x > 0 for x in moved.values())
-    return _check(ok, fraction={a: None if x is None else round(x, 4) for a, x in moved.items()},
-                  is_corrected=corrected if any(corrected.values()) else None,
-                  note="fraction of sampled trainable elements the first step changed; None: every step's gradient "
-                       "was zero")  # fmt: skip
+    return _check(
+        ok,
+        fraction={a: None if x is None else round(x, 4) for a, x in moved.items()},
+        is_corrected=corrected if any(corrected.values()) else None,
+        note="fraction of sampled trainable elements the first step changed; None: every step's gradient "
+        "was zero",
+    )
 
 
 def lengths(rows: list[dict]) -> dict:
     clipped, mean = _series(rows, "completions/clipped_ratio"), _series(rows, "tandem/team_length/mean")
-    return {"truncated": round(statistics.mean(clipped), 4) if clipped else None,
-            "response_length": round(statistics.mean(mean), 2) if mean else None}  # fmt: skip
+    return {
+        "truncated": round(statistics.mean(clipped), 4) if clipped else None,
+        "response_length": round(statistics.mean(mean), 2) if mean else None,
+    }
 
 
 def _eval_lengths(eval_dir: Path) -> dict:
@@ -398,8 +495,11 @@ def _eval_lengths(eval_dir: Path) -> dict:
     rows = read_samples(path) if path.is_file() else []
     if not rows:
         return {}
-    return {"samples": len(rows), "truncated": round(sum(r["finish_reason"] == "length" for r in rows) / len(rows), 4),
-            "response_length": round(statistics.mean(r["num_tokens"] for r in rows), 2)}  # fmt: skip
+    return {
+        "samples": len(rows),
+        "truncated": round(sum(r["finish_reason"] == "length" for r in rows) / len(rows), 4),
+        "response_length": round(statistics.mean(r["num_tokens"] for r in rows), 2),
+    }
 
 
 def _prompt_len(run_dir: Path, tokenizer_path: str) -> float:
@@ -414,8 +514,15 @@ def _device_peak() -> int | None:
 
 
 # the run-config keys the smoke sets itself for each arm, and the option that sets it
-OWN_KEYS = {"arm": "both arms are trained", "max_steps": "--steps", "save_steps": "--steps", "logging_steps": "1",
-            "holdout": "--problems", "output_dir": "--out", "report_to": "none"}  # fmt: skip
+OWN_KEYS = {
+    "arm": "both arms are trained",
+    "max_steps": "--steps",
+    "save_steps": "--steps",
+    "logging_steps": "1",
+    "holdout": "--problems",
+    "output_dir": "--out",
+    "report_to": "none",
+}
 
 
 def arm_keys(out: str | Path, arm: str, steps: int, problems: int, overrides: dict) -> dict:
@@ -424,10 +531,20 @@ def arm_keys(out: str | Path, arm: str, steps: int, problems: int, overrides: di
     only the values it used."""
     if taken := sorted(set(overrides) & set(OWN_KEYS)):
         key = taken[0]
-        raise UserError(f"--set {key}={overrides[key]}: the smoke sets {key} itself ({OWN_KEYS[key]}) and would "
-                        "not use this value; drop it")  # fmt: skip
-    return {**overrides, "arm": arm, "max_steps": steps, "save_steps": steps, "logging_steps": 1,
-            "holdout": problems, "output_dir": str(Path(out) / f"train-{arm}"), "report_to": "none"}  # fmt: skip
+        raise UserError(
+            f"--set {key}={overrides[key]}: the smoke sets {key} itself ({OWN_KEYS[key]}) and would "
+            "not use this value; drop it"
+        )
+    return {
+        **overrides,
+        "arm": arm,
+        "max_steps": steps,
+        "save_steps": steps,
+        "logging_steps": 1,
+        "holdout": problems,
+        "output_dir": str(Path(out) / f"train-{arm}"),
+        "report_to": "none",
+    }
 
 
 def check_arms(config: str | Path, out: str | Path, steps: int, problems: int, overrides: dict) -> None:
@@ -448,7 +565,9 @@ def check_arms(config: str | Path, out: str | Path, steps: int, problems: int, o
         try:
             check_updates_land(tandem, grpo, launch_sharding(grpo), where=f"smoke of {config}, arm {arm}")
         except UserError as e:
-            raise UserError(f"{e}; for a one-GPU smoke of a recipe planned for ZeRO: --set use_peft=true") from None
+            raise UserError(
+                f"{e}; for a one-GPU smoke of a recipe planned for ZeRO: --set use_peft=true"
+            ) from None
         zero, processes = launch_layout()
         check_disk(tandem, grpo, zero_stage=zero, processes=processes)
 
@@ -491,12 +610,24 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
         raise UserError(f"--steps and --problems must be >= 1 (got {opts.steps}, {opts.problems})")
     check_arms(opts.config, opts.out, opts.steps, opts.problems, opts.overrides)  # before any engine is built
     out = Path(opts.out)
-    rundir.prepare_output(out, rundir.SMOKE, flag="--out", start_over=True,  # an earlier smoke: set aside
-                          keep=rundir.lock_files("trlvr smoke"))  # (`trlvr smoke` holds its lock)
+    rundir.prepare_output(
+        out,
+        rundir.SMOKE,
+        flag="--out",
+        start_over=True,  # an earlier smoke: set aside
+        keep=rundir.lock_files("trlvr smoke"),
+    )  # (`trlvr smoke` holds its lock)
     out.mkdir(parents=True, exist_ok=True)
     quiet = None if opts.verbose else out / LOG_FILE
-    report: dict = {"config": str(opts.config), "steps": opts.steps, "problems": opts.problems,
-                    "overrides": opts.overrides, "code": git_commit(), "machine": machine(), "checks": {}}  # fmt: skip
+    report: dict = {
+        "config": str(opts.config),
+        "steps": opts.steps,
+        "problems": opts.problems,
+        "overrides": opts.overrides,
+        "code": git_commit(),
+        "machine": machine(),
+        "checks": {},
+    }
     if quiet is not None:
         report["log"] = str(quiet)
     checks = report["checks"]
@@ -509,13 +640,17 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     if backend(tandem.backend).engine_options:  # first: a wrong forward makes every later number meaningless
         stages.before("parity", grpo.vllm_gpu_memory_utilization)
         with console_to(quiet):
-            checks["parity"] = run_parity(tandem, grpo, opts.gpu_memory if opts.gpu_memory else device_memory())
+            checks["parity"] = run_parity(
+                tandem, grpo, opts.gpu_memory if opts.gpu_memory else device_memory()
+            )
         say(render_parity(checks["parity"]))
     for arm in ("tandem", "grpo"):
         keys = arm_keys(out, arm, opts.steps, opts.problems, opts.overrides)
         tandem, grpo = load_run_config(opts.config, keys)
         plan = run_plan(tandem, grpo, gpu_memory=opts.gpu_memory if opts.gpu_memory else device_memory())
-        if backend(tandem.backend).gpu_share and plan.context is not None:  # else training derives it from the data, then checks
+        if (
+            backend(tandem.backend).gpu_share and plan.context is not None
+        ):  # else training derives it from the data, then checks
             plan.check(str(opts.config))
         plans[arm] = plan
         if arm == "tandem":
@@ -525,13 +660,23 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
         say(f"  training {arm}: {opts.steps} step(s)")
         with console_to(quiet):
             final = train_and_save(tandem, grpo, desc=f"smoke {arm}")
-        arms[arm] = {"rows": _metrics(Path(grpo.output_dir)), "seconds": round(time.perf_counter() - t0, 1),
-                     "model": str(final), "tandem": tandem, "grpo": grpo, "dir": Path(grpo.output_dir)}  # fmt: skip
+        arms[arm] = {
+            "rows": _metrics(Path(grpo.output_dir)),
+            "seconds": round(time.perf_counter() - t0, 1),
+            "model": str(final),
+            "tandem": tandem,
+            "grpo": grpo,
+            "dir": Path(grpo.output_dir),
+        }
     if "parity" in checks and self_paired(arms["tandem"]["tandem"]):  # at step 0 both units were one function
         stages.before("parity after training", grpo.vllm_gpu_memory_utilization)
         with console_to(quiet):
-            checks["parity_trained"] = trained_parity(arms["tandem"]["tandem"], arms["tandem"]["grpo"],
-                                                      arms["tandem"]["model"], opts.gpu_memory or device_memory())  # fmt: skip
+            checks["parity_trained"] = trained_parity(
+                arms["tandem"]["tandem"],
+                arms["tandem"]["grpo"],
+                arms["tandem"]["model"],
+                opts.gpu_memory or device_memory(),
+            )
         say(render_parity(checks["parity_trained"], "parity after training"))
     tandem = arms["tandem"]["tandem"]
     record_path = arms["tandem"]["dir"] / rundir.MEMORY_FILE
@@ -541,18 +686,27 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     engine_kv, planned = record.get("engine_kv_tokens"), record.get("plan") or plan.as_dict()
     checks["memory"] = _check(
         None if engine_kv is None or planned["context"] is None else engine_kv >= planned["context"],
-        plan=planned, engine_kv_tokens=engine_kv, planned_kv_tokens=planned["kv_tokens"], device_peak_bytes=_device_peak(),
+        plan=planned,
+        engine_kv_tokens=engine_kv,
+        planned_kv_tokens=planned["kv_tokens"],
+        device_peak_bytes=_device_peak(),
         note="vLLM's KV tokens must hold one full sequence; the plan's KV is an estimate (activations, outside torch)",
-    )  # fmt: skip
-    checks["author_mask"] = mask_check(arms["tandem"]["rows"], arms["grpo"]["rows"],
-                                       tandem.p if tandem.expects_junior_tokens else None)  # fmt: skip
+    )
+    checks["author_mask"] = mask_check(
+        arms["tandem"]["rows"], arms["grpo"]["rows"], tandem.p if tandem.expects_junior_tokens else None
+    )
     checks["weights_moved"] = weights_moved_check(arms)
     checks["grader"] = grader_check()
     prompt_len = _prompt_len(arms["tandem"]["dir"], tandem.senior)
     checks["speed"] = speed_check(arms, plan, prompt_len)
-    pre = _series(arms["tandem"]["rows"], "tandem/preemptions") + _series(arms["grpo"]["rows"], "tandem/preemptions")
-    checks["preemptions"] = _check(None, count=sum(pre) if pre else None,
-                                   note="backend vllm only" if not pre else "requests vLLM pre-empted in training")  # fmt: skip
+    pre = _series(arms["tandem"]["rows"], "tandem/preemptions") + _series(
+        arms["grpo"]["rows"], "tandem/preemptions"
+    )
+    checks["preemptions"] = _check(
+        None,
+        count=sum(pre) if pre else None,
+        note="backend vllm only" if not pre else "requests vLLM pre-empted in training",
+    )
     # selection and evaluation, through the commands users run
     run = arms["tandem"]["dir"]
     n = str(opts.problems)
@@ -560,23 +714,68 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     stages.before("select", EVAL_ENGINE_SHARE)
     say(f"  select + eval: {n} held-out problem(s)")
     with console_to(quiet):
-        code = command(["select", str(run), "--val", f"split:{n}", "--limit", n, "--n", "1", "--metric", "solo/pass@1",
-                        "--no-progress", *backend_args])  # fmt: skip
+        code = command(
+            [
+                "select",
+                str(run),
+                "--val",
+                f"split:{n}",
+                "--limit",
+                n,
+                "--n",
+                "1",
+                "--metric",
+                "solo/pass@1",
+                "--no-progress",
+                *backend_args,
+            ]
+        )
     eval_dir = out / "eval-tandem"
     junior = tandem.junior or SELF
     if code == 0:
         stages.before("eval", EVAL_ENGINE_SHARE)
         with console_to(quiet):
-            code = command(["eval", "--senior", f"{run}@selected", "--junior", junior, "--data",
-                            str(run / rundir.HOLDOUT_FILE), "--limit", n, "--n", "1", "--k", "1", "--suite",
-                            "solo,handoff", "--out", str(eval_dir), "--no-progress", *backend_args])  # fmt: skip
-    said = [ln for ln in quiet.read_text(errors="replace").splitlines() if ": error: " in ln] if quiet and code else []
-    checks["select_eval"] = _check(code == 0, exit_code=code, eval_dir=str(eval_dir),
-                                   **({"error": said[-1]} if said else {}))  # fmt: skip
-    checks["self_pair"] = _self_pair(tandem, arms["tandem"]["grpo"], run, n, out, command, stages, quiet, backend_args)
-    checks["lengths"] = _check(None, train={a: lengths(v["rows"]) for a, v in arms.items()}, eval=_eval_lengths(eval_dir))
-    report["arms"] = {a: {"seconds": v["seconds"], "model": v["model"], "steps": len(_series(v["rows"], "timing/step_s"))}
-                      for a, v in arms.items()}  # fmt: skip
+            code = command(
+                [
+                    "eval",
+                    "--senior",
+                    f"{run}@selected",
+                    "--junior",
+                    junior,
+                    "--data",
+                    str(run / rundir.HOLDOUT_FILE),
+                    "--limit",
+                    n,
+                    "--n",
+                    "1",
+                    "--k",
+                    "1",
+                    "--suite",
+                    "solo,handoff",
+                    "--out",
+                    str(eval_dir),
+                    "--no-progress",
+                    *backend_args,
+                ]
+            )
+    said = (
+        [ln for ln in quiet.read_text(errors="replace").splitlines() if ": error: " in ln]
+        if quiet and code
+        else []
+    )
+    checks["select_eval"] = _check(
+        code == 0, exit_code=code, eval_dir=str(eval_dir), **({"error": said[-1]} if said else {})
+    )
+    checks["self_pair"] = _self_pair(
+        tandem, arms["tandem"]["grpo"], run, n, out, command, stages, quiet, backend_args
+    )
+    checks["lengths"] = _check(
+        None, train={a: lengths(v["rows"]) for a, v in arms.items()}, eval=_eval_lengths(eval_dir)
+    )
+    report["arms"] = {
+        a: {"seconds": v["seconds"], "model": v["model"], "steps": len(_series(v["rows"], "timing/step_s"))}
+        for a, v in arms.items()
+    }
     failed = [k for k, c in checks.items() if c["status"] == "failed"]
     report["passed"] = not failed
     rundir.write_file(out / rundir.SMOKE_FILE, json.dumps(report, indent=1, default=str))
@@ -591,13 +790,42 @@ def _self_pair(tandem, grpo, run: Path, n: str, out: Path, command, stages, quie
     eval_dir = out / "self-pair"
     stages.before("self-pair eval", EVAL_ENGINE_SHARE)
     with console_to(quiet):
-        code = command(["eval", "--senior", model, "--junior", model, "--data", str(run / rundir.HOLDOUT_FILE),
-                        "--limit", n, "--n", str(SELF_PAIR_N), "--k", "1", "--suite", "solo,handoff",
-                        "--max-new-tokens", str(grpo.max_completion_length), "--prompt-template", tandem.prompt_template,
-                        "--out", str(eval_dir), "--no-progress", *backend_args])  # fmt: skip
+        code = command(
+            [
+                "eval",
+                "--senior",
+                model,
+                "--junior",
+                model,
+                "--data",
+                str(run / rundir.HOLDOUT_FILE),
+                "--limit",
+                n,
+                "--n",
+                str(SELF_PAIR_N),
+                "--k",
+                "1",
+                "--suite",
+                "solo,handoff",
+                "--max-new-tokens",
+                str(grpo.max_completion_length),
+                "--prompt-template",
+                tandem.prompt_template,
+                "--out",
+                str(eval_dir),
+                "--no-progress",
+                *backend_args,
+            ]
+        )
     if code != 0:
-        return _check(False, reason=f"trlvr eval of {model} with itself exited {code}", eval_dir=str(eval_dir))
-    return {**self_pair_check(read_samples(eval_dir / rundir.SAMPLES)), "model": model, "eval_dir": str(eval_dir)}
+        return _check(
+            False, reason=f"trlvr eval of {model} with itself exited {code}", eval_dir=str(eval_dir)
+        )
+    return {
+        **self_pair_check(read_samples(eval_dir / rundir.SAMPLES)),
+        "model": model,
+        "eval_dir": str(eval_dir),
+    }
 
 
 class _EngineStages:
@@ -620,19 +848,23 @@ def render_parity(check: dict, label: str = "parity") -> str:
         return f"  {label}: FAILED: {check['reason']}"
     if check["status"] == "ok":
         ties = sum(len(check[key]["near_ties"]) for key in PARITY_PAIRS)
-        return (f"  {label}: ok: {check['rows']} greedy rollouts agree, CUDA graphs = compiled = enforce_eager "
-                f"({ties} near-tie flips under {check['margin']} nat, log-probs within "
-                f"{max(check[key]['max_logprob_delta'] for key in PARITY_PAIRS)} nat; {check['max_num_seqs']} rows, "
-                f"{check['max_num_batched_tokens']} tokens a step)")  # fmt: skip
+        return (
+            f"  {label}: ok: {check['rows']} greedy rollouts agree, CUDA graphs = compiled = enforce_eager "
+            f"({ties} near-tie flips under {check['margin']} nat, log-probs within "
+            f"{max(check[key]['max_logprob_delta'] for key in PARITY_PAIRS)} nat; {check['max_num_seqs']} rows, "
+            f"{check['max_num_batched_tokens']} tokens a step)"
+        )
     return f"  {label}: not measured ({check['reason']})"
 
 
 def render_self_pair(check: dict) -> str:
     if "diff" not in check:
         return f"  self-pair: {check['status']} ({check.get('reason')})"
-    return (f"  self-pair: {check['status']}: handoff - solo pass@1 {check['diff']:+.3f} "
-            f"[{check['interval'][0]:+.3f}, {check['interval'][1]:+.3f}] ({check['z']} SE; {check['problems']} problems "
-            f"x {check['samples']} samples, the junior as its own partner: 0 expected)")  # fmt: skip
+    return (
+        f"  self-pair: {check['status']}: handoff - solo pass@1 {check['diff']:+.3f} "
+        f"[{check['interval'][0]:+.3f}, {check['interval'][1]:+.3f}] ({check['z']} SE; {check['problems']} problems "
+        f"x {check['samples']} samples, the junior as its own partner: 0 expected)"
+    )
 
 
 def _na(value) -> str:
@@ -654,31 +886,51 @@ def render(report: dict) -> str:
     if "parity_trained" in c:
         lines.append(render_parity(c["parity_trained"], "parity after training"))
     mem = c["memory"]
-    lines.append(f"  memory: {mem['status']}: planned KV {_na(mem['planned_kv_tokens'])} tokens, engine KV "
-                 f"{_na(mem['engine_kv_tokens'])}, device peak {_na(mem['device_peak_bytes'])}")  # fmt: skip
+    lines.append(
+        f"  memory: {mem['status']}: planned KV {_na(mem['planned_kv_tokens'])} tokens, engine KV "
+        f"{_na(mem['engine_kv_tokens'])}, device peak {_na(mem['device_peak_bytes'])}"
+    )
     m = c["author_mask"]
-    lines.append(f"  author mask: {m['status']}" + (f": senior share {[round(x, 3) for x in m['senior_share']]} in "
-                 f"{m['band']}, TRL length {_na(m['trl_completion_length'])} = senior tokens {_na(m['senior_tokens'])}"
-                 if "senior_share" in m else f": {m.get('reason')}"))  # fmt: skip
+    lines.append(
+        f"  author mask: {m['status']}"
+        + (
+            f": senior share {[round(x, 3) for x in m['senior_share']]} in "
+            f"{m['band']}, TRL length {_na(m['trl_completion_length'])} = senior tokens {_na(m['senior_tokens'])}"
+            if "senior_share" in m
+            else f": {m.get('reason')}"
+        )
+    )
     if "weights_moved" in c:
         w = c["weights_moved"]
-        lines.append(f"  weights moved: {w['status']}: first step changed {_na(w['fraction'])} of the trainable weights"
-                     + (f"; IS zeroed/clipped {w['is_corrected']}" if w.get("is_corrected") else ""))  # fmt: skip
+        lines.append(
+            f"  weights moved: {w['status']}: first step changed {_na(w['fraction'])} of the trainable weights"
+            + (f"; IS zeroed/clipped {w['is_corrected']}" if w.get("is_corrected") else "")
+        )
     g = c["grader"]
     wrong = f" (wrong: {'; '.join(g['wrong'])})" if g.get("wrong") else ""
-    lines.append(f"  grader: {g['status']}" + (f": {g['pairs'] - len(g['wrong'])} of {g['pairs']} known pairs graded "
-                 f"right{wrong}; a stalled answer ended as {g['timeout_status']} after {g['timeout_s']} s"
-                 if "pairs" in g else f": {g.get('reason')}"))  # fmt: skip
+    lines.append(
+        f"  grader: {g['status']}"
+        + (
+            f": {g['pairs'] - len(g['wrong'])} of {g['pairs']} known pairs graded "
+            f"right{wrong}; a stalled answer ended as {g['timeout_status']} after {g['timeout_s']} s"
+            if "pairs" in g
+            else f": {g.get('reason')}"
+        )
+    )
     s = c["speed"]
     if "step" in s:
-        lines.append(f"  speed: tandem/solo step {_na(s['step'])}, generation {_na(s['generation'])}; bound (S+J)/S "
-                     f"{_na(s.get('bound'))} (weights only {_na(s.get('weights_only'))}) at context "
-                     f"{_na(s.get('context'))}")  # fmt: skip
+        lines.append(
+            f"  speed: tandem/solo step {_na(s['step'])}, generation {_na(s['generation'])}; bound (S+J)/S "
+            f"{_na(s.get('bound'))} (weights only {_na(s.get('weights_only'))}) at context "
+            f"{_na(s.get('context'))}"
+        )
     if "self_pair" in c:
         lines.append(render_self_pair(c["self_pair"]))
     lines.append(f"  lengths: {_na(c['lengths']['train'])}, eval {_na(c['lengths']['eval'])}")
     lines.append(f"  pre-emptions: {_na(c['preemptions']['count'])} ({c['preemptions']['note']})")
-    lines.append(f"  select + eval: {c['select_eval']['status']} ({c['select_eval'].get('error') or c['select_eval']['eval_dir']})")
+    lines.append(
+        f"  select + eval: {c['select_eval']['status']} ({c['select_eval'].get('error') or c['select_eval']['eval_dir']})"
+    )
     if report.get("log"):
         lines.append(f"  log: {report['log']} (the stages' own output; --verbose prints it here)")
     return "\n".join(lines)

@@ -122,8 +122,17 @@ def log_path(out: Path, stage: Stage) -> Path:
 def world_stage(study: Study, out: Path, world: str) -> Stage:
     spec = study.worlds[world]
     jargon, seed = spec.get("jargon", "spaced"), int(spec.get("seed", 0))
-    argv = ["toy", "prepare", "--out", str(world_dir(out, world)), "--jargon", jargon, "--seed", str(seed),
-            "--no-progress"]  # fmt: skip
+    argv = [
+        "toy",
+        "prepare",
+        "--out",
+        str(world_dir(out, world)),
+        "--jargon",
+        jargon,
+        "--seed",
+        str(seed),
+        "--no-progress",
+    ]
     if jargon != "spaced" or seed != 0:
         argv.append("--from-scratch")
     return Stage("world", world, None, argv, world_dir(out, world), settings_hash(argv, out))
@@ -133,7 +142,11 @@ def train_overrides(study: Study, v: Variant, out: Path, seed: int) -> dict:
     over = {}
     if v.world is not None:
         w = world_dir(out, v.world)
-        over |= {"senior": str(w / "senior"), "junior": str(w / "junior"), "dataset": str(w / "data" / "train.jsonl")}
+        over |= {
+            "senior": str(w / "senior"),
+            "junior": str(w / "junior"),
+            "dataset": str(w / "data" / "train.jsonl"),
+        }
     return over | v.overrides | {"output_dir": str(train_dir(out, v.name, seed)), "seed": seed}
 
 
@@ -147,8 +160,18 @@ def select_stage(study: Study, v: Variant, out: Path, seed: int, after: str = ""
     s = study.selection
     run = train_dir(out, v.name, seed)
     argv = ["select", str(run), "--val", s["val"], "--metric", s["metric"]]
-    for key in ("direction", "n", "limit", "max_new_tokens", "batch_size", "seed", "dtype", "backend", "prompt_template",
-                "grader"):
+    for key in (
+        "direction",
+        "n",
+        "limit",
+        "max_new_tokens",
+        "batch_size",
+        "seed",
+        "dtype",
+        "backend",
+        "prompt_template",
+        "grader",
+    ):
         if key in s:
             argv += [f"--{key.replace('_', '-')}", str(s[key])]
     argv = [*argv, "--no-progress"]
@@ -182,8 +205,20 @@ def eval_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") 
     target = eval_dir(out, v.name, seed)
     senior = f"{train_dir(out, v.name, seed)}@selected" if v.trained else _model_of(study, v, out, "senior")
     argv = ["eval", "--senior", senior, "--junior", _model_of(study, v, out, "junior"), "--data", data]
-    for key in ("split", "n", "limit", "max_new_tokens", "batch_size", "dtype", "seed", "grading", "grader",
-                "context_length", "backend", "prompt_template"):
+    for key in (
+        "split",
+        "n",
+        "limit",
+        "max_new_tokens",
+        "batch_size",
+        "dtype",
+        "seed",
+        "grading",
+        "grader",
+        "context_length",
+        "backend",
+        "prompt_template",
+    ):
         if key in e:
             argv += [f"--{key.replace('_', '-')}", str(e[key])]
     if e.get("skip_bad_rows"):  # evaluate the usable rows, listing the others in results.json
@@ -230,10 +265,16 @@ def parse_only(study: Study, specs: list[str]) -> list[tuple[str, int | None]]:
     for spec in specs:
         name, _, seed = spec.partition(":")
         if name not in study.variants:
-            raise UserError(f"--only {spec}: {name!r} is not a variant of {study.path} ({', '.join(study.variants)})")
+            raise UserError(
+                f"--only {spec}: {name!r} is not a variant of {study.path} ({', '.join(study.variants)})"
+            )
         allowed = study.seeds_of(name)
         if seed and (not seed.isdigit() or int(seed) not in allowed):
-            whose = "the study's seeds" if allowed == study.seeds else f"the seeds {name} runs (train: false: the first)"
+            whose = (
+                "the study's seeds"
+                if allowed == study.seeds
+                else f"the seeds {name} runs (train: false: the first)"
+            )
             raise UserError(f"--only {spec}: seed {seed!r} is not one of {whose} {allowed}")
         out.append((name, int(seed) if seed else None))
     return out
@@ -259,8 +300,10 @@ def command_line(stage: Stage, launch: dict[str, str]) -> str:
 
 def plan_lines(study: Study, out: Path) -> list[str]:
     """One shell command per stage, worlds first, then (variant, seed) by seed."""
-    lines = [f"# study {study.name} ({study.path}, sha256 {study.sha256[:12]}): "
-             f"{len(study.variants)} variants x {len(study.seeds)} seeds, into {out}"]  # fmt: skip
+    lines = [
+        f"# study {study.name} ({study.path}, sha256 {study.sha256[:12]}): "
+        f"{len(study.variants)} variants x {len(study.seeds)} seeds, into {out}"
+    ]
     for st in world_stages(study, out):
         lines.append(command_line(st, study.launch))
     for unit in units(study, out):
@@ -281,7 +324,9 @@ def stage_done(stage: Stage) -> bool:
         return is_complete(stage.out)
     if stage.kind == "train":  # a torn final/ (a kill while it was written) is not done: the stage resumes
         return artifacts.is_complete(stage.out / FINAL, artifacts.FINAL)
-    if stage.kind == "select":  # a complete selection naming a complete checkpoint, as `eval RUN@selected` reads it
+    if (
+        stage.kind == "select"
+    ):  # a complete selection naming a complete checkpoint, as `eval RUN@selected` reads it
         from trlvr.eval.api import resolve_senior
 
         try:
@@ -294,11 +339,13 @@ def stage_done(stage: Stage) -> bool:
 
 def read_stage_record(out: Path, stage: Stage) -> dict | None:
     """What the stage last ran with (None: never recorded); a record that does not read is one line naming it."""
-    return rundir.read_record(record_path(out, stage), hint="; remove it to have the stage's output taken as it is")
+    return rundir.read_record(
+        record_path(out, stage), hint="; remove it to have the stage's output taken as it is"
+    )
 
 
 def stage_state(out: Path, stage: Stage) -> str:
-    """"done" (complete, under these settings, or complete with nothing recorded: a directory from
+    """ "done" (complete, under these settings, or complete with nothing recorded: a directory from
     before stage records), "stale" (run, or started, under other settings) or "todo"."""
     rec = read_stage_record(out, stage)
     if rec is not None and rec.get("settings") != stage.settings:
@@ -364,16 +411,22 @@ def claim_dir(study: Study, out: Path, code: dict | None = None) -> dict:
     if path.is_file():
         rec = check_claim(study, out)
         if rec.get("sha256") != study.sha256:
-            rec.setdefault("versions", []).append({"sha256": rec.get("sha256"), "file": rec.get("file"),
-                                                   "replaced": now})  # fmt: skip
+            rec.setdefault("versions", []).append(
+                {"sha256": rec.get("sha256"), "file": rec.get("file"), "replaced": now}
+            )
             rec.update(sha256=study.sha256, file=str(study.path))
             shutil.copyfile(study.path, out / STUDY_COPY)
         if not rec["runs"] or rec["runs"][-1].get("commit") != code.get("commit"):
             rec["runs"].append({**code, "started": now})
     else:
         out.mkdir(parents=True, exist_ok=True)
-        rec = {"name": study.name, "file": str(study.path), "sha256": study.sha256, "created": now,
-               "runs": [{**code, "started": now}]}  # fmt: skip
+        rec = {
+            "name": study.name,
+            "file": str(study.path),
+            "sha256": study.sha256,
+            "created": now,
+            "runs": [{**code, "started": now}],
+        }
     rundir.write_record(path, rec)
     if not (out / STUDY_COPY).is_file():
         shutil.copyfile(study.path, out / STUDY_COPY)
@@ -407,8 +460,10 @@ def check_claim(study: Study, out: Path) -> dict:
     if rec is None:
         return {}
     if rec.get("name") != study.name:
-        raise UserError(f"{out}: made for another study ({rec.get('name')!r}, from {rec.get('file')}); "
-                        f"{study.path} is study {study.name!r}: use another --out")  # fmt: skip
+        raise UserError(
+            f"{out}: made for another study ({rec.get('name')!r}, from {rec.get('file')}); "
+            f"{study.path} is study {study.name!r}: use another --out"
+        )
     return rec
 
 
@@ -416,8 +471,10 @@ def refuse_another_study(study: Study, out: Path, rec: dict, hint: str = "") -> 
     """UserError unless `study` means what directory `out` last ran (`rec`: its study.json); the hash is
     of the parsed content, so a comment or the order of keys does not matter."""
     if rec.get("sha256") != study.sha256:
-        raise UserError(f"{out}: made from another study file ({rec.get('file')}, content sha256 "
-                        f"{str(rec.get('sha256'))[:12]}); {study.path} has {study.sha256[:12]}{hint}")  # fmt: skip
+        raise UserError(
+            f"{out}: made from another study file ({rec.get('file')}, content sha256 "
+            f"{str(rec.get('sha256'))[:12]}); {study.path} has {study.sha256[:12]}{hint}"
+        )
 
 
 def study_file(out: Path, given: str | None = None) -> Path:
@@ -429,8 +486,10 @@ def study_file(out: Path, given: str | None = None) -> Path:
         return out / STUDY_COPY
     recorded = Path(read_claim(out)["file"])
     if not recorded.is_file():
-        raise UserError(f"{out}: the study file recorded in {STUDY_FILE} ({recorded}) is gone and the directory "
-                        f"holds no {STUDY_COPY}; pass the study YAML with --study")  # fmt: skip
+        raise UserError(
+            f"{out}: the study file recorded in {STUDY_FILE} ({recorded}) is gone and the directory "
+            f"holds no {STUDY_COPY}; pass the study YAML with --study"
+        )
     return recorded
 
 
@@ -454,14 +513,18 @@ def run_stage(out: Path, stage: Stage, execute: Callable[[list[str], Path], None
         _say(f"{stage.name}: done, skipped")
         return "skipped"
     if state == "stale" and stage.kind in ("world", "train"):
-        raise StageFailed(f"{stage.name}: made under other settings; " + "; ".join(stale_stages(out, [stage])))
+        raise StageFailed(
+            f"{stage.name}: made under other settings; " + "; ".join(stale_stages(out, [stage]))
+        )
     if state == "stale":
         stage = replace(stage, argv=[*stage.argv, "--fresh"])
     stage = with_resume(stage)
     log = log_path(out, stage)
     log.parent.mkdir(parents=True, exist_ok=True)
     record_path(out, stage, ".failed").unlink(missing_ok=True)
-    how = {"stale": " (settings changed: starting over)"}.get(state, " (resuming)" if "--resume" in stage.argv else "")
+    how = {"stale": " (settings changed: starting over)"}.get(
+        state, " (resuming)" if "--resume" in stage.argv else ""
+    )
     _say(f"{stage.name}: started{how} (log {log})")
     write_stage_record(out, stage, complete=False)
     t0 = time.perf_counter()
@@ -474,9 +537,19 @@ def run_stage(out: Path, stage: Stage, execute: Callable[[list[str], Path], None
         (stage.out / DONE).touch()
     write_stage_record(out, stage, complete=True)
     with open(Path(out) / TIMINGS_FILE, "a") as f:
-        f.write(json.dumps({"variant": stage.variant, "seed": stage.seed, "stage": stage.kind,
-                            "seconds": round(seconds, 1), "resumed": "--resume" in stage.argv,
-                            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")  # fmt: skip
+        f.write(
+            json.dumps(
+                {
+                    "variant": stage.variant,
+                    "seed": stage.seed,
+                    "stage": stage.kind,
+                    "seconds": round(seconds, 1),
+                    "resumed": "--resume" in stage.argv,
+                    "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+            )
+            + "\n"
+        )
     _say(f"{stage.name}: done in {seconds:.0f} s")
     return "ran"
 

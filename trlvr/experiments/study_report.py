@@ -61,8 +61,11 @@ COLUMNS = [
     ("drift/kl", "drift KL (nats)"),
 ]
 DIFF_COLUMNS = ["handoff/pass@1", "solo/pass@1", "legibility/junior_ce", "legibility/junior_bpb"]
-FIGURE_PANELS = [("handoff/pass@1", "step-handoff accuracy (%)"), ("solo/pass@1", "solo accuracy (%)"),
-                 ("legibility/junior_ce", "junior CE on senior CoT (nats)")]  # fmt: skip
+FIGURE_PANELS = [
+    ("handoff/pass@1", "step-handoff accuracy (%)"),
+    ("solo/pass@1", "solo accuracy (%)"),
+    ("legibility/junior_ce", "junior CE on senior CoT (nats)"),
+]
 FLOOR = "junior/pass@1"  # the junior alone (suite entry `junior`): the floor a senior is measured against
 # loophole-detector metrics in a run's metrics.jsonl (trlvr.training): key prefixes plotted over steps
 DETECTOR_PREFIXES = ("tandem/loophole/",)  # trlvr.training.console.LOOPHOLE_PREFIX
@@ -106,8 +109,11 @@ def finished_seeds(study: Study, out: Path, variant: str) -> dict[int, Path]:
     current settings (an evaluation recorded under other settings, not yet redone, is left out, and so is
     one torn: `trlvr.artifacts.is_complete` of `trlvr.rundir.EVALUATION_RESULTS`)."""
     current = {u[-1].seed for u in units(study, out, [(variant, None)]) if stage_state(out, u[-1]) != "stale"}
-    return {s: d for s, d in seed_dirs(eval_group(out, variant), list(study.seeds)).items()
-            if s in current and artifacts.is_complete(d, EVALUATION_RESULTS)}  # fmt: skip
+    return {
+        s: d
+        for s, d in seed_dirs(eval_group(out, variant), list(study.seeds)).items()
+        if s in current and artifacts.is_complete(d, EVALUATION_RESULTS)
+    }
 
 
 def _run(study: Study, out: Path, variant: str, seeds: list[int]) -> multi_report.Run:
@@ -131,7 +137,9 @@ def paired(study: Study, out: Path, baseline: str, variant: str, allow_mismatch:
     seeds = sorted(set(finished_seeds(study, out, baseline)) & set(finished_seeds(study, out, variant)))
     if not seeds:
         return {"seeds": [], "metrics": {}}
-    cmp = multi_report.paired(_run(study, out, baseline, seeds), _run(study, out, variant, seeds), allow_mismatch)
+    cmp = multi_report.paired(
+        _run(study, out, baseline, seeds), _run(study, out, variant, seeds), allow_mismatch
+    )
     return {"seeds": seeds, "metrics": cmp["macro"], "mismatch": cmp["mismatch"]}
 
 
@@ -182,42 +190,77 @@ def stage_seconds(out: Path) -> dict[str, dict[str, float]]:
 def settings_rows(study: Study, out: Path) -> list[tuple[str, str]]:
     """The study's settings as (name, value) rows: what a reader needs to know, not a dict dump."""
     claim = read_claim(out)
-    commits = ", ".join(f"{str(r.get('commit'))[:10]}{' (dirty)' if r.get('dirty') else ''}" for r in claim.get("runs", []))
+    commits = ", ".join(
+        f"{str(r.get('commit'))[:10]}{' (dirty)' if r.get('dirty') else ''}" for r in claim.get("runs", [])
+    )
     sel, ev = study.selection, study.evaluation
-    rows = [("study", f"{study.name} ({claim.get('file')}, sha256 {study.sha256[:12]})"), ("code commit", commits),
-            ("seeds", ", ".join(map(str, study.seeds))),
-            ("selection", f"{sel['metric']} on {sel['val']}, n = {sel.get('n', 4)}, budget {sel.get('max_new_tokens', '–')} tokens"),
-            ("evaluation", f"{ev['data']}: {', '.join(ev.get('suite', ['full suite']))}; n = {ev.get('n', 8)}, "
-                           f"k = {ev.get('k', '–')}, limit {ev.get('limit', 'all')}, budget {ev.get('max_new_tokens', '–')} tokens")]  # fmt: skip
+    rows = [
+        ("study", f"{study.name} ({claim.get('file')}, sha256 {study.sha256[:12]})"),
+        ("code commit", commits),
+        ("seeds", ", ".join(map(str, study.seeds))),
+        (
+            "selection",
+            f"{sel['metric']} on {sel['val']}, n = {sel.get('n', 4)}, budget {sel.get('max_new_tokens', '–')} tokens",
+        ),
+        (
+            "evaluation",
+            f"{ev['data']}: {', '.join(ev.get('suite', ['full suite']))}; n = {ev.get('n', 8)}, "
+            f"k = {ev.get('k', '–')}, limit {ev.get('limit', 'all')}, budget {ev.get('max_new_tokens', '–')} tokens",
+        ),
+    ]
     for w, spec in study.worlds.items():
         rows.append((f"world {w}", ", ".join(f"{k} {v}" for k, v in spec.items()) or "defaults"))
     for v in study.variants.values():
         over = ", ".join(f"{k} {val}" for k, val in v.overrides.items())
-        what = f"{v.config}: {over}" if v.trained else "not trained: its base senior as it is" + (f" ({over})" if over else "")
+        what = (
+            f"{v.config}: {over}"
+            if v.trained
+            else "not trained: its base senior as it is" + (f" ({over})" if over else "")
+        )
         where = f"; world {v.world}" if v.world else ""
         base = f"; vs {v.baseline}" if v.baseline else ""
-        own = "; evaluation " + ", ".join(f"{k} {val}" for k, val in v.evaluation.items()) if v.evaluation else ""
+        own = (
+            "; evaluation " + ", ".join(f"{k} {val}" for k, val in v.evaluation.items())
+            if v.evaluation
+            else ""
+        )
         rows.append((f"variant {v.label}", f"{what}{where}{own}{base}"))
     return rows
 
 
 def collect(study: Study, out: Path, allow_mismatch: bool = False) -> dict:
     rows = {v: variant_metrics(study, out, v) for v in study.variants}
-    pairs = {v.name: {"baseline": v.baseline, **paired(study, out, v.baseline, v.name, allow_mismatch)}
-             for v in study.variants.values() if v.baseline}  # fmt: skip
+    pairs = {
+        v.name: {"baseline": v.baseline, **paired(study, out, v.baseline, v.name, allow_mismatch)}
+        for v in study.variants.values()
+        if v.baseline
+    }
     floor = {n: r["metrics"][FLOOR] for n, r in rows.items() if FLOOR in r["metrics"]}
-    return {"study": study.name, "sha256": study.sha256, "rows": rows, "paired": pairs, "junior_floor": floor,
-            "selected_steps": selected_steps(study, out), "stage_seconds": stage_seconds(out)}  # fmt: skip
+    return {
+        "study": study.name,
+        "sha256": study.sha256,
+        "rows": rows,
+        "paired": pairs,
+        "junior_floor": floor,
+        "selected_steps": selected_steps(study, out),
+        "stage_seconds": stage_seconds(out),
+    }
 
 
 def _floor_label(study: Study, data: dict, name: str) -> str:
     """ "junior (floor)", or with the variant whose evaluation measured it when several did."""
-    return "junior (floor)" if len(data["junior_floor"]) == 1 else f"junior (floor, {study.variants[name].label})"
+    return (
+        "junior (floor)"
+        if len(data["junior_floor"]) == 1
+        else f"junior (floor, {study.variants[name].label})"
+    )
 
 
 def unmeasured(data: dict) -> set[str]:
     """The registered metrics no evaluation has (e.g. one that needs a setting the study does not give)."""
-    return {m.name for m in sample_metrics.registered()} - {k for r in data["rows"].values() for k in r["metrics"]}
+    return {m.name for m in sample_metrics.registered()} - {
+        k for r in data["rows"].values() for k in r["metrics"]
+    }
 
 
 def markdown(study: Study, data: dict) -> str:
@@ -225,10 +268,15 @@ def markdown(study: Study, data: dict) -> str:
     skip = set(zero) | unmeasured(data)
     cols = [(k, t) for k, t in columns() if k not in skip]
     diffs = [k for k in diff_columns() if k not in skip]
-    lines = [f"# Study {study.name}", "",
-             "Each cell: mean over seeds [95% CI, two-level bootstrap over seeds, then problems]; a variant with one",
-             "finished seed: [95% CI over problems]. Accuracies and rates in %.", "",
-             "| variant | seeds | " + " | ".join(t for _, t in cols) + " |", "|---|---|" + "---|" * len(cols)]  # fmt: skip
+    lines = [
+        f"# Study {study.name}",
+        "",
+        "Each cell: mean over seeds [95% CI, two-level bootstrap over seeds, then problems]; a variant with one",
+        "finished seed: [95% CI over problems]. Accuracies and rates in %.",
+        "",
+        "| variant | seeds | " + " | ".join(t for _, t in cols) + " |",
+        "|---|---|" + "---|" * len(cols),
+    ]
     for name, v in study.variants.items():
         r = data["rows"][name]
         cells = " | ".join(entry_text(r["metrics"].get(k), k) for k, _ in cols)
@@ -237,33 +285,54 @@ def markdown(study: Study, data: dict) -> str:
         cells = " | ".join(entry_text(e if k == "solo/pass@1" else None, k) for k, _ in cols)
         lines.append(f"| {_floor_label(study, data, name)} | {len(data['rows'][name]['seeds'])} | {cells} |")
     if data["paired"]:
-        lines += ["", "Paired differences, variant - its baseline (by seed and problem; * = CI excludes 0):", "",
-                  "| variant | baseline | seeds | " + " | ".join(f"Δ {k}{unit(k) or ' (nats)'}" for k in diffs) + " |",
-                  "|---|---|---|" + "---|" * len(diffs)]  # fmt: skip
+        lines += [
+            "",
+            "Paired differences, variant - its baseline (by seed and problem; * = CI excludes 0):",
+            "",
+            "| variant | baseline | seeds | "
+            + " | ".join(f"Δ {k}{unit(k) or ' (nats)'}" for k in diffs)
+            + " |",
+            "|---|---|---|" + "---|" * len(diffs),
+        ]
         for name, p in data["paired"].items():
             cells = []
             for k in diffs:
                 e = p["metrics"].get(k)
-                cells.append("–" if e is None else diff_text(e, k, digits=1) + (" *" if e["excludes_zero"] else ""))
-            lines.append(f"| {study.variants[name].label} | {study.variants[p['baseline']].label} | "
-                         f"{len(p['seeds']) or 'none'} | " + " | ".join(cells) + " |")  # fmt: skip
-        lines += [f"\nWARNING, {study.variants[n].label}: {warning_text(p['mismatch'])}"
-                  for n, p in data["paired"].items() if p.get("mismatch")]  # fmt: skip
+                cells.append(
+                    "–" if e is None else diff_text(e, k, digits=1) + (" *" if e["excludes_zero"] else "")
+                )
+            lines.append(
+                f"| {study.variants[name].label} | {study.variants[p['baseline']].label} | "
+                f"{len(p['seeds']) or 'none'} | " + " | ".join(cells) + " |"
+            )
+        lines += [
+            f"\nWARNING, {study.variants[n].label}: {warning_text(p['mismatch'])}"
+            for n, p in data["paired"].items()
+            if p.get("mismatch")
+        ]
     if zero:
         titles = dict(columns())
-        lines += ["", "Left out, 0 in every evaluation (CIs included): " + ", ".join(titles[k] for k in zero) + "."]
+        lines += [
+            "",
+            "Left out, 0 in every evaluation (CIs included): " + ", ".join(titles[k] for k in zero) + ".",
+        ]
     steps = data["selected_steps"]
     lines += ["", "Selected checkpoint step per seed (" + ", ".join(map(str, study.seeds)) + "):", ""]
-    lines += [f"- {study.variants[v].label}: " + ", ".join(str(s.get(seed, "–")) for seed in study.seeds)
-              for v, s in steps.items() if study.variants[v].trained]  # fmt: skip
+    lines += [
+        f"- {study.variants[v].label}: " + ", ".join(str(s.get(seed, "–")) for seed in study.seeds)
+        for v, s in steps.items()
+        if study.variants[v].trained
+    ]
     secs = data["stage_seconds"]
     if secs:
-        lines += ["", TIMINGS_HEADING, "", "| variant | train | select | eval |",
-                  "|---|---|---|---|"]  # fmt: skip
+        lines += ["", TIMINGS_HEADING, "", "| variant | train | select | eval |", "|---|---|---|---|"]
         for v in study.variants:
             d = secs.get(v, {})
-            lines.append(f"| {study.variants[v].label} | " + " | ".join(f"{d[s]:.0f}" if s in d else "–"
-                                                                     for s in ("train", "select", "eval")) + " |")  # fmt: skip
+            lines.append(
+                f"| {study.variants[v].label} | "
+                + " | ".join(f"{d[s]:.0f}" if s in d else "–" for s in ("train", "select", "eval"))
+                + " |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -279,13 +348,15 @@ def figure(study: Study, data: dict, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-
     worlds = list(dict.fromkeys(v.world for v in study.variants.values()))
     kinds = list(dict.fromkeys(_kind(study, n) for n in study.variants))
     colours = dict(zip(kinds, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4, strict=False))
     zero = all_zero(data)
-    panels = [(k, t) for k, t in figure_panels()
-              if k not in zero and any(k in r["metrics"] for r in data["rows"].values())]  # fmt: skip
+    panels = [
+        (k, t)
+        for k, t in figure_panels()
+        if k not in zero and any(k in r["metrics"] for r in data["rows"].values())
+    ]
     if not panels:
         raise UserError(f"study {study.name}: no finished evaluation to plot yet")
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.4), squeeze=False)
@@ -294,18 +365,32 @@ def figure(study: Study, data: dict, path: Path) -> Path:
         s = scale(key)
         for wi, w in enumerate(worlds):
             for ki, kind in enumerate(kinds):
-                name = next((n for n, v in study.variants.items() if v.world == w and _kind(study, n) == kind), None)
+                name = next(
+                    (n for n, v in study.variants.items() if v.world == w and _kind(study, n) == kind), None
+                )
                 e = data["rows"][name]["metrics"].get(key) if name else None
                 if e is None:
                     continue
                 x = wi + (ki - (len(kinds) - 1) / 2) * width
-                ax.bar(x, e["value"] * s, width, color=colours[kind],
-                       yerr=[[(e["value"] - e["ci_low"]) * s], [(e["ci_high"] - e["value"]) * s]], capsize=2)  # fmt: skip
+                ax.bar(
+                    x,
+                    e["value"] * s,
+                    width,
+                    color=colours[kind],
+                    yerr=[[(e["value"] - e["ci_low"]) * s], [(e["ci_high"] - e["value"]) * s]],
+                    capsize=2,
+                )
         if key == "solo/pass@1":  # the junior alone: a dashed line across its world's bars
             for name, e in data["junior_floor"].items():
                 wi = worlds.index(study.variants[name].world)
-                ax.hlines(e["value"] * s, wi - 0.45, wi + 0.45, colors="#555555", linestyles="--",
-                          label=_floor_label(study, data, name))  # fmt: skip
+                ax.hlines(
+                    e["value"] * s,
+                    wi - 0.45,
+                    wi + 0.45,
+                    colors="#555555",
+                    linestyles="--",
+                    label=_floor_label(study, data, name),
+                )
             if data["junior_floor"]:
                 ax.legend(fontsize=7, loc="lower right")
         ax.set_xticks(range(len(worlds)), [str(w) if w else "" for w in worlds])
@@ -313,12 +398,25 @@ def figure(study: Study, data: dict, path: Path) -> Path:
         ax.grid(axis="y", alpha=0.3)
     from matplotlib.patches import Patch
 
-    fig.legend([Patch(color=colours[k]) for k in kinds], kinds, loc="lower center", ncol=min(len(kinds), 6),
-               fontsize=8, frameon=False)  # fmt: skip
+    fig.legend(
+        [Patch(color=colours[k]) for k in kinds],
+        kinds,
+        loc="lower center",
+        ncol=min(len(kinds), 6),
+        fontsize=8,
+        frameon=False,
+    )
     seeds = sorted({len(r["seeds"]) for r in data["rows"].values() if r["seeds"]})
-    how = ("two-level bootstrap over seeds and problems" if seeds and seeds[0] >= 2 else
-           "bootstrap over problems" if seeds == [1] else "two-level bootstrap; 1-seed variants: over problems")  # fmt: skip
-    fig.suptitle(f"{study.name}: mean over seeds ({', '.join(map(str, seeds))} seeds), 95% CI ({how})", fontsize=10)
+    how = (
+        "two-level bootstrap over seeds and problems"
+        if seeds and seeds[0] >= 2
+        else "bootstrap over problems"
+        if seeds == [1]
+        else "two-level bootstrap; 1-seed variants: over problems"
+    )
+    fig.suptitle(
+        f"{study.name}: mean over seeds ({', '.join(map(str, seeds))} seeds), 95% CI ({how})", fontsize=10
+    )
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
@@ -328,7 +426,6 @@ def figure(study: Study, data: dict, path: Path) -> Path:
 
 def detector_plots(curves: dict[str, dict[str, list]]) -> list[str]:
     import matplotlib.pyplot as plt
-
 
     out = []
     for key, groups in curves.items():
@@ -353,18 +450,36 @@ def write_study_report(study: Study, out: Path, allow_mismatch: bool = False) ->
     written.append(figure(study, data, rep / "figure.png"))
     done = [n for n, r in data["rows"].items() if r["seeds"]]
     if len(done) >= 2:
-        runs = {n: (eval_group(out, n) if len(data["rows"][n]["seeds"]) >= 2
-                    else finished_seeds(study, out, n)[data["rows"][n]["seeds"][0]]) for n in done}  # fmt: skip
+        runs = {
+            n: (
+                eval_group(out, n)
+                if len(data["rows"][n]["seeds"]) >= 2
+                else finished_seeds(study, out, n)[data["rows"][n]["seeds"][0]]
+            )
+            for n in done
+        }
         grouped = {n: len(data["rows"][n]["seeds"]) >= 2 for n in runs}
-        pairs = [(runs[v.baseline], runs[v.name]) for v in study.variants.values()
-                 if v.baseline in runs and v.name in runs and grouped[v.baseline] == grouped[v.name]]  # fmt: skip
-        page = Page(title=f"trlvr study {study.name}", settings=tuple(settings_rows(study, out)),
-                    extra_plots=tuple(detector_plots(detector_curves(study, out))),
-                    extra_title="Loophole detector (training, per step)")  # fmt: skip
-        written.append(write_multi_report(
-            list(runs.values()), rep / "report.html", labels=[study.variants[n].label for n in runs], pairs=pairs,
-            page=page, allow_mismatch=allow_mismatch,
-            group_seeds={runs[n]: data["rows"][n]["seeds"] for n in runs},
-            metric_settings={runs[n]: study.evaluation_of(n) for n in runs}))  # fmt: skip
+        pairs = [
+            (runs[v.baseline], runs[v.name])
+            for v in study.variants.values()
+            if v.baseline in runs and v.name in runs and grouped[v.baseline] == grouped[v.name]
+        ]
+        page = Page(
+            title=f"trlvr study {study.name}",
+            settings=tuple(settings_rows(study, out)),
+            extra_plots=tuple(detector_plots(detector_curves(study, out))),
+            extra_title="Loophole detector (training, per step)",
+        )
+        written.append(
+            write_multi_report(
+                list(runs.values()),
+                rep / "report.html",
+                labels=[study.variants[n].label for n in runs],
+                pairs=pairs,
+                page=page,
+                allow_mismatch=allow_mismatch,
+                group_seeds={runs[n]: data["rows"][n]["seeds"] for n in runs},
+                metric_settings={runs[n]: study.evaluation_of(n) for n in runs},
+            )
+        )
     return written
-

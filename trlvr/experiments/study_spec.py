@@ -62,18 +62,59 @@ from trlvr.eval import defaults as D
 from trlvr.eval.regex_jargon import compile_pattern
 from trlvr.rewards import GRADERS
 
-TOP_KEYS = {"name", "description", "base", "worlds", "train", "seeds", "selection", "evaluation", "baseline",
-            "variants", "launch", "prepare"}  # fmt: skip
+TOP_KEYS = {
+    "name",
+    "description",
+    "base",
+    "worlds",
+    "train",
+    "seeds",
+    "selection",
+    "evaluation",
+    "baseline",
+    "variants",
+    "launch",
+    "prepare",
+}
 REQUIRED = ("base", "seeds", "selection", "evaluation", "variants")
 VARIANT_KEYS = {"config", "world", "baseline", "label", "evaluation", "train"}
 UNTRAINED_FIELDS = {"senior", "junior"}  # what a `train: false` variant may set (it only evaluates)
 STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"  # the study files shipped in the package
-SELECTION_KEYS = {"backend": str, "val": str, "metric": str, "direction": str, "n": int, "limit": int, "max_new_tokens": int,
-                  "batch_size": int, "seed": int, "dtype": str, "prompt_template": str, "grader": str}  # fmt: skip
-EVALUATION_KEYS = {"backend": str, "data": str, "split": str, "junior": str, "suite": list, "n": int, "k": list, "limit": int,
-                   "max_new_tokens": int, "batch_size": int, "dtype": str, "seed": int, "grading": str, "grader": str,
-                   "context_length": int, "dose_shares": list, "jargon_regex": str, "prompt_template": str,
-                   "skip_bad_rows": bool}  # fmt: skip
+SELECTION_KEYS = {
+    "backend": str,
+    "val": str,
+    "metric": str,
+    "direction": str,
+    "n": int,
+    "limit": int,
+    "max_new_tokens": int,
+    "batch_size": int,
+    "seed": int,
+    "dtype": str,
+    "prompt_template": str,
+    "grader": str,
+}
+EVALUATION_KEYS = {
+    "backend": str,
+    "data": str,
+    "split": str,
+    "junior": str,
+    "suite": list,
+    "n": int,
+    "k": list,
+    "limit": int,
+    "max_new_tokens": int,
+    "batch_size": int,
+    "dtype": str,
+    "seed": int,
+    "grading": str,
+    "grader": str,
+    "context_length": int,
+    "dose_shares": list,
+    "jargon_regex": str,
+    "prompt_template": str,
+    "skip_bad_rows": bool,
+}
 LAUNCH_KEYS = {"train": str, "select": str, "eval": str}
 WORLD_KEYS = {"jargon", "seed"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")  # variant and world names become folder names
@@ -94,7 +135,9 @@ class Variant:
 @dataclass(frozen=True)
 class Study:
     path: Path
-    sha256: str  # of the parsed content (`meaning_hash`): a study is identified by what it says, not its bytes
+    sha256: (
+        str  # of the parsed content (`meaning_hash`): a study is identified by what it says, not its bytes
+    )
     name: str
     seeds: list[int]
     variants: dict[str, Variant]
@@ -121,7 +164,9 @@ class Study:
 
 def meaning_hash(raw: dict) -> str:
     """sha256 of a study's parsed content: comments, layout, quoting and key order do not change it."""
-    return hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str).encode()
+    ).hexdigest()
 
 
 def _fail(path: Path, where: str, msg: str) -> UserError:
@@ -138,7 +183,9 @@ def _typed(path: Path, section: str, raw, schema: dict[str, type]) -> dict:
     raw = _mapping(path, section, raw)
     for key, value in raw.items():
         if key not in schema:
-            raise _fail(path, f"{section}.{key}", f"unknown key (expected one of {', '.join(sorted(schema))})")
+            raise _fail(
+                path, f"{section}.{key}", f"unknown key (expected one of {', '.join(sorted(schema))})"
+            )
         want = schema[key]
         ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
         if not ok:
@@ -154,9 +201,15 @@ def resolve_base(path: Path, base: str) -> str:
         return base
     for cand in (path.parent / base, Path(base)):
         if cand.is_file():
-            return next((name for name, shipped in shipped_configs().items() if shipped.samefile(cand)),
-                        os.path.normpath(cand))  # fmt: skip
-    raise _fail(path, "base/config", f"{base!r} is neither a shipped config nor a file (relative to the study file or the cwd)")
+            return next(
+                (name for name, shipped in shipped_configs().items() if shipped.samefile(cand)),
+                os.path.normpath(cand),
+            )
+    raise _fail(
+        path,
+        "base/config",
+        f"{base!r} is neither a shipped config nor a file (relative to the study file or the cwd)",
+    )
 
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the installed trlvr package
@@ -182,7 +235,9 @@ def _check_fields(path: Path, where: str, overrides: dict) -> None:
         if key in OPTION_FIELDS or key == "output_dir":
             raise _fail(path, f"{where}.{key}", "set by the study runner, not a study key")
         if key not in known:
-            raise _fail(path, f"{where}.{key}", "unknown key: not a study key, TandemConfig or trl.GRPOConfig field")
+            raise _fail(
+                path, f"{where}.{key}", "unknown key: not a study key, TandemConfig or trl.GRPOConfig field"
+            )
         if not isinstance(value, bool | int | float | str):
             raise _fail(path, f"{where}.{key}", f"expected a scalar value, got {value!r}")
 
@@ -193,21 +248,30 @@ def _trained(path: Path, where: str, value, fields: dict) -> bool:
         raise _fail(path, f"{where}.train", f"expected true or false, got {value!r}")
     extra = sorted(set(fields) - UNTRAINED_FIELDS)
     if not value and extra:
-        raise _fail(path, f"{where}.{extra[0]}", "not used by a variant with train: false (it is evaluated as it "
-                                                  "is); set only senior or junior")  # fmt: skip
+        raise _fail(
+            path,
+            f"{where}.{extra[0]}",
+            "not used by a variant with train: false (it is evaluated as it is); set only senior or junior",
+        )
     return value
 
 
 def _check_evaluation(path: Path, where: str, evaluation: dict, worlds: dict) -> None:
     """The evaluation settings' own checks (suite names, k <= n, data: test needs worlds)."""
     if evaluation["data"] == "test" and not worlds:
-        raise _fail(path, f"{where}.data", "'test' means a toy world's test split, and this study defines no worlds")
+        raise _fail(
+            path, f"{where}.data", "'test' means a toy world's test split, and this study defines no worlds"
+        )
     bad = sorted(set(evaluation.get("suite", [])) - set(D.SUITE_NAMES))
     if bad:
         raise _fail(path, f"{where}.suite", f"unknown entries {bad}; choose from {', '.join(D.SUITE_NAMES)}")
     shares = evaluation.get("dose_shares", [0.5])
-    if not shares or any(isinstance(x, bool) or not isinstance(x, int | float) or not 0 <= x <= 1 for x in shares):
-        raise _fail(path, f"{where}.dose_shares", f"expected a list of junior shares in [0, 1], got {shares!r}")
+    if not shares or any(
+        isinstance(x, bool) or not isinstance(x, int | float) or not 0 <= x <= 1 for x in shares
+    ):
+        raise _fail(
+            path, f"{where}.dose_shares", f"expected a list of junior shares in [0, 1], got {shares!r}"
+        )
     if "jargon_regex" in evaluation:
         try:
             compile_pattern(evaluation["jargon_regex"])
@@ -216,7 +280,9 @@ def _check_evaluation(path: Path, where: str, evaluation: dict, worlds: dict) ->
     _check_graders(path, f"{where}.grader", evaluation.get("grader", "trlvr"), several=True)
     n = evaluation.get("n", D.N)
     if any(not isinstance(k, int) or not 1 <= k <= n for k in evaluation.get("k", [1])):
-        raise _fail(path, f"{where}.k", f"every k must be an integer in [1, n = {n}], got {evaluation.get('k')}")
+        raise _fail(
+            path, f"{where}.k", f"every k must be an integer in [1, n = {n}], got {evaluation.get('k')}"
+        )
 
 
 def _check_graders(path: Path, where: str, value: str, *, several: bool) -> None:
@@ -235,8 +301,12 @@ def resolve_study(name: str | Path) -> Path:
     where no such file exists here (a pip install) is the shipped copy; a UserError naming both when
     neither exists."""
     path = Path(name)
-    if not path.is_file() and len(path.parts) == 2 and path.parts[0] == "studies" \
-            and (STUDIES_DIR / path.name).is_file():  # a clone's path, where there is no clone: the shipped copy
+    if (
+        not path.is_file()
+        and len(path.parts) == 2
+        and path.parts[0] == "studies"
+        and (STUDIES_DIR / path.name).is_file()
+    ):  # a clone's path, where there is no clone: the shipped copy
         return STUDIES_DIR / path.name
     if path.is_file() or "/" in str(name) or path.suffix in (".yaml", ".yml"):
         return path
@@ -260,8 +330,12 @@ def load_study(path: str | Path) -> Study:
             raise _fail(path, key, "missing")
     name = str(raw.get("name") or path.stem)
     seeds = raw["seeds"]
-    if (not isinstance(seeds, list) or not seeds or any(not isinstance(s, int) or isinstance(s, bool) for s in seeds)
-            or len(set(seeds)) != len(seeds)):  # fmt: skip
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or any(not isinstance(s, int) or isinstance(s, bool) for s in seeds)
+        or len(set(seeds)) != len(seeds)
+    ):
         raise _fail(path, "seeds", f"expected a list of distinct integers, got {seeds!r}")
     worlds = {}
     for w, spec in _mapping(path, "worlds", raw.get("worlds") or {}).items():
@@ -270,7 +344,11 @@ def load_study(path: str | Path) -> Study:
         spec = _mapping(path, f"worlds.{w}", spec or {})
         for key in spec:
             if key not in WORLD_KEYS:
-                raise _fail(path, f"worlds.{w}.{key}", f"unknown key (expected one of {', '.join(sorted(WORLD_KEYS))})")
+                raise _fail(
+                    path,
+                    f"worlds.{w}.{key}",
+                    f"unknown key (expected one of {', '.join(sorted(WORLD_KEYS))})",
+                )
         if spec.get("jargon", "spaced") not in ("spaced", "compact"):
             raise _fail(path, f"worlds.{w}.jargon", f"expected spaced or compact, got {spec['jargon']!r}")
         worlds[str(w)] = dict(spec)
@@ -290,15 +368,25 @@ def load_study(path: str | Path) -> Study:
         trained = _trained(path, where, study_keys.get("train", True), spec)
         world = study_keys.get("world")
         if world is not None and world not in worlds:
-            raise _fail(path, f"{where}.world", f"{world!r} is not one of worlds: {sorted(worlds) or 'none defined'}")
+            raise _fail(
+                path, f"{where}.world", f"{world!r} is not one of worlds: {sorted(worlds) or 'none defined'}"
+            )
         if worlds and world is None:
             raise _fail(path, f"{where}.world", f"missing: this study defines worlds {sorted(worlds)}")
         config = resolve_base(path, str(study_keys["config"])) if "config" in study_keys else base
-        evaluation = _models_shipped(_typed(path, f"{where}.evaluation", study_keys.get("evaluation") or {},
-                                            EVALUATION_KEYS))  # fmt: skip
-        variants[vname] = Variant(vname, config, {**train, **spec} if trained else spec, world,
-                                  study_keys.get("baseline"), str(study_keys.get("label", vname)), evaluation,
-                                  trained)  # fmt: skip
+        evaluation = _models_shipped(
+            _typed(path, f"{where}.evaluation", study_keys.get("evaluation") or {}, EVALUATION_KEYS)
+        )
+        variants[vname] = Variant(
+            vname,
+            config,
+            {**train, **spec} if trained else spec,
+            world,
+            study_keys.get("baseline"),
+            str(study_keys.get("label", vname)),
+            evaluation,
+            trained,
+        )
     if not variants:
         raise _fail(path, "variants", "empty")
     default_baseline = raw.get("baseline")
@@ -307,7 +395,9 @@ def load_study(path: str | Path) -> Study:
     for v in list(variants.values()):
         b = v.baseline
         if b is not None and b not in variants:
-            raise _fail(path, f"variants.{v.name}.baseline", f"{b!r} is not a variant ({', '.join(variants)})")
+            raise _fail(
+                path, f"variants.{v.name}.baseline", f"{b!r} is not a variant ({', '.join(variants)})"
+            )
         if b is None and default_baseline is not None and v.name != default_baseline and v.trained:
             b = default_baseline  # (an untrained variant is paired only with a baseline it names)
         if b == v.name:
@@ -315,7 +405,9 @@ def load_study(path: str | Path) -> Study:
         variants[v.name] = replace(v, baseline=b)
     for v in variants.values():
         if v.baseline and variants[v.baseline].baseline:
-            raise _fail(path, f"variants.{v.name}.baseline", f"{v.baseline!r} is paired against a baseline itself")
+            raise _fail(
+                path, f"variants.{v.name}.baseline", f"{v.baseline!r} is paired against a baseline itself"
+            )
     selection = _typed(path, "selection", raw["selection"], SELECTION_KEYS)
     for key in ("val", "metric"):
         if key not in selection:
@@ -331,7 +423,21 @@ def load_study(path: str | Path) -> Study:
     launch = _typed(path, "launch", raw.get("launch") or {}, LAUNCH_KEYS)
     prepare = raw.get("prepare") or ""
     if not isinstance(prepare, str):
-        raise _fail(path, "prepare", f"expected the command (a string) that prepares the study's models and data, got {prepare!r}")
-    return Study(path=path, sha256=meaning_hash(raw), name=name, seeds=list(seeds),
-                 variants=variants, selection=selection, evaluation=evaluation, worlds=worlds, launch=launch,
-                 description=str(raw.get("description") or ""), prepare=prepare.strip())  # fmt: skip
+        raise _fail(
+            path,
+            "prepare",
+            f"expected the command (a string) that prepares the study's models and data, got {prepare!r}",
+        )
+    return Study(
+        path=path,
+        sha256=meaning_hash(raw),
+        name=name,
+        seeds=list(seeds),
+        variants=variants,
+        selection=selection,
+        evaluation=evaluation,
+        worlds=worlds,
+        launch=launch,
+        description=str(raw.get("description") or ""),
+        prepare=prepare.strip(),
+    )

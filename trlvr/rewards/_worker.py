@@ -178,7 +178,11 @@ def reading_change(raw: str, normalized: str) -> tuple[float, str]:
     from math_verify import verify
 
     r, n = parse_gold(raw), parse_gold(normalized)
-    if not n or (r and verify(list(n), list(r), timeout_seconds=None) and verify(list(r), list(n), timeout_seconds=None)):
+    if not n or (
+        r
+        and verify(list(n), list(r), timeout_seconds=None)
+        and verify(list(r), list(n), timeout_seconds=None)
+    ):
         return 1.0, ""
     return 0.0, f"reads {_shown(r)} raw, {_shown(n)} normalised"
 
@@ -197,8 +201,14 @@ def grade_authors_paper(text: str, gold: str) -> tuple[float, str]:
 
 # The op names the grader: "authors" and "authors-paper" are the authors' graders (a whole completion and its
 # gold); the others are the trlvr grader's steps.
-OPS = {"grade": grade_pair, "tail": grade_tail, "check_gold": check_gold, "reading": reading_change,
-       "authors": grade_authors, "authors-paper": grade_authors_paper}  # fmt: skip
+OPS = {
+    "grade": grade_pair,
+    "tail": grade_tail,
+    "check_gold": check_gold,
+    "reading": reading_change,
+    "authors": grade_authors,
+    "authors-paper": grade_authors_paper,
+}
 
 
 def warm_up() -> None:

@@ -44,21 +44,159 @@ from contextlib import contextmanager
 # MathQA's unit words, in upstream's order (the order matters: each is deleted in turn, twice), then each
 # with an "s"; matched as regexes exactly as written (so "a ." matches "a" + any two characters).
 UNIT_TEXTS = [
-    "east", "degree", "mph", "kmph", "ft", "m sqaure", " m east", "sq m", "deg", "mile", "q .", "monkey",
-    "prime", "ratio", "profit of rs", "rd", "o", "gm", "p . m", "lb", "tile", "per", "dm", "lt", "gain", "ab",
-    "way", "west", "a .", "b .", "c .", "d .", "e .", "f .", "g .", "h .", "t", "a", "h", "no change", "men",
-    "soldier", "pie", "bc", "excess", "st", "inches", "noon", "percent", "by", "gal", "kmh", "c", "acre",
-    "rise", "a . m", "th", "π r 2", "sq", "mark", "l", "toy", "coin", "sq . m", "gallon", "° f", "profit",
-    "minw", "yr", "women", "feet", "am", "pm", "hr", "cu cm", "square", "v â € ™", "are", "rupee", "rounds",
-    "cubic", "cc", "mtr", "s", "ohm", "number", "kmph", "day", "hour", "minute", "min", "second", "man",
-    "woman", "sec", "cube", "mt", "sq inch", "mp", "∏ cm ³", "hectare", "more", "sec", "unit", "cu . m",
-    "cm 2", "rs .", "rs", "kg", "g", "month", "km", "m", "cm", "mm", "apple", "liter", "loss", "yard", "pure",
-    "year", "increase", "decrease", "d", "less", "Surface", "litre", "pi sq m", "s .", "metre", "meter", "inch",
-]  # fmt: skip
+    "east",
+    "degree",
+    "mph",
+    "kmph",
+    "ft",
+    "m sqaure",
+    " m east",
+    "sq m",
+    "deg",
+    "mile",
+    "q .",
+    "monkey",
+    "prime",
+    "ratio",
+    "profit of rs",
+    "rd",
+    "o",
+    "gm",
+    "p . m",
+    "lb",
+    "tile",
+    "per",
+    "dm",
+    "lt",
+    "gain",
+    "ab",
+    "way",
+    "west",
+    "a .",
+    "b .",
+    "c .",
+    "d .",
+    "e .",
+    "f .",
+    "g .",
+    "h .",
+    "t",
+    "a",
+    "h",
+    "no change",
+    "men",
+    "soldier",
+    "pie",
+    "bc",
+    "excess",
+    "st",
+    "inches",
+    "noon",
+    "percent",
+    "by",
+    "gal",
+    "kmh",
+    "c",
+    "acre",
+    "rise",
+    "a . m",
+    "th",
+    "π r 2",
+    "sq",
+    "mark",
+    "l",
+    "toy",
+    "coin",
+    "sq . m",
+    "gallon",
+    "° f",
+    "profit",
+    "minw",
+    "yr",
+    "women",
+    "feet",
+    "am",
+    "pm",
+    "hr",
+    "cu cm",
+    "square",
+    "v â € ™",
+    "are",
+    "rupee",
+    "rounds",
+    "cubic",
+    "cc",
+    "mtr",
+    "s",
+    "ohm",
+    "number",
+    "kmph",
+    "day",
+    "hour",
+    "minute",
+    "min",
+    "second",
+    "man",
+    "woman",
+    "sec",
+    "cube",
+    "mt",
+    "sq inch",
+    "mp",
+    "∏ cm ³",
+    "hectare",
+    "more",
+    "sec",
+    "unit",
+    "cu . m",
+    "cm 2",
+    "rs .",
+    "rs",
+    "kg",
+    "g",
+    "month",
+    "km",
+    "m",
+    "cm",
+    "mm",
+    "apple",
+    "liter",
+    "loss",
+    "yard",
+    "pure",
+    "year",
+    "increase",
+    "decrease",
+    "d",
+    "less",
+    "Surface",
+    "litre",
+    "pi sq m",
+    "s .",
+    "metre",
+    "meter",
+    "inch",
+]
 UNIT_TEXTS = UNIT_TEXTS + [t + "s" for t in UNIT_TEXTS]
 _UNIT_RES = [re.compile(r"(^|\W)" + t + r"($|\W)") for t in UNIT_TEXTS]
-SYMPY_UNITS = ["degree", "cm", "centimeter", "meter", "mile", "second", "minute", "hour", "day", "week",
-               "month", "year", "foot", "feet", "inch", "yard"]  # fmt: skip
+SYMPY_UNITS = [
+    "degree",
+    "cm",
+    "centimeter",
+    "meter",
+    "mile",
+    "second",
+    "minute",
+    "hour",
+    "day",
+    "week",
+    "month",
+    "year",
+    "foot",
+    "feet",
+    "inch",
+    "yard",
+]
 _SYMPY_UNIT_RES = [re.compile(rf"{u}(es)?(s)? *(\^[0-9]+)?") for u in SYMPY_UNITS]
 _WHOLE_TEXT = re.compile(r"^\\text\{(?P<text>.+?)\}$")
 TUPLE_CHARS = "()[]"
@@ -269,8 +407,11 @@ def _split_tuple(expr: str) -> list[str]:
     expr = _strip_thousands(expr)
     if not expr:
         return []
-    if len(expr) > 2 and expr[0] in TUPLE_CHARS and expr[-1] in TUPLE_CHARS and not any(
-        ch in expr[1:-1] for ch in TUPLE_CHARS
+    if (
+        len(expr) > 2
+        and expr[0] in TUPLE_CHARS
+        and expr[-1] in TUPLE_CHARS
+        and not any(ch in expr[1:-1] for ch in TUPLE_CHARS)
     ):
         return [e.strip() for e in expr[1:-1].split(",")]
     return [expr]
@@ -298,7 +439,8 @@ def _sympy_zero(gold: str, answer: str) -> bool:
 
         parsed = sympy_parser.parse_expr(
             expr.replace("^", "**"),
-            transformations=sympy_parser.standard_transformations + (sympy_parser.implicit_multiplication_application,),
+            transformations=sympy_parser.standard_transformations
+            + (sympy_parser.implicit_multiplication_application,),
         )
         return sympy.simplify(parsed) == 0
     except Exception:
@@ -415,9 +557,16 @@ def math_verify_equal(answer: str, gold: str) -> bool:
                 def read(side: str):
                     side = side.replace("\n", "")
                     side = side if "$" in side else f"${side}$"
-                    return parse(side, extraction_config=(LatexExtractionConfig(boxed_match_priority=0),
-                                                          ExprExtractionConfig()),
-                                 fallback_mode="no_fallback", extraction_mode=["first_match"], parsing_timeout=1)  # fmt: skip
+                    return parse(
+                        side,
+                        extraction_config=(
+                            LatexExtractionConfig(boxed_match_priority=0),
+                            ExprExtractionConfig(),
+                        ),
+                        fallback_mode="no_fallback",
+                        extraction_mode=["first_match"],
+                        parsing_timeout=1,
+                    )
 
                 return bool(verify(read(gold), read(answer), timeout_seconds=1))
             except Exception:
@@ -439,8 +588,10 @@ def is_equiv(answer: str, gold: str) -> bool:
         gold = extract(gold)
     if gold is None:
         return False
-    return mathd_normalize(answer) == mathd_normalize(gold) or sympy_equal(answer, gold) or math_verify_equal(
-        answer, gold
+    return (
+        mathd_normalize(answer) == mathd_normalize(gold)
+        or sympy_equal(answer, gold)
+        or math_verify_equal(answer, gold)
     )
 
 

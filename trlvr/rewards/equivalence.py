@@ -44,8 +44,12 @@ from fractions import Fraction
 from trlvr.rewards.boxed import _close_of, _same, _small, exact_number, normalize
 from trlvr.rewards.mathtext import normalize_math
 
-REL_TOL = 1e-9  # two numbers math-verify reads, one of them irrational or a float: equal within this, relative
-PLAIN_DIGITS = 30  # a decimal within 10^-30..10^30 is written out in full for math-verify; beyond, m\times10^{e}
+REL_TOL = (
+    1e-9  # two numbers math-verify reads, one of them irrational or a float: equal within this, relative
+)
+PLAIN_DIGITS = (
+    30  # a decimal within 10^-30..10^30 is written out in full for math-verify; beyond, m\times10^{e}
+)
 
 # A number as written in running text: \frac{p}{q} (p, q integers or powers of ten), a power of ten 10^{k}, or digits (thousands commas, a decimal part) with an
 # exponent (e-notation or \times10^{e}), a ratio /q and a percent sign; a sign where one can stand.
@@ -170,7 +174,11 @@ def latex_number(value) -> str:
     """
     if isinstance(value, Fraction):
         sign, v = ("-" if value < 0 else ""), abs(value)
-        return f"{sign}{v.numerator}" if v.denominator == 1 else f"{sign}\\frac{{{v.numerator}}}{{{v.denominator}}}"
+        return (
+            f"{sign}{v.numerator}"
+            if v.denominator == 1
+            else f"{sign}\\frac{{{v.numerator}}}{{{v.denominator}}}"
+        )
     sign, digit_tuple, exp = value.as_tuple()  # exact: Decimal.normalize() would round to the context
     digits = "".join(map(str, digit_tuple)).lstrip("0")
     if not digits:
@@ -233,7 +241,11 @@ def number_tokens(text: str) -> list[str]:
     out = []
     for m in NUMBER_TOKEN.finditer(text):
         tok = m.group()
-        if tok.startswith("-") and m.start() > 0 and (text[m.start() - 1].isalnum() or text[m.start() - 1] in ")]}"):
+        if (
+            tok.startswith("-")
+            and m.start() > 0
+            and (text[m.start() - 1].isalnum() or text[m.start() - 1] in ")]}")
+        ):
             tok = tok[1:]  # "3-5": a minus between operands
         out.append(tok)
     return out

@@ -31,19 +31,23 @@ DEFAULT_GRADER = TRLVR
 # (`graders_help`) and for the docs (tests/test_graders.py holds each page to them).
 GRADER_HELP = {
     TRLVR: "trlvr's own rule (trlvr.rewards.equivalence): two numbers compared exactly, units, percent and "
-           "dollars read as answer keys write them, math-verify for the rest",
+    "dollars read as answer keys write them, math-verify for the rest",
     AUTHORS: "the Tandem RLVR release's grader (boxed_reward_fn(fast=False)): the last box, then the MATH "
-             "normaliser's strings equal, or sympy, or math-verify 0.9.0 finds them equal",
+    "normaliser's strings equal, or sympy, or math-verify 0.9.0 finds them equal",
     AUTHORS_PAPER: "the paper-era scripts' grader as their published scores show it (DeepScaleR's "
-                   "grade_answer_verl): the last box, then the MATH normaliser's strings equal or sympy finds "
-                   "them equal, no math-verify",
-}  # fmt: skip
+    "grade_answer_verl): the last box, then the MATH normaliser's strings equal or sympy finds "
+    "them equal, no math-verify",
+}
 
 # The release pins these (CSSLab/Tandem-RLVR requirements: math-verify==0.9.0, latex2sympy2_extended==1.11.0,
 # pylatexenc==2.10); the grader's behaviour is that of math-verify 0.9.0, so that version exactly.
 AUTHORS_MATH_VERIFY = "0.9.0"
-AUTHORS_MODULES = {"math_verify": "math-verify", "latex2sympy2_extended": "latex2sympy2_extended",
-                   "pylatexenc": "pylatexenc", "sympy": "sympy"}  # fmt: skip
+AUTHORS_MODULES = {
+    "math_verify": "math-verify",
+    "latex2sympy2_extended": "latex2sympy2_extended",
+    "pylatexenc": "pylatexenc",
+    "sympy": "sympy",
+}
 
 
 def graders_help() -> str:
@@ -52,7 +56,10 @@ def graders_help() -> str:
     >>> graders_help().startswith("trlvr: trlvr's own rule")
     True
     """
-    return "; ".join(f"{g}: {GRADER_HELP[g]}" for g in GRADERS) + "; the authors' two need pip install 'trlvr[authors]'"
+    return (
+        "; ".join(f"{g}: {GRADER_HELP[g]}" for g in GRADERS)
+        + "; the authors' two need pip install 'trlvr[authors]'"
+    )
 
 
 def check_grader(name: object) -> str:

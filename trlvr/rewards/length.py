@@ -60,8 +60,9 @@ def overlong_cache(max_completion_length: int) -> int:
     return max(1, int(max_completion_length * OVERLONG_CACHE_SHARE))
 
 
-def length_penalties(mode: str, lengths: Sequence[int], correct: Sequence[bool], groups: Sequence,
-                     max_completion_length: int) -> list[float]:  # fmt: skip
+def length_penalties(
+    mode: str, lengths: Sequence[int], correct: Sequence[bool], groups: Sequence, max_completion_length: int
+) -> list[float]:
     """The unweighted penalty of each completion. `groups`: one key per completion (its prompt); kimi
     compares lengths within a key only."""
     if mode not in LENGTH_PENALTIES:
@@ -78,7 +79,9 @@ def length_penalties(mode: str, lengths: Sequence[int], correct: Sequence[bool],
     for i, key in enumerate(groups):
         members.setdefault(key, []).append(i)
     for idx in members.values():
-        for i, v in zip(idx, kimi_length_reward([lengths[i] for i in idx], [correct[i] for i in idx]), strict=True):
+        for i, v in zip(
+            idx, kimi_length_reward([lengths[i] for i in idx], [correct[i] for i in idx]), strict=True
+        ):
             out[i] = v
     return out
 
@@ -87,7 +90,9 @@ def _key(prompt) -> str:
     return prompt if isinstance(prompt, str) else repr(prompt)  # chat prompts: lists of messages
 
 
-def with_length_penalty(reward_func: Callable, mode: str, weight: float, max_completion_length: int) -> Callable:
+def with_length_penalty(
+    reward_func: Callable, mode: str, weight: float, max_completion_length: int
+) -> Callable:
     """Wrap a TRL reward function: its reward + weight x the penalty (a completion is correct when its
     reward is > 0), and `reward/length_penalty` logged through TRL's `log_metric`. None rewards (TRL's
     "not scored by this function") stay None."""

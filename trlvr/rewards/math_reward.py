@@ -161,7 +161,10 @@ class MathReward:
         where: list[tuple[int, str]] = []
         stats = Counter(graded=len(preds), timeouts=0, errors=0, no_box=0, fast=0, screened=0, cached=0)
         for i, (text, gold) in enumerate(zip(preds, golds, strict=True)):
-            if self.grader in (AUTHORS, AUTHORS_PAPER):  # sympy (and math-verify): in the pool, under the timeout
+            if self.grader in (
+                AUTHORS,
+                AUTHORS_PAPER,
+            ):  # sympy (and math-verify): in the pool, under the timeout
                 job = (self.grader, str(text), str(gold))
                 cached = _CACHE.get(job)
                 if cached is not None:
@@ -175,7 +178,9 @@ class MathReward:
             boxed = extract_boxed(text)
             if boxed is not None:
                 boxed = normalize_math(boxed)
-                quick = exact_verdict(boxed, gold)  # the one rule's in-process part (trlvr.rewards.equivalence)
+                quick = exact_verdict(
+                    boxed, gold
+                )  # the one rule's in-process part (trlvr.rewards.equivalence)
                 if quick is not None:
                     out[i] = GradeResult(float(quick), boxed, False, "fast")
                     stats["fast"] += 1
@@ -276,7 +281,9 @@ def grading_mode(reward: Any = None) -> str | None:
     return reward.grading_mode if isinstance(reward, MathReward) else None
 
 
-def grade(pred_text: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S, grader: str = DEFAULT_GRADER) -> GradeResult:
+def grade(
+    pred_text: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S, grader: str = DEFAULT_GRADER
+) -> GradeResult:
     """Grade one completion text against one gold answer with the strict reward of ``grader``.
 
     >>> grade("The answer is \\\\boxed{0.5}.", "\\\\frac{1}{2}").score
@@ -301,7 +308,9 @@ def grader_of(reward: Any = None) -> str | None:
     return reward.grader if isinstance(reward, MathReward) else None
 
 
-def equivalent(answer: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S, grader: str = DEFAULT_GRADER) -> bool:
+def equivalent(
+    answer: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S, grader: str = DEFAULT_GRADER
+) -> bool:
     """Whether ``answer`` equals ``gold`` under ``grader``: for ``trlvr`` the one rule
     (`trlvr.rewards.equivalence`: exactly where both are numbers, else math-verify in the grading pool), for
     the authors' graders their verdict on the answer written as ``\\boxed{answer}``. The reward grades a
@@ -315,7 +324,9 @@ def equivalent(answer: str, gold: str, timeout: float = DEFAULT_TIMEOUT_S, grade
     quick = exact_verdict(answer, gold)
     if quick is not None:
         return quick
-    res = shared_pool().run([("grade", normalize_math(str(answer)), normalize_math(str(gold).strip()))], timeout)[0]
+    res = shared_pool().run(
+        [("grade", normalize_math(str(answer)), normalize_math(str(gold).strip()))], timeout
+    )[0]
     return res.status == "ok" and res.score == 1.0
 
 

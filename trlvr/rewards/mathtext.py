@@ -56,7 +56,9 @@ VULGAR = "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅐⅛⅜⅝⅞⅑⅒↉"
 _CHARS = {ord(c): "-" for c in MINUS_SIGNS}
 _CHARS.update({ord(c): "/" for c in SLASHES})
 _CHARS.update({c: chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)})  # full-width ASCII
-_CHARS.update({0x00B7: "\\cdot ", 0x22C5: "\\cdot ", 0x00D7: "\\times ", 0x00F7: "\\div ", 0x00B0: "^{\\circ}"})
+_CHARS.update(
+    {0x00B7: "\\cdot ", 0x22C5: "\\cdot ", 0x00D7: "\\times ", 0x00F7: "\\div ", 0x00B0: "^{\\circ}"}
+)
 _SUPER = str.maketrans(SUPERSCRIPTS, "0123456789+-=()ni")
 _SPACES = str.maketrans(dict.fromkeys(NUMBER_SPACES + OTHER_SPACES, " "))
 _FRACTIONS = {

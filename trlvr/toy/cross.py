@@ -47,9 +47,18 @@ def cross_tokenizer(train_problems, senior_tokenizer, vocab_size: int = CROSS_VO
     return train_bpe_tokenizer(pieces + corpus, vocab_size, split_digits=False, byte_alphabet=False)
 
 
-def train_cross_junior(train_problems, senior_tokenizer, steps: int = 800, target_acc: float = 0.4, n_val: int = 256,
-                       val_every: int = 50, batch_size: int = 64, lr: float = 3e-3, seed: int = 1,
-                       vocab_size: int = CROSS_VOCAB):  # fmt: skip
+def train_cross_junior(
+    train_problems,
+    senior_tokenizer,
+    steps: int = 800,
+    target_acc: float = 0.4,
+    n_val: int = 256,
+    val_every: int = 50,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    seed: int = 1,
+    vocab_size: int = CROSS_VOCAB,
+):
     """(tokenizer, junior, stats): SFT on the plain dialect until `target_acc` on held-out problems."""
     val, train = train_problems[-n_val:], train_problems[:-n_val]
     tok = cross_tokenizer(train, senior_tokenizer, vocab_size)
@@ -79,8 +88,13 @@ def train_cross_junior(train_problems, senior_tokenizer, steps: int = 800, targe
 
     settings = SFTSettings(steps, batch_size=batch_size, lr=lr, pad_id=tok.pad_token_id, seed=seed)
     s = sft(model, batch, settings, should_stop=reached, progress=progress)
-    stats = {**s, "val_acc": history, "vocab_size": len(tok), "params": n_params(model),
-             "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    stats = {
+        **s,
+        "val_acc": history,
+        "vocab_size": len(tok),
+        "params": n_params(model),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     return tok, model, stats
 
 
@@ -93,8 +107,17 @@ def save_cross_junior(tok, model, stats: dict, out_dir: str | Path = CROSS_DIR) 
     return out
 
 
-def text_tandem_accuracy(senior, senior_tok, junior, junior_tok, rows: list[dict], schedule, seed: int = 0,
-                         max_new_tokens: int = 96, batch_size: int = 128) -> dict:  # fmt: skip
+def text_tandem_accuracy(
+    senior,
+    senior_tok,
+    junior,
+    junior_tok,
+    rows: list[dict],
+    schedule,
+    seed: int = 0,
+    max_new_tokens: int = 96,
+    batch_size: int = 128,
+) -> dict:
     """Accuracy of a text-paired team (temperature 1) on `rows` ({"prompt", "answer"}), with the senior's
     share of the characters and the withdrawn tokens per row."""
     gen = TextPairGenerator(senior, senior_tok, junior, junior_tok)
@@ -108,12 +131,22 @@ def text_tandem_accuracy(senior, senior_tok, junior, junior_tok, rows: list[dict
         share += out.senior_char_share
         withdrawn += out.withdrawn
     n = max(len(rows), 1)
-    return {"acc": sum(correct) / n, "k": sum(correct), "n": len(rows), "senior_char_share": sum(share) / n,
-            "withdrawn_per_row": sum(withdrawn) / n}  # fmt: skip
+    return {
+        "acc": sum(correct) / n,
+        "k": sum(correct),
+        "n": len(rows),
+        "senior_char_share": sum(share) / n,
+        "withdrawn_per_row": sum(withdrawn) / n,
+    }
 
 
-def main(out_dir: str | Path = CROSS_DIR, n_eval: int = 200, steps: int = 800, val_every: int = 50,
-         n_val: int = 256) -> dict:  # fmt: skip
+def main(
+    out_dir: str | Path = CROSS_DIR,
+    n_eval: int = 200,
+    steps: int = 800,
+    val_every: int = 50,
+    n_val: int = 256,
+) -> dict:
     """Train and save the cross-tokenizer junior from the toy world's splits (seed 0), then measure the
     shipped senior with it: solo junior, and the text-paired team under the word schedule (p = 0.5)."""
     train, test = make_splits(20000, 500, seed=0)

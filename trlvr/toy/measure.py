@@ -56,7 +56,9 @@ def sample(
         chunk = rows[start : start + batch_size]
         pre = prefixes[start : start + batch_size]
         ids = [encode_prompt(r["prompt"] + p, tokenizer) for r, p in zip(chunk, pre, strict=True)]
-        out = gen.generate(ids, schedule, Sampling(max_new_tokens, temperature=temperature, seed=seed + start))
+        out = gen.generate(
+            ids, schedule, Sampling(max_new_tokens, temperature=temperature, seed=seed + start)
+        )
         for r, p, c, a in zip(chunk, pre, out.completion_ids, out.authors, strict=True):
             text = p + tokenizer.decode(c, skip_special_tokens=True)
             texts.append(text)

@@ -125,8 +125,9 @@ def sft(
     bf16 = native_bf16() if settings.bf16 is None else settings.bf16
     rng = random.Random(settings.seed)
     torch.manual_seed(settings.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay,
-                            betas=(0.9, 0.98))  # fmt: skip
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay, betas=(0.9, 0.98)
+    )
 
     model.train()
     t0, ema = time.perf_counter(), None

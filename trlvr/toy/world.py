@@ -99,9 +99,15 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 def is_complete(out_dir: str | Path) -> bool:
     """A prepared world: its card and data whole, both models complete (`trlvr.artifacts.WEIGHTS`)."""
     d = Path(out_dir)
-    need = [d / "card.json", d / "data" / "train.jsonl", d / "data" / "test.jsonl", d / "senior" / "tokenizer.json"]
-    return (all(p.is_file() and artifacts.file_problem(p) is None for p in need)
-            and all(artifacts.is_complete(d / m, artifacts.WEIGHTS) for m in ("senior", "junior")))  # fmt: skip
+    need = [
+        d / "card.json",
+        d / "data" / "train.jsonl",
+        d / "data" / "test.jsonl",
+        d / "senior" / "tokenizer.json",
+    ]
+    return all(p.is_file() and artifacts.file_problem(p) is None for p in need) and all(
+        artifacts.is_complete(d / m, artifacts.WEIGHTS) for m in ("senior", "junior")
+    )
 
 
 def load_world(out_dir: str | Path):
@@ -143,9 +149,25 @@ def train_models(train_problems, config: WorldConfig, seed: int = 0, progress: b
     total = config.junior_steps + config.senior_steps
     with tqdm(total=total, desc="toy SFT", disable=not progress, unit="step") as bar:
         for name, size, steps, lr, share, target, mseed in (
-            ("junior", config.junior, config.junior_steps, config.junior_lr, 0.0, config.junior_target_acc, seed + 1),
-            ("senior", config.senior, config.senior_steps, config.senior_lr, config.jargon_share, config.senior_target_acc, seed),
-        ):  # fmt: skip
+            (
+                "junior",
+                config.junior,
+                config.junior_steps,
+                config.junior_lr,
+                0.0,
+                config.junior_target_acc,
+                seed + 1,
+            ),
+            (
+                "senior",
+                config.senior,
+                config.senior_steps,
+                config.senior_lr,
+                config.jargon_share,
+                config.senior_target_acc,
+                seed,
+            ),
+        ):
             model = build_model(tok, size, seed=mseed)
             val_history = []
 
@@ -163,7 +185,9 @@ def train_models(train_problems, config: WorldConfig, seed: int = 0, progress: b
                 bar.set_postfix_str(f"{_name} val acc {acc:.2f}")
                 return acc >= _target
 
-            settings = SFTSettings(steps, batch_size=config.batch_size, lr=lr, pad_id=tok.pad_token_id, seed=mseed)
+            settings = SFTSettings(
+                steps, batch_size=config.batch_size, lr=lr, pad_id=tok.pad_token_id, seed=mseed
+            )
             s = sft(model, sampler(share), settings, progress=cb, should_stop=reached)
             bar.update(steps - s["steps"])  # an early stop skips the rest
             models[name] = model
@@ -261,21 +285,26 @@ def prepare_world(
     otherwise the tokenizer and both models are trained here from the train split.
     """
     out = Path(out_dir)
-    rundir.prepare_output(out, rundir.TOY_WORLD, flag="--out")  # never into a run, an evaluation, a study, ...
+    rundir.prepare_output(
+        out, rundir.TOY_WORLD, flag="--out"
+    )  # never into a run, an evaluation, a study, ...
     if is_complete(out):
         card = json.loads((out / "card.json").read_text())
         have = card.get("config", {}).get("jargon", "spaced")
         want = (config or WorldConfig()).jargon
         if have != want:
-            raise UserError(f"{out / 'card.json'}: this toy world has jargon {have!r}, not {want!r}; "
-                            "use another --out")  # fmt: skip
+            raise UserError(
+                f"{out / 'card.json'}: this toy world has jargon {have!r}, not {want!r}; use another --out"
+            )
         # a world is its seed and its settings: another seed draws other problems and trains other models
         wanted = json.loads(json.dumps({"seed": seed, "config": (config or WorldConfig()).to_json()}))
         stored = {"seed": card.get("seed"), "config": {**wanted["config"], **card.get("config", {})}}
         diffs = rundir.differences(stored, wanted)
         if diffs:
-            raise UserError(f"{out / 'card.json'}: this toy world was made with other settings ({'; '.join(diffs)}); "
-                            "use another --out")  # fmt: skip
+            raise UserError(
+                f"{out / 'card.json'}: this toy world was made with other settings ({'; '.join(diffs)}); "
+                "use another --out"
+            )
         print(f"toy world at {out} is complete; reusing it")
         return card
     t0 = time.perf_counter()
@@ -318,7 +347,12 @@ def prepare_world(
         "n_test": len(test_rows),
         "train_seconds": round(t_train, 2),
         "sft": {
-            k: {"loss": round(v["loss"], 4), "steps": v["steps"], "val_acc": v["val_acc"], "bf16": v.get("bf16")}
+            k: {
+                "loss": round(v["loss"], 4),
+                "steps": v["steps"],
+                "val_acc": v["val_acc"],
+                "bf16": v.get("bf16"),
+            }
             for k, v in train_stats.items()
         },
         "prepare_seconds": round(time.perf_counter() - t0, 2),

@@ -69,8 +69,11 @@ def load_training_problems(tandem: TandemConfig) -> tuple[list, list]:
     """(problems to train on, held-out problems) of the configured dataset, validated."""
     if not tandem.dataset:
         raise UserError("dataset: a training data source is required")
-    problems = list(load_problems(tandem.dataset, split=tandem.dataset_split, limit=tandem.dataset_limit,
-                                  check_gold=check_golds))  # fmt: skip
+    problems = list(
+        load_problems(
+            tandem.dataset, split=tandem.dataset_split, limit=tandem.dataset_limit, check_gold=check_golds
+        )
+    )
     return holdout_split(problems, tandem.holdout, tandem.holdout_seed)
 
 
@@ -90,7 +93,8 @@ def check_steps_per_epoch(n_train: int, tandem: TandemConfig, args, *, after: st
         f"dataset {tandem.dataset}: {n_train} training problem(s){held}{after}, fewer than the {per_batch} distinct "
         f"prompts one generation batch draws (--per_device_train_batch_size {args.per_device_train_batch_size} x "
         f"{processes} process(es) x --steps_per_generation {spg} / --num_generations {args.num_generations}), so an "
-        "epoch holds no step: add problems, or lower --per_device_train_batch_size or --steps_per_generation")
+        "epoch holds no step: add problems, or lower --per_device_train_batch_size or --steps_per_generation"
+    )
 
 
 def write_holdout(output_dir: str | Path, held: list) -> None:
@@ -102,15 +106,18 @@ def write_holdout(output_dir: str | Path, held: list) -> None:
         return
     path = Path(output_dir) / HOLDOUT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [{"problem": p.problem, "answer": p.answer, **({"prompt": p.prompt} if p.prompt is not None else {})}
-            for p in held]  # fmt: skip
+    rows = [
+        {"problem": p.problem, "answer": p.answer, **({"prompt": p.prompt} if p.prompt is not None else {})}
+        for p in held
+    ]
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
     tmp.replace(path)
 
 
-def build_dataset(problems: list[Problem], tokenizer: Any, max_prompt_length: int | None = None,
-                  template: str = "trlvr") -> Dataset:
+def build_dataset(
+    problems: list[Problem], tokenizer: Any, max_prompt_length: int | None = None, template: str = "trlvr"
+) -> Dataset:
     """The dataset `trlvr train` gives TRL: one row per problem, `prompt` (the row's own prompt verbatim,
     text or chat messages, else one built from the problem: `trlvr.data.prompt_for`) and `answer` (the gold,
     for the reward). `max_prompt_length`: drop the problems whose prompt is longer in tokens; `template`: the
@@ -138,8 +145,14 @@ def problems_within(problems: list[Problem], tokenizer: Any, max_prompt_length: 
     return sum(len(encode_prompt(prompt_for(p, tokenizer), tokenizer)) <= max_prompt_length for p in problems)
 
 
-def run_contexts(tandem: TandemConfig, problems: list, completion: int, senior_tok, junior_tok=None,
-                 junior_reads: bool = True) -> tuple[tuple[str, int, int, int], ...]:
+def run_contexts(
+    tandem: TandemConfig,
+    problems: list,
+    completion: int,
+    senior_tok,
+    junior_tok=None,
+    junior_reads: bool = True,
+) -> tuple[tuple[str, int, int, int], ...]:
     """`Plan.contexts` of a training run: for the senior, and the junior when it reads the rollouts, the
     positions its config says it reads (`trlvr.models.context_length`), the longest prompt in its tokens (a
     text pair's junior: its own tokenizer's; over max_prompt_length: dropped, as `build_dataset` does) and the
@@ -159,9 +172,16 @@ def run_contexts(tandem: TandemConfig, problems: list, completion: int, senior_t
     return tuple(out)
 
 
-def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, beta: float = 0.0,
-                  problems: list | None = None, sharding: str | None = None,
-                  max_completion_length: int | None = None) -> str | None:  # fmt: skip
+def check_pairing(
+    tandem: TandemConfig,
+    senior_tok=None,
+    junior_tok=None,
+    *,
+    beta: float = 0.0,
+    problems: list | None = None,
+    sharding: str | None = None,
+    max_completion_length: int | None = None,
+) -> str | None:
     """The run's pairing ("lockstep", "text"; None without a junior), after its capabilities are checked
     (`trlvr.engine.capabilities`, the one place: the schedule, the KL reference and the chat prompts
     against the pairing and the backend, the toy worlds of its models and data) and the backend is found
@@ -171,17 +191,40 @@ def check_pairing(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, bet
     senior that cannot be continued is refused first (`trlvr.training.peft_setup.check_lora_run`). Given
     `max_completion_length` and `problems`, the models' context lengths are checked against the longest
     prompt plus it (`run_contexts`)."""
-    return check_team(tandem, senior_tok, junior_tok, beta=beta, problems=problems, sharding=sharding,
-                      max_completion_length=max_completion_length).pairing
+    return check_team(
+        tandem,
+        senior_tok,
+        junior_tok,
+        beta=beta,
+        problems=problems,
+        sharding=sharding,
+        max_completion_length=max_completion_length,
+    ).pairing
 
 
-def check_team(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, beta: float = 0.0,
-               problems: list | None = None, sharding: str | None = None,
-               max_completion_length: int | None = None) -> Team:  # fmt: skip
+def check_team(
+    tandem: TandemConfig,
+    senior_tok=None,
+    junior_tok=None,
+    *,
+    beta: float = 0.0,
+    problems: list | None = None,
+    sharding: str | None = None,
+    max_completion_length: int | None = None,
+) -> Team:
     """`check_pairing`'s checks; the run's `trlvr.team.Team` (its tokenizers loaded, no weights)."""
     check_lora_run(tandem)
-    team = Team.resolve(tandem.senior, tandem.junior, pairing=tandem.pairing, backend=tandem.backend,
-                        kl_ref=tandem.kl_ref, beta=beta, arm=tandem.arm, senior_tok=senior_tok, junior_tok=junior_tok)
+    team = Team.resolve(
+        tandem.senior,
+        tandem.junior,
+        pairing=tandem.pairing,
+        backend=tandem.backend,
+        kl_ref=tandem.kl_ref,
+        beta=beta,
+        arm=tandem.arm,
+        senior_tok=senior_tok,
+        junior_tok=junior_tok,
+    )
     senior_tok, junior_tok, uses_junior = team.senior_tok, team.junior_tok, team.writes
     name, settings = tandem.schedule_kwargs()
     templates = ()
@@ -190,18 +233,34 @@ def check_team(tandem: TandemConfig, senior_tok=None, junior_tok=None, *, beta: 
         templates = ((f"senior {tandem.senior}", has_chat_template(senior_tok)),)
         if team.is_text and uses_junior:  # the junior renders the same messages with its own template
             templates += ((f"junior {tandem.junior}", has_chat_template(junior_tok)),)
-    paths = {"senior": tandem.senior, "junior": team.junior_model if uses_junior else None,
-             "dataset": tandem.dataset}  # fmt: skip
+    paths = {
+        "senior": tandem.senior,
+        "junior": team.junior_model if uses_junior else None,
+        "dataset": tandem.dataset,
+    }
     contexts = ()
     if problems and max_completion_length and all(ok for _, ok in templates):  # (no template: refused below)
         senior_tok = senior_tok or load_tokenizer_for(tandem.senior, "senior")
-        contexts = run_contexts(tandem, problems, max_completion_length, senior_tok,
-                                junior_tok if team.is_text else None, junior_reads=uses_junior)  # fmt: skip
-    check_capabilities(team.plan(
-        "train", schedules=(Schedule.from_config(name, **settings),), junior_device=tandem.junior_device is not None,
-        chat_prompt=None if problems is None else chat_prompt_of(problems), templates=templates,
-        worlds=worlds_of(paths), sharding=sharding or launch_sharding(), contexts=contexts,
-    ))  # fmt: skip
+        contexts = run_contexts(
+            tandem,
+            problems,
+            max_completion_length,
+            senior_tok,
+            junior_tok if team.is_text else None,
+            junior_reads=uses_junior,
+        )
+    check_capabilities(
+        team.plan(
+            "train",
+            schedules=(Schedule.from_config(name, **settings),),
+            junior_device=tandem.junior_device is not None,
+            chat_prompt=None if problems is None else chat_prompt_of(problems),
+            templates=templates,
+            worlds=worlds_of(paths),
+            sharding=sharding or launch_sharding(),
+            contexts=contexts,
+        )
+    )
     pair_class(tandem.backend)  # installed? (one line when not)
     return team
 
@@ -227,11 +286,20 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
     junior, junior_tok = None, None
     if junior_model(tandem.junior):
         junior_tok = load_tokenizer(tandem.junior, "junior")
-    team = check_team(tandem, tokenizer, junior_tok, beta=args.beta, problems=problems,
-                            sharding=launch_sharding(args), max_completion_length=args.max_completion_length)  # fmt: skip
+    team = check_team(
+        tandem,
+        tokenizer,
+        junior_tok,
+        beta=args.beta,
+        problems=problems,
+        sharding=launch_sharding(args),
+        max_completion_length=args.max_completion_length,
+    )
     if n_train is not None:  # after the paths and capabilities (what is wrong first), before any weights load
         check_steps_per_epoch(n_train, tandem, args)
-    check_updates_land(tandem, args, launch_sharding(args), where=f"senior {tandem.senior}")  # bf16 AdamW, no ZeRO
+    check_updates_land(
+        tandem, args, launch_sharding(args), where=f"senior {tandem.senior}"
+    )  # bf16 AdamW, no ZeRO
     if continues_adapter(tandem):
         log(describe_adapter(tandem.senior))
         senior = load_model_or_adapter(tandem.senior, "senior", trainable=True, **init)
@@ -239,8 +307,12 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
         senior = load_causal_lm(tandem.senior, "senior", **init)
     if junior_tok is not None:
         if tandem.arm == "tandem":
-            log(f"pairing: {team.pairing} ({'two tokenizers, one shared text' if team.is_text else 'one shared vocabulary, token by token'})")
-        if team.loads_junior:  # not TRL's KL reference (TRL loads it), not a backend that loads its own (vllm)
+            log(
+                f"pairing: {team.pairing} ({'two tokenizers, one shared text' if team.is_text else 'one shared vocabulary, token by token'})"
+            )
+        if (
+            team.loads_junior
+        ):  # not TRL's KL reference (TRL loads it), not a backend that loads its own (vllm)
             junior = load_junior(tandem.junior, junior_tok, team.pairing, senior.dtype)
     return senior, junior, tokenizer, team.pairing
 
@@ -257,15 +329,23 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
     senior, junior, tokenizer, pairing = load_models(tandem, args, problems=train + held, n_train=len(train))
     dataset = build_dataset(train, tokenizer, tandem.max_prompt_length, tandem.prompt_template)
     if len(dataset) < len(train):
-        check_steps_per_epoch(len(dataset), tandem, args, after=f", after max_prompt_length {tandem.max_prompt_length}")
+        check_steps_per_epoch(
+            len(dataset), tandem, args, after=f", after max_prompt_length {tandem.max_prompt_length}"
+        )
     if tandem.holdout:
         write_holdout(args.output_dir, held)
     longest = None
-    if backend(tandem.backend).needs_context_length and not (tandem.max_prompt_length or args.vllm_max_model_length):
+    if backend(tandem.backend).needs_context_length and not (
+        tandem.max_prompt_length or args.vllm_max_model_length
+    ):
         # the engine (built inside the trainer) takes the longest prompt + the completion budget as its context
         longest = max(len(encode_prompt(p, tokenizer)) for p in dataset["prompt"])
-    own = [NonFiniteGuard(tandem.nonfinite_patience), MetricsFile(args.output_dir),
-           ProgressBar(desc or f"train {tandem.arm}"), ManifestCallback()]  # fmt: skip
+    own = [
+        NonFiniteGuard(tandem.nonfinite_patience),
+        MetricsFile(args.output_dir),
+        ProgressBar(desc or f"train {tandem.arm}"),
+        ManifestCallback(),
+    ]
     trainer = TandemGRPOTrainer(
         senior,
         junior,

@@ -30,8 +30,18 @@ from trlvr import artifacts
 # trlvr.training.preempt
 from trlvr.rundir import PREEMPT_MARK, WEIGHTS_ONLY_MARK, checkpoints
 
-__all__ = ["PREEMPT_MARK", "WEIGHTS_ONLY_MARK", "WEIGHT_FILES", "PruneResumeState", "checkpoint_problem", "checkpoints",
-           "is_weights_only", "pick_checkpoint", "prune_resume_state", "weights_problem"]
+__all__ = [
+    "PREEMPT_MARK",
+    "WEIGHTS_ONLY_MARK",
+    "WEIGHT_FILES",
+    "PruneResumeState",
+    "checkpoint_problem",
+    "checkpoints",
+    "is_weights_only",
+    "pick_checkpoint",
+    "prune_resume_state",
+    "weights_problem",
+]
 WEIGHT_FILES = artifacts.WEIGHT_FILES
 KEEP_RESUME = 2  # complete checkpoints that keep their resume state: the newest and one to fall back on
 
@@ -79,8 +89,14 @@ def prune_resume_state(output_dir: str | Path) -> list[Path]:
     for ckpt in found[last + 1 :]:
         if is_weights_only(ckpt) or weights_problem(ckpt) is not None:
             continue
-        doomed = sorted({p for pattern in artifacts.RESUME_STATE if "/" not in pattern for p in ckpt.glob(pattern)})
-        mark = {"weights_only": True, "removed": [p.name for p in doomed], "resume_state_in": found[newest].name}
+        doomed = sorted(
+            {p for pattern in artifacts.RESUME_STATE if "/" not in pattern for p in ckpt.glob(pattern)}
+        )
+        mark = {
+            "weights_only": True,
+            "removed": [p.name for p in doomed],
+            "resume_state_in": found[newest].name,
+        }
         (ckpt / WEIGHTS_ONLY_MARK).write_text(json.dumps(mark) + "\n")
         for p in doomed:
             shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()

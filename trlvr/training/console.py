@@ -111,8 +111,13 @@ class ProgressBar(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
-            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc=self.desc, unit="step",
-                            dynamic_ncols=True)  # fmt: skip
+            self.bar = tqdm(
+                total=state.max_steps,
+                initial=state.global_step,
+                desc=self.desc,
+                unit="step",
+                dynamic_ncols=True,
+            )
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.bar is not None:
@@ -140,8 +145,10 @@ class ProgressBar(TrainerCallback):
         if self._loophole_warned or not any(k in logs for k in keys):
             return
         first = next((h for h in state.log_history if any(k in h for k in keys)), logs)
-        message = loophole_alarm({k[len(LOOPHOLE_PREFIX):]: first.get(k) for k in keys},
-                                 {k[len(LOOPHOLE_PREFIX):]: logs.get(k) for k in keys})  # fmt: skip
+        message = loophole_alarm(
+            {k[len(LOOPHOLE_PREFIX) :]: first.get(k) for k in keys},
+            {k[len(LOOPHOLE_PREFIX) :]: logs.get(k) for k in keys},
+        )
         if message:
             self._loophole_warned = True
             warn(f"step {state.global_step}: {message}")

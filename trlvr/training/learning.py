@@ -51,7 +51,9 @@ LOW_PRECISION = ("bfloat16", "float16")
 KAHAN_OPTIMS = ("stable_adamw",)
 STOCHASTIC_ROUND_OPTIMS = ("adamw_torch_8bit", "adamw_torch_4bit")
 BF16_SAFE_OPTIMS = KAHAN_OPTIMS + STOCHASTIC_ROUND_OPTIMS
-WEIGHTS_MOVED = "train/weights_moved"  # logged once: the fraction of sampled trainable elements the first step changed
+WEIGHTS_MOVED = (
+    "train/weights_moved"  # logged once: the fraction of sampled trainable elements the first step changed
+)
 SAMPLE = 4096  # elements sampled per trainable tensor
 
 
@@ -71,8 +73,9 @@ def _optim_args(text: str | None) -> dict[str, str]:
     return {k: v for k, v in pairs}
 
 
-def low_precision_problem(*, dtype, use_peft: bool, sharding: str | None, optim: str, optim_args: str | None,
-                          learning_rate: float) -> str | None:  # fmt: skip
+def low_precision_problem(
+    *, dtype, use_peft: bool, sharding: str | None, optim: str, optim_args: str | None, learning_rate: float
+) -> str | None:
     """Why a run's optimizer updates would round away, as the first half of a line, or None when they land.
 
     dtype: the senior's weights as loaded ("bfloat16", torch.bfloat16, "float32", None = unknown: not
@@ -88,15 +91,19 @@ def low_precision_problem(*, dtype, use_peft: bool, sharding: str | None, optim:
     if optim in STOCHASTIC_ROUND_OPTIMS and stochastic and name == "bfloat16":
         return None
     where = f"{sharding} sharding" if sharding else "no DeepSpeed ZeRO"
-    return (f"full fine-tuning of {name} weights (model_init_kwargs dtype {name}, use_peft false) with {where} and "
-            f"optim {optim}: the optimizer updates the {name} weights in place, with no fp32 master copy, so at "
-            f"learning_rate {learning_rate:g} most updates round away and the run barely learns")  # fmt: skip
+    return (
+        f"full fine-tuning of {name} weights (model_init_kwargs dtype {name}, use_peft false) with {where} and "
+        f"optim {optim}: the optimizer updates the {name} weights in place, with no fp32 master copy, so at "
+        f"learning_rate {learning_rate:g} most updates round away and the run barely learns"
+    )
 
 
-FIXES = ("load the senior in float32 (model_init_kwargs: {dtype: float32}; bf16: true then trains in bf16 autocast "
-         "on fp32 master weights), set use_peft: true (LoRA), launch with DeepSpeed ZeRO (accelerate launch "
-         "--config_file \"$(trlvr recipes --path accelerate-zero2-2gpu)\"), or set optim: stable_adamw (torch-optimi, Kahan "
-         "summation)")  # fmt: skip
+FIXES = (
+    "load the senior in float32 (model_init_kwargs: {dtype: float32}; bf16: true then trains in bf16 autocast "
+    "on fp32 master weights), set use_peft: true (LoRA), launch with DeepSpeed ZeRO (accelerate launch "
+    '--config_file "$(trlvr recipes --path accelerate-zero2-2gpu)"), or set optim: stable_adamw (torch-optimi, Kahan '
+    "summation)"
+)
 
 
 def senior_dtype(tandem, args) -> str | None:
@@ -111,14 +118,25 @@ def senior_dtype(tandem, args) -> str | None:
     except Exception:  # noqa: BLE001 - an unreadable or absent config is judged where the model loads
         return None
     text_config = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
-    found = config.get("dtype") or config.get("torch_dtype") or text_config.get("dtype") or text_config.get("torch_dtype")
+    found = (
+        config.get("dtype")
+        or config.get("torch_dtype")
+        or text_config.get("dtype")
+        or text_config.get("torch_dtype")
+    )
     return _dtype_name(found)
 
 
 def check_updates_land(tandem, args, sharding: str | None, where: str = "run config") -> None:
     """UserError, before any model loads, for a run whose optimizer updates would round away (module doc)."""
-    problem = low_precision_problem(dtype=senior_dtype(tandem, args), use_peft=tandem.use_peft, sharding=sharding,
-                                    optim=args.optim, optim_args=args.optim_args, learning_rate=args.learning_rate)  # fmt: skip
+    problem = low_precision_problem(
+        dtype=senior_dtype(tandem, args),
+        use_peft=tandem.use_peft,
+        sharding=sharding,
+        optim=args.optim,
+        optim_args=args.optim_args,
+        learning_rate=args.learning_rate,
+    )
     if problem:
         raise UserError(f"{where}: {problem}; {FIXES}")
 
@@ -155,8 +173,10 @@ def master_weights_problem(optimizer, *, optim="adamw_torch", optim_args: str | 
         return None
     layers = _optimizer_layers(optimizer)
     if any(getattr(layer, "low_precision_master_weights_and_grads", False) is True for layer in layers):
-        return ("DeepSpeed keeps its master weights in low precision (bf16.bf16_master_weights_and_grads: true): "
-                "its optimizer updates them with no fp32 copy")  # fmt: skip
+        return (
+            "DeepSpeed keeps its master weights in low precision (bf16.bf16_master_weights_and_grads: true): "
+            "its optimizer updates them with no fp32 copy"
+        )
     inner = next((layer for layer in reversed(layers) if hasattr(layer, "param_groups")), None)
     if inner is None:
         return None  # not an optimizer this can read: not judged
@@ -165,8 +185,10 @@ def master_weights_problem(optimizer, *, optim="adamw_torch", optim_args: str | 
     if not low:
         return None
     name = _dtype_name(low[0].dtype)
-    return (f"the optimizer ({type(inner).__name__}, optim {optim}) updates {len(low)} of its {len(tensors)} tensors "
-            f"in {name} with no fp32 master copy, so most updates round away")  # fmt: skip
+    return (
+        f"the optimizer ({type(inner).__name__}, optim {optim}) updates {len(low)} of its {len(tensors)} tensors "
+        f"in {name} with no fp32 master copy, so most updates round away"
+    )
 
 
 # --- after the first step ------------------------------------------------------------------------------------------
@@ -201,11 +223,15 @@ class WeightsMoved(TrainerCallback):
         return [p for p in model.parameters() if p.requires_grad and p.numel() > 0]
 
     def on_step_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
-        if not self.checked and optimizer is not None:  # the first step's precondition, read from the optimizer
+        if (
+            not self.checked and optimizer is not None
+        ):  # the first step's precondition, read from the optimizer
             self.checked = True
             if problem := master_weights_problem(optimizer, optim=args.optim, optim_args=args.optim_args):
-                raise UpdatesRoundAway(f"step {state.global_step + 1}: {problem}; the run would barely learn: stopped "
-                                       f"before its first update; {FIXES}")  # fmt: skip
+                raise UpdatesRoundAway(
+                    f"step {state.global_step + 1}: {problem}; the run would barely learn: stopped "
+                    f"before its first update; {FIXES}"
+                )
         if self.before is None and self.result is None and model is not None:
             self.before = [_sample(p) for p in self._trainable(model)]
             if not self.before:  # nothing trainable held here (ZeRO-3 partitions): not measured
@@ -215,12 +241,18 @@ class WeightsMoved(TrainerCallback):
         if self.before is None or self.result is not None or model is None:
             return
         after = [_sample(p) for p in self._trainable(model)]
-        if len(after) != len(self.before) or any(a.shape != b.shape for a, b in zip(after, self.before, strict=False)):
+        if len(after) != len(self.before) or any(
+            a.shape != b.shape for a, b in zip(after, self.before, strict=False)
+        ):
             self.before = None  # the trainable set changed under us (not expected): nothing to compare
             return
         fraction = moved_fraction(self.before, after)
         if fraction > 0:  # measured: logged once, with this step's row
-            self.result = {"step": state.global_step, "fraction": fraction, "elements": sum(b.numel() for b in after)}
+            self.result = {
+                "step": state.global_step,
+                "fraction": fraction,
+                "elements": sum(b.numel() for b in after),
+            }
             self.trainer._metrics["train"][WEIGHTS_MOVED].append(fraction)
             self.before = self.pending = None
         else:  # judged by this step's gradient norm, when it is logged
@@ -258,11 +290,15 @@ def launch_sharding(args=None) -> str | None:
                 config = json.loads(Path(config).read_text())
             except (OSError, ValueError):
                 return "?"
-        stage = ((config or {}).get("zero_optimization") or {}).get("stage") if isinstance(config, dict) else None
+        stage = (
+            ((config or {}).get("zero_optimization") or {}).get("stage") if isinstance(config, dict) else None
+        )
         return str(stage) if isinstance(stage, int) else "?"
 
     if env.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
-        stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") or stage_of(env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE"))
+        stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") or stage_of(
+            env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
+        )
         return f"zero{stage}"
     if args is not None and getattr(args, "deepspeed", None):
         return f"zero{stage_of(args.deepspeed)}"

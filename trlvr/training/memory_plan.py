@@ -49,11 +49,16 @@ def engine_context(tandem: TandemConfig, grpo, longest_prompt: int | None = None
 
 def device_memory() -> int | None:
     """The current CUDA device's total bytes, or None without one."""
-    return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory if torch.cuda.is_available() else None
+    return (
+        torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        if torch.cuda.is_available()
+        else None
+    )
 
 
-def run_plan(tandem: TandemConfig, grpo, *, gpu_memory: int | str | None = None,
-             longest_prompt: int | None = None) -> MemoryPlan:  # fmt: skip
+def run_plan(
+    tandem: TandemConfig, grpo, *, gpu_memory: int | str | None = None, longest_prompt: int | None = None
+) -> MemoryPlan:
     """The plan of the run's engine. gpu_memory: bytes or a size/name; default: the run's `gpu_memory`
     setting. backend hf: the shapes and lengths only (trlvr's engine sizes its sub-batches to the free
     memory at run time)."""
@@ -68,10 +73,15 @@ def run_plan(tandem: TandemConfig, grpo, *, gpu_memory: int | str | None = None,
         memory = parse_size(memory)
     rows = grpo.per_device_train_batch_size * grpo.steps_per_generation * grpo.vllm_tensor_parallel_size
     return MemoryPlan(
-        stacks=tuple(stacks), prompt_len=tandem.max_prompt_length or longest_prompt,
-        completion_len=grpo.max_completion_length, max_num_seqs=rows, share=grpo.vllm_gpu_memory_utilization,
-        gpu_memory=memory if backend(tandem.backend).gpu_share else None, max_model_len=grpo.vllm_max_model_length,
-        rows=rows, tensor_parallel=grpo.vllm_tensor_parallel_size,
+        stacks=tuple(stacks),
+        prompt_len=tandem.max_prompt_length or longest_prompt,
+        completion_len=grpo.max_completion_length,
+        max_num_seqs=rows,
+        share=grpo.vllm_gpu_memory_utilization,
+        gpu_memory=memory if backend(tandem.backend).gpu_share else None,
+        max_model_len=grpo.vllm_max_model_length,
+        rows=rows,
+        tensor_parallel=grpo.vllm_tensor_parallel_size,
     )  # fmt: skip  (max_num_seqs: the rows a generate call sends, TRL's own rule for its colocated engine)
 
 
@@ -80,7 +90,9 @@ def launch_layout(environ=None) -> tuple[int, int]:
     ACCELERATE_DEEPSPEED_ZERO_STAGE, WORLD_SIZE); a plain `trlvr train`: (0, 1)."""
     env = os.environ if environ is None else environ
     deepspeed = env.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
-    return (int(env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") or 0) if deepspeed else 0), int(env.get("WORLD_SIZE") or 1)
+    return (int(env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") or 0) if deepspeed else 0), int(
+        env.get("WORLD_SIZE") or 1
+    )
 
 
 def accelerate_layout(path: str | Path) -> tuple[int, int]:
@@ -91,27 +103,36 @@ def accelerate_layout(path: str | Path) -> tuple[int, int]:
     try:
         cfg = yaml.safe_load(p.read_text())
     except (OSError, yaml.YAMLError) as e:
-        raise UserError(f"--config_file {path}: not a readable accelerate config ({' '.join(str(e).split())})") from None
+        raise UserError(
+            f"--config_file {path}: not a readable accelerate config ({' '.join(str(e).split())})"
+        ) from None
     if not isinstance(cfg, dict):
         raise UserError(f"--config_file {path}: not an accelerate config (a YAML mapping)")
     try:
         processes = int(cfg.get("num_processes") or 1)
     except (TypeError, ValueError):
-        raise UserError(f"--config_file {path}: num_processes {cfg.get('num_processes')!r} is not a number") from None
+        raise UserError(
+            f"--config_file {path}: num_processes {cfg.get('num_processes')!r} is not a number"
+        ) from None
     if str(cfg.get("distributed_type", "")).upper() != "DEEPSPEED":
         return 0, processes
     ds = cfg.get("deepspeed_config") or {}
     stage = ds.get("zero_stage")
     if stage is None and ds.get("deepspeed_config_file"):
-        ds_file = (p.parent / ds["deepspeed_config_file"]) if not Path(ds["deepspeed_config_file"]).is_absolute() else (
-            Path(ds["deepspeed_config_file"]))  # fmt: skip
+        ds_file = (
+            (p.parent / ds["deepspeed_config_file"])
+            if not Path(ds["deepspeed_config_file"]).is_absolute()
+            else (Path(ds["deepspeed_config_file"]))
+        )
         try:
             stage = (json.loads(ds_file.read_text()).get("zero_optimization") or {}).get("stage")
         except (OSError, json.JSONDecodeError):
             stage = None
     if stage not in (0, 1, 2, 3):
-        raise UserError(f"--config_file {path}: deepspeed_config.zero_stage {stage!r} is not 0, 1, 2 or 3; pass "
-                        f"--zero-stage to plan it")  # fmt: skip
+        raise UserError(
+            f"--config_file {path}: deepspeed_config.zero_stage {stage!r} is not 0, 1, 2 or 3; pass "
+            f"--zero-stage to plan it"
+        )
     return int(stage), processes
 
 
@@ -128,7 +149,11 @@ def recipe_launcher(config: str | Path) -> Path | None:
     except (OSError, UserError):
         return None
     for line in text.splitlines():
-        if line.lstrip().startswith("#") and "accelerate launch" in line and (m := re.search(LAUNCH_CONFIG, line)):
+        if (
+            line.lstrip().startswith("#")
+            and "accelerate launch" in line
+            and (m := re.search(LAUNCH_CONFIG, line))
+        ):
             if m.group(1):  # a shipped accelerate config by name
                 path = RECIPES_DIR / f"{m.group(1)}.yaml"
                 return path if path.is_file() else None
@@ -151,8 +176,9 @@ def checkpoint_count(grpo) -> int:
     return min(count, grpo.save_total_limit) if grpo.save_total_limit else count
 
 
-def trainer_plan(tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: int = 1,
-                 longest_prompt: int | None = None) -> TrainerPlan:  # fmt: skip
+def trainer_plan(
+    tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: int = 1, longest_prompt: int | None = None
+) -> TrainerPlan:
     """The training process's own GPU memory (`trlvr.trainer_memory`): the senior in the run's dtype, full or
     LoRA, under `zero_stage` over `processes`; frozen beside it: the junior on backend hf (the HF engine's) and
     TRL's KL reference when beta > 0 (the junior when kl_ref is junior; none for LoRA: the base, adapters off)."""
@@ -161,25 +187,42 @@ def trainer_plan(tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: 
     stack = Stack.from_config("senior", cfg, dtype)
     frozen = 0
     junior_model = tandem.arm == "tandem" and tandem.junior and not is_self(tandem.junior)
-    if grpo.beta > 0 and not tandem.use_peft:  # TRL's reference model: the junior (kl_ref junior) or the senior
-        ref = tandem.junior if kl_to_junior(grpo.beta, tandem.kl_ref) and tandem.junior and not is_self(tandem.junior) else tandem.senior
+    if (
+        grpo.beta > 0 and not tandem.use_peft
+    ):  # TRL's reference model: the junior (kl_ref junior) or the senior
+        ref = (
+            tandem.junior
+            if kl_to_junior(grpo.beta, tandem.kl_ref) and tandem.junior and not is_self(tandem.junior)
+            else tandem.senior
+        )
         frozen += Stack.from_config("reference", read_config(model_folder(ref)), dtype).weight_bytes
         junior_model = junior_model and ref != tandem.junior  # the reference is the junior: held once
     if junior_model and not backend(tandem.backend).own_engine:
         frozen += Stack.from_config("junior", read_config(tandem.junior), dtype).weight_bytes
     sequence = engine_context(tandem, grpo, longest_prompt) or grpo.max_completion_length
-    return TrainerPlan(stack=stack, batch=grpo.per_device_train_batch_size, sequence=sequence, zero_stage=zero_stage,
-                       processes=processes, trainable=lora_params(cfg, tandem.lora_r, tandem.lora_target_modules)
-                       if tandem.use_peft else None, checkpointing=bool(grpo.gradient_checkpointing),
-                       frozen_bytes=frozen)  # fmt: skip
+    return TrainerPlan(
+        stack=stack,
+        batch=grpo.per_device_train_batch_size,
+        sequence=sequence,
+        zero_stage=zero_stage,
+        processes=processes,
+        trainable=lora_params(cfg, tandem.lora_r, tandem.lora_target_modules) if tandem.use_peft else None,
+        checkpointing=bool(grpo.gradient_checkpointing),
+        frozen_bytes=frozen,
+    )
 
 
-def check_both(plan: MemoryPlan, trainer: TrainerPlan, where: str, backend_name: str, sleep: bool = False) -> None:
+def check_both(
+    plan: MemoryPlan, trainer: TrainerPlan, where: str, backend_name: str, sleep: bool = False
+) -> None:
     """Refuse, in one line naming the setting, a run whose engine or trainer cannot fit on the stated GPU (sleep:
     the engine sleeps while the trainer works, `vllm_enable_sleep_mode`)."""
-    share = backend(backend_name).gpu_share  # the engine holds its share: the plan applies, the trainer has the rest
+    share = backend(
+        backend_name
+    ).gpu_share  # the engine holds its share: the plan applies, the trainer has the rest
     found = (plan.problems(where) if share else []) + trainer.problems(
-        where, plan.gpu_memory, plan.share if share else None, plan.share_setting, sleep=sleep)  # fmt: skip
+        where, plan.gpu_memory, plan.share if share else None, plan.share_setting, sleep=sleep
+    )
     if found:
         raise UserError(found[0])
 
@@ -191,7 +234,9 @@ def engine_kv_tokens(llm) -> int | None:
     return int(blocks) * int(size) if blocks and size else None
 
 
-def write_memory_record(output_dir, plan: MemoryPlan, kv_tokens: int | None, main_process: bool = True) -> None:
+def write_memory_record(
+    output_dir, plan: MemoryPlan, kv_tokens: int | None, main_process: bool = True
+) -> None:
     """output_dir/memory_plan.json: the plan and what the engine reported, side by side (trlvr smoke reads it)."""
     if not main_process:
         return
@@ -227,8 +272,10 @@ def disk_problem(folder: str | Path, need: int, disk_usage=None) -> str | None:
     free = (disk_usage or shutil.disk_usage)(where).free
     if free >= need:
         return None
-    return (f"disk: the run's checkpoints need ~{_gib(need)} in {folder} and {where} has {_gib(free)} free; free "
-            f"space there, set output_dir to a larger disk, or lower save_total_limit / raise save_steps")  # fmt: skip
+    return (
+        f"disk: the run's checkpoints need ~{_gib(need)} in {folder} and {where} has {_gib(free)} free; free "
+        f"space there, set output_dir to a larger disk, or lower save_total_limit / raise save_steps"
+    )
 
 
 def _gib(n: int) -> str:
@@ -247,8 +294,15 @@ def run_disk_bytes(tandem: TandemConfig, grpo, zero_stage: int = 0, processes: i
     return trainer.disk_bytes(checkpoint_count(grpo), KEEP_RESUME)
 
 
-def check_disk(tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: int = 1, resume: bool = False,
-               disk_usage=None) -> None:  # fmt: skip
+def check_disk(
+    tandem: TandemConfig,
+    grpo,
+    *,
+    zero_stage: int = 0,
+    processes: int = 1,
+    resume: bool = False,
+    disk_usage=None,
+) -> None:
     """UserError (one line naming the folder and both figures) when the run's output folder's disk has less free
     space than the run will write (`run_disk_bytes`; with `resume`, less what its folder already holds)."""
     need = run_disk_bytes(tandem, grpo, zero_stage, processes)

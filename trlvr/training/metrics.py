@@ -73,8 +73,9 @@ IS_TOKENS = "tandem/is/corrected_tokens"  # fraction of loss tokens whose IS rat
 IS_ROWS = "tandem/is/corrected_rows"  # fraction of rows (with a loss token) with at least one such token
 
 
-def is_corrected_counts(ratio: torch.Tensor, loss_mask: torch.Tensor, *, mode: str, clip_min: float | None,
-                        clip_max: float | None) -> tuple[int, int, int, int]:  # fmt: skip
+def is_corrected_counts(
+    ratio: torch.Tensor, loss_mask: torch.Tensor, *, mode: str, clip_min: float | None, clip_max: float | None
+) -> tuple[int, int, int, int]:
     """(corrected loss tokens, loss tokens, corrected rows, rows with a loss token) of one batch of TRL's
     `importance_sampling_ratio` as the loss receives it (after TRL's clamp or mask).
 
@@ -117,10 +118,16 @@ class ISCorrectionMeter(TrainerCallback):
         if inputs.get("tool_mask") is not None:
             mask = mask * inputs["tool_mask"]
         t = self.trainer
-        self.counts += torch.tensor(is_corrected_counts(ratio, mask, mode=t.vllm_importance_sampling_mode,
-                                                        clip_min=t.vllm_importance_sampling_clip_min,
-                                                        clip_max=t.vllm_importance_sampling_clip_max),
-                                    dtype=torch.float64)  # fmt: skip
+        self.counts += torch.tensor(
+            is_corrected_counts(
+                ratio,
+                mask,
+                mode=t.vllm_importance_sampling_mode,
+                clip_min=t.vllm_importance_sampling_clip_min,
+                clip_max=t.vllm_importance_sampling_clip_max,
+            ),
+            dtype=torch.float64,
+        )
 
     def on_step_end(self, args, state, control, **kwargs):
         t = self.trainer

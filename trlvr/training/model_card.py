@@ -77,16 +77,34 @@ ARMS = {
 
 def _hub_id(name: str | None) -> str | None:
     """A hub id for the card's metadata; a local folder is not one (the Hub would reject it)."""
-    return name if name and "/" in name and not os.path.exists(name) and not name.startswith((".", "/")) else None
+    return (
+        name
+        if name and "/" in name and not os.path.exists(name) and not name.startswith((".", "/"))
+        else None
+    )
 
 
-def tandem_model_card(*, model_name: str, senior: str | None, junior: str | None, arm: str, schedule: str,
-                      data: str | None, steps: int, hub_model_id: str | None = None,
-                      tags: list[str] | None = None, grader: str = "trlvr") -> ModelCard:  # fmt: skip
+def tandem_model_card(
+    *,
+    model_name: str,
+    senior: str | None,
+    junior: str | None,
+    arm: str,
+    schedule: str,
+    data: str | None,
+    steps: int,
+    hub_model_id: str | None = None,
+    tags: list[str] | None = None,
+    grader: str = "trlvr",
+) -> ModelCard:
     """The card: metadata (base_model and datasets when they are hub ids, the tags) and the run's table."""
-    card_data = ModelCardData(base_model=_hub_id(senior), datasets=_hub_id(data), library_name="transformers",
-                              model_name=model_name, tags=["generated_from_trainer", *TAGS,
-                                                           *[t for t in tags or [] if t not in TAGS]])  # fmt: skip
+    card_data = ModelCardData(
+        base_model=_hub_id(senior),
+        datasets=_hub_id(data),
+        library_name="transformers",
+        model_name=model_name,
+        tags=["generated_from_trainer", *TAGS, *[t for t in tags or [] if t not in TAGS]],
+    )
     return ModelCard.from_template(
         card_data,
         template_str=TEMPLATE,

@@ -36,8 +36,12 @@ from trlvr.models import ADAPTER_CONFIG, is_adapter_dir
 from trlvr.team import is_self
 
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
-_ADAPTER_KEYS = {"lora_r": "r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout",
-                 "lora_target_modules": "target_modules"}  # fmt: skip
+_ADAPTER_KEYS = {
+    "lora_r": "r",
+    "lora_alpha": "lora_alpha",
+    "lora_dropout": "lora_dropout",
+    "lora_target_modules": "target_modules",
+}
 REFERENCE_COPY = "ref"  # the name TRL 1.16 gives its frozen copy of a passed PeftModel's adapter (beta > 0)
 
 
@@ -96,23 +100,29 @@ def check_lora_run(tandem: TandemConfig) -> None:
         return
     where = f"senior: {tandem.senior} is a LoRA adapter folder"
     if not tandem.use_peft:
-        raise UserError(f"{where}: set use_peft: true to continue training that adapter (or merge it into its "
-                        "base and pass the merged model folder)")  # fmt: skip
+        raise UserError(
+            f"{where}: set use_peft: true to continue training that adapter (or merge it into its "
+            "base and pass the merged model folder)"
+        )
     settings = adapter_settings(tandem.senior)
     kind = settings.get("peft_type")
     if kind != "LORA":
         raise UserError(f"{where} of type {kind}: trlvr continues LoRA adapters only")
     if is_self(tandem.junior) and settings.get("bias", "none") != "none":
-        raise UserError(f"{where} with bias {settings.get('bias')!r}: junior: self needs bias 'none' (trained "
-                        "biases stay on with the adapters off, so the junior would not be the base model)")  # fmt: skip
+        raise UserError(
+            f"{where} with bias {settings.get('bias')!r}: junior: self needs bias 'none' (trained "
+            "biases stay on with the adapters off, so the junior would not be the base model)"
+        )
     defaults = {f.name: f.default for f in TandemConfig.__dataclass_fields__.values()}
     for name in LORA_FIELDS:
         ours, theirs = getattr(tandem, name), settings.get(_ADAPTER_KEYS[name])
         if ours != defaults[name] and _differs(name, ours, theirs):
             shown = ",".join(sorted(theirs)) if isinstance(theirs, list) else theirs
-            raise UserError(f"{name}: {ours!r} differs from the adapter's {_ADAPTER_KEYS[name]} = {shown!r} ({where}; "
-                            f"training continues it with its own LoRA config: leave {name} unset or set it to "
-                            f"the adapter's)")  # fmt: skip
+            raise UserError(
+                f"{name}: {ours!r} differs from the adapter's {_ADAPTER_KEYS[name]} = {shown!r} ({where}; "
+                f"training continues it with its own LoRA config: leave {name} unset or set it to "
+                f"the adapter's)"
+            )
 
 
 def describe_adapter(path: str | Path) -> str:
@@ -120,9 +130,11 @@ def describe_adapter(path: str | Path) -> str:
     s = adapter_settings(path)
     targets = s.get("target_modules")
     targets = ",".join(sorted(targets)) if isinstance(targets, list) else targets
-    return (f"senior: continuing the LoRA adapter in {path} (r {s.get('r')}, alpha {s.get('lora_alpha')}, "
-            f"dropout {s.get('lora_dropout')}, targets {targets}) on its base {s.get('base_model_name_or_path')}; "
-            "the run's lora_* settings are the adapter's")  # fmt: skip
+    return (
+        f"senior: continuing the LoRA adapter in {path} (r {s.get('r')}, alpha {s.get('lora_alpha')}, "
+        f"dropout {s.get('lora_dropout')}, targets {targets}) on its base {s.get('base_model_name_or_path')}; "
+        "the run's lora_* settings are the adapter's"
+    )
 
 
 def peft_config_for(tandem: TandemConfig):

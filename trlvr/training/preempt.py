@@ -84,8 +84,14 @@ class PreemptCallback(TrainerCallback):
         if self.stop_step is not None:
             self.saved_step = step = state.global_step
             ckpt = checkpoint_dir(args.output_dir, step)
-            if state.is_world_process_zero and ckpt.is_dir() and not on_schedule(step, args.save_steps, state.max_steps):
-                (ckpt / PREEMPT_MARK).write_text(json.dumps({"signal": self.preemption.signal_name, "step": step}) + "\n")
+            if (
+                state.is_world_process_zero
+                and ckpt.is_dir()
+                and not on_schedule(step, args.save_steps, state.max_steps)
+            ):
+                (ckpt / PREEMPT_MARK).write_text(
+                    json.dumps({"signal": self.preemption.signal_name, "step": step}) + "\n"
+                )
 
 
 def _console(message: str) -> None:
@@ -119,11 +125,15 @@ class Preemption:
         self._signalled.wait()
         if self._done.is_set():
             return
-        self.log(f"{self.signal_name}: finishing the current step and saving a checkpoint "
-                 f"(exit within preempt_grace_s = {self.grace_s:g} s)")  # fmt: skip
+        self.log(
+            f"{self.signal_name}: finishing the current step and saving a checkpoint "
+            f"(exit within preempt_grace_s = {self.grace_s:g} s)"
+        )
         if not self._done.wait(self.grace_s):
-            self.log(f"{self.signal_name}: the step did not end within preempt_grace_s = {self.grace_s:g} s; "
-                     f"exiting without a new checkpoint. {self.exit_line}".rstrip())  # fmt: skip
+            self.log(
+                f"{self.signal_name}: the step did not end within preempt_grace_s = {self.grace_s:g} s; "
+                f"exiting without a new checkpoint. {self.exit_line}".rstrip()
+            )
             os._exit(EXIT_PREEMPTED)
 
     def __enter__(self) -> Preemption:

@@ -47,7 +47,15 @@ from trlvr.training.build import (
 from trlvr.training.checkpoints import pick_checkpoint
 from trlvr.training.run_record import check_output_dir, run_record
 
-__all__ = ["RESUME_ON_CPU", "RunStart", "check_config", "check_resume_device", "check_trainer_device", "check_run_start", "check_start"]
+__all__ = [
+    "RESUME_ON_CPU",
+    "RunStart",
+    "check_config",
+    "check_resume_device",
+    "check_trainer_device",
+    "check_run_start",
+    "check_start",
+]
 
 
 # transformers before 5.18 restores a multi-process run's optimizer state to `args.device`, on the CPU "cpu:0",
@@ -72,8 +80,9 @@ def check_start(output_dir: str | Path, *, resume: bool, force: bool) -> None:
     """What needs no model: `output_dir` can be a directory, and not both --force and --resume."""
     rundir.check_dir_path(output_dir, "--output_dir")
     if force and resume:
-        raise UserError(f"--force starts over in {output_dir} and --resume continues the run there: "
-                        "pass one of them")  # fmt: skip
+        raise UserError(
+            f"--force starts over in {output_dir} and --resume continues the run there: pass one of them"
+        )
 
 
 @dataclass
@@ -88,8 +97,9 @@ class RunStart:
     note: str = ""
 
 
-def check_run_start(tandem, args, *, resume: bool, force: bool, planning: bool = False,
-                    folder: bool = True) -> RunStart:  # fmt: skip
+def check_run_start(
+    tandem, args, *, resume: bool, force: bool, planning: bool = False, folder: bool = True
+) -> RunStart:
     """Every check of a training run before its first weight load, in the order the run makes them;
     writes nothing (see the module docstring). UserError (one line) on the first that fails.
     planning (the dry run, a study's plan): a local dataset or model folder that is not there yet (an
@@ -111,8 +121,12 @@ def check_run_start(tandem, args, *, resume: bool, force: bool, planning: bool =
             start.last, start.skipped = pick_checkpoint(out)
             if start.last is None:
                 raise UserError(f"--resume: no complete checkpoint in {out}")
-            if why := artifacts.problem(start.last, artifacts.CHECKPOINT, deep=True):  # what the resume loads, hashed
-                raise UserError(f"--resume: {start.last} is not what was saved ({why}); nothing was loaded or written")
+            if why := artifacts.problem(
+                start.last, artifacts.CHECKPOINT, deep=True
+            ):  # what the resume loads, hashed
+                raise UserError(
+                    f"--resume: {start.last} is not what was saved ({why}); nothing was loaded or written"
+                )
             if rundir.checkpoint_step(start.last) != args.max_steps:  # else: final/ from it, nothing trained
                 check_resume_device(args)
     start.note = check_config(tandem, args, planning=planning)
@@ -129,18 +143,26 @@ def check_config(tandem, grpo, *, planning: bool = True) -> str:
     if not tandem.dataset.strip():  # as training says it when it loads the data
         raise UserError("dataset: a training data source is required")
     check_trainer_device(tandem, grpo)
-    resolve_reward(tandem.reward, tandem.grader)  # the reward function imports (its grader's dependencies are there) without a model
+    resolve_reward(
+        tandem.reward, tandem.grader
+    )  # the reward function imports (its grader's dependencies are there) without a model
     note, problems, n_train = _check_dataset(tandem, planning)
     _check_model_paths(tandem, planning)
     if all(is_self(p) or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):
-        check_pairing(tandem, beta=grpo.beta, problems=problems,  # the run's capabilities, before any model
-                      max_completion_length=grpo.max_completion_length)
+        check_pairing(
+            tandem,
+            beta=grpo.beta,
+            problems=problems,  # the run's capabilities, before any model
+            max_completion_length=grpo.max_completion_length,
+        )
     else:
         note += "; pairing not checked (a model folder is not there yet)"
     if n_train is not None:  # as training checks it: after the paths and capabilities, before any model
         after = ""
         if tandem.max_prompt_length is not None and problems is not None and Path(tandem.senior).is_dir():
-            n_train = _within(tandem, problems[:n_train])  # what build_dataset keeps, before --force sets aside
+            n_train = _within(
+                tandem, problems[:n_train]
+            )  # what build_dataset keeps, before --force sets aside
             after = f", after max_prompt_length {tandem.max_prompt_length}"
             if n_train == 0:
                 raise UserError(NONE_LEFT)
@@ -163,8 +185,10 @@ def check_trainer_device(tandem, grpo, cuda: bool | None = None) -> None:
     if cuda is None:
         cuda = cuda_available()
     if cuda:
-        raise UserError(f"use_cpu: true with backend {tandem.backend} on a machine with CUDA: the engine runs on the "
-                        "GPU and the trainer would train on the CPU beside it; set use_cpu: false (--use_cpu false)")  # fmt: skip
+        raise UserError(
+            f"use_cpu: true with backend {tandem.backend} on a machine with CUDA: the engine runs on the "
+            "GPU and the trainer would train on the CPU beside it; set use_cpu: false (--use_cpu false)"
+        )
 
 
 _WITHIN: dict[tuple, int] = {}
@@ -173,9 +197,16 @@ _WITHIN: dict[tuple, int] = {}
 def _within(tandem, train: list) -> int:
     """The training problems whose prompt fits max_prompt_length in the senior's tokens (`problems_within`;
     a study plans many runs on one file and one senior: counted once)."""
-    key = (str(Path(tandem.senior).resolve()), tandem.max_prompt_length, id(train[0]) if train else None, len(train))
+    key = (
+        str(Path(tandem.senior).resolve()),
+        tandem.max_prompt_length,
+        id(train[0]) if train else None,
+        len(train),
+    )
     if key not in _WITHIN:
-        _WITHIN[key] = problems_within(train, load_tokenizer_for(tandem.senior, "senior"), tandem.max_prompt_length)
+        _WITHIN[key] = problems_within(
+            train, load_tokenizer_for(tandem.senior, "senior"), tandem.max_prompt_length
+        )
     return _WITHIN[key]
 
 
@@ -213,8 +244,15 @@ def _check_dataset(tandem, planning: bool) -> tuple[str, list | None, int | None
         load_training_problems(tandem)  # not there: the loader's own line
     if path.exists():
         st = path.stat()
-        key = (str(path.resolve()), st.st_mtime_ns, st.st_size, tandem.dataset_split, tandem.dataset_limit,
-               tandem.holdout, tandem.holdout_seed)  # fmt: skip
+        key = (
+            str(path.resolve()),
+            st.st_mtime_ns,
+            st.st_size,
+            tandem.dataset_split,
+            tandem.dataset_limit,
+            tandem.holdout,
+            tandem.holdout_seed,
+        )
         if key not in _CHECKED_DATASETS:  # a study plans many runs on one file: it is read once
             train, held = load_training_problems(tandem)
             _CHECKED_DATASETS[key] = (train + held, len(train))

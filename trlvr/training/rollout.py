@@ -50,7 +50,9 @@ from trlvr.team import is_self, is_text
 from trlvr.training.memory_plan import device_memory, engine_kv_tokens, run_plan, write_memory_record
 
 
-def rollout_row_keys(global_step: int, train: bool, process_index: int, local_rows: int, num_generations: int) -> list[int]:
+def rollout_row_keys(
+    global_step: int, train: bool, process_index: int, local_rows: int, num_generations: int
+) -> list[int]:
     """Row keys of this process's rows: (step, mode, prompt index, generation index) over the global batch.
 
     TRL hands process p the p-th contiguous slice of the generation batch (it slices the gathered
@@ -58,8 +60,10 @@ def rollout_row_keys(global_step: int, train: bool, process_index: int, local_ro
     """
     start = process_index * local_rows
     mode = "train" if train else "eval"
-    return [row_key(global_step, mode, j // num_generations, j % num_generations)
-            for j in range(start, start + local_rows)]  # fmt: skip
+    return [
+        row_key(global_step, mode, j // num_generations, j % num_generations)
+        for j in range(start, start + local_rows)
+    ]
 
 
 def run_engine(spec: Backend, plan, args, dtype: str, distribution: dict | None = None):
@@ -70,9 +74,12 @@ def run_engine(spec: Backend, plan, args, dtype: str, distribution: dict | None 
     (`vllm_enable_sleep_mode`); distribution: `trl_backend.engine_distribution`'s fields (default: the
     run's seed, one process); spec: the run's backend (`Backend.engine`: its options class). `trlvr smoke`'s
     parity check builds the same engine."""
-    engine = spec.load("engine").for_machine(dtype, args.seed, plan.context, plan.share, max_num_seqs=plan.max_num_seqs)
-    return dataclasses.replace(engine, enable_sleep_mode=bool(args.vllm_enable_sleep_mode),
-                               **(distribution or {"seed": args.seed}))  # fmt: skip
+    engine = spec.load("engine").for_machine(
+        dtype, args.seed, plan.context, plan.share, max_num_seqs=plan.max_num_seqs
+    )
+    return dataclasses.replace(
+        engine, enable_sleep_mode=bool(args.vllm_enable_sleep_mode), **(distribution or {"seed": args.seed})
+    )
 
 
 class TandemRollout:
@@ -85,9 +92,16 @@ class TandemRollout:
     the run config (`trainer.tandem.compile`) when the trainer has one.
     """
 
-    def __init__(self, schedule: Schedule, junior=None, check_junior_p: float | None = None,
-                 decode: str = "auto", junior_device: str | None = None, compile: bool | str = "auto",
-                 backend: str = "hf"):  # fmt: skip
+    def __init__(
+        self,
+        schedule: Schedule,
+        junior=None,
+        check_junior_p: float | None = None,
+        decode: str = "auto",
+        junior_device: str | None = None,
+        compile: bool | str = "auto",
+        backend: str = "hf",
+    ):
         self.schedule, self.backend = schedule, backend
         self.engine_options = {"decode": decode, "junior_device": junior_device, "compile": compile}
         self.junior = junior
@@ -138,16 +152,28 @@ class TandemRollout:
         train = trainer.model.training
         prompt_ids = self._tokenize(prompts, tokenizer)
         num_generations = getattr(trainer, "num_generations" if train else "num_generations_eval", None)
-        row_keys = rollout_row_keys(trainer.state.global_step, train, acc.process_index, len(prompt_ids),
-                                    num_generations or args.num_generations)  # fmt: skip
-        sampling = Sampling(args.max_completion_length, temperature=args.temperature, top_p=args.top_p,
-                            top_k=args.top_k or 0, seed=args.seed)  # fmt: skip
+        row_keys = rollout_row_keys(
+            trainer.state.global_step,
+            train,
+            acc.process_index,
+            len(prompt_ids),
+            num_generations or args.num_generations,
+        )
+        sampling = Sampling(
+            args.max_completion_length,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k or 0,
+            seed=args.seed,
+        )
         start = time.perf_counter()
         with self._generating_senior(trainer, tokenizer) as senior, self._awake(trainer):
             pair = self._pair(senior, tokenizer, trainer)
             if is_text(pair.pairing):
-                self._junior_ids = {tuple(ids): encode_prompt(p, pair.junior_tokenizer)
-                                    for ids, p in zip(prompt_ids, prompts, strict=True)}  # fmt: skip
+                self._junior_ids = {
+                    tuple(ids): encode_prompt(p, pair.junior_tokenizer)
+                    for ids, p in zip(prompt_ids, prompts, strict=True)
+                }
             if backend(self.backend).own_engine:  # one engine per process; with TP, over its group's rows
                 out = trainer.vllm_generation.generate_rows(prompt_ids, self.schedule, sampling, row_keys)
             else:
@@ -184,7 +210,9 @@ class TandemRollout:
         if backend(self.backend).own_engine:  # TRL's own vLLM machinery built the pair and syncs its weights
             generation = getattr(trainer, "vllm_generation", None)
             if getattr(generation, "pair", None) is None:
-                raise ValueError("backend vllm rollouts need TandemGRPOTrainer (its TRL vLLM generation holds the engine)")
+                raise ValueError(
+                    "backend vllm rollouts need TandemGRPOTrainer (its TRL vLLM generation holds the engine)"
+                )
             generation.pair.check(self.schedule)
             return generation.pair
         if self.pair is None:
@@ -194,9 +222,15 @@ class TandemRollout:
             if self.junior is not None and self.junior_tokenizer is not None:
                 options = {"eos_token_ids": eos, "junior_prompts": lambda ids: self._junior_ids[tuple(ids)]}
             else:
-                options = {"eos_token_ids": eos, "pad_token_id": tokenizer.pad_token_id, "tables": self._tables,
-                           **self._engine_options(trainer)}  # fmt: skip
-            self.pair = make_pair(senior, self.junior, tokenizer, junior_tokenizer=self.junior_tokenizer, **options)
+                options = {
+                    "eos_token_ids": eos,
+                    "pad_token_id": tokenizer.pad_token_id,
+                    "tables": self._tables,
+                    **self._engine_options(trainer),
+                }
+            self.pair = make_pair(
+                senior, self.junior, tokenizer, junior_tokenizer=self.junior_tokenizer, **options
+            )
             self.pair.check(self.schedule)
             self._synced_step = step  # an HF pair generates with `senior` itself
         if step != self._synced_step:  # the weights changed since the engine last saw them
@@ -220,17 +254,37 @@ class TandemRollout:
         tandem, args = trainer.tandem, trainer.args
         spec = backend(tandem.backend)
         junior = tandem.junior if "junior" in self.schedule.writers else None
-        senior_dir = model_folder(tandem.senior)  # an adapter folder's base; TRL's sync pushes the merged weights
-        if is_self(junior):  # a LoRA senior's base: the senior's folder (TRL's sync pushes merged weights to the senior only)
+        senior_dir = model_folder(
+            tandem.senior
+        )  # an adapter folder's base; TRL's sync pushes the merged weights
+        if is_self(
+            junior
+        ):  # a LoRA senior's base: the senior's folder (TRL's sync pushes merged weights to the senior only)
             junior = senior_dir
-        plan = run_plan(tandem, args, gpu_memory=device_memory(), longest_prompt=getattr(trainer, "longest_prompt", None))
+        plan = run_plan(
+            tandem, args, gpu_memory=device_memory(), longest_prompt=getattr(trainer, "longest_prompt", None)
+        )
         plan.check("backend vllm")  # before vLLM allocates anything: one line naming the setting to change
         trainer.memory_plan = plan
-        engine = run_engine(spec, plan, args, str(senior.dtype).removeprefix("torch."),
-                            spec.load("distribution")(trainer.accelerator, args.vllm_tensor_parallel_size, args.seed))  # fmt: skip
-        pair = make_pair(senior_dir, junior, tokenizer, backend=tandem.backend, eos_token_ids=list(trainer.eos_token_ids),
-                         pad_token_id=tokenizer.pad_token_id, engine=engine)  # fmt: skip
-        write_memory_record(args.output_dir, plan, engine_kv_tokens(pair.llm), trainer.accelerator.is_main_process)
+        engine = run_engine(
+            spec,
+            plan,
+            args,
+            str(senior.dtype).removeprefix("torch."),
+            spec.load("distribution")(trainer.accelerator, args.vllm_tensor_parallel_size, args.seed),
+        )
+        pair = make_pair(
+            senior_dir,
+            junior,
+            tokenizer,
+            backend=tandem.backend,
+            eos_token_ids=list(trainer.eos_token_ids),
+            pad_token_id=tokenizer.pad_token_id,
+            engine=engine,
+        )
+        write_memory_record(
+            args.output_dir, plan, engine_kv_tokens(pair.llm), trainer.accelerator.is_main_process
+        )
         return pair
 
     def _log_text(self, trainer, text, mode: str) -> None:
@@ -238,7 +292,9 @@ class TandemRollout:
         n = max(len(text), 1)
         metrics = trainer._metrics[mode]
         metrics["tandem/text/withdrawn_per_seq"].append(sum(text.withdrawn) / n)
-        metrics["tandem/text/catch_up_tokens_per_seq"].append(sum(map(sum, text.catch_up_tokens.values())) / n)
+        metrics["tandem/text/catch_up_tokens_per_seq"].append(
+            sum(map(sum, text.catch_up_tokens.values())) / n
+        )
         metrics["tandem/text/senior_char_share"].append(sum(text.senior_char_share) / n)
 
     def _log(self, trainer, stats: dict, out, seconds: float, mode: str, pairing: str | None = None) -> None:
@@ -267,7 +323,9 @@ class TandemRollout:
         if mode == "train":  # for the run's postcondition (`trlvr.training.run.check_trained`)
             self.senior_tokens.append(int(senior))
         if self.check_junior_p is not None and mode == "train":
-            check_has_junior_tokens(int(junior), int(tokens), self.check_junior_p, writers=self.schedule.writers)
+            check_has_junior_tokens(
+                int(junior), int(tokens), self.check_junior_p, writers=self.schedule.writers
+            )
         speed = acc.gather(
             torch.tensor([stats["length"].sum().item() / max(seconds, 1e-9)], device=acc.device)
         )
@@ -280,10 +338,14 @@ class TandemRollout:
         metrics["timing/rollout_tokens_per_s"].append(speed.sum().item())  # all processes together
         preempted = (getattr(out, "plan", None) or {}).get("preemptions")
         if preempted is not None:  # backend vllm: requests the engine pre-empted during this rollout
-            metrics["tandem/preemptions"].append(float(acc.gather(torch.tensor([float(preempted)], device=acc.device)).sum()))
+            metrics["tandem/preemptions"].append(
+                float(acc.gather(torch.tensor([float(preempted)], device=acc.device)).sum())
+            )
         self._log_team_and_loophole(trainer, stats, out, mode, pairing)
 
-    def _log_team_and_loophole(self, trainer, stats: dict, out, mode: str, pairing: str | None = None) -> None:
+    def _log_team_and_loophole(
+        self, trainer, stats: dict, out, mode: str, pairing: str | None = None
+    ) -> None:
         """Rollout lengths of the team beside TRL's senior-only `completions/*_length` (with env_mask TRL
         counts senior tokens only), and the loophole statistics (`trlvr.engine.loophole`) of tandem batches.
 
@@ -298,11 +360,27 @@ class TandemRollout:
         length, senior = stats["length"], stats["senior_tokens"]
         undefined = is_text(pairing) and "loophole" in UNDEFINED_FOR_TEXT_PAIRS
         tandem = len(self.schedule.writers) == 2 and not undefined
-        counts, runs = (loophole_counts(self.schedule, out.tokens, out.senior_authored, out.completion_mask,
-                                        self._tables) if tandem else ({k: 0.0 for k in COUNT_KEYS}, None))  # fmt: skip
-        local = torch.tensor([[len(length), length.sum(), length.min(), length.max(), senior.sum(), senior.min(),
-                               senior.max(), *(counts[k] for k in COUNT_KEYS)]],
-                             dtype=torch.float64, device=acc.device)  # fmt: skip
+        counts, runs = (
+            loophole_counts(self.schedule, out.tokens, out.senior_authored, out.completion_mask, self._tables)
+            if tandem
+            else ({k: 0.0 for k in COUNT_KEYS}, None)
+        )
+        local = torch.tensor(
+            [
+                [
+                    len(length),
+                    length.sum(),
+                    length.min(),
+                    length.max(),
+                    senior.sum(),
+                    senior.min(),
+                    senior.max(),
+                    *(counts[k] for k in COUNT_KEYS),
+                ]
+            ],
+            dtype=torch.float64,
+            device=acc.device,
+        )
         g = acc.gather(local)  # (processes, 7 + len(COUNT_KEYS))
         n, total, sen = g[:, 0].sum().item(), g[:, 1].sum().item(), g[:, 4].sum().item()
         metrics = trainer._metrics[mode]

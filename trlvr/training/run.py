@@ -56,9 +56,17 @@ def seed_flags(args, seed: int) -> list[str]:
     return ["--seed", str(seed), "--output_dir", str(Path(args.output_dir) / f"seed-{seed}")]
 
 
-def train_and_save(tandem: TandemConfig, args, *, resume: bool = False, force: bool = False,
-                   desc: str | None = None, callbacks=None, verbose: bool = False,
-                   resume_command: str | None = None) -> Path:  # fmt: skip
+def train_and_save(
+    tandem: TandemConfig,
+    args,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    desc: str | None = None,
+    callbacks=None,
+    verbose: bool = False,
+    resume_command: str | None = None,
+) -> Path:
     """Train one run into `args.output_dir`; return the path of its final model.
 
     resume_command: the command line that continues this run, named in the pre-emption line.
@@ -66,19 +74,35 @@ def train_and_save(tandem: TandemConfig, args, *, resume: bool = False, force: b
     Raises `Preempted` (exit code 143) when a SIGTERM/SIGUSR1 stopped it after a checkpoint.
     """
     main = PartialState().is_main_process
-    if main:  # the run's check list before the lock's files are made: a refusal leaves the folder byte for byte
+    if (
+        main
+    ):  # the run's check list before the lock's files are made: a refusal leaves the folder byte for byte
         check_run_start(tandem, args, resume=resume, force=force)
         zero, processes = launch_layout()
-        check_disk(tandem, args, zero_stage=zero, processes=processes, resume=resume)  # before hours are spent
+        check_disk(
+            tandem, args, zero_stage=zero, processes=processes, resume=resume
+        )  # before hours are spent
     # a start that fails before its first checkpoint (the trainer's own checks, a NaN at step 1, a kill)
     # leaves output_dir as it found it: no record of a run that never ran
-    with rundir.undone_unless_kept(args.output_dir, lambda: bool(rundir.checkpoints(args.output_dir)),
-                                   main_process=main), training_lock(args.output_dir, main_process=main):  # fmt: skip
+    with (
+        rundir.undone_unless_kept(
+            args.output_dir, lambda: bool(rundir.checkpoints(args.output_dir)), main_process=main
+        ),
+        training_lock(args.output_dir, main_process=main),
+    ):
         start = prepare_run(tandem, args, resume=resume, force=force)
         for diff in start.forced:
             warn(f"--force: training into {args.output_dir} although {diff}")
-        return _train_and_save(tandem, args, start=start, resume=resume, desc=desc, callbacks=callbacks,
-                               verbose=verbose, resume_command=resume_command)  # fmt: skip
+        return _train_and_save(
+            tandem,
+            args,
+            start=start,
+            resume=resume,
+            desc=desc,
+            callbacks=callbacks,
+            verbose=verbose,
+            resume_command=resume_command,
+        )
 
 
 def prepare_run(tandem: TandemConfig, args, *, resume: bool, force: bool):
@@ -87,9 +111,13 @@ def prepare_run(tandem: TandemConfig, args, *, resume: bool, force: bool):
     runs), and only when all passed, with --force, the earlier run set aside. Returns the checks' RunStart."""
     found = []
     rundir.prepare_output(
-        args.output_dir, rundir.TRAINING, flag="--output_dir", start_over=force, set_aside_with=_set_aside_locked,
+        args.output_dir,
+        rundir.TRAINING,
+        flag="--output_dir",
+        start_over=force,
+        set_aside_with=_set_aside_locked,
         checks=[lambda: found.append(check_run_start(tandem, args, resume=resume, force=force))],
-    )  # fmt: skip
+    )
     return found[0]
 
 
@@ -112,8 +140,14 @@ def start_over(output_dir: str | Path, runs: list | None = None) -> Path | None:
         rundir.prepare_output(output_dir, rundir.TRAINING_SEEDS, flag="--output_dir", checks=checks)
         return None
     with training_lock(output_dir):
-        return rundir.prepare_output(output_dir, rundir.TRAINING_SEEDS, flag="--output_dir", checks=checks,
-                                     start_over=True, set_aside_with=_set_aside_locked)  # fmt: skip
+        return rundir.prepare_output(
+            output_dir,
+            rundir.TRAINING_SEEDS,
+            flag="--output_dir",
+            checks=checks,
+            start_over=True,
+            set_aside_with=_set_aside_locked,
+        )
 
 
 def _set_aside_locked(output_dir: str | Path) -> Path | None:
@@ -139,7 +173,9 @@ def _check_prompts(trainer, tandem: TandemConfig, out: Path) -> dict:
     if lossy:
         line = describe_lossy(lossy, len(prompts), "training prompts")
         if tandem.refuse_lossy_prompts:
-            raise UserError(f"{line}; refuse_lossy_prompts: true refuses them (fix the data or the tokenizer)")
+            raise UserError(
+                f"{line}; refuse_lossy_prompts: true refuses them (fix the data or the tokenizer)"
+            )
         warn(f"{line}; listed in {out / RUN_FILE} (refuse_lossy_prompts: true makes this an error)")
     return lossy_section(lossy, len(prompts))
 
@@ -167,11 +203,15 @@ def _train_and_save(tandem, args, *, start, resume, desc, callbacks, verbose, re
     if not verbose:  # the log dicts go to metrics.jsonl and trainer_state.json, not the console
         trainer.remove_callback(PrinterCallback)
     record["lossy_prompts"] = _check_prompts(trainer, tandem, out)
-    record["pairing"] = getattr(trainer, "pairing", None)  # the mode chosen (config `pairing` is what was asked)
+    record["pairing"] = getattr(
+        trainer, "pairing", None
+    )  # the mode chosen (config `pairing` is what was asked)
     dtype = next(iter(trainer.model.parameters())).dtype
     facts = machine(dtype=str(dtype), device=str(trainer.accelerator.device))
     if diffs := add_machine(record, facts, stored, resume=resume):
-        warn(f"--resume on another machine ({'; '.join(diffs)}): the result may differ from an uninterrupted one")
+        warn(
+            f"--resume on another machine ({'; '.join(diffs)}): the result may differ from an uninterrupted one"
+        )
     write_record(out, record)
     how = f"resume with: {resume_command}" if resume_command else "resume with the same command and --resume"
     main = trainer.accelerator.is_main_process
@@ -186,10 +226,15 @@ def _train_and_save(tandem, args, *, start, resume, desc, callbacks, verbose, re
         wait_for_manifests(trainer, raised=False)
         stop = preemption.callback
         if preemption.stopped_early and trainer.state.global_step < trainer.state.max_steps:
-            saved = (f"saved {rundir.checkpoint_dir(out, stop.saved_step)}" if stop.saved_step is not None
-                     else "no checkpoint saved (the step was not finite)")  # fmt: skip
-            raise Preempted(f"{preemption.signal_name} at step {stop.stop_step} of {trainer.state.max_steps}: "
-                            f"{saved}; {how}")  # fmt: skip
+            saved = (
+                f"saved {rundir.checkpoint_dir(out, stop.saved_step)}"
+                if stop.saved_step is not None
+                else "no checkpoint saved (the step was not finite)"
+            )
+            raise Preempted(
+                f"{preemption.signal_name} at step {stop.stop_step} of {trainer.state.max_steps}: "
+                f"{saved}; {how}"
+            )
         check_trained(trainer, out)
         if not weights_are_finite(trainer.model):
             raise UserError(f"{out}: the trained weights are not finite; {FINAL}/ was not written")
@@ -208,7 +253,11 @@ def _train_and_save(tandem, args, *, start, resume, desc, callbacks, verbose, re
     return final
 
 
-RESUME_STATE = (*artifacts.RESUME_STATE, rundir.PREEMPT_MARK, artifacts.MANIFEST)  # a checkpoint's, not final/'s
+RESUME_STATE = (
+    *artifacts.RESUME_STATE,
+    rundir.PREEMPT_MARK,
+    artifacts.MANIFEST,
+)  # a checkpoint's, not final/'s
 
 
 def _set_aside_torn_final(out: Path) -> None:
@@ -216,8 +265,12 @@ def _set_aside_torn_final(out: Path) -> None:
     moves into OUTPUT_DIR/replaced-<time>/ (nothing deleted), and the resume writes final/ again."""
     final, state = rundir.final_dir(out), PartialState()
     if state.is_main_process and final.exists() and (why := artifacts.problem(final, artifacts.FINAL)):
-        moved = rundir.set_aside(out, keep=[p.name for p in out.iterdir() if p.name != rundir.FINAL], say=False)
-        warn(f"--resume: {final} is torn ({why}); moved into {moved} (nothing deleted), written again at the end")
+        moved = rundir.set_aside(
+            out, keep=[p.name for p in out.iterdir() if p.name != rundir.FINAL], say=False
+        )
+        warn(
+            f"--resume: {final} is torn ({why}); moved into {moved} (nothing deleted), written again at the end"
+        )
     state.wait_for_everyone()
 
 
@@ -231,7 +284,9 @@ def _final_from_checkpoint(ckpt: Path, out: Path) -> Path:
     shutil.copytree(ckpt, tmp, ignore=shutil.ignore_patterns(*RESUME_STATE))
     artifacts.write_manifest(tmp)
     tmp.rename(final)
-    log(f"wrote {final} (step {rundir.checkpoint_step(ckpt)}: {ckpt.name} is at the target; nothing to train)")
+    log(
+        f"wrote {final} (step {rundir.checkpoint_step(ckpt)}: {ckpt.name} is at the target; nothing to train)"
+    )
     return final
 
 
@@ -256,14 +311,18 @@ def check_trained(trainer, out: Path) -> None:
     state = trainer.state
     if state.global_step != state.max_steps:
         how = "ended its loop early" if state.global_step < state.max_steps else "ran past max_steps"
-        raise UserError(f"{out}: training stopped at step {state.global_step} of {state.max_steps} (the trainer "
-                        f"{how}); {FINAL}/ was not written")  # fmt: skip
+        raise UserError(
+            f"{out}: training stopped at step {state.global_step} of {state.max_steps} (the trainer "
+            f"{how}); {FINAL}/ was not written"
+        )
     counts = list(getattr(getattr(trainer, "rollout", None), "senior_tokens", None) or [])
     empty = sum(c == 0 for c in counts)
     if counts and empty == len(counts):
-        raise UserError(f"{out}: none of the {len(counts)} rollout(s) of this run gave the senior a token (schedule "
-                        f"{getattr(trainer.rollout.schedule, 'name', trainer.rollout.schedule)!r}); nothing was "
-                        f"learned and {FINAL}/ was not written: raise p or change the schedule")  # fmt: skip
+        raise UserError(
+            f"{out}: none of the {len(counts)} rollout(s) of this run gave the senior a token (schedule "
+            f"{getattr(trainer.rollout.schedule, 'name', trainer.rollout.schedule)!r}); nothing was "
+            f"learned and {FINAL}/ was not written: raise p or change the schedule"
+        )
     if empty:
         warn(f"{empty} of {len(counts)} rollout(s) gave the senior no token: their steps trained nothing")
 

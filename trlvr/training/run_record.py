@@ -46,33 +46,105 @@ FORMAT = 3  # 3: every GRPOConfig field but NOT_IDENTITY_GRPO; 2: paths relative
 NOT_IDENTITY = {"nonfinite_patience", "preempt_grace_s", "refuse_lossy_prompts", "gpu_memory"}
 LOSSY_LISTED = 100  # lossy prompts listed in the record (all are counted)
 # The GRPOConfig fields that cannot change what is trained; every other field is the run's identity.
-NOT_IDENTITY_GRPO = frozenset({
-    # where it writes, and the target (a resume may raise max_steps: `trlvr.rundir.resume_plan` decides)
-    "output_dir", "max_steps", "num_train_epochs", "resume_from_checkpoint", "overwrite_output_dir",
-    # what it logs, and where to
-    "logging_dir", "logging_strategy", "logging_steps", "logging_first_step", "log_on_each_node",
-    "logging_nan_inf_filter", "include_num_input_tokens_seen", "log_level", "log_level_replica", "disable_tqdm",
-    "report_to", "run_name", "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id",
-    "log_completions", "log_multimodal", "num_completions_to_print", "log_unique_prompts", "log_completions_hub_repo",
-    "skip_memory_metrics", "debug",
-    # when it saves and evaluates (a checkpoint holds the same state whenever it is saved)
-    "save_strategy", "save_steps", "save_total_limit", "save_on_each_node", "save_only_model", "enable_jit_checkpoint",
-    "eval_strategy", "eval_steps", "eval_delay", "per_device_eval_batch_size", "prediction_loss_only",
-    "eval_on_start", "eval_do_concat_batches", "eval_use_gather_object", "eval_accumulation_steps",
-    "include_for_metrics", "batch_eval_metrics", "num_generations_eval", "bf16_full_eval", "fp16_full_eval",
-    "load_best_model_at_end", "metric_for_best_model", "greater_is_better", "do_train", "do_eval", "do_predict",
-    # publishing
-    "push_to_hub", "hub_token", "hub_private_repo", "hub_model_id", "hub_strategy", "hub_always_push", "hub_revision",
-    # where and how fast it runs, not what it computes (the record's `machine` keeps the machine; a resume on
-    # another one is warned about): device, process layout, data-loader workers, memory savers, server address
-    "use_cpu", "local_rank", "ddp_find_unused_parameters", "ddp_bucket_cap_mb", "ddp_broadcast_buffers",
-    "ddp_static_graph", "ddp_backend", "ddp_timeout", "dataloader_num_workers", "dataloader_pin_memory",
-    "dataloader_persistent_workers", "dataloader_prefetch_factor", "dataloader_multiprocessing_context",
-    "torch_empty_cache_steps", "gradient_checkpointing", "gradient_checkpointing_kwargs", "activation_checkpointing",
-    "activation_checkpointing_kwargs", "torch_compile", "torch_compile_backend", "torch_compile_mode",
-    "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "vllm_server_base_url", "vllm_server_host",
-    "vllm_server_port", "vllm_server_timeout", "vllm_group_port",
-})  # fmt: skip
+NOT_IDENTITY_GRPO = frozenset(
+    {
+        # where it writes, and the target (a resume may raise max_steps: `trlvr.rundir.resume_plan` decides)
+        "output_dir",
+        "max_steps",
+        "num_train_epochs",
+        "resume_from_checkpoint",
+        "overwrite_output_dir",
+        # what it logs, and where to
+        "logging_dir",
+        "logging_strategy",
+        "logging_steps",
+        "logging_first_step",
+        "log_on_each_node",
+        "logging_nan_inf_filter",
+        "include_num_input_tokens_seen",
+        "log_level",
+        "log_level_replica",
+        "disable_tqdm",
+        "report_to",
+        "run_name",
+        "project",
+        "trackio_space_id",
+        "trackio_bucket_id",
+        "trackio_static_space_id",
+        "log_completions",
+        "log_multimodal",
+        "num_completions_to_print",
+        "log_unique_prompts",
+        "log_completions_hub_repo",
+        "skip_memory_metrics",
+        "debug",
+        # when it saves and evaluates (a checkpoint holds the same state whenever it is saved)
+        "save_strategy",
+        "save_steps",
+        "save_total_limit",
+        "save_on_each_node",
+        "save_only_model",
+        "enable_jit_checkpoint",
+        "eval_strategy",
+        "eval_steps",
+        "eval_delay",
+        "per_device_eval_batch_size",
+        "prediction_loss_only",
+        "eval_on_start",
+        "eval_do_concat_batches",
+        "eval_use_gather_object",
+        "eval_accumulation_steps",
+        "include_for_metrics",
+        "batch_eval_metrics",
+        "num_generations_eval",
+        "bf16_full_eval",
+        "fp16_full_eval",
+        "load_best_model_at_end",
+        "metric_for_best_model",
+        "greater_is_better",
+        "do_train",
+        "do_eval",
+        "do_predict",
+        # publishing
+        "push_to_hub",
+        "hub_token",
+        "hub_private_repo",
+        "hub_model_id",
+        "hub_strategy",
+        "hub_always_push",
+        "hub_revision",
+        # where and how fast it runs, not what it computes (the record's `machine` keeps the machine; a resume on
+        # another one is warned about): device, process layout, data-loader workers, memory savers, server address
+        "use_cpu",
+        "local_rank",
+        "ddp_find_unused_parameters",
+        "ddp_bucket_cap_mb",
+        "ddp_broadcast_buffers",
+        "ddp_static_graph",
+        "ddp_backend",
+        "ddp_timeout",
+        "dataloader_num_workers",
+        "dataloader_pin_memory",
+        "dataloader_persistent_workers",
+        "dataloader_prefetch_factor",
+        "dataloader_multiprocessing_context",
+        "torch_empty_cache_steps",
+        "gradient_checkpointing",
+        "gradient_checkpointing_kwargs",
+        "activation_checkpointing",
+        "activation_checkpointing_kwargs",
+        "torch_compile",
+        "torch_compile_backend",
+        "torch_compile_mode",
+        "vllm_gpu_memory_utilization",
+        "vllm_enable_sleep_mode",
+        "vllm_server_base_url",
+        "vllm_server_host",
+        "vllm_server_port",
+        "vllm_server_timeout",
+        "vllm_group_port",
+    }
+)
 
 
 def grpo_identity(args) -> dict:
@@ -82,7 +154,11 @@ def grpo_identity(args) -> dict:
         names = [f.name for f in dataclasses.fields(args)]
     else:  # a plain namespace (library callers, tests): what it holds
         names = list(vars(args))
-    return {k: getattr(args, k, None) for k in sorted(names) if k not in NOT_IDENTITY_GRPO and not k.startswith("_")}
+    return {
+        k: getattr(args, k, None)
+        for k in sorted(names)
+        if k not in NOT_IDENTITY_GRPO and not k.startswith("_")
+    }
 
 
 def data_fingerprint(source: str, split: str | None = None) -> dict:
@@ -175,15 +251,18 @@ def lossy_section(lossy: list, total: int) -> dict:
     return {
         "count": len(lossy),
         "of": total,
-        "listed": [{"index": x.index, "prompt": x.original, "roundtrip": x.roundtrip}
-                   for x in lossy[:LOSSY_LISTED]],  # fmt: skip
+        "listed": [
+            {"index": x.index, "prompt": x.original, "roundtrip": x.roundtrip} for x in lossy[:LOSSY_LISTED]
+        ],
     }
 
 
 def read_record(output_dir: str | Path) -> dict | None:
     """The stored record (None if there is none), its paths as format 2 stores them."""
     record = rundir.read_record(Path(output_dir) / RUN_FILE)
-    if record is not None and record.get("format", 1) < 2:  # paths as typed, relative to where the run started
+    if (
+        record is not None and record.get("format", 1) < 2
+    ):  # paths as typed, relative to where the run started
         record = {**_stored_paths(record, output_dir), "format": FORMAT}
     return record
 
@@ -216,10 +295,14 @@ def _compare_stored(output_dir: str | Path, old: dict, new: dict) -> list[str]:
 def check_output_dir(output_dir: str | Path, record: dict, *, resume: bool, force: bool) -> list[str]:
     """Refuse (UserError) to mix runs in `output_dir`; return the differences that --force let through."""
     diffs = rundir.check_identity(
-        output_dir, RUN_FILE, record, lambda old, new: _compare_stored(output_dir, old, new), force=force,
+        output_dir,
+        RUN_FILE,
+        record,
+        lambda old, new: _compare_stored(output_dir, old, new),
+        force=force,
         what="a different run",
         fix="use another --output_dir, or --force to start over in it (the earlier run is moved aside)",
-    )  # fmt: skip
+    )
     existing = rundir.checkpoints(output_dir)
     if not resume and not force and (existing or rundir.final_dir(output_dir).exists()):
         newest = existing[0].name if existing else rundir.FINAL

@@ -96,8 +96,11 @@ def _is_peft_model(model) -> bool:
 def _with_model_ids(tandem: TandemConfig, senior, junior) -> TandemConfig:
     """`tandem` with the senior's and junior's ids filled in from model id strings (or local paths) passed
     to the trainer, as TRL takes `model="Qwen/..."`; fields already set are kept."""
-    ids = {name: value for name, value in (("senior", senior), ("junior", junior))
-           if isinstance(value, str) and not getattr(tandem, name)}  # fmt: skip
+    ids = {
+        name: value
+        for name, value in (("senior", senior), ("junior", junior))
+        if isinstance(value, str) and not getattr(tandem, name)
+    }
     return dataclasses.replace(tandem, **ids) if ids else tandem
 
 
@@ -111,8 +114,10 @@ def check_reward_grader(funcs: list, grader: str) -> None:
     for f in funcs:
         used = "trlvr" if f is math_reward else f.grader if isinstance(f, MathReward) else None
         if used is not None and used != grader:
-            raise ValueError(f"reward_funcs grade with grader {used!r} but tandem.grader is {grader!r}: pass "
-                             f"MathReward(grader={grader!r}), or TandemConfig(grader={used!r})")
+            raise ValueError(
+                f"reward_funcs grade with grader {used!r} but tandem.grader is {grader!r}: pass "
+                f"MathReward(grader={grader!r}), or TandemConfig(grader={used!r})"
+            )
 
 
 # what transformers 5 says when TRL uses its gradient_checkpointing names (renamed activation_checkpointing)
@@ -176,10 +181,17 @@ class TandemGRPOTrainer(GRPOTrainer):
     """
 
     @_without_rollout_func_notice
-    def __init__(self, model: str | PreTrainedModel, junior: str | PreTrainedModel | None = None, *,
-                 tandem: TandemConfig | None = None, args: GRPOConfig | None = None,
-                 reward_funcs: RewardFunc | list[RewardFunc] | None = None, longest_prompt: int | None = None,
-                 **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: str | PreTrainedModel,
+        junior: str | PreTrainedModel | None = None,
+        *,
+        tandem: TandemConfig | None = None,
+        args: GRPOConfig | None = None,
+        reward_funcs: RewardFunc | list[RewardFunc] | None = None,
+        longest_prompt: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         if args is None:  # as GRPOTrainer: the default GRPOConfig, its output_dir named after the model
             name = model if isinstance(model, str) else model.config._name_or_path
             args = GRPOConfig(f"{str(name).split('/')[-1]}-GRPO")
@@ -190,7 +202,9 @@ class TandemGRPOTrainer(GRPOTrainer):
                 "must be off (backend: vllm is how to generate with vLLM)"
             )
         if args.off_policy_mask_threshold is not None:
-            raise ValueError("off_policy_mask_threshold must be off: the tandem engine's log-probs are not TRL's")
+            raise ValueError(
+                "off_policy_mask_threshold must be off: the tandem engine's log-probs are not TRL's"
+            )
         if kwargs.get("tools") or kwargs.get("environment_factory"):
             raise UserError(
                 "TandemGRPOTrainer does not take tools or environment_factory: TRL's tool loop replaces the author "
@@ -198,19 +212,29 @@ class TandemGRPOTrainer(GRPOTrainer):
             )
         check_report_to(args.report_to, "GRPOConfig")  # before TRL loads a model given by its id
         self.tandem = tandem
-        self.longest_prompt = longest_prompt  # backend vllm: the engine's context is this + max_completion_length
+        self.longest_prompt = (
+            longest_prompt  # backend vllm: the engine's context is this + max_completion_length
+        )
         self_paired = is_self(tandem.junior)
         engine = backend(tandem.backend)
         if engine.own_engine:  # the engine loads the models from their paths
             tandem.check_model_paths()
-        passed_peft = not isinstance(model, str) and _is_peft_model(model)  # an adapter folder the run continues (trlvr.training.peft_setup)
+        passed_peft = not isinstance(model, str) and _is_peft_model(
+            model
+        )  # an adapter folder the run continues (trlvr.training.peft_setup)
         if self_paired and kwargs.get("peft_config") is None and not passed_peft:
-            raise ValueError("junior: 'self' needs a LoRA senior (use_peft: true, peft_config, or a peft.PeftModel)")
+            raise ValueError(
+                "junior: 'self' needs a LoRA senior (use_peft: true, peft_config, or a peft.PeftModel)"
+            )
         check_p = tandem.p if tandem.expects_junior_tokens else None
         name, schedule_kwargs = tandem.schedule_kwargs()
-        self.rollout = TandemRollout(Schedule.from_config(name, **schedule_kwargs), check_junior_p=check_p,
-                                     decode=tandem.decode, junior_device=tandem.junior_device,
-                                     backend=tandem.backend)  # fmt: skip
+        self.rollout = TandemRollout(
+            Schedule.from_config(name, **schedule_kwargs),
+            check_junior_p=check_p,
+            decode=tandem.decode,
+            junior_device=tandem.junior_device,
+            backend=tandem.backend,
+        )
         # kl_ref=junior always has a junior path: TandemConfig refuses it without one. With PEFT, TRL's
         # reference is the senior with adapters disabled: for `junior: self` that IS the junior. A passed
         # PeftModel (a continued adapter) gets a frozen copy of its adapter as TRL's reference instead:
@@ -218,30 +242,46 @@ class TandemGRPOTrainer(GRPOTrainer):
         kl_to_junior = kl_to_junior_of(args.beta, tandem.kl_ref)
         if kl_to_junior and not tandem.junior:  # TRL builds its reference model from a path
             raise ValueError("kl_ref: junior needs TandemConfig(junior=<the junior's path or hub id>)")
-        funcs = [] if reward_funcs is None else reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
+        funcs = (
+            [] if reward_funcs is None else reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
+        )
         check_reward_grader(funcs, tandem.grader)
         # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
-        funcs = [with_share_split(f, lambda: self.rollout.last_senior_share) if _plain_callable(f) else f
-                 for f in funcs]  # fmt: skip
+        funcs = [
+            with_share_split(f, lambda: self.rollout.last_senior_share) if _plain_callable(f) else f
+            for f in funcs
+        ]
         # the length penalty (both arms alike, trlvr.rewards.length) rides on the first reward function
         if funcs and not _plain_callable(funcs[0]) and tandem.length_penalty != "none":
-            raise ValueError("length_penalty needs a plain reward function first in reward_funcs (not a model)")
+            raise ValueError(
+                "length_penalty needs a plain reward function first in reward_funcs (not a model)"
+            )
         if funcs and _plain_callable(funcs[0]):
-            funcs[0] = with_length_penalty(funcs[0], tandem.length_penalty, tandem.length_penalty_weight,
-                                           args.max_completion_length)  # fmt: skip
+            funcs[0] = with_length_penalty(
+                funcs[0], tandem.length_penalty, tandem.length_penalty_weight, args.max_completion_length
+            )
         funcs = funcs or None  # None: TRL's refusal ("no reward source")
-        if isinstance(model, str) and kl_to_junior and not self_paired:  # its config is pointed at the junior below
+        if (
+            isinstance(model, str) and kl_to_junior and not self_paired
+        ):  # its config is pointed at the junior below
             model = create_model_from_path(model, **dict(args.model_init_kwargs or {}))
 
-        with _reference_is(model, tandem.junior) if kl_to_junior and not self_paired else contextlib.nullcontext():
+        with (
+            _reference_is(model, tandem.junior)
+            if kl_to_junior and not self_paired
+            else contextlib.nullcontext()
+        ):
             super().__init__(model=model, reward_funcs=funcs, args=args, rollout_func=self.rollout, **kwargs)
         # the loaded senior's own dtype, after TRL loaded a model given by its id (`trlvr.training.learning`;
         # `load_models` checked its config's before any weights loaded)
         trainable = next((p for p in self.model.parameters() if p.requires_grad), None)
         problem = low_precision_problem(
             dtype=None if trainable is None else trainable.dtype,
-            use_peft=passed_peft or kwargs.get("peft_config") is not None, sharding=launch_sharding(args),
-            optim=args.optim, optim_args=args.optim_args, learning_rate=args.learning_rate,
+            use_peft=passed_peft or kwargs.get("peft_config") is not None,
+            sharding=launch_sharding(args),
+            optim=args.optim,
+            optim_args=args.optim_args,
+            learning_rate=args.learning_rate,
         )
         if problem:
             raise UserError(f"senior {tandem.senior or type(model).__name__}: {problem}; {FIXES}")
@@ -252,14 +292,22 @@ class TandemGRPOTrainer(GRPOTrainer):
             if self_paired:
                 junior = AdapterOffView(self.accelerator.unwrap_model(self.model))  # shares the base weights
             elif (junior is None or isinstance(junior, str)) and kl_to_junior:
-                junior = self.accelerator.unwrap_model(self.ref_model)  # already the junior: reuse, don't reload
+                junior = self.accelerator.unwrap_model(
+                    self.ref_model
+                )  # already the junior: reuse, don't reload
             elif junior is None:
-                raise ValueError("arm=tandem needs the junior model (trlvr.training.build.load_models loads it)")
+                raise ValueError(
+                    "arm=tandem needs the junior model (trlvr.training.build.load_models loads it)"
+                )
             elif isinstance(junior, str):  # a hub id or folder, beside the senior TRL loaded from its own
                 senior = self.accelerator.unwrap_model(self.model)
                 junior_tok = load_tokenizer(junior, "junior")
-                junior = load_junior(junior, junior_tok, choose_pairing(self._tokenizer, junior_tok, tandem.pairing),
-                                     senior.dtype)  # fmt: skip
+                junior = load_junior(
+                    junior,
+                    junior_tok,
+                    choose_pairing(self._tokenizer, junior_tok, tandem.pairing),
+                    senior.dtype,
+                )
             junior.to(tandem.junior_device or self.accelerator.device)
             junior.eval()
             junior.requires_grad_(False)
@@ -267,7 +315,9 @@ class TandemGRPOTrainer(GRPOTrainer):
         if engine.own_engine:  # training syncs the senior's weights into it: TRL's vLLM machinery
             self._attach_engine(args, engine)
         self.add_callback(StepTimeCallback(self, self.rollout))
-        self.is_meter = ISCorrectionMeter(self)  # tandem/is/*: what TRL's IS correction zeroed or clipped, per step
+        self.is_meter = ISCorrectionMeter(
+            self
+        )  # tandem/is/*: what TRL's IS correction zeroed or clipped, per step
         self.add_callback(self.is_meter)
         self.add_callback(WeightsMoved(self))  # the first step's postcondition: the trainable weights moved
 
@@ -326,22 +376,34 @@ class TandemGRPOTrainer(GRPOTrainer):
         tandem, args = self.tandem, self.args
         if model_name is None:  # as TRL names it on a checkpoint
             model_name = args.hub_model_id.split("/")[-1] if args.hub_model_id else Path(args.output_dir).name
-        senior = tandem.senior or getattr(self.accelerator.unwrap_model(self.model).config, "_name_or_path", None)
+        senior = tandem.senior or getattr(
+            self.accelerator.unwrap_model(self.model).config, "_name_or_path", None
+        )
         junior = tandem.junior or getattr(getattr(self.junior, "config", None), "_name_or_path", None)
         if is_self(junior):
             junior = f"{junior}: the senior's base model with its LoRA adapters off"
         name, settings = tandem.schedule_kwargs()
         schedule = f"{name} ({', '.join(f'{k}={v}' for k, v in settings.items())})" if settings else name
-        return tandem_model_card(model_name=model_name, senior=senior, junior=junior, arm=tandem.arm,
-                                 schedule=schedule, data=dataset_name or tandem.dataset or None,
-                                 steps=self.state.global_step, hub_model_id=args.hub_model_id,
-                                 tags=[tags] if isinstance(tags, str) else tags, grader=tandem.grader)  # fmt: skip
+        return tandem_model_card(
+            model_name=model_name,
+            senior=senior,
+            junior=junior,
+            arm=tandem.arm,
+            schedule=schedule,
+            data=dataset_name or tandem.dataset or None,
+            steps=self.state.global_step,
+            hub_model_id=args.hub_model_id,
+            tags=[tags] if isinstance(tags, str) else tags,
+            grader=tandem.grader,
+        )
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, tags=None):
         """TRL's hook (each checkpoint, `push_to_hub`): the tandem card (`trlvr.training.model_card`) in
         output_dir/README.md, in place of GRPOTrainer's generic one."""
         if self.is_world_process_zero():
-            self._model_card(model_name, dataset_name, tags).save(os.path.join(self.args.output_dir, MODEL_CARD))
+            self._model_card(model_name, dataset_name, tags).save(
+                os.path.join(self.args.output_dir, MODEL_CARD)
+            )
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
         """Trainer's save_model (each checkpoint-N, final/), with the tandem card beside the weights."""

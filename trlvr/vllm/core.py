@@ -43,23 +43,33 @@ def is_tandem(extra_args) -> bool:
 def tandem_args(key: int, schedule: Schedule, force_id: int) -> dict:
     """A request's `extra_args`: its 63-bit key, its schedule (name and settings) and the EOS id written
     when the schedule ends the row (the step schedule's round cap). Plain JSON values."""
-    return {ARG: {"key": int(key), "schedule": schedule.name, "settings": dataclasses.asdict(schedule),
-                  "eos": int(force_id)}}  # fmt: skip
+    return {
+        ARG: {
+            "key": int(key),
+            "schedule": schedule.name,
+            "settings": dataclasses.asdict(schedule),
+            "eos": int(force_id),
+        }
+    }
 
 
 def parse_tandem_args(extra_args) -> tuple[int, Schedule, int]:
     """(key, schedule, force id) from a request's extra_args; a ValueError naming what is wrong."""
     args = (extra_args or {}).get(ARG) if isinstance(extra_args, dict | type(None)) else None
     if not isinstance(args, dict):
-        raise ValueError(f"a tandem request needs extra_args[{ARG!r}] = {{'key', 'schedule', 'settings', 'eos'}} "
-                         f"(trlvr.vllm.core.tandem_args), got extra_args={extra_args!r}")  # fmt: skip
+        raise ValueError(
+            f"a tandem request needs extra_args[{ARG!r}] = {{'key', 'schedule', 'settings', 'eos'}} "
+            f"(trlvr.vllm.core.tandem_args), got extra_args={extra_args!r}"
+        )
     missing = [k for k in ("key", "schedule", "settings", "eos") if k not in args]
     if missing:
         raise ValueError(f"extra_args[{ARG!r}] lacks {', '.join(missing)}")
     key, eos = args["key"], args["eos"]
     if not (isinstance(key, int) and 0 <= key < 1 << 63) or not (isinstance(eos, int) and eos >= 0):
-        raise ValueError(f"extra_args[{ARG!r}]: key must be an int in [0, 2^63) and eos an id >= 0, "
-                         f"got key={key!r}, eos={eos!r}")  # fmt: skip
+        raise ValueError(
+            f"extra_args[{ARG!r}]: key must be an int in [0, 2^63) and eos an id >= 0, "
+            f"got key={key!r}, eos={eos!r}"
+        )
     if not isinstance(args["settings"], dict):
         raise ValueError(f"extra_args[{ARG!r}]['settings'] must be a dict, got {args['settings']!r}")
     return key, Schedule.from_config(args["schedule"], **args["settings"]), eos
@@ -136,8 +146,9 @@ class Folded:
     state: ScheduleState  # each row's state after its own `lengths[i]` tokens (the next author included)
 
 
-def fold(schedule: Schedule, tables: VocabTables, keys: torch.Tensor, tokens: torch.Tensor,
-         lengths: torch.Tensor) -> Folded:  # fmt: skip
+def fold(
+    schedule: Schedule, tables: VocabTables, keys: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor
+) -> Folded:
     """The fold over right-padded completions: tokens (B, T) long, lengths (B,), keys (B,) 63-bit keys.
 
     One batched `advance` per position, as the HF engine; padding past a row's length is never read
@@ -168,8 +179,9 @@ def pad_rows(rows: list[list[int]], pad: int = 0, device=None) -> tuple[torch.Te
     return out.to(device), lengths.to(device)
 
 
-def authors_from_tokens(completions: list[list[int]], keys: list[int], schedule: Schedule,
-                        tables: VocabTables, seed: int) -> Folded:  # fmt: skip
+def authors_from_tokens(
+    completions: list[list[int]], keys: list[int], schedule: Schedule, tables: VocabTables, seed: int
+) -> Folded:
     """The authors of whole completions under `schedule`: what the HF engine, and the vLLM processor,
     chose while writing them. keys: each row's key as given to `generate` (combined with `seed` as
     the engine does). `Folded.authors[i, :len(completions[i])]` are row i's authors."""
@@ -201,8 +213,14 @@ class TandemRows:
     per-step call takes the slots' device indices (`idx`) where the caller has them.
     """
 
-    def __init__(self, capacity: int, tables: VocabTables, device=None, window: int | None = DRAW_WINDOW,
-                 pin: bool | None = None):  # fmt: skip
+    def __init__(
+        self,
+        capacity: int,
+        tables: VocabTables,
+        device=None,
+        window: int | None = DRAW_WINDOW,
+        pin: bool | None = None,
+    ):
         self.device = torch.device(device or "cpu")
         self.pin = self.device.type == "cuda" if pin is None else bool(pin)
         self.tables = tables.to(self.device)
@@ -210,7 +228,9 @@ class TandemRows:
         self.keys = torch.zeros(capacity, dtype=torch.long, device=self.device)
         self.consumed = torch.zeros(capacity, dtype=torch.long, device=self.device)  # output tokens folded in
         self.force = torch.zeros(capacity, dtype=torch.long, device=self.device)  # EOS id forced when stopped
-        self.tandem = torch.zeros(capacity, dtype=torch.bool, device=self.device)  # device mirror: group != PASSTHROUGH
+        self.tandem = torch.zeros(
+            capacity, dtype=torch.bool, device=self.device
+        )  # device mirror: group != PASSTHROUGH
         self.state = blank_state(capacity, self.device)
         if window is not None and window < 1:
             raise ValueError(f"window must be >= 1 (or None), got {window}")
@@ -253,7 +273,9 @@ class TandemRows:
         self.group[slots_np] = gids
         n = slots_np.size
         # one copy: slots, keys, force ids
-        packed = self.h2d(np.stack([slots_np, np.asarray(keys, dtype=np.int64), np.asarray(force_ids, dtype=np.int64)]))
+        packed = self.h2d(
+            np.stack([slots_np, np.asarray(keys, dtype=np.int64), np.asarray(force_ids, dtype=np.int64)])
+        )
         idx = packed[0]
         self.keys[idx], self.force[idx] = packed[1], packed[2]
         self.consumed[idx] = 0
@@ -261,14 +283,19 @@ class TandemRows:
         self.seen[slots_np] = 0
         if self.draws is not None:  # positions 0 .. window-1: `start` and the first window-1 tokens
             self.base[idx] = 0
-            self.draws[idx] = first_draws(packed[1], torch.zeros(n, dtype=torch.long, device=self.device), self.window)
+            self.draws[idx] = first_draws(
+                packed[1], torch.zeros(n, dtype=torch.long, device=self.device), self.window
+            )
             self.left[slots_np] = self.window - 1
         single = np.unique(gids).size == 1
         for gid in np.unique(gids):
             rows = None if single else np.nonzero(gids == gid)[0]
             sub = idx if rows is None else idx[self.h2d(rows)]
-            draws = (RowStreams(self.keys[sub]).schedule_draws(0) if self.draws is None
-                     else TableDraws(self.keys[sub], 0, self.draws[sub, 0]))  # fmt: skip
+            draws = (
+                RowStreams(self.keys[sub]).schedule_draws(0)
+                if self.draws is None
+                else TableDraws(self.keys[sub], 0, self.draws[sub, 0])
+            )
             self._write(sub, self.schedules[gid].start(sub.numel(), self.tables, draws))
 
     def clear(self, slots) -> None:
@@ -279,8 +306,14 @@ class TandemRows:
         self.tandem[self._idx(slots)] = False
 
     def _per_slot(self) -> tuple:
-        return (self.keys, self.consumed, self.force, self.tandem, *self.state,
-                *(() if self.draws is None else (self.draws, self.base)))  # fmt: skip
+        return (
+            self.keys,
+            self.consumed,
+            self.force,
+            self.tandem,
+            *self.state,
+            *(() if self.draws is None else (self.draws, self.base)),
+        )
 
     def move(self, src: int, dst: int) -> None:
         """The request in `src` now lives in `dst` (V1's one-way move); `src` becomes empty."""
@@ -329,8 +362,13 @@ class TandemRows:
             if gid != PASSTHROUGH:
                 yield int(gid), np.nonzero(g == gid)[0]
 
-    def advance(self, slots: np.ndarray, tokens: torch.Tensor, mask: torch.Tensor | None = None,
-                idx: torch.Tensor | None = None) -> None:  # fmt: skip
+    def advance(
+        self,
+        slots: np.ndarray,
+        tokens: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        idx: torch.Tensor | None = None,
+    ) -> None:
         """Fold one more output token into each of `slots` (tokens (b,) on the device), at each row's own
         position `consumed + 1`; rows where `mask` (b,) is False are left as they are (the host copy
         `seen` is then not kept: Model Runner V2 decides on the device). idx: `slots` on the device,

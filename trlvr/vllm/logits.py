@@ -49,18 +49,42 @@ from trlvr.vllm.model import model_for
 
 # SamplingParams a tandem request cannot use, and why (checked when vLLM admits the request)
 REFUSED = (
-    ("presence_penalty", lambda sp: sp.presence_penalty != 0.0, "penalties would be applied to the senior's logits"),
-    ("frequency_penalty", lambda sp: sp.frequency_penalty != 0.0, "penalties would be applied to the senior's logits"),
-    ("repetition_penalty", lambda sp: sp.repetition_penalty != 1.0, "penalties would be applied to the senior's logits"),
+    (
+        "presence_penalty",
+        lambda sp: sp.presence_penalty != 0.0,
+        "penalties would be applied to the senior's logits",
+    ),
+    (
+        "frequency_penalty",
+        lambda sp: sp.frequency_penalty != 0.0,
+        "penalties would be applied to the senior's logits",
+    ),
+    (
+        "repetition_penalty",
+        lambda sp: sp.repetition_penalty != 1.0,
+        "penalties would be applied to the senior's logits",
+    ),
     ("logit_bias", lambda sp: bool(sp.logit_bias), "vLLM adds the bias to the senior's logits only"),
     ("allowed_token_ids", lambda sp: bool(sp.allowed_token_ids), "vLLM masks the senior's logits only"),
     ("bad_words", lambda sp: bool(sp.bad_words), "vLLM masks the senior's logits only"),
-    ("structured_outputs", lambda sp: sp.structured_outputs is not None, "the grammar mask is the senior's only"),
-    ("prompt_logprobs", lambda sp: sp.prompt_logprobs is not None, "prompt log-probs would be the senior's only"),
+    (
+        "structured_outputs",
+        lambda sp: sp.structured_outputs is not None,
+        "the grammar mask is the senior's only",
+    ),
+    (
+        "prompt_logprobs",
+        lambda sp: sp.prompt_logprobs is not None,
+        "prompt log-probs would be the senior's only",
+    ),
     ("min_tokens", lambda sp: sp.min_tokens > 0, "vLLM masks EOS in the senior's logits only"),
     ("thinking_token_budget", lambda sp: sp.thinking_token_budget is not None, "forcing bypasses the author"),
-    ("n", lambda sp: sp.n != 1, "children would share one key and so one author sequence: send one request each"),
-)  # fmt: skip
+    (
+        "n",
+        lambda sp: sp.n != 1,
+        "children would share one key and so one author sequence: send one request each",
+    ),
+)
 
 
 def check_params(sp) -> None:
@@ -78,11 +102,15 @@ def _tables(vllm_config):
     """The schedules' tables from the engine's tokenizer; the pair sent the digest of its own (hf_overrides
     "tandem": {"tables": ...}): two different tables would fold two different authors."""
     model_config = vllm_config.model_config
-    tables = vocab_tables(AutoTokenizer.from_pretrained(model_config.tokenizer), model_config.get_vocab_size())
+    tables = vocab_tables(
+        AutoTokenizer.from_pretrained(model_config.tokenizer), model_config.get_vocab_size()
+    )
     spec = getattr(getattr(model_config, "hf_config", None), "tandem", None) or {}
     if spec.get("tables") not in (None, tables_digest(tables)):
-        raise RuntimeError(f"tandem: the engine's tokenizer {model_config.tokenizer} gives other word-start/step "
-                           "tables than the pair's tokenizer: pass the senior directory's own tokenizer")  # fmt: skip
+        raise RuntimeError(
+            f"tandem: the engine's tokenizer {model_config.tokenizer} gives other word-start/step "
+            "tables than the pair's tokenizer: pass the senior directory's own tokenizer"
+        )
     return tables
 
 
@@ -112,8 +140,10 @@ class TandemLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
             capacity = vllm_config.scheduler_config.max_num_seqs
             pin = bool(args[1]) if len(args) > 1 else device.type == "cuda"
         else:
-            raise TypeError("TandemLogitsProcessor(vllm_config, ...): expected V1's (device, is_pin_memory) or Model "
-                            f"Runner V2's LogitsProcRequestState, got {args!r}")  # fmt: skip
+            raise TypeError(
+                "TandemLogitsProcessor(vllm_config, ...): expected V1's (device, is_pin_memory) or Model "
+                f"Runner V2's LogitsProcRequestState, got {args!r}"
+            )
         self.vllm_config = vllm_config
         self.rows = TandemRows(capacity, _tables(vllm_config), device, pin=pin)
         self.arange = torch.arange(capacity, device=self.rows.device)  # V1: the batch's rows are slots 0..B-1
@@ -172,8 +202,10 @@ class TandemLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
         every = step.size == batch
         last = _last_tokens(lists, None if every else step)
         if (last < 0).any():
-            raise RuntimeError("tandem: the newest tokens are placeholders (-1): pass TandemLogitsProcessor in "
-                               "LLM(logits_processors=[...]) so vLLM fills them in before sampling")  # fmt: skip
+            raise RuntimeError(
+                "tandem: the newest tokens are placeholders (-1): pass TandemLogitsProcessor in "
+                "LLM(logits_processors=[...]) so vLLM fills them in before sampling"
+            )
         if every:  # the usual step: one copy, the tokens
             rows.advance(step, rows.h2d(last), idx=self.arange[:batch])
         else:  # one copy: the rows and their tokens
@@ -238,7 +270,9 @@ class TandemLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
         stash is cast inside the one `where`, the round cap is a fill and a write-back of the EOS logit."""
         model = model_for(self.vllm_config)
         if model is None:
-            raise RuntimeError("tandem requests need the TandemForCausalLM model (hf_overrides architectures)")
+            raise RuntimeError(
+                "tandem requests need the TandemForCausalLM model (hf_overrides architectures)"
+            )
         junior = model.take_stash(logits.shape[0])
         torch.where(self.rows.authors(slots, idx)[:, None], logits, junior, out=logits)
         if self.rows.may_stop(slots):

@@ -114,25 +114,41 @@ class TandemForCausalLM(nn.Module):
         config = vllm_config.model_config.hf_config
         spec = getattr(config, "tandem", None)
         if not isinstance(spec, dict) or "junior" not in spec:
-            raise ValueError('TandemForCausalLM needs hf_overrides={"tandem": {"junior": <junior model dir>}}')
+            raise ValueError(
+                'TandemForCausalLM needs hf_overrides={"tandem": {"junior": <junior model dir>}}'
+            )
         junior_config = AutoConfig.from_pretrained(spec["junior"])
         tokens = spec.get("ids") or len(AutoTokenizer.from_pretrained(vllm_config.model_config.tokenizer))
         # from the configs, before any weight loads: a model with fewer rows than tokens is refused
         rows = {"vocab_size": spec.get("senior_rows") or config.vocab_size}
-        self.n_ids = check_vocab_rows(int(tokens), {f"tandem senior {vllm_config.model_config.model}": rows,
-                                                    f"tandem junior {spec['junior']}": junior_config})  # fmt: skip
+        self.n_ids = check_vocab_rows(
+            int(tokens),
+            {
+                f"tandem senior {vllm_config.model_config.model}": rows,
+                f"tandem junior {spec['junior']}": junior_config,
+            },
+        )
         if config.vocab_size not in (self.n_ids, rows["vocab_size"]):
-            raise ValueError(f"TandemForCausalLM: the engine's vocab_size {config.vocab_size} is neither the shared "
-                             f"ids ({self.n_ids}) nor the senior's rows ({rows['vocab_size']})")  # fmt: skip
+            raise ValueError(
+                f"TandemForCausalLM: the engine's vocab_size {config.vocab_size} is neither the shared "
+                f"ids ({self.n_ids}) nor the senior's rows ({rows['vocab_size']})"
+            )
         senior_config, junior_config = unit_configs(config, junior_config)
         senior_arch = list(spec.get("senior_architectures") or ["Qwen3ForCausalLM"])
         with set_model_tag("tandem_senior"):
-            self.senior = init_vllm_registered_model(vllm_config, prefix=maybe_prefix(prefix, "senior"),
-                                                     hf_config=senior_config, architectures=senior_arch)  # fmt: skip
+            self.senior = init_vllm_registered_model(
+                vllm_config,
+                prefix=maybe_prefix(prefix, "senior"),
+                hf_config=senior_config,
+                architectures=senior_arch,
+            )
         with set_model_tag("tandem_junior"):
-            self.junior = init_vllm_registered_model(vllm_config, prefix=maybe_prefix(prefix, "junior"),
-                                                     hf_config=junior_config,
-                                                     architectures=junior_config.architectures)  # fmt: skip
+            self.junior = init_vllm_registered_model(
+                vllm_config,
+                prefix=maybe_prefix(prefix, "junior"),
+                hf_config=junior_config,
+                architectures=junior_config.architectures,
+            )
         self.senior_hidden = senior_config.hidden_size
         self.junior_dir = spec["junior"]
         self.junior_loaded = False
@@ -144,8 +160,10 @@ class TandemForCausalLM(nn.Module):
 
     def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None) -> torch.Tensor:
         if input_ids is None or intermediate_tensors is not None:
-            raise ValueError("TandemForCausalLM reads token ids on one rank (no prompt embeddings, no pipeline "
-                             "parallelism): the junior needs the ids to embed them itself")  # fmt: skip
+            raise ValueError(
+                "TandemForCausalLM reads token ids on one rank (no prompt embeddings, no pipeline "
+                "parallelism): the junior needs the ids to embed them itself"
+            )
         # the clone: under PIECEWISE CUDA graphs the senior unit's output is a weak reference into the graph
         # pool (vLLM frees each unit's last piece's output: compilation/backends.py, weak_ref_output), which
         # the junior unit's pieces then write over; vLLM's own two-unit models clone there (gemma3n, gemma4)
@@ -167,8 +185,10 @@ class TandemForCausalLM(nn.Module):
         stash, self.stash = self.stash, None
         if stash is None or stash.shape[0] != rows:
             got = "none" if stash is None else f"{stash.shape[0]} rows"
-            raise RuntimeError(f"tandem: the junior's logits of this step are missing ({got} for {rows} rows): "
-                               "the sampler's logits are not the last compute_logits output")  # fmt: skip
+            raise RuntimeError(
+                f"tandem: the junior's logits of this step are missing ({got} for {rows} rows): "
+                "the sampler's logits are not the last compute_logits output"
+            )
         return stash
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
@@ -177,6 +197,8 @@ class TandemForCausalLM(nn.Module):
         own directory on the first call only, so no sync can touch it. Returns the loaded names with their `senior.` / `junior.` prefix."""
         loaded = {f"senior.{name}" for name in self.senior.load_weights(weights)}
         if not self.junior_loaded:
-            loaded |= {f"junior.{name}" for name in self.junior.load_weights(_junior_weights(self.junior_dir))}
+            loaded |= {
+                f"junior.{name}" for name in self.junior.load_weights(_junior_weights(self.junior_dir))
+            }
             self.junior_loaded = True
         return loaded

@@ -56,7 +56,9 @@ class EngineOptions:
 
     dtype: str = "auto"
     max_model_len: int | None = None
-    max_num_seqs: int = 256  # the rows one generate call sends (training: TRL's per-device batch x steps_per_generation)
+    max_num_seqs: int = (
+        256  # the rows one generate call sends (training: TRL's per-device batch x steps_per_generation)
+    )
     # tokens one engine step may hold; the memory plan's profiling forward assumes the same (trlvr.memory)
     max_num_batched_tokens: int = BATCHED_TOKENS
     gpu_memory_utilization: float = 0.9
@@ -79,15 +81,30 @@ class EngineOptions:
     extra: dict = field(default_factory=dict)
 
     @classmethod
-    def for_machine(cls, dtype: str = "auto", seed: int = 0, max_model_len: int | None = None,
-                    gpu_memory_utilization: float = 0.9, max_num_seqs: int = 256) -> EngineOptions:  # fmt: skip
+    def for_machine(
+        cls,
+        dtype: str = "auto",
+        seed: int = 0,
+        max_model_len: int | None = None,
+        gpu_memory_utilization: float = 0.9,
+        max_num_seqs: int = 256,
+    ) -> EngineOptions:
         """What training and evaluation build on this machine: on a GPU, vLLM's own defaults (CUDA graphs,
         `gpu_memory_utilization` of the device); without one, the CPU build's needs (a fixed KV budget,
         CPU_KV_CACHE_BYTES; blocks of 32 positions; eager)."""
-        cpu = {} if torch.cuda.is_available() else {"kv_cache_memory_bytes": CPU_KV_CACHE_BYTES, "block_size": 32,
-                                                    "enforce_eager": True}  # fmt: skip
-        return cls(dtype=dtype, seed=seed, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-                   max_num_seqs=max_num_seqs, **cpu)  # fmt: skip
+        cpu = (
+            {}
+            if torch.cuda.is_available()
+            else {"kv_cache_memory_bytes": CPU_KV_CACHE_BYTES, "block_size": 32, "enforce_eager": True}
+        )
+        return cls(
+            dtype=dtype,
+            seed=seed,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_num_seqs=max_num_seqs,
+            **cpu,
+        )
 
     def parity_variants(self) -> dict[str, EngineOptions]:
         """This engine three ways, sized for the smoke's parity check (PARITY_SEQS rows, PARITY_BATCHED_TOKENS a
@@ -96,14 +113,26 @@ class EngineOptions:
         "graphs" vs "no_graphs" isolates the graphs, "no_graphs" vs "eager" the compilation."""
         sized = replace(self, max_num_seqs=PARITY_SEQS, max_num_batched_tokens=PARITY_BATCHED_TOKENS)
         compilation = {**self.extra.get("compilation_config", {}), "cudagraph_mode": "NONE"}
-        return {"graphs": sized, "no_graphs": replace(sized, extra={**self.extra, "compilation_config": compilation}),
-                "eager": replace(sized, enforce_eager=True)}  # fmt: skip
+        return {
+            "graphs": sized,
+            "no_graphs": replace(sized, extra={**self.extra, "compilation_config": compilation}),
+            "eager": replace(sized, enforce_eager=True),
+        }
 
     def llm_kwargs(self) -> dict:
-        kw = dict(dtype=self.dtype, max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
-                  max_num_batched_tokens=self.max_num_batched_tokens, gpu_memory_utilization=self.gpu_memory_utilization, enforce_eager=self.enforce_eager,
-                  enable_prefix_caching=self.enable_prefix_caching, seed=self.seed,
-                  disable_log_stats=False, generation_config="vllm", logprobs_mode=self.logprobs_mode)  # fmt: skip
+        kw = dict(
+            dtype=self.dtype,
+            max_model_len=self.max_model_len,
+            max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            enforce_eager=self.enforce_eager,
+            enable_prefix_caching=self.enable_prefix_caching,
+            seed=self.seed,
+            disable_log_stats=False,
+            generation_config="vllm",
+            logprobs_mode=self.logprobs_mode,
+        )
         if self.enable_sleep_mode:
             kw["enable_sleep_mode"] = True
         if self.kv_cache_memory_bytes is not None:
@@ -147,8 +176,10 @@ def check_cpu_head_dims(configs: dict) -> None:
     for name, cfg in configs.items():
         head = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         if head not in sizes:
-            raise UserError(f"{name}: head_dim {head} does not run on vLLM's CPU attention (head sizes "
-                            f"{', '.join(map(str, sizes))}); use backend hf for this pair on a CPU")  # fmt: skip
+            raise UserError(
+                f"{name}: head_dim {head} does not run on vLLM's CPU attention (head sizes "
+                f"{', '.join(map(str, sizes))}); use backend hf for this pair on a CPU"
+            )
 
 
 def check_same_tokenizer(senior_dir: str, junior_dir: str, tokenizer) -> None:
@@ -156,8 +187,10 @@ def check_same_tokenizer(senior_dir: str, junior_dir: str, tokenizer) -> None:
     if any(Path(junior_dir).glob("tokenizer*")):
         junior_tok = AutoTokenizer.from_pretrained(junior_dir)
         if junior_tok.get_vocab() != tokenizer.get_vocab():
-            raise UserError(f"junior {junior_dir}: its tokenizer is not the senior's ({senior_dir}); backend "
-                            "vllm needs one vocabulary: use text pairing on backend hf")  # fmt: skip
+            raise UserError(
+                f"junior {junior_dir}: its tokenizer is not the senior's ({senior_dir}); backend "
+                "vllm needs one vocabulary: use text pairing on backend hf"
+            )
 
 
 class VLLMPair(Pair):
@@ -170,13 +203,23 @@ class VLLMPair(Pair):
 
     backend, pairing = "vllm", "lockstep"
 
-    def __init__(self, senior, junior=None, tokenizer=None, *, eos_token_ids: list[int] | None = None,
-                 pad_token_id: int | None = None, engine: EngineOptions | None = None):  # fmt: skip
+    def __init__(
+        self,
+        senior,
+        junior=None,
+        tokenizer=None,
+        *,
+        eos_token_ids: list[int] | None = None,
+        pad_token_id: int | None = None,
+        engine: EngineOptions | None = None,
+    ):
         self.options = engine or EngineOptions()
         weights = self.options.extra.get("load_format", "auto") != "dummy"  # dummy: vLLM draws random weights
         self.senior_dir = model_dir(senior, weights)
         self.junior_dir = None if junior is None else model_dir(junior, weights)
-        self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(self.senior_dir)
+        self.tokenizer = (
+            tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(self.senior_dir)
+        )
         senior_cfg = AutoConfig.from_pretrained(self.senior_dir)
         configs = {f"senior {self.senior_dir}": senior_cfg}
         if self.junior_dir is not None:
@@ -200,8 +243,10 @@ class VLLMPair(Pair):
 
         kw = self.options.llm_kwargs()
         if kw.get("enable_sleep_mode") and not current_platform.is_sleep_mode_available():
-            raise UserError(f"vllm_enable_sleep_mode: vLLM has no sleep mode on this machine's platform "
-                            f"({current_platform.device_type}; CUDA, ROCm and XPU only): set it to false")  # fmt: skip
+            raise UserError(
+                f"vllm_enable_sleep_mode: vLLM has no sleep mode on this machine's platform "
+                f"({current_platform.device_type}; CUDA, ROCm and XPU only): set it to false"
+            )
         # read by vLLM when the engine starts: with it on (vLLM's default), the engine core is another process;
         # external_launcher (a UniProc executor) always runs it in this one (vLLM turns the variable off for it);
         # any other executor with TP > 1 (mp, ray) runs the model in worker processes
@@ -209,19 +254,28 @@ class VLLMPair(Pair):
         if executor == "external_launcher":
             self.in_process = True
         else:
-            self.in_process = not envs.VLLM_ENABLE_V1_MULTIPROCESSING and kw.get("tensor_parallel_size", 1) == 1
+            self.in_process = (
+                not envs.VLLM_ENABLE_V1_MULTIPROCESSING and kw.get("tensor_parallel_size", 1) == 1
+            )
         if self.junior_dir is not None:
             from trlvr.vllm.logits import TandemLogitsProcessor
 
             register()
-            spec = {"junior": self.junior_dir, "senior_architectures": list(senior_cfg.architectures or []),
-                    "tables": tables_digest(self.tables), "ids": self.n_ids, "senior_rows": senior_cfg.vocab_size}  # fmt: skip
+            spec = {
+                "junior": self.junior_dir,
+                "senior_architectures": list(senior_cfg.architectures or []),
+                "tables": tables_digest(self.tables),
+                "ids": self.n_ids,
+                "senior_rows": senior_cfg.vocab_size,
+            }
             # the engine's vocabulary is the shared ids, not the senior's rows: vLLM's sampler draws one noise
             # value per logit column from each request's generator (v1/sample/ops/topk_topp_sampler.py,
             # `q[i].exponential_(generator=...)`), so only an engine of that width samples what an unpadded
             # pair samples; the composite builds the senior stack with its real rows (`trlvr.vllm.model`)
-            kw.update(hf_overrides={"architectures": [ARCHITECTURE], "tandem": spec, "vocab_size": self.n_ids},
-                      logits_processors=[TandemLogitsProcessor])  # fmt: skip
+            kw.update(
+                hf_overrides={"architectures": [ARCHITECTURE], "tandem": spec, "vocab_size": self.n_ids},
+                logits_processors=[TandemLogitsProcessor],
+            )
         return LLM(model=self.senior_dir, **kw)
 
     @property
@@ -232,14 +286,25 @@ class VLLMPair(Pair):
         from vllm import SamplingParams
 
         extra = tandem_args(key, schedule, self.eos_token_ids[0]) if self.junior_dir is not None else None
-        return SamplingParams(n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                              max_tokens=sampling.max_new_tokens, seed=key, stop_token_ids=self.eos_token_ids,
-                              logprobs=top_logprobs, detokenize=False, skip_special_tokens=False,
-                              extra_args=extra)  # fmt: skip
+        return SamplingParams(
+            n=1,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            max_tokens=sampling.max_new_tokens,
+            seed=key,
+            stop_token_ids=self.eos_token_ids,
+            logprobs=top_logprobs,
+            detokenize=False,
+            skip_special_tokens=False,
+            extra_args=extra,
+        )
 
     def preemptions(self) -> int:
         """Requests vLLM has pre-empted since the engine started (its own counter)."""
-        return int(sum(getattr(m, "value", 0) for m in self.llm.get_metrics() if m.name == "vllm:num_preemptions"))
+        return int(
+            sum(getattr(m, "value", 0) for m in self.llm.get_metrics() if m.name == "vllm:num_preemptions")
+        )
 
     def generate(self, prompts, schedule, sampling, row_keys=None, *, top_logprobs: int = 0) -> TandemOutput:
         """`Pair.generate`; top_logprobs k > 0: also the k highest log-probs (the sampler's, as the token's own)
@@ -248,8 +313,10 @@ class VLLMPair(Pair):
         if JUNIOR in schedule.writers and self.junior_dir is None:
             raise UserError(f"schedule {schedule!r} needs a junior; this vllm pair holds the senior only")
         if sampling.temperature > 2.0:
-            raise UserError(f"temperature: backend vllm samples at temperatures up to 2 (vLLM's limit), "
-                            f"got {sampling.temperature}")  # fmt: skip
+            raise UserError(
+                f"temperature: backend vllm samples at temperatures up to 2 (vLLM's limit), "
+                f"got {sampling.temperature}"
+            )
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         row_keys = list(range(len(prompts))) if row_keys is None else [int(k) for k in row_keys]
@@ -257,16 +324,20 @@ class VLLMPair(Pair):
             raise ValueError(f"row_keys has {len(row_keys)} keys for {len(prompts)} prompts")
         keys = engine_keys(row_keys, sampling.seed)
         before = self.preemptions()
-        outs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts],
-                                 [self._params(sampling, k, schedule, top_logprobs) for k in keys],
-                                 use_tqdm=False)  # fmt: skip
+        outs = self.llm.generate(
+            [{"prompt_token_ids": list(p)} for p in prompts],
+            [self._params(sampling, k, schedule, top_logprobs) for k in keys],
+            use_tqdm=False,
+        )
         rows = [o.outputs[0] for o in outs]
         out = self._output(rows, row_keys, schedule, sampling.seed)
         out.plan = {"backend": "vllm", "preemptions": self.preemptions() - before}
         if top_logprobs:
             lengths = out.lengths.tolist()
-            out.plan["top_logprobs"] = [[_top(step, top_logprobs) for step in r.logprobs[:n]]
-                                        for r, n in zip(rows, lengths, strict=True)]  # fmt: skip
+            out.plan["top_logprobs"] = [
+                [_top(step, top_logprobs) for step in r.logprobs[:n]]
+                for r, n in zip(rows, lengths, strict=True)
+            ]
         return out
 
     def _output(self, rows, row_keys: list[int], schedule: Schedule, seed: int) -> TandemOutput:
@@ -288,10 +359,18 @@ class VLLMPair(Pair):
             elif stop == n > 0:  # the schedule ended the row (its forced EOS, if any, is cut off)
                 finish[i] = _ROUNDS
             out_tok[i, :n] = torch.tensor(toks[:n], dtype=torch.long)
-            lp[i, :n] = torch.tensor([step[t].logprob for step, t in zip(r.logprobs[:n], toks[:n], strict=True)])
+            lp[i, :n] = torch.tensor(
+                [step[t].logprob for step, t in zip(r.logprobs[:n], toks[:n], strict=True)]
+            )
             mask[i, :n] = True
-        return TandemOutput(tokens=out_tok, senior_authored=folded.authors[:, :T] & mask, completion_mask=mask,
-                            senior_logprob=lp, junior_logprob=None, finish_codes=finish)  # fmt: skip
+        return TandemOutput(
+            tokens=out_tok,
+            senior_authored=folded.authors[:, :T] & mask,
+            completion_mask=mask,
+            senior_logprob=lp,
+            junior_logprob=None,
+            finish_codes=finish,
+        )
 
     def close(self) -> None:
         """Shut the engine down now and give its memory back (collected, the CUDA cache emptied), so the next
@@ -306,9 +385,11 @@ class VLLMPair(Pair):
         """Weight syncs run functions on the engine's model (`LLM.apply_model`); vLLM's multiprocess engine
         core refuses them (its msgpack transport sends no functions unless VLLM_ALLOW_INSECURE_SERIALIZATION)."""
         if not self.in_process:
-            raise UserError(f"{what}: this vllm pair's engine runs in its own process (vLLM's multiprocess engine "
-                            "core); weight sync needs it in this one: build the pair with VLLM_ENABLE_V1_MULTIPROCESSING=0 "
-                            "(or distributed_executor_backend external_launcher)")  # fmt: skip
+            raise UserError(
+                f"{what}: this vllm pair's engine runs in its own process (vLLM's multiprocess engine "
+                "core); weight sync needs it in this one: build the pair with VLLM_ENABLE_V1_MULTIPROCESSING=0 "
+                "(or distributed_executor_backend external_launcher)"
+            )
 
     def begin_sync(self) -> None:
         """Open a weight sync: the engine model's `load_weights` may now be called with HF-named senior
@@ -340,7 +421,9 @@ class VLLMPair(Pair):
 
 def _top(step: dict, k: int) -> list[float]:
     """The k highest log-probs of one position (vLLM's {token: Logprob} holds the sampled token and the top k)."""
-    return sorted((lp.logprob for lp in step.values() if lp.rank is not None and lp.rank <= k), reverse=True)[:k]
+    return sorted((lp.logprob for lp in step.values() if lp.rank is not None and lp.rank <= k), reverse=True)[
+        :k
+    ]
 
 
 def _eos_ids(eos_token_ids, tokenizer, senior_dir: str, config) -> list[int]:

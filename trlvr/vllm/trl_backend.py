@@ -57,11 +57,16 @@ def engine_distribution(accelerator, tensor_parallel_size: int, seed: int) -> di
     One process: vLLM's own executor, the run's seed."""
     if accelerator.num_processes == 1:
         if tensor_parallel_size != 1:
-            raise UserError(f"vllm_tensor_parallel_size {tensor_parallel_size} shards the engine over that many "
-                            "training processes (TRL's colocate TP); this run has one: launch it with torchrun/accelerate")  # fmt: skip
+            raise UserError(
+                f"vllm_tensor_parallel_size {tensor_parallel_size} shards the engine over that many "
+                "training processes (TRL's colocate TP); this run has one: launch it with torchrun/accelerate"
+            )
         return {"seed": seed}
-    return {"distributed_executor_backend": "external_launcher", "tensor_parallel_size": tensor_parallel_size,
-            "seed": seed + accelerator.process_index // tensor_parallel_size}  # fmt: skip
+    return {
+        "distributed_executor_backend": "external_launcher",
+        "tensor_parallel_size": tensor_parallel_size,
+        "seed": seed + accelerator.process_index // tensor_parallel_size,
+    }
 
 
 class TandemVLLMGeneration(VLLMGeneration):
@@ -84,17 +89,22 @@ class TandemVLLMGeneration(VLLMGeneration):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         acc, tp = self.accelerator, self.tensor_parallel_size
         if acc.num_processes % tp:  # TRL's own check, before any group is made
-            raise UserError(f"vllm_tensor_parallel_size {tp} must divide the number of processes ({acc.num_processes})")
+            raise UserError(
+                f"vllm_tensor_parallel_size {tp} must divide the number of processes ({acc.num_processes})"
+            )
         if acc.num_processes > 1:  # TRL 1.16's colocate set-up (VLLMGeneration._init_vllm), unchanged
             if tp > 1:  # groups of consecutive ranks: [0, 1], [2, 3], ...
                 self.tp_group, _ = dist.new_subgroups_by_enumeration(
-                    [list(range(i * tp, (i + 1) * tp)) for i in range(acc.num_processes // tp)])
+                    [list(range(i * tp, (i + 1) * tp)) for i in range(acc.num_processes // tp)]
+                )
             os.environ["RANK"] = str(acc.process_index)
             os.environ["LOCAL_RANK"] = str(acc.local_process_index)
             os.environ["WORLD_SIZE"] = str(acc.num_processes)
             ensure_master_addr_port()
         self.pair = self._build_pair()
-        self._build_pair = None  # a closure over the trainer (a reference cycle): built once, not needed again
+        self._build_pair = (
+            None  # a closure over the trainer (a reference cycle): built once, not needed again
+        )
         self.llm = self.pair.llm
         if self.enable_sleep_mode:
             self.llm.sleep(level=SLEEP_LEVEL)
@@ -150,7 +160,11 @@ class TandemVLLMGeneration(VLLMGeneration):
         if not self.enable_sleep_mode:
             yield
             return
-        tags = [t for t, asleep in (("weights", self._llm_weights_sleeping), ("kv_cache", self._kv_sleeping)) if asleep]
+        tags = [
+            t
+            for t, asleep in (("weights", self._llm_weights_sleeping), ("kv_cache", self._kv_sleeping))
+            if asleep
+        ]
         if tags:
             self.llm.wake_up(tags=tags)
         self._llm_weights_sleeping = self._kv_sleeping = False
@@ -168,6 +182,12 @@ def _rows_of(out, start: int, stop: int):
     def cut(t):
         return None if t is None else t[start:stop, :T].clone()
 
-    return replace(out, tokens=cut(out.tokens), senior_authored=cut(out.senior_authored),
-                   completion_mask=cut(out.completion_mask), senior_logprob=cut(out.senior_logprob),
-                   junior_logprob=cut(out.junior_logprob), finish_codes=out.finish_codes[start:stop].clone())  # fmt: skip
+    return replace(
+        out,
+        tokens=cut(out.tokens),
+        senior_authored=cut(out.senior_authored),
+        completion_mask=cut(out.completion_mask),
+        senior_logprob=cut(out.senior_logprob),
+        junior_logprob=cut(out.junior_logprob),
+        finish_codes=out.finish_codes[start:stop].clone(),
+    )
