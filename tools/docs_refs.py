@@ -381,7 +381,8 @@ def _rundir_names(text: str | None = None) -> list[tuple[str, str, str]]:
     the generator with one line naming it."""
     if text is None:  # the layout's names, and the names trlvr.artifacts gives the files it checks
         text = "".join((ROOT / "trlvr" / name).read_text() for name in ("rundir.py", "artifacts.py"))
-    found = re.findall(r'^([A-Z_]+) = "([^"]+)"(?:[ \t]*#[ \t]*(.*))?$', text, flags=re.M)
+    # NAME = "file"  # meaning, or the formatter's form of a long line: NAME = (\n    "file"  # meaning\n)
+    found = re.findall(r'^([A-Z_]+) = (?:\(\n[ \t]+)?"([^"]+)"(?:[ \t]*#[ \t]*(.*?))?$', text, flags=re.M)
     bare = [c for c, _, comment in found if not comment and c not in FILE_MEANINGS]
     gone = sorted(set(FILE_MEANINGS) - {c for c, _, comment in found if not comment})
     if bare or gone:
