@@ -94,6 +94,7 @@ def _run_sh(tmp_path, wheels_txt: str | None, toy: bool = True):
     )
 
 
+@pytest.mark.slow  # ~7 s (pip consulted); run.sh without a bundle is refused by default (test below)
 def test_run_sh_stops_on_a_missing_wheel_with_one_line(tmp_path):
     run = _run_sh(tmp_path, "trl==1.16.0\nno-such-package-xyz==1.0\n")
     assert run.returncode == 2, run.stderr[-2000:]

@@ -138,6 +138,7 @@ def test_grader_pairs_hold_both_verdicts():
     assert {w for _, _, w in GRADER_PAIRS} == {0.0, 1.0}
 
 
+@pytest.mark.slow  # ~15 s: every smoke check runs by default on the toy pair (test_smoke_runs_both_arms_...)
 def test_smoke_on_tiny_random_qwen3_shapes_made_by_the_gpu_script(tmp_path, toy_data):
     """bench/gpu/random_pair.py (what bench/gpu/run.sh runs on a GPU at Qwen3-0.6B's shapes) at tiny
     Qwen3 shapes, then the smoke on that pair: the same code path as the GPU run."""

@@ -116,7 +116,8 @@ print("share", trainer.state.log_history[0]["tandem/senior_share"], trainer.juni
 """
 
 
-@pytest.mark.parametrize("where", ["HF_HUB_CACHE", "HF_HOME"])
+# HF_HOME (the cache under it) runs in make test-slow: the same lookup through one more variable
+@pytest.mark.parametrize("where", ["HF_HUB_CACHE", pytest.param("HF_HOME", marks=pytest.mark.slow)])
 def test_hub_ids_from_the_local_cache_offline(tmp_path, where):
     """Model ids from the cache a download leaves (HF_HOME/hub, or HF_HUB_CACHE), with HF_HUB_OFFLINE=1."""
     from helpers import lay_out_hub_cache
