@@ -245,7 +245,7 @@ def _fix_fracs(s: str) -> str:
     return out
 
 
-def _fix_a_slash_b(s: str) -> str:
+def fix_a_slash_b(s: str) -> str:
     parts = s.split("/")
     if len(parts) != 2:
         return s
@@ -303,7 +303,7 @@ def strip_string(s: str) -> str:
     s = _fix_fracs(_fix_sqrt(s).replace(" ", ""))
     if s == "0.5":
         s = "\\frac{1}{2}"
-    return _fix_a_slash_b(s)
+    return fix_a_slash_b(s)
 
 
 def mathd_normalize(answer: str | None) -> str | None:

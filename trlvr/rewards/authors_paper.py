@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from trlvr.rewards.authors import extract, sympy_equal
+from trlvr.rewards.authors import fix_a_slash_b, extract, sympy_equal
 
 
 def _fix_fracs(s: str) -> str:
@@ -47,17 +47,6 @@ def _fix_fracs(s: str) -> str:
             a, b, rest = sub[0], sub[1], sub[2:]
             out += "{" + a + "}{" + b + "}" + rest if b != "{" else "{" + a + "}" + b + rest
     return out
-
-
-def _fix_a_slash_b(s: str) -> str:
-    parts = s.split("/")
-    if len(parts) != 2:
-        return s
-    try:
-        a, b = int(parts[0]), int(parts[1])
-    except ValueError:
-        return s
-    return f"\\frac{{{a}}}{{{b}}}" if s == f"{a}/{b}" else s
 
 
 def _remove_right_units(s: str) -> str:
@@ -109,7 +98,7 @@ def strip_string(s: str) -> str:
     s = _fix_fracs(s)
     if s == "0.5":
         s = "\\frac{1}{2}"
-    return _fix_a_slash_b(s)
+    return fix_a_slash_b(s)
 
 
 def mathd_normalize(answer: str) -> str:
