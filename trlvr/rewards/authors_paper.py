@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from trlvr.rewards.authors import fix_a_slash_b, extract, sympy_equal
+from trlvr.rewards.authors import extract, fix_a_slash_b, sympy_equal
 
 
 def _fix_fracs(s: str) -> str:
