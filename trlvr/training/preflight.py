@@ -31,6 +31,7 @@ import transformers
 from packaging.version import Version
 
 from trlvr import artifacts, rundir
+from trlvr.data.schema import problem_key
 from trlvr.data.sources import is_local
 from trlvr.engine.backends import backend
 from trlvr.errors import UserError
@@ -197,12 +198,8 @@ _WITHIN: dict[tuple, int] = {}
 def _within(tandem, train: list) -> int:
     """The training problems whose prompt fits max_prompt_length in the senior's tokens (`problems_within`;
     a study plans many runs on one file and one senior: counted once)."""
-    key = (
-        str(Path(tandem.senior).resolve()),
-        tandem.max_prompt_length,
-        id(train[0]) if train else None,
-        len(train),
-    )
+    # the problems by content (an object's id can be reused once it is freed: a stale count)
+    key = (str(Path(tandem.senior).resolve()), tandem.max_prompt_length, tuple(map(problem_key, train)))
     if key not in _WITHIN:
         _WITHIN[key] = problems_within(
             train, load_tokenizer_for(tandem.senior, "senior"), tandem.max_prompt_length
