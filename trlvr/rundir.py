@@ -58,6 +58,8 @@ owner passes its `compare`). It names files, locks folders, compares and moves t
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import glob
 import json
 import os
@@ -539,22 +541,25 @@ def lock(path: str | Path, *, by: str, main_process: bool = True):
 
 def check_unlocked(path: str | Path, by: str, flag: str) -> None:
     """UserError (one line: the holder's pid and command) when `path`'s lock of `by` is held now, e.g. a
-    training run being trained when `trlvr eval --senior RUN@selected` reads it. Makes no file."""
+    training run being trained when `trlvr eval --senior RUN@selected` reads it. Reads only: the lock file
+    is opened read-only and asked for a shared lock, so a record's folder is never touched by a reader."""
     path = Path(path)
-    if not (path / lock_files(by)[0]).exists():
-        return
-    probe = FileLock(str(path / lock_files(by)[0]), timeout=0)
     try:
-        probe.acquire()
-    except Timeout:
+        fd = os.open(path / lock_files(by)[0], os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:  # no lock file (never written), or one we may not open: nobody we can see writes it
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+            return  # a file system without flock: the writer's own lock still refuses a second writer
         pid, command = holder(path, by)
         raise UserError(
             f"{flag}: {path} is being written by another {command} (pid {pid}); nothing was read "
             "or written: wait for it to finish"
         ) from None
-    except OSError:  # a read-only copy of a run: nobody writes it
-        return
-    probe.release()
+    finally:
+        os.close(fd)  # closing drops the shared lock
 
 
 # ---- one identity ---------------------------------------------------------------------------------------
