@@ -149,6 +149,19 @@ class Team:
         return cls(kind, mechanism, senior, junior, pairing, backend, kl, loads, names=names)
 
     @classmethod
+    def of(cls, tandem, beta: float = 0.0) -> Team:
+        """The team a run config (`trlvr.config.TandemConfig`) declares, `beta` its KL coefficient (`declared`)."""
+        return cls.declared(
+            tandem.senior,
+            tandem.junior,
+            pairing=tandem.pairing,
+            backend=tandem.backend,
+            kl_ref=tandem.kl_ref,
+            beta=beta,
+            arm=tandem.arm,
+        )
+
+    @classmethod
     def resolve(
         cls,
         senior: str | None,
@@ -199,6 +212,12 @@ class Team:
     def junior_model(self) -> str | None:
         """The junior's own model path (None for `self` and without a junior)."""
         return junior_model(self.junior)
+
+    @property
+    def model_paths(self) -> dict[str, str]:
+        """{role: path} of the models that have folders of their own: the senior, the junior unless `self`."""
+        paths = {self.names[0]: self.senior, self.names[1]: self.junior_model}
+        return {role: path for role, path in paths.items() if path}
 
     def load(self, dtype=None, device=None, junior_device=None, *, trainable: bool = False, **init):
         """(senior, junior or None): the pair's weights, the one place they load.

@@ -201,7 +201,7 @@ def check_run(args, spec) -> None:
             schedules=schedules,
             suite=spec.suite,
             metrics=(args.metric,),
-            junior_device=bool(args.junior_device) and needs_junior and not is_self(junior),
+            junior_device=bool(args.junior_device) and needs_junior and not team.is_self,
             senior_adapter=senior if is_adapter_dir(senior) else None,
             chat_prompt=chat,
             templates=templates,

@@ -161,7 +161,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         longest_prompt: Backend vllm only: the longest prompt in tokens, so the engine's context is
             this + `max_completion_length`.
         team: The run's `trlvr.team.Team` (`trlvr train` passes the one it resolved, of this `tandem` and
-            `args.beta`). None: declared from `tandem` and `args` (`Team.declared`, no file read).
+            `args.beta`). None: the one `tandem` and `args.beta` declare (`Team.of`, no file read).
         **kwargs: The rest of GRPOTrainer's arguments (`train_dataset`, `eval_dataset`,
             `processing_class`, `peft_config`, `callbacks`, ...). `tools` and `environment_factory` are
             refused in one line: TRL's tool loop would replace the author mask and train the junior's
@@ -210,15 +210,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         check_report_to(args.report_to, "GRPOConfig")  # before TRL loads a model given by its id
         self.tandem = tandem
         self.longest_prompt = longest_prompt  # backend vllm: the engine's context is this + the completion
-        self.team = team = team or Team.declared(
-            tandem.senior,
-            tandem.junior,
-            pairing=tandem.pairing,
-            backend=tandem.backend,
-            kl_ref=tandem.kl_ref,
-            beta=args.beta,
-            arm=tandem.arm,
-        )
+        self.team = team = team or Team.of(tandem, args.beta)
         engine = backend(tandem.backend)
         if engine.own_engine:  # the engine loads the models from their paths
             tandem.check_model_paths()
