@@ -27,7 +27,6 @@ from trlvr.errors import UserError
 from trlvr.models import (
     check_same_vocab,
     load_model_or_adapter,
-    load_tokenizer,
     load_tokenizer_for,
     vocab_fingerprint,
 )
@@ -183,16 +182,22 @@ class Team:
         team = cls.declared(
             senior, junior, pairing=pairing, backend=backend, kl_ref=kl_ref, beta=beta, arm=arm, names=names
         )
-        if not team.junior_model:
-            return dataclasses.replace(team, senior_tok=senior_tok)
+        return team.with_tokenizers(senior_tok, junior_tok, check_rows=check_rows)
+
+    def with_tokenizers(self, senior_tok=None, junior_tok=None, *, check_rows: bool = True) -> Team:
+        """This declared team resolved (`resolve`): its tokenizers, loaded from the paths when not given, decide
+        a named junior's pairing and kind."""
+        if not self.junior_model:
+            return dataclasses.replace(self, senior_tok=senior_tok)
+        names, senior, junior = self.names, self.senior, self.junior
         senior_tok = senior_tok or load_tokenizer_for(senior, names[0])
-        junior_tok = junior_tok or load_tokenizer(junior, names[1])
-        mechanism = choose_pairing(senior_tok, junior_tok, pairing, names)
+        junior_tok = junior_tok or load_tokenizer_for(junior, names[1])
+        mechanism = choose_pairing(senior_tok, junior_tok, self.requested, names)
         if check_rows and is_lockstep(mechanism):  # one tokenizer: every model needs a row per token
             check_pair_rows(len(senior_tok), {names[0]: senior, names[1]: junior})
-        kind = mechanism if team.writes else NONE
+        kind = mechanism if self.writes else NONE
         return dataclasses.replace(
-            team, kind=kind, pairing=mechanism, senior_tok=senior_tok, junior_tok=junior_tok
+            self, kind=kind, pairing=mechanism, senior_tok=senior_tok, junior_tok=junior_tok
         )
 
     @property
@@ -212,6 +217,11 @@ class Team:
     def junior_model(self) -> str | None:
         """The junior's own model path (None for `self` and without a junior)."""
         return junior_model(self.junior)
+
+    @property
+    def junior_weights(self) -> str | None:
+        """Where the junior's weights are read from: its own path; for `self`, the senior's path."""
+        return self.senior if self.is_self else self.junior_model
 
     @property
     def model_paths(self) -> dict[str, str]:

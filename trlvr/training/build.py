@@ -210,18 +210,9 @@ def check_team(
     max_completion_length: int | None = None,
 ) -> Team:
     """`check_pairing`'s checks; the run's `trlvr.team.Team` (its tokenizers loaded, no weights)."""
-    check_lora_run(tandem)
-    team = Team.resolve(
-        tandem.senior,
-        tandem.junior,
-        pairing=tandem.pairing,
-        backend=tandem.backend,
-        kl_ref=tandem.kl_ref,
-        beta=beta,
-        arm=tandem.arm,
-        senior_tok=senior_tok,
-        junior_tok=junior_tok,
-    )
+    team = Team.of(tandem, beta)
+    check_lora_run(tandem, team)
+    team = team.with_tokenizers(senior_tok, junior_tok)
     senior_tok, junior_tok, uses_junior = team.senior_tok, team.junior_tok, team.writes
     name, settings = tandem.schedule_kwargs()
     templates = ()
