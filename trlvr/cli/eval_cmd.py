@@ -48,7 +48,7 @@ from trlvr.models import DEVICE
 from trlvr.ranks import Ranks
 from trlvr.rewards import GRADERS, require_grader
 from trlvr.rewards.graders import graders_help
-from trlvr.team import AUTO, PAIRINGS, Team, is_self, is_text
+from trlvr.team import AUTO, PAIRINGS, Team, is_text
 
 SUITE_DEFAULT = ",".join(D.DEFAULT_SUITE)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
@@ -267,9 +267,12 @@ def spec_from_args(args) -> EvalSpec:
     spec = settings_from_args(args)
     from trlvr.models import locate
 
-    for flag, path in (("--senior", args.senior), ("--junior", args.junior)):
-        if not is_self(path) and (flag == "--senior" or spec.needs_junior):
-            locate(path, flag, "model")
+    team = Team.declared(args.senior, args.junior, names=("--senior", "--junior"))
+    folders = {"--senior": args.senior}
+    if spec.needs_junior and not team.is_self:  # `self` is the senior's base: no folder of its own
+        folders["--junior"] = args.junior
+    for flag, path in folders.items():
+        locate(path, flag, "model")
     if args.tokenizer:
         locate(args.tokenizer, "--tokenizer", "tokenizer")
     check_out(args.out)
