@@ -32,7 +32,7 @@ from trlvr.models import (
 )
 from trlvr.rewards import MathReward, check_golds, math_reward, require_grader
 from trlvr.rundir import HOLDOUT_FILE
-from trlvr.team import Team, junior_model
+from trlvr.team import Team
 from trlvr.training.learning import check_updates_land, launch_sharding
 from trlvr.training.peft_setup import check_lora_run, continues_adapter, describe_adapter, peft_config_for
 from trlvr.training.trainer import TandemGRPOTrainer
@@ -143,20 +143,15 @@ def problems_within(problems: list[Problem], tokenizer: Any, max_prompt_length: 
 
 
 def run_contexts(
-    tandem: TandemConfig,
-    problems: list,
-    completion: int,
-    senior_tok,
-    junior_tok=None,
-    junior_reads: bool = True,
+    tandem: TandemConfig, team: Team, problems: list, completion: int, senior_tok
 ) -> tuple[tuple[str, int, int, int], ...]:
     """`Plan.contexts` of a training run: for the senior, and the junior when it reads the rollouts, the
     positions its config says it reads (`trlvr.models.context_length`), the longest prompt in its tokens (a
     text pair's junior: its own tokenizer's; over max_prompt_length: dropped, as `build_dataset` does) and the
     completion budget. Prompts are tokenized only when max_prompt_length alone does not already fit."""
     models = [("senior", tandem.senior, senior_tok)]
-    if junior_reads and junior_model(tandem.junior):
-        models.append(("junior", tandem.junior, junior_tok or senior_tok))
+    if team.writes and team.junior_model:
+        models.append(("junior", team.junior_model, team.junior_tok if team.is_text else senior_tok))
     bound, longest, out = tandem.max_prompt_length, {}, []
     for role, path, tok in models:
         positions = context_length(path, role)
@@ -229,14 +224,7 @@ def check_team(
     contexts = ()
     if problems and max_completion_length and all(ok for _, ok in templates):  # (no template: refused below)
         senior_tok = senior_tok or load_tokenizer_for(tandem.senior, "senior")
-        contexts = run_contexts(
-            tandem,
-            problems,
-            max_completion_length,
-            senior_tok,
-            junior_tok if team.is_text else None,
-            junior_reads=uses_junior,
-        )
+        contexts = run_contexts(tandem, team, problems, max_completion_length, senior_tok)
     check_capabilities(
         team.plan(
             "train",
