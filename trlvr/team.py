@@ -5,6 +5,7 @@
     team.kind          # lockstep | text | self | none: who writes with the senior (KINDS)
     team.pairing       # lockstep | text: how the named junior decodes with the senior; None without one
     team.fingerprint() # what results.json records of the pair
+    Team.of(tandem, beta)  # the team a run config declares, before its tokenizers (kind None for a named junior)
     senior, junior = team.load(dtype, device="cuda")  # the pair's weights (adapters, the self view)
 
 The junior spelling `self` (SELF) means the LoRA senior's base model with the adapters off. The pairing a user
@@ -101,7 +102,7 @@ def load_junior(path: str, junior_tok, pairing: str | None, dtype, role: str = "
 
 @dataclasses.dataclass(frozen=True)
 class Team:
-    """Who writes with the senior, resolved from paths and settings (tokenizers only, no weights).
+    """Who writes with the senior, resolved from paths and settings (tokenizers only; `load` reads weights).
 
     kind: lockstep | text | self | none (KINDS; none: no junior writes, e.g. arm senior_only); pairing: the
     mechanism between the senior and the named junior (lockstep for `self`), None without a junior; senior,
