@@ -11,6 +11,7 @@ import pytest
 from trlvr.cli.main import main
 from trlvr.experiments.smoke import GRADER_PAIRS, mask_check, self_pair_check, self_pair_model, step_bound
 from trlvr.memory import MemoryPlan, Stack, read_config
+from trlvr.team import SELF, Team
 from trlvr.toy.task import generate_problems
 from trlvr.toy.world import ASSETS_DIR, _rows, _write_jsonl
 
@@ -447,7 +448,7 @@ def test_a_self_pairs_parity_runs_again_after_training_with_the_trained_senior(t
         smoke, "run_parity", lambda tandem, grpo, memory: seen.append(tandem) or {"status": "ok"}
     )
     tandem, grpo = load_run_config("qwen3-4b-deepscaler", {"use_cpu": True, "bf16": False})
-    assert smoke.self_paired(tandem) and tandem.junior == tandem.senior
+    assert smoke.self_paired(Team.of(tandem)) and tandem.junior == tandem.senior
     trained = tmp_path / "final"
     trained.mkdir()
     (trained / "config.json").write_text("{}")
@@ -456,11 +457,11 @@ def test_a_self_pairs_parity_runs_again_after_training_with_the_trained_senior(t
         seen[0].senior == str(trained) and seen[0].junior == tandem.senior
     )  # the trained senior, the starting junior
     lora, _ = load_run_config("qwen3-4b-lora-self-1gpu", {"use_cpu": True, "bf16": False})
-    assert smoke.self_paired(lora)
+    assert smoke.self_paired(Team.of(lora))
     check = smoke.trained_parity(lora, grpo, str(trained), None)
     assert check["status"] == "not measured" and "adapter" in check["reason"] and len(seen) == 1
     distinct, _ = load_run_config("qwen3-4b-junior-0.6b-deepscaler", {"use_cpu": True, "bf16": False})
-    assert not smoke.self_paired(distinct)
+    assert not smoke.self_paired(Team.of(distinct))
 
 
 def _pair_rows(solo: list[int], handoff: list[int], n: int = 4) -> list[dict]:
@@ -487,10 +488,9 @@ def test_the_self_pair_check_holds_the_difference_to_its_interval():
 
 
 def test_the_self_pair_model_is_the_junior_or_the_starting_senior():
-    from types import SimpleNamespace as NS
-
-    assert self_pair_model(NS(senior="s", junior="j")) == "j"
     assert (
-        self_pair_model(NS(senior="s", junior="self")) == "s"
-        and self_pair_model(NS(senior="s", junior="s")) == "s"
+        self_pair_model(Team.declared("s", "j")) == "j" and self_pair_model(Team.declared("s", None)) == "s"
+    )
+    assert (
+        self_pair_model(Team.declared("s", SELF)) == "s" and self_pair_model(Team.declared("s", "s")) == "s"
     )

@@ -172,3 +172,155 @@ def test_choose_pairing_is_the_teams():
 
     s, j = load_tokenizer(SENIOR), load_tokenizer(CROSS)
     assert choose_pairing(s, s) == LOCKSTEP and choose_pairing(s, j) == TEXT
+
+
+# ---- Team.load: the one place the pair's weights load -------------------------------------------------------
+
+
+def _frozen(model) -> bool:
+    return not model.training and not any(p.requires_grad for p in model.parameters())
+
+
+def test_load_gives_each_kind_its_models():
+    senior, junior = Team.resolve(SENIOR, JUNIOR).load()
+    assert junior.config._name_or_path == JUNIOR and _frozen(junior) and junior.dtype == senior.dtype
+    assert not hasattr(junior, "text_pair_tokenizer")
+    team = Team.resolve(SENIOR, CROSS)
+    senior, junior = team.load(device="cpu", junior_device="cpu")
+    assert junior.text_pair_tokenizer is team.junior_tok and not senior.training and _frozen(junior)
+    for none in (
+        Team.resolve(SENIOR, None),
+        Team.resolve(SENIOR, JUNIOR, arm="grpo"),  # the senior alone
+        Team.resolve(SENIOR, JUNIOR, beta=0.1, kl_ref="junior"),  # TRL loads it as the KL reference
+    ):
+        senior, junior = none.load()
+        assert junior is None and senior.config._name_or_path == SENIOR
+
+
+@pytest.fixture(scope="module")
+def adapter(tmp_path_factory):
+    """A LoRA adapter folder on the toy senior (its base named by path)."""
+    from peft import LoraConfig, get_peft_model
+
+    from trlvr.models import load_causal_lm
+
+    folder = tmp_path_factory.mktemp("lora") / "adapter"
+    lora = get_peft_model(load_causal_lm(SENIOR), LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    lora.save_pretrained(folder)
+    return str(folder)
+
+
+def test_load_gives_a_self_team_the_adapters_off_view(adapter):
+    from peft import PeftModel
+
+    from trlvr.engine.self_pair import AdapterOffView
+
+    senior, junior = Team.resolve(adapter, SELF).load(device="cpu")
+    assert isinstance(senior, PeftModel) and isinstance(junior, AdapterOffView)
+    assert junior.peft_model is senior and not any(p.requires_grad for p in senior.parameters())
+    senior, _ = Team.resolve(adapter, SELF).load(trainable=True)  # a run continuing the adapter
+    assert {n for n, p in senior.named_parameters() if p.requires_grad} and all(
+        "lora_" in n for n, p in senior.named_parameters() if p.requires_grad
+    )
+    # a plain senior is not yet a LoRA model: the trainer's peft_config makes it one and builds the view
+    senior, junior = Team.resolve(SENIOR, SELF).load()
+    assert junior is None and not isinstance(senior, PeftModel)
+
+
+# ---- a self junior on its own device: one rule, one line ----------------------------------------------------
+
+SELF_DEVICE = "shares the senior's weights, so it runs on the senior's device"
+LEAVING = {"eval/api.py"}  # its own copy goes with the evaluation's rework (issue 60); then empty this
+
+
+@pytest.mark.parametrize(
+    ("command", "line"),
+    [
+        ("train", f"junior_device: junior: self {SELF_DEVICE}"),
+        ("eval", f"--junior-device: --junior self {SELF_DEVICE}"),
+        ("select", f"--junior-device: junior self {SELF_DEVICE}"),
+    ],
+)
+def test_a_self_junior_on_its_own_device_is_refused_by_the_capability_rule(command, line):
+    with pytest.raises(UserError) as e:
+        check_capabilities(Team.declared(None, SELF).plan(command, junior_device=True))
+    assert str(e.value) == line
+    check_capabilities(Team.declared(None, SELF).plan(command))  # on the senior's device: fine
+    check_capabilities(Team.declared(None, JUNIOR).plan(command, junior_device=True))  # a junior of its own
+
+
+def test_the_refusal_is_written_once():
+    said = {
+        p.relative_to(ROOT).as_posix()
+        for p in ROOT.rglob("*.py")
+        if "shares the senior's weights" in p.read_text()
+    }
+    assert said - LEAVING == {"engine/capabilities.py"}
+
+
+def test_eval_refuses_it_before_any_path_is_read(tmp_path):
+    import argparse
+
+    from trlvr.cli.eval_cmd import settings_from_args
+
+    args = argparse.Namespace(
+        senior=str(tmp_path / "nowhere"), junior=SELF, junior_device="cpu", device=None, limit=None
+    )
+    with pytest.raises(UserError, match=f"^--junior-device: --junior self {SELF_DEVICE}$"):
+        settings_from_args(args)
+
+
+# ---- the trainer takes the team ----------------------------------------------------------------------------
+
+
+def test_the_trainer_takes_a_team_and_rolls_out_as_without_one(tmp_path, tokenizer):
+    import copy
+
+    from datasets import Dataset
+    from helpers import tiny_model
+    from trl import GRPOConfig
+
+    from trlvr.config import TandemConfig
+    from trlvr.training import TandemGRPOTrainer
+
+    senior = tiny_model("qwen3", len(tokenizer), seed=0, hidden=32, layers=1)
+    junior = tiny_model("qwen3", len(tokenizer), seed=1, hidden=32, layers=1)
+    tandem = TandemConfig(senior="senior", junior="junior")
+    seen = []
+
+    def run(team):
+        args = GRPOConfig(
+            output_dir=str(tmp_path / f"out{len(seen)}"),
+            use_cpu=True,
+            bf16=False,
+            per_device_train_batch_size=4,
+            num_generations=4,
+            max_completion_length=6,
+            max_steps=1,
+            report_to=[],
+            save_strategy="no",
+            seed=0,
+            disable_tqdm=True,
+            loss_type="dapo",
+        )
+        trainer = TandemGRPOTrainer(
+            copy.deepcopy(senior),
+            copy.deepcopy(junior),
+            tandem=tandem,
+            team=team,
+            args=args,
+            reward_funcs=lambda completions, **kw: [len(c) / 10 for c in completions],
+            train_dataset=Dataset.from_list([{"prompt": "The cat sat", "answer": "1"}] * 2),
+            processing_class=tokenizer,
+        )
+        rollout = trainer.rollout_func
+        trainer.rollout_func = lambda prompts, tr: seen.append(rollout(prompts, tr)) or seen[-1]
+        trainer.train()
+        return trainer
+
+    team = Team.declared("senior", "junior")
+    assert run(team).team is team
+    assert run(None).team == team  # declared from the config, as `trlvr train` resolves it
+    (a, b) = seen
+    assert a["completion_ids"] == b["completion_ids"] and a["env_mask"] == b["env_mask"]
+    assert 0 < sum(map(sum, a["env_mask"])) < sum(map(len, a["env_mask"]))  # both authors wrote

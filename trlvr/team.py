@@ -5,13 +5,15 @@
     team.kind          # lockstep | text | self | none: who writes with the senior (KINDS)
     team.pairing       # lockstep | text: how the named junior decodes with the senior; None without one
     team.fingerprint() # what results.json records of the pair
+    Team.of(tandem, beta)  # the team a run config declares, before its tokenizers (kind None for a named junior)
+    senior, junior = team.load(dtype, device="cuda")  # the pair's weights (adapters, the self view)
 
 The junior spelling `self` (SELF) means the LoRA senior's base model with the adapters off. The pairing a user
 asks for is one of PAIRINGS (auto | lockstep | text); `choose_pairing` turns it into a mechanism from the two
 tokenizers. Callers ask the team's properties, never compare a junior or a pairing with a string
 (tests/test_team.py enforces it, as tests/test_backends.py does for backends).
 
-What this file does not know: weights (only tokenizers and configs are read), the engine's decoding, the CLI.
+What this file does not know: the engine's decoding, the CLI. Only `Team.load` reads weights.
 """
 
 from __future__ import annotations
@@ -25,8 +27,7 @@ from trlvr.engine.vocab import check_pair_rows
 from trlvr.errors import UserError
 from trlvr.models import (
     check_same_vocab,
-    load_causal_lm,
-    load_tokenizer,
+    load_model_or_adapter,
     load_tokenizer_for,
     vocab_fingerprint,
 )
@@ -90,18 +91,18 @@ def pair_fingerprint(pairing: str | None, junior_tok) -> dict[str, str]:
     )
 
 
-def load_junior(path: str, junior_tok, pairing: str, dtype):
-    """The frozen junior at the senior's dtype; a text pair's junior carries its own tokenizer (the rollout
-    decodes that pair at the text level with it)."""
-    junior = load_causal_lm(path, "junior", dtype=dtype)
+def load_junior(path: str, junior_tok, pairing: str | None, dtype, role: str = "junior"):
+    """The frozen junior (a model folder, or an adapter folder on its base) at `dtype`; a text pair's junior
+    carries its own tokenizer (the rollout decodes that pair at the text level with it)."""
+    junior = load_model_or_adapter(path, role, dtype=dtype)
     if is_text(pairing):
         junior.text_pair_tokenizer = junior_tok
-    return junior
+    return junior.eval().requires_grad_(False)
 
 
 @dataclasses.dataclass(frozen=True)
 class Team:
-    """Who writes with the senior, resolved from paths and settings (tokenizers only, no weights).
+    """Who writes with the senior, resolved from paths and settings (tokenizers only; `load` reads weights).
 
     kind: lockstep | text | self | none (KINDS; none: no junior writes, e.g. arm senior_only); pairing: the
     mechanism between the senior and the named junior (lockstep for `self`), None without a junior; senior,
@@ -121,6 +122,44 @@ class Team:
     loads_junior: bool = False
     senior_tok: Any = dataclasses.field(default=None, compare=False, repr=False)
     junior_tok: Any = dataclasses.field(default=None, compare=False, repr=False)
+    names: tuple[str, str] = dataclasses.field(default=("senior", "junior"), compare=False, repr=False)
+
+    @classmethod
+    def declared(
+        cls,
+        senior: str | None,
+        junior: str | None,
+        *,
+        pairing: str = AUTO,
+        backend: str = "hf",
+        kl_ref: str | None = None,
+        beta: float = 0.0,
+        arm: str = "tandem",
+        names: tuple[str, str] = ("senior", "junior"),
+    ) -> Team:
+        """The team as its settings declare it, reading nothing: kind and pairing are None (not known yet)
+        for a named junior, whose tokenizers decide them (`resolve`); a config is checked with it alone."""
+        kl = kl_to_junior(beta, kl_ref)
+        writes = bool(junior) and (arm == "tandem" or kl)
+        mechanism = LOCKSTEP if is_self(junior) else None
+        kind = (SELF if is_self(junior) else None) if writes else NONE
+        loads = (
+            bool(junior_model(junior)) and arm == "tandem" and not kl and not backend_of(backend).own_engine
+        )
+        return cls(kind, mechanism, senior, junior, pairing, backend, kl, loads, names=names)
+
+    @classmethod
+    def of(cls, tandem, beta: float = 0.0) -> Team:
+        """The team a run config (`trlvr.config.TandemConfig`) declares, `beta` its KL coefficient (`declared`)."""
+        return cls.declared(
+            tandem.senior,
+            tandem.junior,
+            pairing=tandem.pairing,
+            backend=tandem.backend,
+            kl_ref=tandem.kl_ref,
+            beta=beta,
+            arm=tandem.arm,
+        )
 
     @classmethod
     def resolve(
@@ -141,23 +180,26 @@ class Team:
         """The team of a senior and a junior (None, SELF, or a path). Tokenizers load from the paths when not
         given; a lockstep pair with different vocabularies, an unknown pairing and (check_rows) a model
         without a row per token are refused here, in one line each, naming the models as `names` does."""
-        kl = kl_to_junior(beta, kl_ref)
-        writes = bool(junior) and (arm == "tandem" or kl)
-        if not junior:
-            mechanism = None
-        elif is_self(junior):
-            mechanism = LOCKSTEP
-        else:
-            senior_tok = senior_tok or load_tokenizer_for(senior, "senior")
-            junior_tok = junior_tok or load_tokenizer(junior, "junior")
-            mechanism = choose_pairing(senior_tok, junior_tok, pairing, names)
-            if check_rows and is_lockstep(mechanism):  # one tokenizer: every model needs a row per token
-                check_pair_rows(len(senior_tok), {names[0]: senior, names[1]: junior})
-        kind = (SELF if is_self(junior) else mechanism) if writes else NONE
-        loads = (
-            bool(junior_model(junior)) and arm == "tandem" and not kl and not backend_of(backend).own_engine
+        team = cls.declared(
+            senior, junior, pairing=pairing, backend=backend, kl_ref=kl_ref, beta=beta, arm=arm, names=names
         )
-        return cls(kind, mechanism, senior, junior, pairing, backend, kl, loads, senior_tok, junior_tok)
+        return team.with_tokenizers(senior_tok, junior_tok, check_rows=check_rows)
+
+    def with_tokenizers(self, senior_tok=None, junior_tok=None, *, check_rows: bool = True) -> Team:
+        """This declared team resolved (`resolve`): its tokenizers, loaded from the paths when not given, decide
+        a named junior's pairing and kind."""
+        if not self.junior_model:
+            return dataclasses.replace(self, senior_tok=senior_tok)
+        names, senior, junior = self.names, self.senior, self.junior
+        senior_tok = senior_tok or load_tokenizer_for(senior, names[0])
+        junior_tok = junior_tok or load_tokenizer_for(junior, names[1])
+        mechanism = choose_pairing(senior_tok, junior_tok, self.requested, names)
+        if check_rows and is_lockstep(mechanism):  # one tokenizer: every model needs a row per token
+            check_pair_rows(len(senior_tok), {names[0]: senior, names[1]: junior})
+        kind = mechanism if self.writes else NONE
+        return dataclasses.replace(
+            self, kind=kind, pairing=mechanism, senior_tok=senior_tok, junior_tok=junior_tok
+        )
 
     @property
     def is_self(self) -> bool:
@@ -176,6 +218,47 @@ class Team:
     def junior_model(self) -> str | None:
         """The junior's own model path (None for `self` and without a junior)."""
         return junior_model(self.junior)
+
+    @property
+    def junior_weights(self) -> str | None:
+        """Where the junior's weights are read from: its own path; for `self`, the senior's path."""
+        return self.senior if self.is_self else self.junior_model
+
+    @property
+    def model_paths(self) -> dict[str, str]:
+        """{role: path} of the models that have folders of their own: the senior, the junior unless `self`."""
+        paths = {self.names[0]: self.senior, self.names[1]: self.junior_model}
+        return {role: path for role, path in paths.items() if path}
+
+    def load(self, dtype=None, device=None, junior_device=None, *, trainable: bool = False, **init):
+        """(senior, junior or None): the pair's weights, the one place they load.
+
+        senior: a model folder, or an adapter folder as a `peft.PeftModel` on its base (`trainable`: its
+        adapter trains, as a run continuing it does), at `dtype` (None: `init`'s, else transformers' default)
+        with `init` (`GRPOConfig.model_init_kwargs`). junior: loaded when `loads_junior`, at `dtype` (None: the
+        senior's), a text pair's carrying its tokenizer (`load_junior`); for `self`, the LoRA senior's
+        adapters-off view on the same weights (None while the senior is not yet a LoRA model: the trainer's
+        `peft_config` makes it one and builds the view). `device`: the senior goes there (the junior to
+        `junior_device`, else `device`), both in eval mode; None leaves them where they loaded."""
+        kwargs = {**init, **({"dtype": dtype} if dtype is not None else {})}
+        senior = load_model_or_adapter(self.senior, self.names[0], trainable=trainable, **kwargs)
+        if device is not None:
+            senior = senior.to(device).eval()
+        if self.is_self:
+            from peft import PeftModel  # here: peft and torch cost seconds to import
+
+            from trlvr.engine.self_pair import AdapterOffView
+
+            return senior, AdapterOffView(senior) if isinstance(senior, PeftModel) else None
+        junior = self.load_junior(senior.dtype if dtype is None else dtype, junior_device or device)
+        return senior, junior
+
+    def load_junior(self, dtype, device=None):
+        """The frozen junior when the team loads one (`loads_junior`), else None; see `load`."""
+        if not self.loads_junior:
+            return None
+        junior = load_junior(self.junior, self.junior_tok, self.pairing, dtype, self.names[1])
+        return junior if device is None else junior.to(device)
 
     def plan(self, command: str, **facts) -> Plan:
         """The `capabilities.Plan` of this team for `command` (train | eval | select): its kind, backend,

@@ -23,6 +23,7 @@ from trlvr import rundir
 from trlvr.cli.formatting import DefaultsFormatter
 from trlvr.data.prompts import PROMPT_TEMPLATES
 from trlvr.engine.backends import BACKENDS, backend
+from trlvr.engine.capabilities import check_capabilities
 from trlvr.engine.options import DECODE_MODES
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
@@ -47,7 +48,7 @@ from trlvr.models import DEVICE
 from trlvr.ranks import Ranks
 from trlvr.rewards import GRADERS, require_grader
 from trlvr.rewards.graders import graders_help
-from trlvr.team import AUTO, PAIRINGS, is_self, is_text
+from trlvr.team import AUTO, PAIRINGS, Team, is_text
 
 SUITE_DEFAULT = ",".join(D.DEFAULT_SUITE)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
@@ -266,9 +267,12 @@ def spec_from_args(args) -> EvalSpec:
     spec = settings_from_args(args)
     from trlvr.models import locate
 
-    for flag, path in (("--senior", args.senior), ("--junior", args.junior)):
-        if not is_self(path) and (flag == "--senior" or spec.needs_junior):
-            locate(path, flag, "model")
+    team = Team.declared(args.senior, args.junior, names=("--senior", "--junior"))
+    folders = {"--senior": args.senior}
+    if spec.needs_junior and not team.is_self:  # `self` is the senior's base: no folder of its own
+        folders["--junior"] = args.junior
+    for flag, path in folders.items():
+        locate(path, flag, "model")
     if args.tokenizer:
         locate(args.tokenizer, "--tokenizer", "tokenizer")
     check_out(args.out)
@@ -285,10 +289,9 @@ def settings_from_args(args) -> EvalSpec:
             check_device(name, flag)
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be >= 1, got {args.limit}")
-    if args.junior_device and is_self(args.junior):
-        raise UserError(
-            "--junior-device: --junior self shares the senior's weights, so it runs on the senior's device"
-        )
+    # what the capability rules can judge before any file is read: the junior and its device (`self` has none)
+    declared = Team.declared(args.senior, args.junior, names=("--senior", "--junior"))
+    check_capabilities(declared.plan("eval", junior_device=bool(args.junior_device)))
     try:  # the flags as one EvalSpec, validated once as it is built
         return EvalSpec(
             suite=tuple(s.strip() for s in args.suite.split(",") if s.strip()),

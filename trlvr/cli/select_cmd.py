@@ -158,7 +158,7 @@ def check_run(args, spec) -> None:
     from trlvr.experiments.select_run import read_run, split_size
     from trlvr.experiments.selection import list_checkpoints
     from trlvr.models import is_adapter_dir, load_tokenizer_for
-    from trlvr.team import AUTO, Team, is_self, is_text
+    from trlvr.team import AUTO, Team
 
     tandem = read_run(args.run).get("tandem", {})
     junior = args.junior or tandem.get("junior")
@@ -167,32 +167,28 @@ def check_run(args, spec) -> None:
     senior = list_checkpoints(args.run)[0].path  # every checkpoint has the run's tokenizer
     needs_junior = bool(set(spec.suite) - {"solo"})
     tok = load_tokenizer_for(senior, "--senior")
-    writing = junior if needs_junior else None
-    junior_tok = load_tokenizer_for(junior, "--junior") if writing and not is_self(writing) else None
     team = Team.resolve(
         senior,
-        writing,
+        junior if needs_junior else None,
         pairing=tandem.get("pairing", AUTO),
         backend=args.backend,
         senior_tok=tok,
-        junior_tok=junior_tok,
         names=(senior, "--junior"),
         check_rows=False,
     )
-    pairing = team.kind
     val = Path(args.run) / rundir.HOLDOUT_FILE if split_size(args.val) is not None else Path(args.val)
     problems = list(load_problems(str(val), limit=args.limit)) if is_local(str(val)) and val.is_file() else []
     chat = chat_prompt_of(problems)
     templates = ((f"the run's checkpoint {senior}", has_chat_template(tok)),) if chat else ()
-    if chat and is_text(pairing):
-        templates += ((f"--junior {junior}", has_chat_template(junior_tok)),)
+    if chat and team.is_text:
+        templates += ((f"--junior {junior}", has_chat_template(team.junior_tok)),)
     schedules = tuple(
         parse_protocol(name).schedule(spec.handoff_max_rounds)
         for name in protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks)
     )
     paths = {
         f"{args.run} (its checkpoints)": senior,
-        "--junior": None if is_self(junior) or not needs_junior else junior,
+        "--junior": team.junior_model,
         "--val": str(val),
     }
     check_capabilities(
@@ -201,7 +197,7 @@ def check_run(args, spec) -> None:
             schedules=schedules,
             suite=spec.suite,
             metrics=(args.metric,),
-            junior_device=bool(args.junior_device) and needs_junior and not is_self(junior),
+            junior_device=bool(args.junior_device) and needs_junior and not team.is_self,
             senior_adapter=senior if is_adapter_dir(senior) else None,
             chat_prompt=chat,
             templates=templates,

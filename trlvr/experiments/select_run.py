@@ -29,7 +29,7 @@ from trlvr.models import is_adapter_dir
 from trlvr.ranks import Ranks
 from trlvr.rewards import GRADERS, check_golds, require_grader
 from trlvr.rundir import HOLDOUT_FILE, RUN_FILE
-from trlvr.team import is_self
+from trlvr.team import Team
 
 
 def read_run(run_dir: str | Path) -> dict:
@@ -159,9 +159,8 @@ def run_selection(
     junior = models.junior or record.get("tandem", {}).get("junior")
     if not junior:
         raise UserError(f"{run_dir}: the run has no junior; pass --junior")
-    pairing = record.get("tandem", {}).get(
-        "pairing", "auto"
-    )  # the run's own setting (auto / lockstep / text)
+    pairing = record.get("tandem", {}).get("pairing", "auto")  # the run's own setting (PAIRINGS)
+    team = Team.declared(None, junior, pairing=pairing)  # each checkpoint is the senior in turn
     name, problems = validation_problems(run_dir, how.val, how.limit)
     candidates = list_checkpoints(run_dir)
     if how.include_initial:
@@ -170,7 +169,7 @@ def run_selection(
 
     def evaluate_checkpoint(cand: Candidate, problems, out_dir: Path, suite, check_only: bool = False):
         # `junior: self` pairs a LoRA checkpoint with its base; the starting senior (step 0) is that base
-        partner = cand.path if is_self(junior) and not is_adapter_dir(cand.path) else junior
+        partner = cand.path if team.is_self and not is_adapter_dir(cand.path) else junior
         runs_junior = bool(
             set(suite) - {"solo"}
         )  # solo/* metrics load no junior: nothing to put on its device
@@ -179,7 +178,7 @@ def run_selection(
             senior=cand.path,
             junior=partner,
             pairing=pairing,
-            junior_device=None if is_self(junior) or not runs_junior else models.junior_device,
+            junior_device=None if team.is_self or not runs_junior else models.junior_device,
         )
         return evaluate_specs(
             these,

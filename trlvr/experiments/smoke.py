@@ -64,7 +64,7 @@ from trlvr.models import is_adapter_dir, load_tokenizer
 from trlvr.provenance import git_commit, machine
 from trlvr.rewards.math_reward import MathReward
 from trlvr.rewards.pool import shared_pool
-from trlvr.team import SELF, is_self
+from trlvr.team import SELF, Team
 
 SHARE_BAND = 0.3  # a stochastic schedule's senior share within p +- this (and both authors writing)
 LENGTH_TOL = 0.5  # tokens: TRL's mean completion length vs the senior's mean tokens
@@ -151,9 +151,9 @@ def grader_check() -> dict:
     )
 
 
-def self_pair_model(tandem) -> str:
+def self_pair_model(team: Team) -> str:
     """The model the self-pair check pairs with itself: the run's junior, or its starting senior when self-paired."""
-    return tandem.senior if self_paired(tandem) or not tandem.junior else tandem.junior
+    return team.junior_weights or team.senior
 
 
 def self_pair_check(rows: list[dict], z: float = SELF_PAIR_Z) -> dict:
@@ -361,7 +361,7 @@ def run_parity(tandem, grpo, gpu_memory) -> dict:
     problems = list(load_problems(tandem.dataset, split=tandem.dataset_split, limit=PARITY_PROMPTS))
     prompts = [encode_prompt(prompt_for(p, tok), tok) for p in problems]
     name, settings = tandem.schedule_kwargs()
-    junior = tandem.senior if is_self(tandem.junior) else tandem.junior
+    junior = Team.of(tandem).junior_weights
     plan = run_plan(tandem, grpo, gpu_memory=gpu_memory, longest_prompt=max(map(len, prompts)))
     engine = run_engine(backend(tandem.backend), plan, grpo, run_dtype(grpo) or "auto")
     return parity_check(
@@ -376,9 +376,9 @@ def run_parity(tandem, grpo, gpu_memory) -> dict:
     )
 
 
-def self_paired(tandem) -> bool:
+def self_paired(team: Team) -> bool:
     """The junior is the senior's own starting weights (`junior: self`, or the same model named twice)."""
-    return is_self(tandem.junior) or bool(tandem.junior) and tandem.junior == tandem.senior
+    return team.is_self or team.junior_model == team.senior
 
 
 def trained_parity(tandem, grpo, trained: str, gpu_memory) -> dict:
@@ -386,7 +386,7 @@ def trained_parity(tandem, grpo, trained: str, gpu_memory) -> dict:
     junior (`run_parity`): at step 0 both units compute one function, so a junior that reads the senior's
     weights, KV cache or compiled artifact gives the same tokens there; once the senior trained, it does not.
     Not measured for a LoRA senior (its trained model is an adapter folder, which the engine does not load)."""
-    if is_self(tandem.junior) or is_adapter_dir(trained):
+    if Team.of(tandem).is_self or is_adapter_dir(trained):
         return _check(
             None, reason="the trained senior is a LoRA adapter folder: the engine loads full model folders"
         )
@@ -636,6 +636,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     say(f"  cuda: {report['cuda']}")
     arms, plans = {}, {}
     tandem, grpo = load_run_config(opts.config, {**opts.overrides, "arm": "tandem"})
+    team = Team.of(tandem, grpo.beta)  # who writes with the senior: the same in both arms' configs
     stages = _EngineStages(backend(tandem.backend).gpu_share)
     if backend(tandem.backend).engine_options:  # first: a wrong forward makes every later number meaningless
         stages.before("parity", grpo.vllm_gpu_memory_utilization)
@@ -668,7 +669,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
             "grpo": grpo,
             "dir": Path(grpo.output_dir),
         }
-    if "parity" in checks and self_paired(arms["tandem"]["tandem"]):  # at step 0 both units were one function
+    if "parity" in checks and self_paired(team):  # at step 0 both units were one function
         stages.before("parity after training", grpo.vllm_gpu_memory_utilization)
         with console_to(quiet):
             checks["parity_trained"] = trained_parity(
@@ -767,7 +768,7 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
         code == 0, exit_code=code, eval_dir=str(eval_dir), **({"error": said[-1]} if said else {})
     )
     checks["self_pair"] = _self_pair(
-        tandem, arms["tandem"]["grpo"], run, n, out, command, stages, quiet, backend_args
+        tandem, team, arms["tandem"]["grpo"], run, n, out, command, stages, quiet, backend_args
     )
     checks["lengths"] = _check(
         None, train={a: lengths(v["rows"]) for a, v in arms.items()}, eval=_eval_lengths(eval_dir)
@@ -783,10 +784,12 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
     return report
 
 
-def _self_pair(tandem, grpo, run: Path, n: str, out: Path, command, stages, quiet, backend_args) -> dict:
+def _self_pair(
+    tandem, team, grpo, run: Path, n: str, out: Path, command, stages, quiet, backend_args
+) -> dict:
     """`self_pair_check` of the run's junior (`self_pair_model`) as its own partner: `trlvr eval` solo and handoff
     on the held-out problems, SELF_PAIR_N samples each, within the run's completion budget."""
-    model = self_pair_model(tandem)
+    model = self_pair_model(team)
     eval_dir = out / "self-pair"
     stages.before("self-pair eval", EVAL_ENGINE_SHARE)
     with console_to(quiet):

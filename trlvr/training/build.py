@@ -28,14 +28,11 @@ from trlvr.engine.capabilities import chat_prompt_of, check_capabilities, has_ch
 from trlvr.errors import UserError
 from trlvr.models import (
     context_length,
-    load_causal_lm,
-    load_model_or_adapter,
-    load_tokenizer,
     load_tokenizer_for,
 )
 from trlvr.rewards import MathReward, check_golds, math_reward, require_grader
 from trlvr.rundir import HOLDOUT_FILE
-from trlvr.team import Team, junior_model, load_junior
+from trlvr.team import Team
 from trlvr.training.learning import check_updates_land, launch_sharding
 from trlvr.training.peft_setup import check_lora_run, continues_adapter, describe_adapter, peft_config_for
 from trlvr.training.trainer import TandemGRPOTrainer
@@ -146,20 +143,15 @@ def problems_within(problems: list[Problem], tokenizer: Any, max_prompt_length: 
 
 
 def run_contexts(
-    tandem: TandemConfig,
-    problems: list,
-    completion: int,
-    senior_tok,
-    junior_tok=None,
-    junior_reads: bool = True,
+    tandem: TandemConfig, team: Team, problems: list, completion: int, senior_tok
 ) -> tuple[tuple[str, int, int, int], ...]:
     """`Plan.contexts` of a training run: for the senior, and the junior when it reads the rollouts, the
     positions its config says it reads (`trlvr.models.context_length`), the longest prompt in its tokens (a
     text pair's junior: its own tokenizer's; over max_prompt_length: dropped, as `build_dataset` does) and the
     completion budget. Prompts are tokenized only when max_prompt_length alone does not already fit."""
     models = [("senior", tandem.senior, senior_tok)]
-    if junior_reads and junior_model(tandem.junior):
-        models.append(("junior", tandem.junior, junior_tok or senior_tok))
+    if team.writes and team.junior_model:
+        models.append(("junior", team.junior_model, team.junior_tok if team.is_text else senior_tok))
     bound, longest, out = tandem.max_prompt_length, {}, []
     for role, path, tok in models:
         positions = context_length(path, role)
@@ -213,18 +205,9 @@ def check_team(
     max_completion_length: int | None = None,
 ) -> Team:
     """`check_pairing`'s checks; the run's `trlvr.team.Team` (its tokenizers loaded, no weights)."""
-    check_lora_run(tandem)
-    team = Team.resolve(
-        tandem.senior,
-        tandem.junior,
-        pairing=tandem.pairing,
-        backend=tandem.backend,
-        kl_ref=tandem.kl_ref,
-        beta=beta,
-        arm=tandem.arm,
-        senior_tok=senior_tok,
-        junior_tok=junior_tok,
-    )
+    team = Team.of(tandem, beta)
+    check_lora_run(tandem, team)
+    team = team.with_tokenizers(senior_tok, junior_tok)
     senior_tok, junior_tok, uses_junior = team.senior_tok, team.junior_tok, team.writes
     name, settings = tandem.schedule_kwargs()
     templates = ()
@@ -241,14 +224,7 @@ def check_team(
     contexts = ()
     if problems and max_completion_length and all(ok for _, ok in templates):  # (no template: refused below)
         senior_tok = senior_tok or load_tokenizer_for(tandem.senior, "senior")
-        contexts = run_contexts(
-            tandem,
-            problems,
-            max_completion_length,
-            senior_tok,
-            junior_tok if team.is_text else None,
-            junior_reads=uses_junior,
-        )
+        contexts = run_contexts(tandem, team, problems, max_completion_length, senior_tok)
     check_capabilities(
         team.plan(
             "train",
@@ -266,30 +242,18 @@ def check_team(
 
 
 def load_models(tandem: TandemConfig, args, problems: list | None = None, n_train: int | None = None):
-    """(senior, junior or None, tokenizer, pairing): the ONE place a run loads its models, after its
-    capabilities are checked (`check_pairing`, with `problems`: the run's training problems) and, given
+    """(senior, junior or None, tokenizer, team): the ONE place a run loads its models (`Team.load`), after its
+    capabilities are checked (`check_team`, with `problems`: the run's training problems) and, given
     `n_train` (the training problems' count), that an epoch holds a step (`check_steps_per_epoch`).
-
-    The junior is loaded only when rollouts need it and it is not TRL's KL reference (TRL loads
-    that one); `junior: self` is the LoRA senior's base with adapters off (set up by the trainer). A senior
-    that is an adapter folder (`use_peft`) loads as a `PeftModel` on its base with the adapter trainable:
-    RL continues it (`trlvr.training.peft_setup`).
-    pairing: "lockstep" or "text" (`trlvr.team.choose_pairing`; self-pairing is lockstep), None
-    without a junior.
-    """
+    An adapter-folder senior (`use_peft`) loads with its adapter trainable: RL continues it."""
     from trlvr.training.console import log
 
-    init = dict(args.model_init_kwargs or {})
     tokenizer = load_tokenizer_for(tandem.senior, "senior")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    junior, junior_tok = None, None
-    if junior_model(tandem.junior):
-        junior_tok = load_tokenizer(tandem.junior, "junior")
     team = check_team(
         tandem,
         tokenizer,
-        junior_tok,
         beta=args.beta,
         problems=problems,
         sharding=launch_sharding(args),
@@ -297,24 +261,14 @@ def load_models(tandem: TandemConfig, args, problems: list | None = None, n_trai
     )
     if n_train is not None:  # after the paths and capabilities (what is wrong first), before any weights load
         check_steps_per_epoch(n_train, tandem, args)
-    check_updates_land(
-        tandem, args, launch_sharding(args), where=f"senior {tandem.senior}"
-    )  # bf16 AdamW, no ZeRO
+    check_updates_land(tandem, args, launch_sharding(args), where=f"senior {tandem.senior}")
     if continues_adapter(tandem):
         log(describe_adapter(tandem.senior))
-        senior = load_model_or_adapter(tandem.senior, "senior", trainable=True, **init)
-    else:
-        senior = load_causal_lm(tandem.senior, "senior", **init)
-    if junior_tok is not None:
-        if tandem.arm == "tandem":
-            log(
-                f"pairing: {team.pairing} ({'two tokenizers, one shared text' if team.is_text else 'one shared vocabulary, token by token'})"
-            )
-        if (
-            team.loads_junior
-        ):  # not TRL's KL reference (TRL loads it), not a backend that loads its own (vllm)
-            junior = load_junior(tandem.junior, junior_tok, team.pairing, senior.dtype)
-    return senior, junior, tokenizer, team.pairing
+    if team.junior_model and tandem.arm == "tandem":
+        how = "two tokenizers, one shared text" if team.is_text else "one shared vocabulary, token by token"
+        log(f"pairing: {team.pairing} ({how})")
+    senior, junior = team.load(trainable=continues_adapter(tandem), **dict(args.model_init_kwargs or {}))
+    return senior, junior, tokenizer, team
 
 
 def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | None = None):
@@ -326,7 +280,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
     if isinstance(args, dict):  # a plain dict of GRPOConfig fields (library callers)
         args = GRPOConfig(**args)
     train, held = load_training_problems(tandem)
-    senior, junior, tokenizer, pairing = load_models(tandem, args, problems=train + held, n_train=len(train))
+    senior, junior, tokenizer, team = load_models(tandem, args, problems=train + held, n_train=len(train))
     dataset = build_dataset(train, tokenizer, tandem.max_prompt_length, tandem.prompt_template)
     if len(dataset) < len(train):
         check_steps_per_epoch(
@@ -350,6 +304,7 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
         senior,
         junior,
         tandem=tandem,
+        team=team,
         args=args,
         reward_funcs=resolve_reward(tandem.reward, tandem.grader),
         train_dataset=dataset,
@@ -358,5 +313,4 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
         peft_config=peft_config_for(tandem),
         longest_prompt=longest,
     )
-    trainer.pairing = pairing  # recorded in the run record (trlvr_run.json "pairing")
     return trainer

@@ -30,7 +30,7 @@ from trlvr.engine.backends import backend
 from trlvr.errors import UserError
 from trlvr.memory import MemoryPlan, Stack, derived_max_model_len, parse_size, read_config
 from trlvr.models import model_folder
-from trlvr.team import is_self, kl_to_junior
+from trlvr.team import Team
 from trlvr.trainer_memory import TrainerPlan, lora_params
 
 
@@ -66,7 +66,7 @@ def run_plan(
     senior_cfg = read_config(model_folder(tandem.senior))  # an adapter folder's shapes are its base's
     stacks = [Stack.from_config("senior", senior_cfg, dtype)]
     if tandem.arm == "tandem":
-        junior_cfg = senior_cfg if is_self(tandem.junior) else read_config(tandem.junior)
+        junior_cfg = senior_cfg if Team.of(tandem).is_self else read_config(tandem.junior)
         stacks.append(Stack.from_config("junior", junior_cfg, dtype))
     memory = gpu_memory if gpu_memory is not None else tandem.gpu_memory
     if isinstance(memory, str):
@@ -185,19 +185,13 @@ def trainer_plan(
     dtype = run_dtype(grpo)
     cfg = read_config(model_folder(tandem.senior))  # an adapter folder's shapes are its base's
     stack = Stack.from_config("senior", cfg, dtype)
-    frozen = 0
-    junior_model = tandem.arm == "tandem" and tandem.junior and not is_self(tandem.junior)
+    team, frozen = Team.of(tandem, grpo.beta), 0
     if (
         grpo.beta > 0 and not tandem.use_peft
     ):  # TRL's reference model: the junior (kl_ref junior) or the senior
-        ref = (
-            tandem.junior
-            if kl_to_junior(grpo.beta, tandem.kl_ref) and tandem.junior and not is_self(tandem.junior)
-            else tandem.senior
-        )
+        ref = team.kl_to_junior and team.junior_model or tandem.senior
         frozen += Stack.from_config("reference", read_config(model_folder(ref)), dtype).weight_bytes
-        junior_model = junior_model and ref != tandem.junior  # the reference is the junior: held once
-    if junior_model and not backend(tandem.backend).own_engine:
+    if team.loads_junior:  # beside the senior: not the reference, not held by the backend's engine
         frozen += Stack.from_config("junior", read_config(tandem.junior), dtype).weight_bytes
     sequence = engine_context(tandem, grpo, longest_prompt) or grpo.max_completion_length
     return TrainerPlan(

@@ -20,7 +20,7 @@ copy (`use_base_as_reference`), and TRL then takes its reference with the adapte
 `adapter_model.safetensors`, plus the tokenizer); its `base_model_name_or_path` names the base the senior
 was loaded from (a continued adapter keeps the one its folder named). Loading a saved adapter onto its
 base is `trlvr.models.load_model_or_adapter`; the self-paired evaluation pair (senior + its adapters-off
-view) is `trlvr.eval.api.load_pair`.
+view) is `trlvr.team.Team.load`.
 
 What this file does not know: the trainer, decoding, data.
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 from trlvr.config import TandemConfig
 from trlvr.errors import UserError
 from trlvr.models import ADAPTER_CONFIG, is_adapter_dir
-from trlvr.team import is_self
+from trlvr.team import Team
 
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 _ADAPTER_KEYS = {
@@ -92,7 +92,7 @@ def _differs(name: str, ours, theirs) -> bool:
     return ours != theirs
 
 
-def check_lora_run(tandem: TandemConfig) -> None:
+def check_lora_run(tandem: TandemConfig, team: Team) -> None:
     """Refuse, in one line and before any weights load, an adapter-folder senior that cannot be continued:
     use_peft off, a non-LoRA adapter, a trained bias with `junior: self`, or a lora_* setting that differs
     from the adapter's own (a setting left at its default is not compared: the adapter's is used)."""
@@ -108,7 +108,7 @@ def check_lora_run(tandem: TandemConfig) -> None:
     kind = settings.get("peft_type")
     if kind != "LORA":
         raise UserError(f"{where} of type {kind}: trlvr continues LoRA adapters only")
-    if is_self(tandem.junior) and settings.get("bias", "none") != "none":
+    if team.is_self and settings.get("bias", "none") != "none":
         raise UserError(
             f"{where} with bias {settings.get('bias')!r}: junior: self needs bias 'none' (trained "
             "biases stay on with the adapters off, so the junior would not be the base model)"

@@ -36,7 +36,7 @@ from trlvr.data.sources import is_local
 from trlvr.engine.backends import backend
 from trlvr.errors import UserError
 from trlvr.models import load_tokenizer_for, locate
-from trlvr.team import is_self
+from trlvr.team import Team
 from trlvr.training.build import (
     NONE_LEFT,
     check_pairing,
@@ -148,8 +148,9 @@ def check_config(tandem, grpo, *, planning: bool = True) -> str:
         tandem.reward, tandem.grader
     )  # the reward function imports (its grader's dependencies are there) without a model
     note, problems, n_train = _check_dataset(tandem, planning)
-    _check_model_paths(tandem, planning)
-    if all(is_self(p) or Path(p).is_dir() for p in (tandem.senior, tandem.junior) if p):
+    models = Team.of(tandem, grpo.beta).model_paths
+    _check_model_paths(models, planning)
+    if all(Path(p).is_dir() for p in models.values()):
         check_pairing(
             tandem,
             beta=grpo.beta,
@@ -207,12 +208,10 @@ def _within(tandem, train: list) -> int:
     return _WITHIN[key]
 
 
-def _check_model_paths(tandem, planning: bool) -> None:
+def _check_model_paths(models: dict[str, str], planning: bool) -> None:
     """A model path that is there must be a model folder; one that is not there yet (a study stage makes
-    it) may be when planning, unless a file is at it or above it."""
-    for role, path in (("senior", tandem.senior), ("junior", tandem.junior)):
-        if not path or is_self(path):
-            continue
+    it) may be when planning, unless a file is at it or above it. models: `Team.model_paths`."""
+    for role, path in models.items():
         p = Path(path).expanduser()
         is_path = p.is_absolute() or path.startswith(".") or path.count("/") > 1  # not a hub id
         if p.exists():

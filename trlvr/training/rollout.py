@@ -46,7 +46,7 @@ from trlvr.engine.loophole import COUNT_KEYS, loophole_counts, summarize
 from trlvr.engine.sampling import row_key
 from trlvr.engine.schedules import Schedule, vocab_tables
 from trlvr.models import model_folder
-from trlvr.team import is_self, is_text
+from trlvr.team import is_text
 from trlvr.training.memory_plan import device_memory, engine_kv_tokens, run_plan, write_memory_record
 
 
@@ -253,14 +253,11 @@ class TandemRollout:
         (`trlvr.vllm.trl_backend.engine_distribution`); the row keys stay global (`rollout_row_keys`)."""
         tandem, args = trainer.tandem, trainer.args
         spec = backend(tandem.backend)
-        junior = tandem.junior if "junior" in self.schedule.writers else None
-        senior_dir = model_folder(
-            tandem.senior
-        )  # an adapter folder's base; TRL's sync pushes the merged weights
-        if is_self(
-            junior
-        ):  # a LoRA senior's base: the senior's folder (TRL's sync pushes merged weights to the senior only)
-            junior = senior_dir
+        # a LoRA senior's base is the senior's folder: TRL's sync pushes merged weights to the senior only
+        senior_dir = model_folder(tandem.senior)
+        junior = None
+        if "junior" in self.schedule.writers:
+            junior = senior_dir if trainer.team.is_self else tandem.junior
         plan = run_plan(
             tandem, args, gpu_memory=device_memory(), longest_prompt=getattr(trainer, "longest_prompt", None)
         )

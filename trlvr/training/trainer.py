@@ -59,12 +59,10 @@ from trlvr.engine.backends import Backend, backend
 from trlvr.engine.schedules import Schedule
 from trlvr.engine.self_pair import AdapterOffView
 from trlvr.errors import UserError
-from trlvr.models import load_tokenizer
 from trlvr.rewards.length import with_length_penalty
 from trlvr.rewards.math_reward import MathReward, math_reward
 from trlvr.rundir import MODEL_CARD
-from trlvr.team import choose_pairing, is_self, load_junior
-from trlvr.team import kl_to_junior as kl_to_junior_of
+from trlvr.team import Team
 from trlvr.training.learning import FIXES, WeightsMoved, launch_sharding, low_precision_problem
 from trlvr.training.metrics import ISCorrectionMeter, StepTimeCallback, with_share_split
 from trlvr.training.model_card import tandem_model_card
@@ -87,10 +85,6 @@ def _reference_is(model, path: str):
         yield
     finally:
         model.config._name_or_path = original
-
-
-def _is_peft_model(model) -> bool:
-    return is_peft_model(model)
 
 
 def _with_model_ids(tandem: TandemConfig, senior, junior) -> TandemConfig:
@@ -166,6 +160,8 @@ class TandemGRPOTrainer(GRPOTrainer):
             provided".
         longest_prompt: Backend vllm only: the longest prompt in tokens, so the engine's context is
             this + `max_completion_length`.
+        team: The run's `trlvr.team.Team` (`trlvr train` passes the one it resolved, of this `tandem` and
+            `args.beta`). None: the one `tandem` and `args.beta` declare (`Team.of`, no file read).
         **kwargs: The rest of GRPOTrainer's arguments (`train_dataset`, `eval_dataset`,
             `processing_class`, `peft_config`, `callbacks`, ...). `tools` and `environment_factory` are
             refused in one line: TRL's tool loop would replace the author mask and train the junior's
@@ -190,6 +186,7 @@ class TandemGRPOTrainer(GRPOTrainer):
         args: GRPOConfig | None = None,
         reward_funcs: RewardFunc | list[RewardFunc] | None = None,
         longest_prompt: int | None = None,
+        team: Team | None = None,
         **kwargs: Any,
     ) -> None:
         if args is None:  # as GRPOTrainer: the default GRPOConfig, its output_dir named after the model
@@ -212,46 +209,57 @@ class TandemGRPOTrainer(GRPOTrainer):
             )
         check_report_to(args.report_to, "GRPOConfig")  # before TRL loads a model given by its id
         self.tandem = tandem
-        self.longest_prompt = (
-            longest_prompt  # backend vllm: the engine's context is this + max_completion_length
-        )
-        self_paired = is_self(tandem.junior)
+        self.longest_prompt = longest_prompt  # backend vllm: the engine's context is this + the completion
+        self.team = team = team or Team.of(tandem, args.beta)
         engine = backend(tandem.backend)
         if engine.own_engine:  # the engine loads the models from their paths
             tandem.check_model_paths()
-        passed_peft = not isinstance(model, str) and _is_peft_model(
-            model
-        )  # an adapter folder the run continues (trlvr.training.peft_setup)
-        if self_paired and kwargs.get("peft_config") is None and not passed_peft:
+        passed_peft = not isinstance(model, str) and is_peft_model(model)  # an adapter the run continues
+        if team.is_self and kwargs.get("peft_config") is None and not passed_peft:
             raise ValueError(
                 "junior: 'self' needs a LoRA senior (use_peft: true, peft_config, or a peft.PeftModel)"
             )
-        check_p = tandem.p if tandem.expects_junior_tokens else None
+        if team.kl_to_junior and not team.junior:  # TRL builds its reference model from a path
+            raise ValueError("kl_ref: junior needs TandemConfig(junior=<the junior's path or hub id>)")
         name, schedule_kwargs = tandem.schedule_kwargs()
         self.rollout = TandemRollout(
             Schedule.from_config(name, **schedule_kwargs),
-            check_junior_p=check_p,
+            check_junior_p=tandem.p if tandem.expects_junior_tokens else None,
             decode=tandem.decode,
             junior_device=tandem.junior_device,
             backend=tandem.backend,
         )
-        # kl_ref=junior always has a junior path: TandemConfig refuses it without one. With PEFT, TRL's
-        # reference is the senior with adapters disabled: for `junior: self` that IS the junior. A passed
-        # PeftModel (a continued adapter) gets a frozen copy of its adapter as TRL's reference instead:
-        # removed below for kl_ref=junior, kept (= the starting senior) for kl_ref=initial.
-        kl_to_junior = kl_to_junior_of(args.beta, tandem.kl_ref)
-        if kl_to_junior and not tandem.junior:  # TRL builds its reference model from a path
-            raise ValueError("kl_ref: junior needs TandemConfig(junior=<the junior's path or hub id>)")
+        funcs = self._reward_funcs(reward_funcs, tandem, args)
+        # TRL builds its KL reference from the model's id: pointed at the junior while it does (with PEFT,
+        # TRL's reference is the senior's base, adapters off: for `self` that is the junior already)
+        to_junior = team.kl_to_junior and not team.is_self
+        if isinstance(model, str) and to_junior:
+            model = create_model_from_path(model, **dict(args.model_init_kwargs or {}))
+        with _reference_is(model, tandem.junior) if to_junior else contextlib.nullcontext():
+            super().__init__(model=model, reward_funcs=funcs, args=args, rollout_func=self.rollout, **kwargs)
+        self._check_learns(model, args, passed_peft or kwargs.get("peft_config") is not None)
+        if team.kl_to_junior and team.is_self and passed_peft:  # its frozen adapter copy is not the junior
+            use_base_as_reference(self.accelerator.unwrap_model(self.model))
+        if tandem.arm == "tandem" and not engine.own_engine:  # backend vllm: the engine holds the junior
+            self.rollout.junior = self._junior(junior, tandem)
+        if engine.own_engine:  # training syncs the senior's weights into it: TRL's vLLM machinery
+            self._attach_engine(args, engine)
+        self.add_callback(StepTimeCallback(self, self.rollout))
+        self.is_meter = ISCorrectionMeter(self)  # tandem/is/*: what TRL's IS correction zeroed or clipped
+        self.add_callback(self.is_meter)
+        self.add_callback(WeightsMoved(self))  # the first step's postcondition: the trainable weights moved
+
+    def _reward_funcs(self, reward_funcs, tandem: TandemConfig, args) -> list | None:
+        """TRL's reward functions, each plain one logging the reward by junior share and the first carrying
+        the length penalty (`trlvr.rewards.length`); None: TRL's refusal ("no reward source")."""
         funcs = (
             [] if reward_funcs is None else reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         )
         check_reward_grader(funcs, tandem.grader)
-        # Plain (sync) reward callables get the reward-by-junior-share metric; models and async ones pass as is.
         funcs = [
             with_share_split(f, lambda: self.rollout.last_senior_share) if _plain_callable(f) else f
             for f in funcs
         ]
-        # the length penalty (both arms alike, trlvr.rewards.length) rides on the first reward function
         if funcs and not _plain_callable(funcs[0]) and tandem.length_penalty != "none":
             raise ValueError(
                 "length_penalty needs a plain reward function first in reward_funcs (not a model)"
@@ -260,66 +268,55 @@ class TandemGRPOTrainer(GRPOTrainer):
             funcs[0] = with_length_penalty(
                 funcs[0], tandem.length_penalty, tandem.length_penalty_weight, args.max_completion_length
             )
-        funcs = funcs or None  # None: TRL's refusal ("no reward source")
-        if (
-            isinstance(model, str) and kl_to_junior and not self_paired
-        ):  # its config is pointed at the junior below
-            model = create_model_from_path(model, **dict(args.model_init_kwargs or {}))
+        return funcs or None
 
-        with (
-            _reference_is(model, tandem.junior)
-            if kl_to_junior and not self_paired
-            else contextlib.nullcontext()
-        ):
-            super().__init__(model=model, reward_funcs=funcs, args=args, rollout_func=self.rollout, **kwargs)
-        # the loaded senior's own dtype, after TRL loaded a model given by its id (`trlvr.training.learning`;
-        # `load_models` checked its config's before any weights loaded)
+    def _check_learns(self, model, args, use_peft: bool) -> None:
+        """The loaded senior's own dtype (after TRL loaded a model given by its id) lets updates land
+        (`trlvr.training.learning`; `load_models` checked its config's before any weights loaded)."""
         trainable = next((p for p in self.model.parameters() if p.requires_grad), None)
         problem = low_precision_problem(
             dtype=None if trainable is None else trainable.dtype,
-            use_peft=passed_peft or kwargs.get("peft_config") is not None,
+            use_peft=use_peft,
             sharding=launch_sharding(args),
             optim=args.optim,
             optim_args=args.optim_args,
             learning_rate=args.learning_rate,
         )
         if problem:
-            raise UserError(f"senior {tandem.senior or type(model).__name__}: {problem}; {FIXES}")
-        if kl_to_junior and self_paired and passed_peft:
-            use_base_as_reference(self.accelerator.unwrap_model(self.model))
+            raise UserError(f"senior {self.tandem.senior or type(model).__name__}: {problem}; {FIXES}")
 
-        if tandem.arm == "tandem" and not engine.own_engine:  # backend vllm: the engine holds the junior
-            if self_paired:
-                junior = AdapterOffView(self.accelerator.unwrap_model(self.model))  # shares the base weights
-            elif (junior is None or isinstance(junior, str)) and kl_to_junior:
-                junior = self.accelerator.unwrap_model(
-                    self.ref_model
-                )  # already the junior: reuse, don't reload
-            elif junior is None:
-                raise ValueError(
-                    "arm=tandem needs the junior model (trlvr.training.build.load_models loads it)"
-                )
-            elif isinstance(junior, str):  # a hub id or folder, beside the senior TRL loaded from its own
-                senior = self.accelerator.unwrap_model(self.model)
-                junior_tok = load_tokenizer(junior, "junior")
-                junior = load_junior(
-                    junior,
-                    junior_tok,
-                    choose_pairing(self._tokenizer, junior_tok, tandem.pairing),
-                    senior.dtype,
-                )
-            junior.to(tandem.junior_device or self.accelerator.device)
-            junior.eval()
-            junior.requires_grad_(False)
-            self.rollout.junior = junior
-        if engine.own_engine:  # training syncs the senior's weights into it: TRL's vLLM machinery
-            self._attach_engine(args, engine)
-        self.add_callback(StepTimeCallback(self, self.rollout))
-        self.is_meter = ISCorrectionMeter(
-            self
-        )  # tandem/is/*: what TRL's IS correction zeroed or clipped, per step
-        self.add_callback(self.is_meter)
-        self.add_callback(WeightsMoved(self))  # the first step's postcondition: the trainable weights moved
+    def _junior(self, junior, tandem: TandemConfig):
+        """The frozen junior the rollouts pair with the senior, on its device: the LoRA senior's adapters-off
+        view for `self`, TRL's reference when that is the junior, else the one passed (a path loads here)."""
+        senior = self.accelerator.unwrap_model(self.model)
+        if self.team.is_self:
+            junior = AdapterOffView(senior)  # shares the base weights
+        elif (junior is None or isinstance(junior, str)) and self.team.kl_to_junior:
+            junior = self.accelerator.unwrap_model(self.ref_model)  # already the junior: reuse, don't reload
+        elif junior is None:
+            raise ValueError("arm=tandem needs the junior model (trlvr.training.build.load_models loads it)")
+        elif isinstance(junior, str):  # a hub id or folder, beside the senior TRL loaded from its own
+            self.team = Team.resolve(
+                tandem.senior,
+                junior,
+                pairing=tandem.pairing,
+                backend=tandem.backend,
+                kl_ref=tandem.kl_ref,
+                beta=self.args.beta,
+                arm=tandem.arm,
+                senior_tok=self._tokenizer,
+                check_rows=False,
+            )
+            junior = self.team.load_junior(senior.dtype)
+        junior.to(tandem.junior_device or self.accelerator.device)
+        junior.eval()
+        junior.requires_grad_(False)
+        return junior
+
+    @property
+    def pairing(self) -> str | None:
+        """The pair's mechanism (lockstep | text; None without a junior): trlvr_run.json's "pairing"."""
+        return self.team.pairing
 
     def _attach_engine(self, args, engine: Backend) -> None:
         """backend vllm: TRL's own vLLM machinery around the tandem engine (`trlvr.vllm.trl_backend`).
@@ -380,7 +377,7 @@ class TandemGRPOTrainer(GRPOTrainer):
             self.accelerator.unwrap_model(self.model).config, "_name_or_path", None
         )
         junior = tandem.junior or getattr(getattr(self.junior, "config", None), "_name_or_path", None)
-        if is_self(junior):
+        if self.team.is_self:
             junior = f"{junior}: the senior's base model with its LoRA adapters off"
         name, settings = tandem.schedule_kwargs()
         schedule = f"{name} ({', '.join(f'{k}={v}' for k, v in settings.items())})" if settings else name
