@@ -56,7 +56,7 @@ def adapter(tmp_path_factory):
 def test_a_solo_only_evaluation_resolves_no_junior_and_loads_none(loads):
     team = eval_team(ModelSpec(SENIOR, JUNIOR), SOLO, SENIOR, None)
     assert team.junior is None and not team.writes and team.pairing is None
-    builder = EngineBuilder(team, SOLO, "float32", "cpu")
+    builder = EngineBuilder.of(team, SOLO, "float32", "cpu")
     senior, junior = builder.models()
     assert junior is None and not senior.training
     assert loads == [(SENIOR, "--senior")]
@@ -69,7 +69,7 @@ def test_a_solo_only_evaluation_resolves_no_junior_and_loads_none(loads):
 def test_a_self_team_pairs_the_senior_with_its_adapter_off_view(adapter, loads, tmp_path):
     team = eval_team(ModelSpec(adapter, "self"), PAIRED, adapter, None)
     assert team.is_self and team.pairing == LOCKSTEP and team.junior_model is None
-    builder = EngineBuilder(team, PAIRED, "float32", "cpu")
+    builder = EngineBuilder.of(team, PAIRED, "float32", "cpu")
     senior, junior = builder.models()
     assert isinstance(junior, AdapterOffView) and junior.peft_model is senior
     assert loads == [(adapter, "--senior")]  # one load: the junior is the senior's weights, adapters off
@@ -82,7 +82,7 @@ def test_a_self_team_pairs_the_senior_with_its_adapter_off_view(adapter, loads, 
 @pytest.mark.parametrize(("junior", "pairing"), [(JUNIOR, LOCKSTEP), (CROSS, TEXT)])
 def test_the_builder_hands_a_text_pair_its_junior_tokenizer_and_a_lockstep_pair_none(junior, pairing):
     team = eval_team(ModelSpec(SENIOR, junior), PAIRED, SENIOR, None)
-    builder = EngineBuilder(team, PAIRED)
+    builder = EngineBuilder.of(team, PAIRED)
     partners = builder.partners({"senior": {}, "junior": {}}, {}, None)
     assert partners.has_junior and partners.pairing == pairing == team.pairing
     assert (builder.junior_tokenizer is None) == (pairing == LOCKSTEP)
@@ -120,7 +120,7 @@ def test_the_builder_closes_every_engine_it_made_and_frees_memory(monkeypatch):
             self.closed += 1
 
     team = eval_team(ModelSpec(SENIOR), SOLO, SENIOR, None)
-    builder = EngineBuilder(team, SOLO)
+    builder = EngineBuilder.of(team, SOLO)
     builder.engines += [Engine(), Engine()]
     builder.close()
     assert [e.closed for e in builder.engines] == [1, 1] and freed == [True]

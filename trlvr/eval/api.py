@@ -438,7 +438,7 @@ def evaluate_specs(
     ):  # rank 0 alone locks the folder: another evaluation's is refused before any load
         check_unlocked(out, "trlvr eval", "--out")
     team, record, _ = _checked(models, benchmarks, spec, data_sources, backend_here=not check_only)
-    builder = EngineBuilder(team, spec, models.dtype, models.device, models.junior_device)
+    builder = EngineBuilder.of(team, spec, models.dtype, models.device, models.junior_device)
     context = (
         context_length_of(team.senior, team.junior_model)
         if spec.context_length == "auto"

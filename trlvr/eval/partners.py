@@ -2,7 +2,7 @@
 (the Pair that generates, the HF models that score) for a resolved `trlvr.team.Team`, and closes every
 engine it made.
 
-    builder = EngineBuilder(team, spec, dtype="auto", device=None, junior_device=None)
+    builder = EngineBuilder.of(team, spec, dtype="auto", device=None, junior_device=None)
     partners = builder.partners(identities, paths, context_length)  # `trlvr.eval.runner.evaluate` takes it
     ...
     builder.close()  # in a finally: each vLLM engine closed, the memory free for the next stage
@@ -186,11 +186,22 @@ class EngineBuilder:
     (no junior) loads no junior; a `self` team's junior is the senior's adapter-off view."""
 
     team: Team
-    spec: EvalSpec
     dtype: str = "auto"
     device: str | None = None
     junior_device: str | None = None
+    decode: str = "auto"  # the HF pair's decode options (`EvalSpec.decode`)
+    seed: int = 0  # an engine's seed
+    max_num_seqs: int = 256  # the rows one generate call sends: the evaluation's batch size
+    scores: bool = (
+        False  # the suite scores teacher-forced (legibility, drift): an own engine needs HF scorers
+    )
     engines: list = field(default_factory=list)  # every engine `build` made: `close` shuts them all
+
+    @classmethod
+    def of(cls, team: Team, spec: EvalSpec, dtype="auto", device=None, junior_device=None) -> EngineBuilder:
+        """The builder of `team` for an evaluation under `spec` (only its engine settings are kept)."""
+        scores = bool(SCORED & set(spec.suite))
+        return cls(team, dtype, device, junior_device, spec.decode, spec.seed, spec.batch_size, scores)
 
     @property
     def backend(self) -> Backend:
@@ -222,7 +233,7 @@ class EngineBuilder:
                 senior, junior, tok, junior_tokenizer=self.junior_tokenizer, junior_prompts=junior_prompts
             )
         devices = {"junior_device": self.junior_device} if self.junior_device else {}
-        return _make_pair(senior, junior, tok, decode=self.spec.decode, **devices)
+        return _make_pair(senior, junior, tok, decode=self.decode, **devices)
 
     def _engine(self, max_model_len, stacks):
         """An engine of the models `stacks` names, its context the plan's longest prompt + budget and its
@@ -238,10 +249,10 @@ class EngineBuilder:
         junior = senior if self.team.is_self else self.team.junior
         first = senior if "senior" in stacks else junior
         second = junior if len(stacks) == 2 else None
-        tok, spec = self.team.senior_tok, self.spec
+        tok = self.team.senior_tok
         eos = hf_eos_ids(senior, tok)
         engine = self.backend.load("engine").for_machine(
-            self.dtype, spec.seed, max_model_len, EVAL_ENGINE_SHARE, max_num_seqs=spec.batch_size
+            self.dtype, self.seed, max_model_len, EVAL_ENGINE_SHARE, max_num_seqs=self.max_num_seqs
         )
         pair = _make_pair(first, second, tok, backend=self.backend.name, engine=engine, eos_token_ids=eos)
         self.engines.append(pair)
@@ -252,7 +263,6 @@ class EngineBuilder:
     def partners(self, identities: dict, paths: dict, context_length: int | None) -> Partners:
         """The `Partners` the runner takes: this builder's `build`, and its `models` as the scorers of an
         engine that holds no HF models."""
-        scores = bool(SCORED & set(self.spec.suite))
         return Partners(
             self.team.senior_tok,
             self.build,
@@ -262,7 +272,7 @@ class EngineBuilder:
             paths,
             context_length,
             self.team.backend,
-            scorers=self.models if self.backend.own_engine and scores else None,
+            scorers=self.models if self.backend.own_engine and self.scores else None,
         )
 
     def close(self) -> None:

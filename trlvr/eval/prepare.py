@@ -16,7 +16,7 @@ from trlvr.eval import fingerprint as fpr
 from trlvr.eval.grading import choose_grader, grading_name
 from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, split_by_prompt_length
 from trlvr.eval.spec import EvalSpec
-from trlvr.eval.suite import protocols_for
+from trlvr.eval.suite import parse_protocol, protocols_for
 from trlvr.provenance import machine
 
 
@@ -118,6 +118,7 @@ class Prepared(NamedTuple):
     spec: EvalSpec
     score_fn: Callable
     protocols: list[str]
+    decodings: dict[str, dict]  # each protocol's sampling (handoff-paper has its own)
     benches: dict[str, Bench]
     fingerprint: dict  # fingerprint.json: what determines the samples
     config: dict  # config.json: every setting, resolved
@@ -175,4 +176,5 @@ def prepare(
         "backend": partners.backend,
         **({"skipped_rows": skipped_rows} if skipped_rows else {}),
     }
-    return Prepared(spec, score_fn, protocols, benches, fingerprint, config)
+    decodings = {p: parse_protocol(p).decoding(spec.decoding) for p in protocols}
+    return Prepared(spec, score_fn, protocols, decodings, benches, fingerprint, config)

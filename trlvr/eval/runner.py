@@ -53,9 +53,9 @@ from trlvr.eval.grading import (
     grader_tables,
     grading_counts,
 )
-from trlvr.eval.partners import Partners
+from trlvr.eval.partners import SCORED, Partners
 from trlvr.eval.plan import plan_batches
-from trlvr.eval.prepare import Bench, prepare
+from trlvr.eval.prepare import Bench, Prepared, prepare
 from trlvr.eval.protocols import (
     answer_in_text,
     cut,
@@ -137,16 +137,7 @@ def evaluate(
         check_samples(EvalDir(out_dir), fingerprint, fresh)
         return None
     ranks = Ranks.current().session("eval")
-    run = _Run(
-        partners,
-        prep.benches,
-        prep.protocols,
-        prep.spec,
-        prep.score_fn,
-        extract_fn or _default_extract_fn(),
-        progress and ranks.writer,
-        ranks,
-    )
+    run = _Run(partners, prep, extract_fn or _default_extract_fn(), progress and ranks.writer, ranks)
     if not ranks.writer:  # another process of a launch: generates its share of the batches, writes nothing
         return run.serve()
     store = EvalDir(out_dir)
@@ -329,28 +320,18 @@ class _Run:
     """The generation half of `evaluate`: planned batches in, rows out, through one Pair."""
 
     def __init__(
-        self,
-        partners: Partners,
-        benches: dict,
-        protocols: list[str],
-        spec: EvalSpec,
-        score_fn,
-        extract_fn,
-        progress: bool,
-        ranks: Ranks | None = None,
+        self, partners: Partners, prep: Prepared, extract_fn, progress: bool, ranks: Ranks | None = None
     ):
         # several processes (a launch of N): rank 0 plans, writes and generates its share; the others
         # generate theirs (`serve`) and hand the rows over through `ranks`
         self.ranks = ranks or Ranks()
         self._told: set[str] = set()  # what rank 0 has announced (so a failure reaches whoever still waits)
-        self.partners, self.tokenizer, self.junior_tokenizer = (
-            partners,
-            partners.tokenizer,
-            partners.junior_tokenizer,
-        )
-        self.benches, self.protocols, self.spec = benches, protocols, spec
-        self.score_fn, self.extract_fn, self.progress = score_fn, extract_fn, progress
-        self.want_scores = bool({"legibility", "drift"} & set(spec.suite))
+        self.partners, self.tokenizer = partners, partners.tokenizer
+        self.junior_tokenizer = partners.junior_tokenizer
+        self.benches, self.protocols, self.spec = prep.benches, prep.protocols, prep.spec
+        self.decodings, self.score_fn = prep.decodings, prep.score_fn
+        self.extract_fn, self.progress = extract_fn, progress
+        self.want_scores = bool(SCORED & set(self.spec.suite))
         self.junior_prompts: dict[tuple, list[int]] = {}  # text pairs: senior prompt ids -> the junior's
         self.pair = None  # built on first use: a resumed evaluation with nothing to do loads no model
         self.pair_stacks: tuple[str, ...] = ()  # the models `pair` holds
@@ -579,7 +560,7 @@ class _Run:
                 batch.protocol,
                 [b.prompts[i] + p for (i, _), p in zip(batch.items, given, strict=True)],
                 max_new_tokens=budgets,
-                decoding=parse_protocol(batch.protocol).decoding(spec.decoding),
+                decoding=self.decodings[batch.protocol],
                 seed=spec.seed,
                 handoff_max_rounds=spec.handoff_max_rounds,
                 row_keys=[eval_row_key(batch.benchmark, b.keys[i], s, key_protocol) for i, s in batch.items],
