@@ -433,9 +433,8 @@ def evaluate_specs(
     """
     from trlvr.eval.runner import evaluate
 
-    if (
-        Ranks.current().writer
-    ):  # rank 0 alone locks the folder: another evaluation's is refused before any load
+    # a folder another evaluation writes is refused before any load (rank 0 alone locks it)
+    if Ranks.current().writer:
         check_unlocked(out, "trlvr eval", "--out")
     team, record, _ = _checked(models, benchmarks, spec, data_sources, backend_here=not check_only)
     builder = EngineBuilder.of(team, spec, models.dtype, models.device, models.junior_device)
@@ -463,5 +462,5 @@ def evaluate_specs(
             check_only=check_only,
             skipped_rows=skipped_rows(benchmarks, data_sources),
         )
-    finally:  # the next stage in this process (selection's next checkpoint, smoke's next step) starts with memory free
+    finally:  # the next stage in this process (the next checkpoint, smoke's next step) starts with memory free
         builder.close()

@@ -192,9 +192,8 @@ class EngineBuilder:
     decode: str = "auto"  # the HF pair's decode options (`EvalSpec.decode`)
     seed: int = 0  # an engine's seed
     max_num_seqs: int = 256  # the rows one generate call sends: the evaluation's batch size
-    scores: bool = (
-        False  # the suite scores teacher-forced (legibility, drift): an own engine needs HF scorers
-    )
+    # the suite scores teacher-forced (legibility, drift): an engine that holds no HF models needs scorers
+    scores: bool = False
     engines: list = field(default_factory=list)  # every engine `build` made: `close` shuts them all
 
     @classmethod
@@ -214,8 +213,9 @@ class EngineBuilder:
 
     def models(self) -> tuple:
         """The HF (senior, junior) on their devices; adapters load onto their base."""
+        # The evaluation's one weight-load call site (with the placement below):
+        # `self.team.load(self.dtype, self.device, self.junior_device)` is to replace these lines.
         dev = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        # The evaluation's one weight load (Team.load(dtype, device, junior_device) is to replace it).
         senior, junior = load_pair(self.team.senior, self.team.junior, dtype=torch_dtype(self.dtype))
         senior = senior.to(dev).eval()
         if junior is None or self.team.is_self:  # the self view shares the senior's weights and device
