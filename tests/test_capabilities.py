@@ -407,13 +407,14 @@ def test_models_and_data_from_two_worlds_are_refused(worlds):
 def no_models(monkeypatch):
     """Any model load fails the test: the refusal must come before one."""
     import trlvr.eval.api as api
+    import trlvr.eval.partners as partners
     import trlvr.models as models
     import trlvr.training.build as build
 
     def loaded(*args, **kw):
         raise AssertionError(f"a model was loaded before the refusal: {args}")
 
-    for module in (models, build, api):
+    for module in (models, build, api, partners):
         for name in ("load_causal_lm", "load_model_or_adapter", "load_pair"):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, loaded)

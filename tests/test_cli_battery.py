@@ -1043,7 +1043,7 @@ def test_dry_run_agrees_with_the_run(world, tmp_path, monkeypatch, capsys, case)
     gets past its checks (to its first weight load: the model loaders, stubbed here), and where the run
     refuses, the dry run refuses with the same line (one check list: `trlvr.training.preflight.check_run_start`;
     `trlvr.eval.api.evaluate_specs(check_only=True)`)."""
-    import trlvr.eval.api as eval_api
+    import trlvr.eval.partners as eval_partners
     import trlvr.training.build as build
 
     cmd, opt, kind, label, text = case
@@ -1058,7 +1058,7 @@ def test_dry_run_agrees_with_the_run(world, tmp_path, monkeypatch, capsys, case)
 
     for loader in ("load_causal_lm", "load_model_or_adapter"):
         monkeypatch.setattr(build, loader, first_weights)
-    monkeypatch.setattr(eval_api, "load_pair", first_weights)
+    monkeypatch.setattr(eval_partners, "load_pair", first_weights)
     argv, _ = _argv(world, case_dir, cmd, opt, text)
     real_argv = [a for a in argv if a != "--dry-run"]
     before = tree(case_dir)

@@ -11,9 +11,10 @@ a LoRA adapter folder, or `RUN@selected`) and the junior spec (a folder, or `sel
 senior's base, adapters off); load the senior's tokenizer (prompts are always rendered with it);
 choose the pair's mode from their vocabularies (`trlvr.team.choose_pairing`, as training does:
 identical token by token -> lockstep; different -> text pairing, or an error under `pairing:
-lockstep`; `--suite solo` alone needs no junior and loads none); identify both models by their
-files; and hand `trlvr.eval.runner.evaluate` the `Partners`, whose Pair loads only once the output
-directory is known to be resumable.
+lockstep`; `--suite solo` alone needs no junior and loads none), all of it one `trlvr.team.Team`;
+identify both models by their files; and hand `trlvr.eval.runner.evaluate` the `Partners` of an
+`EngineBuilder` (`trlvr.eval.partners`), whose Pair loads only once the output directory is known
+to be resumable.
 
 What this file does not know: command-line flags, training, how a protocol runs.
 """
@@ -23,28 +24,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from trlvr import artifacts
 from trlvr.data import load_problems, problem_key
-from trlvr.engine.backends import Backend, backend
+from trlvr.engine.backends import backend
 from trlvr.engine.capabilities import chat_prompt_of, check_capabilities, has_chat_template, worlds_of
-from trlvr.engine.release import free_memory
-from trlvr.engine.schedules import JUNIOR, SoloSchedule
-from trlvr.engine.self_pair import self_pair
 from trlvr.errors import UserError
 from trlvr.eval.fingerprint import file_digest
+from trlvr.eval.partners import EVAL_ENGINE_SHARE, EngineBuilder, check_self_junior, load_pair
 from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, split_by_prompt_length
 from trlvr.eval.prepare import prompt_ids_for
 from trlvr.eval.spec import EvalSpec
 from trlvr.eval.suite import parse_protocol, protocols_for
-from trlvr.gpu import free_memory_check
 from trlvr.memory import MemoryPlan, Stack, read_config
 from trlvr.models import (
     adapter_base,
     context_length,
     is_adapter_dir,
-    load_model_or_adapter,
     load_tokenizer,
     load_tokenizer_for,
     model_fingerprint,
@@ -62,12 +57,14 @@ from trlvr.rundir import (
     newest_step,
     read_record,
 )
-from trlvr.team import LOCKSTEP, TEXT, Team, choose_pairing, is_lockstep, is_self, is_text
+from trlvr.team import LOCKSTEP, TEXT, Team, is_self, junior_model
 
 __all__ = [
+    "EVAL_ENGINE_SHARE",
     "EvalSpec",
     "ModelSpec",
     "check_eval",
+    "check_self_junior",
     "evaluate_specs",
     "load_benchmarks",
     "load_pair",
@@ -147,30 +144,6 @@ def check_selection_current(run: str | Path, sel: dict) -> None:
         )
 
 
-def check_self_junior(senior_path: str) -> None:
-    """`--junior self` is the LoRA senior's base with its adapters off: refused for a plain model folder."""
-    if not is_adapter_dir(senior_path):
-        raise UserError(
-            f"--junior self: {senior_path} has no adapter_config.json; 'self' needs a LoRA senior "
-            "(a run trained with use_peft: true, e.g. RUN/final)"
-        )
-
-
-def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
-    """(senior, junior) models for evaluation; junior None -> (senior, None).
-
-    junior "self": the LoRA senior's base with its adapters off, sharing the senior's weights
-    (`trlvr.engine.self_pair`).
-    """
-    senior = load_model_or_adapter(senior_path, "--senior", dtype=dtype)
-    if junior is None:
-        return senior, None
-    if not is_self(junior):
-        return senior, load_model_or_adapter(junior, "--junior", dtype=dtype)
-    check_self_junior(senior_path)
-    return self_pair(senior)
-
-
 def load_benchmarks(
     sources: dict[str, str], split: str | None = None, limit: int | None = None, skip_bad: bool = False
 ):
@@ -212,81 +185,9 @@ def skipped_rows(benchmarks: dict[str, list], sources: dict | None = None) -> di
     return out
 
 
-def _check_backend(models: ModelSpec, senior_path: str, junior: str | None, junior_tok) -> None:
-    """That the backend is installed (what it cannot run was refused by `check_eval`)."""
-    from trlvr.engine import pair_class
-
-    pair_class(models.backend, TEXT if junior_tok is not None else LOCKSTEP)  # installed; one vocabulary
-
-
-EVAL_ENGINE_SHARE = 0.9  # evaluation's vLLM engine: the GPU is its alone while it generates
-
-
-def _engine_pair(
-    spec: Backend,
-    senior_path: str,
-    junior: str | None,
-    tok,
-    dtype: str,
-    seed: int,
-    max_model_len: int | None = None,
-    eos_token_ids: list[int] | None = None,
-    max_num_seqs: int = 256,
-):
-    """An evaluation engine, its context the plan's longest prompt + budget (never the model's own limit), its
-    `max_num_seqs` the rows one generate call sends (the evaluation's batch size, as `eval_plan` counts them)."""
-    from trlvr.engine import make_pair
-
-    engine = spec.load("engine").for_machine(
-        dtype, seed, max_model_len, EVAL_ENGINE_SHARE, max_num_seqs=max_num_seqs
-    )
-    return make_pair(senior_path, junior, tok, backend=spec.name, engine=engine, eos_token_ids=eos_token_ids)
-
-
-def hf_eos_ids(senior_path: str, tokenizer) -> list[int]:
-    """What ends a row in the HF engine (`trlvr.engine.generator`): the tokenizer's EOS and the senior's
-    generation config's, so every engine of an evaluation stops where the HF engine would."""
-    from transformers import GenerationConfig
-
-    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    base = adapter_base(senior_path) if is_adapter_dir(senior_path) else model_folder(senior_path)
-    try:
-        gen = GenerationConfig.from_pretrained(base).eos_token_id
-    except OSError:  # no generation_config.json: the tokenizer's EOS alone, as the HF engine
-        gen = None
-    ids.update([gen] if isinstance(gen, int) else (gen or []))
-    return sorted(ids)
-
-
-class JuniorAlone:
-    """The junior-alone protocol on an engine that holds only the junior (as its `senior`): it runs the
-    engine's solo schedule and reports every token as the junior's."""
-
-    def __init__(self, engine):
-        self.engine = engine
-
-    def __getattr__(self, name):
-        return getattr(self.engine, name)
-
-    def generate(self, prompts, schedule, sampling, row_keys=None):
-        if schedule.writers != frozenset({JUNIOR}):
-            raise ValueError(f"this engine holds the junior alone; it cannot run {schedule!r}")
-        out = self.engine.generate(prompts, SoloSchedule(), sampling, row_keys)
-        out.senior_authored = out.senior_authored & False
-        out.junior_logprob = out.senior_logprob  # the author's, i.e. the junior's
-        return out
-
-
-def _dtype(name):
-    table = {"auto": "auto", "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-    if name not in table:
-        raise UserError(f"dtype: {name!r}; choose from {', '.join(table)}")
-    return table[name]
-
-
-def context_length_of(*paths: str) -> int | None:
-    """The smallest context of the models (`trlvr.models.context_length`, read without the weights)."""
-    found = [context_length(p) for p in paths if p is not None and not is_self(p)]
+def context_length_of(*paths: str | None) -> int | None:
+    """The smallest context of the model folders (`trlvr.models.context_length`, read without the weights)."""
+    found = [context_length(p) for p in paths if p is not None]
     found = [c for c in found if c is not None]
     return min(found) if found else None
 
@@ -329,9 +230,7 @@ def eval_plan(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, gp
     dtype = None if models.dtype == "auto" else models.dtype
     stacks = [Stack.from_config("senior", read_config(base), dtype)]
     if spec.needs_junior and models.junior is not None:
-        stacks.append(
-            Stack.from_config("junior", read_config(base if is_self(models.junior) else models.junior), dtype)
-        )
+        stacks.append(Stack.from_config("junior", read_config(junior_model(models.junior) or base), dtype))
     tok = (
         load_tokenizer(models.tokenizer, "--tokenizer")
         if models.tokenizer
@@ -339,7 +238,7 @@ def eval_plan(models: ModelSpec, benchmarks: dict[str, list], spec: EvalSpec, gp
     )
     prompts = [len(prompt_ids_for(p, tok, spec.prompt_template)) for ps in benchmarks.values() for p in ps]
     context = (
-        context_length_of(senior_path, models.junior)
+        context_length_of(senior_path, junior_model(models.junior))
         if spec.context_length == "auto"
         else spec.context_length
     )
@@ -409,53 +308,60 @@ def check_eval(
     worlds of the models and the data (`sources`: benchmark -> file). One line naming the flag; returns
     {metric: why undefined}. backend_here: also that the backend is installed on this machine (not for a dry run,
     which asks it itself: a plan for another machine's GPU needs no engine here)."""
-    senior, record = resolve_senior(models.senior)
-    junior = models.junior if spec.needs_junior else None
+    return _checked(models, benchmarks, spec, sources, backend_here)[2]
+
+
+def eval_team(models: ModelSpec, spec: EvalSpec, senior: str, record: dict | None) -> Team:
+    """The evaluation's `Team` (tokenizers read, no weights): the resolved senior; the junior the suite needs
+    (None for solo alone); the prompt tokenizer (`--tokenizer`, default the senior's) as the senior's."""
+    junior = models.junior
     if is_self(junior) and not is_adapter_dir(senior) and record is not None and record["step"] == 0:
         junior = senior  # a `junior: self` run's starting senior (the base itself) was selected: it pairs with itself
-    if is_self(junior):
+    if is_self(junior):  # refused even for solo alone, which then loads no junior
         check_self_junior(senior)
-    tok_flag = f"--tokenizer {models.tokenizer}" if models.tokenizer else f"--senior {senior}"
+    junior = junior if spec.needs_junior else None
     tok = (
         load_tokenizer(models.tokenizer, "--tokenizer")
         if models.tokenizer
         else load_tokenizer_for(senior, "--senior")
     )
-    junior_tok = (
-        load_tokenizer_for(junior, "--junior") if junior is not None and not is_self(junior) else None
-    )
-    team = Team.resolve(
+    own = junior_model(junior)
+    return Team.resolve(
         senior,
         junior,
         pairing=models.pairing,
         backend=models.backend,
         senior_tok=tok,
-        junior_tok=junior_tok,
+        junior_tok=load_tokenizer_for(own, "--junior") if own else None,
         names=("--senior", "--junior"),
     )
-    pairing = team.kind
+
+
+def _checked(models, benchmarks, spec, sources, backend_here) -> tuple[Team, dict | None, dict]:
+    """`check_eval`, returning (the team, the senior's selection record, {metric: why undefined})."""
+    senior, record = resolve_senior(models.senior)
+    team = eval_team(models, spec, senior, record)
+    tok_flag = f"--tokenizer {models.tokenizer}" if models.tokenizer else f"--senior {senior}"
     problems = [p for ps in benchmarks.values() for p in ps]
     chat = chat_prompt_of(problems)
-    templates = ((tok_flag, has_chat_template(tok)),) if chat else ()
-    if chat and is_text(pairing):  # the junior renders the same messages with its own template
-        templates += ((f"--junior {junior}", has_chat_template(junior_tok)),)
+    templates = ((tok_flag, has_chat_template(team.senior_tok)),) if chat else ()
+    if chat and team.is_text:  # the junior renders the same messages with its own template
+        templates += ((f"--junior {team.junior}", has_chat_template(team.junior_tok)),)
     schedules = tuple(
         parse_protocol(name).schedule(spec.handoff_max_rounds)
         for name in protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks)
     )
     paths = {
         "--senior": senior,
-        "--junior": None if (junior is None or is_self(junior)) else junior,
+        "--junior": team.junior_model,
         **{f"--data {name}": source for name, source in (sources or {}).items()},
     }
-    readers = [("--senior", senior, tok)] + (
-        [("--junior", junior, junior_tok or tok)] if paths["--junior"] else []
-    )
+    readers = [("--senior", senior, team.senior_tok)]
+    if team.junior_model:
+        readers.append(("--junior", team.junior_model, team.junior_tok))
     contexts = eval_contexts(spec, problems, readers) if all(ok for _, ok in templates) else ()
-    for flag, path in (
-        ("--senior", senior),
-        ("--junior", paths["--junior"]),
-    ):  # before --fresh sets anything aside
+    for flag in ("--senior", "--junior"):  # before --fresh sets anything aside
+        path = paths[flag]
         if path and Path(path).is_dir() and (why := artifacts.weights_problem(path)):
             raise UserError(
                 f"{flag} {path}: its weights do not load ({why}); nothing was loaded, written or set aside"
@@ -465,7 +371,7 @@ def check_eval(
             "eval",
             schedules=schedules,
             suite=spec.suite,
-            junior_device=bool(models.junior_device) and junior is not None,
+            junior_device=bool(models.junior_device) and team.writes,
             senior_adapter=senior if is_adapter_dir(senior) else None,
             chat_prompt=chat,
             templates=templates,
@@ -474,8 +380,33 @@ def check_eval(
         )
     )
     if backend_here:  # installed: before a group.json
-        _check_backend(models, senior, junior, junior_tok if is_text(pairing) else None)
-    return undefined
+        from trlvr.engine import pair_class
+
+        pair_class(team.backend, TEXT if team.is_text else LOCKSTEP)
+    return team, record, undefined
+
+
+def _identities(team: Team, data: dict | None) -> dict:
+    """{"senior", "data", "junior"} as fingerprint.json identifies them: the models by their files; a self
+    junior as the view of its senior."""
+    senior = model_fingerprint(team.senior, "--senior")
+    out = {"senior": senior, "data": data or {}}
+    if team.is_self:
+        out["junior"] = {"self_of": senior}
+    elif team.junior_model:
+        out["junior"] = model_fingerprint(team.junior_model, "--junior")
+    return out
+
+
+def _stored_paths(team: Team, out, sources: dict | None, selection: dict | None, extra: dict | None) -> dict:
+    """config.json's "models": each path resolvable from any cwd (`trlvr.provenance.path_for_record`)."""
+    return {
+        "senior": path_for_record(team.senior, out),
+        "junior": path_for_record(team.junior_model, out) if team.junior_model else team.junior,
+        "data": {k: path_for_record(v, out) for k, v in (sources or {}).items()},
+        **({"senior_selection": selection} if selection else {}),
+        **(extra or {}),
+    }
 
 
 def evaluate_specs(
@@ -500,127 +431,24 @@ def evaluate_specs(
     model loads. check_only (`trlvr eval --dry-run`): every check the evaluation makes before its first
     weight load, the folder's samples included (`trlvr.eval.runner.check_samples`), then None.
     """
-    if Ranks.current().writer:  # a folder another evaluation writes: refused at once, before any load (rank 0
-        check_unlocked(out, "trlvr eval", "--out")  # alone locks it: the launch's other ranks never probe it)
-    check_eval(models, benchmarks, spec, data_sources, backend_here=not check_only)
-    skipped = skipped_rows(benchmarks, data_sources)
-    engine = backend(models.backend)
-    senior, junior, tokenizer, pairing = models.senior, models.junior, models.tokenizer, models.pairing
-    dtype, device, junior_device = models.dtype, models.device, models.junior_device
-    senior_path, record = resolve_senior(senior)
-    if is_self(junior) and not is_adapter_dir(senior_path) and record is not None and record["step"] == 0:
-        junior = senior_path  # a `junior: self` run whose starting senior (the base itself) was selected
-    if is_self(junior):
-        check_self_junior(senior_path)
-    if not spec.needs_junior:
-        junior = None  # solo alone: no partner, no scorer, nothing to load
-    elif junior is None:
-        raise UserError(f"suite {','.join(spec.suite)} needs a junior (only solo runs without one)")
-    if is_self(junior) and junior_device:
-        raise UserError(
-            "--junior-device: --junior self shares the senior's weights, so it runs on the senior's device"
-        )
-    tok = (
-        load_tokenizer(tokenizer, "--tokenizer") if tokenizer else load_tokenizer_for(senior_path, "--senior")
+    from trlvr.eval.runner import evaluate
+
+    # a folder another evaluation writes is refused before any load (rank 0 alone locks it)
+    if Ranks.current().writer:
+        check_unlocked(out, "trlvr eval", "--out")
+    team, record, _ = _checked(models, benchmarks, spec, data_sources, backend_here=not check_only)
+    builder = EngineBuilder.of(team, spec, models.dtype, models.device, models.junior_device)
+    context = (
+        context_length_of(team.senior, team.junior_model)
+        if spec.context_length == "auto"
+        else spec.context_length
     )
-    junior_tok = None
-    if not (junior is None or is_self(junior)):
-        junior_tok = load_tokenizer_for(junior, "--junior")
-        if is_lockstep(choose_pairing(tok, junior_tok, pairing, names=("--senior", "--junior"))):
-            junior_tok = None  # one vocabulary: the lockstep engine
-    elif is_self(junior) and is_text(pairing):
-        raise UserError(
-            "--pairing text: --junior self shares the senior's tokenizer and weights; it is lockstep"
-        )
-    context = context_length_of(senior_path, junior) if spec.context_length == "auto" else spec.context_length
-    selection = selection_note(senior, record, benchmarks)
-    senior_fp = model_fingerprint(senior_path, "--senior")
-    junior_fp = (
-        None
-        if junior is None
-        else {"self_of": senior_fp}
-        if is_self(junior)
-        else model_fingerprint(junior, "--junior")
-    )
-    identities = {"senior": senior_fp, "data": data_identities or {}}
-    if junior_fp is not None:
-        identities["junior"] = junior_fp
-
-    def stored(
-        path,
-    ):  # as results.json keeps it: resolvable from any cwd (`trlvr.provenance.path_for_record`)
-        return path if (path is None or is_self(path)) else path_for_record(path, out)
-
-    paths = {
-        "senior": stored(senior_path),
-        "junior": stored(junior),
-        "data": {k: stored(v) for k, v in (data_sources or {}).items()},
-        **({"senior_selection": selection} if selection else {}),
-        **(extra_paths or {}),
-    }
-
-    def hf_models():  # adapters load onto their base
-        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        s, j = load_pair(senior_path, junior, dtype=_dtype(dtype))
-        s = s.to(dev).eval()
-        return s, None if j is None else j if is_self(junior) else j.to(junior_device or dev).eval()
-
-    engines = []  # every vLLM engine `build` made: closed when the evaluation ends, however it ends
-
-    def build(
-        junior_prompts=None, max_model_len=None, stacks=("senior", "junior")
-    ):  # once `out` is resumable
-        from trlvr.engine import make_pair
-
-        if engine.own_engine:  # an engine of the models `stacks` names; HF scorers load after it is closed
-            if engine.gpu_share:  # the one before it closed: its memory is free, or this names it
-                free_memory()
-                free_memory_check(
-                    f"eval: the {'+'.join(stacks)} engine",
-                    "this evaluation's previous engine" if engines else None,
-                    EVAL_ENGINE_SHARE,
-                )
-            first = senior_path if "senior" in stacks else (senior_path if is_self(junior) else junior)
-            second = (senior_path if is_self(junior) else junior) if len(stacks) == 2 else None
-            pair = _engine_pair(
-                engine,
-                first,
-                second,
-                tok,
-                dtype,
-                spec.seed,
-                max_model_len,
-                hf_eos_ids(senior_path, tok),
-                max_num_seqs=spec.batch_size,
-            )
-            engines.append(pair)
-            pair = pair if "senior" in stacks else JuniorAlone(pair)
-            pair.senior = pair.junior = None
-            return pair
-        s, j = hf_models()
-        if junior_tok is not None:
-            return make_pair(s, j, tok, junior_tokenizer=junior_tok, junior_prompts=junior_prompts)
-        return make_pair(
-            s, j, tok, decode=spec.decode, **({"junior_device": junior_device} if junior_device else {})
-        )
-
-    from trlvr.eval.runner import Partners, evaluate
-
-    scores = bool({"legibility", "drift"} & set(spec.suite))
-    if (
-        not check_only
-    ):  # the dry run asks it itself: a plan for another GPU (--gpu-memory) needs no engine here
-        _check_backend(models, senior_path, junior, junior_tok)
-    partners = Partners(
-        tok,
-        build,
-        junior is not None,
-        identities,
-        junior_tok,
-        paths,
+    partners = builder.partners(
+        _identities(team, data_identities),
+        _stored_paths(
+            team, out, data_sources, selection_note(models.senior, record, benchmarks), extra_paths
+        ),
         context,
-        models.backend,
-        scorers=hf_models if engine.own_engine and scores else None,
     )
     try:
         return evaluate(
@@ -632,9 +460,7 @@ def evaluate_specs(
             fresh=fresh,
             refuse_lossy=refuse_lossy,
             check_only=check_only,
-            skipped_rows=skipped,
+            skipped_rows=skipped_rows(benchmarks, data_sources),
         )
-    finally:  # the next stage in this process (selection's next checkpoint, smoke's next step) starts with the memory free
-        for pair in engines:
-            pair.close()  # idempotent: the runner closed most of them already
-        free_memory()
+    finally:  # the next stage in this process (the next checkpoint, smoke's next step) starts with memory free
+        builder.close()

@@ -4,8 +4,9 @@ and each further grader's rewards and metrics (results.json `by_grader`)."""
 
 from __future__ import annotations
 
+from trlvr.errors import UserError
 from trlvr.eval.aggregate import problem_table, summarize
-from trlvr.rewards import MathReward, grading_mode, math_reward
+from trlvr.rewards import MathReward, grader_of, grading_mode, math_reward
 from trlvr.rewards.math_reward import default_reward
 
 GRADING_OUTCOMES = ("ok", "no_box", "timeout", "failure")
@@ -61,6 +62,22 @@ def grader_for(grading: str, grader: str = "trlvr"):
     if grading != "boxed_or_tail" and grader == "trlvr":
         return math_reward
     return MathReward(require_box=grading != "boxed_or_tail", grader=grader)
+
+
+def choose_grader(spec, score_fn=None):
+    """(spec, score_fn) of an evaluation: `spec.grading` with trlvr's grader when no `score_fn` is given; a
+    MathReward `score_fn` names the first grader (results.json records it); a caller's own grades alone."""
+    if score_fn is None:
+        return spec, grader_for(spec.grading, spec.grader)
+    if (own := grader_of(score_fn)) is not None:
+        if spec.graders != ("trlvr",) and own != spec.grader:
+            raise UserError(f"score_fn grades with grader {own!r} but graders names {spec.grader!r} first")
+        return spec.replace(graders=(own, *spec.graders[1:])), score_fn
+    if spec.graders != ("trlvr",):
+        raise UserError(
+            f"graders {','.join(spec.graders)}: a caller's own score_fn grades alone; leave graders at trlvr"
+        )
+    return spec, score_fn
 
 
 def grade_others(rows: list[dict], graders: tuple[str, ...], grading: str) -> bool:

@@ -1,16 +1,23 @@
 """Benchmark preparation: each problem's prompt ids through the one prompt path of `trlvr.data`, the prompt cap
 (over-long prompts dropped up front), the lossy-prompt check, and the models' context length. What
-`trlvr.eval.api`'s checks and the run loop (`trlvr.eval.runner`) both need before a sample is generated."""
+`trlvr.eval.api`'s checks and the run loop (`trlvr.eval.runner`) both need before a sample is generated.
+`prepare` settles all of it for one evaluation, with the fingerprint.json and config.json it writes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from trlvr.data import encode_prompt, prompt_for
 from trlvr.data.prompts import DEFAULT_PROMPT_TEMPLATE, lossy_prompts, lost_characters
 from trlvr.data.schema import problem_key
 from trlvr.errors import UserError
-from trlvr.eval.plan import completion_budget, split_by_prompt_length
+from trlvr.eval import fingerprint as fpr
+from trlvr.eval.grading import choose_grader, grading_name
+from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, split_by_prompt_length
+from trlvr.eval.spec import EvalSpec
+from trlvr.eval.suite import parse_protocol, protocols_for
+from trlvr.provenance import machine
 
 
 class Bench(NamedTuple):
@@ -102,3 +109,72 @@ def lossy_problems(
                 for x in bad
             ]
     return out
+
+
+class Prepared(NamedTuple):
+    """What an evaluation settles before its folder is touched: the spec with its graders resolved, the
+    grading function, the protocols, the benchmarks as generation takes them, and the two records."""
+
+    spec: EvalSpec
+    score_fn: Callable
+    protocols: list[str]
+    decodings: dict[str, dict]  # each protocol's sampling (handoff-paper has its own)
+    benches: dict[str, Bench]
+    fingerprint: dict  # fingerprint.json: what determines the samples
+    config: dict  # config.json: every setting, resolved
+
+
+def prepare(
+    partners,
+    benchmarks: dict[str, list],
+    spec: EvalSpec,
+    *,
+    score_fn: Callable | None = None,
+    refuse_lossy: bool = False,
+    skipped_rows: dict[str, list[dict]] | None = None,
+) -> Prepared:
+    """The preparation of `trlvr.eval.runner.evaluate` (its docstring says what each argument means): grader,
+    budgets, prompts and the lossy-prompt refusal, then fingerprint.json and config.json as dicts."""
+    protocols = protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks)
+    spec, score_fn = choose_grader(spec, score_fn)
+    grading = grading_name(score_fn)
+    tokenizer = partners.tokenizer
+    context_length = partners.context_length if spec.context_length == "auto" else spec.context_length
+    max_prompt_tokens = (
+        default_max_prompt_tokens(context_length)
+        if spec.max_prompt_tokens == "auto"
+        else spec.max_prompt_tokens
+    )
+    benches, dropped = prepare_benchmarks(
+        benchmarks, tokenizer, max_prompt_tokens, spec.max_new_tokens, context_length, spec.prompt_template
+    )
+    lossy = lossy_problems(benchmarks, tokenizer, spec.prompt_template)
+    if lossy and refuse_lossy:
+        bench, first = next((b, v[0]) for b, v in lossy.items())
+        raise UserError(
+            f"{sum(map(len, lossy.values()))} problem(s) do not survive the tokenizer (decode(encode(prompt)) "
+            f"differs; first: {bench} row id {first['source_id']!r} loses {first['lost']!r}); drop them, or "
+            "use a tokenizer that spells them"
+        )
+    fingerprint = {
+        "version": fpr.VERSION,
+        "models": partners.fingerprint(),
+        "data": partners.identities.get("data") or {},
+        "problems": {b: x.keys for b, x in benches.items()},
+        **spec.fingerprint_part(context_length, max_prompt_tokens, grading),
+    }
+    config = {
+        **spec.config_part(context_length, max_prompt_tokens, grading),
+        "protocols": protocols,
+        "benchmarks": sorted(benches),
+        "num_problems": {b: len(x.keys) for b, x in benches.items()},
+        "models": partners.paths,
+        "dropped_problems": dropped,
+        "lossy_prompts": lossy,
+        "machine": machine(),  # the versions and threads; the run adds its device and dtype
+        "pairing": partners.pairing,
+        "backend": partners.backend,
+        **({"skipped_rows": skipped_rows} if skipped_rows else {}),
+    }
+    decodings = {p: parse_protocol(p).decoding(spec.decoding) for p in protocols}
+    return Prepared(spec, score_fn, protocols, decodings, benches, fingerprint, config)

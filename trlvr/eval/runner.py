@@ -32,14 +32,13 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from trlvr import rundir
 from trlvr.data import encode_prompt, prompt_for
-from trlvr.engine import capabilities, make_pair
+from trlvr.engine import capabilities
 from trlvr.engine.backends import backend
 from trlvr.engine.text_pair import text_nll
 from trlvr.errors import UserError
@@ -51,31 +50,28 @@ from trlvr.eval.grading import (
     by_grader,
     grade,
     grade_others,
-    grader_for,
     grader_tables,
     grading_counts,
-    grading_name,
 )
-from trlvr.eval.plan import default_max_prompt_tokens, plan_batches
-from trlvr.eval.prepare import Bench, lossy_problems, model_context_length, prepare_benchmarks
+from trlvr.eval.partners import SCORED, Partners
+from trlvr.eval.plan import plan_batches
+from trlvr.eval.prepare import Bench, Prepared, prepare
 from trlvr.eval.protocols import (
     answer_in_text,
     cut,
     eval_row_key,
     loophole_report,
     parse_protocol,
-    protocols_for,
     run_protocol,
     trace_body,
 )
 from trlvr.eval.scoring import score_completions, text_means
 from trlvr.eval.spec import BUDGET_RULE, EvalSpec
 from trlvr.eval.store import CONFIG, FINGERPRINT, PER_PROBLEM, RESULTS, EvalDir, read_json, write_json
-from trlvr.models import vocab_fingerprint
 from trlvr.provenance import machine
 from trlvr.ranks import Ranks
-from trlvr.rewards import extract_boxed, grader_of
-from trlvr.team import LOCKSTEP, TEXT, is_text, pair_fingerprint
+from trlvr.rewards import extract_boxed
+from trlvr.team import is_text
 
 # what a text pair cannot define, and why (results.json's `undefined`): the capability check's own words
 UNDEFINED_FOR_TEXT_PAIRS = {m: why for m, (_, why) in capabilities.UNDEFINED_FOR_TEXT_PAIRS.items()}
@@ -93,71 +89,6 @@ def machine_record(model) -> dict:
         dtype=str(p.dtype).removeprefix("torch.") if p is not None else None,
         device=str(p.device) if p is not None else None,
     )
-
-
-@dataclass
-class Partners:
-    """The models one evaluation runs, described before they load.
-
-    tokenizer: the senior's (prompts and completions are in its ids); junior_tokenizer: a text pair's
-    junior's own (None: one vocabulary). build(junior_prompts=None) -> `trlvr.engine.Pair`, called once
-    the output directory is known to be resumable (a text pair's junior prompts come from the problems).
-    identities: {"senior", "junior", "data"} for the fingerprint; paths: what config.json's "models"
-    records; context_length: the models' shortest context (None: unknown). scorers: () -> (senior,
-    junior), the HF models that score teacher-forced legibility and drift, for a pair that holds none
-    (backend vllm): called after generation, once the engine is closed and its memory free.
-    """
-
-    tokenizer: object
-    build: Callable[..., object]
-    has_junior: bool
-    identities: dict
-    junior_tokenizer: object = None
-    paths: dict = field(default_factory=dict)
-    context_length: int | None = None
-    backend: str = "hf"
-    scorers: Callable[[], tuple] | None = None
-
-    @classmethod
-    def of(
-        cls,
-        senior,
-        junior,
-        tokenizer,
-        *,
-        junior_tokenizer=None,
-        identities: dict | None = None,
-        paths: dict | None = None,
-        **pair_options,
-    ) -> Partners:
-        """Partners of two models already in memory: identified by a hash of their weights unless
-        `identities` says; `pair_options` go to `trlvr.engine.make_pair` (e.g. decode, junior_device)."""
-        ids = dict(identities or {})
-        ids.setdefault("senior", {"weights": fpr.weights_digest(senior)})
-        if junior is not None:
-            ids.setdefault("junior", {"weights": fpr.weights_digest(junior)})
-
-        def build(junior_prompts=None):
-            text = (
-                {"junior_tokenizer": junior_tokenizer, "junior_prompts": junior_prompts}
-                if junior_tokenizer
-                else {}
-            )
-            return make_pair(senior, junior, tokenizer, **text, **pair_options)
-
-        return cls(
-            tokenizer,
-            build,
-            junior is not None,
-            ids,
-            junior_tokenizer if junior is not None else None,
-            dict(paths or {}),
-            model_context_length(senior, junior),
-        )
-
-    @property
-    def pairing(self) -> str | None:
-        return None if not self.has_junior else TEXT if self.junior_tokenizer is not None else LOCKSTEP
 
 
 # what an evaluation's folder may hold (--fresh sets aside an earlier evaluation, or a seed group of them)
@@ -196,81 +127,17 @@ def evaluate(
     `score_fn` takes no other). `skipped_rows`: {benchmark: [{file, row, reason}]}, the unusable rows left out
     (`trlvr eval --skip-bad-rows`), listed in config.json and results.json.
     """
-    protocols = protocols_for(spec.suite, spec.dose_shares, spec.prefix_ks)
-    if score_fn is None:
-        score_fn = grader_for(spec.grading, spec.grader)
-    elif (
-        own := grader_of(score_fn)
-    ) is not None:  # a MathReward: its grader is the first (results.json names it)
-        if spec.graders != ("trlvr",) and own != spec.grader:
-            raise UserError(f"score_fn grades with grader {own!r} but graders names {spec.grader!r} first")
-        spec = spec.replace(graders=(own, *spec.graders[1:]))
-    elif spec.graders != ("trlvr",):
-        raise UserError(
-            f"graders {','.join(spec.graders)}: a caller's own score_fn grades alone; leave graders at trlvr"
-        )
-    grading = grading_name(score_fn)
-    tokenizer, pairing = partners.tokenizer, partners.pairing
-    context_length = partners.context_length if spec.context_length == "auto" else spec.context_length
-    max_prompt_tokens = (
-        default_max_prompt_tokens(context_length)
-        if spec.max_prompt_tokens == "auto"
-        else spec.max_prompt_tokens
+    prep = prepare(
+        partners, benchmarks, spec, score_fn=score_fn, refuse_lossy=refuse_lossy, skipped_rows=skipped_rows
     )
-    benches, dropped = prepare_benchmarks(
-        benchmarks, tokenizer, max_prompt_tokens, spec.max_new_tokens, context_length, spec.prompt_template
-    )
-    lossy = lossy_problems(benchmarks, tokenizer, spec.prompt_template)
-    if lossy and refuse_lossy:
-        bench, first = next((b, v[0]) for b, v in lossy.items())
-        raise UserError(
-            f"{sum(map(len, lossy.values()))} problem(s) do not survive the tokenizer (decode(encode(prompt)) "
-            f"differs; first: {bench} row id {first['source_id']!r} loses {first['lost']!r}); drop them, or "
-            "use a tokenizer that spells them"
-        )
-    identities = partners.identities
-    fingerprint = {
-        "version": fpr.VERSION,
-        "models": {
-            "senior": identities["senior"],
-            "junior": identities.get("junior") if partners.has_junior else None,
-            "tokenizer": vocab_fingerprint(tokenizer)[:16],
-            **pair_fingerprint(pairing, partners.junior_tokenizer),
-            **({"backend": partners.backend} if backend(partners.backend).fingerprinted else {}),
-        },
-        "data": identities.get("data") or {},
-        "problems": {b: x.keys for b, x in benches.items()},
-        **spec.fingerprint_part(context_length, max_prompt_tokens, grading),
-    }
-    config = {
-        **spec.config_part(context_length, max_prompt_tokens, grading),
-        "protocols": protocols,
-        "benchmarks": sorted(benches),
-        "num_problems": {b: len(x.keys) for b, x in benches.items()},
-        "models": partners.paths,
-        "dropped_problems": dropped,
-        "lossy_prompts": lossy,
-        "machine": machine_record(None),
-        "pairing": pairing,
-        "backend": partners.backend,
-        **({"skipped_rows": skipped_rows} if skipped_rows else {}),
-    }
+    fingerprint, config = prep.fingerprint, prep.config
     if fresh:  # the folder's kind before anything is written (its lock file too) or set aside; a refusal moves nothing
         rundir.prepare_output(out_dir, _KINDS, flag="--out")
     if check_only:  # the dry run: the folder's samples checked as the run checks them, nothing written
         check_samples(EvalDir(out_dir), fingerprint, fresh)
         return None
     ranks = Ranks.current().session("eval")
-    run = _Run(
-        partners,
-        benches,
-        protocols,
-        spec,
-        score_fn,
-        extract_fn or _default_extract_fn(),
-        progress and ranks.writer,
-        ranks,
-    )
+    run = _Run(partners, prep, extract_fn or _default_extract_fn(), progress and ranks.writer, ranks)
     if not ranks.writer:  # another process of a launch: generates its share of the batches, writes nothing
         return run.serve()
     store = EvalDir(out_dir)
@@ -453,28 +320,18 @@ class _Run:
     """The generation half of `evaluate`: planned batches in, rows out, through one Pair."""
 
     def __init__(
-        self,
-        partners: Partners,
-        benches: dict,
-        protocols: list[str],
-        spec: EvalSpec,
-        score_fn,
-        extract_fn,
-        progress: bool,
-        ranks: Ranks | None = None,
+        self, partners: Partners, prep: Prepared, extract_fn, progress: bool, ranks: Ranks | None = None
     ):
         # several processes (a launch of N): rank 0 plans, writes and generates its share; the others
         # generate theirs (`serve`) and hand the rows over through `ranks`
         self.ranks = ranks or Ranks()
         self._told: set[str] = set()  # what rank 0 has announced (so a failure reaches whoever still waits)
-        self.partners, self.tokenizer, self.junior_tokenizer = (
-            partners,
-            partners.tokenizer,
-            partners.junior_tokenizer,
-        )
-        self.benches, self.protocols, self.spec = benches, protocols, spec
-        self.score_fn, self.extract_fn, self.progress = score_fn, extract_fn, progress
-        self.want_scores = bool({"legibility", "drift"} & set(spec.suite))
+        self.partners, self.tokenizer = partners, partners.tokenizer
+        self.junior_tokenizer = partners.junior_tokenizer
+        self.benches, self.protocols, self.spec = prep.benches, prep.protocols, prep.spec
+        self.decodings, self.score_fn = prep.decodings, prep.score_fn
+        self.extract_fn, self.progress = extract_fn, progress
+        self.want_scores = bool(SCORED & set(self.spec.suite))
         self.junior_prompts: dict[tuple, list[int]] = {}  # text pairs: senior prompt ids -> the junior's
         self.pair = None  # built on first use: a resumed evaluation with nothing to do loads no model
         self.pair_stacks: tuple[str, ...] = ()  # the models `pair` holds
@@ -703,7 +560,7 @@ class _Run:
                 batch.protocol,
                 [b.prompts[i] + p for (i, _), p in zip(batch.items, given, strict=True)],
                 max_new_tokens=budgets,
-                decoding=parse_protocol(batch.protocol).decoding(spec.decoding),
+                decoding=self.decodings[batch.protocol],
                 seed=spec.seed,
                 handoff_max_rounds=spec.handoff_max_rounds,
                 row_keys=[eval_row_key(batch.benchmark, b.keys[i], s, key_protocol) for i, s in batch.items],
