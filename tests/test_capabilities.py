@@ -409,13 +409,14 @@ def no_models(monkeypatch):
     import trlvr.eval.api as api
     import trlvr.eval.partners as partners
     import trlvr.models as models
+    import trlvr.team as team
     import trlvr.training.build as build
 
     def loaded(*args, **kw):
         raise AssertionError(f"a model was loaded before the refusal: {args}")
 
-    for module in (models, build, api, partners):
-        for name in ("load_causal_lm", "load_model_or_adapter", "load_pair"):
+    for module in (models, build, api, partners, team):
+        for name in ("load_causal_lm", "load_model_or_adapter"):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, loaded)
 

@@ -1043,8 +1043,7 @@ def test_dry_run_agrees_with_the_run(world, tmp_path, monkeypatch, capsys, case)
     gets past its checks (to its first weight load: the model loaders, stubbed here), and where the run
     refuses, the dry run refuses with the same line (one check list: `trlvr.training.preflight.check_run_start`;
     `trlvr.eval.api.evaluate_specs(check_only=True)`)."""
-    import trlvr.eval.partners as eval_partners
-    import trlvr.training.build as build
+    from trlvr.team import Team
 
     cmd, opt, kind, label, text = case
     if label == "read-only folder" and not world["read_only"]:
@@ -1056,9 +1055,7 @@ def test_dry_run_agrees_with_the_run(world, tmp_path, monkeypatch, capsys, case)
     def first_weights(*args, **kw):
         raise Reached(args, kw)
 
-    for loader in ("load_causal_lm", "load_model_or_adapter"):
-        monkeypatch.setattr(build, loader, first_weights)
-    monkeypatch.setattr(eval_partners, "load_pair", first_weights)
+    monkeypatch.setattr(Team, "load", first_weights)  # the one place a pair's weights load
     argv, _ = _argv(world, case_dir, cmd, opt, text)
     real_argv = [a for a in argv if a != "--dry-run"]
     before = tree(case_dir)

@@ -28,7 +28,7 @@ def _no_weights(monkeypatch):
         raise AssertionError("weights loaded before the context check")
 
     monkeypatch.setattr(models, "load_causal_lm", refuse)
-    for module in ("trlvr.training.build", "trlvr.eval.api", "trlvr.eval.partners"):
+    for module in ("trlvr.training.build", "trlvr.eval.api", "trlvr.eval.partners", "trlvr.team"):
         mod = __import__(module, fromlist=["x"])
         for name in ("load_causal_lm", "load_model_or_adapter"):
             if hasattr(mod, name):

@@ -11,6 +11,7 @@ import pytest
 from helpers import write_sum_problems
 
 import trlvr.eval.partners as partners_mod
+import trlvr.team as team_mod
 from trlvr.engine.self_pair import AdapterOffView
 from trlvr.eval.api import ModelSpec, _identities, _stored_paths, eval_team, evaluate_specs, load_benchmarks
 from trlvr.eval.partners import EngineBuilder
@@ -27,13 +28,13 @@ PAIRED = EvalSpec(n=1, ks=(1,), suite=("solo", "handoff"), max_new_tokens=2)
 def loads(monkeypatch):
     """The (path, role) of every weight load the builder makes."""
     seen = []
-    real = partners_mod.load_model_or_adapter
+    real = team_mod.load_model_or_adapter
 
     def load(path, role, **kw):
         seen.append((str(path), role))
         return real(path, role, **kw)
 
-    monkeypatch.setattr(partners_mod, "load_model_or_adapter", load)
+    monkeypatch.setattr(team_mod, "load_model_or_adapter", load)  # Team.load: the one place weights load
     return seen
 
 

@@ -159,7 +159,7 @@ def test_refuses_models_whose_adapters_off_are_not_the_base(tokenizer):
         AdapterOffView(merged)
 
 
-# Loading a run's adapter folder onto its base (trlvr.models, trlvr.eval.api.load_pair).
+# Loading a run's adapter folder onto its base (trlvr.models, trlvr.team.Team.load).
 
 
 @pytest.fixture(scope="module")
@@ -182,30 +182,32 @@ def adapter_run(tmp_path_factory, tokenizer):
 
 
 def test_adapter_folder_loads_onto_its_base_and_self_is_that_base(adapter_run, tokenizer):
-    from trlvr.eval.api import load_pair
     from trlvr.models import is_adapter_dir
     from trlvr.models import load_model_or_adapter as load_senior
+    from trlvr.team import Team
 
     base_dir, final, trained = adapter_run
     assert is_adapter_dir(final) and not is_adapter_dir(base_dir)
     ids = tokenizer.encode(PROMPTS[0])
-    senior, junior = load_pair(final, "self")
+    senior, junior = Team.resolve(str(final), "self").load(device="cpu", with_junior=True)
     assert is_self_pair(junior, senior) and not senior.training
     assert torch.allclose(logits(senior, ids), logits(trained, ids), atol=1e-6)
     assert torch.allclose(logits(junior, ids), logits(load_senior(base_dir), ids), atol=1e-6)
     assert not any(p.requires_grad for p in senior.parameters())  # loaded frozen, for evaluation
-    plain, other = load_pair(base_dir, str(base_dir))
+    plain, other = Team.resolve(
+        str(base_dir), str(base_dir), senior_tok=tokenizer, junior_tok=tokenizer
+    ).load(device="cpu", with_junior=True)
     assert type(plain) is type(other) and not is_self_pair(other)
 
 
 def test_adapter_loading_errors_are_one_line_user_errors(adapter_run, tmp_path, monkeypatch):
     from trlvr.errors import UserError
-    from trlvr.eval.api import load_pair
+    from trlvr.eval.api import check_self_junior
     from trlvr.models import adapter_base
 
     base_dir, final, _ = adapter_run
     with pytest.raises(UserError, match=f"--junior self: {base_dir} has no adapter_config.json"):
-        load_pair(base_dir, "self")
+        check_self_junior(base_dir)
     moved = tmp_path / "final"
     moved.mkdir()
     (moved / "adapter_config.json").write_text('{"base_model_name_or_path": "runs/gone/senior"}')

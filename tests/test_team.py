@@ -230,7 +230,7 @@ def test_load_gives_a_self_team_the_adapters_off_view(adapter):
 # ---- a self junior on its own device: one rule, one line ----------------------------------------------------
 
 SELF_DEVICE = "shares the senior's weights, so it runs on the senior's device"
-LEAVING = {"eval/api.py"}  # its own copy goes with the evaluation's rework (issue 60); then empty this
+LEAVING: set[str] = set()  # no other copy of the refusal is allowed
 
 
 @pytest.mark.parametrize(

@@ -230,7 +230,7 @@ class Team:
         paths = {self.names[0]: self.senior, self.names[1]: self.junior_model}
         return {role: path for role, path in paths.items() if path}
 
-    def load(self, dtype=None, device=None, junior_device=None, *, trainable: bool = False, **init):
+    def load(self, dtype=None, device=None, junior_device=None, *, trainable=False, with_junior=None, **init):
         """(senior, junior or None): the pair's weights, the one place they load.
 
         senior: a model folder, or an adapter folder as a `peft.PeftModel` on its base (`trainable`: its
@@ -239,7 +239,8 @@ class Team:
         senior's), a text pair's carrying its tokenizer (`load_junior`); for `self`, the LoRA senior's
         adapters-off view on the same weights (None while the senior is not yet a LoRA model: the trainer's
         `peft_config` makes it one and builds the view). `device`: the senior goes there (the junior to
-        `junior_device`, else `device`), both in eval mode; None leaves them where they loaded."""
+        `junior_device`, else `device`), both in eval mode; None leaves them where they loaded. `with_junior`:
+        load the named junior even where the run would not (an evaluation scores with it); None: `loads_junior`."""
         kwargs = {**init, **({"dtype": dtype} if dtype is not None else {})}
         senior = load_model_or_adapter(self.senior, self.names[0], trainable=trainable, **kwargs)
         if device is not None:
@@ -250,12 +251,12 @@ class Team:
             from trlvr.engine.self_pair import AdapterOffView
 
             return senior, AdapterOffView(senior) if isinstance(senior, PeftModel) else None
-        junior = self.load_junior(senior.dtype if dtype is None else dtype, junior_device or device)
-        return senior, junior
+        junior_dtype = senior.dtype if dtype is None else dtype
+        return senior, self.load_junior(junior_dtype, junior_device or device, with_junior=with_junior)
 
-    def load_junior(self, dtype, device=None):
-        """The frozen junior when the team loads one (`loads_junior`), else None; see `load`."""
-        if not self.loads_junior:
+    def load_junior(self, dtype, device=None, *, with_junior=None):
+        """The frozen junior when the team loads one (`loads_junior`, or `with_junior`), else None; see `load`."""
+        if not (self.loads_junior if with_junior is None else with_junior and self.junior_model):
             return None
         junior = load_junior(self.junior, self.junior_tok, self.pairing, dtype, self.names[1])
         return junior if device is None else junior.to(device)

@@ -30,7 +30,7 @@ from trlvr.engine.backends import backend
 from trlvr.engine.capabilities import chat_prompt_of, check_capabilities, has_chat_template, worlds_of
 from trlvr.errors import UserError
 from trlvr.eval.fingerprint import file_digest
-from trlvr.eval.partners import EVAL_ENGINE_SHARE, EngineBuilder, check_self_junior, load_pair
+from trlvr.eval.partners import EVAL_ENGINE_SHARE, EngineBuilder, check_self_junior
 from trlvr.eval.plan import completion_budget, default_max_prompt_tokens, split_by_prompt_length
 from trlvr.eval.prepare import prompt_ids_for
 from trlvr.eval.spec import EvalSpec
@@ -67,7 +67,6 @@ __all__ = [
     "check_self_junior",
     "evaluate_specs",
     "load_benchmarks",
-    "load_pair",
     "read_selection",
     "resolve_senior",
     "SELECTED_FILE",

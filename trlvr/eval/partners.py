@@ -20,14 +20,13 @@ import torch
 from trlvr.engine.backends import Backend, backend
 from trlvr.engine.release import free_memory
 from trlvr.engine.schedules import JUNIOR, SoloSchedule
-from trlvr.engine.self_pair import self_pair
 from trlvr.errors import UserError
 from trlvr.eval import fingerprint as fpr
 from trlvr.eval.prepare import model_context_length
 from trlvr.eval.spec import EvalSpec
 from trlvr.gpu import free_memory_check
-from trlvr.models import adapter_base, is_adapter_dir, load_model_or_adapter, model_folder, vocab_fingerprint
-from trlvr.team import LOCKSTEP, TEXT, Team, is_self, pair_fingerprint
+from trlvr.models import adapter_base, is_adapter_dir, model_folder, vocab_fingerprint
+from trlvr.team import LOCKSTEP, TEXT, Team, pair_fingerprint
 
 EVAL_ENGINE_SHARE = 0.9  # evaluation's vLLM engine: the GPU is its alone while it generates
 SCORED = frozenset({"legibility", "drift"})  # suite entries scored teacher-forced by the HF models
@@ -123,21 +122,6 @@ def check_self_junior(senior_path: str) -> None:
         )
 
 
-def load_pair(senior_path: str, junior: str | None, *, dtype="auto"):
-    """(senior, junior) models for evaluation; junior None -> (senior, None).
-
-    junior "self": the LoRA senior's base with its adapters off, sharing the senior's weights
-    (`trlvr.engine.self_pair`).
-    """
-    senior = load_model_or_adapter(senior_path, "--senior", dtype=dtype)
-    if junior is None:
-        return senior, None
-    if not is_self(junior):
-        return senior, load_model_or_adapter(junior, "--junior", dtype=dtype)
-    check_self_junior(senior_path)
-    return self_pair(senior)
-
-
 def torch_dtype(name: str):
     table = {"auto": "auto", "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
     if name not in table:
@@ -213,14 +197,8 @@ class EngineBuilder:
 
     def models(self) -> tuple:
         """The HF (senior, junior) on their devices; adapters load onto their base."""
-        # The evaluation's one weight-load call site (with the placement below):
-        # `self.team.load(self.dtype, self.device, self.junior_device)` is to replace these lines.
         dev = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        senior, junior = load_pair(self.team.senior, self.team.junior, dtype=torch_dtype(self.dtype))
-        senior = senior.to(dev).eval()
-        if junior is None or self.team.is_self:  # the self view shares the senior's weights and device
-            return senior, junior
-        return senior, junior.to(self.junior_device or dev).eval()
+        return self.team.load(torch_dtype(self.dtype), dev, self.junior_device, with_junior=True)
 
     def build(self, junior_prompts=None, max_model_len=None, stacks=("senior", "junior")):
         """The Pair, called once the output folder is known to be resumable (`Partners.build`)."""
