@@ -145,10 +145,8 @@ def _asked(argv: list[str], key: str, default=None):
 
     value = default
     if (config := _value(argv, "--config")) is not None:
-        raw = read_yaml(resolve_config_path(config))
-        value = (
-            raw.get(key, default) if isinstance(raw, dict) else default
-        )  # not a mapping: parse_run_args says so
+        raw = read_yaml(resolve_config_path(config))  # not a mapping: parse_run_args says so
+        value = raw.get(key, default) if isinstance(raw, dict) else default
     given = _value(argv, f"--{key}")
     return value if given is None else given
 
