@@ -246,6 +246,115 @@ def test_tandem_config_errors_name_the_field():
     assert TandemConfig(arm="grpo", senior="s").schedule_kwargs() == ("solo", {"author": "senior"})
 
 
+def test_every_field_declares_its_kind_once_with_the_field():
+    """One declaration per setting: each TandemConfig field carries exactly one kind in its annotation,
+    FIELD_KINDS is read from those (field order), and no kind is declared for what is not a field."""
+    import dataclasses
+    import typing
+
+    from trl import GRPOConfig
+
+    from trlvr import kinds as K
+    from trlvr.config import FIELD_KINDS, TRL_KINDS
+
+    hints = typing.get_type_hints(TandemConfig, include_extras=True)
+    fields = [f.name for f in dataclasses.fields(TandemConfig)]
+    declared = {
+        n: [k for k in getattr(h, "__metadata__", ()) if isinstance(k, K.Kind)] for n, h in hints.items()
+    }
+    assert [n for n in fields if len(declared.get(n, ())) != 1] == [], "a field without exactly one kind"
+    assert sorted(n for n, kinds in declared.items() if kinds and n not in fields) == [], (
+        "a kind on a non-field"
+    )
+    same = [
+        (k.name, k.base, k.expected) for k in FIELD_KINDS.values()
+    ]  # annotations are re-read as new objects
+    assert list(FIELD_KINDS) == fields and same == [
+        (k.name, k.base, k.expected) for n in fields for k in declared[n]
+    ]
+    grpo = {f.name for f in dataclasses.fields(GRPOConfig)}
+    assert sorted(set(TRL_KINDS) - grpo) == [], "a TRL_KINDS key that is no trl.GRPOConfig field"
+
+
+# One refused value per TandemConfig field and the exact line the user reads (a field missing here fails below).
+def _refusals():
+    from trlvr.config import ARMS, KL_REFS, SCHEDULES
+    from trlvr.engine.options import DECODE_MODES
+    from trlvr.engine.schedules import WORD_HANDOFFS
+    from trlvr.rewards import GRADERS
+    from trlvr.rewards.length import LENGTH_PENALTIES
+
+    count = "must be an integer in [1, 2**63 - 1]"
+    return {
+        "arm": ("ppo", f"must be one of {ARMS}"),
+        "senior": (" ", "must be a non-empty value"),
+        "junior": (" ", "must be a non-empty value"),
+        "schedule": ("x", f"must be one of {SCHEDULES}"),
+        "p": (1.5, "must be a number in [0, 1]"),
+        "max_gap": (0, count),
+        "handoff": ("flip", f"must be one of {WORD_HANDOFFS}"),
+        "chunk_size": (-1, count),
+        "first_author": ("both", "must be 'senior' or 'junior'"),
+        "max_rounds": (1.5, count),
+        "kl_ref": ("ref", f"must be one of {KL_REFS}"),
+        "dataset": (" ", "must be a non-empty value"),
+        "dataset_split": ("", "must be a non-empty value"),
+        "dataset_limit": (0, count),
+        "reward": ("", "must be a non-empty value"),
+        "grader": ("verl", f"must be one of {GRADERS}"),
+        "length_penalty": ("dapo", f"must be one of {LENGTH_PENALTIES}"),
+        "length_penalty_weight": (-1, "must be a finite number >= 0"),
+        "max_prompt_length": ([1], count),  # YAML gives any type
+        "prompt_template": ("qwen", "must be one of trlvr, authors"),
+        "nonfinite_patience": (0, count),
+        "preempt_grace_s": (float("inf"), "must be a finite number > 0"),
+        "refuse_lossy_prompts": (3, "must be true or false"),
+        "decode": ("paged", f"must be one of {DECODE_MODES}"),
+        "compile": ("maybe", "must be true, false or auto"),
+        "junior_device": (" ", "must be a device name such as cpu or cuda:1"),
+        "pairing": ("tokens", "must be auto, lockstep or text"),
+        "gpu_memory": (" ", "must be a size such as 80GB or 141GiB, or a GPU name such as H200"),
+        "backend": ("tpu", "must be hf or vllm"),
+        "holdout": (-1, "must be an integer in [0, 2**63 - 1]"),
+        "holdout_seed": (1.5, "must be an integer"),
+        "use_peft": ("yes", "must be true or false"),
+        "lora_r": (0, count),
+        "lora_alpha": (0, count),
+        "lora_dropout": (1.0, "must be a number in [0, 1)"),
+        "lora_target_modules": (" ", "must be a non-empty value"),
+    }
+
+
+def test_every_field_has_a_refused_value_below():
+    from trlvr.config import FIELD_KINDS
+
+    assert list(_refusals()) == list(FIELD_KINDS)
+
+
+@pytest.mark.parametrize("name", list(_refusals()))
+def test_a_refused_value_is_one_line_naming_the_key(name):
+    value, rule = _refusals()[name]
+    with pytest.raises(UserError) as e:
+        TandemConfig(**{name: value})
+    assert str(e.value) == f"{name}: {rule} (got {value!r})"
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("a: [", "not a readable YAML file (while parsing"),
+        ("- 1\n", "expected a mapping of keys to values, got list"),
+    ],
+)
+def test_a_config_file_it_cannot_read_is_one_line_at_dry_run(tmp_path, capsys, text, said):
+    """The dry run reads the config for its sleep-mode question before the checks do: the same one line."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    assert cli(["train", "--config", str(path), "--vllm_enable_sleep_mode", "true", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trlvr train: error: config {path}: {said}") and err.count("\n") == 1
+
+
 def test_the_toy_config_in_a_fresh_folder_names_the_command_that_makes_its_world(
     tmp_path, monkeypatch, capsys
 ):

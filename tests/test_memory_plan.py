@@ -238,3 +238,24 @@ def test_a_run_start_without_the_disk_is_refused_before_anything_is_written(tmp_
     err = [ln for ln in capsys.readouterr().err.splitlines() if ": error: " in ln]
     assert len(err) == 1 and f"in {toy / 'run'} and {toy} has 0.0 GiB free" in err[0], err
     assert not (toy / "run").exists()
+
+
+def test_the_planned_launch_is_this_launch_then_the_flags_then_the_accelerate_config_then_the_recipes(
+    tmp_path, monkeypatch
+):
+    """`launch_of`: under `accelerate launch` its environment; else --zero-stage/--processes; else --config_file;
+    else the accelerate config the recipe's Launch line names; else one process without ZeRO."""
+    from trlvr.training.memory_plan import launch_of
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    own = tmp_path / "acc.yaml"
+    own.write_text("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\nnum_processes: 8\n")
+    recipe = "qwen3-4b-deepscaler"  # names accelerate-zero2-2gpu on its Launch line
+    assert launch_of("toy", {}) == (0, 1, "one process, no ZeRO")
+    assert launch_of(recipe, {}) == (2, 2, "from accelerate-zero2-2gpu.yaml")
+    assert launch_of(recipe, {"--config_file": str(own)}) == (3, 8, "from acc.yaml")
+    assert launch_of(recipe, {"--processes": 4}) == (2, 4, "from --zero-stage/--processes")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "1")
+    assert launch_of(recipe, {"--processes": 4}) == (1, 2, "this launch")

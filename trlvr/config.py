@@ -22,7 +22,7 @@ import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_type_hints
 
 import yaml
 
@@ -33,8 +33,8 @@ from trlvr.data.prompts import PROMPT_TEMPLATES
 from trlvr.engine.backends import BACKENDS, backend
 from trlvr.engine.capabilities import Plan, check_capabilities
 from trlvr.engine.options import DECODE_MODES, check_decoding
+from trlvr.engine.schedules import JUNIOR, SENIOR, WORD_HANDOFFS, schedule_fields, settings_for
 from trlvr.engine.schedules import SCHEDULES as ENGINE_SCHEDULES
-from trlvr.engine.schedules import WORD_HANDOFFS, schedule_fields, settings_for
 from trlvr.errors import UserError
 from trlvr.memory import GPU_MEMORY
 from trlvr.models import DEVICE, check_device
@@ -61,6 +61,21 @@ def _help(text: str, default: Any = dataclasses.MISSING):
     return field(default=default, metadata={"help": text})
 
 
+# A field's kind rides in its annotation, `Annotated[int, K.COUNT]`: TRL's parser (transformers'
+# HfArgumentParser) passes every `metadata` key to argparse, but reads the type without the extras.
+def _one_of(values: tuple[str, ...], says: str | None = None) -> K.Kind:
+    """A choice kind (`trlvr.kinds.choice`) refused in the words this key has always used."""
+    words = says or f"must be one of {values}"
+    plain = K.choice(*values)
+    return K.Kind(
+        plain.name, plain.base, plain.expected, plain, check=lambda v: None if v in values else words
+    )
+
+
+def _or(values: tuple[str, ...]) -> str:
+    return ", ".join(values[:-1]) + " or " + values[-1]
+
+
 @dataclass
 class TandemConfig:
     """What a tandem (or matched GRPO) run trains, with what, on what. Errors name the field.
@@ -72,82 +87,108 @@ class TandemConfig:
 
     _argument_group_name = "trlvr run fields (TandemConfig)"  # `trlvr train --config X --help` groups
 
-    arm: str = _help(
+    arm: Annotated[str, _one_of(ARMS)] = _help(
         "tandem: senior and junior co-write every rollout; grpo: solo senior (the baseline)", "tandem"
     )
-    senior: str = _help("trainable senior: a local folder or hub id", "")
-    junior: str | None = _help("frozen junior: a local folder or hub id (arm=tandem, kl_ref=junior)", None)
-    schedule: str = _help(f"who writes the next token (arm=tandem): one of {SCHEDULES}", "word")
-    p: float = _help("probability that a redraw picks the senior (word/boundary/token schedules)", 0.5)
-    max_gap: int = _help("word/boundary schedules: force a redraw after this many tokens without one", 32)
-    handoff: str = _help(
+    senior: Annotated[str, K.TEXT] = _help("trainable senior: a local folder or hub id", "")
+    junior: Annotated[str | None, K.TEXT] = _help(
+        "frozen junior: a local folder or hub id (arm=tandem, kl_ref=junior)", None
+    )
+    schedule: Annotated[str, _one_of(SCHEDULES)] = _help(
+        f"who writes the next token (arm=tandem): one of {SCHEDULES}", "word"
+    )
+    p: Annotated[float, K.SHARE] = _help(
+        "probability that a redraw picks the senior (word/boundary/token schedules)", 0.5
+    )
+    max_gap: Annotated[int, K.COUNT] = _help(
+        "word/boundary schedules: force a redraw after this many tokens without one", 32
+    )
+    handoff: Annotated[str, _one_of(WORD_HANDOFFS)] = _help(
         "word/boundary schedules, at a word start or the backstop: bernoulli (redraw with p: the paper's rule) or toggle (the other author takes over: the authors' sampler before 2026-05-05, trlvr.engine.schedules.WORD_HANDOFFS)",
         "bernoulli",
     )
-    chunk_size: int = _help("chunk schedule: tokens per turn", 16)
-    first_author: str = _help("step/chunk schedules: who writes first, senior or junior", "senior")
-    max_rounds: int = _help(
+    chunk_size: Annotated[int, K.COUNT] = _help("chunk schedule: tokens per turn", 16)
+    first_author: Annotated[str, _one_of((SENIOR, JUNIOR), f"must be {SENIOR!r} or {JUNIOR!r}")] = _help(
+        "step/chunk schedules: who writes first, senior or junior", "senior"
+    )
+    max_rounds: Annotated[int, K.COUNT] = _help(
         "step schedule: the rollout ends after this many rounds (senior + junior step)", 150
     )
-    kl_ref: str = _help("KL reference when beta > 0: initial (the senior's start) or junior", "initial")
-    dataset: str = _help("training problems: a file, folder or hub name (trlvr.data.load_problems)", "")
-    dataset_split: str | None = _help("dataset split (default: the loader's)", None)
-    dataset_limit: int | None = _help("use only the first N problems", None)
-    reward: str = _help("reward: math (trlvr.rewards.math_reward) or package.module:function", "math")
-    grader: str = _help(
+    kl_ref: Annotated[str, _one_of(KL_REFS)] = _help(
+        "KL reference when beta > 0: initial (the senior's start) or junior", "initial"
+    )
+    dataset: Annotated[str, K.TEXT] = _help(
+        "training problems: a file, folder or hub name (trlvr.data.load_problems)", ""
+    )
+    dataset_split: Annotated[str | None, K.TEXT] = _help("dataset split (default: the loader's)", None)
+    dataset_limit: Annotated[int | None, K.COUNT] = _help("use only the first N problems", None)
+    reward: Annotated[str, K.TEXT] = _help(
+        "reward: math (trlvr.rewards.math_reward) or package.module:function", "math"
+    )
+    grader: Annotated[str, _one_of(GRADERS)] = _help(
         f"how reward: math decides that an answer equals the gold (trlvr.rewards.GRADERS): {graders_help()}",
         "trlvr",
     )
-    length_penalty: str = _help(
+    length_penalty: Annotated[str, _one_of(LENGTH_PENALTIES)] = _help(
         "a length penalty added to the reward, the same for both arms (trlvr.rewards.length): none, kimi (Kimi k1.5's group length reward, arXiv 2501.12599) or overlong (DAPO's soft overlong punishment, arXiv 2503.14476)",
         "none",
     )
-    length_penalty_weight: float = _help(
+    length_penalty_weight: Annotated[float, K.NONNEG_FLOAT] = _help(
         "weight of the length penalty (Kimi k1.5 and DAPO add it with weight 1)", 1.0
     )
-    max_prompt_length: int | None = _help("drop problems whose prompt has more tokens than this", None)
-    prompt_template: str = _help(
+    max_prompt_length: Annotated[int | None, K.COUNT] = _help(
+        "drop problems whose prompt has more tokens than this", None
+    )
+    prompt_template: Annotated[str, K.choice(*PROMPT_TEMPLATES)] = _help(
         "the instruction after each problem (trlvr.data.prompts.PROMPT_TEMPLATES): trlvr (\"Let's think step by step ...\") or authors (the paper's release, enable_thinking=False); select and eval with the same (--prompt-template)",
         "trlvr",
     )
-    nonfinite_patience: int = _help("stop after this many consecutive non-finite losses or grad norms", 1)
-    preempt_grace_s: float = _help(
+    nonfinite_patience: Annotated[int, K.COUNT] = _help(
+        "stop after this many consecutive non-finite losses or grad norms", 1
+    )
+    # finite: the watchdog waits it out
+    preempt_grace_s: Annotated[float, K.POSITIVE_FLOAT] = _help(
         "on SIGTERM/SIGUSR1: finish the step, checkpoint and exit within this many seconds", 120.0
     )
-    refuse_lossy_prompts: bool = _help(
+    refuse_lossy_prompts: Annotated[bool, K.SWITCH] = _help(
         "refuse training prompts the tokenizer cannot spell (default: count, list, warn)", False
     )
-    decode: str = _help(
+    decode: Annotated[str, _one_of(DECODE_MODES)] = _help(
         "rollout KV caches: auto (= static on CUDA, eager elsewhere), eager or static", "auto"
     )
-    compile: str = _help(
+    compile: Annotated[str, K.SWITCH_OR_AUTO] = _help(
         "compile the static path's decode step (torch.compile; CUDA graphs on CUDA): auto (= off until the GPU bench measures it), true or false",
         "auto",
     )
-    junior_device: str | None = _help(
+    junior_device: Annotated[str | None, DEVICE] = _help(
         "device for the junior (e.g. cuda:1; the authors' second GPU); null = the senior's", None
     )
-    pairing: str = _help(
+    pairing: Annotated[str, _one_of(PAIRINGS, "must be " + _or(PAIRINGS))] = _help(
         "how senior and junior decode together: auto (lockstep when the vocabularies are identical, text otherwise), lockstep (one shared vocabulary, token by token) or text (each model on its own tokens of one shared text)",
         "auto",
     )
-    gpu_memory: str | None = _help(
+    gpu_memory: Annotated[str | None, GPU_MEMORY] = _help(
         "the GPU a run is planned for (a size such as 80GB, or a name such as H100 or H200): `trlvr train --dry-run` checks the engine's memory plan against it; on a GPU the device's own memory is used",
         None,
     )
-    backend: str = _help(
+    backend: Annotated[str, _one_of(BACKENDS, "must be " + " or ".join(BACKENDS))] = _help(
         "rollout engine: hf (trlvr's engine on the HF models) or vllm (one vLLM engine holding both models, the senior's weights synced after every optimizer step; pip install 'trlvr[vllm]')",
         "hf",
     )
-    holdout: int = _help(
+    holdout: Annotated[int, K.NONNEG] = _help(
         "hold out this many training problems for `trlvr select --val split:N` (never trained on)", 0
     )
-    holdout_seed: int = _help("which problems are held out (a seeded hash of their content)", 0)
-    use_peft: bool = _help("train a LoRA adapter on the senior instead of all its weights", False)
-    lora_r: int = _help("LoRA rank (use_peft)", 16)
-    lora_alpha: int | None = _help("LoRA alpha (default: 2 x lora_r)", None)
-    lora_dropout: float = _help("LoRA dropout", 0.0)
-    lora_target_modules: str = _help(
+    # seeds a content hash (trlvr.data.splits): any integer is one
+    holdout_seed: Annotated[int, K.ANY_INT] = _help(
+        "which problems are held out (a seeded hash of their content)", 0
+    )
+    use_peft: Annotated[bool, K.SWITCH] = _help(
+        "train a LoRA adapter on the senior instead of all its weights", False
+    )
+    lora_r: Annotated[int, K.COUNT] = _help("LoRA rank (use_peft)", 16)
+    lora_alpha: Annotated[int | None, K.COUNT] = _help("LoRA alpha (default: 2 x lora_r)", None)
+    lora_dropout: Annotated[float, K.DROPOUT] = _help("LoRA dropout", 0.0)
+    lora_target_modules: Annotated[str, K.TEXT] = _help(
         "LoRA target modules: all-linear, or comma-separated module names", "all-linear"
     )
 
@@ -155,36 +196,6 @@ class TandemConfig:
         def bad(name: str, msg: str):
             raise UserError(f"{name}: {msg} (got {getattr(self, name)!r})")
 
-        if self.arm not in ARMS:
-            bad("arm", f"must be one of {ARMS}")
-        if self.schedule not in SCHEDULES:
-            bad("schedule", f"must be one of {SCHEDULES}")
-        if not 0.0 <= self.p <= 1.0:
-            bad("p", "must be in [0, 1]")
-        if self.arm == "tandem" and self.p == 0.0 and "p" in schedule_fields(self.schedule):
-            bad("p", "p = 0 lets the senior write nothing, so there is nothing to train")
-        for name in ("max_gap", "chunk_size", "max_rounds", "nonfinite_patience"):
-            if getattr(self, name) < 1:
-                bad(name, "must be >= 1")
-        if self.handoff not in WORD_HANDOFFS:
-            bad("handoff", f"must be one of {WORD_HANDOFFS}")
-        if self.first_author not in ("senior", "junior"):
-            bad("first_author", "must be 'senior' or 'junior'")
-        if self.grader not in GRADERS:
-            bad("grader", f"must be one of {GRADERS}")
-        if self.grader != "trlvr" and self.reward != "math":
-            bad(
-                "grader",
-                f"grades the math reward only; reward {self.reward!r} decides itself (leave grader: trlvr)",
-            )
-        if self.length_penalty not in LENGTH_PENALTIES:
-            bad("length_penalty", f"must be one of {LENGTH_PENALTIES}")
-        if self.kl_ref not in KL_REFS:
-            bad("kl_ref", f"must be one of {KL_REFS}")
-        if is_self(self.junior) and not self.use_peft:
-            bad("junior", "'self' needs use_peft: true (the junior is the senior's base with adapters off)")
-        if self.decode not in DECODE_MODES:
-            bad("decode", f"must be one of {DECODE_MODES}")
         words = {
             "true": True,
             "yes": True,
@@ -196,16 +207,25 @@ class TandemConfig:
         }
         if isinstance(self.compile, str) and self.compile.lower() in words:
             self.compile = words[self.compile.lower()]  # YAML gives a bool, the command line a string
-        if self.compile not in (True, False, "auto"):
-            bad("compile", "must be true, false or auto")
-        elif self.compile is True and self.decode == "eager":
+        # each field against its declared kind; an unset default (null, or "" for senior and dataset) is
+        # left to what needs it (senior: check_model_paths; dataset: the train command)
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not (value == f.default and value in (None, "")) and (rule := FIELD_KINDS[f.name].rule(value)):
+                bad(f.name, rule)
+        # what no single field can say
+        if self.arm == "tandem" and self.p == 0.0 and "p" in schedule_fields(self.schedule):
+            bad("p", "p = 0 lets the senior write nothing, so there is nothing to train")
+        if self.grader != "trlvr" and self.reward != "math":
+            bad(
+                "grader",
+                f"grades the math reward only; reward {self.reward!r} decides itself (leave grader: trlvr)",
+            )
+        if is_self(self.junior) and not self.use_peft:
+            bad("junior", "'self' needs use_peft: true (the junior is the senior's base with adapters off)")
+        if self.compile is True and self.decode == "eager":
             bad("compile", "true needs decode: static or auto (the eager cache changes shape every step)")
-        if self.pairing not in PAIRINGS:
-            bad("pairing", "must be auto, lockstep or text")
-        if self.backend not in BACKENDS:
-            bad("backend", f"must be {' or '.join(BACKENDS)}")
-        # what the pairing asked for and the backend can run together (the rest waits for the tokenizers:
-        # trlvr.training.build.check_pairing), judged where every run's capabilities are
+        # what the pairing asked for and the backend can run together (the rest waits for the tokenizers)
         check_capabilities(
             Plan(
                 "train",
@@ -215,12 +235,6 @@ class TandemConfig:
                 junior_device=self.junior_device is not None,
             )
         )
-        if self.holdout < 0:
-            bad("holdout", "must be >= 0")
-        if not self.preempt_grace_s > 0:
-            bad("preempt_grace_s", "must be > 0 seconds")
-        if self.lora_r < 1:
-            bad("lora_r", "must be >= 1")
         if self.kl_ref == "junior" and self.use_peft and not is_self(self.junior):
             # TRL's KL reference for a PEFT model is always the senior's base with adapters off
             bad(
@@ -228,13 +242,6 @@ class TandemConfig:
                 "with use_peft, TRL's KL reference is the senior's base with adapters off: "
                 "set junior: self, or kl_ref: initial",
             )
-        for name in ("dataset_limit", "max_prompt_length"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                bad(name, "must be >= 1 or null")
-        for name, kind in FIELD_KINDS.items():  # every field's kind (trlvr.kinds), unless left unset
-            value = getattr(self, name)
-            if not (value == _FIELDS[name].default and value in (None, "")) and kind.rule(value):
-                bad(name, kind.rule(value))
 
     def check_model_paths(self) -> None:
         """The model paths a run that loads its own models needs (the CLI, a config file, backend vllm).
@@ -259,49 +266,20 @@ class TandemConfig:
         return self.schedule, settings_for(self.schedule, {k: getattr(self, k) for k in SCHEDULE_SETTINGS})
 
 
-# Every TandemConfig field's kind (trlvr.kinds: what a good value looks like), checked in __post_init__
-# after the rules above; a field without one fails tests/test_cli_battery.py, which feeds each kind the
-# values users get wrong. A field left at an unset default (null, or "" for senior and dataset) is not
-# checked here: what needs it says so (senior above; dataset: the train command).
-FIELD_KINDS = {
-    "arm": K.choice(*ARMS),
-    "senior": K.TEXT,
-    "junior": K.TEXT,
-    "schedule": K.choice(*SCHEDULES),
-    "p": K.SHARE,
-    "max_gap": K.COUNT,
-    "handoff": K.choice(*WORD_HANDOFFS),
-    "chunk_size": K.COUNT,
-    "first_author": K.choice("senior", "junior"),
-    "max_rounds": K.COUNT,
-    "kl_ref": K.choice(*KL_REFS),
-    "dataset": K.TEXT,
-    "dataset_split": K.TEXT,
-    "dataset_limit": K.COUNT,
-    "reward": K.TEXT,
-    "grader": K.choice(*GRADERS),
-    "length_penalty": K.choice(*LENGTH_PENALTIES),
-    "length_penalty_weight": K.NONNEG_FLOAT,
-    "max_prompt_length": K.COUNT,
-    "nonfinite_patience": K.COUNT,
-    "prompt_template": K.choice(*PROMPT_TEMPLATES),
-    "preempt_grace_s": K.POSITIVE_FLOAT,  # finite: the watchdog waits it out
-    "refuse_lossy_prompts": K.SWITCH,
-    "decode": K.choice(*DECODE_MODES),
-    "compile": K.SWITCH_OR_AUTO,
-    "junior_device": DEVICE,
-    "pairing": K.choice(*PAIRINGS),
-    "gpu_memory": GPU_MEMORY,
-    "backend": K.choice(*BACKENDS),
-    "holdout": K.NONNEG,
-    "holdout_seed": K.ANY_INT,  # seeds a content hash (trlvr.data.splits): any integer is one
-    "use_peft": K.SWITCH,
-    "lora_r": K.COUNT,
-    "lora_alpha": K.COUNT,
-    "lora_dropout": K.DROPOUT,
-    "lora_target_modules": K.TEXT,
-}
-_FIELDS = {f.name: f for f in dataclasses.fields(TandemConfig)}
+def _declared_kinds(cls) -> dict[str, K.Kind]:
+    """{field: kind} from each field's `Annotated[type, kind]`; a field without one fails tests/test_configs.py."""
+    hints = get_type_hints(cls, include_extras=True)
+    return {
+        f.name: kind
+        for f in dataclasses.fields(cls)
+        for kind in getattr(hints[f.name], "__metadata__", ())
+        if isinstance(kind, K.Kind)
+    }
+
+
+# Every TandemConfig field's kind (trlvr.kinds: what a good value looks like), as declared with the field;
+# tests/test_cli_battery.py feeds each kind the values users get wrong.
+FIELD_KINDS = _declared_kinds(TandemConfig)
 
 # The trl.GRPOConfig fields the README and the shipped configs set, with their kinds, checked by
 # `parse_run_args` after TRL's own checks (TRL accepts, e.g., a NaN learning rate or temperature 0, which

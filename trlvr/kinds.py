@@ -1,8 +1,8 @@
 """The kinds of value a user gives trlvr (a count, a seed, a share, a path to write), one checker each.
 
     p.add_argument("--n", type=COUNT)             argparse: "argument --n: expected an integer >= 1, got '0'"
-    lora_r: int = _help("LoRA rank", 16, COUNT)    a run-config field (trlvr.config): "lora_r: must be an
-                                                   integer >= 1 (got 0)", the same rule
+    lora_r: Annotated[int, COUNT] = ...            a run-config field (trlvr.config): "lora_r: must be an
+                                                   integer in [1, 2**63 - 1] (got 0)", the same rule
     COUNT.problem(value)                           None when an already parsed value is good, else the rule
 
 Every option of every command and every run-config field declares its kind: the bad-input battery

@@ -50,21 +50,35 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _pop_seeds(argv: list[str]) -> tuple[list[str], list[int] | None]:
+def _value(argv: list[str], flag: str) -> str | None:
+    """The value after `flag` in argv (None when the flag or its value is missing)."""
+    i = argv.index(flag) if flag in argv else len(argv)
+    return argv[i + 1] if i + 1 < len(argv) else None
+
+
+def _pop(argv: list[str], flag: str, missing: str) -> tuple[list[str], str | None]:
+    """argv without `flag VALUE`, and VALUE (None without the flag); `missing`: the error when VALUE is."""
     from trlvr.errors import UserError
 
-    if "--seeds" not in argv:
+    if flag not in argv:
         return argv, None
-    i = argv.index("--seeds")
+    i = argv.index(flag)
     if i + 1 >= len(argv):
-        raise UserError("--seeds needs a comma-separated list, e.g. --seeds 0,1,2")
+        raise UserError(missing)
+    return argv[:i] + argv[i + 2 :], argv[i + 1]
+
+
+def _pop_seeds(argv: list[str]) -> tuple[list[str], list[int] | None]:
+    from trlvr.errors import UserError
     from trlvr.kinds import SEEDS
 
+    argv, text = _pop(argv, "--seeds", "--seeds needs a comma-separated list, e.g. --seeds 0,1,2")
+    if text is None:
+        return argv, None
     try:  # the seeds kind every command uses (trlvr.kinds): distinct integers in the seed range
-        seeds = SEEDS(argv[i + 1])
+        return argv, SEEDS(text)
     except argparse.ArgumentTypeError as e:
         raise UserError(f"--seeds: {e}") from None
-    return argv[:i] + argv[i + 2 :], seeds
 
 
 def check_seeds(seeds: list[int] | None, backend_name: str, environ=None) -> None:
@@ -94,6 +108,9 @@ def dry_run(argv: list[str], *, folder: bool = True) -> str:
     import torch
 
     from trlvr.config import parse_run_args
+    from trlvr.training.learning import check_updates_land
+    from trlvr.training.memory_plan import planned_sharding, render_plan
+    from trlvr.training.preflight import check_run_start
 
     argv, layout = _pop_layout(argv)
     note = ""
@@ -106,51 +123,32 @@ def dry_run(argv: list[str], *, folder: bool = True) -> str:
             note += ", sleep mode off"
         note += ")"
     tandem, grpo, options = parse_run_args(argv)
-    from trlvr.training.learning import check_updates_land
-    from trlvr.training.preflight import check_run_start
-
     note += check_run_start(
         tandem, grpo, resume=options.resume, force=options.force, planning=True, folder=folder
     ).note
-    check_updates_land(tandem, grpo, dry_run_sharding(grpo, argv, layout), where=f"senior {tandem.senior}")
+    config = _value(argv, "--config")
+    check_updates_land(tandem, grpo, planned_sharding(grpo, config, layout), where=f"senior {tandem.senior}")
     head = (
         f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
         f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, output_dir {grpo.output_dir}"
     )
-    return f"{head}\n{memory_plan(tandem, grpo, argv, layout)}"
-
-
-def dry_run_sharding(grpo, argv: list[str], layout: dict) -> str | None:
-    """The sharding the launch would give the run (`trlvr.training.learning.launch_sharding`'s answer): this
-    launch's own environment or the run's `deepspeed` argument, else the ZeRO stage of the planned launch
-    (`launch_of`: --zero-stage, --config_file, the recipe's Launch line), "zero<stage>" for stage 1 to 3."""
-    from trlvr.training.learning import launch_sharding
-
-    zero = launch_of(argv, layout)[0]
-    return launch_sharding(grpo) or (f"zero{zero}" if zero >= 1 else None)
+    return f"{head}\n{render_plan(tandem, grpo, config, layout)}"
 
 
 LAYOUT_FLAGS = ("--processes", "--zero-stage", "--config_file")
 
 
-def _setting(argv: list[str], key: str, default=None):
-    """A run setting as given: the command line's `--key value`, else its config file's (read before a machine
-    without a GPU checks the config with its own overrides); `default` when neither sets it."""
-    import yaml
-
-    from trlvr.config import resolve_config_path
+def _asked(argv: list[str], key: str, default=None):
+    """A run setting as given, before the config is checked: the command line's `--key value`, else the config
+    file's (`read_yaml`: a file it cannot read is the one line `parse_run_args` would give), else `default`."""
+    from trlvr.config import read_yaml, resolve_config_path
 
     value = default
-    if "--config" in argv and argv.index("--config") + 1 < len(argv):
-        try:
-            value = (
-                yaml.safe_load(resolve_config_path(argv[argv.index("--config") + 1]).read_text()) or {}
-            ).get(key, default)
-        except Exception:  # an unreadable config: parse_run_args says why, in one line
-            value = default
-    if f"--{key}" in argv and (i := argv.index(f"--{key}")) + 1 < len(argv):
-        value = argv[i + 1]
-    return value
+    if (config := _value(argv, "--config")) is not None:
+        raw = read_yaml(resolve_config_path(config))  # not a mapping: parse_run_args says so
+        value = raw.get(key, default) if isinstance(raw, dict) else default
+    given = _value(argv, f"--{key}")
+    return value if given is None else given
 
 
 def _true(value) -> bool:
@@ -162,10 +160,10 @@ def _asks_sleep(argv: list[str]) -> bool:
     `use_cpu` off (a run that asks for it on the CPU, or on backend hf, is refused by the config check)."""
     from trlvr.errors import UserError
 
-    if not _true(_setting(argv, "vllm_enable_sleep_mode", False)) or _true(_setting(argv, "use_cpu", False)):
+    if not _true(_asked(argv, "vllm_enable_sleep_mode", False)) or _true(_asked(argv, "use_cpu", False)):
         return False
     try:  # sleep mode is a setting of a backend with engine options (the config check refuses it elsewhere)
-        return backend(str(_setting(argv, "backend", "hf"))).engine_options
+        return backend(str(_asked(argv, "backend", "hf"))).engine_options
     except UserError:  # an unknown backend: the config check says so in one line
         return False
 
@@ -175,14 +173,11 @@ def _pop_layout(argv: list[str]) -> tuple[list[str], dict]:
     --config_file FILE (an `accelerate launch` config, read for both)."""
     from trlvr.errors import UserError
 
-    argv, found = list(argv), {}
+    found = {}
     for flag in LAYOUT_FLAGS:
-        if flag not in argv:
-            continue
-        i = argv.index(flag)
-        if i + 1 >= len(argv):
-            raise UserError(f"{flag} needs a value")
-        found[flag], argv = argv[i + 1], argv[:i] + argv[i + 2 :]
+        argv, value = _pop(argv, flag, f"{flag} needs a value")
+        if value is not None:
+            found[flag] = value
     for flag, allowed in (("--processes", None), ("--zero-stage", (0, 1, 2, 3))):
         if flag in found:
             try:
@@ -198,126 +193,17 @@ def _pop_layout(argv: list[str]) -> tuple[list[str], dict]:
     return argv, found
 
 
-def launch_of(argv: list[str], layout: dict) -> tuple[int, int, str]:
-    """(ZeRO stage, processes, where they came from) for the plan: this launch's own environment (under
-    `accelerate launch`), else --zero-stage / --processes, else --config_file, else the accelerate config
-    the recipe names on its Launch line, else one process without ZeRO."""
-    import os
-
-    from trlvr.training.memory_plan import accelerate_layout, launch_layout, recipe_launcher
-
-    if int(os.environ.get("WORLD_SIZE") or 1) > 1:
-        return (*launch_layout(), "this launch")
-    zero, processes, source = 0, 1, "one process, no ZeRO"
-    launcher = layout.get("--config_file")
-    if (
-        launcher is None
-        and "--config" in argv
-        and (named := recipe_launcher(argv[argv.index("--config") + 1]))
-    ):
-        launcher = named
-    if launcher is not None:
-        zero, processes = accelerate_layout(launcher)
-        source = f"from {os.path.basename(str(launcher))}"
-    if "--zero-stage" in layout or "--processes" in layout:
-        zero, processes = layout.get("--zero-stage", zero), layout.get("--processes", processes)
-        source = "from --zero-stage/--processes"
-    return zero, processes, source
-
-
-def memory_plan(tandem, grpo, argv: list[str], layout: dict | None = None) -> str:
-    """The engine's memory plan (`trlvr.training.memory_plan`), refused in one line when it cannot start."""
-    import dataclasses
-
-    from trlvr.memory import parse_size
-    from trlvr.team import is_self
-    from trlvr.training.memory_plan import check_both, checkpoint_count, device_memory, run_plan, trainer_plan
-
-    where = argv[argv.index("--config") + 1] if "--config" in argv else "command line"
-    if not all(_has_config(p) for p in (tandem.senior, tandem.junior) if p and not is_self(p)):
-        return "memory plan: not computed (a model folder is not there yet)"
-    memory = parse_size(tandem.gpu_memory) if tandem.gpu_memory else device_memory()
-    plan = run_plan(tandem, grpo, gpu_memory=memory)
-    zero, processes, source = launch_of(argv, layout or {})
-    trainer = trainer_plan(tandem, grpo, zero_stage=zero, processes=processes)
-    sleep = bool((layout or {}).get("sleep")) or bool(grpo.vllm_enable_sleep_mode)
-    check_both(dataclasses.replace(plan, gpu_memory=memory), trainer, where, tandem.backend, sleep=sleep)
-    engine = backend(tandem.backend)
-    text = plan.render(engine_share=engine.gpu_share) + "\n" + trainer.render()
-    if memory is not None:
-        share = plan.share if engine.gpu_share else None
-        room = trainer.room(memory, share, sleep)
-        text += (
-            f"\n  fits: trainer ~{trainer.total_bytes / 2**30:.1f} of the {room / 2**30:.1f} GiB left to it"
-        )
-        if sleep and share:
-            text += (
-                f" (the engine asleep); while it generates: the trainer's static {_gib(trainer.static_bytes)} + "
-                f"the engine's {_gib(int(share * memory))} of {_gib(memory)}"
-            )
-    text += f"\n  launch: {source}" + (
-        " (--config_file FILE, or --processes N --zero-stage S, plans another)"
-        if source != "this launch"
-        else ""
-    )
-    from trlvr.training.checkpoints import KEEP_RESUME
-
-    saved = checkpoint_count(grpo)
-    every = trainer.saved_weight_bytes + trainer.resume_state_bytes
-    text += (
-        f"\ndisk: ~{_gib(trainer.disk_bytes(saved, KEEP_RESUME))} in {grpo.output_dir}: {saved} checkpoint(s) x "
-        f"{_gib(trainer.saved_weight_bytes)} of weights, the resume state ({_gib(trainer.resume_state_bytes)}) "
-        f"in the newest {KEEP_RESUME} only, final/ {_gib(trainer.saved_weight_bytes)}"
-        + (
-            f" (resume state in every checkpoint would be ~{_gib(saved * every + trainer.saved_weight_bytes)})"
-            if saved > KEEP_RESUME
-            else ""
-        )
-    )
-    from trlvr.errors import UserError
-    from trlvr.training.memory_plan import disk_problem
-
-    # the output folder's free space: refused on a GPU machine (the run's own, as the run refuses at its start);
-    # a plan made without a GPU (for another machine) says it and goes on
-    if problem := disk_problem(grpo.output_dir, trainer.disk_bytes(saved, KEEP_RESUME)):
-        if device_memory() is not None:
-            raise UserError(problem)
-        text += f"\n  {problem.split('; ')[0]} (planned for another machine: `trlvr train` refuses it at its start)"
-    return text
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**40:.2f} TiB" if n >= 2**40 else f"{n / 2**30:.1f} GiB"
-
-
-def _has_config(path: str) -> bool:
-    """Whether a model's config can be read now (a folder, a cached hub model, a shipped config)."""
-    from trlvr.errors import UserError
-    from trlvr.memory import read_config
-    from trlvr.models import model_folder
-
-    try:
-        read_config(model_folder(path))  # an adapter folder: its base's config
-    except UserError:
-        return False
-    return True
-
-
 def _check_toy_world(argv: list[str], tandem) -> None:
     """`--config toy` where its toy world is not: one line naming the command that makes it."""
-    from trlvr.config import resolve_config_path, shipped_configs
+    from pathlib import Path
+
+    from trlvr.config import read_yaml, resolve_config_path, shipped_configs
     from trlvr.errors import UserError
 
     toy = shipped_configs()["toy"]
-    if "--config" not in argv or resolve_config_path(argv[argv.index("--config") + 1]) != toy:
+    if (config := _value(argv, "--config")) is None or resolve_config_path(config) != toy:
         return
-    from pathlib import Path
-
-    import yaml
-
-    world = yaml.safe_load(
-        toy.read_text()
-    )  # its own paths; one given on the command line is checked as any other
+    world = read_yaml(toy)  # its own paths; one given on the command line is checked as any other
     missing = [
         p
         for p in (tandem.senior, tandem.dataset)
@@ -325,8 +211,8 @@ def _check_toy_world(argv: list[str], tandem) -> None:
     ]
     if missing:
         raise UserError(
-            f"--config toy reads the toy world, and {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not here: run "
-            "`trlvr toy prepare --out runs/toy` first"
+            f"--config toy reads the toy world, and {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+            "not here: run `trlvr toy prepare --out runs/toy` first"
         )
 
 

@@ -9,11 +9,13 @@ Its context is `vllm_max_model_length`, or the run's longest prompt plus `max_co
 when that is unset (`engine_context`: never the model's own limit, 262,144 for Qwen3-4B-2507).
 One generate call sends a process's whole generation batch (`per_device_train_batch_size x
 steps_per_generation` sequences; with `vllm_tensor_parallel_size` t, its group's t batches, and each GPU
-holds 1/t of the weights and of the KV).
+holds 1/t of the weights and of the KV). `render_plan` is the text `trlvr train --dry-run` prints: both
+plans, the launch they assume (`launch_of`) and the disk the checkpoints take.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -306,3 +308,97 @@ def check_disk(
         need = max(need - _folder_bytes(Path(grpo.output_dir)), 0)
     if problem := disk_problem(grpo.output_dir, need, disk_usage):
         raise UserError(problem)
+
+
+# --- the plan as `trlvr train --dry-run` prints it ----------------------------------------------------------------
+
+
+def launch_of(config: str | None, layout: dict) -> tuple[int, int, str]:
+    """(ZeRO stage, processes, where they came from) for the plan: this launch's own environment (under
+    `accelerate launch`), else --zero-stage / --processes, else --config_file, else the accelerate config
+    the recipe `config` names on its Launch line, else one process without ZeRO."""
+    if int(os.environ.get("WORLD_SIZE") or 1) > 1:
+        return (*launch_layout(), "this launch")
+    zero, processes, source = 0, 1, "one process, no ZeRO"
+    launcher = layout.get("--config_file")
+    if launcher is None and config is not None:
+        launcher = recipe_launcher(config)
+    if launcher is not None:
+        zero, processes = accelerate_layout(launcher)
+        source = f"from {os.path.basename(str(launcher))}"
+    if "--zero-stage" in layout or "--processes" in layout:
+        zero, processes = layout.get("--zero-stage", zero), layout.get("--processes", processes)
+        source = "from --zero-stage/--processes"
+    return zero, processes, source
+
+
+def planned_sharding(grpo, config: str | None, layout: dict) -> str | None:
+    """The sharding the launch would give the run (`trlvr.training.learning.launch_sharding`'s answer): this
+    launch's own environment or the run's `deepspeed` argument, else the planned launch's ZeRO stage
+    (`launch_of`), "zero<stage>" for stage 1 to 3."""
+    from trlvr.training.learning import launch_sharding
+
+    zero = launch_of(config, layout)[0]
+    return launch_sharding(grpo) or (f"zero{zero}" if zero >= 1 else None)
+
+
+def render_plan(tandem: TandemConfig, grpo, config: str | None, layout: dict) -> str:
+    """The engine's and the trainer's memory plans, the launch and the disk, as `--dry-run` prints them;
+    refused in one line when the run cannot start. `config`: the --config as given; `layout`: the dry run's
+    --processes, --zero-stage, --config_file, and whether the run sleeps its engine ("sleep")."""
+    from trlvr.training.checkpoints import KEEP_RESUME
+
+    if not all(_has_config(p) for p in (tandem.senior, tandem.junior) if p and not is_self(p)):
+        return "memory plan: not computed (a model folder is not there yet)"
+    memory = parse_size(tandem.gpu_memory) if tandem.gpu_memory else device_memory()
+    plan = run_plan(tandem, grpo, gpu_memory=memory)
+    zero, processes, source = launch_of(config, layout)
+    trainer = trainer_plan(tandem, grpo, zero_stage=zero, processes=processes)
+    sleep = bool(layout.get("sleep")) or bool(grpo.vllm_enable_sleep_mode)
+    where = config if config is not None else "command line"
+    check_both(dataclasses.replace(plan, gpu_memory=memory), trainer, where, tandem.backend, sleep=sleep)
+    engine = backend(tandem.backend)
+    text = plan.render(engine_share=engine.gpu_share) + "\n" + trainer.render()
+    if memory is not None:
+        share = plan.share if engine.gpu_share else None
+        room = trainer.room(memory, share, sleep)
+        text += (
+            f"\n  fits: trainer ~{trainer.total_bytes / 2**30:.1f} of the {room / 2**30:.1f} GiB left to it"
+        )
+        if sleep and share:
+            text += (
+                f" (the engine asleep); while it generates: the trainer's static {_size(trainer.static_bytes)} + "
+                f"the engine's {_size(int(share * memory))} of {_size(memory)}"
+            )
+    text += f"\n  launch: {source}"
+    if source != "this launch":
+        text += " (--config_file FILE, or --processes N --zero-stage S, plans another)"
+    saved = checkpoint_count(grpo)
+    need = trainer.disk_bytes(saved, KEEP_RESUME)
+    weights, state = trainer.saved_weight_bytes, trainer.resume_state_bytes
+    text += (
+        f"\ndisk: ~{_size(need)} in {grpo.output_dir}: {saved} checkpoint(s) x {_size(weights)} of weights, "
+        f"the resume state ({_size(state)}) in the newest {KEEP_RESUME} only, final/ {_size(weights)}"
+    )
+    if saved > KEEP_RESUME:
+        text += f" (resume state in every checkpoint would be ~{_size(saved * (weights + state) + weights)})"
+    # the output folder's free space: refused on a GPU machine (the run's own, as the run refuses at its start);
+    # a plan made without a GPU (for another machine) says it and goes on
+    if problem := disk_problem(grpo.output_dir, need):
+        if device_memory() is not None:
+            raise UserError(problem)
+        text += f"\n  {problem.split('; ')[0]} (planned for another machine: `trlvr train` refuses it at its start)"
+    return text
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**40:.2f} TiB" if n >= 2**40 else f"{n / 2**30:.1f} GiB"
+
+
+def _has_config(path: str) -> bool:
+    """Whether a model's config can be read now (a folder, a cached hub model, a shipped config)."""
+    try:
+        read_config(model_folder(path))  # an adapter folder: its base's config
+    except UserError:
+        return False
+    return True
