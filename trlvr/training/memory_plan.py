@@ -348,7 +348,7 @@ def render_plan(tandem: TandemConfig, grpo, config: str | None, layout: dict) ->
     --processes, --zero-stage, --config_file, and whether the run sleeps its engine ("sleep")."""
     from trlvr.training.checkpoints import KEEP_RESUME
 
-    if not all(_has_config(p) for p in (tandem.senior, tandem.junior) if p and not is_self(p)):
+    if not all(_has_config(p) for p in Team.of(tandem).model_paths.values()):
         return "memory plan: not computed (a model folder is not there yet)"
     memory = parse_size(tandem.gpu_memory) if tandem.gpu_memory else device_memory()
     plan = run_plan(tandem, grpo, gpu_memory=memory)
