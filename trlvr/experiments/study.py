@@ -48,6 +48,7 @@ import trlvr
 from trlvr import artifacts, rundir
 from trlvr.config import override_flags, read_yaml, resolve_config_path
 from trlvr.errors import UserError
+from trlvr.eval.spec import SETTINGS
 from trlvr.experiments.study_spec import Study, Variant
 from trlvr.provenance import git_commit
 from trlvr.rundir import FINAL
@@ -196,6 +197,44 @@ def _model_of(study: Study, v: Variant, out: Path, role: str) -> str:
     return str(model)
 
 
+# The order a study has always written `trlvr eval` flags in: its recorded command lines (and so every
+# finished stage's settings hash) keep it. A setting added to EvalSpec later follows them.
+_EVAL_ORDER = (
+    "split",
+    "n",
+    "limit",
+    "max_new_tokens",
+    "batch_size",
+    "dtype",
+    "seed",
+    "grading",
+    "grader",
+    "context_length",
+    "backend",
+    "prompt_template",
+    "skip_bad_rows",
+    "dose_shares",
+    "k",
+    "suite",
+)
+STUDY_SETTINGS = {s.study: s for s in SETTINGS.values() if s.study}  # study key -> its EvalSpec setting
+
+
+def eval_flags(evaluation: dict) -> list[str]:
+    """The `trlvr eval` flags of a study's evaluation keys (data, junior and jargon_regex are not among them)."""
+    argv = []
+    for key in (*_EVAL_ORDER, *(k for k in STUDY_SETTINGS if k not in _EVAL_ORDER)):
+        value = evaluation.get(key)
+        if key not in evaluation or value is False:  # a switch left off
+            continue
+        if key in STUDY_SETTINGS:
+            argv += [STUDY_SETTINGS[key].flag, STUDY_SETTINGS[key].render(value)]
+        else:
+            flag = "--" + key.replace("_", "-")
+            argv += [flag] if value is True else [flag, str(value)]
+    return argv
+
+
 def eval_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") -> Stage:
     """`trlvr eval` of the variant's selected checkpoint (a `train: false` variant: of its base senior)."""
     e = study.evaluation_of(v.name)
@@ -205,30 +244,7 @@ def eval_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") 
     target = eval_dir(out, v.name, seed)
     senior = f"{train_dir(out, v.name, seed)}@selected" if v.trained else _model_of(study, v, out, "senior")
     argv = ["eval", "--senior", senior, "--junior", _model_of(study, v, out, "junior"), "--data", data]
-    for key in (
-        "split",
-        "n",
-        "limit",
-        "max_new_tokens",
-        "batch_size",
-        "dtype",
-        "seed",
-        "grading",
-        "grader",
-        "context_length",
-        "backend",
-        "prompt_template",
-    ):
-        if key in e:
-            argv += [f"--{key.replace('_', '-')}", str(e[key])]
-    if e.get("skip_bad_rows"):  # evaluate the usable rows, listing the others in results.json
-        argv += ["--skip-bad-rows"]
-    if "dose_shares" in e:
-        argv += ["--dose-shares", ",".join(f"{float(x):g}" for x in e["dose_shares"])]
-    if "k" in e:
-        argv += ["--k", ",".join(str(k) for k in e["k"])]
-    if "suite" in e:
-        argv += ["--suite", ",".join(e["suite"])]
+    argv += eval_flags(e)
     argv = [*argv, "--out", str(target), "--no-progress"]
     return Stage("eval", v.name, seed, argv, target, settings_hash(argv, out, after))
 

@@ -60,6 +60,7 @@ from trlvr.config import (
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 from trlvr.eval.regex_jargon import compile_pattern
+from trlvr.eval.spec import SETTINGS
 from trlvr.rewards import GRADERS
 
 TOP_KEYS = {
@@ -94,27 +95,19 @@ SELECTION_KEYS = {
     "prompt_template": str,
     "grader": str,
 }
-EVALUATION_KEYS = {
+# the evaluation keys that are not EvalSpec settings: how and on what `trlvr eval` runs
+EVALUATION_RUN_KEYS = {
     "backend": str,
     "data": str,
     "split": str,
     "junior": str,
-    "suite": list,
-    "n": int,
-    "k": list,
     "limit": int,
-    "max_new_tokens": int,
-    "batch_size": int,
     "dtype": str,
-    "seed": int,
-    "grading": str,
-    "grader": str,
-    "context_length": int,
-    "dose_shares": list,
-    "jargon_regex": str,
-    "prompt_template": str,
+    "jargon_regex": str,  # a report setting (the real-text jargon rate), not a `trlvr eval` flag
     "skip_bad_rows": bool,
 }
+# and the EvalSpec settings a study may set, each declared once on its field (trlvr.eval.spec.SETTINGS)
+EVALUATION_KEYS = EVALUATION_RUN_KEYS | {s.study: s.study_type for s in SETTINGS.values() if s.study}
 LAUNCH_KEYS = {"train": str, "select": str, "eval": str}
 WORLD_KEYS = {"jargon", "seed"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")  # variant and world names become folder names
