@@ -73,6 +73,7 @@ class Stage:
     argv: list[str]  # a `trlvr` command line without the program name
     out: Path  # what the stage writes
     settings: str = ""  # hash of its command line (study dir as $STUDY) and of the stages it depends on
+    command: WorldCommand | TrainCommand | SelectCommand | EvalCommand | None = None  # what argv records
 
     @property
     def name(self) -> str:
@@ -118,25 +119,93 @@ def log_path(out: Path, stage: Stage) -> Path:
 
 
 # ---- the commands ---------------------------------------------------------------------------------
+# Each stage is a typed command the study builds; its argv (the study's record, and what `run` executes)
+# is rendered from it, so a check reads the command's fields, never its command line.
+
+
+@dataclass(frozen=True)
+class WorldCommand:
+    """`trlvr toy prepare` of one toy world into `out`."""
+
+    out: Path
+    jargon: str = "spaced"
+    seed: int = 0
+
+    def argv(self) -> list[str]:
+        argv = ["toy", "prepare", "--out", str(self.out), "--jargon", self.jargon, "--seed", str(self.seed)]
+        argv.append("--no-progress")
+        return argv + (["--from-scratch"] if (self.jargon, self.seed) != ("spaced", 0) else [])
+
+
+@dataclass(frozen=True)
+class TrainCommand:
+    """`trlvr train --config CONFIG` with the study's TandemConfig / GRPOConfig field overrides."""
+
+    config: str
+    overrides: dict
+
+    def argv(self) -> list[str]:
+        return ["train", "--config", self.config, *override_flags(self.overrides)]
+
+
+_SELECT_ORDER = (  # the order of the recorded `trlvr select` flags (their settings hashes keep it)
+    "direction",
+    "n",
+    "limit",
+    "max_new_tokens",
+    "batch_size",
+    "seed",
+    "dtype",
+    "backend",
+    "prompt_template",
+    "grader",
+)
+
+
+@dataclass(frozen=True)
+class SelectCommand:
+    """`trlvr select RUN` with the study's `selection:` keys (val and metric among them)."""
+
+    run: Path
+    selection: dict
+
+    def argv(self) -> list[str]:
+        s = self.selection
+        argv = ["select", str(self.run), "--val", s["val"], "--metric", s["metric"]]
+        for key in _SELECT_ORDER:
+            if key in s:
+                argv += [f"--{key.replace('_', '-')}", str(s[key])]
+        return [*argv, "--no-progress"]
+
+
+@dataclass(frozen=True)
+class EvalCommand:
+    """`trlvr eval` of `senior` with `junior` on `data` into `out`, with the study's evaluation keys."""
+
+    senior: str
+    junior: str
+    data: str  # [name=]source,... as `trlvr eval --data` takes it
+    out: Path
+    evaluation: dict  # the variant's evaluation keys (data, junior and jargon_regex are not flags)
+
+    def argv(self) -> list[str]:
+        head = ["eval", "--senior", self.senior, "--junior", self.junior, "--data", self.data]
+        return [*head, *eval_flags(self.evaluation), "--out", str(self.out), "--no-progress"]
+
+    def get(self, key: str, default=None):
+        """An evaluation key the study sets, else `default`."""
+        return self.evaluation.get(key, default)
+
+
+def _stage(kind: str, name: str, seed: int | None, command, out: Path, root: Path, after: str = "") -> Stage:
+    argv = command.argv()
+    return Stage(kind, name, seed, argv, out, settings_hash(argv, root, after), command)
 
 
 def world_stage(study: Study, out: Path, world: str) -> Stage:
     spec = study.worlds[world]
-    jargon, seed = spec.get("jargon", "spaced"), int(spec.get("seed", 0))
-    argv = [
-        "toy",
-        "prepare",
-        "--out",
-        str(world_dir(out, world)),
-        "--jargon",
-        jargon,
-        "--seed",
-        str(seed),
-        "--no-progress",
-    ]
-    if jargon != "spaced" or seed != 0:
-        argv.append("--from-scratch")
-    return Stage("world", world, None, argv, world_dir(out, world), settings_hash(argv, out))
+    command = WorldCommand(world_dir(out, world), spec.get("jargon", "spaced"), int(spec.get("seed", 0)))
+    return _stage("world", world, None, command, world_dir(out, world), out)
 
 
 def train_overrides(study: Study, v: Variant, out: Path, seed: int) -> dict:
@@ -152,31 +221,14 @@ def train_overrides(study: Study, v: Variant, out: Path, seed: int) -> dict:
 
 
 def train_stage(study: Study, v: Variant, out: Path, seed: int) -> Stage:
-    argv = ["train", "--config", v.config, *override_flags(train_overrides(study, v, out, seed))]
+    command = TrainCommand(v.config, train_overrides(study, v, out, seed))
     world = world_stage(study, out, v.world).settings if v.world is not None else ""
-    return Stage("train", v.name, seed, argv, train_dir(out, v.name, seed), settings_hash(argv, out, world))
+    return _stage("train", v.name, seed, command, train_dir(out, v.name, seed), out, world)
 
 
 def select_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") -> Stage:
-    s = study.selection
     run = train_dir(out, v.name, seed)
-    argv = ["select", str(run), "--val", s["val"], "--metric", s["metric"]]
-    for key in (
-        "direction",
-        "n",
-        "limit",
-        "max_new_tokens",
-        "batch_size",
-        "seed",
-        "dtype",
-        "backend",
-        "prompt_template",
-        "grader",
-    ):
-        if key in s:
-            argv += [f"--{key.replace('_', '-')}", str(s[key])]
-    argv = [*argv, "--no-progress"]
-    return Stage("select", v.name, seed, argv, run, settings_hash(argv, out, after))
+    return _stage("select", v.name, seed, SelectCommand(run, dict(study.selection)), run, out, after)
 
 
 def _model_of(study: Study, v: Variant, out: Path, role: str) -> str:
@@ -243,10 +295,8 @@ def eval_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") 
         data = f"toy={world_dir(out, v.world) / 'data' / 'test.jsonl'}"
     target = eval_dir(out, v.name, seed)
     senior = f"{train_dir(out, v.name, seed)}@selected" if v.trained else _model_of(study, v, out, "senior")
-    argv = ["eval", "--senior", senior, "--junior", _model_of(study, v, out, "junior"), "--data", data]
-    argv += eval_flags(e)
-    argv = [*argv, "--out", str(target), "--no-progress"]
-    return Stage("eval", v.name, seed, argv, target, settings_hash(argv, out, after))
+    command = EvalCommand(senior, _model_of(study, v, out, "junior"), data, target, e)
+    return _stage("eval", v.name, seed, command, target, out, after)
 
 
 def units(study: Study, out: Path, only: list[tuple[str, int | None]] | None = None) -> list[list[Stage]]:
