@@ -94,6 +94,11 @@ class Setting:
     def dest(self) -> str:
         return self.flag.lstrip("-").replace("-", "_")
 
+    def read(self, text: str | None):
+        """The field's value of the flag's text, as `trlvr eval` reads it (a switch: None = given); a bad
+        text raises the kind's argparse.ArgumentTypeError."""
+        return self.parse(True if self.switch else self.kind(text) if self.kind else text)
+
 
 _FIELD = object()  # the flag's default is the field's
 
@@ -473,6 +478,11 @@ def from_flags(args) -> EvalSpec:
         return EvalSpec(**values)
     except SettingError as e:  # name the flag: --k for ks, --top-p for top_p, ...
         raise e.as_flag(FLAGS.get(e.field, "--" + e.field.replace("_", "-"))) from None
+
+
+def from_texts(texts: dict[str, str | None]) -> EvalSpec:
+    """The EvalSpec of settings given as their flags' text ({field: text}, e.g. a study's recorded flags)."""
+    return EvalSpec(**{name: SETTINGS[name].read(text) for name, text in texts.items()})
 
 
 def _custom(grading: str) -> bool:

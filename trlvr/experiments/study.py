@@ -27,6 +27,10 @@ A stage that fails, with trlvr's one-line error or any other exception, ends its
 pipeline: the error, with its traceback, goes to the stage's log, and the other pipelines go on
 (`run_stage` raises `StageFailed`; the caller collects them).
 
+Each stage holds a typed command (`WorldCommand`, `TrainCommand`, `SelectCommand`, `EvalCommand`); its argv,
+rendered from the command, is the study's record (stages/, `plan`), and checks read the command
+(trlvr.experiments.study_check). The eval flags come from EvalSpec's settings (`trlvr.eval.spec.SETTINGS`).
+
 What this file does not know: how a stage works. `run_unit` takes an `execute(argv, log)` callable
 (the CLI's: trlvr.cli.study_cmd) that runs one command line.
 """
@@ -48,7 +52,7 @@ import trlvr
 from trlvr import artifacts, rundir
 from trlvr.config import override_flags, read_yaml, resolve_config_path
 from trlvr.errors import UserError
-from trlvr.eval.spec import SETTINGS
+from trlvr.eval.spec import SETTINGS, EvalSpec, from_texts
 from trlvr.experiments.study_spec import Study, Variant
 from trlvr.provenance import git_commit
 from trlvr.rundir import FINAL
@@ -192,9 +196,10 @@ class EvalCommand:
         head = ["eval", "--senior", self.senior, "--junior", self.junior, "--data", self.data]
         return [*head, *eval_flags(self.evaluation), "--out", str(self.out), "--no-progress"]
 
-    def get(self, key: str, default=None):
-        """An evaluation key the study sets, else `default`."""
-        return self.evaluation.get(key, default)
+    def spec(self) -> EvalSpec:
+        """Its settings as `trlvr eval` reads its recorded flags (the others: EvalSpec's defaults)."""
+        keys = [k for k in STUDY_FIELDS if k in self.evaluation]
+        return from_texts({STUDY_FIELDS[k]: STUDY_SETTINGS[k].render(self.evaluation[k]) for k in keys})
 
 
 def _stage(kind: str, name: str, seed: int | None, command, out: Path, root: Path, after: str = "") -> Stage:
@@ -269,7 +274,8 @@ _EVAL_ORDER = (
     "k",
     "suite",
 )
-STUDY_SETTINGS = {s.study: s for s in SETTINGS.values() if s.study}  # study key -> its EvalSpec setting
+STUDY_FIELDS = {s.study: name for name, s in SETTINGS.items() if s.study}  # study key -> EvalSpec field
+STUDY_SETTINGS = {key: SETTINGS[name] for key, name in STUDY_FIELDS.items()}
 
 
 def eval_flags(evaluation: dict) -> list[str]:

@@ -33,8 +33,9 @@ A study file is a path, or the name of one shipped in the package (trlvr/studies
 
 Validation is strict and happens before anything runs: an unknown key, a missing section, a variant
 that names an unknown world or baseline is one line naming the file and the key. The values are then
-checked by the commands the stages run (`trlvr study plan/run` call each command's own checks on its
-stage's command line: trlvr.cli.study_cmd.validate). A study is identified by its parsed content
+checked by the commands the stages run (`trlvr study plan/run` read each stage's command line by its
+command's parser and check it: trlvr.cli.study_cmd.validate, trlvr.experiments.study_check). The
+evaluation keys that are EvalSpec settings are declared on their fields (`trlvr.eval.spec.SETTINGS`). A study is identified by its parsed content
 (`Study.sha256`): a comment or the order of keys does not change it.
 What this file does not know: how a run is trained, selected or evaluated.
 """
