@@ -125,9 +125,36 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+# The order `trlvr eval --help` has always listed the settings' flags in; a setting added later follows
+# the others of its section.
+_HELP_ORDER = (
+    "n",
+    "ks",
+    "suite",
+    "dose_shares",
+    "prefix_ks",
+    "max_new_tokens",
+    "context_length",
+    "max_prompt_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "handoff_max_rounds",
+    "include_eos",
+    "seed",
+    "batch_size",
+    "score_batch_size",
+    "grading",
+    "prompt_template",
+    "graders",
+    "decode",
+)
+
+
 def add_settings(p: argparse.ArgumentParser, section: str) -> None:
-    """The flags of the EvalSpec settings of one section (`trlvr.eval.spec.SETTINGS`), in field order."""
-    for s in SETTINGS.values():
+    """The flags of the EvalSpec settings of one section (`trlvr.eval.spec.SETTINGS`)."""
+    names = [*(n for n in _HELP_ORDER if n in SETTINGS), *(n for n in SETTINGS if n not in _HELP_ORDER)]
+    for s in (SETTINGS[n] for n in names):
         if s.section != section:
             continue
         if s.switch:

@@ -162,7 +162,18 @@ class EvalSpec:
     """What to measure and how to sample it. `context_length` / `max_prompt_tokens`: "auto" = read
     from the models' configs / what the context leaves room for, None = unknown / no cap."""
 
-    # the settings, in the order `trlvr eval --help` lists their flags (within each section)
+    suite: tuple[str, ...] = setting(
+        D.DEFAULT_SUITE,
+        "--suite",
+        section="sampling",
+        kind=TEXT,
+        flag_default=SUITE_DEFAULT,
+        help=f"comma-separated subset of {','.join(D.SUITE_NAMES)} (default {SUITE_DEFAULT}; prefix = the "
+        "prefix-continuation curve: the junior continues the senior's solo trace after K%% of it)",
+        parse=_suite,
+        study=("suite", list),
+        render=_joined(),
+    )
     n: int = setting(
         D.N,
         "--n",
@@ -183,40 +194,12 @@ class EvalSpec:
         study=("k", list),
         render=_joined(),
     )
-    suite: tuple[str, ...] = setting(
-        D.DEFAULT_SUITE,
-        "--suite",
-        section="sampling",
-        kind=TEXT,
-        flag_default=SUITE_DEFAULT,
-        help=f"comma-separated subset of {','.join(D.SUITE_NAMES)} (default {SUITE_DEFAULT}; prefix = the "
-        "prefix-continuation curve: the junior continues the senior's solo trace after K%% of it)",
-        parse=_suite,
-        study=("suite", list),
-        render=_joined(),
+    temperature: float = setting(
+        D.DEFAULT_DECODING["temperature"], "--temperature", section="sampling", kind=NONNEG_FLOAT
     )
-    dose_shares: tuple[float, ...] = setting(
-        D.DEFAULT_DOSE_SHARES,
-        "--dose-shares",
-        section="sampling",
-        kind=SHARES,
-        flag_default=list(D.DEFAULT_DOSE_SHARES),
-        help="junior shares of the dose protocols (suite entry dose), comma-separated; dose-0.5 = the word "
-        f"schedule at p = 0.5 (default {','.join(f'{x:g}' for x in D.DEFAULT_DOSE_SHARES)})",
-        parse=lambda v: tuple(v or D.DEFAULT_DOSE_SHARES),
-        study=("dose_shares", list),
-        render=_joined(lambda x: f"{float(x):g}"),
-    )
-    prefix_ks: tuple[int, ...] = setting(  # suite entry prefix: the prefix-K protocols (K in %)
-        D.DEFAULT_PREFIX_KS,
-        "--prefix-ks",
-        section="sampling",
-        kind=TEXT,
-        flag_default=",".join(map(str, D.DEFAULT_PREFIX_KS)),
-        help="suite entry prefix: the shares K (integer percents in [0, 100]) of the senior's solo trace the "
-        "junior continues from, comma-separated (default %(default)s)",
-        parse=_percents,
-    )
+    top_p: float = setting(D.DEFAULT_DECODING["top_p"], "--top-p", section="sampling", kind=UNIT)
+    top_k: int = setting(D.DEFAULT_DECODING["top_k"], "--top-k", section="sampling", kind=NONNEG)
+    seed: int = setting(D.SEED, "--seed", section="sampling", kind=SEED, study="seed")
     max_new_tokens: int = setting(
         D.MAX_NEW_TOKENS,
         "--max-new-tokens",
@@ -242,11 +225,6 @@ class EvalSpec:
         help="drop longer prompts up front, listed in results.json (default: what the context leaves room for)",
         parse=lambda v: "auto" if v is None else v,
     )
-    temperature: float = setting(
-        D.DEFAULT_DECODING["temperature"], "--temperature", section="sampling", kind=NONNEG_FLOAT
-    )
-    top_p: float = setting(D.DEFAULT_DECODING["top_p"], "--top-p", section="sampling", kind=UNIT)
-    top_k: int = setting(D.DEFAULT_DECODING["top_k"], "--top-k", section="sampling", kind=NONNEG)
     handoff_max_rounds: int = setting(
         D.HANDOFF_MAX_ROUNDS,
         "--handoff-max-rounds",
@@ -261,7 +239,6 @@ class EvalSpec:
         switch=True,
         help="legibility and drift also score the final EOS",
     )
-    seed: int = setting(D.SEED, "--seed", section="sampling", kind=SEED, study="seed")
     batch_size: int = setting(
         D.BATCH_SIZE,
         "--batch-size",
@@ -310,6 +287,29 @@ class EvalSpec:
         parse=lambda v: tuple(v or ("trlvr",)),
         study=("grader", str),
     )
+    dose_shares: tuple[float, ...] = setting(
+        D.DEFAULT_DOSE_SHARES,
+        "--dose-shares",
+        section="sampling",
+        kind=SHARES,
+        flag_default=list(D.DEFAULT_DOSE_SHARES),
+        help="junior shares of the dose protocols (suite entry dose), comma-separated; dose-0.5 = the word "
+        f"schedule at p = 0.5 (default {','.join(f'{x:g}' for x in D.DEFAULT_DOSE_SHARES)})",
+        parse=lambda v: tuple(v or D.DEFAULT_DOSE_SHARES),
+        study=("dose_shares", list),
+        render=_joined(lambda x: f"{float(x):g}"),
+    )
+    prefix_ks: tuple[int, ...] = setting(  # suite entry prefix: the prefix-K protocols (K in %)
+        D.DEFAULT_PREFIX_KS,
+        "--prefix-ks",
+        section="sampling",
+        kind=TEXT,
+        flag_default=",".join(map(str, D.DEFAULT_PREFIX_KS)),
+        help="suite entry prefix: the shares K (integer percents in [0, 100]) of the senior's solo trace the "
+        "junior continues from, comma-separated (default %(default)s)",
+        parse=_percents,
+    )
+    num_resamples: int = D.NUM_RESAMPLES
     decode: str = setting(  # engine KV path; outputs are equal across paths (tested), so not fingerprinted
         "auto",
         "--decode",
@@ -317,7 +317,6 @@ class EvalSpec:
         choices=tuple(DECODE_MODES),
         help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)",
     )
-    num_resamples: int = D.NUM_RESAMPLES
     extra: dict = field(default_factory=dict, compare=False)  # caller-named facts for config.json
 
     def __post_init__(self):
