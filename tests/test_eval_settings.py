@@ -150,3 +150,14 @@ def test_the_study_writes_its_eval_flags_in_the_order_of_its_records():
         "--dose-shares",
         "0.123457,1",
     ]
+
+
+def test_a_settings_text_is_read_as_its_flag_reads_it():
+    from trlvr.eval.spec import from_texts
+
+    names = [n for n in SETTINGS if n != "grading"]  # (boxed_or_tail is trlvr's grader's alone)
+    texts = {name: VALUES[name] for name in names}
+    assert from_texts(texts) == spec_of(*(a for name in names for a in flag_argv(name)))
+    for name, bad in (("n", "0"), ("ks", "x"), ("grading", "boxy"), ("decode", "lazy")):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"got '{bad}'"):
+            from_texts({name: bad})

@@ -15,6 +15,7 @@ Each field a user sets is declared once, with its `Setting`: `trlvr eval`'s flag
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -96,7 +97,9 @@ class Setting:
 
     def read(self, text: str | None):
         """The field's value of the flag's text, as `trlvr eval` reads it (a switch: None = given); a bad
-        text raises the kind's argparse.ArgumentTypeError."""
+        text raises argparse.ArgumentTypeError, in the words of its kind."""
+        if self.choices is not None and text not in self.choices:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(self.choices)}, got {text!r}")
         return self.parse(True if self.switch else self.kind(text) if self.kind else text)
 
 
