@@ -166,8 +166,7 @@ def test_every_other_grader_grades_the_stored_texts_into_by_grader():
 
 
 def test_eval_spec_graders_are_checked_naming_the_flag():
-    from trlvr.cli.eval_cmd import FLAGS
-    from trlvr.eval.spec import EvalSpec, SettingError
+    from trlvr.eval.spec import FLAGS, EvalSpec, SettingError
 
     assert EvalSpec().graders == ("trlvr",) and EvalSpec(graders="authors-paper").grader == "authors-paper"
     for bad, why in (

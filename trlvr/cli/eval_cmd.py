@@ -21,36 +21,16 @@ from pathlib import Path
 
 from trlvr import rundir
 from trlvr.cli.formatting import DefaultsFormatter
-from trlvr.data.prompts import PROMPT_TEMPLATES
 from trlvr.engine.backends import BACKENDS, backend
 from trlvr.engine.capabilities import check_capabilities
-from trlvr.engine.options import DECODE_MODES
 from trlvr.errors import UserError
-from trlvr.eval import defaults as D
-from trlvr.eval.spec import EvalSpec, SettingError
-from trlvr.kinds import (
-    CONTEXT,
-    COUNT,
-    COUNTS,
-    NONNEG,
-    NONNEG_FLOAT,
-    OUT_DIR,
-    SEED,
-    SEEDS,
-    SHARES,
-    TEXT,
-    UNIT,
-    count,
-    text_kind,
-)
+from trlvr.eval.spec import SETTINGS, EvalSpec, from_flags
+from trlvr.kinds import COUNT, OUT_DIR, SEEDS, TEXT
 from trlvr.memory import GPU_BYTES
 from trlvr.models import DEVICE
 from trlvr.ranks import Ranks
-from trlvr.rewards import GRADERS, require_grader
-from trlvr.rewards.graders import graders_help
 from trlvr.team import AUTO, PAIRINGS, Team, is_text
 
-SUITE_DEFAULT = ",".join(D.DEFAULT_SUITE)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a benchmark name before "=" (sources may contain "=")
 
 
@@ -86,72 +66,7 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--split", type=TEXT, default=None, help="dataset split passed to load_problems")
     p.add_argument("--limit", type=COUNT, default=None, help="first N problems of each benchmark")
-    p.add_argument(
-        "--n",
-        "--samples",
-        dest="n",
-        type=count(D.MAX_N),
-        default=D.N,
-        help="samples per problem and protocol (--samples: the same, for a launcher whose own flags take --n)",
-    )
-    p.add_argument("--k", type=COUNTS, default=list(D.KS), help="pass@k values, comma-separated (each <= n)")
-    p.add_argument(
-        "--suite",
-        type=TEXT,
-        default=SUITE_DEFAULT,
-        help=f"comma-separated subset of {','.join(D.SUITE_NAMES)} (default {SUITE_DEFAULT}; prefix = the "
-        "prefix-continuation curve: the junior continues the senior's solo trace after K%% of it)",
-    )
-    p.add_argument(
-        "--dose-shares",
-        type=SHARES,
-        default=list(D.DEFAULT_DOSE_SHARES),
-        help="junior shares of the dose protocols (suite entry dose), comma-separated; dose-0.5 = the word "
-        f"schedule at p = 0.5 (default {','.join(f'{x:g}' for x in D.DEFAULT_DOSE_SHARES)})",
-    )
-    p.add_argument(
-        "--prefix-ks",
-        type=TEXT,
-        default=",".join(map(str, D.DEFAULT_PREFIX_KS)),
-        help="suite entry prefix: the shares K (integer percents in [0, 100]) of the senior's solo trace the "
-        "junior continues from, comma-separated (default %(default)s)",
-    )
-    p.add_argument(
-        "--max-new-tokens",
-        type=COUNT,
-        default=D.MAX_NEW_TOKENS,
-        help="completion budget cap; with a known context the budget is min(cap, context - prompt - 8)",
-    )
-    p.add_argument(
-        "--context-length",
-        type=CONTEXT,
-        default="auto",
-        help="model context for the budget rule (default: the models' max_position_embeddings; 0 = flat budget)",
-    )
-    p.add_argument(
-        "--max-prompt-tokens",
-        type=COUNT,
-        default=None,
-        help="drop longer prompts up front, listed in results.json (default: what the context leaves room for)",
-    )
-    p.add_argument("--temperature", type=NONNEG_FLOAT, default=D.DEFAULT_DECODING["temperature"])
-    p.add_argument("--top-p", type=UNIT, default=D.DEFAULT_DECODING["top_p"])
-    p.add_argument("--top-k", type=NONNEG, default=D.DEFAULT_DECODING["top_k"])
-    p.add_argument(
-        "--handoff-max-rounds",
-        type=COUNT,
-        default=D.HANDOFF_MAX_ROUNDS,
-        help="round cap of the handoff protocol (a round = one senior step + one junior step)",
-    )
-    p.add_argument("--include-eos", action="store_true", help="legibility and drift also score the final EOS")
-    p.add_argument("--seed", type=SEED, default=D.SEED)
-    p.add_argument("--batch-size", type=COUNT, default=D.BATCH_SIZE, help="sequences per generation batch")
-    p.add_argument(
-        "--score-batch-size",
-        type=COUNT,
-        default=D.SCORE_BATCH_SIZE,
-        help="sequences per teacher-forced scoring pass",
-    )
+    add_settings(p, "sampling")  # --n ... --score-batch-size: declared on EvalSpec
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
     p.add_argument("--device", type=DEVICE, default=None, help="default: cuda if available, else cpu")
     p.add_argument(
@@ -160,41 +75,14 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         default=None,
         help="put the junior on its own device (e.g. cuda:1); default: --device",
     )
-    p.add_argument(
-        "--grading",
-        default="boxed",
-        choices=["boxed", "boxed_or_tail"],
-        help="boxed (the paper's: no \\boxed{} scores 0) or boxed_or_tail (a box-less answer is "
-        "graded from the text's tail); named in results.json",
-    )
-    p.add_argument(
-        "--prompt-template",
-        default="trlvr",
-        choices=list(PROMPT_TEMPLATES),
-        help='the instruction after each problem: trlvr ("Let\'s think step by step ...") or authors (the '
-        'paper\'s release: "Solve the following math problem step by step ...", enable_thinking=False); '
-        "the one the senior was trained with",
-    )
-    p.add_argument(
-        "--grader",
-        type=GRADER_LIST,
-        default="trlvr",
-        help=f"comma-separated graders ({', '.join(GRADERS)}): every sample is graded by each, in one run; the "
-        "first gives the reported metrics (and each sample's reward), each other one its own pass@k "
-        f"(results.json by_grader). {graders_help()}",
-    )
+    add_settings(p, "grading")
     p.add_argument(
         "--skip-bad-rows",
         action="store_true",
         help="evaluate the usable rows of a --data source that has unusable ones (no gold, a gold the grader "
         "cannot read, ...), listing the others (file, row, reason) in results.json (default: refuse the run)",
     )
-    p.add_argument(
-        "--decode",
-        default="auto",
-        choices=list(DECODE_MODES),
-        help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)",
-    )
+    add_settings(p, "engine")
     p.add_argument(
         "--pairing",
         default=AUTO,
@@ -236,6 +124,45 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         help="with --dry-run: plan for this GPU (a size such as 80GB, or a name such as H200); default: the local machine's",
     )
     return p
+
+
+# The order `trlvr eval --help` has always listed the settings' flags in; a setting added later follows
+# the others of its section.
+_HELP_ORDER = (
+    "n",
+    "ks",
+    "suite",
+    "dose_shares",
+    "prefix_ks",
+    "max_new_tokens",
+    "context_length",
+    "max_prompt_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "handoff_max_rounds",
+    "include_eos",
+    "seed",
+    "batch_size",
+    "score_batch_size",
+    "grading",
+    "prompt_template",
+    "graders",
+    "decode",
+)
+
+
+def add_settings(p: argparse.ArgumentParser, section: str) -> None:
+    """The flags of the EvalSpec settings of one section (`trlvr.eval.spec.SETTINGS`)."""
+    names = [*(n for n in _HELP_ORDER if n in SETTINGS), *(n for n in SETTINGS if n not in _HELP_ORDER)]
+    for s in (SETTINGS[n] for n in names):
+        if s.section != section:
+            continue
+        if s.switch:
+            p.add_argument(*s.flags, action="store_true", help=s.help)
+            continue
+        how = {"type": s.kind} if s.kind is not None else {"choices": list(s.choices)}
+        p.add_argument(*s.flags, dest=s.dest, default=s.default, help=s.help, **how)
 
 
 def parse_sources(spec: str) -> dict[str, str]:
@@ -292,67 +219,7 @@ def settings_from_args(args) -> EvalSpec:
     # what the capability rules can judge before any file is read: the junior and its device (`self` has none)
     declared = Team.declared(args.senior, args.junior, names=("--senior", "--junior"))
     check_capabilities(declared.plan("eval", junior_device=bool(args.junior_device)))
-    try:  # the flags as one EvalSpec, validated once as it is built
-        return EvalSpec(
-            suite=tuple(s.strip() for s in args.suite.split(",") if s.strip()),
-            n=args.n,
-            ks=tuple(args.k or ()),
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k,
-            seed=args.seed,
-            max_new_tokens=args.max_new_tokens,
-            context_length=args.context_length,
-            max_prompt_tokens="auto" if args.max_prompt_tokens is None else args.max_prompt_tokens,
-            handoff_max_rounds=args.handoff_max_rounds,
-            include_eos=args.include_eos,
-            batch_size=args.batch_size,
-            score_batch_size=args.score_batch_size,
-            grading=args.grading,
-            decode=args.decode,
-            prompt_template=args.prompt_template,
-            graders=tuple(getattr(args, "grader", None) or ("trlvr",)),
-            dose_shares=tuple(getattr(args, "dose_shares", None) or D.DEFAULT_DOSE_SHARES),
-            prefix_ks=_percents(getattr(args, "prefix_ks", None)),
-        )
-    except SettingError as e:  # name the flag: --k for ks, --top-p for top_p, ...
-        raise e.as_flag(FLAGS.get(e.field, "--" + e.field.replace("_", "-"))) from None
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(g.strip() for g in text.split(","))
-
-
-def _graders_problem(text: str) -> str | None:
-    """None when `text` is distinct comma-separated graders whose dependencies are installed; else why not."""
-    names = _names(text)
-    unknown = [g for g in names if g not in GRADERS]
-    if unknown:
-        return f"unknown grader(s) {', '.join(map(repr, unknown))}: expected comma-separated graders of {', '.join(GRADERS)}"
-    if len(set(names)) < len(names):
-        return f"{text!r} names a grader twice"
-    for g in names:
-        try:
-            require_grader(g)  # a missing dependency is one line, never a weaker fallback
-        except UserError as e:
-            return str(e)
-    return None
-
-
-# --grader "trlvr,authors" -> ("trlvr", "authors"): the first grades the reported metrics, each other its own
-GRADER_LIST = text_kind(
-    "graders", f"comma-separated graders of {', '.join(GRADERS)}", _graders_problem, finish=_names
-)
-
-
-def _percents(text: str | None) -> tuple:
-    """--prefix-ks "0,50,100" -> (0, 50, 100); a piece that is not an integer stays as text (EvalSpec names it)."""
-    if not text:
-        return D.DEFAULT_PREFIX_KS
-    return tuple(int(x) if x.strip().isdigit() else x.strip() for x in text.split(",") if x.strip())
-
-
-FLAGS = {"ks": "--k", "graders": "--grader"}  # EvalSpec fields whose flag is not --<field with dashes>
+    return from_flags(args)
 
 
 def check_out(out: str) -> None:

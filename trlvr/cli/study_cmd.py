@@ -25,13 +25,59 @@ shipped in the package (`demo`). The study file format: trlvr/experiments/study_
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
+import os
+import shlex
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
+
+import yaml
+
+from trlvr import rundir
+from trlvr.cli import main as cli
+from trlvr.cli.eval_cmd import parse_sources, settings_from_args
+from trlvr.cli.recipes_cmd import shipped
+from trlvr.cli.train_cmd import dry_run
+from trlvr.config import parse_run_args
+from trlvr.data.evalsets import panel_rows
+from trlvr.data.sources import is_local, read_local
+from trlvr.errors import UserError
+from trlvr.eval.suite import parse_protocol, protocols_for
+from trlvr.experiments import power as P
+from trlvr.experiments import study_check as C
+from trlvr.experiments.power import GPU_CHOICES
+from trlvr.experiments.study import (
+    StageFailed,
+    _say,
+    check_claim,
+    claim_dir,
+    failed_stages,
+    parse_only,
+    plan_lines,
+    read_claim,
+    refuse_another_study,
+    run_stage,
+    run_unit,
+    stage_state,
+    stale_stages,
+    study_file,
+    units,
+    with_resume,
+    worker_env,
+    world_stages,
+)
+from trlvr.experiments.study_report import write_study_report
+from trlvr.experiments.study_spec import load_study
+from trlvr.kinds import COUNT, COUNTS, OUT_DIR, POSITIVE_FLOAT, TEXT, choice
+from trlvr.memory import Stack, read_config
+from trlvr.team import is_self
 
 
 def make_parser(subparsers) -> argparse.ArgumentParser:
-    from trlvr.experiments.power import GPU_CHOICES
-    from trlvr.kinds import COUNT, COUNTS, OUT_DIR, POSITIVE_FLOAT, TEXT, choice
 
     p = subparsers.add_parser(
         "study",
@@ -120,15 +166,10 @@ def execute(argv: list[str], log: Path) -> None:
 
     The one place where a study stage meets the commands: swap this for a library call (e.g. a
     future trlvr.eval.api) and plan and run stay the same."""
-    import contextlib
-
-    from trlvr.cli.main import main as cli
-    from trlvr.errors import UserError
-
     with open(log, "a") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
         print(f"$ trlvr {' '.join(argv)}", flush=True)
         try:
-            code = cli(argv)
+            code = cli.main(argv)  # (looked up at each call: a test swaps it)
         except SystemExit as e:  # argparse
             code = e.code if isinstance(e.code, int) else 2
     if code == 143:  # trlvr.training.preempt.EXIT_PREEMPTED: stopped by SIGTERM after saving a checkpoint
@@ -149,269 +190,66 @@ class _Refusing(argparse.ArgumentParser):
     """A parser whose errors are a UserError (not a usage message and exit)."""
 
     def error(self, message):
-        from trlvr.errors import UserError
-
         raise UserError(message)
 
 
 def parse_stage(argv: list[str]) -> argparse.Namespace:
     """A stage's command line parsed by that command's own parser (types, choices), errors as UserError."""
-    import importlib
-
-    from trlvr.cli.main import COMMANDS
-
     parser = _Refusing(prog="trlvr")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Refusing)
-    importlib.import_module(f"trlvr.cli.{COMMANDS[argv[0]]}").make_parser(sub)
+    importlib.import_module(f"trlvr.cli.{cli.COMMANDS[argv[0]]}").make_parser(sub)
     return parser.parse_args(argv)
-
-
-def _inside(path: str, out: Path) -> bool:
-    """Whether `path` lies in the study directory (made by an earlier stage: not there to check yet)."""
-    return Path(path).resolve().is_relative_to(out.resolve())
-
-
-def _naming(flag: str, fn, *args, **kw):
-    """`fn(...)`, a UserError from it prefixed with the flag whose value it was about."""
-    from trlvr.errors import UserError
-
-    try:
-        return fn(*args, **kw)
-    except UserError as e:
-        raise UserError(f"{flag}: {e}") from None
 
 
 def _check_train(stage, out: Path, checked: set):
     """The train stage as `trlvr train --dry-run` checks it (the run's own check list), run as the study runs
     it (`with_resume`), its folder included unless the study skips it (done) or refuses it (made under other
-    settings: `stale_stages` says so); its local dataset as training loads it (golds included); returns
-    the TandemConfig."""
-    from trlvr.cli.train_cmd import dry_run
-    from trlvr.config import parse_run_args
-    from trlvr.data.sources import is_local
-    from trlvr.experiments.study import stage_state, with_resume
-
+    settings: `stale_stages` says so); its local dataset as training loads it. Returns the TandemConfig."""
     dry_run(with_resume(stage).argv[1:], folder=stage_state(out, stage) == "todo")
-    tandem = parse_run_args([*stage.argv[1:], "--use_cpu", "true", "--bf16", "false", "--fp16", "false"])[0]
-    key = ("train", tandem.dataset, tandem.dataset_split, tandem.dataset_limit)
-    if (
-        tandem.dataset
-        and is_local(tandem.dataset)
-        and not _inside(tandem.dataset, out)
-        and key not in checked
-    ):
-        from trlvr.training.build import load_training_problems
-
-        load_training_problems(tandem)
-        checked.add(key)
+    tandem = parse_run_args([*stage.argv[1:], *C.CPU_CHECK])[0]
+    C.check_train_data(tandem, out, checked)
     return tandem
 
 
 def _check_select(stage, tandem, out: Path, checked: set) -> None:
-    """The select stage as `trlvr select` checks it before the first checkpoint: metric name, n, decoding,
-    split:N against the run's holdout, a validation file and its golds."""
-    from trlvr.data.sources import is_local
-    from trlvr.experiments.select_run import check_split, load_validation, selection_spec
-
-    args = parse_stage(stage.argv)
-    selection_spec(
-        args.metric,
-        n=args.n,
-        max_new_tokens=args.max_new_tokens,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        prompt_template=args.prompt_template,
-        decoding={"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
-    )
-    check_split(args.val, tandem.holdout, args.run)
-    if not args.val.startswith("split:") and is_local(args.val) and not _inside(args.val, out):
-        if ("val", args.val, args.limit) not in checked:
-            _naming("--val", load_validation, args.val, args.limit)
-            checked.add(("val", args.val, args.limit))
+    C.check_select(parse_stage(stage.argv), tandem, out, checked)
 
 
 def _check_eval(stage, out: Path, checked: set) -> None:
-    """The eval stage as `trlvr eval` checks it before loading a model: every setting, a local junior
-    folder and each local data file with its golds (unless a world stage makes them; hub names are
-    checked when the stage runs, so that a study can be planned offline)."""
-    from trlvr.cli.eval_cmd import check_out, parse_sources, settings_from_args
-    from trlvr.data.sources import is_local
-    from trlvr.eval.api import load_benchmarks
-    from trlvr.models import locate
-    from trlvr.team import is_self
-
-    args = parse_stage(stage.argv)
-    spec = settings_from_args(args)
-    junior = args.junior
-    if spec.needs_junior and not is_self(junior) and is_local(junior) and not _inside(junior, out):
-        locate(
-            junior, "--junior", "model"
-        )  # a hub id is looked up when the stage runs (plan may run offline)
-    senior = args.senior
-    if spec.needs_junior and is_self(junior) and Path(senior).is_dir() and not _inside(senior, out):
-        from trlvr.eval.api import check_self_junior
-
-        check_self_junior(senior)  # an untrained variant's senior is a plain model: `self` has no base to be
-    for name, src in parse_sources(args.data).items():
-        key = ("eval", src, args.split, args.limit, args.skip_bad_rows)
-        if is_local(src) and not _inside(src, out) and key not in checked:
-            _naming(
-                "--data",
-                load_benchmarks,
-                {name: src},
-                split=args.split,
-                limit=args.limit,
-                skip_bad=args.skip_bad_rows,
-            )  # (skip_bad_rows: the stage lists the rows it leaves out)
-            checked.add(key)
-    check_out(args.out)
-
-
-def _study_key(study, stage, message: str) -> str:
-    """The study key a stage's error is about, where its flag names one (--dtype -> evaluation.dtype)."""
-    from trlvr.experiments.study_spec import EVALUATION_KEYS, SELECTION_KEYS
-
-    section, keys = {"eval": ("evaluation", EVALUATION_KEYS), "select": ("selection", SELECTION_KEYS)}.get(
-        stage.kind, (f"variants.{stage.variant}", {})
-    )
-    found = []  # (where in the message, -len(key), key): the flag named first is the one it is about (a later
-    for key in keys:  # one is advice: "... pass --skip-bad-rows to use the rest"), the longer key on a tie
-        flag = "--" + ("k" if key == "k" else key.replace("_", "-"))
-        if message.startswith((f"{key} ", f"{key}:")):
-            found.append((0, -len(key), key))
-        at = [
-            i
-            for i in (f"{message} ".find(f"{flag} "), message.find(f"{flag}:"), message.find(f"{flag}/"))
-            if i >= 0
-        ]
-        if at:  # "argument --n/--samples: ..." names --n too
-            found.append((min(at), -len(key), key))
-    if found:
-        return f"{section}.{min(found)[2]}"
-    if stage.kind == "select" and "split:" in message:
-        return "selection.val"
-    return section if stage.kind != "train" else f"variants.{stage.variant} (with train:)"
-
-
-def _local(path: str) -> bool:
-    """Whether a model or data path the study names is a local path (not a hub id, `self` or a generated source)."""
-    from trlvr.data.sources import is_local
-    from trlvr.models import looks_like_hub_id
-    from trlvr.team import is_self
-
-    return not is_self(path) and (is_local(path) or not looks_like_hub_id(path))
-
-
-def missing_inputs(study, out: Path) -> list[tuple[str, str]]:
-    """(path, what names it) of every local model or data path the study's stages read that is not there
-    (what the study's `prepare:` command makes); paths inside the study directory are made by its stages."""
-    from trlvr.cli.eval_cmd import parse_sources
-    from trlvr.config import parse_run_args
-    from trlvr.experiments.study import units
-
-    found: dict[str, str] = {}
-    for unit in units(study, out):
-        *trained, ev = unit
-        names = []
-        if trained:
-            try:
-                tandem = parse_run_args(
-                    [*trained[0].argv[1:], "--use_cpu", "true", "--bf16", "false", "--fp16", "false"]
-                )[0]
-            except (Exception, SystemExit):  # the train stage's own check names what is wrong with it
-                tandem = None
-            if tandem is not None:
-                names += [
-                    (getattr(tandem, f), f"variants.{ev.variant}.{f}, from its config")
-                    for f in ("senior", "junior", "dataset")
-                ]
-        args = parse_stage(ev.argv)
-        if not trained:
-            names.append((args.senior, f"variants.{ev.variant}.senior"))
-        names.append((args.junior, f"the evaluation junior of variants.{ev.variant}"))
-        names += [(src, "evaluation.data") for src in parse_sources(args.data).values()]
-        for path, what in names:
-            if (
-                path
-                and _local(str(path))
-                and not _inside(str(path), out)
-                and not Path(path).expanduser().exists()
-            ):
-                found.setdefault(str(path), what)
-    return list(found.items())
-
-
-def check_prepared(study, out: Path) -> None:
-    """With a `prepare:` command, a missing local input is one line naming it and that command."""
-    from trlvr.errors import UserError
-
-    if not study.prepare:
-        return
-    missing = missing_inputs(study, Path(out))
-    if missing:
-        (path, what), more = missing[0], len(missing) - 1
-        others = f" (and {more} more input{'s' if more > 1 else ''})" if more else ""
-        where = (
-            ", from the root of a clone of the repository (a Makefile target)"
-            if study.prepare.startswith("make ") and not Path("Makefile").is_file()
-            else ""
-        )
-        raise UserError(
-            f"study {study.path}: {path} ({what}) is missing{others}; prepare the study's models and "
-            f"data with `{study.prepare}`{where} (its prepare: command; relative paths are read from "
-            f"{Path.cwd()})"
-        )
+    spec = settings_from_args(parse_stage(stage.argv))  # its flags, as `trlvr eval` reads them
+    C.check_eval(stage.command, spec, parse_sources(stage.command.data), out, checked)
 
 
 def check_out_folder(study, out: Path) -> None:
     """The study's folder (`trlvr.rundir.prepare_output`: a study's, or nothing of trlvr's; never a
     training run or an evaluation) and then every stage (`validate`): what `run` and `plan` check first."""
-    from trlvr import rundir
-
     rundir.prepare_output(out, rundir.STUDY, flag="--out", checks=[lambda: validate(study, out)])
 
 
 def validate(study, out: Path) -> None:
-    """Every stage's command line checked by its command's own checks, before any stage runs: one line
-    naming the study file, the key and the stage for the first that fails. A study with a `prepare:`
-    command first checks that the local models and data it names are there (`check_prepared`)."""
-    from trlvr.experiments.study import units
-
+    """Every stage's command line read by its command's own parser and checked (trlvr.experiments.study_check)
+    before any stage runs: one line naming the study file, the key and the stage for the first that fails. A
+    study with a `prepare:` command first checks that the local models and data it names are there."""
     out, checked = Path(out), set()
-    check_prepared(study, out)
+    C.check_prepared(study, out, parse_sources)
     for unit in units(study, out):  # [train, select, eval], or [eval] for a `train: false` variant
-        *trained, ev = unit
-        if trained:
-            train, select = trained
-            tandem = _checked(study, train, _check_train, train, out, checked)
-            _checked(study, select, _check_select, select, tandem, out, checked)
-        _checked(study, ev, _check_eval, ev, out, checked)
-
-
-def _checked(study, stage, check, *args):
-    """`check(*args)`, its UserError restated as the study file's: file, key, message, stage."""
-    from trlvr.errors import UserError
-
-    try:
-        return check(*args)
-    except UserError as e:
-        msg = " ".join(str(e).split())
-        raise UserError(
-            f"study {study.path}: {_study_key(study, stage, msg)}: {msg} "
-            f"(the {stage.kind} stage of {stage.variant} seed {stage.seed})"
-        ) from None
+        tandem = None
+        for stage in unit:
+            try:
+                if stage.kind == "train":
+                    tandem = _check_train(stage, out, checked)
+                elif stage.kind == "select":
+                    _check_select(stage, tandem, out, checked)
+                else:
+                    _check_eval(stage, out, checked)
+            except UserError as e:
+                raise C.restate(study, stage, e) from None
 
 
 def _run_children(study_path: str, out: Path, pending: list, jobs: int) -> int:
     """The pending (variant, seed) pipelines dealt round-robin to `jobs` workers (`trlvr study run
     --only V:S ...`, one process each: the imports are paid once per worker). Their stage lines are
     echoed here; their full output is DIR/logs/worker-<i>.log. 0 if every pipeline succeeded."""
-    import signal
-    import subprocess
-    import time
-
-    from trlvr.experiments.study import _say, worker_env
-
     workers = []
     for i in range(min(jobs, len(pending))):
         mine = pending[i::jobs]
@@ -483,8 +321,6 @@ def _run_children(study_path: str, out: Path, pending: list, jobs: int) -> int:
 
 def worker_killed_line(i: int, signum: int, stage: str | None) -> str:
     """What to say of a worker a signal ended: its log cannot say it (SIGKILL leaves no last words)."""
-    import signal
-
     try:
         name = signal.Signals(signum).name
     except ValueError:
@@ -504,11 +340,6 @@ WORKER_OF = (
 def run(args) -> int:
     """`trlvr study run`: the study folder's lock held throughout (a second `study run` into it is refused at
     once naming the first's pid; the workers of `--jobs` run under their parent's)."""
-    import contextlib
-    import os
-
-    from trlvr import rundir
-
     out = Path(args.out).resolve()
     worker = os.environ.get(WORKER_OF) == str(out)
     if not worker:
@@ -521,22 +352,6 @@ def run(args) -> int:
 
 
 def _run(args, take_lock) -> int:
-    from trlvr.errors import UserError
-    from trlvr.experiments.study import (
-        StageFailed,
-        _say,
-        check_claim,
-        claim_dir,
-        failed_stages,
-        parse_only,
-        run_stage,
-        run_unit,
-        stage_state,
-        stale_stages,
-        units,
-        world_stages,
-    )
-    from trlvr.experiments.study_spec import load_study
     from trlvr.training.console import quiet_libraries
 
     if args.jobs < 1:
@@ -595,8 +410,6 @@ def _run(args, take_lock) -> int:
 
 
 def plan(args) -> int:
-    from trlvr.experiments.study import plan_lines
-    from trlvr.experiments.study_spec import load_study
 
     study = load_study(args.study)
     out = Path(args.out) if args.out else Path("runs") / study.name
@@ -613,9 +426,6 @@ def plan(args) -> int:
 def study_benchmarks(study) -> list[tuple[str, str, int | None]]:
     """(name, source, problems or None when unknown before it is read) of the benchmarks the study evaluates
     (the first variant's evaluation: the macro is over these); `paper:NAME` panels have registered sizes."""
-    from trlvr.cli.eval_cmd import parse_sources
-    from trlvr.data.evalsets import panel_rows
-
     data = study.evaluation_of(next(iter(study.variants)))["data"]
     if data == "test":  # a toy world's test split: made by a stage
         return [("toy", "test", None)]
@@ -637,12 +447,6 @@ def benchmarks_line(study) -> str:
 def launch_gpus(study) -> int:
     """Processes (GPUs) per training run: the launcher config's num_processes (`--config_file PATH` or the shipped
     `"$(trlvr recipes --path NAME)"`), 1 without one."""
-    import shlex
-
-    import yaml
-
-    from trlvr.cli.recipes_cmd import shipped
-
     launch = (study.launch or {}).get("train", "")
     if "--config_file" not in launch:
         return 1
@@ -661,9 +465,6 @@ def launch_gpus(study) -> int:
 
 def _local_rows(source: str) -> int | None:
     """Rows of a local data file (read: cheap), None for a source read later (a hub dataset)."""
-    from trlvr.data.sources import is_local, read_local
-    from trlvr.errors import UserError
-
     if not is_local(source):
         return None
     try:
@@ -675,13 +476,6 @@ def _local_rows(source: str) -> int | None:
 def power_plan(study, out: Path, args) -> list[str]:
     """`plan --power`: the power of the study's own benchmarks and macro for the metric its effect is in
     (pass@4: Table 2), then the cost of every trained variant: training, selection and evaluation."""
-    from trlvr.config import parse_run_args
-    from trlvr.errors import UserError
-    from trlvr.experiments import power as P
-    from trlvr.experiments.study import units
-    from trlvr.memory import Stack, read_config
-    from trlvr.team import is_self
-
     benches = study_benchmarks(study)
     if args.problems:
         problems = list(args.problems)
@@ -694,8 +488,7 @@ def power_plan(study, out: Path, args) -> list[str]:
     else:
         problems = [n or _local_rows(src) for _, src, n in benches]
     effect = args.effect if args.effect is not None else P.TARGET_EFFECT
-    first_eval = parse_stage(units(study, out)[0][-1].argv)
-    n_eval = first_eval.n
+    n_eval = units(study, out)[0][-1].command.spec().n
     # Table 2's pass@4, or pass@n where the study draws fewer samples
     target = args.metric or f"pass@{min(P.metric_k(P.TARGET_METRIC), n_eval)}"
     k = P.metric_k(target)
@@ -746,8 +539,11 @@ def power_plan(study, out: Path, args) -> list[str]:
                     if is_self(tandem.junior)
                     else Stack.from_config("junior", read_config(tandem.junior), "bfloat16")
                 )
-            sel, ev = (parse_stage(st.argv) for st in unit if st.kind in ("select", "eval"))
-            ev_junior = Stack.from_config("junior", read_config(ev.junior), "bfloat16") if ev.junior else None
+            sel = parse_stage(unit[1].argv)  # select's flags with their defaults
+            eval_junior, ev = unit[-1].command.junior, unit[-1].command.spec()
+            ev_junior = (
+                Stack.from_config("junior", read_config(eval_junior), "bfloat16") if eval_junior else None
+            )
         except UserError:  # a model an earlier stage makes (a toy world): no config to cost yet
             skipped.append(train.variant)
             continue
@@ -785,12 +581,9 @@ def power_plan(study, out: Path, args) -> list[str]:
                 P.gpu_name(gpu),
             )
         )
-        from trlvr.eval import defaults as D
-        from trlvr.eval.suite import parse_protocol, protocols_for
 
-        suite = [x for x in ev.suite.split(",") if x]
         eval_rows = 0.0
-        for name in protocols_for(suite, tuple(ev.dose_shares) if ev.dose_shares else D.DEFAULT_DOSE_SHARES):
+        for name in protocols_for(list(ev.suite), ev.dose_shares):
             pr = parse_protocol(name)
             eval_rows += P.generation_hours(
                 s_kv,
@@ -805,7 +598,7 @@ def power_plan(study, out: Path, args) -> list[str]:
         eval_h[train.variant] = len(study.seeds) * eval_rows
         what = (
             f"selection: {checkpoints} checkpoints x {val} problems x {sel.n} samples of {proto}",
-            f"evaluation: {sum(problems)} problems x {ev.n} samples x the suite {ev.suite}'s generation protocols; "
+            f"evaluation: {sum(problems)} problems x {ev.n} samples x the suite {','.join(ev.suite)}'s generation protocols; "
             "teacher-forced scoring not counted",
         )
     try:
@@ -825,9 +618,6 @@ def power_plan(study, out: Path, args) -> list[str]:
 
 
 def report(args) -> int:
-    from trlvr.experiments.study import read_claim, refuse_another_study, study_file
-    from trlvr.experiments.study_report import write_study_report
-    from trlvr.experiments.study_spec import load_study
 
     out = Path(args.dir)
     claim = read_claim(out)

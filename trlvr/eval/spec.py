@@ -4,24 +4,45 @@
                                                   # validated once, here: a SettingError names the field
     spec.fingerprint_part(context_length, max_prompt_tokens)   # what determined the samples
     spec.config_part(context_length, max_prompt_tokens)        # what config.json records
+    SETTINGS["ks"].flag, SETTINGS["ks"].study                  # "--k", "k": how a user gives a field
 
 Both `fingerprint.json` and `config.json` are derived from the one spec, so they cannot disagree.
 The fingerprint holds what changes a sample (decoding, seed, batching, budget, rounds, grading);
 n, ks and the suite are left out of it, so a larger `n` or another suite extends a directory.
+Each field a user sets is declared once, with its `Setting`: `trlvr eval`'s flag, the study key under
+`evaluation:` and the eval command line a study records are derived from it.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from trlvr.data.prompts import PROMPT_TEMPLATES
-from trlvr.engine.options import check_decoding
+from trlvr.engine.options import DECODE_MODES, check_decoding
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
-from trlvr.rewards import GRADERS
+from trlvr.kinds import (
+    CONTEXT,
+    COUNT,
+    COUNTS,
+    NONNEG,
+    NONNEG_FLOAT,
+    SEED,
+    SHARES,
+    TEXT,
+    UNIT,
+    count,
+    text_kind,
+)
+from trlvr.rewards import GRADERS, require_grader
+from trlvr.rewards.graders import graders_help
 
 GRADINGS = ("boxed", "boxed_or_tail")
+SECTIONS = ("sampling", "grading", "engine")  # where `trlvr eval --help` lists a setting's flag
 
 
 class SettingError(UserError):
@@ -40,34 +61,265 @@ class SettingError(UserError):
 BUDGET_RULE = f"min(max_new_tokens, context_length - prompt_tokens - {D.BUDGET_MARGIN})"
 
 
+def _same(value):
+    return value
+
+
+def _joined(one: Callable[[Any], str] = str) -> Callable[[list], str]:
+    return lambda values: ",".join(one(x) for x in values)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How a user gives one EvalSpec field: its `trlvr eval` flag and, where a study may set it, its key
+    under `evaluation:`. `default` is the flag's as argparse holds it, `parse` turns the parsed flag into
+    the field's value, `render` a study value into the flag's text."""
+
+    flags: tuple[str, ...]
+    section: str
+    kind: Any = None  # argparse's `type=` (trlvr.kinds); None for a choice or a switch
+    default: Any = None
+    help: str | None = None
+    choices: tuple[str, ...] | None = None
+    switch: bool = False
+    parse: Callable[[Any], Any] = _same
+    study: str | None = None
+    study_type: type | None = None
+    render: Callable[[Any], str] = str
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0]
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def read(self, text: str | None):
+        """The field's value of the flag's text, as `trlvr eval` reads it (a switch: None = given); a bad
+        text raises argparse.ArgumentTypeError, in the words of its kind."""
+        if self.choices is not None and text not in self.choices:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(self.choices)}, got {text!r}")
+        return self.parse(True if self.switch else self.kind(text) if self.kind else text)
+
+
+_FIELD = object()  # the flag's default is the field's
+
+
+def setting(default, *flags: str, section: str, flag_default=_FIELD, study=None, **kw):
+    """A dataclass field with its `Setting` (`study`: the key, or (key, type) where the type differs)."""
+    key, study_type = study if isinstance(study, tuple) else (study, type(default) if study else None)
+    how = Setting(
+        flags,
+        section,
+        default=default if flag_default is _FIELD else flag_default,
+        study=key,
+        study_type=study_type,
+        **kw,
+    )
+    return field(default=default, metadata={"setting": how})
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(g.strip() for g in text.split(","))
+
+
+def _graders_problem(text: str) -> str | None:
+    """None when `text` is distinct comma-separated graders whose dependencies are installed; else why not."""
+    names = _names(text)
+    unknown = [g for g in names if g not in GRADERS]
+    if unknown:
+        return f"unknown grader(s) {', '.join(map(repr, unknown))}: expected comma-separated graders of {', '.join(GRADERS)}"
+    if len(set(names)) < len(names):
+        return f"{text!r} names a grader twice"
+    for g in names:
+        try:
+            require_grader(g)  # a missing dependency is one line, never a weaker fallback
+        except UserError as e:
+            return str(e)
+    return None
+
+
+# --grader "trlvr,authors" -> ("trlvr", "authors"): the first grades the reported metrics, each other its own
+GRADER_LIST = text_kind(
+    "graders", f"comma-separated graders of {', '.join(GRADERS)}", _graders_problem, finish=_names
+)
+
+
+def _percents(text: str | None) -> tuple:
+    """ "0,50,100" -> (0, 50, 100); a piece that is not an integer stays as text (EvalSpec names it)."""
+    if not text:
+        return D.DEFAULT_PREFIX_KS
+    return tuple(int(x) if x.strip().isdigit() else x.strip() for x in text.split(",") if x.strip())
+
+
+def _suite(text: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in text.split(",") if s.strip())
+
+
+SUITE_DEFAULT = ",".join(D.DEFAULT_SUITE)
+
+
 @dataclass(frozen=True)
 class EvalSpec:
     """What to measure and how to sample it. `context_length` / `max_prompt_tokens`: "auto" = read
     from the models' configs / what the context leaves room for, None = unknown / no cap."""
 
-    suite: tuple[str, ...] = D.DEFAULT_SUITE
-    n: int = D.N
-    ks: tuple[int, ...] = D.KS
-    temperature: float = D.DEFAULT_DECODING["temperature"]
-    top_p: float = D.DEFAULT_DECODING["top_p"]
-    top_k: int = D.DEFAULT_DECODING["top_k"]
-    seed: int = D.SEED
-    max_new_tokens: int = D.MAX_NEW_TOKENS
-    context_length: int | str | None = "auto"
-    max_prompt_tokens: int | str | None = "auto"
-    handoff_max_rounds: int = D.HANDOFF_MAX_ROUNDS
-    include_eos: bool = False
-    batch_size: int = D.BATCH_SIZE
-    score_batch_size: int = D.SCORE_BATCH_SIZE
-    grading: str = "boxed"
-    prompt_template: str = "trlvr"  # trlvr.data.prompts.PROMPT_TEMPLATES: trlvr's instruction or the authors'
-    # the graders every sample is graded by (trlvr.rewards.GRADERS): the first gives each row's `reward` and
-    # every metric results.json has always held; each other one a second set of pass@k (results.json `by_grader`)
-    graders: tuple[str, ...] = ("trlvr",)
-    dose_shares: tuple[float, ...] = D.DEFAULT_DOSE_SHARES
-    prefix_ks: tuple[int, ...] = D.DEFAULT_PREFIX_KS  # suite entry prefix: the prefix-K protocols (K in %)
+    suite: tuple[str, ...] = setting(
+        D.DEFAULT_SUITE,
+        "--suite",
+        section="sampling",
+        kind=TEXT,
+        flag_default=SUITE_DEFAULT,
+        help=f"comma-separated subset of {','.join(D.SUITE_NAMES)} (default {SUITE_DEFAULT}; prefix = the "
+        "prefix-continuation curve: the junior continues the senior's solo trace after K%% of it)",
+        parse=_suite,
+        study=("suite", list),
+        render=_joined(),
+    )
+    n: int = setting(
+        D.N,
+        "--n",
+        "--samples",
+        section="sampling",
+        kind=count(D.MAX_N),
+        help="samples per problem and protocol (--samples: the same, for a launcher whose own flags take --n)",
+        study="n",
+    )
+    ks: tuple[int, ...] = setting(
+        D.KS,
+        "--k",
+        section="sampling",
+        kind=COUNTS,
+        flag_default=list(D.KS),
+        help="pass@k values, comma-separated (each <= n)",
+        parse=lambda v: tuple(v or ()),
+        study=("k", list),
+        render=_joined(),
+    )
+    temperature: float = setting(
+        D.DEFAULT_DECODING["temperature"], "--temperature", section="sampling", kind=NONNEG_FLOAT
+    )
+    top_p: float = setting(D.DEFAULT_DECODING["top_p"], "--top-p", section="sampling", kind=UNIT)
+    top_k: int = setting(D.DEFAULT_DECODING["top_k"], "--top-k", section="sampling", kind=NONNEG)
+    seed: int = setting(D.SEED, "--seed", section="sampling", kind=SEED, study="seed")
+    max_new_tokens: int = setting(
+        D.MAX_NEW_TOKENS,
+        "--max-new-tokens",
+        section="sampling",
+        kind=COUNT,
+        help="completion budget cap; with a known context the budget is min(cap, context - prompt - 8)",
+        study="max_new_tokens",
+    )
+    context_length: int | str | None = setting(
+        "auto",
+        "--context-length",
+        section="sampling",
+        kind=CONTEXT,
+        help="model context for the budget rule (default: the models' max_position_embeddings; 0 = flat budget)",
+        study=("context_length", int),
+    )
+    max_prompt_tokens: int | str | None = setting(
+        "auto",
+        "--max-prompt-tokens",
+        section="sampling",
+        kind=COUNT,
+        flag_default=None,
+        help="drop longer prompts up front, listed in results.json (default: what the context leaves room for)",
+        parse=lambda v: "auto" if v is None else v,
+    )
+    handoff_max_rounds: int = setting(
+        D.HANDOFF_MAX_ROUNDS,
+        "--handoff-max-rounds",
+        section="sampling",
+        kind=COUNT,
+        help="round cap of the handoff protocol (a round = one senior step + one junior step)",
+    )
+    include_eos: bool = setting(
+        False,
+        "--include-eos",
+        section="sampling",
+        switch=True,
+        help="legibility and drift also score the final EOS",
+    )
+    batch_size: int = setting(
+        D.BATCH_SIZE,
+        "--batch-size",
+        section="sampling",
+        kind=COUNT,
+        help="sequences per generation batch",
+        study="batch_size",
+    )
+    score_batch_size: int = setting(
+        D.SCORE_BATCH_SIZE,
+        "--score-batch-size",
+        section="sampling",
+        kind=COUNT,
+        help="sequences per teacher-forced scoring pass",
+    )
+    grading: str = setting(
+        "boxed",
+        "--grading",
+        section="grading",
+        choices=GRADINGS,
+        help="boxed (the paper's: no \\boxed{} scores 0) or boxed_or_tail (a box-less answer is "
+        "graded from the text's tail); named in results.json",
+        study="grading",
+    )
+    prompt_template: str = setting(  # trlvr.data.prompts.PROMPT_TEMPLATES: trlvr's instruction or the authors'
+        "trlvr",
+        "--prompt-template",
+        section="grading",
+        choices=tuple(PROMPT_TEMPLATES),
+        help='the instruction after each problem: trlvr ("Let\'s think step by step ...") or authors (the '
+        'paper\'s release: "Solve the following math problem step by step ...", enable_thinking=False); '
+        "the one the senior was trained with",
+        study="prompt_template",
+    )
+    # every sample is graded by each (trlvr.rewards.GRADERS): the first gives each row's `reward` and the
+    # metrics results.json has always held; each other one a second set of pass@k (results.json `by_grader`)
+    graders: tuple[str, ...] = setting(
+        ("trlvr",),
+        "--grader",
+        section="grading",
+        kind=GRADER_LIST,
+        flag_default="trlvr",
+        help=f"comma-separated graders ({', '.join(GRADERS)}): every sample is graded by each, in one run; the "
+        "first gives the reported metrics (and each sample's reward), each other one its own pass@k "
+        f"(results.json by_grader). {graders_help()}",
+        parse=lambda v: tuple(v or ("trlvr",)),
+        study=("grader", str),
+    )
+    dose_shares: tuple[float, ...] = setting(
+        D.DEFAULT_DOSE_SHARES,
+        "--dose-shares",
+        section="sampling",
+        kind=SHARES,
+        flag_default=list(D.DEFAULT_DOSE_SHARES),
+        help="junior shares of the dose protocols (suite entry dose), comma-separated; dose-0.5 = the word "
+        f"schedule at p = 0.5 (default {','.join(f'{x:g}' for x in D.DEFAULT_DOSE_SHARES)})",
+        parse=lambda v: tuple(v or D.DEFAULT_DOSE_SHARES),
+        study=("dose_shares", list),
+        render=_joined(lambda x: f"{float(x):g}"),
+    )
+    prefix_ks: tuple[int, ...] = setting(  # suite entry prefix: the prefix-K protocols (K in %)
+        D.DEFAULT_PREFIX_KS,
+        "--prefix-ks",
+        section="sampling",
+        kind=TEXT,
+        flag_default=",".join(map(str, D.DEFAULT_PREFIX_KS)),
+        help="suite entry prefix: the shares K (integer percents in [0, 100]) of the senior's solo trace the "
+        "junior continues from, comma-separated (default %(default)s)",
+        parse=_percents,
+    )
     num_resamples: int = D.NUM_RESAMPLES
-    decode: str = "auto"  # engine KV path; outputs are equal across paths (tested), so not fingerprinted
+    decode: str = setting(  # engine KV path; outputs are equal across paths (tested), so not fingerprinted
+        "auto",
+        "--decode",
+        section="engine",
+        choices=tuple(DECODE_MODES),
+        help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)",
+    )
     extra: dict = field(default_factory=dict, compare=False)  # caller-named facts for config.json
 
     def __post_init__(self):
@@ -212,6 +464,27 @@ class EvalSpec:
                 else {}
             ),
         }
+
+
+SETTINGS: dict[str, Setting] = {
+    f.name: f.metadata["setting"] for f in dataclasses.fields(EvalSpec) if "setting" in f.metadata
+}
+FLAGS = {name: s.flag for name, s in SETTINGS.items()}  # an EvalSpec field -> the flag that sets it
+
+
+def from_flags(args) -> EvalSpec:
+    """The EvalSpec of parsed `trlvr eval` flags (a field whose flag `args` lacks keeps its default); a
+    setting that cannot work is one UserError naming its flag."""
+    values = {name: s.parse(getattr(args, s.dest)) for name, s in SETTINGS.items() if hasattr(args, s.dest)}
+    try:
+        return EvalSpec(**values)
+    except SettingError as e:  # name the flag: --k for ks, --top-p for top_p, ...
+        raise e.as_flag(FLAGS.get(e.field, "--" + e.field.replace("_", "-"))) from None
+
+
+def from_texts(texts: dict[str, str | None]) -> EvalSpec:
+    """The EvalSpec of settings given as their flags' text ({field: text}, e.g. a study's recorded flags)."""
+    return EvalSpec(**{name: SETTINGS[name].read(text) for name, text in texts.items()})
 
 
 def _custom(grading: str) -> bool:

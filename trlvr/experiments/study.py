@@ -27,6 +27,10 @@ A stage that fails, with trlvr's one-line error or any other exception, ends its
 pipeline: the error, with its traceback, goes to the stage's log, and the other pipelines go on
 (`run_stage` raises `StageFailed`; the caller collects them).
 
+Each stage holds a typed command (`WorldCommand`, `TrainCommand`, `SelectCommand`, `EvalCommand`); its argv,
+rendered from the command, is the study's record (stages/, `plan`), and checks read the command
+(trlvr.experiments.study_check). The eval flags come from EvalSpec's settings (`trlvr.eval.spec.SETTINGS`).
+
 What this file does not know: how a stage works. `run_unit` takes an `execute(argv, log)` callable
 (the CLI's: trlvr.cli.study_cmd) that runs one command line.
 """
@@ -48,6 +52,7 @@ import trlvr
 from trlvr import artifacts, rundir
 from trlvr.config import override_flags, read_yaml, resolve_config_path
 from trlvr.errors import UserError
+from trlvr.eval.spec import SETTINGS, EvalSpec, from_texts
 from trlvr.experiments.study_spec import Study, Variant
 from trlvr.provenance import git_commit
 from trlvr.rundir import FINAL
@@ -72,6 +77,7 @@ class Stage:
     argv: list[str]  # a `trlvr` command line without the program name
     out: Path  # what the stage writes
     settings: str = ""  # hash of its command line (study dir as $STUDY) and of the stages it depends on
+    command: WorldCommand | TrainCommand | SelectCommand | EvalCommand | None = None  # what argv records
 
     @property
     def name(self) -> str:
@@ -117,25 +123,94 @@ def log_path(out: Path, stage: Stage) -> Path:
 
 
 # ---- the commands ---------------------------------------------------------------------------------
+# Each stage is a typed command the study builds; its argv (the study's record, and what `run` executes)
+# is rendered from it, so a check reads the command's fields, never its command line.
+
+
+@dataclass(frozen=True)
+class WorldCommand:
+    """`trlvr toy prepare` of one toy world into `out`."""
+
+    out: Path
+    jargon: str = "spaced"
+    seed: int = 0
+
+    def argv(self) -> list[str]:
+        argv = ["toy", "prepare", "--out", str(self.out), "--jargon", self.jargon, "--seed", str(self.seed)]
+        argv.append("--no-progress")
+        return argv + (["--from-scratch"] if (self.jargon, self.seed) != ("spaced", 0) else [])
+
+
+@dataclass(frozen=True)
+class TrainCommand:
+    """`trlvr train --config CONFIG` with the study's TandemConfig / GRPOConfig field overrides."""
+
+    config: str
+    overrides: dict
+
+    def argv(self) -> list[str]:
+        return ["train", "--config", self.config, *override_flags(self.overrides)]
+
+
+_SELECT_ORDER = (  # the order of the recorded `trlvr select` flags (their settings hashes keep it)
+    "direction",
+    "n",
+    "limit",
+    "max_new_tokens",
+    "batch_size",
+    "seed",
+    "dtype",
+    "backend",
+    "prompt_template",
+    "grader",
+)
+
+
+@dataclass(frozen=True)
+class SelectCommand:
+    """`trlvr select RUN` with the study's `selection:` keys (val and metric among them)."""
+
+    run: Path
+    selection: dict
+
+    def argv(self) -> list[str]:
+        s = self.selection
+        argv = ["select", str(self.run), "--val", s["val"], "--metric", s["metric"]]
+        for key in _SELECT_ORDER:
+            if key in s:
+                argv += [f"--{key.replace('_', '-')}", str(s[key])]
+        return [*argv, "--no-progress"]
+
+
+@dataclass(frozen=True)
+class EvalCommand:
+    """`trlvr eval` of `senior` with `junior` on `data` into `out`, with the study's evaluation keys."""
+
+    senior: str
+    junior: str
+    data: str  # [name=]source,... as `trlvr eval --data` takes it
+    out: Path
+    evaluation: dict  # the variant's evaluation keys (data, junior and jargon_regex are not flags)
+
+    def argv(self) -> list[str]:
+        head = ["eval", "--senior", self.senior, "--junior", self.junior, "--data", self.data]
+        return [*head, *eval_flags(self.evaluation), "--out", str(self.out), "--no-progress"]
+
+    def spec(self) -> EvalSpec:
+        """Its settings as `trlvr eval` reads its recorded flags (the others: EvalSpec's defaults)."""
+        keys = [k for k in STUDY_FIELDS if k in self.evaluation]
+        return from_texts({STUDY_FIELDS[k]: STUDY_SETTINGS[k].render(self.evaluation[k]) for k in keys})
+
+
+def _stage(kind: str, name: str, seed: int | None, command, out: Path, root: Path, after: str = "") -> Stage:
+    argv = command.argv()
+    return Stage(kind, name, seed, argv, out, settings_hash(argv, root, after), command)
 
 
 def world_stage(study: Study, out: Path, world: str) -> Stage:
     spec = study.worlds[world]
-    jargon, seed = spec.get("jargon", "spaced"), int(spec.get("seed", 0))
-    argv = [
-        "toy",
-        "prepare",
-        "--out",
-        str(world_dir(out, world)),
-        "--jargon",
-        jargon,
-        "--seed",
-        str(seed),
-        "--no-progress",
-    ]
-    if jargon != "spaced" or seed != 0:
-        argv.append("--from-scratch")
-    return Stage("world", world, None, argv, world_dir(out, world), settings_hash(argv, out))
+    command = WorldCommand(world_dir(out, world), spec.get("jargon", "spaced"), int(spec.get("seed", 0)))
+    return _stage("world", world, None, command, world_dir(out, world), out)
 
 
 def train_overrides(study: Study, v: Variant, out: Path, seed: int) -> dict:
@@ -151,31 +226,14 @@ def train_overrides(study: Study, v: Variant, out: Path, seed: int) -> dict:
 
 
 def train_stage(study: Study, v: Variant, out: Path, seed: int) -> Stage:
-    argv = ["train", "--config", v.config, *override_flags(train_overrides(study, v, out, seed))]
+    command = TrainCommand(v.config, train_overrides(study, v, out, seed))
     world = world_stage(study, out, v.world).settings if v.world is not None else ""
-    return Stage("train", v.name, seed, argv, train_dir(out, v.name, seed), settings_hash(argv, out, world))
+    return _stage("train", v.name, seed, command, train_dir(out, v.name, seed), out, world)
 
 
 def select_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") -> Stage:
-    s = study.selection
     run = train_dir(out, v.name, seed)
-    argv = ["select", str(run), "--val", s["val"], "--metric", s["metric"]]
-    for key in (
-        "direction",
-        "n",
-        "limit",
-        "max_new_tokens",
-        "batch_size",
-        "seed",
-        "dtype",
-        "backend",
-        "prompt_template",
-        "grader",
-    ):
-        if key in s:
-            argv += [f"--{key.replace('_', '-')}", str(s[key])]
-    argv = [*argv, "--no-progress"]
-    return Stage("select", v.name, seed, argv, run, settings_hash(argv, out, after))
+    return _stage("select", v.name, seed, SelectCommand(run, dict(study.selection)), run, out, after)
 
 
 def _model_of(study: Study, v: Variant, out: Path, role: str) -> str:
@@ -196,6 +254,45 @@ def _model_of(study: Study, v: Variant, out: Path, role: str) -> str:
     return str(model)
 
 
+# The order a study has always written `trlvr eval` flags in: its recorded command lines (and so every
+# finished stage's settings hash) keep it. A setting added to EvalSpec later follows them.
+_EVAL_ORDER = (
+    "split",
+    "n",
+    "limit",
+    "max_new_tokens",
+    "batch_size",
+    "dtype",
+    "seed",
+    "grading",
+    "grader",
+    "context_length",
+    "backend",
+    "prompt_template",
+    "skip_bad_rows",
+    "dose_shares",
+    "k",
+    "suite",
+)
+STUDY_FIELDS = {s.study: name for name, s in SETTINGS.items() if s.study}  # study key -> EvalSpec field
+STUDY_SETTINGS = {key: SETTINGS[name] for key, name in STUDY_FIELDS.items()}
+
+
+def eval_flags(evaluation: dict) -> list[str]:
+    """The `trlvr eval` flags of a study's evaluation keys (data, junior and jargon_regex are not among them)."""
+    argv = []
+    for key in (*_EVAL_ORDER, *(k for k in STUDY_SETTINGS if k not in _EVAL_ORDER)):
+        value = evaluation.get(key)
+        if key not in evaluation or value is False:  # a switch left off
+            continue
+        if key in STUDY_SETTINGS:
+            argv += [STUDY_SETTINGS[key].flag, STUDY_SETTINGS[key].render(value)]
+        else:
+            flag = "--" + key.replace("_", "-")
+            argv += [flag] if value is True else [flag, str(value)]
+    return argv
+
+
 def eval_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") -> Stage:
     """`trlvr eval` of the variant's selected checkpoint (a `train: false` variant: of its base senior)."""
     e = study.evaluation_of(v.name)
@@ -204,33 +301,8 @@ def eval_stage(study: Study, v: Variant, out: Path, seed: int, after: str = "") 
         data = f"toy={world_dir(out, v.world) / 'data' / 'test.jsonl'}"
     target = eval_dir(out, v.name, seed)
     senior = f"{train_dir(out, v.name, seed)}@selected" if v.trained else _model_of(study, v, out, "senior")
-    argv = ["eval", "--senior", senior, "--junior", _model_of(study, v, out, "junior"), "--data", data]
-    for key in (
-        "split",
-        "n",
-        "limit",
-        "max_new_tokens",
-        "batch_size",
-        "dtype",
-        "seed",
-        "grading",
-        "grader",
-        "context_length",
-        "backend",
-        "prompt_template",
-    ):
-        if key in e:
-            argv += [f"--{key.replace('_', '-')}", str(e[key])]
-    if e.get("skip_bad_rows"):  # evaluate the usable rows, listing the others in results.json
-        argv += ["--skip-bad-rows"]
-    if "dose_shares" in e:
-        argv += ["--dose-shares", ",".join(f"{float(x):g}" for x in e["dose_shares"])]
-    if "k" in e:
-        argv += ["--k", ",".join(str(k) for k in e["k"])]
-    if "suite" in e:
-        argv += ["--suite", ",".join(e["suite"])]
-    argv = [*argv, "--out", str(target), "--no-progress"]
-    return Stage("eval", v.name, seed, argv, target, settings_hash(argv, out, after))
+    command = EvalCommand(senior, _model_of(study, v, out, "junior"), data, target, e)
+    return _stage("eval", v.name, seed, command, target, out, after)
 
 
 def units(study: Study, out: Path, only: list[tuple[str, int | None]] | None = None) -> list[list[Stage]]:

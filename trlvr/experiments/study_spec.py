@@ -33,8 +33,9 @@ A study file is a path, or the name of one shipped in the package (trlvr/studies
 
 Validation is strict and happens before anything runs: an unknown key, a missing section, a variant
 that names an unknown world or baseline is one line naming the file and the key. The values are then
-checked by the commands the stages run (`trlvr study plan/run` call each command's own checks on its
-stage's command line: trlvr.cli.study_cmd.validate). A study is identified by its parsed content
+checked by the commands the stages run (`trlvr study plan/run` read each stage's command line by its
+command's parser and check it: trlvr.cli.study_cmd.validate, trlvr.experiments.study_check). The
+evaluation keys that are EvalSpec settings are declared on their fields (`trlvr.eval.spec.SETTINGS`). A study is identified by its parsed content
 (`Study.sha256`): a comment or the order of keys does not change it.
 What this file does not know: how a run is trained, selected or evaluated.
 """
@@ -60,6 +61,7 @@ from trlvr.config import (
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 from trlvr.eval.regex_jargon import compile_pattern
+from trlvr.eval.spec import SETTINGS
 from trlvr.rewards import GRADERS
 
 TOP_KEYS = {
@@ -94,27 +96,19 @@ SELECTION_KEYS = {
     "prompt_template": str,
     "grader": str,
 }
-EVALUATION_KEYS = {
+# the evaluation keys that are not EvalSpec settings: how and on what `trlvr eval` runs
+EVALUATION_RUN_KEYS = {
     "backend": str,
     "data": str,
     "split": str,
     "junior": str,
-    "suite": list,
-    "n": int,
-    "k": list,
     "limit": int,
-    "max_new_tokens": int,
-    "batch_size": int,
     "dtype": str,
-    "seed": int,
-    "grading": str,
-    "grader": str,
-    "context_length": int,
-    "dose_shares": list,
-    "jargon_regex": str,
-    "prompt_template": str,
+    "jargon_regex": str,  # a report setting (the real-text jargon rate), not a `trlvr eval` flag
     "skip_bad_rows": bool,
 }
+# and the EvalSpec settings a study may set, each declared once on its field (trlvr.eval.spec.SETTINGS)
+EVALUATION_KEYS = EVALUATION_RUN_KEYS | {s.study: s.study_type for s in SETTINGS.values() if s.study}
 LAUNCH_KEYS = {"train": str, "select": str, "eval": str}
 WORLD_KEYS = {"jargon", "seed"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")  # variant and world names become folder names
