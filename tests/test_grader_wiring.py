@@ -644,3 +644,35 @@ def test_the_compare_table_names_a_metric_under_another_grader_whole():
     lines = format_table({"macro": {"solo/pass@1": e, name: e}, "benchmarks": {}}).splitlines()
     assert any(name in ln for ln in lines)
     assert len({ln.index(" 0.010") for ln in lines[1:]}) == 1  # the columns line up
+
+
+def test_a_study_plans_where_a_grader_is_missing_and_its_evaluation_refuses_there(
+    pair, tmp_path, capsys, monkeypatch
+):
+    """paper-table2 grades with authors-paper too: its plan is made on any machine (the grader runs where the
+    evaluation runs), while `trlvr eval` there refuses in one line before anything is loaded or written."""
+    from trlvr.rewards import graders
+
+    monkeypatch.setattr(
+        graders, "missing_for", lambda name: None if name == "trlvr" else "pylatexenc, which is not installed"
+    )
+    assert main(["study", "plan", "paper-table2", "--out", str(tmp_path / "plan")]) == 0
+    capsys.readouterr()
+    out = tmp_path / "e"
+    assert main(_eval_argv(pair, out, "--grader", "trlvr,authors-paper")) == 2
+    assert _one_line_error(capsys).endswith(
+        "--grader: grader 'authors-paper' needs pylatexenc, which is not installed: pip install 'trlvr[authors]'; "
+        "nothing was loaded or written"
+    )
+    assert not out.exists()
+
+
+def test_a_run_without_a_dataset_hashes_no_folder(tmp_path, monkeypatch):
+    """`dataset: ""` (a library caller's TandemConfig) has no data to hash; before, Path("") read as the
+    current folder and the record hashed the whole checkout (.venv included) on every run_record."""
+    from trlvr.training.run_record import data_fingerprint
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.txt").write_text("x")
+    assert data_fingerprint("")["sha256"] is None
+    assert data_fingerprint(".")["sha256"] is not None  # a folder named on purpose is still hashed

@@ -47,7 +47,7 @@ from trlvr.models import (
 )
 from trlvr.provenance import path_for_record, path_from_record
 from trlvr.ranks import Ranks
-from trlvr.rewards import check_golds
+from trlvr.rewards import check_golds, require_grader
 from trlvr.rundir import (
     FINAL,
     SELECTED_FILE,
@@ -338,6 +338,11 @@ def eval_team(models: ModelSpec, spec: EvalSpec, senior: str, record: dict | Non
 
 def _checked(models, benchmarks, spec, sources, backend_here) -> tuple[Team, dict | None, dict]:
     """`check_eval`, returning (the team, the senior's selection record, {metric: why undefined})."""
+    for grader in spec.graders:  # here, not at the flag: a study's plan names graders its machine may lack
+        try:
+            require_grader(grader)
+        except UserError as e:
+            raise UserError(f"--grader: {e}; nothing was loaded or written") from None
     senior, record = resolve_senior(models.senior)
     team = eval_team(models, spec, senior, record)
     tok_flag = f"--tokenizer {models.tokenizer}" if models.tokenizer else f"--senior {senior}"

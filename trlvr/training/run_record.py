@@ -165,7 +165,7 @@ def data_fingerprint(source: str, split: str | None = None) -> dict:
     """{"source", "split", "sha256"}: the content hash of a local file or folder; hub names carry none."""
     path = Path(source)
     digest = None
-    if path.is_file() or path.is_dir():
+    if source and (path.is_file() or path.is_dir()):  # no dataset ("") is not the current folder
         h = hashlib.sha256()
         files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
         for f in files:
