@@ -235,8 +235,8 @@ class _Side:
         w = max(len(c) for c in chunks.values())
         if self.window is not None and C + w >= self.window:
             raise ValueError(
-                f"text pairing: the {self.name} model's KV cache needs {C + w} columns, past its sliding window "
-                f"of {self.window}; shorten prompt + max_new_tokens"
+                f"text pairing: the {self.name} model's KV cache needs {C + w} columns, past its sliding "
+                f"window of {self.window}; shorten prompt + max_new_tokens"
             )
         if C + w > self.mask.shape[1]:
             grow = torch.zeros(b, max(C + w, 2 * self.mask.shape[1]) - self.mask.shape[1], dtype=torch.long)
