@@ -1,7 +1,7 @@
 """The ``authors`` grader: the Tandem RLVR release's reward, written here from its published behaviour.
 
-The release (CSSLab/Tandem-RLVR 7ba85e0: ``train/tandem_grpo.sh``, ``train/vanilla_grpo.sh``, ``eval/common.py``)
-scores with ``reward/math_boxed_reward.compute_score``, which calls
+The release (CSSLab/Tandem-RLVR 7ba85e0: ``train/tandem_grpo.sh``, ``train/vanilla_grpo.sh``,
+``eval/common.py``) scores with ``reward/math_boxed_reward.compute_score``, which calls
 ``reward/hendrycks_math_grader.boxed_reward_fn(solution, str(gold), fast=False)``: the oat /
 understand-r1-zero grader (sail-sg/understand-r1-zero ``understand_r1_zero/math_grader.py``), "modified by
 the Tandem RLVR authors" (read from the fork ChrisG777/Tandem-RLVR at 5792118, whose history starts at the
@@ -208,7 +208,8 @@ ALARM_S = 1
 
 
 def extract(text: str) -> str | None:
-    """The answer in the last ``\\boxed{..}`` of ``text``, or None (no ``\\boxed``, unclosed, not ``\\boxed{``).
+    """The answer in the last ``\\boxed{..}`` of ``text``, or None (no ``\\boxed``, unclosed, not
+    ``\\boxed{``).
 
     >>> extract("so \\\\boxed{\\\\frac{1}{2}}."), extract("\\\\boxed {3}"), extract("\\\\fbox{3}"), extract("\\\\boxed{3")
     ('\\\\frac{1}{2}', None, None, None)

@@ -102,8 +102,8 @@ def strip_string(s: str) -> str:
 
 
 def mathd_normalize(answer: str) -> str:
-    """PRM800K's ``normalize_answer``: a whole-answer ``\\text{..}`` unwrapped, then :func:`strip_string`; where
-    that raises, the unwrapped text.
+    """PRM800K's ``normalize_answer``: a whole-answer ``\\text{..}`` unwrapped, then :func:`strip_string`;
+    where that raises, the unwrapped text.
 
     >>> mathd_normalize("\\\\text{(C)}"), mathd_normalize("\\\\sqrt"), mathd_normalize("\\\\dfrac12")
     ('(C)', '\\\\sqrt', '\\\\frac{1}{2}')

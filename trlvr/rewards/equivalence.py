@@ -51,10 +51,11 @@ PLAIN_DIGITS = (
     30  # a decimal within 10^-30..10^30 is written out in full for math-verify; beyond, m\times10^{e}
 )
 
-# A number as written in running text: \frac{p}{q} (p, q integers or powers of ten), a power of ten 10^{k}, or digits (thousands commas, a decimal part) with an
-# exponent (e-notation or \times10^{e}), a ratio /q and a percent sign; a sign where one can stand.
-# Linear: possessive runs, and no match starts at a group of three digits inside a run of thousands groups
-# (1,234,567 is read once, from its first digit; "1,2" is two numbers).
+# A number as written in running text: \frac{p}{q} (p, q integers or powers of ten), a power of ten 10^{k}, or
+# digits (thousands commas, a decimal part) with an exponent (e-notation or \times10^{e}), a ratio /q and a
+# percent sign; a sign where one can stand. Linear: possessive runs, and no match starts at a group of three
+# digits inside a run of thousands groups (1,234,567 is read once, from its first digit; "1,2" is two
+# numbers).
 NUMBER_TOKEN = re.compile(
     r"(?<![\w.])(?:(?<!\d,)|(?!\d{3}(?!\d)))-?(?:\\frac\{-?(?:10\^(?:\{[+-]?\d+\}|\d)|\d+)\}\{-?(?:10\^(?:\{[+-]?\d+\}|\d)|\d+)\}"
     r"|10\^(?:\{[+-]?\d+\}|\d)"
@@ -131,7 +132,8 @@ def _percent(form: str) -> tuple[str, bool]:
 
 
 def _shape(form: str) -> str | None:
-    """ "set" for ``\\{..\\}``, "tuple" for ``(..)`` / ``[..]`` holding a comma (a pair, an interval), else None."""
+    """ "set" for ``\\{..\\}``, "tuple" for ``(..)`` / ``[..]`` holding a comma (a pair, an interval), else
+    None."""
     if form.startswith("\\{") and form.endswith("\\}"):
         return "set"
     if form[:1] in "([" and form[-1:] in ")]" and "," in form:

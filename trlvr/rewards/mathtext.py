@@ -27,7 +27,8 @@ parser through ``math_verify.parse("\\boxed{...}")``, in brackets):
   because it reads differently raw and normalised;
 - ``×`` -> ``\\times``, ``÷`` -> ``\\div`` [both already read this way in LaTeX];
 - the degree sign ``°`` (U+00B0) -> ``^{\\circ}``, the LaTeX degree (the grader then drops it as a unit:
-  `trlvr.rewards.equivalence`) [math-verify reads ``30°`` as 30 inside ``$...$`` and not at all inside ``\\boxed{}``];
+  `trlvr.rewards.equivalence`) [math-verify reads ``30°`` as 30 inside ``$...$`` and not at all inside
+  ``\\boxed{}``];
 - superscripts: a run of ``⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ`` -> ``^{...}`` (``x⁻¹`` -> ``x^{-1}``) [none parse];
 - vulgar fractions ``½ ⅓ ¾ ...`` -> ``\\frac{p}{q}``, and after digits a mixed number: ``3½`` ->
   ``(3+\\frac{1}{2})`` [none parse; inside ``$...$`` ``3½`` reads as 3].
