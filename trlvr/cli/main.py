@@ -8,8 +8,8 @@ command line, or its alias `--debug`, keeps the traceback instead):
     0    done
     2    the user's mistake: a `UserError` (bad file, row, field, key, flag, setting), a bad flag
          or a value its kind refuses (argparse with `trlvr.kinds`; `main` returns argparse's code
-         rather than raising SystemExit), or a path that cannot be used (a file where a directory is needed or above
-         it, a directory where a file is needed, a missing file)
+         rather than raising SystemExit), or a path that cannot be used (a file where a directory is needed or
+         above it, a directory where a file is needed, a missing file)
     74   the machine refused (sysexits' EX_IOERR): permission denied, a read-only or full file
          system, a quota, an I/O error, out of memory
     130  interrupted (Ctrl-C; a command run inside another, e.g. a study's stage, passes the

@@ -85,9 +85,9 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def check_arms(config: str, out: str, steps: int, problems: int, overrides: dict) -> None:
-    """Every check of both arms' runs that needs no GPU and no model (`trlvr.experiments.smoke.check_arms`: `trlvr
-    train --dry-run`'s, capabilities and context lengths included, the bf16 guard, the disk), with the keys the
-    smoke trains them with: before any engine, and before an earlier smoke in --out is set aside."""
+    """Every check of both arms' runs that needs no GPU and no model (`trlvr.experiments.smoke.check_arms`:
+    `trlvr train --dry-run`'s, capabilities and context lengths included, the bf16 guard, the disk), with the
+    keys the smoke trains them with: before any engine, and before an earlier smoke in --out is set aside."""
     from trlvr.experiments.smoke import check_arms as check_both_arms
 
     check_both_arms(config, out, steps, problems, overrides)
