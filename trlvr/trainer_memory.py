@@ -229,17 +229,17 @@ class TrainerPlan:
         share_setting: str = "vllm_gpu_memory_utilization",
         sleep: bool = False,
     ) -> list[str]:
-        """One line naming the setting to change when the trainer cannot fit beside the engine; [] when it can.
-        With sleep mode both phases count: generating (the trainer's static state beside the engine's whole
-        share) and training (the trainer's peak beside the sleeping engine)."""
+        """One line naming the setting to change when the trainer cannot fit beside the engine; [] when it
+        can. With sleep mode both phases count: generating (the trainer's static state beside the engine's
+        whole share) and training (the trainer's peak beside the sleeping engine)."""
         if gpu_memory is None:
             return []
         if sleep and engine_share and self.static_bytes + engine_share * gpu_memory > SAFETY * gpu_memory:
             return [
-                f"{where}: while the engine generates, the trainer's static {_gib(self.static_bytes)} (weights, "
-                f"gradients, optimizer) and the engine's {share_setting} {engine_share:g} x {_gib(gpu_memory)} "
-                f"need more than {SAFETY:.0%} of {_gib(gpu_memory)} (the estimate's margin): lower "
-                f"{share_setting}"
+                f"{where}: while the engine generates, the trainer's static {_gib(self.static_bytes)} "
+                f"(weights, gradients, optimizer) and the engine's {share_setting} {engine_share:g} x "
+                f"{_gib(gpu_memory)} need more than {SAFETY:.0%} of {_gib(gpu_memory)} (the estimate's "
+                f"margin): lower {share_setting}"
             ]
         room = self.room(gpu_memory, engine_share, sleep)
         if self.total_bytes <= SAFETY * room:
@@ -266,8 +266,8 @@ class TrainerPlan:
     def summary(self) -> str:
         extra = f" (up to +{_gib(self.step_extra_bytes)} unflattened)" if self.step_extra_bytes else ""
         return (
-            f"static {_gib(self.static_bytes)}: weights {_gib(self.weight_bytes + self.frozen_bytes)}, gradients "
-            f"{_gib(self.gradient_bytes)}, optimizer {_gib(self.optimizer_bytes)}; backward peak "
+            f"static {_gib(self.static_bytes)}: weights {_gib(self.weight_bytes + self.frozen_bytes)}, "
+            f"gradients {_gib(self.gradient_bytes)}, optimizer {_gib(self.optimizer_bytes)}; backward peak "
             f"{_gib(self.backward_bytes)} (+ checkpoints {_gib(self.checkpoint_bytes)}, + max(layer "
             f"{_gib(self.layer_bytes)}, LM head {_gib(self.head_bytes)})); step peak {_gib(self.step_bytes)} "
             f"(+ {'fp32 gradient partition' if self.zero_stage and self.trainable is None else 'step temporaries'} "
@@ -283,10 +283,14 @@ class TrainerPlan:
         )
         return "\n".join(
             [
-                f"trainer (per GPU; {how}, {zero}, {self.stack.bytes_per_value}-byte weights, batch {self.batch} x "
-                f"{self.sequence} tokens{', activation checkpointing' if self.checkpointing else ''})",
+                f"trainer (per GPU; {how}, {zero}, {self.stack.bytes_per_value}-byte weights, batch "
+                f"{self.batch} x {self.sequence} "
+                f"tokens{', activation checkpointing' if self.checkpointing else ''})",
                 f"  {self.summary()}",
-                f"  peak ~{_gib(self.total_bytes)} = max(backward, step) (activations and transients: estimates)",
+                (
+                    f"  peak ~{_gib(self.total_bytes)} = max(backward, step) (activations and transients: "
+                    "estimates)"
+                ),
             ]
         )
 
