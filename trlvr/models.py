@@ -41,7 +41,10 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-
 HUB_PROBE_TIMEOUT_S = 3.0
 SAMPLE_BYTES = 4096  # per tensor end: what model_fingerprint reads of each tensor's first and last bytes
 SHOW_IDS = 5  # differing vocabulary ids named in an error
-_EXPECTED = "expected a model folder (config.json and weights, as save_pretrained writes) or a hub id like Qwen/Qwen3-0.6B"
+_EXPECTED = (
+    "expected a model folder (config.json and weights, as save_pretrained writes) "
+    "or a hub id like Qwen/Qwen3-0.6B"
+)
 
 
 def _first_line(e: BaseException) -> str:

@@ -53,8 +53,8 @@ def lora_params(cfg: dict, rank: int, targets: str = "all-linear") -> int:
     """Trainable parameters of LoRA rank `rank` on a decoder config: r x (in + out) per adapted linear layer.
     targets: "all-linear" (q, k, v, o, gate, up, down) or comma-separated module names (q_proj, ...).
 
-    >>> lora_params({"hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1,
-    ...              "vocab_size": 10}, 1, "q_proj,down_proj")
+    >>> lora_params({"hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2,
+    ...              "num_hidden_layers": 1, "vocab_size": 10}, 1, "q_proj,down_proj")
     40
     """
     c = cfg.get("text_config", cfg) if "num_hidden_layers" not in cfg else cfg
@@ -265,13 +265,15 @@ class TrainerPlan:
 
     def summary(self) -> str:
         extra = f" (up to +{_gib(self.step_extra_bytes)} unflattened)" if self.step_extra_bytes else ""
+        transient = (
+            "fp32 gradient partition" if self.zero_stage and self.trainable is None else "step temporaries"
+        )
         return (
             f"static {_gib(self.static_bytes)}: weights {_gib(self.weight_bytes + self.frozen_bytes)}, "
             f"gradients {_gib(self.gradient_bytes)}, optimizer {_gib(self.optimizer_bytes)}; backward peak "
             f"{_gib(self.backward_bytes)} (+ checkpoints {_gib(self.checkpoint_bytes)}, + max(layer "
             f"{_gib(self.layer_bytes)}, LM head {_gib(self.head_bytes)})); step peak {_gib(self.step_bytes)} "
-            f"(+ {'fp32 gradient partition' if self.zero_stage and self.trainable is None else 'step temporaries'} "
-            f"{_gib(self.step_transient_bytes)}{extra})"
+            f"(+ {transient} {_gib(self.step_transient_bytes)}{extra})"
         )
 
     def render(self) -> str:

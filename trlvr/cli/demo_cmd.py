@@ -2,7 +2,7 @@
 
 trlvr demo --out runs/demo                          # one seed; re-running skips finished stages
 trlvr demo --out runs/demo-seeds --seeds 0,1,2      # the seed study, across-seed CIs
-trlvr demo --out runs/demo --fresh                  # start over (the earlier demo: runs/demo/replaced-<time>/)
+trlvr demo --out runs/demo --fresh                  # start over (earlier demo: runs/demo/replaced-<time>/)
 trlvr demo --out runs/demo-compact --jargon compact # spaceless GSM8K-like jargon (the world is retrained)
 trlvr demo --out runs/demo-lora --lora              # LoRA seniors instead of full fine-tuning
 

@@ -107,8 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="trlvr",
         description="Tandem RLVR: train and evaluate tandem seniors.",
-        epilog="New here? `trlvr demo --out runs/demo` trains and evaluates the toy pair on a CPU (minutes). "
-        "`trlvr recipes` lists the shipped configs and studies; `trlvr env` prints versions for a bug report.",
+        epilog=(
+            "New here? `trlvr demo --out runs/demo` trains and evaluates the toy pair on a CPU (minutes). "
+            "`trlvr recipes` lists the shipped configs and studies; "
+            "`trlvr env` prints versions for a bug report."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"trlvr {trlvr.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)

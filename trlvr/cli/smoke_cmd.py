@@ -2,8 +2,8 @@
 command on a new machine (see `trlvr.experiments.smoke`).
 
     trlvr smoke --config qwen3-4b-lora-self-1gpu --out runs/smoke   # on the GPU it will train on
-    trlvr toy prepare --out runs/toy                                  # first, for a rehearsal on a CPU: the toy pair
-    trlvr smoke --config toy --out runs/smoke-toy                     # the toy config reads runs/toy (minutes)
+    trlvr toy prepare --out runs/toy                                # first, for a CPU rehearsal: the toy pair
+    trlvr smoke --config toy --out runs/smoke-toy                   # the toy config reads runs/toy (minutes)
 
 Both arms train `--steps` optimizer steps on the config's own models, lengths and backend, then the
 tandem run is selected and evaluated on `--problems` held-out problems. Every check is printed on

@@ -216,6 +216,7 @@ class EagerRunner:
         positions (B, L), first (U,), rows_of (B,) or None -> logits (B, V) on this runner's device."""
         d, L = self.device, self.L
         input_ids, mask, positions, first = (x.to(d) for x in (input_ids, mask, positions, first))
+        # logits: (U, V)
         cache, logits = forward(
             self.model,
             self.arg,
@@ -224,7 +225,7 @@ class EagerRunner:
             attention_mask=mask[first, :L],
             position_ids=positions[first],
             logits_to_keep=1,
-        )  # fmt: skip  (logits: (U, V))
+        )
         if rows_of is not None:
             rows_of = rows_of.to(d)
             cache.batch_select_indices(rows_of)

@@ -528,9 +528,10 @@ class TextPairOutput:
 class TextPairGenerator:
     """Co-generate with a senior and a junior that each keep their own tokenizer.
 
-    >>> gen = TextPairGenerator(senior, senior_tok, junior, junior_tok)             # doctest: +SKIP
-    >>> out = gen.generate(senior_prompts, junior_prompts, WordSchedule(p=0.5), Sampling(64))  # doctest: +SKIP
-    >>> out.texts, out.senior_ids, out.senior_authored                                  # doctest: +SKIP
+    >>> gen = TextPairGenerator(senior, senior_tok, junior, junior_tok)  # doctest: +SKIP
+    >>> out = gen.generate(  # doctest: +SKIP
+    ...     senior_prompts, junior_prompts, WordSchedule(p=0.5), Sampling(64))
+    >>> out.texts, out.senior_ids, out.senior_authored  # doctest: +SKIP
     """
 
     # Catch-ups of at most this many tokens join the one-token step forward; longer ones run as a

@@ -316,7 +316,8 @@ def eval_team(models: ModelSpec, spec: EvalSpec, senior: str, record: dict | Non
     (None for solo alone); the prompt tokenizer (`--tokenizer`, default the senior's) as the senior's."""
     junior = models.junior
     if is_self(junior) and not is_adapter_dir(senior) and record is not None and record["step"] == 0:
-        junior = senior  # a `junior: self` run's starting senior (the base itself) was selected: it pairs with itself
+        # a `junior: self` run's starting senior (the base itself) was selected: it pairs with itself
+        junior = senior
     if is_self(junior):  # refused even for solo alone, which then loads no junior
         check_self_junior(senior)
     junior = junior if spec.needs_junior else None
@@ -462,5 +463,6 @@ def evaluate_specs(
             check_only=check_only,
             skipped_rows=skipped_rows(benchmarks, data_sources),
         )
-    finally:  # the next stage in this process (the next checkpoint, smoke's next step) starts with memory free
+    finally:
+        # the next stage in this process (the next checkpoint, smoke's next step) starts with memory free
         builder.close()

@@ -78,7 +78,10 @@ def differences(old: dict, new: dict) -> list[str]:
     return diffs + rundir.differences(old, new, ignore=("problems",))
 
 
-FIX = "rerun with the same settings, choose another --out, or pass --fresh to start over (the earlier one is moved aside)"
+FIX = (
+    "rerun with the same settings, choose another --out, or pass --fresh to start over "
+    "(the earlier one is moved aside)"
+)
 
 
 PARTNER_KEYS = ("junior", "junior_tokenizer", "pairing")  # what `models` says of the junior

@@ -132,7 +132,9 @@ def evaluate(
         partners, benchmarks, spec, score_fn=score_fn, refuse_lossy=refuse_lossy, skipped_rows=skipped_rows
     )
     fingerprint, config = prep.fingerprint, prep.config
-    if fresh:  # the folder's kind before anything is written (its lock file too) or set aside; a refusal moves nothing
+    if fresh:
+        # the folder's kind before anything is written (its lock file too) or set aside; a refusal
+        # moves nothing
         rundir.prepare_output(out_dir, _KINDS, flag="--out")
     if check_only:  # the dry run: the folder's samples checked as the run checks them, nothing written
         check_samples(EvalDir(out_dir), fingerprint, fresh)

@@ -73,7 +73,7 @@ DEFAULT_COMPONENTS = Components(
 )
 
 
-# ---- the metric's own variance: pass@k ----------------------------------------------------------------------
+# ---- the metric's own variance: pass@k ---------------------------------------------------------------------
 # DEFAULT_COMPONENTS' problem_sd is the reproduction's pass@8 (n = 8). Another pass@k varies otherwise over
 # problems: its per-problem SD is problem_sd x sqrt(V_k / V_8), V_k the variance over problems and samples of
 # one problem's unbiased pass@k estimate from n samples, with problems' success rates Beta(a, b) fitted to a
@@ -263,7 +263,8 @@ def components_from_study(out, baseline: str, variant: str, metric: str) -> Comp
 GPUS = {"A100-80GB": (2.039e12, 312e12), "H100": (3.35e12, 989e12), "H200": (4.8e12, 989e12)}
 GPU_ALIASES = {"A100": "A100-80GB", "H100-80GB": "H100"}
 GPU_CHOICES = (*GPUS, *GPU_ALIASES)
-TARGET_EFFECT = 2.3  # points: the paper's handoff gain (macro pass@4 handoff 54.74 vs 52.40, as the reproduction quotes it)
+# points: the paper's handoff gain (macro pass@4 handoff 54.74 vs 52.40, as the reproduction quotes it)
+TARGET_EFFECT = 2.3
 TARGET_METRIC = "pass@4"  # the metric that gain is in (Table 2)
 BANDWIDTH_SHARE = 0.75  # real decode kernels reach ~70-85% of peak bandwidth (docs, "GPUs and vLLM")
 COMPUTE_SHARE = 0.40  # an assumption: the update's share of peak FLOP/s (model FLOPs utilisation)

@@ -95,7 +95,8 @@ def _vulgar(m: re.Match) -> str:
 def normalize_math(text: str) -> str:
     """``text`` with every Unicode/typographic form of the module's table in its one reading.
 
-    >>> normalize_math("\u2013\uff13\u2044\uff14"), normalize_math("3\u20135"), normalize_math("2\u00d73\u00f76")
+    >>> (normalize_math("\u2013\uff13\u2044\uff14"), normalize_math("3\u20135"),
+    ...     normalize_math("2\u00d73\u00f76"))
     ('-3/4', '3\u20135', '2\\\\times 3\\\\div 6')
     >>> normalize_math("1 234 567.5"), normalize_math("2 3"), normalize_math("0.123 456")
     ('1234567.5', '2 3', '0.123 456')

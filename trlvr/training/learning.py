@@ -145,7 +145,7 @@ def check_updates_land(tandem, args, sharding: str | None, where: str = "run con
         raise UserError(f"{where}: {problem}; {FIXES}")
 
 
-# --- at the first step: what the optimizer updates ------------------------------------------------------------------
+# --- at the first step: what the optimizer updates ----------------------------------------------------------
 
 
 class UpdatesRoundAway(UserError):
@@ -195,7 +195,7 @@ def master_weights_problem(optimizer, *, optim="adamw_torch", optim_args: str | 
     )
 
 
-# --- after the first step ------------------------------------------------------------------------------------------
+# --- after the first step -----------------------------------------------------------------------------------
 
 
 def _sample(param: torch.Tensor) -> torch.Tensor:

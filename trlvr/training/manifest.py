@@ -58,7 +58,10 @@ class ManifestCallback(TrainerCallback):
             artifacts.write_manifest(ckpt, size_only=SIZE_ONLY, sizes=sizes)
         except Exception as e:  # noqa: BLE001 - any failure is reported where the thread is joined
             why = " ".join(f"{type(e).__name__}: {e}".split())
-            self._failed = f"{ckpt}: its {artifacts.MANIFEST} was not written ({why}); the checkpoint is judged by its formats alone"
+            self._failed = (
+                f"{ckpt}: its {artifacts.MANIFEST} was not written ({why}); "
+                "the checkpoint is judged by its formats alone"
+            )
 
     def wait(self) -> None:
         """Join the manifest in progress (if any); ManifestNotWritten when it failed."""
