@@ -130,8 +130,6 @@ EVALUATION_RESULTS = Artifact("evaluation")
 COMPARE_FILE = "compare.json"  # `trlvr compare --out DIR`: DIR/compare.json beside DIR/report.html
 STUDY_DONE = ".study-done"  # an eval folder whose `trlvr eval` returned 0 inside a study
 ASIDE_PREFIX = "replaced-"  # an earlier run set aside by `set_aside`
-# beside a folder, .NAME.replaced-<time>.trlvr-swap/: a start over cut off by a kill (the next command on
-# NAME completes it)
 _SWAP_SUFFIX = ".trlvr-swap"
 # locks: who writes a directory -> (its lock file, the flag that chooses another directory)
 TRAIN_LOCK, EVAL_LOCK = ".train.lock", ".lock"
@@ -187,7 +185,6 @@ def check_dir_path(path: str | Path, flag: str) -> None:
 
 TRAINING, EVALUATION, STUDY, SMOKE, MODEL = "training run", "evaluation", "study", "smoke", "model"
 COMPARISON, TOY_WORLD = "comparison", "toy world"
-# `trlvr toy prepare --out DIR`: DIR/card.json beside senior/, junior/, data/ (trlvr.toy.world)
 TOY_CARD = "card.json"
 TRAINING_SEEDS, EVALUATION_SEEDS = "training seed group", "evaluation seed group"
 _MODEL_FILES = (
