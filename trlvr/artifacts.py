@@ -117,8 +117,7 @@ def sha256(path: str | Path) -> str:
 
 
 class Changed(ValueError):
-    """A file whose bytes are not those its folder's manifest recorded (edited, or changed, since it was
-    written)."""
+    """A file whose bytes differ from those its folder's manifest recorded (changed since written)."""
 
 
 def changed_line(rel: str) -> str:

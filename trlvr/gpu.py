@@ -57,8 +57,7 @@ def driver_problem(torch_cuda: str | None, driver_cuda: str | None, driver: str 
 
 
 def cuda_line(torch_cuda: str | None, driver_cuda: str | None, driver: str | None) -> str:
-    """What `trlvr env` and the smoke print: torch's CUDA build beside the driver's, and the problem if
-    any."""
+    """What `trlvr env` and the smoke print: torch's CUDA build beside the driver's, and any problem."""
     build = f"torch built for CUDA {torch_cuda}" if torch_cuda else "a CPU build of torch (no CUDA)"
     if driver is None and driver_cuda is None:
         seen = "no NVIDIA driver found"

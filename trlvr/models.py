@@ -331,8 +331,7 @@ def load_model_or_adapter(
 
 
 def load_tokenizer_for(path: str | os.PathLike, role: str = "model") -> Any:
-    """The tokenizer that belongs to a model folder, or to an adapter folder (its own copy, else its
-    base's)."""
+    """The tokenizer of a model folder, or of an adapter folder (its own copy, else its base's)."""
     if is_adapter_dir(path) and _missing(Path(path), "tokenizer"):
         return load_tokenizer(adapter_base(path), f"{role} (the adapter's base)")
     return load_tokenizer(path, role)

@@ -612,8 +612,7 @@ def read_record(path: str | Path, hint: str = "", *, checked: bool = False) -> d
 
 
 def write_record(path: str | Path, obj: dict, *, sort_keys: bool = False) -> None:
-    """Write `obj` as JSON atomically (temp file beside it + rename): a reader sees the old file or the
-    new."""
+    """Write `obj` as JSON atomically (a temp file beside it, renamed): readers see the old or the new."""
     write_file(path, json.dumps(obj, indent=2, sort_keys=sort_keys) + "\n")
 
 

@@ -150,8 +150,7 @@ class Team:
 
     @classmethod
     def of(cls, tandem, beta: float = 0.0) -> Team:
-        """The team a run config (`trlvr.config.TandemConfig`) declares, `beta` its KL coefficient
-        (`declared`)."""
+        """The team a run config (`trlvr.config.TandemConfig`) declares; `beta` its KL coefficient."""
         return cls.declared(
             tandem.senior,
             tandem.junior,
@@ -257,8 +256,7 @@ class Team:
         return senior, self.load_junior(junior_dtype, junior_device or device, with_junior=with_junior)
 
     def load_junior(self, dtype, device=None, *, with_junior=None):
-        """The frozen junior when the team loads one (`loads_junior`, or `with_junior`), else None; see
-        `load`."""
+        """The frozen junior when the team loads one (`loads_junior` or `with_junior`), else None."""
         if not (self.loads_junior if with_junior is None else with_junior and self.junior_model):
             return None
         junior = load_junior(self.junior, self.junior_tok, self.pairing, dtype, self.names[1])

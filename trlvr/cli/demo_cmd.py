@@ -92,8 +92,8 @@ def main(args) -> int:
             # with --fresh the stages start in an empty DIR: checked as such, not against what is set aside
             study_cmd.validate(study, Path(tmp) / "fresh" if args.fresh else out)
 
-        # every check first; only then (--fresh) the earlier demo moves into OUT/replaced-<time>/ (nothing
-        # deleted)
+        # every check first; only then (--fresh) the earlier demo moves into OUT/replaced-<time>/
+        # (nothing is deleted)
         rundir.prepare_output(out, rundir.STUDY, flag="--out", checks=[check], start_over=args.fresh)
         out.mkdir(parents=True, exist_ok=True)
         path = Path(shutil.copyfile(candidate, out / demo.DEMO_FILE))  # DIR/demo.yaml: what this demo runs

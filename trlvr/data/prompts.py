@@ -11,8 +11,8 @@ from trlvr.data.schema import Problem
 
 DEFAULT_TEMPLATE = "{problem} Let's think step by step and output the final answer within \\boxed{{}}."
 # The authors' instruction, byte for byte (CSSLab/Tandem-RLVR data/build_deepscaler.py and
-# data/build_evals.py, BOXED_INSTR, appended to the problem in training and evaluation alike; commit
-# 7ba85e0f6cee)
+# data/build_evals.py, BOXED_INSTR, appended to the problem in training and evaluation alike;
+# commit 7ba85e0f6cee)
 AUTHORS_INSTRUCTION = (
     " Solve the following math problem step by step. Put your final answer "
     "inside \\boxed{}, like \\boxed{42} or \\boxed{\\frac{1}{2}}."
@@ -21,8 +21,8 @@ AUTHORS_INSTRUCTION = (
 PROMPT_TEMPLATES: dict[str, tuple[str, dict]] = {
     "trlvr": (DEFAULT_TEMPLATE, {}),
     # the release's one prompt route (eval/common.chat_prefix): enable_thinking=False (inert for
-    # Instruct-2507, keeps a hybrid Qwen3 out of thinking mode), the plain call for a template that rejects
-    # the argument
+    # Instruct-2507, keeps a hybrid Qwen3 out of thinking mode), the plain call for a template that
+    # rejects the argument
     "authors": (
         "{problem}" + AUTHORS_INSTRUCTION.replace("{", "{{").replace("}", "}}"),
         {"enable_thinking": False},
@@ -32,8 +32,7 @@ DEFAULT_PROMPT_TEMPLATE = "trlvr"
 
 
 def template_of(name: str) -> tuple[str, dict]:
-    """(pattern, chat keyword arguments) of a template name, or of a pattern given as is (it holds
-    ``{problem}``)."""
+    """(pattern, chat keyword arguments) of a template name, or of a pattern (one holding ``{problem}``)."""
     if name in PROMPT_TEMPLATES:
         return PROMPT_TEMPLATES[name]
     if "{problem}" in name:

@@ -31,8 +31,7 @@ class Backend:
     name: str
     pair: str | None = None
     package: str | None = None
-    # an own engine's parts, each "module:name" in the backend's package, imported only when asked for
-    # (`load`):
+    # an own engine's parts, each "module:name" in the backend's package, imported when asked (`load`):
     #  engine: its options, `for_machine(dtype, seed, context, share, max_num_seqs=)` (training's
     #  `run_engine`, evaluation's engine, the smoke's parity check); trl_generation: what the trainer attaches
     #  as TRL's `vllm_generation` (`TandemGRPOTrainer._attach_engine`: TRL's weight sync before each rollout);
@@ -60,8 +59,7 @@ class Backend:
     # sub-batches to the memory free at run time and the plan is the shapes and lengths only
     gpu_share: bool = False
     # its engine is built with a context length (max_model_len): training derives it from the longest
-    # prompt when the config sets none (`trlvr.training.build`), evaluation from its plan
-    # (`trlvr.eval.runner`)
+    # prompt when the config sets none (`trlvr.training.build`), evaluation from its plan (`eval.runner`)
     needs_context_length: bool = False
     # the log-probs its rollouts return are the sampler's (after temperature, top-p, top-k), so TRL's
     # importance-sampling correction means something (`trlvr.config.check_backend_settings`); hf's engine

@@ -53,8 +53,8 @@ TEAM_KINDS = (
 )  # who writes with the senior: `trlvr.team.KINDS` is this table
 # training shardings whose gathered parameters TRL's weight sync hands over only inside the gather (ZeRO-3:
 # one parameter at a time; FSDP1: one wrapped module at a time), while vLLM's layerwise reload keeps
-# references until a whole layer (q, k and v for qkv_proj) has arrived; FSDP2 hands over full_tensor() copies
-# (kept alive)
+# references until a whole layer (q, k and v for qkv_proj) has arrived; FSDP2 hands over full_tensor()
+# copies (kept alive)
 SYNC_UNSAFE_SHARDING = {"zero3": "DeepSpeed ZeRO-3", "fsdp1": "FSDP1"}
 COMMANDS = ("train", "eval", "select")
 # how each command names a setting in its one line
@@ -145,8 +145,7 @@ class Plan:
         None  # training's parameter sharding: zero1/zero2/zero3 (DeepSpeed), fsdp1/fsdp2, None
     )
     # (model named, the positions its config says it reads, the run's longest prompt in its tokens, the
-    # completion budget): every model that reads the run's sequences, from its config
-    # (`trlvr.models.context_length`)
+    # completion budget) of every model that reads the run's sequences (`trlvr.models.context_length`)
     contexts: tuple[tuple[str, int, int, int], ...] = ()
 
 
@@ -357,8 +356,7 @@ def world_of(path: str | None, depth: int = 3) -> dict | None:
 
 
 def _record(path: Path) -> dict | None:
-    """A JSON record, or None where it does not read (then there is no world to compare, not an error
-    here)."""
+    """A JSON record, or None where it does not read (no world to compare then, not an error here)."""
     try:
         return read_record(path)
     except UserError:

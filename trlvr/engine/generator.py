@@ -63,8 +63,7 @@ def _distinct(prompt_ids: list[list[int]]) -> tuple[list[int], list[int] | None]
 
 
 def kv_cache_bytes(model, batch: int, tokens: int) -> int:
-    """Bytes of a full KV cache for `batch` rows of `tokens` positions: layers x 2 x kv_heads x head_dim x
-    dtype."""
+    """KV cache bytes for `batch` rows x `tokens` positions: layers x 2 x kv_heads x head_dim x dtype."""
     cfg = model.config
     layers = cfg.num_hidden_layers
     kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
@@ -409,7 +408,7 @@ class TandemGenerator:
         # left padding, once per call (not per token); built on the CPU, each runner copies it once
         B, L = len(prompt_ids), max(len(p) for p in prompt_ids)
         input_ids = torch.full((B, L), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros(B, L + max_new_tokens, dtype=torch.long)  # (B, L + max_new_tokens)
+        mask = torch.zeros(B, L + max_new_tokens, dtype=torch.long)
         for i, p in enumerate(prompt_ids):
             input_ids[i, L - len(p) :] = torch.tensor(p, dtype=torch.long)
             mask[i, L - len(p) : L] = 1

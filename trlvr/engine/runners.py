@@ -144,8 +144,7 @@ def decode_attention(model):
 
 
 def cache_arg(model) -> str:
-    """The forward's name for the KV cache argument (transformers renamed `past_key_values` to `cache` in
-    5.x)."""
+    """The forward's KV cache argument name (transformers 5.x renamed `past_key_values` to `cache`)."""
     # A PEFT model's forward takes **kwargs only: read the base model's signature.
     target = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(target.forward).parameters else "past_key_values"
@@ -159,8 +158,7 @@ def forward(model, arg: str, cache, **inputs):
 
 
 def attention_kind(model) -> str:
-    """The model's attention implementation ('sdpa', 'eager', ...), as the static path needs to build its
-    mask."""
+    """The model's attention implementation ('sdpa', 'eager', ...): the static path builds its mask by it."""
     return getattr(model.config, "_attn_implementation", None) or "eager"
 
 

@@ -602,7 +602,7 @@ class TextPairGenerator:
             pad = tok.pad_token_id if tok.pad_token_id is not None else self.eos[name][0]
             sides[name] = _Side(name, model, self.codecs[name], pad)
         try:
-            with no_router_logits([self.models[name] for name in sides]):  # no MoE router loss in generation
+            with no_router_logits([self.models[name] for name in sides]):
                 for name, side in sides.items():
                     side.prefill(prompts[name])
                 if row_keys is not None and len(row_keys) != B:

@@ -74,8 +74,7 @@ __all__ = [
 
 
 def read_selection(run_dir: str | Path) -> dict:
-    """RUN/selected.json, as `trlvr select` wrote it: a complete selection (`trlvr.artifacts`) naming a
-    path."""
+    """RUN/selected.json as `trlvr select` wrote it: a complete selection (`trlvr.artifacts`) of a path."""
     path = Path(run_dir) / SELECTED_FILE
     if not path.is_file():
         raise UserError(f"{path}: no selection recorded; run `trlvr select {run_dir} --val ...` first")

@@ -51,8 +51,7 @@ NOT_COMPARED = {
 
 
 def settings(results: dict) -> dict[str, object]:
-    """The number-changing settings one results.json records, flattened: {"n": 4, "decoding.top_p": 0.8,
-    ...}."""
+    """The number-changing settings of a results.json, flattened: {"n": 4, "decoding.top_p": 0.8, ...}."""
     config = results.get("config") or {}
     out = flatten({k: v for k, v in config.items() if k not in NOT_COMPARED})
     if "grader" not in out and not str(config.get("grading", "")).startswith("custom:"):

@@ -132,8 +132,7 @@ def _errorbar(ax, xs: list, entries: list[dict], **style) -> None:
 
 
 def pass_at_k_plot(runs: list[tuple[str, dict]], title: str) -> str | None:
-    """pass@k of the solo (solid), handoff (dashed) and junior (dotted) protocols of every run; None if
-    none."""
+    """pass@k of the solo (solid), handoff (dashed) and junior (dotted) protocols of every run, or None."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(4.6, 3.2))

@@ -16,8 +16,8 @@ grading (ok / no_box / timeout / failure; null for a caller's score_fn), parsed_
 piece_lens (chars of `text` per token; null when single-token decoding does not reproduce the text),
 junior_logprobs (3 dp; tandem rows, and solo rows when scored, every token), legibility / drift (solo rows
 when scored: the sample's mean junior CE and KL over its text, the final EOS left out unless `include_eos`),
-legibility_bpb (solo rows when
-scored: the junior's bits per UTF-8 byte of the text), and prompt (sample 0 only).
+legibility_bpb (solo rows when scored: the junior's bits per UTF-8 byte of the text), and prompt (sample 0
+only).
 
 Text pairs (`junior_tokenizer` given: the two models have different vocabularies,
 `trlvr.engine.text_pair`): every protocol runs through a text `Pair`; rows hold the senior's
@@ -133,8 +133,8 @@ def evaluate(
     )
     fingerprint, config = prep.fingerprint, prep.config
     if fresh:
-        # the folder's kind before anything is written (its lock file too) or set aside; a refusal
-        # moves nothing
+        # the folder's kind before anything (its lock file too) is written or set aside: a refusal moves
+        # nothing
         rundir.prepare_output(out_dir, _KINDS, flag="--out")
     if check_only:  # the dry run: the folder's samples checked as the run checks them, nothing written
         check_samples(EvalDir(out_dir), fingerprint, fresh)
@@ -339,11 +339,9 @@ class _Run:
         self.junior_prompts: dict[tuple, list[int]] = {}  # text pairs: senior prompt ids -> the junior's
         self.pair = None  # built on first use: a resumed evaluation with nothing to do loads no model
         self.pair_stacks: tuple[str, ...] = ()  # the models `pair` holds
-        self._scorers = (
-            None  # (senior, junior) HF modules that score, when the pair holds none (backend vllm)
-        )
-        # an engine that holds no HF models generates everything first, then is closed, then scoring loads
-        # them
+        # (senior, junior) HF modules that score, when the pair holds none (backend vllm)
+        self._scorers = None
+        # an engine without HF models generates everything first and is closed; then scoring loads them
         self.score_later = partners.scorers is not None
 
     def _scoring(self):
@@ -531,8 +529,7 @@ class _Run:
                 )
 
     def _prefixes(self, b: Bench, batch) -> list[list[int]] | None:
-        """prefix-K: the first K% of the solo trace of each item's (problem, sample), None for other
-        protocols."""
+        """prefix-K: the first K% of the solo trace of each item's (problem, sample); None for others."""
         proto = parse_protocol(batch.protocol)
         if proto.entry != "prefix":
             return None

@@ -48,8 +48,7 @@ class Protocol:
         return self.entry != "solo"
 
     def decoding(self, run_decoding: dict) -> dict:
-        """The decoding this protocol samples with: its own (handoff-paper: the paper era's), else the
-        run's."""
+        """The decoding this protocol samples with: its own (handoff-paper: the paper era's), or the run's."""
         return dict(PAPER_HANDOFF["decoding"]) if self.entry == "handoff-paper" else run_decoding
 
     def samples(self, run_n: int) -> int:

@@ -78,8 +78,8 @@ DEFAULT_COMPONENTS = Components(
 # problems: its per-problem SD is problem_sd x sqrt(V_k / V_8), V_k the variance over problems and samples of
 # one problem's unbiased pass@k estimate from n samples, with problems' success rates Beta(a, b) fitted to a
 # mean pass@1 of PASS1_LEVEL (an assumption) and a mean pass@4 of PASS4_LEVEL (Table 2's four macro pass@4
-# values, 52.40-55.56, averaged). Within 31.4-32.8 points for pass@4 whatever the pass@1 level from 0.35 to
-# 0.45 (tests/test_power.py).
+# values, 52.40-55.56, averaged). Within 31.4-32.8 points for pass@4 whatever the pass@1 level from 0.35
+# to 0.45 (tests/test_power.py).
 PASS1_LEVEL = 0.40
 PASS4_LEVEL = 0.544
 MEASURED_K, MEASURED_N = 8, 8  # what DEFAULT_COMPONENTS.problem_sd was measured on

@@ -152,8 +152,7 @@ def grader_check() -> dict:
 
 
 def self_pair_model(team: Team) -> str:
-    """The model the self-pair check pairs with itself: the run's junior, or its starting senior when
-    self-paired."""
+    """The model the self-pair check pairs with itself: the run's junior, or when self-paired its senior."""
     return team.junior_weights or team.senior
 
 
@@ -688,8 +687,8 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
         say(render_parity(checks["parity_trained"], "parity after training"))
     tandem = arms["tandem"]["tandem"]
     record_path = arms["tandem"]["dir"] / rundir.MEMORY_FILE
-    # backend vllm: the plan the run itself made (its context derived from the data) beside vLLM's own KV
-    # report
+    # backend vllm: the plan the run itself made (its context derived from the data) beside vLLM's own
+    # KV report
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     plan = plans["tandem"]
     engine_kv, planned = record.get("engine_kv_tokens"), record.get("plan") or plan.as_dict()

@@ -100,8 +100,7 @@ def figure_panels() -> list[tuple[str, str]]:
 
 
 def all_zero(data: dict) -> list[str]:
-    """The registered metrics left out of this report: 0 in every finished evaluation
-    (`sample_metrics.all_zero`)."""
+    """The registered metrics this report leaves out: 0 in every finished evaluation (`all_zero`)."""
     return sample_metrics.all_zero([r["metrics"] for r in data["rows"].values()])
 
 

@@ -66,8 +66,7 @@ NUMERIC_DIGITS = 40  # working precision (decimal digits) of the numeric compari
 
 
 def _complex(x) -> complex:
-    """A sympy number's value (at ``NUMERIC_DIGITS``), or a plain number's; raises TypeError for anything
-    else."""
+    """A sympy number's value (at ``NUMERIC_DIGITS``) or a plain number's; TypeError for anything else."""
     import sympy
 
     if isinstance(x, sympy.Basic):

@@ -135,8 +135,7 @@ def _percent(form: str) -> tuple[str, bool]:
 
 
 def _shape(form: str) -> str | None:
-    """ "set" for ``\\{..\\}``, "tuple" for ``(..)`` / ``[..]`` holding a comma (a pair, an interval), else
-    None."""
+    """ "set" for ``\\{..\\}``, "tuple" for ``(..)`` / ``[..]`` with a comma (pair, interval), else None."""
     if form.startswith("\\{") and form.endswith("\\}"):
         return "set"
     if form[:1] in "([" and form[-1:] in ")]" and "," in form:

@@ -106,8 +106,7 @@ def prune_resume_state(output_dir: str | Path) -> list[Path]:
 
 
 class PruneResumeState(TrainerCallback):
-    """After each save (on the main process: the others wait at the next save's barrier):
-    `prune_resume_state`."""
+    """After each save (main process; the others wait at the next save's barrier): `prune_resume_state`."""
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:

@@ -69,8 +69,7 @@ def _dtype_name(dtype) -> str | None:
 
 
 def _optim_args(text: str | None) -> dict[str, str]:
-    """transformers' `optim_args` string ("a=1,b=True") as a dict (its own parsing: comma-separated
-    key=value)."""
+    """x"""
     pairs = (item.split("=", 1) for item in (text or "").replace(" ", "").split(",") if "=" in item)
     return {k: v for k, v in pairs}
 

@@ -45,8 +45,7 @@ class ManifestNotWritten(UserError):
 
 
 class ManifestCallback(TrainerCallback):
-    """`background=False`: hash on the training thread, inside `on_save` (the behaviour before issue 59's
-    fix)."""
+    """`background=False`: hash on the training thread, in `on_save` (the behaviour before issue 59's fix)."""
 
     def __init__(self, background: bool = True):
         self.background = background

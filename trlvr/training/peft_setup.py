@@ -63,8 +63,7 @@ def lora_config(rank: int = 16, alpha: int | None = None, dropout: float = 0.0, 
 
 
 def continues_adapter(tandem: TandemConfig) -> bool:
-    """True when the run's senior is an adapter folder that training continues (checked by
-    `check_lora_run`)."""
+    """True when the run's senior is an adapter folder training continues (checked by `check_lora_run`)."""
     return bool(tandem.use_peft) and is_adapter_dir(tandem.senior)
 
 
@@ -140,8 +139,7 @@ def describe_adapter(path: str | Path) -> str:
 
 
 def peft_config_for(tandem: TandemConfig):
-    """The fresh LoRA config TRL wraps the senior with; None without use_peft or when continuing an
-    adapter."""
+    """The fresh LoRA config TRL wraps the senior with; None without use_peft or continuing an adapter."""
     if not tandem.use_peft or continues_adapter(tandem):
         return None
     targets = tandem.lora_target_modules

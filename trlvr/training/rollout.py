@@ -114,8 +114,7 @@ class TandemRollout:
         self.senior_tokens: list[int] = []  # senior tokens of each training rollout (all processes together)
 
     def _engine_options(self, trainer) -> dict:
-        """decode / compile / junior_device for the engine; `compile` from the run config (`trainer.tandem`)
-        when set."""
+        """The engine's decode / compile / junior_device; `compile` from the run config when it sets it."""
         options = dict(self.engine_options)
         tandem = getattr(trainer, "tandem", None)
         if getattr(tandem, "compile", None) is not None:
@@ -286,8 +285,7 @@ class TandemRollout:
         return pair
 
     def _log_text(self, trainer, text, mode: str) -> None:
-        """Text pairs: tokens withdrawn before a partner's word, catch-up tokens, the senior's share of
-        characters."""
+        """Text pairs: tokens withdrawn before a partner's word, catch-up tokens, the senior's text share."""
         n = max(len(text), 1)
         metrics = trainer._metrics[mode]
         metrics["tandem/text/withdrawn_per_seq"].append(sum(text.withdrawn) / n)

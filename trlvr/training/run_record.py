@@ -179,8 +179,7 @@ def data_fingerprint(source: str, split: str | None = None) -> dict:
 
 
 def run_record(tandem: TandemConfig, args) -> dict:
-    """The record of a run about to start (JSON-ready), its paths as the record in `args.output_dir` keeps
-    them."""
+    """The record of a run about to start (JSON-ready), its paths as `args.output_dir`'s record keeps them."""
     record = {
         "format": FORMAT,
         "tandem": {k: v for k, v in dataclasses.asdict(tandem).items() if k not in NOT_IDENTITY},

@@ -419,10 +419,9 @@ class TandemGRPOTrainer(GRPOTrainer):
             return super().train(*args, **kwargs)
 
     def _generate_and_score_completions(self, inputs):
-        # Loud failure, on what reaches the loss: TRL multiplies completion_mask * tool_mask into it
-        # (tool_mask is the rollout's env_mask, unless something such as TRL's tool loop replaced it). Any
-        # junior token left in that product would be trained as the senior's -- plain GRPO on someone else's
-        # text.
+        # Loud failure on what reaches the loss: TRL multiplies completion_mask * tool_mask (the rollout's
+        # env_mask, unless e.g. TRL's tool loop replaced it) into it, and any junior token left in that
+        # product would be trained as the senior's: plain GRPO on someone else's text.
         output = super()._generate_and_score_completions(inputs)
         if self.tandem.arm == "tandem":
             mask = output.get("tool_mask")

@@ -422,8 +422,7 @@ class VLLMPair(Pair):
 
 
 def _top(step: dict, k: int) -> list[float]:
-    """The k highest log-probs of one position (vLLM's {token: Logprob} holds the sampled token and the top
-    k)."""
+    """The k highest log-probs of one position (vLLM's {token: Logprob} holds the sampled one and top k)."""
     return sorted((lp.logprob for lp in step.values() if lp.rank is not None and lp.rank <= k), reverse=True)[
         :k
     ]
