@@ -4,9 +4,8 @@
                                              directory (no other module spells them)
     checkpoints(run), checkpoint_step(path)  the `checkpoint-N` folders of a training run, newest first
     EVALUATION_ARTIFACT, SELECTION_ARTIFACT, EVALUATION_RESULTS   the kinds of artifact these layouts hold,
-    for
-                                             `trlvr.artifacts.is_complete` (a checkpoint's and final/'s are
-                                             its own)
+                                             for `trlvr.artifacts.is_complete` (a checkpoint's and final/'s
+                                             are its own)
     train_state(run), resume_plan(run, max_steps)   where a training directory stands (new, started,
                                              finished) and what `--resume` does to it (`TrainState`)
     newest_step(run)                         the newest checkpoint's (or final/'s) step
@@ -24,9 +23,8 @@
                                              in one rename (`finish_swap(path)` completes one cut off)
     check_dir_path(path, "--out")            UserError when a file is the path, or sits above it
     folder_kind(path)                        what a folder holds: "training run", "evaluation", "study", ...
-    check_report_path(path, "--out")         a report's file, resolved (symlinks followed): never over a file
-    that
-                                             is not a report
+    check_report_path(path, "--out")         a report's file, resolved (symlinks followed): never over a
+                                             file that is not a report
     resolve_output(path, flag)               where a write lands (symlinks followed) for the record checks
     write_file(path, text)                   every command's file write: temp file in the real folder + rename
     prepare_output(path, KIND, flag="--out", checks=[...], start_over=fresh)

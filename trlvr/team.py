@@ -5,8 +5,8 @@
     team.kind          # lockstep | text | self | none: who writes with the senior (KINDS)
     team.pairing       # lockstep | text: how the named junior decodes with the senior; None without one
     team.fingerprint() # what results.json records of the pair
-    Team.of(tandem, beta)  # the team a run config declares, before its tokenizers (kind None for a named
-    junior) senior, junior = team.load(dtype, device="cuda")  # the pair's weights (adapters, the self view)
+    Team.of(tandem, beta)  # the team a run config declares, before its tokenizers (kind None: a named junior)
+    senior, junior = team.load(dtype, device="cuda")  # the pair's weights (adapters, the self view)
 
 The junior spelling `self` (SELF) means the LoRA senior's base model with the adapters off. The pairing a user
 asks for is one of PAIRINGS (auto | lockstep | text); `choose_pairing` turns it into a mechanism from the two

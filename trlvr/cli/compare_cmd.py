@@ -2,8 +2,7 @@
 
     trlvr compare runs/grpo/eval runs/tandem/eval --out runs/compare
     trlvr compare runs/eval-grpo runs/eval-tandem      # seed groups (OUT/seed-<s>/ from `trlvr eval --seeds`)
-    trlvr compare A B --benchmarks amc23_25,aime24_26,minerva   # the macro over these (the paper era's three
-    sets)
+    trlvr compare A B --benchmarks amc23_25,aime24_26,minerva   # the macro over the paper era's three sets
 
 Two seed groups are paired by seed and problem, with the two-level (seeds, then problems) bootstrap.
 Only evaluations made alike are paired: settings that change the numbers (token budget, decoding,

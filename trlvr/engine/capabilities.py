@@ -2,8 +2,7 @@
 
     plan = Plan("train", pairing="text", schedules=(BoundarySchedule(0.5),))
     check_capabilities(plan)   # UserError: "schedule: schedule 'boundary' needs one shared vocabulary ..."
-    check_capabilities(Plan("eval", pairing="text", suite=("solo", "drift")))   # {"drift/kl": "not defined
-    ..."}
+    check_capabilities(Plan("eval", pairing="text", suite=("solo", "drift")))  # {"drift/kl": "..."}
 
 A `Plan` is the facts of one run, gathered by its command (`trlvr.training.build.check_pairing` for
 training and `trlvr train --dry-run`, `trlvr.eval.api.check_eval` for every evaluation, the first step of

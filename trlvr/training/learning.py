@@ -1,8 +1,8 @@
 """Does the run learn? The two checks that keep a run from silently training nothing.
 
-    check_updates_land(tandem, args, sharding)   # before any model loads: refuse a precision that rounds
-    updates away WeightsMoved(trainer)                          # at the first step: fp32 masters; after it:
-    the weights changed
+    check_updates_land(tandem, args, sharding)  # before any model loads: refuse a precision that rounds
+                                                # updates away
+    WeightsMoved(trainer)                       # first step: fp32 masters; after it: the weights changed
 
 1. Before: torch's AdamW (the Trainer's default optimizer) updates a parameter in the parameter's own
    dtype. Full fine-tuning of bf16 (or fp16) weights, without DeepSpeed ZeRO (which keeps fp32 master

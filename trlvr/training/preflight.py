@@ -3,8 +3,9 @@
     start = check_run_start(tandem, args, resume=False, force=False)   # UserError on the first that fails
     start.record   the run's identity (`run_record`), as it will be stored
     start.forced   the differences from the stored run that --force lets through (warned about)
-    start.plan     "new", "continue" (from start.last) or "done" (--resume of a finished run: nothing to
-    train) start.note     what could not be checked yet ("; dataset not checked (not there yet)")
+    start.plan     "new", "continue" (from start.last) or "done" (--resume of a finished run: nothing
+                   to train)
+    start.note     what could not be checked yet ("; dataset not checked (not there yet)")
     check_config(tandem, args)                                          # the part that needs no output folder
 
 `trlvr train` calls `check_run_start` under the run's lock before it sets anything aside (`--force`) and
