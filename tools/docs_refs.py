@@ -364,6 +364,7 @@ def toy_results() -> dict:
 
 
 # what a run-directory name holds, for the names trlvr/rundir.py defines without a comment on their line
+# (the meaning is too long for it, or the name is the evaluation folder's)
 FILE_MEANINGS = {
     "SAMPLES": "every generated sample, one JSON row each (tokens, authors, reward, grading, scores): what "
     "resumes an interrupted evaluation",
@@ -372,6 +373,9 @@ FILE_MEANINGS = {
     "CONFIG": "the evaluation's settings as run (models, data, suite, decoding, grading, backend) and its machine",
     "PER_PROBLEM": "every metric per problem and benchmark (what compare and the seed groups pair and resample)",
     "RESULTS": "the metrics with their bootstrap CIs, per benchmark and macro (this page's first section)",
+    "_SWAP_SUFFIX": "beside a folder, .NAME.replaced-<time>.trlvr-swap/: a start over cut off by a kill "
+    "(the next command on NAME completes it)",
+    "TOY_CARD": "`trlvr toy prepare --out DIR`: DIR/card.json beside senior/, junior/, data/ (trlvr.toy.world)",
 }
 
 

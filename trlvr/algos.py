@@ -26,10 +26,11 @@ def check_author_mask(
     """Check a rollout's per-token author mask against its completions (raises AuthorMaskError).
 
     >>> check_author_mask([[1, 0, 1], [0]], [[5, 6, 7], [8]])
-    >>> check_author_mask(None, [[5]])
+    >>> check_author_mask(None, [[5]])  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    trlvr.algos.AuthorMaskError: tandem rollout has no author mask (env_mask); refusing to train it as plain GRPO
+    trlvr.algos.AuthorMaskError: tandem rollout has no author mask (env_mask); refusing to train it as plain
+    GRPO
     """
     if senior_authored is None:
         raise AuthorMaskError(
@@ -55,7 +56,8 @@ def junior_tokens_in_loss(senior_authored: list[list[int]], loss_mask: torch.Ten
 
     >>> junior_tokens_in_loss([[1, 0, 1], [0]], torch.tensor([[1, 0, 1], [0, 0, 0]]))
     0
-    >>> junior_tokens_in_loss([[1, 0, 1], [0]], torch.tensor([[1, 1, 1], [1, 0, 0]]))  # TRL's all-ones tool mask
+    >>> # TRL's all-ones tool mask:
+    >>> junior_tokens_in_loss([[1, 0, 1], [0]], torch.tensor([[1, 1, 1], [1, 0, 0]]))
     2
     >>> junior_tokens_in_loss([[1, 0, 1], [0]], None)
     2
@@ -83,10 +85,11 @@ def check_has_junior_tokens(junior_tokens: int, total_tokens: int, p: float, wri
     few dozen redraws, likely), so it passes: the mask itself is checked by `check_author_mask`.
 
     >>> check_has_junior_tokens(0, 500, 0.99, writers={"senior", "junior"})   # all senior: possible
-    >>> check_has_junior_tokens(0, 500, 0.5, writers={"senior"})
+    >>> check_has_junior_tokens(0, 500, 0.5, writers={"senior"})  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    trlvr.algos.AuthorMaskError: tandem step with p=0.5 ran a schedule that cannot give the junior a token (writers: senior); the junior never ran. Refusing to continue as plain GRPO
+    trlvr.algos.AuthorMaskError: tandem step with p=0.5 ran a schedule that cannot give the junior a token
+    (writers: senior); the junior never ran. Refusing to continue as plain GRPO
     """
     if not 0 <= junior_tokens <= total_tokens:
         raise AuthorMaskError(
@@ -128,7 +131,8 @@ def author_stats(senior_authored: torch.Tensor, completion_mask: torch.Tensor) -
 
 
 def split_by_share(values: torch.Tensor, junior_share: torch.Tensor) -> tuple[float, float]:
-    """Mean (NaN ignored) of `values` (B,) over the half of the batch with the lower / higher junior share (B,).
+    """Mean (NaN ignored) of `values` (B,) over the half of the batch with the lower / higher junior share
+    (B,).
 
     The split is at the median rank (ties broken by position); with B = 1 both halves are that one value.
     >>> split_by_share(torch.tensor([1.0, 0.0, 1.0, 0.0]), torch.tensor([0.1, 0.9, 0.2, 0.8]))

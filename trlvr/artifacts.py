@@ -15,7 +15,8 @@ Kinds (an `Artifact`: the files a reader needs, and what may be missing without 
     WEIGHTS      a checkpoint a model is read from (selection, evaluation): config + weights; a checkpoint
                  whose resume state was pruned ("weights only") is complete as WEIGHTS, not as CHECKPOINT
     FINAL        `final/`: config + weights + trainer_state.json (where the run stands)
-    the layouts' own kinds (an evaluation folder, a selection) are `trlvr.rundir`'s: EVALUATION_ARTIFACT, SELECTION_ARTIFACT
+    the layouts' own kinds (an evaluation folder, a selection) are `trlvr.rundir`'s: EVALUATION_ARTIFACT,
+    SELECTION_ARTIFACT
 
 A file "loads" when: a .safetensors header parses and covers the file's size (safetensors checks both);
 a torch state (.pt/.pth/.bin, a zip archive) has its central directory (a cut file loses it); a .json
@@ -116,7 +117,7 @@ def sha256(path: str | Path) -> str:
 
 
 class Changed(ValueError):
-    """A file whose bytes are not those its folder's manifest recorded (edited, or changed, since it was written)."""
+    """A file whose bytes differ from those its folder's manifest recorded (changed since written)."""
 
 
 def changed_line(rel: str) -> str:
@@ -126,8 +127,8 @@ def changed_line(rel: str) -> str:
 def read_checked(path: str | Path) -> bytes:
     """The bytes of `path`, hashed as they are read and compared with the sha256 the manifest beside it
     (path.parent/MANIFEST) records for it: one read, so what is checked is what the caller parses.
-    Changed (naming the file) when they differ; a file no manifest lists, or a folder without one, reads as is.
-    OSError as `open` raises it."""
+    Changed (naming the file) when they differ; a file no manifest lists, or a folder without one, reads as
+    is. OSError as `open` raises it."""
     path = Path(path)
     data = path.read_bytes()
     listed, _ = read_manifest(path.parent)

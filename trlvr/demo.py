@@ -2,9 +2,9 @@
 
     trlvr demo --out runs/demo                  # one seed; resumes: finished stages are skipped
     trlvr demo --out runs/demo-seeds --seeds 0,1,2   # the seed study: across-seed CIs (two-level bootstrap)
-    trlvr demo --out runs/demo --fresh          # start over (the earlier demo moves into runs/demo/replaced-<time>/)
-    trlvr demo --out runs/demo-compact --jargon compact   # the GSM8K-like spaceless jargon (world retrained, ~5 min more)
-    trlvr demo --out runs/demo-lora --lora      # LoRA seniors (rank 16, lr 2e-3: `LORA`) instead of full fine-tuning
+    trlvr demo --out runs/demo --fresh          # start over (the earlier demo: runs/demo/replaced-<time>/)
+    trlvr demo --out runs/demo-compact --jargon compact   # GSM8K-like spaceless jargon (retrained, +5 min)
+    trlvr demo --out runs/demo-lora --lora      # LoRA seniors (rank 16, lr 2e-3: `LORA`), not full tuning
 
 Each option is an override of the shipped study (`demo_study`); the study actually run is written to
 DIR/demo.yaml, so `trlvr study run DIR/demo.yaml --out DIR` is the same run and `trlvr study report

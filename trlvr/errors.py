@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 class UserError(ValueError):
-    """Bad input from the user; the message is the whole story (file, row, field or key, and what was expected)."""
+    """Bad input from the user; the message is the whole story (file, row, field or key, what was wanted)."""
 
 
 EXIT_BAD_INPUT = 2  # distinct from `trlvr data check`'s 1 ("some rows are bad")

@@ -57,7 +57,7 @@ def driver_problem(torch_cuda: str | None, driver_cuda: str | None, driver: str 
 
 
 def cuda_line(torch_cuda: str | None, driver_cuda: str | None, driver: str | None) -> str:
-    """What `trlvr env` and the smoke print: torch's CUDA build beside the driver's, and the problem if any."""
+    """What `trlvr env` and the smoke print: torch's CUDA build beside the driver's, and any problem."""
     build = f"torch built for CUDA {torch_cuda}" if torch_cuda else "a CPU build of torch (no CUDA)"
     if driver is None and driver_cuda is None:
         seen = "no NVIDIA driver found"
@@ -106,8 +106,9 @@ def free_memory_problem(
 def free_memory_check(
     stage: str, previous: str | None, share: float, setting: str = "gpu_memory_utilization"
 ) -> None:
-    """Refuse (`UserError`, one line) to start `stage`'s engine when this GPU's free memory is below its share;
-    nothing without a GPU. Callers release what they held first (`trlvr.engine.release.free_memory`)."""
+    """Refuse (`UserError`, one line) to start `stage`'s engine when this GPU's free memory is below its
+    share; nothing without a GPU. Callers release what they held first
+    (`trlvr.engine.release.free_memory`)."""
     import torch
 
     if not torch.cuda.is_available():

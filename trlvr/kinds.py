@@ -105,7 +105,7 @@ def _finite(v) -> bool:
 
 
 def count(most: int | None = None) -> Kind:
-    """An integer >= 1 and <= `most` (a count that sizes memory up front) or INT_MAX (one that fits an int64)."""
+    """An integer >= 1 and <= `most` (a count sizing memory up front) or INT_MAX (fits an int64)."""
     if most is None:
         return Kind(
             "count", "int", "an integer in [1, 2**63 - 1]", _int, lambda v: _is_int(v) and 1 <= v <= INT_MAX
@@ -280,7 +280,7 @@ CONTEXT = Kind(
 
 
 def kind_of(action: argparse.Action) -> Kind | str | None:
-    """The kind an argparse option declares: its `type=` Kind, "choice" (choices=), "switch" (a flag), or None."""
+    """An argparse option's kind: its `type=` Kind, "choice" (choices=), "switch" (a flag), or None."""
     if isinstance(action.type, Kind):
         return action.type
     if action.choices is not None:

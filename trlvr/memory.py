@@ -283,8 +283,9 @@ class MemoryPlan:
             return out
         if kv <= 0:
             out.append(
-                f"{where}: {self.share_setting} {self.share:g} of {_gb(self.gpu_memory)} is {_gb(self.budget_bytes)}, "
-                f"less than the weights ({_gb(self.weight_bytes)}) and the engine's own memory "
+                f"{where}: {self.share_setting} {self.share:g} of {_gb(self.gpu_memory)} is "
+                f"{_gb(self.budget_bytes)}, less than the weights ({_gb(self.weight_bytes)}) and the "
+                "engine's own memory "
                 f"({_gb(self.activation_bytes + self.processor_bytes + OUTSIDE_TORCH_BYTES)}): raise "
                 f"{self.share_setting}"
             )
@@ -331,14 +332,15 @@ class MemoryPlan:
         }
 
     def render(self, engine_share: bool = True) -> str:
-        """The plan under the heading `memory plan`, a few lines. engine_share False: the backend's engine takes
-        no share of the GPU (backend hf), so there is no budget to plan."""
+        """The plan under the heading `memory plan`, a few lines. engine_share False: the backend's engine
+        takes no share of the GPU (backend hf), so there is no budget to plan."""
         lines = ["memory plan"]
         for s in self.stacks:
             size = f"{s.params / 1e9:.2f}B" if s.params >= 1e8 else f"{s.params / 1e6:.2f}M"
             lines.append(
                 f"  {s.name}: {size} params, weights {_gb(s.weight_bytes)}, "
-                f"KV {s.kv_bytes_per_token:,} B/token ({s.layers} layers x {s.kv_heads} KV heads x {s.head_dim})"
+                f"KV {s.kv_bytes_per_token:,} B/token ({s.layers} layers x {s.kv_heads} KV heads x "
+                f"{s.head_dim})"
             )
         ctx = self.context
         how = "" if self.max_model_len else " (derived: longest prompt + completion budget)"
@@ -349,8 +351,8 @@ class MemoryPlan:
         )
         if not engine_share:
             lines.append(
-                "  no engine share (backend hf: trlvr's engine sizes its decode sub-batches to the memory free "
-                "at run time)"
+                "  no engine share (backend hf: trlvr's engine sizes its decode sub-batches to the memory "
+                "free at run time)"
             )
             return "\n".join(lines)
         if self.budget_bytes is None:
@@ -360,8 +362,8 @@ class MemoryPlan:
             return "\n".join(lines)
         lines.append(
             f"  engine budget: {self.share:g} x {_gb(self.gpu_memory)} = {_gb(self.budget_bytes)}; weights "
-            f"{_gb(self.weight_bytes)}, profiling peak ~{_gb(self.activation_bytes)} (estimate), outside torch "
-            f"~{_gb(OUTSIDE_TORCH_BYTES)} (estimate), processor {_gb(self.processor_bytes)}"
+            f"{_gb(self.weight_bytes)}, profiling peak ~{_gb(self.activation_bytes)} (estimate), outside "
+            f"torch ~{_gb(OUTSIDE_TORCH_BYTES)} (estimate), processor {_gb(self.processor_bytes)}"
         )
         kv = self.kv_budget_bytes
         lines.append(
@@ -388,8 +390,8 @@ def _size_problem(text: str) -> str | None:
     return None
 
 
-# A GPU's memory, as `--gpu-memory` and `gpu_memory:` take it (trlvr.memory.parse_size): a size such as 80GB or
-# 141GiB, or a GPU name such as H200. GPU_MEMORY keeps the text; GPU_BYTES hands on the bytes.
+# A GPU's memory, as `--gpu-memory` and `gpu_memory:` take it (trlvr.memory.parse_size): a size such as 80GB
+# or 141GiB, or a GPU name such as H200. GPU_MEMORY keeps the text; GPU_BYTES hands on the bytes.
 _SIZE = "a size such as 80GB or 141GiB, or a GPU name such as H200"
 GPU_MEMORY = K.text_kind("memory size", _SIZE, _size_problem)
 GPU_BYTES = K.text_kind("memory size", _SIZE, _size_problem, finish=parse_size)

@@ -41,7 +41,10 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-
 HUB_PROBE_TIMEOUT_S = 3.0
 SAMPLE_BYTES = 4096  # per tensor end: what model_fingerprint reads of each tensor's first and last bytes
 SHOW_IDS = 5  # differing vocabulary ids named in an error
-_EXPECTED = "expected a model folder (config.json and weights, as save_pretrained writes) or a hub id like Qwen/Qwen3-0.6B"
+_EXPECTED = (
+    "expected a model folder (config.json and weights, as save_pretrained writes) "
+    "or a hub id like Qwen/Qwen3-0.6B"
+)
 
 
 def _first_line(e: BaseException) -> str:
@@ -82,8 +85,8 @@ def _missing(folder: Path, what: str) -> str | None:
     return None
 
 
-# what `locate(..., fetch=True)` downloads of a hub model: config, weights (safetensors; pytorch_model*.bin only
-# where a repo has no safetensors), tokenizer and generation config; not READMEs, images or other formats
+# what `locate(..., fetch=True)` downloads of a hub model: config, weights (safetensors; pytorch_model*.bin
+# only where a repo has no safetensors), tokenizer and generation config; not READMEs, images or other formats
 HUB_FILES = ("*.json", "*.safetensors", "*.txt", "*.jinja", "*.model", "*.tiktoken", "*.py")
 
 
@@ -151,8 +154,8 @@ def _probe_hub(repo: str) -> str:
 def offline_refusal(repo: str, role: str) -> UserError:
     """The one line for a hub id that is not in the cache while HF_HUB_OFFLINE is set."""
     return UserError(
-        f"{role}: {repo!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE is set; "
-        f"download it first (`hf download {repo}`, into {hub_cache_dir()}) or pass a model folder"
+        f"{role}: {repo!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE is "
+        f"set; download it first (`hf download {repo}`, into {hub_cache_dir()}) or pass a model folder"
     )
 
 
@@ -161,10 +164,10 @@ def locate(
 ) -> tuple[str, dict]:
     """(where to load from, extra from_pretrained kwargs) for ``path``; UserError when it cannot be found.
 
-    ``what``: "model" (config + weights), "config" (config only) or "tokenizer". A local folder is itself; a hub id whose whole
-    ``what`` is in the Hugging Face cache is its snapshot folder there (`hub_snapshot`: no network, so
-    a cached model loads the same online, offline and with HF_HUB_OFFLINE). A hub id that is not cached:
-    refused when offline; otherwise, if the Hub knows it, ``fetch`` downloads it (`_fetch`) and gives
+    ``what``: "model" (config + weights), "config" (config only) or "tokenizer". A local folder is itself; a
+    hub id whose whole ``what`` is in the Hugging Face cache is its snapshot folder there (`hub_snapshot`: no
+    network, so a cached model loads the same online, offline and with HF_HUB_OFFLINE). A hub id that is not
+    cached: refused when offline; otherwise, if the Hub knows it, ``fetch`` downloads it (`_fetch`) and gives
     its folder (what needs a folder: the vLLM backend), else the id itself is given back for
     `from_pretrained` to download (only the files it needs). The kwargs are empty (kept for callers).
     """
@@ -196,7 +199,8 @@ def locate(
         )
     raise UserError(
         f"{role}: {text!r} is not a local folder, and the Hugging Face Hub cannot be reached to fetch it "
-        f"(no network, not in the cache); pass a model folder, or run `hf download {text}` where there is network"
+        f"(no network, not in the cache); pass a model folder, or run `hf download {text}` where there is "
+        "network"
     )
 
 
@@ -327,7 +331,7 @@ def load_model_or_adapter(
 
 
 def load_tokenizer_for(path: str | os.PathLike, role: str = "model") -> Any:
-    """The tokenizer that belongs to a model folder, or to an adapter folder (its own copy, else its base's)."""
+    """The tokenizer of a model folder, or of an adapter folder (its own copy, else its base's)."""
     if is_adapter_dir(path) and _missing(Path(path), "tokenizer"):
         return load_tokenizer(adapter_base(path), f"{role} (the adapter's base)")
     return load_tokenizer(path, role)

@@ -3,8 +3,9 @@
     RUN_FILE, FINAL, SELECTED_FILE, RESULTS, ...   every file and folder name of a run or evaluation
                                              directory (no other module spells them)
     checkpoints(run), checkpoint_step(path)  the `checkpoint-N` folders of a training run, newest first
-    EVALUATION_ARTIFACT, SELECTION_ARTIFACT, EVALUATION_RESULTS   the kinds of artifact these layouts hold, for
-                                             `trlvr.artifacts.is_complete` (a checkpoint's and final/'s are its own)
+    EVALUATION_ARTIFACT, SELECTION_ARTIFACT, EVALUATION_RESULTS   the kinds of artifact these layouts hold,
+                                             for `trlvr.artifacts.is_complete` (a checkpoint's and final/'s
+                                             are its own)
     train_state(run), resume_plan(run, max_steps)   where a training directory stands (new, started,
                                              finished) and what `--resume` does to it (`TrainState`)
     newest_step(run)                         the newest checkpoint's (or final/'s) step
@@ -22,8 +23,8 @@
                                              in one rename (`finish_swap(path)` completes one cut off)
     check_dir_path(path, "--out")            UserError when a file is the path, or sits above it
     folder_kind(path)                        what a folder holds: "training run", "evaluation", "study", ...
-    check_report_path(path, "--out")         a report's file, resolved (symlinks followed): never over a file that
-                                             is not a report
+    check_report_path(path, "--out")         a report's file, resolved (symlinks followed): never over a
+                                             file that is not a report
     resolve_output(path, flag)               where a write lands (symlinks followed) for the record checks
     write_file(path, text)                   every command's file write: temp file in the real folder + rename
     prepare_output(path, KIND, flag="--out", checks=[...], start_over=fresh)
@@ -127,11 +128,12 @@ EVALUATION_RESULTS = Artifact("evaluation")
 COMPARE_FILE = "compare.json"  # `trlvr compare --out DIR`: DIR/compare.json beside DIR/report.html
 STUDY_DONE = ".study-done"  # an eval folder whose `trlvr eval` returned 0 inside a study
 ASIDE_PREFIX = "replaced-"  # an earlier run set aside by `set_aside`
-_SWAP_SUFFIX = ".trlvr-swap"  # beside a folder, .NAME.replaced-<time>.trlvr-swap/: a start over cut off by a kill (the next command on NAME completes it)
+_SWAP_SUFFIX = ".trlvr-swap"
 # locks: who writes a directory -> (its lock file, the flag that chooses another directory)
 TRAIN_LOCK, EVAL_LOCK = ".train.lock", ".lock"
-# every command that writes a folder holds its lock; those that write into a training run (select: selected.json,
-# select/) hold the run's own, so a run being trained refuses them and they refuse a training into it
+# every command that writes a folder holds its lock; those that write into a training run (select:
+# selected.json, select/) hold the run's own, so a run being trained refuses them and they refuse a training
+# into it
 LOCKS = {
     "trlvr train": (TRAIN_LOCK, "--output_dir"),
     "trlvr eval": (EVAL_LOCK, "--out"),
@@ -181,7 +183,7 @@ def check_dir_path(path: str | Path, flag: str) -> None:
 
 TRAINING, EVALUATION, STUDY, SMOKE, MODEL = "training run", "evaluation", "study", "smoke", "model"
 COMPARISON, TOY_WORLD = "comparison", "toy world"
-TOY_CARD = "card.json"  # `trlvr toy prepare --out DIR`: DIR/card.json beside senior/, junior/, data/ (trlvr.toy.world)
+TOY_CARD = "card.json"
 TRAINING_SEEDS, EVALUATION_SEEDS = "training seed group", "evaluation seed group"
 _MODEL_FILES = (
     "model.safetensors",
@@ -312,8 +314,9 @@ def report_lock(real: Path):
 
 def write_file(path: str | Path, data: str | bytes) -> Path:
     """The one way a command writes a file: into a temporary file in the real folder of `path` (its folder's
-    symlinks followed), renamed over `path`'s name there. A symlink at `path` itself is replaced, never written
-    through, so no write reaches another command's file by a link; a reader sees the old file or the new."""
+    symlinks followed), renamed over `path`'s name there. A symlink at `path` itself is replaced, never
+    written through, so no write reaches another command's file by a link; a reader sees the old file or the
+    new."""
     path = Path(path)
     folder = Path(os.path.realpath(path.parent))
     folder.mkdir(parents=True, exist_ok=True)
@@ -584,7 +587,8 @@ _JSON_TYPES = {
 def read_record(path: str | Path, hint: str = "", *, checked: bool = False) -> dict | None:
     """The JSON object in `path`, None when there is none; a file that is not one is a UserError naming
     it, with `hint` (e.g. "; remove it or pass --force") appended. `checked`: the bytes read are the ones
-    the folder's manifest recorded (`trlvr.artifacts.read_checked`, one read), or a UserError naming the file."""
+    the folder's manifest recorded (`trlvr.artifacts.read_checked`, one read), or a UserError naming the
+    file."""
     path = Path(path)
     try:
         text = (read_checked(path) if checked else path.read_bytes()).decode("utf-8")
@@ -606,7 +610,7 @@ def read_record(path: str | Path, hint: str = "", *, checked: bool = False) -> d
 
 
 def write_record(path: str | Path, obj: dict, *, sort_keys: bool = False) -> None:
-    """Write `obj` as JSON atomically (temp file beside it + rename): a reader sees the old file or the new."""
+    """Write `obj` as JSON atomically (a temp file beside it, renamed): readers see the old or the new."""
     write_file(path, json.dumps(obj, indent=2, sort_keys=sort_keys) + "\n")
 
 

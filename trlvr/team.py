@@ -5,7 +5,7 @@
     team.kind          # lockstep | text | self | none: who writes with the senior (KINDS)
     team.pairing       # lockstep | text: how the named junior decodes with the senior; None without one
     team.fingerprint() # what results.json records of the pair
-    Team.of(tandem, beta)  # the team a run config declares, before its tokenizers (kind None for a named junior)
+    Team.of(tandem, beta)  # the team a run config declares, before its tokenizers (kind None: a named junior)
     senior, junior = team.load(dtype, device="cuda")  # the pair's weights (adapters, the self view)
 
 The junior spelling `self` (SELF) means the LoRA senior's base model with the adapters off. The pairing a user
@@ -150,7 +150,7 @@ class Team:
 
     @classmethod
     def of(cls, tandem, beta: float = 0.0) -> Team:
-        """The team a run config (`trlvr.config.TandemConfig`) declares, `beta` its KL coefficient (`declared`)."""
+        """The team a run config (`trlvr.config.TandemConfig`) declares; `beta` its KL coefficient."""
         return cls.declared(
             tandem.senior,
             tandem.junior,
@@ -186,8 +186,8 @@ class Team:
         return team.with_tokenizers(senior_tok, junior_tok, check_rows=check_rows)
 
     def with_tokenizers(self, senior_tok=None, junior_tok=None, *, check_rows: bool = True) -> Team:
-        """This declared team resolved (`resolve`): its tokenizers, loaded from the paths when not given, decide
-        a named junior's pairing and kind."""
+        """This declared team resolved (`resolve`): its tokenizers, loaded from the paths when not given,
+        decide a named junior's pairing and kind."""
         if not self.junior_model:
             return dataclasses.replace(self, senior_tok=senior_tok)
         names, senior, junior = self.names, self.senior, self.junior
@@ -235,12 +235,13 @@ class Team:
 
         senior: a model folder, or an adapter folder as a `peft.PeftModel` on its base (`trainable`: its
         adapter trains, as a run continuing it does), at `dtype` (None: `init`'s, else transformers' default)
-        with `init` (`GRPOConfig.model_init_kwargs`). junior: loaded when `loads_junior`, at `dtype` (None: the
-        senior's), a text pair's carrying its tokenizer (`load_junior`); for `self`, the LoRA senior's
+        with `init` (`GRPOConfig.model_init_kwargs`). junior: loaded when `loads_junior`, at `dtype` (None:
+        the senior's), a text pair's carrying its tokenizer (`load_junior`); for `self`, the LoRA senior's
         adapters-off view on the same weights (None while the senior is not yet a LoRA model: the trainer's
         `peft_config` makes it one and builds the view). `device`: the senior goes there (the junior to
         `junior_device`, else `device`), both in eval mode; None leaves them where they loaded. `with_junior`:
-        load the named junior even where the run would not (an evaluation scores with it); None: `loads_junior`."""
+        load the named junior even where the run would not (an evaluation scores with it); None:
+        `loads_junior`."""
         kwargs = {**init, **({"dtype": dtype} if dtype is not None else {})}
         senior = load_model_or_adapter(self.senior, self.names[0], trainable=trainable, **kwargs)
         if device is not None:
@@ -255,7 +256,7 @@ class Team:
         return senior, self.load_junior(junior_dtype, junior_device or device, with_junior=with_junior)
 
     def load_junior(self, dtype, device=None, *, with_junior=None):
-        """The frozen junior when the team loads one (`loads_junior`, or `with_junior`), else None; see `load`."""
+        """The frozen junior when the team loads one (`loads_junior` or `with_junior`), else None."""
         if not (self.loads_junior if with_junior is None else with_junior and self.junior_model):
             return None
         junior = load_junior(self.junior, self.junior_tok, self.pairing, dtype, self.names[1])

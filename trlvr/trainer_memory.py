@@ -53,8 +53,8 @@ def lora_params(cfg: dict, rank: int, targets: str = "all-linear") -> int:
     """Trainable parameters of LoRA rank `rank` on a decoder config: r x (in + out) per adapted linear layer.
     targets: "all-linear" (q, k, v, o, gate, up, down) or comma-separated module names (q_proj, ...).
 
-    >>> lora_params({"hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1,
-    ...              "vocab_size": 10}, 1, "q_proj,down_proj")
+    >>> lora_params({"hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2,
+    ...              "num_hidden_layers": 1, "vocab_size": 10}, 1, "q_proj,down_proj")
     40
     """
     c = cfg.get("text_config", cfg) if "num_hidden_layers" not in cfg else cfg
@@ -229,17 +229,17 @@ class TrainerPlan:
         share_setting: str = "vllm_gpu_memory_utilization",
         sleep: bool = False,
     ) -> list[str]:
-        """One line naming the setting to change when the trainer cannot fit beside the engine; [] when it can.
-        With sleep mode both phases count: generating (the trainer's static state beside the engine's whole
-        share) and training (the trainer's peak beside the sleeping engine)."""
+        """One line naming the setting to change when the trainer cannot fit beside the engine; [] when it
+        can. With sleep mode both phases count: generating (the trainer's static state beside the engine's
+        whole share) and training (the trainer's peak beside the sleeping engine)."""
         if gpu_memory is None:
             return []
         if sleep and engine_share and self.static_bytes + engine_share * gpu_memory > SAFETY * gpu_memory:
             return [
-                f"{where}: while the engine generates, the trainer's static {_gib(self.static_bytes)} (weights, "
-                f"gradients, optimizer) and the engine's {share_setting} {engine_share:g} x {_gib(gpu_memory)} "
-                f"need more than {SAFETY:.0%} of {_gib(gpu_memory)} (the estimate's margin): lower "
-                f"{share_setting}"
+                f"{where}: while the engine generates, the trainer's static {_gib(self.static_bytes)} "
+                f"(weights, gradients, optimizer) and the engine's {share_setting} {engine_share:g} x "
+                f"{_gib(gpu_memory)} need more than {SAFETY:.0%} of {_gib(gpu_memory)} (the estimate's "
+                f"margin): lower {share_setting}"
             ]
         room = self.room(gpu_memory, engine_share, sleep)
         if self.total_bytes <= SAFETY * room:
@@ -265,13 +265,15 @@ class TrainerPlan:
 
     def summary(self) -> str:
         extra = f" (up to +{_gib(self.step_extra_bytes)} unflattened)" if self.step_extra_bytes else ""
+        transient = (
+            "fp32 gradient partition" if self.zero_stage and self.trainable is None else "step temporaries"
+        )
         return (
-            f"static {_gib(self.static_bytes)}: weights {_gib(self.weight_bytes + self.frozen_bytes)}, gradients "
-            f"{_gib(self.gradient_bytes)}, optimizer {_gib(self.optimizer_bytes)}; backward peak "
+            f"static {_gib(self.static_bytes)}: weights {_gib(self.weight_bytes + self.frozen_bytes)}, "
+            f"gradients {_gib(self.gradient_bytes)}, optimizer {_gib(self.optimizer_bytes)}; backward peak "
             f"{_gib(self.backward_bytes)} (+ checkpoints {_gib(self.checkpoint_bytes)}, + max(layer "
             f"{_gib(self.layer_bytes)}, LM head {_gib(self.head_bytes)})); step peak {_gib(self.step_bytes)} "
-            f"(+ {'fp32 gradient partition' if self.zero_stage and self.trainable is None else 'step temporaries'} "
-            f"{_gib(self.step_transient_bytes)}{extra})"
+            f"(+ {transient} {_gib(self.step_transient_bytes)}{extra})"
         )
 
     def render(self) -> str:
@@ -283,10 +285,14 @@ class TrainerPlan:
         )
         return "\n".join(
             [
-                f"trainer (per GPU; {how}, {zero}, {self.stack.bytes_per_value}-byte weights, batch {self.batch} x "
-                f"{self.sequence} tokens{', activation checkpointing' if self.checkpointing else ''})",
+                f"trainer (per GPU; {how}, {zero}, {self.stack.bytes_per_value}-byte weights, batch "
+                f"{self.batch} x {self.sequence} "
+                f"tokens{', activation checkpointing' if self.checkpointing else ''})",
                 f"  {self.summary()}",
-                f"  peak ~{_gib(self.total_bytes)} = max(backward, step) (activations and transients: estimates)",
+                (
+                    f"  peak ~{_gib(self.total_bytes)} = max(backward, step) (activations and transients: "
+                    "estimates)"
+                ),
             ]
         )
 

@@ -2,7 +2,7 @@
 
     trlvr compare runs/grpo/eval runs/tandem/eval --out runs/compare
     trlvr compare runs/eval-grpo runs/eval-tandem      # seed groups (OUT/seed-<s>/ from `trlvr eval --seeds`)
-    trlvr compare A B --benchmarks amc23_25,aime24_26,minerva   # the macro over these (the paper era's three sets)
+    trlvr compare A B --benchmarks amc23_25,aime24_26,minerva   # the macro over the paper era's three sets
 
 Two seed groups are paired by seed and problem, with the two-level (seeds, then problems) bootstrap.
 Only evaluations made alike are paired: settings that change the numbers (token budget, decoding,
@@ -57,8 +57,9 @@ def format_table(cmp: dict) -> str:
         for name, e in metrics.items():
             label = name + unit(name)
             lines.append(
-                f"{scope[:12]:12s} {label:{width}s} {number(e['a'], name, 3):>9s} {number(e['b'], name, 3):>9s}  "
-                f"{diff_text(e, name, 3):32s} {e['p_value']:6.3f}  {'*' if e['excludes_zero'] else ''}"
+                f"{scope[:12]:12s} {label:{width}s} {number(e['a'], name, 3):>9s} "
+                f"{number(e['b'], name, 3):>9s}  {diff_text(e, name, 3):32s} {e['p_value']:6.3f}  "
+                f"{'*' if e['excludes_zero'] else ''}"
             )
     if cmp.get("skipped"):
         lines.append(f"metrics in only one run (skipped): {', '.join(cmp['skipped'])}")

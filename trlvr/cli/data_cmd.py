@@ -42,7 +42,8 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     )
     b = sub.add_parser(
         "build-evals",
-        help="build the paper's evaluation panels (AMC 2023-2025, AIME 2024-2026, Minerva, OlympiadBench) from "
+        help="build the paper's evaluation panels (AMC 2023-2025, AIME 2024-2026, Minerva, OlympiadBench) "
+        "from "
         "their hub sources as the authors do; check each set's row count and gold checksum",
     )
     b.add_argument(

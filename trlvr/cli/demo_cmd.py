@@ -2,7 +2,7 @@
 
 trlvr demo --out runs/demo                          # one seed; re-running skips finished stages
 trlvr demo --out runs/demo-seeds --seeds 0,1,2      # the seed study, across-seed CIs
-trlvr demo --out runs/demo --fresh                  # start over (the earlier demo: runs/demo/replaced-<time>/)
+trlvr demo --out runs/demo --fresh                  # start over (earlier demo: runs/demo/replaced-<time>/)
 trlvr demo --out runs/demo-compact --jargon compact # spaceless GSM8K-like jargon (the world is retrained)
 trlvr demo --out runs/demo-lora --lora              # LoRA seniors instead of full fine-tuning
 
@@ -52,7 +52,9 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         "--jargon",
         choices=("spaced", "compact"),
         default="spaced",
-        help="the toy world's jargon: spaced <<7 +5 =12>> (shipped) or compact <<7+5=12>> (retrains the world)",
+        help=(
+            "the toy world's jargon: spaced <<7 +5 =12>> (shipped) or compact <<7+5=12>> (retrains the world)"
+        ),
     )
     p.add_argument("--lora", action="store_true", help="train LoRA adapters (rank 16) instead of all weights")
     p.add_argument(
@@ -90,7 +92,8 @@ def main(args) -> int:
             # with --fresh the stages start in an empty DIR: checked as such, not against what is set aside
             study_cmd.validate(study, Path(tmp) / "fresh" if args.fresh else out)
 
-        # every check first; only then (--fresh) the earlier demo moves into OUT/replaced-<time>/ (nothing deleted)
+        # every check first; only then (--fresh) the earlier demo moves into OUT/replaced-<time>/
+        # (nothing is deleted)
         rundir.prepare_output(out, rundir.STUDY, flag="--out", checks=[check], start_over=args.fresh)
         out.mkdir(parents=True, exist_ok=True)
         path = Path(shutil.copyfile(candidate, out / demo.DEMO_FILE))  # DIR/demo.yaml: what this demo runs

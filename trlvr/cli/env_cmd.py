@@ -63,8 +63,8 @@ def main(args) -> int:
         f"platform: {found['platform']}",
         f"cuda: {cuda_line(found['cuda'], found['driver']['cuda'], found['driver']['version'])}",
         f"devices: {', '.join(found['devices'])}",
-        f"cpu: {found['cpu'] or 'unknown'}, {found['cpu_count']} cores; torch threads {found['torch_threads']}, "
-        f"OMP_NUM_THREADS {found['omp_num_threads'] or 'unset'}",
+        f"cpu: {found['cpu'] or 'unknown'}, {found['cpu_count']} cores; torch threads "
+        f"{found['torch_threads']}, OMP_NUM_THREADS {found['omp_num_threads'] or 'unset'}",
         f"git: {git.get('commit', 'not a git checkout')}{' (dirty)' if git.get('dirty') else ''}",
     ]
     print("\n".join(lines))

@@ -8,8 +8,8 @@ command line, or its alias `--debug`, keeps the traceback instead):
     0    done
     2    the user's mistake: a `UserError` (bad file, row, field, key, flag, setting), a bad flag
          or a value its kind refuses (argparse with `trlvr.kinds`; `main` returns argparse's code
-         rather than raising SystemExit), or a path that cannot be used (a file where a directory is needed or above
-         it, a directory where a file is needed, a missing file)
+         rather than raising SystemExit), or a path that cannot be used (a file where a directory is needed or
+         above it, a directory where a file is needed, a missing file)
     74   the machine refused (sysexits' EX_IOERR): permission denied, a read-only or full file
          system, a quota, an I/O error, out of memory
     130  interrupted (Ctrl-C; a command run inside another, e.g. a study's stage, passes the
@@ -107,8 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="trlvr",
         description="Tandem RLVR: train and evaluate tandem seniors.",
-        epilog="New here? `trlvr demo --out runs/demo` trains and evaluates the toy pair on a CPU (minutes). "
-        "`trlvr recipes` lists the shipped configs and studies; `trlvr env` prints versions for a bug report.",
+        epilog=(
+            "New here? `trlvr demo --out runs/demo` trains and evaluates the toy pair on a CPU (minutes). "
+            "`trlvr recipes` lists the shipped configs and studies; "
+            "`trlvr env` prints versions for a bug report."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"trlvr {trlvr.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)

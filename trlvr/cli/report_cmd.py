@@ -6,9 +6,9 @@
 One directory: DIR/report.html (or --out) with metrics and CIs, pass@k and dose curves,
 legibility and drift, paired comparisons (--compare) and a rollout viewer. Several directories
 (evaluations or seed groups from `trlvr eval --seeds`; default file: report-<names>-<hash>.html next to
-the first, a name of its own for each set, so the report of another pair never replaces it): the headline table, overlaid plots and
-training curves, paired differences against --baseline (default: the first), and the same
-problems side by side. Reads the directories and never changes them. Runs are paired only when
+the first, a name of its own for each set, so the report of another pair never replaces it): the headline
+table, overlaid plots and training curves, paired differences against --baseline (default: the first), and the
+same problems side by side. Reads the directories and never changes them. Runs are paired only when
 they were evaluated alike (`trlvr.eval.comparable`); `--allow-mismatch` pairs them with a warning.
 """
 
@@ -37,7 +37,10 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         "--out",
         type=OUT_FILE,
         default=None,
-        help="output HTML (default: DIR/report.html; several: report-<names>-<hash>.html next to the first, its own name for each set of directories)",
+        help=(
+            "output HTML (default: DIR/report.html; several: report-<names>-<hash>.html next to the first, "
+            "its own name for each set of directories)"
+        ),
     )
     p.add_argument("--max-problems", type=NONNEG, default=12, help="problems shown in the rollout viewer")
     p.add_argument(

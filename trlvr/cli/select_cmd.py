@@ -82,7 +82,10 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         "--grader",
         default="trlvr",
         choices=GRADERS,
-        help="the grader the metric is computed with (see trlvr eval --grader): trlvr, authors or authors-paper",
+        help=(
+            "the grader the metric is computed with (see trlvr eval --grader): trlvr, authors or "
+            "authors-paper"
+        ),
     )
     p.add_argument(
         "--include-initial", action="store_true", help="also evaluate the run's starting senior (step 0)"
@@ -90,7 +93,10 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--fresh",
         action="store_true",
-        help="start every checkpoint's validation evaluation over (RUN/select/<val>/step-N/ made under other settings)",
+        help=(
+            "start every checkpoint's validation evaluation over (RUN/select/<val>/step-N/ made under "
+            "other settings)"
+        ),
     )
     p.add_argument("--no-progress", action="store_true")
     return p

@@ -2,8 +2,8 @@
 command on a new machine (see `trlvr.experiments.smoke`).
 
     trlvr smoke --config qwen3-4b-lora-self-1gpu --out runs/smoke   # on the GPU it will train on
-    trlvr toy prepare --out runs/toy                                  # first, for a rehearsal on a CPU: the toy pair
-    trlvr smoke --config toy --out runs/smoke-toy                     # the toy config reads runs/toy (minutes)
+    trlvr toy prepare --out runs/toy                                # first, for a CPU rehearsal: the toy pair
+    trlvr smoke --config toy --out runs/smoke-toy                   # the toy config reads runs/toy (minutes)
 
 Both arms train `--steps` optimizer steps on the config's own models, lengths and backend, then the
 tandem run is selected and evaluated on `--problems` held-out problems. Every check is printed on
@@ -85,9 +85,9 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def check_arms(config: str, out: str, steps: int, problems: int, overrides: dict) -> None:
-    """Every check of both arms' runs that needs no GPU and no model (`trlvr.experiments.smoke.check_arms`: `trlvr
-    train --dry-run`'s, capabilities and context lengths included, the bf16 guard, the disk), with the keys the
-    smoke trains them with: before any engine, and before an earlier smoke in --out is set aside."""
+    """Every check of both arms' runs that needs no GPU and no model (`trlvr.experiments.smoke.check_arms`:
+    `trlvr train --dry-run`'s, capabilities and context lengths included, the bf16 guard, the disk), with the
+    keys the smoke trains them with: before any engine, and before an earlier smoke in --out is set aside."""
     from trlvr.experiments.smoke import check_arms as check_both_arms
 
     check_both_arms(config, out, steps, problems, overrides)

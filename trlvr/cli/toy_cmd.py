@@ -32,7 +32,10 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         "--jargon",
         choices=["spaced", "compact"],
         default="spaced",
-        help="the senior's jargon: spaced <<47 +18 =65>> (shipped) or compact <<47+18=65>> (GSM8K-like; needs --from-scratch)",
+        help=(
+            "the senior's jargon: spaced <<47 +18 =65>> (shipped) or compact <<47+18=65>> (GSM8K-like; "
+            "needs --from-scratch)"
+        ),
     )
     prep.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p

@@ -90,7 +90,10 @@ class CheckReport:
     def format(self, show: int = 10) -> str:
         """Human-readable summary, one line per reason, per shown row and per shown duplicate."""
         lines = [
-            f"{self.source}: {self.total} rows, {self.ok} usable, {self.n_bad} unusable (schema {self.schema})"
+            (
+                f"{self.source}: {self.total} rows, {self.ok} usable, {self.n_bad} unusable (schema "
+                f"{self.schema})"
+            )
         ]
         lines += [f"  {n:6d} x {reason}" for reason, n in sorted(self.bad.items())]
         lines += [f"  {self.source} {b}" for b in self.first]  # each offending row names its file

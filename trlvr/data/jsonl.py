@@ -61,8 +61,8 @@ def strict_object(pairs: list[tuple[str, Any]]) -> dict:
 
 
 def loads_strict(text: str) -> Any:
-    """The one strict JSON loader of a value given as text (a JSON argument on the command line or in a config):
-    `json.loads` with `strict_object` (DuplicateKey for a key written twice, at any depth)."""
+    """The one strict JSON loader of a value given as text (a JSON argument on the command line or in a
+    config): `json.loads` with `strict_object` (DuplicateKey for a key written twice, at any depth)."""
     return json.loads(text, object_pairs_hook=strict_object)
 
 
@@ -78,7 +78,8 @@ def read_jsonl(
     tolerate_torn_tail: a last line that does not parse and has no trailing newline (a write cut
     short by a kill) is ignored instead of raising. Any other bad line raises DataError naming
     `path:line` (an object with a key written twice too: `strict_object`). Never writes.
-    `read(path) -> bytes`: how the file is read (default: as is; `trlvr.artifacts.read_checked`: against a manifest).
+    `read(path) -> bytes`: how the file is read (default: as is; `trlvr.artifacts.read_checked`: against a
+    manifest).
     """
     path = Path(path)
     try:

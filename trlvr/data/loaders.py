@@ -76,7 +76,8 @@ def _choose_schema(source, rows, schema, problem_field, answer_field, hub_schema
     if schema is not None:
         if schema not in SCHEMAS:
             raise DataError(
-                f"{source}: unknown schema {schema!r}; known: {sorted(SCHEMAS)} (or pass problem_field/answer_field)"
+                f"{source}: unknown schema {schema!r}; known: {sorted(SCHEMAS)} (or pass "
+                "problem_field/answer_field)"
             )
         return SCHEMAS[schema]
     if hub_schema is not None:

@@ -10,8 +10,9 @@ from typing import Any, NamedTuple
 from trlvr.data.schema import Problem
 
 DEFAULT_TEMPLATE = "{problem} Let's think step by step and output the final answer within \\boxed{{}}."
-# The authors' instruction, byte for byte (CSSLab/Tandem-RLVR data/build_deepscaler.py and data/build_evals.py,
-# BOXED_INSTR, appended to the problem in training and evaluation alike; commit 7ba85e0f6cee)
+# The authors' instruction, byte for byte (CSSLab/Tandem-RLVR data/build_deepscaler.py and
+# data/build_evals.py, BOXED_INSTR, appended to the problem in training and evaluation alike;
+# commit 7ba85e0f6cee)
 AUTHORS_INSTRUCTION = (
     " Solve the following math problem step by step. Put your final answer "
     "inside \\boxed{}, like \\boxed{42} or \\boxed{\\frac{1}{2}}."
@@ -19,8 +20,9 @@ AUTHORS_INSTRUCTION = (
 # name -> (str.format pattern with {problem}, chat-template keyword arguments)
 PROMPT_TEMPLATES: dict[str, tuple[str, dict]] = {
     "trlvr": (DEFAULT_TEMPLATE, {}),
-    # the release's one prompt route (eval/common.chat_prefix): enable_thinking=False (inert for Instruct-2507,
-    # keeps a hybrid Qwen3 out of thinking mode), the plain call for a template that rejects the argument
+    # the release's one prompt route (eval/common.chat_prefix): enable_thinking=False (inert for
+    # Instruct-2507, keeps a hybrid Qwen3 out of thinking mode), the plain call for a template that
+    # rejects the argument
     "authors": (
         "{problem}" + AUTHORS_INSTRUCTION.replace("{", "{{").replace("}", "}}"),
         {"enable_thinking": False},
@@ -30,7 +32,7 @@ DEFAULT_PROMPT_TEMPLATE = "trlvr"
 
 
 def template_of(name: str) -> tuple[str, dict]:
-    """(pattern, chat keyword arguments) of a template name, or of a pattern given as is (it holds ``{problem}``)."""
+    """(pattern, chat keyword arguments) of a template name, or of a pattern (one holding ``{problem}``)."""
     if name in PROMPT_TEMPLATES:
         return PROMPT_TEMPLATES[name]
     if "{problem}" in name:

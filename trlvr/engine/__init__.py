@@ -1,10 +1,10 @@
 """The tandem engine, and its public face: `from trlvr.engine import TandemGenerator, WordSchedule, ...`.
 
 `make_pair` builds the one object training and evaluation generate through (`pair.py`: lockstep or
-text pairing on HF models, or vLLM). Lockstep decoding of two causal LMs over one shared token history (`generator.py`), each model's
-forward with its KV cache on its own device (`runners.py`: eager DynamicCache, or preallocated
-static buffers from `kv.py`, optionally compiled), authorship schedules (`schedules.py`), sampling
-(`sampling.py`) and what a generation returns (`output.py`).
+text pairing on HF models, or vLLM). Lockstep decoding of two causal LMs over one shared token history
+(`generator.py`), each model's forward with its KV cache on its own device (`runners.py`: eager DynamicCache,
+or preallocated static buffers from `kv.py`, optionally compiled), authorship schedules (`schedules.py`),
+sampling (`sampling.py`) and what a generation returns (`output.py`).
 No tokenization, prompts or training here.
 
 The names below load on first use (PEP 562), so `trlvr.engine.options` and `trlvr.engine.schedules`,

@@ -31,12 +31,12 @@ class Backend:
     name: str
     pair: str | None = None
     package: str | None = None
-    # an own engine's parts, each "module:name" in the backend's package, imported only when asked for (`load`):
-    #  engine: its options, `for_machine(dtype, seed, context, share, max_num_seqs=)` (training's `run_engine`,
-    #  evaluation's engine, the smoke's parity check); trl_generation: what the trainer attaches as TRL's
-    #  `vllm_generation` (`TandemGRPOTrainer._attach_engine`: TRL's weight sync before each rollout);
-    #  distribution: `(accelerator, tensor_parallel_size, seed) -> dict` of engine options for one process of a
-    #  multi-process run (`TandemRollout.engine_pair`)
+    # an own engine's parts, each "module:name" in the backend's package, imported when asked (`load`):
+    #  engine: its options, `for_machine(dtype, seed, context, share, max_num_seqs=)` (training's
+    #  `run_engine`, evaluation's engine, the smoke's parity check); trl_generation: what the trainer attaches
+    #  as TRL's `vllm_generation` (`TandemGRPOTrainer._attach_engine`: TRL's weight sync before each rollout);
+    #  distribution: `(accelerator, tensor_parallel_size, seed) -> dict` of engine options for one process of
+    #  a multi-process run (`TandemRollout.engine_pair`)
     engine: str | None = None
     trl_generation: str | None = None
     distribution: str | None = None
@@ -59,7 +59,7 @@ class Backend:
     # sub-batches to the memory free at run time and the plan is the shapes and lengths only
     gpu_share: bool = False
     # its engine is built with a context length (max_model_len): training derives it from the longest
-    # prompt when the config sets none (`trlvr.training.build`), evaluation from its plan (`trlvr.eval.runner`)
+    # prompt when the config sets none (`trlvr.training.build`), evaluation from its plan (`eval.runner`)
     needs_context_length: bool = False
     # the log-probs its rollouts return are the sampler's (after temperature, top-p, top-k), so TRL's
     # importance-sampling correction means something (`trlvr.config.check_backend_settings`); hf's engine
@@ -71,14 +71,15 @@ class Backend:
 
     @property
     def engine_options(self) -> bool:
-        """Its engine is built from options (`engine`): TRL's vllm_enable_sleep_mode and vllm_tensor_parallel_size
-        are its settings (`trlvr.config.check_backend_settings`), and the smoke check compares its engine with
-        the same engine in eager mode first (a wrong forward makes every later number meaningless)."""
+        """Its engine is built from options (`engine`): TRL's vllm_enable_sleep_mode and
+        vllm_tensor_parallel_size are its settings (`trlvr.config.check_backend_settings`), and the smoke
+        check compares its engine with the same engine in eager mode first (a wrong forward makes every later
+        number meaningless)."""
         return self.engine is not None
 
     def load(self, part: str):
-        """The object its field `part` ("pair", "engine", "trl_generation", "distribution") names, imported now;
-        a missing package is a UserError in one line."""
+        """The object its field `part` ("pair", "engine", "trl_generation", "distribution") names, imported
+        now; a missing package is a UserError in one line."""
         target = getattr(self, part)
         if target is None:
             raise ValueError(f"backend {self.name} has no {part}")

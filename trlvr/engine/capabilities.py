@@ -2,7 +2,7 @@
 
     plan = Plan("train", pairing="text", schedules=(BoundarySchedule(0.5),))
     check_capabilities(plan)   # UserError: "schedule: schedule 'boundary' needs one shared vocabulary ..."
-    check_capabilities(Plan("eval", pairing="text", suite=("solo", "drift")))   # {"drift/kl": "not defined ..."}
+    check_capabilities(Plan("eval", pairing="text", suite=("solo", "drift")))  # {"drift/kl": "..."}
 
 A `Plan` is the facts of one run, gathered by its command (`trlvr.training.build.check_pairing` for
 training and `trlvr train --dry-run`, `trlvr.eval.api.check_eval` for every evaluation, the first step of
@@ -50,9 +50,10 @@ TEAM_KINDS = (
     "self",
     "none",
 )  # who writes with the senior: `trlvr.team.KINDS` is this table
-# training shardings whose gathered parameters TRL's weight sync hands over only inside the gather (ZeRO-3: one
-# parameter at a time; FSDP1: one wrapped module at a time), while vLLM's layerwise reload keeps references
-# until a whole layer (q, k and v for qkv_proj) has arrived; FSDP2 hands over full_tensor() copies (kept alive)
+# training shardings whose gathered parameters TRL's weight sync hands over only inside the gather (ZeRO-3:
+# one parameter at a time; FSDP1: one wrapped module at a time), while vLLM's layerwise reload keeps
+# references until a whole layer (q, k and v for qkv_proj) has arrived; FSDP2 hands over full_tensor()
+# copies (kept alive)
 SYNC_UNSAFE_SHARDING = {"zero3": "DeepSpeed ZeRO-3", "fsdp1": "FSDP1"}
 COMMANDS = ("train", "eval", "select")
 # how each command names a setting in its one line
@@ -143,7 +144,7 @@ class Plan:
         None  # training's parameter sharding: zero1/zero2/zero3 (DeepSpeed), fsdp1/fsdp2, None
     )
     # (model named, the positions its config says it reads, the run's longest prompt in its tokens, the
-    # completion budget): every model that reads the run's sequences, from its config (`trlvr.models.context_length`)
+    # completion budget) of every model that reads the run's sequences (`trlvr.models.context_length`)
     contexts: tuple[tuple[str, int, int, int], ...] = ()
 
 
@@ -195,8 +196,8 @@ def _check_backend(plan: Plan, name: dict) -> None:
         )
     if plan.sharding in SYNC_UNSAFE_SHARDING:
         raise UserError(
-            f"{b} {spec.name}: this launch shards the senior with {SYNC_UNSAFE_SHARDING[plan.sharding]}, which "
-            "releases each gathered parameter before the engine's weight sync has copied it (vLLM "
+            f"{b} {spec.name}: this launch shards the senior with {SYNC_UNSAFE_SHARDING[plan.sharding]}, "
+            "which releases each gathered parameter before the engine's weight sync has copied it (vLLM "
             "reloads a layer once all its weights arrived); train backend vllm under DeepSpeed ZeRO-1/2, "
             "FSDP2 or DDP, or use backend hf"
         )
@@ -354,7 +355,7 @@ def world_of(path: str | None, depth: int = 3) -> dict | None:
 
 
 def _record(path: Path) -> dict | None:
-    """A JSON record, or None where it does not read (then there is no world to compare, not an error here)."""
+    """A JSON record, or None where it does not read (no world to compare then, not an error here)."""
     try:
         return read_record(path)
     except UserError:

@@ -63,7 +63,7 @@ def _distinct(prompt_ids: list[list[int]]) -> tuple[list[int], list[int] | None]
 
 
 def kv_cache_bytes(model, batch: int, tokens: int) -> int:
-    """Bytes of a full KV cache for `batch` rows of `tokens` positions: layers x 2 x kv_heads x head_dim x dtype."""
+    """KV cache bytes for `batch` rows x `tokens` positions: layers x 2 x kv_heads x head_dim x dtype."""
     cfg = model.config
     layers = cfg.num_hidden_layers
     kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
@@ -108,8 +108,8 @@ def plan_sub_batches(
     per_row = sum(kv_cache_bytes(m, 1, tokens) for m in models) + extra_per_row
     if per_row > budget_bytes:
         raise ValueError(
-            f"one row of {tokens} tokens needs {per_row:,} bytes of KV cache for the running models, more than "
-            f"the {budget_bytes:,} bytes available (batch {batch}); shorten prompt + max_new_tokens"
+            f"one row of {tokens} tokens needs {per_row:,} bytes of KV cache for the running models, more "
+            f"than the {budget_bytes:,} bytes available (batch {batch}); shorten prompt + max_new_tokens"
         )
     rows_fit = budget_bytes // per_row
     return -(-batch // rows_fit)  # ceil
@@ -152,7 +152,8 @@ def resolve_decode(decode: str, compile, device: torch.device) -> tuple[str, boo
         mode = decode
     if compile and mode != "static":
         raise ValueError(
-            f"compile=True needs decode='static' (the eager cache changes shape every step), got decode={decode!r}"
+            "compile=True needs decode='static' (the eager cache changes shape every step), got "
+            f"decode={decode!r}"
         )
     return mode, bool(compile)
 
@@ -202,8 +203,8 @@ class TandemGenerator:
                 junior_device = torch.device(junior_device)
                 if not _same_device(junior_device, _device(junior)):
                     raise ValueError(
-                        f"junior_device is {junior_device} but the junior's parameters are on {_device(junior)}; "
-                        f"move the junior there first (junior.to({str(junior_device)!r}))"
+                        f"junior_device is {junior_device} but the junior's parameters are on "
+                        f"{_device(junior)}; move the junior there first (junior.to({str(junior_device)!r}))"
                     )
             self.split_devices = junior_device is not None or _device(junior) != _device(senior)
         elif junior_device is not None:
@@ -407,7 +408,7 @@ class TandemGenerator:
         # left padding, once per call (not per token); built on the CPU, each runner copies it once
         B, L = len(prompt_ids), max(len(p) for p in prompt_ids)
         input_ids = torch.full((B, L), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros(B, L + max_new_tokens, dtype=torch.long)  # (B, L + max_new_tokens)
+        mask = torch.zeros(B, L + max_new_tokens, dtype=torch.long)
         for i, p in enumerate(prompt_ids):
             input_ids[i, L - len(p) :] = torch.tensor(p, dtype=torch.long)
             mask[i, L - len(p) : L] = 1
@@ -574,7 +575,8 @@ class _Run:
     in_order: bool = True  # rows == arange(B): no compaction yet
 
     def compact(self, n_live: int, t: int) -> torch.Tensor | None:
-        """Drop finished rows before the forward of step t when the batch can shrink; the kept indices (R',) or None.
+        """Drop finished rows before the forward of step t when the batch can shrink; the kept indices (R',)
+        or None.
 
         Static: only when the power-of-two row bucket shrinks (each compaction copies every kept KV
         row); the kept rows are the live ones (in order) then finished ones up to the bucket, chosen

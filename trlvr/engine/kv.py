@@ -147,7 +147,7 @@ class StaticKV:
             src.keys = src.values = None
 
     def set_step(self, rows: int, slot: int, kv_len: int) -> torch.Tensor:
-        """Before a forward: run `rows` rows, write position `slot`, read `kv_len` positions; the (R, K) mask view."""
+        """Before a forward: run `rows` rows, write position `slot`, read `kv_len`; the (R, K) mask view."""
         self.slot.fill_(slot)
         self.span = self.valid[:rows, :kv_len]
         return self.span

@@ -14,7 +14,8 @@ at the KV head count (`kv_head_attention`), and can wrap its per-token forward i
 the few values it receives (B token ids, B indices) to its own; masks and positions live here.
 
 What this file does not know: sampling, authors, schedules, EOS.
-Shapes: B = batch, L = longest prompt, N = max_new_tokens, V = vocabulary, R = row bucket, K = attended length.
+Shapes: B = batch, L = longest prompt, N = max_new_tokens, V = vocabulary, R = row bucket, K = attended
+length.
 """
 
 from __future__ import annotations
@@ -100,9 +101,9 @@ def _text_config(model):
 @contextlib.contextmanager
 def no_router_logits(models):
     """Inside this block Mixture-of-Experts models do not return router logits. A model loaded with
-    `output_router_logits=True` (TRL's MoE recipes: its load-balancing loss in training) would otherwise add that
-    loss to every forward, which no generation needs and which fails on a cached decode step (the router sees
-    the new tokens, the attention mask every position). Models without the setting are untouched."""
+    `output_router_logits=True` (TRL's MoE recipes: its load-balancing loss in training) would otherwise add
+    that loss to every forward, which no generation needs and which fails on a cached decode step (the router
+    sees the new tokens, the attention mask every position). Models without the setting are untouched."""
     configs = [c for c in (_text_config(m) for m in models) if getattr(c, "output_router_logits", False)]
     for c in configs:
         c.output_router_logits = False
@@ -143,7 +144,7 @@ def decode_attention(model):
 
 
 def cache_arg(model) -> str:
-    """The forward's name for the KV cache argument (transformers renamed `past_key_values` to `cache` in 5.x)."""
+    """The forward's KV cache argument name (transformers 5.x renamed `past_key_values` to `cache`)."""
     # A PEFT model's forward takes **kwargs only: read the base model's signature.
     target = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(target.forward).parameters else "past_key_values"
@@ -157,12 +158,13 @@ def forward(model, arg: str, cache, **inputs):
 
 
 def attention_kind(model) -> str:
-    """The model's attention implementation ('sdpa', 'eager', ...), as the static path needs to build its mask."""
+    """The model's attention implementation ('sdpa', 'eager', ...): the static path builds its mask by it."""
     return getattr(model.config, "_attn_implementation", None) or "eager"
 
 
 def decode_step(model, arg: str, cache, tok, pos, valid, slot):
-    """One cached forward of the static path. tok (R,), pos (R, 1), valid (R, K) bool, slot (1,) -> logits (R, V).
+    """One cached forward of the static path. tok (R,), pos (R, 1), valid (R, K) bool, slot (1,) -> logits (R,
+    V).
 
     Position k is attended when valid[:, k] (not prompt padding) and k <= slot (already written).
     The bool mask is built here (inside a compiled region when compiled); the caller runs this under
@@ -212,6 +214,7 @@ class EagerRunner:
         positions (B, L), first (U,), rows_of (B,) or None -> logits (B, V) on this runner's device."""
         d, L = self.device, self.L
         input_ids, mask, positions, first = (x.to(d) for x in (input_ids, mask, positions, first))
+        # logits: (U, V)
         cache, logits = forward(
             self.model,
             self.arg,
@@ -220,7 +223,7 @@ class EagerRunner:
             attention_mask=mask[first, :L],
             position_ids=positions[first],
             logits_to_keep=1,
-        )  # fmt: skip  (logits: (U, V))
+        )
         if rows_of is not None:
             rows_of = rows_of.to(d)
             cache.batch_select_indices(rows_of)
@@ -255,7 +258,8 @@ class StaticRunner(EagerRunner):
     `pool[name]` (the generator's) when they fit and are allocated there (larger) when not. Each
     step then runs R rows (the loop keeps R a power-of-two bucket or the full batch) and attends K
     positions (the length rounded up to `block`; None = `static_block_for(device)`), optionally
-    compiled, with R and K as dynamic sizes, so calls with other batch sizes and prompt lengths reuse the compiled step.
+    compiled, with R and K as dynamic sizes, so calls with other batch sizes and prompt lengths reuse the
+    compiled step.
     """
 
     def __init__(
@@ -281,8 +285,8 @@ class StaticRunner(EagerRunner):
         layer_types = set(getattr(model.config, "layer_types", None) or ["full_attention"])
         if layer_types != {"full_attention"}:
             raise ValueError(
-                f"decode='static' supports full-attention layers only, but the model has {sorted(layer_types)}; "
-                "use decode='eager'"
+                "decode='static' supports full-attention layers only, but the model has "
+                f"{sorted(layer_types)}; use decode='eager'"
             )
         self.compiled = compile
         self.step_fn = compiled_step(torch.device(device), backend) if compile else decode_step

@@ -168,7 +168,8 @@ def draw_uniforms(batch: int, generator: torch.Generator | None = None, device=N
 def sample_with_uniforms(
     logits: torch.Tensor, u: torch.Tensor | None, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
 ) -> torch.Tensor:
-    """Inverse-CDF sample with given uniforms. (B, V), (B, 1) -> (B,) long; `u` is unused (may be None) at temperature 0.
+    """Inverse-CDF sample with given uniforms. (B, V), (B, 1) -> (B,) long; `u` is unused (may be None) at
+    temperature 0.
 
     Row-wise: row i depends only on logits[i] and u[i], so a row sampled alone, in another batch or on
     another device (with the same uniform) gets the same token. Knows nothing of random generators.

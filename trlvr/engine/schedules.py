@@ -321,15 +321,15 @@ def _writers_for_p(p: float) -> frozenset[str]:
 #              authors' sampler since 2026-05-05)
 #   toggle     the other author takes over: a strict toggle, the authors' rule before 2026-05-05. Their
 #              research fork's sampler says so at its `_word_select` (CSSLab/Tandem-RLVR,
-#              vllm_source/vllm/v1/sample/tandem_sampler.py, line 86 of the version at commit 64dfae7: "[MODIFIED
-#              2026-05-05 per-boundary Bernoulli(p) handoffs (was strict toggle)]"). The toggle version itself
-#              is not among the versions of that file we could read (64dfae7 has the Bernoulli loop, 9c93814
-#              has no word strategy yet), so the toggle here is that loop (lines 84-108) with the redraw at a
-#              boundary (line 104, `is_senior = self._draw_active(...)`) replaced by the other author, as the
-#              comment and issue 53 describe it. Kept from the loop: the boundary is the token just emitted
-#              (lines 101-103), the gap counts tokens since the last handoff, the boundary token included, and
-#              forces one at max_gap (lines 102-105), and the first author is drawn with p (line 96). Not
-#              known: which rule the paper's runs used.
+#              vllm_source/vllm/v1/sample/tandem_sampler.py, line 86 of the version at commit 64dfae7:
+#              "[MODIFIED 2026-05-05 per-boundary Bernoulli(p) handoffs (was strict toggle)]"). The toggle
+#              version itself is not among the versions of that file we could read (64dfae7 has the Bernoulli
+#              loop, 9c93814 has no word strategy yet), so the toggle here is that loop (lines 84-108) with
+#              the redraw at a boundary (line 104, `is_senior = self._draw_active(...)`) replaced by the other
+#              author, as the comment and issue 53 describe it. Kept from the loop: the boundary is the token
+#              just emitted (lines 101-103), the gap counts tokens since the last handoff, the boundary token
+#              included, and forces one at max_gap (lines 102-105), and the first author is drawn with p (line
+#              96). Not known: which rule the paper's runs used.
 WORD_HANDOFFS = ("bernoulli", "toggle")
 
 

@@ -235,8 +235,8 @@ class _Side:
         w = max(len(c) for c in chunks.values())
         if self.window is not None and C + w >= self.window:
             raise ValueError(
-                f"text pairing: the {self.name} model's KV cache needs {C + w} columns, past its sliding window "
-                f"of {self.window}; shorten prompt + max_new_tokens"
+                f"text pairing: the {self.name} model's KV cache needs {C + w} columns, past its sliding "
+                f"window of {self.window}; shorten prompt + max_new_tokens"
             )
         if C + w > self.mask.shape[1]:
             grow = torch.zeros(b, max(C + w, 2 * self.mask.shape[1]) - self.mask.shape[1], dtype=torch.long)
@@ -528,9 +528,10 @@ class TextPairOutput:
 class TextPairGenerator:
     """Co-generate with a senior and a junior that each keep their own tokenizer.
 
-    >>> gen = TextPairGenerator(senior, senior_tok, junior, junior_tok)             # doctest: +SKIP
-    >>> out = gen.generate(senior_prompts, junior_prompts, WordSchedule(p=0.5), Sampling(64))  # doctest: +SKIP
-    >>> out.texts, out.senior_ids, out.senior_authored                                  # doctest: +SKIP
+    >>> gen = TextPairGenerator(senior, senior_tok, junior, junior_tok)  # doctest: +SKIP
+    >>> out = gen.generate(  # doctest: +SKIP
+    ...     senior_prompts, junior_prompts, WordSchedule(p=0.5), Sampling(64))
+    >>> out.texts, out.senior_ids, out.senior_authored  # doctest: +SKIP
     """
 
     # Catch-ups of at most this many tokens join the one-token step forward; longer ones run as a
@@ -601,7 +602,7 @@ class TextPairGenerator:
             pad = tok.pad_token_id if tok.pad_token_id is not None else self.eos[name][0]
             sides[name] = _Side(name, model, self.codecs[name], pad)
         try:
-            with no_router_logits([self.models[name] for name in sides]):  # no MoE router loss in generation
+            with no_router_logits([self.models[name] for name in sides]):
                 for name, side in sides.items():
                     side.prefill(prompts[name])
                 if row_keys is not None and len(row_keys) != B:

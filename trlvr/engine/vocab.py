@@ -29,7 +29,8 @@ def config_rows(config) -> int | None:
     """A config's embedding rows (``vocab_size``, a multimodal config's text config's), None if unstated;
     ``config`` is a transformers config or a config.json dict (`trlvr.memory.read_config`).
 
-    >>> config_rows({"text_config": {"vocab_size": 262208}}), config_rows({"vocab_size": 151936}), config_rows({})
+    >>> (config_rows({"text_config": {"vocab_size": 262208}}), config_rows({"vocab_size": 151936}),
+    ...     config_rows({}))
     (262208, 151936, None)
     """
     if isinstance(config, dict):
@@ -43,7 +44,8 @@ def check_vocab_rows(tokenizer_size: int, configs: dict[str, object]) -> int:
     tokens. Returns the shared ids (:func:`shared_ids`); UserError, one line naming the model, when one
     has fewer embedding rows than the tokenizer has tokens (its logits cannot name every token).
 
-    >>> check_vocab_rows(10, {"senior a": type("C", (), {"vocab_size": 12})(), "junior b": type("C", (), {"vocab_size": 16})()})
+    >>> check_vocab_rows(10, {"senior a": type("C", (), {"vocab_size": 12})(),
+    ...                       "junior b": type("C", (), {"vocab_size": 16})()})
     10
     """
     rows = {}

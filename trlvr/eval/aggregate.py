@@ -24,7 +24,8 @@ Per-problem table: {benchmark: {metric: {problem_id: value}}}. Metric names:
     <metric> (grader G)                                each pass@ metric above under grader G, an evaluation's
                                                        grader after its first (`trlvr eval --grader a,G`;
                                                        results.json `by_grader`); `graded`
-Derived (ratio of means, not per problem): handoff_ratio/pass@k = handoff/pass@k / solo/pass@k (under each grader).
+Derived (ratio of means, not per problem): handoff_ratio/pass@k = handoff/pass@k / solo/pass@k (under each
+grader).
 
 A benchmark's value is the mean over its problems (for CE and KL: mean over problems of the
 per-problem mean of per-sample means, equal to the mean of per-sample means when every problem

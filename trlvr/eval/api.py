@@ -74,7 +74,7 @@ __all__ = [
 
 
 def read_selection(run_dir: str | Path) -> dict:
-    """RUN/selected.json, as `trlvr select` wrote it: a complete selection (`trlvr.artifacts`) naming a path."""
+    """RUN/selected.json as `trlvr select` wrote it: a complete selection (`trlvr.artifacts`) of a path."""
     path = Path(run_dir) / SELECTED_FILE
     if not path.is_file():
         raise UserError(f"{path}: no selection recorded; run `trlvr select {run_dir} --val ...` first")
@@ -88,8 +88,8 @@ def read_selection(run_dir: str | Path) -> dict:
 
 
 def resolve_senior(spec: str) -> tuple[str, dict | None]:
-    """ "RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path, None).
-    A selected checkpoint that is not complete (`trlvr.artifacts.WEIGHTS`: a save cut short, a file
+    """ "RUN@selected" -> (the selected checkpoint's path, the selection record); any other path -> (path,
+    None). A selected checkpoint that is not complete (`trlvr.artifacts.WEIGHTS`: a save cut short, a file
     truncated since) is refused in one line, never loaded; so is a checkpoint or final/ named as a path
     (one holding trlvr's manifest, or named as a run's checkpoint-N/ or final/, its manifest lost to a kill
     before it was written: other model folders are the loader's to judge)."""
@@ -305,8 +305,8 @@ def check_eval(
     the suite's protocols and metrics against the pairing the tokenizers give (lockstep, text, self, or
     none for `--suite solo`) and the backend, the chat prompts against the tokenizers' templates, the toy
     worlds of the models and the data (`sources`: benchmark -> file). One line naming the flag; returns
-    {metric: why undefined}. backend_here: also that the backend is installed on this machine (not for a dry run,
-    which asks it itself: a plan for another machine's GPU needs no engine here)."""
+    {metric: why undefined}. backend_here: also that the backend is installed on this machine (not for a dry
+    run, which asks it itself: a plan for another machine's GPU needs no engine here)."""
     return _checked(models, benchmarks, spec, sources, backend_here)[2]
 
 
@@ -315,7 +315,8 @@ def eval_team(models: ModelSpec, spec: EvalSpec, senior: str, record: dict | Non
     (None for solo alone); the prompt tokenizer (`--tokenizer`, default the senior's) as the senior's."""
     junior = models.junior
     if is_self(junior) and not is_adapter_dir(senior) and record is not None and record["step"] == 0:
-        junior = senior  # a `junior: self` run's starting senior (the base itself) was selected: it pairs with itself
+        # a `junior: self` run's starting senior (the base itself) was selected: it pairs with itself
+        junior = senior
     if is_self(junior):  # refused even for solo alone, which then loads no junior
         check_self_junior(senior)
     junior = junior if spec.needs_junior else None
@@ -466,5 +467,6 @@ def evaluate_specs(
             check_only=check_only,
             skipped_rows=skipped_rows(benchmarks, data_sources),
         )
-    finally:  # the next stage in this process (the next checkpoint, smoke's next step) starts with memory free
+    finally:
+        # the next stage in this process (the next checkpoint, smoke's next step) starts with memory free
         builder.close()

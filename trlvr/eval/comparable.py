@@ -43,13 +43,15 @@ NOT_COMPARED = {
     "decode": "the KV-cache path: outputs are equal across paths (tested)",
     "num_resamples": "the precision of the stored CIs: a comparison draws its own",
     "machine": "where it ran (recorded for reproducibility, not a setting)",
-    "graders": "which graders' metrics exist beside the first's (`by_grader`); the first, `grader`, is compared",
+    "graders": (
+        "which graders' metrics exist beside the first's (`by_grader`); the first, `grader`, is compared"
+    ),
     "skipped_rows": "which problems (as dropped_problems)",
 }
 
 
 def settings(results: dict) -> dict[str, object]:
-    """The number-changing settings one results.json records, flattened: {"n": 4, "decoding.top_p": 0.8, ...}."""
+    """The number-changing settings of a results.json, flattened: {"n": 4, "decoding.top_p": 0.8, ...}."""
     config = results.get("config") or {}
     out = flatten({k: v for k, v in config.items() if k not in NOT_COMPARED})
     if "grader" not in out and not str(config.get("grading", "")).startswith("custom:"):

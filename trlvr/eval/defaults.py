@@ -18,8 +18,9 @@ DEFAULT_PREFIX_KS = (
 DEFAULT_DOSE_SHARES = (0.25, 0.5, 0.75)  # junior shares; senior p = 0.75, 0.5, 0.25
 DEFAULT_DECODING = {"temperature": 0.7, "top_p": 0.8, "top_k": 20}
 HANDOFF_MAX_ROUNDS = 150  # a round = one senior step + one junior step, as in the authors' code
-# handoff-paper: the paper-era handoff evaluation (CSSLab/Tandem-RLVR tandem_eval/MATH/eval_sentence_handoff.py): the
-# handoff schedule with no round cap, its own decoding and n whatever the run's (asked for by name)
+# handoff-paper: the paper-era handoff evaluation (CSSLab/Tandem-RLVR
+# tandem_eval/MATH/eval_sentence_handoff.py): the handoff schedule with no round cap, its own decoding and n
+# whatever the run's (asked for by name)
 PAPER_HANDOFF = {"decoding": {"temperature": 0.6, "top_p": 0.95, "top_k": 0}, "n": 4, "max_rounds": None}
 N = 8  # samples per problem and protocol
 KS = (1, 2, 4, 8)

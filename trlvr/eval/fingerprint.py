@@ -60,7 +60,8 @@ def _problems_diff(old: dict, new: dict) -> list[str]:
         if a[:m] != b[:m]:
             first = next(i for i in range(m) if a[i] != b[i])
             diffs.append(
-                f"problems of {bench!r}: problem {first + 1} is {a[first]} in the directory but {b[first]} now"
+                f"problems of {bench!r}: problem {first + 1} is {a[first]} in the directory but {b[first]} "
+                "now"
             )
     return diffs
 
@@ -77,7 +78,10 @@ def differences(old: dict, new: dict) -> list[str]:
     return diffs + rundir.differences(old, new, ignore=("problems",))
 
 
-FIX = "rerun with the same settings, choose another --out, or pass --fresh to start over (the earlier one is moved aside)"
+FIX = (
+    "rerun with the same settings, choose another --out, or pass --fresh to start over "
+    "(the earlier one is moved aside)"
+)
 
 
 PARTNER_KEYS = ("junior", "junior_tokenizer", "pairing")  # what `models` says of the junior
@@ -95,8 +99,8 @@ def with_partner(old: dict, new: dict) -> dict:
 
 
 def with_grader(old: dict) -> dict:
-    """A fingerprint written before graders were recorded (no scoring.grader): its rewards were trlvr's grader's
-    (a caller's own score function, grading "custom:<name>", has none)."""
+    """A fingerprint written before graders were recorded (no scoring.grader): its rewards were trlvr's
+    grader's (a caller's own score function, grading "custom:<name>", has none)."""
     scoring = old.get("scoring")
     if (
         not isinstance(scoring, dict)

@@ -114,7 +114,8 @@ def load_tables(group_dir: str | Path, seeds: list[int] | None = None) -> dict[i
     missing = sorted(set(seeds or []) - set(dirs))
     if missing:
         raise UserError(
-            f"{group_dir}: seed(s) {missing} of {sorted(set(seeds))} have no finished evaluation ({PER_PROBLEM})"
+            f"{group_dir}: seed(s) {missing} of {sorted(set(seeds))} have no finished evaluation "
+            f"({PER_PROBLEM})"
         )
     if len(dirs) < 2:
         raise UserError(

@@ -58,7 +58,8 @@ def plan_batches(
 def completion_budget(prompt_len: int, max_new_tokens: int, context_length: int | None) -> int:
     """Tokens a completion may use: the authors' min(cap, context - prompt - 8), or the flat cap.
 
-    >>> completion_budget(100, 3000, 4096), completion_budget(1500, 3000, 4096), completion_budget(1500, 3000, None)
+    >>> (completion_budget(100, 3000, 4096), completion_budget(1500, 3000, 4096),
+    ...     completion_budget(1500, 3000, None))
     (3000, 2588, 3000)
     """
     if context_length is None:

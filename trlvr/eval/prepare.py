@@ -1,5 +1,5 @@
-"""Benchmark preparation: each problem's prompt ids through the one prompt path of `trlvr.data`, the prompt cap
-(over-long prompts dropped up front), the lossy-prompt check, and the models' context length. What
+"""Benchmark preparation: each problem's prompt ids through the one prompt path of `trlvr.data`, the prompt
+cap (over-long prompts dropped up front), the lossy-prompt check, and the models' context length. What
 `trlvr.eval.api`'s checks and the run loop (`trlvr.eval.runner`) both need before a sample is generated.
 `prepare` settles all of it for one evaluation, with the fingerprint.json and config.json it writes."""
 
@@ -152,9 +152,9 @@ def prepare(
     if lossy and refuse_lossy:
         bench, first = next((b, v[0]) for b, v in lossy.items())
         raise UserError(
-            f"{sum(map(len, lossy.values()))} problem(s) do not survive the tokenizer (decode(encode(prompt)) "
-            f"differs; first: {bench} row id {first['source_id']!r} loses {first['lost']!r}); drop them, or "
-            "use a tokenizer that spells them"
+            f"{sum(map(len, lossy.values()))} problem(s) do not survive the tokenizer "
+            f"(decode(encode(prompt)) differs; first: {bench} row id {first['source_id']!r} loses "
+            f"{first['lost']!r}); drop them, or use a tokenizer that spells them"
         )
     fingerprint = {
         "version": fpr.VERSION,

@@ -132,7 +132,7 @@ def _errorbar(ax, xs: list, entries: list[dict], **style) -> None:
 
 
 def pass_at_k_plot(runs: list[tuple[str, dict]], title: str) -> str | None:
-    """pass@k of the solo (solid), handoff (dashed) and junior (dotted) protocols of every run; None if none."""
+    """pass@k of the solo (solid), handoff (dashed) and junior (dotted) protocols of every run, or None."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(4.6, 3.2))
@@ -320,8 +320,9 @@ def sample_view(row: dict) -> dict:
     )
     meta = (
         f"{row['protocol']} #{row['sample_idx']} · reward {_fmt(row['reward'], 'g')} · "
-        f"parsed {row.get('parsed_answer')} (gold {row.get('answer')}) · {row.get('num_tokens', '?')} tokens, "
-        f"senior share {_fmt(row.get('senior_share', 0), '.2f')} · finish {row['finish_reason']}{extra}"
+        f"parsed {row.get('parsed_answer')} (gold {row.get('answer')}) · {row.get('num_tokens', '?')} "
+        f"tokens, senior share {_fmt(row.get('senior_share', 0), '.2f')} · finish "
+        f"{row['finish_reason']}{extra}"
     )
     ok = isinstance(lens, list) and len(lens) == len(authors) and all(isinstance(n, int) for n in lens)
     if not ok:

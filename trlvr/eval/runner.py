@@ -12,11 +12,12 @@ A start that fails before any sample is written leaves no files behind.
 Sample row fields: benchmark, problem_id (content key, `trlvr.data.problem_key`), source_id (the
 row's own id), protocol, sample_idx, batch (the batch signature), seed, answer, text, token_ids,
 authors ("1" senior / "0" junior per token), num_tokens, senior_share, num_switches, reward,
-grading (ok / no_box / timeout / failure; null for a caller's score_fn), parsed_answer, finish_reason, piece_lens (chars of `text` per token; null when single-token
-decoding does not reproduce the text), junior_logprobs (3 dp; tandem rows, and solo rows when
-scored, every token), legibility / drift (solo rows when scored: the sample's mean junior CE and
-KL over its text, the final EOS left out unless `include_eos`), legibility_bpb (solo rows when
-scored: the junior's bits per UTF-8 byte of the text), and prompt (sample 0 only).
+grading (ok / no_box / timeout / failure; null for a caller's score_fn), parsed_answer, finish_reason,
+piece_lens (chars of `text` per token; null when single-token decoding does not reproduce the text),
+junior_logprobs (3 dp; tandem rows, and solo rows when scored, every token), legibility / drift (solo rows
+when scored: the sample's mean junior CE and KL over its text, the final EOS left out unless `include_eos`),
+legibility_bpb (solo rows when scored: the junior's bits per UTF-8 byte of the text), and prompt (sample 0
+only).
 
 Text pairs (`junior_tokenizer` given: the two models have different vocabularies,
 `trlvr.engine.text_pair`): every protocol runs through a text `Pair`; rows hold the senior's
@@ -118,12 +119,12 @@ def evaluate(
     `trlvr.rewards.extract_boxed`). `spec.context_length` "auto" takes `partners.context_length`
     (None = unknown: a flat budget of `max_new_tokens`); the budget of a problem is then
     min(max_new_tokens, context - prompt - 8). `spec.max_prompt_tokens` "auto" = the longest prompt
-    that leaves room to generate. `fresh` sets the directory's earlier work aside (replaced-<time>/). Problems whose
-    prompt the tokenizer cannot spell (decode(encode(prompt)) differs) are listed in config.json's
+    that leaves room to generate. `fresh` sets the directory's earlier work aside (replaced-<time>/). Problems
+    whose prompt the tokenizer cannot spell (decode(encode(prompt)) differs) are listed in config.json's
     `lossy_prompts` and warned about; `refuse_lossy` makes them an error. `check_only` (`trlvr eval
     --dry-run`): every check up to the folder's samples (`check_samples`), then None; nothing is written.
-    `spec.graders`: the first grades each row's `reward`; each other one is graded from the same texts into the
-    row's `grader_rewards` and results.json's `by_grader` (one generation, several graders; a caller's own
+    `spec.graders`: the first grades each row's `reward`; each other one is graded from the same texts into
+    the row's `grader_rewards` and results.json's `by_grader` (one generation, several graders; a caller's own
     `score_fn` takes no other). `skipped_rows`: {benchmark: [{file, row, reason}]}, the unusable rows left out
     (`trlvr eval --skip-bad-rows`), listed in config.json and results.json.
     """
@@ -131,7 +132,9 @@ def evaluate(
         partners, benchmarks, spec, score_fn=score_fn, refuse_lossy=refuse_lossy, skipped_rows=skipped_rows
     )
     fingerprint, config = prep.fingerprint, prep.config
-    if fresh:  # the folder's kind before anything is written (its lock file too) or set aside; a refusal moves nothing
+    if fresh:
+        # the folder's kind before anything (its lock file too) is written or set aside: a refusal moves
+        # nothing
         rundir.prepare_output(out_dir, _KINDS, flag="--out")
     if check_only:  # the dry run: the folder's samples checked as the run checks them, nothing written
         check_samples(EvalDir(out_dir), fingerprint, fresh)
@@ -275,9 +278,10 @@ def _finished(store: EvalDir, fingerprint: dict, config: dict, run: _Run) -> dic
 
 
 def check_samples(store: EvalDir, fingerprint: dict, fresh: bool) -> dict | None:
-    """The folder's samples may be reused by an evaluation of `fingerprint` (refused in one line when they were
-    made under other settings, `trlvr.eval.fingerprint.check_resumable`); returns their fingerprint (None:
-    no samples, or `fresh`: they are set aside). What the run checks under its lock and --dry-run checks."""
+    """The folder's samples may be reused by an evaluation of `fingerprint` (refused in one line when they
+    were made under other settings, `trlvr.eval.fingerprint.check_resumable`); returns their fingerprint
+    (None: no samples, or `fresh`: they are set aside). What the run checks under its lock and --dry-run
+    checks."""
     if fresh or not store.has_samples():
         return None
     path = store.file(FINGERPRINT)
@@ -335,10 +339,9 @@ class _Run:
         self.junior_prompts: dict[tuple, list[int]] = {}  # text pairs: senior prompt ids -> the junior's
         self.pair = None  # built on first use: a resumed evaluation with nothing to do loads no model
         self.pair_stacks: tuple[str, ...] = ()  # the models `pair` holds
-        self._scorers = (
-            None  # (senior, junior) HF modules that score, when the pair holds none (backend vllm)
-        )
-        # an engine that holds no HF models generates everything first, then is closed, then scoring loads them
+        # (senior, junior) HF modules that score, when the pair holds none (backend vllm)
+        self._scorers = None
+        # an engine without HF models generates everything first and is closed; then scoring loads them
         self.score_later = partners.scorers is not None
 
     def _scoring(self):
@@ -453,9 +456,9 @@ class _Run:
             each = ", ".join(f"{w} {c}" for w, c in again.items())
             print(
                 f"generated again {sum(again.values())} finished sample(s) ({each}): their batch has other "
-                "batch-mates in this plan (another --limit or --n), and a sample's arithmetic follows its batch "
-                "(padding, kernel shapes), so samples are reused only in their own batch and this folder equals "
-                f"a fresh run; the earlier ones stay in {store.other_samples.name}",
+                "batch-mates in this plan (another --limit or --n), and a sample's arithmetic follows its "
+                "batch (padding, kernel shapes), so samples are reused only in their own batch and this "
+                f"folder equals a fresh run; the earlier ones stay in {store.other_samples.name}",
                 file=sys.stderr,
             )
         return plan_rows
@@ -526,7 +529,7 @@ class _Run:
                 )
 
     def _prefixes(self, b: Bench, batch) -> list[list[int]] | None:
-        """prefix-K: the first K% of the solo trace of each item's (problem, sample), None for other protocols."""
+        """prefix-K: the first K% of the solo trace of each item's (problem, sample); None for others."""
         proto = parse_protocol(batch.protocol)
         if proto.entry != "prefix":
             return None
@@ -694,9 +697,10 @@ def write_results(
     num_resamples: int = D.NUM_RESAMPLES,
     extra: dict | None = None,
 ) -> dict:
-    """Per-problem metrics (per_problem.json) and results.json from sample rows. per_problem.json also holds each
-    grader after the first (`config["graders"]`), its metrics named `graded` ("solo/pass@1 (grader authors)"), so
-    `trlvr compare` and seed groups pair them too; results.json's metrics are the first grader's."""
+    """Per-problem metrics (per_problem.json) and results.json from sample rows. per_problem.json also holds
+    each grader after the first (`config["graders"]`), its metrics named `graded` ("solo/pass@1 (grader
+    authors)"), so `trlvr compare` and seed groups pair them too; results.json's metrics are the first
+    grader's."""
     out_dir = Path(out_dir)
     table = problem_table(rows, config["ks"])
     others = grader_tables(rows, (config.get("graders") or [])[1:], config["ks"])

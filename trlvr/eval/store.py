@@ -189,14 +189,16 @@ class EvalDir:
         os.replace(tmp, path)
 
     def problem(self, deep: bool = False) -> str | None:
-        """Why DIR is not a finished evaluation (`trlvr.artifacts.problem` of `trlvr.rundir.EVALUATION_ARTIFACT`: a
-        file a reader opens is missing, cut short or does not parse; `deep`: or changed since it was sealed), or None."""
+        """Why DIR is not a finished evaluation (`trlvr.artifacts.problem` of
+        `trlvr.rundir.EVALUATION_ARTIFACT`: a file a reader opens is missing, cut short or does not parse;
+        `deep`: or changed since it was sealed), or None."""
         return artifacts.problem(self.path, rundir.EVALUATION_ARTIFACT, deep=deep)
 
     def check_samples_unchanged(self) -> None:
         """Before a run reuses DIR's samples (lock owner): samples.jsonl of a sealed evaluation, still of its
         sealed size, must hold the sealed bytes (an edit after the seal is refused in one line naming it; a
-        later run that appended or rewrote it, cut off before its own seal, changed its size and is resumed)."""
+        later run that appended or rewrote it, cut off before its own seal, changed its size and is
+        resumed)."""
         listed, _ = artifacts.read_manifest(self.path)
         rec = (listed or {}).get(SAMPLES)
         if rec and self.samples.is_file() and self.samples.stat().st_size == rec.get("size"):

@@ -2,8 +2,8 @@
 
 `parse_protocol` is the one place a protocol name is read: "dose-0.25" -> the word schedule with
 junior share 0.25; "prefix-50" -> the junior alone, continuing the first 50% of the senior's solo
-trace of the same (problem, sample) (`trlvr.eval.prefix`). `protocols_for` expands a suite into its protocols, `dose_points` finds the dose
-curve's points among metric names. Running a protocol is `trlvr.eval.protocols`.
+trace of the same (problem, sample) (`trlvr.eval.prefix`). `protocols_for` expands a suite into its protocols,
+`dose_points` finds the dose curve's points among metric names. Running a protocol is `trlvr.eval.protocols`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Protocol:
         return self.entry != "solo"
 
     def decoding(self, run_decoding: dict) -> dict:
-        """The decoding this protocol samples with: its own (handoff-paper: the paper era's), else the run's."""
+        """The decoding this protocol samples with: its own (handoff-paper: the paper era's), or the run's."""
         return dict(PAPER_HANDOFF["decoding"]) if self.entry == "handoff-paper" else run_decoding
 
     def samples(self, run_n: int) -> int:

@@ -177,7 +177,8 @@ def paired(baseline: Run, r: Run, allow_mismatch: bool = False) -> dict:
     (`trlvr.eval.comparable`; allowed: the settings that differ are in "mismatch")."""
     if r.group != baseline.group:
         raise UserError(
-            f"report: {r.path} and the baseline {baseline.path} are not both seed groups (or both single runs)"
+            f"report: {r.path} and the baseline {baseline.path} are not both seed groups (or both single "
+            "runs)"
         )
     mismatch = check_comparable(
         baseline.path,

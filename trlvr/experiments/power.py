@@ -73,12 +73,13 @@ DEFAULT_COMPONENTS = Components(
 )
 
 
-# ---- the metric's own variance: pass@k ----------------------------------------------------------------------
-# DEFAULT_COMPONENTS' problem_sd is the reproduction's pass@8 (n = 8). Another pass@k varies otherwise over problems:
-# its per-problem SD is problem_sd x sqrt(V_k / V_8), V_k the variance over problems and samples of one problem's
-# unbiased pass@k estimate from n samples, with problems' success rates Beta(a, b) fitted to a mean pass@1 of
-# PASS1_LEVEL (an assumption) and a mean pass@4 of PASS4_LEVEL (Table 2's four macro pass@4 values, 52.40-55.56,
-# averaged). Within 31.4-32.8 points for pass@4 whatever the pass@1 level from 0.35 to 0.45 (tests/test_power.py).
+# ---- the metric's own variance: pass@k ---------------------------------------------------------------------
+# DEFAULT_COMPONENTS' problem_sd is the reproduction's pass@8 (n = 8). Another pass@k varies otherwise over
+# problems: its per-problem SD is problem_sd x sqrt(V_k / V_8), V_k the variance over problems and samples of
+# one problem's unbiased pass@k estimate from n samples, with problems' success rates Beta(a, b) fitted to a
+# mean pass@1 of PASS1_LEVEL (an assumption) and a mean pass@4 of PASS4_LEVEL (Table 2's four macro pass@4
+# values, 52.40-55.56, averaged). Within 31.4-32.8 points for pass@4 whatever the pass@1 level from 0.35
+# to 0.45 (tests/test_power.py).
 PASS1_LEVEL = 0.40
 PASS4_LEVEL = 0.544
 MEASURED_K, MEASURED_N = 8, 8  # what DEFAULT_COMPONENTS.problem_sd was measured on
@@ -262,7 +263,8 @@ def components_from_study(out, baseline: str, variant: str, metric: str) -> Comp
 GPUS = {"A100-80GB": (2.039e12, 312e12), "H100": (3.35e12, 989e12), "H200": (4.8e12, 989e12)}
 GPU_ALIASES = {"A100": "A100-80GB", "H100-80GB": "H100"}
 GPU_CHOICES = (*GPUS, *GPU_ALIASES)
-TARGET_EFFECT = 2.3  # points: the paper's handoff gain (macro pass@4 handoff 54.74 vs 52.40, as the reproduction quotes it)
+# points: the paper's handoff gain (macro pass@4 handoff 54.74 vs 52.40, as the reproduction quotes it)
+TARGET_EFFECT = 2.3
 TARGET_METRIC = "pass@4"  # the metric that gain is in (Table 2)
 BANDWIDTH_SHARE = 0.75  # real decode kernels reach ~70-85% of peak bandwidth (docs, "GPUs and vLLM")
 COMPUTE_SHARE = 0.40  # an assumption: the update's share of peak FLOP/s (model FLOPs utilisation)
@@ -359,14 +361,15 @@ def verdict(c: Components, seeds: int, problems: Sequence[int], effect: float, m
         )
     if lowest >= effect:
         return (
-            f"Verdict: underpowered: {seeds} seeds detect a {effect:g}-point {metric} difference with probability "
-            f"{detection_rate(effect, standard_error(c, seeds, problems)):.2f}, and no number of seeds reaches "
-            f"0.80 on these problems (their floor is {lowest:.2f} points): add problems."
+            f"Verdict: underpowered: {seeds} seeds detect a {effect:g}-point {metric} difference with "
+            f"probability {detection_rate(effect, standard_error(c, seeds, problems)):.2f}, and no number "
+            f"of seeds reaches 0.80 on these problems (their floor is {lowest:.2f} points): add problems."
         )
     need = seeds_needed(c, problems, effect)
     return (
-        f"Verdict: underpowered: {seeds} seeds detect a {effect:g}-point {metric} difference with probability "
-        f"{detection_rate(effect, standard_error(c, seeds, problems)):.2f}; {need} seeds would reach 0.80."
+        f"Verdict: underpowered: {seeds} seeds detect a {effect:g}-point {metric} difference with "
+        f"probability {detection_rate(effect, standard_error(c, seeds, problems)):.2f}; {need} seeds would "
+        "reach 0.80."
     )
 
 
@@ -393,8 +396,8 @@ def power_lines(
             f"{seeds} seeds"
         )
     lines.append(
-        f"#   floor: {floor(c, problems):.2f} points, the minimal detectable effect with unlimited seeds (the "
-        "problem variance every seed shares); below it only more problems help"
+        f"#   floor: {floor(c, problems):.2f} points, the minimal detectable effect with unlimited seeds "
+        "(the problem variance every seed shares); below it only more problems help"
     )
     grid = []
     for seed_sd in (0.75, c.seed_sd, 2 * c.seed_sd):
@@ -457,8 +460,9 @@ def generation_hours(
     gpu: str,
     senior_decodes: bool = True,
 ) -> float:
-    """GPU-hours to generate `rows` completions in batches of `batch` on one GPU (the step model's decode part):
-    (params, KV bytes per token) of each model that decodes; `senior_decodes` False: the junior alone."""
+    """GPU-hours to generate `rows` completions in batches of `batch` on one GPU (the step model's decode
+    part): (params, KV bytes per token) of each model that decodes; `senior_decodes` False: the junior
+    alone."""
     sp, skv = senior if senior_decodes else (0, 0)
     jp, jkv = junior or (0, 0)
     m = StepModel(sp, skv, jp, jkv, rows=min(rows, batch), completion=completion, cap=cap)
@@ -474,8 +478,8 @@ def stage_cost_lines(
 ) -> list[str]:
     """Selection and evaluation GPU-hours beside training's, per arm (all seeds), and the study's total."""
     lines = [
-        f"# selection and evaluation (the decode model above, a lower bound not scaled by the paper's ratio; 1 GPU "
-        f"each; {what[0]}; {what[1]}):"
+        "# selection and evaluation (the decode model above, a lower bound not scaled by the paper's "
+        f"ratio; 1 GPU each; {what[0]}; {what[1]}):"
     ]
     for name in train_h:
         s, e = select_h.get(name, 0.0), eval_h.get(name, 0.0)

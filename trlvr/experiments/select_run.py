@@ -118,7 +118,7 @@ def selection_spec(
 
 
 def _resolved(source: str) -> str:
-    """A local file as its absolute path (what it names does not depend on the cwd); anything else as given."""
+    """A local file as its absolute path (naming the same file from any cwd); anything else as given."""
     return str(Path(source).resolve()) if Path(source).is_file() else source
 
 

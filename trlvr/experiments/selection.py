@@ -5,7 +5,8 @@
     RUN/select/<val>/table.md, curve.png, selection.json   every checkpoint's value with its CI
     RUN/selected.json               the chosen checkpoint: step, path, metric, value, CI, val fingerprint,
                                     the checkpoints it covered (table) and the run's newest step then
-                                    (paths relative to RUN when inside it, else absolute: the same from any cwd)
+                                    (paths relative to RUN when inside it, else absolute: the same from any
+                                    cwd)
 
 `trlvr.eval.api.resolve_senior("RUN@selected")` turns that record back into a model path for `trlvr eval`.
 

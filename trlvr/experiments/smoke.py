@@ -20,8 +20,8 @@ Checks (each `ok`, `failed` with the reason, or `not measured` with why):
   then no graphs vs eager (`parity`): each row is compared up to its first difference, its chosen
   tokens' log-probs within PARITY_TOLERANCE of each other; the difference passes when it is a near-tie in
   both engines (a top-1 minus top-2 gap under PARITY_MARGIN, and the engines' top two log-probs there
-  within PARITY_TOLERANCE) and fails otherwise, naming the graphs or the compilation (a mode that corrupts the composite's activations
-  shows here; `not measured` where the run's engine is eager already, as on a CPU);
+  within PARITY_TOLERANCE) and fails otherwise, naming the graphs or the compilation (a mode that corrupts the
+  composite's activations shows here; `not measured` where the run's engine is eager already, as on a CPU);
 - lengths: truncation rate and mean response length, in training and in the evaluation;
 - pre-emptions: requests the engine pre-empted (backend vllm);
 - speed: tandem / solo step time (and generation time) against the bound (S + J) / S, where S and J
@@ -31,8 +31,8 @@ Checks (each `ok`, `failed` with the reason, or `not measured` with why):
   as its own partner, solo and handoff, on the held-out problems (SELF_PAIR_N samples each, the run's
   completion budget). With one model on both sides every token comes from one distribution, so handoff - solo
   pass@1 is 0 but for sampling noise: it must lie within SELF_PAIR_Z standard errors (`self_pair_check`). A
-  protocol that cuts, shifts or budgets the text otherwise shows here. On the smoke's few problems the interval
-  is wide (a gross fault, not a small bias; tests/test_self_pair_null.py runs 200 problems).
+  protocol that cuts, shifts or budgets the text otherwise shows here. On the smoke's few problems the
+  interval is wide (a gross fault, not a small bias; tests/test_self_pair_null.py runs 200 problems).
 """
 
 from __future__ import annotations
@@ -85,10 +85,10 @@ PARITY_TOKENS = 48  # new tokens per parity rollout (capped by the run's max_com
 # forwards differ
 PARITY_MARGIN = 0.5
 PARITY_TOP = 2  # log-probs asked for per position: the top two, for the gap
-# nat: how far two engines' log-probs of the same token in the same context may differ (the chosen token's over
-# each row's shared prefix, and the top two at a near-tie flip). bf16 logits of magnitude ~30 are spaced 0.125
-# apart, so kernel rounding moves a log-prob by a few tenths at most; corrupted activations move it by nats
-# (a first GPU run records `max_logprob_delta` per comparison: the figure to tighten this from)
+# nat: how far two engines' log-probs of the same token in the same context may differ (the chosen token's
+# over each row's shared prefix, and the top two at a near-tie flip). bf16 logits of magnitude ~30 are spaced
+# 0.125 apart, so kernel rounding moves a log-prob by a few tenths at most; corrupted activations move it by
+# nats (a first GPU run records `max_logprob_delta` per comparison: the figure to tighten this from)
 PARITY_TOLERANCE = 0.4
 SELF_PAIR_N = 4  # samples per problem and protocol in the self-pair check (cheap: the held-out problems only)
 SELF_PAIR_Z = 3.29  # a two-sided 99.9% normal interval: a smoke that fails on chance once in 1,000 runs
@@ -152,16 +152,16 @@ def grader_check() -> dict:
 
 
 def self_pair_model(team: Team) -> str:
-    """The model the self-pair check pairs with itself: the run's junior, or its starting senior when self-paired."""
+    """The model the self-pair check pairs with itself: the run's junior, or when self-paired its senior."""
     return team.junior_weights or team.senior
 
 
 def self_pair_check(rows: list[dict], z: float = SELF_PAIR_Z) -> dict:
     """An identical pair's handoff - solo pass@1 (`rows`: one evaluation's samples, both protocols) within its
-    interval: the mean over problems of the per-problem difference, and its standard error given these problems
-    (sampling noise only: each problem's pooled rate q, variance q(1 - q) / n per protocol). Ok when 0 lies in
-    diff +- z SE; a problem every sample of both protocols got right (or wrong) adds no variance and no
-    difference.
+    interval: the mean over problems of the per-problem difference, and its standard error given these
+    problems (sampling noise only: each problem's pooled rate q, variance q(1 - q) / n per protocol). Ok when
+    0 lies in diff +- z SE; a problem every sample of both protocols got right (or wrong) adds no variance and
+    no difference.
 
     >>> rows = [{"protocol": p, "problem_id": i, "reward": float(j < 2)} for p in ("solo", "handoff")
     ...         for i in range(4) for j in range(4)]
@@ -218,7 +218,8 @@ def parity(a: Greedy, b: Greedy, margin: float = PARITY_MARGIN, tolerance: float
     """Two engines' greedy rollouts of the same prompts, compared row by row up to each row's first
     difference (what follows it is another context: not compared), then by log-prob there:
     - over the shared prefix, the chosen token's log-prob may differ by at most `tolerance` (nat) between
-      the engines (`max_logprob_delta`): a row whose tokens agree but whose log-probs do not fails ("logprob");
+      the engines (`max_logprob_delta`): a row whose tokens agree but whose log-probs do not fails
+      ("logprob");
     - a first difference where the tokens differ passes as a near-tie only when it is one in both engines:
       either engine's top-1 minus top-2 gap under `margin` and the two engines' top two log-probs there (the
       same two tokens, swapped) within `tolerance` of each other; else it fails ("token"). A near tie in one
@@ -271,19 +272,23 @@ def parity(a: Greedy, b: Greedy, margin: float = PARITY_MARGIN, tolerance: float
         f = failed[0]
         if f["kind"] == "token" and "top_two" in f:
             what = (
-                f"tokens part where the engines' top two log-probs differ ({f['top_two'][0]} vs {f['top_two'][1]} "
-                f"nat, tolerance {tolerance}): a near tie in one engine only"
+                f"tokens part where the engines' top two log-probs differ ({f['top_two'][0]} vs "
+                f"{f['top_two'][1]} nat, tolerance {tolerance}): a near tie in one engine only"
             )
         elif f["kind"] == "logprob":
             what = f"the same tokens with log-probs {f['delta']} nat apart (tolerance {tolerance})"
         else:
             what = {
-                "token": f"tokens part at a top-1/top-2 gap of {f['gaps'][0]} / {f['gaps'][1]} nat (margin {margin})",
+                "token": (
+                    f"tokens part at a top-1/top-2 gap of {f['gaps'][0]} / {f['gaps'][1]} nat (margin "
+                    f"{margin})"
+                ),
                 "author": "the authors differ where the tokens agree",
                 "length": "one row ends where the other goes on",
             }[f["kind"]]
         check["reason"] = (
-            f"{len(failed)} of {len(a.completion_ids)} rows differ; row {f['row']} from token {f['token']}: {what}"
+            f"{len(failed)} of {len(a.completion_ids)} rows differ; row {f['row']} from token {f['token']}: "
+            f"{what}"
         )
     return check
 
@@ -385,7 +390,8 @@ def trained_parity(tandem, grpo, trained: str, gpu_memory) -> dict:
     """A self-paired run's parity again after its training steps, the trained senior beside the untrained
     junior (`run_parity`): at step 0 both units compute one function, so a junior that reads the senior's
     weights, KV cache or compiled artifact gives the same tokens there; once the senior trained, it does not.
-    Not measured for a LoRA senior (its trained model is an adapter folder, which the engine does not load)."""
+    Not measured for a LoRA senior (its trained model is an adapter folder, which the engine does not
+    load)."""
     if Team.of(tandem).is_self or is_adapter_dir(trained):
         return _check(
             None, reason="the trained senior is a LoRA adapter folder: the engine loads full model folders"
@@ -548,9 +554,9 @@ def arm_keys(out: str | Path, arm: str, steps: int, problems: int, overrides: di
 
 
 def check_arms(config: str | Path, out: str | Path, steps: int, problems: int, overrides: dict) -> None:
-    """Every check of both arms' runs that needs no GPU and no model, with the keys the smoke trains them with,
-    before any engine is built (the parity's three engines come first, and take minutes on a real pair): the
-    config as `trlvr train --dry-run` checks it (`trlvr.training.preflight.check_config`: the dataset, the
+    """Every check of both arms' runs that needs no GPU and no model, with the keys the smoke trains them
+    with, before any engine is built (the parity's three engines come first, and take minutes on a real pair):
+    the config as `trlvr train --dry-run` checks it (`trlvr.training.preflight.check_config`: the dataset, the
     capabilities, the models' context lengths), the bf16 guard for this launch
     (`trlvr.training.learning.check_updates_land`), and the disk the arm's checkpoints need
     (`trlvr.training.memory_plan.check_disk`)."""
@@ -577,8 +583,8 @@ LOG_FILE = "smoke.log"  # the stages' own console output, unless --verbose print
 
 @contextlib.contextmanager
 def console_to(log: Path | None):
-    """Everything the stages print (trlvr's stage lines, the libraries' warnings and progress bars, from Python
-    or from native code) appended to `log` instead of the screen; None: left on the screen."""
+    """Everything the stages print (trlvr's stage lines, the libraries' warnings and progress bars, from
+    Python or from native code) appended to `log` instead of the screen; None: left on the screen."""
     if log is None:
         yield
         return
@@ -681,7 +687,8 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
         say(render_parity(checks["parity_trained"], "parity after training"))
     tandem = arms["tandem"]["tandem"]
     record_path = arms["tandem"]["dir"] / rundir.MEMORY_FILE
-    # backend vllm: the plan the run itself made (its context derived from the data) beside vLLM's own KV report
+    # backend vllm: the plan the run itself made (its context derived from the data) beside vLLM's own
+    # KV report
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     plan = plans["tandem"]
     engine_kv, planned = record.get("engine_kv_tokens"), record.get("plan") or plan.as_dict()
@@ -691,7 +698,10 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
         engine_kv_tokens=engine_kv,
         planned_kv_tokens=planned["kv_tokens"],
         device_peak_bytes=_device_peak(),
-        note="vLLM's KV tokens must hold one full sequence; the plan's KV is an estimate (activations, outside torch)",
+        note=(
+            "vLLM's KV tokens must hold one full sequence; the plan's KV is an estimate (activations, "
+            "outside torch)"
+        ),
     )
     checks["author_mask"] = mask_check(
         arms["tandem"]["rows"], arms["grpo"]["rows"], tandem.p if tandem.expects_junior_tokens else None
@@ -787,8 +797,8 @@ def run_smoke(opts: SmokeOptions, command: Callable[[list[str]], int], say=print
 def _self_pair(
     tandem, team, grpo, run: Path, n: str, out: Path, command, stages, quiet, backend_args
 ) -> dict:
-    """`self_pair_check` of the run's junior (`self_pair_model`) as its own partner: `trlvr eval` solo and handoff
-    on the held-out problems, SELF_PAIR_N samples each, within the run's completion budget."""
+    """`self_pair_check` of the run's junior (`self_pair_model`) as its own partner: `trlvr eval` solo and
+    handoff on the held-out problems, SELF_PAIR_N samples each, within the run's completion budget."""
     model = self_pair_model(team)
     eval_dir = out / "self-pair"
     stages.before("self-pair eval", EVAL_ENGINE_SHARE)
@@ -833,8 +843,9 @@ def _self_pair(
 
 class _EngineStages:
     """Before each stage that starts an engine (`gpu_share`: the backend's engine takes a share of the GPU):
-    release what the stage before it held, then refuse in one line naming that stage when the GPU's free memory
-    is below the share (`trlvr.gpu.free_memory_check`, vLLM's own start check, made before any work)."""
+    release what the stage before it held, then refuse in one line naming that stage when the GPU's free
+    memory is below the share (`trlvr.gpu.free_memory_check`, vLLM's own start check, made before any
+    work)."""
 
     def __init__(self, gpu_share: bool):
         self.gpu_share, self.previous = gpu_share, None
@@ -854,8 +865,8 @@ def render_parity(check: dict, label: str = "parity") -> str:
         return (
             f"  {label}: ok: {check['rows']} greedy rollouts agree, CUDA graphs = compiled = enforce_eager "
             f"({ties} near-tie flips under {check['margin']} nat, log-probs within "
-            f"{max(check[key]['max_logprob_delta'] for key in PARITY_PAIRS)} nat; {check['max_num_seqs']} rows, "
-            f"{check['max_num_batched_tokens']} tokens a step)"
+            f"{max(check[key]['max_logprob_delta'] for key in PARITY_PAIRS)} nat; {check['max_num_seqs']} "
+            f"rows, {check['max_num_batched_tokens']} tokens a step)"
         )
     return f"  {label}: not measured ({check['reason']})"
 
@@ -865,8 +876,8 @@ def render_self_pair(check: dict) -> str:
         return f"  self-pair: {check['status']} ({check.get('reason')})"
     return (
         f"  self-pair: {check['status']}: handoff - solo pass@1 {check['diff']:+.3f} "
-        f"[{check['interval'][0]:+.3f}, {check['interval'][1]:+.3f}] ({check['z']} SE; {check['problems']} problems "
-        f"x {check['samples']} samples, the junior as its own partner: 0 expected)"
+        f"[{check['interval'][0]:+.3f}, {check['interval'][1]:+.3f}] ({check['z']} SE; {check['problems']} "
+        f"problems x {check['samples']} samples, the junior as its own partner: 0 expected)"
     )
 
 
@@ -898,7 +909,8 @@ def render(report: dict) -> str:
         f"  author mask: {m['status']}"
         + (
             f": senior share {[round(x, 3) for x in m['senior_share']]} in "
-            f"{m['band']}, TRL length {_na(m['trl_completion_length'])} = senior tokens {_na(m['senior_tokens'])}"
+            f"{m['band']}, TRL length {_na(m['trl_completion_length'])} = senior tokens "
+            f"{_na(m['senior_tokens'])}"
             if "senior_share" in m
             else f": {m.get('reason')}"
         )
@@ -906,7 +918,10 @@ def render(report: dict) -> str:
     if "weights_moved" in c:
         w = c["weights_moved"]
         lines.append(
-            f"  weights moved: {w['status']}: first step changed {_na(w['fraction'])} of the trainable weights"
+            (
+                f"  weights moved: {w['status']}: first step changed {_na(w['fraction'])} of the trainable "
+                "weights"
+            )
             + (f"; IS zeroed/clipped {w['is_corrected']}" if w.get("is_corrected") else "")
         )
     g = c["grader"]
@@ -932,7 +947,8 @@ def render(report: dict) -> str:
     lines.append(f"  lengths: {_na(c['lengths']['train'])}, eval {_na(c['lengths']['eval'])}")
     lines.append(f"  pre-emptions: {_na(c['preemptions']['count'])} ({c['preemptions']['note']})")
     lines.append(
-        f"  select + eval: {c['select_eval']['status']} ({c['select_eval'].get('error') or c['select_eval']['eval_dir']})"
+        f"  select + eval: {c['select_eval']['status']} "
+        f"({c['select_eval'].get('error') or c['select_eval']['eval_dir']})"
     )
     if report.get("log"):
         lines.append(f"  log: {report['log']} (the stages' own output; --verbose prints it here)")

@@ -75,8 +75,8 @@ TIMINGS_HEADING = "Median stage time per run (s; resumed stages left out):"
 
 
 def result_tables(text: str) -> str:
-    """The Markdown tables of a study report's `text` before its stage timings (seconds differ by machine), one
-    blank line between two tables so that each renders as its own; "" when there is none."""
+    """The Markdown tables of a study report's `text` before its stage timings (seconds differ by machine),
+    one blank line between two tables so that each renders as its own; "" when there is none."""
     out, gap = [], False
     for line in text.split(TIMINGS_HEADING)[0].splitlines():
         if line.startswith("|"):
@@ -100,7 +100,7 @@ def figure_panels() -> list[tuple[str, str]]:
 
 
 def all_zero(data: dict) -> list[str]:
-    """The registered metrics left out of this report: 0 in every finished evaluation (`sample_metrics.all_zero`)."""
+    """The registered metrics this report leaves out: 0 in every finished evaluation (`all_zero`)."""
     return sample_metrics.all_zero([r["metrics"] for r in data["rows"].values()])
 
 
@@ -132,8 +132,8 @@ def variant_metrics(study: Study, out: Path, variant: str) -> dict:
 
 
 def paired(study: Study, out: Path, baseline: str, variant: str, allow_mismatch: bool = False) -> dict:
-    """Paired variant - baseline on the seeds both finished: two-level bootstrap (>= 2 seeds) or by problem (1);
-    only evaluations made alike (`trlvr.eval.comparable`; allowed: the differences in "mismatch")."""
+    """Paired variant - baseline on the seeds both finished: two-level bootstrap (>= 2 seeds) or by problem
+    (1); only evaluations made alike (`trlvr.eval.comparable`; allowed: the differences in "mismatch")."""
     seeds = sorted(set(finished_seeds(study, out, baseline)) & set(finished_seeds(study, out, variant)))
     if not seeds:
         return {"seeds": [], "metrics": {}}
@@ -200,12 +200,16 @@ def settings_rows(study: Study, out: Path) -> list[tuple[str, str]]:
         ("seeds", ", ".join(map(str, study.seeds))),
         (
             "selection",
-            f"{sel['metric']} on {sel['val']}, n = {sel.get('n', 4)}, budget {sel.get('max_new_tokens', '–')} tokens",
+            (
+                f"{sel['metric']} on {sel['val']}, n = {sel.get('n', 4)}, budget "
+                f"{sel.get('max_new_tokens', '–')} tokens"
+            ),
         ),
         (
             "evaluation",
             f"{ev['data']}: {', '.join(ev.get('suite', ['full suite']))}; n = {ev.get('n', 8)}, "
-            f"k = {ev.get('k', '–')}, limit {ev.get('limit', 'all')}, budget {ev.get('max_new_tokens', '–')} tokens",
+            f"k = {ev.get('k', '–')}, limit {ev.get('limit', 'all')}, budget "
+            f"{ev.get('max_new_tokens', '–')} tokens",
         ),
     ]
     for w, spec in study.worlds.items():
@@ -271,7 +275,10 @@ def markdown(study: Study, data: dict) -> str:
     lines = [
         f"# Study {study.name}",
         "",
-        "Each cell: mean over seeds [95% CI, two-level bootstrap over seeds, then problems]; a variant with one",
+        (
+            "Each cell: mean over seeds [95% CI, two-level bootstrap over seeds, then problems]; a variant "
+            "with one"
+        ),
         "finished seed: [95% CI over problems]. Accuracies and rates in %.",
         "",
         "| variant | seeds | " + " | ".join(t for _, t in cols) + " |",

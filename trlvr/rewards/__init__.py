@@ -3,9 +3,11 @@
 ``math_reward`` is the TRL reward function (strict: no ``\\boxed{}`` scores 0); ``MathReward``
 configures it (``require_box=False`` for the lenient mode); ``normalize_math`` is the one reading of
 Unicode/typographic math text (gold and answer alike); ``grading_mode`` names the mode
-for results files; ``equivalent`` is the one equality of answers (`trlvr.rewards.equivalence`); ``GRADERS`` names the graders
-(``trlvr``, ``authors``, ``authors-paper``: `trlvr.rewards.graders`), ``MathReward(grader=...)`` picks one,
-``grader_of`` names it for results files, ``require_grader`` refuses a name or a missing dependency in one line; ``check_golds`` / ``gold_parses`` let ``trlvr data check`` verify golds.
+for results files; ``equivalent`` is the one equality of answers (`trlvr.rewards.equivalence`); ``GRADERS``
+names the graders (``trlvr``, ``authors``, ``authors-paper``: `trlvr.rewards.graders`),
+``MathReward(grader=...)`` picks one, ``grader_of`` names it for results files, ``require_grader`` refuses a
+name or a missing dependency in one line; ``check_golds`` / ``gold_parses`` let ``trlvr data check`` verify
+golds.
 """
 
 from trlvr.rewards.boxed import extract_boxed

@@ -66,7 +66,7 @@ NUMERIC_DIGITS = 40  # working precision (decimal digits) of the numeric compari
 
 
 def _complex(x) -> complex:
-    """A sympy number's value (at ``NUMERIC_DIGITS``), or a plain number's; raises TypeError for anything else."""
+    """A sympy number's value (at ``NUMERIC_DIGITS``) or a plain number's; TypeError for anything else."""
     import sympy
 
     if isinstance(x, sympy.Basic):
@@ -75,10 +75,10 @@ def _complex(x) -> complex:
 
 
 def numeric_verdict(gold, pred) -> bool | None:
-    """True/False when math-verify read both sides as numbers (sympy expressions without free symbols: 10^{-7},
-    \\sqrt{2}, 2^{-30}, \\pi), compared exactly where both are rational, else to a relative ``REL_TOL``
-    (never math-verify's 6 decimal places, under which 10^{-7} equals 10^{-8}); None for anything else
-    (sets, intervals, equations, expressions in a variable), which math-verify's ``verify`` decides."""
+    """True/False when math-verify read both sides as numbers (sympy expressions without free symbols:
+    10^{-7}, \\sqrt{2}, 2^{-30}, \\pi), compared exactly where both are rational, else to a relative
+    ``REL_TOL`` (never math-verify's 6 decimal places, under which 10^{-7} equals 10^{-8}); None for anything
+    else (sets, intervals, equations, expressions in a variable), which math-verify's ``verify`` decides."""
     import sympy
 
     a, b = gold[0] if gold else None, pred[0] if pred else None

@@ -1,7 +1,7 @@
 """The ``authors`` grader: the Tandem RLVR release's reward, written here from its published behaviour.
 
-The release (CSSLab/Tandem-RLVR 7ba85e0: ``train/tandem_grpo.sh``, ``train/vanilla_grpo.sh``, ``eval/common.py``)
-scores with ``reward/math_boxed_reward.compute_score``, which calls
+The release (CSSLab/Tandem-RLVR 7ba85e0: ``train/tandem_grpo.sh``, ``train/vanilla_grpo.sh``,
+``eval/common.py``) scores with ``reward/math_boxed_reward.compute_score``, which calls
 ``reward/hendrycks_math_grader.boxed_reward_fn(solution, str(gold), fast=False)``: the oat /
 understand-r1-zero grader (sail-sg/understand-r1-zero ``understand_r1_zero/math_grader.py``), "modified by
 the Tandem RLVR authors" (read from the fork ChrisG777/Tandem-RLVR at 5792118, whose history starts at the
@@ -208,9 +208,11 @@ ALARM_S = 1
 
 
 def extract(text: str) -> str | None:
-    """The answer in the last ``\\boxed{..}`` of ``text``, or None (no ``\\boxed``, unclosed, not ``\\boxed{``).
+    """The answer in the last ``\\boxed{..}`` of ``text``, or None (no ``\\boxed``, unclosed, not
+    ``\\boxed{``).
 
-    >>> extract("so \\\\boxed{\\\\frac{1}{2}}."), extract("\\\\boxed {3}"), extract("\\\\fbox{3}"), extract("\\\\boxed{3")
+    >>> (extract("so \\\\boxed{\\\\frac{1}{2}}."), extract("\\\\boxed {3}"), extract("\\\\fbox{3}"),
+    ...     extract("\\\\boxed{3"))
     ('\\\\frac{1}{2}', None, None, None)
     """
     if "\\boxed" not in text:
@@ -269,7 +271,8 @@ def _fix_sqrt(s: str) -> str:
 def strip_string(s: str) -> str:
     """The release's extended Hendrycks normalisation; raises where upstream raises.
 
-    >>> strip_string("5 \\\\text{ apples}"), strip_string("\\\\begin{bmatrix}1\\\\end{bmatrix}"), strip_string("x \\\\leq 3")
+    >>> (strip_string("5 \\\\text{ apples}"), strip_string("\\\\begin{bmatrix}1\\\\end{bmatrix}"),
+    ...     strip_string("x \\\\leq 3"))
     ('5', '\\\\begin{pmatrix}1\\\\end{pmatrix}', 'x\\\\le3')
     """
     s = s.replace("\n", "").replace("\\!", "").replace("\\\\", "\\")
@@ -371,7 +374,8 @@ def _str_is_int(x: str) -> bool:
 def normalize_sympy(expr: str | None) -> str | None:
     """The second normaliser (before sympy and again before math-verify).
 
-    >>> normalize_sympy("\\\\$1,000"), normalize_sympy("20\\\\%"), normalize_sympy("7 \\\\frac{3}{4}"), normalize_sympy("\\\\text{Yes}")
+    >>> (normalize_sympy("\\\\$1,000"), normalize_sympy("20\\\\%"), normalize_sympy("7 \\\\frac{3}{4}"),
+    ...     normalize_sympy("\\\\text{Yes}"))
     ('1000', '20', '7+3/4', 'yes')
     """
     if expr is None:
@@ -450,7 +454,8 @@ def _sympy_zero(gold: str, answer: str) -> bool:
 def sympy_equal(answer: str, gold: str) -> bool:
     """The sympy path (upstream ``grade_answer_sympy``).
 
-    >>> sympy_equal("\\\\frac{6}{8}", "\\\\frac{3}{4}"), sympy_equal("(1,2)", "[1,2]"), sympy_equal("2x+2", "2(x+1)")
+    >>> (sympy_equal("\\\\frac{6}{8}", "\\\\frac{3}{4}"), sympy_equal("(1,2)", "[1,2]"),
+    ...     sympy_equal("2x+2", "2(x+1)"))
     (False, False, True)
     """
     g, a = normalize_sympy(gold), normalize_sympy(answer)
@@ -527,7 +532,8 @@ def _lcp_density(s: str) -> float:
 def repetitive(s: str) -> bool:
     """Upstream's guard for strings over 128 characters: suffix-LCP density above 0.2.
 
-    >>> repetitive("ab" * 100), repetitive("so x = \\\\frac{1}{2}, then 3x^2 + 2x - 7 = 0 has roots r_1, r_2 with sum -2/3")
+    >>> (repetitive("ab" * 100),
+    ...     repetitive("so x = \\\\frac{1}{2}, then 3x^2 + 2x - 7 = 0 has roots r_1, r_2 with sum -2/3"))
     (True, False)
     """
     return len(s) > 1 and _lcp_density(s) > REPEAT_DENSITY
@@ -581,7 +587,8 @@ def math_verify_equal(answer: str, gold: str) -> bool:
 def is_equiv(answer: str, gold: str) -> bool:
     """Upstream ``grade(answer, gold, fast=False)``: a boxed gold extracted, then any of the three paths.
 
-    >>> is_equiv("4.5\\\\times10^{33}", "4.5e33"), is_equiv("20\\\\%", "20"), is_equiv("\\\\frac{x}{2}", "0.5x")
+    >>> (is_equiv("4.5\\\\times10^{33}", "4.5e33"), is_equiv("20\\\\%", "20"),
+    ...     is_equiv("\\\\frac{x}{2}", "0.5x"))
     (False, True, True)
     """
     if "\\boxed" in gold:

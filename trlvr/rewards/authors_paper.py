@@ -102,8 +102,8 @@ def strip_string(s: str) -> str:
 
 
 def mathd_normalize(answer: str) -> str:
-    """PRM800K's ``normalize_answer``: a whole-answer ``\\text{..}`` unwrapped, then :func:`strip_string`; where
-    that raises, the unwrapped text.
+    """PRM800K's ``normalize_answer``: a whole-answer ``\\text{..}`` unwrapped, then :func:`strip_string`;
+    where that raises, the unwrapped text.
 
     >>> mathd_normalize("\\\\text{(C)}"), mathd_normalize("\\\\sqrt"), mathd_normalize("\\\\dfrac12")
     ('(C)', '\\\\sqrt', '\\\\frac{1}{2}')
@@ -121,7 +121,8 @@ def mathd_normalize(answer: str) -> str:
 def is_equiv(answer: str | None, gold: str | None) -> bool:
     """Equal MATH-normalised strings, or equal under the sympy path.
 
-    >>> is_equiv("4.5\\\\times10^{33}", "4.5e33"), is_equiv("6 \\\\times 10^{-3}", "0.006"), is_equiv("42.0", "42")
+    >>> (is_equiv("4.5\\\\times10^{33}", "4.5e33"), is_equiv("6 \\\\times 10^{-3}", "0.006"),
+    ...     is_equiv("42.0", "42"))
     (False, True, True)
     """
     if gold is not None and "\\boxed" in gold:
@@ -134,7 +135,8 @@ def is_equiv(answer: str | None, gold: str | None) -> bool:
 def score(text: str, gold: str) -> tuple[float, str | None]:
     """(1.0 or 0.0, the extracted answer) for a completion ``text`` against ``gold``, as the paper era scored.
 
-    >>> score("The answer is \\\\boxed{41.8^\\\\circ}.", "41.8"), score("\\\\boxed{4.5 \\\\times 10^{33}}", "4.5e33")
+    >>> (score("The answer is \\\\boxed{41.8^\\\\circ}.", "41.8"),
+    ...     score("\\\\boxed{4.5 \\\\times 10^{33}}", "4.5e33"))
     ((1.0, '41.8^\\\\circ'), (0.0, '4.5 \\\\times 10^{33}'))
     """
     answer = extract(text)

@@ -125,9 +125,11 @@ def exact_number(s: str, depth: int = 0):
 
     >>> exact_number("1.50") == exact_number("3/2") == exact_number(r"\\frac{3}{2}") == exact_number("15e-1")
     True
-    >>> exact_number(r"150\\%") == exact_number("1.5") == exact_number(r"0.15\\times10^{1}"), exact_number("5%")
+    >>> (exact_number(r"150\\%") == exact_number("1.5") == exact_number(r"0.15\\times10^{1}"),
+    ...     exact_number("5%"))
     (True, Fraction(1, 20))
-    >>> exact_number("10^{-7}"), exact_number(r"\\frac{1}{10^{7}}") == exact_number("1e-7") != exact_number("1e-8")
+    >>> (exact_number("10^{-7}"),
+    ...     exact_number(r"\\frac{1}{10^{7}}") == exact_number("1e-7") != exact_number("1e-8"))
     (Decimal('1E-7'), True)
     """
     if len(s) > 1000:

@@ -51,12 +51,14 @@ PLAIN_DIGITS = (
     30  # a decimal within 10^-30..10^30 is written out in full for math-verify; beyond, m\times10^{e}
 )
 
-# A number as written in running text: \frac{p}{q} (p, q integers or powers of ten), a power of ten 10^{k}, or digits (thousands commas, a decimal part) with an
-# exponent (e-notation or \times10^{e}), a ratio /q and a percent sign; a sign where one can stand.
-# Linear: possessive runs, and no match starts at a group of three digits inside a run of thousands groups
-# (1,234,567 is read once, from its first digit; "1,2" is two numbers).
+# A number as written in running text: \frac{p}{q} (p, q integers or powers of ten), a power of ten 10^{k}, or
+# digits (thousands commas, a decimal part) with an exponent (e-notation or \times10^{e}), a ratio /q and a
+# percent sign; a sign where one can stand. Linear: possessive runs, and no match starts at a group of three
+# digits inside a run of thousands groups (1,234,567 is read once, from its first digit; "1,2" is two
+# numbers).
 NUMBER_TOKEN = re.compile(
-    r"(?<![\w.])(?:(?<!\d,)|(?!\d{3}(?!\d)))-?(?:\\frac\{-?(?:10\^(?:\{[+-]?\d+\}|\d)|\d+)\}\{-?(?:10\^(?:\{[+-]?\d+\}|\d)|\d+)\}"
+    r"(?<![\w.])(?:(?<!\d,)|(?!\d{3}(?!\d)))-?"
+    r"(?:\\frac\{-?(?:10\^(?:\{[+-]?\d+\}|\d)|\d+)\}\{-?(?:10\^(?:\{[+-]?\d+\}|\d)|\d+)\}"
     r"|10\^(?:\{[+-]?\d+\}|\d)"
     r"|(?:\d{1,3}(?:,\d{3})++(?![\d,])|\d++)(?:\.\d++)?"
     r"(?:[eE][+-]?\d+(?!\w)|\s*\\(?:times|cdot)\s*10\^(?:\{[+-]?\d+\}|\d))?"
@@ -73,7 +75,8 @@ def drop_units(s: str) -> str:
     """``s`` without the units answer keys write: ``\\$``, degree signs, ``\\text{\\%}`` as ``\\%``, and
     a trailing ``\\text{..}`` unit (with an optional power) after a number.
 
-    >>> drop_units("\\\\$18.90"), drop_units("30^\\\\circ"), drop_units("20\\\\text{\\\\%}"), drop_units("7\\\\text{marbles}")
+    >>> (drop_units("\\\\$18.90"), drop_units("30^\\\\circ"), drop_units("20\\\\text{\\\\%}"),
+    ...     drop_units("7\\\\text{marbles}"))
     ('18.90', '30', '20\\\\%', '7')
     >>> drop_units("\\\\text{(C)}"), drop_units("x\\\\text{cm}")
     ('\\\\text{(C)}', 'x\\\\text{cm}')
@@ -97,7 +100,8 @@ def drop_units(s: str) -> str:
 def answer_form(text: str) -> str:
     """The text an answer or a gold is compared as: ``drop_units(normalize(normalize_math(text)))``.
 
-    >>> answer_form(" $\\u2212\\\\dfrac{1}{2}$. "), answer_form("30\\u00b0"), answer_form("12 \\\\text{ cm}^3")
+    >>> (answer_form(" $\\u2212\\\\dfrac{1}{2}$. "), answer_form("30\\u00b0"),
+    ...     answer_form("12 \\\\text{ cm}^3"))
     ('-\\\\frac{1}{2}', '30', '12')
     """
     return drop_units(normalize(normalize_math(str(text))))
@@ -131,7 +135,7 @@ def _percent(form: str) -> tuple[str, bool]:
 
 
 def _shape(form: str) -> str | None:
-    """ "set" for ``\\{..\\}``, "tuple" for ``(..)`` / ``[..]`` holding a comma (a pair, an interval), else None."""
+    """ "set" for ``\\{..\\}``, "tuple" for ``(..)`` / ``[..]`` with a comma (pair, interval), else None."""
     if form.startswith("\\{") and form.endswith("\\}"):
         return "set"
     if form[:1] in "([" and form[-1:] in ")]" and "," in form:
@@ -147,7 +151,8 @@ def exact_verdict(answer: str, gold: str) -> bool | None:
     (True, False, True)
     >>> exact_verdict("2.5\\\\times 10^{-3}", "0.0025"), exact_verdict("x^2", "x^{2}") is None
     (True, True)
-    >>> exact_verdict("10^{-7}", "1e-8"), exact_verdict("20\\\\%", "20"), exact_verdict("\\\\{3, 5\\\\}", "(3, 5)")
+    >>> (exact_verdict("10^{-7}", "1e-8"), exact_verdict("20\\\\%", "20"),
+    ...     exact_verdict("\\\\{3, 5\\\\}", "(3, 5)"))
     (False, True, False)
     """
     a, g = answer_form(answer), answer_form(gold)

@@ -1,4 +1,5 @@
-"""Length penalties on the reward, from the literature: one option of every arm (`TandemConfig.length_penalty`).
+"""Length penalties on the reward, from the literature: one option of every arm
+(`TandemConfig.length_penalty`).
 
 Both arms get the same penalty, computed on the whole completion (the team's response in tandem, the
 senior's alone in grpo: what the verifier grades), added to the first reward function's value and

@@ -117,7 +117,8 @@ class MathReward:
     without a box, in either mode), and how samples were decided: "fast" (in-process
     exact/integer), "screened" (refused), "cached" (seen before).
 
-    >>> MathReward()(["The answer is 42."], ["42"]), MathReward(require_box=False)(["The answer is 42."], ["42"])
+    >>> (MathReward()(["The answer is 42."], ["42"]),
+    ...     MathReward(require_box=False)(["The answer is 42."], ["42"]))
     ([0.0], [1.0])
     """
 
@@ -316,7 +317,8 @@ def equivalent(
     the authors' graders their verdict on the answer written as ``\\boxed{answer}``. The reward grades a
     boxed answer by it.
 
-    >>> equivalent("1.0e3", "1000"), equivalent("0.333", "\\\\frac{1}{3}"), equivalent("\\\\frac{x}{2}", "0.5x")
+    >>> (equivalent("1.0e3", "1000"), equivalent("0.333", "\\\\frac{1}{3}"),
+    ...     equivalent("\\\\frac{x}{2}", "0.5x"))
     (True, False, True)
     """
     if check_grader(grader) != TRLVR:
@@ -346,7 +348,8 @@ def check_golds(golds: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S) -> lis
         if not g:
             out[i] = "empty"
         elif number_of(g) is not None:
-            continue  # a number: the one rule compares it exactly (trlvr.rewards.equivalence), math-verify or not
+            # a number: the one rule compares it exactly (trlvr.rewards.equivalence), math-verify or not
+            continue
         else:
             jobs.append(("check_gold", g, ""))
             where.append(i)

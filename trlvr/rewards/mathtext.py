@@ -27,7 +27,8 @@ parser through ``math_verify.parse("\\boxed{...}")``, in brackets):
   because it reads differently raw and normalised;
 - ``×`` -> ``\\times``, ``÷`` -> ``\\div`` [both already read this way in LaTeX];
 - the degree sign ``°`` (U+00B0) -> ``^{\\circ}``, the LaTeX degree (the grader then drops it as a unit:
-  `trlvr.rewards.equivalence`) [math-verify reads ``30°`` as 30 inside ``$...$`` and not at all inside ``\\boxed{}``];
+  `trlvr.rewards.equivalence`) [math-verify reads ``30°`` as 30 inside ``$...$`` and not at all inside
+  ``\\boxed{}``];
 - superscripts: a run of ``⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ`` -> ``^{...}`` (``x⁻¹`` -> ``x^{-1}``) [none parse];
 - vulgar fractions ``½ ⅓ ¾ ...`` -> ``\\frac{p}{q}``, and after digits a mixed number: ``3½`` ->
   ``(3+\\frac{1}{2})`` [none parse; inside ``$...$`` ``3½`` reads as 3].
@@ -94,7 +95,8 @@ def _vulgar(m: re.Match) -> str:
 def normalize_math(text: str) -> str:
     """``text`` with every Unicode/typographic form of the module's table in its one reading.
 
-    >>> normalize_math("\u2013\uff13\u2044\uff14"), normalize_math("3\u20135"), normalize_math("2\u00d73\u00f76")
+    >>> (normalize_math("\u2013\uff13\u2044\uff14"), normalize_math("3\u20135"),
+    ...     normalize_math("2\u00d73\u00f76"))
     ('-3/4', '3\u20135', '2\\\\times 3\\\\div 6')
     >>> normalize_math("1 234 567.5"), normalize_math("2 3"), normalize_math("0.123 456")
     ('1234567.5', '2 3', '0.123 456')

@@ -87,10 +87,11 @@ def check_steps_per_epoch(n_train: int, tandem: TandemConfig, args, *, after: st
     processes = args.generation_batch_size // (args.per_device_train_batch_size * spg)
     held = f", after holding out {tandem.holdout}" if tandem.holdout else ""
     raise UserError(
-        f"dataset {tandem.dataset}: {n_train} training problem(s){held}{after}, fewer than the {per_batch} distinct "
-        f"prompts one generation batch draws (--per_device_train_batch_size {args.per_device_train_batch_size} x "
-        f"{processes} process(es) x --steps_per_generation {spg} / --num_generations {args.num_generations}), so an "
-        "epoch holds no step: add problems, or lower --per_device_train_batch_size or --steps_per_generation"
+        f"dataset {tandem.dataset}: {n_train} training problem(s){held}{after}, fewer than the {per_batch} "
+        "distinct prompts one generation batch draws (--per_device_train_batch_size "
+        f"{args.per_device_train_batch_size} x {processes} process(es) x --steps_per_generation {spg} / "
+        f"--num_generations {args.num_generations}), so an epoch holds no step: add problems, or lower "
+        "--per_device_train_batch_size or --steps_per_generation"
     )
 
 
@@ -179,10 +180,10 @@ def check_pairing(
     against the pairing and the backend, the toy worlds of its models and data) and the backend is found
     installed, in one line each. A run config is checked before any model loads (`trlvr train --dry-run`
     too). Tokenizers load from the config's paths when not given (cheap: no weights); `beta` is the run's
-    KL coefficient (trl.GRPOConfig's), `problems` its training problems (None: not read yet). An adapter-folder
-    senior that cannot be continued is refused first (`trlvr.training.peft_setup.check_lora_run`). Given
-    `max_completion_length` and `problems`, the models' context lengths are checked against the longest
-    prompt plus it (`run_contexts`)."""
+    KL coefficient (trl.GRPOConfig's), `problems` its training problems (None: not read yet). An
+    adapter-folder senior that cannot be continued is refused first
+    (`trlvr.training.peft_setup.check_lora_run`). Given `max_completion_length` and `problems`, the models'
+    context lengths are checked against the longest prompt plus it (`run_contexts`)."""
     return check_team(
         tandem,
         senior_tok,
@@ -242,8 +243,8 @@ def check_team(
 
 
 def load_models(tandem: TandemConfig, args, problems: list | None = None, n_train: int | None = None):
-    """(senior, junior or None, tokenizer, team): the ONE place a run loads its models (`Team.load`), after its
-    capabilities are checked (`check_team`, with `problems`: the run's training problems) and, given
+    """(senior, junior or None, tokenizer, team): the ONE place a run loads its models (`Team.load`), after
+    its capabilities are checked (`check_team`, with `problems`: the run's training problems) and, given
     `n_train` (the training problems' count), that an epoch holds a step (`check_steps_per_epoch`).
     An adapter-folder senior (`use_peft`) loads with its adapter trainable: RL continues it."""
     from trlvr.training.console import log
@@ -292,7 +293,8 @@ def build_trainer(tandem: TandemConfig, args, callbacks=None, *, desc: str | Non
     if backend(tandem.backend).needs_context_length and not (
         tandem.max_prompt_length or args.vllm_max_model_length
     ):
-        # the engine (built inside the trainer) takes the longest prompt + the completion budget as its context
+        # the engine (built inside the trainer) takes the longest prompt + the completion budget as its
+        # context
         longest = max(len(encode_prompt(p, tokenizer)) for p in dataset["prompt"])
     own = [
         NonFiniteGuard(tandem.nonfinite_patience),

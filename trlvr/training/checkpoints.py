@@ -77,9 +77,10 @@ def is_weights_only(ckpt: str | Path) -> bool:
 
 def prune_resume_state(output_dir: str | Path) -> list[Path]:
     """Remove the resume state (`trlvr.artifacts.RESUME_STATE`) from every checkpoint older than the
-    `KEEP_RESUME` newest complete ones and mark it weights only; returns those pruned now. Never touches those,
-    one newer than them (a save in progress, or a broken one `--resume` reports), or one whose weights do not load.
-    The mark is written before anything is removed, so a kill in between leaves a checkpoint resume skips."""
+    `KEEP_RESUME` newest complete ones and mark it weights only; returns those pruned now. Never touches
+    those, one newer than them (a save in progress, or a broken one `--resume` reports), or one whose weights
+    do not load. The mark is written before anything is removed, so a kill in between leaves a checkpoint
+    resume skips."""
     found = checkpoints(output_dir)
     kept = [i for i, ckpt in enumerate(found) if checkpoint_problem(ckpt) is None][:KEEP_RESUME]
     if len(kept) < KEEP_RESUME:
@@ -105,7 +106,7 @@ def prune_resume_state(output_dir: str | Path) -> list[Path]:
 
 
 class PruneResumeState(TrainerCallback):
-    """After each save (on the main process: the others wait at the next save's barrier): `prune_resume_state`."""
+    """After each save (main process; the others wait at the next save's barrier): `prune_resume_state`."""
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:

@@ -39,7 +39,8 @@ class NonFiniteGuard(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         if args.logging_nan_inf_filter:
             raise UserError(
-                "logging_nan_inf_filter: must be false (TRL's filter hides a NaN loss, and trlvr stops on one)"
+                "logging_nan_inf_filter: must be false (TRL's filter hides a NaN loss, and trlvr stops on "
+                "one)"
             )
 
     def on_step_end(self, args, state, control, **kwargs):

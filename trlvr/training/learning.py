@@ -1,7 +1,8 @@
 """Does the run learn? The two checks that keep a run from silently training nothing.
 
-    check_updates_land(tandem, args, sharding)   # before any model loads: refuse a precision that rounds updates away
-    WeightsMoved(trainer)                          # at the first step: fp32 masters; after it: the weights changed
+    check_updates_land(tandem, args, sharding)  # before any model loads: refuse a precision that rounds
+                                                # updates away
+    WeightsMoved(trainer)                       # first step: fp32 masters; after it: the weights changed
 
 1. Before: torch's AdamW (the Trainer's default optimizer) updates a parameter in the parameter's own
    dtype. Full fine-tuning of bf16 (or fp16) weights, without DeepSpeed ZeRO (which keeps fp32 master
@@ -68,7 +69,7 @@ def _dtype_name(dtype) -> str | None:
 
 
 def _optim_args(text: str | None) -> dict[str, str]:
-    """transformers' `optim_args` string ("a=1,b=True") as a dict (its own parsing: comma-separated key=value)."""
+    """x"""
     pairs = (item.split("=", 1) for item in (text or "").replace(" ", "").split(",") if "=" in item)
     return {k: v for k, v in pairs}
 
@@ -92,23 +93,25 @@ def low_precision_problem(
         return None
     where = f"{sharding} sharding" if sharding else "no DeepSpeed ZeRO"
     return (
-        f"full fine-tuning of {name} weights (model_init_kwargs dtype {name}, use_peft false) with {where} and "
-        f"optim {optim}: the optimizer updates the {name} weights in place, with no fp32 master copy, so at "
-        f"learning_rate {learning_rate:g} most updates round away and the run barely learns"
+        f"full fine-tuning of {name} weights (model_init_kwargs dtype {name}, use_peft false) with {where} "
+        f"and optim {optim}: the optimizer updates the {name} weights in place, with no fp32 master copy, "
+        f"so at learning_rate {learning_rate:g} most updates round away and the run barely learns"
     )
 
 
 FIXES = (
-    "load the senior in float32 (model_init_kwargs: {dtype: float32}; bf16: true then trains in bf16 autocast "
-    "on fp32 master weights), set use_peft: true (LoRA), launch with DeepSpeed ZeRO (accelerate launch "
-    '--config_file "$(trlvr recipes --path accelerate-zero2-2gpu)"), or set optim: stable_adamw (torch-optimi, Kahan '
+    "load the senior in float32 (model_init_kwargs: {dtype: float32}; bf16: true then trains in bf16 "
+    "autocast on fp32 master weights), set use_peft: true (LoRA), launch with DeepSpeed ZeRO (accelerate "
+    "launch "
+    '--config_file "$(trlvr recipes --path accelerate-zero2-2gpu)"), or set optim: stable_adamw '
+    "(torch-optimi, Kahan "
     "summation)"
 )
 
 
 def senior_dtype(tandem, args) -> str | None:
-    """The dtype the senior's weights load in: `model_init_kwargs`' dtype, else ("auto", transformers' default)
-    the dtype its config.json records; None when neither says (a hub id not downloaded yet)."""
+    """The dtype the senior's weights load in: `model_init_kwargs`' dtype, else ("auto", transformers'
+    default) the dtype its config.json records; None when neither says (a hub id not downloaded yet)."""
     init = dict(getattr(args, "model_init_kwargs", None) or {})
     given = init.get("dtype", init.get("torch_dtype"))
     if given not in (None, "auto"):
@@ -141,7 +144,7 @@ def check_updates_land(tandem, args, sharding: str | None, where: str = "run con
         raise UserError(f"{where}: {problem}; {FIXES}")
 
 
-# --- at the first step: what the optimizer updates ------------------------------------------------------------------
+# --- at the first step: what the optimizer updates ----------------------------------------------------------
 
 
 class UpdatesRoundAway(UserError):
@@ -186,12 +189,12 @@ def master_weights_problem(optimizer, *, optim="adamw_torch", optim_args: str | 
         return None
     name = _dtype_name(low[0].dtype)
     return (
-        f"the optimizer ({type(inner).__name__}, optim {optim}) updates {len(low)} of its {len(tensors)} tensors "
-        f"in {name} with no fp32 master copy, so most updates round away"
+        f"the optimizer ({type(inner).__name__}, optim {optim}) updates {len(low)} of its {len(tensors)} "
+        f"tensors in {name} with no fp32 master copy, so most updates round away"
     )
 
 
-# --- after the first step ------------------------------------------------------------------------------------------
+# --- after the first step -----------------------------------------------------------------------------------
 
 
 def _sample(param: torch.Tensor) -> torch.Tensor:
@@ -269,8 +272,8 @@ class WeightsMoved(TrainerCallback):
             return
         elements = sum(b.numel() for b in self.before)
         raise WeightsDidNotMove(
-            f"step {step}: the optimizer step changed none of {elements} sampled trainable weights although the "
-            f"gradient norm was {float(grad_norm):.3g} (learning_rate {args.learning_rate:g}, optim "
+            f"step {step}: the optimizer step changed none of {elements} sampled trainable weights although "
+            f"the gradient norm was {float(grad_norm):.3g} (learning_rate {args.learning_rate:g}, optim "
             f"{getattr(args.optim, 'value', args.optim)}): the run learns nothing; stopped without saving "
             "(check learning_rate; bf16 weights need fp32 master weights, LoRA or DeepSpeed ZeRO)"
         )

@@ -1,4 +1,5 @@
-"""The manifest of each saved checkpoint (`trlvr.artifacts.write_manifest`), written once the Trainer's save is done.
+"""The manifest of each saved checkpoint (`trlvr.artifacts.write_manifest`), written once the Trainer's save
+is done.
 
     trainer.add_callback(ManifestCallback())      build_trainer adds it: on_save, after `_save_checkpoint`
     callback.wait()                               the manifest in progress written (or its failure raised)
@@ -34,7 +35,8 @@ from trlvr import artifacts
 from trlvr.errors import UserError
 from trlvr.rundir import PREEMPT_MARK, checkpoint_dir
 
-# a checkpoint's files recorded by size alone: the optimizer state (torch's, DeepSpeed's partitions and module states)
+# a checkpoint's files recorded by size alone: the optimizer state (torch's, DeepSpeed's partitions and module
+# states)
 SIZE_ONLY = ("optimizer.pt", "global_step*/*")
 
 
@@ -43,7 +45,7 @@ class ManifestNotWritten(UserError):
 
 
 class ManifestCallback(TrainerCallback):
-    """`background=False`: hash on the training thread, inside `on_save` (the behaviour before issue 59's fix)."""
+    """`background=False`: hash on the training thread, in `on_save` (the behaviour before issue 59's fix)."""
 
     def __init__(self, background: bool = True):
         self.background = background
@@ -55,7 +57,10 @@ class ManifestCallback(TrainerCallback):
             artifacts.write_manifest(ckpt, size_only=SIZE_ONLY, sizes=sizes)
         except Exception as e:  # noqa: BLE001 - any failure is reported where the thread is joined
             why = " ".join(f"{type(e).__name__}: {e}".split())
-            self._failed = f"{ckpt}: its {artifacts.MANIFEST} was not written ({why}); the checkpoint is judged by its formats alone"
+            self._failed = (
+                f"{ckpt}: its {artifacts.MANIFEST} was not written ({why}); "
+                "the checkpoint is judged by its formats alone"
+            )
 
     def wait(self) -> None:
         """Join the manifest in progress (if any); ManifestNotWritten when it failed."""

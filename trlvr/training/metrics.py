@@ -67,7 +67,7 @@ def with_share_split(reward_func, senior_share):
     return reward
 
 
-# --- the importance-sampling correction: how much of each arm's loss it zeroed or clipped ----------------------------
+# --- the importance-sampling correction: how much of each arm's loss it zeroed or clipped -------------------
 
 IS_TOKENS = "tandem/is/corrected_tokens"  # fraction of loss tokens whose IS ratio was zeroed or clipped
 IS_ROWS = "tandem/is/corrected_rows"  # fraction of rows (with a loss token) with at least one such token

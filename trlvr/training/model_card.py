@@ -51,7 +51,8 @@ A senior trained with Tandem RLVR ([{{ paper_title }}](https://arxiv.org/abs/{{ 
 from transformers import pipeline
 
 generator = pipeline("text-generation", model="{{ load_id }}")
-print(generator("What is 12 plus 30? Put the answer in \\\\boxed{}.", max_new_tokens=256)[0]["generated_text"])
+print(generator("What is 12 plus 30? Put the answer in \\\\boxed{}.", \
+max_new_tokens=256)[0]["generated_text"])
 ```
 
 ### Framework versions
@@ -69,8 +70,10 @@ print(generator("What is 12 plus 30? Put the answer in \\\\boxed{}.", max_new_to
 """
 
 ARMS = {
-    "tandem": "each rollout was co-written with the frozen junior, word by word as the schedule chose, and the "
-    "GRPO loss covered the senior's tokens only.",
+    "tandem": (
+        "each rollout was co-written with the frozen junior, word by word as the schedule chose, and the "
+        "GRPO loss covered the senior's tokens only."
+    ),
     "grpo": "the matched plain-GRPO baseline (the senior alone, through the same engine).",
 }
 

@@ -1,4 +1,5 @@
-"""LoRA for a run: a fresh `peft.LoraConfig` for TRL to wrap the senior with, or an adapter folder to continue.
+"""LoRA for a run: a fresh `peft.LoraConfig` for TRL to wrap the senior with, or an adapter folder to
+continue.
 
 Fresh LoRA (`use_peft: true`, `senior:` a model folder): TRL's `GRPOTrainer(peft_config=...)` wraps
 the senior with `get_peft_model`; with `beta > 0` its KL reference is the same model with the adapters
@@ -62,7 +63,7 @@ def lora_config(rank: int = 16, alpha: int | None = None, dropout: float = 0.0, 
 
 
 def continues_adapter(tandem: TandemConfig) -> bool:
-    """True when the run's senior is an adapter folder that training continues (checked by `check_lora_run`)."""
+    """True when the run's senior is an adapter folder training continues (checked by `check_lora_run`)."""
     return bool(tandem.use_peft) and is_adapter_dir(tandem.senior)
 
 
@@ -132,13 +133,13 @@ def describe_adapter(path: str | Path) -> str:
     targets = ",".join(sorted(targets)) if isinstance(targets, list) else targets
     return (
         f"senior: continuing the LoRA adapter in {path} (r {s.get('r')}, alpha {s.get('lora_alpha')}, "
-        f"dropout {s.get('lora_dropout')}, targets {targets}) on its base {s.get('base_model_name_or_path')}; "
-        "the run's lora_* settings are the adapter's"
+        f"dropout {s.get('lora_dropout')}, targets {targets}) on its base "
+        f"{s.get('base_model_name_or_path')}; the run's lora_* settings are the adapter's"
     )
 
 
 def peft_config_for(tandem: TandemConfig):
-    """The fresh LoRA config TRL wraps the senior with; None without use_peft or when continuing an adapter."""
+    """The fresh LoRA config TRL wraps the senior with; None without use_peft or continuing an adapter."""
     if not tandem.use_peft or continues_adapter(tandem):
         return None
     targets = tandem.lora_target_modules

@@ -3,7 +3,8 @@
     start = check_run_start(tandem, args, resume=False, force=False)   # UserError on the first that fails
     start.record   the run's identity (`run_record`), as it will be stored
     start.forced   the differences from the stored run that --force lets through (warned about)
-    start.plan     "new", "continue" (from start.last) or "done" (--resume of a finished run: nothing to train)
+    start.plan     "new", "continue" (from start.last) or "done" (--resume of a finished run: nothing
+                   to train)
     start.note     what could not be checked yet ("; dataset not checked (not there yet)")
     check_config(tandem, args)                                          # the part that needs no output folder
 
@@ -59,21 +60,24 @@ __all__ = [
 ]
 
 
-# transformers before 5.18 restores a multi-process run's optimizer state to `args.device`, on the CPU "cpu:0",
-# which torch cannot restore ("don't know how to restore data location ... (tagged with cpu:0)"); 5.18 loads it to
-# "cpu". vllm 0.31 requires transformers < 5.18, so a multi-process CPU run on backend vllm cannot resume.
+# transformers before 5.18 restores a multi-process run's optimizer state to `args.device`, on the CPU
+# "cpu:0", which torch cannot restore ("don't know how to restore data location ... (tagged with cpu:0)");
+# 5.18 loads it to "cpu". vllm 0.31 requires transformers < 5.18, so a multi-process CPU run on backend vllm
+# cannot resume.
 RESUME_ON_CPU = "5.18.0"
 
 
 def check_resume_device(args) -> None:
-    """UserError, before any model loads, for a resume that transformers would fail after loading them: several
-    processes on the CPU with transformers older than RESUME_ON_CPU. A GPU run (device cuda:N) resumes."""
+    """UserError, before any model loads, for a resume that transformers would fail after loading them:
+    several processes on the CPU with transformers older than RESUME_ON_CPU. A GPU run (device cuda:N)
+    resumes."""
     old = Version(transformers.__version__) < Version(RESUME_ON_CPU)
     if args.world_size > 1 and args.device.type == "cpu" and old:
         raise UserError(
             f"--resume: a run of {args.world_size} processes on the CPU cannot resume with transformers "
-            f"{transformers.__version__} (it restores the optimizer state to 'cpu:0', which torch cannot load); "
-            f"transformers >= {RESUME_ON_CPU} can (vllm 0.31 allows < 5.18: on backend vllm, resume on a GPU)"
+            f"{transformers.__version__} (it restores the optimizer state to 'cpu:0', which torch cannot "
+            f"load); transformers >= {RESUME_ON_CPU} can (vllm 0.31 allows < 5.18: on backend vllm, resume "
+            "on a GPU)"
         )
 
 

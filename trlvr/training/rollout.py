@@ -114,7 +114,7 @@ class TandemRollout:
         self.senior_tokens: list[int] = []  # senior tokens of each training rollout (all processes together)
 
     def _engine_options(self, trainer) -> dict:
-        """decode / compile / junior_device for the engine; `compile` from the run config (`trainer.tandem`) when set."""
+        """The engine's decode / compile / junior_device; `compile` from the run config when it sets it."""
         options = dict(self.engine_options)
         tandem = getattr(trainer, "tandem", None)
         if getattr(tandem, "compile", None) is not None:
@@ -285,7 +285,7 @@ class TandemRollout:
         return pair
 
     def _log_text(self, trainer, text, mode: str) -> None:
-        """Text pairs: tokens withdrawn before a partner's word, catch-up tokens, the senior's share of characters."""
+        """Text pairs: tokens withdrawn before a partner's word, catch-up tokens, the senior's text share."""
         n = max(len(text), 1)
         metrics = trainer._metrics[mode]
         metrics["tandem/text/withdrawn_per_seq"].append(sum(text.withdrawn) / n)
@@ -329,8 +329,8 @@ class TandemRollout:
         metrics = trainer._metrics[mode]  # the dict GRPOTrainer.log averages and writes to log_history
         metrics["tandem/senior_share"].append(share / n)
         metrics["tandem/switches_per_seq"].append(switches / n)
-        # the rollout lengths are logged once, by _log_team_and_loophole (tandem/team_length/*, senior_tokens/*,
-        # junior_tokens/mean): one name per quantity (docs/reference/logged-metrics.md)
+        # the rollout lengths are logged once, by _log_team_and_loophole (tandem/team_length/*,
+        # senior_tokens/*, junior_tokens/mean): one name per quantity (docs/reference/logged-metrics.md)
         metrics["tandem/eos_by_junior"].append(eos_junior / max(eos, 1.0))
         metrics["timing/rollout_tokens_per_s"].append(speed.sum().item())  # all processes together
         preempted = (getattr(out, "plan", None) or {}).get("preemptions")

@@ -210,7 +210,8 @@ def _train_and_save(tandem, args, *, start, resume, desc, callbacks, verbose, re
     facts = machine(dtype=str(dtype), device=str(trainer.accelerator.device))
     if diffs := add_machine(record, facts, stored, resume=resume):
         warn(
-            f"--resume on another machine ({'; '.join(diffs)}): the result may differ from an uninterrupted one"
+            f"--resume on another machine ({'; '.join(diffs)}): the result may differ from an uninterrupted "
+            "one"
         )
     write_record(out, record)
     how = f"resume with: {resume_command}" if resume_command else "resume with the same command and --resume"
@@ -269,7 +270,8 @@ def _set_aside_torn_final(out: Path) -> None:
             out, keep=[p.name for p in out.iterdir() if p.name != rundir.FINAL], say=False
         )
         warn(
-            f"--resume: {final} is torn ({why}); moved into {moved} (nothing deleted), written again at the end"
+            f"--resume: {final} is torn ({why}); moved into {moved} (nothing deleted), written again at the "
+            "end"
         )
     state.wait_for_everyone()
 

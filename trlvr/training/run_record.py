@@ -4,8 +4,8 @@ A record holds the run's whole resolved configuration: every TandemConfig field 
 field, minus the short lists of those that cannot change what is trained (NOT_IDENTITY: when to give
 up on non-finite steps, the pre-emption grace, the lossy-prompt switch; NOT_IDENTITY_GRPO: output and
 logging, save and eval cadence, publishing, and where and how fast it runs), and the training data's
-content hash. A resume compares all of them and refuses any difference, naming the field. Training into a directory
-whose record differs (another arm, dataset, schedule, p, senior, junior, learning rate, ...) is
+content hash. A resume compares all of them and refuses any difference, naming the field. Training into a
+directory whose record differs (another arm, dataset, schedule, p, senior, junior, learning rate, ...) is
 refused unless `--force`, with the differences listed; so is starting over (no `--resume`) where
 checkpoints already are. `max_steps` is not part of the record: a run not yet finished is resumed to a
 larger max_steps; a finished one is never changed (`trlvr.rundir.resume_plan`).
@@ -113,8 +113,9 @@ NOT_IDENTITY_GRPO = frozenset(
         "hub_strategy",
         "hub_always_push",
         "hub_revision",
-        # where and how fast it runs, not what it computes (the record's `machine` keeps the machine; a resume on
-        # another one is warned about): device, process layout, data-loader workers, memory savers, server address
+        # where and how fast it runs, not what it computes (the record's `machine` keeps the machine; a resume
+        # on another one is warned about): device, process layout, data-loader workers, memory savers, server
+        # address
         "use_cpu",
         "local_rank",
         "ddp_find_unused_parameters",
@@ -178,7 +179,7 @@ def data_fingerprint(source: str, split: str | None = None) -> dict:
 
 
 def run_record(tandem: TandemConfig, args) -> dict:
-    """The record of a run about to start (JSON-ready), its paths as the record in `args.output_dir` keeps them."""
+    """The record of a run about to start (JSON-ready), its paths as `args.output_dir`'s record keeps them."""
     record = {
         "format": FORMAT,
         "tandem": {k: v for k, v in dataclasses.asdict(tandem).items() if k not in NOT_IDENTITY},

@@ -119,8 +119,8 @@ DEPRECATED_CHECKPOINTING = r"`(is_)?gradient_checkpointing(_enable|_disable)?` i
 
 
 def _without_rollout_func_notice(init):
-    """TRL tells whoever passes a rollout_func that it is experimental: trlvr passes it, on the TRL it pins, so
-    the notice is no user's (the CLI sets TRL_EXPERIMENTAL_SILENCE for the same reason)."""
+    """TRL tells whoever passes a rollout_func that it is experimental: trlvr passes it, on the TRL it pins,
+    so the notice is no user's (the CLI sets TRL_EXPERIMENTAL_SILENCE for the same reason)."""
 
     @functools.wraps(init)
     def quiet(*args, **kwargs):
@@ -195,8 +195,9 @@ class TandemGRPOTrainer(GRPOTrainer):
         tandem = _with_model_ids(tandem or TandemConfig(), model, junior)
         if args.use_vllm or args.use_transformers_continuous_batching:
             raise ValueError(
-                "TandemGRPOTrainer generates with the tandem engine: use_vllm and use_transformers_continuous_batching "
-                "must be off (backend: vllm is how to generate with vLLM)"
+                "TandemGRPOTrainer generates with the tandem engine: use_vllm and "
+                "use_transformers_continuous_batching must be off (backend: vllm is how to generate with "
+                "vLLM)"
             )
         if args.off_policy_mask_threshold is not None:
             raise ValueError(
@@ -204,8 +205,9 @@ class TandemGRPOTrainer(GRPOTrainer):
             )
         if kwargs.get("tools") or kwargs.get("environment_factory"):
             raise UserError(
-                "TandemGRPOTrainer does not take tools or environment_factory: TRL's tool loop replaces the author "
-                "mask and continues rollouts with the senior alone, so junior tokens would be trained as the senior's"
+                "TandemGRPOTrainer does not take tools or environment_factory: TRL's tool loop replaces the "
+                "author mask and continues rollouts with the senior alone, so junior tokens would be "
+                "trained as the senior's"
             )
         check_report_to(args.report_to, "GRPOConfig")  # before TRL loads a model given by its id
         self.tandem = tandem
@@ -410,23 +412,23 @@ class TandemGRPOTrainer(GRPOTrainer):
 
     def train(self, *args, **kwargs):
         """Trainer's train. At each generation and scoring TRL reads and calls transformers' deprecated
-        `is_gradient_checkpointing` and `gradient_checkpointing_disable` / `_enable` (trlvr's rollout unwraps the
-        senior through TRL); those FutureWarnings are no user's to fix, so a run does not print them."""
+        `is_gradient_checkpointing` and `gradient_checkpointing_disable` / `_enable` (trlvr's rollout unwraps
+        the senior through TRL); those FutureWarnings are no user's to fix, so a run does not print them."""
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", DEPRECATED_CHECKPOINTING, FutureWarning)
             return super().train(*args, **kwargs)
 
     def _generate_and_score_completions(self, inputs):
-        # Loud failure, on what reaches the loss: TRL multiplies completion_mask * tool_mask into it (tool_mask
-        # is the rollout's env_mask, unless something such as TRL's tool loop replaced it). Any junior token
-        # left in that product would be trained as the senior's -- plain GRPO on someone else's text.
+        # Loud failure on what reaches the loss: TRL multiplies completion_mask * tool_mask (the rollout's
+        # env_mask, unless e.g. TRL's tool loop replaced it) into it, and any junior token left in that
+        # product would be trained as the senior's: plain GRPO on someone else's text.
         output = super()._generate_and_score_completions(inputs)
         if self.tandem.arm == "tandem":
             mask = output.get("tool_mask")
             if mask is None:
                 raise AuthorMaskError(
-                    "tandem batch reached the loss without an author mask (inputs['tool_mask'] from env_mask); "
-                    "refusing to train it as plain GRPO"
+                    "tandem batch reached the loss without an author mask (inputs['tool_mask'] from "
+                    "env_mask); refusing to train it as plain GRPO"
                 )
             junior = junior_tokens_in_loss(self.rollout.last_authors, output["completion_mask"] * mask)
             if junior:

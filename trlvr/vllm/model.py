@@ -194,7 +194,8 @@ class TandemForCausalLM(nn.Module):
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         """HF-named weights go to the senior (checkpoint load, weight sync: TRL's `sync_weights` calls this
         once per parameter, inside `begin_senior_reload` / `end_senior_reload`); the junior loads from its
-        own directory on the first call only, so no sync can touch it. Returns the loaded names with their `senior.` / `junior.` prefix."""
+        own directory on the first call only, so no sync can touch it. Returns the loaded names with their
+        `senior.` / `junior.` prefix."""
         loaded = {f"senior.{name}" for name in self.senior.load_weights(weights)}
         if not self.junior_loaded:
             loaded |= {

@@ -42,10 +42,10 @@ from trlvr.vllm.plugin import ARCHITECTURE, register
 
 _LENGTH, _EOS, _ROUNDS = (FINISH_REASONS.index(r) for r in ("length", "eos", "rounds"))
 CPU_KV_CACHE_BYTES = 2 << 30  # vLLM's CPU build takes its KV budget in bytes: 2 GiB for both models
-# The parity engines (`EngineOptions.parity_variants`): at most PARITY_SEQS rows at once and PARITY_BATCHED_TOKENS
-# tokens a step, so prompts are prefilled in chunks beside running decodes (mixed steps) and every step fits
-# under the CUDA-graph capture ceiling (`capture_ceiling`): vLLM runs each mixed step as PIECEWISE graphs and
-# each uniform decode as a FULL graph, none eager
+# The parity engines (`EngineOptions.parity_variants`): at most PARITY_SEQS rows at once and
+# PARITY_BATCHED_TOKENS tokens a step, so prompts are prefilled in chunks beside running decodes (mixed steps)
+# and every step fits under the CUDA-graph capture ceiling (`capture_ceiling`): vLLM runs each mixed step as
+# PIECEWISE graphs and each uniform decode as a FULL graph, none eager
 PARITY_SEQS = 16
 PARITY_BATCHED_TOKENS = 32
 
@@ -107,9 +107,9 @@ class EngineOptions:
         )
 
     def parity_variants(self) -> dict[str, EngineOptions]:
-        """This engine three ways, sized for the smoke's parity check (PARITY_SEQS rows, PARITY_BATCHED_TOKENS a
-        step): "graphs", as the run builds it (compiled, CUDA graphs); "no_graphs", compiled without CUDA graphs
-        (`compilation_config.cudagraph_mode` NONE); "eager" (`enforce_eager`: no compile, no graphs).
+        """This engine three ways, sized for the smoke's parity check (PARITY_SEQS rows, PARITY_BATCHED_TOKENS
+        a step): "graphs", as the run builds it (compiled, CUDA graphs); "no_graphs", compiled without CUDA
+        graphs (`compilation_config.cudagraph_mode` NONE); "eager" (`enforce_eager`: no compile, no graphs).
         "graphs" vs "no_graphs" isolates the graphs, "no_graphs" vs "eager" the compilation."""
         sized = replace(self, max_num_seqs=PARITY_SEQS, max_num_batched_tokens=PARITY_BATCHED_TOKENS)
         compilation = {**self.extra.get("compilation_config", {}), "cudagraph_mode": "NONE"}
@@ -229,7 +229,8 @@ class VLLMPair(Pair):
         # which the engine's composite masks: `trlvr.vllm.model`)
         self.n_ids = check_vocab_rows(len(self.tokenizer), configs)
         check_cpu_head_dims(configs)
-        # the engine's logit width: a tandem engine's is the shared ids (`_build`), a plain one's the senior's rows
+        # the engine's logit width: a tandem engine's is the shared ids (`_build`), a plain one's the senior's
+        # rows
         self.vocab_size = self.n_ids if self.junior_dir is not None else senior_cfg.vocab_size
         self.tables = vocab_tables(self.tokenizer, self.vocab_size)
         self.eos_token_ids = _eos_ids(eos_token_ids, self.tokenizer, self.senior_dir, senior_cfg)
@@ -247,9 +248,9 @@ class VLLMPair(Pair):
                 f"vllm_enable_sleep_mode: vLLM has no sleep mode on this machine's platform "
                 f"({current_platform.device_type}; CUDA, ROCm and XPU only): set it to false"
             )
-        # read by vLLM when the engine starts: with it on (vLLM's default), the engine core is another process;
-        # external_launcher (a UniProc executor) always runs it in this one (vLLM turns the variable off for it);
-        # any other executor with TP > 1 (mp, ray) runs the model in worker processes
+        # read by vLLM when the engine starts: with it on (vLLM's default), the engine core is another
+        # process; external_launcher (a UniProc executor) always runs it in this one (vLLM turns the variable
+        # off for it); any other executor with TP > 1 (mp, ray) runs the model in worker processes
         executor = kw.get("distributed_executor_backend")
         if executor == "external_launcher":
             self.in_process = True
@@ -307,8 +308,8 @@ class VLLMPair(Pair):
         )
 
     def generate(self, prompts, schedule, sampling, row_keys=None, *, top_logprobs: int = 0) -> TandemOutput:
-        """`Pair.generate`; top_logprobs k > 0: also the k highest log-probs (the sampler's, as the token's own)
-        at every position of every row, descending, in `plan["top_logprobs"]` (rows x positions x k)."""
+        """`Pair.generate`; top_logprobs k > 0: also the k highest log-probs (the sampler's, as the token's
+        own) at every position of every row, descending, in `plan["top_logprobs"]` (rows x positions x k)."""
         self.check(schedule)
         if JUNIOR in schedule.writers and self.junior_dir is None:
             raise UserError(f"schedule {schedule!r} needs a junior; this vllm pair holds the senior only")
@@ -383,12 +384,13 @@ class VLLMPair(Pair):
 
     def _check_in_process(self, what: str) -> None:
         """Weight syncs run functions on the engine's model (`LLM.apply_model`); vLLM's multiprocess engine
-        core refuses them (its msgpack transport sends no functions unless VLLM_ALLOW_INSECURE_SERIALIZATION)."""
+        core refuses them (its msgpack transport sends no functions unless
+        VLLM_ALLOW_INSECURE_SERIALIZATION)."""
         if not self.in_process:
             raise UserError(
                 f"{what}: this vllm pair's engine runs in its own process (vLLM's multiprocess engine "
-                "core); weight sync needs it in this one: build the pair with VLLM_ENABLE_V1_MULTIPROCESSING=0 "
-                "(or distributed_executor_backend external_launcher)"
+                "core); weight sync needs it in this one: build the pair with "
+                "VLLM_ENABLE_V1_MULTIPROCESSING=0 (or distributed_executor_backend external_launcher)"
             )
 
     def begin_sync(self) -> None:
@@ -420,7 +422,7 @@ class VLLMPair(Pair):
 
 
 def _top(step: dict, k: int) -> list[float]:
-    """The k highest log-probs of one position (vLLM's {token: Logprob} holds the sampled token and the top k)."""
+    """The k highest log-probs of one position (vLLM's {token: Logprob} holds the sampled one and top k)."""
     return sorted((lp.logprob for lp in step.values() if lp.rank is not None and lp.rank <= k), reverse=True)[
         :k
     ]
