@@ -1114,14 +1114,13 @@ def _writer_argv(world, case_dir: Path, writer: str, target: Path, extra: list[s
 def _refused_untouched(world, case_dir, monkeypatch, capsys, argv) -> str:
     """Run `argv` (the expensive commands stubbed where their work starts, training at its first weight load);
     assert it is refused in one line and that no folder changed, byte for byte; return the line."""
-    import trlvr.training.build as build
+    from trlvr.team import Team
 
     def first_weights(*args, **kw):
         raise Reached(args, kw)
 
     _stubs(monkeypatch)
-    for loader in ("load_causal_lm", "load_model_or_adapter"):
-        monkeypatch.setattr(build, loader, first_weights)
+    monkeypatch.setattr(Team, "load", first_weights)  # the one place a pair's weights load
     before = {root: tree(root) for root in (case_dir, world["tmp"])}
     code, out, err, lines = _run_to_first_weights(argv, capsys)
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, (argv, code, out[-500:], err)

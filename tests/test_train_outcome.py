@@ -153,13 +153,12 @@ def test_an_epoch_that_holds_no_step_is_one_line_before_any_model_loads(toy, mon
     loaded both models and ended with "training stopped at step 0 of 2". Now: one line naming the
     dataset, the counts and the flags, before a model loads or a file is written; and `--dry-run` says the
     same line (before, it said "config ok" for a run that could not take a step)."""
-    import trlvr.training.build as build
+    from trlvr.team import Team
 
     def no_model(*a, **k):
         raise AssertionError("a model loaded before the dataset was checked")
 
-    monkeypatch.setattr(build, "load_causal_lm", no_model)
-    monkeypatch.setattr(build, "load_model_or_adapter", no_model)
+    monkeypatch.setattr(Team, "load", no_model)  # the one place a pair's weights load
     _write_jsonl(toy / "two.jsonl", _rows(make_splits(40, 4, seed=0)[0])[:2])
     for steps, dry in (("-1", []), ("2", []), ("2", ["--dry-run"])):
         two = argv(toy, "--max_steps", steps, "--per_device_train_batch_size", "16", *dry)
