@@ -51,9 +51,10 @@ CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 # the GPU recipes, shipped in the package (in a clone, trlvr/recipes is a link to the top-level recipes/)
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 DEFAULT_OUTPUT_DIR = "runs/{arm}"
-# TRL's importance-sampling correction (backend vllm), trlvr's default for both arms: per-token truncation (verl's
-# truncated IS), not TRL's `sequence_mask`, which multiplies a row's token ratios and so zeroes more of the GRPO arm's
-# rows (about twice the senior tokens of a tandem row) than of the tandem arm's (docs/reproducing-the-paper.md)
+# TRL's importance-sampling correction (backend vllm; docs/reproducing-the-paper.md), trlvr's default for
+# both arms: per-token truncation (verl's truncated IS), not TRL's `sequence_mask`, which multiplies a row's
+# token ratios and so zeroes more of the GRPO arm's rows (about twice the senior tokens of a tandem row) than
+# of the tandem arm's
 IS_MODE = "token_truncate"
 
 
@@ -104,7 +105,9 @@ class TandemConfig:
         "word/boundary schedules: force a redraw after this many tokens without one", 32
     )
     handoff: Annotated[str, _one_of(WORD_HANDOFFS)] = _help(
-        "word/boundary schedules, at a word start or the backstop: bernoulli (redraw with p: the paper's rule) or toggle (the other author takes over: the authors' sampler before 2026-05-05, trlvr.engine.schedules.WORD_HANDOFFS)",
+        "word/boundary schedules, at a word start or the backstop: bernoulli (redraw with p: the paper's "
+        "rule) or toggle (the other author takes over: the authors' sampler before 2026-05-05, "
+        "trlvr.engine.schedules.WORD_HANDOFFS)",
         "bernoulli",
     )
     chunk_size: Annotated[int, K.COUNT] = _help("chunk schedule: tokens per turn", 16)
@@ -130,7 +133,9 @@ class TandemConfig:
         "trlvr",
     )
     length_penalty: Annotated[str, _one_of(LENGTH_PENALTIES)] = _help(
-        "a length penalty added to the reward, the same for both arms (trlvr.rewards.length): none, kimi (Kimi k1.5's group length reward, arXiv 2501.12599) or overlong (DAPO's soft overlong punishment, arXiv 2503.14476)",
+        "a length penalty added to the reward, the same for both arms (trlvr.rewards.length): none, kimi "
+        "(Kimi k1.5's group length reward, arXiv 2501.12599) or overlong (DAPO's soft overlong punishment, "
+        "arXiv 2503.14476)",
         "none",
     )
     length_penalty_weight: Annotated[float, K.NONNEG_FLOAT] = _help(
@@ -140,7 +145,9 @@ class TandemConfig:
         "drop problems whose prompt has more tokens than this", None
     )
     prompt_template: Annotated[str, K.choice(*PROMPT_TEMPLATES)] = _help(
-        "the instruction after each problem (trlvr.data.prompts.PROMPT_TEMPLATES): trlvr (\"Let's think step by step ...\") or authors (the paper's release, enable_thinking=False); select and eval with the same (--prompt-template)",
+        "the instruction after each problem (trlvr.data.prompts.PROMPT_TEMPLATES): trlvr "
+        "(\"Let's think step by step ...\") or authors (the paper's release, enable_thinking=False); "
+        "select and eval with the same (--prompt-template)",
         "trlvr",
     )
     nonfinite_patience: Annotated[int, K.COUNT] = _help(
@@ -157,22 +164,28 @@ class TandemConfig:
         "rollout KV caches: auto (= static on CUDA, eager elsewhere), eager or static", "auto"
     )
     compile: Annotated[str, K.SWITCH_OR_AUTO] = _help(
-        "compile the static path's decode step (torch.compile; CUDA graphs on CUDA): auto (= off until the GPU bench measures it), true or false",
+        "compile the static path's decode step (torch.compile; CUDA graphs on CUDA): auto (= off until the "
+        "GPU bench measures it), true or false",
         "auto",
     )
     junior_device: Annotated[str | None, DEVICE] = _help(
         "device for the junior (e.g. cuda:1; the authors' second GPU); null = the senior's", None
     )
     pairing: Annotated[str, _one_of(PAIRINGS, "must be " + _or(PAIRINGS))] = _help(
-        "how senior and junior decode together: auto (lockstep when the vocabularies are identical, text otherwise), lockstep (one shared vocabulary, token by token) or text (each model on its own tokens of one shared text)",
+        "how senior and junior decode together: auto (lockstep when the vocabularies are identical, text "
+        "otherwise), lockstep (one shared vocabulary, token by token) or text (each model on its own tokens "
+        "of one shared text)",
         "auto",
     )
     gpu_memory: Annotated[str | None, GPU_MEMORY] = _help(
-        "the GPU a run is planned for (a size such as 80GB, or a name such as H100 or H200): `trlvr train --dry-run` checks the engine's memory plan against it; on a GPU the device's own memory is used",
+        "the GPU a run is planned for (a size such as 80GB, or a name such as H100 or H200): "
+        "`trlvr train --dry-run` checks the engine's memory plan against it; on a GPU the device's own "
+        "memory is used",
         None,
     )
     backend: Annotated[str, _one_of(BACKENDS, "must be " + " or ".join(BACKENDS))] = _help(
-        "rollout engine: hf (trlvr's engine on the HF models) or vllm (one vLLM engine holding both models, the senior's weights synced after every optimizer step; pip install 'trlvr[vllm]')",
+        "rollout engine: hf (trlvr's engine on the HF models) or vllm (one vLLM engine holding both models, "
+        "the senior's weights synced after every optimizer step; pip install 'trlvr[vllm]')",
         "hf",
     )
     holdout: Annotated[int, K.NONNEG] = _help(
@@ -255,7 +268,7 @@ class TandemConfig:
 
     @property
     def expects_junior_tokens(self) -> bool:
-        """True when every training batch must contain junior tokens (a stochastic schedule with 0 < p < 1)."""
+        """True when every training batch must hold junior tokens (a stochastic schedule with 0 < p < 1)."""
         return self.arm == "tandem" and "p" in schedule_fields(self.schedule) and 0.0 < self.p < 1.0
 
     def schedule_kwargs(self) -> tuple[str, dict]:
@@ -267,7 +280,7 @@ class TandemConfig:
 
 
 def _declared_kinds(cls) -> dict[str, K.Kind]:
-    """{field: kind} from each field's `Annotated[type, kind]`; a field without one fails tests/test_configs.py."""
+    """{field: kind} from each field's `Annotated[type, kind]` (each field has one: tests/test_configs.py)."""
     hints = get_type_hints(cls, include_extras=True)
     return {
         f.name: kind
@@ -398,8 +411,8 @@ REPORT_TO_PACKAGES = {"azure_ml": "azureml-core", "comet_ml": "comet-ml", "flyte
 
 
 def check_report_to(report_to, where: str) -> None:
-    """Every logger in `report_to` (GRPOConfig's, a list after its __post_init__) is one transformers knows and
-    finds installed: one line naming the package to install, before any model loads (transformers itself
+    """Every logger in `report_to` (GRPOConfig's, a list after its __post_init__) is one transformers knows
+    and finds installed: one line naming the package to install, before any model loads (transformers itself
     fails only when the trainer starts, after the weights have loaded)."""
     from transformers.integrations import integration_utils
 

@@ -51,14 +51,15 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
         "--seeds",
         type=SEEDS,
         default=None,
-        help="evaluate one senior per training seed (comma-separated) into OUT/seed-<s>/, then OUT/group.json "
-        "with across-seed CIs (two-level bootstrap)",
+        help="evaluate one senior per training seed (comma-separated) into OUT/seed-<s>/, then "
+        "OUT/group.json with across-seed CIs (two-level bootstrap)",
     )
     p.add_argument(
         "--junior",
         required=True,
         type=TEXT,
-        help="junior model folder; 'self' = a LoRA senior's base model with its adapters off (one copy of the weights)",
+        help="junior model folder; 'self' = a LoRA senior's base model with its adapters off "
+        "(one copy of the weights)",
     )
     p.add_argument("--tokenizer", type=TEXT, default=None, help="tokenizer folder (default: the senior's)")
     p.add_argument(
@@ -115,13 +116,15 @@ def make_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="check every setting and print the engine's memory plan, then exit (nothing loads or is written)",
+        help="check every setting and print the engine's memory plan, then exit "
+        "(nothing loads or is written)",
     )
     p.add_argument(
         "--gpu-memory",
         type=GPU_BYTES,
         default=None,
-        help="with --dry-run: plan for this GPU (a size such as 80GB, or a name such as H200); default: the local machine's",
+        help="with --dry-run: plan for this GPU (a size such as 80GB, or a name such as H200); "
+        "default: the local machine's",
     )
     return p
 
@@ -241,7 +244,7 @@ def check_out_folder(args) -> None:
 
 
 def check_group(args) -> None:
-    """--seeds: the senior names {seed}, and the group has two seeds or more (the run's checks and --dry-run's)."""
+    """--seeds: the senior names {seed}, the group has two seeds or more (the run and --dry-run check it)."""
     if "{seed}" not in args.senior:
         raise UserError(
             "--seeds: put {seed} in --senior, e.g. --senior 'runs/toy-tandem/seed-{seed}@selected'"
@@ -287,7 +290,8 @@ def dry_run(args, sources: dict) -> int:
     if backend(args.backend).gpu_share:
         plan.check(f"--backend {args.backend}")
     print(
-        f"config ok: senior {senior_spec}, junior {args.junior}, {sum(map(len, benchmarks.values()))} problems, "
+        f"config ok: senior {senior_spec}, junior {args.junior}, "
+        f"{sum(map(len, benchmarks.values()))} problems, "
         f"suite {','.join(spec.suite)}, backend {args.backend}, out {args.out}"
     )
     print(plan.render())
@@ -405,16 +409,18 @@ def model_spec(args, spec: EvalSpec, senior_spec: str):
 
 
 def print_notes(res: dict) -> None:
-    """One line each for what a reader of the numbers must know: selection overlap, dropped and lossy prompts."""
+    """One line each for what a reader of the numbers must know: selection overlap, dropped, lossy prompts."""
     selection = res["config"]["models"].get("senior_selection")
     if selection and any(selection["val_overlap"].values()):
         print(
-            f"WARNING: the senior's checkpoint was selected on data evaluated here: {selection['val_overlap']}"
+            "WARNING: the senior's checkpoint was selected on data evaluated here: "
+            f"{selection['val_overlap']}"
         )
     skipped = {b: len(v) for b, v in (res["config"].get("skipped_rows") or {}).items() if v}
     if skipped:
         print(
-            f"WARNING: unusable rows left out (--skip-bad-rows; each file, row and reason listed in results.json): {skipped}"
+            "WARNING: unusable rows left out "
+            f"(--skip-bad-rows; each file, row and reason listed in results.json): {skipped}"
         )
     dropped = {b: len(v) for b, v in res["config"]["dropped_problems"].items() if v}
     if dropped:

@@ -1,9 +1,9 @@
 """`trlvr study run|plan|report`: a grid of runs (variants x seeds) described by one YAML file.
 
-    trlvr study plan toy-granularity                           # one shell command per stage, to launch anywhere
+    trlvr study plan toy-granularity                         # one shell command per stage, to launch anywhere
     trlvr study run toy-granularity --out runs/toy-granularity --jobs 2
     trlvr study run toy-granularity --out runs/toy-granularity --only word4-compact:1   # one (variant, seed)
-    trlvr study report runs/toy-granularity                    # after `run`: DIR/report/ (table, figure, html)
+    trlvr study report runs/toy-granularity                  # after `run`: DIR/report/ (table, figure, html)
 
 `plan` and `run` first check the whole study: the file (trlvr.experiments.study_spec), then every
 stage's command line by the command's own checks (`validate`: the train config as `trlvr train
@@ -396,8 +396,8 @@ def _run(args, take_lock) -> int:
     failures = failed_stages(out, every)
     if failures:
         print(
-            f"trlvr study: {len(failures)} stage(s) failed (their pipelines stopped, the others ran; rerun the "
-            f"same command to retry): " + " | ".join(failures),
+            f"trlvr study: {len(failures)} stage(s) failed (their pipelines stopped, the others ran; "
+            f"rerun the same command to retry): " + " | ".join(failures),
             file=sys.stderr,
             flush=True,
         )
@@ -445,8 +445,8 @@ def benchmarks_line(study) -> str:
 
 
 def launch_gpus(study) -> int:
-    """Processes (GPUs) per training run: the launcher config's num_processes (`--config_file PATH` or the shipped
-    `"$(trlvr recipes --path NAME)"`), 1 without one."""
+    """Processes (GPUs) per training run: the launcher config's num_processes (`--config_file PATH` or the
+    shipped `"$(trlvr recipes --path NAME)"`), 1 without one."""
     launch = (study.launch or {}).get("train", "")
     if "--config_file" not in launch:
         return 1
@@ -498,7 +498,8 @@ def power_plan(study, out: Path, args) -> list[str]:
         )
     headline = [f"handoff/{target}", f"solo/{target}"]
     lines = [
-        f"# power of {headline[0]} (the metric of the {effect:g}-point effect{', Table 2' if target == P.TARGET_METRIC else ''}"
+        f"# power of {headline[0]} (the metric of the {effect:g}-point effect"
+        f"{', Table 2' if target == P.TARGET_METRIC else ''}"
         f") and {headline[1]}, on the study's {len(problems)} benchmarks, the macro their mean"
     ]
     if args.components_from:
@@ -598,7 +599,8 @@ def power_plan(study, out: Path, args) -> list[str]:
         eval_h[train.variant] = len(study.seeds) * eval_rows
         what = (
             f"selection: {checkpoints} checkpoints x {val} problems x {sel.n} samples of {proto}",
-            f"evaluation: {sum(problems)} problems x {ev.n} samples x the suite {','.join(ev.suite)}'s generation protocols; "
+            f"evaluation: {sum(problems)} problems x {ev.n} samples x the suite {','.join(ev.suite)}'s "
+            "generation protocols; "
             "teacher-forced scoring not counted",
         )
     try:

@@ -1,18 +1,19 @@
 """`trlvr train --config FILE|NAME [--key value ...]`: GRPO-train a tandem senior (or its baseline).
 
     trlvr toy prepare --out runs/toy                      # first: the toy world that `--config toy` reads
-    trlvr train --config toy --arm tandem                 # `toy` = trlvr/configs/toy.yaml; 200 problems held out
+    trlvr train --config toy --arm tandem                 # trlvr/configs/toy.yaml; 200 problems held out
     trlvr train --config toy --arm tandem --resume        # continue from the newest complete checkpoint
     trlvr train --config toy --arm grpo --max_steps 20 --output_dir runs/grpo20
     trlvr train --config toy --arm tandem --seeds 0,1,2   # runs/toy-tandem/seed-0, seed-1, seed-2
     trlvr train --config toy --arm grpo --holdout 0 --output_dir runs/grpo-all   # trains on every problem
     torchrun --nproc_per_node 2 -m trlvr.cli.main train --config toy --per_device_train_batch_size 64
-    trlvr train --config starter --senior PATH --junior PATH --dataset FILE --dry-run   # your own models, one GPU
+    trlvr train --config starter --senior PATH --junior PATH --dataset FILE --dry-run   # your models, one GPU
     trlvr train --config qwen3-4b-deepscaler --dry-run    # its 2-GPU ZeRO-2 plan and disk use, on any machine
     accelerate launch --config_file "$(trlvr recipes --path accelerate-zero2-2gpu)" -m trlvr.cli.main train \\
         --config qwen3-4b-deepscaler --arm tandem          # shipped recipes: `trlvr recipes` lists them
 
-`trlvr train --config NAME --help` lists every config field, grouped (trlvr's, TRL's, this command's switches).
+`trlvr train --config NAME --help` lists every config field, grouped (trlvr's, TRL's, this command's
+switches).
 
 The config is one flat YAML of `trlvr.config.TandemConfig` and `trl.GRPOConfig` fields, read by
 TRL's own parser (`trl.TrlParser`); any field is also a `--key value` override, and a wrong key
@@ -130,7 +131,8 @@ def dry_run(argv: list[str], *, folder: bool = True) -> str:
     check_updates_land(tandem, grpo, planned_sharding(grpo, config, layout), where=f"senior {tandem.senior}")
     head = (
         f"config ok{note}: arm {tandem.arm}, schedule {tandem.schedule}, senior {tandem.senior}, "
-        f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, output_dir {grpo.output_dir}"
+        f"dataset {tandem.dataset}, max_steps {grpo.max_steps}, seed {grpo.seed}, "
+        f"output_dir {grpo.output_dir}"
     )
     return f"{head}\n{render_plan(tandem, grpo, config, layout)}"
 
@@ -139,8 +141,9 @@ LAYOUT_FLAGS = ("--processes", "--zero-stage", "--config_file")
 
 
 def _asked(argv: list[str], key: str, default=None):
-    """A run setting as given, before the config is checked: the command line's `--key value`, else the config
-    file's (`read_yaml`: a file it cannot read is the one line `parse_run_args` would give), else `default`."""
+    """A run setting as given, before the config is checked: the command line's `--key value`, else the
+    config file's (`read_yaml`: a file it cannot read is the one line `parse_run_args` would give), else
+    `default`."""
     from trlvr.config import read_yaml, resolve_config_path
 
     value = default
@@ -211,8 +214,8 @@ def _check_toy_world(argv: list[str], tandem) -> None:
     ]
     if missing:
         raise UserError(
-            f"--config toy reads the toy world, and {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
-            "not here: run `trlvr toy prepare --out runs/toy` first"
+            f"--config toy reads the toy world, and {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not here: run `trlvr toy prepare --out runs/toy` first"
         )
 
 

@@ -130,7 +130,10 @@ def _graders_problem(text: str) -> str | None:
     names = _names(text)
     unknown = [g for g in names if g not in GRADERS]
     if unknown:
-        return f"unknown grader(s) {', '.join(map(repr, unknown))}: expected comma-separated graders of {', '.join(GRADERS)}"
+        return (
+            f"unknown grader(s) {', '.join(map(repr, unknown))}: "
+            f"expected comma-separated graders of {', '.join(GRADERS)}"
+        )
     if len(set(names)) < len(names):
         return f"{text!r} names a grader twice"
     return None
@@ -179,7 +182,8 @@ class EvalSpec:
         "--samples",
         section="sampling",
         kind=count(D.MAX_N),
-        help="samples per problem and protocol (--samples: the same, for a launcher whose own flags take --n)",
+        help="samples per problem and protocol "
+        "(--samples: the same, for a launcher whose own flags take --n)",
         study="n",
     )
     ks: tuple[int, ...] = setting(
@@ -212,7 +216,8 @@ class EvalSpec:
         "--context-length",
         section="sampling",
         kind=CONTEXT,
-        help="model context for the budget rule (default: the models' max_position_embeddings; 0 = flat budget)",
+        help="model context for the budget rule "
+        "(default: the models' max_position_embeddings; 0 = flat budget)",
         study=("context_length", int),
     )
     max_prompt_tokens: int | str | None = setting(
@@ -221,7 +226,8 @@ class EvalSpec:
         section="sampling",
         kind=COUNT,
         flag_default=None,
-        help="drop longer prompts up front, listed in results.json (default: what the context leaves room for)",
+        help="drop longer prompts up front, listed in results.json "
+        "(default: what the context leaves room for)",
         parse=lambda v: "auto" if v is None else v,
     )
     handoff_max_rounds: int = setting(
@@ -262,7 +268,8 @@ class EvalSpec:
         "graded from the text's tail); named in results.json",
         study="grading",
     )
-    prompt_template: str = setting(  # trlvr.data.prompts.PROMPT_TEMPLATES: trlvr's instruction or the authors'
+    # trlvr.data.prompts.PROMPT_TEMPLATES: trlvr's instruction or the authors'
+    prompt_template: str = setting(
         "trlvr",
         "--prompt-template",
         section="grading",
@@ -280,8 +287,8 @@ class EvalSpec:
         section="grading",
         kind=GRADER_LIST,
         flag_default="trlvr",
-        help=f"comma-separated graders ({', '.join(GRADERS)}): every sample is graded by each, in one run; the "
-        "first gives the reported metrics (and each sample's reward), each other one its own pass@k "
+        help=f"comma-separated graders ({', '.join(GRADERS)}): every sample is graded by each, in one run; "
+        "the first gives the reported metrics (and each sample's reward), each other one its own pass@k "
         f"(results.json by_grader). {graders_help()}",
         parse=lambda v: tuple(v or ("trlvr",)),
         study=("grader", str),
@@ -314,7 +321,8 @@ class EvalSpec:
         "--decode",
         section="engine",
         choices=tuple(DECODE_MODES),
-        help="KV caches: eager (grown per step; the auto default until measured on a GPU) or static (allocated once)",
+        help="KV caches: eager (grown per step; the auto default until measured on a GPU) "
+        "or static (allocated once)",
     )
     extra: dict = field(default_factory=dict, compare=False)  # caller-named facts for config.json
 
@@ -402,8 +410,8 @@ class EvalSpec:
     def fingerprint_part(
         self, context_length: int | None, max_prompt_tokens: int | None, grading: str
     ) -> dict:
-        """The settings that determine the samples (fingerprint.json's "generation" and "scoring"; the grader of
-        each row's `reward` is the first of `graders`; the others are graded from the stored texts, so a
+        """The settings that determine the samples (fingerprint.json's "generation" and "scoring"; the grader
+        of each row's `reward` is the first of `graders`; the others are graded from the stored texts, so a
         folder takes more of them, or fewer, without generating again). A caller's own score function
         (grading "custom:<name>") has no grader."""
         return {
@@ -452,7 +460,7 @@ class EvalSpec:
             "max_prompt_tokens": max_prompt_tokens,
             "legibility_drift": {"include_eos": self.include_eos},
             "decode": self.decode,
-            # only where asked for: a finished evaluation of another suite keeps the config it was written with
+            # only where asked for: a finished evaluation of another suite keeps the config it was made with
             **({"prefix_ks": list(self.prefix_ks)} if "prefix" in self.suite else {}),
             **(
                 {"handoff_paper": {**D.PAPER_HANDOFF, "decoding": dict(D.PAPER_HANDOFF["decoding"])}}

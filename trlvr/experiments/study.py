@@ -6,7 +6,7 @@
     DIR/worlds/<world>/                  toy worlds (`trlvr toy prepare`), when the study has `worlds:`
     DIR/train/<variant>/seed-<s>/        `trlvr train` output_dir (checkpoints, metrics.jsonl, selected.json)
     DIR/eval/<variant>/seed-<s>/         `trlvr eval` of the selected checkpoint (a seed group per variant);
-                                         a `train: false` variant: of its base senior, under the first seed only
+                                         a `train: false` variant: its base senior, under the first seed only
     DIR/logs/...                         each stage's full console output
     DIR/timings.jsonl                    one row per stage run: variant, seed, stage, seconds
     DIR/report/                          `trlvr study report DIR` (trlvr.experiments.study_report)
@@ -14,14 +14,14 @@
     DIR/stages/<variant>/seed-<s>-<stage>.json   the settings each stage ran with (its command line,
                                          with those of the stages it depends on); .failed: why it failed
 
-`plan` prints the same commands that `run` executes, so a user can launch each run on their own
-cluster. A stage is skipped when its output is complete (`trlvr.artifacts`: train: a complete final/; select:
-selected.json naming a complete checkpoint; eval: a finished evaluation, every file whole) and its recorded settings are the study's (`stage_state`),
-and resumed when interrupted (train from its newest checkpoint, select and eval from the samples
-they wrote). A stage whose settings changed (the study file was edited) is redone: select and eval
-start over (`--fresh`); a world or train stage is never thrown away: `run` refuses, naming it,
-before anything runs. Stages that depend on a changed stage count as changed too. A directory from
-before stage records is taken as it is (complete = done).
+`plan` prints the same commands that `run` executes, so a user can launch each run on their own cluster.
+A stage is skipped when its output is complete (`trlvr.artifacts`: train: a complete final/; select:
+selected.json naming a complete checkpoint; eval: a finished evaluation, every file whole) and its
+recorded settings are the study's (`stage_state`), and resumed when interrupted (train from its newest
+checkpoint, select and eval from the samples they wrote). A stage whose settings changed (the study file
+was edited) is redone: select and eval start over (`--fresh`); a world or train stage is never thrown
+away: `run` refuses, naming it, before anything runs. Stages that depend on a changed stage count as
+changed too. A directory from before stage records is taken as it is (complete = done).
 
 A stage that fails, with trlvr's one-line error or any other exception, ends its (variant, seed)
 pipeline: the error, with its traceback, goes to the stage's log, and the other pipelines go on
@@ -279,7 +279,7 @@ STUDY_SETTINGS = {key: SETTINGS[name] for key, name in STUDY_FIELDS.items()}
 
 
 def eval_flags(evaluation: dict) -> list[str]:
-    """The `trlvr eval` flags of a study's evaluation keys (data, junior and jargon_regex are not among them)."""
+    """The `trlvr eval` flags of a study's evaluation keys (not data, junior and jargon_regex)."""
     argv = []
     for key in (*_EVAL_ORDER, *(k for k in STUDY_SETTINGS if k not in _EVAL_ORDER)):
         value = evaluation.get(key)
@@ -410,7 +410,7 @@ def stage_done(stage: Stage) -> bool:
 
 
 def read_stage_record(out: Path, stage: Stage) -> dict | None:
-    """What the stage last ran with (None: never recorded); a record that does not read is one line naming it."""
+    """What the stage last ran with (None: never recorded); an unreadable record is one line naming it."""
     return rundir.read_record(
         record_path(out, stage), hint="; remove it to have the stage's output taken as it is"
     )
@@ -527,7 +527,7 @@ def keep_configs(study: Study, out: Path) -> list[Path]:
 
 
 def check_claim(study: Study, out: Path) -> dict:
-    """OUT/study.json ({} for a new directory); UserError when OUT was made for another study (another name)."""
+    """OUT/study.json ({} for a new directory); UserError when OUT was made for a study of another name."""
     rec = rundir.read_record(Path(out) / STUDY_FILE)
     if rec is None:
         return {}
@@ -550,7 +550,7 @@ def refuse_another_study(study: Study, out: Path, rec: dict, hint: str = "") -> 
 
 
 def study_file(out: Path, given: str | None = None) -> Path:
-    """The study file of directory `out`: `given`, else the copy kept in the directory, else the recorded path."""
+    """The study file of directory `out`: `given`, else the copy kept in it, else the recorded path."""
     if given:
         return Path(given)
     out = Path(out)

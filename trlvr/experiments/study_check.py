@@ -4,7 +4,7 @@
     check_train_data(tandem, out, checked)           # the train stage's local dataset, golds included
     check_select(args, tandem, out, checked)         # metric, n, decoding, split:N, a validation file
     check_eval(stage.command, spec, sources, out, checked)   # junior, self, data files and golds, --out
-    restate(study, stage, error)                     # "study FILE: evaluation.n: ... (the eval stage of V seed S)"
+    restate(study, stage, error)   # "study FILE: evaluation.n: ... (the eval stage of V seed S)"
     missing_inputs(study, out, data_sources)         # local models and data no stage makes, not there
     check_prepared(study, out, data_sources)         # one of them missing: one line naming `prepare:`
 
@@ -40,7 +40,7 @@ def inside(path: str, out: Path) -> bool:
 
 
 def is_local_input(path: str) -> bool:
-    """Whether a model or data path the study names is a local path (not a hub id, `self` or a generated source)."""
+    """Whether a model or data path the study names is local (not a hub id, `self` or a generated source)."""
     return not is_self(path) and (is_local(path) or not looks_like_hub_id(path))
 
 
@@ -53,7 +53,7 @@ def _naming(flag: str, fn, *args, **kw):
 
 
 def check_train_data(tandem, out: Path, checked: set) -> None:
-    """The train stage's local dataset as training loads it (golds included), once per (file, split, limit)."""
+    """The train stage's local dataset as training loads it (golds too), once per (file, split, limit)."""
     key = ("train", tandem.dataset, tandem.dataset_split, tandem.dataset_limit)
     if tandem.dataset and is_local(tandem.dataset) and not inside(tandem.dataset, out) and key not in checked:
         from trlvr.training.build import load_training_problems  # (torch)

@@ -2,7 +2,7 @@
 
     name: toy-granularity
     base: toy                         # a shipped config name or a config path (relative: to the study file)
-    worlds: {spaced: {jargon: spaced}, compact: {jargon: compact}}   # optional: toy worlds built in DIR/worlds/
+    worlds: {spaced: {jargon: spaced}, compact: {jargon: compact}}   # optional: toy worlds in DIR/worlds/
     train: {max_steps: 100, save_steps: 50, holdout: 200}            # overrides for every variant
     seeds: [0, 1, 2]
     selection: {val: split:200, metric: handoff/pass@1, n: 2, max_new_tokens: 160}
@@ -31,12 +31,12 @@ meaning for a plain model). With `worlds:`, `evaluation.data: test` means the wo
 A study file is a path, or the name of one shipped in the package (trlvr/studies/<name>.yaml,
 `resolve_study`): `trlvr study run demo --out runs/demo` is what `trlvr demo` runs.
 
-Validation is strict and happens before anything runs: an unknown key, a missing section, a variant
-that names an unknown world or baseline is one line naming the file and the key. The values are then
-checked by the commands the stages run (`trlvr study plan/run` read each stage's command line by its
-command's parser and check it: trlvr.cli.study_cmd.validate, trlvr.experiments.study_check). The
-evaluation keys that are EvalSpec settings are declared on their fields (`trlvr.eval.spec.SETTINGS`). A study is identified by its parsed content
-(`Study.sha256`): a comment or the order of keys does not change it.
+Validation is strict and happens before anything runs: an unknown key, a missing section, a variant that
+names an unknown world or baseline is one line naming the file and the key. The values are then checked
+by the commands the stages run (`trlvr study plan/run` read each stage's command line by its command's
+parser and check it: trlvr.cli.study_cmd.validate, trlvr.experiments.study_check). The evaluation keys
+that are EvalSpec settings are declared on their fields (`trlvr.eval.spec.SETTINGS`). A study is
+identified by its parsed content (`Study.sha256`): a comment or the order of keys does not change it.
 What this file does not know: how a run is trained, selected or evaluated.
 """
 

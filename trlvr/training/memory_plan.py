@@ -74,6 +74,7 @@ def run_plan(
     if isinstance(memory, str):
         memory = parse_size(memory)
     rows = grpo.per_device_train_batch_size * grpo.steps_per_generation * grpo.vllm_tensor_parallel_size
+    # max_num_seqs: the rows a generate call sends, TRL's own rule for its colocated engine
     return MemoryPlan(
         stacks=tuple(stacks),
         prompt_len=tandem.max_prompt_length or longest_prompt,
@@ -84,12 +85,12 @@ def run_plan(
         max_model_len=grpo.vllm_max_model_length,
         rows=rows,
         tensor_parallel=grpo.vllm_tensor_parallel_size,
-    )  # fmt: skip  (max_num_seqs: the rows a generate call sends, TRL's own rule for its colocated engine)
+    )
 
 
 def launch_layout(environ=None) -> tuple[int, int]:
-    """(ZeRO stage, processes) of this launch, as `accelerate launch` tells its processes (ACCELERATE_USE_DEEPSPEED,
-    ACCELERATE_DEEPSPEED_ZERO_STAGE, WORLD_SIZE); a plain `trlvr train`: (0, 1)."""
+    """(ZeRO stage, processes) of this launch, as `accelerate launch` tells its processes
+    (ACCELERATE_USE_DEEPSPEED, ACCELERATE_DEEPSPEED_ZERO_STAGE, WORLD_SIZE); a plain `trlvr train`: (0, 1)."""
     env = os.environ if environ is None else environ
     deepspeed = env.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
     return (int(env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") or 0) if deepspeed else 0), int(
@@ -181,16 +182,16 @@ def checkpoint_count(grpo) -> int:
 def trainer_plan(
     tandem: TandemConfig, grpo, *, zero_stage: int = 0, processes: int = 1, longest_prompt: int | None = None
 ) -> TrainerPlan:
-    """The training process's own GPU memory (`trlvr.trainer_memory`): the senior in the run's dtype, full or
-    LoRA, under `zero_stage` over `processes`; frozen beside it: the junior on backend hf (the HF engine's) and
-    TRL's KL reference when beta > 0 (the junior when kl_ref is junior; none for LoRA: the base, adapters off)."""
+    """The training process's own GPU memory (`trlvr.trainer_memory`): the senior in the run's dtype, full
+    or LoRA, under `zero_stage` over `processes`; frozen beside it: the junior on backend hf (the HF engine's)
+    and TRL's KL reference when beta > 0 (the junior when kl_ref is junior; none for LoRA: the base, adapters
+    off)."""
     dtype = run_dtype(grpo)
     cfg = read_config(model_folder(tandem.senior))  # an adapter folder's shapes are its base's
     stack = Stack.from_config("senior", cfg, dtype)
     team, frozen = Team.of(tandem, grpo.beta), 0
-    if (
-        grpo.beta > 0 and not tandem.use_peft
-    ):  # TRL's reference model: the junior (kl_ref junior) or the senior
+    # TRL's reference model: the junior (kl_ref junior) or the senior
+    if grpo.beta > 0 and not tandem.use_peft:
         ref = team.kl_to_junior and team.junior_model or tandem.senior
         frozen += Stack.from_config("reference", read_config(model_folder(ref)), dtype).weight_bytes
     if team.loads_junior:  # beside the senior: not the reference, not held by the backend's engine
@@ -211,11 +212,10 @@ def trainer_plan(
 def check_both(
     plan: MemoryPlan, trainer: TrainerPlan, where: str, backend_name: str, sleep: bool = False
 ) -> None:
-    """Refuse, in one line naming the setting, a run whose engine or trainer cannot fit on the stated GPU (sleep:
-    the engine sleeps while the trainer works, `vllm_enable_sleep_mode`)."""
-    share = backend(
-        backend_name
-    ).gpu_share  # the engine holds its share: the plan applies, the trainer has the rest
+    """Refuse, in one line naming the setting, a run whose engine or trainer cannot fit on the stated GPU
+    (sleep: the engine sleeps while the trainer works, `vllm_enable_sleep_mode`)."""
+    # the engine holds its share: the plan applies, the trainer has the rest
+    share = backend(backend_name).gpu_share
     found = (plan.problems(where) if share else []) + trainer.problems(
         where, plan.gpu_memory, plan.share if share else None, plan.share_setting, sleep=sleep
     )
@@ -224,7 +224,7 @@ def check_both(
 
 
 def engine_kv_tokens(llm) -> int | None:
-    """vLLM's own KV report: the tokens its cache holds (blocks x block size), read from the engine's config."""
+    """vLLM's own KV report: the tokens its cache holds (blocks x block size), from the engine's config."""
     cache = getattr(getattr(getattr(llm, "llm_engine", None), "vllm_config", None), "cache_config", None)
     blocks, size = getattr(cache, "num_gpu_blocks", None), getattr(cache, "block_size", None)
     return int(blocks) * int(size) if blocks and size else None
@@ -233,7 +233,7 @@ def engine_kv_tokens(llm) -> int | None:
 def write_memory_record(
     output_dir, plan: MemoryPlan, kv_tokens: int | None, main_process: bool = True
 ) -> None:
-    """output_dir/memory_plan.json: the plan and what the engine reported, side by side (trlvr smoke reads it)."""
+    """output_dir/memory_plan.json: the plan beside what the engine reported (trlvr smoke reads it)."""
     if not main_process:
         return
     path = Path(output_dir) / rundir.MEMORY_FILE
@@ -243,7 +243,7 @@ def write_memory_record(
     tmp.replace(path)
 
 
-# --- the disk the run's checkpoints need, against what is free where they go --------------------------------------
+# --- the disk the run's checkpoints need, against what is free where they go --------------------------------
 
 
 def nearest_existing(path: str | Path) -> Path:
@@ -279,8 +279,9 @@ def _gib(n: int) -> str:
 
 
 def run_disk_bytes(tandem: TandemConfig, grpo, zero_stage: int = 0, processes: int = 1) -> int | None:
-    """The disk the run's output takes (`TrainerPlan.disk_bytes`: its checkpoints' weights, the resume state in
-    the newest KEEP_RESUME, final/), or None when a model's config cannot be read here (a hub id not cached)."""
+    """The disk the run's output takes (`TrainerPlan.disk_bytes`: its checkpoints' weights, the resume state
+    in the newest KEEP_RESUME, final/), or None when a model's config cannot be read here (a hub id not
+    cached)."""
     from trlvr.training.checkpoints import KEEP_RESUME
 
     try:
@@ -299,8 +300,9 @@ def check_disk(
     resume: bool = False,
     disk_usage=None,
 ) -> None:
-    """UserError (one line naming the folder and both figures) when the run's output folder's disk has less free
-    space than the run will write (`run_disk_bytes`; with `resume`, less what its folder already holds)."""
+    """UserError (one line naming the folder and both figures) when the run's output folder's disk has less
+    free space than the run will write (`run_disk_bytes`; with `resume`, less what its folder already
+    holds)."""
     need = run_disk_bytes(tandem, grpo, zero_stage, processes)
     if need is None:
         return
@@ -310,7 +312,7 @@ def check_disk(
         raise UserError(problem)
 
 
-# --- the plan as `trlvr train --dry-run` prints it ----------------------------------------------------------------
+# --- the plan as `trlvr train --dry-run` prints it ----------------------------------------------------------
 
 
 def launch_of(config: str | None, layout: dict) -> tuple[int, int, str]:
@@ -367,7 +369,8 @@ def render_plan(tandem: TandemConfig, grpo, config: str | None, layout: dict) ->
         )
         if sleep and share:
             text += (
-                f" (the engine asleep); while it generates: the trainer's static {_size(trainer.static_bytes)} + "
+                " (the engine asleep); while it generates: "
+                f"the trainer's static {_size(trainer.static_bytes)} + "
                 f"the engine's {_size(int(share * memory))} of {_size(memory)}"
             )
     text += f"\n  launch: {source}"
@@ -382,12 +385,15 @@ def render_plan(tandem: TandemConfig, grpo, config: str | None, layout: dict) ->
     )
     if saved > KEEP_RESUME:
         text += f" (resume state in every checkpoint would be ~{_size(saved * (weights + state) + weights)})"
-    # the output folder's free space: refused on a GPU machine (the run's own, as the run refuses at its start);
-    # a plan made without a GPU (for another machine) says it and goes on
+    # the output folder's free space: refused on a GPU machine (the run's own, as the run refuses at its
+    # start); a plan made without a GPU (for another machine) says it and goes on
     if problem := disk_problem(grpo.output_dir, need):
         if device_memory() is not None:
             raise UserError(problem)
-        text += f"\n  {problem.split('; ')[0]} (planned for another machine: `trlvr train` refuses it at its start)"
+        text += (
+            f"\n  {problem.split('; ')[0]} (planned for another machine: "
+            "`trlvr train` refuses it at its start)"
+        )
     return text
 
 
