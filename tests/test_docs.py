@@ -4,6 +4,7 @@ promise (top-level names, --version, env, recipes by name from any folder) is th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -181,15 +182,72 @@ def test_the_constructors_document_every_argument():
 PYTHON = blocks("python")
 
 
-@pytest.mark.parametrize(("where", "code"), PYTHON, ids=[w for w, _ in PYTHON])
-def test_every_python_block_runs(where, code, tmp_path):
-    """Each block runs as a script in an empty folder outside the checkout (the installed code on PYTHONPATH)."""
-    (tmp_path / "block.py").write_text(code)
+# One Python runs every block, each as a script (`runpy`, run_name "__main__") in its own empty folder outside the
+# checkout: the blocks' imports (torch, transformers, TRL: ~5 s a process) are paid once, not once per block.
+_DRIVER = """
+import json, os, runpy, sys, traceback
+
+if __name__ == "__main__":  # spawned workers (the reward pool) import this file: they must not run the blocks
+    results, (plan, out) = {}, map(os.path.abspath, sys.argv[1:3])
+    for where, folder in json.load(open(plan)):
+        os.chdir(folder)
+        sys.argv = ["block.py"]
+        try:
+            runpy.run_path("block.py", run_name="__main__")
+            results[where] = None
+        except SystemExit as e:
+            results[where] = None if e.code in (0, None) else f"SystemExit({e.code!r})"
+        except BaseException:
+            results[where] = traceback.format_exc()[-3000:]
+    json.dump(results, open(out, "w"))
+"""
+
+
+@pytest.fixture(scope="module")
+def python_blocks_run(tmp_path_factory) -> dict[str, str | None]:
+    """{page:line: None, or how the block failed} for every Python block, run once by one process."""
+    root = tmp_path_factory.mktemp("blocks")
+    plan = []
+    for i, (where, code) in enumerate(PYTHON):
+        (root / f"b{i}").mkdir()
+        (root / f"b{i}" / "block.py").write_text(code)
+        plan.append((where, str(root / f"b{i}")))
+    (root / "plan.json").write_text(json.dumps(plan))
+    (root / "driver.py").write_text(_DRIVER)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
     done = subprocess.run(
-        [sys.executable, "block.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, str(root / "driver.py"), str(root / "plan.json"), str(root / "results.json")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
-    assert done.returncode == 0, f"{where}:\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((root / "results.json").read_text())
+
+
+@pytest.mark.parametrize(("where", "code"), PYTHON, ids=[w for w, _ in PYTHON])
+def test_every_python_block_runs(where, code, python_blocks_run):
+    """Each block runs as a script in an empty folder outside the checkout (the installed code on PYTHONPATH)."""
+    assert python_blocks_run[where] is None, f"{where}:\n{python_blocks_run[where]}"
+
+
+def test_a_failing_block_is_reported_with_its_traceback(tmp_path):
+    """The driver tells a block that raises from one that runs (so the test above cannot pass on nothing)."""
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / "block.py").write_text("x = 1\n")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "block.py").write_text("raise ValueError('boom')\n")
+    (tmp_path / "plan.json").write_text(
+        json.dumps([["ok", str(tmp_path / "ok")], ["bad", str(tmp_path / "bad")]])
+    )
+    (tmp_path / "driver.py").write_text(_DRIVER)
+    subprocess.run(
+        [sys.executable, "driver.py", "plan.json", "results.json"], cwd=tmp_path, check=True, timeout=120
+    )
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["ok"] is None and "ValueError: boom" in results["bad"]
 
 
 def test_the_quickstart_is_among_them():
