@@ -47,6 +47,8 @@ def test_eval_junior_self_equals_a_separate_base_copy(tmp_path):
         "1",
         "--suite",
         "solo,handoff,dose",
+        "--dose-shares",
+        "0.5",
         "--max-new-tokens",
         "48",
         "--no-progress",
@@ -89,6 +91,8 @@ def test_eval_junior_self_equals_a_separate_base_copy(tmp_path):
                 "--out",
                 str(tmp_path / "base-eval"),
                 *common,
+                "--suite",
+                "solo",  # only its solo samples are compared
             ]
         )
         == 0
