@@ -44,8 +44,8 @@ def copy_toy_pair(root: Path, n_train: int) -> Path:
     return root
 
 
-def toy_train_argv(toy: Path, *extra: str) -> list[str]:
-    """`trlvr train` on `copy_toy_pair`'s folder: the toy config, its pair and training file, output in TOY/run."""
+def toy_train_argv(toy: Path, *extra: str, out: str = "run") -> list[str]:
+    """`trlvr train` on `copy_toy_pair`'s folder: the toy config, its pair and training file, output in TOY/out."""
     return [
         "train",
         "--config",
@@ -59,7 +59,7 @@ def toy_train_argv(toy: Path, *extra: str) -> list[str]:
         "--dataset",
         str(toy / "train.jsonl"),
         "--output_dir",
-        str(toy / "run"),
+        str(toy / out),
         *extra,
     ]
 

@@ -9,7 +9,7 @@ import random
 
 import pytest
 import torch
-from helpers import copy_toy_pair
+from helpers import copy_toy_pair, toy_train_argv
 
 from trlvr.engine.loophole import (
     METRICS,
@@ -241,20 +241,8 @@ def test_a_tandem_run_logs_team_lengths_and_the_loophole_statistics(toy, monkeyp
 
     monkeypatch.setattr(TandemRollout, "__call__", recording)
     code = cli(
-        [
-            "train",
-            "--config",
-            "toy",
-            "--holdout",
-            "0",
-            "--senior",
-            str(toy / "senior"),
-            "--junior",
-            str(toy / "junior"),
-            "--dataset",
-            str(toy / "train.jsonl"),
-            "--output_dir",
-            str(toy / "run"),
+        toy_train_argv(
+            toy,
             "--max_steps",
             "2",
             "--per_device_train_batch_size",
@@ -267,7 +255,7 @@ def test_a_tandem_run_logs_team_lengths_and_the_loophole_statistics(toy, monkeyp
             "boundary",
             "--use_cpu",
             "true",
-        ]
+        )
     )
     assert code == 0
     rows = [json.loads(line) for line in (toy / "run" / "metrics.jsonl").read_text().splitlines()]

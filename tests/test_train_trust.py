@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 import torch
-from helpers import copy_toy_pair, toy_run_argv
+from helpers import copy_toy_pair, toy_run_argv, toy_train_argv
 
 from trlvr.cli.main import main as cli
 
@@ -31,25 +31,7 @@ def toy(tmp_path):
 
 
 def train(toy, *extra):
-    return cli(
-        [
-            "train",
-            "--config",
-            "toy",
-            "--holdout",
-            "0",
-            "--senior",
-            str(toy / "senior"),
-            "--junior",
-            str(toy / "junior"),
-            "--dataset",
-            str(toy / "train.jsonl"),
-            "--output_dir",
-            str(toy / "run"),
-            *SMALL,
-            *extra,
-        ]
-    )
+    return cli(toy_train_argv(toy, *SMALL, *extra))
 
 
 def test_nan_weights_stop_the_run_without_a_final_model(toy, capsys):

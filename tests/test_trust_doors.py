@@ -16,6 +16,7 @@ from helpers import (
     fake_train_output,
     save_tiny_models,
     tiny_tokenizer,
+    toy_train_argv,
     write_sum_problems,
 )
 
@@ -40,26 +41,7 @@ def test_train_force_refused_for_no_usable_problem_sets_nothing_aside(tmp_path, 
     fake_train_output(run)  # a finished run
     (run / "metrics.jsonl").write_text("{}\n")
     before = tree(run)
-    argv = [
-        "train",
-        "--config",
-        "toy",
-        "--holdout",
-        "0",
-        "--senior",
-        str(toy / "senior"),
-        "--junior",
-        str(toy / "junior"),
-        "--dataset",
-        str(toy / "train.jsonl"),
-        "--output_dir",
-        str(run),
-        "--max_steps",
-        "1",
-        "--force",
-        "--max_prompt_length",
-        "5",
-    ]
+    argv = toy_train_argv(toy, "--max_steps", "1", "--force", "--max_prompt_length", "5")
     assert main(argv) == 2
     assert "no usable training problems left" in one_line(capsys)
     assert tree(run) == before and not list(run.glob("replaced-*"))
@@ -215,20 +197,8 @@ def test_a_text_partner_shorter_than_the_rows_is_one_line_not_an_index_error(tmp
 def test_resume_from_a_checkpoint_changed_since_its_save_is_refused_before_anything_loads(tmp_path, capsys):
     toy = copy_toy_pair(tmp_path, 120)
     run = toy / "run"
-    argv = [
-        "train",
-        "--config",
-        "toy",
-        "--holdout",
-        "0",
-        "--senior",
-        str(toy / "senior"),
-        "--junior",
-        str(toy / "junior"),
-        "--dataset",
-        str(toy / "train.jsonl"),
-        "--output_dir",
-        str(run),
+    argv = toy_train_argv(
+        toy,
         "--per_device_train_batch_size",
         "8",
         "--num_generations",
@@ -237,7 +207,7 @@ def test_resume_from_a_checkpoint_changed_since_its_save_is_refused_before_anyth
         "16",
         "--save_steps",
         "1",
-    ]
+    )
     assert main([*argv, "--max_steps", "2"]) == 0
     for name in ("final", "checkpoint-1"):  # killed before final/ (only checkpoint-2 to resume from)
         shutil.rmtree(run / name)

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import copy_toy_pair, save_tiny_models, toy_run_argv, write_sum_problems
+from helpers import copy_toy_pair, save_tiny_models, toy_run_argv, toy_train_argv, write_sum_problems
 
 from trlvr.cli.main import main as cli
 from trlvr.errors import UserError
@@ -208,25 +208,7 @@ def toy(tmp_path):
 
 
 def train(toy: Path, *extra: str, out: str = "run") -> int:
-    return cli(
-        [
-            "train",
-            "--config",
-            "toy",
-            "--holdout",
-            "0",
-            "--senior",
-            str(toy / "senior"),
-            "--junior",
-            str(toy / "junior"),
-            "--dataset",
-            str(toy / "train.jsonl"),
-            "--output_dir",
-            str(toy / out),
-            *SMALL,
-            *extra,
-        ]
-    )
+    return cli(toy_train_argv(toy, *SMALL, *extra, out=out))
 
 
 def test_force_leaves_nothing_of_the_old_run_for_resume_or_select(toy_run, capsys):
