@@ -223,8 +223,7 @@ class EngineBuilder:
                 "this evaluation's previous engine" if self.engines else None,
                 EVAL_ENGINE_SHARE,
             )
-        senior = self.team.senior
-        junior = senior if self.team.is_self else self.team.junior
+        senior, junior = self.team.senior, self.team.junior_weights
         first = senior if "senior" in stacks else junior
         second = junior if len(stacks) == 2 else None
         tok = self.team.senior_tok
