@@ -325,14 +325,12 @@ def eval_team(models: ModelSpec, spec: EvalSpec, senior: str, record: dict | Non
         if models.tokenizer
         else load_tokenizer_for(senior, "--senior")
     )
-    own = junior_model(junior)
     return Team.resolve(
         senior,
         junior,
         pairing=models.pairing,
         backend=models.backend,
-        senior_tok=tok,
-        junior_tok=load_tokenizer_for(own, "--junior") if own else None,
+        senior_tok=tok,  # the junior's tokenizer: `Team.resolve` reads it from its folder
         names=("--senior", "--junior"),
     )
 
