@@ -124,7 +124,7 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(g.strip() for g in text.split(","))
 
 
-def _graders_problem(text: str) -> str | None:
+def graders_problem(text: str) -> str | None:
     """None when `text` is distinct comma-separated graders, else why not. Their dependencies are checked
     where the evaluation starts (`trlvr.eval.api.check_eval`), so a study plans on a machine without them."""
     names = _names(text)
@@ -141,7 +141,7 @@ def _graders_problem(text: str) -> str | None:
 
 # --grader "trlvr,authors" -> ("trlvr", "authors"): the first grades the reported metrics, each other its own
 GRADER_LIST = text_kind(
-    "graders", f"comma-separated graders of {', '.join(GRADERS)}", _graders_problem, finish=_names
+    "graders", f"comma-separated graders of {', '.join(GRADERS)}", graders_problem, finish=_names
 )
 
 

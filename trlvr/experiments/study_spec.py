@@ -61,7 +61,7 @@ from trlvr.config import (
 from trlvr.errors import UserError
 from trlvr.eval import defaults as D
 from trlvr.eval.regex_jargon import compile_pattern
-from trlvr.eval.spec import SETTINGS
+from trlvr.eval.spec import SETTINGS, graders_problem
 from trlvr.rewards import GRADERS
 
 TOP_KEYS = {
@@ -282,9 +282,7 @@ def _check_evaluation(path: Path, where: str, evaluation: dict, worlds: dict) ->
 def _check_graders(path: Path, where: str, value: str, *, several: bool) -> None:
     """A grader setting (`trlvr.rewards.GRADERS`): one name, or (`several`: evaluation) a comma-separated list
     whose first grader gives the reported metrics, as `trlvr eval --grader` takes it."""
-    names = [g.strip() for g in value.split(",")]
-    bad = [g for g in names if g not in GRADERS]
-    if bad or (len(names) > 1 and not several) or len(set(names)) < len(names):
+    if graders_problem(value) is not None or ("," in value and not several):
         what = "one grader, or several comma-separated" if several else "one grader"
         raise _fail(path, where, f"expected {what} of {', '.join(GRADERS)}, got {value!r}")
 
